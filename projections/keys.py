@@ -1,0 +1,56 @@
+"""Order-preserving keys: tuples of strings and integers packed into bytes.
+
+Every projection lives in one ordered key-value space. Packing keeps tuple order as byte order,
+so "the latest version at or before seq N" is one seek, and a tuple's packing is a prefix of
+the packing of every longer tuple that starts with it (a prefix scan finds a whole scope).
+"""
+
+from __future__ import annotations
+
+_STRING = b"\x02"
+_INTEGER = b"\x15"
+_END = b"\x00"
+_ESCAPED_NUL = b"\x00\xff"
+_INTEGER_BYTES = 8
+
+KeyPart = str | int
+
+
+def pack(*parts: KeyPart) -> bytes:
+    """Pack strings and non-negative integers (below 2**64) into one sortable key."""
+    out = bytearray()
+    for part in parts:
+        if isinstance(part, str):
+            out += _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
+        else:
+            out += _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
+    return bytes(out)
+
+
+def unpack(key: bytes) -> tuple[KeyPart, ...]:
+    """The tuple `pack` was given: the inverse, for reading keys back."""
+    parts: list[KeyPart] = []
+    index = 0
+    while index < len(key):
+        tag = key[index : index + 1]
+        index += 1
+        if tag == _INTEGER:
+            parts.append(int.from_bytes(key[index : index + _INTEGER_BYTES], "big"))
+            index += _INTEGER_BYTES
+            continue
+        if tag != _STRING:
+            raise ValueError(f"not a packed key: unknown tag {tag!r} at {index - 1}")
+        text = bytearray()
+        while True:
+            byte = key[index]
+            if byte == 0 and key[index + 1 : index + 2] == b"\xff":
+                text.append(0)
+                index += 2
+            elif byte == 0:
+                index += 1
+                break
+            else:
+                text.append(byte)
+                index += 1
+        parts.append(text.decode("utf-8"))
+    return tuple(parts)

@@ -1,0 +1,192 @@
+"""Sequencing: every event is applied once, in order, per timeline.
+
+The rules, per `(tenant, world, timeline)`:
+- a seq at or below `processed_seq`, or one already waiting, is a duplicate: acked, no effect;
+- the next seq is applied, then every waiting seq that now follows on;
+- a seq beyond a gap waits in a bounded buffer (`sequencing.max_deferred`) until the gap fills;
+- the first event of a branch names its parent and `after_seq`; its seq must be
+  `after_seq + 1`, and it waits until the parent has applied `after_seq`.
+
+Each apply writes the timeline's positions after the state it produced, and every projection
+reads only what lies before the event's position, so re-applying an event whose positions
+were not yet saved (a crash in between) writes the very same state again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from projections import timelines
+from projections.keys import pack
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas import Ack, Event, Outcome
+from schemas.policy import SequencingPolicy
+from schemas.records import TimelineRecord
+
+PENDING = "pending"
+
+ApplyEvent = Callable[[StateTransaction, Event, Ancestry], None]
+"""Applies one event's effects, given the ancestry as it stood just before the event."""
+
+
+def pending_key(record: TimelineRecord, seq: int) -> bytes:
+    return pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id, seq)
+
+
+def ack(event: Event, outcome: Outcome, record: TimelineRecord | None, reason: str | None = None) -> Ack:
+    """The ack of `event` with the timeline's positions as they now stand."""
+    return Ack(
+        tenant_id=event.tenant_id,
+        world_instance_id=event.world_instance_id,
+        timeline_id=event.timeline_id,
+        seq=event.seq,
+        outcome=outcome,
+        reason=reason,
+        acknowledged_seq=None if record is None else record.acknowledged_seq,
+        processed_seq=None if record is None else record.processed_seq,
+    )
+
+
+def sequence(
+    tx: StateTransaction,
+    event: Event,
+    raw: bytes,
+    apply: ApplyEvent,
+    policy: SequencingPolicy,
+) -> list[Ack]:
+    """Take one event in: apply, defer, drop as duplicate or reject it. Returns its acks.
+
+    The first ack is this event's; any that follow are `processed` acks of deferred events it
+    released.
+    """
+    known = timelines.load(tx, event.tenant_id, event.world_instance_id, event.timeline_id)
+    record, problem = _place_on_timeline(tx, event, known)
+    if problem is not None:
+        return [ack(event, Outcome.REJECTED, known, problem)]
+    assert record is not None
+    if event.seq <= record.processed_seq or tx.get(pending_key(record, event.seq)) is not None:
+        return [ack(event, Outcome.DUPLICATE, known, "already received")]
+
+    record = record.model_copy(update={"acknowledged_seq": max(record.acknowledged_seq, event.seq)})
+    if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
+        record = _apply(tx, record, event, apply)
+        return [ack(event, Outcome.PROCESSED, record), *_release(tx, record, apply)]
+
+    if record.deferred_events >= policy.max_deferred:
+        return [ack(event, Outcome.REJECTED, known, _buffer_full(record, policy))]
+    record = record.model_copy(update={"deferred_events": record.deferred_events + 1})
+    tx.put(pending_key(record, event.seq), raw)
+    timelines.save(tx, record)
+    if record.waiting_for_parent:
+        timelines.wait_for_parent(tx, record)
+    return [ack(event, Outcome.DEFERRED, record, _why_waiting(record))]
+
+
+def _place_on_timeline(
+    tx: StateTransaction, event: Event, known: TimelineRecord | None
+) -> tuple[TimelineRecord | None, str | None]:
+    """The timeline record the event lands on, or the reason it cannot land."""
+    branch = event.branch
+    if known is not None and known.started:
+        if branch is not None and (
+            branch.parent_timeline_id != known.parent_timeline_id
+            or branch.after_seq != known.after_seq
+        ):
+            return None, (
+                f"timeline {event.timeline_id!r} already exists"
+                f"{_branch_phrase(known)}; it cannot branch again"
+            )
+        return known, None
+    if branch is None:
+        if known is not None:
+            return known, None
+        return TimelineRecord(
+            tenant_id=event.tenant_id,
+            world_instance_id=event.world_instance_id,
+            timeline_id=event.timeline_id,
+        ), None
+
+    parent = timelines.load(
+        tx, event.tenant_id, event.world_instance_id, branch.parent_timeline_id
+    )
+    if parent is None:
+        return None, f"unknown branch parent {branch.parent_timeline_id!r}"
+    if timelines.descends_from(tx, parent, event.timeline_id):
+        return None, f"branching from {branch.parent_timeline_id!r} would make a cycle"
+    if event.seq != branch.after_seq + 1:
+        return None, (
+            f"the first event of a branch after seq {branch.after_seq} "
+            f"must have seq {branch.after_seq + 1}, not {event.seq}"
+        )
+    base = known or TimelineRecord(
+        tenant_id=event.tenant_id,
+        world_instance_id=event.world_instance_id,
+        timeline_id=event.timeline_id,
+    )
+    return base.model_copy(
+        update={
+            "parent_timeline_id": branch.parent_timeline_id,
+            "after_seq": branch.after_seq,
+            "processed_seq": branch.after_seq,
+            "acknowledged_seq": max(base.acknowledged_seq, branch.after_seq),
+            "waiting_for_parent": parent.processed_seq < branch.after_seq,
+        }
+    ), None
+
+
+def _apply(
+    tx: StateTransaction, record: TimelineRecord, event: Event, apply: ApplyEvent
+) -> TimelineRecord:
+    """Apply `event`, then save the positions it produced (in that order)."""
+    apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
+    record = record.model_copy(
+        update={"processed_seq": event.seq, "applied_events": record.applied_events + 1}
+    )
+    timelines.save(tx, record)
+    return record
+
+
+def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) -> list[Ack]:
+    """Apply every waiting event that now follows on, here and on waiting child timelines."""
+    acks: list[Ack] = []
+    ready = [record]
+    while ready:
+        current = ready.pop(0)
+        while not current.waiting_for_parent:
+            key = pending_key(current, current.processed_seq + 1)
+            raw = tx.get(key)
+            if raw is None:
+                break
+            event = Event.model_validate_json(raw)
+            current = _apply(tx, current.model_copy(
+                update={"deferred_events": current.deferred_events - 1}), event, apply)
+            tx.delete(key)
+            acks.append(ack(event, Outcome.PROCESSED, current))
+        for child in timelines.children_ready(tx, current):
+            child = child.model_copy(update={"waiting_for_parent": False})
+            timelines.save(tx, child)
+            ready.append(child)
+    return acks
+
+
+def _branch_phrase(record: TimelineRecord) -> str:
+    if record.parent_timeline_id is None:
+        return " as a root timeline"
+    return f" as a branch of {record.parent_timeline_id!r} after seq {record.after_seq}"
+
+
+def _why_waiting(record: TimelineRecord) -> str:
+    if record.waiting_for_parent:
+        return (
+            f"waiting for parent timeline {record.parent_timeline_id!r} "
+            f"to reach seq {record.after_seq}"
+        )
+    return f"waiting for seq {record.processed_seq + 1}"
+
+
+def _buffer_full(record: TimelineRecord, policy: SequencingPolicy) -> str:
+    return (
+        f"deferral buffer full: {record.deferred_events} events already wait for "
+        f"seq {record.processed_seq + 1} (sequencing.max_deferred = {policy.max_deferred})"
+    )

@@ -1,0 +1,89 @@
+"""Timelines: saves, loads and branches as a registry of branch points.
+
+A timeline is a line of positions 1, 2, 3... in one world. A branch names a parent and the
+last parent position it inherits (`after_seq`); its own numbering continues from there. Reading
+a timeline means reading its own records, then each ancestor's up to the branch point: the
+`ancestry`, newest segment first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from projections.keys import pack, unpack
+from projections.state import StateTransaction
+from schemas import MAX_SEQ
+from schemas.records import TimelineRecord
+
+TIMELINES = "timeline"
+WAITING_CHILDREN = "waiting-child"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One timeline of an ancestry and the last of its positions that is visible."""
+
+    timeline_id: str
+    upto_seq: int
+
+
+Ancestry = tuple[Segment, ...]
+
+
+def timeline_key(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
+    return pack(TIMELINES, tenant_id, world_id, timeline_id)
+
+
+def load(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> TimelineRecord | None:
+    """The registry entry of a timeline, or None if never seen."""
+    raw = tx.get(timeline_key(tenant_id, world_id, timeline_id))
+    return None if raw is None else TimelineRecord.from_bytes(raw)
+
+
+def save(tx: StateTransaction, record: TimelineRecord) -> None:
+    tx.put(
+        timeline_key(record.tenant_id, record.world_instance_id, record.timeline_id),
+        record.to_bytes(),
+    )
+
+
+def ancestry(tx: StateTransaction, record: TimelineRecord, upto_seq: int = MAX_SEQ) -> Ancestry:
+    """The segments a read at `upto_seq` on `record`'s timeline sees, own timeline first."""
+    segments = [Segment(record.timeline_id, upto_seq)]
+    current = record
+    while current.parent_timeline_id is not None:
+        parent = load(tx, current.tenant_id, current.world_instance_id, current.parent_timeline_id)
+        if parent is None:  # registered parents are never removed but by world deletion
+            break
+        segments.append(Segment(parent.timeline_id, min(current.after_seq, segments[-1].upto_seq)))
+        current = parent
+    return tuple(segments)
+
+
+def descends_from(tx: StateTransaction, record: TimelineRecord, timeline_id: str) -> bool:
+    """Whether `timeline_id` is `record`'s timeline or one of its ancestors."""
+    return any(segment.timeline_id == timeline_id for segment in ancestry(tx, record))
+
+
+def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
+    """Note that `child` holds its events until its parent reaches the branch point."""
+    assert child.parent_timeline_id is not None
+    tx.put(
+        pack(WAITING_CHILDREN, child.tenant_id, child.world_instance_id,
+             child.parent_timeline_id, child.timeline_id),
+        b"1",
+    )
+
+
+def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[TimelineRecord]:
+    """Waiting children whose branch point the parent has now reached; they stop waiting."""
+    prefix = pack(WAITING_CHILDREN, parent.tenant_id, parent.world_instance_id, parent.timeline_id)
+    ready = []
+    for key, _ in list(tx.scan(prefix)):
+        child_id = str(unpack(key)[-1])
+        child = load(tx, parent.tenant_id, parent.world_instance_id, child_id)
+        if child is not None and child.after_seq <= parent.processed_seq:
+            tx.delete(key)
+            ready.append(child)
+    return ready
+

@@ -1,0 +1,95 @@
+"""The event contract: what a game server publishes on `rumourmill.events`.
+
+Events are validated straight from the message bytes (`Event.model_validate_json`), strictly:
+a wrong type is an error, not something to coerce, and an unknown field is refused so that a
+misspelt optional field (`witness` for `witnesses`) cannot silently change who perceives what.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, field_validator
+
+MAX_SEQ = 2**63 - 1
+"""The largest position a timeline can reach (positions are stored as signed 64-bit)."""
+
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+"""A tenant, world, timeline or entity id: 1 to 128 characters."""
+
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
+
+GAME_TIME_PATTERN = re.compile(r"^day (\d{1,6}), ([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class Contract(BaseModel):
+    """Base of every message model: immutable, strict, no unknown fields."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+
+def story_minutes(game_time: str) -> int:
+    """Minutes of story time since day 0, 00:00, for a `"day D, HH:MM"` string."""
+    match = GAME_TIME_PATTERN.match(game_time)
+    if match is None:
+        raise ValueError(f"game_time must read 'day D, HH:MM', got {game_time!r}")
+    day, hour, minute = (int(part) for part in match.groups())
+    return (day * 24 + hour) * 60 + minute
+
+
+class Fact(Contract):
+    """One thing the event makes true in the world record: subject.attribute = value."""
+
+    subject: Identifier
+    attribute: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    value: JsonValue
+
+
+class EntityDeclaration(Contract):
+    """A name, kind and group for an id; persists in the world's catalogue."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="allow")
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    group: Identifier | None = None
+
+
+class Branch(Contract):
+    """Where a new timeline leaves its parent: it sees the parent up to `after_seq`."""
+
+    parent_timeline_id: Identifier
+    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ - 1)]
+
+
+class Event(Contract):
+    """One thing that happened in a game, as the game server reports it."""
+
+    tenant_id: Identifier = "default"
+    world_instance_id: Identifier
+    timeline_id: Identifier
+    seq: Seq
+    key: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    actor: Identifier | None = None
+    target: Identifier | None = None
+    witnesses: list[Identifier] | None = None
+    location: Identifier | None = None
+    players: list[Identifier] = Field(default_factory=list)
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    facts: list[Fact] = Field(default_factory=list)
+    game_time: str | None = None
+    entities: dict[Identifier, EntityDeclaration] = Field(default_factory=dict)
+    branch: Branch | None = None
+
+    @field_validator("game_time")
+    @classmethod
+    def _game_time_reads_as_story_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            story_minutes(value)
+        return value
+
+    @property
+    def story_minutes(self) -> int | None:
+        """Story time in minutes, derived from `game_time` (kept as given)."""
+        return None if self.game_time is None else story_minutes(self.game_time)

@@ -1,0 +1,50 @@
+"""What rumourmill answers for every message: an ack, and for bad input a dead letter."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas.events import Contract, Identifier
+
+
+class Outcome(StrEnum):
+    """What became of one event."""
+
+    PROCESSED = "processed"
+    DEFERRED = "deferred"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+class Ack(Contract):
+    """One message on `rumourmill.acks` per event received (keyed by world).
+
+    Identity fields are null only for a message too broken to name them. The positions are the
+    timeline's right after this outcome.
+    """
+
+    tenant_id: str | None
+    world_instance_id: str | None
+    timeline_id: str | None
+    seq: int | None
+    outcome: Outcome
+    reason: str | None = None
+    acknowledged_seq: Annotated[int, Field(ge=0)] | None = None
+    processed_seq: Annotated[int, Field(ge=0)] | None = None
+    refused_judgements: list[str] = Field(default_factory=list)
+
+
+class DeadLetter(Contract):
+    """A message that could not be taken in, kept whole on `rumourmill.deadletter`."""
+
+    reason: str
+    topic: str
+    partition: Annotated[int, Field(ge=0)]
+    offset: Annotated[int, Field(ge=0)]
+    key_base64: str | None
+    value_base64: str
+    tenant_id: Identifier | None = None
+    world_instance_id: Identifier | None = None

@@ -1,0 +1,62 @@
+"""The records rumourmill keeps: what the projections store, one model per record kind.
+
+Records are written with orjson and read back without re-validation (they were valid when
+written), so loading stays cheap on the hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.events import Identifier
+
+
+class Record(BaseModel):
+    """Base of stored records: immutable, serialised with orjson."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_bytes(self) -> bytes:
+        """The stored form."""
+        return orjson.dumps(self.model_dump(mode="json"))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Self:
+        """Read back a stored record (trusted: no re-validation)."""
+        fields: dict[str, Any] = orjson.loads(data)
+        return cls.model_construct(**fields)
+
+
+class TimelineRecord(Record):
+    """A timeline's place in its world and its positions.
+
+    `processed_seq` is the highest seq applied; `acknowledged_seq` the highest received. A
+    branch starts both at its `after_seq`: the child's numbering continues the parent's.
+    """
+
+    tenant_id: Identifier
+    world_instance_id: Identifier
+    timeline_id: Identifier
+    parent_timeline_id: Identifier | None = None
+    after_seq: int = 0
+    acknowledged_seq: int = 0
+    processed_seq: int = 0
+    applied_events: int = 0
+    deferred_events: int = 0
+    waiting_for_parent: bool = False
+
+    @property
+    def started(self) -> bool:
+        """Whether anything was ever applied or attached (a branch point counts)."""
+        return self.processed_seq > 0 or self.parent_timeline_id is not None
+
+
+class OutboxRecord(Record):
+    """What one source message produced, kept so a redelivery re-sends it instead."""
+
+    message_digest: str
+    acks: list[dict[str, Any]] = Field(default_factory=list)
+    dead_letters: list[dict[str, Any]] = Field(default_factory=list)
