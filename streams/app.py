@@ -1,0 +1,109 @@
+"""The Faust app: topics, the state table and the agent that feeds the projector.
+
+Everything domain-shaped happens in `projections.Projector`; this module only moves bytes
+between Kafka and it. At-least-once with one in-flight message per partition (concurrency=1,
+faust-streaming #606); redelivery is harmless because the projector recognises it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from projections.intake import SourceMessage
+from projections.projector import Projector
+from schemas import Ack, DeadLetter
+from streams import codec
+from streams.settings import ACKS_TOPIC, DEADLETTER_TOPIC, EVENTS_TOPIC, Settings
+from streams.state import RocksTransaction
+
+STATE_TABLE = "state"
+
+
+@dataclass(frozen=True)
+class Rumourmill:
+    """The app and the handles the web views and tests need."""
+
+    app: faust.App
+    settings: Settings
+    state: faust.Table
+    projector: Projector
+
+    def transaction(self, partition: int) -> RocksTransaction:
+        """State access for one partition, writing through the table's changelog."""
+        db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
+        return RocksTransaction(db, self._write)
+
+    def _write(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            del self.state[key]
+        else:
+            self.state[key] = value
+
+
+def create_app(settings: Settings) -> Rumourmill:
+    """Build the worker's Faust app from settings (no I/O until it starts)."""
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{settings.broker}",
+        store="rocksdb://",
+        datadir=str(settings.data_dir),
+        web_host=settings.web_host,
+        web_bind=settings.web_host,
+        web_port=settings.web_port,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication,
+        processing_guarantee="at_least_once",
+        value_serializer=codec.CODEC_NAME,
+        key_serializer="raw",
+        autodiscover=False,
+        table_standby_replicas=0,
+    )
+    topic_options: dict[str, Any] = {
+        "partitions": settings.partitions,
+        "key_type": bytes,
+        "key_serializer": "raw",
+    }
+    events = app.topic(EVENTS_TOPIC, value_type=bytes, value_serializer="raw", **topic_options)
+    acks = app.topic(ACKS_TOPIC, **topic_options)
+    deadletters = app.topic(DEADLETTER_TOPIC, **topic_options)
+    block_cache = settings.block_cache_mb * 1024 * 1024
+    state = app.Table(
+        STATE_TABLE,
+        key_type=bytes,
+        value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
+        partitions=settings.partitions,
+        options={"block_cache_size": block_cache, "write_buffer_size": block_cache},
+    )
+    mill = Rumourmill(app, settings, state, Projector(max_event_bytes=settings.max_event_bytes))
+
+    @app.agent(events, concurrency=1)
+    async def ingest(stream: faust.StreamT[bytes]) -> None:
+        event: EventT
+        async for event in stream.events():
+            message = event.message
+            intake = mill.projector.receive(
+                mill.transaction(message.partition),
+                SourceMessage(
+                    topic=message.topic,
+                    partition=message.partition,
+                    offset=message.offset,
+                    key=message.key,
+                    value=message.value or b"",
+                ),
+            )
+            for ack in intake.acks:
+                await acks.send(key=_world_key(ack, message.key), value=ack, force=True)
+            for letter in intake.dead_letters:
+                await deadletters.send(key=message.key, value=letter, force=True)
+
+    return mill
+
+
+def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
+    """Key outputs by world, like the events, so a world's acks stay in order."""
+    world = item.world_instance_id
+    return fallback if world is None else world.encode()

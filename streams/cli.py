@@ -1,0 +1,105 @@
+"""The `rumourmill` command line: worker, publish, replay, schemas, brokers and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+
+from streams.settings import Settings
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
+
+
+def _settings_options(function: Any) -> Any:
+    """The flags every broker-facing command shares; each overrides its env var."""
+    for name, kind in reversed(
+        [("broker", str), ("data-dir", click.Path(path_type=Path)), ("web-port", int),
+         ("app-id", str), ("partitions", int)]
+    ):
+        env = "RUMOURMILL_" + name.replace("-", "_").upper()
+        function = click.option(f"--{name}", type=kind, default=None,
+                                help=f"overrides {env}")(function)
+    return function
+
+
+def _settings(**flags: Any) -> Settings:
+    return Settings.from_env(**{name: value for name, value in flags.items()})
+
+
+@click.group()
+def main() -> None:
+    """rumourmill: game characters with a memory, from a stream of game events."""
+
+
+@main.command()
+@_settings_options
+@click.option("--loglevel", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
+def worker(loglevel: str | None, **flags: Any) -> None:
+    """Run a worker: consume events, keep projections, serve the runtime read."""
+    from faust.worker import Worker
+
+    from streams.app import create_app
+    from streams.topics import ensure_topics
+
+    settings = _settings(log_level=loglevel, **flags)
+    asyncio.run(ensure_topics(settings))
+    mill = create_app(settings)
+    Worker(mill.app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
+@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
+def publish(file: Path, raw: bool, broker: str | None) -> None:
+    """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
+    from streams.publish import publish as send
+    from streams.publish import read_lines
+    from streams.topics import ensure_topics
+
+    settings = _settings(broker=broker)
+    with click.progressbar(list(read_lines(file, raw=raw)), label="validating",
+                           file=click.get_text_stream("stderr")) as progress:
+        lines = list(progress)
+    invalid = [line for line in lines if line.problem is not None]
+    for line in invalid:
+        click.echo(f"{file}:{line.number}: {line.problem}", err=True)
+    if invalid:
+        raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
+    asyncio.run(ensure_topics(settings))
+    sent = asyncio.run(send(settings.broker, lines))
+    click.echo(f"published {sent} event(s) from {file} to {settings.broker}")
+
+
+@main.group()
+def schemas() -> None:
+    """The JSON Schema files of every message type."""
+
+
+@schemas.command("export")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=SCHEMA_DIR,
+              show_default=True)
+def schemas_export(out: Path) -> None:
+    """Write one JSON Schema file per message type."""
+    from schemas.export import json_schemas
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, document in json_schemas().items():
+        (out / name).write_bytes(document)
+        click.echo(out / name)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def replay(file: Path) -> None:
+    """Fold an NDJSON file in-process (no Kafka) and print outcomes and world digests."""
+    from streams.replay import replay_file
+
+    result = replay_file(file)
+    for outcome, count in sorted(result.outcomes.items()):
+        click.echo(f"{outcome}: {count}")
+    for (tenant, world), digest in sorted(result.digests.items()):
+        click.echo(f"digest {tenant}/{world}: {digest}")

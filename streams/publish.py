@@ -1,0 +1,67 @@
+"""Publishing NDJSON event files to `rumourmill.events`, keyed by world."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from pydantic import ValidationError
+
+from projections.intake import explain
+from schemas import Event
+from streams.settings import EVENTS_TOPIC
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of an event file, ready to send (or the reason it is not)."""
+
+    number: int
+    raw: bytes
+    key: bytes | None
+    problem: str | None = None
+
+
+def read_lines(path: Path, *, raw: bool = False) -> Iterator[Line]:
+    """Each non-blank line of `path`; validated unless `raw` (sent as it is, for tests)."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            data = line.rstrip(b"\r\n")
+            if not data.strip():
+                continue
+            if raw:
+                yield Line(number, data, _raw_world_key(data))
+                continue
+            try:
+                event = Event.model_validate_json(data)
+            except ValidationError as error:
+                yield Line(number, data, None, explain(error))
+                continue
+            yield Line(number, data, event.world_instance_id.encode())
+
+
+def _raw_world_key(data: bytes) -> bytes | None:
+    """The world of a raw line if it names one; raw lines may be anything at all."""
+    try:
+        return Event.model_validate_json(data).world_instance_id.encode()
+    except ValidationError:
+        return None
+
+
+async def publish(bootstrap: str, lines: list[Line], topic: str = EVENTS_TOPIC) -> int:
+    """Send lines in order (one partition per world keeps a world's order); returns the count."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5
+    )
+    await producer.start()
+    try:
+        pending = [
+            await producer.send(topic, value=line.raw, key=line.key) for line in lines
+        ]
+        for future in pending:
+            await future
+    finally:
+        await producer.stop()
+    return len(lines)
