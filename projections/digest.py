@@ -14,7 +14,7 @@ from projections.keys import pack
 from projections.state import StateTransaction
 
 PROJECTION_KINDS: tuple[str, ...] = (timelines.TIMELINES, world.FACTS)
-"""The key spaces that hold a world's projections; every key in them starts (kind, tenant, world)."""
+"""Key spaces holding a world's projections; each key starts (kind, tenant, world)."""
 
 
 def world_digest(tx: StateTransaction, tenant_id: str, world_id: str) -> str:

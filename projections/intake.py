@@ -72,11 +72,14 @@ def receive(
                 redelivered=True,
             )
     intake = _take_in(tx, message, apply, policies, max_event_bytes)
-    tx.put(key, OutboxRecord(
-        message_digest=digest,
-        acks=[item.model_dump(mode="json") for item in intake.acks],
-        dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
-    ).to_bytes())
+    tx.put(
+        key,
+        OutboxRecord(
+            message_digest=digest,
+            acks=[item.model_dump(mode="json") for item in intake.acks],
+            dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
+        ).to_bytes(),
+    )
     if message.offset >= OUTBOX_DEPTH:
         tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))
     return intake

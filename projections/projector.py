@@ -13,6 +13,7 @@ from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
 
+
 class Projector:
     """Applies messages to projections through whatever state transaction it is given."""
 
@@ -31,4 +32,3 @@ class Projector:
     def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
         """Apply one in-order event to every projection."""
         world.record_facts(tx, event)
-

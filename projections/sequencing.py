@@ -34,7 +34,9 @@ def pending_key(record: TimelineRecord, seq: int) -> bytes:
     return pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id, seq)
 
 
-def ack(event: Event, outcome: Outcome, record: TimelineRecord | None, reason: str | None = None) -> Ack:
+def ack(
+    event: Event, outcome: Outcome, record: TimelineRecord | None, reason: str | None = None
+) -> Ack:
     """The ack of `event` with the timeline's positions as they now stand."""
     return Ack(
         tenant_id=event.tenant_id,
@@ -107,9 +109,7 @@ def _place_on_timeline(
             timeline_id=event.timeline_id,
         ), None
 
-    parent = timelines.load(
-        tx, event.tenant_id, event.world_instance_id, branch.parent_timeline_id
-    )
+    parent = timelines.load(tx, event.tenant_id, event.world_instance_id, branch.parent_timeline_id)
     if parent is None:
         return None, f"unknown branch parent {branch.parent_timeline_id!r}"
     if timelines.descends_from(tx, parent, event.timeline_id):
@@ -159,8 +159,12 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             if raw is None:
                 break
             event = Event.model_validate_json(raw)
-            current = _apply(tx, current.model_copy(
-                update={"deferred_events": current.deferred_events - 1}), event, apply)
+            current = _apply(
+                tx,
+                current.model_copy(update={"deferred_events": current.deferred_events - 1}),
+                event,
+                apply,
+            )
             tx.delete(key)
             acks.append(ack(event, Outcome.PROCESSED, current))
         for child in timelines.children_ready(tx, current):

@@ -34,7 +34,9 @@ def timeline_key(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
     return pack(TIMELINES, tenant_id, world_id, timeline_id)
 
 
-def load(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> TimelineRecord | None:
+def load(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str
+) -> TimelineRecord | None:
     """The registry entry of a timeline, or None if never seen."""
     raw = tx.get(timeline_key(tenant_id, world_id, timeline_id))
     return None if raw is None else TimelineRecord.from_bytes(raw)
@@ -69,8 +71,13 @@ def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
     """Note that `child` holds its events until its parent reaches the branch point."""
     assert child.parent_timeline_id is not None
     tx.put(
-        pack(WAITING_CHILDREN, child.tenant_id, child.world_instance_id,
-             child.parent_timeline_id, child.timeline_id),
+        pack(
+            WAITING_CHILDREN,
+            child.tenant_id,
+            child.world_instance_id,
+            child.parent_timeline_id,
+            child.timeline_id,
+        ),
         b"1",
     )
 
@@ -86,4 +93,3 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[Timelin
             tx.delete(key)
             ready.append(child)
     return ready
-

@@ -26,8 +26,14 @@ ABSENT: Any = object()
 def record_facts(tx: StateTransaction, event: Event) -> None:
     """Write each fact of `event` as a new version at the event's position."""
     for fact in event.facts:
-        scope = pack(FACTS, event.tenant_id, event.world_instance_id, event.timeline_id,
-                     fact.subject, fact.attribute)
+        scope = pack(
+            FACTS,
+            event.tenant_id,
+            event.world_instance_id,
+            event.timeline_id,
+            fact.subject,
+            fact.attribute,
+        )
         tx.put(scope + pack(event.seq), orjson.dumps(fact.value))
 
 
@@ -41,8 +47,8 @@ def fact_value(
 ) -> Any:
     """The recorded value of `subject.attribute` on a timeline, or `ABSENT` if never set."""
     raw = read_through(
-        tx, ancestry,
+        tx,
+        ancestry,
         lambda timeline_id: pack(FACTS, tenant_id, world_id, timeline_id, subject, attribute),
     )
     return ABSENT if raw is None else orjson.loads(raw)
-

@@ -24,6 +24,9 @@ EventKind = Literal[
 ]
 """What sort of thing happened, as far as weighing cares (read off the event key)."""
 
+Learned = Literal["seen", "told", "player"]
+"""How a character learned something (a rumour is something told, further down a chain)."""
+
 
 class SequencingPolicy(Contract):
     """How far ahead of a gap a timeline may receive before events are refused."""
@@ -31,36 +34,38 @@ class SequencingPolicy(Contract):
     max_deferred: Annotated[int, Field(ge=0, le=100_000)] = 1000
 
 
-class Weights(Contract):
-    """How much a memory matters, how it feels, and how activating it is."""
+class Impact(Contract):
+    """How an event hits a character: how much it matters, how it feels, how it stirs."""
 
     importance: Share
     feeling: Feeling
     arousal: Share
 
 
-class PartWeights(Contract):
-    """The weights of one kind of event for each part a character can have in it."""
+class KindImpacts(Contract):
+    """The impact of one kind of event for each part a character can have in it."""
 
-    actor: Weights
-    target: Weights
-    witness: Weights
+    actor: Impact
+    target: Impact
+    witness: Impact
 
-    def for_part(self, part: Part) -> Weights:
-        """The weights of `part`."""
-        weights: Weights = getattr(self, part)
-        return weights
+    def for_part(self, part: Part) -> Impact:
+        """The impact on a character in `part`."""
+        impact: Impact = getattr(self, part)
+        return impact
 
 
-def _row(actor: tuple[float, float, float], target: tuple[float, float, float],
-         witness: tuple[float, float, float]) -> PartWeights:
+ImpactValues = tuple[float, float, float]
+
+
+def _impact(values: ImpactValues) -> Impact:
+    importance, feeling, arousal = values
+    return Impact(importance=importance, feeling=feeling, arousal=arousal)
+
+
+def _row(actor: ImpactValues, target: ImpactValues, witness: ImpactValues) -> KindImpacts:
     """One line of the weighing table, written as (importance, feeling, arousal) per part."""
-
-    def weights(values: tuple[float, float, float]) -> Weights:
-        importance, feeling, arousal = values
-        return Weights(importance=importance, feeling=feeling, arousal=arousal)
-
-    return PartWeights(actor=weights(actor), target=weights(target), witness=weights(witness))
+    return KindImpacts(actor=_impact(actor), target=_impact(target), witness=_impact(witness))
 
 
 class WeighingTable(Contract):
@@ -70,18 +75,18 @@ class WeighingTable(Contract):
     """
 
     #                                 actor            target            witness
-    theft: PartWeights = _row((0.6, 0.2, 0.6), (0.9, -0.8, 0.8), (0.5, -0.4, 0.5))
-    fight: PartWeights = _row((0.7, -0.2, 0.8), (0.9, -0.8, 0.9), (0.6, -0.3, 0.7))
-    threat: PartWeights = _row((0.4, -0.2, 0.5), (0.7, -0.6, 0.7), (0.4, -0.3, 0.4))
-    help: PartWeights = _row((0.5, 0.4, 0.3), (0.8, 0.7, 0.5), (0.4, 0.3, 0.2))
-    gift: PartWeights = _row((0.4, 0.3, 0.2), (0.7, 0.6, 0.4), (0.3, 0.2, 0.1))
-    conversation: PartWeights = _row((0.3, 0.1, 0.2), (0.5, 0.2, 0.3), (0.3, 0.0, 0.2))
-    movement: PartWeights = _row((0.1, 0.0, 0.1), (0.2, 0.0, 0.2), (0.1, 0.0, 0.1))
-    generic: PartWeights = _row((0.3, 0.0, 0.2), (0.4, 0.0, 0.3), (0.2, 0.0, 0.1))
+    theft: KindImpacts = _row((0.6, 0.2, 0.6), (0.9, -0.8, 0.8), (0.5, -0.4, 0.5))
+    fight: KindImpacts = _row((0.7, -0.2, 0.8), (0.9, -0.8, 0.9), (0.6, -0.3, 0.7))
+    threat: KindImpacts = _row((0.4, -0.2, 0.5), (0.7, -0.6, 0.7), (0.4, -0.3, 0.4))
+    help: KindImpacts = _row((0.5, 0.4, 0.3), (0.8, 0.7, 0.5), (0.4, 0.3, 0.2))
+    gift: KindImpacts = _row((0.4, 0.3, 0.2), (0.7, 0.6, 0.4), (0.3, 0.2, 0.1))
+    conversation: KindImpacts = _row((0.3, 0.1, 0.2), (0.5, 0.2, 0.3), (0.3, 0.0, 0.2))
+    movement: KindImpacts = _row((0.1, 0.0, 0.1), (0.2, 0.0, 0.2), (0.1, 0.0, 0.1))
+    generic: KindImpacts = _row((0.3, 0.0, 0.2), (0.4, 0.0, 0.3), (0.2, 0.0, 0.1))
 
-    def for_kind(self, kind: EventKind) -> PartWeights:
+    def for_kind(self, kind: EventKind) -> KindImpacts:
         """The line of `kind`."""
-        row: PartWeights = getattr(self, kind)
+        row: KindImpacts = getattr(self, kind)
         return row
 
 
@@ -92,6 +97,11 @@ class ConfidencePolicy(Contract):
     told: Share = 0.8
     """Told by a character whose own belief is unknown; a known belief is retold instead."""
     player: Share = 0.7
+
+    def of(self, learned: Learned) -> float:
+        """The confidence of something learned that way."""
+        confidence: float = getattr(self, learned)
+        return confidence
 
 
 class PersistencePolicy(Contract):

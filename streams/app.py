@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from aiokafka.partitioner import murmur2
 from faust.types import EventT
 
 from projections.intake import SourceMessage
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from streams import codec
-from streams.settings import ACKS_TOPIC, DEADLETTER_TOPIC, EVENTS_TOPIC, Settings
+from streams.settings import Settings
 from streams.state import RocksTransaction
+from streams.web import register_views
 
 STATE_TABLE = "state"
 
@@ -36,6 +38,12 @@ class Rumourmill:
         """State access for one partition, writing through the table's changelog."""
         db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
         return RocksTransaction(db, self._write)
+
+    def read_transaction(self, world_id: str) -> RocksTransaction:
+        """Read-only state access for the partition that holds `world_id`."""
+        partition = partition_of(world_id.encode(), self.settings.partitions)
+        db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
+        return RocksTransaction(db, _read_only)
 
     def _write(self, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -67,9 +75,11 @@ def create_app(settings: Settings) -> Rumourmill:
         "key_type": bytes,
         "key_serializer": "raw",
     }
-    events = app.topic(EVENTS_TOPIC, value_type=bytes, value_serializer="raw", **topic_options)
-    acks = app.topic(ACKS_TOPIC, **topic_options)
-    deadletters = app.topic(DEADLETTER_TOPIC, **topic_options)
+    events = app.topic(
+        settings.events_topic, value_type=bytes, value_serializer="raw", **topic_options
+    )
+    acks = app.topic(settings.acks_topic, **topic_options)
+    deadletters = app.topic(settings.deadletter_topic, **topic_options)
     block_cache = settings.block_cache_mb * 1024 * 1024
     state = app.Table(
         STATE_TABLE,
@@ -79,6 +89,7 @@ def create_app(settings: Settings) -> Rumourmill:
         options={"block_cache_size": block_cache, "write_buffer_size": block_cache},
     )
     mill = Rumourmill(app, settings, state, Projector(max_event_bytes=settings.max_event_bytes))
+    register_views(mill)
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
@@ -101,6 +112,15 @@ def create_app(settings: Settings) -> Rumourmill:
                 await deadletters.send(key=message.key, value=letter, force=True)
 
     return mill
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def _read_only(key: bytes, value: bytes | None) -> None:
+    raise PermissionError("reads never write state")
 
 
 def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:

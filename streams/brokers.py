@@ -184,6 +184,7 @@ class LocalBroker(ABC):
         """Start the broker and block until it answers metadata requests; returns self."""
         if self.running:
             return self
+        self.stop()  # a broker that died on its own: drop its old temp dir first
         self.workdir = Path(tempfile.mkdtemp(prefix=f"rumourmill-{self.name}-"))
         if not self._atexit_registered:
             atexit.register(self.stop)

@@ -16,12 +16,19 @@ SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
 def _settings_options(function: Any) -> Any:
     """The flags every broker-facing command shares; each overrides its env var."""
     for name, kind in reversed(
-        [("broker", str), ("data-dir", click.Path(path_type=Path)), ("web-port", int),
-         ("app-id", str), ("partitions", int)]
+        [
+            ("broker", str),
+            ("data-dir", click.Path(path_type=Path)),
+            ("web-port", int),
+            ("app-id", str),
+            ("partitions", int),
+            ("topic-prefix", str),
+        ]
     ):
         env = "RUMOURMILL_" + name.replace("-", "_").upper()
-        function = click.option(f"--{name}", type=kind, default=None,
-                                help=f"overrides {env}")(function)
+        function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
+            function
+        )
     return function
 
 
@@ -54,15 +61,17 @@ def worker(loglevel: str | None, **flags: Any) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
 @click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-def publish(file: Path, raw: bool, broker: str | None) -> None:
+@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
+def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None) -> None:
     """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
     from streams.publish import publish as send
     from streams.publish import read_lines
     from streams.topics import ensure_topics
 
-    settings = _settings(broker=broker)
-    with click.progressbar(list(read_lines(file, raw=raw)), label="validating",
-                           file=click.get_text_stream("stderr")) as progress:
+    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    with click.progressbar(
+        list(read_lines(file, raw=raw)), label="validating", file=click.get_text_stream("stderr")
+    ) as progress:
         lines = list(progress)
     invalid = [line for line in lines if line.problem is not None]
     for line in invalid:
@@ -70,7 +79,7 @@ def publish(file: Path, raw: bool, broker: str | None) -> None:
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(send(settings.broker, lines))
+    sent = asyncio.run(send(settings.broker, settings.events_topic, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.broker}")
 
 
@@ -80,8 +89,9 @@ def schemas() -> None:
 
 
 @schemas.command("export")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=SCHEMA_DIR,
-              show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=SCHEMA_DIR, show_default=True
+)
 def schemas_export(out: Path) -> None:
     """Write one JSON Schema file per message type."""
     from schemas.export import json_schemas
@@ -103,3 +113,29 @@ def replay(file: Path) -> None:
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
         click.echo(f"digest {tenant}/{world}: {digest}")
+
+
+@main.group()
+def broker() -> None:
+    """Local brokers on 127.0.0.1 for development and tests."""
+
+
+@broker.command("fetch")
+def broker_fetch() -> None:
+    """Download the Apache Kafka jars into the cache (once; reused after)."""
+    from streams.brokers import fetch_apache_kafka
+
+    click.echo(f"Apache Kafka jars in {fetch_apache_kafka()}")
+
+
+@broker.command("start")
+@click.argument("kind", type=click.Choice(["kafka", "tansu"]), default="tansu")
+def broker_start(kind: str) -> None:
+    """Start a broker on a free port, print its address, stop it on Ctrl-C."""
+    import signal
+
+    from streams.brokers import apache_kafka, tansu
+
+    with apache_kafka() if kind == "kafka" else tansu() as running:
+        click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})

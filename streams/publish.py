@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from projections.intake import explain
 from schemas import Event
-from streams.settings import EVENTS_TOPIC
 
 
 @dataclass(frozen=True)
@@ -50,16 +49,12 @@ def _raw_world_key(data: bytes) -> bytes | None:
         return None
 
 
-async def publish(bootstrap: str, lines: list[Line], topic: str = EVENTS_TOPIC) -> int:
+async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:
     """Send lines in order (one partition per world keeps a world's order); returns the count."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5
-    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
-        pending = [
-            await producer.send(topic, value=line.raw, key=line.key) for line in lines
-        ]
+        pending = [await producer.send(topic, value=line.raw, key=line.key) for line in lines]
         for future in pending:
             await future
     finally:

@@ -10,7 +10,6 @@ from projections.digest import world_digest
 from projections.intake import SourceMessage
 from projections.projector import Projector
 from projections.state import MemoryState
-from streams.settings import EVENTS_TOPIC
 
 
 @dataclass
@@ -28,9 +27,7 @@ def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Repl
     result = Replay()
     worlds: set[tuple[str, str]] = set()
     for offset, raw in enumerate(lines):
-        intake = projector.receive(
-            result.state, SourceMessage(EVENTS_TOPIC, 0, offset, None, raw)
-        )
+        intake = projector.receive(result.state, SourceMessage("replay", 0, offset, None, raw))
         for ack in intake.acks:
             result.outcomes[ack.outcome.value] += 1
             if ack.tenant_id is not None and ack.world_instance_id is not None:

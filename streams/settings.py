@@ -7,11 +7,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-EVENTS_TOPIC = "rumourmill.events"
-ACKS_TOPIC = "rumourmill.acks"
-DEADLETTER_TOPIC = "rumourmill.deadletter"
-POLICIES_TOPIC = "rumourmill.policies"
-
 
 def _api_keys(text: str) -> dict[str, str]:
     """`key1:tenant1,key2:tenant2` -> {key: tenant}."""
@@ -35,10 +30,11 @@ class Settings:
     app_id: str = field(default="rumourmill", metadata={"help": "consumer group and table prefix"})
     partitions: int = field(default=4, metadata={"help": "partitions of every topic"})
     replication: int = field(default=1, metadata={"help": "replication factor of every topic"})
-    max_event_bytes: int = field(default=256 * 1024, metadata={"help": "larger events are dead-lettered"})
+    max_event_bytes: int = field(default=256 * 1024, metadata={"help": "larger are dead-lettered"})
     block_cache_mb: int = field(default=16, metadata={"help": "RocksDB block cache per partition"})
     log_level: str = field(default="info", metadata={"help": "worker log level"})
     api_keys: str = field(default="", metadata={"help": "KEY:TENANT,... ; empty: no auth"})
+    topic_prefix: str = field(default="rumourmill", metadata={"help": "PREFIX.events..."})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -51,6 +47,22 @@ class Settings:
                 values[item.name] = _convert(item.type, raw)
         settings = cls(**values)
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.topic_prefix}.events"
+
+    @property
+    def acks_topic(self) -> str:
+        return f"{self.topic_prefix}.acks"
+
+    @property
+    def deadletter_topic(self) -> str:
+        return f"{self.topic_prefix}.deadletter"
+
+    @property
+    def policies_topic(self) -> str:
+        return f"{self.topic_prefix}.policies"
 
     @property
     def tenants_by_api_key(self) -> dict[str, str]:

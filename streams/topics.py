@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from streams.settings import (
-    ACKS_TOPIC,
-    DEADLETTER_TOPIC,
-    EVENTS_TOPIC,
-    POLICIES_TOPIC,
-    Settings,
-)
+from streams.settings import Settings
 
 
 async def ensure_topics(settings: Settings) -> None:
@@ -22,17 +18,19 @@ async def ensure_topics(settings: Settings) -> None:
         existing = set(await admin.list_topics())
         wanted = [
             NewTopic(name, settings.partitions, settings.replication)
-            for name in (EVENTS_TOPIC, ACKS_TOPIC, DEADLETTER_TOPIC)
+            for name in (settings.events_topic, settings.acks_topic, settings.deadletter_topic)
         ]
         wanted.append(
-            NewTopic(POLICIES_TOPIC, 1, settings.replication,
-                     topic_configs={"cleanup.policy": "compact"})
+            NewTopic(
+                settings.policies_topic,
+                1,
+                settings.replication,
+                topic_configs={"cleanup.policy": "compact"},
+            )
         )
         missing = [topic for topic in wanted if topic.name not in existing]
         if missing:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
                 await admin.create_topics(missing)
-            except TopicAlreadyExistsError:
-                pass
     finally:
         await admin.close()

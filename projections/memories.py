@@ -1,0 +1,302 @@
+"""Memory formation: what each character who perceived an event takes away from it (seed 001).
+
+- Whoever perceives an event remembers it as an `event` memory, seen first hand.
+- A player's line (`player-said`) becomes `knowledge` for the listener: the player is the
+  source, one hop away, and the listener is not sure of it.
+- News told by a character (`told`) becomes `knowledge` too, one hop further than the teller
+  had it and a little less sure (`memory.retelling_factor`); `told` while the teller had it
+  first hand, a `rumour` beyond. Nobody takes in news about something they saw or already know.
+- The target of someone else's act forms an `impression` of them when the act moved them
+  enough (`memory.impression_threshold`).
+
+Everything here is a function of the event, the policy and what the context looks up, so the
+same stream forms the same memories, with the same ids, every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Protocol
+
+from pydantic import JsonValue, ValidationError
+
+from projections.catalogue import UNKNOWN
+from projections.keys import pack
+from projections.perception import CONVERSATION_KEYS, PLAYER_SAID, Perception
+from projections.weighing import Weights, event_kind, weigh
+from projections.wording import event_content, retell, spoken_words
+from schemas import Event, Fact
+from schemas.memory import Memory, MemoryKind, Source, Teller
+from schemas.policy import Policy
+
+MAX_ID_LENGTH = 128
+
+
+class MemoryContext(Protocol):
+    """What forming memories looks up, as the world stood just before the event."""
+
+    def kind_of(self, entity_id: str) -> str:
+        """The kind of an id in this event (`Catalogue.kind_of`)."""
+
+    def name_of(self, entity_id: str) -> str:
+        """What a character calls an id (`Catalogue.name_of`)."""
+
+    def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
+        """The teller's own memory `belief_id` on this timeline, or None if they hold none."""
+
+    def knows(self, character: str, origin: str) -> bool:
+        """Whether the character already holds a memory of this origin."""
+
+
+def belief_id(
+    tenant_id: str, world_id: str, timeline_id: str, seq: int, character_id: str, kind: MemoryKind
+) -> str:
+    """The id of the `kind` memory a character formed at a position: 32 hex characters."""
+    key = pack("belief", tenant_id, world_id, timeline_id, seq, character_id, kind)
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+def origin_of(event: Event) -> str:
+    """The origin of what starts with `event`: what it shows, or the claim it makes."""
+    key = pack("origin", event.tenant_id, event.world_instance_id, event.timeline_id, event.seq)
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+def form_memories(
+    event: Event, perceptions: list[Perception], context: MemoryContext, policy: Policy
+) -> list[Memory]:
+    """The memories `event` forms for the characters who perceived it, in perception order."""
+    formed = []
+    for perception in perceptions:
+        if event.key in CONVERSATION_KEYS:
+            memory = _heard(event, perception, context, policy)
+        else:
+            memory = _seen(event, perception, context, policy)
+        if memory is None:
+            continue
+        formed.append(memory)
+        impression = _impression(event, perception, memory, context, policy)
+        if impression is not None:
+            formed.append(impression)
+    return formed
+
+
+def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
+    """(entity, feeling) for every other entity the memory is about or came from, once each.
+
+    A relation is the mean feeling of its contributions, their count and the last seq.
+    """
+    others = _unique([*memory.about, memory.source_entity])
+    return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
+
+
+def _seen(event: Event, perception: Perception, context: MemoryContext, policy: Policy) -> Memory:
+    """What a character perceived with their own eyes."""
+    payload_ids = [
+        entity for entity in _ids_in(event.payload.values()) if context.kind_of(entity) != UNKNOWN
+    ]
+    return _memory(
+        event,
+        perception.character_id,
+        "event",
+        policy,
+        weigh(event_kind(event.key), perception.part, "seen", policy),
+        content=event_content(event, context.name_of),
+        about=_unique([event.actor, event.target, event.location, *payload_ids]),
+        source="seen",
+        source_entity=None,
+        hops=0,
+        uncertain=False,
+        facts=list(event.facts),
+        origin=origin_of(event),
+        lineage=[],
+    )
+
+
+def _heard(
+    event: Event, perception: Perception, context: MemoryContext, policy: Policy
+) -> Memory | None:
+    """What a listener (or a named witness) took from a conversation; None if known already."""
+    speaker = event.actor
+    if event.key == PLAYER_SAID:
+        teller_belief = None
+        source: Source = "player"
+        weights = weigh("conversation", perception.part, "player", policy)
+    else:
+        teller_belief = _teller_belief(event, context)
+        source = "rumour" if teller_belief is not None and teller_belief.hops > 0 else "told"
+        teller_confidence = None if teller_belief is None else teller_belief.confidence
+        weights = weigh("conversation", perception.part, "told", policy, teller_confidence)
+    origin = origin_of(event) if teller_belief is None else teller_belief.origin
+    if context.knows(perception.character_id, origin):
+        return None
+
+    hops = 1 if teller_belief is None else teller_belief.hops + 1
+    earlier_tellers = [] if teller_belief is None else teller_belief.lineage
+    this_teller = (
+        []
+        if speaker is None
+        else [Teller(entity_id=speaker, hops=hops, confidence=weights.confidence)]
+    )
+    return _memory(
+        event,
+        perception.character_id,
+        "knowledge",
+        policy,
+        weights,
+        content=_heard_content(event, teller_belief, context),
+        about=_unique([speaker, event.target, *_heard_about(event, teller_belief)]),
+        source=source,
+        source_entity=speaker,
+        hops=hops,
+        uncertain=True,
+        facts=_claimed_facts(event, teller_belief),
+        origin=origin,
+        lineage=[*earlier_tellers, *this_teller],
+    )
+
+
+def _impression(
+    event: Event,
+    perception: Perception,
+    memory: Memory,
+    context: MemoryContext,
+    policy: Policy,
+) -> Memory | None:
+    """How the target of someone else's act feels about them, if it moved them enough."""
+    actor = event.actor
+    if perception.part != "target" or actor is None or actor == perception.character_id:
+        return None
+    if memory.feeling == 0 or abs(memory.feeling) < policy.memory.impression_threshold:
+        return None
+    how = "warmly" if memory.feeling > 0 else "badly"
+    return memory.model_copy(
+        update={
+            "belief_id": belief_id(
+                event.tenant_id,
+                event.world_instance_id,
+                event.timeline_id,
+                event.seq,
+                perception.character_id,
+                "impression",
+            ),
+            "kind": "impression",
+            "content": f"I feel {how} about {context.name_of(actor)}",
+            "about": [actor],
+            "facts": [],
+            "persistent": _persistent(perception.character_id, "impression", policy),
+        }
+    )
+
+
+def _memory(
+    event: Event,
+    character_id: str,
+    kind: MemoryKind,
+    policy: Policy,
+    weights: Weights,
+    *,
+    content: str,
+    about: list[str],
+    source: Source,
+    source_entity: str | None,
+    hops: int,
+    uncertain: bool,
+    facts: list[Fact],
+    origin: str,
+    lineage: list[Teller],
+) -> Memory:
+    """A memory formed at `event`'s position, with what every memory takes from it."""
+    return Memory(
+        belief_id=belief_id(
+            event.tenant_id,
+            event.world_instance_id,
+            event.timeline_id,
+            event.seq,
+            character_id,
+            kind,
+        ),
+        kind=kind,
+        content=content,
+        about=about,
+        source=source,
+        source_entity=source_entity,
+        hops=hops,
+        confidence=weights.confidence,
+        importance=weights.importance,
+        feeling=weights.feeling,
+        arousal=weights.arousal,
+        diverging=False,
+        uncertain=uncertain,
+        seq=event.seq,
+        game_time=event.game_time,
+        persistent=_persistent(character_id, kind, policy),
+        character_id=character_id,
+        timeline_id=event.timeline_id,
+        facts=facts,
+        origin=origin,
+        lineage=lineage,
+        story_minutes=event.story_minutes,
+    )
+
+
+def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:
+    """The teller's own memory the `told` event names in `belief_id`, if they hold it."""
+    named = event.payload.get("belief_id")
+    if event.actor is None or not isinstance(named, str):
+        return None
+    return context.teller_belief(event.actor, named)
+
+
+def _heard_content(event: Event, teller_belief: Memory | None, context: MemoryContext) -> str:
+    """The words said; when the game gave none, the teller's belief as a retelling keeps it."""
+    if teller_belief is not None and spoken_words(event) is None:
+        return retell(teller_belief.content)
+    return event_content(event, context.name_of)
+
+
+def _heard_about(event: Event, teller_belief: Memory | None) -> list[str]:
+    """Whom the news is about: the payload's `about`, else what the teller's belief was about."""
+    if "about" in event.payload:
+        return _ids_in([event.payload["about"]])
+    return [] if teller_belief is None else teller_belief.about
+
+
+def _claimed_facts(event: Event, teller_belief: Memory | None) -> list[Fact]:
+    """What the news claims: the payload's `facts`, else what the teller's belief asserts.
+
+    A claim that does not read as a fact is left out: it cannot be compared with the record.
+    """
+    claims = event.payload.get("facts")
+    if claims is None:
+        return [] if teller_belief is None else list(teller_belief.facts)
+    facts = []
+    for claim in claims if isinstance(claims, list) else []:
+        try:
+            facts.append(Fact.model_validate(claim))
+        except ValidationError:
+            continue
+    return facts
+
+
+def _persistent(character_id: str, kind: MemoryKind, policy: Policy) -> bool:
+    """Whether the policy keeps this memory for the whole world, across timelines."""
+    persistent = policy.memory.persistent
+    return character_id in persistent.characters or kind in persistent.kinds
+
+
+def _ids_in(values: Iterable[JsonValue]) -> list[str]:
+    """The strings among `values` (and inside lists among them) that could be entity ids."""
+    found: list[str] = []
+    for value in values:
+        candidates = value if isinstance(value, list) else [value]
+        found += [
+            item for item in candidates if isinstance(item, str) and 0 < len(item) <= MAX_ID_LENGTH
+        ]
+    return found
+
+
+def _unique(entities: Iterable[str | None]) -> list[str]:
+    """The entities in first-seen order, each once, without the blanks."""
+    return list(dict.fromkeys(entity for entity in entities if entity is not None))

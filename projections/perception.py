@@ -1,0 +1,80 @@
+"""Perception: which characters take an event in, and in what part (seed 001).
+
+- The actor and the target perceive it, unless that one is a player or not a character.
+- Named `witnesses` perceive it, and then nobody else; an empty list says nobody else saw.
+- With no `witnesses` (null), the characters known to be at the event's location perceive it,
+  unless `memory.perception_location_fallback` is off.
+- A conversation (`told`, `player-said`) is heard by its listener (the target) and named
+  witnesses only: never by bystanders, and never by the speaker, who knows what they said.
+- Movement only teaches where characters are (unless `memory.remember_movement`), and a
+  declaration is no story at all: neither forms a memory.
+
+Each character perceives an event once, in its first part: actor, target, then the
+witnesses or occupants in id order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from projections.catalogue import CHARACTER
+from schemas import Event
+from schemas.policy import Part, Policy
+
+LOCATION_ENTERED = "loreweaver.movement.location-entered"
+CHARACTER_ENTERED_LOCATION = "loreweaver.movement.character-entered-location"
+MOVEMENT_KEYS = frozenset({LOCATION_ENTERED, CHARACTER_ENTERED_LOCATION})
+TOLD = "loreweaver.conversation.told"
+PLAYER_SAID = "loreweaver.conversation.player-said"
+CONVERSATION_KEYS = frozenset({TOLD, PLAYER_SAID})
+ENTITY_DECLARED = "world.entity-declared"
+
+KindOf = Callable[[str], str]
+"""The kind of an id as this event sees it (`Catalogue.kind_of`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Perception:
+    """One character who took an event in, and their part in it."""
+
+    character_id: str
+    part: Part
+
+
+def perceivers(
+    event: Event, kind_of: KindOf, occupants: Collection[str], policy: Policy
+) -> list[Perception]:
+    """The characters who perceive `event`; `occupants` are those known at its location."""
+    if not forms_memories(event.key, policy):
+        return []
+    conversation = event.key in CONVERSATION_KEYS
+    candidates: list[tuple[str | None, Part]] = [(event.actor, "actor"), (event.target, "target")]
+    candidates += [
+        (character, "witness") for character in sorted(_bystanders(event, occupants, policy))
+    ]
+
+    taken: set[str | None] = {event.actor} if conversation else set()
+    perceptions = []
+    for character, part in candidates:
+        if character is None or character in taken or kind_of(character) != CHARACTER:
+            continue
+        taken.add(character)
+        perceptions.append(Perception(character, part))
+    return perceptions
+
+
+def forms_memories(key: str, policy: Policy) -> bool:
+    """Whether an event with `key` can form memories at all under `policy`."""
+    if not policy.memory.npc or key == ENTITY_DECLARED:
+        return False
+    return key not in MOVEMENT_KEYS or policy.memory.remember_movement
+
+
+def _bystanders(event: Event, occupants: Collection[str], policy: Policy) -> Collection[str]:
+    """Who saw it besides the actor and target: the named witnesses, else those present."""
+    if event.witnesses is not None:
+        return event.witnesses
+    if event.key in CONVERSATION_KEYS or event.location is None:
+        return ()
+    return occupants if policy.memory.perception_location_fallback else ()

@@ -1,0 +1,76 @@
+"""Wording: how a memory reads, made from the event's key, names and payload.
+
+An event reads as a plain sentence: `combat.enemy-defeated` by Ilse at the tavern reads
+"Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)". Choose readable keys
+and names. What was said (`player-said` text, `told` content) is remembered as said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import orjson
+from pydantic import JsonValue
+
+from projections.perception import PLAYER_SAID, TOLD
+from schemas import Event
+
+Names = Callable[[str], str]
+"""What a character calls an id (`Catalogue.name_of`): its declared name, else the id."""
+
+SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
+"""The payload field that holds the words of a conversation."""
+
+QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
+PARENTHESISED = re.compile(r"\s*\([^()]*\)")
+
+
+def event_content(event: Event, names: Names) -> str:
+    """The event as a character remembers it.
+
+    "{actor} {last key segment, hyphens to spaces}[ {target}][ at {place}][ ({key: value, ...})]",
+    names in place of ids; for a conversation, the words said.
+    """
+    spoken = spoken_words(event)
+    if spoken is not None:
+        return spoken
+    words = [names(event.actor)] if event.actor is not None else []
+    words.append(event.key.rsplit(".", 1)[-1].replace("-", " "))
+    if event.target is not None:
+        words.append(names(event.target))
+    if event.location is not None:
+        words += ["at", names(event.location)]
+    if event.payload:
+        details = ", ".join(
+            f"{key}: {_detail(value, names)}" for key, value in event.payload.items()
+        )
+        words.append(f"({details})")
+    return " ".join(words)
+
+
+def spoken_words(event: Event) -> str | None:
+    """The words of a conversation event, if it has any."""
+    field = SPOKEN_FIELDS.get(event.key)
+    words = None if field is None else event.payload.get(field)
+    return words if isinstance(words, str) and words.strip() else None
+
+
+def retell(content: str) -> str:
+    """Content as a listener keeps it: the statement stays, the detail goes.
+
+    Quoted words become "something" and parenthesised details are dropped:
+    `Ilse said "give me the key" at the inn (gold: 5)` -> `Ilse said something at the inn`.
+    """
+    retold = " ".join(PARENTHESISED.sub("", QUOTED.sub("something", content)).split())
+    return retold or content
+
+
+def _detail(value: JsonValue, names: Names) -> str:
+    """A payload value in words: ids by name, lists as "a, b and c", the rest as JSON."""
+    if isinstance(value, str):
+        return names(value)
+    if isinstance(value, list) and value:
+        items = [_detail(item, names) for item in value]
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return orjson.dumps(value).decode()

@@ -1,0 +1,105 @@
+"""The policy: defaults that reproduce seed 001, layering, and refusing what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from schemas.policy import Policy, merge_policy
+
+BUILT_IN = Policy()
+
+
+def refusal(overlay: dict[str, object]) -> str:
+    """The locations pydantic names when `overlay` is refused."""
+    with pytest.raises(ValidationError) as refused:
+        merge_policy(BUILT_IN, overlay)
+    return " | ".join(
+        ".".join(str(part) for part in error["loc"]) for error in refused.value.errors()
+    )
+
+
+def test_defaults_reproduce_the_seed_example() -> None:
+    memory = BUILT_IN.memory
+    said_to_me = memory.weights.conversation.target
+    fight_i_saw = memory.weights.fight.witness
+    assert (said_to_me.importance, said_to_me.feeling, said_to_me.arousal) == (0.5, 0.2, 0.3)
+    assert (fight_i_saw.importance, fight_i_saw.feeling, fight_i_saw.arousal) == (0.6, -0.3, 0.7)
+    assert (memory.confidence.seen, memory.confidence.player) == (0.9, 0.7)
+    assert memory.impression_threshold > abs(said_to_me.feeling)
+    assert memory.impression_threshold > abs(fight_i_saw.feeling)
+
+
+def test_defaults_switch_memory_on_and_spreading_off() -> None:
+    memory = BUILT_IN.memory
+    assert memory.world and memory.npc and memory.perception_location_fallback
+    assert memory.weighing == "rules"
+    assert memory.entity_patterns == {
+        "character": ["npc-*"],
+        "place": ["loc-*"],
+        "item": ["item-*"],
+    }
+    assert not memory.spreading.enabled
+    assert memory.spreading.per_meeting == 3
+    assert memory.persistent.characters == []
+    assert memory.lies_believable
+
+
+def test_a_partial_document_changes_only_what_it_names() -> None:
+    policy = merge_policy(BUILT_IN, {"memory": {"weights": {"theft": {"target": {"feeling": -1}}}}})
+    theft_on_me = policy.memory.weights.theft.target
+    assert theft_on_me.feeling == -1
+    assert theft_on_me.importance == BUILT_IN.memory.weights.theft.target.importance
+    assert policy.memory.weights.fight == BUILT_IN.memory.weights.fight
+    assert policy.sequencing == BUILT_IN.sequencing
+
+
+def test_world_settings_lie_over_the_tenant_default() -> None:
+    tenant = merge_policy(
+        BUILT_IN,
+        {"memory": {"persistent": {"characters": ["npc-seer"]}, "spreading": {"enabled": True}}},
+    )
+    world = merge_policy(tenant, {"memory": {"persistent": {"kinds": ["knowledge"]}}})
+    assert world.memory.persistent.characters == ["npc-seer"]
+    assert world.memory.persistent.kinds == ["knowledge"]
+    assert world.memory.spreading.enabled
+
+
+def test_a_list_replaces_the_list_below_it() -> None:
+    policy = merge_policy(BUILT_IN, {"memory": {"entity_patterns": {"character": ["guard-*"]}}})
+    assert policy.memory.entity_patterns["character"] == ["guard-*"]
+    assert policy.memory.entity_patterns["place"] == ["loc-*"]
+
+
+def test_merging_leaves_the_base_as_it_was() -> None:
+    merge_policy(BUILT_IN, {"memory": {"npc": False}})
+    assert BUILT_IN.memory.npc
+
+
+def test_a_misspelt_key_is_refused_where_it_is() -> None:
+    assert refusal({"memory": {"spreading": {"enabld": True}}}) == "memory.spreading.enabld"
+    assert refusal({"memroy": {}}) == "memroy"
+
+
+@pytest.mark.parametrize(
+    ("overlay", "location"),
+    [
+        ({"memory": {"confidence": {"seen": 1.5}}}, "memory.confidence.seen"),
+        (
+            {"memory": {"weights": {"fight": {"target": {"feeling": -2}}}}},
+            "memory.weights.fight.target.feeling",
+        ),
+        ({"memory": {"weights": {"romance": {}}}}, "memory.weights.romance"),
+        ({"memory": {"retelling_factor": -0.1}}, "memory.retelling_factor"),
+        ({"memory": {"impression_threshold": 2}}, "memory.impression_threshold"),
+        ({"memory": {"weighing": "dice"}}, "memory.weighing"),
+        ({"memory": {"persistent": {"kinds": ["dream"]}}}, "memory.persistent.kinds.0"),
+        (
+            {"memory": {"spreading": {"group_interval_minutes": 0}}},
+            "memory.spreading.group_interval_minutes",
+        ),
+        ({"memory": {"npc": "yes"}}, "memory.npc"),
+    ],
+)
+def test_a_bad_value_is_refused_where_it_is(overlay: dict[str, object], location: str) -> None:
+    assert refusal(overlay) == location

@@ -1,0 +1,212 @@
+"""The worker on a real Apache Kafka broker: acks, dead letters, branches, and SIGKILL."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from streams.replay import replay_lines
+from streams.settings import Settings
+from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data")
+
+
+@pytest.fixture
+def worker(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(settings, tmp_path / "worker.log").start()
+    yield process
+    process.stop()
+
+
+def acks_for(settings: Settings, world: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` acks of one world, in the order they were published."""
+
+    def of_world(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [ack for ack in messages if ack["world_instance_id"] == world]
+
+    messages = read_topic(settings, settings.acks_topic, lambda got: len(of_world(got)) >= count)
+    return of_world(messages)[:count]
+
+
+def get_json(settings: Settings, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def test_gap_defers_then_releases_in_order_and_duplicates_change_nothing(
+    settings: Settings, worker: WorkerProcess
+) -> None:
+    send_events(settings, [event("w-gap", seq) for seq in (1, 2, 4, 5, 3)])
+    acks = acks_for(settings, "w-gap", 7)
+    assert [(a["seq"], a["outcome"], a["processed_seq"]) for a in acks] == [
+        (1, "processed", 1),
+        (2, "processed", 2),
+        (4, "deferred", 2),
+        (5, "deferred", 2),
+        (3, "processed", 3),
+        (4, "processed", 4),
+        (5, "processed", 5),
+    ]
+    assert acks[-1]["acknowledged_seq"] == 5
+    digest_before = get_json(settings, "/v2/admin/digest?world_instance_id=w-gap")["digest"]
+
+    send_events(settings, [event("w-gap", seq) for seq in (1, 2, 3, 4, 5)])
+    again = acks_for(settings, "w-gap", 12)[7:]
+    assert [(a["seq"], a["outcome"]) for a in again] == [(s, "duplicate") for s in (1, 2, 3, 4, 5)]
+    assert {(a["acknowledged_seq"], a["processed_seq"]) for a in again} == {(5, 5)}
+    assert get_json(settings, "/v2/admin/digest?world_instance_id=w-gap")["digest"] == digest_before
+    timeline = get_json(settings, "/v2/timelines/main?world_instance_id=w-gap")
+    assert (timeline["processed_seq"], timeline["applied_events"]) == (5, 5)
+
+
+def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
+    settings: Settings, worker: WorkerProcess
+) -> None:
+    too_long = "x" * 129
+    bad: list[bytes] = [
+        b"\x00\xff\xfe garbage",
+        b'{"world_instance_id": "w-bad", "seq": ',
+        orjson.dumps({"world_instance_id": "w-bad", "timeline_id": "main", "key": "k"}),
+        orjson.dumps(event("w-bad", 1) | {"seq": "1"}),
+        orjson.dumps(event("w-bad", 1) | {"timeline_id": too_long}),
+        orjson.dumps(event("w-bad", 0)),
+        orjson.dumps(
+            event(
+                "w-bad",
+                3,
+                timeline="lost",
+                branch={"parent_timeline_id": "nowhere", "after_seq": 2},
+            )
+        ),
+        orjson.dumps(event("w-bad", 1, payload={"blob": "y" * (300 * 1024)})),
+    ]
+    send_events(settings, [*bad, event("w-bad", 1), event("w-bad", 2)])
+
+    letters = read_topic(settings, settings.deadletter_topic, lambda got: len(got) >= len(bad))
+    assert sorted(base64.b64decode(letter["value_base64"]) for letter in letters) == sorted(bad)
+    reasons = {base64.b64decode(letter["value_base64"]): letter["reason"] for letter in letters}
+    assert reasons[bad[0]].startswith("not valid JSON")
+    assert reasons[bad[1]].startswith("not valid JSON")
+    assert "seq: Field required" in reasons[bad[2]]
+    assert "seq: Input should be a valid integer" in reasons[bad[3]]
+    assert "timeline_id: String should have at most 128 characters" in reasons[bad[4]]
+    assert "seq: Input should be greater than or equal to 1" in reasons[bad[5]]
+    assert reasons[bad[6]] == "unknown branch parent 'nowhere'"
+    assert "over the limit" in reasons[bad[7]]
+    assert all(letter["topic"] == settings.events_topic for letter in letters)
+    assert all(letter["offset"] >= 0 and letter["partition"] >= 0 for letter in letters)
+
+    acks = read_topic(settings, settings.acks_topic, lambda got: len(got) >= len(bad) + 2)
+    assert sum(ack["outcome"] == "rejected" for ack in acks) == len(bad)
+    good = [a for a in acks if a["world_instance_id"] == "w-bad" and a["outcome"] == "processed"]
+    assert [a["seq"] for a in good] == [1, 2]
+
+
+def test_a_branch_continues_the_parent_numbering_and_ignores_its_later_seqs(
+    settings: Settings, worker: WorkerProcess
+) -> None:
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    send_events(
+        settings,
+        [
+            *(event("w-br", seq) for seq in (1, 2, 3, 4)),
+            event("w-br", 3, timeline="alt", branch=branch),
+            event("w-br", 4, timeline="alt"),
+            event("w-br", 5, timeline="alt"),
+        ],
+    )
+    acks = acks_for(settings, "w-br", 7)
+    alt = [(a["seq"], a["outcome"], a["processed_seq"]) for a in acks if a["timeline_id"] == "alt"]
+    assert alt == [(3, "processed", 3), (4, "processed", 4), (5, "processed", 5)]
+    timeline = get_json(settings, "/v2/timelines/alt?world_instance_id=w-br")
+    assert timeline["parent_timeline_id"] == "main"
+    assert timeline["after_seq"] == 2
+    assert timeline["applied_events"] == 3
+    main = get_json(settings, "/v2/timelines/main?world_instance_id=w-br")
+    assert main["processed_seq"] == 4
+
+
+def story(worlds: int, events_per_world: int, seed: int) -> list[bytes]:
+    """A reproducible interleaving of worlds, with a branch in each and facts to fold."""
+    rng = random.Random(seed)
+    streams: list[list[dict[str, Any]]] = []
+    for number in range(worlds):
+        world = f"w-{number}"
+        main = [
+            event(world, seq, facts=[{"subject": f"s{seq % 7}", "attribute": "a", "value": seq}])
+            for seq in range(1, events_per_world + 1)
+        ]
+        after = events_per_world // 2
+        alt = [
+            event(
+                world,
+                seq,
+                timeline="alt",
+                facts=[{"subject": "s1", "attribute": "a", "value": -seq}],
+            )
+            for seq in range(after + 1, after + 1 + events_per_world // 4)
+        ]
+        alt[0]["branch"] = {"parent_timeline_id": "main", "after_seq": after}
+        streams.append(main + alt)
+    lines: list[bytes] = []
+    while any(streams):
+        pick = rng.choice([s for s in streams if s])
+        lines.append(orjson.dumps(pick.pop(0)))
+    return lines
+
+
+def processed(acks: list[dict[str, Any]]) -> set[tuple[str, str, int]]:
+    return {
+        (a["world_instance_id"], a["timeline_id"], a["seq"])
+        for a in acks
+        if a["outcome"] == "processed"
+    }
+
+
+def test_sigkill_mid_stream_applies_every_event_exactly_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    lines = story(worlds=4, events_per_world=1000, seed=7)
+    assert len(lines) == 5000
+    clean_run = replay_lines(lines)
+    every_event = {
+        (e["world_instance_id"], e["timeline_id"], e["seq"]) for e in map(orjson.loads, lines)
+    }
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, lines)
+        before_kill = read_topic(
+            settings, settings.acks_topic, lambda got: len(got) >= 1500, timeout=120
+        )
+        worker.kill()
+        assert len(processed(before_kill)) < len(every_event), "the kill came after the stream"
+        worker.start()
+        after = read_topic(
+            settings,
+            settings.acks_topic,
+            lambda got: processed(got) >= every_event,
+            timeout=300,
+        )
+        assert processed(after) == every_event
+        for (tenant, world), digest in clean_run.digests.items():
+            reply = get_json(
+                settings, f"/v2/admin/digest?world_instance_id={world}&tenant_id={tenant}"
+            )
+            assert reply["digest"] == digest, f"{world} differs from the run without a kill"
+    finally:
+        worker.stop()

@@ -1,0 +1,146 @@
+"""Test helpers: a worker process we can kill, and an ack reader, on a real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer
+
+from streams.brokers import free_port
+from streams.publish import Line, publish
+from streams.settings import Settings
+
+
+def unique_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Settings:
+    """Settings with topics and a consumer group of their own, so tests never see each other."""
+    name = f"t{uuid.uuid4().hex[:10]}"
+    return Settings(
+        broker=bootstrap,
+        data_dir=data_dir,
+        web_port=free_port(),
+        app_id=name,
+        topic_prefix=name,
+        partitions=overrides.pop("partitions", 2),
+        **overrides,
+    )
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment a `rumourmill` subprocess reads the same settings from."""
+    env = dict(os.environ)
+    for name, value in vars(settings).items():
+        env[f"RUMOURMILL_{name.upper()}"] = str(value)
+    return env
+
+
+class WorkerProcess:
+    """`rumourmill worker` as a child process: started, stopped or SIGKILLed by the test."""
+
+    def __init__(self, settings: Settings, log_path: Path) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90.0) -> WorkerProcess:
+        """Start and wait until Faust says the worker is ready."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streams", "worker"],
+            env=settings_env(self.settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
+            if b"Ready" in self.log_path.read_bytes()[offset:]:
+                return self
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush, no commit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM), SIGKILL if it hangs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) -> int:
+    """Publish events (dicts or raw bytes) in order, keyed by world like the CLI does."""
+    lines = []
+    for number, event in enumerate(events, start=1):
+        if isinstance(event, bytes):
+            lines.append(Line(number, event, None))
+        else:
+            lines.append(
+                Line(number, orjson.dumps(event), str(event["world_instance_id"]).encode())
+            )
+    return asyncio.run(publish(settings.broker, settings.events_topic, lines))
+
+
+def read_topic(
+    settings: Settings,
+    topic: str,
+    until: Callable[[list[dict[str, Any]]], bool],
+    timeout: float = 60.0,
+) -> list[dict[str, Any]]:
+    """Read a topic from the start until `until(messages)` holds; raises on timeout."""
+
+    async def run() -> list[dict[str, Any]]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=settings.broker,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=None,
+        )
+        await consumer.start()
+        messages: list[dict[str, Any]] = []
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    messages.extend(orjson.loads(record.value) for record in records)
+                if until(messages):
+                    return messages
+        finally:
+            await consumer.stop()
+        raise TimeoutError(f"{topic}: condition not met; {len(messages)} messages: {messages[-5:]}")
+
+    return asyncio.run(run())
+
+
+def event(world: str, seq: int, timeline: str = "main", **fields: Any) -> dict[str, Any]:
+    """A minimal valid event."""
+    return {
+        "world_instance_id": world,
+        "timeline_id": timeline,
+        "seq": seq,
+        "key": fields.pop("key", "story.happened"),
+        **fields,
+    }
