@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit soak bench kafka clean
+.PHONY: run test lint typecheck unit kafka clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,8 @@ test: $(STAMP) lint typecheck kafka
 	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check schemas projections streams tests benchmarks
-	$(BIN)/ruff format --check schemas projections streams tests benchmarks
+	$(BIN)/ruff check schemas projections streams tests
+	$(BIN)/ruff format --check schemas projections streams tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy schemas projections streams
@@ -33,9 +33,6 @@ kafka: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
-
-bench: $(STAMP) kafka
-	$(BIN)/python -m benchmarks
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

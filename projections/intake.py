@@ -67,8 +67,10 @@ def receive(
         outbox = OutboxRecord.from_bytes(stored)
         if outbox.message_digest == digest:
             return Intake(
-                acks=[Ack.model_validate(item) for item in outbox.acks],
-                dead_letters=[DeadLetter.model_validate(item) for item in outbox.dead_letters],
+                acks=[Ack.model_validate(item, strict=False) for item in outbox.acks],
+                dead_letters=[
+                    DeadLetter.model_validate(item, strict=False) for item in outbox.dead_letters
+                ],
                 redelivered=True,
             )
     intake = _take_in(tx, message, apply, policies, max_event_bytes)

@@ -6,7 +6,7 @@ written), so loading stays cheap on the hot path.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +27,7 @@ class Record(BaseModel):
     def from_bytes(cls, data: bytes) -> Self:
         """Read back a stored record (trusted: no re-validation)."""
         fields: dict[str, Any] = orjson.loads(data)
-        return cls.model_construct(**fields)
+        return cast(Self, cls.model_construct(**fields))
 
 
 class TimelineRecord(Record):

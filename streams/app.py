@@ -12,7 +12,7 @@ from typing import Any
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.types import EventT
+from faust.types import EventT, TableT
 
 from projections.intake import SourceMessage
 from projections.projector import Projector
@@ -23,6 +23,7 @@ from streams.state import RocksTransaction
 from streams.web import register_views
 
 STATE_TABLE = "state"
+PRODUCER_BUFFER_MESSAGES = 2000
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Rumourmill:
 
     app: faust.App
     settings: Settings
-    state: faust.Table
+    state: TableT[bytes, bytes]
     projector: Projector
 
     def transaction(self, partition: int) -> RocksTransaction:
@@ -69,6 +70,8 @@ def create_app(settings: Settings) -> Rumourmill:
         key_serializer="raw",
         autodiscover=False,
         table_standby_replicas=0,
+        broker_session_timeout=10.0,  # a crashed worker's partitions move on after 10 s
+        broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {
         "partitions": settings.partitions,
@@ -91,21 +94,30 @@ def create_app(settings: Settings) -> Rumourmill:
     mill = Rumourmill(app, settings, state, Projector(max_event_bytes=settings.max_event_bytes))
     register_views(mill)
 
+    @app.task  # type: ignore[untyped-decorator]
+    async def widen_producer_buffer() -> None:
+        """Each event writes a few table keys; let a batch of events buffer their changelog."""
+        app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
+
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
-        event: EventT
+        event: EventT[bytes]
         async for event in stream.events():
             message = event.message
-            intake = mill.projector.receive(
-                mill.transaction(message.partition),
-                SourceMessage(
-                    topic=message.topic,
-                    partition=message.partition,
-                    offset=message.offset,
-                    key=message.key,
-                    value=message.value or b"",
-                ),
-            )
+            try:
+                intake = mill.projector.receive(
+                    mill.transaction(message.partition),
+                    SourceMessage(
+                        topic=message.topic,
+                        partition=message.partition,
+                        offset=message.offset,
+                        key=message.key,
+                        value=message.value or b"",
+                    ),
+                )
+            except Exception as error:  # a bug, not bad input: stop rather than skip the event
+                await app.crash(error)
+                raise
             for ack in intake.acks:
                 await acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for letter in intake.dead_letters:
@@ -116,7 +128,8 @@ def create_app(settings: Settings) -> Rumourmill:
 
 def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

@@ -111,7 +111,7 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 _PR_SET_PDEATHSIG = 1
 
 
-def _death_signal_preexec() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGKILL if the parent dies, so no broker outlives a crashed test run.
 
     Linux delivers it when the *thread* that forked exits, hence only used from the
@@ -257,7 +257,7 @@ class LocalBroker(ABC):
                 stderr=subprocess.STDOUT,
                 # own process group: a terminal Ctrl-C reaches pytest, which then stops us cleanly
                 start_new_session=True,
-                preexec_fn=_death_signal_preexec if death_signal else None,
+                preexec_fn=die_with_parent if death_signal else None,
             )
 
     def _terminate(self, *, kill: bool) -> None:

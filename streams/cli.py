@@ -132,10 +132,24 @@ def broker_fetch() -> None:
 @click.argument("kind", type=click.Choice(["kafka", "tansu"]), default="tansu")
 def broker_start(kind: str) -> None:
     """Start a broker on a free port, print its address, stop it on Ctrl-C."""
-    import signal
-
     from streams.brokers import apache_kafka, tansu
+    from streams.dev import wait_for_stop_signal
 
     with apache_kafka() if kind == "kafka" else tansu() as running:
         click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        wait_for_stop_signal()
+
+
+@main.command()
+@click.option(
+    "--story",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="NDJSON events to publish (default: the bundled tavern story)",
+)
+@click.option("--web-port", type=int, default=None, help="overrides RUMOURMILL_WEB_PORT")
+def dev(story: Path | None, web_port: int | None) -> None:
+    """Tansu broker + worker + web server + the demo story, until Ctrl-C (`make run`)."""
+    from streams.dev import DEMO_STORY, run_demo
+
+    run_demo(story or DEMO_STORY, web_port or Settings.from_env().web_port)

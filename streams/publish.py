@@ -28,25 +28,17 @@ def read_lines(path: Path, *, raw: bool = False) -> Iterator[Line]:
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             data = line.rstrip(b"\r\n")
-            if not data.strip():
-                continue
-            if raw:
-                yield Line(number, data, _raw_world_key(data))
-                continue
-            try:
-                event = Event.model_validate_json(data)
-            except ValidationError as error:
-                yield Line(number, data, None, explain(error))
-                continue
-            yield Line(number, data, event.world_instance_id.encode())
+            if data.strip():
+                yield parse_line(number, data, raw=raw)
 
 
-def _raw_world_key(data: bytes) -> bytes | None:
-    """The world of a raw line if it names one; raw lines may be anything at all."""
+def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
+    """Key a line by its world; a `raw` line may be anything and is never refused."""
     try:
-        return Event.model_validate_json(data).world_instance_id.encode()
-    except ValidationError:
-        return None
+        world = Event.model_validate_json(data).world_instance_id
+    except ValidationError as error:
+        return Line(number, data, None, None if raw else explain(error))
+    return Line(number, data, world.encode())
 
 
 async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:

@@ -7,7 +7,7 @@ from whichever worker it reached, never a 500.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from faust.exceptions import SameNode
 from faust.web import Request, Response, View
@@ -27,20 +27,20 @@ class BadRequest(Exception):
 
 def identifier(request: Request, name: str, *, default: str | None = None) -> str:
     """One query parameter, given once, 1 to 128 characters."""
-    values = request.query.getall(name, [])
+    values: list[str] = cast(Any, request.query).getall(name, [])  # a MultiDict
     if not values:
         if default is not None:
             return default
         raise BadRequest(f"query parameter {name!r} is required")
     if len(values) > 1:
         raise BadRequest(f"query parameter {name!r} must be given once")
-    value: str = values[0]
+    value = values[0]
     if not 1 <= len(value) <= IDENTIFIER_LIMIT:
         raise BadRequest(f"query parameter {name!r} must be 1 to {IDENTIFIER_LIMIT} characters")
     return value
 
 
-Handler = Callable[[View, Request, str], Awaitable[Response]]
+Handler = Callable[..., Awaitable[Response]]
 
 
 def register_views(mill: Rumourmill) -> None:

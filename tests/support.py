@@ -17,7 +17,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 
 from streams.brokers import free_port
-from streams.publish import Line, publish
+from streams.publish import parse_line, publish
 from streams.settings import Settings
 
 
@@ -91,14 +91,10 @@ class WorkerProcess:
 
 def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) -> int:
     """Publish events (dicts or raw bytes) in order, keyed by world like the CLI does."""
-    lines = []
-    for number, event in enumerate(events, start=1):
-        if isinstance(event, bytes):
-            lines.append(Line(number, event, None))
-        else:
-            lines.append(
-                Line(number, orjson.dumps(event), str(event["world_instance_id"]).encode())
-            )
+    lines = [
+        parse_line(number, item if isinstance(item, bytes) else orjson.dumps(item), raw=True)
+        for number, item in enumerate(events, start=1)
+    ]
     return asyncio.run(publish(settings.broker, settings.events_topic, lines))
 
 

@@ -1,0 +1,15 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY schemas ./schemas
+COPY projections ./projections
+COPY streams ./streams
+COPY examples ./examples
+RUN pip install --no-cache-dir .
+ENV RUMOURMILL_DATA_DIR=/var/lib/rumourmill \
+    RUMOURMILL_WEB_HOST=0.0.0.0 \
+    RUMOURMILL_WEB_PORT=6066
+EXPOSE 6066
+VOLUME ["/var/lib/rumourmill"]
+ENTRYPOINT ["rumourmill"]
+CMD ["worker"]

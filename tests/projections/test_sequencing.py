@@ -1,0 +1,154 @@
+"""Sequencing and intake, in-process: the rules of SPEC section 3 without a broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections import timelines
+from projections.intake import SourceMessage
+from projections.keys import pack, unpack
+from projections.projector import Projector
+from projections.state import MemoryState
+from projections.world import ABSENT, fact_value
+from schemas.policy import Policy, SequencingPolicy
+
+
+def event(seq: int, timeline: str = "main", **fields: Any) -> bytes:
+    return orjson.dumps(
+        {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": "k", **fields}
+    )
+
+
+class Feed:
+    """Messages into one projector, numbered like offsets of one partition."""
+
+    def __init__(self, projector: Projector | None = None) -> None:
+        self.projector = projector or Projector()
+        self.state = MemoryState()
+        self.offset = 0
+
+    def send(self, raw: bytes, offset: int | None = None) -> list[tuple[Any, ...]]:
+        if offset is None:
+            offset, self.offset = self.offset, self.offset + 1
+        intake = self.projector.receive(self.state, SourceMessage("t", 0, offset, b"w", raw))
+        return [(a.timeline_id, a.seq, a.outcome.value, a.processed_seq) for a in intake.acks]
+
+    def timeline(self, timeline_id: str) -> timelines.TimelineRecord:
+        record = timelines.load(self.state, "default", "w", timeline_id)
+        assert record is not None
+        return record
+
+
+def test_a_gap_defers_later_events_and_filling_it_releases_them_in_order() -> None:
+    feed = Feed()
+    outcomes = [feed.send(event(seq)) for seq in (1, 2, 4, 5)]
+    assert outcomes[2:] == [[("main", 4, "deferred", 2)], [("main", 5, "deferred", 2)]]
+    assert feed.send(event(3)) == [
+        ("main", 3, "processed", 3),
+        ("main", 4, "processed", 4),
+        ("main", 5, "processed", 5),
+    ]
+    record = feed.timeline("main")
+    assert (record.acknowledged_seq, record.processed_seq, record.deferred_events) == (5, 5, 0)
+
+
+def test_duplicates_and_events_already_waiting_take_no_effect() -> None:
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(3))
+    assert feed.send(event(1)) == [("main", 1, "duplicate", 1)]
+    assert feed.send(event(3)) == [("main", 3, "duplicate", 1)]
+    assert feed.timeline("main").applied_events == 1
+
+
+def test_the_deferral_buffer_is_bounded_by_policy() -> None:
+    tight = Policy(sequencing=SequencingPolicy(max_deferred=2))
+    feed = Feed(Projector(policies=lambda tenant, world: tight))
+    feed.send(event(1))
+    assert [feed.send(event(seq))[0][2] for seq in (3, 4, 5)] == [
+        "deferred",
+        "deferred",
+        "rejected",
+    ]
+
+
+def test_a_branch_sees_its_parent_up_to_the_branch_point_only() -> None:
+    feed = Feed()
+    for seq in (1, 2, 3):
+        feed.send(event(seq, facts=[{"subject": "door", "attribute": "open", "value": seq}]))
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "processed", 3)]
+    alt = feed.timeline("alt")
+    seen = fact_value(
+        feed.state, "default", "w", timelines.ancestry(feed.state, alt), "door", "open"
+    )
+    assert seen == 2
+    main = feed.timeline("main")
+    assert (
+        fact_value(feed.state, "default", "w", timelines.ancestry(feed.state, main), "door", "open")
+        == 3
+    )
+    assert (
+        fact_value(feed.state, "default", "w", timelines.ancestry(feed.state, main), "door", "shut")
+        is ABSENT
+    )
+
+
+def test_a_branch_waits_for_its_parent_to_reach_the_branch_point() -> None:
+    feed = Feed()
+    feed.send(event(1))
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "deferred", 2)]
+    assert feed.send(event(2)) == [("main", 2, "processed", 2), ("alt", 3, "processed", 3)]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (
+            event(3, "alt", branch={"parent_timeline_id": "nowhere", "after_seq": 2}),
+            "unknown branch parent 'nowhere'",
+        ),
+        (
+            event(4, "alt", branch={"parent_timeline_id": "main", "after_seq": 2}),
+            "the first event of a branch after seq 2 must have seq 3, not 4",
+        ),
+        (
+            event(3, "main", branch={"parent_timeline_id": "main", "after_seq": 2}),
+            "timeline 'main' already exists as a root timeline; it cannot branch again",
+        ),
+    ],
+)
+def test_impossible_branches_are_rejected_and_dead_lettered(raw: bytes, reason: str) -> None:
+    feed = Feed()
+    feed.send(event(1))
+    intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 99, b"w", raw))
+    assert intake.acks[0].outcome.value == "rejected"
+    assert intake.acks[0].reason == reason
+    assert [letter.reason for letter in intake.dead_letters] == [reason]
+
+
+def test_a_redelivered_message_resends_its_acks_and_applies_nothing() -> None:
+    feed = Feed()
+    first = feed.send(event(1), offset=0)
+    assert feed.send(event(1), offset=0) == first == [("main", 1, "processed", 1)]
+    intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", event(1)))
+    assert intake.redelivered
+    assert feed.timeline("main").applied_events == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=8), st.integers(0, 2**64 - 1)), max_size=6))
+def test_packed_keys_round_trip_and_sort_like_their_tuples(parts: list[str | int]) -> None:
+    assert unpack(pack(*parts)) == tuple(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=4), st.integers(0, 1000)), min_size=2, max_size=10))
+def test_packed_key_order_is_tuple_order(items: list[tuple[str, int]]) -> None:
+    assert sorted(items, key=lambda item: pack(*item)) == sorted(items)
