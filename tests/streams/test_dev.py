@@ -1,0 +1,42 @@
+"""`make run` as a new user meets it: `rumourmill dev` on the embedded Tansu broker."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from streams.brokers import free_port
+
+
+def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams", "dev", "--web-port", str(free_port())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line.rstrip())
+            if line.startswith("serving until Ctrl-C"):
+                break
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = "\n".join(seen)
+    assert "published 6 events" in output, output
+    assert "ack main#5: processed (processed_seq 5)" in output, output
+    assert "ack reload#3: processed (processed_seq 3)" in output, output
+    assert '"parent_timeline_id":"main","after_seq":2' in output, output
+    assert "stopped" in rest
+    assert process.returncode == 0
