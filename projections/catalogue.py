@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Protocol
 
+from projections.keys import pack
+from projections.state import StateTransaction
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy
 
@@ -84,3 +86,27 @@ class Catalogue:
     def name_of(self, entity_id: str) -> str:
         """What a character calls `entity_id` (see `display_name`)."""
         return display_name(entity_id, self)
+
+
+ENTITIES = "entity"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDeclarations:
+    """The world's catalogue as kept in state: one merged declaration per entity id."""
+
+    tx: StateTransaction
+    tenant_id: str
+    world_id: str
+
+    def get(self, entity_id: str, /) -> EntityDeclaration | None:
+        raw = self.tx.get(pack(ENTITIES, self.tenant_id, self.world_id, entity_id))
+        return None if raw is None else EntityDeclaration.model_validate_json(raw)
+
+    def declare(self, entity_id: str, declaration: EntityDeclaration) -> None:
+        """Merge a declaration in; declaring the same thing again changes nothing."""
+        merged = merge_declaration(self.get(entity_id), declaration)
+        self.tx.put(
+            pack(ENTITIES, self.tenant_id, self.world_id, entity_id),
+            merged.model_dump_json(exclude_none=True).encode(),
+        )

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import hashlib
 
-from projections import timelines, world
+from projections import catalogue, minds, timelines, whereabouts, world
 from projections.keys import pack
 from projections.state import StateTransaction
 
-PROJECTION_KINDS: tuple[str, ...] = (timelines.TIMELINES, world.FACTS)
+PROJECTION_KINDS: tuple[str, ...] = (
+    timelines.TIMELINES,
+    world.FACTS,
+    catalogue.ENTITIES,
+    whereabouts.LOCATIONS,
+    whereabouts.OCCUPANTS,
+    minds.MEMORIES,
+    minds.RECOLLECTIONS,
+    minds.BELIEF_RANKS,
+    minds.ORIGINS,
+    minds.RELATIONS,
+    minds.RELATED,
+)
 """Key spaces holding a world's projections; each key starts (kind, tenant, world)."""
 
 

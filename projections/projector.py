@@ -6,12 +6,19 @@ in-process replay both call `Projector.receive` with their own `StateTransaction
 
 from __future__ import annotations
 
-from projections import world
+from dataclasses import dataclass
+
+from projections import whereabouts, world
+from projections.catalogue import Catalogue, StoredDeclarations
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, Intake, SourceMessage, receive
+from projections.memories import form_memories
+from projections.minds import MindKeys, knows, load_memory, store_memories, visible
+from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
+from schemas.memory import Memory
 
 
 class Projector:
@@ -30,5 +37,47 @@ class Projector:
         return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
 
     def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
-        """Apply one in-order event to every projection."""
-        world.record_facts(tx, event)
+        """Apply one in-order event to every projection, reading state as it stood before."""
+        policy = self.policies(event.tenant_id, event.world_instance_id)
+        tenant, world_id = event.tenant_id, event.world_instance_id
+        declarations = StoredDeclarations(tx, tenant, world_id)
+        if policy.memory.npc:
+            catalogue = Catalogue(declarations, event, policy)
+            present = (
+                whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
+                if event.location is not None
+                else set()
+            )
+            context = _StoredMinds(tx, MindKeys(tenant, world_id), ancestry, catalogue)
+            memories = form_memories(
+                event, perceivers(event, catalogue.kind_of, present, policy), context, policy
+            )
+            store_memories(tx, context.keys, ancestry, memories)
+        for entity_id, declaration in event.entities.items():
+            declarations.declare(entity_id, declaration)
+        whereabouts.record_movement(tx, event, ancestry)
+        if policy.memory.world:
+            world.record_facts(tx, event)
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredMinds:
+    """What memory formation looks up, answered from state as of just before the event."""
+
+    tx: StateTransaction
+    keys: MindKeys
+    ancestry: Ancestry
+    catalogue: Catalogue
+
+    def kind_of(self, entity_id: str) -> str:
+        return self.catalogue.kind_of(entity_id)
+
+    def name_of(self, entity_id: str) -> str:
+        return self.catalogue.name_of(entity_id)
+
+    def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
+        memory = load_memory(self.tx, self.keys, teller, belief_id)
+        return memory if memory is not None and visible(memory, self.ancestry) else None
+
+    def knows(self, character: str, origin: str) -> bool:
+        return knows(self.tx, self.keys, self.ancestry, character, origin)

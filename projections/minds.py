@@ -1,0 +1,274 @@
+"""Minds: where memories are kept, and how one character's mind is read back.
+
+Every memory is stored once under its belief id, with small index entries that make the read
+cost what it returns: recollections by position, beliefs by importance, origins for "already
+knows", and relation aggregates kept as cumulative versions per timeline. A timeline's reads
+fold its own entries with each ancestor's up to the branch point; persistent memories live in
+a world-wide scope that every timeline reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from projections import timelines, whereabouts
+from projections.keys import pack, unpack
+from projections.memories import relation_contributions
+from projections.state import StateTransaction
+from projections.timelines import Ancestry, Segment
+from projections.versions import read_through
+from projections.world import ABSENT, fact_value
+from schemas import MAX_SEQ
+from schemas.memory import Memory
+
+MEMORIES = "memory"
+RECOLLECTIONS = "recollection"
+BELIEF_RANKS = "belief-rank"
+ORIGINS = "origin"
+RELATIONS = "relation"
+RELATED = "related"
+
+PERSISTENT_SCOPE = ""
+"""The scope of persistent memories: no real timeline id is empty, and every read sees it."""
+
+MAX_BELIEFS = 50
+MAX_RECOLLECTIONS = 20
+MAX_RELATIONS = 50
+_RANK_STEPS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class MindKeys:
+    """The key prefixes of one world."""
+
+    tenant_id: str
+    world_id: str
+
+    def memory(self, character: str, belief_id: str) -> bytes:
+        return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
+
+    def scoped(self, kind: str, scope: str, character: str) -> bytes:
+        return pack(kind, self.tenant_id, self.world_id, scope, character)
+
+
+def with_persistent(ancestry: Ancestry) -> Ancestry:
+    """The ancestry plus the world-wide scope of persistent memories."""
+    return (*ancestry, Segment(PERSISTENT_SCOPE, MAX_SEQ))
+
+
+def load_memory(
+    tx: StateTransaction, keys: MindKeys, character: str, belief_id: str
+) -> Memory | None:
+    raw = tx.get(keys.memory(character, belief_id))
+    return None if raw is None else Memory.model_validate_json(raw)
+
+
+def visible(memory: Memory, ancestry: Ancestry) -> bool:
+    """Whether a timeline with this ancestry sees the memory."""
+    if memory.persistent:
+        return True
+    return any(s.timeline_id == memory.timeline_id and memory.seq <= s.upto_seq for s in ancestry)
+
+
+def knows(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, origin: str
+) -> bool:
+    """Whether `character` holds any memory of this origin on the timeline."""
+    return (
+        read_through(
+            tx,
+            with_persistent(ancestry),
+            lambda scope: keys.scoped(ORIGINS, scope, character) + pack(origin),
+        )
+        is not None
+    )
+
+
+def store_memories(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, memories: Iterable[Memory]
+) -> None:
+    """Keep the memories one event formed, with their indexes and relation versions."""
+    contributions: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for memory in memories:
+        scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
+        character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
+        tx.put(keys.memory(character, belief_id), memory.model_dump_json().encode())
+        if memory.kind == "event":
+            tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
+        else:
+            rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
+            tx.put(
+                keys.scoped(BELIEF_RANKS, scope, character) + pack(rank, MAX_SEQ - seq, belief_id),
+                b"",
+            )
+        tx.put(keys.scoped(ORIGINS, scope, character) + pack(memory.origin, seq), b"")
+        for entity, feeling in relation_contributions(memory):
+            tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
+            if not memory.persistent:
+                contributions[(character, entity)].append((feeling, seq))
+    for (character, entity), items in contributions.items():
+        before = _relation(tx, keys, ancestry, character, entity)
+        total, count, last = before or (0.0, 0, 0)
+        tx.put(
+            keys.scoped(RELATIONS, memories_timeline(ancestry), character)
+            + pack(entity, max(seq for _, seq in items)),
+            orjson.dumps(
+                [
+                    total + sum(f for f, _ in items),
+                    count + len(items),
+                    max(last, *(s for _, s in items)),
+                ]
+            ),
+        )
+
+
+def memories_timeline(ancestry: Ancestry) -> str:
+    """The timeline new memories land on: the first segment of the ancestry."""
+    return ancestry[0].timeline_id
+
+
+def _relation(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, entity: str
+) -> tuple[float, int, int] | None:
+    """(sum of feelings, memories, last seq) of non-persistent memories, through the ancestry."""
+    raw = read_through(
+        tx, ancestry, lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity)
+    )
+    if raw is None:
+        return None
+    total, count, last = orjson.loads(raw)
+    return float(total), int(count), int(last)
+
+
+class NotFound(Exception):
+    """The read has nothing to show: a timeline never seen, or a character with no past."""
+
+
+def runtime_read(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, npc_id: str
+) -> dict[str, object]:
+    """One character's mind on one timeline, in the shape of the Memory contract's read."""
+    record = timelines.load(tx, tenant_id, world_id, timeline_id)
+    if record is None:
+        raise NotFound(f"timeline {timeline_id!r} has never received events")
+    keys = MindKeys(tenant_id, world_id)
+    ancestry = timelines.ancestry(tx, record)
+    recollections = list(_newest_recollections(tx, keys, ancestry, npc_id))
+    beliefs = list(_most_important_beliefs(tx, keys, ancestry, npc_id))
+    location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    if not recollections and not beliefs and location is None:
+        raise NotFound(f"nothing is known of {npc_id!r} on timeline {timeline_id!r}")
+
+    def shown(memory: Memory) -> dict[str, object]:
+        return memory.to_read(diverging=_diverging(tx, tenant_id, world_id, ancestry, memory))
+
+    return {
+        "world_instance_id": world_id,
+        "timeline_id": timeline_id,
+        "npc_id": npc_id,
+        "acknowledged_seq": record.acknowledged_seq,
+        "processed_seq": record.processed_seq,
+        "location": location,
+        "beliefs": [shown(memory) for memory in beliefs],
+        "relations": _relations(tx, keys, ancestry, npc_id),
+        "recollections": [shown(memory) for memory in recollections],
+    }
+
+
+def _newest_recollections(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str
+) -> Iterator[Memory]:
+    """What the character perceived, newest first, at most 20."""
+    found: list[tuple[int, str]] = []
+    for segment in with_persistent(ancestry):
+        prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
+        start = prefix + pack(segment.upto_seq, "\U0010ffff")
+        for count, (key, _) in enumerate(tx.scan(prefix, reverse=True, start=start)):
+            if count == MAX_RECOLLECTIONS:
+                break
+            seq, belief_id = unpack(key[len(prefix) :])
+            found.append((int(seq), str(belief_id)))
+    for _, belief_id in heapq.nlargest(MAX_RECOLLECTIONS, found):
+        memory = load_memory(tx, keys, character, belief_id)
+        if memory is not None:
+            yield memory
+
+
+def _most_important_beliefs(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str
+) -> Iterator[Memory]:
+    """What the character holds to be so, most important (then newest) first, at most 50."""
+    found: list[tuple[int, int, str]] = []
+    for segment in with_persistent(ancestry):
+        prefix = keys.scoped(BELIEF_RANKS, segment.timeline_id, character)
+        taken = 0
+        for key, _ in tx.scan(prefix):
+            rank, inverted_seq, belief_id = unpack(key[len(prefix) :])
+            if MAX_SEQ - int(inverted_seq) > segment.upto_seq:
+                continue  # the abandoned future of an ancestor
+            found.append((int(rank), int(inverted_seq), str(belief_id)))
+            taken += 1
+            if taken == MAX_BELIEFS:
+                break
+    for _, _, belief_id in heapq.nsmallest(MAX_BELIEFS, found):
+        memory = load_memory(tx, keys, character, belief_id)
+        if memory is not None:
+            yield memory
+
+
+def _relations(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str
+) -> list[dict[str, object]]:
+    """Every other entity the character's memories are about or came from, most memories first."""
+    totals: dict[str, list[float]] = {}
+    for segment in ancestry:
+        prefix = keys.scoped(RELATED, segment.timeline_id, character)
+        for key, _ in tx.scan(prefix):
+            (entity,) = unpack(key[len(prefix) :])
+            entity = str(entity)
+            if entity not in totals:
+                found = _relation(tx, keys, ancestry, character, entity)
+                if found is not None:
+                    totals[entity] = list(found)
+    for memory in _persistent_memories(tx, keys, character):
+        for entity, feeling in relation_contributions(memory):
+            total = totals.setdefault(entity, [0.0, 0, 0])
+            total[0] += feeling
+            total[1] += 1
+            total[2] = max(total[2], memory.seq)
+    ordered = sorted(totals.items(), key=lambda item: (-item[1][1], -item[1][2], item[0]))
+    return [
+        {
+            "entity_id": entity,
+            "feeling": round(total / count, 2),
+            "memories": int(count),
+            "last_seq": int(last),
+        }
+        for entity, (total, count, last) in ordered[:MAX_RELATIONS]
+    ]
+
+
+def _persistent_memories(tx: StateTransaction, keys: MindKeys, character: str) -> Iterator[Memory]:
+    for kind in (RECOLLECTIONS, BELIEF_RANKS):
+        prefix = keys.scoped(kind, PERSISTENT_SCOPE, character)
+        for key, _ in tx.scan(prefix):
+            belief_id = str(unpack(key[len(prefix) :])[-1])
+            memory = load_memory(tx, keys, character, belief_id)
+            if memory is not None:
+                yield memory
+
+
+def _diverging(
+    tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, memory: Memory
+) -> bool:
+    """A belief diverges while any fact it asserts differs from the world record."""
+    for fact in memory.facts:
+        recorded = fact_value(tx, tenant_id, world_id, ancestry, fact.subject, fact.attribute)
+        if recorded is not ABSENT and recorded != fact.value:
+            return True
+    return False

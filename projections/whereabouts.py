@@ -1,0 +1,63 @@
+"""Where characters are, per timeline, learned from the two movement events.
+
+Both directions are kept as versions: a character's location, and each place's occupants
+(so perception by location is one read, not a scan of every character).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from projections.keys import pack
+from projections.perception import MOVEMENT_KEYS
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from projections.versions import read_through
+from schemas import Event
+
+LOCATIONS = "location"
+OCCUPANTS = "occupants"
+
+
+def location_of(
+    tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, character: str
+) -> str | None:
+    """Where `character` was last reported on the timeline, or None if never."""
+    raw = read_through(
+        tx, ancestry, lambda timeline: pack(LOCATIONS, tenant_id, world_id, timeline, character)
+    )
+    return None if raw is None else str(orjson.loads(raw))
+
+
+def occupants_of(
+    tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, place: str
+) -> set[str]:
+    """The characters known to be at `place` on the timeline."""
+    raw = read_through(
+        tx, ancestry, lambda timeline: pack(OCCUPANTS, tenant_id, world_id, timeline, place)
+    )
+    return set() if raw is None else set(orjson.loads(raw))
+
+
+def record_movement(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
+    """A movement event moves its actor to its location, as of the event's position."""
+    if event.key not in MOVEMENT_KEYS or event.actor is None or event.location is None:
+        return
+    tenant, world, mover = event.tenant_id, event.world_instance_id, event.actor
+    here = pack(event.timeline_id)
+    previous = location_of(tx, tenant, world, ancestry, mover)
+    tx.put(
+        pack(LOCATIONS, tenant, world) + here + pack(mover, event.seq),
+        orjson.dumps(event.location),
+    )
+    if previous is not None and previous != event.location:
+        left = occupants_of(tx, tenant, world, ancestry, previous) - {mover}
+        tx.put(
+            pack(OCCUPANTS, tenant, world) + here + pack(previous, event.seq),
+            orjson.dumps(sorted(left)),
+        )
+    arrived = occupants_of(tx, tenant, world, ancestry, event.location) | {mover}
+    tx.put(
+        pack(OCCUPANTS, tenant, world) + here + pack(event.location, event.seq),
+        orjson.dumps(sorted(arrived)),
+    )
