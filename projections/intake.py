@@ -118,7 +118,7 @@ def refuse(message: SourceMessage, reason: str) -> Intake:
     )
 
 
-def explain(error: ValidationError) -> str:
+def explain(error: ValidationError, what: str = "invalid event") -> str:
     """A validation error in one plain line: what is wrong, and where."""
     problems = []
     for item in error.errors(include_url=False, include_input=False):
@@ -126,7 +126,7 @@ def explain(error: ValidationError) -> str:
             return f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}"
         where = ".".join(str(part) for part in item["loc"]) or "message"
         problems.append(f"{where}: {item['msg']}")
-    return "invalid event: " + "; ".join(problems)
+    return f"{what}: " + "; ".join(problems)
 
 
 def _dead_letter(message: SourceMessage, reason: str) -> DeadLetter:

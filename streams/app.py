@@ -15,9 +15,11 @@ from aiokafka.partitioner import murmur2
 from faust.types import EventT, TableT
 
 from projections.intake import SourceMessage
+from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from streams import codec
+from streams.policies import PolicyFeed
 from streams.settings import Settings
 from streams.state import RocksTransaction
 from streams.web import register_views
@@ -63,6 +65,7 @@ def create_app(settings: Settings) -> Rumourmill:
         web_host=settings.web_host,
         web_bind=settings.web_host,
         web_port=settings.web_port,
+        canonical_url=settings.canonical_url,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         processing_guarantee="at_least_once",
@@ -91,7 +94,9 @@ def create_app(settings: Settings) -> Rumourmill:
         partitions=settings.partitions,
         options={"block_cache_size": block_cache, "write_buffer_size": block_cache},
     )
-    mill = Rumourmill(app, settings, state, Projector(max_event_bytes=settings.max_event_bytes))
+    policies = PolicyFeed(settings.broker, settings.policies_topic)
+    projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
+    mill = Rumourmill(app, settings, state, projector)
     register_views(mill)
 
     @app.task  # type: ignore[untyped-decorator]
@@ -99,9 +104,14 @@ def create_app(settings: Settings) -> Rumourmill:
         """Each event writes a few table keys; let a batch of events buffer their changelog."""
         app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
 
+    @app.task  # type: ignore[untyped-decorator]
+    async def follow_policies() -> None:
+        await policies.follow()
+
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         event: EventT[bytes]
+        await policies.caught_up.wait()
         async for event in stream.events():
             message = event.message
             try:

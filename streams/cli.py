@@ -132,12 +132,15 @@ def broker_fetch() -> None:
 @click.argument("kind", type=click.Choice(["kafka", "tansu"]), default="tansu")
 def broker_start(kind: str) -> None:
     """Start a broker on a free port, print its address, stop it on Ctrl-C."""
+    import signal
+
     from streams.brokers import apache_kafka, tansu
-    from streams.dev import wait_for_stop_signal
+    from streams.dev import block_stop_signals
 
     with apache_kafka() if kind == "kafka" else tansu() as running:
+        stop_signals = block_stop_signals()
         click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
-        wait_for_stop_signal()
+        signal.sigwait(stop_signals)
 
 
 @main.command()
@@ -153,3 +156,48 @@ def dev(story: Path | None, web_port: int | None) -> None:
     from streams.dev import DEMO_STORY, run_demo
 
     run_demo(story or DEMO_STORY, web_port or Settings.from_env().web_port)
+
+
+@main.group()
+def policy() -> None:
+    """Policy documents: how rumourmill treats a world (or every world of a tenant)."""
+
+
+@policy.command("set")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--world", default=None, help="the world it governs; omit for the tenant default")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
+@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
+def policy_set(
+    file: Path, world: str | None, tenant: str, broker: str | None, topic_prefix: str | None
+) -> None:
+    """Validate a (partial) policy document and publish it to the policies topic."""
+    import orjson
+    from pydantic import ValidationError
+
+    from projections.intake import explain
+    from projections.policy import DEFAULT_POLICY, policy_key
+    from schemas.policy import merge_policy
+    from streams.publish import send_one
+    from streams.topics import ensure_topics
+
+    try:
+        document = orjson.loads(file.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise click.ClickException(f"{file}: not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise click.ClickException(f"{file}: a policy is a JSON object")
+    try:
+        merge_policy(DEFAULT_POLICY, document)
+    except ValidationError as error:
+        raise click.ClickException(f"{file}: {explain(error, 'invalid policy')}") from None
+    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    asyncio.run(ensure_topics(settings))
+    key = policy_key(tenant, world)
+    asyncio.run(send_one(settings.broker, settings.policies_topic, key, orjson.dumps(document)))
+    click.echo(
+        f"policy for tenant {tenant!r}, "
+        + (f"world {world!r}" if world else "every world")
+        + f" published to {settings.policies_topic}"
+    )

@@ -61,8 +61,9 @@ def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
             for timeline in sorted({orjson.loads(line.raw)["timeline_id"] for line in lines}):
                 path = f"/v2/timelines/{timeline}?world_instance_id=save-1"
                 click.echo(f"GET {path}\n  {_get(settings, path)}")
+            stop_signals = block_stop_signals()
             click.echo(f"worker log: {log_path}\nserving until Ctrl-C")
-            wait_for_stop_signal()
+            signal.sigwait(stop_signals)
         finally:
             worker.send_signal(signal.SIGTERM)
             try:
@@ -109,8 +110,11 @@ def _get(settings: Settings, path: str) -> str:
         return f"{error.code} {error.read().decode()}"
 
 
-def wait_for_stop_signal() -> None:
-    """Block until Ctrl-C or SIGTERM, so the caller's clean-up always runs."""
+def block_stop_signals() -> set[signal.Signals]:
+    """Hold Ctrl-C and SIGTERM for `signal.sigwait`, so the caller's clean-up always runs.
+
+    Call it after starting child processes: they would inherit the blocked mask.
+    """
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    signal.sigwait(stop_signals)
+    return stop_signals

@@ -41,6 +41,16 @@ def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
     return Line(number, data, world.encode())
 
 
+async def send_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    """Send one message and wait until the broker has it."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value=value, key=key)
+    finally:
+        await producer.stop()
+
+
 async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:
     """Send lines in order (one partition per world keeps a world's order); returns the count."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)

@@ -27,6 +27,7 @@ class Settings:
     data_dir: Path = field(default=Path("data"), metadata={"help": "RocksDB tables and state"})
     web_host: str = field(default="127.0.0.1", metadata={"help": "address the web server binds"})
     web_port: int = field(default=6066, metadata={"help": "port of the runtime read"})
+    web_url: str = field(default="", metadata={"help": "how other workers reach this one"})
     app_id: str = field(default="rumourmill", metadata={"help": "consumer group and table prefix"})
     partitions: int = field(default=4, metadata={"help": "partitions of every topic"})
     replication: int = field(default=1, metadata={"help": "replication factor of every topic"})
@@ -47,6 +48,11 @@ class Settings:
                 values[item.name] = _convert(item.type, raw)
         settings = cls(**values)
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @property
+    def canonical_url(self) -> str:
+        """The URL other workers forward reads to (default: http://WEB_HOST:WEB_PORT)."""
+        return self.web_url or f"http://{self.web_host}:{self.web_port}"
 
     @property
     def events_topic(self) -> str:

@@ -1,43 +1,66 @@
 """HTTP views: each request is served by the worker that owns the world it names.
 
-Parameters are checked before routing, so a bad request gets a 400 with a plain `detail`
-from whichever worker it reached, never a 500.
+Keys and parameters are checked before routing, so a bad request gets a 401 or a 400 with a
+plain `detail` from whichever worker it reached, never a 500. Reads call no model and never
+write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 from faust.exceptions import SameNode
 from faust.web import Request, Response, View
 
 from projections import timelines
 from projections.digest import world_digest
+from projections.minds import NotFound, runtime_read
+from projections.state import StateTransaction
 
 if TYPE_CHECKING:
     from streams.app import Rumourmill
 
 IDENTIFIER_LIMIT = 128
+DEFAULT_TENANT = "default"
 
 
-class BadRequest(Exception):
-    """A request parameter is missing, repeated or out of range."""
+class HTTPProblem(Exception):
+    """An answer other than 200, with a plain `detail`."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
 
 
-def identifier(request: Request, name: str, *, default: str | None = None) -> str:
+def check_identifier(name: str, value: str) -> str:
+    if not 1 <= len(value) <= IDENTIFIER_LIMIT:
+        raise HTTPProblem(400, f"{name!r} must be 1 to {IDENTIFIER_LIMIT} characters")
+    return value
+
+
+def query_identifier(request: Request, name: str, *, default: str | None = None) -> str:
     """One query parameter, given once, 1 to 128 characters."""
     values: list[str] = cast(Any, request.query).getall(name, [])  # a MultiDict
     if not values:
         if default is not None:
             return default
-        raise BadRequest(f"query parameter {name!r} is required")
+        raise HTTPProblem(400, f"query parameter {name!r} is required")
     if len(values) > 1:
-        raise BadRequest(f"query parameter {name!r} must be given once")
-    value = values[0]
-    if not 1 <= len(value) <= IDENTIFIER_LIMIT:
-        raise BadRequest(f"query parameter {name!r} must be 1 to {IDENTIFIER_LIMIT} characters")
-    return value
+        raise HTTPProblem(400, f"query parameter {name!r} must be given once")
+    return check_identifier(name, values[0])
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """Who asks about which world, as a handler receives it."""
+
+    tenant_id: str
+    world_id: str
+    tx: StateTransaction
 
 
 Handler = Callable[..., Awaitable[Response]]
@@ -46,19 +69,37 @@ Handler = Callable[..., Awaitable[Response]]
 def register_views(mill: Rumourmill) -> None:
     """Attach the HTTP views to the app."""
     app = mill.app
+    tenants_by_key = mill.settings.tenants_by_api_key
 
-    def routed_by_world(handler: Handler) -> Callable[..., Awaitable[Response]]:
-        """Validate the world parameter, then serve here or forward to its owner."""
+    def tenant_of(request: Request) -> str:
+        """The tenant a request may read: its API key's, or the named one without keys."""
+        asked = query_identifier(request, "tenant_id", default="")
+        if not tenants_by_key:
+            return asked or DEFAULT_TENANT
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        tenant = tenants_by_key.get(key.strip()) if scheme.lower() == "bearer" else None
+        if tenant is None:
+            raise HTTPProblem(401, "a valid bearer API key is required")
+        if asked and asked != tenant:
+            raise HTTPProblem(403, f"this API key does not read tenant {asked!r}")
+        return tenant
 
-        async def serve(view: View, request: Request, **params: Any) -> Response:
+    def world_read(handler: Handler) -> Handler:
+        """Authenticate, validate, then serve here or forward to the world's owner."""
+
+        async def serve(view: View, request: Request, **params: str) -> Response:
             try:
-                world = identifier(request, "world_instance_id")
+                tenant = tenant_of(request)
+                world = query_identifier(request, "world_instance_id")
+                for name, value in params.items():
+                    check_identifier(name, value)
                 try:
                     return await app.router.route_req(mill.state.name, world, view.web, request)
                 except SameNode:
-                    return await handler(view, request, world, **params)
-            except BadRequest as error:
-                return view.json({"detail": str(error)}, status=400)
+                    scope = ReadScope(tenant, world, mill.read_transaction(world))
+                    return await handler(view, request, scope, **params)
+            except HTTPProblem as problem:
+                return view.json({"detail": problem.detail}, status=problem.status)
 
         return serve
 
@@ -67,25 +108,41 @@ def register_views(mill: Rumourmill) -> None:
         async def get(self, request: Request) -> Response:
             return self.json({"status": "ok"})
 
+    @app.page("/v2/memory/runtime/npcs/{npc_id}")
+    class RuntimeRead(View):
+        """One character's mind on one timeline (the Memory contract's runtime read)."""
+
+        @world_read
+        async def get(self, request: Request, scope: ReadScope, npc_id: str) -> Response:
+            timeline_id = query_identifier(request, "timeline_id")
+            try:
+                mind = runtime_read(scope.tx, scope.tenant_id, scope.world_id, timeline_id, npc_id)
+            except NotFound as missing:
+                raise HTTPProblem(404, str(missing)) from None
+            return self.bytes(orjson.dumps(mind), content_type="application/json")
+
     @app.page("/v2/timelines/{timeline_id}")
     class Timeline(View):
         """Positions and branch point of one timeline."""
 
-        @routed_by_world
-        async def get(self, request: Request, world: str, timeline_id: str) -> Response:
-            tenant = identifier(request, "tenant_id", default="default")
-            tx = mill.read_transaction(world)
-            record = timelines.load(tx, tenant, world, timeline_id)
+        @world_read
+        async def get(self, request: Request, scope: ReadScope, timeline_id: str) -> Response:
+            record = timelines.load(scope.tx, scope.tenant_id, scope.world_id, timeline_id)
             if record is None:
-                return self.json({"detail": f"timeline {timeline_id!r} never seen"}, status=404)
+                raise HTTPProblem(404, f"timeline {timeline_id!r} has never received events")
             return self.json(record.model_dump(mode="json"))
 
     @app.page("/v2/admin/digest")
     class Digest(View):
         """The state digest of one world: equal digests, equal projections."""
 
-        @routed_by_world
-        async def get(self, request: Request, world: str) -> Response:
-            tenant = identifier(request, "tenant_id", default="default")
-            digest = world_digest(mill.read_transaction(world), tenant, world)
-            return self.json({"tenant_id": tenant, "world_instance_id": world, "digest": digest})
+        @world_read
+        async def get(self, request: Request, scope: ReadScope) -> Response:
+            digest = world_digest(scope.tx, scope.tenant_id, scope.world_id)
+            return self.json(
+                {
+                    "tenant_id": scope.tenant_id,
+                    "world_instance_id": scope.world_id,
+                    "digest": digest,
+                }
+            )
