@@ -1,0 +1,213 @@
+"""The runtime read over HTTP from real workers on Apache Kafka."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from projections.minds import runtime_read
+from projections.policy import resolve
+from projections.projector import Projector
+from streams.replay import replay_lines
+from streams.settings import Settings
+from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TAVERN = (EXAMPLES / "tavern.ndjson").read_bytes().splitlines()
+READ = "/v2/memory/runtime/npcs/{npc}?world_instance_id={world}&timeline_id={timeline}"
+
+
+def get(port: int, path: str, key: str | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def wait_for_acks(settings: Settings, count: int) -> None:
+    read_topic(settings, settings.acks_topic, lambda got: len(got) >= count, timeout=120)
+
+
+@pytest.fixture
+def tavern_worker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    settings = unique_settings(
+        kafka_bootstrap, tmp_path / "data", api_keys="key-acme:default,key-other:other"
+    )
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    send_events(settings, TAVERN)
+    wait_for_acks(settings, len(TAVERN))
+    yield worker
+    worker.stop()
+
+
+def test_the_read_serves_what_the_projector_computes(tavern_worker: WorkerProcess) -> None:
+    port = tavern_worker.settings.web_port
+    expected = replay_lines(TAVERN).state
+    for timeline, npc in [("main", "npc-mara"), ("main", "npc-tomas"), ("reload", "npc-mara")]:
+        status, body = get(
+            port, READ.format(npc=npc, world="save-1", timeline=timeline), "key-acme"
+        )
+        assert status == 200
+        assert body == orjson.loads(
+            orjson.dumps(runtime_read(expected, "default", "save-1", timeline, npc))
+        )
+    status, body = get(
+        port, READ.format(npc="npc-mara", world="save-1", timeline="main"), "key-acme"
+    )
+    assert [m["seq"] for m in body["recollections"]] == [3]
+    assert body["relations"][0] == {
+        "entity_id": "player-1",
+        "feeling": -0.05,
+        "memories": 2,
+        "last_seq": 3,
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "detail"),
+    [
+        (
+            "/v2/memory/runtime/npcs/npc-mara?timeline_id=main",
+            400,
+            "'world_instance_id' is required",
+        ),
+        (
+            "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1",
+            400,
+            "'timeline_id' is required",
+        ),
+        (
+            READ.format(npc="npc-mara", world="save-1", timeline="main") + "&timeline_id=main",
+            400,
+            "'timeline_id' must be given once",
+        ),
+        (READ.format(npc="npc-mara", world="w" * 129, timeline="main"), 400, "1 to 128 characters"),
+        (READ.format(npc="n" * 129, world="save-1", timeline="main"), 400, "1 to 128 characters"),
+        (
+            READ.format(npc="npc-mara", world="save-1", timeline="nowhere"),
+            404,
+            "never received events",
+        ),
+        (READ.format(npc="npc-ghost", world="save-1", timeline="main"), 404, "nothing is known"),
+    ],
+)
+def test_bad_reads_get_a_plain_detail(
+    tavern_worker: WorkerProcess, path: str, status: int, detail: str
+) -> None:
+    got_status, body = get(tavern_worker.settings.web_port, path, "key-acme")
+    assert got_status == status
+    assert detail in body["detail"]
+
+
+def test_api_keys_are_required_and_see_only_their_tenant(tavern_worker: WorkerProcess) -> None:
+    port = tavern_worker.settings.web_port
+    path = READ.format(npc="npc-mara", world="save-1", timeline="main")
+    assert get(port, path)[0] == 401
+    assert get(port, path, "not-a-key")[0] == 401
+    assert get(port, path, "key-other")[0] == 404
+    assert get(port, path + "&tenant_id=default", "key-other")[0] == 403
+    assert get(port, path, "key-acme")[0] == 200
+
+
+def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_path: Path) -> None:
+    first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=4)
+    second = Settings(
+        **{**vars(first), "data_dir": tmp_path / "two", "web_port": first.web_port + 1}
+    )
+    worlds = [f"world-{number}" for number in range(8)]
+    stream = [
+        line.replace(b'"save-1"', f'"{world}"'.encode()) for world in worlds for line in TAVERN
+    ]
+    expected = replay_lines(stream).state
+    workers = [
+        WorkerProcess(first, tmp_path / "one.log").start(),
+        WorkerProcess(second, tmp_path / "two.log").start(),
+    ]
+    try:
+        send_events(first, stream)
+        wait_for_acks(first, len(stream))
+        for world in worlds:
+            want = orjson.loads(
+                orjson.dumps(runtime_read(expected, "default", world, "main", "npc-mara"))
+            )
+            for worker in workers:
+                path = READ.format(npc="npc-mara", world=world, timeline="main")
+                assert get(worker.settings.web_port, path) == (200, want), (
+                    world,
+                    worker.settings.web_port,
+                )
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    document = {"memory": {"persistent": {"characters": ["npc-mara"]}}}
+    (tmp_path / "policy.json").write_bytes(orjson.dumps(document))
+    env = settings_env(settings)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streams",
+            "policy",
+            "set",
+            str(tmp_path / "policy.json"),
+            "--world",
+            "save-1",
+        ],
+        env=env,
+        check=True,
+    )
+    (tmp_path / "bad.json").write_bytes(b'{"memory": {"spreading": {"enabld": true}}}')
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streams",
+            "policy",
+            "set",
+            str(tmp_path / "bad.json"),
+            "--world",
+            "save-1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and "memory.spreading.enabld" in refused.stderr
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, TAVERN)
+        wait_for_acks(settings, len(TAVERN))
+        status, body = get(
+            settings.web_port, READ.format(npc="npc-mara", world="save-1", timeline="reload")
+        )
+        assert status == 200
+        policy = resolve(None, document)
+        expected = replay_lines(TAVERN, Projector(policies=lambda tenant, world: policy)).state
+        assert body == orjson.loads(
+            orjson.dumps(runtime_read(expected, "default", "save-1", "reload", "npc-mara"))
+        )
+        assert any(m["persistent"] and "defeated" in m["content"] for m in body["recollections"])
+    finally:
+        worker.stop()
