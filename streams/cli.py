@@ -201,3 +201,53 @@ def policy_set(
         + (f"world {world!r}" if world else "every world")
         + f" published to {settings.policies_topic}"
     )
+
+
+def _read_options(function: Any) -> Any:
+    """Flags of the commands that read from a running worker."""
+    function = click.option("--tenant", default=None, help="tenant (without API keys)")(function)
+    function = click.option(
+        "--api-key",
+        envvar="RUMOURMILL_API_KEY",
+        default=None,
+        help="bearer key [env RUMOURMILL_API_KEY]",
+    )(function)
+    return click.option(
+        "--url", default=None, help="a worker's web URL (overrides RUMOURMILL_WEB_URL)"
+    )(function)
+
+
+@main.command()
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@_read_options
+def npc(
+    npc_id: str, world: str, timeline: str, url: str | None, api_key: str | None, tenant: str | None
+) -> None:
+    """Print one character's mind on one timeline, as tables."""
+    from streams.show import ReadFailed, fetch, mind_tables
+
+    query = {"world_instance_id": world, "timeline_id": timeline} | (
+        {"tenant_id": tenant} if tenant else {}
+    )
+    try:
+        mind = fetch(_settings(web_url=url), f"/v2/memory/runtime/npcs/{npc_id}", query, api_key)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(mind_tables(mind))
+
+
+@main.command()
+@click.option("--world", required=True, help="world_instance_id")
+@_read_options
+def digest(world: str, url: str | None, api_key: str | None, tenant: str | None) -> None:
+    """Print the state digest of a world (equal digests: equal projections)."""
+    from streams.show import ReadFailed, fetch
+
+    query = {"world_instance_id": world} | ({"tenant_id": tenant} if tenant else {})
+    try:
+        answer = fetch(_settings(web_url=url), "/v2/admin/digest", query, api_key)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(answer["digest"])

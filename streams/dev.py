@@ -13,8 +13,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import click
@@ -24,8 +22,11 @@ from aiokafka import AIOKafkaConsumer
 from streams.brokers import die_with_parent, tansu
 from streams.publish import publish, read_lines
 from streams.settings import Settings
+from streams.show import fetch, mind_tables
 
 DEMO_STORY = Path(__file__).resolve().parent.parent / "examples" / "tavern.ndjson"
+DEMO_READS = [("main", "npc-mara"), ("main", "npc-tomas"), ("reload", "npc-mara")]
+"""The minds the demo prints: Mara and Tomas now, and Mara in the save loaded before the fight."""
 
 
 def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
@@ -58,9 +59,14 @@ def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
                     f"  ack {ack['timeline_id']}#{ack['seq']}: {ack['outcome']}"
                     f" (processed_seq {ack['processed_seq']})"
                 )
-            for timeline in sorted({orjson.loads(line.raw)["timeline_id"] for line in lines}):
-                path = f"/v2/timelines/{timeline}?world_instance_id=save-1"
-                click.echo(f"GET {path}\n  {_get(settings, path)}")
+            for timeline, npc in DEMO_READS:
+                query = {"world_instance_id": "save-1", "timeline_id": timeline}
+                mind = fetch(settings, f"/v2/memory/runtime/npcs/{npc}", query, None)
+                click.echo(f"\n{mind_tables(mind)}\n")
+            click.echo(
+                f"try: curl '{settings.canonical_url}/v2/memory/runtime/npcs/npc-mara"
+                "?world_instance_id=save-1&timeline_id=main'"
+            )
             stop_signals = block_stop_signals()
             click.echo(f"worker log: {log_path}\nserving until Ctrl-C")
             signal.sigwait(stop_signals)
@@ -100,14 +106,6 @@ async def _read_acks(
     finally:
         await consumer.stop()
     return acks
-
-
-def _get(settings: Settings, path: str) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=10) as r:
-            return str(r.read().decode())
-    except urllib.error.HTTPError as error:
-        return f"{error.code} {error.read().decode()}"
 
 
 def block_stop_signals() -> set[signal.Signals]:

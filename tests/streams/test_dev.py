@@ -37,6 +37,10 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     assert "published 6 events" in output, output
     assert "ack main#5: processed (processed_seq 5)" in output, output
     assert "ack reload#3: processed (processed_seq 3)" in output, output
-    assert '"parent_timeline_id":"main","after_seq":2' in output, output
+    assert "npc-mara on save-1/main: at loc-tavern; processed 5 of 5 received" in output, output
+    assert "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)" in output, output
+    reload = output[output.index("npc-mara on save-1/reload") :]
+    assert "defeated" not in reload.split("relations")[0], output
+    assert "gift given" in reload, output
     assert "stopped" in rest
     assert process.returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.error
@@ -211,3 +212,28 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
         assert any(m["persistent"] and "defeated" in m["content"] for m in body["recollections"])
     finally:
         worker.stop()
+
+
+def test_the_npc_command_prints_the_read_as_tables(tavern_worker: WorkerProcess) -> None:
+    url = f"http://127.0.0.1:{tavern_worker.settings.web_port}"
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streams",
+            "npc",
+            "npc-mara",
+            "--world",
+            "save-1",
+            "--url",
+            url,
+            "--api-key",
+            "key-acme",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown.startswith("npc-mara on save-1/main: at loc-tavern")
+    assert "I will find your son" in shown
+    assert re.search(r"^player-1 +-0\.05 +2 +3$", shown, re.MULTILINE)

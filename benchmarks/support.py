@@ -1,0 +1,128 @@
+"""What every benchmark shares: options, statistics, printing, a broker and worker handling."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+from streams.app import partition_of
+from streams.brokers import apache_kafka, free_port
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.support import WorkerProcess, send_events, unique_settings
+
+__all__ = [
+    "Options",
+    "WorkerProcess",
+    "kafka_bootstrap",
+    "median",
+    "parse_options",
+    "percentile",
+    "prepared_settings",
+    "rate",
+    "repeat",
+    "report",
+    "send_events",
+    "spread_worlds",
+    "worker_settings",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Options:
+    """How big a run is: `quick` shrinks every benchmark; `repeats` per measurement."""
+
+    quick: bool = False
+    repeats: int = 5
+
+
+def parse_options(description: str, argv: Sequence[str] | None = None) -> Options:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a smaller, faster run")
+    parser.add_argument("--repeats", type=int, default=None, help="repeats (default 5, quick 3)")
+    args = parser.parse_args(argv)
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 5)
+    return Options(quick=args.quick, repeats=max(1, repeats))
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (`fraction` in 0..1) of `values`."""
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def repeat(times: int, measure: Callable[[int], T]) -> list[T]:
+    """`measure(attempt)` for attempt 0..times-1, in order."""
+    return [measure(attempt) for attempt in range(times)]
+
+
+def report(title: str, rows: Sequence[tuple[str, str]]) -> None:
+    """Print a titled block of aligned `label  value` rows."""
+    width = max(len(label) for label, _ in rows)
+    print(f"\n== {title}")
+    for label, value in rows:
+        print(f"  {label.ljust(width)}  {value}")
+
+
+@contextlib.contextmanager
+def kafka_bootstrap() -> Iterator[str]:
+    """`RUMOURMILL_TEST_BROKER` if set, else an Apache Kafka broker started and stopped here."""
+    given = os.environ.get("RUMOURMILL_TEST_BROKER")
+    if given:
+        yield given
+        return
+    started = time.perf_counter()
+    with apache_kafka() as broker:
+        print(f"(Apache Kafka on {broker.bootstrap}, up in {time.perf_counter() - started:.1f}s)")
+        yield broker.bootstrap
+
+
+def spread_worlds(count: int, partitions: int, prefix: str = "tavern") -> list[str]:
+    """`count` world ids whose events land on distinct partitions (while there are enough)."""
+    worlds: list[str] = []
+    taken: set[int] = set()
+    number = 0
+    while len(worlds) < count and number < 10_000:
+        world = f"{prefix}-{number}"
+        partition = partition_of(world.encode(), partitions)
+        if partition not in taken or len(taken) == partitions:
+            worlds.append(world)
+            taken.add(partition)
+        number += 1
+    return worlds
+
+
+def prepared_settings(bootstrap: str, data_dir: Path, partitions: int = 4) -> Settings:
+    """Settings with topics of their own, created (with their partitions) before publishing."""
+    settings = unique_settings(bootstrap, data_dir, partitions=partitions)
+    asyncio.run(ensure_topics(settings))
+    return settings
+
+
+def worker_settings(settings: Settings, name: str, data_dir: Path) -> Settings:
+    """The same topics, but a fresh consumer group, changelog, data dir and web port."""
+    return replace(
+        settings,
+        app_id=f"{settings.app_id}-{name}",
+        data_dir=data_dir,
+        web_port=free_port(),
+    )

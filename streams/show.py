@@ -1,0 +1,90 @@
+"""Reads for a person: a worker's HTTP answers printed as plain tables."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from streams.settings import Settings
+
+
+class ReadFailed(Exception):
+    """The worker answered with an error; the message is its `detail`."""
+
+
+def fetch(settings: Settings, path: str, query: dict[str, str], api_key: str | None) -> Any:
+    """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
+    url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url)
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return orjson.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        detail = orjson.loads(error.read()).get("detail", error.reason)
+        raise ReadFailed(f"{error.code}: {detail}") from None
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A titled, aligned text table; `(none)` when there are no rows."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    lines = [title, line(columns), line(["-" * w for w in widths]), *map(line, cells)]
+    return "\n".join(lines if cells else [*lines, "(none)"])
+
+
+def mind_tables(mind: dict[str, Any]) -> str:
+    """The runtime read as a person reads it: header, beliefs, recollections, relations."""
+    memory_columns = ["seq", "kind", "source", "from", "hops", "conf", "imp", "feel", "content"]
+
+    def memory_rows(memories: list[dict[str, Any]]) -> list[list[Any]]:
+        return [
+            [
+                m["seq"],
+                m["kind"] + ("*" if m["persistent"] else ""),
+                m["source"],
+                m["source_entity"] or "",
+                m["hops"],
+                m["confidence"],
+                m["importance"],
+                m["feeling"],
+                ("(diverging) " if m["diverging"] else "") + m["content"],
+            ]
+            for m in memories
+        ]
+
+    header = (
+        f"{mind['npc_id']} on {mind['world_instance_id']}/{mind['timeline_id']}: "
+        f"at {mind['location'] or 'an unknown place'}; "
+        f"processed {mind['processed_seq']} of {mind['acknowledged_seq']} received"
+    )
+    return "\n\n".join(
+        [
+            header,
+            table("beliefs (* persistent)", memory_columns, memory_rows(mind["beliefs"])),
+            table("recollections", memory_columns, memory_rows(mind["recollections"])),
+            table(
+                "relations",
+                ["entity", "feeling", "memories", "last seq"],
+                [
+                    [r["entity_id"], r["feeling"], r["memories"], r["last_seq"]]
+                    for r in mind["relations"]
+                ],
+            ),
+        ]
+    )
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= 70 else text[:67] + "..."
