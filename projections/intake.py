@@ -111,7 +111,7 @@ def _take_in(
 
 def refuse(message: SourceMessage, reason: str) -> Intake:
     """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can."""
-    identity = _identity(message.value)
+    identity = identity_of(message.value)
     return Intake(
         acks=[Ack(outcome=Outcome.REJECTED, reason=reason, **identity)],
         dead_letters=[_dead_letter(message, reason)],
@@ -130,7 +130,7 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
 
 
 def _dead_letter(message: SourceMessage, reason: str) -> DeadLetter:
-    identity = _identity(message.value)
+    identity = identity_of(message.value)
     return DeadLetter(
         reason=reason,
         topic=message.topic,
@@ -143,8 +143,8 @@ def _dead_letter(message: SourceMessage, reason: str) -> DeadLetter:
     )
 
 
-def _identity(value: bytes) -> dict[str, Any]:
-    """The identity fields a broken message still names correctly, for its ack."""
+def identity_of(value: bytes) -> dict[str, Any]:
+    """The identity fields a message names correctly, even when the rest of it is broken."""
     identity: dict[str, Any] = dict.fromkeys(
         ("tenant_id", "world_instance_id", "timeline_id", "seq")
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
-from projections.intake import explain
+from projections.intake import explain, identity_of
 from schemas import Event
 
 
@@ -37,7 +37,10 @@ def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
     try:
         world = Event.model_validate_json(data).world_instance_id
     except ValidationError as error:
-        return Line(number, data, None, None if raw else explain(error))
+        if not raw:
+            return Line(number, data, None, explain(error))
+        named = identity_of(data)["world_instance_id"]
+        return Line(number, data, None if named is None else str(named).encode())
     return Line(number, data, world.encode())
 
 

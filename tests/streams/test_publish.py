@@ -1,0 +1,46 @@
+"""`rumourmill publish` checks every line before anything is sent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from streams.publish import read_lines
+
+
+def test_invalid_lines_are_reported_by_number_and_nothing_is_sent(tmp_path: Path) -> None:
+    story = tmp_path / "story.ndjson"
+    story.write_text(
+        '{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\n'
+        "\n"
+        '{"world_instance_id": "w", "timeline_id": "main", "seq": 0, "key": "k"}\n'
+        "not json\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", str(story), "--broker", "127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert (
+        f"{story}:3: invalid event: seq: Input should be greater than or equal to 1"
+        in result.stderr
+    )
+    assert f"{story}:4: not valid JSON" in result.stderr
+    assert "2 invalid line(s); nothing sent" in result.stderr
+
+
+def test_raw_lines_are_kept_as_they_are_and_keyed_by_world_when_they_name_one(
+    tmp_path: Path,
+) -> None:
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(
+        b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\nnot json\n'
+    )
+    lines = list(read_lines(story, raw=True))
+    assert [(line.number, line.key, line.problem) for line in lines] == [
+        (1, b"w", None),
+        (2, None, None),
+    ]
+    assert lines[1].raw == b"not json"
