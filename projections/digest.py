@@ -25,6 +25,8 @@ PROJECTION_KINDS: tuple[str, ...] = (
     minds.ORIGINS,
     minds.RELATIONS,
     minds.RELATED,
+    minds.NEWEST,
+    minds.ORIGIN_EVENTS,
 )
 """Key spaces holding a world's projections; each key starts (kind, tenant, world)."""
 

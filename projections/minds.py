@@ -23,7 +23,7 @@ from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
 from projections.versions import read_through
 from projections.world import ABSENT, fact_value
-from schemas import MAX_SEQ
+from schemas import MAX_SEQ, Event
 from schemas.memory import Memory
 
 MEMORIES = "memory"
@@ -32,6 +32,8 @@ BELIEF_RANKS = "belief-rank"
 ORIGINS = "origin"
 RELATIONS = "relation"
 RELATED = "related"
+NEWEST = "memory-by-seq"
+ORIGIN_EVENTS = "origin-event"
 
 PERSISTENT_SCOPE = ""
 """The scope of persistent memories: no real timeline id is empty, and every read sees it."""
@@ -107,6 +109,7 @@ def store_memories(
                 b"",
             )
         tx.put(keys.scoped(ORIGINS, scope, character) + pack(memory.origin, seq), b"")
+        tx.put(keys.scoped(NEWEST, scope, character) + pack(seq, belief_id), b"")
         for entity, feeling in relation_contributions(memory):
             tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
             if not memory.persistent:
@@ -125,6 +128,30 @@ def store_memories(
                 ]
             ),
         )
+
+
+def newest_memories(
+    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, limit: int
+) -> list[Memory]:
+    """The character's newest memories of any kind on the timeline, newest first."""
+    return list(_newest(tx, keys, ancestry, character, NEWEST, limit))
+
+
+def record_origin(tx: StateTransaction, keys: MindKeys, origin: str, event: Event) -> None:
+    """Remember which event an origin is, so provenance can name where news started."""
+    tx.put(
+        pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin),
+        orjson.dumps(
+            {
+                "timeline_id": event.timeline_id,
+                "seq": event.seq,
+                "key": event.key,
+                "actor": event.actor,
+                "location": event.location,
+                "game_time": event.game_time,
+            }
+        ),
+    )
 
 
 def memories_timeline(ancestry: Ancestry) -> str:
@@ -158,7 +185,7 @@ def runtime_read(
         raise NotFound(f"timeline {timeline_id!r} has never received events")
     keys = MindKeys(tenant_id, world_id)
     ancestry = timelines.ancestry(tx, record)
-    recollections = list(_newest_recollections(tx, keys, ancestry, npc_id))
+    recollections = list(_newest(tx, keys, ancestry, npc_id, RECOLLECTIONS, MAX_RECOLLECTIONS))
     beliefs = list(_most_important_beliefs(tx, keys, ancestry, npc_id))
     location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
     if not recollections and not beliefs and location is None:
@@ -180,20 +207,25 @@ def runtime_read(
     }
 
 
-def _newest_recollections(
-    tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str
+def _newest(
+    tx: StateTransaction,
+    keys: MindKeys,
+    ancestry: Ancestry,
+    character: str,
+    index: str,
+    limit: int,
 ) -> Iterator[Memory]:
-    """What the character perceived, newest first, at most 20."""
+    """The newest entries of a by-position index through the ancestry, newest first."""
     found: list[tuple[int, str]] = []
     for segment in with_persistent(ancestry):
-        prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
+        prefix = keys.scoped(index, segment.timeline_id, character)
         start = prefix + pack(segment.upto_seq, "\U0010ffff")
         for count, (key, _) in enumerate(tx.scan(prefix, reverse=True, start=start)):
-            if count == MAX_RECOLLECTIONS:
+            if count == limit:
                 break
             seq, belief_id = unpack(key[len(prefix) :])
             found.append((int(seq), str(belief_id)))
-    for _, belief_id in heapq.nlargest(MAX_RECOLLECTIONS, found):
+    for _, belief_id in heapq.nlargest(limit, found):
         memory = load_memory(tx, keys, character, belief_id)
         if memory is not None:
             yield memory
@@ -272,3 +304,34 @@ def _diverging(
         if recorded is not ABSENT and recorded != fact.value:
             return True
     return False
+
+
+def provenance(
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    belief_id: str,
+) -> dict[str, object]:
+    """Where one of a character's memories came from: the original event and every teller."""
+    record = timelines.load(tx, tenant_id, world_id, timeline_id)
+    if record is None:
+        raise NotFound(f"timeline {timeline_id!r} has never received events")
+    keys = MindKeys(tenant_id, world_id)
+    ancestry = timelines.ancestry(tx, record)
+    memory = load_memory(tx, keys, npc_id, belief_id)
+    if memory is None or not visible(memory, ancestry):
+        raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")
+    raw_origin = tx.get(pack(ORIGIN_EVENTS, tenant_id, world_id, memory.origin))
+    chain = [teller.model_dump(mode="json") for teller in memory.lineage]
+    chain.append({"entity_id": npc_id, "hops": memory.hops, "confidence": memory.confidence})
+    return {
+        "world_instance_id": world_id,
+        "timeline_id": timeline_id,
+        "npc_id": npc_id,
+        "belief_id": belief_id,
+        "origin": None if raw_origin is None else orjson.loads(raw_origin),
+        "chain": chain,
+        "memory": memory.to_read(diverging=_diverging(tx, tenant_id, world_id, ancestry, memory)),
+    }

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, Intake, SourceMessage, receive
-from projections.memories import form_memories
-from projections.minds import MindKeys, knows, load_memory, store_memories, visible
+from projections.memories import form_memories, origin_of
+from projections.minds import (
+    MindKeys,
+    knows,
+    load_memory,
+    record_origin,
+    store_memories,
+    visible,
+)
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
 from projections.state import StateTransaction
@@ -53,6 +60,8 @@ class Projector:
                 event, perceivers(event, catalogue.kind_of, present, policy), context, policy
             )
             store_memories(tx, context.keys, ancestry, memories)
+            if any(memory.origin == origin_of(event) for memory in memories):
+                record_origin(tx, context.keys, origin_of(event), event)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration)
         whereabouts.record_movement(tx, event, ancestry)

@@ -7,6 +7,7 @@ faust-streaming #606); redelivery is harmless because the projector recognises i
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,15 @@ class Rumourmill:
         """State access for one partition, writing through the table's changelog."""
         db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
         return RocksTransaction(db, self._write)
+
+    def discard_local_tables(self) -> None:
+        """Start from the changelog alone: the local RocksDB copy is only a cache of it.
+
+        After a crash the local copy can hold writes the changelog never received, and Faust's
+        recovery would lay older changelog values over some keys but not others. The changelog
+        is always a prefix of the writes, which the projector is built to resume from.
+        """
+        shutil.rmtree(self.app.conf.tabledir, ignore_errors=True)
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""

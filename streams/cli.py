@@ -54,6 +54,7 @@ def worker(loglevel: str | None, **flags: Any) -> None:
     settings = _settings(log_level=loglevel, **flags)
     asyncio.run(ensure_topics(settings))
     mill = create_app(settings)
+    mill.discard_local_tables()
     Worker(mill.app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
 
 
@@ -251,3 +252,32 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(answer["digest"])
+
+
+@main.command("provenance")
+@click.argument("npc_id")
+@click.argument("belief_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@_read_options
+def provenance_command(
+    npc_id: str,
+    belief_id: str,
+    world: str,
+    timeline: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print where a memory came from, as a chain of tellers back to the original event."""
+    from streams.show import ReadFailed, fetch, provenance_chain
+
+    query = {"world_instance_id": world, "timeline_id": timeline} | (
+        {"tenant_id": tenant} if tenant else {}
+    )
+    path = f"/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance"
+    try:
+        found = fetch(_settings(web_url=url), path, query, api_key)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(provenance_chain(found))

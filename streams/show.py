@@ -88,3 +88,25 @@ def mind_tables(mind: dict[str, Any]) -> str:
 def _cell(value: Any) -> str:
     text = "" if value is None else str(value)
     return text if len(text) <= 70 else text[:67] + "..."
+
+
+def provenance_chain(found: dict[str, Any]) -> str:
+    """A memory's provenance as a chain, from the original event to the character."""
+    origin = found["origin"]
+    lines = [f"{found['npc_id']} believes: {found['memory']['content']}"]
+    if origin is None:
+        lines.append("origin: unknown")
+    else:
+        where = f" at {origin['location']}" if origin.get("location") else ""
+        when = f" ({origin['game_time']})" if origin.get("game_time") else ""
+        lines.append(
+            f"origin: {origin['timeline_id']}#{origin['seq']} {origin['key']}"
+            f" by {origin['actor'] or 'nobody named'}{where}{when}"
+        )
+    for step, link in enumerate(found["chain"]):
+        verb = "perceived by" if step == 0 and link["hops"] == 0 else "then" if step else "from"
+        lines.append(
+            f"  {'-> ' if step else ''}{verb} {link['entity_id']}"
+            f" (hops {link['hops']}, confidence {link['confidence']})"
+        )
+    return "\n".join(lines)

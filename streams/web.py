@@ -17,7 +17,7 @@ from faust.web import Request, Response, View
 
 from projections import timelines
 from projections.digest import world_digest
-from projections.minds import NotFound, runtime_read
+from projections.minds import NotFound, provenance, runtime_read
 from projections.state import StateTransaction
 
 if TYPE_CHECKING:
@@ -120,6 +120,23 @@ def register_views(mill: Rumourmill) -> None:
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
             return self.bytes(orjson.dumps(mind), content_type="application/json")
+
+    @app.page("/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance")
+    class Provenance(View):
+        """Where a memory came from: the original event and every teller, in order."""
+
+        @world_read
+        async def get(
+            self, request: Request, scope: ReadScope, npc_id: str, belief_id: str
+        ) -> Response:
+            timeline_id = query_identifier(request, "timeline_id")
+            try:
+                found = provenance(
+                    scope.tx, scope.tenant_id, scope.world_id, timeline_id, npc_id, belief_id
+                )
+            except NotFound as missing:
+                raise HTTPProblem(404, str(missing)) from None
+            return self.bytes(orjson.dumps(found), content_type="application/json")
 
     @app.page("/v2/timelines/{timeline_id}")
     class Timeline(View):

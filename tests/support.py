@@ -68,6 +68,7 @@ class WorkerProcess:
             if b"Ready" in self.log_path.read_bytes()[offset:]:
                 return self
             time.sleep(0.2)
+        self.kill()
         raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
 
     def kill(self) -> None:
