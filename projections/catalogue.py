@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Protocol
 
-from projections.keys import pack
+from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy
@@ -102,6 +102,14 @@ class StoredDeclarations:
     def get(self, entity_id: str, /) -> EntityDeclaration | None:
         raw = self.tx.get(pack(ENTITIES, self.tenant_id, self.world_id, entity_id))
         return None if raw is None else EntityDeclaration.model_validate_json(raw)
+
+    def declared(self) -> dict[str, EntityDeclaration]:
+        """Every declaration of the world, by entity id."""
+        prefix = pack(ENTITIES, self.tenant_id, self.world_id)
+        return {
+            str(unpack(key[len(prefix) :])[0]): EntityDeclaration.model_validate_json(raw)
+            for key, raw in self.tx.scan(prefix)
+        }
 
     def declare(self, entity_id: str, declaration: EntityDeclaration) -> None:
         """Merge a declaration in; declaring the same thing again changes nothing."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from projections import catalogue, minds, timelines, whereabouts, world
+from projections import catalogue, minds, spreading, timelines, whereabouts, world
 from projections.keys import pack
 from projections.state import StateTransaction
 
@@ -27,6 +27,7 @@ PROJECTION_KINDS: tuple[str, ...] = (
     minds.RELATED,
     minds.NEWEST,
     minds.ORIGIN_EVENTS,
+    spreading.GROUP_EXCHANGES,
 )
 """Key spaces holding a world's projections; each key starts (kind, tenant, world)."""
 

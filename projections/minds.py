@@ -306,6 +306,26 @@ def _diverging(
     return False
 
 
+def news_chain(memory: Memory) -> list[dict[str, object]]:
+    """Who held the news in turn, first holder first, with how far and how surely it came.
+
+    A lineage entry names a teller and how the news arrived at the next holder, so holder i
+    (after the first) arrived with lineage entry i - 1.
+    """
+    tellers = [(t.entity_id, t.hops, t.confidence) for t in memory.lineage]
+    if not tellers and memory.source_entity is not None:
+        tellers = [(memory.source_entity, memory.hops, memory.confidence)]
+    if not tellers:
+        return [{"entity_id": memory.character_id, "hops": 0, "confidence": memory.confidence}]
+    holders = [entity for entity, _, _ in tellers] + [memory.character_id]
+    chain: list[dict[str, object]] = [{"entity_id": holders[0], "hops": tellers[0][1] - 1}]
+    for step, (teller, hops, confidence) in enumerate(tellers, start=1):
+        chain.append(
+            {"entity_id": holders[step], "hops": hops, "confidence": confidence, "told_by": teller}
+        )
+    return chain
+
+
 def provenance(
     tx: StateTransaction,
     tenant_id: str,
@@ -324,8 +344,7 @@ def provenance(
     if memory is None or not visible(memory, ancestry):
         raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")
     raw_origin = tx.get(pack(ORIGIN_EVENTS, tenant_id, world_id, memory.origin))
-    chain = [teller.model_dump(mode="json") for teller in memory.lineage]
-    chain.append({"entity_id": npc_id, "hops": memory.hops, "confidence": memory.confidence})
+    chain = news_chain(memory)
     return {
         "world_instance_id": world_id,
         "timeline_id": timeline_id,

@@ -64,9 +64,13 @@ def perceivers(
     return perceptions
 
 
+CHARACTERS_MET = "loreweaver.social.characters-met"
+"""A meeting: it spreads news (when spreading is on) but is not itself news."""
+
+
 def forms_memories(key: str, policy: Policy) -> bool:
     """Whether an event with `key` can form memories at all under `policy`."""
-    if not policy.memory.npc or key == ENTITY_DECLARED:
+    if not policy.memory.npc or key in (ENTITY_DECLARED, CHARACTERS_MET):
         return False
     return key not in MOVEMENT_KEYS or policy.memory.remember_movement
 

@@ -22,6 +22,7 @@ from projections.minds import (
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.spreading import spread
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
@@ -59,7 +60,8 @@ class Projector:
             memories = form_memories(
                 event, perceivers(event, catalogue.kind_of, present, policy), context, policy
             )
-            store_memories(tx, context.keys, ancestry, memories)
+            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present)
+            store_memories(tx, context.keys, ancestry, [*memories, *rumours])
             if any(memory.origin == origin_of(event) for memory in memories):
                 record_origin(tx, context.keys, origin_of(event), event)
         for entity_id, declaration in event.entities.items():

@@ -103,10 +103,12 @@ def provenance_chain(found: dict[str, Any]) -> str:
             f"origin: {origin['timeline_id']}#{origin['seq']} {origin['key']}"
             f" by {origin['actor'] or 'nobody named'}{where}{when}"
         )
-    for step, link in enumerate(found["chain"]):
-        verb = "perceived by" if step == 0 and link["hops"] == 0 else "then" if step else "from"
-        lines.append(
-            f"  {'-> ' if step else ''}{verb} {link['entity_id']}"
-            f" (hops {link['hops']}, confidence {link['confidence']})"
-        )
+    for link in found["chain"]:
+        if "told_by" in link:
+            lines.append(
+                f"  -> {link['entity_id']}, told by {link['told_by']}"
+                f" (hops {link['hops']}, confidence {link['confidence']})"
+            )
+        else:
+            lines.append(f"  {link['entity_id']} had it first hand (hops {link['hops']})")
     return "\n".join(lines)

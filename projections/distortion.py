@@ -1,0 +1,194 @@
+"""Distortion without a model: how a rumour shifts as it passes from mouth to mouth.
+
+With `memory.spreading.distortion` on, every retelling may change one detail. The choice is
+read off a seed made from the news, the listener and the stream position (`distortion_seed`),
+never from chance, so the same stream always tells the same rumours.
+
+- One retelling in four passes the news on unchanged.
+- Otherwise one detail the retelling holds shifts, picked among those it has:
+  - a number grows: by half again, rounded up ("10 gold" -> "15 gold"), or by 1 to 3 more.
+    A fact holding that number grows the same way, so the rumour now contradicts the world
+    record and reads as `diverging`;
+  - someone named becomes "a stranger" ("Oskar robbed Mara" -> "A stranger robbed Mara");
+  - the place blurs: "at The Crooked Lantern" -> "somewhere near The Crooked Lantern", or
+    just "somewhere".
+- A blurred name or place changes the telling only: the facts still name them, since "somebody
+  did it" is no claim the record could contradict.
+- Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05") is no
+  number of the story.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from projections.keys import pack
+from schemas import Fact
+
+Names = Callable[[str], str]
+"""What a character calls an id (`Catalogue.name_of`)."""
+
+Number = int | float
+Rule = Literal["number", "stranger", "place"]
+
+UNCHANGED_ONE_IN = 4
+"""One retelling in this many passes the news on word for word."""
+GROWTH_FACTOR = 1.5
+"""A number growing "by half again" is multiplied by this (rounded up)."""
+MOST_ADDED = 3
+"""A number growing "by a little" gains 1 to this many."""
+STRANGER = "a stranger"
+PLACE_WORDS = ("at", "in")
+"""The words before a place in an event's wording ("... at The Crooked Lantern")."""
+
+NUMBER = re.compile(r"(?<![\w.:-])\d+(?:\.\d+)?(?![\w:-]|\.\d)")
+
+
+def distortion_seed(origin: str, listener: str, timeline_id: str, seq: int) -> bytes:
+    """The seed of one retelling: the news, who hears it, and where in the stream."""
+    key = pack("distortion", origin, listener, timeline_id, seq)
+    return hashlib.blake2b(key, digest_size=16).digest()
+
+
+def distort(
+    content: str, facts: list[Fact], about: Sequence[str], seed: bytes, names: Names
+) -> tuple[str, list[Fact]]:
+    """The content and facts as the listener takes them in, perhaps with one detail shifted."""
+    draws = _Draws(seed)
+    if draws.below(UNCHANGED_ONE_IN) == 0:
+        return content, facts
+    places = _places(content, about, names)
+    people = [name for name in _named(content, about, names) if name not in places]
+    numbers = _numbers(content, facts)
+    rules: list[Rule] = []
+    if numbers:
+        rules.append("number")
+    if people:
+        rules.append("stranger")
+    if places:
+        rules.append("place")
+    if not rules:
+        return content, facts
+    rule = rules[draws.below(len(rules))]
+    if rule == "number":
+        number = numbers[draws.below(len(numbers))]
+        bigger = grown(number, by_half=draws.below(2) == 0, more=1 + draws.below(MOST_ADDED))
+        return _with_number(content, number, bigger), _facts_with(facts, number, bigger)
+    if rule == "stranger":
+        return _as_stranger(content, people[draws.below(len(people))]), facts
+    near = draws.below(2) == 0
+    return _blurred(content, places[draws.below(len(places))], near), facts
+
+
+def grown(number: Number, *, by_half: bool, more: int) -> Number:
+    """`number` as a rumour tells it: half again (rounded up), or `more` on top; always more.
+
+    A whole number stays whole; any other keeps two decimals.
+    """
+    whole = float(number).is_integer()
+    bigger = number * GROWTH_FACTOR if by_half else number + more
+    result: Number = math.ceil(bigger) if whole else round(bigger, 2)
+    if result <= number:
+        result = int(number) + 1 if whole else round(number + 1, 2)
+    return result
+
+
+class _Draws:
+    """Successive choices read off the seed: each is fixed by the seed and its turn alone."""
+
+    def __init__(self, seed: bytes) -> None:
+        self._stream = hashlib.blake2b(seed, digest_size=64).digest()
+        self._turn = 0
+
+    def below(self, count: int) -> int:
+        """A choice among `count` (0 to count - 1)."""
+        start = (2 * self._turn) % len(self._stream)
+        self._turn += 1
+        return int.from_bytes(self._stream[start : start + 2], "big") % count
+
+
+def _numbers(content: str, facts: Sequence[Fact]) -> list[Number]:
+    """The numbers a rumour could inflate: in the words first, then in the facts; once each."""
+    found: list[Number] = [_parsed(match.group()) for match in NUMBER.finditer(content)]
+    found += [number for number in map(_number_in, facts) if number is not None and number >= 0]
+    unique: list[Number] = []
+    for number in found:
+        if number not in unique:
+            unique.append(number)
+    return unique
+
+
+def _number_in(fact: Fact) -> Number | None:
+    """The fact's value if it is a number (true and false are not)."""
+    value = fact.value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _parsed(text: str) -> Number:
+    return float(text) if "." in text else int(text)
+
+
+def _written(number: Number) -> str:
+    return str(number)
+
+
+def _with_number(content: str, number: Number, bigger: Number) -> str:
+    """Every mention of `number` in the words, grown."""
+    return NUMBER.sub(
+        lambda match: _written(bigger) if _parsed(match.group()) == number else match.group(),
+        content,
+    )
+
+
+def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[Fact]:
+    """The facts, with every value equal to `number` grown alike (an int stays an int)."""
+    changed = []
+    for fact in facts:
+        if _number_in(fact) == number:
+            value: Number = float(bigger) if isinstance(fact.value, float) else int(bigger)
+            fact = Fact(subject=fact.subject, attribute=fact.attribute, value=value)
+        changed.append(fact)
+    return changed
+
+
+def _named(content: str, about: Sequence[str], names: Names) -> list[str]:
+    """The names of what the news is about that the words mention, in `about` order, once each."""
+    found: list[str] = []
+    for entity in about:
+        name = names(entity)
+        if name not in found and _mention(name).search(content):
+            found.append(name)
+    return found
+
+
+def _places(content: str, about: Sequence[str], names: Names) -> list[str]:
+    """The names among `_named` that the words use as a place ("at X", "in X")."""
+    return [name for name in _named(content, about, names) if _at_place(name).search(content)]
+
+
+def _mention(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+
+
+def _at_place(name: str) -> re.Pattern[str]:
+    words = "|".join(PLACE_WORDS)
+    return re.compile(rf"(?<!\w)(?:{words}) {re.escape(name)}(?!\w)")
+
+
+def _as_stranger(content: str, name: str) -> str:
+    """Every mention of `name` becomes "a stranger" (capitalised to open the sentence)."""
+    return _mention(name).sub(
+        lambda match: STRANGER.capitalize() if match.start() == 0 else STRANGER, content
+    )
+
+
+def _blurred(content: str, place: str, near: bool) -> str:
+    """The place blurs: "at X" becomes "somewhere near X", or just "somewhere"."""
+    vaguer = f"somewhere near {place}" if near else "somewhere"
+    return _at_place(place).sub(vaguer, content)

@@ -1,0 +1,249 @@
+"""Rumours: how news travels from character to character by itself (SPEC 5, seed 001).
+
+With `memory.spreading.enabled` (off by default), characters pass memories on when they meet:
+
+- **Meetings.** A character entering a place meets every character already there; the game's
+  `loreweaver.social.characters-met` makes everyone it names meet everyone else it names; and
+  once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
+  (a character's group is the `group` it was declared with, or the field
+  `spreading.group_field` names).
+- **What passes at a meeting.** Each of the two tells the other at most `spreading.per_meeting`
+  (3) memories: the newest ones worth telling that listener.
+- **What passes in a group.** At most `spreading.group_exchange_limit` pieces of news per group
+  and interval, the newest that some member lacks; each comes from the member who has it
+  freshest (fewest hops, then newest) and reaches every member who lacks it.
+- **Worth telling** (`worth_telling`): never an impression (a feeling is not news), never what
+  the listener already knows, saw included (the same original event or claim, whatever the
+  words), never news that came from the listener, never news about the listener alone.
+- **How the listener keeps it** (`retold`): as `knowledge`, one hop further, `told` when the
+  teller saw it and `rumour` when the teller had it from others, the teller's confidence times
+  `memory.retelling_factor`, the statement without its detail (quoted words, parenthesised
+  details), unsure. With `spreading.distortion` a detail may shift (`projections.distortion`).
+
+Everything here is a function of the stream, so the same stream spreads the same rumours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Iterable, Mapping
+from itertools import combinations
+from typing import Any
+
+from projections.catalogue import CHARACTER
+from projections.distortion import distort, distortion_seed
+from projections.keys import pack
+from projections.perception import CHARACTERS_MET, MOVEMENT_KEYS, KindOf
+from projections.weighing import retold_confidence
+from projections.wording import Names, retell
+from schemas import EntityDeclaration, Event
+from schemas.memory import Memory, Teller
+from schemas.policy import Policy
+
+MET_FIELD = "characters"
+"""The payload field of `characters-met` that may name more characters who met."""
+
+Meeting = tuple[str, str]
+"""Two characters who meet, the smaller id first."""
+Delivery = tuple[str, str, Memory]
+"""(teller, listener, the teller's memory) of one group exchange."""
+
+
+def meetings(
+    event: Event, occupants_before: Collection[str], kind_of: KindOf, policy: Policy
+) -> list[Meeting]:
+    """The pairs of characters who meet at `event`, each pair once, in order.
+
+    `occupants_before` are the characters known at the event's location before it. A character
+    who was already there arrives nowhere new and meets nobody. Only characters meet: players
+    and things never do.
+    """
+    if not policy.memory.spreading.enabled:
+        return []
+    if event.key in MOVEMENT_KEYS:
+        mover = event.actor
+        if mover is None or event.location is None or mover in occupants_before:
+            return []
+        if kind_of(mover) != CHARACTER:
+            return []
+        present = {other for other in occupants_before if kind_of(other) == CHARACTER}
+        return sorted(_pair(mover, other) for other in present)
+    if event.key == CHARACTERS_MET:
+        named = event.payload.get(MET_FIELD)
+        extra = [item for item in named if isinstance(item, str)] if isinstance(named, list) else []
+        met = {
+            who
+            for who in (event.actor, event.target, *extra)
+            if who is not None and kind_of(who) == CHARACTER
+        }
+        return list(combinations(sorted(met), 2))
+    return []
+
+
+def group_interval(story_minutes: int, policy: Policy) -> int:
+    """The game-time interval a moment falls in: a group exchanges news once per interval."""
+    return story_minutes // policy.memory.spreading.group_interval_minutes
+
+
+def groups(members: Mapping[str, EntityDeclaration | None], policy: Policy) -> dict[str, list[str]]:
+    """Group name -> its characters, by id, read off their declarations.
+
+    The group is the declaration's `spreading.group_field` (`group` unless the policy names
+    another field); a list of names puts the character in each. Undeclared: in no group.
+    """
+    field = policy.memory.spreading.group_field
+    found: dict[str, set[str]] = {}
+    for character, declared in members.items():
+        for group in _group_names(None if declared is None else getattr(declared, field, None)):
+            found.setdefault(group, set()).add(character)
+    return {group: sorted(found[group]) for group in sorted(found)}
+
+
+def worth_telling(memory: Memory, listener: str) -> bool:
+    """Whether `memory` is news a character would pass to `listener` (before asking whether
+    the listener knows it already).
+
+    Not an impression, not the listener's own memory, not news that came through the
+    listener, and not news about the listener alone (nobody gossips to you about you).
+    """
+    if memory.kind == "impression" or memory.character_id == listener:
+        return False
+    tellers = {memory.source_entity, *(step.entity_id for step in memory.lineage)}
+    if listener in tellers:
+        return False
+    return set(memory.about) != {listener}
+
+
+def passed_at_meeting(
+    teller_memories_newest_first: Iterable[Memory],
+    listener: str,
+    listener_knows: Callable[[str], bool],
+    policy: Policy,
+) -> list[Memory]:
+    """What a teller passes to `listener` at a meeting: the newest memories worth telling that
+    the listener does not know (`listener_knows(origin)`), at most `spreading.per_meeting`.
+
+    The limit counts what is passed: a teller skips what the listener knows and tells the
+    next newest instead. Two memories of the same news pass once. The memories are read
+    lazily and no further than needed, so a store scan newest-first can be passed as is.
+    """
+    limit = policy.memory.spreading.per_meeting
+    passed: list[Memory] = []
+    origins: set[str] = set()
+    for memory in teller_memories_newest_first:
+        if len(passed) >= limit:
+            break
+        if memory.origin in origins or not worth_telling(memory, listener):
+            continue
+        if listener_knows(memory.origin):
+            continue
+        origins.add(memory.origin)
+        passed.append(memory)
+    return passed
+
+
+def passed_in_group(
+    members_newest_first: Mapping[str, Iterable[Memory]],
+    knows: Callable[[str, str], bool],
+    policy: Policy,
+) -> list[Delivery]:
+    """The deliveries of one group exchange, newest news first, then by listener.
+
+    At most `spreading.group_exchange_limit` pieces of news, the newest (by the latest position
+    any member learned it at) that some member lacks (`knows(member, origin)` is false). Each
+    is told by the member holding the freshest copy: fewest hops, then newest, then smallest id.
+    """
+    limit = policy.memory.spreading.group_exchange_limit
+    members = sorted(members_newest_first)
+    copies: dict[str, list[tuple[str, Memory]]] = {}
+    for member in members:
+        for memory in members_newest_first[member]:
+            if memory.kind != "impression":
+                copies.setdefault(memory.origin, []).append((member, memory))
+
+    news: list[tuple[int, str, str, Memory, list[str]]] = []
+    for origin, held in copies.items():
+        teller, freshest = min(held, key=lambda copy: (copy[1].hops, -copy[1].seq, copy[0]))
+        holders = {member for member, _ in held}
+        listeners = [
+            member
+            for member in members
+            if member not in holders
+            and worth_telling(freshest, member)
+            and not knows(member, origin)
+        ]
+        if listeners:
+            newest = max(memory.seq for _, memory in held)
+            news.append((newest, origin, teller, freshest, listeners))
+    news.sort(key=lambda item: (-item[0], item[1]))
+    return [
+        (teller, listener, memory)
+        for _, _, teller, memory, listeners in news[:limit]
+        for listener in listeners
+    ]
+
+
+def retold(
+    memory: Memory, teller: str, listener: str, at: Event, policy: Policy, names: Names
+) -> Memory:
+    """The memory `listener` forms when `teller` passes `memory` on at the event `at`.
+
+    Kept as `knowledge`, unsure, one hop further, `told` if the teller saw it and `rumour` if
+    not, as sure as the teller times `memory.retelling_factor`, in fewer words (`retell`).
+    The same news (`origin`), about the same, claiming the same facts unless distorted.
+    Importance, feeling and arousal travel with the story: the listener takes it as the
+    teller felt it. The lineage adds the teller, with the hops and confidence the news
+    arrived with (as a `told` event's lineage does).
+    """
+    content = retell(memory.content)
+    facts = list(memory.facts)
+    if policy.memory.spreading.distortion:
+        seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
+        content, facts = distort(content, facts, memory.about, seed, names)
+    hops = memory.hops + 1
+    confidence = retold_confidence(memory.confidence, policy)
+    persistent = policy.memory.persistent
+    return Memory(
+        belief_id=rumour_id(at, listener, memory.origin),
+        kind="knowledge",
+        content=content,
+        about=list(memory.about),
+        source="told" if memory.hops == 0 else "rumour",
+        source_entity=teller,
+        hops=hops,
+        confidence=confidence,
+        importance=memory.importance,
+        feeling=memory.feeling,
+        arousal=memory.arousal,
+        diverging=False,
+        uncertain=True,
+        seq=at.seq,
+        game_time=at.game_time,
+        persistent=listener in persistent.characters or "knowledge" in persistent.kinds,
+        character_id=listener,
+        timeline_id=at.timeline_id,
+        facts=facts,
+        origin=memory.origin,
+        lineage=[*memory.lineage, Teller(entity_id=teller, hops=hops, confidence=confidence)],
+        story_minutes=at.story_minutes,
+    )
+
+
+def rumour_id(at: Event, listener: str, origin: str) -> str:
+    """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
+    (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
+    """
+    key = pack(
+        "rumour", at.tenant_id, at.world_instance_id, at.timeline_id, at.seq, listener, origin
+    )
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+def _pair(one: str, other: str) -> Meeting:
+    return (one, other) if one < other else (other, one)
+
+
+def _group_names(value: Any) -> list[str]:
+    """The group names a declared value gives: a name, or a list of names."""
+    candidates = value if isinstance(value, list) else [value]
+    return [name for name in candidates if isinstance(name, str) and name]

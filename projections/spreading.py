@@ -1,0 +1,120 @@
+"""Spreading: news moves when characters meet, or when a group's game-time interval turns.
+
+The rules of who meets and what passes are in `projections.rumours`; this module feeds them
+from state as it stood before the event, so applying an event twice spreads the same news.
+Within one event, news reaches a listener once: what a listener was told at this meeting
+counts as known for the rest of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+import orjson
+
+from projections.catalogue import Catalogue, StoredDeclarations
+from projections.keys import pack
+from projections.minds import MindKeys, knows, newest_memories
+from projections.rumours import (
+    group_interval,
+    groups,
+    meetings,
+    passed_at_meeting,
+    passed_in_group,
+    retold,
+)
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from projections.versions import read_through
+from schemas import Event
+from schemas.memory import Memory
+from schemas.policy import Policy
+
+GROUP_EXCHANGES = "group-exchange"
+
+TELLER_WINDOW = 4
+"""How far back (in multiples of what may pass) a teller's memory is searched for news."""
+
+
+@dataclass
+class Spreading:
+    """The news one event spreads, and who has heard what during it."""
+
+    tx: StateTransaction
+    keys: MindKeys
+    ancestry: Ancestry
+    event: Event
+    policy: Policy
+    catalogue: Catalogue
+    heard: list[Memory] = field(default_factory=list)
+
+    def knows(self, character: str, origin: str) -> bool:
+        if any(m.character_id == character and m.origin == origin for m in self.heard):
+            return True
+        return knows(self.tx, self.keys, self.ancestry, character, origin)
+
+    def mind(self, character: str, limit: int) -> list[Memory]:
+        return newest_memories(self.tx, self.keys, self.ancestry, character, limit * TELLER_WINDOW)
+
+    def tell(self, memory: Memory, teller: str, listener: str) -> None:
+        self.heard.append(
+            retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
+        )
+
+
+def spread(
+    tx: StateTransaction,
+    keys: MindKeys,
+    ancestry: Ancestry,
+    event: Event,
+    policy: Policy,
+    catalogue: Catalogue,
+    present: set[str],
+) -> list[Memory]:
+    """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`)."""
+    spreading = policy.memory.spreading
+    if not spreading.enabled:
+        return []
+    news = Spreading(tx, keys, ancestry, event, policy, catalogue)
+    if event.story_minutes is not None:
+        _exchange_in_groups(news, event.story_minutes)
+    for one, other in meetings(event, present, catalogue.kind_of, policy):
+        for teller, listener in ((one, other), (other, one)):
+            told = passed_at_meeting(
+                news.mind(teller, spreading.per_meeting),
+                listener,
+                partial(news.knows, listener),
+                policy,
+            )
+            for memory in told:
+                news.tell(memory, teller, listener)
+    return news.heard
+
+
+def _exchange_in_groups(news: Spreading, minutes: int) -> None:
+    """Once per game-time interval and timeline, each group shares its newest news."""
+    interval = group_interval(minutes, news.policy)
+    tenant, world = news.event.tenant_id, news.event.world_instance_id
+    last = read_through(
+        news.tx, news.ancestry, lambda timeline: pack(GROUP_EXCHANGES, tenant, world, timeline)
+    )
+    if last is not None and orjson.loads(last) >= interval:
+        return
+    news.tx.put(
+        pack(GROUP_EXCHANGES, tenant, world, news.event.timeline_id, news.event.seq),
+        orjson.dumps(interval),
+    )
+    declared = StoredDeclarations(news.tx, tenant, world).declared()
+    characters = {
+        entity: declaration
+        for entity, declaration in declared.items()
+        if news.catalogue.kind_of(entity) == "character"
+    }
+    limit = news.policy.memory.spreading.group_exchange_limit
+    for members in groups(characters, news.policy).values():
+        if len(members) < 2:
+            continue
+        minds = {member: news.mind(member, limit) for member in members}
+        for teller, listener, memory in passed_in_group(minds, news.knows, news.policy):
+            news.tell(memory, teller, listener)

@@ -1,0 +1,104 @@
+"""Distortion without a model, as a game designer would notice it: the same stream tells the
+same rumour, and a rumour grows numbers, loses names and blurs places, or passes unchanged."""
+
+from __future__ import annotations
+
+from projections.distortion import distort, distortion_seed, grown
+from schemas import Fact
+
+NAMES = {"npc-oskar": "Oskar", "npc-mara": "Mara", "loc-tavern": "The Crooked Lantern"}
+THEFT = "Oskar stole 10 gold from Mara at The Crooked Lantern"
+ABOUT = ["npc-oskar", "npc-mara", "loc-tavern"]
+GOLD = [Fact(subject="npc-oskar", attribute="gold", value=10)]
+
+
+def name_of(entity_id: str) -> str:
+    return NAMES.get(entity_id, entity_id)
+
+
+def seed(listener: str, seq: int = 7) -> bytes:
+    return distortion_seed("origin-of-the-theft", listener, "main", seq)
+
+
+def retellings(
+    content: str, facts: list[Fact], about: list[str], count: int = 200
+) -> list[tuple[str, list[Fact]]]:
+    """How `count` different listeners take the same news in."""
+    return [distort(content, facts, about, seed(f"npc-{i}"), name_of) for i in range(count)]
+
+
+def test_the_same_stream_tells_the_same_rumour() -> None:
+    first = distort(THEFT, GOLD, ABOUT, seed("npc-zed"), name_of)
+    assert distort(THEFT, GOLD, ABOUT, seed("npc-zed"), name_of) == first
+    assert len({content for content, _ in retellings(THEFT, GOLD, ABOUT)}) > 1
+
+
+def test_pinned_retellings_never_change_between_releases() -> None:
+    told = {
+        listener: distort(THEFT, GOLD, ABOUT, seed(listener, seq=1), name_of)[0]
+        for listener in ("npc-ada", "npc-bram", "npc-zed", "npc-ulla")
+    }
+    assert told == {
+        "npc-ada": "Oskar stole 12 gold from Mara at The Crooked Lantern",
+        "npc-bram": THEFT,
+        "npc-zed": "Oskar stole 15 gold from Mara at The Crooked Lantern",
+        "npc-ulla": "Oskar stole 10 gold from Mara somewhere",
+    }
+
+
+def test_about_one_retelling_in_four_passes_unchanged() -> None:
+    unchanged = [told for told in retellings(THEFT, GOLD, ABOUT, 400) if told == (THEFT, GOLD)]
+    assert 60 <= len(unchanged) <= 140
+
+
+def test_a_number_grows_in_the_words_and_in_the_fact_alike() -> None:
+    grew = [
+        (content, facts)
+        for content, facts in retellings(THEFT, GOLD, ABOUT)
+        if "10 gold" not in content
+    ]
+    assert grew
+    for content, facts in grew:
+        [fact] = facts
+        assert isinstance(fact.value, int) and 11 <= fact.value <= 15
+        assert content == THEFT.replace("10 gold", f"{fact.value} gold")
+    assert {facts[0].value for _, facts in grew} == {11, 12, 13, 15}
+
+
+def test_a_number_only_in_the_facts_grows_there() -> None:
+    facts = [
+        Fact(subject="npc-oskar", attribute="bounty", value=2.5),
+        Fact(subject="npc-oskar", attribute="wanted", value=True),
+    ]
+    values = {told[1][0].value for told in retellings("Oskar is wanted", facts, ["npc-oskar"])}
+    assert values == {2.5, 3.75, 3.5, 4.5, 5.5}
+    assert all(told[1][1].value is True for told in retellings("Oskar is wanted", facts, []))
+
+
+def test_growth_by_value() -> None:
+    assert grown(10, by_half=True, more=1) == 15
+    assert grown(5, by_half=True, more=1) == 8
+    assert grown(10, by_half=False, more=3) == 13
+    assert grown(2.5, by_half=True, more=1) == 3.75
+    assert grown(0, by_half=True, more=1) == 1
+
+
+def test_a_name_becomes_a_stranger() -> None:
+    content = "Oskar robbed Mara"
+    told = {told for told, _ in retellings(content, [], ["npc-oskar", "npc-mara"])}
+    assert told == {content, "A stranger robbed Mara", "Oskar robbed a stranger"}
+
+
+def test_a_place_becomes_vaguer() -> None:
+    content = "Oskar was seen at The Crooked Lantern"
+    told = {told for told, _ in retellings(content, [], ["loc-tavern"])}
+    assert told == {
+        content,
+        "Oskar was seen somewhere near The Crooked Lantern",
+        "Oskar was seen somewhere",
+    }
+
+
+def test_ids_and_times_are_not_numbers_to_grow() -> None:
+    content = "npc-2 left at 21:05"
+    assert {told for told, _ in retellings(content, [], [])} == {content}

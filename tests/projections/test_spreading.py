@@ -1,0 +1,199 @@
+"""Rumours through the whole projector, in-process: a hand-worked town, by value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from projections.minds import NotFound, provenance, runtime_read
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.state import MemoryState
+from streams.replay import replay_lines
+
+ENTERED = "loreweaver.movement.location-entered"
+MET = "loreweaver.social.characters-met"
+
+
+class Town:
+    """Events numbered in order on one world; reads by character."""
+
+    def __init__(self, **spreading: Any) -> None:
+        self.lines: list[bytes] = []
+        self.policy = resolve(None, {"memory": {"spreading": {"enabled": True, **spreading}}})
+
+    def happen(self, key: str, timeline: str = "main", **fields: Any) -> None:
+        seq = fields.pop("seq", None) or sum(1 for _ in self.lines) + 1
+        self.lines.append(
+            orjson.dumps(
+                {
+                    "world_instance_id": "town",
+                    "timeline_id": timeline,
+                    "seq": seq,
+                    "key": key,
+                    "game_time": fields.pop("game_time", "day 1, 10:00"),
+                    **fields,
+                }
+            )
+        )
+
+    def state(self) -> MemoryState:
+        return replay_lines(self.lines, Projector(policies=lambda t, w: self.policy)).state
+
+    def knowledge(self, npc: str, timeline: str = "main") -> list[tuple[Any, ...]]:
+        """What `npc` was told, as (content, source, teller, hops, confidence), sorted."""
+        try:
+            read = runtime_read(self.state(), "default", "town", timeline, npc)
+        except NotFound:
+            return []
+        return sorted(
+            (m["content"], m["source"], m["source_entity"], m["hops"], m["confidence"])
+            for m in read["beliefs"]
+            if m["kind"] == "knowledge"
+        )
+
+
+def theft_at_the_inn(town: Town) -> None:
+    town.happen(ENTERED, actor="npc-ada", location="loc-inn")
+    town.happen(
+        "crime.purse-stolen",
+        actor="npc-thief",
+        target="npc-ada",
+        location="loc-inn",
+        payload={"gold": 10},
+    )
+
+
+STOLEN = "npc-thief purse stolen npc-ada at loc-inn"
+
+
+def test_news_travels_hop_by_hop_losing_confidence_and_ends_as_a_rumour() -> None:
+    town = Town()
+    theft_at_the_inn(town)
+    town.happen(ENTERED, actor="npc-bo", location="loc-inn")  # Ada tells Bo
+    town.happen(ENTERED, actor="npc-bo", location="loc-market")
+    town.happen(ENTERED, actor="npc-cy", location="loc-market")  # Bo tells Cy
+    town.happen(MET, actor="npc-cy", target="npc-di")  # Cy tells Di
+
+    assert town.knowledge("npc-bo") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+    assert town.knowledge("npc-cy") == [(STOLEN, "rumour", "npc-bo", 2, 0.58)]
+    assert town.knowledge("npc-di") == [(STOLEN, "rumour", "npc-cy", 3, 0.46)]
+    assert town.knowledge("npc-ada") == []  # she saw it: nobody tells her, nothing echoes back
+
+
+def test_a_third_hand_rumour_names_both_tellers_in_order() -> None:
+    town = Town()
+    theft_at_the_inn(town)
+    town.happen(ENTERED, actor="npc-bo", location="loc-inn")
+    town.happen(MET, actor="npc-bo", target="npc-cy")
+    state = town.state()
+    [belief] = runtime_read(state, "default", "town", "main", "npc-cy")["beliefs"]
+    found = provenance(state, "default", "town", "main", "npc-cy", belief["belief_id"])
+    assert found["origin"]["seq"] == 2 and found["origin"]["key"] == "crime.purse-stolen"
+    assert [(link["entity_id"], link["hops"], link.get("told_by")) for link in found["chain"]] == [
+        ("npc-ada", 0, None),
+        ("npc-bo", 1, "npc-ada"),
+        ("npc-cy", 2, "npc-bo"),
+    ]
+
+
+def test_a_meeting_passes_at_most_three_memories_the_newest() -> None:
+    town = Town()
+    town.happen(ENTERED, actor="npc-ada", location="loc-inn")
+    for number in range(5):
+        town.happen(f"sight.omen-{number}", actor="npc-ada", location="loc-inn")
+    town.happen(MET, actor="npc-ada", target="npc-bo")
+    told = [content for content, *_ in town.knowledge("npc-bo")]
+    assert told == [
+        "npc-ada omen 2 at loc-inn",
+        "npc-ada omen 3 at loc-inn",
+        "npc-ada omen 4 at loc-inn",
+    ]
+
+
+def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
+    town = Town(group_exchange_limit=2, group_interval_minutes=60)
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town.happen(
+        ENTERED, actor="npc-ada", location="loc-inn", entities=guild, game_time="day 1, 10:00"
+    )
+    for number in range(4):
+        town.happen(
+            f"sight.omen-{number}", actor="npc-ada", location="loc-inn", game_time="day 1, 10:10"
+        )
+    assert town.knowledge("npc-bo") == []  # same interval: no exchange yet
+    town.happen("weather.rain", location="loc-market", game_time="day 1, 11:05")
+    told = [content for content, *_ in town.knowledge("npc-bo")]
+    assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
+
+
+def test_nobody_hears_what_they_saw_or_already_know() -> None:
+    town = Town()
+    town.happen(ENTERED, actor="npc-bo", location="loc-inn")
+    theft_at_the_inn(town)  # Bo is at the inn and sees it too
+    town.happen(MET, actor="npc-ada", target="npc-bo")
+    assert town.knowledge("npc-bo") == []
+    town.happen(MET, actor="npc-ada", target="npc-cy")
+    town.happen(MET, actor="npc-bo", target="npc-cy")  # Cy already knows it from Ada
+    assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+
+
+def test_rumours_stay_on_the_timeline_of_their_meeting() -> None:
+    town = Town()
+    theft_at_the_inn(town)
+    town.happen(MET, actor="npc-ada", target="npc-bo")  # main seq 3
+    town.happen(
+        MET,
+        actor="npc-ada",
+        target="npc-cy",
+        timeline="alt",
+        seq=3,
+        branch={"parent_timeline_id": "main", "after_seq": 2},
+    )
+    assert [who for _, _, who, _, _ in town.knowledge("npc-bo", "main")] == ["npc-ada"]
+    assert town.knowledge("npc-bo", "alt") == []  # the save was loaded before they met
+    assert town.knowledge("npc-cy", "alt") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+    assert town.knowledge("npc-cy", "main") == []  # the child's meeting never reaches the parent
+
+
+@pytest.mark.parametrize("distortion", [False, True])
+def test_the_same_stream_always_spreads_the_same_rumours(distortion: bool) -> None:
+    town = Town(distortion=distortion)
+    theft_at_the_inn(town)
+    for number, friend in enumerate(["npc-bo", "npc-cy", "npc-di", "npc-eve", "npc-fay"]):
+        town.happen(MET, actor="npc-ada" if number == 0 else "npc-bo", target=friend)
+    first, second = (
+        replay_lines(town.lines, Projector(policies=lambda t, w: town.policy)),
+        replay_lines(town.lines, Projector(policies=lambda t, w: town.policy)),
+    )
+    assert first.digests == second.digests
+    heard = {npc: town.knowledge(npc) for npc in ["npc-cy", "npc-di", "npc-eve", "npc-fay"]}
+    assert all(len(told) == 1 for told in heard.values())
+    if not distortion:
+        assert {told[0][0] for told in heard.values()} == {STOLEN}
+
+
+@pytest.mark.parametrize("distortion", [False, True])
+def test_only_distorted_rumours_contradict_the_world_record(distortion: bool) -> None:
+    town = Town(distortion=distortion)
+    town.happen(ENTERED, actor="npc-ada", location="loc-inn")
+    town.happen(
+        "crime.purse-stolen",
+        actor="npc-thief",
+        target="npc-ada",
+        location="loc-inn",
+        facts=[{"subject": "npc-ada", "attribute": "gold_lost", "value": 10}],
+    )
+    friends = [f"npc-friend-{number}" for number in range(12)]
+    for friend in friends:
+        town.happen(MET, actor="npc-ada", target=friend)
+    state = town.state()
+    beliefs = [runtime_read(state, "default", "town", "main", f)["beliefs"][0] for f in friends]
+    diverging = [b for b in beliefs if b["diverging"]]
+    if distortion:
+        assert 0 < len(diverging) < len(beliefs)  # some retellings grew the number, not all
+    else:
+        assert diverging == []
+        assert {b["content"] for b in beliefs} == {STOLEN}
