@@ -237,3 +237,46 @@ def test_the_npc_command_prints_the_read_as_tables(tavern_worker: WorkerProcess)
     assert shown.startswith("npc-mara on save-1/main: at loc-tavern")
     assert "I will find your son" in shown
     assert re.search(r"^player-1 +-0\.05 +2 +3$", shown, re.MULTILINE)
+
+
+def test_provenance_names_where_news_started_and_who_passed_it(
+    tavern_worker: WorkerProcess,
+) -> None:
+    port = tavern_worker.settings.web_port
+    _, tomas = get(port, READ.format(npc="npc-tomas", world="save-1", timeline="main"), "key-acme")
+    belief_id = tomas["beliefs"][0]["belief_id"]
+    path = (
+        f"/v2/memory/runtime/npcs/npc-tomas/beliefs/{belief_id}/provenance"
+        "?world_instance_id=save-1&timeline_id=main"
+    )
+    status, found = get(port, path, "key-acme")
+    assert status == 200
+    assert found["origin"]["key"] == "loreweaver.conversation.told"
+    assert [(link["entity_id"], link.get("told_by")) for link in found["chain"]] == [
+        ("npc-mara", None),
+        ("npc-tomas", "npc-mara"),
+    ]
+    missing = path.replace(belief_id, "0" * 32)
+    assert get(port, missing, "key-acme")[0] == 404
+    url = f"http://127.0.0.1:{port}"
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streams",
+            "provenance",
+            "npc-tomas",
+            belief_id,
+            "--world",
+            "save-1",
+            "--url",
+            url,
+            "--api-key",
+            "key-acme",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "origin: main#5 loreweaver.conversation.told by npc-mara" in shown
+    assert "-> npc-tomas, told by npc-mara (hops 1, confidence 0.8)" in shown
