@@ -25,6 +25,7 @@ from projections.versions import read_through
 from projections.world import ABSENT, fact_value
 from schemas import MAX_SEQ, Event
 from schemas.memory import Memory
+from schemas.records import TimelineRecord
 
 MEMORIES = "memory"
 RECOLLECTIONS = "recollection"
@@ -176,15 +177,21 @@ class NotFound(Exception):
     """The read has nothing to show: a timeline never seen, or a character with no past."""
 
 
+def _timeline_view(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str
+) -> tuple[TimelineRecord, MindKeys, Ancestry]:
+    """What a read on a timeline needs, or NotFound for a timeline never seen."""
+    record = timelines.load(tx, tenant_id, world_id, timeline_id)
+    if record is None:
+        raise NotFound(f"timeline {timeline_id!r} has never received events")
+    return record, MindKeys(tenant_id, world_id), timelines.ancestry(tx, record)
+
+
 def runtime_read(
     tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, npc_id: str
 ) -> dict[str, object]:
     """One character's mind on one timeline, in the shape of the Memory contract's read."""
-    record = timelines.load(tx, tenant_id, world_id, timeline_id)
-    if record is None:
-        raise NotFound(f"timeline {timeline_id!r} has never received events")
-    keys = MindKeys(tenant_id, world_id)
-    ancestry = timelines.ancestry(tx, record)
+    record, keys, ancestry = _timeline_view(tx, tenant_id, world_id, timeline_id)
     recollections = list(_newest(tx, keys, ancestry, npc_id, RECOLLECTIONS, MAX_RECOLLECTIONS))
     beliefs = list(_most_important_beliefs(tx, keys, ancestry, npc_id))
     location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
@@ -335,11 +342,7 @@ def provenance(
     belief_id: str,
 ) -> dict[str, object]:
     """Where one of a character's memories came from: the original event and every teller."""
-    record = timelines.load(tx, tenant_id, world_id, timeline_id)
-    if record is None:
-        raise NotFound(f"timeline {timeline_id!r} has never received events")
-    keys = MindKeys(tenant_id, world_id)
-    ancestry = timelines.ancestry(tx, record)
+    _, keys, ancestry = _timeline_view(tx, tenant_id, world_id, timeline_id)
     memory = load_memory(tx, keys, npc_id, belief_id)
     if memory is None or not visible(memory, ancestry):
         raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")

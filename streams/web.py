@@ -66,6 +66,17 @@ class ReadScope:
 Handler = Callable[..., Awaitable[Response]]
 
 
+def answer(
+    view: View, read: Callable[..., dict[str, object]], scope: ReadScope, *args: str
+) -> Response:
+    """The JSON of a read of the world in `scope`; a read with nothing to show is a 404."""
+    try:
+        found = read(scope.tx, scope.tenant_id, scope.world_id, *args)
+    except NotFound as missing:
+        raise HTTPProblem(404, str(missing)) from None
+    return view.bytes(orjson.dumps(found), content_type="application/json")
+
+
 def register_views(mill: Rumourmill) -> None:
     """Attach the HTTP views to the app."""
     app = mill.app
@@ -115,11 +126,7 @@ def register_views(mill: Rumourmill) -> None:
         @world_read
         async def get(self, request: Request, scope: ReadScope, npc_id: str) -> Response:
             timeline_id = query_identifier(request, "timeline_id")
-            try:
-                mind = runtime_read(scope.tx, scope.tenant_id, scope.world_id, timeline_id, npc_id)
-            except NotFound as missing:
-                raise HTTPProblem(404, str(missing)) from None
-            return self.bytes(orjson.dumps(mind), content_type="application/json")
+            return answer(self, runtime_read, scope, timeline_id, npc_id)
 
     @app.page("/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance")
     class Provenance(View):
@@ -130,13 +137,7 @@ def register_views(mill: Rumourmill) -> None:
             self, request: Request, scope: ReadScope, npc_id: str, belief_id: str
         ) -> Response:
             timeline_id = query_identifier(request, "timeline_id")
-            try:
-                found = provenance(
-                    scope.tx, scope.tenant_id, scope.world_id, timeline_id, npc_id, belief_id
-                )
-            except NotFound as missing:
-                raise HTTPProblem(404, str(missing)) from None
-            return self.bytes(orjson.dumps(found), content_type="application/json")
+            return answer(self, provenance, scope, timeline_id, npc_id, belief_id)
 
     @app.page("/v2/timelines/{timeline_id}")
     class Timeline(View):

@@ -15,6 +15,7 @@ from projections.wording import event_content, retell
 from schemas import EntityDeclaration, Event
 from schemas.memory import Memory
 from schemas.policy import Policy, merge_policy
+from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
 
 POLICY = Policy()
 
@@ -122,42 +123,6 @@ def seed_world() -> World:
         },
     )
     return world
-
-
-SEED_BELIEF = {
-    "kind": "knowledge",
-    "content": "I will find your son. Where was he last seen?",
-    "about": ["player-1", "npc-mara"],
-    "source": "player",
-    "source_entity": "player-1",
-    "hops": 1,
-    "confidence": 0.7,
-    "importance": 0.5,
-    "feeling": 0.2,
-    "arousal": 0.3,
-    "diverging": False,
-    "uncertain": True,
-    "seq": 2,
-    "game_time": "day 1, 19:41",
-    "persistent": False,
-}
-SEED_RECOLLECTION = {
-    "kind": "event",
-    "content": "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)",
-    "about": ["player-1", "loc-tavern", "npc-drunk-sailor"],
-    "source": "seen",
-    "source_entity": None,
-    "hops": 0,
-    "confidence": 0.9,
-    "importance": 0.6,
-    "feeling": -0.3,
-    "arousal": 0.7,
-    "diverging": False,
-    "uncertain": False,
-    "seq": 3,
-    "game_time": "day 1, 21:05",
-    "persistent": False,
-}
 
 
 def public(memory: Memory) -> dict[str, Any]:

@@ -40,6 +40,13 @@ def get(port: int, path: str, key: str | None = None) -> tuple[int, Any]:
         return error.code, json.loads(error.read())
 
 
+def rumourmill(*args: str) -> str:
+    """Run a `rumourmill` command; its standard output."""
+    return subprocess.run(
+        [sys.executable, "-m", "streams", *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
 def wait_for_acks(settings: Settings, count: int) -> None:
     read_topic(settings, settings.acks_topic, lambda got: len(got) >= count, timeout=120)
 
@@ -216,24 +223,9 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
 
 def test_the_npc_command_prints_the_read_as_tables(tavern_worker: WorkerProcess) -> None:
     url = f"http://127.0.0.1:{tavern_worker.settings.web_port}"
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streams",
-            "npc",
-            "npc-mara",
-            "--world",
-            "save-1",
-            "--url",
-            url,
-            "--api-key",
-            "key-acme",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    shown = rumourmill(
+        "npc", "npc-mara", "--world", "save-1", "--url", url, "--api-key", "key-acme"
+    )
     assert shown.startswith("npc-mara on save-1/main: at loc-tavern")
     assert "I will find your son" in shown
     assert re.search(r"^player-1 +-0\.05 +2 +3$", shown, re.MULTILINE)
@@ -259,24 +251,16 @@ def test_provenance_names_where_news_started_and_who_passed_it(
     missing = path.replace(belief_id, "0" * 32)
     assert get(port, missing, "key-acme")[0] == 404
     url = f"http://127.0.0.1:{port}"
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streams",
-            "provenance",
-            "npc-tomas",
-            belief_id,
-            "--world",
-            "save-1",
-            "--url",
-            url,
-            "--api-key",
-            "key-acme",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    shown = rumourmill(
+        "provenance",
+        "npc-tomas",
+        belief_id,
+        "--world",
+        "save-1",
+        "--url",
+        url,
+        "--api-key",
+        "key-acme",
+    )
     assert "origin: main#5 loreweaver.conversation.told by npc-mara" in shown
     assert "-> npc-tomas, told by npc-mara (hops 1, confidence 0.8)" in shown
