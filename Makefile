@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit kafka clean
+.PHONY: run test lint typecheck unit kafka clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,8 @@ test: $(STAMP) lint typecheck kafka
 	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check schemas projections streams tests
-	$(BIN)/ruff format --check schemas projections streams tests
+	$(BIN)/ruff check schemas projections streams tests benchmarks
+	$(BIN)/ruff format --check schemas projections streams tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy schemas projections streams
@@ -34,5 +34,15 @@ kafka: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
 
+## make bench: the benchmarks (Apache Kafka started and stopped by them); `python -m benchmarks --quick` for a short run
+bench: $(STAMP) kafka
+	$(BIN)/python -m benchmarks
+
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+## make soak: the oracle, leak, fault and fuzz tests at far larger sizes (RUMOURMILL_SOAK=1)
+.PHONY: soak
+soak: $(STAMP) kafka
+	RUMOURMILL_SOAK=1 $(BIN)/python -m pytest -p no:cacheprovider tests/properties \
+		tests/projections/test_fuzz_decoder.py tests/streams/test_faults.py tests/streams/test_fuzz.py

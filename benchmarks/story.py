@@ -173,3 +173,44 @@ def tavern_story(
 def encoded(events: Sequence[dict[str, Any]]) -> list[bytes]:
     """Each event as the JSON bytes a game server would publish."""
     return [orjson.dumps(event) for event in events]
+
+
+WITNESS = "npc-watcher"
+HALL = "loc-hall"
+
+
+def witness_story(memories: int, *, seed: int = 5, world: str = "history-0") -> Iterator[bytes]:
+    """One character entering a place, then witnessing `memories` events there: one memory each.
+
+    The player acts (players form no memories), so only the witness remembers; every tenth
+    event is the player's line to the witness instead (a `knowledge` memory).
+    """
+    rng = random.Random(seed)
+    declare = {
+        WITNESS: {"name": "Mara", "kind": "character"},
+        HALL: {"name": "The Hall"},
+        PLAYER: {"name": "Ilse"},
+    }
+    opening = {"actor": WITNESS, "location": HALL, "entities": declare}
+    yield _encoded(world, 1, LOCATION_ENTERED, opening)
+    for seq in range(2, memories + 2):
+        if seq % 10 == 0:
+            fields: dict[str, Any] = {"target": WITNESS, "payload": {"text": f"line {seq}"}}
+            key = PLAYER_SAID
+        else:
+            key, _, _ = rng.choice(HAPPENINGS)
+            fields = {"location": HALL, "payload": {"round": seq}}
+        yield _encoded(world, seq, key, {"actor": PLAYER, "players": [PLAYER], **fields})
+
+
+def _encoded(world: str, seq: int, key: str, fields: dict[str, Any]) -> bytes:
+    return orjson.dumps(
+        {
+            "world_instance_id": world,
+            "timeline_id": TIMELINE,
+            "seq": seq,
+            "key": key,
+            "game_time": game_time(seq),
+            **fields,
+        }
+    )

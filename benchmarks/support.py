@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import statistics
 import time
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+logging.getLogger("aiokafka").setLevel(logging.ERROR)  # retries right after topic creation
 
 
 @dataclass(frozen=True)

@@ -123,10 +123,10 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
     problems = []
     for item in error.errors(include_url=False, include_input=False):
         if item["type"] == "json_invalid":
-            return f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}"
+            return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
         where = ".".join(str(part) for part in item["loc"]) or "message"
         problems.append(f"{where}: {item['msg']}")
-    return f"{what}: " + "; ".join(problems)
+    return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
 
 
 def _dead_letter(message: SourceMessage, reason: str) -> DeadLetter:

@@ -7,6 +7,8 @@ the packing of every longer tuple that starts with it (a prefix scan finds a who
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _STRING = b"\x02"
 _INTEGER = b"\x15"
 _END = b"\x00"
@@ -21,10 +23,16 @@ def pack(*parts: KeyPart) -> bytes:
     out = bytearray()
     for part in parts:
         if isinstance(part, str):
-            out += _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
+            out += _packed_string(part)
         else:
             out += _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
     return bytes(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed_string(part: str) -> bytes:
+    """Ids recur on every event (worlds, timelines, characters): pack each once."""
+    return _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
 
 
 def unpack(key: bytes) -> tuple[KeyPart, ...]:

@@ -13,6 +13,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import orjson
 
@@ -68,7 +69,13 @@ def load_memory(
     tx: StateTransaction, keys: MindKeys, character: str, belief_id: str
 ) -> Memory | None:
     raw = tx.get(keys.memory(character, belief_id))
-    return None if raw is None else Memory.model_validate_json(raw)
+    return None if raw is None else decode_memory(raw)
+
+
+@lru_cache(maxsize=1 << 16)
+def decode_memory(raw: bytes) -> Memory:
+    """A stored memory, decoded once: tellers and reads load the same ones again and again."""
+    return Memory.model_validate_json(raw)
 
 
 def visible(memory: Memory, ancestry: Ancestry) -> bool:
@@ -302,13 +309,20 @@ def _persistent_memories(tx: StateTransaction, keys: MindKeys, character: str) -
                 yield memory
 
 
+def same_json(one: object, other: object) -> bool:
+    """Equal as JSON values: `true` is not `1`, and key order does not matter."""
+    return orjson.dumps(one, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        other, option=orjson.OPT_SORT_KEYS
+    )
+
+
 def _diverging(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, memory: Memory
 ) -> bool:
     """A belief diverges while any fact it asserts differs from the world record."""
     for fact in memory.facts:
         recorded = fact_value(tx, tenant_id, world_id, ancestry, fact.subject, fact.attribute)
-        if recorded is not ABSENT and recorded != fact.value:
+        if recorded is not ABSENT and not same_json(recorded, fact.value):
             return True
     return False
 

@@ -130,7 +130,8 @@ def _place_on_timeline(
             "after_seq": branch.after_seq,
             "processed_seq": branch.after_seq,
             "acknowledged_seq": max(base.acknowledged_seq, branch.after_seq),
-            "waiting_for_parent": parent.processed_seq < branch.after_seq,
+            "waiting_for_parent": parent.waiting_for_parent
+            or parent.processed_seq < branch.after_seq,
         }
     ), None
 

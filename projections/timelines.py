@@ -83,7 +83,12 @@ def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
 
 
 def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[TimelineRecord]:
-    """Waiting children whose branch point the parent has now reached; they stop waiting."""
+    """Waiting children whose branch point the parent has now reached; they stop waiting.
+
+    A parent that is itself still waiting for its own parent has reached nothing yet.
+    """
+    if parent.waiting_for_parent:
+        return []
     prefix = pack(WAITING_CHILDREN, parent.tenant_id, parent.world_instance_id, parent.timeline_id)
     ready = []
     for key, _ in list(tx.scan(prefix)):

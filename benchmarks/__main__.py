@@ -1,0 +1,28 @@
+"""`python -m benchmarks [--quick] [--repeats N]`: every benchmark, in-process ones first.
+
+The Kafka benchmarks share one Apache Kafka broker, started here and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks import history_scaling, projection_core, read_latency, worker_throughput
+from benchmarks.support import kafka_bootstrap, parse_options
+
+
+def main() -> None:
+    options = parse_options(__doc__ or "")
+    began = time.perf_counter()
+    mode = "quick" if options.quick else "full"
+    print(f"rumourmill benchmarks ({mode}, {options.repeats} repeats per measurement)")
+    projection_core.run(options)
+    history_scaling.run(options)
+    with kafka_bootstrap() as bootstrap:
+        worker_throughput.run(options, bootstrap)
+        read_latency.run(options, bootstrap)
+    print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""(b) The projection core in-process: `Projector().receive` over `MemoryState`, events/s.
+
+A generated tavern-like stream (16 places, 50 characters wandering, ~3 perceivers per event,
+`told`, `player-said`, declarations) is folded from an empty state, `repeats` times. The
+baseline is the fixed cost every event pays anyway: `Event.model_validate_json` on the same
+bytes. One extra pass runs under cProfile; its top entries are printed.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from collections import Counter
+
+from benchmarks.story import encoded, tavern_story
+from benchmarks.support import Options, median, parse_options, rate, report
+from projections.intake import SourceMessage
+from projections.projector import Projector
+from projections.state import MemoryState
+from schemas import Event
+
+FULL_EVENTS = 20_000
+QUICK_EVENTS = 5_000
+PROFILE_EVENTS = 5_000
+GOAL = 50_000
+TOPIC = "bench"
+
+
+def fold(lines: list[bytes], key: bytes) -> tuple[float, Counter[str]]:
+    """Seconds to fold `lines` into a fresh state, and the ack outcomes."""
+    projector, state = Projector(), MemoryState()
+    outcomes: Counter[str] = Counter()
+    began = time.perf_counter()
+    for offset, raw in enumerate(lines):
+        for ack in projector.receive(state, SourceMessage(TOPIC, 0, offset, key, raw)).acks:
+            outcomes[ack.outcome.value] += 1
+    return time.perf_counter() - began, outcomes
+
+
+def parse_only(lines: list[bytes]) -> float:
+    """Seconds to validate every line into an `Event`, and nothing else."""
+    began = time.perf_counter()
+    for raw in lines:
+        Event.model_validate_json(raw)
+    return time.perf_counter() - began
+
+
+def profile(lines: list[bytes], key: bytes, top: int = 15) -> str:
+    """cProfile of one fold: the top entries by cumulative time, then by own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fold(lines, key)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(10)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+
+
+def run(options: Options) -> None:
+    count = QUICK_EVENTS if options.quick else FULL_EVENTS
+    world = "tavern-0"
+    lines = encoded(tavern_story(count, seed=3, worlds=(world,)))
+    key = world.encode()
+    fold(lines[: count // 10], key)  # warm up imports and caches
+    core: list[float] = []
+    parse: list[float] = []
+    outcomes: Counter[str] = Counter()
+    for _ in range(options.repeats):
+        seconds, outcomes = fold(lines, key)
+        core.append(rate(count, seconds))
+        parse.append(rate(count, parse_only(lines)))
+    if outcomes["processed"] != count:
+        raise RuntimeError(f"expected {count} processed, got {dict(outcomes)}")
+    core_rate, parse_rate = median(core), median(parse)
+    report(
+        f"(b) projection core in-process: {count} events, median of {options.repeats}",
+        [
+            (f"Projector.receive on MemoryState (goal >= {GOAL:,})", f"{core_rate:,.0f} events/s"),
+            ("per event", f"{1e6 / core_rate:,.1f} us"),
+            ("baseline: Event.model_validate_json only", f"{parse_rate:,.0f} events/s"),
+            ("ratio core/parse-only", f"{core_rate / parse_rate:.3f}"),
+            ("ratio core/goal", f"{core_rate / GOAL:.3f}"),
+            ("runs, events/s", " ".join(f"{r:,.0f}" for r in core)),
+        ],
+    )
+    profiled = min(PROFILE_EVENTS, count)
+    print(f"\n-- cProfile of one fold of {profiled} events (top 15 cumulative, top 10 own time)")
+    print(profile(lines[:profiled], key))
+
+
+def main() -> None:
+    run(parse_options(__doc__ or ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""(issue 4) Rumours in a town: 500 characters, 50 places, 200,000 events, spreading on vs off.
+
+The same generated stream is folded in-process twice from an empty state: once with the
+built-in policy (spreading off: the baseline) and once with `memory.spreading.enabled`. Each
+run's rate is the median over equal slices of the stream; the ratio compares the two. The cost
+per meeting is the extra time spreading took, divided by the meetings (movements into a place
+where someone already was, and `characters-met` events) the stream held.
+"""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.story import encoded, tavern_story
+from benchmarks.support import Options, median, parse_options, rate, report
+from projections.intake import SourceMessage
+from projections.keys import pack
+from projections.minds import NEWEST
+from projections.policy import DEFAULT_POLICY, resolve
+from projections.projector import Projector
+from projections.state import MemoryState
+from schemas.policy import Policy
+
+FULL_EVENTS = 200_000
+QUICK_EVENTS = 20_000
+CHARACTERS = 500
+PLACES = 50
+SLICES = 10
+GOAL = 0.5
+WORLD = "town-0"
+
+
+def fold(lines: list[bytes], policy: Policy) -> tuple[list[float], float, MemoryState]:
+    """Rates of each slice, total seconds, and the state, folding `lines` under `policy`."""
+    projector, state = Projector(policies=lambda tenant, world: policy), MemoryState()
+    size = max(1, len(lines) // SLICES)
+    rates: list[float] = []
+    total = 0.0
+    for start in range(0, len(lines), size):
+        began = time.perf_counter()
+        for offset in range(start, min(start + size, len(lines))):
+            projector.receive(
+                state, SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
+            )
+        seconds = time.perf_counter() - began
+        total += seconds
+        rates.append(rate(min(size, len(lines) - start), seconds))
+    return rates, total, state
+
+
+def memories_held(state: MemoryState) -> int:
+    """How many memories the town holds (what spreading adds shows here)."""
+    return sum(1 for _ in state.scan(pack(NEWEST)))
+
+
+def run(options: Options) -> None:
+    count = QUICK_EVENTS if options.quick else FULL_EVENTS
+    events = tavern_story(count, seed=11, worlds=(WORLD,), characters=CHARACTERS, places=PLACES)
+    lines = encoded(events)
+    spreading = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+    off_rates, off_seconds, off_state = fold(lines, DEFAULT_POLICY)
+    on_rates, on_seconds, on_state = fold(lines, spreading)
+    meetings = sum(1 for event in events if event["key"].startswith("loreweaver.movement"))
+    off_rate, on_rate = median(off_rates), median(on_rates)
+    held_off, held_on = memories_held(off_state), memories_held(on_state)
+    report(
+        f"(rumours) a town of {CHARACTERS} characters and {PLACES} places, {count:,} events,"
+        f" median of {len(on_rates)} slices",
+        [
+            ("spreading off (baseline)", f"{off_rate:,.0f} events/s"),
+            ("spreading on", f"{on_rate:,.0f} events/s"),
+            (f"ratio on/off (goal >= {GOAL})", f"{on_rate / off_rate:.3f}"),
+            ("memories held, off / on", f"{held_off:,} / {held_on:,}"),
+            ("movements (possible meetings)", f"{meetings:,}"),
+            (
+                "extra cost per movement with spreading",
+                f"{1e6 * (on_seconds - off_seconds) / max(1, meetings):,.0f} us",
+            ),
+        ],
+    )
+
+
+def main() -> None:
+    run(parse_options(__doc__ or ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Discrepancies the reference oracle once found, each kept as a minimal event list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from projections.intake import SourceMessage
+from projections.minds import runtime_read
+from projections.projector import Projector
+from projections.state import MemoryState
+from tests.oracle import Oracle
+
+
+def line(seq: int, timeline: str = "main", **fields: Any) -> bytes:
+    return orjson.dumps(
+        {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": "story.happened"}
+        | fields
+    )
+
+
+def feed(lines: list[bytes]) -> tuple[MemoryState, list[list[tuple[Any, ...]]], Oracle]:
+    state, projector, oracle = MemoryState(), Projector(), Oracle()
+    outcomes = []
+    for offset, raw in enumerate(lines):
+        intake = projector.receive(state, SourceMessage("events", 0, offset, b"w", raw))
+        outcomes.append([(a.timeline_id, a.seq, a.outcome.value) for a in intake.acks])
+        oracle.deliver(raw)
+    return state, outcomes, oracle
+
+
+ENTER = "loreweaver.movement.location-entered"
+
+# Finding 1: a branch of a branch that still waits for its own parent is applied at once.
+# A waiting branch records `processed_seq = after_seq` before its parent has got there, and a
+# grandchild branching at that point reads it as "the parent has reached the branch point":
+# it is applied against an ancestry that lacks the parent's history (here: npc-b never
+# entered the inn), and the result depends on arrival order (the digest too).
+WAITING_BRANCH_OF_BRANCH = [
+    line(2, key=ENTER, actor="npc-b", location="loc-inn"),  # main: waits for seq 1
+    line(3, "alt", branch={"parent_timeline_id": "main", "after_seq": 2}),  # waits for main
+    line(  # alt2 from alt after 2: must wait for main to reach 2 as well
+        3,
+        "alt2",
+        key="combat.brawl",
+        location="loc-inn",
+        branch={"parent_timeline_id": "alt", "after_seq": 2},
+    ),
+    line(1, key=ENTER, actor="npc-a", location="loc-road"),  # main fills its gap
+]
+
+
+def test_a_branch_of_a_waiting_branch_waits_for_the_whole_ancestry() -> None:
+    state, outcomes, oracle = feed(WAITING_BRANCH_OF_BRANCH)
+    assert outcomes[2] == [("alt2", 3, "deferred")]
+    seen: Any = runtime_read(state, "default", "w", "alt2", "npc-b")["recollections"]
+    assert seen == oracle.read("default", "w", "alt2", "npc-b")["recollections"]
+    assert [memory["seq"] for memory in seen] == [3]  # npc-b was at the inn: they saw the brawl
+
+
+def test_the_same_branch_of_a_branch_in_publication_order_is_fine() -> None:
+    order = [WAITING_BRANCH_OF_BRANCH[i] for i in (3, 0, 1, 2)]
+    state, _, oracle = feed(order)
+    read: Any = runtime_read(state, "default", "w", "alt2", "npc-b")
+    assert [memory["seq"] for memory in read["recollections"]] == [3]
+    assert read["recollections"] == oracle.read("default", "w", "alt2", "npc-b")["recollections"]
+
+
+# Finding 2: `diverging` compares JSON values with Python's ==, so a belief that the door is
+# open (`true`) agrees with a record saying the door's `open` is `1` (and `false` with `0`).
+TRUE_IS_NOT_ONE = [
+    line(1, key=ENTER, actor="npc-a", location="loc-inn"),
+    line(2, location="loc-inn", facts=[{"subject": "door", "attribute": "open", "value": True}]),
+    line(3, facts=[{"subject": "door", "attribute": "open", "value": 1}]),
+]
+
+
+def test_a_belief_of_true_diverges_from_a_record_of_one() -> None:
+    state, _, oracle = feed(TRUE_IS_NOT_ONE)
+    read: Any = runtime_read(state, "default", "w", "main", "npc-a")
+    assert read["recollections"][0]["diverging"] is True
+    assert read == oracle.read("default", "w", "main", "npc-a")

@@ -1,0 +1,158 @@
+"""Faults on a real Apache Kafka broker: SIGKILLed workers, a restarted broker, noisy delivery.
+
+Every case ends the same way: each world's digest equals an in-process replay of the very same
+published stream, every event the replay processed was acked `processed`, and no timeline
+applied an event twice (`applied_events` equals the replay's).
+`RUMOURMILL_SOAK=1` kills more often, over a longer stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from projections import timelines
+from streams.brokers import apache_kafka
+from streams.replay import Replay, replay_lines
+from streams.settings import Settings
+from tests.streams.noisy_story import noisy, story
+from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+
+SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * 3600 if SOAK else 600)]
+KILLS = 20 if SOAK else 5
+FIGURES = {"kills survived": 0, "broker restarts survived": 0, "events checked": 0}
+
+
+def get_json(settings: Settings, path: str) -> Any:
+    url = f"http://127.0.0.1:{settings.web_port}{path}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def processed(acks: list[dict[str, Any]]) -> set[tuple[str, str, int]]:
+    return {
+        (a["world_instance_id"], a["timeline_id"], a["seq"])
+        for a in acks
+        if a["outcome"] == "processed"
+    }
+
+
+def expected_processed(clean: Replay, lines: list[bytes]) -> set[tuple[str, str, int]]:
+    events = {
+        (e["world_instance_id"], e["timeline_id"], e["seq"]) for e in map(orjson.loads, lines)
+    }
+    return {
+        key
+        for key in events
+        if (record := timelines.load(clean.state, "default", key[0], key[1])) is not None
+        and key[2] <= record.processed_seq
+    }
+
+
+def assert_same_as_replay(settings: Settings, lines: list[bytes], clean: Replay) -> None:
+    """Digests, positions and applied counts of every world equal the clean replay's."""
+    for (tenant, world), digest in clean.digests.items():
+        reply = get_json(settings, f"/v2/admin/digest?world_instance_id={world}&tenant_id={tenant}")
+        assert reply["digest"] == digest, f"{world} differs from the clean replay"
+        for timeline in ("main", "reload"):
+            record = timelines.load(clean.state, tenant, world, timeline)
+            assert record is not None
+            shown = get_json(settings, f"/v2/timelines/{timeline}?world_instance_id={world}")
+            assert (shown["processed_seq"], shown["applied_events"]) == (
+                record.processed_seq,
+                record.applied_events,
+            ), f"{world}/{timeline}: applied twice or lost"
+        mind = get_json(
+            settings,
+            f"/v2/memory/runtime/npcs/npc-mara?world_instance_id={world}&timeline_id=reload",
+        )
+        assert mind["beliefs"] or mind["recollections"], "the story formed memories"
+    FIGURES["events checked"] += len(lines)
+
+
+def wait_for_everything(
+    settings: Settings, wanted: set[tuple[str, str, int]], timeout: float
+) -> None:
+    acks = read_topic(settings, settings.acks_topic, lambda got: processed(got) >= wanted, timeout)
+    assert processed(acks) >= wanted
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data")
+
+
+def test_sigkill_at_random_moments_while_events_flow(settings: Settings, tmp_path: Path) -> None:
+    seed = random.randrange(1_000_000)
+    rng = random.Random(seed)
+    lines = noisy(story(worlds=4, events_per_world=900 if SOAK else 450, seed=seed), seed)
+    clean = replay_lines(lines)
+    wanted = expected_processed(clean, lines)
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    chunks = [lines[i : i + 150] for i in range(0, len(lines), 150)]
+
+    def publish() -> None:
+        for chunk in chunks:
+            send_events(settings, chunk)
+            time.sleep(rng.uniform(0.2, 1.0))
+
+    publisher = threading.Thread(target=publish)
+    publisher.start()
+    try:
+        for _ in range(KILLS):
+            time.sleep(rng.uniform(0.5, 4.0))
+            worker.kill()
+            worker.start()
+            FIGURES["kills survived"] += 1
+        publisher.join(300)
+        wait_for_everything(settings, wanted, timeout=300)
+        assert_same_as_replay(settings, lines, clean)
+    except BaseException as failure:
+        raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
+    finally:
+        publisher.join(300)
+        worker.stop()
+
+
+def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
+    seed = random.randrange(1_000_000)
+    lines = noisy(story(worlds=3, events_per_world=300, seed=seed), seed)
+    clean = replay_lines(lines)
+    wanted = expected_processed(clean, lines)
+    with apache_kafka() as broker:
+        settings = unique_settings(broker.bootstrap, tmp_path / "data")
+        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+        try:
+            half = len(lines) // 2
+            send_events(settings, lines[:half])
+            read_topic(settings, settings.acks_topic, lambda got: len(got) >= half // 3, 120)
+            broker.restart()
+            FIGURES["broker restarts survived"] += 1
+            send_events(settings, lines[half:])
+            wait_for_everything(settings, wanted, timeout=300)
+            assert worker.process is not None and worker.process.poll() is None, "worker died"
+            assert_same_as_replay(settings, lines, clean)
+        except BaseException as failure:
+            raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
+        finally:
+            worker.stop()
+
+
+def test_zz_report(capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print(
+            f"\n[faults] kills survived: {FIGURES['kills survived']}, broker restarts survived: "
+            f"{FIGURES['broker restarts survived']}, events checked: {FIGURES['events checked']}"
+        )
