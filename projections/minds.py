@@ -57,7 +57,13 @@ class MindKeys:
         return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
 
     def scoped(self, kind: str, scope: str, character: str) -> bytes:
-        return pack(kind, self.tenant_id, self.world_id, scope, character)
+        return _scoped(kind, self.tenant_id, self.world_id, scope, character)
+
+
+@lru_cache(maxsize=1 << 16)
+def _scoped(kind: str, tenant_id: str, world_id: str, scope: str, character: str) -> bytes:
+    """Index prefixes recur for every memory of a character: pack each once."""
+    return pack(kind, tenant_id, world_id, scope, character)
 
 
 def with_persistent(ancestry: Ancestry) -> Ancestry:
@@ -119,14 +125,18 @@ def store_memories(
         tx.put(keys.scoped(ORIGINS, scope, character) + pack(memory.origin, seq), b"")
         tx.put(keys.scoped(NEWEST, scope, character) + pack(seq, belief_id), b"")
         for entity, feeling in relation_contributions(memory):
-            tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
-            if not memory.persistent:
+            if memory.persistent:
+                tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
+            else:
                 contributions[(character, entity)].append((feeling, seq))
+    timeline = memories_timeline(ancestry)
     for (character, entity), items in contributions.items():
         before = _relation(tx, keys, ancestry, character, entity)
+        if before is None:  # a first relation: list the entity (ancestors list their own)
+            tx.put(keys.scoped(RELATED, timeline, character) + pack(entity), b"")
         total, count, last = before or (0.0, 0, 0)
         tx.put(
-            keys.scoped(RELATIONS, memories_timeline(ancestry), character)
+            keys.scoped(RELATIONS, timeline, character)
             + pack(entity, max(seq for _, seq in items)),
             orjson.dumps(
                 [

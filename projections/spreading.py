@@ -48,19 +48,28 @@ class Spreading:
     policy: Policy
     catalogue: Catalogue
     heard: list[Memory] = field(default_factory=list)
+    told: set[tuple[str, str]] = field(default_factory=set)
+    minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
 
     def knows(self, character: str, origin: str) -> bool:
-        if any(m.character_id == character and m.origin == origin for m in self.heard):
+        if (character, origin) in self.told:
             return True
         return knows(self.tx, self.keys, self.ancestry, character, origin)
 
     def mind(self, character: str, limit: int) -> list[Memory]:
-        return newest_memories(self.tx, self.keys, self.ancestry, character, limit * TELLER_WINDOW)
+        """What a teller has to tell, as it stood before the event (read once per event)."""
+        window = limit * TELLER_WINDOW
+        if (character, window) not in self.minds:
+            self.minds[(character, window)] = newest_memories(
+                self.tx, self.keys, self.ancestry, character, window
+            )
+        return self.minds[(character, window)]
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         self.heard.append(
             retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
         )
+        self.told.add((listener, memory.origin))
 
 
 def spread(
