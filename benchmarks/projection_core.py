@@ -1,6 +1,6 @@
 """(b) The projection core in-process: `Projector().receive` over `MemoryState`, events/s.
 
-A generated tavern-like stream (16 places, 50 characters wandering, ~3 perceivers per event,
+A generated tavern-like stream (24 places, 50 characters wandering, ~3 perceivers per event,
 `told`, `player-said`, declarations) is folded from an empty state, `repeats` times. The
 baseline is the fixed cost every event pays anyway: `Event.model_validate_json` on the same
 bytes. One extra pass runs under cProfile; its top entries are printed.

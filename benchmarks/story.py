@@ -152,7 +152,7 @@ def tavern_story(
     seed: int = 7,
     worlds: Sequence[str] = ("tavern-0",),
     characters: int = 50,
-    places: int = 16,
+    places: int = 24,
 ) -> list[dict[str, Any]]:
     """`count` events (the opening included), interleaved round-robin across `worlds`."""
     rng = random.Random(seed)
