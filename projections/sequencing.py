@@ -68,7 +68,11 @@ def sequence(
         return [ack(event, Outcome.REJECTED, known, problem)]
     assert record is not None
     if event.seq <= record.processed_seq or tx.get(pending_key(record, event.seq)) is not None:
-        return [ack(event, Outcome.DUPLICATE, known, "already received")]
+        # A redelivery after a crash can find events that already follow on still waiting.
+        return [
+            ack(event, Outcome.DUPLICATE, known, "already received"),
+            *_release(tx, record, apply),
+        ]
 
     record = record.model_copy(update={"acknowledged_seq": max(record.acknowledged_seq, event.seq)})
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:

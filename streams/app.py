@@ -8,25 +8,54 @@ faust-streaming #606); redelivery is harmless because the projector recognises i
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.types import EventT, TableT
+from faust.types import TP, EventT, Message, TableT
+from rocksdict import WriteBatch
 
-from projections.intake import SourceMessage
+from projections.intake import Intake, SourceMessage
+from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from streams import codec
 from streams.policies import PolicyFeed
 from streams.settings import Settings
-from streams.state import RocksTransaction
+from streams.state import Changes, RocksTransaction, chunked, decode_changes, encode_changes
 from streams.web import register_views
 
 STATE_TABLE = "state"
 PRODUCER_BUFFER_MESSAGES = 2000
+CHANGESET_BYTES = 512 * 1024
+"""Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
+
+
+class ChangesetTable(faust.Table[bytes, bytes]):
+    """The state table: its changelog carries one message per event with all its writes.
+
+    An event's writes reach the changelog together (and their count does not slow the
+    worker down); recovery lays each message's writes into the partition's RocksDB at once.
+    """
+
+    def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
+        offsets: dict[TP, int] = {}
+        for event in batch:
+            message = event.message
+            db = self.data._db_for_partition(message.partition)  # type: ignore[attr-defined]
+            writes = WriteBatch(raw_mode=True)
+            for key, value in decode_changes(message.value or b""):
+                if value is None:
+                    writes.delete(key)
+                else:
+                    writes.put(key, value)
+            db.write(writes)
+            offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
+        for tp, offset in offsets.items():
+            self.data.set_persisted_offset(tp, offset)
 
 
 @dataclass(frozen=True)
@@ -38,31 +67,50 @@ class Rumourmill:
     state: TableT[bytes, bytes]
     projector: Projector
 
-    def transaction(self, partition: int) -> RocksTransaction:
-        """State access for one partition, writing through the table's changelog."""
-        db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
-        return RocksTransaction(db, self._write)
-
     def discard_local_tables(self) -> None:
         """Start from the changelog alone: the local RocksDB copy is only a cache of it.
 
-        After a crash the local copy can hold writes the changelog never received, and Faust's
+        After a crash the local copy can hold writes the changelog never received, and
         recovery would lay older changelog values over some keys but not others. The changelog
-        is always a prefix of the writes, which the projector is built to resume from.
+        is always a prefix of whole events, which the projector is built to resume from.
         """
         shutil.rmtree(self.app.conf.tabledir, ignore_errors=True)
+
+    def receive(self, message: Message) -> Intake:
+        """Project one message, then send all its writes to the changelog as one message."""
+        changes: Changes = []
+        db = self.state.data._db_for_partition(message.partition)  # type: ignore[attr-defined]
+
+        def write(key: bytes, value: bytes | None) -> None:
+            changes.append((key, value))
+            if value is None:
+                db.delete(key)
+            else:
+                db.put(key, value)
+
+        intake = self.projector.receive(
+            RocksTransaction(db, write),
+            SourceMessage(
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                key=message.key,
+                value=message.value or b"",
+            ),
+        )
+        for number, run in enumerate(chunked(changes, CHANGESET_BYTES)):
+            self.state.send_changelog(
+                message.partition,
+                pack(message.topic, message.partition, message.offset, number),
+                encode_changes(run),
+            )
+        return intake
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
         db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
         return RocksTransaction(db, _read_only)
-
-    def _write(self, key: bytes, value: bytes | None) -> None:
-        if value is None:
-            del self.state[key]
-        else:
-            self.state[key] = value
 
 
 def create_app(settings: Settings) -> Rumourmill:
@@ -83,6 +131,7 @@ def create_app(settings: Settings) -> Rumourmill:
         key_serializer="raw",
         autodiscover=False,
         table_standby_replicas=0,
+        Table=ChangesetTable,
         broker_session_timeout=10.0,  # a crashed worker's partitions move on after 10 s
         broker_heartbeat_interval=2.0,
     )
@@ -125,16 +174,7 @@ def create_app(settings: Settings) -> Rumourmill:
         async for event in stream.events():
             message = event.message
             try:
-                intake = mill.projector.receive(
-                    mill.transaction(message.partition),
-                    SourceMessage(
-                        topic=message.topic,
-                        partition=message.partition,
-                        offset=message.offset,
-                        key=message.key,
-                        value=message.value or b"",
-                    ),
-                )
+                intake = mill.receive(message)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 await app.crash(error)
                 raise

@@ -152,3 +152,13 @@ def test_packed_keys_round_trip_and_sort_like_their_tuples(parts: list[str | int
 @given(st.lists(st.tuples(st.text(max_size=4), st.integers(0, 1000)), min_size=2, max_size=10))
 def test_packed_key_order_is_tuple_order(items: list[tuple[str, int]]) -> None:
     assert sorted(items, key=lambda item: pack(*item)) == sorted(items)
+
+
+def test_a_redelivery_releases_events_left_waiting_by_a_crash() -> None:
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(3))  # waits for 2
+    # A crash left seq 2 applied but seq 3 still waiting (its release never ran):
+    record = feed.timeline("main").model_copy(update={"processed_seq": 2})
+    timelines.save(feed.state, record)
+    assert feed.send(event(2)) == [("main", 2, "duplicate", 2), ("main", 3, "processed", 3)]
