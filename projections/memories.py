@@ -185,7 +185,7 @@ def _impression(
             "content": f"I feel {how} about {context.name_of(actor)}",
             "about": [actor],
             "facts": [],
-            "persistent": _persistent(perception.character_id, "impression", policy),
+            "persistent": is_persistent(perception.character_id, "impression", policy),
         }
     )
 
@@ -231,7 +231,7 @@ def _memory(
         uncertain=uncertain,
         seq=event.seq,
         game_time=event.game_time,
-        persistent=_persistent(character_id, kind, policy),
+        persistent=is_persistent(character_id, kind, policy),
         character_id=character_id,
         timeline_id=event.timeline_id,
         facts=facts,
@@ -280,7 +280,7 @@ def _claimed_facts(event: Event, teller_belief: Memory | None) -> list[Fact]:
     return facts
 
 
-def _persistent(character_id: str, kind: MemoryKind, policy: Policy) -> bool:
+def is_persistent(character_id: str, kind: MemoryKind, policy: Policy) -> bool:
     """Whether the policy keeps this memory for the whole world, across timelines."""
     persistent = policy.memory.persistent
     return character_id in persistent.characters or kind in persistent.kinds

@@ -33,6 +33,7 @@ from typing import Any
 from projections.catalogue import CHARACTER
 from projections.distortion import distort, distortion_seed
 from projections.keys import pack
+from projections.memories import is_persistent
 from projections.perception import CHARACTERS_MET, MOVEMENT_KEYS, KindOf
 from projections.weighing import retold_confidence
 from projections.wording import Names, retell
@@ -202,7 +203,6 @@ def retold(
         content, facts = distort(content, facts, memory.about, seed, names)
     hops = memory.hops + 1
     confidence = retold_confidence(memory.confidence, policy)
-    persistent = policy.memory.persistent
     return Memory(
         belief_id=rumour_id(at, listener, memory.origin),
         kind="knowledge",
@@ -219,7 +219,7 @@ def retold(
         uncertain=True,
         seq=at.seq,
         game_time=at.game_time,
-        persistent=listener in persistent.characters or "knowledge" in persistent.kinds,
+        persistent=is_persistent(listener, "knowledge", policy),
         character_id=listener,
         timeline_id=at.timeline_id,
         facts=facts,
