@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import time
 
-from benchmarks import history_scaling, projection_core, read_latency, worker_throughput
+from benchmarks import (
+    history_scaling,
+    projection_core,
+    read_latency,
+    read_load,
+    rumours,
+    worker_throughput,
+)
 from benchmarks.support import kafka_bootstrap, parse_options
 
 
@@ -18,9 +25,11 @@ def main() -> None:
     print(f"rumourmill benchmarks ({mode}, {options.repeats} repeats per measurement)")
     projection_core.run(options)
     history_scaling.run(options)
+    rumours.run(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
         read_latency.run(options, bootstrap)
+        read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 
