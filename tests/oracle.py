@@ -17,6 +17,18 @@ Choices the spec leaves open, taken as the production rules document them:
   by bystanders at the location and never by the speaker (`projections/perception.py`);
 - declarations go to the world's catalogue in the order events are applied (world-wide, not
   per timeline), and persistent memories join the world-wide scope in that order too.
+
+Rumours (`memory.spreading.enabled`) borrow the rulebook of `projections.rumours` (`meetings`,
+`group_interval`, `groups`, `passed_at_meeting`, `passed_in_group`, `retold`) and keep the
+state here, naively, from the same fold as everything else:
+- a teller's news is its memories visible just before the event, newest first (by position,
+  then by belief id, highest first, as README says), at most `TELLER_WINDOW` times what
+  may pass; what a listener knows is every origin among its memories visible before the
+  event, plus what it has been told during the event;
+- the group exchange comes first, once per game-time interval on a timeline's ancestry: the
+  last exchange is the newest event of the ancestry that recorded one; members are the
+  characters of the world's catalogue as applied before the event;
+- then the meetings, in order, each pair (a, b): a tells b, then b tells a.
 """
 
 from __future__ import annotations
@@ -31,9 +43,18 @@ from pydantic import ValidationError
 from projections.catalogue import classify, display_name
 from projections.memories import belief_id, origin_of
 from projections.policy import DEFAULT_POLICY
+from projections.rumours import (
+    group_interval,
+    groups,
+    meetings,
+    passed_at_meeting,
+    passed_in_group,
+    retold,
+)
 from projections.weighing import event_kind, weigh
 from projections.wording import event_content, retell
 from schemas import EntityDeclaration, Event, Fact
+from schemas.memory import Memory, Teller
 from schemas.policy import Policy
 
 MOVEMENT = {
@@ -47,6 +68,8 @@ DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
 MAX_EVENT_BYTES = 256 * 1024
+TELLER_WINDOW = 4
+"""How far back (in multiples of what may pass) a teller's memory is searched for news."""
 READ_FIELDS = (
     "belief_id",
     "kind",
@@ -94,7 +117,63 @@ class OMemory:
     persistent: bool
     facts: list[Fact]
     origin: str
-    tellers: list[str]
+    lineage: list[Teller]
+
+    @property
+    def tellers(self) -> list[str]:
+        return [step.entity_id for step in self.lineage]
+
+    def as_memory(self) -> Memory:
+        """The production model of this memory, for the rulebook's helpers."""
+        return Memory.model_construct(
+            belief_id=self.belief_id,
+            kind=self.kind,
+            content=self.content,
+            about=list(self.about),
+            source=self.source,
+            source_entity=self.source_entity,
+            hops=self.hops,
+            confidence=self.confidence,
+            importance=self.importance,
+            feeling=self.feeling,
+            arousal=self.arousal,
+            diverging=False,
+            uncertain=self.uncertain,
+            seq=self.seq,
+            game_time=self.game_time,
+            persistent=self.persistent,
+            character_id=self.character,
+            timeline_id=self.timeline,
+            facts=list(self.facts),
+            origin=self.origin,
+            lineage=list(self.lineage),
+            story_minutes=None,
+        )
+
+    @classmethod
+    def of(cls, memory: Memory) -> OMemory:
+        return cls(
+            character=memory.character_id,
+            timeline=memory.timeline_id,
+            seq=memory.seq,
+            kind=memory.kind,
+            belief_id=memory.belief_id,
+            content=memory.content,
+            about=list(memory.about),
+            source=memory.source,
+            source_entity=memory.source_entity,
+            hops=memory.hops,
+            confidence=memory.confidence,
+            importance=memory.importance,
+            feeling=memory.feeling,
+            arousal=memory.arousal,
+            uncertain=memory.uncertain,
+            game_time=memory.game_time,
+            persistent=memory.persistent,
+            facts=list(memory.facts),
+            origin=memory.origin,
+            lineage=list(memory.lineage),
+        )
 
     def read(self, diverging: bool) -> dict[str, Any]:
         shown = {name: getattr(self, name) for name in READ_FIELDS if name != "diverging"}
@@ -109,6 +188,10 @@ class Applied:
 
     event: Event
     memories: list[OMemory]
+    rumours: int = 0
+    """How many of `memories` are rumours spread at the event (they come last)."""
+    exchange: int | None = None
+    """The game-time interval of the group exchange this event held, if it held one."""
 
 
 @dataclass
@@ -380,11 +463,87 @@ class Oracle:
                         }
                     )
                 )
-        world.applied.append(Applied(event, formed))
+        applied = Applied(event, formed)
+        rumours = self._spread(world, event, segments, before, applied, kind_of, name_of)
+        applied.rumours = len(rumours)
+        formed += rumours
+        world.applied.append(applied)
         for entity, declared in event.entities.items():
             world.declarations[entity] = world.declarations.get(entity, {}) | declared.model_dump(
                 exclude_none=True
             )
+
+    # ---------------------------------------------------------------- rumours
+
+    def _spread(
+        self,
+        world: OWorld,
+        event: Event,
+        segments: list[tuple[str, int]],
+        before: dict[str, Any],
+        applied: Applied,
+        kind_of: Any,
+        name_of: Any,
+    ) -> list[OMemory]:
+        """The rumours `event` spreads, from what everyone knew just before it."""
+        policy = self.policy
+        spreading = policy.memory.spreading
+        if not policy.memory.npc or not spreading.enabled:
+            return []
+        visible: list[OMemory] = before["memories"]
+        heard: list[OMemory] = []
+        told: set[tuple[str, str]] = set()
+
+        def mind(character: str, limit: int) -> list[Memory]:
+            mine = [m for m in visible if m.character == character]
+            mine.sort(key=lambda m: (m.seq, m.belief_id), reverse=True)
+            return [m.as_memory() for m in mine[: limit * TELLER_WINDOW]]
+
+        def knows(character: str, origin: str) -> bool:
+            return (character, origin) in told or any(
+                m.character == character and m.origin == origin for m in visible
+            )
+
+        def tell(memory: Memory, teller: str, listener: str) -> None:
+            heard.append(OMemory.of(retold(memory, teller, listener, event, policy, name_of)))
+            told.add((listener, memory.origin))
+
+        minutes = event.story_minutes
+        if minutes is not None:
+            interval = group_interval(minutes, policy)
+            exchanges = [
+                item.exchange for item in self.history(world, segments) if item.exchange is not None
+            ]
+            if not exchanges or exchanges[-1] < interval:
+                applied.exchange = interval
+                members = {
+                    entity: EntityDeclaration.model_validate(declared)
+                    for entity, declared in world.declarations.items()
+                    if kind_of(entity) == "character"
+                }
+                limit = spreading.group_exchange_limit
+                for group in groups(members, policy).values():
+                    if len(group) < 2:
+                        continue
+                    minds = {member: mind(member, limit) for member in group}
+                    for teller, listener, memory in passed_in_group(minds, knows, policy):
+                        tell(memory, teller, listener)
+        present = (
+            set()
+            if event.location is None
+            else {who for who, place in before["where"].items() if place == event.location}
+        )
+        for one, other in meetings(event, present, kind_of, policy):
+            for teller, listener in ((one, other), (other, one)):
+                passed = passed_at_meeting(
+                    mind(teller, spreading.per_meeting),
+                    listener,
+                    lambda origin, listener=listener: knows(listener, origin),
+                    policy,
+                )
+                for memory in passed:
+                    tell(memory, teller, listener)
+        return heard
 
     def _perceivers(
         self, event: Event, kind_of: Any, where: dict[str, str]
@@ -453,7 +612,7 @@ class Oracle:
             persistent=self._persistent(character, "event"),
             facts=list(event.facts),
             origin=origin_of(event),
-            tellers=[],
+            lineage=[],
         )
 
     def _heard(
@@ -482,6 +641,7 @@ class Oracle:
                 None if teller is None else teller.confidence,
             )
         origin = origin_of(event) if teller is None else teller.origin
+        hops = 1 if teller is None else teller.hops + 1
         if any(m.character == character and m.origin == origin for m in visible):
             return None
         spoken_field = "text" if event.key == PLAYER_SAID else "content"
@@ -515,7 +675,7 @@ class Oracle:
             about=_unique([event.actor, event.target, *about_more]),
             source=source,
             source_entity=event.actor,
-            hops=1 if teller is None else teller.hops + 1,
+            hops=hops,
             confidence=weights.confidence,
             importance=weights.importance,
             feeling=weights.feeling,
@@ -525,7 +685,14 @@ class Oracle:
             persistent=self._persistent(character, "knowledge"),
             facts=facts,
             origin=origin,
-            tellers=([] if teller is None else teller.tellers) + _unique([event.actor]),
+            lineage=[
+                *([] if teller is None else teller.lineage),
+                *(
+                    []
+                    if event.actor is None
+                    else [Teller(entity_id=event.actor, hops=hops, confidence=weights.confidence)]
+                ),
+            ],
         )
 
     # ---------------------------------------------------------------- the read

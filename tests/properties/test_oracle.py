@@ -20,9 +20,13 @@ from tests.streams.noisy_story import CHARACTERS, PLAYER, noisy, story
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
 HISTORIES = 20_000 if SOAK else 2_000
 MAX_EVENTS = 40 if SOAK else 14
+SPREADING = 1 / 3
+"""The share of histories with rumours spreading (`memory.spreading.enabled`)."""
 
 FIGURES = {
     "histories": 0,
+    "spreading": 0,
+    "rumours": 0,
     "reads": 0,
     "messages": 0,
     "machine steps": 0,
@@ -39,7 +43,7 @@ FIGURES = {
 )
 @given(st.data())
 def test_every_read_equals_the_oracle(data: st.DataObject) -> None:
-    history = draw_history(data, max_events=MAX_EVENTS)
+    history = draw_history(data, max_events=MAX_EVENTS, spreading=SPREADING)
     run = Run(history)
     cut = data.draw(st.integers(0, len(history.delivery)), label="cut")
     run.deliver(upto=cut)
@@ -48,9 +52,11 @@ def test_every_read_equals_the_oracle(data: st.DataObject) -> None:
     run.compare_reads("final")
     FIGURES["histories"] += 1
     assert run.oracle is not None
-    FIGURES["memories"] += sum(
-        len(item.memories) for world in run.oracle.worlds.values() for item in world.applied
-    )
+    applied = [item for world in run.oracle.worlds.values() for item in world.applied]
+    FIGURES["memories"] += sum(len(item.memories) for item in applied)
+    if history.policy.memory.spreading.enabled:
+        FIGURES["spreading"] += 1
+        FIGURES["rumours"] += sum(item.rumours for item in applied)
     FIGURES["reads"] += run.reads
     FIGURES["messages"] += len(history.delivery)
     assert not run.problems, "\n".join([*run.problems[:12], history.describe()])
@@ -67,7 +73,7 @@ class DeliveryMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @precondition(lambda self: self.run is None)
     def draw_world(self, data: st.DataObject) -> None:
-        self.run = Run(draw_history(data, max_events=10))
+        self.run = Run(draw_history(data, max_events=10, spreading=SPREADING))
 
     @rule(count=st.integers(1, 3))
     @precondition(lambda self: self.run is not None)
@@ -125,7 +131,9 @@ def test_a_long_noisy_tavern_story_equals_the_oracle(seed: int) -> None:
 def test_zz_report(capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print(
-            f"\n[oracle] histories compared: {FIGURES['histories']}, reads compared: "
+            f"\n[oracle] histories compared: {FIGURES['histories']} "
+            f"(spreading on: {FIGURES['spreading']}, rumours spread: {FIGURES['rumours']}), "
+            f"reads compared: "
             f"{FIGURES['reads']}, memories formed: {FIGURES['memories']}, "
             f"messages delivered: {FIGURES['messages']}, "
             f"delivery-machine checks: {FIGURES['machine steps']}"

@@ -75,8 +75,14 @@ def game_time(minute: int) -> str:
     return f"day {day + 1}, {rest // 60:02d}:{rest % 60:02d}"
 
 
-def draw_history(data: st.DataObject, *, max_events: int = 14, max_branches: int = 3) -> History:
-    """Draw one world and its delivery."""
+def draw_history(
+    data: st.DataObject,
+    *,
+    max_events: int = 14,
+    max_branches: int = 3,
+    spreading: float = 0.0,
+) -> History:
+    """Draw one world and its delivery; rumours spread in about a `spreading` share of them."""
     draw = data.draw
     tenant = draw(st.sampled_from(["default", "acme"]), label="tenant")
     world = "w"
@@ -101,6 +107,11 @@ def draw_history(data: st.DataObject, *, max_events: int = 14, max_branches: int
         document["memory"]["perception_location_fallback"] = False
     if draw(st.integers(0, 19), label="small buffer") == 0:
         document["sequencing"] = {"max_deferred": 2}
+    group_field = None
+    share = draw(st.sampled_from(range(12)), label="spreading")  # integers() lean to 0
+    if share < spreading * 12:
+        group_field = draw(st.sampled_from(["group", "group", "guild"]), label="group field")
+        document["memory"]["spreading"] = draw_spreading(data, group_field)
     policy = resolve(None, document)
     scout = Oracle(policy)
 
@@ -120,11 +131,18 @@ def draw_history(data: st.DataObject, *, max_events: int = 14, max_branches: int
         seq = lines[timeline] + 1
         lines[timeline] = seq
         minute += draw(st.integers(0, 90), label="minutes")
-        event = _draw_event(data, tenant, world, timeline, seq, characters, scout)
+        event = _draw_event(data, tenant, world, timeline, seq, characters, scout, group_field)
         if draw(st.integers(0, 4), label="untimed") > 0:
             event["game_time"] = game_time(minute)
         if branch is not None:
             event["branch"] = branch
+        if group_field is not None and not events and draw(st.booleans(), label="muster"):
+            # the cast declares its groups up front: exchanges from the first interval on
+            entities = event.setdefault("entities", {})
+            for character in characters:
+                entities[character] = entities.get(character, {}) | {
+                    group_field: _draw_group(data, group_field)
+                }
         if tenant != "default":
             event["tenant_id"] = tenant
         events.append(event)
@@ -158,16 +176,15 @@ def _draw_event(
     seq: int,
     characters: list[str],
     scout: Oracle,
+    group_field: str | None = None,
 ) -> dict[str, Any]:
     draw = data.draw
     anyone = [*characters, *PLAYERS]
     event: dict[str, Any] = {"world_instance_id": world, "timeline_id": timeline, "seq": seq}
-    kind = draw(
-        st.sampled_from(
-            ["generic", "move", "told", "generic", "said", "move", "told", "generic", "declare"]
-        ),
-        label="kind",
-    )
+    kinds = ["generic", "move", "told", "generic", "said", "move", "told", "generic", "declare"]
+    if group_field is not None:  # rumours spread: more meetings
+        kinds += ["move", "meet"]
+    kind = draw(st.sampled_from(kinds), label="kind")
     players: list[str] = []
     if kind == "move":
         event |= {
@@ -200,6 +217,17 @@ def _draw_event(
                     "value": draw(st.sampled_from(FACT_VALUES)),
                 }
             ]
+    elif kind == "meet":
+        event |= {
+            "key": "loreweaver.social.characters-met",
+            "actor": draw(st.sampled_from([*characters, None]), label="actor"),
+            "target": draw(st.sampled_from([*anyone, None]), label="target"),
+        }
+        if draw(st.booleans(), label="met list"):
+            named = st.sampled_from([*anyone, "npc-nobody"]) | st.integers(0, 3)
+            event["payload"] = {"characters": draw(st.lists(named, max_size=3), label="met")}
+        if draw(st.booleans(), label="met where"):
+            event["location"] = draw(st.sampled_from(PLACES))
     elif kind == "told":
         teller = draw(st.sampled_from(characters), label="teller")
         listener = draw(st.sampled_from(characters), label="listener")
@@ -260,17 +288,47 @@ def _draw_event(
         event["key"] = "world.entity-declared"
     if players:
         event["players"] = players
-    if draw(st.integers(0, 2), label="declares") == 0 or kind == "declare":
+    declares = draw(st.integers(0, 2 if group_field is None else 1), label="declares") == 0
+    if declares or kind == "declare":
         declared = draw(
             st.lists(st.sampled_from(sorted(NAMES)), min_size=1, max_size=3, unique=True)
         )
         entities = {entity: {"name": NAMES[entity]} for entity in declared}
         if "guard" in entities:
             entities["guard"]["kind"] = "character"
+        if group_field is not None:
+            for entity in entities:
+                if entity in characters and draw(st.integers(0, 3), label="grouped") > 0:
+                    entities[entity][group_field] = _draw_group(data, group_field)
         if draw(st.integers(0, 9), label="odd kind") == 0:
             entities["npc-d"] = {"kind": "item"}
         event["entities"] = entities
     return {key: value for key, value in event.items() if value is not None}
+
+
+def draw_spreading(data: st.DataObject, group_field: str) -> dict[str, Any]:
+    """A spreading policy: on, with short or long group intervals and small or large limits."""
+    draw = data.draw
+    spreading: dict[str, Any] = {
+        "enabled": True,
+        "group_interval_minutes": draw(st.sampled_from([30, 60, 240]), label="interval"),
+    }
+    if group_field != "group":
+        spreading["group_field"] = group_field
+    if draw(st.integers(0, 2), label="small limits") == 0:
+        spreading["per_meeting"] = draw(st.integers(0, 2), label="per meeting")
+        spreading["group_exchange_limit"] = draw(st.integers(0, 2), label="group limit")
+    if draw(st.booleans(), label="distortion"):
+        spreading["distortion"] = True
+    return spreading
+
+
+def _draw_group(data: st.DataObject, group_field: str) -> Any:
+    """A group for a declaration: a name, or (in a custom field) a list of names."""
+    groups = ["crew", "watch"]
+    if group_field != "group" and data.draw(st.booleans(), label="groups list"):
+        return data.draw(st.lists(st.sampled_from(groups), max_size=2), label="groups")
+    return data.draw(st.sampled_from(groups), label="group")
 
 
 @dataclass
