@@ -1,6 +1,7 @@
 """(issue 4) Rumours in a town: 500 characters, 50 places, 200,000 events, spreading on vs off.
 
-The same generated stream is folded in-process twice from an empty state: once with the
+The same generated stream is folded in-process (on RocksDB, as in the worker) twice from an
+empty state: once with the
 built-in policy (spreading off: the baseline) and once with `memory.spreading.enabled`. Each
 run's rate is the median over equal slices of the stream; the ratio compares the two. The cost
 per meeting is the extra time spreading took, divided by the meetings (movements into a place
@@ -9,7 +10,12 @@ where someone already was, and `characters-met` events) the stream held.
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
+
+import rocksdict
+from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
 from benchmarks.support import Options, median, parse_options, rate, report
@@ -18,8 +24,8 @@ from projections.keys import pack
 from projections.minds import NEWEST
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
-from projections.state import MemoryState
 from schemas.policy import Policy
+from streams.state import RocksTransaction
 
 FULL_EVENTS = 200_000
 QUICK_EVENTS = 20_000
@@ -30,27 +36,42 @@ GOAL = 0.5
 WORLD = "town-0"
 
 
-def fold(lines: list[bytes], policy: Policy) -> tuple[list[float], float, MemoryState]:
-    """Rates of each slice, total seconds, and the state, folding `lines` under `policy`."""
-    projector, state = Projector(policies=lambda tenant, world: policy), MemoryState()
+def fold(lines: list[bytes], policy: Policy, directory: Path) -> tuple[list[float], float, Rdict]:
+    """Rates of each slice, total seconds, and the RocksDB state, folding `lines` under `policy`.
+
+    The state lives in RocksDB (as in the worker): a town's millions of memories do not fit an
+    in-memory sorted dict.
+    """
+    db = Rdict(str(directory), options=rocksdict.Options(raw_mode=True))
+
+    def write(key: bytes, value: bytes | None) -> None:
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    projector, state = Projector(policies=lambda tenant, world: policy), RocksTransaction(db, write)
     size = max(1, len(lines) // SLICES)
     rates: list[float] = []
     total = 0.0
     for start in range(0, len(lines), size):
         began = time.perf_counter()
         for offset in range(start, min(start + size, len(lines))):
-            projector.receive(
-                state, SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
-            )
+            message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
+            projector.receive(state, message)
         seconds = time.perf_counter() - began
         total += seconds
         rates.append(rate(min(size, len(lines) - start), seconds))
-    return rates, total, state
+    return rates, total, db
 
 
-def memories_held(state: MemoryState) -> int:
+def memories_held(db: Rdict) -> int:
     """How many memories the town holds (what spreading adds shows here)."""
-    return sum(1 for _ in state.scan(pack(NEWEST)))
+    return sum(1 for _ in RocksTransaction(db, _read_only).scan(pack(NEWEST)))
+
+
+def _read_only(key: bytes, value: bytes | None) -> None:
+    raise PermissionError("counting never writes")
 
 
 def run(options: Options) -> None:
@@ -58,11 +79,14 @@ def run(options: Options) -> None:
     events = tavern_story(count, seed=11, worlds=(WORLD,), characters=CHARACTERS, places=PLACES)
     lines = encoded(events)
     spreading = resolve(None, {"memory": {"spreading": {"enabled": True}}})
-    off_rates, off_seconds, off_state = fold(lines, DEFAULT_POLICY)
-    on_rates, on_seconds, on_state = fold(lines, spreading)
+    with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as directory:
+        off_rates, off_seconds, off_state = fold(lines, DEFAULT_POLICY, Path(directory) / "off")
+        on_rates, on_seconds, on_state = fold(lines, spreading, Path(directory) / "on")
+        held_off, held_on = memories_held(off_state), memories_held(on_state)
+        off_state.close()
+        on_state.close()
     meetings = sum(1 for event in events if event["key"].startswith("loreweaver.movement"))
     off_rate, on_rate = median(off_rates), median(on_rates)
-    held_off, held_on = memories_held(off_state), memories_held(on_state)
     report(
         f"(rumours) a town of {CHARACTERS} characters and {PLACES} places, {count:,} events,"
         f" median of {len(on_rates)} slices",
