@@ -29,7 +29,6 @@ from streams.state import Changes, RocksTransaction, chunked, decode_changes, en
 from streams.web import register_views
 
 STATE_TABLE = "state"
-PRODUCER_BUFFER_MESSAGES = 2000
 CHANGESET_BYTES = 512 * 1024
 """Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
 
@@ -76,8 +75,13 @@ class Rumourmill:
         """
         shutil.rmtree(self.app.conf.tabledir, ignore_errors=True)
 
-    def receive(self, message: Message) -> Intake:
-        """Project one message, then send all its writes to the changelog as one message."""
+    async def receive(self, message: Message) -> Intake:
+        """Project one message, then send all its writes to the changelog as one message.
+
+        Sent straight to the producer, not through Faust's send buffer: a commit flushes the
+        producer, so no source offset is committed before the changes it produced are stored
+        (Faust's buffer flush gives up after 0.1 s and would let a commit overtake them).
+        """
         changes: Changes = []
         db = self.state.data._db_for_partition(message.partition)  # type: ignore[attr-defined]
 
@@ -99,10 +103,11 @@ class Rumourmill:
             ),
         )
         for number, run in enumerate(chunked(changes, CHANGESET_BYTES)):
-            self.state.send_changelog(
-                message.partition,
-                pack(message.topic, message.partition, message.offset, number),
-                encode_changes(run),
+            await self.state.changelog_topic.send(
+                key=pack(message.topic, message.partition, message.offset, number),
+                value=encode_changes(run),
+                partition=message.partition,
+                force=True,
             )
         return intake
 
@@ -159,11 +164,6 @@ def create_app(settings: Settings) -> Rumourmill:
     register_views(mill)
 
     @app.task  # type: ignore[untyped-decorator]
-    async def widen_producer_buffer() -> None:
-        """Each event writes a few table keys; let a batch of events buffer their changelog."""
-        app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
-
-    @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
         await policies.follow()
 
@@ -174,7 +174,7 @@ def create_app(settings: Settings) -> Rumourmill:
         async for event in stream.events():
             message = event.message
             try:
-                intake = mill.receive(message)
+                intake = await mill.receive(message)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 await app.crash(error)
                 raise
