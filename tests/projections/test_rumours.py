@@ -24,6 +24,7 @@ from projections.wording import retell
 from schemas import EntityDeclaration, Event, story_minutes
 from schemas.memory import Memory, Teller
 from schemas.policy import Policy, merge_policy
+from tests.projections.context import Context
 
 SPREADING = merge_policy(Policy(), {"memory": {"spreading": {"enabled": True}}})
 ENTERED = "loreweaver.movement.location-entered"
@@ -36,26 +37,6 @@ NAMES = {
     "loc-tavern": {"name": "The Crooked Lantern"},
     "loc-market": {"name": "the market"},
 }
-
-
-@dataclass(frozen=True)
-class Context:
-    """What form_memories looks up (storage stands in)."""
-
-    catalogue: Catalogue
-    memories: list[Memory]
-
-    def kind_of(self, entity_id: str) -> str:
-        return self.catalogue.kind_of(entity_id)
-
-    def name_of(self, entity_id: str) -> str:
-        return self.catalogue.name_of(entity_id)
-
-    def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
-        return None
-
-    def knows(self, character: str, origin: str) -> bool:
-        return any(m.character_id == character and m.origin == origin for m in self.memories)
 
 
 @dataclass
