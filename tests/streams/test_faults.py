@@ -84,8 +84,31 @@ def assert_same_as_replay(settings: Settings, lines: list[bytes], clean: Replay)
 def wait_for_everything(
     settings: Settings, wanted: set[tuple[str, str, int]], timeout: float
 ) -> None:
-    acks = read_topic(settings, settings.acks_topic, lambda got: processed(got) >= wanted, timeout)
-    assert processed(acks) >= wanted
+    seen: list[dict[str, Any]] = []
+
+    def done(got: list[dict[str, Any]]) -> bool:
+        seen[:] = got
+        return processed(got) >= wanted
+
+    try:
+        read_topic(settings, settings.acks_topic, done, timeout)
+    except TimeoutError:
+        raise AssertionError(describe_missing(seen, wanted)) from None
+
+
+def describe_missing(acks: list[dict[str, Any]], wanted: set[tuple[str, str, int]]) -> str:
+    """Per timeline, the first event never processed and every ack it got."""
+    missing = sorted(wanted - processed(acks))
+    firsts = {key[:2]: key for key in reversed(missing)}
+    lines = [f"{len(missing)} events never processed; the first of each timeline:"]
+    for world, timeline, seq in sorted(firsts.values()):
+        got = [
+            (a["outcome"], a["reason"], a["processed_seq"])
+            for a in acks
+            if (a["world_instance_id"], a["timeline_id"], a["seq"]) == (world, timeline, seq)
+        ]
+        lines.append(f"{world}/{timeline} seq {seq}: acks {got}")
+    return "\n".join(lines)
 
 
 @pytest.fixture
@@ -94,7 +117,7 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
 
 
 def test_sigkill_at_random_moments_while_events_flow(settings: Settings, tmp_path: Path) -> None:
-    seed = random.randrange(1_000_000)
+    seed = int(os.environ.get("RUMOURMILL_FAULT_SEED") or random.randrange(1_000_000))
     rng = random.Random(seed)
     lines = noisy(story(worlds=4, events_per_world=900 if SOAK else 450, seed=seed), seed)
     clean = replay_lines(lines)
