@@ -9,8 +9,9 @@ else was declared: players never form memories, and only characters do.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Protocol
 
 from projections.keys import pack, unpack
@@ -93,28 +94,42 @@ ENTITIES = "entity"
 
 @dataclass(frozen=True, slots=True)
 class StoredDeclarations:
-    """The world's catalogue as kept in state: one merged declaration per entity id."""
+    """The world's catalogue as kept in state: one merged declaration per entity id.
+
+    Made for one event: what it looked up is remembered for the rest of it (an event asks
+    about the same few ids dozens of times).
+    """
 
     tx: StateTransaction
     tenant_id: str
     world_id: str
+    _looked_up: dict[str, EntityDeclaration | None] = field(default_factory=dict)
 
     def get(self, entity_id: str, /) -> EntityDeclaration | None:
-        raw = self.tx.get(pack(ENTITIES, self.tenant_id, self.world_id, entity_id))
-        return None if raw is None else EntityDeclaration.model_validate_json(raw)
+        if entity_id not in self._looked_up:
+            raw = self.tx.get(pack(ENTITIES, self.tenant_id, self.world_id, entity_id))
+            self._looked_up[entity_id] = None if raw is None else _decode_declaration(raw)
+        return self._looked_up[entity_id]
 
     def declared(self) -> dict[str, EntityDeclaration]:
         """Every declaration of the world, by entity id."""
         prefix = pack(ENTITIES, self.tenant_id, self.world_id)
         return {
-            str(unpack(key[len(prefix) :])[0]): EntityDeclaration.model_validate_json(raw)
+            str(unpack(key[len(prefix) :])[0]): _decode_declaration(raw)
             for key, raw in self.tx.scan(prefix)
         }
 
     def declare(self, entity_id: str, declaration: EntityDeclaration) -> None:
         """Merge a declaration in; declaring the same thing again changes nothing."""
         merged = merge_declaration(self.get(entity_id), declaration)
+        self._looked_up[entity_id] = merged
         self.tx.put(
             pack(ENTITIES, self.tenant_id, self.world_id, entity_id),
             merged.model_dump_json(exclude_none=True).encode(),
         )
+
+
+@lru_cache(maxsize=1 << 12)
+def _decode_declaration(raw: bytes) -> EntityDeclaration:
+    """A stored declaration, decoded once (they are immutable models, safe to share)."""
+    return EntityDeclaration.model_validate_json(raw)

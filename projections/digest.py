@@ -24,8 +24,9 @@ PROJECTION_KINDS: tuple[str, ...] = (
     minds.BELIEF_RANKS,
     minds.ORIGINS,
     minds.RELATIONS,
+    minds.RELATION_HEADS,
     minds.RELATED,
-    minds.NEWEST,
+    minds.NEWS,
     minds.ORIGIN_EVENTS,
     spreading.GROUP_EXCHANGES,
 )

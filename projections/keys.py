@@ -20,13 +20,14 @@ KeyPart = str | int
 
 def pack(*parts: KeyPart) -> bytes:
     """Pack strings and non-negative integers (below 2**64) into one sortable key."""
-    out = bytearray()
-    for part in parts:
-        if isinstance(part, str):
-            out += _packed_string(part)
-        else:
-            out += _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
-    return bytes(out)
+    return b"".join(
+        [
+            _packed_string(part)
+            if isinstance(part, str)
+            else _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
+            for part in parts
+        ]
+    )
 
 
 @lru_cache(maxsize=1 << 16)

@@ -20,6 +20,7 @@ import orjson
 from projections import timelines, whereabouts
 from projections.keys import pack, unpack
 from projections.memories import relation_contributions
+from projections.rumours import is_news
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
 from projections.versions import read_through
@@ -33,8 +34,9 @@ RECOLLECTIONS = "recollection"
 BELIEF_RANKS = "belief-rank"
 ORIGINS = "origin"
 RELATIONS = "relation"
+RELATION_HEADS = "relation-head"
 RELATED = "related"
-NEWEST = "memory-by-seq"
+NEWS = "news-by-seq"
 ORIGIN_EVENTS = "origin-event"
 
 PERSISTENT_SCOPE = ""
@@ -94,15 +96,17 @@ def visible(memory: Memory, ancestry: Ancestry) -> bool:
 def knows(
     tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, origin: str
 ) -> bool:
-    """Whether `character` holds any memory of this origin on the timeline."""
-    return (
-        read_through(
-            tx,
-            with_persistent(ancestry),
-            lambda scope: keys.scoped(ORIGINS, scope, character) + pack(origin),
-        )
-        is not None
-    )
+    """Whether `character` holds any memory of this origin on the timeline.
+
+    One point read per scope: each scope keeps the first position the character learned the
+    origin at, and an ancestor's counts if it is at or before the branch point.
+    """
+    suffix = pack(origin)
+    for segment in with_persistent(ancestry):
+        first = tx.get(keys.scoped(ORIGINS, segment.timeline_id, character) + suffix)
+        if first is not None and int.from_bytes(first, "big") <= segment.upto_seq:
+            return True
+    return False
 
 
 def store_memories(
@@ -122,8 +126,12 @@ def store_memories(
                 keys.scoped(BELIEF_RANKS, scope, character) + pack(rank, MAX_SEQ - seq, belief_id),
                 b"",
             )
-        tx.put(keys.scoped(ORIGINS, scope, character) + pack(memory.origin, seq), b"")
-        tx.put(keys.scoped(NEWEST, scope, character) + pack(seq, belief_id), b"")
+        origin = keys.scoped(ORIGINS, scope, character) + pack(memory.origin)
+        first = tx.get(origin)
+        if first is None or int.from_bytes(first, "big") > seq:
+            tx.put(origin, seq.to_bytes(8, "big"))
+        if is_news(memory):
+            tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
         for entity, feeling in relation_contributions(memory):
             if memory.persistent:
                 tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
@@ -135,24 +143,22 @@ def store_memories(
         if before is None:  # a first relation: list the entity (ancestors list their own)
             tx.put(keys.scoped(RELATED, timeline, character) + pack(entity), b"")
         total, count, last = before or (0.0, 0, 0)
+        version = max(seq for _, seq in items)
+        after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
         tx.put(
-            keys.scoped(RELATIONS, timeline, character)
-            + pack(entity, max(seq for _, seq in items)),
-            orjson.dumps(
-                [
-                    total + sum(f for f, _ in items),
-                    count + len(items),
-                    max(last, *(s for _, s in items)),
-                ]
-            ),
+            keys.scoped(RELATIONS, timeline, character) + pack(entity, version), orjson.dumps(after)
+        )
+        tx.put(
+            keys.scoped(RELATION_HEADS, timeline, character) + pack(entity),
+            orjson.dumps([*after, version]),
         )
 
 
-def newest_memories(
+def newest_news(
     tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, limit: int
 ) -> list[Memory]:
-    """The character's newest memories of any kind on the timeline, newest first."""
-    return list(_newest(tx, keys, ancestry, character, NEWEST, limit))
+    """The character's newest news on the timeline (`rumours.is_news`), newest first."""
+    return list(_newest(tx, keys, ancestry, character, NEWS, limit))
 
 
 def record_origin(tx: StateTransaction, keys: MindKeys, origin: str, event: Event) -> None:
@@ -180,9 +186,22 @@ def memories_timeline(ancestry: Ancestry) -> str:
 def _relation(
     tx: StateTransaction, keys: MindKeys, ancestry: Ancestry, character: str, entity: str
 ) -> tuple[float, int, int] | None:
-    """(sum of feelings, memories, last seq) of non-persistent memories, through the ancestry."""
+    """(sum of feelings, memories, last seq) of non-persistent memories, through the ancestry.
+
+    A timeline's newest version is also its head, so the common read is one point lookup; the
+    versions serve reads at an earlier position (an ancestor's branch point, an event applied
+    again) and timelines without an entry of their own.
+    """
+    own = ancestry[0]
+    head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + pack(entity))
+    if head is not None:
+        total, count, last, version = orjson.loads(head)
+        if version <= own.upto_seq:
+            return float(total), int(count), int(last)
     raw = read_through(
-        tx, ancestry, lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity)
+        tx,
+        ancestry if head is not None else ancestry[1:],
+        lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity),
     )
     if raw is None:
         return None

@@ -7,12 +7,14 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
   once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
   (a character's group is the `group` it was declared with, or the field
   `spreading.group_field` names).
-- **What passes at a meeting.** Each of the two tells the other at most `spreading.per_meeting`
-  (3) memories: the newest ones worth telling that listener.
+- **What passes at a meeting.** Each of the two offers the other its newest news, at most
+  `spreading.per_meeting` (3) pieces; the listener takes in those worth telling them. Old news
+  stops travelling once a character has fresher news to tell: the freshest gossip spreads.
 - **What passes in a group.** At most `spreading.group_exchange_limit` pieces of news per group
   and interval, the newest that some member lacks; each comes from the member who has it
   freshest (fewest hops, then newest) and reaches every member who lacks it.
-- **Worth telling** (`worth_telling`): never an impression (a feeling is not news), never what
+- **News** (`is_news`): every memory but an impression (a feeling is not news).
+- **Worth telling** (`worth_telling`): only news, never what
   the listener already knows, saw included (the same original event or claim, whatever the
   words), never news that came from the listener, never news about the listener alone.
 - **How the listener keeps it** (`retold`): as `knowledge`, one hop further, `told` when the
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
-from itertools import combinations
+from itertools import combinations, islice
 from typing import Any
 
 from projections.catalogue import CHARACTER
@@ -100,14 +102,19 @@ def groups(members: Mapping[str, EntityDeclaration | None], policy: Policy) -> d
     return {group: sorted(found[group]) for group in sorted(found)}
 
 
+def is_news(memory: Memory) -> bool:
+    """Whether a memory is something a character could tell: anything but an impression."""
+    return memory.kind != "impression"
+
+
 def worth_telling(memory: Memory, listener: str) -> bool:
     """Whether `memory` is news a character would pass to `listener` (before asking whether
     the listener knows it already).
 
-    Not an impression, not the listener's own memory, not news that came through the
-    listener, and not news about the listener alone (nobody gossips to you about you).
+    News, not the listener's own memory, not news that came through the listener, and not
+    news about the listener alone (nobody gossips to you about you).
     """
-    if memory.kind == "impression" or memory.character_id == listener:
+    if not is_news(memory) or memory.character_id == listener:
         return False
     tellers = {memory.source_entity, *(step.entity_id for step in memory.lineage)}
     if listener in tellers:
@@ -121,19 +128,15 @@ def passed_at_meeting(
     listener_knows: Callable[[str], bool],
     policy: Policy,
 ) -> list[Memory]:
-    """What a teller passes to `listener` at a meeting: the newest memories worth telling that
-    the listener does not know (`listener_knows(origin)`), at most `spreading.per_meeting`.
-
-    The limit counts what is passed: a teller skips what the listener knows and tells the
-    next newest instead. Two memories of the same news pass once. The memories are read
-    lazily and no further than needed, so a store scan newest-first can be passed as is.
+    """What a teller passes to `listener` at a meeting: of the teller's newest news, at most
+    `spreading.per_meeting` pieces, those worth telling that the listener does not know
+    (`listener_knows(origin)`). Two memories of the same news pass once.
     """
-    limit = policy.memory.spreading.per_meeting
+    news = (memory for memory in teller_memories_newest_first if is_news(memory))
+    offered = list(islice(news, policy.memory.spreading.per_meeting))
     passed: list[Memory] = []
     origins: set[str] = set()
-    for memory in teller_memories_newest_first:
-        if len(passed) >= limit:
-            break
+    for memory in offered:
         if memory.origin in origins or not worth_telling(memory, listener):
             continue
         if listener_knows(memory.origin):
@@ -159,11 +162,18 @@ def passed_in_group(
     copies: dict[str, list[tuple[str, Memory]]] = {}
     for member in members:
         for memory in members_newest_first[member]:
-            if memory.kind != "impression":
+            if is_news(memory):
                 copies.setdefault(memory.origin, []).append((member, memory))
 
-    news: list[tuple[int, str, str, Memory, list[str]]] = []
-    for origin, held in copies.items():
+    newest_first = sorted(
+        copies, key=lambda origin: (-max(memory.seq for _, memory in copies[origin]), origin)
+    )
+    deliveries: list[Delivery] = []
+    passed = 0
+    for origin in newest_first:
+        if passed == limit:
+            break
+        held = copies[origin]
         teller, freshest = min(held, key=lambda copy: (copy[1].hops, -copy[1].seq, copy[0]))
         holders = {member for member, _ in held}
         listeners = [
@@ -174,14 +184,9 @@ def passed_in_group(
             and not knows(member, origin)
         ]
         if listeners:
-            newest = max(memory.seq for _, memory in held)
-            news.append((newest, origin, teller, freshest, listeners))
-    news.sort(key=lambda item: (-item[0], item[1]))
-    return [
-        (teller, listener, memory)
-        for _, _, teller, memory, listeners in news[:limit]
-        for listener in listeners
-    ]
+            passed += 1
+            deliveries.extend((teller, listener, freshest) for listener in listeners)
+    return deliveries
 
 
 def retold(

@@ -15,7 +15,7 @@ import orjson
 
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.keys import pack
-from projections.minds import MindKeys, knows, newest_memories
+from projections.minds import MindKeys, knows, newest_news
 from projections.rumours import (
     group_interval,
     groups,
@@ -32,9 +32,6 @@ from schemas.memory import Memory
 from schemas.policy import Policy
 
 GROUP_EXCHANGES = "group-exchange"
-
-TELLER_WINDOW = 4
-"""How far back (in multiples of what may pass) a teller's memory is searched for news."""
 
 
 @dataclass
@@ -57,13 +54,12 @@ class Spreading:
         return knows(self.tx, self.keys, self.ancestry, character, origin)
 
     def mind(self, character: str, limit: int) -> list[Memory]:
-        """What a teller has to tell, as it stood before the event (read once per event)."""
-        window = limit * TELLER_WINDOW
-        if (character, window) not in self.minds:
-            self.minds[(character, window)] = newest_memories(
-                self.tx, self.keys, self.ancestry, character, window
+        """A teller's newest news, as it stood before the event (read once per event)."""
+        if (character, limit) not in self.minds:
+            self.minds[(character, limit)] = newest_news(
+                self.tx, self.keys, self.ancestry, character, limit
             )
-        return self.minds[(character, window)]
+        return self.minds[(character, limit)]
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         self.heard.append(

@@ -8,6 +8,7 @@ misspelt optional field (`witness` for `witnesses`) cannot silently change who p
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, field_validator
@@ -29,6 +30,7 @@ class Contract(BaseModel):
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
 
+@lru_cache(maxsize=1 << 12)
 def story_minutes(game_time: str) -> int:
     """Minutes of story time since day 0, 00:00, for a `"day D, HH:MM"` string."""
     match = GAME_TIME_PATTERN.match(game_time)

@@ -15,7 +15,7 @@ from typing import Any
 import faust
 from aiokafka.partitioner import murmur2
 from faust.types import TP, EventT, Message, TableT
-from rocksdict import WriteBatch
+from rocksdict import Rdict, WriteBatch
 
 from projections.intake import Intake, SourceMessage
 from projections.keys import pack
@@ -25,7 +25,15 @@ from schemas import Ack, DeadLetter
 from streams import codec
 from streams.policies import PolicyFeed
 from streams.settings import Settings
-from streams.state import Changes, RocksTransaction, chunked, decode_changes, encode_changes
+from streams.state import (
+    Changes,
+    RocksTransaction,
+    chunked,
+    decode_changes,
+    encode_changes,
+    state_options,
+    without_write_ahead_log,
+)
 from streams.web import register_views
 
 STATE_TABLE = "state"
@@ -44,7 +52,7 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         offsets: dict[TP, int] = {}
         for event in batch:
             message = event.message
-            db = self.data._db_for_partition(message.partition)  # type: ignore[attr-defined]
+            db = partition_db(self, message.partition)
             writes = WriteBatch(raw_mode=True)
             for key, value in decode_changes(message.value or b""):
                 if value is None:
@@ -83,7 +91,7 @@ class Rumourmill:
         (Faust's buffer flush gives up after 0.1 s and would let a commit overtake them).
         """
         changes: Changes = []
-        db = self.state.data._db_for_partition(message.partition)  # type: ignore[attr-defined]
+        db = partition_db(self.state, message.partition)
 
         def write(key: bytes, value: bytes | None) -> None:
             changes.append((key, value))
@@ -114,8 +122,7 @@ class Rumourmill:
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
-        db = self.state.data._db_for_partition(partition)  # type: ignore[attr-defined]
-        return RocksTransaction(db, _read_only)
+        return RocksTransaction(partition_db(self.state, partition), _read_only)
 
 
 def create_app(settings: Settings) -> Rumourmill:
@@ -150,13 +157,12 @@ def create_app(settings: Settings) -> Rumourmill:
     )
     acks = app.topic(settings.acks_topic, **topic_options)
     deadletters = app.topic(settings.deadletter_topic, **topic_options)
-    block_cache = settings.block_cache_mb * 1024 * 1024
     state = app.Table(
         STATE_TABLE,
         key_type=bytes,
         value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
         partitions=settings.partitions,
-        options={"block_cache_size": block_cache, "write_buffer_size": block_cache},
+        options=state_options(settings.block_cache_mb),
     )
     policies = PolicyFeed(settings.broker, settings.policies_topic)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
@@ -184,6 +190,12 @@ def create_app(settings: Settings) -> Rumourmill:
                 await deadletters.send(key=message.key, value=letter, force=True)
 
     return mill
+
+
+def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:
+    """The RocksDB holding one partition of the state table (Faust opens it on first use)."""
+    db: Rdict = table.data._db_for_partition(partition)  # type: ignore[attr-defined]
+    return without_write_ahead_log(db)
 
 
 def partition_of(key: bytes, partitions: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from rocksdict import Rdict
+from rocksdict import Rdict, WriteOptions
 
 from projections.state import prefix_end
 
@@ -51,6 +51,37 @@ class RocksTransaction:
                 iterator.prev()
             else:
                 iterator.next()
+
+
+BLOOM_BITS_PER_KEY = 10
+"""Most lookups ask whether a character knows some news, and the answer is mostly no: a
+10-bit bloom filter (~1% false positives) answers those without reading a block."""
+
+
+def state_options(block_cache_mb: int) -> dict[str, int]:
+    """RocksDB options of each state partition (Faust's `RocksDBOptions` keywords).
+
+    Faust's defaults (a 2 GiB block cache per partition, 3-bit bloom filters) are sized down
+    to the cache asked for and up to useful filters.
+    """
+    size = block_cache_mb * 1024 * 1024
+    return {
+        "block_cache_size": size,
+        "write_buffer_size": size,
+        "bloom_filter_size": BLOOM_BITS_PER_KEY,
+    }
+
+
+def without_write_ahead_log(db: Rdict) -> Rdict:
+    """`db`, writing without RocksDB's write-ahead log (2-3x faster puts).
+
+    The local RocksDB is only a cache of the changelog, rebuilt from it at every start, so a
+    crash that loses its unflushed writes loses nothing.
+    """
+    options = WriteOptions()
+    options.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; stub says method
+    db.set_write_options(options)
+    return db
 
 
 Changes = list[tuple[bytes, bytes | None]]

@@ -21,9 +21,9 @@ Choices the spec leaves open, taken as the production rules document them:
 Rumours (`memory.spreading.enabled`) borrow the rulebook of `projections.rumours` (`meetings`,
 `group_interval`, `groups`, `passed_at_meeting`, `passed_in_group`, `retold`) and keep the
 state here, naively, from the same fold as everything else:
-- a teller's news is its memories visible just before the event, newest first (by position,
-  then by belief id, highest first, as README says), at most `TELLER_WINDOW` times what
-  may pass; what a listener knows is every origin among its memories visible before the
+- a teller's news is its memories but impressions visible just before the event, newest
+  first (by position, then by belief id, highest first, as README says), at most what may
+  pass; what a listener knows is every origin among its memories visible before the
   event, plus what it has been told during the event;
 - the group exchange comes first, once per game-time interval on a timeline's ancestry: the
   last exchange is the newest event of the ancestry that recorded one; members are the
@@ -68,8 +68,6 @@ DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
 MAX_EVENT_BYTES = 256 * 1024
-TELLER_WINDOW = 4
-"""How far back (in multiples of what may pass) a teller's memory is searched for news."""
 READ_FIELDS = (
     "belief_id",
     "kind",
@@ -495,9 +493,9 @@ class Oracle:
         told: set[tuple[str, str]] = set()
 
         def mind(character: str, limit: int) -> list[Memory]:
-            mine = [m for m in visible if m.character == character]
-            mine.sort(key=lambda m: (m.seq, m.belief_id), reverse=True)
-            return [m.as_memory() for m in mine[: limit * TELLER_WINDOW]]
+            news = [m for m in visible if m.character == character and m.kind != "impression"]
+            news.sort(key=lambda m: (m.seq, m.belief_id), reverse=True)
+            return [m.as_memory() for m in news[:limit]]
 
         def knows(character: str, origin: str) -> bool:
             return (character, origin) in told or any(
