@@ -77,13 +77,32 @@ def load_memory(
     tx: StateTransaction, keys: MindKeys, character: str, belief_id: str
 ) -> Memory | None:
     raw = tx.get(keys.memory(character, belief_id))
-    return None if raw is None else decode_memory(raw)
+    return None if raw is None else DECODED.decode(raw)
 
 
-@lru_cache(maxsize=1 << 16)
-def decode_memory(raw: bytes) -> Memory:
-    """A stored memory, decoded once: tellers and reads load the same ones again and again."""
-    return Memory.model_validate_json(raw)
+class DecodedMemories:
+    """Stored memories decoded once, by their stored bytes (a memory is written once and read
+    again and again: by tellers, by reads). Storing one remembers it decoded already.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._decoded: dict[bytes, Memory] = {}
+
+    def decode(self, raw: bytes) -> Memory:
+        memory = self._decoded.get(raw)
+        if memory is None:
+            memory = Memory.model_validate_json(raw)
+            self.remember(raw, memory)
+        return memory
+
+    def remember(self, raw: bytes, memory: Memory) -> None:
+        if len(self._decoded) >= self._size:  # the oldest entry makes room
+            del self._decoded[next(iter(self._decoded))]
+        self._decoded[raw] = memory
+
+
+DECODED = DecodedMemories(size=1 << 16)
 
 
 def visible(memory: Memory, ancestry: Ancestry) -> bool:
@@ -117,7 +136,9 @@ def store_memories(
     for memory in memories:
         scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
-        tx.put(keys.memory(character, belief_id), memory.model_dump_json().encode())
+        raw = memory.model_dump_json().encode()
+        tx.put(keys.memory(character, belief_id), raw)
+        DECODED.remember(raw, memory)
         if memory.kind == "event":
             tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
         else:

@@ -7,17 +7,18 @@ faust-streaming #606); redelivery is harmless because the projector recognises i
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.types import TP, EventT, Message, TableT
+from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from rocksdict import Rdict, WriteBatch
 
-from projections.intake import Intake, SourceMessage
+from projections.intake import SourceMessage
 from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
@@ -37,6 +38,8 @@ from streams.state import (
 from streams.web import register_views
 
 STATE_TABLE = "state"
+Delivery = Awaitable[RecordMetadata]
+"""A message handed to the producer; it resolves once Kafka has stored it."""
 CHANGESET_BYTES = 512 * 1024
 """Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
 
@@ -72,7 +75,10 @@ class Rumourmill:
     app: faust.App
     settings: Settings
     state: TableT[bytes, bytes]
+    acks: TopicT
+    deadletters: TopicT
     projector: Projector
+    crashing: set[asyncio.Future[None]] = field(default_factory=set)
 
     def discard_local_tables(self) -> None:
         """Start from the changelog alone: the local RocksDB copy is only a cache of it.
@@ -83,12 +89,12 @@ class Rumourmill:
         """
         shutil.rmtree(self.app.conf.tabledir, ignore_errors=True)
 
-    async def receive(self, message: Message) -> Intake:
-        """Project one message, then send all its writes to the changelog as one message.
+    async def take(self, message: Message) -> list[Delivery]:
+        """Project one message and send everything it produced; returns the pending deliveries.
 
-        Sent straight to the producer, not through Faust's send buffer: a commit flushes the
-        producer, so no source offset is committed before the changes it produced are stored
-        (Faust's buffer flush gives up after 0.1 s and would let a commit overtake them).
+        The state changes go to the changelog as one message (split only past
+        `CHANGESET_BYTES`), then the acks and dead letters. All go straight to the producer,
+        not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         changes: Changes = []
         db = partition_db(self.state, message.partition)
@@ -110,14 +116,46 @@ class Rumourmill:
                 value=message.value or b"",
             ),
         )
-        for number, run in enumerate(chunked(changes, CHANGESET_BYTES)):
+        deliveries = [
             await self.state.changelog_topic.send(
                 key=pack(message.topic, message.partition, message.offset, number),
                 value=encode_changes(run),
                 partition=message.partition,
                 force=True,
             )
-        return intake
+            for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
+        ]
+        deliveries += [
+            await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
+            for ack in intake.acks
+        ]
+        deliveries += [
+            await self.deadletters.send(key=message.key, value=letter, force=True)
+            for letter in intake.dead_letters
+        ]
+        return deliveries
+
+    def ack_when_delivered(self, event: EventT[bytes], deliveries: list[Delivery]) -> None:
+        """Let Faust commit past `event` only once Kafka has confirmed all it produced.
+
+        Faust would ack an event as soon as the agent moves on, also when processing raised
+        or was cancelled, and its commit flushes the producer without checking that the sends
+        succeeded: any of these could commit past an event whose changes were never stored.
+        Acked here instead, an event is committed only once its changes, acks and dead
+        letters are in Kafka; a failed send stops the worker, and the event comes again.
+        """
+
+        def delivered(outcome: asyncio.Future[list[RecordMetadata]]) -> None:
+            failure = None if outcome.cancelled() else outcome.exception()
+            if outcome.cancelled() or failure is not None:
+                crash = asyncio.ensure_future(
+                    self.app.crash(failure or RuntimeError("a delivery was cancelled"))
+                )
+                self.crashing.add(crash)
+                return
+            event.ack()
+
+        asyncio.gather(*deliveries).add_done_callback(delivered)
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""
@@ -166,7 +204,7 @@ def create_app(settings: Settings) -> Rumourmill:
     )
     policies = PolicyFeed(settings.broker, settings.policies_topic)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
-    mill = Rumourmill(app, settings, state, projector)
+    mill = Rumourmill(app, settings, state, acks, deadletters, projector)
     register_views(mill)
 
     @app.task  # type: ignore[untyped-decorator]
@@ -177,17 +215,14 @@ def create_app(settings: Settings) -> Rumourmill:
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         event: EventT[bytes]
         await policies.caught_up.wait()
-        async for event in stream.events():
-            message = event.message
+        unacked: faust.Stream[bytes] = stream.noack()  # type: ignore[attr-defined]
+        async for event in unacked.events():
             try:
-                intake = await mill.receive(message)
+                deliveries = await mill.take(event.message)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 await app.crash(error)
                 raise
-            for ack in intake.acks:
-                await acks.send(key=_world_key(ack, message.key), value=ack, force=True)
-            for letter in intake.dead_letters:
-                await deadletters.send(key=message.key, value=letter, force=True)
+            mill.ack_when_delivered(event, deliveries)
 
     return mill
 
