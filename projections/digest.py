@@ -28,6 +28,7 @@ PROJECTION_KINDS: tuple[str, ...] = (
     minds.RELATED,
     minds.NEWS,
     minds.ORIGIN_EVENTS,
+    minds.PERSISTENT_WORLDS,
     spreading.GROUP_EXCHANGES,
 )
 """Key spaces holding a world's projections; each key starts (kind, tenant, world)."""

@@ -10,7 +10,7 @@ a world-wide scope that every timeline reads.
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,12 +48,17 @@ MAX_RELATIONS = 50
 _RANK_STEPS = 1000
 
 
+PERSISTENT_WORLDS = "persistent-world"
+"""Marks a world that holds persistent memories: the others never look for any."""
+
+
 @dataclass(frozen=True, slots=True)
 class MindKeys:
-    """The key prefixes of one world."""
+    """The key prefixes of one world, and whether it holds persistent memories."""
 
     tenant_id: str
     world_id: str
+    any_persistent: bool = True
 
     def memory(self, character: str, belief_id: str) -> bytes:
         return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
@@ -68,8 +73,16 @@ def _scoped(kind: str, tenant_id: str, world_id: str, scope: str, character: str
     return pack(kind, tenant_id, world_id, scope, character)
 
 
-def with_persistent(ancestry: Ancestry) -> Ancestry:
-    """The ancestry plus the world-wide scope of persistent memories."""
+def mind_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MindKeys:
+    """The keys of one world, as it stands (most worlds hold no persistent memory)."""
+    marked = tx.get(pack(PERSISTENT_WORLDS, tenant_id, world_id)) is not None
+    return MindKeys(tenant_id, world_id, any_persistent=marked)
+
+
+def scopes(keys: MindKeys, ancestry: Ancestry) -> Ancestry:
+    """Where a character's memories are: the ancestry, and the world-wide persistent scope."""
+    if not keys.any_persistent:
+        return ancestry
     return (*ancestry, Segment(PERSISTENT_SCOPE, MAX_SEQ))
 
 
@@ -87,7 +100,7 @@ class DecodedMemories:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._decoded: dict[bytes, Memory] = {}
+        self._decoded: OrderedDict[bytes, Memory] = OrderedDict()
 
     def decode(self, raw: bytes) -> Memory:
         memory = self._decoded.get(raw)
@@ -98,7 +111,7 @@ class DecodedMemories:
 
     def remember(self, raw: bytes, memory: Memory) -> None:
         if len(self._decoded) >= self._size:  # the oldest entry makes room
-            del self._decoded[next(iter(self._decoded))]
+            self._decoded.popitem(last=False)
         self._decoded[raw] = memory
 
 
@@ -121,7 +134,7 @@ def knows(
     origin at, and an ancestor's counts if it is at or before the branch point.
     """
     suffix = pack(origin)
-    for segment in with_persistent(ancestry):
+    for segment in scopes(keys, ancestry):
         first = tx.get(keys.scoped(ORIGINS, segment.timeline_id, character) + suffix)
         if first is not None and int.from_bytes(first, "big") <= segment.upto_seq:
             return True
@@ -135,6 +148,8 @@ def store_memories(
     contributions: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for memory in memories:
         scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
+        if memory.persistent:
+            tx.put(pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id), b"")
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
         raw = memory.model_dump_json().encode()
         tx.put(keys.memory(character, belief_id), raw)
@@ -241,7 +256,7 @@ def _timeline_view(
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
         raise NotFound(f"timeline {timeline_id!r} has never received events")
-    return record, MindKeys(tenant_id, world_id), timelines.ancestry(tx, record)
+    return record, mind_keys(tx, tenant_id, world_id), timelines.ancestry(tx, record)
 
 
 def runtime_read(
@@ -281,7 +296,7 @@ def _newest(
 ) -> Iterator[Memory]:
     """The newest entries of a by-position index through the ancestry, newest first."""
     found: list[tuple[int, str]] = []
-    for segment in with_persistent(ancestry):
+    for segment in scopes(keys, ancestry):
         prefix = keys.scoped(index, segment.timeline_id, character)
         start = prefix + pack(segment.upto_seq, "\U0010ffff")
         for count, (key, _) in enumerate(tx.scan(prefix, reverse=True, start=start)):
@@ -300,7 +315,7 @@ def _most_important_beliefs(
 ) -> Iterator[Memory]:
     """What the character holds to be so, most important (then newest) first, at most 50."""
     found: list[tuple[int, int, str]] = []
-    for segment in with_persistent(ancestry):
+    for segment in scopes(keys, ancestry):
         prefix = keys.scoped(BELIEF_RANKS, segment.timeline_id, character)
         taken = 0
         for key, _ in tx.scan(prefix):
@@ -350,6 +365,8 @@ def _relations(
 
 
 def _persistent_memories(tx: StateTransaction, keys: MindKeys, character: str) -> Iterator[Memory]:
+    if not keys.any_persistent:
+        return
     for kind in (RECOLLECTIONS, BELIEF_RANKS):
         prefix = keys.scoped(kind, PERSISTENT_SCOPE, character)
         for key, _ in tx.scan(prefix):

@@ -16,6 +16,7 @@ from projections.minds import (
     MindKeys,
     knows,
     load_memory,
+    mind_keys,
     record_origin,
     store_memories,
     visible,
@@ -56,7 +57,7 @@ class Projector:
                 if event.location is not None
                 else set()
             )
-            context = _StoredMinds(tx, MindKeys(tenant, world_id), ancestry, catalogue)
+            context = _StoredMinds(tx, mind_keys(tx, tenant, world_id), ancestry, catalogue)
             memories = form_memories(
                 event, perceivers(event, catalogue.kind_of, present, policy), context, policy
             )

@@ -208,29 +208,29 @@ def retold(
         content, facts = distort(content, facts, memory.about, seed, names)
     hops = memory.hops + 1
     confidence = retold_confidence(memory.confidence, policy)
-    return Memory(
-        belief_id=rumour_id(at, listener, memory.origin),
-        kind="knowledge",
-        content=content,
-        about=list(memory.about),
-        source="told" if memory.hops == 0 else "rumour",
-        source_entity=teller,
-        hops=hops,
-        confidence=confidence,
-        importance=memory.importance,
-        feeling=memory.feeling,
-        arousal=memory.arousal,
-        diverging=False,
-        uncertain=True,
-        seq=at.seq,
-        game_time=at.game_time,
-        persistent=is_persistent(listener, "knowledge", policy),
-        character_id=listener,
-        timeline_id=at.timeline_id,
-        facts=facts,
-        origin=memory.origin,
-        lineage=[*memory.lineage, Teller(entity_id=teller, hops=hops, confidence=confidence)],
-        story_minutes=at.story_minutes,
+    return memory.model_copy(  # what is not named travels as it is: about, origin, feelings
+        update={
+            "belief_id": rumour_id(at, listener, memory.origin),
+            "kind": "knowledge",
+            "content": content,
+            "source": "told" if memory.hops == 0 else "rumour",
+            "source_entity": teller,
+            "hops": hops,
+            "confidence": confidence,
+            "diverging": False,
+            "uncertain": True,
+            "seq": at.seq,
+            "game_time": at.game_time,
+            "persistent": is_persistent(listener, "knowledge", policy),
+            "character_id": listener,
+            "timeline_id": at.timeline_id,
+            "facts": facts,
+            "lineage": [
+                *memory.lineage,
+                Teller(entity_id=teller, hops=hops, confidence=confidence),
+            ],
+            "story_minutes": at.story_minutes,
+        }
     )
 
 
