@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 from aiokafka.partitioner import murmur2
@@ -135,27 +135,11 @@ class Rumourmill:
         ]
         return deliveries
 
-    def ack_when_delivered(self, event: EventT[bytes], deliveries: list[Delivery]) -> None:
-        """Let Faust commit past `event` only once Kafka has confirmed all it produced.
-
-        Faust would ack an event as soon as the agent moves on, also when processing raised
-        or was cancelled, and its commit flushes the producer without checking that the sends
-        succeeded: any of these could commit past an event whose changes were never stored.
-        Acked here instead, an event is committed only once its changes, acks and dead
-        letters are in Kafka; a failed send stops the worker, and the event comes again.
-        """
-
-        def delivered(outcome: asyncio.Future[list[RecordMetadata]]) -> None:
-            failure = None if outcome.cancelled() else outcome.exception()
-            if outcome.cancelled() or failure is not None:
-                crash = asyncio.ensure_future(
-                    self.app.crash(failure or RuntimeError("a delivery was cancelled"))
-                )
-                self.crashing.add(crash)
-                return
-            event.ack()
-
-        asyncio.gather(*deliveries).add_done_callback(delivered)
+    def crash_soon(self, error: BaseException) -> None:
+        """Stop the worker from a callback: nothing more is committed, the events come again."""
+        crash = asyncio.ensure_future(self.app.crash(error))
+        self.crashing.add(crash)
+        crash.add_done_callback(self.crashing.discard)
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""
@@ -222,9 +206,39 @@ def create_app(settings: Settings) -> Rumourmill:
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 await app.crash(error)
                 raise
-            mill.ack_when_delivered(event, deliveries)
+            ack_when_delivered(event, deliveries, mill.crash_soon)
 
     return mill
+
+
+class Ackable(Protocol):
+    """What `ack_when_delivered` acks: a Faust event."""
+
+    def ack(self) -> bool: ...
+
+
+def ack_when_delivered(
+    event: Ackable, deliveries: list[Delivery], on_failure: Callable[[BaseException], None]
+) -> None:
+    """Let Faust commit past `event` only once Kafka has confirmed all it produced.
+
+    Faust would ack an event as soon as the agent moves on, also when processing raised or
+    was cancelled, and its commit flushes the producer without checking that the sends
+    succeeded: any of these could commit past an event whose changes were never stored.
+    Acked here instead, an event is committed only once its changes, acks and dead letters
+    are in Kafka; a failed or cancelled send calls `on_failure` (the worker stops, and the
+    event comes again).
+    """
+
+    def delivered(outcome: asyncio.Future[list[RecordMetadata]]) -> None:
+        if outcome.cancelled():
+            on_failure(asyncio.CancelledError("a delivery to Kafka was cancelled"))
+        elif (failure := outcome.exception()) is not None:
+            on_failure(failure)  # a delivery that failed or was cancelled
+        else:
+            event.ack()
+
+    asyncio.gather(*deliveries).add_done_callback(delivered)
 
 
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:

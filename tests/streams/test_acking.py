@@ -1,0 +1,59 @@
+"""An event is acked (its offset may be committed) only once Kafka confirmed all it produced."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.app import ack_when_delivered
+
+
+class Event:
+    """Stands for a Faust event: records whether it was acked."""
+
+    def __init__(self) -> None:
+        self.acked = False
+
+    def ack(self) -> bool:
+        self.acked = True
+        return True
+
+
+def test_an_event_is_acked_once_every_delivery_is_confirmed() -> None:
+    async def scenario() -> tuple[bool, bool, list[BaseException]]:
+        loop = asyncio.get_running_loop()
+        changes, ack = loop.create_future(), loop.create_future()
+        event, failures = Event(), []
+        ack_when_delivered(event, [changes, ack], failures.append)
+        changes.set_result("stored")
+        await asyncio.sleep(0)
+        halfway = event.acked
+        ack.set_result("stored")
+        await asyncio.sleep(0.01)
+        return halfway, event.acked, failures
+
+    halfway, acked, failures = asyncio.run(scenario())
+    assert not halfway, "acked before its ack message was stored"
+    assert acked and failures == []
+
+
+def test_a_failed_or_cancelled_delivery_never_acks_and_stops_the_worker() -> None:
+    async def scenario(outcome: str) -> tuple[bool, list[BaseException]]:
+        loop = asyncio.get_running_loop()
+        changes, ack = loop.create_future(), loop.create_future()
+        event, failures = Event(), []
+        ack_when_delivered(event, [changes, ack], failures.append)
+        ack.set_result("stored")
+        if outcome == "failed":
+            changes.set_exception(TimeoutError("broker gone"))
+        else:
+            changes.cancel()
+        await asyncio.sleep(0.01)
+        return event.acked, failures
+
+    acked, failures = asyncio.run(scenario("failed"))
+    assert not acked
+    assert [str(failure) for failure in failures] == ["broker gone"]
+
+    acked, failures = asyncio.run(scenario("cancelled"))
+    assert not acked
+    assert [type(failure) for failure in failures] == [asyncio.CancelledError]
