@@ -49,17 +49,11 @@ def unpack(key: bytes) -> tuple[KeyPart, ...]:
             continue
         if tag != _STRING:
             raise ValueError(f"not a packed key: unknown tag {tag!r} at {index - 1}")
-        text = bytearray()
-        while True:
-            byte = key[index]
-            if byte == 0 and key[index + 1 : index + 2] == b"\xff":
-                text.append(0)
-                index += 2
-            elif byte == 0:
-                index += 1
-                break
-            else:
-                text.append(byte)
-                index += 1
-        parts.append(text.decode("utf-8"))
+        end = key.find(_END, index)
+        while end != -1 and key[end : end + 2] == _ESCAPED_NUL:
+            end = key.find(_END, end + 2)
+        if end == -1:
+            raise ValueError(f"not a packed key: a string from {index} never ends")
+        parts.append(key[index:end].replace(_ESCAPED_NUL, _END).decode("utf-8"))
+        index = end + 1
     return tuple(parts)
