@@ -25,7 +25,6 @@ PROJECTION_KINDS: tuple[str, ...] = (
     minds.ORIGINS,
     minds.RELATIONS,
     minds.RELATION_HEADS,
-    minds.RELATED,
     minds.NEWS,
     minds.ORIGIN_EVENTS,
     minds.PERSISTENT_WORLDS,

@@ -2,7 +2,8 @@
 
 Every memory is stored once under its belief id, with small index entries that make the read
 cost what it returns: recollections by position, beliefs by importance, origins for "already
-knows", and relation aggregates kept as cumulative versions per timeline. A timeline's reads
+knows", and relation aggregates kept as cumulative versions per timeline, the newest also as
+the timeline's head (which lists the entities it relates to). A timeline's reads
 fold its own entries with each ancestor's up to the branch point; persistent memories live in
 a world-wide scope that every timeline reads.
 """
@@ -35,7 +36,6 @@ BELIEF_RANKS = "belief-rank"
 ORIGINS = "origin"
 RELATIONS = "relation"
 RELATION_HEADS = "relation-head"
-RELATED = "related"
 NEWS = "news-by-seq"
 ORIGIN_EVENTS = "origin-event"
 
@@ -168,17 +168,12 @@ def store_memories(
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
             tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
-        for entity, feeling in relation_contributions(memory):
-            if memory.persistent:
-                tx.put(keys.scoped(RELATED, scope, character) + pack(entity), b"")
-            else:
+        if not memory.persistent:  # persistent memories are counted when read
+            for entity, feeling in relation_contributions(memory):
                 contributions[(character, entity)].append((feeling, seq))
     timeline = memories_timeline(ancestry)
     for (character, entity), items in contributions.items():
-        before = _relation(tx, keys, ancestry, character, entity)
-        if before is None:  # a first relation: list the entity (ancestors list their own)
-            tx.put(keys.scoped(RELATED, timeline, character) + pack(entity), b"")
-        total, count, last = before or (0.0, 0, 0)
+        total, count, last = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
         version = max(seq for _, seq in items)
         after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
         tx.put(
@@ -231,17 +226,20 @@ def _relation(
     own = ancestry[0]
     head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + pack(entity))
     if head is not None:
-        total, count, last, version = orjson.loads(head)
+        *aggregate, version = orjson.loads(head)
         if version <= own.upto_seq:
-            return float(total), int(count), int(last)
+            return _aggregate(aggregate)
     raw = read_through(
         tx,
         ancestry if head is not None else ancestry[1:],
         lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity),
     )
-    if raw is None:
-        return None
-    total, count, last = orjson.loads(raw)
+    return None if raw is None else _aggregate(orjson.loads(raw))
+
+
+def _aggregate(stored: list[float]) -> tuple[float, int, int]:
+    """(sum of feelings, memories, last seq) as a relation version or head stores it."""
+    total, count, last = stored
     return float(total), int(count), int(last)
 
 
@@ -337,15 +335,17 @@ def _relations(
 ) -> list[dict[str, object]]:
     """Every other entity the character's memories are about or came from, most memories first."""
     totals: dict[str, list[float]] = {}
-    for segment in ancestry:
-        prefix = keys.scoped(RELATED, segment.timeline_id, character)
-        for key, _ in tx.scan(prefix):
-            (entity,) = unpack(key[len(prefix) :])
-            entity = str(entity)
-            if entity not in totals:
-                found = _relation(tx, keys, ancestry, character, entity)
-                if found is not None:
-                    totals[entity] = list(found)
+    for depth, segment in enumerate(ancestry):  # each timeline lists the entities it has heads of
+        prefix = keys.scoped(RELATION_HEADS, segment.timeline_id, character)
+        for key, head in tx.scan(prefix):
+            entity = str(unpack(key[len(prefix) :])[0])
+            if entity in totals:
+                continue
+            *aggregate, version = orjson.loads(head)
+            if depth == 0 and version <= segment.upto_seq:
+                totals[entity] = list(_aggregate(aggregate))
+            elif (found := _relation(tx, keys, ancestry, character, entity)) is not None:
+                totals[entity] = list(found)
     for memory in _persistent_memories(tx, keys, character):
         for entity, feeling in relation_contributions(memory):
             total = totals.setdefault(entity, [0.0, 0, 0])

@@ -134,8 +134,7 @@ def _place_on_timeline(
             "after_seq": branch.after_seq,
             "processed_seq": branch.after_seq,
             "acknowledged_seq": max(base.acknowledged_seq, branch.after_seq),
-            "waiting_for_parent": parent.waiting_for_parent
-            or parent.processed_seq < branch.after_seq,
+            "waiting_for_parent": not timelines.has_reached(tx, parent, branch.after_seq),
         }
     ), None
 

@@ -67,25 +67,46 @@ def descends_from(tx: StateTransaction, record: TimelineRecord, timeline_id: str
     return any(segment.timeline_id == timeline_id for segment in ancestry(tx, record))
 
 
+def provider(tx: StateTransaction, timeline: TimelineRecord, seq: int) -> TimelineRecord:
+    """The timeline whose own events make position `seq` as `timeline` sees it: `timeline`
+    itself, or the ancestor it inherited that position from (a branch shares its parent's past
+    up to the branch point)."""
+    current = timeline
+    while current.parent_timeline_id is not None and seq <= current.after_seq:
+        parent = load(tx, current.tenant_id, current.world_instance_id, current.parent_timeline_id)
+        if parent is None:
+            break
+        current = parent
+    return current
+
+
+def has_reached(tx: StateTransaction, timeline: TimelineRecord, seq: int) -> bool:
+    """Whether every position up to `seq` as `timeline` sees it has been applied."""
+    source = provider(tx, timeline, seq)
+    return seq == 0 or (not source.waiting_for_parent and source.processed_seq >= seq)
+
+
 def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
-    """Note that `child` holds its events until its parent reaches the branch point."""
+    """Note that `child` holds its events until its branch point is reached: by its parent,
+    or by the ancestor the parent inherited that position from."""
     assert child.parent_timeline_id is not None
+    parent = load(tx, child.tenant_id, child.world_instance_id, child.parent_timeline_id)
+    source = (
+        child.parent_timeline_id
+        if parent is None
+        else provider(tx, parent, child.after_seq).timeline_id
+    )
     tx.put(
-        pack(
-            WAITING_CHILDREN,
-            child.tenant_id,
-            child.world_instance_id,
-            child.parent_timeline_id,
-            child.timeline_id,
-        ),
+        pack(WAITING_CHILDREN, child.tenant_id, child.world_instance_id, source, child.timeline_id),
         b"1",
     )
 
 
 def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[TimelineRecord]:
-    """Waiting children whose branch point the parent has now reached; they stop waiting.
+    """Waiting children whose branch point `parent` has now made; they stop waiting.
 
-    A parent that is itself still waiting for its own parent has reached nothing yet.
+    The children waiting here are those whose branch point `parent`'s own events make (see
+    `provider`). A parent that is itself still waiting for its own parent has made nothing yet.
     """
     if parent.waiting_for_parent:
         return []
