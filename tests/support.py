@@ -71,6 +71,14 @@ class WorkerProcess:
         self.kill()
         raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
 
+    def wait_until_ready(self, times: int, timeout: float = 90.0) -> None:
+        """Wait until the worker has finished `times` partition assignments (rebalances)."""
+        deadline = time.monotonic() + timeout
+        while self.log_path.read_bytes().count(b"Recovery]: Worker ready") < times:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker not ready {times} times:\n{self.log_tail()}")
+            time.sleep(0.2)
+
     def kill(self) -> None:
         """SIGKILL: no shutdown, no flush, no commit."""
         if self.process is not None and self.process.poll() is None:
