@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from streams.brokers import apache_kafka
+from benchmarks.support import kafka_bootstrap
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import CHARACTERS, story
@@ -102,14 +102,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--events", type=int, default=3000, help="events in the story")
     args = parser.parse_args()
-    import os
-
-    given = os.environ.get("RUMOURMILL_TEST_BROKER")
-    if given:
-        run(given, args.clients, args.seconds, args.events)
-        return
-    with apache_kafka() as broker:
-        run(broker.bootstrap, args.clients, args.seconds, args.events)
+    with kafka_bootstrap() as bootstrap:
+        run(bootstrap, args.clients, args.seconds, args.events)
 
 
 if __name__ == "__main__":

@@ -225,16 +225,20 @@ def _relation(
     """
     own = ancestry[0]
     head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + pack(entity))
-    if head is not None:
-        *aggregate, version = orjson.loads(head)
-        if version <= own.upto_seq:
-            return _aggregate(aggregate)
+    if head is not None and (found := _head_at(head, own)) is not None:
+        return found
     raw = read_through(
         tx,
         ancestry if head is not None else ancestry[1:],
         lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity),
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
+
+
+def _head_at(head: bytes, segment: Segment) -> tuple[float, int, int] | None:
+    """A relation head's aggregate, if it was written at or before the segment's end."""
+    *aggregate, version = orjson.loads(head)
+    return _aggregate(aggregate) if version <= segment.upto_seq else None
 
 
 def _aggregate(stored: list[float]) -> tuple[float, int, int]:
@@ -341,10 +345,10 @@ def _relations(
             entity = str(unpack(key[len(prefix) :])[0])
             if entity in totals:
                 continue
-            *aggregate, version = orjson.loads(head)
-            if depth == 0 and version <= segment.upto_seq:
-                totals[entity] = list(_aggregate(aggregate))
-            elif (found := _relation(tx, keys, ancestry, character, entity)) is not None:
+            found = _head_at(head, segment) if depth == 0 else None
+            if found is None:
+                found = _relation(tx, keys, ancestry, character, entity)
+            if found is not None:
                 totals[entity] = list(found)
     for memory in _persistent_memories(tx, keys, character):
         for entity, feeling in relation_contributions(memory):

@@ -55,7 +55,7 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         offsets: dict[TP, int] = {}
         for event in batch:
             message = event.message
-            db = partition_db(self, message.partition)
+            db = without_write_ahead_log(partition_db(self, message.partition))
             writes = WriteBatch(raw_mode=True)
             for key, value in decode_changes(message.value or b""):
                 if value is None:
@@ -97,7 +97,7 @@ class Rumourmill:
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         changes: Changes = []
-        db = partition_db(self.state, message.partition)
+        db = without_write_ahead_log(partition_db(self.state, message.partition))
 
         def write(key: bytes, value: bytes | None) -> None:
             changes.append((key, value))
@@ -244,7 +244,7 @@ def ack_when_delivered(
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:
     """The RocksDB holding one partition of the state table (Faust opens it on first use)."""
     db: Rdict = table.data._db_for_partition(partition)  # type: ignore[attr-defined]
-    return without_write_ahead_log(db)
+    return db
 
 
 def partition_of(key: bytes, partitions: int) -> int:
