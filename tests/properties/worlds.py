@@ -17,13 +17,12 @@ import orjson
 from hypothesis import strategies as st
 
 from projections.intake import SourceMessage
-from projections.memories import belief_id
 from projections.minds import NotFound, runtime_read
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.oracle import Oracle, OracleNotFound, compare_reads
+from tests.oracle import Oracle, OracleNotFound, belief_id, compare_reads
 
 CHARACTERS = ["npc-a", "npc-b", "npc-c", "npc-d"]
 PLACES = ["loc-inn", "loc-road", "loc-well"]
