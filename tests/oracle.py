@@ -924,30 +924,23 @@ class Oracle:
             members = sorted(set(groups[group]))
             if len(members) < 2:
                 continue
-            copies: dict[str, list[tuple[str, OMemory]]] = {}
-            for member in members:
-                for memory in newest_news(visible, member, limit):
-                    copies.setdefault(memory.origin, []).append((member, memory))
-            newest_first = sorted(
-                copies, key=lambda origin: (-max(m.seq for _, m in copies[origin]), origin)
-            )
+            offered = [(who, m) for who in members for m in newest_news(visible, who, limit)]
+            pieces = unique(memory.origin for _, memory in offered)
+            pieces.sort(key=lambda o: (-max(m.seq for _, m in offered if m.origin == o), o))
             passed = 0
-            for origin in newest_first:
-                teller, freshest = min(copies[origin], key=lambda c: (c[1].hops, -c[1].seq, c[0]))
-                holders = {member for member, _ in copies[origin]}
-                listeners = [
-                    member
-                    for member in members
-                    if member not in holders
-                    and worth_telling(freshest, member)
-                    and not knows(member, origin)
-                ]
-                if not listeners:
-                    continue
-                if passed == limit:
+            for origin in pieces:
+                copies = [(m.hops, -m.seq, who, m) for who, m in offered if m.origin == origin]
+                _, _, teller, freshest = min(copies, key=lambda copy: copy[:3])
+                listeners = []
+                for member in members:
+                    holds = any(who == member for _, _, who, _ in copies)
+                    if holds or knows(member, origin) or not worth_telling(freshest, member):
+                        continue
+                    listeners.append(member)
+                if listeners and passed == limit:
                     self.reached["group limit"] += 1 if limit else 0
                     break
-                passed += 1
+                passed += 1 if listeners else 0
                 for listener in listeners:
                     yield teller, listener, freshest
             self.reached["group exchange"] += 1 if passed else 0

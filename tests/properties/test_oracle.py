@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +20,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from projections.minds import runtime_read
 from projections.policy import resolve
-from tests.oracle import Oracle
 from tests.properties.worlds import (
     CROWD,
     DrawnChoices,
@@ -31,7 +29,6 @@ from tests.properties.worlds import (
     Shape,
     draw_history,
 )
-from tests.seed import SEED_READ
 from tests.streams.noisy_story import CHARACTERS, PLAYER, noisy, story
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
@@ -45,7 +42,6 @@ SETTINGS: dict[str, Any] = {
     "database": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
 }
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def compare(history: History, cut: int, figures: Counter[str], reached: Counter[str]) -> Run:
@@ -178,19 +174,3 @@ def test_a_long_noisy_tavern_story_equals_the_oracle(seed: int) -> None:
     assert not run.problems, "\n".join(run.problems[:12])
     read = runtime_read(run.state, "default", f"tavern-{seed}-0", "reload", "npc-mara")
     assert len(read["recollections"]) == 20  # type: ignore[arg-type]
-
-
-def test_the_oracle_reads_seed_001_as_the_contract_shows() -> None:
-    """The oracle's own rules give the Memory contract's example read, ids aside."""
-    oracle = Oracle()
-    for raw in (EXAMPLES / "tavern.ndjson").read_bytes().splitlines()[:3]:
-        oracle.deliver(raw)
-    read = oracle.read("default", "save-1", "main", "npc-mara")
-    for part in ("beliefs", "recollections"):
-        for memory in read[part]:
-            assert len(memory.pop("belief_id")) == 32
-    relations = read.pop("relations")
-    assert [
-        {**relation, "feeling": round(float(relation["feeling"]), 2)} for relation in relations
-    ] == SEED_READ["relations"]
-    assert read == {name: value for name, value in SEED_READ.items() if name != "relations"}
