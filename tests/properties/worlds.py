@@ -361,6 +361,8 @@ def _draw_event(
         elif witnesses == 2:
             event["witnesses"] = choose.some(anyone, 3, "witnessed by")
         players = [who for who in (actor, target) if who in PLAYERS]
+        if actor in characters and choose.integer(0, 7, "played") == 0:
+            players.append(actor)  # a player plays this character here: a player, not a mind
         event["payload"] = _draw_payload(choose, cast)
         if choose.integer(0, 1, "facts"):
             event["facts"] = [_draw_fact(choose, characters)]
