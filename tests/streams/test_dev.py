@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from streams.brokers import free_port
+from localbroker import free_port
 
 
 def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from localbroker import free_port
 from projections.minds import runtime_read
 from projections.policy import resolve
 from projections.projector import Projector
@@ -134,9 +135,7 @@ def test_api_keys_are_required_and_see_only_their_tenant(tavern_worker: WorkerPr
 
 def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_path: Path) -> None:
     first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=4)
-    second = Settings(
-        **{**vars(first), "data_dir": tmp_path / "two", "web_port": first.web_port + 1}
-    )
+    second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
     worlds = [f"world-{number}" for number in range(8)]
     stream = [
         line.replace(b'"save-1"', f'"{world}"'.encode()) for world in worlds for line in TAVERN
@@ -149,7 +148,7 @@ def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_pat
     try:
         # publish once the first worker has taken its share after the second joined: Faust can
         # leave a partition unfetched when its first events arrive mid-rebalance (README)
-        workers[0].wait_until_ready(times=2)
+        workers[0].wait_until_ready(rebalances=2)
         send_events(first, stream)
         wait_for_acks(first, len(stream))
         for world in worlds:
