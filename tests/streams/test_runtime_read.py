@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -17,8 +18,9 @@ import pytest
 
 from localbroker import free_port
 from projections.minds import runtime_read
-from projections.policy import resolve
+from projections.policy import policy_key, resolve
 from projections.projector import Projector
+from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
@@ -204,9 +206,15 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
         text=True,
     )
     assert refused.returncode != 0 and "memory.spreading.enabld" in refused.stderr
+    # a producer that bypasses the command: the worker refuses it and keeps the last valid one
+    invalid = b'{"memory": {"persistent": {"characters": "npc-mara"}}}'
+    key = policy_key("default", "save-1")
+    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, invalid))
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
+        refusal = 'refused the policy under ["default","save-1"]: invalid policy: memory.persistent'
+        assert refusal in worker.log_path.read_text()
         send_events(settings, TAVERN)
         wait_for_acks(settings, len(TAVERN))
         status, body = get(
