@@ -148,6 +148,20 @@ def line(timeline: str, seq: int, time: str, key: str, **fields: object) -> byte
     )
 
 
+def a_load(timeline: str, after_seq: int, time: str, key: str) -> bytes:
+    """A load of main after `after_seq`, where the player first does something to Mara."""
+    return line(
+        timeline,
+        after_seq + 1,
+        time,
+        key,
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1"],
+        branch={"parent_timeline_id": "main", "after_seq": after_seq},
+    )
+
+
 STAFF = {"group": "staff"}
 SAILOR = {"name": "the sailor", "kind": "character", "group": "staff"}
 LIE = {"subject": "npc-drunk-sailor", "attribute": "status", "value": "fine"}
@@ -223,26 +237,8 @@ SEQUEL = [
         actor="npc-drunk-sailor",
         location="loc-tavern",
     ),
-    line(
-        "early",
-        3,
-        "day 1, 19:50",
-        "trade.gift-given",
-        actor="player-1",
-        target="npc-mara",
-        players=["player-1"],
-        branch={"parent_timeline_id": "main", "after_seq": 2},
-    ),
-    line(
-        "late",
-        5,
-        "day 1, 21:35",
-        "quest.helped",
-        actor="player-1",
-        target="npc-mara",
-        players=["player-1"],
-        branch={"parent_timeline_id": "main", "after_seq": 4},
-    ),
+    a_load("early", 2, "day 1, 19:50", "trade.gift-given"),
+    a_load("late", 4, "day 1, 21:35", "quest.helped"),
 ]
 """More of the story: groups form, news is told again and spreads to a newcomer, a lie is told,
 the reload goes on and two more loads branch off. What it forms depends on what the state
