@@ -175,17 +175,10 @@ class TestStateStore:
         assert list(store.scan(b"b", reverse=True, start=b"a\xff")) == []
 
     def test_a_start_beyond_the_scope_behind_the_scan_takes_the_whole_scope(
-        self, store: StateTransaction, request: pytest.FixtureRequest
+        self, store: StateTransaction
     ) -> None:
         """The bound only cuts: from before the scope going forward (or after it in reverse)
         every key of the scope is still yielded, whatever lies between start and scope."""
-        request.node.add_marker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="BUG (latent, no caller today): both stores stop at the first key between "
-                "start and scope and yield nothing",
-            )
-        )
         filled(store, SCOPE)
         inside = [key for key in sorted(SCOPE) if key.startswith(b"b")]
         assert keys(lambda: store.scan(b"b", start=b"a")) == inside
@@ -202,18 +195,16 @@ class TestStateStore:
             b"p\xfe",
             b"p\x00\xff",
         ]
-        assert keys(lambda: store.scan(b"o")) == [b"o\xff"]
+        assert keys(lambda: store.scan(b"o")) == []  # o ff ends the scope of o
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: going forward, RocksDB also yields p ff 00, p ff ff")
-def test_keys_that_go_on_from_the_prefix_with_xff_scan_alike_in_both_stores(
+def test_keys_that_go_on_from_the_prefix_with_xff_lie_outside_its_scope_in_both_stores(
     tmp_path: Path,
 ) -> None:
-    """Where a key goes on from the prefix with ff, the stores part: the memory store stops at
-    `prefix_end` (prefix + ff, inclusive), RocksDB going forward stops at the first key not
-    starting with the prefix. Either rule may be the contract; the two must be the same."""
+    """The scope of a prefix ends before prefix + ff (no packed part starts with ff)."""
     scope = [b"o", b"p", b"p\xfe", b"p\xff", b"p\xff\x00", b"p\xff\xff", b"q"]
     memory = filled(MemoryState(), scope)
+    assert keys(lambda: memory.scan(b"p")) == [b"p", b"p\xfe"]
     for rocks in rocks_state(tmp_path / "partition-0"):
         filled(rocks, scope)
         assert list(rocks.scan(b"p", reverse=True)) == list(memory.scan(b"p", reverse=True))
@@ -221,16 +212,12 @@ def test_keys_that_go_on_from_the_prefix_with_xff_scan_alike_in_both_stores(
 
 
 def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
-    store: StateTransaction, request: pytest.FixtureRequest
+    store: StateTransaction,
 ) -> None:
     """Ids may hold any character. Packed, `npc-a` is a byte prefix of `npc-a\\x00b` (a NUL is
     escaped as 00 ff), so a prefix scan of one also meets the other's keys, unless the store
-    stops at prefix + ff: RocksDB does not, and then Mara's read fails and the world's digest
+    stops before prefix + ff: otherwise Mara's read fails and the world's digest
     takes in another world."""
-    if isinstance(store, RocksTransaction):
-        request.node.add_marker(
-            pytest.mark.xfail(strict=True, reason="BUG: RocksDB scans cross NUL-extended ids")
-        )
 
     def send(offset: int, world: str, seq: int, actor: str) -> None:
         raw = orjson.dumps(
