@@ -31,6 +31,7 @@ typecheck: $(STAMP)
 kafka: $(STAMP)
 	$(BIN)/rumourmill broker fetch
 
+## make unit: every test that starts no broker (not marked integration)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
 

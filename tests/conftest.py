@@ -10,6 +10,20 @@ from streams.dev import apache_kafka
 from streams.settings import Settings
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make unit` starts no broker: a test that asks for one must be marked integration."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "kafka_bootstrap" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("integration") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use a broker but are not marked integration: " + ", ".join(unmarked)
+        )
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """A real Kafka broker for the whole session: started here, or the one you point us at."""

@@ -65,6 +65,7 @@ def test_apache_kafka_produce_consume_restart() -> None:
     assert not broker.running
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_tansu_produce_consume() -> None:
     topic = f"t-{uuid.uuid4().hex[:8]}"
