@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from streams.brokers import free_port
+from localbroker import free_port
 
 pytestmark = pytest.mark.integration  # starts the embedded Tansu broker
 

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from projections import timelines
-from streams.brokers import apache_kafka
+from streams.dev import apache_kafka
 from streams.replay import Replay, replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import noisy, story
@@ -158,7 +158,7 @@ def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
     lines = noisy(story(worlds=3, events_per_world=300, seed=seed), seed)
     clean = replay_lines(lines)
     wanted = expected_processed(clean, lines)
-    with apache_kafka() as broker:
+    with apache_kafka(Settings.from_env()) as broker:
         settings = unique_settings(broker.bootstrap, tmp_path / "data")
         worker = WorkerProcess(settings, tmp_path / "worker.log").start()
         try:
