@@ -18,7 +18,7 @@ from aiokafka.partitioner import murmur2
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from rocksdict import Rdict, WriteBatch
 
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector

@@ -11,14 +11,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-import orjson
 from faust.exceptions import SameNode
 from faust.web import Request, Response, View
 
 from projections import timelines
 from projections.digest import world_digest
-from projections.minds import NotFound, provenance, runtime_read
+from projections.provenance import provenance
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import StateTransaction
+from schemas.memory import ReadModel
 
 if TYPE_CHECKING:
     from streams.app import Rumourmill
@@ -66,15 +67,13 @@ class ReadScope:
 Handler = Callable[..., Awaitable[Response]]
 
 
-def answer(
-    view: View, read: Callable[..., dict[str, object]], scope: ReadScope, *args: str
-) -> Response:
+def answer(view: View, read: Callable[..., ReadModel], scope: ReadScope, *args: str) -> Response:
     """The JSON of a read of the world in `scope`; a read with nothing to show is a 404."""
     try:
         found = read(scope.tx, scope.tenant_id, scope.world_id, *args)
     except NotFound as missing:
         raise HTTPProblem(404, str(missing)) from None
-    return view.bytes(orjson.dumps(found), content_type="application/json")
+    return view.bytes(found.to_json(), content_type="application/json")
 
 
 def register_views(mill: Rumourmill) -> None:
