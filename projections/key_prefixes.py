@@ -13,7 +13,6 @@ projection spaces in declaration order, so a new one goes at the end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 
@@ -26,57 +25,48 @@ class Role(Enum):
     """How delivery went: differs between runs of the same stream (not in the digest)."""
 
 
-@dataclass(frozen=True, slots=True)
-class KeySpace:
-    """One key prefix, what it is for, and what its keys hold."""
-
-    prefix: str
-    role: Role
-    holds: str
-    """What follows (prefix, tenant, world) in its keys, and what an entry holds."""
+KEY_SPACES: dict[str, Role] = {}
+"""Every key prefix and what its space is for, in declaration order."""
 
 
-KEY_SPACES: dict[str, KeySpace] = {}
-"""Every key space by prefix, in declaration order."""
-
-
-def _declare(prefix: str, role: Role, holds: str) -> str:
+def _declare(prefix: str, role: Role) -> str:
     """Register a key space; its prefix is the constant its modules pack keys with."""
     if prefix in KEY_SPACES:
         raise ValueError(f"key prefix {prefix!r} is declared twice")
-    KEY_SPACES[prefix] = KeySpace(prefix, role, holds)
+    KEY_SPACES[prefix] = role
     return prefix
 
 
-def _projection(prefix: str, holds: str) -> str:
-    return _declare(prefix, Role.PROJECTION, holds)
+def _projection(prefix: str) -> str:
+    return _declare(prefix, Role.PROJECTION)
 
 
-def _bookkeeping(prefix: str, holds: str) -> str:
-    return _declare(prefix, Role.BOOKKEEPING, holds)
+def _bookkeeping(prefix: str) -> str:
+    return _declare(prefix, Role.BOOKKEEPING)
 
 
-TIMELINES = _projection("timeline", "timeline: its positions and branch point")
-FACTS = _projection("fact", "timeline, subject, attribute, seq: the world record")
-ENTITIES = _projection("entity", "entity: its merged declaration")
-LOCATIONS = _projection("location", "timeline, character, seq: where the character is")
-OCCUPANTS = _projection("occupants", "timeline, place, seq: who is there")
-MEMORIES = _projection("memory", "character, belief: the memory itself")
-RECOLLECTIONS = _projection("recollection", "scope, character, seq, belief: `event` memories")
-BELIEF_RANKS = _projection("belief-rank", "scope, character, rank, MAX_SEQ - seq, belief")
-ORIGINS = _projection("origin", "scope, character, origin: the first seq it was learned at")
-RELATIONS = _projection("relation", "timeline, character, entity, seq: a relation version")
-RELATION_HEADS = _projection("relation-head", "timeline, character, entity: newest version")
-NEWS = _projection("news-by-seq", "scope, character, seq, belief: news the character can tell")
-ORIGIN_EVENTS = _projection("origin-event", "origin: the event where news started")
-PERSISTENT_WORLDS = _projection("persistent-world", "(nothing): the world holds persistent ones")
-GROUP_EXCHANGES = _projection("group-exchange", "timeline, seq: the interval groups last met in")
-PENDING = _bookkeeping("pending", "timeline, seq: an event in the deferral buffer")
-WAITING_CHILDREN = _bookkeeping("waiting-child", "timeline, child: a branch waiting for it")
-OUTBOX = _bookkeeping("outbox", "(topic, partition, offset instead): what a message produced")
+# Each comment: what follows (prefix, tenant, world) in the keys, then what an entry holds.
+TIMELINES = _projection("timeline")  # timeline: positions and branch point
+FACTS = _projection("fact")  # timeline, subject, attribute, seq: the world record's value
+ENTITIES = _projection("entity")  # entity: its merged declaration
+LOCATIONS = _projection("location")  # timeline, character, seq: where the character is
+OCCUPANTS = _projection("occupants")  # timeline, place, seq: who is there
+MEMORIES = _projection("memory")  # character, belief: the memory itself
+RECOLLECTIONS = _projection("recollection")  # scope, character, seq, belief: an `event` memory
+BELIEF_RANKS = _projection("belief-rank")  # scope, character, rank, MAX_SEQ - seq, belief
+ORIGINS = _projection("origin")  # scope, character, origin: the first seq it was learned at
+RELATIONS = _projection("relation")  # timeline, character, entity, seq: a relation version
+RELATION_HEADS = _projection("relation-head")  # timeline, character, entity: newest version
+NEWS = _projection("news-by-seq")  # scope, character, seq, belief: news the character can tell
+ORIGIN_EVENTS = _projection("origin-event")  # origin: the event where news started
+PERSISTENT_WORLDS = _projection("persistent-world")  # nothing more: it has persistent memories
+GROUP_EXCHANGES = _projection("group-exchange")  # timeline, seq: the interval groups last met in
+PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
+WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
+OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
 
 PROJECTION_PREFIXES = tuple(
-    space.prefix for space in KEY_SPACES.values() if space.role is Role.PROJECTION
+    prefix for prefix, role in KEY_SPACES.items() if role is Role.PROJECTION
 )
 """The spaces of a world's projections, in declaration order; each key starts (prefix, tenant,
 world)."""

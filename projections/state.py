@@ -68,7 +68,3 @@ class MemoryState:
             if not key.startswith(prefix):
                 return
             yield key, self._data[key]
-
-    def items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry in key order."""
-        yield from self._data.items()

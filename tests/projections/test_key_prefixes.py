@@ -77,11 +77,11 @@ def test_generated_worlds_write_only_under_declared_prefixes(data: st.DataObject
 
 
 def test_the_digest_covers_projection_state_and_leaves_bookkeeping_out() -> None:
-    for space in KEY_SPACES.values():
+    for prefix, role in KEY_SPACES.items():
         state = MemoryState()
         for offset, raw in enumerate(TAVERN.splitlines()):
             Projector().receive(state, SourceMessage("events", 0, offset, None, raw))
         before = world_digest(state, "default", "save-1")
-        state.put(pack(space.prefix, "default", "save-1", "one-more"), b"1")
+        state.put(pack(prefix, "default", "save-1", "one-more"), b"1")
         changed = world_digest(state, "default", "save-1") != before
-        assert changed is (space.role is Role.PROJECTION), space.prefix
+        assert changed is (role is Role.PROJECTION), prefix
