@@ -75,5 +75,5 @@ class MemoryState:
             yield key, self._data[key]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry in key order."""
+        """Every entry in key order (for comparing whole states)."""
         yield from self._data.items()

@@ -23,7 +23,7 @@ from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector

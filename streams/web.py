@@ -20,8 +20,10 @@ from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.digest import world_digest
-from projections.minds import NotFound, provenance, runtime_read
+from projections.provenance import provenance
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import StateTransaction
+from schemas.memory import ReadModel
 
 IDENTIFIER_LIMIT = 128
 DEFAULT_TENANT = "default"
@@ -111,8 +113,10 @@ class ReadsView(View):
         self.reads = reads
         super().__init__(app, web)
 
-    def answer(self, found: object, status: int = 200) -> Response:
-        return self.bytes(orjson.dumps(found), content_type="application/json", status=status)
+    def answer(self, found: ReadModel | object, status: int = 200) -> Response:
+        """The JSON of a read model (its own encoding) or of plain data."""
+        body = found.to_json() if isinstance(found, ReadModel) else orjson.dumps(found)
+        return self.bytes(body, content_type="application/json", status=status)
 
 
 class Health(ReadsView):

@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from projections.catalogue import classify, display_name
 from projections.memories import belief_id, origin_of
 from projections.policy import DEFAULT_POLICY
-from projections.rumours import (
+from projections.rumour_rules import (
     group_interval,
     groups,
     meetings,

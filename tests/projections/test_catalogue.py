@@ -7,11 +7,12 @@ from typing import Any
 import orjson
 
 from projections.catalogue import Catalogue, StoredDeclarations, merge_declaration
-from projections.minds import runtime_read
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy, merge_policy
 from streams.replay import replay_lines
+from tests.reads import answer
 
 POLICY = Policy()
 
@@ -144,7 +145,9 @@ def test_a_name_declared_once_names_the_entity_in_every_later_memory() -> None:
             line(3, key="combat.enemy-defeated", actor="npc-ilse", location="loc-inn"),
         ]
     ).state
-    recollections: Any = runtime_read(state, "default", "w", "main", "npc-ilse")["recollections"]
+    recollections: Any = answer(runtime_read(state, "default", "w", "main", "npc-ilse"))[
+        "recollections"
+    ]
     assert recollections[0]["content"].startswith("Ilse enemy defeated at The Inn")
     assert StoredDeclarations(state, "default", "w").declared() == {
         "loc-inn": EntityDeclaration(name="The Inn"),

@@ -16,12 +16,14 @@ from projections.catalogue import StoredDeclarations
 from projections.digest import world_digest
 from projections.intake import SourceMessage
 from projections.memories import belief_id
-from projections.minds import NotFound, provenance, runtime_read
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.provenance import provenance
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas import EntityDeclaration
 from streams.replay import replay_lines
+from tests.reads import answer
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 LINES = TAVERN.splitlines()
@@ -58,14 +60,18 @@ def everything_read(state: MemoryState) -> list[object]:
         answers.append(timelines.load(state, "default", "save-1", timeline_id))
         for npc in CHARACTERS:
             try:
-                read: Any = runtime_read(state, "default", "save-1", timeline_id, npc)
+                read: Any = answer(runtime_read(state, "default", "save-1", timeline_id, npc))
             except NotFound as missing:
                 answers.append(str(missing))
                 continue
             answers.append(read)
             for belief in [*read["beliefs"], *read["recollections"]]:
                 answers.append(
-                    provenance(state, "default", "save-1", timeline_id, npc, belief["belief_id"])
+                    answer(
+                        provenance(
+                            state, "default", "save-1", timeline_id, npc, belief["belief_id"]
+                        )
+                    )
                 )
     answers.append(StoredDeclarations(state, "default", "save-1").declared())
     return answers

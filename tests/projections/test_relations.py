@@ -10,8 +10,9 @@ from typing import Any
 
 import orjson
 
-from projections.minds import runtime_read
+from projections.runtime_read import runtime_read
 from streams.replay import replay_lines
+from tests.reads import answer
 
 MAX_RELATIONS = 50
 
@@ -62,7 +63,7 @@ def test_a_character_related_to_more_than_fifty_entities_reads_the_fifty_with_mo
     memories = [(seq, about) for seq, about in enumerate(happenings, start=1)]
     state = replay_lines([seen_by_mara(seq, *about) for seq, about in memories]).state
 
-    relations: Any = runtime_read(state, "default", "w", "main", "npc-mara")["relations"]
+    relations: Any = answer(runtime_read(state, "default", "w", "main", "npc-mara"))["relations"]
     shown = [(r["entity_id"], r["memories"], r["last_seq"]) for r in relations]
     assert len(shown) == MAX_RELATIONS
     assert shown == expected_relations(memories)
@@ -91,7 +92,9 @@ def test_the_fifty_on_a_branch_count_the_parents_memories_up_to_the_branch_point
     state = replay_lines(lines).state
 
     def shown(timeline: str) -> list[tuple[str, int, int]]:
-        relations: Any = runtime_read(state, "default", "w", timeline, "npc-mara")["relations"]
+        relations: Any = answer(runtime_read(state, "default", "w", timeline, "npc-mara"))[
+            "relations"
+        ]
         return [(r["entity_id"], r["memories"], r["last_seq"]) for r in relations]
 
     inherited = list(enumerate(on_main[:30], start=1))

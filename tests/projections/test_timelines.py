@@ -17,12 +17,13 @@ import orjson
 import pytest
 
 from projections import timelines
-from projections.minds import runtime_read
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from projections.timelines import Segment
 from schemas import MAX_SEQ
 from schemas.records import TimelineRecord
 from streams.replay import replay_lines
+from tests.reads import answer
 
 BRANCHES = {"b1": ("main", 10), "b2": ("b1", 15), "b3": ("b1", 5), "b4": ("b2", 12)}
 
@@ -183,7 +184,7 @@ def test_a_read_on_a_branch_of_a_branch_remembers_each_ancestor_up_to_its_branch
     state = replay_lines(lines).state
 
     def marks(timeline_id: str) -> list[str]:
-        recollections: Any = runtime_read(state, "default", "w", timeline_id, "npc-mara")[
+        recollections: Any = answer(runtime_read(state, "default", "w", timeline_id, "npc-mara"))[
             "recollections"
         ]
         return [str(item["content"]).split("mark: ")[1].rstrip(")") for item in recollections]

@@ -17,12 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from projections.delivery import SourceMessage
 from projections.digest import world_digest
-from projections.intake import SourceMessage
+from projections.key_prefixes import MEMORIES
 from projections.keys import pack
 from projections.memories import origin_of
-from projections.minds import MEMORIES, NotFound, runtime_read
 from projections.policy import resolve
+from projections.runtime_read import NotFound, runtime_read
 from schemas import Event
 from schemas.memory import Memory
 from streams.replay import replay_lines
@@ -116,7 +117,7 @@ def read_leaks(run: Run, figures: Counter[str]) -> list[str]:
             try:
                 read: dict[str, Any] = runtime_read(
                     run.state, history.tenant, history.world, timeline, npc
-                )
+                ).model_dump(mode="json")
             except NotFound:
                 continue
             figures["reads checked"] += 1

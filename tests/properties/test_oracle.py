@@ -19,8 +19,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from projections.minds import runtime_read
 from projections.policy import resolve
+from projections.runtime_read import runtime_read
 from tests.properties.worlds import History, Run, draw_history
 from tests.streams.noisy_story import CHARACTERS, PLAYER, noisy, story
 
@@ -146,5 +146,7 @@ def test_a_long_noisy_tavern_story_equals_the_oracle(seed: int) -> None:
     run.deliver()
     run.compare_reads("final")
     assert not run.problems, "\n".join(run.problems[:12])
-    read = runtime_read(run.state, "default", f"tavern-{seed}-0", "reload", "npc-mara")
+    read = runtime_read(run.state, "default", f"tavern-{seed}-0", "reload", "npc-mara").model_dump(
+        mode="json"
+    )
     assert len(read["recollections"]) == 20  # type: ignore[arg-type]

@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.memories import belief_id
-from projections.minds import NotFound, runtime_read
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.policy import Policy
 from tests.oracle import Oracle, OracleNotFound, compare_reads
@@ -376,7 +376,9 @@ class Run:
             for npc in self.history.ids:
                 self.reads += 1
                 try:
-                    actual: Any = runtime_read(self.state, tenant, world, timeline, npc)
+                    actual: Any = runtime_read(self.state, tenant, world, timeline, npc).model_dump(
+                        mode="json"
+                    )
                 except NotFound:
                     actual = "404"
                 try:

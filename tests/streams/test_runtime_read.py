@@ -17,9 +17,9 @@ import orjson
 import pytest
 
 from localbroker import free_port
-from projections.minds import runtime_read
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
@@ -75,7 +75,7 @@ def test_the_read_serves_what_the_projector_computes(tavern_worker: WorkerProces
         )
         assert status == 200
         assert body == orjson.loads(
-            orjson.dumps(runtime_read(expected, "default", "save-1", timeline, npc))
+            runtime_read(expected, "default", "save-1", timeline, npc).to_json()
         )
     status, body = get(
         port, READ.format(npc="npc-mara", world="save-1", timeline="main"), "key-acme"
@@ -155,7 +155,7 @@ def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_pat
         wait_for_acks(first, len(stream))
         for world in worlds:
             want = orjson.loads(
-                orjson.dumps(runtime_read(expected, "default", world, "main", "npc-mara"))
+                runtime_read(expected, "default", world, "main", "npc-mara").to_json()
             )
             for worker in workers:
                 path = READ.format(npc="npc-mara", world=world, timeline="main")
@@ -224,7 +224,7 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
         policy = resolve(None, document)
         expected = replay_lines(TAVERN, Projector(policies=lambda tenant, world: policy)).state
         assert body == orjson.loads(
-            orjson.dumps(runtime_read(expected, "default", "save-1", "reload", "npc-mara"))
+            runtime_read(expected, "default", "save-1", "reload", "npc-mara").to_json()
         )
         assert any(m["persistent"] and "defeated" in m["content"] for m in body["recollections"])
     finally:

@@ -17,10 +17,11 @@ from rocksdict import Rdict
 
 from projections.digest import world_digest
 from projections.intake import SourceMessage
-from projections.minds import runtime_read
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
 from streams.state import RocksTransaction, state_options, without_write_ahead_log
+from tests.reads import answer
 
 
 def rocks_state(path: Path) -> Iterator[RocksTransaction]:
@@ -237,7 +238,7 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
     digest = world_digest(store, "default", "w")
     send(2, "w\x00v", 1, "npc-a")
     assert world_digest(store, "default", "w") == digest
-    read = runtime_read(store, "default", "w", "main", "npc-a")
+    read = answer(runtime_read(store, "default", "w", "main", "npc-a"))
     assert read["relations"] == [
         {"entity_id": "npc-x", "feeling": 0.0, "memories": 1, "last_seq": 1}
     ]

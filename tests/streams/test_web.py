@@ -19,10 +19,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
-from projections.minds import provenance, runtime_read
+from projections.provenance import provenance
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
+from schemas.memory import ReadModel
 from streams.replay import replay_lines
 from streams.web import ROUTES, Readiness, register_views
+from tests.reads import answer
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
@@ -71,7 +74,7 @@ def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tup
 
 
 def json_of(found: object) -> Any:
-    return orjson.loads(orjson.dumps(found))
+    return answer(found) if isinstance(found, ReadModel) else orjson.loads(orjson.dumps(found))
 
 
 def test_every_route_is_served() -> None:
@@ -87,7 +90,7 @@ def test_every_route_is_served() -> None:
 
 def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> None:
     mind = runtime_read(STATE, "default", "save-1", "main", "npc-tomas")
-    belief = mind["beliefs"][0]["belief_id"]
+    belief = mind.beliefs[0].belief_id
     origin = (
         f"/v2/memory/runtime/npcs/npc-tomas/beliefs/{belief}/provenance"
         "?world_instance_id=save-1&timeline_id=main"
