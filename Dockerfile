@@ -4,6 +4,7 @@ COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY projections ./projections
 COPY streams ./streams
+COPY localbroker ./localbroker
 COPY examples ./examples
 RUN pip install --no-cache-dir .
 ENV RUMOURMILL_DATA_DIR=/var/lib/rumourmill \

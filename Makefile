@@ -21,16 +21,17 @@ test: $(STAMP) lint typecheck kafka
 	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check schemas projections streams tests benchmarks
-	$(BIN)/ruff format --check schemas projections streams tests benchmarks
+	$(BIN)/ruff check schemas projections streams localbroker tests benchmarks
+	$(BIN)/ruff format --check schemas projections streams localbroker tests benchmarks
 
 typecheck: $(STAMP)
-	$(BIN)/mypy schemas projections streams
+	$(BIN)/mypy schemas projections streams localbroker
 
 ## fetch the Apache Kafka jars into the cache (~/.cache/rumourmill) once
 kafka: $(STAMP)
 	$(BIN)/rumourmill broker fetch
 
+## make unit: every test that starts no broker (not marked integration)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
 

@@ -16,10 +16,11 @@ from itertools import islice
 
 from benchmarks.story import WITNESS, witness_story
 from benchmarks.support import Options, median, parse_options, percentile, report
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
+from projections.key_prefixes import MEMORIES
 from projections.keys import pack
-from projections.minds import MEMORIES, runtime_read
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 
 SMALL = 1_000

@@ -16,7 +16,7 @@ from collections import Counter
 
 from benchmarks.story import encoded, tavern_story
 from benchmarks.support import Options, median, parse_options, rate, report
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas import Event

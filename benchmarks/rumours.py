@@ -19,9 +19,9 @@ from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
 from benchmarks.support import Options, median, parse_options, rate, report
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
+from projections.key_prefixes import MEMORIES
 from projections.keys import pack
-from projections.minds import MEMORIES
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy

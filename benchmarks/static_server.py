@@ -13,7 +13,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from streams.brokers import die_with_parent, free_port, port_open
+from localbroker import die_with_parent, free_port, port_open
 
 HOST = "127.0.0.1"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
+from projections.event_keys import ENTITY_DECLARED, LOCATION_ENTERED, PLAYER_SAID, TOLD
 from projections.memories import belief_id
-from projections.perception import ENTITY_DECLARED, LOCATION_ENTERED, PLAYER_SAID, TOLD
 
 PLAYER = "player-1"
 TENANT = "default"

@@ -6,16 +6,16 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from localbroker import free_port
 from streams.app import partition_of
-from streams.brokers import apache_kafka, free_port
+from streams.dev import apache_kafka
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.support import WorkerProcess, send_events, unique_settings
@@ -89,12 +89,12 @@ def report(title: str, rows: Sequence[tuple[str, str]]) -> None:
 @contextlib.contextmanager
 def kafka_bootstrap() -> Iterator[str]:
     """`RUMOURMILL_TEST_BROKER` if set, else an Apache Kafka broker started and stopped here."""
-    given = os.environ.get("RUMOURMILL_TEST_BROKER")
-    if given:
-        yield given
+    settings = Settings.from_env()
+    if settings.test_broker:
+        yield ",".join(settings.test_broker)
         return
     started = time.perf_counter()
-    with apache_kafka() as broker:
+    with apache_kafka(settings) as broker:
         print(f"(Apache Kafka on {broker.bootstrap}, up in {time.perf_counter() - started:.1f}s)")
         yield broker.bootstrap
 
@@ -123,9 +123,10 @@ def prepared_settings(bootstrap: str, data_dir: Path, partitions: int = 4) -> Se
 
 def worker_settings(settings: Settings, name: str, data_dir: Path) -> Settings:
     """The same topics, but a fresh consumer group, changelog, data dir and web port."""
-    return replace(
-        settings,
-        app_id=f"{settings.app_id}-{name}",
-        data_dir=data_dir,
-        web_port=free_port(),
+    return settings.model_copy(
+        update={
+            "app_id": f"{settings.app_id}-{name}",
+            "data_dir": data_dir,
+            "web_port": free_port(),
+        }
     )

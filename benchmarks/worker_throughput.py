@@ -97,14 +97,14 @@ async def _processed_acks(
 def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> Run:
     """Start a fresh worker over the published events; time until N processed acks."""
     run_settings = worker_settings(settings, f"r{attempt}", workdir / f"data-{attempt}")
-    start = asyncio.run(_end_offsets(settings.broker, settings.acks_topic, settings.partitions))
+    start = asyncio.run(_end_offsets(settings.bootstrap, settings.acks_topic, settings.partitions))
     worker = WorkerProcess(run_settings, workdir / f"worker-{attempt}.log")
     launched = time.perf_counter()
     try:
         worker.start()
         timeout = 60 + count * ACK_TIMEOUT_PER_EVENT
         try:
-            stamps, _ = asyncio.run(_processed_acks(settings.broker, start, count, timeout))
+            stamps, _ = asyncio.run(_processed_acks(settings.bootstrap, start, count, timeout))
         except TimeoutError:
             print(worker.log_tail())
             raise

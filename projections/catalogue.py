@@ -8,12 +8,13 @@ else was declared: players never form memories, and only characters do.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Protocol
 
+from projections.key_prefixes import ENTITIES
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import EntityDeclaration, Event
@@ -22,6 +23,9 @@ from schemas.policy import Policy
 PLAYER = "player"
 CHARACTER = "character"
 UNKNOWN = "unknown"
+
+KindOf = Callable[[str], str]
+"""The kind of an id as one event sees it (`Catalogue.kind_of`)."""
 
 
 class Declarations(Protocol):
@@ -87,9 +91,6 @@ class Catalogue:
     def name_of(self, entity_id: str) -> str:
         """What a character calls `entity_id` (see `display_name`)."""
         return display_name(entity_id, self)
-
-
-ENTITIES = "entity"
 
 
 @dataclass(frozen=True, slots=True)

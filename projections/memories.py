@@ -22,8 +22,9 @@ from typing import Protocol
 from pydantic import JsonValue, ValidationError
 
 from projections.catalogue import UNKNOWN
+from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID
 from projections.keys import pack
-from projections.perception import CONVERSATION_KEYS, PLAYER_SAID, Perception
+from projections.perception import Perception
 from projections.weighing import Weights, event_kind, weigh
 from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
@@ -80,15 +81,6 @@ def form_memories(
         if impression is not None:
             formed.append(impression)
     return formed
-
-
-def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
-    """(entity, feeling) for every other entity the memory is about or came from, once each.
-
-    A relation is the mean feeling of its contributions, their count and the last seq.
-    """
-    others = _unique([*memory.about, memory.source_entity])
-    return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
 
 
 def _seen(event: Event, perception: Perception, context: MemoryContext, policy: Policy) -> Memory:

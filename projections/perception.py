@@ -15,23 +15,13 @@ witnesses or occupants in id order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from projections.catalogue import CHARACTER
+from projections.catalogue import CHARACTER, KindOf
+from projections.event_keys import CHARACTERS_MET, CONVERSATION_KEYS, ENTITY_DECLARED, MOVEMENT_KEYS
 from schemas import Event
 from schemas.policy import Part, Policy
-
-LOCATION_ENTERED = "loreweaver.movement.location-entered"
-CHARACTER_ENTERED_LOCATION = "loreweaver.movement.character-entered-location"
-MOVEMENT_KEYS = frozenset({LOCATION_ENTERED, CHARACTER_ENTERED_LOCATION})
-TOLD = "loreweaver.conversation.told"
-PLAYER_SAID = "loreweaver.conversation.player-said"
-CONVERSATION_KEYS = frozenset({TOLD, PLAYER_SAID})
-ENTITY_DECLARED = "world.entity-declared"
-
-KindOf = Callable[[str], str]
-"""The kind of an id as this event sees it (`Catalogue.kind_of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +52,6 @@ def perceivers(
         taken.add(character)
         perceptions.append(Perception(character, part))
     return perceptions
-
-
-CHARACTERS_MET = "loreweaver.social.characters-met"
-"""A meeting: it spreads news (when spreading is on) but is not itself news."""
 
 
 def forms_memories(key: str, policy: Policy) -> bool:

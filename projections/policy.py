@@ -7,12 +7,10 @@ them, then the world document.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
-from pydantic import ValidationError
 
 from schemas.policy import Policy, merge_policy
 
@@ -35,14 +33,16 @@ def policy_key(tenant_id: str, world_id: str | None) -> bytes:
 def resolve(
     tenant_document: dict[str, Any] | None, world_document: dict[str, Any] | None
 ) -> Policy:
-    """Built-in defaults, then the tenant's document, then the world's, validated."""
+    """Built-in defaults, then the tenant's document, then the world's, validated.
+
+    Documents are checked on their way in (`rumourmill policy set`, and the worker's policy
+    feed, which refuses an invalid one and keeps the last valid): an invalid one here is a
+    bug and raises pydantic's `ValidationError`.
+    """
     policy = DEFAULT_POLICY
     for document in (tenant_document, world_document):
         if document:
-            # `rumourmill policy set` refuses invalid documents; one written past it is
-            # skipped, so a bad policy can never stop the stream.
-            with contextlib.suppress(ValidationError):
-                policy = merge_policy(policy, document)
+            policy = merge_policy(policy, document)
     return policy
 
 

@@ -10,20 +10,22 @@ from dataclasses import dataclass
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
-from projections.intake import DEFAULT_MAX_EVENT_BYTES, Intake, SourceMessage, receive
+from projections.delivery import Intake, SourceMessage
+from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.memories import form_memories, origin_of
-from projections.minds import (
-    MindKeys,
+from projections.memory_store import (
+    MemoryKeys,
     knows,
     load_memory,
-    mind_keys,
+    memory_keys,
     record_origin,
     store_memories,
     visible,
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
-from projections.spreading import spread
+from projections.relations import record_relations
+from projections.rumour_spreading import spread
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
@@ -57,12 +59,14 @@ class Projector:
                 if event.location is not None
                 else set()
             )
-            context = _StoredMinds(tx, mind_keys(tx, tenant, world_id), ancestry, catalogue)
+            context = _StoredMinds(tx, memory_keys(tx, tenant, world_id), ancestry, catalogue)
             memories = form_memories(
                 event, perceivers(event, catalogue.kind_of, present, policy), context, policy
             )
             rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present)
-            store_memories(tx, context.keys, ancestry, [*memories, *rumours])
+            formed = [*memories, *rumours]
+            store_memories(tx, context.keys, formed)
+            record_relations(tx, context.keys, ancestry, formed)
             if any(memory.origin == origin_of(event) for memory in memories):
                 record_origin(tx, context.keys, origin_of(event), event)
         for entity_id, declaration in event.entities.items():
@@ -77,7 +81,7 @@ class _StoredMinds:
     """What memory formation looks up, answered from state as of just before the event."""
 
     tx: StateTransaction
-    keys: MindKeys
+    keys: MemoryKeys
     ancestry: Ancestry
     catalogue: Catalogue
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from projections import timelines
+from projections.key_prefixes import PENDING
 from projections.keys import pack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Ack, Event, Outcome
 from schemas.policy import SequencingPolicy
 from schemas.records import TimelineRecord
-
-PENDING = "pending"
 
 ApplyEvent = Callable[[StateTransaction, Event, Ancestry], None]
 """Applies one event's effects, given the ancestry as it stood just before the event."""

@@ -28,15 +28,20 @@ class StateTransaction(Protocol):
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Entries whose key starts with `prefix`, in key order (or reversed).
+        """Entries of the scope `[prefix, prefix_end(prefix))`, in key order (or reversed).
 
-        `start`, when given, is an inclusive bound: the first key yielded is the first at or
-        after it going forward, or at or before it going in reverse.
+        `start`, when given, is an inclusive bound that only cuts: the first key yielded is
+        the first of the scope at or after it going forward, or at or before it in reverse.
         """
 
 
 def prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key that starts with `prefix`."""
+    """The end (exclusive) of the scope of `prefix`: `prefix` followed by ff.
+
+    A packed key part never starts with ff, so the scope of a packed tuple holds exactly the
+    keys of the longer tuples that start with it, and never the keys of an id that merely
+    extends another (`npc-a` and `npc-a\\x00b`, whose packing goes on with 00 ff).
+    """
     return prefix + b"\xff"
 
 
@@ -59,16 +64,16 @@ class MemoryState:
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
+        end = prefix_end(prefix)
         if reverse:
-            upper = prefix_end(prefix) if start is None else start
-            keys = self._data.irange(prefix, upper, reverse=True)
+            upper = end if start is None or start >= end else start
+            keys = self._data.irange(prefix, upper, inclusive=(True, upper != end), reverse=True)
         else:
-            keys = self._data.irange(prefix if start is None else start, prefix_end(prefix))
+            lower = prefix if start is None else max(start, prefix)
+            keys = self._data.irange(lower, end, inclusive=(True, False))
         for key in keys:
-            if not key.startswith(prefix):
-                return
             yield key, self._data[key]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every entry in key order."""
+        """Every entry in key order (for comparing whole states)."""
         yield from self._data.items()

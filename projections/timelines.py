@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from projections.key_prefixes import TIMELINES, WAITING_CHILDREN
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import MAX_SEQ
 from schemas.records import TimelineRecord
-
-TIMELINES = "timeline"
-WAITING_CHILDREN = "waiting-child"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from projections.perception import CONVERSATION_KEYS, MOVEMENT_KEYS
+from projections.event_keys import CONVERSATION_KEYS, MOVEMENT_KEYS
 from schemas.policy import EventKind, Learned, Part, Policy
 
 KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (

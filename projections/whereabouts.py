@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import orjson
 
+from projections.event_keys import MOVEMENT_KEYS
+from projections.key_prefixes import LOCATIONS, OCCUPANTS
 from projections.keys import pack
-from projections.perception import MOVEMENT_KEYS
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from projections.versions import read_through
 from schemas import Event
-
-LOCATIONS = "location"
-OCCUPANTS = "occupants"
 
 
 def location_of(

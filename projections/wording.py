@@ -13,7 +13,7 @@ from collections.abc import Callable
 import orjson
 from pydantic import JsonValue
 
-from projections.perception import PLAYER_SAID, TOLD
+from projections.event_keys import PLAYER_SAID, TOLD
 from schemas import Event
 
 Names = Callable[[str], str]

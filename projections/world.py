@@ -11,13 +11,12 @@ from typing import Any
 
 import orjson
 
+from projections.key_prefixes import FACTS
 from projections.keys import pack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from projections.versions import read_through
 from schemas import Event
-
-FACTS = "fact"
 
 ABSENT: Any = object()
 """Marks a fact the world record has never set."""

@@ -3,6 +3,10 @@
 Events are validated straight from the message bytes (`Event.model_validate_json`), strictly:
 a wrong type is an error, not something to coerce, and an unknown field is refused so that a
 misspelt optional field (`witness` for `witnesses`) cannot silently change who perceives what.
+
+The exported JSON Schemas (`schemas.export`) are the contract for producers in other languages,
+so every check here is a constraint JSON Schema can state: types, lengths, ranges and patterns,
+no validator of our own that a schema validator could not repeat.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import re
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, StringConstraints
 
 MAX_SEQ = 2**63 - 1
 """The largest position a timeline can reach (positions are stored as signed 64-bit)."""
@@ -19,9 +23,27 @@ MAX_SEQ = 2**63 - 1
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 """A tenant, world, timeline or entity id: 1 to 128 characters."""
 
-Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 
-GAME_TIME_PATTERN = re.compile(r"^day (\d{1,6}), ([01]\d|2[0-3]):([0-5]\d)$")
+def _integral(value: object) -> object:
+    """A number with no fraction as the int it is; anything else is left for strict checking."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+AsInteger = BeforeValidator(_integral)
+"""Takes an integer as JSON Schema counts one: `3` and `3.0` alike, never `true` or `"3"`.
+Place it last, after the bounds (`Annotated[int, Field(ge=1), AsInteger]`), so that the
+exported schema keeps them."""
+
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), AsInteger]
+
+GAME_TIME_PATTERN = re.compile(r"^day ([0-9]{1,6}), ([01][0-9]|2[0-3]):([0-5][0-9])$")
+"""Story time, `"day D, HH:MM"`. Compiled, so pydantic checks it with Python's `re` as
+`story_minutes` reads it, and as Python's `jsonschema` checks the exported pattern; in an
+ECMA-262 engine `$` also refuses a trailing newline, which Python's lets through."""
+
+GameTime = Annotated[str, StringConstraints(pattern=GAME_TIME_PATTERN)]
 
 
 class Contract(BaseModel):
@@ -62,7 +84,7 @@ class Branch(Contract):
     """Where a new timeline leaves its parent: it sees the parent up to `after_seq`."""
 
     parent_timeline_id: Identifier
-    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ - 1)]
+    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ - 1), AsInteger]
 
 
 class Event(Contract):
@@ -80,16 +102,9 @@ class Event(Contract):
     players: list[Identifier] = Field(default_factory=list)
     payload: dict[str, JsonValue] = Field(default_factory=dict)
     facts: list[Fact] = Field(default_factory=list)
-    game_time: str | None = None
+    game_time: GameTime | None = None
     entities: dict[Identifier, EntityDeclaration] = Field(default_factory=dict)
     branch: Branch | None = None
-
-    @field_validator("game_time")
-    @classmethod
-    def _game_time_reads_as_story_time(cls, value: str | None) -> str | None:
-        if value is not None:
-            story_minutes(value)
-        return value
 
     @property
     def story_minutes(self) -> int | None:

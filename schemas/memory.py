@@ -1,13 +1,15 @@
-"""What a character remembers, and the runtime read that serves one character's mind.
+"""What a character remembers, and the reads that serve one character's mind.
 
 A `Memory` is the stored record; a `BeliefRead` is the part of it a game may see. The read
 models keep seed 001's exact key order ("The runtime read"): fields are declared in that order
-and pydantic dumps them in declaration order.
+and pydantic dumps them in declaration order. A `Memory` placed where a `BeliefRead` is
+declared is dumped as a `BeliefRead`: pydantic serialises an instance by the declared type,
+so a read never shows the stored fields.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -69,12 +71,13 @@ class Memory(BeliefRead):
     """The tellers it passed through, first teller first; empty for what was seen."""
     story_minutes: int | None
 
-    def to_read(self, diverging: bool | None = None) -> dict[str, Any]:
-        """The public part, in the read's key order; `diverging` as judged now, if given."""
-        read = self.model_dump(mode="json", include=set(BeliefRead.model_fields))
-        if diverging is not None:
-            read["diverging"] = diverging
-        return read
+
+class ReadModel(Contract):
+    """An answer of a read, served as JSON."""
+
+    def to_json(self) -> bytes:
+        """The JSON body, compact, in declaration order."""
+        return self.__pydantic_serializer__.to_json(self)
 
 
 class RelationRead(Contract):
@@ -86,7 +89,7 @@ class RelationRead(Contract):
     last_seq: Position
 
 
-class RuntimeRead(Contract):
+class RuntimeRead(ReadModel):
     """`GET /v2/memory/runtime/npcs/{npc_id}`: one character's mind on one timeline."""
 
     world_instance_id: Identifier
@@ -98,3 +101,42 @@ class RuntimeRead(Contract):
     beliefs: list[BeliefRead]
     relations: list[RelationRead]
     recollections: list[BeliefRead]
+
+
+class OriginRead(Contract):
+    """The event where news started, as provenance names it."""
+
+    timeline_id: Identifier
+    seq: Position
+    key: str
+    actor: Identifier | None
+    location: Identifier | None
+    game_time: str | None
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class ChainLink(Contract):
+    """One holder of news in turn: how far from the origin, how surely they hold it, and who
+    told them. The first holder of news that was passed on has neither a teller nor, in the
+    chain, a confidence (the next holder's link says how surely it was passed)."""
+
+    entity_id: Identifier
+    hops: Hops
+    confidence: Share | None = Field(default=None, exclude_if=_absent)
+    told_by: Identifier | None = Field(default=None, exclude_if=_absent)
+
+
+class ProvenanceRead(ReadModel):
+    """`GET /v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance`: where one of a
+    character's memories came from."""
+
+    world_instance_id: Identifier
+    timeline_id: Identifier
+    npc_id: Identifier
+    belief_id: str
+    origin: OriginRead | None
+    chain: list[ChainLink]
+    memory: BeliefRead

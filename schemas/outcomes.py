@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from schemas.events import Contract, Identifier
+from schemas.events import AsInteger, Contract, Identifier
 
 
 class Outcome(StrEnum):
@@ -29,12 +29,11 @@ class Ack(Contract):
     tenant_id: str | None
     world_instance_id: str | None
     timeline_id: str | None
-    seq: int | None
+    seq: Annotated[int, AsInteger] | None
     outcome: Outcome
     reason: str | None = None
-    acknowledged_seq: Annotated[int, Field(ge=0)] | None = None
-    processed_seq: Annotated[int, Field(ge=0)] | None = None
-    refused_judgements: list[str] = Field(default_factory=list)
+    acknowledged_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
+    processed_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
 
 
 class DeadLetter(Contract):
@@ -42,8 +41,8 @@ class DeadLetter(Contract):
 
     reason: str
     topic: str
-    partition: Annotated[int, Field(ge=0)]
-    offset: Annotated[int, Field(ge=0)]
+    partition: Annotated[int, Field(ge=0), AsInteger]
+    offset: Annotated[int, Field(ge=0), AsInteger]
     key_base64: str | None
     value_base64: str
     tenant_id: Identifier | None = None

@@ -4,6 +4,10 @@ Policies are written as partial JSON documents and layered: the built-in default
 tenant's default, then the world's own (`merge_policy`). Every setting is checked on the way
 in, and a misspelt key or a value out of range is refused with its location named (for
 example `memory.spreading.enabld`), so a typo can never silently fall back to a default.
+
+Settings that model judgements will bring (`memory.weighing: "model"`, the referee's
+`memory.lies_believable`) do not exist yet: a document that sets them is refused by name, so
+nobody believes they are on.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from schemas.events import Contract, Identifier
+from schemas.events import AsInteger, Contract, Identifier
 from schemas.memory import Feeling, MemoryKind, Share
 
 Part = Literal["actor", "target", "witness"]
@@ -31,7 +36,7 @@ Learned = Literal["seen", "told", "player"]
 class SequencingPolicy(Contract):
     """How far ahead of a gap a timeline may receive before events are refused."""
 
-    max_deferred: Annotated[int, Field(ge=0, le=100_000)] = 1000
+    max_deferred: Annotated[int, Field(ge=0, le=100_000), AsInteger] = 1000
 
 
 class Impact(Contract):
@@ -116,18 +121,31 @@ class SpreadingPolicy(Contract):
 
     enabled: bool = False
     group_field: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "group"
-    group_interval_minutes: Annotated[int, Field(ge=1, le=1_000_000)] = 240
+    group_interval_minutes: Annotated[int, Field(ge=1, le=1_000_000), AsInteger] = 240
     """Story minutes between two exchanges within a group."""
-    group_exchange_limit: Annotated[int, Field(ge=0, le=1000)] = 3
-    per_meeting: Annotated[int, Field(ge=0, le=1000)] = 3
+    group_exchange_limit: Annotated[int, Field(ge=0, le=1000), AsInteger] = 3
+    per_meeting: Annotated[int, Field(ge=0, le=1000), AsInteger] = 3
     distortion: bool = False
 
 
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
+MODEL_WEIGHING_NOT_YET = PydanticCustomError(
+    "not_available_yet",
+    "'model' weighing is not available yet (it comes with model judgements); use 'rules'",
+)
+LIES_BELIEVABLE_NOT_YET = PydanticCustomError(
+    "not_available_yet",
+    "not available yet (it comes with the referee's verdicts); leave it out",
+)
+
 
 class MemoryPolicy(Contract):
-    """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
+    """Who remembers what, how strongly, and how news travels (seed 001, "Memory").
+
+    `weighing: "model"` and `lies_believable` come with model judgements (the referee) and are
+    refused until then.
+    """
 
     world: bool = True
     npc: bool = True
@@ -135,7 +153,8 @@ class MemoryPolicy(Contract):
     """With no named witnesses, the characters known to be at the location perceive."""
     remember_movement: bool = False
     """Movement only teaches where characters are, unless this is set."""
-    weighing: Literal["rules", "model"] = "rules"
+    weighing: Literal["rules"] = "rules"
+    """Weigh by the `weights` table; `"model"` is refused until model judgements exist."""
     entity_patterns: dict[PatternKind, list[str]] = Field(
         default_factory=lambda: {"character": ["npc-*"], "place": ["loc-*"], "item": ["item-*"]}
     )
@@ -146,13 +165,39 @@ class MemoryPolicy(Contract):
     """Each retelling multiplies the teller's confidence by this."""
     persistent: PersistencePolicy = PersistencePolicy()
     spreading: SpreadingPolicy = SpreadingPolicy()
-    lies_believable: bool = True
     impression_threshold: Share = 0.4
     """The target of an act forms an impression of the actor when |feeling| reaches this."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_what_is_not_available_yet(cls, data: Any) -> Any:
+        """Name the settings of model judgements as not built yet, not as unknown or wrong."""
+        if not isinstance(data, dict):
+            return data
+        refused: list[InitErrorDetails] = []
+        if data.get("weighing") == "model":
+            refused.append(
+                InitErrorDetails(type=MODEL_WEIGHING_NOT_YET, loc=("weighing",), input="model")
+            )
+        if "lies_believable" in data:
+            refused.append(
+                InitErrorDetails(
+                    type=LIES_BELIEVABLE_NOT_YET,
+                    loc=("lies_believable",),
+                    input=data["lies_believable"],
+                )
+            )
+        if refused:
+            raise ValidationError.from_exception_data(cls.__name__, refused)
+        return data
+
 
 class Policy(Contract):
-    """Every setting of a world; the built-in defaults apply where nothing is set."""
+    """Every setting of a world; the built-in defaults apply where nothing is set.
+
+    A policy document sets any part of it: it is laid over the defaults (and the tenant's
+    document) object by object, so no setting is required.
+    """
 
     sequencing: SequencingPolicy = SequencingPolicy()
     memory: MemoryPolicy = MemoryPolicy()

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Callable, Iterable
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import faust
 from aiokafka.partitioner import murmur2
+from faust.exceptions import SameNode
+from faust.tables.manager import TableManager
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
+from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from streams import codec
+from streams.logs import logger
 from streams.policies import PolicyFeed
 from streams.settings import Settings
 from streams.state import (
@@ -35,13 +41,16 @@ from streams.state import (
     state_options,
     without_write_ahead_log,
 )
-from streams.web import register_views
+from streams.web import Readiness, register_views
 
+log = logger("worker")
 STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
 CHANGESET_BYTES = 512 * 1024
 """Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
+RECOVERY_LOG_SECONDS = 5.0
+"""How often recovery reports its progress."""
 
 
 class ChangesetTable(faust.Table[bytes, bytes]):
@@ -50,6 +59,16 @@ class ChangesetTable(faust.Table[bytes, bytes]):
     An event's writes reach the changelog together (and their count does not slow the
     worker down); recovery lays each message's writes into the partition's RocksDB at once.
     """
+
+    recovered: Counter[int]
+    """Changelog messages laid into each partition since recovery last finished."""
+    reported_at: float
+    """When recovery last reported its progress (`time.monotonic`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recovered = Counter()
+        self.reported_at = 0.0
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
         offsets: dict[TP, int] = {}
@@ -64,19 +83,39 @@ class ChangesetTable(faust.Table[bytes, bytes]):
                     writes.put(key, value)
             db.write(writes)
             offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
+            self.recovered[message.partition] += 1
         for tp, offset in offsets.items():
             self.data.set_persisted_offset(tp, offset)
+        if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
+            self.reported_at = time.monotonic()
+            log.info(
+                "recovering state: %d changeset(s) laid so far",
+                self.recovered.total(),
+                extra={"changesets_by_partition": dict(self.recovered)},
+            )
+
+    async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
+        await super().on_recovery_completed(active_tps, standby_tps)
+        partitions = sorted(tp.partition for tp in active_tps)
+        log.info(
+            "state recovered: %d changeset(s) laid; serving partitions %s",
+            self.recovered.total(),
+            partitions,
+            extra={"changesets_by_partition": dict(self.recovered), "partitions": partitions},
+        )
+        self.recovered.clear()
 
 
 @dataclass(frozen=True)
 class Rumourmill:
-    """The app and the handles the web views and tests need."""
+    """The app and the handles the agent, the web views (`streams.web.WorldReads`) need."""
 
     app: faust.App
     settings: Settings
     state: TableT[bytes, bytes]
     acks: TopicT
     deadletters: TopicT
+    policies: PolicyFeed
     projector: Projector
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
 
@@ -129,29 +168,67 @@ class Rumourmill:
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
-        deliveries += [
-            await self.deadletters.send(key=message.key, value=letter, force=True)
-            for letter in intake.dead_letters
-        ]
+        for letter in intake.dead_letters:
+            log.warning(
+                "dead letter %s[%d]@%d: %s",
+                letter.topic,
+                letter.partition,
+                letter.offset,
+                letter.reason,
+                extra=letter.model_dump(
+                    include={"topic", "partition", "offset", "reason", "world_instance_id"}
+                ),
+            )
+            deliveries.append(
+                await self.deadletters.send(key=message.key, value=letter, force=True)
+            )
         return deliveries
 
+    async def crash(self, error: BaseException, cause: str) -> None:
+        """Stop the worker: nothing more is committed, the uncommitted events come again."""
+        log.critical("stopping the worker: %s: %s", cause, error, exc_info=error)
+        await self.app.crash(error)
+
     def crash_soon(self, error: BaseException) -> None:
-        """Stop the worker from a callback: nothing more is committed, the events come again."""
-        crash = asyncio.ensure_future(self.app.crash(error))
+        """`crash` from a callback (a delivery to Kafka that failed)."""
+        crash = asyncio.ensure_future(self.crash(error, "a delivery to Kafka failed"))
         self.crashing.add(crash)
         crash.add_done_callback(self.crashing.discard)
+
+    @property
+    def tenants_by_api_key(self) -> Mapping[str, str]:
+        return self.settings.api_keys
+
+    def readiness(self) -> Readiness:
+        """Ready once the state of this worker's partitions is recovered and policies caught up."""
+        recovered = cast(TableManager, self.app.tables).recovery.completed.is_set()
+        waiting_for = (
+            *(() if recovered and not self.app.rebalancing else ("state recovery",)),
+            *(() if self.policies.caught_up.is_set() else ("policies",)),
+        )
+        return Readiness(waiting_for, self.app.rebalancing_count)
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
         return RocksTransaction(partition_db(self.state, partition), _read_only)
 
+    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+        """Forward a read to the worker that owns `world_id`; None when that is this one."""
+        try:
+            answer: Response = await self.app.router.route_req(
+                self.state.name, world_id, web, request
+            )
+        except SameNode:
+            return None
+        return answer
+
 
 def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{settings.broker}",
+        broker=[f"kafka://{address}" for address in settings.broker],
         store="rocksdb://",
         datadir=str(settings.data_dir),
         web_host=settings.web_host,
@@ -186,10 +263,10 @@ def create_app(settings: Settings) -> Rumourmill:
         partitions=settings.partitions,
         options=state_options(settings.block_cache_mb),
     )
-    policies = PolicyFeed(settings.broker, settings.policies_topic)
+    policies = PolicyFeed(settings.bootstrap, settings.policies_topic)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
-    mill = Rumourmill(app, settings, state, acks, deadletters, projector)
-    register_views(mill)
+    mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
+    register_views(app, mill)
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
@@ -204,7 +281,10 @@ def create_app(settings: Settings) -> Rumourmill:
             try:
                 deliveries = await mill.take(event.message)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
-                await app.crash(error)
+                message = event.message
+                await mill.crash(
+                    error, f"projecting {message.topic}[{message.partition}]@{message.offset}"
+                )
                 raise
             ack_when_delivered(event, deliveries, mill.crash_soon)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from streams.settings import Settings
+from streams.settings import Settings, SettingsError
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
 
@@ -33,7 +33,11 @@ def _settings_options(function: Any) -> Any:
 
 
 def _settings(**flags: Any) -> Settings:
-    return Settings.from_env(**{name: value for name, value in flags.items()})
+    """The settings, flags over variables; a bad value stops the command, named."""
+    try:
+        return Settings.from_env(**flags)
+    except SettingsError as error:
+        raise click.ClickException(f"bad setting:\n{error}") from None
 
 
 @click.group()
@@ -43,19 +47,25 @@ def main() -> None:
 
 @main.command()
 @_settings_options
-@click.option("--loglevel", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
-def worker(loglevel: str | None, **flags: Any) -> None:
+@click.option("--log-level", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
+def worker(**flags: Any) -> None:
     """Run a worker: consume events, keep projections, serve the runtime read."""
     from faust.worker import Worker
 
     from streams.app import create_app
+    from streams.logs import logging_config
     from streams.topics import ensure_topics
 
-    settings = _settings(log_level=loglevel, **flags)
+    settings = _settings(**flags)
     asyncio.run(ensure_topics(settings))
     mill = create_app(settings)
     mill.discard_local_tables()
-    Worker(mill.app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
+    Worker(
+        mill.app,
+        loglevel=settings.log_level,
+        logging_config=logging_config(settings),
+        quiet=settings.log_format == "json",  # no banner: every line of the log is JSON
+    ).execute_from_commandline()
 
 
 @main.command()
@@ -80,8 +90,8 @@ def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None)
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(send(settings.broker, settings.events_topic, lines))
-    click.echo(f"published {sent} event(s) from {file} to {settings.broker}")
+    sent = asyncio.run(send(settings.bootstrap, settings.events_topic, lines))
+    click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
 @main.group()
@@ -124,9 +134,12 @@ def broker() -> None:
 @broker.command("fetch")
 def broker_fetch() -> None:
     """Download the Apache Kafka jars into the cache (once; reused after)."""
-    from streams.brokers import fetch_apache_kafka
+    from localbroker import fetch_apache_kafka
 
-    click.echo(f"Apache Kafka jars in {fetch_apache_kafka()}")
+    settings = _settings()
+    click.echo(
+        f"Apache Kafka jars in {fetch_apache_kafka(settings.kafka_version, settings.kafka_cache)}"
+    )
 
 
 @broker.command("start")
@@ -135,10 +148,11 @@ def broker_start(kind: str) -> None:
     """Start a broker on a free port, print its address, stop it on Ctrl-C."""
     import signal
 
-    from streams.brokers import apache_kafka, tansu
-    from streams.dev import block_stop_signals
+    from localbroker import TansuBroker
+    from streams.dev import apache_kafka, block_stop_signals
 
-    with apache_kafka() if kind == "kafka" else tansu() as running:
+    settings = _settings()
+    with apache_kafka(settings) if kind == "kafka" else TansuBroker() as running:
         stop_signals = block_stop_signals()
         click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
         signal.sigwait(stop_signals)
@@ -156,7 +170,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
     """Tansu broker + worker + web server + the demo story, until Ctrl-C (`make run`)."""
     from streams.dev import DEMO_STORY, run_demo
 
-    run_demo(story or DEMO_STORY, web_port or Settings.from_env().web_port)
+    run_demo(story or DEMO_STORY, _settings(web_port=web_port))
 
 
 @main.group()
@@ -175,28 +189,20 @@ def policy_set(
 ) -> None:
     """Validate a (partial) policy document and publish it to the policies topic."""
     import orjson
-    from pydantic import ValidationError
 
-    from projections.intake import explain
-    from projections.policy import DEFAULT_POLICY, policy_key
-    from schemas.policy import merge_policy
+    from projections.policy import policy_key
+    from streams.policies import InvalidPolicy, check_policy_document
     from streams.publish import send_one
     from streams.topics import ensure_topics
 
     try:
-        document = orjson.loads(file.read_bytes())
-    except orjson.JSONDecodeError as error:
-        raise click.ClickException(f"{file}: not valid JSON: {error}") from None
-    if not isinstance(document, dict):
-        raise click.ClickException(f"{file}: a policy is a JSON object")
-    try:
-        merge_policy(DEFAULT_POLICY, document)
-    except ValidationError as error:
-        raise click.ClickException(f"{file}: {explain(error, 'invalid policy')}") from None
+        document = check_policy_document(file.read_bytes())
+    except InvalidPolicy as refusal:
+        raise click.ClickException(f"{file}: {refusal}; nothing published") from None
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
     asyncio.run(ensure_topics(settings))
     key = policy_key(tenant, world)
-    asyncio.run(send_one(settings.broker, settings.policies_topic, key, orjson.dumps(document)))
+    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, orjson.dumps(document)))
     click.echo(
         f"policy for tenant {tenant!r}, "
         + (f"world {world!r}" if world else "every world")
@@ -208,10 +214,7 @@ def _read_options(function: Any) -> Any:
     """Flags of the commands that read from a running worker."""
     function = click.option("--tenant", default=None, help="tenant (without API keys)")(function)
     function = click.option(
-        "--api-key",
-        envvar="RUMOURMILL_API_KEY",
-        default=None,
-        help="bearer key [env RUMOURMILL_API_KEY]",
+        "--api-key", default=None, help="bearer key (overrides RUMOURMILL_API_KEY)"
     )(function)
     return click.option(
         "--url", default=None, help="a worker's web URL (overrides RUMOURMILL_WEB_URL)"
@@ -233,7 +236,9 @@ def npc(
         {"tenant_id": tenant} if tenant else {}
     )
     try:
-        mind = fetch(_settings(web_url=url), f"/v2/memory/runtime/npcs/{npc_id}", query, api_key)
+        mind = fetch(
+            _settings(web_url=url, api_key=api_key), f"/v2/memory/runtime/npcs/{npc_id}", query
+        )
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(mind_tables(mind))
@@ -248,7 +253,7 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
 
     query = {"world_instance_id": world} | ({"tenant_id": tenant} if tenant else {})
     try:
-        answer = fetch(_settings(web_url=url), "/v2/admin/digest", query, api_key)
+        answer = fetch(_settings(web_url=url, api_key=api_key), "/v2/admin/digest", query)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(answer["digest"])
@@ -277,7 +282,7 @@ def provenance_command(
     )
     path = f"/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance"
     try:
-        found = fetch(_settings(web_url=url), path, query, api_key)
+        found = fetch(_settings(web_url=url, api_key=api_key), path, query)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(provenance_chain(found))

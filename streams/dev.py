@@ -1,7 +1,8 @@
-"""`rumourmill dev` (`make run`): the whole system on one machine, with a story to watch.
+"""Development on one machine: `rumourmill dev` (`make run`) and the local brokers' settings.
 
-Starts the embedded Tansu broker, a worker with its web server, publishes the bundled demo
-story, prints every ack as it comes back and the minds it produced, then serves until Ctrl-C.
+`rumourmill dev` starts the embedded Tansu broker, a worker with its web server, publishes the
+bundled demo story, prints every ack as it comes back and the minds it produced, then serves
+until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 from aiokafka import AIOKafkaConsumer
 
-from streams.brokers import die_with_parent, tansu
+from localbroker import ApacheKafkaBroker, TansuBroker, die_with_parent
 from streams.publish import publish, read_lines
 from streams.settings import Settings
 from streams.show import fetch, mind_tables
@@ -29,30 +32,63 @@ DEMO_READS = [("main", "npc-mara"), ("main", "npc-tomas"), ("reload", "npc-mara"
 """The minds the demo prints: Mara and Tomas now, and Mara in the save loaded before the fight."""
 
 
-def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
+def apache_kafka(settings: Settings) -> ApacheKafkaBroker:
+    """The local Apache Kafka broker the settings ask for (version, jar cache, java)."""
+    return ApacheKafkaBroker(
+        version=settings.kafka_version, cache=settings.kafka_cache, java=settings.java or None
+    )
+
+
+class NotReady(Exception):
+    """A worker that exited or did not become ready in time."""
+
+
+def wait_until_ready(
+    worker: subprocess.Popen[bytes], settings: Settings, timeout: float, rebalances: int = 1
+) -> dict[str, Any]:
+    """Poll the worker's `GET /ready` until it answers 200 after `rebalances` assignments.
+
+    Returns the answer; raises `NotReady` if the worker exits or the time runs out.
+    """
+    url = f"http://127.0.0.1:{settings.web_port}/ready"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise NotReady(f"the worker exited with code {worker.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                answer: dict[str, Any] = orjson.loads(reply.read())
+            if answer["rebalances"] >= rebalances:
+                return answer
+        except OSError:
+            pass  # not listening yet (connection refused) or not ready yet (503)
+        time.sleep(0.2)
+    raise NotReady(f"the worker was not ready after {timeout:.0f}s")
+
+
+def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> None:
     """Run broker, worker and demo until Ctrl-C (or SIGTERM); stop both on the way out."""
     data_dir = Path(tempfile.mkdtemp(prefix="rumourmill-dev-"))
-    with tansu() as broker:
-        settings = Settings.from_env(broker=broker.bootstrap, data_dir=data_dir, web_port=web_port)
+    with TansuBroker() as broker:
+        settings = settings.model_copy(update={"broker": (broker.bootstrap,), "data_dir": data_dir})
         click.echo(f"broker: Tansu on {broker.bootstrap} (memory only)")
-        env = {
-            **os.environ,
-            **{f"RUMOURMILL_{k.upper()}": str(v) for k, v in vars(settings).items()},
-        }
         log_path = data_dir / "worker.log"
         with log_path.open("wb") as log:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "streams", "worker"],
-                env=env,
+                env={**os.environ, **settings.environment()},
                 stdout=log,
                 stderr=log,
                 preexec_fn=die_with_parent,
             )
         try:
-            _wait_until_ready(worker, log_path, ready_timeout)
+            try:
+                wait_until_ready(worker, settings, ready_timeout)
+            except NotReady as error:
+                raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on http://{settings.web_host}:{settings.web_port}")
             lines = list(read_lines(story))
-            asyncio.run(publish(settings.broker, settings.events_topic, lines))
+            asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):
                 click.echo(
@@ -61,7 +97,7 @@ def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
                 )
             for timeline, npc in DEMO_READS:
                 query = {"world_instance_id": "save-1", "timeline_id": timeline}
-                mind = fetch(settings, f"/v2/memory/runtime/npcs/{npc}", query, None)
+                mind = fetch(settings, f"/v2/memory/runtime/npcs/{npc}", query)
                 click.echo(f"\n{mind_tables(mind)}\n")
             click.echo(
                 f"try: curl '{settings.canonical_url}/v2/memory/runtime/npcs/npc-mara"
@@ -79,22 +115,11 @@ def run_demo(story: Path, web_port: int, ready_timeout: float = 120.0) -> None:
             click.echo("stopped")
 
 
-def _wait_until_ready(worker: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise click.ClickException(f"worker exited; see {log_path}")
-        if b"Ready" in log_path.read_bytes():
-            return
-        time.sleep(0.2)
-    raise click.ClickException(f"worker not ready after {timeout:.0f}s; see {log_path}")
-
-
 async def _read_acks(
     settings: Settings, count: int, timeout: float = 60.0
 ) -> list[dict[str, object]]:
     consumer = AIOKafkaConsumer(
-        settings.acks_topic, bootstrap_servers=settings.broker, auto_offset_reset="earliest"
+        settings.acks_topic, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
     )
     await consumer.start()
     acks: list[dict[str, object]] = []

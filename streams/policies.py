@@ -4,17 +4,50 @@ Like a Faust global table (every worker holds every entry), but read with a plai
 the topic is small, compacted and has one partition. The agent waits until the reader has
 caught up with the topic's end, so policies set before a worker starts are in force for the
 first event it applies.
+
+Every document is checked on its way in, by `rumourmill policy set` and again here: one
+written past the command (by another producer) is refused with its reason in the log, and the
+last valid document under its key stays in force.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from projections.intake import explain
+from projections.policy import DEFAULT_POLICY
+from schemas.policy import merge_policy
+from streams.logs import logger
+
+log = logger("policies")
+
+
+class InvalidPolicy(ValueError):
+    """A policy document that cannot be in force; the message says why."""
+
+
+def check_policy_document(raw: bytes) -> dict[str, Any]:
+    """The document in `raw`, if it is a (partial) policy; raises `InvalidPolicy` if not."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise InvalidPolicy(f"not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise InvalidPolicy("a policy is a JSON object")
+    try:
+        merge_policy(DEFAULT_POLICY, document)
+    except ValidationError as error:
+        raise InvalidPolicy(explain(error, "invalid policy")) from None
+    return document
 
 
 class PolicyFeed:
-    """Policy documents by key (see `projections.policy.policy_key`)."""
+    """Valid policy documents by key (see `projections.policy.policy_key`)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap = bootstrap
@@ -25,8 +58,27 @@ class PolicyFeed:
     def get(self, key: bytes, /) -> bytes | None:
         return self.documents.get(key)
 
+    def take(self, key: bytes, value: bytes | None) -> None:
+        """Keep one record: a tombstone removes a document, an invalid one is refused."""
+        if value is None:
+            self.documents.pop(key, None)
+            return
+        try:
+            check_policy_document(value)
+        except InvalidPolicy as refusal:
+            kept = "keeping the last valid one" if key in self.documents else "none was set before"
+            log.error(
+                "refused the policy under %s: %s; %s",
+                key.decode(errors="replace"),
+                refusal,
+                kept,
+                extra={"policy_key": key.decode(errors="replace"), "reason": str(refusal)},
+            )
+            return
+        self.documents[key] = value
+
     async def follow(self) -> None:
-        """Read the topic from its start, forever; a tombstone removes a document."""
+        """Read the topic from its start, forever, keeping each record (`take`)."""
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False
         )
@@ -43,15 +95,12 @@ class PolicyFeed:
                 batch = await consumer.getmany(timeout_ms=1000)
                 for records in batch.values():
                     for record in records:
-                        if record.key is None:
-                            continue
-                        if record.value is None:
-                            self.documents.pop(record.key, None)
-                        else:
-                            self.documents[record.key] = record.value
+                        if record.key is not None:
+                            self.take(record.key, record.value)
                 if not self.caught_up.is_set():
                     positions = {tp: await consumer.position(tp) for tp in partitions}
                     if all(positions[tp] >= ends[tp] for tp in partitions):
+                        log.info("policies caught up: %d document(s)", len(self.documents))
                         self.caught_up.set()
         finally:
             await consumer.stop()

@@ -9,7 +9,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
-from projections.intake import explain, identity_of
+from projections.delivery import identity_of
+from projections.intake import explain
 from schemas import Event
 
 

@@ -6,8 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from projections.delivery import SourceMessage
 from projections.digest import world_digest
-from projections.intake import SourceMessage
 from projections.projector import Projector
 from projections.state import MemoryState
 

@@ -1,53 +1,163 @@
-"""Worker settings: from `RUMOURMILL_*` environment variables, overridden by CLI flags."""
+"""Every setting of rumourmill: `RUMOURMILL_*` environment variables, overridden by CLI flags.
+
+One frozen object, validated as a whole when a command starts, so a bad value stops it at
+once with the variable's name and what is wrong (`Settings.from_env`), never later in the
+middle of a stream. The README's configuration table lists the same variables; a test holds
+the two together.
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, fields, replace
+import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
+
+ENV_PREFIX = "RUMOURMILL_"
+KAFKA_PORT = 9092
 
 
-def _api_keys(text: str) -> dict[str, str]:
+class SettingsError(ValueError):
+    """A setting with a bad value; the message names the variable (or flag) and the problem."""
+
+
+def broker_addresses(value: object) -> object:
+    """`host:port`, `kafka://host:port` or a list of them (`,` or `;`) -> ("host:port", ...)."""
+    if not isinstance(value, str):
+        return value
+    return tuple(_broker_address(item.strip()) for item in re.split(r"[,;]", value) if item.strip())
+
+
+def _broker_address(item: str) -> str:
+    scheme, separator, rest = item.rpartition("://")
+    if separator and scheme.lower() != "kafka":
+        raise ValueError(f"{item!r} is not host:port or kafka://host:port")
+    parts = urlsplit(f"//{rest}")
+    try:
+        port = parts.port or KAFKA_PORT
+    except ValueError as error:
+        raise ValueError(f"{item!r}: {error}") from None
+    if not parts.hostname or parts.path or parts.query or parts.fragment or parts.username:
+        raise ValueError(f"{item!r} is not host:port or kafka://host:port")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port}"
+
+
+def tenants_by_api_key(value: object) -> object:
     """`key1:tenant1,key2:tenant2` -> {key: tenant}."""
+    if not isinstance(value, str):
+        return value
     keys: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, tenant = item.partition(":")
-        if not sep or not key or not tenant:
-            raise ValueError(f"RUMOURMILL_API_KEYS entry {item!r} must read KEY:TENANT")
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        key, separator, tenant = item.partition(":")
+        if not separator or not key or not tenant:
+            raise ValueError(f"entry {item!r} must read KEY:TENANT")
         keys[key] = tenant
     return keys
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything a worker needs to know; each field has an env var `RUMOURMILL_<NAME>`."""
+Brokers = Annotated[tuple[str, ...], NoDecode, BeforeValidator(broker_addresses)]
+"""Kafka bootstrap addresses, normalised to `host:port`."""
+TopicName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,200}$")]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Positive = Annotated[int, Field(ge=1)]
 
-    broker: str = field(default="127.0.0.1:9092", metadata={"help": "Kafka bootstrap host:port"})
-    data_dir: Path = field(default=Path("data"), metadata={"help": "RocksDB tables and state"})
-    web_host: str = field(default="127.0.0.1", metadata={"help": "address the web server binds"})
-    web_port: int = field(default=6066, metadata={"help": "port of the runtime read"})
-    web_url: str = field(default="", metadata={"help": "how other workers reach this one"})
-    app_id: str = field(default="rumourmill", metadata={"help": "consumer group and table prefix"})
-    partitions: int = field(default=4, metadata={"help": "partitions of every topic"})
-    replication: int = field(default=1, metadata={"help": "replication factor of every topic"})
-    max_event_bytes: int = field(default=256 * 1024, metadata={"help": "larger are dead-lettered"})
-    block_cache_mb: int = field(default=16, metadata={"help": "RocksDB block cache per partition"})
-    log_level: str = field(default="info", metadata={"help": "worker log level"})
-    api_keys: str = field(default="", metadata={"help": "KEY:TENANT,... ; empty: no auth"})
-    topic_prefix: str = field(default="rumourmill", metadata={"help": "PREFIX.events..."})
+
+class Settings(BaseSettings):
+    """Everything rumourmill is told from outside; field `name` is `RUMOURMILL_NAME`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+
+    broker: Annotated[Brokers, Field(min_length=1)] = ("127.0.0.1:9092",)
+    """Kafka bootstrap brokers: `host:port` or `kafka://host:port`, several separated by `,`."""
+    data_dir: Path = Path("data")
+    """RocksDB tables of this worker."""
+    web_host: str = "127.0.0.1"
+    """The address the web server binds."""
+    web_port: Port = 6066
+    """The port of the HTTP reads."""
+    web_url: str = ""
+    """How other workers (and the read commands) reach this one; empty: http://WEB_HOST:WEB_PORT."""
+    app_id: TopicName = "rumourmill"
+    """Consumer group, table and changelog names."""
+    partitions: Positive = 4
+    """Partitions of the events, acks and dead-letter topics."""
+    replication: Positive = 1
+    """Replication factor of created topics."""
+    topic_prefix: TopicName = "rumourmill"
+    """Topics are PREFIX.events, PREFIX.acks..."""
+    max_event_bytes: Positive = 256 * 1024
+    """Larger messages are dead-lettered."""
+    block_cache_mb: Positive = 16
+    """RocksDB block cache (and write buffer) per partition."""
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    """The worker's log level."""
+    log_format: Literal["text", "json"] = "text"
+    """`json`: one JSON object per log line, for machines."""
+    api_keys: Annotated[dict[str, str], NoDecode, BeforeValidator(tenants_by_api_key)] = Field(
+        default_factory=dict
+    )
+    """`KEY:TENANT,...`; when set, reads need `Authorization: Bearer KEY` (empty: no auth)."""
+    api_key: str = ""
+    """The key the read commands (`npc`, `provenance`, `digest`) send."""
+    kafka_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_KAFKA_VERSION
+    """The Apache Kafka version `rumourmill broker` and the tests fetch from Maven Central."""
+    kafka_cache: Path = DEFAULT_KAFKA_CACHE
+    """Where the Kafka jars are kept (in CACHE/kafka-VERSION)."""
+    java: str = ""
+    """The java that runs Apache Kafka; empty: $JAVA_HOME/bin/java, else java on the PATH."""
+    test_broker: Brokers = ()
+    """Tests and benchmarks: use this broker instead of starting Apache Kafka."""
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("web_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and (
+            urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc
+        ):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read `RUMOURMILL_*` variables, then apply non-None `overrides` (CLI flags)."""
-        environ = dict(os.environ if environ is None else environ)
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            raw = environ.get(f"RUMOURMILL_{item.name.upper()}")
-            if raw is not None:
-                values[item.name] = _convert(item.type, raw)
-        settings = cls(**values)
-        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    def from_env(cls, **flags: Any) -> Settings:
+        """Read every `RUMOURMILL_*` variable, with the non-None `flags` (CLI flags) over them.
+
+        Raises `SettingsError` naming each bad variable or flag and what is wrong with it.
+        """
+        given = {name: value for name, value in flags.items() if value is not None}
+        try:
+            return cls(**given)
+        except ValidationError as error:
+            raise SettingsError(explain_settings(error, set(given))) from None
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the `RUMOURMILL_*` variables a child process reads them from."""
+        values: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                text = ",".join(value)
+            elif isinstance(value, dict):
+                text = ",".join(f"{key}:{tenant}" for key, tenant in value.items())
+            else:
+                text = str(value)
+            values[f"{ENV_PREFIX}{name.upper()}"] = text
+        return values
+
+    @property
+    def bootstrap(self) -> str:
+        """The brokers as Kafka clients take them: `host:port,host:port`."""
+        return ",".join(self.broker)
 
     @property
     def canonical_url(self) -> str:
@@ -70,15 +180,13 @@ class Settings:
     def policies_topic(self) -> str:
         return f"{self.topic_prefix}.policies"
 
-    @property
-    def tenants_by_api_key(self) -> dict[str, str]:
-        return _api_keys(self.api_keys)
 
-
-def _convert(kind: Any, raw: str) -> Any:
-    kind = str(kind)
-    if kind == "int":
-        return int(raw)
-    if kind == "Path":
-        return Path(raw)
-    return raw
+def explain_settings(error: ValidationError, flags: set[str]) -> str:
+    """Each problem on a line of its own: the variable (or `--flag`), its value, what is wrong."""
+    lines = []
+    for item in error.errors(include_url=False):
+        name = str(item["loc"][0]) if item["loc"] else "settings"
+        source = f"--{name.replace('_', '-')}" if name in flags else f"{ENV_PREFIX}{name.upper()}"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}={item['input']!r}: {message}")
+    return "\n".join(lines)

@@ -17,12 +17,12 @@ class ReadFailed(Exception):
     """The worker answered with an error; the message is its `detail`."""
 
 
-def fetch(settings: Settings, path: str, query: dict[str, str], api_key: str | None) -> Any:
+def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
     """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
     request = urllib.request.Request(url)
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
+    if settings.api_key:
+        request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return orjson.loads(reply.read())

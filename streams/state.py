@@ -37,19 +37,19 @@ class RocksTransaction:
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
+        end = prefix_end(prefix)
         iterator = self._db.iter()
         if reverse:
-            iterator.seek_for_prev(prefix_end(prefix) if start is None else start)
-        else:
-            iterator.seek(prefix if start is None else start)
-        while iterator.valid():
-            key = iterator.key()
-            if not key.startswith(prefix):
-                return
-            yield key, iterator.value()
-            if reverse:
+            iterator.seek_for_prev(end if start is None or start >= end else start)
+            if iterator.valid() and iterator.key() == end:
                 iterator.prev()
-            else:
+            while iterator.valid() and (key := iterator.key()) >= prefix:
+                yield key, iterator.value()
+                iterator.prev()
+        else:
+            iterator.seek(prefix if start is None else max(start, prefix))
+            while iterator.valid() and (key := iterator.key()) < end:
+                yield key, iterator.value()
                 iterator.next()
 
 

@@ -12,7 +12,7 @@ from streams.settings import Settings
 
 async def ensure_topics(settings: Settings) -> None:
     """Create the events, acks, dead-letter and (compacted) policies topics if missing."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -1,30 +1,59 @@
 """HTTP views: each request is served by the worker that owns the world it names.
 
-Keys and parameters are checked before routing, so a bad request gets a 401 or a 400 with a
-plain `detail` from whichever worker it reached, never a 500. Reads call no model and never
-write.
+The views depend only on `WorldReads` (who may read which tenant, how ready the worker is,
+a read-only transaction on a world's state, and the call that forwards a request to the
+world's owner); the worker's `Rumourmill` provides it, and a test can serve the same views
+over a state held in memory. Keys and parameters are checked before routing, so a bad
+request gets a 401 or a 400 with a plain `detail` from whichever worker it reached, never a
+500. Reads call no model and never write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import orjson
-from faust.exceptions import SameNode
-from faust.web import Request, Response, View
+from faust.types import AppT
+from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.digest import world_digest
-from projections.minds import NotFound, provenance, runtime_read
+from projections.provenance import provenance
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import StateTransaction
-
-if TYPE_CHECKING:
-    from streams.app import Rumourmill
+from schemas.memory import ReadModel
 
 IDENTIFIER_LIMIT = 128
 DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether a worker serves yet: what it still waits for, and its partition assignments."""
+
+    waiting_for: tuple[str, ...]
+    rebalances: int
+
+
+class WorldReads(Protocol):
+    """What the views need of a worker."""
+
+    @property
+    def tenants_by_api_key(self) -> Mapping[str, str]:
+        """Bearer key -> the tenant it reads; empty: no keys, any tenant may be named."""
+        ...
+
+    def readiness(self) -> Readiness: ...
+
+    def read_transaction(self, world_id: str) -> StateTransaction:
+        """Read-only access to the state that holds `world_id`."""
+        ...
+
+    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+        """The answer of the worker that owns `world_id`, or None when this worker owns it."""
+        ...
 
 
 class HTTPProblem(Exception):
@@ -54,113 +83,142 @@ def query_identifier(request: Request, name: str, *, default: str | None = None)
     return check_identifier(name, values[0])
 
 
+def tenant_of(request: Request, tenants_by_key: Mapping[str, str]) -> str:
+    """The tenant a request may read: its API key's, or the named one without keys."""
+    asked = query_identifier(request, "tenant_id", default="")
+    if not tenants_by_key:
+        return asked or DEFAULT_TENANT
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    tenant = tenants_by_key.get(key.strip()) if scheme.lower() == "bearer" else None
+    if tenant is None:
+        raise HTTPProblem(401, "a valid bearer API key is required")
+    if asked and asked != tenant:
+        raise HTTPProblem(403, f"this API key does not read tenant {asked!r}")
+    return tenant
+
+
 @dataclass(frozen=True)
 class ReadScope:
-    """Who asks about which world, as a handler receives it."""
+    """Who asks about which world, as a read receives it."""
 
     tenant_id: str
     world_id: str
     tx: StateTransaction
 
 
-Handler = Callable[..., Awaitable[Response]]
+class ReadsView(View):
+    """A view over a worker's `WorldReads` (Faust builds views from its app and web alone)."""
+
+    def __init__(self, app: AppT, web: Web, reads: WorldReads) -> None:
+        self.reads = reads
+        super().__init__(app, web)
+
+    def answer(self, found: ReadModel | object, status: int = 200) -> Response:
+        """The JSON of a read model (its own encoding) or of plain data."""
+        body = found.to_json() if isinstance(found, ReadModel) else orjson.dumps(found)
+        return self.bytes(body, content_type="application/json", status=status)
 
 
-def answer(
-    view: View, read: Callable[..., dict[str, object]], scope: ReadScope, *args: str
-) -> Response:
-    """The JSON of a read of the world in `scope`; a read with nothing to show is a 404."""
-    try:
-        found = read(scope.tx, scope.tenant_id, scope.world_id, *args)
-    except NotFound as missing:
-        raise HTTPProblem(404, str(missing)) from None
-    return view.bytes(orjson.dumps(found), content_type="application/json")
+class Health(ReadsView):
+    """The process answers HTTP."""
+
+    async def get(self, request: Request) -> Response:
+        return self.answer({"status": "ok"})
 
 
-def register_views(mill: Rumourmill) -> None:
-    """Attach the HTTP views to the app."""
-    app = mill.app
-    tenants_by_key = mill.settings.tenants_by_api_key
+class Ready(ReadsView):
+    """200 once the worker serves (state recovered, policies caught up), 503 before."""
 
-    def tenant_of(request: Request) -> str:
-        """The tenant a request may read: its API key's, or the named one without keys."""
-        asked = query_identifier(request, "tenant_id", default="")
-        if not tenants_by_key:
-            return asked or DEFAULT_TENANT
-        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-        tenant = tenants_by_key.get(key.strip()) if scheme.lower() == "bearer" else None
-        if tenant is None:
-            raise HTTPProblem(401, "a valid bearer API key is required")
-        if asked and asked != tenant:
-            raise HTTPProblem(403, f"this API key does not read tenant {asked!r}")
-        return tenant
+    async def get(self, request: Request) -> Response:
+        readiness = self.reads.readiness()
+        if readiness.waiting_for:
+            return self.answer({"status": "starting", "waiting_for": readiness.waiting_for}, 503)
+        return self.answer({"status": "ready", "rebalances": readiness.rebalances})
 
-    def world_read(handler: Handler) -> Handler:
-        """Authenticate, validate, then serve here or forward to the world's owner."""
 
-        async def serve(view: View, request: Request, **params: str) -> Response:
+class WorldRead(ReadsView):
+    """A read of one world: authenticated, validated, then served here or by its owner."""
+
+    async def get(self, request: Request, **params: str) -> Response:
+        try:
+            tenant = tenant_of(request, self.reads.tenants_by_api_key)
+            world = query_identifier(request, "world_instance_id")
+            for name, value in params.items():
+                check_identifier(name, value)
+            forwarded = await self.reads.owner_answer(world, self.web, request)
+            if forwarded is not None:
+                return forwarded
+            scope = ReadScope(tenant, world, self.reads.read_transaction(world))
             try:
-                tenant = tenant_of(request)
-                world = query_identifier(request, "world_instance_id")
-                for name, value in params.items():
-                    check_identifier(name, value)
-                try:
-                    return await app.router.route_req(mill.state.name, world, view.web, request)
-                except SameNode:
-                    scope = ReadScope(tenant, world, mill.read_transaction(world))
-                    return await handler(view, request, scope, **params)
-            except HTTPProblem as problem:
-                return view.json({"detail": problem.detail}, status=problem.status)
+                return self.answer(self.read(request, scope, params))
+            except NotFound as missing:
+                raise HTTPProblem(404, str(missing)) from None
+        except HTTPProblem as problem:
+            return self.answer({"detail": problem.detail}, problem.status)
 
-        return serve
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        """The JSON answer; raises `NotFound` (a 404) when there is nothing to show."""
+        raise NotImplementedError
 
-    @app.page("/health")
-    class Health(View):
-        async def get(self, request: Request) -> Response:
-            return self.json({"status": "ok"})
 
-    @app.page("/v2/memory/runtime/npcs/{npc_id}")
-    class RuntimeRead(View):
-        """One character's mind on one timeline (the Memory contract's runtime read)."""
+class RuntimeRead(WorldRead):
+    """One character's mind on one timeline (the Memory contract's runtime read)."""
 
-        @world_read
-        async def get(self, request: Request, scope: ReadScope, npc_id: str) -> Response:
-            timeline_id = query_identifier(request, "timeline_id")
-            return answer(self, runtime_read, scope, timeline_id, npc_id)
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        return runtime_read(
+            scope.tx, scope.tenant_id, scope.world_id, timeline_id, params["npc_id"]
+        )
 
-    @app.page("/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance")
-    class Provenance(View):
-        """Where a memory came from: the original event and every teller, in order."""
 
-        @world_read
-        async def get(
-            self, request: Request, scope: ReadScope, npc_id: str, belief_id: str
-        ) -> Response:
-            timeline_id = query_identifier(request, "timeline_id")
-            return answer(self, provenance, scope, timeline_id, npc_id, belief_id)
+class Provenance(WorldRead):
+    """Where a memory came from: the original event and every teller, in order."""
 
-    @app.page("/v2/timelines/{timeline_id}")
-    class Timeline(View):
-        """Positions and branch point of one timeline."""
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        return provenance(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            params["belief_id"],
+        )
 
-        @world_read
-        async def get(self, request: Request, scope: ReadScope, timeline_id: str) -> Response:
-            record = timelines.load(scope.tx, scope.tenant_id, scope.world_id, timeline_id)
-            if record is None:
-                raise HTTPProblem(404, f"timeline {timeline_id!r} has never received events")
-            return self.json(record.model_dump(mode="json"))
 
-    @app.page("/v2/admin/digest")
-    class Digest(View):
-        """The state digest of one world: equal digests, equal projections."""
+class Timeline(WorldRead):
+    """Positions and branch point of one timeline."""
 
-        @world_read
-        async def get(self, request: Request, scope: ReadScope) -> Response:
-            digest = world_digest(scope.tx, scope.tenant_id, scope.world_id)
-            return self.json(
-                {
-                    "tenant_id": scope.tenant_id,
-                    "world_instance_id": scope.world_id,
-                    "digest": digest,
-                }
-            )
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = params["timeline_id"]
+        record = timelines.load(scope.tx, scope.tenant_id, scope.world_id, timeline_id)
+        if record is None:
+            raise NotFound(f"timeline {timeline_id!r} has never received events")
+        return record.model_dump(mode="json")
+
+
+class Digest(WorldRead):
+    """The state digest of one world: equal digests, equal projections."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return {
+            "tenant_id": scope.tenant_id,
+            "world_instance_id": scope.world_id,
+            "digest": world_digest(scope.tx, scope.tenant_id, scope.world_id),
+        }
+
+
+ROUTES: dict[str, type[ReadsView]] = {
+    "/health": Health,
+    "/ready": Ready,
+    "/v2/memory/runtime/npcs/{npc_id}": RuntimeRead,
+    "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
+    "/v2/timelines/{timeline_id}": Timeline,
+    "/v2/admin/digest": Digest,
+}
+
+
+def register_views(app: AppT, reads: WorldReads) -> None:
+    """Serve every route on `app`'s web server, each view built over `reads`."""
+    for path, view_class in ROUTES.items():
+        app.web.route(path, view_class(app, app.web, reads))

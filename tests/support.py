@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer
 
-from streams.brokers import free_port
+from localbroker import free_port
+from streams.dev import NotReady, wait_until_ready
 from streams.publish import parse_line, publish
 from streams.settings import Settings
 
@@ -37,10 +38,7 @@ def unique_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment a `rumourmill` subprocess reads the same settings from."""
-    env = dict(os.environ)
-    for name, value in vars(settings).items():
-        env[f"RUMOURMILL_{name.upper()}"] = str(value)
-    return env
+    return {**os.environ, **settings.environment()}
 
 
 class WorkerProcess:
@@ -52,32 +50,25 @@ class WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 90.0) -> WorkerProcess:
-        """Start and wait until Faust says the worker is ready."""
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "streams", "worker"],
-            env=settings_env(self.settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
-            if b"Ready" in self.log_path.read_bytes()[offset:]:
-                return self
-            time.sleep(0.2)
-        self.kill()
-        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_tail()}")
+        """Start and wait until the worker says it is ready (`GET /ready`)."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streams", "worker"],
+                env=settings_env(self.settings),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_until_ready(timeout=timeout)
+        return self
 
-    def wait_until_ready(self, times: int, timeout: float = 90.0) -> None:
-        """Wait until the worker has finished `times` partition assignments (rebalances)."""
-        deadline = time.monotonic() + timeout
-        while self.log_path.read_bytes().count(b"Recovery]: Worker ready") < times:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"worker not ready {times} times:\n{self.log_tail()}")
-            time.sleep(0.2)
+    def wait_until_ready(self, rebalances: int = 1, timeout: float = 90.0) -> None:
+        """Wait until the worker is ready after `rebalances` partition assignments."""
+        assert self.process is not None
+        try:
+            wait_until_ready(self.process, self.settings, timeout, rebalances)
+        except NotReady as error:
+            self.kill()
+            raise NotReady(f"{error}:\n{self.log_tail()}") from None
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no flush, no commit."""
@@ -104,7 +95,7 @@ def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) ->
         parse_line(number, item if isinstance(item, bytes) else orjson.dumps(item), raw=True)
         for number, item in enumerate(events, start=1)
     ]
-    return asyncio.run(publish(settings.broker, settings.events_topic, lines))
+    return asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
 
 
 def read_topic(
@@ -118,7 +109,7 @@ def read_topic(
     async def run() -> list[dict[str, Any]]:
         consumer = AIOKafkaConsumer(
             topic,
-            bootstrap_servers=settings.broker,
+            bootstrap_servers=settings.bootstrap,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             group_id=None,

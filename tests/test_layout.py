@@ -1,4 +1,5 @@
-"""The three floors: `schemas` <- `projections` <- `streams`, and nothing of Kafka below."""
+"""The three floors: `schemas` <- `projections` <- `streams`, nothing of Kafka below, and the
+dev tooling (`localbroker`) apart from all three."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
     "schemas": {"projections", "streams", "faust", "aiokafka", "mode", "rocksdict"},
     "projections": {"streams", "faust", "aiokafka", "mode", "rocksdict"},
+    "localbroker": {"schemas", "projections", "streams", "faust", "aiokafka", "mode", "rocksdict"},
 }
 
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.intake import SourceMessage
-from projections.minds import NotFound, runtime_read
+from projections.delivery import SourceMessage
 from projections.projector import Projector
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
@@ -198,7 +198,7 @@ def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> 
                 first.world_instance_id,
                 first.timeline_id,
                 "npc-a",
-            )
+            ).to_json()
 
 
 def test_a_dead_letter_reason_is_one_plain_line() -> None:

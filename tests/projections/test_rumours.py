@@ -8,9 +8,10 @@ from functools import partial
 from typing import Any
 
 from projections.catalogue import Catalogue
+from projections.event_keys import MOVEMENT_KEYS
 from projections.memories import form_memories
-from projections.perception import MOVEMENT_KEYS, perceivers
-from projections.rumours import (
+from projections.perception import perceivers
+from projections.rumour_rules import (
     CHARACTERS_MET,
     group_interval,
     groups,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections import timelines
-from projections.intake import SourceMessage
+from projections.delivery import SourceMessage
 from projections.keys import pack, unpack
 from projections.projector import Projector
 from projections.state import MemoryState

@@ -7,9 +7,10 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.minds import NotFound, provenance, runtime_read
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.provenance import provenance
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
 
@@ -45,7 +46,9 @@ class Town:
     def knowledge(self, npc: str, timeline: str = "main") -> list[tuple[Any, ...]]:
         """What `npc` was told, as (content, source, teller, hops, confidence), sorted."""
         try:
-            read = runtime_read(self.state(), "default", "town", timeline, npc)
+            read = runtime_read(self.state(), "default", "town", timeline, npc).model_dump(
+                mode="json"
+            )
         except NotFound:
             return []
         return sorted(
@@ -89,8 +92,12 @@ def test_a_third_hand_rumour_names_both_tellers_in_order() -> None:
     town.happen(ENTERED, actor="npc-bo", location="loc-inn")
     town.happen(MET, actor="npc-bo", target="npc-cy")
     state = town.state()
-    [belief] = runtime_read(state, "default", "town", "main", "npc-cy")["beliefs"]
-    found = provenance(state, "default", "town", "main", "npc-cy", belief["belief_id"])
+    [belief] = runtime_read(state, "default", "town", "main", "npc-cy").model_dump(mode="json")[
+        "beliefs"
+    ]
+    found = provenance(state, "default", "town", "main", "npc-cy", belief["belief_id"]).model_dump(
+        mode="json"
+    )
     assert found["origin"]["seq"] == 2 and found["origin"]["key"] == "crime.purse-stolen"
     assert [(link["entity_id"], link["hops"], link.get("told_by")) for link in found["chain"]] == [
         ("npc-ada", 0, None),
@@ -190,7 +197,10 @@ def test_only_distorted_rumours_contradict_the_world_record(distortion: bool) ->
     for friend in friends:
         town.happen(MET, actor="npc-ada", target=friend)
     state = town.state()
-    beliefs = [runtime_read(state, "default", "town", "main", f)["beliefs"][0] for f in friends]
+    beliefs = [
+        runtime_read(state, "default", "town", "main", f).model_dump(mode="json")["beliefs"][0]
+        for f in friends
+    ]
     diverging = [b for b in beliefs if b["diverging"]]
     if distortion:
         assert 0 < len(diverging) < len(beliefs)  # some retellings grew the number, not all

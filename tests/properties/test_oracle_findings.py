@@ -6,9 +6,9 @@ from typing import Any
 
 import orjson
 
-from projections.intake import SourceMessage
-from projections.minds import runtime_read
+from projections.delivery import SourceMessage
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from tests.oracle import Oracle
 
@@ -54,7 +54,9 @@ WAITING_BRANCH_OF_BRANCH = [
 def test_a_branch_of_a_waiting_branch_waits_for_the_whole_ancestry() -> None:
     state, outcomes, oracle = feed(WAITING_BRANCH_OF_BRANCH)
     assert outcomes[2] == [("alt2", 3, "deferred")]
-    seen: Any = runtime_read(state, "default", "w", "alt2", "npc-b")["recollections"]
+    seen: Any = runtime_read(state, "default", "w", "alt2", "npc-b").model_dump(mode="json")[
+        "recollections"
+    ]
     assert seen == oracle.read("default", "w", "alt2", "npc-b")["recollections"]
     assert [memory["seq"] for memory in seen] == [3]  # npc-b was at the inn: they saw the brawl
 
@@ -62,7 +64,7 @@ def test_a_branch_of_a_waiting_branch_waits_for_the_whole_ancestry() -> None:
 def test_the_same_branch_of_a_branch_in_publication_order_is_fine() -> None:
     order = [WAITING_BRANCH_OF_BRANCH[i] for i in (3, 0, 1, 2)]
     state, _, oracle = feed(order)
-    read: Any = runtime_read(state, "default", "w", "alt2", "npc-b")
+    read: Any = runtime_read(state, "default", "w", "alt2", "npc-b").model_dump(mode="json")
     assert [memory["seq"] for memory in read["recollections"]] == [3]
     assert read["recollections"] == oracle.read("default", "w", "alt2", "npc-b")["recollections"]
 
@@ -78,6 +80,6 @@ TRUE_IS_NOT_ONE = [
 
 def test_a_belief_of_true_diverges_from_a_record_of_one() -> None:
     state, _, oracle = feed(TRUE_IS_NOT_ONE)
-    read: Any = runtime_read(state, "default", "w", "main", "npc-a")
+    read: Any = runtime_read(state, "default", "w", "main", "npc-a").model_dump(mode="json")
     assert read["recollections"][0]["diverging"] is True
     assert read == oracle.read("default", "w", "main", "npc-a")

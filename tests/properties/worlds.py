@@ -23,10 +23,10 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
-from projections.intake import SourceMessage
-from projections.minds import NotFound, runtime_read
+from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.policy import Policy
 from tests.oracle import Oracle, OracleNotFound, belief_id, compare_reads
@@ -541,7 +541,9 @@ class Run:
             for npc in self.history.ids:
                 self.reads += 1
                 try:
-                    actual: Any = runtime_read(self.state, tenant, world, timeline, npc)
+                    actual: Any = runtime_read(self.state, tenant, world, timeline, npc).model_dump(
+                        mode="json"
+                    )
                 except NotFound:
                     actual = "404"
                 try:

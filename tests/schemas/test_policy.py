@@ -42,7 +42,6 @@ def test_defaults_switch_memory_on_and_spreading_off() -> None:
     assert not memory.spreading.enabled
     assert memory.spreading.per_meeting == 3
     assert memory.persistent.characters == []
-    assert memory.lies_believable
 
 
 def test_a_partial_document_changes_only_what_it_names() -> None:
@@ -74,6 +73,24 @@ def test_a_list_replaces_the_list_below_it() -> None:
 def test_merging_leaves_the_base_as_it_was() -> None:
     merge_policy(BUILT_IN, {"memory": {"npc": False}})
     assert BUILT_IN.memory.npc
+
+
+@pytest.mark.parametrize(
+    ("overlay", "location", "advice"),
+    [
+        ({"memory": {"weighing": "model"}}, "memory.weighing", "use 'rules'"),
+        ({"memory": {"lies_believable": False}}, "memory.lies_believable", "leave it out"),
+        ({"memory": {"lies_believable": True}}, "memory.lies_believable", "leave it out"),
+    ],
+)
+def test_a_setting_of_model_judgements_is_refused_as_not_available_yet(
+    overlay: dict[str, object], location: str, advice: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        merge_policy(BUILT_IN, overlay)
+    (error,) = refused.value.errors()
+    assert ".".join(str(part) for part in error["loc"]) == location
+    assert "not available yet" in error["msg"] and advice in error["msg"]
 
 
 def test_a_misspelt_key_is_refused_where_it_is() -> None:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
-from streams.app import ack_when_delivered
+import pytest
+
+from streams.app import Rumourmill, ack_when_delivered
+from streams.settings import Settings
 
 
 class Event:
@@ -57,3 +62,34 @@ def test_a_failed_or_cancelled_delivery_never_acks_and_stops_the_worker() -> Non
     acked, failures = asyncio.run(scenario("cancelled"))
     assert not acked
     assert [type(failure) for failure in failures] == [asyncio.CancelledError]
+
+
+class StoppingApp:
+    """Stands for the Faust app: records what it was crashed with."""
+
+    def __init__(self) -> None:
+        self.crashed_with: list[BaseException] = []
+
+    async def crash(self, error: BaseException) -> None:
+        self.crashed_with.append(error)
+
+
+def test_a_failed_delivery_is_logged_with_its_cause_and_stops_the_worker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = StoppingApp()
+    unused: Any = None
+    mill = Rumourmill(app, Settings(), unused, unused, unused, unused, unused)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        delivery = asyncio.get_running_loop().create_future()
+        ack_when_delivered(Event(), [delivery], mill.crash_soon)
+        delivery.set_exception(TimeoutError("broker gone"))
+        await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.CRITICAL, logger="rumourmill.worker"):
+        asyncio.run(scenario())
+    assert [str(error) for error in app.crashed_with] == ["broker gone"]
+    [record] = caplog.records
+    assert record.getMessage() == "stopping the worker: a delivery to Kafka failed: broker gone"
+    assert record.exc_info is not None and record.exc_info[1] is app.crashed_with[0]

@@ -8,7 +8,9 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from streams.brokers import LocalBroker, apache_kafka, port_open, tansu
+from localbroker import LocalBroker, TansuBroker, port_open
+from streams.dev import apache_kafka
+from streams.settings import Settings
 
 
 async def _produce(bootstrap: str, topic: str, value: bytes) -> None:
@@ -48,7 +50,7 @@ def _roundtrip(broker: LocalBroker, topic: str, group: str, value: bytes) -> byt
 @pytest.mark.timeout(300)
 def test_apache_kafka_produce_consume_restart() -> None:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", "g"
-    broker = apache_kafka()
+    broker = apache_kafka(Settings.from_env())
     with broker:
         assert broker.bootstrap.startswith("127.0.0.1:")
         assert _roundtrip(broker, topic, group, b"before") == b"before"
@@ -63,10 +65,11 @@ def test_apache_kafka_produce_consume_restart() -> None:
     assert not broker.running
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_tansu_produce_consume() -> None:
     topic = f"t-{uuid.uuid4().hex[:8]}"
-    with tansu() as broker:
+    with TansuBroker() as broker:
         assert _roundtrip(broker, topic, "g", b"hello") == b"hello"
         broker.restart()  # memory-only: comes back empty, on the same port
         assert _roundtrip(broker, topic, "g2", b"again") == b"again"

@@ -7,7 +7,11 @@ import subprocess
 import sys
 import time
 
-from streams.brokers import free_port
+import pytest
+
+from localbroker import free_port
+
+pytestmark = pytest.mark.integration  # starts the embedded Tansu broker
 
 
 def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -15,9 +16,11 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.minds import runtime_read
-from projections.policy import resolve
+from localbroker import free_port
+from projections.policy import policy_key, resolve
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
@@ -72,7 +75,7 @@ def test_the_read_serves_what_the_projector_computes(tavern_worker: WorkerProces
         )
         assert status == 200
         assert body == orjson.loads(
-            orjson.dumps(runtime_read(expected, "default", "save-1", timeline, npc))
+            runtime_read(expected, "default", "save-1", timeline, npc).to_json()
         )
     status, body = get(
         port, READ.format(npc="npc-mara", world="save-1", timeline="main"), "key-acme"
@@ -134,9 +137,7 @@ def test_api_keys_are_required_and_see_only_their_tenant(tavern_worker: WorkerPr
 
 def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_path: Path) -> None:
     first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=4)
-    second = Settings(
-        **{**vars(first), "data_dir": tmp_path / "two", "web_port": first.web_port + 1}
-    )
+    second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
     worlds = [f"world-{number}" for number in range(8)]
     stream = [
         line.replace(b'"save-1"', f'"{world}"'.encode()) for world in worlds for line in TAVERN
@@ -149,12 +150,12 @@ def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_pat
     try:
         # publish once the first worker has taken its share after the second joined: Faust can
         # leave a partition unfetched when its first events arrive mid-rebalance (README)
-        workers[0].wait_until_ready(times=2)
+        workers[0].wait_until_ready(rebalances=2)
         send_events(first, stream)
         wait_for_acks(first, len(stream))
         for world in worlds:
             want = orjson.loads(
-                orjson.dumps(runtime_read(expected, "default", world, "main", "npc-mara"))
+                runtime_read(expected, "default", world, "main", "npc-mara").to_json()
             )
             for worker in workers:
                 path = READ.format(npc="npc-mara", world=world, timeline="main")
@@ -205,9 +206,15 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
         text=True,
     )
     assert refused.returncode != 0 and "memory.spreading.enabld" in refused.stderr
+    # a producer that bypasses the command: the worker refuses it and keeps the last valid one
+    invalid = b'{"memory": {"persistent": {"characters": "npc-mara"}}}'
+    key = policy_key("default", "save-1")
+    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, invalid))
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
+        refusal = 'refused the policy under ["default","save-1"]: invalid policy: memory.persistent'
+        assert refusal in worker.log_path.read_text()
         send_events(settings, TAVERN)
         wait_for_acks(settings, len(TAVERN))
         status, body = get(
@@ -217,7 +224,7 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
         policy = resolve(None, document)
         expected = replay_lines(TAVERN, Projector(policies=lambda tenant, world: policy)).state
         assert body == orjson.loads(
-            orjson.dumps(runtime_read(expected, "default", "save-1", "reload", "npc-mara"))
+            runtime_read(expected, "default", "save-1", "reload", "npc-mara").to_json()
         )
         assert any(m["persistent"] and "defeated" in m["content"] for m in body["recollections"])
     finally:

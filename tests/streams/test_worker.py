@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
-    return unique_settings(kafka_bootstrap, tmp_path / "data")
+    return unique_settings(kafka_bootstrap, tmp_path / "data", log_format="json")
 
 
 @pytest.fixture
@@ -109,6 +109,15 @@ def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
     assert "over the limit" in reasons[bad[7]]
     assert all(letter["topic"] == settings.events_topic for letter in letters)
     assert all(letter["offset"] >= 0 and letter["partition"] >= 0 for letter in letters)
+    log = [json.loads(line) for line in worker.log_path.read_text().splitlines()]
+    logged = {
+        (entry["partition"], entry["offset"], entry["reason"])
+        for entry in log
+        if entry["message"].startswith("dead letter ")
+    }
+    assert logged == {
+        (letter["partition"], letter["offset"], letter["reason"]) for letter in letters
+    }
 
     acks = read_topic(settings, settings.acks_topic, lambda got: len(got) >= len(bad) + 2)
     assert sum(ack["outcome"] == "rejected" for ack in acks) == len(bad)

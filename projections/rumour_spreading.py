@@ -1,6 +1,8 @@
-"""Spreading: news moves when characters meet, or when a group's game-time interval turns.
+"""Rumour spreading: the rumour rules driven from storage, event by event.
 
-The rules of who meets and what passes are in `projections.rumours`; this module feeds them
+News moves when characters meet, or when a group's game-time interval turns.
+
+The rules of who meets and what passes are in `projections.rumour_rules`; this module feeds them
 from state as it stood before the event, so applying an event twice spreads the same news.
 Within one event, news reaches a listener once: what a listener was told at this meeting
 counts as known for the rest of it.
@@ -14,9 +16,10 @@ from functools import partial
 import orjson
 
 from projections.catalogue import Catalogue, StoredDeclarations
+from projections.key_prefixes import GROUP_EXCHANGES
 from projections.keys import pack
-from projections.minds import MindKeys, knows, newest_news
-from projections.rumours import (
+from projections.memory_store import MemoryKeys, knows, newest_news
+from projections.rumour_rules import (
     group_interval,
     groups,
     meetings,
@@ -31,15 +34,13 @@ from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
 
-GROUP_EXCHANGES = "group-exchange"
-
 
 @dataclass
 class Spreading:
     """The news one event spreads, and who has heard what during it."""
 
     tx: StateTransaction
-    keys: MindKeys
+    keys: MemoryKeys
     ancestry: Ancestry
     event: Event
     policy: Policy
@@ -70,7 +71,7 @@ class Spreading:
 
 def spread(
     tx: StateTransaction,
-    keys: MindKeys,
+    keys: MemoryKeys,
     ancestry: Ancestry,
     event: Event,
     policy: Policy,

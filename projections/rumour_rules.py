@@ -1,4 +1,4 @@
-"""Rumours: how news travels from character to character by itself (SPEC 5, seed 001).
+"""Rumour rules: how news travels from character to character by itself (SPEC 5, seed 001).
 
 With `memory.spreading.enabled` (off by default), characters pass memories on when they meet:
 
@@ -32,11 +32,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from itertools import combinations, islice
 from typing import Any
 
-from projections.catalogue import CHARACTER
+from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import distort, distortion_seed
+from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
 from projections.memories import is_persistent
-from projections.perception import CHARACTERS_MET, MOVEMENT_KEYS, KindOf
 from projections.weighing import retold_confidence
 from projections.wording import Names, retell
 from schemas import EntityDeclaration, Event

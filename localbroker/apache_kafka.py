@@ -1,0 +1,98 @@
+"""Apache Kafka 4.x on 127.0.0.1, run from the cached jars with the machine's Java."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from localbroker.kafka_jars import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION, fetch_apache_kafka
+from localbroker.kraft import LOG4J2, cluster_id, server_properties
+from localbroker.network import free_port
+from localbroker.process import BrokerStartError, LocalBroker
+
+
+def find_java() -> str:
+    """`$JAVA_HOME/bin/java` when there is one, else `java` from the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java") or "java"
+
+
+class ApacheKafkaBroker(LocalBroker):
+    """Apache Kafka 4.x, broker and KRaft controller in one JVM, single node."""
+
+    name = "kafka"
+
+    def __init__(
+        self,
+        *,
+        version: str = DEFAULT_KAFKA_VERSION,
+        cache: Path = DEFAULT_KAFKA_CACHE,
+        java: str | None = None,
+        port: int | None = None,
+        controller_port: int | None = None,
+        config: Mapping[str, str] | None = None,
+        heap: str = "512m",
+        jvm_args: Sequence[str] = (),
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout)
+        self.version = version
+        self.cache = cache
+        self.java = java or find_java()
+        self.controller_port = controller_port if controller_port is not None else free_port()
+        self.extra_config = dict(config or {})
+        self.heap = heap
+        self.jvm_args = list(jvm_args)
+        self._libs: Path | None = None
+
+    def server_properties(self) -> dict[str, str]:
+        """The KRaft single-node config with this broker's ports, data dir and extra config."""
+        assert self.workdir is not None
+        properties = server_properties(self.port, self.controller_port, self.workdir / "data")
+        return properties | self.extra_config
+
+    def _prepare(self) -> None:
+        assert self.workdir is not None
+        self._libs = fetch_apache_kafka(self.version, self.cache)
+        lines = "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
+        (self.workdir / "server.properties").write_text(lines)
+        (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
+        fmt = [
+            *self._java_prefix(), "kafka.tools.StorageTool", "format",
+            "-t", cluster_id(), "-c", str(self.workdir / "server.properties"),
+        ]  # fmt: skip
+        result = subprocess.run(
+            fmt, capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL
+        )
+        if result.returncode != 0:
+            output = result.stdout[-4000:] + result.stderr[-4000:]
+            raise BrokerStartError(f"kafka storage format failed ({result.returncode}):\n{output}")
+
+    def _java_prefix(self) -> list[str]:
+        assert self.workdir is not None and self._libs is not None
+        return [
+            self.java,
+            f"-Xmx{self.heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.workdir}",
+            *self.jvm_args,
+            "-cp",
+            f"{self._libs}/*",
+        ]
+
+    def _command(self) -> list[str]:
+        assert self.workdir is not None
+        return [*self._java_prefix(), "kafka.Kafka", str(self.workdir / "server.properties")]
+
+    def _log_files(self) -> list[Path]:
+        return [*super()._log_files(), self.log_path]

@@ -1,0 +1,128 @@
+"""Delivery: at-least-once in, exactly once in effect, and nothing undeliverable lost.
+
+The broker delivers a message again when a worker stopped before its offset was committed.
+What a message produced is kept in an outbox under its source position, so a redelivery
+re-sends the very same acks and dead letters, and nothing is applied again. A message that
+cannot be taken in is dead-lettered whole (key and value in base64) with a plain reason, and
+still acked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from projections.key_prefixes import OUTBOX
+from projections.keys import pack
+from projections.state import StateTransaction
+from schemas import Ack, DeadLetter, Outcome
+from schemas.records import OutboxRecord
+
+OUTBOX_DEPTH = 100_000
+"""How many source positions back a redelivery is still recognised, per partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMessage:
+    """One message as the broker (or a replayed file) delivered it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """What one message produced, to be published; `redelivered` if sent before."""
+
+    acks: list[Ack] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    redelivered: bool = False
+
+
+def produce_once(
+    tx: StateTransaction, message: SourceMessage, produce: Callable[[], Intake]
+) -> Intake:
+    """What `message` produces: worked out by `produce` the first time, and read back from the
+    outbox when the same message comes again at the same source position."""
+    digest = hashlib.blake2b(
+        (message.key or b"") + b"\x00" + message.value, digest_size=16
+    ).hexdigest()
+    key = pack(OUTBOX, message.topic, message.partition, message.offset)
+    stored = tx.get(key)
+    if stored is not None:
+        outbox = OutboxRecord.from_bytes(stored)
+        if outbox.message_digest == digest:
+            return Intake(
+                acks=[Ack.model_validate(item, strict=False) for item in outbox.acks],
+                dead_letters=[
+                    DeadLetter.model_validate(item, strict=False) for item in outbox.dead_letters
+                ],
+                redelivered=True,
+            )
+    intake = produce()
+    tx.put(
+        key,
+        OutboxRecord(
+            message_digest=digest,
+            acks=[item.model_dump(mode="json") for item in intake.acks],
+            dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
+        ).to_bytes(),
+    )
+    if message.offset >= OUTBOX_DEPTH:
+        tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))
+    return intake
+
+
+def refuse(message: SourceMessage, reason: str) -> Intake:
+    """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can."""
+    identity = identity_of(message.value)
+    return Intake(
+        acks=[Ack(outcome=Outcome.REJECTED, reason=reason, **identity)],
+        dead_letters=[dead_letter(message, reason)],
+    )
+
+
+def dead_letter(message: SourceMessage, reason: str) -> DeadLetter:
+    """The whole message, key and value in base64, with why it was not taken in."""
+    identity = identity_of(message.value)
+    return DeadLetter(
+        reason=reason,
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key_base64=None if message.key is None else base64.b64encode(message.key).decode(),
+        value_base64=base64.b64encode(message.value).decode(),
+        tenant_id=identity["tenant_id"],
+        world_instance_id=identity["world_instance_id"],
+    )
+
+
+def identity_of(value: bytes) -> dict[str, Any]:
+    """The identity fields a message names correctly, even when the rest of it is broken."""
+    identity: dict[str, Any] = dict.fromkeys(
+        ("tenant_id", "world_instance_id", "timeline_id", "seq")
+    )
+    try:
+        document = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return identity
+    if not isinstance(document, dict):
+        return identity
+    for name in ("world_instance_id", "timeline_id", "tenant_id"):
+        candidate = document.get(name)
+        if isinstance(candidate, str) and 1 <= len(candidate) <= 128:
+            identity[name] = candidate
+    seq = document.get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq < 2**63:
+        identity["seq"] = seq
+    if identity["world_instance_id"] is not None and identity["tenant_id"] is None:
+        identity["tenant_id"] = "default"
+    return identity

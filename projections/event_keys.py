@@ -1,0 +1,24 @@
+"""The event keys rumourmill gives a meaning of its own; every other key is a story event.
+
+A game may publish any key. These few change what happens beyond forming memories: movement
+teaches where characters are, a conversation passes words on, a declaration names things, and
+a meeting spreads news.
+"""
+
+from __future__ import annotations
+
+LOCATION_ENTERED = "loreweaver.movement.location-entered"
+CHARACTER_ENTERED_LOCATION = "loreweaver.movement.character-entered-location"
+MOVEMENT_KEYS = frozenset({LOCATION_ENTERED, CHARACTER_ENTERED_LOCATION})
+"""The actor is now at the event's location."""
+
+TOLD = "loreweaver.conversation.told"
+PLAYER_SAID = "loreweaver.conversation.player-said"
+CONVERSATION_KEYS = frozenset({TOLD, PLAYER_SAID})
+"""Words the target hears: news from a character, or a player's line."""
+
+ENTITY_DECLARED = "world.entity-declared"
+"""Names, kinds and groups for ids, and nothing else: no story at all."""
+
+CHARACTERS_MET = "loreweaver.social.characters-met"
+"""A meeting: it spreads news (when spreading is on) but is not itself news."""

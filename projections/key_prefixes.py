@@ -1,0 +1,72 @@
+"""Every storage key prefix, declared once: what each key space holds, and what it is for.
+
+All state lives in one ordered key space (`projections.state`); a key's first packed part names
+the space it belongs to. A space is either **projection** state, a fold of the event stream
+that two runs of the same stream must hold byte for byte (the state digest proves it), or
+**delivery bookkeeping**, which depends on how the stream was delivered (the outbox, events
+still waiting for their turn) and stays out of the digest.
+
+Declare a new key space here, and only here: the digest covers every projection space, and a
+test fails when state is written under a prefix this registry lacks. The digest hashes the
+projection spaces in declaration order, so a new one goes at the end.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Role(Enum):
+    """What a key space is for."""
+
+    PROJECTION = "projection"
+    """A fold of the event stream: the same stream, the same bytes (in the digest)."""
+    BOOKKEEPING = "bookkeeping"
+    """How delivery went: differs between runs of the same stream (not in the digest)."""
+
+
+KEY_SPACES: dict[str, Role] = {}
+"""Every key prefix and what its space is for, in declaration order."""
+
+
+def _declare(prefix: str, role: Role) -> str:
+    """Register a key space; its prefix is the constant its modules pack keys with."""
+    if prefix in KEY_SPACES:
+        raise ValueError(f"key prefix {prefix!r} is declared twice")
+    KEY_SPACES[prefix] = role
+    return prefix
+
+
+def _projection(prefix: str) -> str:
+    return _declare(prefix, Role.PROJECTION)
+
+
+def _bookkeeping(prefix: str) -> str:
+    return _declare(prefix, Role.BOOKKEEPING)
+
+
+# Each comment: what follows (prefix, tenant, world) in the keys, then what an entry holds.
+TIMELINES = _projection("timeline")  # timeline: positions and branch point
+FACTS = _projection("fact")  # timeline, subject, attribute, seq: the world record's value
+ENTITIES = _projection("entity")  # entity: its merged declaration
+LOCATIONS = _projection("location")  # timeline, character, seq: where the character is
+OCCUPANTS = _projection("occupants")  # timeline, place, seq: who is there
+MEMORIES = _projection("memory")  # character, belief: the memory itself
+RECOLLECTIONS = _projection("recollection")  # scope, character, seq, belief: an `event` memory
+BELIEF_RANKS = _projection("belief-rank")  # scope, character, rank, MAX_SEQ - seq, belief
+ORIGINS = _projection("origin")  # scope, character, origin: the first seq it was learned at
+RELATIONS = _projection("relation")  # timeline, character, entity, seq: a relation version
+RELATION_HEADS = _projection("relation-head")  # timeline, character, entity: newest version
+NEWS = _projection("news-by-seq")  # scope, character, seq, belief: news the character can tell
+ORIGIN_EVENTS = _projection("origin-event")  # origin: the event where news started
+PERSISTENT_WORLDS = _projection("persistent-world")  # nothing more: it has persistent memories
+GROUP_EXCHANGES = _projection("group-exchange")  # timeline, seq: the interval groups last met in
+PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
+WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
+OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
+
+PROJECTION_PREFIXES = tuple(
+    prefix for prefix, role in KEY_SPACES.items() if role is Role.PROJECTION
+)
+"""The spaces of a world's projections, in declaration order; each key starts (prefix, tenant,
+world)."""

@@ -1,0 +1,250 @@
+"""Memory storage: where memories are kept, and the indexes that find them again.
+
+Every memory is stored once under its belief id, with small index entries that make a read
+cost what it returns: recollections by position, beliefs by importance, news by position, and
+origins for "already knows". A timeline's reads fold its own entries with each ancestor's up
+to the branch point; persistent memories live in a world-wide scope that every timeline reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import orjson
+
+from projections.key_prefixes import (
+    BELIEF_RANKS,
+    MEMORIES,
+    NEWS,
+    ORIGIN_EVENTS,
+    ORIGINS,
+    PERSISTENT_WORLDS,
+    RECOLLECTIONS,
+)
+from projections.keys import pack, unpack
+from projections.rumour_rules import is_news
+from projections.state import StateTransaction
+from projections.timelines import Ancestry, Segment
+from schemas import MAX_SEQ, Event
+from schemas.memory import Memory
+
+PERSISTENT_SCOPE = ""
+"""The scope of persistent memories: no real timeline id is empty, and every read sees it."""
+
+_RANK_STEPS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryKeys:
+    """The key prefixes of one world, and whether it holds persistent memories."""
+
+    tenant_id: str
+    world_id: str
+    any_persistent: bool = True
+
+    def memory(self, character: str, belief_id: str) -> bytes:
+        return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
+
+    def scoped(self, kind: str, scope: str, character: str) -> bytes:
+        return _scoped(kind, self.tenant_id, self.world_id, scope, character)
+
+
+@lru_cache(maxsize=1 << 16)
+def _scoped(kind: str, tenant_id: str, world_id: str, scope: str, character: str) -> bytes:
+    """Index prefixes recur for every memory of a character: pack each once."""
+    return pack(kind, tenant_id, world_id, scope, character)
+
+
+def memory_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MemoryKeys:
+    """The keys of one world, as it stands (most worlds hold no persistent memory)."""
+    marked = tx.get(pack(PERSISTENT_WORLDS, tenant_id, world_id)) is not None
+    return MemoryKeys(tenant_id, world_id, any_persistent=marked)
+
+
+def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
+    """Where a character's memories are: the ancestry, and the world-wide persistent scope."""
+    if not keys.any_persistent:
+        return ancestry
+    return (*ancestry, Segment(PERSISTENT_SCOPE, MAX_SEQ))
+
+
+def load_memory(
+    tx: StateTransaction, keys: MemoryKeys, character: str, belief_id: str
+) -> Memory | None:
+    raw = tx.get(keys.memory(character, belief_id))
+    return None if raw is None else DECODED.decode(raw)
+
+
+class DecodedMemories:
+    """Stored memories decoded once, by their stored bytes (a memory is written once and read
+    again and again: by tellers, by reads). Storing one remembers it decoded already.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._decoded: OrderedDict[bytes, Memory] = OrderedDict()
+
+    def decode(self, raw: bytes) -> Memory:
+        memory = self._decoded.get(raw)
+        if memory is None:
+            memory = Memory.model_validate_json(raw)
+            self.remember(raw, memory)
+        return memory
+
+    def remember(self, raw: bytes, memory: Memory) -> None:
+        if len(self._decoded) >= self._size:  # the oldest entry makes room
+            self._decoded.popitem(last=False)
+        self._decoded[raw] = memory
+
+
+DECODED = DecodedMemories(size=1 << 16)
+
+
+def visible(memory: Memory, ancestry: Ancestry) -> bool:
+    """Whether a timeline with this ancestry sees the memory."""
+    if memory.persistent:
+        return True
+    return any(s.timeline_id == memory.timeline_id and memory.seq <= s.upto_seq for s in ancestry)
+
+
+def knows(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, origin: str
+) -> bool:
+    """Whether `character` holds any memory of this origin on the timeline.
+
+    One point read per scope: each scope keeps the first position the character learned the
+    origin at, and an ancestor's counts if it is at or before the branch point.
+    """
+    suffix = pack(origin)
+    for segment in scopes(keys, ancestry):
+        first = tx.get(keys.scoped(ORIGINS, segment.timeline_id, character) + suffix)
+        if first is not None and int.from_bytes(first, "big") <= segment.upto_seq:
+            return True
+    return False
+
+
+def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
+    """Keep the memories one event formed, with their indexes."""
+    for memory in memories:
+        scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
+        if memory.persistent:
+            tx.put(pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id), b"")
+        character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
+        raw = memory.model_dump_json().encode()
+        tx.put(keys.memory(character, belief_id), raw)
+        DECODED.remember(raw, memory)
+        if memory.kind == "event":
+            tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
+        else:
+            rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
+            tx.put(
+                keys.scoped(BELIEF_RANKS, scope, character) + pack(rank, MAX_SEQ - seq, belief_id),
+                b"",
+            )
+        origin = keys.scoped(ORIGINS, scope, character) + pack(memory.origin)
+        first = tx.get(origin)
+        if first is None or int.from_bytes(first, "big") > seq:
+            tx.put(origin, seq.to_bytes(8, "big"))
+        if is_news(memory):
+            tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
+
+
+def newest_news(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, limit: int
+) -> list[Memory]:
+    """The character's newest news on the timeline (`rumour_rules.is_news`), newest first."""
+    return list(_newest(tx, keys, ancestry, character, NEWS, limit))
+
+
+def newest_recollections(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, limit: int
+) -> list[Memory]:
+    """The character's newest `event` memories on the timeline, newest first."""
+    return list(_newest(tx, keys, ancestry, character, RECOLLECTIONS, limit))
+
+
+def _newest(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    character: str,
+    index: str,
+    limit: int,
+) -> Iterator[Memory]:
+    """The newest entries of a by-position index through the ancestry, newest first."""
+    found: list[tuple[int, str]] = []
+    for segment in scopes(keys, ancestry):
+        prefix = keys.scoped(index, segment.timeline_id, character)
+        start = prefix + pack(segment.upto_seq, "\U0010ffff")
+        for count, (key, _) in enumerate(tx.scan(prefix, reverse=True, start=start)):
+            if count == limit:
+                break
+            seq, belief_id = unpack(key[len(prefix) :])
+            found.append((int(seq), str(belief_id)))
+    for _, belief_id in heapq.nlargest(limit, found):
+        memory = load_memory(tx, keys, character, belief_id)
+        if memory is not None:
+            yield memory
+
+
+def most_important_beliefs(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, limit: int
+) -> list[Memory]:
+    """What the character holds to be so on the timeline, most important (then newest) first."""
+    found: list[tuple[int, int, str]] = []
+    for segment in scopes(keys, ancestry):
+        prefix = keys.scoped(BELIEF_RANKS, segment.timeline_id, character)
+        taken = 0
+        for key, _ in tx.scan(prefix):
+            rank, inverted_seq, belief_id = unpack(key[len(prefix) :])
+            if MAX_SEQ - int(inverted_seq) > segment.upto_seq:
+                continue  # the abandoned future of an ancestor
+            found.append((int(rank), int(inverted_seq), str(belief_id)))
+            taken += 1
+            if taken == limit:
+                break
+    beliefs = []
+    for _, _, belief_id in heapq.nsmallest(limit, found):
+        memory = load_memory(tx, keys, character, belief_id)
+        if memory is not None:
+            beliefs.append(memory)
+    return beliefs
+
+
+def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) -> Iterator[Memory]:
+    """Every persistent memory of the character (they belong to no timeline)."""
+    if not keys.any_persistent:
+        return
+    for kind in (RECOLLECTIONS, BELIEF_RANKS):
+        prefix = keys.scoped(kind, PERSISTENT_SCOPE, character)
+        for key, _ in tx.scan(prefix):
+            belief_id = str(unpack(key[len(prefix) :])[-1])
+            memory = load_memory(tx, keys, character, belief_id)
+            if memory is not None:
+                yield memory
+
+
+def record_origin(tx: StateTransaction, keys: MemoryKeys, origin: str, event: Event) -> None:
+    """Remember which event an origin is, so provenance can name where news started."""
+    tx.put(
+        pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin),
+        orjson.dumps(
+            {
+                "timeline_id": event.timeline_id,
+                "seq": event.seq,
+                "key": event.key,
+                "actor": event.actor,
+                "location": event.location,
+                "game_time": event.game_time,
+            }
+        ),
+    )
+
+
+def origin_event(tx: StateTransaction, keys: MemoryKeys, origin: str) -> bytes | None:
+    """The event an origin is, as `record_origin` kept it (JSON), or None if not kept."""
+    return tx.get(pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin))

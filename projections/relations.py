@@ -1,0 +1,139 @@
+"""Relations: how a character stands to every other entity, read off their memories.
+
+The rule, whole:
+- every memory contributes its feeling to each other entity it is about or came from (its
+  `about` and its `source_entity`), once each, never to the character themself;
+- a relation is the mean of its contributions (rounded to 2 places), their count and the
+  last seq among them;
+- a read lists at most 50, most memories first, then the most recent, then by entity id.
+
+Storage: the memories of one event add to the character's relations as a cumulative version
+keyed by that event's position on its timeline, the newest also as the timeline's head (one
+point read in the common case). A branch reads its ancestors' versions as of its branch point.
+Persistent memories belong to no timeline: they are counted when read, not stored here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import orjson
+from pydantic import TypeAdapter
+
+from projections.key_prefixes import RELATION_HEADS, RELATIONS
+from projections.keys import pack, unpack
+from projections.memory_store import MemoryKeys, persistent_memories
+from projections.state import StateTransaction
+from projections.timelines import Ancestry, Segment
+from projections.versions import read_through
+from schemas.memory import Memory, RelationRead
+
+MAX_RELATIONS = 50
+
+Aggregate = tuple[float, int, int]
+"""(sum of feelings, memories, last seq) of one relation."""
+
+_RELATION_READS = TypeAdapter(list[RelationRead])
+
+
+def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
+    """(entity, feeling) for every other entity the memory is about or came from, once each."""
+    others = dict.fromkeys(
+        entity for entity in (*memory.about, memory.source_entity) if entity is not None
+    )
+    return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
+
+
+def record_relations(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memories: Iterable[Memory]
+) -> None:
+    """Add the memories one event formed to their characters' relations, on the timeline the
+    memories land on (the first segment of the ancestry)."""
+    contributions: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for memory in memories:
+        if not memory.persistent:  # persistent memories are counted when read
+            for entity, feeling in relation_contributions(memory):
+                contributions[(memory.character_id, entity)].append((feeling, memory.seq))
+    timeline = ancestry[0].timeline_id
+    for (character, entity), items in contributions.items():
+        total, count, last = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
+        version = max(seq for _, seq in items)
+        after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
+        tx.put(
+            keys.scoped(RELATIONS, timeline, character) + pack(entity, version), orjson.dumps(after)
+        )
+        tx.put(
+            keys.scoped(RELATION_HEADS, timeline, character) + pack(entity),
+            orjson.dumps([*after, version]),
+        )
+
+
+def relations_of(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str
+) -> list[RelationRead]:
+    """Every other entity the character's memories are about or came from, as a read lists
+    them: most memories first, at most `MAX_RELATIONS`."""
+    totals: dict[str, list[float]] = {}
+    for depth, segment in enumerate(ancestry):  # each timeline lists the entities it has heads of
+        prefix = keys.scoped(RELATION_HEADS, segment.timeline_id, character)
+        for key, head in tx.scan(prefix):
+            entity = str(unpack(key[len(prefix) :])[0])
+            if entity in totals:
+                continue
+            found = _head_at(head, segment) if depth == 0 else None
+            if found is None:
+                found = _relation(tx, keys, ancestry, character, entity)
+            if found is not None:
+                totals[entity] = list(found)
+    for memory in persistent_memories(tx, keys, character):
+        for entity, feeling in relation_contributions(memory):
+            total = totals.setdefault(entity, [0.0, 0, 0])
+            total[0] += feeling
+            total[1] += 1
+            total[2] = max(total[2], memory.seq)
+    ordered = sorted(totals.items(), key=lambda item: (-item[1][1], -item[1][2], item[0]))
+    return _RELATION_READS.validate_python(
+        [
+            {
+                "entity_id": entity,
+                "feeling": round(total / count, 2),
+                "memories": int(count),
+                "last_seq": int(last),
+            }
+            for entity, (total, count, last) in ordered[:MAX_RELATIONS]
+        ]
+    )
+
+
+def _relation(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, entity: str
+) -> Aggregate | None:
+    """The relation of non-persistent memories, through the ancestry.
+
+    A timeline's newest version is also its head, so the common read is one point lookup; the
+    versions serve reads at an earlier position (an ancestor's branch point, an event applied
+    again) and timelines without an entry of their own.
+    """
+    own = ancestry[0]
+    head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + pack(entity))
+    if head is not None and (found := _head_at(head, own)) is not None:
+        return found
+    raw = read_through(
+        tx,
+        ancestry if head is not None else ancestry[1:],
+        lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity),
+    )
+    return None if raw is None else _aggregate(orjson.loads(raw))
+
+
+def _head_at(head: bytes, segment: Segment) -> Aggregate | None:
+    """A relation head's aggregate, if it was written at or before the segment's end."""
+    *aggregate, version = orjson.loads(head)
+    return _aggregate(aggregate) if version <= segment.upto_seq else None
+
+
+def _aggregate(stored: list[float]) -> Aggregate:
+    """The aggregate as a relation version or head stores it."""
+    total, count, last = stored
+    return float(total), int(count), int(last)

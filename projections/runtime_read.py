@@ -1,0 +1,65 @@
+"""The runtime read: one character's mind on one timeline, as the Memory contract shows it.
+
+What the character holds to be so (at most 50 beliefs, most important first), how they stand
+to others (`projections.relations`), what they last saw (at most 20 recollections, newest
+first) and where they are. Each memory's `diverging` is judged as the read is made
+(`projections.divergence`). A read never writes.
+"""
+
+from __future__ import annotations
+
+from projections import timelines, whereabouts
+from projections.divergence import as_judged
+from projections.memory_store import (
+    MemoryKeys,
+    memory_keys,
+    most_important_beliefs,
+    newest_recollections,
+)
+from projections.relations import relations_of
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas.memory import RuntimeRead
+from schemas.records import TimelineRecord
+
+MAX_BELIEFS = 50
+MAX_RECOLLECTIONS = 20
+
+
+class NotFound(Exception):
+    """The read has nothing to show: a timeline never seen, or a character with no past."""
+
+
+def timeline_view(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str
+) -> tuple[TimelineRecord, MemoryKeys, Ancestry]:
+    """What a read on a timeline needs, or NotFound for a timeline never seen."""
+    record = timelines.load(tx, tenant_id, world_id, timeline_id)
+    if record is None:
+        raise NotFound(f"timeline {timeline_id!r} has never received events")
+    return record, memory_keys(tx, tenant_id, world_id), timelines.ancestry(tx, record)
+
+
+def runtime_read(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, npc_id: str
+) -> RuntimeRead:
+    """One character's mind on one timeline; NotFound if nothing is known of them there."""
+    record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
+    recollections = newest_recollections(tx, keys, ancestry, npc_id, MAX_RECOLLECTIONS)
+    beliefs = most_important_beliefs(tx, keys, ancestry, npc_id, MAX_BELIEFS)
+    location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    if not recollections and not beliefs and location is None:
+        raise NotFound(f"nothing is known of {npc_id!r} on timeline {timeline_id!r}")
+    return RuntimeRead(
+        world_instance_id=world_id,
+        timeline_id=timeline_id,
+        npc_id=npc_id,
+        acknowledged_seq=record.acknowledged_seq,
+        processed_seq=record.processed_seq,
+        location=location,
+        beliefs=[as_judged(tx, tenant_id, world_id, ancestry, memory) for memory in beliefs],
+        relations=relations_of(tx, keys, ancestry, npc_id),
+        recollections=[
+            as_judged(tx, tenant_id, world_id, ancestry, memory) for memory in recollections
+        ],
+    )

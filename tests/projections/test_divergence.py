@@ -1,0 +1,45 @@
+"""Divergence, judged when read: a belief diverges while the world record says otherwise."""
+
+from __future__ import annotations
+
+import orjson
+
+from projections import world
+from projections.divergence import as_judged
+from projections.state import MemoryState
+from projections.timelines import Segment
+from schemas import Event
+from tests.projections.test_memories import seed_world
+
+
+def status_recorded(state: MemoryState, seq: int, status: str) -> None:
+    world.record_facts(
+        state,
+        Event.model_validate_json(
+            orjson.dumps(
+                {
+                    "world_instance_id": "save-1",
+                    "timeline_id": "main",
+                    "seq": seq,
+                    "key": "story.happened",
+                    "facts": [
+                        {"subject": "npc-drunk-sailor", "attribute": "status", "value": status}
+                    ],
+                }
+            )
+        ),
+    )
+
+
+def test_a_memory_diverges_while_the_record_on_the_readers_timeline_disagrees() -> None:
+    fight = seed_world().of("npc-mara")[1]  # Mara saw the sailor defeated (seq 3)
+    state = MemoryState()
+    status_recorded(state, 3, "defeated")
+    status_recorded(state, 5, "fine")
+
+    def shown_diverging(upto_seq: int) -> bool:
+        ancestry = (Segment("main", upto_seq),)
+        return as_judged(state, "default", "save-1", ancestry, fight).diverging
+
+    assert [shown_diverging(seq) for seq in (3, 4, 5)] == [False, False, True]
+    assert fight.diverging is False  # the stored memory is left as it was formed

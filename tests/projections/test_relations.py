@@ -1,0 +1,103 @@
+"""Relations in the runtime read: at most 50, the most memories first (README, "Reading a
+character's mind"; seed 001), ties going to the newest `last_seq`, then to the entity id."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from itertools import pairwise
+from typing import Any
+
+import orjson
+
+from projections.runtime_read import runtime_read
+from streams.replay import replay_lines
+from tests.reads import answer
+
+MAX_RELATIONS = 50
+
+
+def seen_by_mara(seq: int, actor: str, target: str | None = None) -> bytes:
+    """Mara alone sees `actor` do something (to `target`): a memory about them both."""
+    event: dict[str, Any] = {
+        "world_instance_id": "w",
+        "timeline_id": "main",
+        "seq": seq,
+        "key": "story.happened",
+        "actor": actor,
+        "witnesses": ["npc-mara"],
+    }
+    if target is not None:
+        event["target"] = target
+    return orjson.dumps(event)
+
+
+def expected_relations(memories: list[tuple[int, list[str]]]) -> list[tuple[str, int, int]]:
+    """(entity, memories, last seq) by the rule, from what each memory is about."""
+    count: dict[str, int] = defaultdict(int)
+    last: dict[str, int] = defaultdict(int)
+    for seq, about in memories:
+        for entity in about:
+            count[entity] += 1
+            last[entity] = max(last[entity], seq)
+    ranked = sorted(count, key=lambda entity: (-count[entity], -last[entity], entity))
+    return [(entity, count[entity], last[entity]) for entity in ranked[:MAX_RELATIONS]]
+
+
+def test_a_character_related_to_more_than_fifty_entities_reads_the_fifty_with_most_memories() -> (
+    None
+):
+    """70 strangers: 10 met three times and 20 twice, early on; then 40 met once, later, some
+    in pairs (same last seq). Counts outrank recency; within a count the newest wins, then ids."""
+    rng = random.Random(50)
+    strangers = [f"stranger-{number:02d}" for number in range(70)]
+    rng.shuffle(strangers)
+    thrice, twice, once = strangers[:10], strangers[10:30], strangers[30:]
+    happenings: list[list[str]] = [[who] for who in thrice * 3 + twice * 2]
+    rng.shuffle(happenings)
+    pairs = [once[i : i + 2] for i in range(0, 16, 2)]  # eight events about two strangers each
+    singles = [[who] for who in once[16:]]
+    later = pairs + singles
+    rng.shuffle(later)
+    happenings += later
+    memories = [(seq, about) for seq, about in enumerate(happenings, start=1)]
+    state = replay_lines([seen_by_mara(seq, *about) for seq, about in memories]).state
+
+    relations: Any = answer(runtime_read(state, "default", "w", "main", "npc-mara"))["relations"]
+    shown = [(r["entity_id"], r["memories"], r["last_seq"]) for r in relations]
+    assert len(shown) == MAX_RELATIONS
+    assert shown == expected_relations(memories)
+    assert {entity for entity, _, _ in shown} >= {*thrice, *twice}
+    assert [count for _, count, _ in shown] == [3] * 10 + [2] * 20 + [1] * 20
+    pair_ties = [(left[0], right[0]) for left, right in pairwise(shown) if left[1:] == right[1:]]
+    assert pair_ties and all(left < right for left, right in pair_ties)
+
+
+def test_the_fifty_on_a_branch_count_the_parents_memories_up_to_the_branch_point_only() -> None:
+    """Main: 60 memories of 40 strangers. A load after main's 30th event meets 30 more and some
+    of the first again: its fifty count what it inherited, and nothing of main's abandoned 31-60."""
+    rng = random.Random(51)
+    strangers = [f"stranger-{number:02d}" for number in range(70)]
+    on_main = [[rng.choice(strangers[:40])] for _ in range(60)]
+    on_branch = [[who] for who in strangers[40:]] + [
+        [rng.choice(strangers[:40])] for _ in range(20)
+    ]
+    rng.shuffle(on_branch)
+    lines = [seen_by_mara(seq, *about) for seq, about in enumerate(on_main, start=1)]
+    for seq, about in enumerate(on_branch, start=31):
+        event = orjson.loads(seen_by_mara(seq, *about)) | {"timeline_id": "load"}
+        if seq == 31:
+            event["branch"] = {"parent_timeline_id": "main", "after_seq": 30}
+        lines.append(orjson.dumps(event))
+    state = replay_lines(lines).state
+
+    def shown(timeline: str) -> list[tuple[str, int, int]]:
+        relations: Any = answer(runtime_read(state, "default", "w", timeline, "npc-mara"))[
+            "relations"
+        ]
+        return [(r["entity_id"], r["memories"], r["last_seq"]) for r in relations]
+
+    inherited = list(enumerate(on_main[:30], start=1))
+    assert shown("load") == expected_relations([*inherited, *enumerate(on_branch, start=31)])
+    assert shown("main") == expected_relations(list(enumerate(on_main, start=1)))
+    assert len(shown("load")) == MAX_RELATIONS

@@ -1,0 +1,97 @@
+"""Rules weighing: the policy table by kind of event and part; confidence by how it was learned."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from projections.weighing import Weights, event_kind, retold_confidence, weigh
+from schemas.policy import EventKind, Learned, Part, Policy, merge_policy
+
+KINDS: tuple[EventKind, ...] = get_args(EventKind)
+PARTS: tuple[Part, ...] = get_args(Part)
+LEARNED: tuple[Learned, ...] = get_args(Learned)
+
+
+def cell(kind: EventKind, part: Part) -> tuple[float, float, float]:
+    """A value of its own for every cell of the table: (importance, feeling, arousal)."""
+    number = KINDS.index(kind) * len(PARTS) + PARTS.index(part) + 1
+    return number / 100, -number / 50, 1 - number / 100
+
+
+TABLE = merge_policy(
+    Policy(),
+    {
+        "memory": {
+            "weights": {
+                kind: {
+                    part: dict(
+                        zip(("importance", "feeling", "arousal"), cell(kind, part), strict=True)
+                    )
+                    for part in PARTS
+                }
+                for kind in KINDS
+            },
+            "confidence": {"seen": 0.95, "told": 0.55, "player": 0.35},
+            "retelling_factor": 0.5,
+        }
+    },
+)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("part", PARTS)
+def test_each_kind_and_part_reads_its_own_cell_of_the_policy_table(
+    kind: EventKind, part: Part
+) -> None:
+    weights = weigh(kind, part, "seen", TABLE)
+    assert (weights.importance, weights.feeling, weights.arousal) == cell(kind, part)
+
+
+def test_confidence_follows_how_it_was_learned() -> None:
+    assert [weigh("theft", "witness", learned, TABLE).confidence for learned in LEARNED] == [
+        0.95,
+        0.55,
+        0.35,
+    ]
+
+
+def test_news_retold_from_a_known_belief_keeps_the_tellers_confidence_less_the_retelling() -> None:
+    assert weigh("fight", "target", "told", TABLE, teller_confidence=0.9).confidence == 0.45
+    assert weigh("fight", "target", "player", TABLE, teller_confidence=0.9).confidence == 0.45
+    assert retold_confidence(0.9, Policy()) == 0.72
+    assert retold_confidence(0.72, Policy()) == 0.58  # rounded to two places, hop after hop
+    assert retold_confidence(0.0, Policy()) == 0.0
+
+
+def test_the_seeds_example_values() -> None:
+    """Seed 001: Mara is told by the player (a conversation, as its target), then sees the
+    player defeat the sailor at the tavern (a fight, as a witness)."""
+    defaults = Policy()
+    player_said = weigh(
+        event_kind("loreweaver.conversation.player-said"), "target", "player", defaults
+    )
+    fight_seen = weigh(event_kind("combat.enemy-defeated"), "witness", "seen", defaults)
+    assert player_said == Weights(importance=0.5, feeling=0.2, arousal=0.3, confidence=0.7)
+    assert fight_seen == Weights(importance=0.6, feeling=-0.3, arousal=0.7, confidence=0.9)
+
+
+@pytest.mark.parametrize(
+    ("key", "kind"),
+    [
+        ("loreweaver.movement.character-entered-location", "movement"),
+        ("loreweaver.conversation.player-said", "conversation"),
+        ("npc.said", "conversation"),
+        ("Combat.ATTACK", "fight"),
+        ("quest/rescued_child", "help"),
+        ("world event threatened", "threat"),
+        ("crime.stole-gift", "theft"),  # theft comes before gift in the table of words
+        ("help.gift", "help"),
+        ("duel.insulted", "fight"),
+        ("giftshop.opened", "generic"),  # whole words only
+        ("", "generic"),
+    ],
+)
+def test_the_kind_of_an_event_is_read_off_the_words_of_its_key(key: str, kind: str) -> None:
+    assert event_kind(key) == kind

@@ -1,0 +1,53 @@
+"""The worker's log as machines read it: one JSON object per line, `extra` fields as keys."""
+
+from __future__ import annotations
+
+import io
+import logging
+import logging.config
+from collections.abc import Callable
+
+import orjson
+
+from streams.logs import logger, logging_config
+from streams.settings import Settings
+
+
+def logged(settings: Settings, emit: Callable[[logging.Logger], None]) -> list[str]:
+    """The lines `emit` logs to a worker's log configured by `settings`."""
+    stream = io.StringIO()
+    config = logging_config(settings)
+    config["handlers"]["default"]["stream"] = stream
+    handlers, level = logging.root.handlers[:], logging.root.level
+    logging.config.dictConfig(config)
+    try:
+        emit(logger("test"))
+    finally:
+        logging.root.handlers[:] = handlers
+        logging.root.setLevel(level)
+    return stream.getvalue().splitlines()
+
+
+def dead_letter_then_crash(log: logging.Logger) -> None:
+    log.warning("dead letter %s: %s", "events[0]@7", "not valid JSON", extra={"offset": 7})
+    try:
+        raise RuntimeError("the disk is full")
+    except RuntimeError:
+        log.exception("stopping the worker")
+
+
+def test_json_log_lines_carry_the_message_the_extra_fields_and_the_exception() -> None:
+    lines = logged(Settings(log_format="json"), dead_letter_then_crash)
+    assert len(lines) == 2
+    first, second = map(orjson.loads, lines)
+    assert (first["level"], first["logger"], first["offset"]) == ("warning", "rumourmill.test", 7)
+    assert first["message"] == "dead letter events[0]@7: not valid JSON"
+    assert second["message"] == "stopping the worker"
+    assert "RuntimeError: the disk is full" in second["exception"]
+
+
+def test_text_lines_are_for_people_and_respect_the_level() -> None:
+    lines = logged(Settings(log_level="error"), dead_letter_then_crash)
+    assert "[ERROR] rumourmill.test: stopping the worker" in lines[0]
+    assert lines[-1] == "RuntimeError: the disk is full"
+    assert not any("dead letter" in line for line in lines)

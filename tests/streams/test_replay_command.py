@@ -1,0 +1,96 @@
+"""`rumourmill replay FILE.ndjson`: a story folded in-process, its outcomes and world digests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+
+from streams.cli import main
+
+TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
+LINES = TAVERN.read_bytes().splitlines()
+
+
+def replay(path: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """The outcome counts and the digests by tenant/world the command prints."""
+    result = CliRunner().invoke(main, ["replay", str(path)])
+    assert result.exit_code == 0, result.output
+    counts: dict[str, int] = {}
+    digests: dict[str, str] = {}
+    for line in result.output.splitlines():
+        name, value = line.split(": ")
+        if name.startswith("digest "):
+            digests[name.removeprefix("digest ")] = value
+        else:
+            counts[name] = int(value)
+    return counts, digests
+
+
+def story(tmp_path: Path, lines: list[bytes], name: str = "story.ndjson") -> Path:
+    path = tmp_path / name
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_the_tavern_example_is_processed_whole_with_one_digest_for_its_world() -> None:
+    counts, digests = replay(TAVERN)
+    assert counts == {"processed": 6}
+    assert list(digests) == ["default/save-1"]
+    assert len(digests["default/save-1"]) == 64
+    assert int(digests["default/save-1"], 16) > 0
+
+
+def test_the_same_story_prints_the_same_digest_in_every_process(tmp_path: Path) -> None:
+    """No dict order or hash seed leaks into the digest: two interpreters, two hash seeds."""
+    printed = [
+        subprocess.run(
+            [sys.executable, "-m", "streams", "replay", str(TAVERN)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert printed[0] == printed[1]
+    assert f"digest default/save-1: {replay(TAVERN)[1]['default/save-1']}" in printed[0]
+
+
+def test_blank_lines_duplicates_and_reordering_change_the_counts_not_the_digest(
+    tmp_path: Path,
+) -> None:
+    _, clean = replay(TAVERN)
+    main, reload = LINES[:5], LINES[5:]
+    noisy = [b"", main[1], main[0], b"   ", main[3], main[2], main[0], main[4], *reload, b""]
+    counts, digests = replay(story(tmp_path, noisy))
+    assert counts == {"processed": 6, "deferred": 2, "duplicate": 1}
+    assert digests == clean
+
+
+def test_a_bad_line_is_rejected_and_the_rest_of_the_story_is_processed(tmp_path: Path) -> None:
+    _, clean = replay(TAVERN)
+    not_json = b'{"world_instance_id": "save-1", "seq": '
+    no_key = orjson.dumps({"world_instance_id": "save-1", "timeline_id": "main", "seq": 9})
+    counts, digests = replay(story(tmp_path, [*LINES[:2], not_json, *LINES[2:], no_key]))
+    assert counts == {"processed": 6, "rejected": 2}
+    assert digests == clean
+
+
+def test_a_story_of_two_worlds_prints_a_digest_for_each(tmp_path: Path) -> None:
+    elsewhere = [line.replace(b'"save-1"', b'"save-2"') for line in LINES]
+    counts, digests = replay(story(tmp_path, [*LINES, *elsewhere]))
+    assert counts == {"processed": 12}
+    assert sorted(digests) == ["default/save-1", "default/save-2"]
+    assert digests["default/save-1"] == replay(TAVERN)[1]["default/save-1"]
+    assert digests["default/save-2"] != digests["default/save-1"]  # the world id is in every key
+
+
+def test_a_missing_file_is_refused_by_name(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["replay", str(tmp_path / "nowhere.ndjson")])
+    assert result.exit_code == 2
+    assert "nowhere.ndjson" in result.output and "does not exist" in result.output

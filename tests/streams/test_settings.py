@@ -1,0 +1,137 @@
+"""Settings: every `RUMOURMILL_*` variable in one checked object, and the README that lists them."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from streams.cli import main
+from streams.settings import ENV_PREFIX, Settings, SettingsError
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROW = re.compile(r"^\| `(RUMOURMILL_\w+)` \| (?:`(--[\w-]+)`)? *\| ([^|]*) \|", re.MULTILINE)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No `RUMOURMILL_*` variable of the machine running the tests leaks in."""
+    for name in list(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    yield
+
+
+def readme_rows() -> list[tuple[str, str | None, str]]:
+    """(variable, flag, default as written) of each row of the README's configuration table."""
+    text = README.read_text()
+    table = text[text.index("## Configuration") :]
+    table = table[: table.index("\n\n", table.index("| variable"))]
+    return [(name, flag or None, default.strip()) for name, flag, default in ROW.findall(table)]
+
+
+def test_the_readme_table_lists_every_setting_and_only_settings() -> None:
+    listed = [name for name, _, _ in readme_rows()]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+
+
+@pytest.mark.parametrize(("variable", "flag", "default"), readme_rows())
+def test_the_readme_default_is_the_default(
+    monkeypatch: pytest.MonkeyPatch, variable: str, flag: str | None, default: str
+) -> None:
+    """The default as the README writes it, given as the variable, changes nothing."""
+    field = variable.removeprefix(ENV_PREFIX).lower()
+    built_in = getattr(Settings(), field)
+    monkeypatch.setenv(variable, "" if default == "empty" else default.strip("`"))
+    assert getattr(Settings(), field) == built_in
+
+
+def test_each_flag_in_the_readme_is_an_option_of_some_command() -> None:
+    options: set[str] = set()
+
+    def collect(command: click.Command) -> None:
+        options.update(o for p in command.params for o in p.opts if o.startswith("--"))
+        for sub in getattr(command, "commands", {}).values():
+            collect(sub)
+
+    collect(main)
+    assert {flag for _, flag, _ in readme_rows() if flag} <= options
+
+
+@pytest.mark.parametrize(
+    ("given", "brokers"),
+    [
+        ("kafka://kafka-1.internal:9093", ("kafka-1.internal:9093",)),
+        ("kafka://a:1;kafka://b:2", ("a:1", "b:2")),
+        ("a:1, b:2,kafka://c", ("a:1", "b:2", "c:9092")),
+        ("KAFKA://[::1]:9092", ("[::1]:9092",)),
+    ],
+)
+def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
+    monkeypatch: pytest.MonkeyPatch, given: str, brokers: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("RUMOURMILL_BROKER", given)
+    settings = Settings.from_env()
+    assert settings.broker == brokers
+    assert settings.bootstrap == ",".join(brokers)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("RUMOURMILL_WEB_PORT", "abc", "should be a valid integer"),
+        ("RUMOURMILL_WEB_PORT", "70000", "less than or equal to 65535"),
+        ("RUMOURMILL_PARTITIONS", "0", "greater than or equal to 1"),
+        ("RUMOURMILL_BROKER", "", "at least 1 item"),
+        ("RUMOURMILL_BROKER", "http://kafka:9092", "is not host:port or kafka://host:port"),
+        ("RUMOURMILL_BROKER", "kafka:port", "Port could not be cast"),
+        ("RUMOURMILL_API_KEYS", "k1:acme,k2", "entry 'k2' must read KEY:TENANT"),
+        ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
+        ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
+        ("RUMOURMILL_WEB_URL", "127.0.0.1:6066", "an http:// or https:// URL"),
+        ("RUMOURMILL_TOPIC_PREFIX", "my topics", "should match pattern"),
+        ("RUMOURMILL_KAFKA_VERSION", "latest", "should match pattern"),
+    ],
+)
+def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value).startswith(f"{variable}=")
+    assert problem in str(refused.value)
+
+
+def test_flags_override_variables_and_are_named_when_wrong(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RUMOURMILL_PARTITIONS", "8")
+    assert Settings.from_env(partitions=None).partitions == 8
+    assert Settings.from_env(partitions=2).partitions == 2
+    with pytest.raises(SettingsError, match=r"^--partitions=0: "):
+        Settings.from_env(partitions=0)
+
+
+def test_settings_are_frozen_and_travel_to_a_child_process_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings(broker="a:1,b:2", api_keys="k1:acme,k2:other", data_dir=Path("/tmp/x"))
+    with pytest.raises(ValidationError):
+        settings.partitions = 3  # type: ignore[misc]
+    for variable, value in settings.environment().items():
+        monkeypatch.setenv(variable, value)
+    assert Settings() == settings
+
+
+def test_a_command_stops_at_start_on_a_bad_variable() -> None:
+    result = CliRunner().invoke(main, ["worker"], env={"RUMOURMILL_WEB_PORT": "abc"})
+    assert result.exit_code == 1
+    assert "RUMOURMILL_WEB_PORT='abc': Input should be a valid integer" in result.output

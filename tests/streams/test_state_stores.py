@@ -1,0 +1,244 @@
+"""One contract, two state stores: the in-memory `MemoryState` and RocksDB (`RocksTransaction`).
+
+The projector runs on both (replays and tests on the first, the worker on the second) and the
+digest proves them equal, so every get, put, delete and scan must answer alike on both. Each
+test runs once per store; the RocksDB one is opened the way the worker opens a state partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from faust.stores.rocksdb import RocksDBOptions
+from rocksdict import Rdict
+
+from projections.digest import world_digest
+from projections.intake import SourceMessage
+from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState, StateTransaction
+from streams.state import RocksTransaction, state_options, without_write_ahead_log
+from tests.reads import answer
+
+
+def rocks_state(path: Path) -> Iterator[RocksTransaction]:
+    """A RocksDB state partition with the worker's options, written through like the worker."""
+    options = RocksDBOptions(**state_options(block_cache_mb=1), use_rocksdict=True)
+    db: Rdict = without_write_ahead_log(options.open(path))
+
+    def write(key: bytes, value: bytes | None) -> None:
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    try:
+        yield RocksTransaction(db, write)
+    finally:
+        db.close()
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateTransaction]:
+    if request.param == "memory":
+        yield MemoryState()
+    else:
+        yield from rocks_state(tmp_path / "partition-0")
+
+
+def filled(store: StateTransaction, keys: list[bytes]) -> StateTransaction:
+    """`store` with each key set to a value naming it, written in a scrambled order."""
+    for key in sorted(keys, key=lambda key: key[::-1]):
+        store.put(key, b"value of " + key)
+    return store
+
+
+def keys(entries: Callable[[], Iterator[tuple[bytes, bytes]]]) -> list[bytes]:
+    """The keys a scan yields, each checked against the value stored under it."""
+    found = []
+    for key, value in entries():
+        assert value == b"value of " + key
+        found.append(key)
+    return found
+
+
+SCOPE = [b"a", b"b", b"b\x00", b"b\x01", b"b\x01\x00", b"b\x01\x01", b"b\x02", b"b\xfe", b"c"]
+"""A scope `b` between neighbours, whose keys are prefixes of one another."""
+
+
+class TestStateStore:
+    """The `StateTransaction` contract (projections/state.py), on each store."""
+
+    def test_a_key_never_written_reads_none(self, store: StateTransaction) -> None:
+        assert store.get(b"missing") is None
+
+    def test_put_then_get_returns_the_value_byte_for_byte(self, store: StateTransaction) -> None:
+        value = bytes(range(256))
+        store.put(b"k\x00\xff", value)
+        store.put(b"empty", b"")
+        assert store.get(b"k\x00\xff") == value
+        assert store.get(b"empty") == b""
+        assert store.get(b"k\x00") is None
+
+    def test_a_second_put_replaces_the_first(self, store: StateTransaction) -> None:
+        store.put(b"k", b"one")
+        store.put(b"k", b"two")
+        assert store.get(b"k") == b"two"
+        assert list(store.scan(b"k")) == [(b"k", b"two")]
+
+    def test_delete_removes_the_key_from_gets_and_scans(self, store: StateTransaction) -> None:
+        filled(store, [b"p1", b"p2", b"p3"])
+        store.delete(b"p2")
+        assert store.get(b"p2") is None
+        assert keys(lambda: store.scan(b"p")) == [b"p1", b"p3"]
+        assert keys(lambda: store.scan(b"p", reverse=True)) == [b"p3", b"p1"]
+
+    def test_deleting_a_key_never_written_changes_nothing(self, store: StateTransaction) -> None:
+        filled(store, [b"p1"])
+        store.delete(b"p0")
+        assert keys(lambda: store.scan(b"p")) == [b"p1"]
+
+    def test_a_scan_yields_its_prefix_only_in_key_order(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        inside = [key for key in sorted(SCOPE) if key.startswith(b"b")]
+        assert keys(lambda: store.scan(b"b")) == inside
+        assert keys(lambda: store.scan(b"b", reverse=True)) == inside[::-1]
+
+    def test_the_prefix_itself_is_a_key_of_its_scan(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        assert keys(lambda: store.scan(b"b\x01")) == [b"b\x01", b"b\x01\x00", b"b\x01\x01"]
+        assert keys(lambda: store.scan(b"b\x01", reverse=True)) == [
+            b"b\x01\x01",
+            b"b\x01\x00",
+            b"b\x01",
+        ]
+
+    def test_an_empty_scope_scans_to_nothing(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        for prefix in (b"a\x00", b"b\x03", b"bb", b"d", b"\x00"):
+            assert list(store.scan(prefix)) == []
+            assert list(store.scan(prefix, reverse=True)) == []
+            assert list(store.scan(prefix, start=prefix + b"\x01")) == []
+            assert list(store.scan(prefix, reverse=True, start=prefix + b"\x01")) == []
+
+    def test_an_empty_prefix_scans_everything(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        assert keys(lambda: store.scan(b"")) == sorted(SCOPE)
+
+    def test_start_is_an_inclusive_bound_going_forward(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        assert keys(lambda: store.scan(b"b", start=b"b\x01")) == [
+            b"b\x01",
+            b"b\x01\x00",
+            b"b\x01\x01",
+            b"b\x02",
+            b"b\xfe",
+        ]
+        # a start between two keys begins at the next one
+        assert keys(lambda: store.scan(b"b", start=b"b\x01\x00\x00")) == [
+            b"b\x01\x01",
+            b"b\x02",
+            b"b\xfe",
+        ]
+
+    def test_start_is_an_inclusive_bound_in_reverse(self, store: StateTransaction) -> None:
+        filled(store, SCOPE)
+        assert keys(lambda: store.scan(b"b", reverse=True, start=b"b\x01")) == [
+            b"b\x01",
+            b"b\x00",
+            b"b",
+        ]
+        # a start between two keys begins at the one before it; longer keys sort after it
+        assert keys(lambda: store.scan(b"b", reverse=True, start=b"b\x01\x00\x00")) == [
+            b"b\x01\x00",
+            b"b\x01",
+            b"b\x00",
+            b"b",
+        ]
+
+    def test_a_start_at_the_prefix_itself_takes_the_whole_scope_forward(
+        self, store: StateTransaction
+    ) -> None:
+        filled(store, SCOPE)
+        assert keys(lambda: store.scan(b"b", start=b"b")) == keys(lambda: store.scan(b"b"))
+        assert keys(lambda: store.scan(b"b", reverse=True, start=b"b")) == [b"b"]
+
+    def test_a_start_past_the_scope_in_its_direction_finds_nothing(
+        self, store: StateTransaction
+    ) -> None:
+        filled(store, SCOPE)
+        assert list(store.scan(b"b", start=b"c")) == []
+        assert list(store.scan(b"b", start=b"b\xff")) == []
+        assert list(store.scan(b"b", reverse=True, start=b"a")) == []
+        assert list(store.scan(b"b", reverse=True, start=b"a\xff")) == []
+
+    def test_a_start_beyond_the_scope_behind_the_scan_takes_the_whole_scope(
+        self, store: StateTransaction
+    ) -> None:
+        """The bound only cuts: from before the scope going forward (or after it in reverse)
+        every key of the scope is still yielded, whatever lies between start and scope."""
+        filled(store, SCOPE)
+        inside = [key for key in sorted(SCOPE) if key.startswith(b"b")]
+        assert keys(lambda: store.scan(b"b", start=b"a")) == inside
+        assert keys(lambda: store.scan(b"b", reverse=True, start=b"c")) == inside[::-1]
+
+    def test_keys_with_xff_bytes_inside_the_scope(self, store: StateTransaction) -> None:
+        inside = [b"p\x00\xff", b"p\xfe", b"p\xfe\xff", b"p\xfe\xff\xff"]
+        filled(store, [b"o\xff", *inside, b"q", b"q\x00"])
+        assert keys(lambda: store.scan(b"p")) == inside
+        assert keys(lambda: store.scan(b"p", reverse=True)) == inside[::-1]
+        assert keys(lambda: store.scan(b"p", start=b"p\xfe\xff")) == inside[2:]
+        assert keys(lambda: store.scan(b"p", reverse=True, start=b"p\xfe\xff")) == [
+            b"p\xfe\xff",
+            b"p\xfe",
+            b"p\x00\xff",
+        ]
+        assert keys(lambda: store.scan(b"o")) == []  # o ff ends the scope of o
+
+
+def test_keys_that_go_on_from_the_prefix_with_xff_lie_outside_its_scope_in_both_stores(
+    tmp_path: Path,
+) -> None:
+    """The scope of a prefix ends before prefix + ff (no packed part starts with ff)."""
+    scope = [b"o", b"p", b"p\xfe", b"p\xff", b"p\xff\x00", b"p\xff\xff", b"q"]
+    memory = filled(MemoryState(), scope)
+    assert keys(lambda: memory.scan(b"p")) == [b"p", b"p\xfe"]
+    for rocks in rocks_state(tmp_path / "partition-0"):
+        filled(rocks, scope)
+        assert list(rocks.scan(b"p", reverse=True)) == list(memory.scan(b"p", reverse=True))
+        assert list(rocks.scan(b"p")) == list(memory.scan(b"p"))
+
+
+def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
+    store: StateTransaction,
+) -> None:
+    """Ids may hold any character. Packed, `npc-a` is a byte prefix of `npc-a\\x00b` (a NUL is
+    escaped as 00 ff), so a prefix scan of one also meets the other's keys, unless the store
+    stops before prefix + ff: otherwise Mara's read fails and the world's digest
+    takes in another world."""
+
+    def send(offset: int, world: str, seq: int, actor: str) -> None:
+        raw = orjson.dumps(
+            {
+                "world_instance_id": world,
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "story.happened",
+                "actor": actor,
+                "target": "npc-x",
+            }
+        )
+        Projector().receive(store, SourceMessage("events", 0, offset, None, raw))
+
+    send(0, "w", 1, "npc-a")
+    send(1, "w", 2, "npc-a\x00b")
+    digest = world_digest(store, "default", "w")
+    send(2, "w\x00v", 1, "npc-a")
+    assert world_digest(store, "default", "w") == digest
+    read = answer(runtime_read(store, "default", "w", "main", "npc-a"))
+    assert read["relations"] == [
+        {"entity_id": "npc-x", "feeling": 0.0, "memories": 1, "last_seq": 1}
+    ]

@@ -1,0 +1,164 @@
+"""The HTTP views on their own: served over a real aiohttp server from a state held in memory.
+
+No Kafka and no worker: the views see only `WorldReads`, here an in-memory stand-in over the
+state a replay of the tavern story built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import faust
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from faust.web import Request, Response, Web
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
+from projections.provenance import provenance
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState
+from schemas.memory import ReadModel
+from streams.replay import replay_lines
+from streams.web import ROUTES, Readiness, register_views
+from tests.reads import answer
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+STATE = replay_lines(TAVERN.splitlines()).state
+READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+
+
+@dataclass
+class MemoryReads:
+    """`WorldReads` over one in-memory state, owning every world unless `owner` is set."""
+
+    state: MemoryState
+    tenants_by_api_key: Mapping[str, str] = field(default_factory=dict)
+    waiting_for: tuple[str, ...] = ()
+    owner: Response | None = None
+    worlds_asked: list[str] = field(default_factory=list)
+
+    def readiness(self) -> Readiness:
+        return Readiness(self.waiting_for, rebalances=1)
+
+    def read_transaction(self, world_id: str) -> MemoryState:
+        return self.state
+
+    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+        self.worlds_asked.append(world_id)
+        return self.owner
+
+
+def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tuple[int, Any]]:
+    """Each (path, headers) answered by the views over `reads`: (status, JSON body)."""
+
+    async def run() -> list[tuple[int, Any]]:
+        app = faust.App("web-test", autodiscover=False)
+        register_views(app, reads)
+        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        await client.start_server()
+        try:
+            answers = []
+            for path, headers in requests:
+                reply = await client.get(path, headers=headers)
+                answers.append((reply.status, orjson.loads(await reply.read())))
+            return answers
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def json_of(found: object) -> Any:
+    return answer(found) if isinstance(found, ReadModel) else orjson.loads(orjson.dumps(found))
+
+
+def test_every_route_is_served() -> None:
+    assert set(ROUTES) == {
+        "/health",
+        "/ready",
+        "/v2/memory/runtime/npcs/{npc_id}",
+        "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
+        "/v2/timelines/{timeline_id}",
+        "/v2/admin/digest",
+    }
+
+
+def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> None:
+    mind = runtime_read(STATE, "default", "save-1", "main", "npc-tomas")
+    belief = mind.beliefs[0].belief_id
+    origin = (
+        f"/v2/memory/runtime/npcs/npc-tomas/beliefs/{belief}/provenance"
+        "?world_instance_id=save-1&timeline_id=main"
+    )
+    reads = MemoryReads(STATE)
+    answers = serve(reads, (READ.replace("npc-mara", "npc-tomas"), {}), (origin, {}))
+    assert answers == [
+        (200, json_of(mind)),
+        (200, json_of(provenance(STATE, "default", "save-1", "main", "npc-tomas", belief))),
+    ]
+    assert reads.worlds_asked == ["save-1", "save-1"]
+
+
+def test_timeline_and_digest_reads() -> None:
+    (timeline_status, timeline), (digest_status, digest) = serve(
+        MemoryReads(STATE),
+        ("/v2/timelines/reload?world_instance_id=save-1", {}),
+        ("/v2/admin/digest?world_instance_id=save-1", {}),
+    )
+    assert timeline_status == 200
+    assert (timeline["parent_timeline_id"], timeline["after_seq"]) == ("main", 2)
+    assert digest_status == 200
+    assert digest["digest"] == replay_lines(TAVERN.splitlines()).digests[("default", "save-1")]
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "detail"),
+    [
+        (READ.replace("world_instance_id=save-1&", ""), 400, "'world_instance_id' is required"),
+        (READ + "&timeline_id=main", 400, "'timeline_id' must be given once"),
+        (READ.replace("npc-mara", "n" * 129), 400, "1 to 128 characters"),
+        (READ.replace("main", "nowhere"), 404, "never received events"),
+        (READ.replace("npc-mara", "npc-ghost"), 404, "nothing is known"),
+        ("/v2/timelines/nowhere?world_instance_id=save-1", 404, "never received events"),
+    ],
+)
+def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
+    [(got_status, body)] = serve(MemoryReads(STATE), (path, {}))
+    assert got_status == status
+    assert detail in body["detail"]
+
+
+def test_api_keys_are_required_and_read_only_their_own_tenant() -> None:
+    reads = MemoryReads(STATE, tenants_by_api_key={"key-acme": "default", "key-other": "other"})
+    answers = serve(
+        reads,
+        (READ, {}),
+        (READ, {"Authorization": "Bearer not-a-key"}),
+        (READ, {"Authorization": "Bearer key-other"}),
+        (READ + "&tenant_id=default", {"Authorization": "Bearer key-other"}),
+        (READ, {"Authorization": "Bearer key-acme"}),
+    )
+    assert [status for status, _ in answers] == [401, 401, 404, 403, 200]
+    assert reads.worlds_asked == ["save-1", "save-1"], "refused requests are never forwarded"
+
+
+def test_a_world_owned_elsewhere_gets_the_owners_answer() -> None:
+    owners = faust.App("owner", autodiscover=False).web.json({"from": "the owner"}, status=200)
+    [answer] = serve(MemoryReads(STATE, owner=owners), (READ, {}))
+    assert answer == (200, {"from": "the owner"})
+
+
+def test_ready_says_what_the_worker_still_waits_for() -> None:
+    starting = MemoryReads(STATE, waiting_for=("state recovery", "policies"))
+    assert serve(starting, ("/ready", {})) == [
+        (503, {"status": "starting", "waiting_for": ["state recovery", "policies"]})
+    ]
+    assert serve(MemoryReads(STATE), ("/ready", {}), ("/health", {})) == [
+        (200, {"status": "ready", "rebalances": 1}),
+        (200, {"status": "ok"}),
+    ]
