@@ -16,7 +16,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.properties.worlds import draw_history
+from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
@@ -71,7 +71,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_worlds_write_only_under_declared_prefixes(data: st.DataObject) -> None:
-    history = draw_history(data, spreading=0.5)
+    history = draw_history(DrawnChoices(data), Shape(spreading=0.5))
     found = prefixes_written(history.delivery, history.policy)
     assert found <= set(KEY_SPACES), f"undeclared prefixes: {found - set(KEY_SPACES)}"
 
