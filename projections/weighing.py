@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from projections.event_keys import CONVERSATION_KEYS, MOVEMENT_KEYS
+from projections.numbers import decimal, hundredths
 from schemas.policy import EventKind, Learned, Part, Policy
 
 KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
@@ -116,4 +117,4 @@ def weigh(
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
     """How sure a listener is of news: the teller's confidence, less for the retelling."""
-    return round(teller_confidence * policy.memory.retelling_factor, 2)
+    return hundredths(decimal(teller_confidence) * decimal(policy.memory.retelling_factor))

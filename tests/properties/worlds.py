@@ -53,9 +53,23 @@ GENERIC_KEYS = [
     "loreweaver.social.characters-met",
 ]
 MOVES = ["loreweaver.movement.location-entered", "loreweaver.movement.character-entered-location"]
-FACT_VALUES: list[Any] = ["alive", "dead", 0, 1, 2, 3, 2.5, True, False, None, [1, True], {"a": 0}]
-"""0 and 1 next to false and true, which they must never equal. No float equal to an integer
-(1.0): production takes it as differing from 1 (reported), the oracle as the same number."""
+FACT_VALUES: list[Any] = [
+    "alive",
+    "dead",
+    0,
+    1,
+    1.0,
+    2,
+    3,
+    2.5,
+    True,
+    False,
+    None,
+    [1, True],
+    [1.0, True],
+    {"a": 0},
+]
+"""0 and 1 next to false and true, which they must never equal, and 1.0, which equals 1."""
 SAYINGS = [
     'Ilse said "run" at the inn (gold: 5)',
     "The sailor is dead",
@@ -301,9 +315,9 @@ def draw_policy(choose: Choices, characters: list[str]) -> dict[str, Any]:
     if choose.integer(0, 3, "settings") == 0:
         setting = choose.integer(0, 7, "setting")
         if setting == 0:
-            # factors whose products never land on a half-cent: production rounds the binary
-            # float (0.35 x 0.5 gives 0.17, not 0.18), the oracle the decimal (reported)
-            memory["retelling_factor"] = choose.pick([0.6, 0.9, 1.0, 0.0], "factor")
+            # 0.5, 0.75 and 0.85 land on half-cents (0.35 x 0.5 = 0.175)
+            factors = [0.5, 0.6, 0.75, 0.85, 0.9, 1.0, 0.0]
+            memory["retelling_factor"] = choose.pick(factors, "factor")
         elif setting == 1:
             memory["confidence"] = {"seen": 0.95, "told": 0.65, "player": 0.55}
         elif setting == 2:
@@ -454,9 +468,8 @@ def _draw_payload(choose: Choices, cast: Cast) -> dict[str, Any]:
     if shape == 2:
         return {"gold": choose.integer(0, 12, "gold"), "with": ["item-knife", "npc-a"]}
     if shape == 3:
-        # no brackets in the details: they would nest in the wording's "(note: ...)", and a
-        # retelling drops only the innermost of nested brackets today (reported)
-        return {"note": choose.pick(['he said "run" twice', "x: a, b", "2.5", "3 of 12"], "note")}
+        notes = ['he said "run" twice', "x: a, b", "2.5", "3 of 12", "x (y)", "(3)"]
+        return {"note": choose.pick(notes, "note")}  # brackets nest in "(note: ...)"
     if shape == 4:
         return {"odd": choose.pick([True, None, 1.5, [], {}, [["npc-a", 3]], {"k": [1]}], "odd")}
     if shape == 5 and cast.things:
