@@ -252,10 +252,10 @@ def create_app(settings: Settings) -> Rumourmill:
         "key_serializer": "raw",
     }
     events = app.topic(
-        settings.events_topic, value_type=bytes, value_serializer="raw", **topic_options
+        settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(settings.acks_topic, **topic_options)
-    deadletters = app.topic(settings.deadletter_topic, **topic_options)
+    acks = app.topic(settings.topics.acks, **topic_options)
+    deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = app.Table(
         STATE_TABLE,
         key_type=bytes,
@@ -263,7 +263,7 @@ def create_app(settings: Settings) -> Rumourmill:
         partitions=settings.partitions,
         options=state_options(settings.block_cache_mb),
     )
-    policies = PolicyFeed(settings.bootstrap, settings.policies_topic)
+    policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
     mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
     register_views(app, mill)

@@ -90,7 +90,7 @@ def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None)
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(send(settings.bootstrap, settings.events_topic, lines))
+    sent = asyncio.run(send(settings.bootstrap, settings.topics.events, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
@@ -202,11 +202,11 @@ def policy_set(
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
     asyncio.run(ensure_topics(settings))
     key = policy_key(tenant, world)
-    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, orjson.dumps(document)))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)))
     click.echo(
         f"policy for tenant {tenant!r}, "
         + (f"world {world!r}" if world else "every world")
-        + f" published to {settings.policies_topic}"
+        + f" published to {settings.topics.policies}"
     )
 
 

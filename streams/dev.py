@@ -88,7 +88,7 @@ def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> N
                 raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on http://{settings.web_host}:{settings.web_port}")
             lines = list(read_lines(story))
-            asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
+            asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):
                 click.echo(
@@ -119,7 +119,7 @@ async def _read_acks(
     settings: Settings, count: int, timeout: float = 60.0
 ) -> list[dict[str, object]]:
     consumer = AIOKafkaConsumer(
-        settings.acks_topic, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
+        settings.topics.acks, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
     )
     await consumer.start()
     acks: list[dict[str, object]] = []

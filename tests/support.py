@@ -95,7 +95,7 @@ def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) ->
         parse_line(number, item if isinstance(item, bytes) else orjson.dumps(item), raw=True)
         for number, item in enumerate(events, start=1)
     ]
-    return asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
+    return asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
 
 
 def read_topic(

@@ -51,7 +51,7 @@ def rumourmill(*args: str) -> str:
 
 
 def wait_for_acks(settings: Settings, count: int) -> None:
-    read_topic(settings, settings.acks_topic, lambda got: len(got) >= count, timeout=120)
+    read_topic(settings, settings.topics.acks, lambda got: len(got) >= count, timeout=120)
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
     # a producer that bypasses the command: the worker refuses it and keeps the last valid one
     invalid = b'{"memory": {"persistent": {"characters": "npc-mara"}}}'
     key = policy_key("default", "save-1")
-    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, invalid))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, invalid))
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
