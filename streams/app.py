@@ -28,7 +28,7 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from streams import codec
+from streams import codec, kafka_consumer
 from streams.logs import logger
 from streams.policies import PolicyFeed
 from streams.settings import Settings
@@ -228,7 +228,7 @@ def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{address}" for address in settings.broker],
+        broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
         store="rocksdb://",
         datadir=str(settings.data_dir),
         web_host=settings.web_host,

@@ -51,6 +51,12 @@ class WorkerProcess:
 
     def start(self, timeout: float = 90.0) -> WorkerProcess:
         """Start and wait until the worker says it is ready (`GET /ready`)."""
+        self.spawn()
+        self.wait_until_ready(timeout=timeout)
+        return self
+
+    def spawn(self) -> WorkerProcess:
+        """Start without waiting for anything."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "streams", "worker"],
@@ -58,14 +64,13 @@ class WorkerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        self.wait_until_ready(timeout=timeout)
         return self
 
-    def wait_until_ready(self, rebalances: int = 1, timeout: float = 90.0) -> None:
-        """Wait until the worker is ready after `rebalances` partition assignments."""
+    def wait_until_ready(self, timeout: float = 90.0) -> None:
+        """Wait until the worker says it is ready (`GET /ready`)."""
         assert self.process is not None
         try:
-            wait_until_ready(self.process, self.settings, timeout, rebalances)
+            wait_until_ready(self.process, self.settings, timeout)
         except NotReady as error:
             self.kill()
             raise NotReady(f"{error}:\n{self.log_tail()}") from None
