@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,6 +90,13 @@ class WorkerProcess:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def owned_partitions(self) -> list[int]:
+        """The partitions the worker last said it serves (its `state recovered` log line)."""
+        said = re.findall(
+            r"serving partitions \[([\d, ]*)\]", self.log_path.read_text("utf-8", "replace")
+        )
+        return [int(number) for number in said[-1].split(",") if number.strip()] if said else []
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
