@@ -65,6 +65,18 @@ def memory_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MemoryKe
     return MemoryKeys(tenant_id, world_id, any_persistent=marked)
 
 
+def persistent_memories_stored(tx: StateTransaction, tenant_id: str, world_id: str) -> int:
+    """How many persistent memories the world has stored: the position of its persistent
+    scope, which every timeline reads (it moves with events of any timeline)."""
+    raw = tx.get(pack(PERSISTENT_WORLDS, tenant_id, world_id))
+    return 0 if raw is None else int.from_bytes(raw, "big")
+
+
+def count_persistent_memory(tx: StateTransaction, tenant_id: str, world_id: str) -> None:
+    stored = persistent_memories_stored(tx, tenant_id, world_id)
+    tx.put(pack(PERSISTENT_WORLDS, tenant_id, world_id), (stored + 1).to_bytes(8, "big"))
+
+
 def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
     """Where a character's memories are: the ancestry, and the world-wide persistent scope."""
     if not keys.any_persistent:
@@ -132,7 +144,7 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
     for memory in memories:
         scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
         if memory.persistent:
-            tx.put(pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id), b"")
+            count_persistent_memory(tx, keys.tenant_id, keys.world_id)
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
         raw = memory.model_dump_json().encode()
         tx.put(keys.memory(character, belief_id), raw)

@@ -15,6 +15,7 @@ from projections.memory_store import (
     memory_keys,
     most_important_beliefs,
     newest_recollections,
+    persistent_memories_stored,
 )
 from projections.relations import relations_of
 from projections.state import StateTransaction
@@ -38,6 +39,22 @@ def timeline_view(
     if record is None:
         raise NotFound(f"timeline {timeline_id!r} has never received events")
     return record, memory_keys(tx, tenant_id, world_id), timelines.ancestry(tx, record)
+
+
+def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> bytes:
+    """What a runtime read on the timeline is computed from, as bytes that change whenever the
+    answer can: the stored record of the timeline and of each ancestor (their positions), and
+    how many persistent memories the world holds. Every memory, relation, whereabouts and
+    world fact a read folds is written by an event that moves one of them."""
+    parts = [b"%d" % persistent_memories_stored(tx, tenant_id, world_id)]
+    current: str | None = timeline_id
+    while current is not None:
+        raw = tx.get(timelines.timeline_key(tenant_id, world_id, current))
+        if raw is None:
+            break
+        parts.append(raw)
+        current = TimelineRecord.from_bytes(raw).parent_timeline_id
+    return b"\n".join(parts)  # stored records are compact JSON: never a raw line break
 
 
 def runtime_read(

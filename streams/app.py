@@ -28,7 +28,7 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from streams import codec
+from streams import codec, kafka_consumer
 from streams.logs import logger
 from streams.policies import PolicyFeed
 from streams.settings import Settings
@@ -51,6 +51,8 @@ CHANGESET_BYTES = 512 * 1024
 """Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
 RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
+SESSION_TIMEOUT_SECONDS = 10.0
+"""A crashed worker's partitions move to the others after this long without a heartbeat."""
 
 
 class ChangesetTable(faust.Table[bytes, bytes]):
@@ -228,7 +230,7 @@ def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{address}" for address in settings.broker],
+        broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
         store="rocksdb://",
         datadir=str(settings.data_dir),
         web_host=settings.web_host,
@@ -241,9 +243,9 @@ def create_app(settings: Settings) -> Rumourmill:
         value_serializer=codec.CODEC_NAME,
         key_serializer="raw",
         autodiscover=False,
-        table_standby_replicas=0,
+        table_standby_replicas=settings.standbys,
         Table=ChangesetTable,
-        broker_session_timeout=10.0,  # a crashed worker's partitions move on after 10 s
+        broker_session_timeout=SESSION_TIMEOUT_SECONDS,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {

@@ -44,9 +44,9 @@ class NotReady(Exception):
 
 
 def wait_until_ready(
-    worker: subprocess.Popen[bytes], settings: Settings, timeout: float, rebalances: int = 1
+    worker: subprocess.Popen[bytes], settings: Settings, timeout: float
 ) -> dict[str, Any]:
-    """Poll the worker's `GET /ready` until it answers 200 after `rebalances` assignments.
+    """Poll the worker's `GET /ready` until it answers 200.
 
     Returns the answer; raises `NotReady` if the worker exits or the time runs out.
     """
@@ -58,8 +58,7 @@ def wait_until_ready(
         try:
             with urllib.request.urlopen(url, timeout=2) as reply:
                 answer: dict[str, Any] = orjson.loads(reply.read())
-            if answer["rebalances"] >= rebalances:
-                return answer
+            return answer
         except OSError:
             pass  # not listening yet (connection refused) or not ready yet (503)
         time.sleep(0.2)

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     """Partitions of the events, acks and dead-letter topics."""
     replication: Positive = 1
     """Replication factor of created topics."""
+    standbys: Annotated[int, Field(ge=0)] = 0
+    """Standby replicas of the state: other workers keep each partition's copy up to date, so a
+    failover takes over in seconds instead of replaying the whole changelog."""
     topic_prefix: TopicName = "rumourmill"
     """Topics are PREFIX.events, PREFIX.acks..."""
     max_event_bytes: Positive = 256 * 1024

@@ -19,6 +19,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
+from projections.delivery import SourceMessage
+from projections.policy import resolve
+from projections.projector import Projector
 from projections.provenance import provenance
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -162,3 +165,46 @@ def test_ready_says_what_the_worker_still_waits_for() -> None:
         (200, {"status": "ready", "rebalances": 1}),
         (200, {"status": "ok"}),
     ]
+
+
+def test_a_runtime_read_changes_as_soon_as_an_event_moves_what_it_reads() -> None:
+    """Reads are cached by position: an event on the timeline, or a persistent memory formed
+    on another timeline, must change the next answer (the cache never serves a stale mind)."""
+    policy = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    projector = Projector(policies=lambda tenant, world: policy)
+    lines = TAVERN.splitlines()
+    state = replay_lines(lines, projector).state
+    told = {"key": "loreweaver.conversation.told", "actor": "npc-tomas", "target": "npc-mara"}
+    later = [
+        {"timeline_id": "reload", "seq": 4, "payload": {"content": "The locket is fake"}},
+        {"timeline_id": "main", "seq": 6, "payload": {"content": "The cellar is flooded"}},
+    ]
+
+    async def run() -> list[tuple[Any, Any]]:
+        app = faust.App("web-test", autodiscover=False)
+        register_views(app, MemoryReads(state))
+        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        await client.start_server()
+        try:
+            answers = []
+            for offset, fields in enumerate([None, *later], start=len(lines)):
+                if fields is not None:
+                    event = {"world_instance_id": "save-1", **told, **fields}
+                    raw = orjson.dumps(event)
+                    projector.receive(state, SourceMessage("replay", 0, offset, None, raw))
+                for _ in range(2):
+                    reply = await client.get(READ)
+                    assert reply.status == 200
+                    fresh = runtime_read(state, "default", "save-1", "main", "npc-mara")
+                    answers.append((orjson.loads(await reply.read()), answer(fresh)))
+            return answers
+        finally:
+            await client.close()
+
+    answers = asyncio.run(run())
+    assert all(served == fresh for served, fresh in answers)
+    minds = [served for served, _ in answers[::2]]
+    contents = [{belief["content"] for belief in mind["beliefs"]} for mind in minds]
+    assert "The locket is fake" not in str(contents[0])
+    assert "The locket is fake" in str(contents[1])  # formed on the reload, persistent: seen here
+    assert minds[2]["processed_seq"] == 6 and "The cellar is flooded" in str(contents[2])
