@@ -41,7 +41,7 @@ State = Literal["vivid", "faded", "forgotten"]
 
 @dataclass(frozen=True, slots=True)
 class Retention:
-    """How much of a memory is held (0..1] and what that makes of it."""
+    """How much of a memory is held (0 to 1) and what that makes of it."""
 
     value: float
     state: State
