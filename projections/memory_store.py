@@ -45,6 +45,9 @@ class MemoryKeys:
     tenant_id: str
     world_id: str
     any_persistent: bool = True
+    persistent_upto: int = MAX_SEQ
+    """A read as of a position sees the persistent memories formed up to it (positions
+    continue from parent to branch, so they compare across timelines)."""
 
     def memory(self, character: str, belief_id: str) -> bytes:
         return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
@@ -69,7 +72,7 @@ def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
     """Where a character's memories are: the ancestry, and the world-wide persistent scope."""
     if not keys.any_persistent:
         return ancestry
-    return (*ancestry, Segment(PERSISTENT_SCOPE, MAX_SEQ))
+    return (*ancestry, Segment(PERSISTENT_SCOPE, keys.persistent_upto))
 
 
 def load_memory(
@@ -224,7 +227,7 @@ def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) 
         for key, _ in tx.scan(prefix):
             belief_id = str(unpack(key[len(prefix) :])[-1])
             memory = load_memory(tx, keys, character, belief_id)
-            if memory is not None:
+            if memory is not None and memory.seq <= keys.persistent_upto:
                 yield memory
 
 

@@ -21,7 +21,7 @@ from faust.web import Request, Response, View, Web
 from projections import timelines
 from projections.digest import world_digest
 from projections.provenance import provenance
-from projections.runtime_read import NotFound, runtime_read
+from projections.runtime_read import BadRead, NotFound, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
 
@@ -81,6 +81,16 @@ def query_identifier(request: Request, name: str, *, default: str | None = None)
     if len(values) > 1:
         raise HTTPProblem(400, f"query parameter {name!r} must be given once")
     return check_identifier(name, values[0])
+
+
+def query_position(request: Request, name: str) -> int | None:
+    """An optional stream position: a positive integer, given at most once."""
+    raw = query_identifier(request, name, default="")
+    if not raw:
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise HTTPProblem(400, f"query parameter {name!r} must be a positive integer")
+    return int(raw)
 
 
 def tenant_of(request: Request, tenants_by_key: Mapping[str, str]) -> str:
@@ -153,6 +163,8 @@ class WorldRead(ReadsView):
                 return self.answer(self.read(request, scope, params))
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
+            except BadRead as bad:
+                raise HTTPProblem(400, str(bad)) from None
         except HTTPProblem as problem:
             return self.answer({"detail": problem.detail}, problem.status)
 
@@ -167,7 +179,12 @@ class RuntimeRead(WorldRead):
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
         return runtime_read(
-            scope.tx, scope.tenant_id, scope.world_id, timeline_id, params["npc_id"]
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            query_position(request, "as_of_seq"),
         )
 
 

@@ -125,6 +125,10 @@ def test_timeline_and_digest_reads() -> None:
         (READ.replace("main", "nowhere"), 404, "never received events"),
         (READ.replace("npc-mara", "npc-ghost"), 404, "nothing is known"),
         ("/v2/timelines/nowhere?world_instance_id=save-1", 404, "never received events"),
+        (READ + "&as_of_seq=0", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=two", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=-1", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
