@@ -19,6 +19,7 @@ import orjson
 from projections.key_prefixes import (
     BELIEF_RANKS,
     MEMORIES,
+    MEMORY_LOG,
     NEWS,
     ORIGIN_EVENTS,
     ORIGINS,
@@ -139,6 +140,11 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
         raw = memory.model_dump_json().encode()
         tx.put(keys.memory(character, belief_id), raw)
+        tx.put(
+            pack(MEMORY_LOG, keys.tenant_id, keys.world_id, memory.timeline_id, seq)
+            + pack(character, belief_id),
+            b"",
+        )
         DECODED.remember(raw, memory)
         if memory.kind == "event":
             tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
@@ -154,6 +160,21 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
             tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
+
+
+def formed_between(
+    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, after_seq: int, upto_seq: int
+) -> Iterator[Memory]:
+    """The memories formed on a timeline at positions after `after_seq` up to `upto_seq`, in
+    order: what a derived index (words, vectors) catches up on."""
+    prefix = pack(MEMORY_LOG, keys.tenant_id, keys.world_id, timeline_id)
+    for key, _ in tx.scan(prefix, start=prefix + pack(after_seq + 1)):
+        seq, character, belief_id = unpack(key[len(prefix) :])
+        if int(seq) > upto_seq:
+            break
+        memory = load_memory(tx, keys, str(character), str(belief_id))
+        if memory is not None:
+            yield memory
 
 
 def newest_news(
