@@ -103,6 +103,29 @@ class RuntimeRead(ReadModel):
     recollections: list[BeliefRead]
 
 
+class RecalledMemory(BeliefRead):
+    """A memory as recall answers it: as the character holds it now, how much, and why chosen."""
+
+    retention: Share
+    score: float
+
+
+class SearchCounts(Contract):
+    """How many candidates each search of a recall found (0 for a search that did not run)."""
+
+    cues: Annotated[int, Field(ge=0)]
+    words: Annotated[int, Field(ge=0)]
+    vectors: Annotated[int, Field(ge=0)]
+
+
+class RecallRead(ReadModel):
+    """`GET /v2/memory/runtime/npcs/{npc_id}/recall`: what a character recalls for a query,
+    chronologically."""
+
+    memories: list[RecalledMemory]
+    searched: SearchCounts
+
+
 class OriginRead(Contract):
     """The event where news started, as provenance names it."""
 

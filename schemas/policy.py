@@ -162,6 +162,29 @@ class RetentionPolicy(Contract):
         return self
 
 
+Weight = Annotated[float, Field(ge=0.0, le=100.0)]
+
+
+class ChoiceWeights(Contract):
+    """How recall chooses among its candidates: score = the sum of each share x its weight."""
+
+    relevance: Weight = 1.0
+    """How well the searches found it (fused rank, 0 to 1)."""
+    importance: Weight = 0.5
+    retention: Weight = 0.5
+    """How much of it is still held (section 8)."""
+    recency: Weight = 0.25
+    """1 / (1 + story days since it happened)."""
+
+
+class RecallPolicy(Contract):
+    """How recall (section 9) narrows its searches down to the memories it answers."""
+
+    over_retrieve: Annotated[int, Field(ge=1, le=60)] = 3
+    """Candidates kept after fusion: this x limit, at most 60."""
+    weights: ChoiceWeights = ChoiceWeights()
+
+
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 MODEL_WEIGHING_NOT_YET = PydanticCustomError(
@@ -204,6 +227,7 @@ class MemoryPolicy(Contract):
     flaky: bool = True
     """Memories fade with story time (`retention`); false: recall is exact, nothing fades."""
     retention: RetentionPolicy = RetentionPolicy()
+    recall: RecallPolicy = RecallPolicy()
 
     @model_validator(mode="before")
     @classmethod

@@ -21,9 +21,11 @@ from faust.web import Request, Response, View, Web
 from projections import timelines
 from projections.digest import world_digest
 from projections.provenance import provenance
+from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
+from schemas.policy import Policy
 
 IDENTIFIER_LIMIT = 128
 DEFAULT_TENANT = "default"
@@ -55,6 +57,15 @@ class WorldReads(Protocol):
         """The answer of the worker that owns `world_id`, or None when this worker owns it."""
         ...
 
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        """The world's policy as it stands."""
+        ...
+
+    @property
+    def recall_index(self) -> RecallIndex:
+        """The worker's local recall index (words, cues, vectors)."""
+        ...
+
 
 class HTTPProblem(Exception):
     """An answer other than 200, with a plain `detail`."""
@@ -73,14 +84,21 @@ def check_identifier(name: str, value: str) -> str:
 
 def query_identifier(request: Request, name: str, *, default: str | None = None) -> str:
     """One query parameter, given once, 1 to 128 characters."""
-    values: list[str] = cast(Any, request.query).getall(name, [])  # a MultiDict
+    if default is not None and not cast(Any, request.query).getall(name, []):  # a MultiDict
+        return default
+    return check_identifier(name, query_text(request, name))
+
+
+def query_text(request: Request, name: str, *, default: str | None = None) -> str:
+    """One query parameter given once, of any length (the read checks it)."""
+    values: list[str] = cast(Any, request.query).getall(name, [])
     if not values:
         if default is not None:
             return default
         raise HTTPProblem(400, f"query parameter {name!r} is required")
     if len(values) > 1:
         raise HTTPProblem(400, f"query parameter {name!r} must be given once")
-    return check_identifier(name, values[0])
+    return values[0]
 
 
 def query_position(request: Request, name: str) -> int | None:
@@ -188,6 +206,33 @@ class RuntimeRead(WorldRead):
         )
 
 
+class Recall(WorldRead):
+    """What a character recalls for a query (section 9)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        text = query_text(request, "q")
+        cues = query_text(request, "cues", default="")
+        limit = query_text(request, "limit", default=str(DEFAULT_LIMIT))
+        if not limit.isascii() or not limit.isdigit():
+            raise HTTPProblem(400, "'limit' must be from 1 to 50")
+        return recall(
+            scope.tx,
+            self.reads.recall_index,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            RecallQuery(
+                text,
+                tuple(cue.strip() for cue in cues.split(",") if cue.strip()),
+                int(limit),
+            ),
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
+            query_position(request, "as_of_seq"),
+        )
+
+
 class Provenance(WorldRead):
     """Where a memory came from: the original event and every teller, in order."""
 
@@ -230,6 +275,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/ready": Ready,
     "/v2/memory/runtime/npcs/{npc_id}": RuntimeRead,
     "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
+    "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
 }

@@ -1,0 +1,59 @@
+"""As-of reads and recall over HTTP from a real worker on Apache Kafka."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import orjson
+import pytest
+
+from projections.recall import RecallQuery, recall
+from schemas.policy import Policy
+from streams.recall_index import SqliteRecallIndex
+from streams.replay import replay_lines
+from tests.streams.test_runtime_read import READ, TAVERN, get, tavern_worker  # noqa: F401
+from tests.support import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+MARA = READ.format(npc="npc-mara", world="save-1", timeline="{timeline}")
+RECALL = MARA.replace("npc-mara?", "npc-mara/recall?q={q}&")
+
+
+def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
+    tavern_worker: WorkerProcess,  # noqa: F811
+) -> None:
+    port = tavern_worker.settings.web_port
+    status, before = get(port, MARA.format(timeline="main") + "&as_of_seq=2", "key-acme")
+    assert (status, before["processed_seq"], before["recollections"]) == (200, 2, [])
+    status, body = get(port, MARA.format(timeline="main") + "&as_of_seq=9", "key-acme")
+    assert (status, body["detail"]) == (
+        400,
+        "as_of_seq 9 is beyond the processed_seq 5 of timeline 'main'",
+    )
+
+    expected = replay_lines(TAVERN).state
+    for timeline in ("main", "reload"):
+        path = RECALL.format(timeline=timeline, q=quote("the sailor at the lantern")) + "&limit=5"
+        status, body = get(port, path, "key-acme")
+        want = recall(
+            expected,
+            SqliteRecallIndex(),
+            "default",
+            "save-1",
+            timeline,
+            "npc-mara",
+            RecallQuery("the sailor at the lantern", (), 5),
+            Policy(),
+        )
+        assert status == 200
+        assert body["memories"] == orjson.loads(want.to_json())["memories"]
+    on_main = get(port, RECALL.format(timeline="main", q="sailor"), "key-acme")[1]
+    on_reload = get(port, RECALL.format(timeline="reload", q="sailor"), "key-acme")[1]
+    assert [m["seq"] for m in on_main["memories"]] == [3]
+    assert on_reload["memories"] == []  # the reload never finds its parent's future
+    status, body = get(port, RECALL.format(timeline="main", q="son") + "&cues=nobody", "key-acme")
+    assert (status, body) == (
+        400,
+        {"detail": "unknown cue 'nobody': no entity of that id in this world"},
+    )
