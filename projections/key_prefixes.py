@@ -64,6 +64,7 @@ GROUP_EXCHANGES = _projection("group-exchange")  # timeline, seq: the interval g
 STORY_TIMES = _projection("story-time")  # timeline, seq: the story minute of the event there
 RECALLS = _projection("recall")  # timeline, character, belief, seq: story minute it was recalled
 MEMORY_LOG = _projection("memory-log")  # timeline, seq, character, belief: formed at that position
+EVENTS_AT = _projection("event-at")  # timeline, seq: who, whom, players, where and words there
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.delivery import Intake, SourceMessage
+from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.memories import form_memories, origin_of
 from projections.memory_store import (
@@ -75,6 +76,7 @@ class Projector:
             declarations.declare(entity_id, declaration)
         whereabouts.record_movement(tx, event, ancestry)
         record_story_time(tx, event)
+        record_event_at(tx, event)
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)

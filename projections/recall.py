@@ -147,26 +147,35 @@ def recall(
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
     names = {entity: d.name for entity, d in declared.items() if d.name is not None}
     cues = list(dict.fromkeys([*query.cues, *named_in(query.text, names)]))
+    chosen, searched = search_and_choose(
+        tx, index, keys, scope, query.text, cues, query.limit, policy
+    )
+    return RecallRead(memories=[recalled(one) for one in chosen], searched=searched)
+
+
+def search_and_choose(
+    tx: StateTransaction,
+    index: RecallIndex,
+    keys: MemoryKeys,
+    scope: SearchScope,
+    text: str,
+    cues: Sequence[str],
+    limit: int,
+    policy: Policy,
+) -> tuple[list[Chosen], SearchCounts]:
+    """Steps 1 to 5 for a caught-up index: the chosen memories, and what each search found."""
     rankings: dict[Search, list[str]] = {
         "cues": index.by_cues(scope, cues, SEARCH_DEPTH) if cues else [],
-        "words": index.by_words(scope, query_words(query.text), SEARCH_DEPTH),
+        "words": index.by_words(scope, query_words(text), SEARCH_DEPTH),
+        "vectors": index.by_meaning(scope, text, SEARCH_DEPTH) or [],
     }
-    by_meaning = index.by_meaning(scope, query.text, SEARCH_DEPTH)
-    rankings["vectors"] = by_meaning or []
-    over_retrieve = policy.memory.recall.over_retrieve
-    fused = fuse(rankings)[: candidate_count(query.limit, over_retrieve)]
-    now = story_now(tx, tenant_id, world_id, ancestry)
-    chosen = choose(
-        held_candidates(tx, keys, ancestry, npc_id, fused, now, policy), now, query.limit, policy
+    fused = fuse(rankings)[: candidate_count(limit, policy.memory.recall.over_retrieve)]
+    now = story_now(tx, keys.tenant_id, keys.world_id, scope.ancestry)
+    candidates = held_candidates(tx, keys, scope.ancestry, scope.character, fused, now, policy)
+    searched = SearchCounts(
+        cues=len(rankings["cues"]), words=len(rankings["words"]), vectors=len(rankings["vectors"])
     )
-    return RecallRead(
-        memories=[recalled(chosen_one) for chosen_one in chosen],
-        searched=SearchCounts(
-            cues=len(rankings["cues"]),
-            words=len(rankings["words"]),
-            vectors=len(rankings["vectors"]),
-        ),
-    )
+    return choose(candidates, now, limit, policy), searched
 
 
 def held_candidates(

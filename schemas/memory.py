@@ -126,6 +126,18 @@ class RecallRead(ReadModel):
     searched: SearchCounts
 
 
+Verdict = Literal["unconvinced", "doubting", "convinced"]
+"""The referee's judgement of a player's line (section 11)."""
+
+
+class DecisionRead(ReadModel):
+    """`GET /v2/memory/runtime/npcs/{npc_id}/decision`: what a decision model may be given."""
+
+    knowledge: list[BeliefRead]
+    verdict: Verdict | None
+    prompt: str
+
+
 class OriginRead(Contract):
     """The event where news started, as provenance names it."""
 

@@ -19,6 +19,7 @@ from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
+from projections.decision import decision
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
@@ -233,6 +234,28 @@ class Recall(WorldRead):
         )
 
 
+class Decision(WorldRead):
+    """What a decision model may be given when a character answers an event (section 10)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        after_seq = query_position(request, "after_seq")
+        if after_seq is None:
+            raise HTTPProblem(400, "query parameter 'after_seq' is required")
+        player_id = query_identifier(request, "player_id", default="")
+        return decision(
+            scope.tx,
+            self.reads.recall_index,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            after_seq,
+            player_id or None,
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
+        )
+
+
 class Provenance(WorldRead):
     """Where a memory came from: the original event and every teller, in order."""
 
@@ -276,6 +299,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}": RuntimeRead,
     "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
+    "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
 }

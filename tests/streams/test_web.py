@@ -34,6 +34,7 @@ TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").re
 STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
 RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
+DECISION = READ.replace("npc-mara?", "npc-mara/decision?after_seq=2&")
 
 
 @dataclass
@@ -92,6 +93,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}",
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         "/v2/memory/runtime/npcs/{npc_id}/recall",
+        "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
     }
@@ -127,6 +129,9 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     [(status, body)] = serve(MemoryReads(STATE), (RECALL + "&cues=npc-drunk-sailor&limit=5", {}))
     assert (status, body) == (200, json_of(expected))
     assert len(body["memories"]) == 2
+    [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
+    assert status == 200
+    assert [m["seq"] for m in body["knowledge"]] == [2]
 
 
 def test_timeline_and_digest_reads() -> None:
@@ -163,6 +168,11 @@ def test_timeline_and_digest_reads() -> None:
         (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&as_of_seq=9", 400, "beyond the processed_seq 5"),
         (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
+        (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
+        (DECISION.replace("after_seq=2", "after_seq=x"), 400, "'after_seq' must be a positive"),
+        (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
+        (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
+        (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
