@@ -30,6 +30,8 @@ from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from schemas.policy import Policy
 from streams import codec
+from streams.embedding import WordLlamaEmbedder
+from streams.embedding_agent import embedding_agent
 from streams.logs import logger
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
@@ -274,6 +276,7 @@ def create_app(settings: Settings) -> Rumourmill:
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
     mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
     register_views(app, mill)
+    app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:

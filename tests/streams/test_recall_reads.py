@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 import orjson
 import pytest
 
+from projections.memory_store import memory_keys
 from projections.recall import RecallQuery, recall
 from schemas.policy import Policy
-from streams.recall_index import SqliteRecallIndex
+from streams.embedding import WordLlamaEmbedder
+from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from tests.streams.test_runtime_read import READ, TAVERN, get, tavern_worker  # noqa: F401
 from tests.support import WorkerProcess
@@ -33,12 +36,23 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
     )
 
     expected = replay_lines(TAVERN).state
+    embedded = SqliteRecallIndex(WordLlamaEmbedder())
+    embedded.catch_up(expected, memory_keys(expected, "default", "save-1"))
+    assert embedded.embedder is not None
+    embed_pending(embedded, embedded.embedder, "default", "save-1")
+    deadline = time.monotonic() + 60
+    while (
+        get(port, RECALL.format(timeline="main", q="son"), "key-acme")[1]["searched"]["vectors"]
+        == 0
+    ):  # the embedding agent makes vectors beside the ingest path
+        assert time.monotonic() < deadline, "no vectors a minute after the events"
+        time.sleep(0.2)
     for timeline in ("main", "reload"):
         path = RECALL.format(timeline=timeline, q=quote("the sailor at the lantern")) + "&limit=5"
         status, body = get(port, path, "key-acme")
         want = recall(
             expected,
-            SqliteRecallIndex(),
+            embedded,
             "default",
             "save-1",
             timeline,
