@@ -14,7 +14,13 @@ from schemas.policy import Policy
 from streams.embedding import WordLlamaEmbedder
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
-from tests.streams.test_runtime_read import READ, TAVERN, get, tavern_worker  # noqa: F401
+from tests.streams.test_runtime_read import (  # noqa: F401
+    READ,
+    TAVERN,
+    get,
+    rumourmill,
+    tavern_worker,
+)
 from tests.support import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -71,3 +77,30 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
         400,
         {"detail": "unknown cue 'nobody': no entity of that id in this world"},
     )
+
+
+def test_recall_and_decision_commands_print_tables(
+    tavern_worker: WorkerProcess,  # noqa: F811
+) -> None:
+    where = [
+        "--world",
+        "save-1",
+        "--api-key",
+        "key-acme",
+        "--url",
+        tavern_worker.settings.canonical_url,
+    ]
+    printed = rumourmill("recall", "npc-mara", "son", *where)
+    assert printed.splitlines()[3].split() == [
+        "seq",
+        "story",
+        "time",
+        "kind",
+        "retention",
+        "score",
+        "content",
+    ]
+    assert "I will find your son. Where was he last seen?" in printed
+    printed = rumourmill("decision", "npc-mara", "--after-seq", "2", *where)
+    assert "- I will find your son. Where was he last seen?" in printed
+    assert "verdict: none" in printed
