@@ -17,6 +17,7 @@ from projections.catalogue import StoredDeclarations, display_name
 from projections.event_log import EventAt, event_at
 from projections.memory_store import MemoryKeys
 from projections.recall import (
+    READ_FIELDS,
     SEARCH_DEPTH,
     RecallIndex,
     held_candidates,
@@ -104,12 +105,9 @@ def most_important(candidates: Sequence[Candidate], taken: Sequence[Memory]) -> 
     return sorted(kept, key=lambda memory: (-memory.importance, -memory.seq, memory.belief_id))
 
 
-_READ_FIELDS = set(BeliefRead.model_fields)
-
-
 def memory_read(memory: Memory) -> BeliefRead:
     """A memory's read fields alone."""
-    return BeliefRead.model_validate(memory.model_dump(include=_READ_FIELDS))
+    return BeliefRead.model_validate(memory.model_dump(include=READ_FIELDS))
 
 
 def decision_prompt(

@@ -202,14 +202,15 @@ def held_candidates(
     return candidates
 
 
-_READ_FIELDS = set(BeliefRead.model_fields)
+READ_FIELDS = set(BeliefRead.model_fields)
+"""The fields of a memory a read shows."""
 
 
 def recalled(chosen: Chosen) -> RecalledMemory:
     """A chosen memory as recall answers it."""
     return RecalledMemory.model_validate(
         {
-            **chosen.memory.model_dump(include=_READ_FIELDS),
+            **chosen.memory.model_dump(include=READ_FIELDS),
             "retention": round(chosen.retention, 4),
             "score": chosen.score,
         }
