@@ -28,9 +28,13 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
+from schemas.policy import Policy
 from streams import codec, kafka_consumer
+from streams.embedding import WordLlamaEmbedder
+from streams.embedding_agent import embedding_agent
 from streams.logs import logger
 from streams.policies import PolicyFeed
+from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
     Changes,
@@ -120,6 +124,8 @@ class Rumourmill:
     policies: PolicyFeed
     projector: Projector
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
+    recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+    """Derived local state for recall, caught up from the projections as it is searched."""
 
     def discard_local_tables(self) -> None:
         """Start from the changelog alone: the local RocksDB copy is only a cache of it.
@@ -201,6 +207,9 @@ class Rumourmill:
     def tenants_by_api_key(self) -> Mapping[str, str]:
         return self.settings.api_keys
 
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        return self.projector.policies(tenant_id, world_id)
+
     def readiness(self) -> Readiness:
         """Ready once the state of this worker's partitions is recovered and policies caught up."""
         recovered = cast(TableManager, self.app.tables).recovery.completed.is_set()
@@ -269,6 +278,7 @@ def create_app(settings: Settings) -> Rumourmill:
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
     mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
     register_views(app, mill)
+    app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:

@@ -23,9 +23,12 @@ from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
+from projections.recall import RecallQuery, recall
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas.memory import ReadModel
+from schemas.policy import Policy
+from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
@@ -33,6 +36,8 @@ from tests.reads import answer
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
+DECISION = READ.replace("npc-mara?", "npc-mara/decision?after_seq=2&")
 
 
 @dataclass
@@ -44,6 +49,10 @@ class MemoryReads:
     waiting_for: tuple[str, ...] = ()
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
+    recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        return Policy()
 
     def readiness(self) -> Readiness:
         return Readiness(self.waiting_for, rebalances=1)
@@ -86,6 +95,8 @@ def test_every_route_is_served() -> None:
         "/ready",
         "/v2/memory/runtime/npcs/{npc_id}",
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
+        "/v2/memory/runtime/npcs/{npc_id}/recall",
+        "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
     }
@@ -105,6 +116,25 @@ def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> 
         (200, json_of(provenance(STATE, "default", "save-1", "main", "npc-tomas", belief))),
     ]
     assert reads.worlds_asked == ["save-1", "save-1"]
+
+
+def test_recall_serves_what_the_projector_and_index_find() -> None:
+    expected = recall(
+        STATE,
+        SqliteRecallIndex(),
+        "default",
+        "save-1",
+        "main",
+        "npc-mara",
+        RecallQuery("son", ("npc-drunk-sailor",), 5),
+        Policy(),
+    )
+    [(status, body)] = serve(MemoryReads(STATE), (RECALL + "&cues=npc-drunk-sailor&limit=5", {}))
+    assert (status, body) == (200, json_of(expected))
+    assert len(body["memories"]) == 2
+    [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
+    assert status == 200
+    assert [m["seq"] for m in body["knowledge"]] == [2]
 
 
 def test_timeline_and_digest_reads() -> None:
@@ -128,6 +158,24 @@ def test_timeline_and_digest_reads() -> None:
         (READ.replace("main", "nowhere"), 404, "never received events"),
         (READ.replace("npc-mara", "npc-ghost"), 404, "nothing is known"),
         ("/v2/timelines/nowhere?world_instance_id=save-1", 404, "never received events"),
+        (READ + "&as_of_seq=0", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=two", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=-1", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
+        (RECALL.replace("q=son", "q="), 400, "'q' must not be empty"),
+        (RECALL.replace("q=son&", ""), 400, "'q' is required"),
+        (RECALL.replace("son", "x" * 1001), 400, "at most 1000 characters"),
+        (RECALL + "&cues=npc-nobody", 400, "unknown cue 'npc-nobody'"),
+        (RECALL + "&limit=0", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=51", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&as_of_seq=9", 400, "beyond the processed_seq 5"),
+        (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
+        (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
+        (DECISION.replace("after_seq=2", "after_seq=x"), 400, "'after_seq' must be a positive"),
+        (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
+        (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
+        (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
