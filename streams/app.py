@@ -8,7 +8,6 @@ faust-streaming #606); redelivery is harmless because the projector recognises i
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -30,6 +29,7 @@ from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from schemas.policy import Policy
 from streams import codec, kafka_consumer
+from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
 from streams.logs import logger
@@ -57,6 +57,8 @@ RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
 SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
+CHECKPOINT_TICK = 0.5
+"""How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
 
 
 class ChangesetTable(faust.Table[bytes, bytes]):
@@ -70,11 +72,20 @@ class ChangesetTable(faust.Table[bytes, bytes]):
     """Changelog messages laid into each partition since recovery last finished."""
     reported_at: float
     """When recovery last reported its progress (`time.monotonic`)."""
+    durability: LocalDurability | None
+    """Closes the local copies cleanly at a stop (set by `create_app`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recovered = Counter()
         self.reported_at = 0.0
+        self.durability = None
+
+    async def on_stop(self) -> None:
+        """Runs once every event is acked and before Faust lets go of the databases."""
+        if self.durability is not None:
+            await self.durability.finish()
+        await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
         offsets: dict[TP, int] = {}
@@ -123,18 +134,10 @@ class Rumourmill:
     deadletters: TopicT
     policies: PolicyFeed
     projector: Projector
+    durability: LocalDurability
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
-
-    def discard_local_tables(self) -> None:
-        """Start from the changelog alone: the local RocksDB copy is only a cache of it.
-
-        After a crash the local copy can hold writes the changelog never received, and
-        recovery would lay older changelog values over some keys but not others. The changelog
-        is always a prefix of whole events, which the projector is built to resume from.
-        """
-        shutil.rmtree(self.app.conf.tabledir, ignore_errors=True)
 
     async def take(self, message: Message) -> list[Delivery]:
         """Project one message and send everything it produced; returns the pending deliveries.
@@ -172,6 +175,7 @@ class Rumourmill:
             )
             for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
         ]
+        self.durability.sent(message.partition, deliveries)
         deliveries += [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
@@ -267,22 +271,32 @@ def create_app(settings: Settings) -> Rumourmill:
     )
     acks = app.topic(settings.topics.acks, **topic_options)
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
-    state = app.Table(
-        STATE_TABLE,
-        key_type=bytes,
-        value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
-        partitions=settings.partitions,
-        options=state_options(settings.block_cache_mb),
+    state = cast(
+        ChangesetTable,
+        app.Table(
+            STATE_TABLE,
+            key_type=bytes,
+            value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
+            partitions=settings.partitions,
+            options=state_options(settings.block_cache_mb),
+        ),
     )
+    state.durability = LocalDurability(state, settings.bootstrap)
     policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
-    mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
+    mill = Rumourmill(
+        app, settings, state, acks, deadletters, policies, projector, state.durability
+    )
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
         await policies.follow()
+
+    @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
+    async def checkpoint_partitions() -> None:
+        await mill.durability.checkpoint_due()
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
@@ -291,7 +305,8 @@ def create_app(settings: Settings) -> Rumourmill:
         unacked: faust.Stream[bytes] = stream.noack()  # type: ignore[attr-defined]
         async for event in unacked.events():
             try:
-                deliveries = await mill.take(event.message)
+                async with mill.durability.writing(event.message.partition):
+                    deliveries = await mill.take(event.message)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 message = event.message
                 await mill.crash(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging.config
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,10 @@ def worker(**flags: Any) -> None:
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
+    logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     asyncio.run(ensure_topics(settings))
     mill = create_app(settings)
-    mill.discard_local_tables()
+    asyncio.run(mill.durability.prepare(range(settings.partitions)))
     Worker(
         mill.app,
         loglevel=settings.log_level,

@@ -79,8 +79,9 @@ _WITHOUT_WAL.disable_wal = True  # type: ignore[method-assign,assignment]  # a p
 def without_write_ahead_log(db: Rdict) -> Rdict:
     """`db`, writing without RocksDB's write-ahead log (2-3x faster puts).
 
-    The local RocksDB is only a cache of the changelog, rebuilt from it at every start, so a
-    crash that loses its unflushed writes loses nothing.
+    The local RocksDB is only a cache of the changelog: a crash that loses its unflushed
+    writes loses nothing, since a start never reuses a copy written to since its last
+    checkpoint or clean stop (`streams.durability`).
     """
     db.set_write_options(_WITHOUT_WAL)
     return db

@@ -1,0 +1,442 @@
+"""Local state that survives a restart, so a start replays recent work, not all history.
+
+Each partition's RocksDB is a cache of the state table's changelog. It may be kept across a
+restart only while it is a prefix of the changelog; it stops being one when the worker writes
+to it ahead of Kafka's confirmation. Hence, per partition, under the table directory:
+
+- `state-P.dirty`: created before the first write of the worker's own processing and removed
+  only at a clean stop, once every write is confirmed in the changelog and flushed to disk. A
+  start that finds it throws the database away (it may hold writes the changelog never got);
+- `checkpoints/state-P/`: a RocksDB checkpoint taken at a quiescent point (every write so far
+  confirmed in the changelog) every `CHECKPOINT_SECONDS`, or once the partition has been idle
+  for `IDLE_SECONDS`. After a crash the start restores it (hard links) and recovery replays
+  only the changelog past it;
+- `state-P.stamp.json` (and `stamp.json` inside a checkpoint): the Kafka cluster, the changelog
+  offset the copy holds everything up to, and when. A start keeps a copy only if it belongs to
+  the same cluster, its offset is still in the changelog, and it is younger than the
+  changelog's `delete.retention.ms` (an older copy could miss a delete that compaction dropped).
+
+Faust keeps its recovery offset inside each database (`set_persisted_offset`); this module
+writes it at the same quiescent points, so Faust's recovery itself replays only the tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from faust.stores.rocksdb import Store
+from faust.types import TP, RecordMetadata, TableT
+from rocksdict import Checkpoint, Rdict
+
+from streams.logs import logger
+
+log = logger("durability")
+
+CHECKPOINT_SECONDS = 30.0
+"""A partition that keeps receiving events is checkpointed this often (each costs ~50-100 ms)."""
+IDLE_SECONDS = 1.0
+"""A partition with new writes, then this long without an event, is checkpointed at once, so a
+crash after a burst replays nothing of it."""
+RETENTION_SHARE = 0.9
+"""A kept copy is trusted for this share of the changelog's `delete.retention.ms`."""
+DEFAULT_DELETE_RETENTION_MS = 86_400_000
+"""Kafka's default `delete.retention.ms`, when the topic does not say."""
+STOP_TIMEOUT = 10.0
+"""How long a clean stop waits for the changelog to confirm the last writes."""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a kept copy of a partition holds: the changelog up to `changelog_offset`."""
+
+    cluster_id: str
+    changelog_offset: int
+    taken_at_ms: int
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.__dict__)
+
+    @classmethod
+    def read(cls, path: Path) -> Stamp | None:
+        """The stamp at `path`; None when missing or unreadable (the copy is not trusted)."""
+        try:
+            document = orjson.loads(path.read_bytes())
+            return cls(
+                str(document["cluster_id"]),
+                int(document["changelog_offset"]),
+                int(document["taken_at_ms"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Changelog:
+    """The state changelog as the broker has it now: what a kept copy is checked against."""
+
+    cluster_id: str
+    earliest: Mapping[int, int]
+    """Per partition, the first offset still in the log."""
+    end: Mapping[int, int]
+    """Per partition, the offset the next record will get."""
+    delete_retention_ms: int
+
+
+def reason_to_discard(
+    stamp: Stamp | None, changelog: Changelog, partition: int, now_ms: int
+) -> str | None:
+    """Why a kept copy of `partition` must not be reused (None: it may be)."""
+    if stamp is None:
+        return "it has no stamp"
+    if stamp.cluster_id != changelog.cluster_id:
+        return f"it comes from Kafka cluster {stamp.cluster_id}, not {changelog.cluster_id}"
+    end = changelog.end.get(partition, 0)
+    if stamp.changelog_offset >= end:
+        return f"it holds changelog offset {stamp.changelog_offset}, the changelog ends at {end}"
+    earliest = changelog.earliest.get(partition, 0)
+    if stamp.changelog_offset + 1 < earliest:
+        return f"the changelog no longer holds the offsets after {stamp.changelog_offset}"
+    age_ms = now_ms - stamp.taken_at_ms
+    if age_ms > changelog.delete_retention_ms * RETENTION_SHARE:
+        return (
+            f"it is {age_ms // 1000} s old; deletes are kept in the changelog for "
+            f"{changelog.delete_retention_ms // 1000} s"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """Where one partition's database, marker, stamp and checkpoint live."""
+
+    db: Path
+    """`state-P.db`, as Faust names it."""
+
+    @property
+    def dirty(self) -> Path:
+        return self._sibling(".dirty")
+
+    @property
+    def stamp(self) -> Path:
+        return self._sibling(".stamp.json")
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.db.parent / "checkpoints" / self.db.name.removesuffix(".db")
+
+    @property
+    def checkpoint_stamp(self) -> Path:
+        return self.checkpoint / "stamp.json"
+
+    def _sibling(self, suffix: str) -> Path:
+        return self.db.with_name(self.db.name.removesuffix(".db") + suffix)
+
+    def with_suffix(self, path: Path, suffix: str) -> Path:
+        return path.with_name(path.name + suffix)
+
+
+def prepare_partition(files: PartitionFiles, changelog: Changelog, now_ms: int) -> str:
+    """Make `files.db` a copy of the changelog prefix recovery may resume from (or remove it).
+
+    Returns what was done, for the log.
+    """
+    _settle_checkpoint(files)
+    partition = int(files.db.name.removesuffix(".db").rpartition("-")[2])
+    restored = False
+    if files.dirty.exists():
+        _remove(files.db, files.stamp)
+        checkpoint = Stamp.read(files.checkpoint_stamp)
+        if reason_to_discard(checkpoint, changelog, partition, now_ms) is None:
+            _restore(files)
+            restored = True
+        files.dirty.unlink()
+        _fsync_directory(files.db.parent)
+    if not files.db.exists():
+        return "no local state: recovery replays the whole changelog"
+    stamp = Stamp.read(files.stamp)
+    reason = reason_to_discard(stamp, changelog, partition, now_ms)
+    if reason is not None or stamp is None:
+        _remove(files.db, files.stamp)
+        return f"local state discarded ({reason}): recovery replays the whole changelog"
+    origin = "checkpoint restored" if restored else "local state kept"
+    return f"{origin}: recovery replays the changelog after offset {stamp.changelog_offset}"
+
+
+def _settle_checkpoint(files: PartitionFiles) -> None:
+    """Finish or undo a checkpoint swap a crash interrupted (see `take_checkpoint`)."""
+    final = files.checkpoint
+    old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if old.exists():
+        if final.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(final)
+
+
+def _restore(files: PartitionFiles) -> None:
+    """The checkpoint as the live database: SST files hard-linked (they never change), the
+    rest copied; the checkpoint's stamp becomes the database's."""
+    files.db.mkdir(parents=True)
+    for source in files.checkpoint.iterdir():
+        if source.name == files.checkpoint_stamp.name:
+            continue
+        target = files.db / source.name
+        if source.suffix == ".sst":
+            try:
+                os.link(source, target)
+                continue
+            except OSError:
+                pass
+        shutil.copy2(source, target)
+    shutil.copy2(files.checkpoint_stamp, files.stamp)
+    _fsync_directory(files.db)
+
+
+def _remove(db: Path, stamp: Path) -> None:
+    shutil.rmtree(db, ignore_errors=True)
+    stamp.unlink(missing_ok=True)
+
+
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    with path.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+async def read_changelog(bootstrap: str, topic: str, partitions: Iterable[int]) -> Changelog:
+    """The cluster and the changelog's offsets and delete retention (none if it is missing)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        cluster_id = str((await admin.describe_cluster())["cluster_id"])
+        if topic not in set(await admin.list_topics()):
+            return Changelog(cluster_id, {}, {}, DEFAULT_DELETE_RETENTION_MS)
+        [response] = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, {"delete.retention.ms": None})]
+        )
+        retention = DEFAULT_DELETE_RETENTION_MS
+        for entry in response.to_object()["resources"][0]["config_entries"]:
+            if entry["config_names"] == "delete.retention.ms":
+                retention = int(entry["config_value"])
+    finally:
+        await admin.close()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        wanted = [TopicPartition(topic, partition) for partition in partitions]
+        earliest = await consumer.beginning_offsets(wanted)
+        end = await consumer.end_offsets(wanted)
+    finally:
+        await consumer.stop()
+    return Changelog(
+        cluster_id,
+        {tp.partition: offset for tp, offset in earliest.items()},
+        {tp.partition: offset for tp, offset in end.items()},
+        retention,
+    )
+
+
+@dataclass
+class _Partition:
+    """What the worker knows about one partition it writes to."""
+
+    deliveries: list[Awaitable[RecordMetadata]] = field(default_factory=list)
+    """Changelog sends not yet seen confirmed, in order."""
+    confirmed_offset: int = -1
+    """The changelog offset every write so far is confirmed up to (once `deliveries` is empty)."""
+    dirty: bool = False
+    broken: bool = False
+    """A write whose changelog send failed or never happened: never mark this copy clean."""
+    events_since_checkpoint: int = 0
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    last_event: float = 0.0
+
+
+class LocalDurability:
+    """Marks, checkpoints and cleanly closes the state partitions the worker writes to.
+
+    The agent projects inside `writing(partition)` and hands over each changelog send with
+    `sent`; `checkpoint_due` (a timer) and `finish` (the table's stop) run between events, when
+    every write is in the changelog.
+    """
+
+    def __init__(self, table: TableT[bytes, bytes], bootstrap: str) -> None:
+        self.table = table
+        self.bootstrap = bootstrap
+        self.cluster_id = ""
+        self.partitions: dict[int, _Partition] = {}
+        self.quiet = asyncio.Lock()
+        """Held while an event is projected; a checkpoint or a stop holds it in between."""
+
+    @property
+    def store(self) -> Store:
+        """The table's Faust RocksDB store (offsets, open databases, paths)."""
+        return cast(Store, self.table.data)
+
+    def files(self, partition: int) -> PartitionFiles:
+        """The partition's files, named as Faust's `Store.partition_path` names the database
+        (without creating the store, which would bind it to the wrong event loop at start)."""
+        tabledir = Path(self.table.app.conf.tabledir)
+        return PartitionFiles(tabledir / f"{self.table.name}-{partition}.db")
+
+    async def prepare(self, partitions: Sequence[int]) -> None:
+        """At start, before Faust opens anything: keep, restore or discard each partition."""
+        topic = self.table.changelog_topic.get_topic_name()
+        changelog = await read_changelog(self.bootstrap, topic, partitions)
+        self.cluster_id = changelog.cluster_id
+        now_ms = int(time.time() * 1000)
+        for partition in partitions:
+            files = self.files(partition)
+            if files.db.exists() or files.dirty.exists() or files.checkpoint.exists():
+                outcome = prepare_partition(files, changelog, now_ms)
+                log.info("partition %d: %s", partition, outcome, extra={"partition": partition})
+
+    @contextlib.asynccontextmanager
+    async def writing(self, partition: int) -> AsyncIterator[None]:
+        """Project one event of `partition`: marks it dirty first; a failure keeps it so."""
+        async with self.quiet:
+            state = self.partitions.setdefault(partition, _Partition())
+            if not state.dirty:
+                files = self.files(partition)
+                files.dirty.parent.mkdir(parents=True, exist_ok=True)
+                _write_durably(files.dirty, b"")
+                _fsync_directory(files.dirty.parent)
+                state.dirty = True
+            try:
+                yield
+            except BaseException:
+                state.broken = True
+                raise
+            state.events_since_checkpoint += 1
+            state.last_event = time.monotonic()
+
+    def sent(self, partition: int, deliveries: Iterable[Awaitable[RecordMetadata]]) -> None:
+        """The changelog sends an event of `partition` made, in order."""
+        self.partitions[partition].deliveries.extend(deliveries)
+
+    async def _confirmed(self, state: _Partition, timeout: float | None = None) -> bool:
+        """Wait for the partition's changelog sends (never cancelling them); False if one
+        failed (the agent's acking stops the worker then) or the wait timed out."""
+        pending = [asyncio.ensure_future(delivery) for delivery in state.deliveries]
+        if pending:
+            _, waiting = await asyncio.wait(pending, timeout=timeout)
+            if waiting:
+                return False
+        for delivery in pending:
+            if delivery.cancelled() or delivery.exception() is not None:
+                state.broken = True
+                return False
+            state.confirmed_offset = max(state.confirmed_offset, delivery.result().offset)
+        state.deliveries.clear()
+        return not state.broken
+
+    def _persist_offset(self, partition: int, offset: int) -> None:
+        topic = self.table.changelog_topic.get_topic_name()
+        self.store.set_persisted_offset(TP(topic, partition), offset)
+
+    def _open_db(self, partition: int) -> Rdict | None:
+        return self.store._dbs.get(partition)
+
+    async def checkpoint_due(self) -> None:
+        """Checkpoint each partition that has new writes and is idle or due."""
+        now = time.monotonic()
+        for partition, state in list(self.partitions.items()):
+            due = state.events_since_checkpoint and (
+                now - state.last_event >= IDLE_SECONDS
+                or now - state.last_checkpoint >= CHECKPOINT_SECONDS
+            )
+            if due and not state.broken:
+                async with self.quiet:
+                    await self.take_checkpoint(partition, state)
+
+    async def take_checkpoint(self, partition: int, state: _Partition) -> None:
+        """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
+        db = self._open_db(partition)
+        if db is None or not await self._confirmed(state):
+            return
+        started = time.monotonic()
+        self._persist_offset(partition, state.confirmed_offset)
+        files = self.files(partition)
+        final = files.checkpoint
+        old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        Checkpoint(db).create_checkpoint(str(tmp))
+        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(state).to_bytes())
+        _fsync_directory(tmp)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)  # the commit point
+        _fsync_directory(final.parent)
+        shutil.rmtree(old, ignore_errors=True)
+        state.events_since_checkpoint = 0
+        state.last_checkpoint = time.monotonic()
+        log.debug(
+            "partition %d checkpointed at changelog offset %d in %.0f ms",
+            partition,
+            state.confirmed_offset,
+            (state.last_checkpoint - started) * 1000,
+        )
+
+    def _stamp(self, state: _Partition) -> Stamp:
+        return Stamp(self.cluster_id, state.confirmed_offset, int(time.time() * 1000))
+
+    async def finish(self) -> None:
+        """At a clean stop: every open partition flushed and stamped; dirty ones marked clean
+        once their writes are confirmed (else they stay dirty, and the next start restores
+        their checkpoint)."""
+        dbs = dict(self.store._dbs)
+        try:
+            await asyncio.wait_for(self.quiet.acquire(), STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("stopping mid-event: local state is restored from checkpoints next start")
+            return
+        try:
+            for partition, db in dbs.items():
+                await self._close_cleanly(partition, db)
+        finally:
+            self.quiet.release()
+
+    async def _close_cleanly(self, partition: int, db: Rdict) -> None:
+        files = self.files(partition)
+        state = self.partitions.get(partition)
+        if state is not None and state.dirty:
+            if not await self._confirmed(state, STOP_TIMEOUT):
+                log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
+                return
+            self._persist_offset(partition, state.confirmed_offset)
+            stamp = self._stamp(state)
+        else:
+            topic = self.table.changelog_topic.get_topic_name()
+            offset = self.store.persisted_offset(TP(topic, partition))
+            if offset is None or not self.cluster_id:
+                return
+            stamp = Stamp(self.cluster_id, offset, int(time.time() * 1000))
+        db.flush()
+        _write_durably(files.stamp, stamp.to_bytes())
+        if state is not None and state.dirty:
+            files.dirty.unlink(missing_ok=True)
+            state.dirty = False
+        _fsync_directory(files.db.parent)

@@ -1,0 +1,115 @@
+"""Which local copies a start keeps, restores or throws away, over real RocksDB files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rocksdict import Checkpoint, Options, Rdict
+
+from streams.durability import (
+    Changelog,
+    PartitionFiles,
+    Stamp,
+    prepare_partition,
+    reason_to_discard,
+)
+
+NOW_MS = 1_000_000_000
+CHANGELOG = Changelog("cluster-a", earliest={0: 0}, end={0: 100}, delete_retention_ms=60_000)
+
+
+def stamp(offset: int = 50, cluster: str = "cluster-a", age_ms: int = 1_000) -> Stamp:
+    return Stamp(cluster, offset, NOW_MS - age_ms)
+
+
+def test_a_recent_copy_of_the_same_cluster_within_the_changelog_is_kept() -> None:
+    assert reason_to_discard(stamp(), CHANGELOG, 0, NOW_MS) is None
+    assert reason_to_discard(stamp(offset=99), CHANGELOG, 0, NOW_MS) is None
+
+
+@pytest.mark.parametrize(
+    ("kept", "why"),
+    [
+        (None, "no stamp"),
+        (stamp(cluster="cluster-b"), "cluster"),
+        (stamp(offset=100), "changelog ends at 100"),
+        (stamp(age_ms=59_000), "deletes are kept"),
+    ],
+)
+def test_a_copy_that_could_be_wrong_is_discarded(kept: Stamp | None, why: str) -> None:
+    reason = reason_to_discard(kept, CHANGELOG, 0, NOW_MS)
+    assert reason is not None and why in reason
+
+
+def test_a_copy_older_than_the_start_of_the_changelog_is_discarded() -> None:
+    trimmed = Changelog("cluster-a", {0: 60}, {0: 100}, 60_000)
+    assert reason_to_discard(stamp(offset=58), trimmed, 0, NOW_MS) is not None
+    assert reason_to_discard(stamp(offset=59), trimmed, 0, NOW_MS) is None
+
+
+def open_db(path: Path) -> Rdict:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    return Rdict(str(path), options=options)
+
+
+def live_copy(tmp_path: Path, checkpointed: bool) -> PartitionFiles:
+    """A partition database; `checkpointed`: with a checkpoint holding only `before`."""
+    files = PartitionFiles(tmp_path / "state-0.db")
+    db = open_db(files.db)
+    db.put(b"key", b"before")
+    if checkpointed:
+        files.checkpoint.parent.mkdir(parents=True)
+        Checkpoint(db).create_checkpoint(str(files.checkpoint))
+        files.checkpoint_stamp.write_bytes(stamp(offset=40).to_bytes())
+    db.put(b"key", b"after, never confirmed")
+    db.close()
+    files.stamp.write_bytes(stamp().to_bytes())
+    return files
+
+
+def value_in(files: PartitionFiles) -> bytes | None:
+    db = open_db(files.db)
+    try:
+        value: bytes | None = db.get(b"key")
+        return value
+    finally:
+        db.close()
+
+
+def test_a_clean_copy_is_kept_as_it_is(tmp_path: Path) -> None:
+    files = live_copy(tmp_path, checkpointed=True)
+    assert "kept" in prepare_partition(files, CHANGELOG, NOW_MS)
+    assert value_in(files) == b"after, never confirmed"
+
+
+def test_a_dirty_copy_gives_way_to_its_checkpoint(tmp_path: Path) -> None:
+    files = live_copy(tmp_path, checkpointed=True)
+    files.dirty.touch()
+    assert "after offset 40" in prepare_partition(files, CHANGELOG, NOW_MS)
+    assert value_in(files) == b"before"
+    assert not files.dirty.exists() and Stamp.read(files.stamp) == stamp(offset=40)
+
+
+def test_a_dirty_copy_without_a_checkpoint_is_thrown_away(tmp_path: Path) -> None:
+    files = live_copy(tmp_path, checkpointed=False)
+    files.dirty.touch()
+    assert "whole changelog" in prepare_partition(files, CHANGELOG, NOW_MS)
+    assert not files.db.exists() and not files.dirty.exists()
+
+
+def test_a_stale_copy_is_thrown_away(tmp_path: Path) -> None:
+    files = live_copy(tmp_path, checkpointed=False)
+    assert "discarded" in prepare_partition(files, CHANGELOG, NOW_MS + 120_000)
+    assert not files.db.exists()
+
+
+def test_a_checkpoint_swap_cut_short_by_a_crash_is_finished(tmp_path: Path) -> None:
+    files = live_copy(tmp_path, checkpointed=True)
+    files.checkpoint.rename(files.with_suffix(files.checkpoint, ".old"))
+    files.with_suffix(files.checkpoint, ".tmp").mkdir()  # a half-written new checkpoint
+    files.dirty.touch()
+    assert "checkpoint restored" in prepare_partition(files, CHANGELOG, NOW_MS)
+    assert value_in(files) == b"before"
+    assert not files.with_suffix(files.checkpoint, ".tmp").exists()

@@ -1,0 +1,80 @@
+"""A restart replays recent work, not history: the local RocksDB is kept across a clean stop and
+restored from its last checkpoint after a crash, on a real Apache Kafka broker.
+
+How much was replayed is read off the worker's own log (`state recovered: N changeset(s)`);
+every case still ends on the digest of a clean in-process replay.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.durability import IDLE_SECONDS
+from streams.replay import replay_lines
+from streams.settings import Settings
+from tests.streams.noisy_story import story
+from tests.streams.test_faults import assert_same_as_replay, expected_processed, wait_for_everything
+from tests.support import WorkerProcess, send_events, unique_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+RECOVERED = re.compile(r"state recovered: (\d+) changeset\(s\) laid")
+
+
+def replayed_at_last_start(worker: WorkerProcess) -> int:
+    """The changesets the latest start laid into RocksDB from the changelog."""
+    counts = RECOVERED.findall(worker.log_path.read_text(errors="replace"))
+    assert counts, f"no recovery line in the log:\n{worker.log_tail()}"
+    return int(counts[-1])
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data")
+
+
+def test_a_clean_stop_keeps_the_state_and_the_next_start_replays_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    lines = story(worlds=2, events_per_world=300, seed=7)
+    first, rest = lines[:400], lines[400:]
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, first)
+        wait_for_everything(settings, expected_processed(replay_lines(first), first), 120)
+        worker.stop()
+        worker.start()
+        assert replayed_at_last_start(worker) == 0
+        send_events(settings, rest)
+        clean = replay_lines(lines)
+        wait_for_everything(settings, expected_processed(clean, lines), 120)
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        worker.stop()
+
+
+def test_after_a_kill_only_the_events_since_the_last_checkpoint_are_replayed(
+    settings: Settings, tmp_path: Path
+) -> None:
+    lines = story(worlds=2, events_per_world=300, seed=11)
+    history, burst, rest = lines[:400], lines[400:450], lines[450:]
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, history)
+        wait_for_everything(settings, expected_processed(replay_lines(history), history), 120)
+        time.sleep(IDLE_SECONDS + 2)  # idle: every partition is checkpointed
+        send_events(settings, burst)
+        sent = history + burst
+        wait_for_everything(settings, expected_processed(replay_lines(sent), sent), 120)
+        worker.kill()  # before the burst's idle checkpoint, or just after it
+        worker.start()
+        assert replayed_at_last_start(worker) <= len(burst)  # not the history before it
+        send_events(settings, rest)
+        clean = replay_lines(lines)
+        wait_for_everything(settings, expected_processed(clean, lines), 120)
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        worker.stop()
