@@ -21,6 +21,8 @@ from tests.streams.test_faults import assert_same_as_replay, expected_processed,
 from tests.support import WorkerProcess, send_events, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+COMMIT_SECONDS = 3.0
+"""Faust commits acked offsets every 2.8 s."""
 RECOVERED = re.compile(r"state recovered: (\d+) changeset\(s\) laid")
 
 
@@ -75,6 +77,28 @@ def test_after_a_kill_only_the_events_since_the_last_checkpoint_are_replayed(
         send_events(settings, rest)
         clean = replay_lines(lines)
         wait_for_everything(settings, expected_processed(clean, lines), 120)
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        worker.stop()
+
+
+def test_a_kill_while_events_flow_restores_a_checkpoint_and_ends_on_the_replay(
+    settings: Settings, tmp_path: Path
+) -> None:
+    lines = story(worlds=3, events_per_world=200, seed=5)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        for chunk in (lines[:200], lines[200:400]):
+            send_events(settings, chunk)
+            time.sleep(IDLE_SECONDS + 1.5)
+        sent = lines[:400]
+        wait_for_everything(settings, expected_processed(replay_lines(sent), sent), 120)
+        time.sleep(COMMIT_SECONDS)  # their offsets committed: faust-streaming #629 stays out
+        send_events(settings, lines[400:])
+        worker.kill()
+        worker.start()
+        clean = replay_lines(lines)
+        wait_for_everything(settings, expected_processed(clean, lines), 180)
         assert_same_as_replay(settings, lines, clean)
     finally:
         worker.stop()
