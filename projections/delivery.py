@@ -36,6 +36,9 @@ class SourceMessage:
     offset: int
     key: bytes | None
     value: bytes
+    timestamp_ms: int | None = None
+    """The record's timestamp (ms since the epoch) where the broker gives one; dialogue lines
+    without `occurred_at` keep it as their real time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,3 +25,11 @@ CHARACTERS_MET = "loreweaver.social.characters-met"
 
 MEMORY_RECALLED = "loreweaver.memory.recalled"
 """The actor recalled the memories in `payload.belief_ids`: their clocks restart. Not news."""
+
+NPC_REPLIED = "loreweaver.conversation.npc-replied"
+"""A character's line to a player (actor: the character, target: the player; payload `text`)."""
+DIALOGUE_TURN_KEYS = frozenset({PLAYER_SAID, NPC_REPLIED})
+"""Lines captured as short-term dialogue (`projections.dialogue`)."""
+
+DIALOGUE_SUMMARISED = "loreweaver.memory.dialogue-summarised"
+"""A summary of one dialogue scope (actor: the character); it keeps the scope's turns longer."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from projections.delivery import Intake, SourceMessage, dead_letter, produce_once, refuse
+from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
@@ -48,7 +49,8 @@ def _take_in(
     except ValidationError as error:
         return refuse(message, explain(error))
     policy = policies(event.tenant_id, event.world_instance_id)
-    acks = sequence(tx, event, message.value, apply, policy.sequencing)
+    event, raw = with_real_time(event, message.value, message.timestamp_ms)
+    acks = sequence(tx, event, raw, apply, policy.sequencing)
     if acks[0].outcome is Outcome.REJECTED:
         return Intake(acks=acks, dead_letters=[dead_letter(message, acks[0].reason or "rejected")])
     return Intake(acks=acks)

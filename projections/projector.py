@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.delivery import Intake, SourceMessage
+from projections.dialogue import record_dialogue
 from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.memories import form_memories, origin_of
@@ -50,8 +51,9 @@ class Projector:
         """Take one message in; returns the acks and dead letters to publish."""
         return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
 
-    def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
-        """Apply one in-order event to every projection, reading state as it stood before."""
+    def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
+        """Apply one in-order event to every projection, reading state as it stood before;
+        returns why something it asked for was not recorded."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id)
@@ -72,6 +74,9 @@ class Projector:
             record_relations(tx, context.keys, ancestry, formed)
             if any(memory.origin == origin_of(event) for memory in memories):
                 record_origin(tx, context.keys, origin_of(event), event)
+        note = record_dialogue(
+            tx, event, ancestry, Catalogue(declarations, event, policy), policy.memory.dialogue
+        )
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration)
         whereabouts.record_movement(tx, event, ancestry)
@@ -80,6 +85,7 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
+        return note
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ from schemas import Ack, Event, Outcome
 from schemas.policy import SequencingPolicy
 from schemas.records import TimelineRecord
 
-ApplyEvent = Callable[[StateTransaction, Event, Ancestry], None]
-"""Applies one event's effects, given the ancestry as it stood just before the event."""
+ApplyEvent = Callable[[StateTransaction, Event, Ancestry], str | None]
+"""Applies one event's effects, given the ancestry as it stood just before the event; returns
+why something the event asked for was not recorded (the reason on its `processed` ack)."""
 
 
 def pending_key(record: TimelineRecord, seq: int) -> bytes:
@@ -75,8 +76,8 @@ def sequence(
 
     record = record.model_copy(update={"acknowledged_seq": max(record.acknowledged_seq, event.seq)})
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
-        record = _apply(tx, record, event, apply)
-        return [ack(event, Outcome.PROCESSED, record), *_release(tx, record, apply)]
+        record, note = _apply(tx, record, event, apply)
+        return [ack(event, Outcome.PROCESSED, record, note), *_release(tx, record, apply)]
 
     if record.deferred_events >= policy.max_deferred:
         return [ack(event, Outcome.REJECTED, known, _buffer_full(record, policy))]
@@ -140,14 +141,14 @@ def _place_on_timeline(
 
 def _apply(
     tx: StateTransaction, record: TimelineRecord, event: Event, apply: ApplyEvent
-) -> TimelineRecord:
-    """Apply `event`, then save the positions it produced (in that order)."""
-    apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
+) -> tuple[TimelineRecord, str | None]:
+    """Apply `event`, then save the positions it produced (in that order); with its note."""
+    note = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
     record = record.model_copy(
         update={"processed_seq": event.seq, "applied_events": record.applied_events + 1}
     )
     timelines.save(tx, record)
-    return record
+    return record, note
 
 
 def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) -> list[Ack]:
@@ -162,14 +163,14 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             if raw is None:
                 break
             event = Event.model_validate_json(raw)
-            current = _apply(
+            current, note = _apply(
                 tx,
                 current.model_copy(update={"deferred_events": current.deferred_events - 1}),
                 event,
                 apply,
             )
             tx.delete(key)
-            acks.append(ack(event, Outcome.PROCESSED, current))
+            acks.append(ack(event, Outcome.PROCESSED, current, note))
         for child in timelines.children_ready(tx, current):
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)

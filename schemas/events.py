@@ -15,7 +15,15 @@ import re
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+)
 
 MAX_SEQ = 2**63 - 1
 """The largest position a timeline can reach (positions are stored as signed 64-bit)."""
@@ -105,6 +113,8 @@ class Event(Contract):
     game_time: GameTime | None = None
     entities: dict[Identifier, EntityDeclaration] = Field(default_factory=dict)
     branch: Branch | None = None
+    occurred_at: AwareDatetime | None = None
+    """When it happened in real time (ISO 8601 with a zone); dialogue turns expire by it."""
 
     @property
     def story_minutes(self) -> int | None:

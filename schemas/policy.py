@@ -185,6 +185,21 @@ class RecallPolicy(Contract):
     weights: ChoiceWeights = ChoiceWeights()
 
 
+class DialoguePolicy(Contract):
+    """Short-term dialogue (seed 003): the last lines of each conversation scope, word for word."""
+
+    enabled: bool = True
+    """Capture `player-said` and `npc-replied` lines; false: nothing is captured."""
+    turns_kept: Annotated[int, Field(ge=1, le=100), AsInteger] = 10
+    """Turns a scope shows, the newest."""
+    max_line_chars: Annotated[int, Field(ge=16, le=100_000), AsInteger] = 1000
+    """A longer line is cut to this many characters (ending in an ellipsis)."""
+    expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 12.0
+    """A scope's turns are hidden this long (real time) after its last turn."""
+    summarised_expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 24.0
+    """The same, once the scope has a summary."""
+
+
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 MODEL_WEIGHING_NOT_YET = PydanticCustomError(
@@ -228,6 +243,7 @@ class MemoryPolicy(Contract):
     """Memories fade with story time (`retention`); false: recall is exact, nothing fades."""
     retention: RetentionPolicy = RetentionPolicy()
     recall: RecallPolicy = RecallPolicy()
+    dialogue: DialoguePolicy = DialoguePolicy()
 
     @model_validator(mode="before")
     @classmethod

@@ -164,6 +164,7 @@ class Rumourmill:
                 offset=message.offset,
                 key=message.key,
                 value=message.value or b"",
+                timestamp_ms=record_timestamp_ms(message.timestamp),
             ),
         )
         deliveries = [
@@ -368,3 +369,8 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     """Key outputs by world, like the events, so a world's acks stay in order."""
     world = item.world_instance_id
     return fallback if world is None else world.encode()
+
+
+def record_timestamp_ms(timestamp: float | None) -> int | None:
+    """A Kafka record's timestamp (seconds, as Faust gives it) in whole milliseconds."""
+    return None if timestamp is None or timestamp < 0 else round(timestamp * 1000)

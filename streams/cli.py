@@ -354,3 +354,31 @@ def decision_command(
     asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
     click.echo(decision_tables(found))
+
+
+@main.command("dialogue")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--player", required=True, help="player_id: whose conversation with the character")
+@click.option("--timeline", default="main", show_default=True)
+@click.option("--location", default=None, help="the place scope (default: where the character is)")
+@_read_options
+def dialogue_command(
+    npc_id: str,
+    world: str,
+    player: str,
+    timeline: str,
+    location: str | None,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print what was just said between a character and a player, and at the character's place."""
+    from streams.show import dialogue_tables
+
+    asked = {"world_instance_id": world, "timeline_id": timeline, "player_id": player}
+    asked |= ({"location": location} if location else {}) | (
+        {"tenant_id": tenant} if tenant else {}
+    )
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/dialogue", asked)
+    click.echo(dialogue_tables(found))

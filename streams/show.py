@@ -139,3 +139,22 @@ def decision_tables(found: dict[str, Any]) -> str:
             "prompt:\n" + found["prompt"],
         ]
     )
+
+
+def dialogue_tables(found: dict[str, Any]) -> str:
+    """A dialogue answer: each scope's turns, oldest first, with its summary and expiry."""
+    parts = []
+    for scope in (found["player"], found["place"]):
+        if scope is None:
+            parts.append("place scope: none (the character's location is unknown)")
+            continue
+        who = scope.get("player_id") or scope.get("location")
+        state = "expired" if scope["expired"] else f"until {scope['expires_at'] or 'no expiry'}"
+        rows = [
+            [t["seq"], t["occurred_at"] or "", t["speaker_id"], t["text"]] for t in scope["turns"]
+        ]
+        title = f"{scope['scope']} scope {who} ({state})"
+        if scope["summary"] is not None:
+            title += f"\nsummary: {scope['summary']} ({scope['turns_since_summary']} turns since)"
+        parts.append(table(title, ["seq", "time", "speaker", "text"], rows))
+    return "\n\n".join(parts)

@@ -10,6 +10,7 @@ request gets a 401 or a 400 with a plain `detail` from whichever worker it reach
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -20,6 +21,7 @@ from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.decision import decision
+from projections.dialogue import dialogue_read
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
@@ -280,6 +282,28 @@ class Decision(WorldRead):
         )
 
 
+class Dialogue(WorldRead):
+    """What was just said: a character's player scope and place scope (section 13). Expiry is
+    judged against the wall clock (turns keep their real time)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        player_id = query_identifier(request, "player_id")
+        location = query_identifier(request, "location", default="")
+        return dialogue_read(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            player_id,
+            location or None,
+            int(time.time() * 1000),
+            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.dialogue,
+            query_position(request, "as_of_seq"),
+        )
+
+
 class Provenance(WorldRead):
     """Where a memory came from: the original event and every teller, in order."""
 
@@ -324,6 +348,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
+    "/v2/memory/runtime/npcs/{npc_id}/dialogue": Dialogue,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
 }

@@ -80,6 +80,8 @@ def _events(world: str, timeline: str, seqs: range, rng: random.Random) -> list[
                 "target": actor,
                 "players": [PLAYER],
                 "payload": {"text": "I will find your son.", "facts": []},
+                # its own real time, so that the live run and the file replay agree
+                "occurred_at": f"2024-05-01T12:{seq % 60:02d}:00Z",
             }
         out.append(event)
     return out

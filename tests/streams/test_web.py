@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -97,6 +98,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         "/v2/memory/runtime/npcs/{npc_id}/recall",
         "/v2/memory/runtime/npcs/{npc_id}/decision",
+        "/v2/memory/runtime/npcs/{npc_id}/dialogue",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
     }
@@ -135,6 +137,46 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
     assert status == 200
     assert [m["seq"] for m in body["knowledge"]] == [2]
+
+
+def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wall_clock() -> None:
+    now = datetime.now(UTC)
+
+    def line(seq: int, player: str, text: str, hours_ago: float) -> bytes:
+        return orjson.dumps(
+            {
+                "world_instance_id": "w",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.player-said",
+                "actor": player,
+                "target": "npc-mara",
+                "players": [player],
+                "location": "loc-inn",
+                "payload": {"text": text},
+                "occurred_at": (now - timedelta(hours=hours_ago)).isoformat(),
+            }
+        )
+
+    state = replay_lines(
+        [
+            b'{"world_instance_id":"w","timeline_id":"main","seq":1,'
+            b'"key":"loreweaver.movement.location-entered","actor":"npc-mara","location":"loc-inn"}',
+            line(2, "p2", "Long ago <:wave:42>", hours_ago=13),
+            line(3, "p1", "[leans in] Just now", hours_ago=1),
+        ]
+    ).state
+    path = "/v2/memory/runtime/npcs/npc-mara/dialogue?world_instance_id=w&timeline_id=main"
+    answers = serve(
+        MemoryReads(state), (path + "&player_id=p1", {}), (path + "&player_id=p2", {}), (path, {})
+    )
+    (status, fresh), (_, stale), missing = answers
+    assert status == 200
+    assert [t["text"] for t in fresh["player"]["turns"]] == ["Just now"]
+    assert [t["text"] for t in fresh["place"]["turns"]] == ["Long ago :wave:", "Just now"]
+    assert fresh["place"]["location"] == "loc-inn"
+    assert stale["player"]["turns"] == [] and stale["player"]["expired"] is True
+    assert missing == (400, {"detail": "query parameter 'player_id' is required"})
 
 
 def test_timeline_and_digest_reads() -> None:

@@ -1,0 +1,323 @@
+"""Short-term dialogue (seed 003, SPEC 13): the last lines of a conversation, word for word.
+
+Turns are `player-said` (player to character) and `npc-replied` (character to player) lines.
+Each character keeps two scopes, like a persona: the player scope (character, player), which
+follows the player across places, and the place scope (character, location), shared by every
+player there; a `payload.private: true` line skips the place scope. Two characters in one place
+keep separate scopes. Skipped outright: a stop turn (`payload.stopped: true`), a line with no
+text once normalised, and any line of a player declared `privacy: "full"`.
+
+A reply to a player who never spoke is kept like any line: a character may speak first (a
+greeting), and what the player heard is part of the conversation. Turns are stored by position
+and read through the ancestry (`projections.versions`' way), so loading a save forgets what
+was said after it. A scope shows its newest `turns_kept` turns; they are hidden once
+`expiry_hours` of real time have passed since its last turn (`summarised_expiry_hours` once a
+`dialogue-summarised` event gave the scope a summary). Real time is the event's `occurred_at`,
+else the Kafka record's timestamp (`with_real_time`); a turn known by neither has no time and
+its scope never expires (a file replay of lines without `occurred_at`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+from pydantic import JsonValue
+
+from projections import whereabouts
+from projections.catalogue import Declarations
+from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS, PLAYER_SAID
+from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS
+from projections.keys import pack
+from projections.runtime_read import timeline_view
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas import Event
+from schemas.policy import DialoguePolicy
+
+ScopeKind = Literal["player", "place"]
+Speaker = Literal["player", "character"]
+
+CUSTOM_EMOJI = re.compile(r"<a?:([A-Za-z0-9_~]+):[0-9]+>")
+"""A custom emoji as chat platforms send it, `<:name:id>`: kept as `:name:`."""
+STAGE_ANNOTATION = re.compile(r"\[[^\[\]]*\]")
+"""A bracketed annotation injected around a line (`[whispers]`, `[context: ...]`): stripped."""
+ELLIPSIS = "…"
+HOUR_MS = 3_600_000
+
+
+def normalised(text: str, max_chars: int) -> str:
+    """A line as the conversation keeps it: emoji by name, annotations gone, spaces collapsed,
+    cut to `max_chars` (the last one an ellipsis) when longer."""
+    text = " ".join(STAGE_ANNOTATION.sub(" ", CUSTOM_EMOJI.sub(r":\1:", text)).split())
+    if len(text) > max_chars:
+        return text[: max_chars - 1].rstrip() + ELLIPSIS
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One line to keep: who said it to whom, what, where, and when in real time."""
+
+    character_id: str
+    player_id: str
+    speaker: Speaker
+    text: str
+    location: str | None
+    private: bool
+    at_ms: int | None
+
+
+def turn_of(event: Event, declarations: Declarations, policy: DialoguePolicy) -> Turn | None:
+    """The turn an event's line makes, or None when the seed's rules skip it."""
+    if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
+        return None
+    if event.actor is None or event.target is None or event.payload.get("stopped") is True:
+        return None
+    said_by_player = event.key == PLAYER_SAID
+    player, character = (
+        (event.actor, event.target) if said_by_player else (event.target, event.actor)
+    )
+    text = event.payload.get("text")
+    if not isinstance(text, str) or _fully_private(player, declarations):
+        return None
+    line = normalised(text, policy.max_line_chars)
+    if not line:
+        return None
+    return Turn(
+        character_id=character,
+        player_id=player,
+        speaker="player" if said_by_player else "character",
+        text=line,
+        location=event.location,
+        private=event.payload.get("private") is True,
+        at_ms=_epoch_ms(event.occurred_at),
+    )
+
+
+def _fully_private(player: str, declarations: Declarations) -> bool:
+    declared = declarations.get(player)
+    return declared is not None and (declared.model_extra or {}).get("privacy") == "full"
+
+
+def _epoch_ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+def with_real_time(
+    event: Event, raw: bytes, record_timestamp_ms: int | None
+) -> tuple[Event, bytes]:
+    """A dialogue line without `occurred_at` stamped with the Kafka record's timestamp, so that
+    it keeps that time even when it waits in the deferral buffer (stored as `raw`)."""
+    if event.key not in DIALOGUE_TURN_KEYS or event.occurred_at is not None:
+        return event, raw
+    if record_timestamp_ms is None or record_timestamp_ms < 0:
+        return event, raw
+    stamped = event.model_copy(
+        update={"occurred_at": datetime.fromtimestamp(record_timestamp_ms / 1000, UTC)}
+    )
+    return stamped, stamped.model_dump_json(exclude_none=True).encode()
+
+
+def _scope_prefix(
+    prefix: str, where: tuple[str, str, str], character: str, kind: str, scope_id: str
+) -> bytes:
+    """The key scope of one dialogue scope on one timeline (`where`: tenant, world, timeline)."""
+    return pack(prefix, *where, character, kind, scope_id)
+
+
+def _scopes_of(turn: Turn) -> list[tuple[ScopeKind, str]]:
+    scopes: list[tuple[ScopeKind, str]] = [("player", turn.player_id)]
+    if turn.location is not None and not turn.private:
+        scopes.append(("place", turn.location))
+    return scopes
+
+
+def record_dialogue(
+    tx: StateTransaction,
+    event: Event,
+    ancestry: Ancestry,
+    declarations: Declarations,
+    policy: DialoguePolicy,
+) -> str | None:
+    """Keep the event's line in its scopes, or a summary for its scope. Returns why an event
+    that asked for something was not recorded (for its ack), else None."""
+    if event.key == DIALOGUE_SUMMARISED:
+        return _record_summary(tx, event, ancestry)
+    turn = turn_of(event, declarations, policy)
+    if turn is None:
+        return None
+    where = (event.tenant_id, event.world_instance_id, event.timeline_id)
+    seen = (event.tenant_id, event.world_instance_id)
+    for kind, scope_id in _scopes_of(turn):
+        newest = _newest(tx, seen, ancestry, DIALOGUE_TURNS, turn.character_id, kind, scope_id)
+        summary = _newest(tx, seen, ancestry, DIALOGUE_SUMMARIES, turn.character_id, kind, scope_id)
+        since = 1
+        if newest is not None and (summary is None or int(summary["seq"]) < int(newest["seq"])):
+            since = int(newest["since_summary"]) + 1
+        stored: dict[str, JsonValue] = {
+            "seq": event.seq,
+            "speaker": turn.speaker,
+            "player_id": turn.player_id,
+            "text": turn.text,
+            "at_ms": turn.at_ms,
+            "since_summary": since,
+        }
+        tx.put(
+            _scope_prefix(DIALOGUE_TURNS, where, turn.character_id, kind, scope_id)
+            + pack(event.seq),
+            orjson.dumps(stored),
+        )
+    return None
+
+
+def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
+    """Keep a scope's summary; a summary of a scope with no turns on the timeline is refused."""
+    payload = event.payload
+    kind, summary = payload.get("scope"), payload.get("summary")
+    categories = payload.get("categories", [])
+    scope_id = event.target if kind == "player" else event.location if kind == "place" else None
+    if event.actor is None or scope_id is None:
+        return (
+            "dialogue summary not recorded: it needs actor (the character) and payload.scope "
+            "'player' (with target) or 'place' (with location)"
+        )
+    if not isinstance(summary, str) or not summary.strip():
+        return "dialogue summary not recorded: payload.summary must be non-empty text"
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+        return "dialogue summary not recorded: payload.categories must be a list of strings"
+    seen = (event.tenant_id, event.world_instance_id)
+    if _newest(tx, seen, ancestry, DIALOGUE_TURNS, event.actor, str(kind), scope_id) is None:
+        return (
+            f"dialogue summary not recorded: {event.actor!r} has no {kind} scope "
+            f"{scope_id!r} on timeline {event.timeline_id!r}"
+        )
+    where = (event.tenant_id, event.world_instance_id, event.timeline_id)
+    tx.put(
+        _scope_prefix(DIALOGUE_SUMMARIES, where, event.actor, str(kind), scope_id)
+        + pack(event.seq),
+        orjson.dumps({"seq": event.seq, "summary": summary.strip(), "categories": categories}),
+    )
+    return None
+
+
+def _newest(
+    tx: StateTransaction,
+    world: tuple[str, str],
+    ancestry: Ancestry,
+    prefix: str,
+    character: str,
+    kind: str,
+    scope_id: str,
+) -> dict[str, Any] | None:
+    found = _newest_many(tx, world, ancestry, prefix, character, kind, scope_id, 1)
+    return found[0] if found else None
+
+
+def _newest_many(
+    tx: StateTransaction,
+    world: tuple[str, str],
+    ancestry: Ancestry,
+    prefix: str,
+    character: str,
+    kind: str,
+    scope_id: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The newest `limit` entries of a scope the timeline sees, newest first (as stored)."""
+    found: list[dict[str, Any]] = []
+    for segment in ancestry:
+        scope = _scope_prefix(prefix, (*world, segment.timeline_id), character, kind, scope_id)
+        for _, raw in tx.scan(scope, reverse=True, start=scope + pack(segment.upto_seq)):
+            found.append(orjson.loads(raw))
+            if len(found) == limit:
+                return found
+    return found
+
+
+def _iso(at_ms: int | None) -> str | None:
+    if at_ms is None:
+        return None
+    return datetime.fromtimestamp(at_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def scope_read(
+    tx: StateTransaction,
+    world: tuple[str, str],
+    ancestry: Ancestry,
+    character: str,
+    kind: ScopeKind,
+    scope_id: str,
+    now_ms: int,
+    policy: DialoguePolicy,
+) -> dict[str, JsonValue]:
+    """One scope as a read shows it at real time `now_ms`: its newest turns (oldest first),
+    unless expired, its summary, and how many turns came since the summary."""
+    turns = _newest_many(
+        tx, world, ancestry, DIALOGUE_TURNS, character, kind, scope_id, policy.turns_kept
+    )
+    summary = _newest(tx, world, ancestry, DIALOGUE_SUMMARIES, character, kind, scope_id)
+    last = turns[0] if turns else None
+    since = 0
+    if last is not None and (summary is None or int(summary["seq"]) < int(last["seq"])):
+        since = int(last["since_summary"])
+    hours = policy.expiry_hours if summary is None else policy.summarised_expiry_hours
+    last_at = None if last is None or last["at_ms"] is None else int(last["at_ms"])
+    expires_ms = None if last_at is None else last_at + int(hours * HOUR_MS)
+    expired = expires_ms is not None and now_ms >= expires_ms
+    return {
+        "scope": kind,
+        "player_id" if kind == "player" else "location": scope_id,
+        "turns": []
+        if expired
+        else [
+            {
+                "seq": turn["seq"],
+                "speaker": turn["speaker"],
+                "speaker_id": character if turn["speaker"] == "character" else turn["player_id"],
+                "text": turn["text"],
+                "occurred_at": _iso(None if turn["at_ms"] is None else int(turn["at_ms"])),
+            }
+            for turn in reversed(turns)
+        ],
+        "expired": expired,
+        "last_turn_at": _iso(last_at),
+        "expires_at": _iso(expires_ms),
+        "summary": None if summary is None else summary["summary"],
+        "categories": [] if summary is None else summary["categories"],
+        "turns_since_summary": since,
+    }
+
+
+def dialogue_read(
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    player_id: str,
+    location: str | None,
+    now_ms: int,
+    policy: DialoguePolicy,
+    as_of_seq: int | None = None,
+) -> dict[str, JsonValue]:
+    """Both scopes of a character for one player: the player scope, and the place scope of
+    `location` (default: where the character is; none when that is unknown). Expiry is judged
+    at real time `now_ms` (the wall clock when served), whatever `as_of_seq` cuts."""
+    record, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
+    world = (tenant_id, world_id)
+    place = location or whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    return {
+        "world_instance_id": world_id,
+        "timeline_id": timeline_id,
+        "npc_id": npc_id,
+        "processed_seq": record.processed_seq,
+        "now": _iso(now_ms),
+        "player": scope_read(tx, world, ancestry, npc_id, "player", player_id, now_ms, policy),
+        "place": None
+        if place is None
+        else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy),
+    }

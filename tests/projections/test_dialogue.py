@@ -1,0 +1,307 @@
+"""Short-term dialogue (seed 003): scopes, skip rules, ten turns, real-time expiry, branches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from projections.delivery import SourceMessage
+from projections.dialogue import dialogue_read, normalised
+from projections.projector import Projector
+from projections.state import MemoryState
+from schemas.policy import DialoguePolicy
+
+START_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+
+
+def at(minutes: int) -> str:
+    """The ISO time `minutes` after the story's start."""
+    moment = datetime.fromtimestamp((START_MS + minutes * MINUTE_MS) / 1000, UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+class Talk:
+    """A world fed line by line through the projector."""
+
+    def __init__(self) -> None:
+        self.state = MemoryState()
+        self.projector = Projector()
+        self.offset = 0
+        self.seq: dict[str, int] = {}
+        self.acks: list[dict[str, Any]] = []
+
+    def send(self, timeline: str = "main", **fields: Any) -> int:
+        seq = fields.pop("seq", self.seq.get(timeline, 0) + 1)
+        self.seq[timeline] = seq
+        timestamp_ms = fields.pop("ts", None)
+        event = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq} | fields
+        message = SourceMessage("events", 0, self.offset, b"w", orjson.dumps(event), timestamp_ms)
+        intake = self.projector.receive(self.state, message)
+        self.offset += 1
+        self.acks += [ack.model_dump(mode="json") for ack in intake.acks]
+        return seq
+
+    def player(
+        self,
+        text: str,
+        *,
+        player: str = "p1",
+        npc: str = "npc-mara",
+        minute: int = 0,
+        location: str | None = "loc-inn",
+        **payload: Any,
+    ) -> int:
+        return self.send(
+            key="loreweaver.conversation.player-said",
+            actor=player,
+            target=npc,
+            players=[player],
+            location=location,
+            payload={"text": text} | payload,
+            occurred_at=at(minute),
+        )
+
+    def reply(
+        self,
+        text: str,
+        *,
+        player: str = "p1",
+        npc: str = "npc-mara",
+        minute: int = 0,
+        location: str | None = "loc-inn",
+        **payload: Any,
+    ) -> int:
+        return self.send(
+            key="loreweaver.conversation.npc-replied",
+            actor=npc,
+            target=player,
+            players=[player],
+            location=location,
+            payload={"text": text} | payload,
+            occurred_at=at(minute),
+        )
+
+    def read(
+        self,
+        *,
+        player: str = "p1",
+        npc: str = "npc-mara",
+        location: str | None = "loc-inn",
+        minute: float = 1,
+        timeline: str = "main",
+        as_of_seq: int | None = None,
+    ) -> dict[str, Any]:
+        return dialogue_read(
+            self.state,
+            "default",
+            "w",
+            timeline,
+            npc,
+            player,
+            location,
+            START_MS + int(minute * MINUTE_MS),
+            DialoguePolicy(),
+            as_of_seq,
+        )
+
+
+def texts(scope: dict[str, Any] | None) -> list[str]:
+    assert scope is not None
+    return [turn["text"] for turn in scope["turns"]]
+
+
+def test_a_line_and_its_reply_land_in_the_player_scope_and_the_place_scope() -> None:
+    talk = Talk()
+    talk.player("Where is your son?")
+    talk.reply("Gone to sea.", minute=1)
+    read = talk.read(minute=2)
+    assert texts(read["player"]) == texts(read["place"]) == ["Where is your son?", "Gone to sea."]
+    assert [turn["speaker_id"] for turn in read["player"]["turns"]] == ["p1", "npc-mara"]
+    assert read["player"]["turns"][1]["occurred_at"] == "2024-05-01T12:01:00Z"
+
+
+def test_the_player_scope_follows_the_player_and_the_place_scope_is_shared() -> None:
+    talk = Talk()
+    talk.player("Hello at the inn", location="loc-inn")
+    talk.player("Hello at the dock", location="loc-dock")
+    talk.player("I am another player", player="p2", location="loc-inn")
+    assert texts(talk.read(location="loc-inn")["player"]) == [
+        "Hello at the inn",
+        "Hello at the dock",
+    ]
+    assert texts(talk.read(location="loc-inn")["place"]) == [
+        "Hello at the inn",
+        "I am another player",
+    ]
+    assert texts(talk.read(location="loc-dock")["place"]) == ["Hello at the dock"]
+
+
+def test_a_private_line_skips_the_place_scope_only() -> None:
+    talk = Talk()
+    talk.player("A secret", private=True)
+    read = talk.read()
+    assert texts(read["player"]) == ["A secret"]
+    assert texts(read["place"]) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ({"stopped": True}, "a stop turn"),
+        ({"text": "   "}, "empty"),
+        ({"text": "[sighs]"}, "only an annotation"),
+    ],
+)
+def test_stop_turns_and_empty_lines_are_skipped(payload: dict[str, Any], why: str) -> None:
+    talk = Talk()
+    talk.player("kept")
+    talk.send(
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "dropped"} | payload,
+    )
+    assert texts(talk.read()["player"]) == ["kept"], why
+
+
+def test_a_player_declared_fully_private_is_never_captured() -> None:
+    talk = Talk()
+    talk.send(key="world.entity-declared", entities={"p1": {"name": "Ilse", "privacy": "full"}})
+    talk.player("You will not remember this")
+    talk.reply("Remember what?")
+    talk.player("Someone else speaks", player="p2")
+    read = talk.read()
+    assert texts(read["player"]) == []
+    assert texts(read["place"]) == ["Someone else speaks"]
+
+
+def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped() -> None:
+    assert normalised("Hi <:wave:1234> [smiles warmly] there", 100) == "Hi :wave: there"
+    assert normalised("<a:dance:99>", 100) == ":dance:"
+    capped = normalised("x" * 50, 20)
+    assert capped == "x" * 19 + "…"
+    talk = Talk()
+    talk.player("y" * 5000)
+    assert texts(talk.read()["player"]) == ["y" * 999 + "…"]
+
+
+def test_the_eleventh_turn_pushes_out_the_first() -> None:
+    talk = Talk()
+    for number in range(1, 12):
+        talk.player(f"line {number}", minute=number)
+    assert texts(talk.read(minute=12)["player"]) == [f"line {n}" for n in range(2, 12)]
+
+
+def test_two_characters_in_one_place_keep_separate_scopes() -> None:
+    talk = Talk()
+    talk.player("to Mara", npc="npc-mara")
+    talk.player("to Tomas", npc="npc-tomas")
+    talk.reply("Tomas answers", npc="npc-tomas")
+    assert texts(talk.read(npc="npc-mara")["place"]) == ["to Mara"]
+    assert texts(talk.read(npc="npc-tomas")["place"]) == ["to Tomas", "Tomas answers"]
+    assert texts(talk.read(npc="npc-tomas")["player"]) == ["to Tomas", "Tomas answers"]
+
+
+def test_a_reply_to_a_player_who_never_spoke_opens_the_scope() -> None:
+    talk = Talk()
+    talk.reply("Welcome, stranger.", player="p9")
+    assert texts(talk.read(player="p9")["player"]) == ["Welcome, stranger."]
+
+
+def test_turns_are_hidden_twelve_hours_after_the_last_turn_of_the_scope() -> None:
+    talk = Talk()
+    talk.player("early", minute=0)
+    talk.player("later", minute=60)
+    assert texts(talk.read(minute=60 + 12 * 60 - 1)["player"]) == ["early", "later"]
+    hidden = talk.read(minute=60 + 12 * 60)["player"]
+    assert hidden["turns"] == [] and hidden["expired"] is True
+    assert hidden["expires_at"] == "2024-05-02T01:00:00Z"
+
+
+def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() -> None:
+    talk = Talk()
+    talk.player("one", minute=0)
+    talk.player("two", minute=1)
+    talk.send(
+        key="loreweaver.memory.dialogue-summarised",
+        actor="npc-mara",
+        target="p1",
+        payload={"scope": "player", "summary": "Asked about the son.", "categories": ["quest"]},
+    )
+    assert talk.acks[-1]["reason"] is None
+    talk.player("three", minute=2)
+    scope = talk.read(minute=2 + 13 * 60)["player"]
+    assert texts(scope) == ["one", "two", "three"]
+    assert (scope["summary"], scope["categories"], scope["turns_since_summary"]) == (
+        "Asked about the son.",
+        ["quest"],
+        1,
+    )
+    gone = talk.read(minute=2 + 24 * 60)["player"]
+    assert gone["turns"] == [] and gone["summary"] == "Asked about the son."
+    assert talk.read(minute=3)["place"]["summary"] is None  # the place scope has none
+
+
+def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothing() -> None:
+    talk = Talk()
+    talk.player("hello")
+    talk.send(
+        key="loreweaver.memory.dialogue-summarised",
+        actor="npc-mara",
+        target="p7",
+        payload={"scope": "player", "summary": "Never met."},
+    )
+    assert talk.acks[-1]["outcome"] == "processed"
+    assert "has no player scope 'p7'" in talk.acks[-1]["reason"]
+    assert talk.read(player="p7")["player"]["summary"] is None
+
+
+def test_the_kafka_record_time_stands_in_for_a_missing_occurred_at() -> None:
+    talk = Talk()
+    talk.send(
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        payload={"text": "no clock"},
+        ts=START_MS + 5 * MINUTE_MS,
+    )
+    assert talk.read()["player"]["turns"][0]["occurred_at"] == "2024-05-01T12:05:00Z"
+
+
+def test_a_reload_before_a_line_forgets_it() -> None:
+    talk = Talk()
+    talk.player("before the save", minute=0)
+    talk.player("after the save", minute=1)
+    talk.send(
+        timeline="reload",
+        seq=2,
+        key="world.entity-declared",
+        branch={"parent_timeline_id": "main", "after_seq": 1},
+    )
+    talk.send(
+        timeline="reload",
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "on the reload"},
+        occurred_at=at(2),
+    )
+    assert texts(talk.read(timeline="reload", minute=3)["player"]) == [
+        "before the save",
+        "on the reload",
+    ]
+    assert texts(talk.read(timeline="main", minute=3)["player"]) == [
+        "before the save",
+        "after the save",
+    ]
+    assert texts(talk.read(timeline="main", minute=3, as_of_seq=1)["player"]) == ["before the save"]
