@@ -51,7 +51,7 @@ class Projector:
         """Apply one in-order event to every projection, reading state as it stood before."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
-        declarations = StoredDeclarations(tx, tenant, world_id)
+        declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         if policy.memory.npc:
             catalogue = Catalogue(declarations, event, policy)
             present = (
@@ -70,7 +70,7 @@ class Projector:
             if any(memory.origin == origin_of(event) for memory in memories):
                 record_origin(tx, context.keys, origin_of(event), event)
         for entity_id, declaration in event.entities.items():
-            declarations.declare(entity_id, declaration)
+            declarations.declare(entity_id, declaration, event.seq)
         whereabouts.record_movement(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
