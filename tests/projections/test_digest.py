@@ -118,7 +118,7 @@ def test_a_branch_gives_the_same_digest_whether_it_comes_before_or_after_the_par
 def test_a_duplicate_at_a_new_offset_writes_bookkeeping_only() -> None:
     state = replay_lines(LINES).state
     before, entries = digest(state), len(list(state.items()))
-    Projector().receive(state, SourceMessage("replay", 0, len(LINES), None, LINES[2]))
+    Projector().receive(state, SourceMessage("replay", 0, len(LINES), b"save-1", LINES[2]))
     assert len(list(state.items())) > entries  # the duplicate's outbox entry
     assert digest(state) == before
 
@@ -252,7 +252,7 @@ each relation as it stood at a branch point."""
 
 def story_goes_on(state: MemoryState) -> MemoryState:
     for offset, raw in enumerate(SEQUEL, start=1000):
-        RICH.receive(state, SourceMessage("replay", 0, offset, None, raw))
+        RICH.receive(state, SourceMessage("replay", 0, offset, b"save-1", raw))
     return state
 
 
