@@ -7,11 +7,9 @@ record may change after the memory was formed, and a branch may record something
 
 from __future__ import annotations
 
-import orjson
-
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.world import ABSENT, fact_value
+from projections.world import ABSENT, fact_value, same_json
 from schemas.memory import BeliefRead, Memory
 
 
@@ -24,13 +22,6 @@ def diverging(
         if recorded is not ABSENT and not same_json(recorded, fact.value):
             return True
     return False
-
-
-def same_json(one: object, other: object) -> bool:
-    """Equal as JSON values: `true` is not `1`, and key order does not matter."""
-    return orjson.dumps(one, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
-        other, option=orjson.OPT_SORT_KEYS
-    )
 
 
 def as_judged(

@@ -12,7 +12,7 @@ from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.delivery import Intake, SourceMessage
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
-from projections.memories import form_memories, origin_of
+from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
     knows,
@@ -28,7 +28,7 @@ from projections.relations import record_relations
 from projections.rumour_spreading import spread
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from schemas import Event
+from schemas import Event, Fact
 from schemas.memory import Memory
 
 
@@ -67,8 +67,8 @@ class Projector:
             formed = [*memories, *rumours]
             store_memories(tx, context.keys, formed)
             record_relations(tx, context.keys, ancestry, formed)
-            if any(memory.origin == origin_of(event) for memory in memories):
-                record_origin(tx, context.keys, origin_of(event), event)
+            for origin in dict.fromkeys(memory.origin for memory in memories):
+                record_origin(tx, context.keys, origin, event)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration, event.seq)
         whereabouts.record_movement(tx, event, ancestry)
@@ -97,3 +97,8 @@ class _StoredMinds:
 
     def knows(self, character: str, origin: str) -> bool:
         return knows(self.tx, self.keys, self.ancestry, character, origin)
+
+    def fact_origin(self, fact: Fact) -> str | None:
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        made = world.made_by(self.tx, tenant, world_id, self.ancestry, fact)
+        return None if made is None else origin_at(tenant, world_id, *made)

@@ -121,17 +121,17 @@ def branch_after(after_seq: int) -> Ancestry:
     return (Segment("alt", MAX_SEQ), Segment("main", after_seq))
 
 
+def declare(state: MemoryState, seq: int, entity_id: str, **fields: Any) -> None:
+    """Declare on main at `seq`, as an event there would."""
+    declarations = StoredDeclarations(state, "default", "w", (Segment("main", seq - 1),))
+    declarations.declare(entity_id, EntityDeclaration(**fields), seq=seq)
+
+
 def test_declarations_persist_for_the_world_and_only_for_it() -> None:
     state = MemoryState()
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "npc-mara", EntityDeclaration(name="Mara"), seq=1
-    )
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "npc-mara", EntityDeclaration(kind="character", group="staff"), seq=2
-    )
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "loc-inn", EntityDeclaration(name="Inn"), seq=2
-    )
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 2, "npc-mara", kind="character", group="staff")
+    declare(state, 2, "loc-inn", name="Inn")
     later = StoredDeclarations(state, "default", "w", MAIN)
     assert later.get("npc-mara") == EntityDeclaration(name="Mara", kind="character", group="staff")
     assert later.declared() == {
@@ -144,12 +144,8 @@ def test_declarations_persist_for_the_world_and_only_for_it() -> None:
 
 def test_a_timeline_sees_the_declarations_as_they_stood_at_each_position() -> None:
     state = MemoryState()
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "npc-mara", EntityDeclaration(name="Mara"), seq=1
-    )
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "npc-mara", EntityDeclaration(name="Mara Vell", group="staff"), seq=4
-    )
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 4, "npc-mara", name="Mara Vell", group="staff")
     at = {
         seq: StoredDeclarations(state, "default", "w", (Segment("main", seq),)).get("npc-mara")
         for seq in (0, 1, 3, 4, 9)
@@ -165,10 +161,9 @@ def test_a_timeline_sees_the_declarations_as_they_stood_at_each_position() -> No
 
 def test_a_branch_sees_its_parents_declarations_up_to_the_branch_point_and_keeps_its_own() -> None:
     state = MemoryState()
-    on_main = StoredDeclarations(state, "default", "w", MAIN)
-    on_main.declare("npc-mara", EntityDeclaration(name="Mara"), seq=1)
-    on_main.declare("npc-mara", EntityDeclaration(name="Mara Vell"), seq=5)  # the abandoned future
-    on_main.declare("npc-bram", EntityDeclaration(name="Bram"), seq=6)
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 5, "npc-mara", name="Mara Vell")  # the abandoned future
+    declare(state, 6, "npc-bram", name="Bram")
     on_alt = StoredDeclarations(state, "default", "w", branch_after(2))
     assert on_alt.get("npc-mara") == EntityDeclaration(name="Mara")
     assert on_alt.get("npc-bram") is None
@@ -192,13 +187,9 @@ def test_a_branch_sees_its_parents_declarations_up_to_the_branch_point_and_keeps
 
 def test_declaring_the_same_thing_again_writes_the_same_state() -> None:
     state = MemoryState()
-    StoredDeclarations(state, "default", "w", MAIN).declare(
-        "npc-mara", EntityDeclaration(name="Mara"), seq=1
-    )
+    declare(state, 1, "npc-mara", name="Mara")
     before = list(state.items())
-    StoredDeclarations(state, "default", "w", (Segment("main", 0),)).declare(
-        "npc-mara", EntityDeclaration(name="Mara"), seq=1
-    )  # the same event applied again, reading as it stood before it
+    declare(state, 1, "npc-mara", name="Mara")  # the same event applied again
     assert list(state.items()) == before
 
 
