@@ -38,6 +38,7 @@ from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
 
 MAX_ID_LENGTH = 128
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 class MemoryContext(Protocol):
@@ -100,9 +101,6 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
         claim, option=_SORTED
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
-
-
-_SORTED = orjson.OPT_SORT_KEYS
 
 
 def form_memories(
@@ -303,8 +301,8 @@ def _news_origin(event: Event, facts: list[Fact], context: MemoryContext) -> str
     it claims what the world record says, if one event did (whoever saw it knows the news
     already), else the claim itself."""
     made = {context.fact_origin(fact) for fact in facts}
-    if len(made) == 1 and None not in made:
-        return str(made.pop())
+    if len(made) == 1 and (origin := made.pop()) is not None:
+        return origin
     return claim_origin(event, facts, _heard_about(event, None))
 
 
