@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    failover,
     history_scaling,
     projection_core,
     read_latency,
@@ -30,6 +31,7 @@ def main() -> None:
         worker_throughput.run(options, bootstrap)
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
+        failover.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 

@@ -135,7 +135,7 @@ def run(options: Options, bootstrap: str) -> None:
             worker.start()
             read_topic(
                 settings,
-                settings.acks_topic,
+                settings.topics.acks,
                 lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= len(lines),
                 timeout=60 + len(lines) * 0.01,
             )

@@ -35,7 +35,7 @@ def load_story(settings: Settings, events: int) -> tuple[list[str], int]:
     world = orjson.loads(lines[0])["world_instance_id"]
     expected = sum(replay_lines(lines).outcomes.values())
     send_events(settings, lines)
-    read_topic(settings, settings.acks_topic, lambda got: len(got) >= expected, timeout=300)
+    read_topic(settings, settings.topics.acks, lambda got: len(got) >= expected, timeout=300)
     return [world], len(lines)
 
 

@@ -97,7 +97,7 @@ async def _processed_acks(
 def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> Run:
     """Start a fresh worker over the published events; time until N processed acks."""
     run_settings = worker_settings(settings, f"r{attempt}", workdir / f"data-{attempt}")
-    start = asyncio.run(_end_offsets(settings.bootstrap, settings.acks_topic, settings.partitions))
+    start = asyncio.run(_end_offsets(settings.bootstrap, settings.topics.acks, settings.partitions))
     worker = WorkerProcess(run_settings, workdir / f"worker-{attempt}.log")
     launched = time.perf_counter()
     try:
@@ -169,7 +169,7 @@ def run(options: Options, bootstrap: str) -> None:
         bare: list[Run] = []
         for attempt in range(options.repeats):
             bare.append(
-                asyncio.run(_bare_read(bootstrap, settings.events_topic, count, READ_TIMEOUT))
+                asyncio.run(_bare_read(bootstrap, settings.topics.events, count, READ_TIMEOUT))
             )
             workers.append(worker_run(settings, count, workdir, attempt))
     _print(count, options.repeats, workers, bare)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from projections.keys import pack
+from projections.numbers import decimal, hundredths
 from schemas import Fact
 
 Names = Callable[[str], str]
@@ -90,10 +91,10 @@ def grown(number: Number, *, by_half: bool, more: int) -> Number:
     A whole number stays whole; any other keeps two decimals.
     """
     whole = float(number).is_integer()
-    bigger = number * GROWTH_FACTOR if by_half else number + more
-    result: Number = math.ceil(bigger) if whole else round(bigger, 2)
+    exact = decimal(number) * decimal(GROWTH_FACTOR) if by_half else decimal(number) + more
+    result: Number = math.ceil(exact) if whole else hundredths(exact)
     if result <= number:
-        result = int(number) + 1 if whole else round(number + 1, 2)
+        result = int(number) + 1 if whole else hundredths(decimal(number) + 1)
     return result
 
 

@@ -22,3 +22,6 @@ ENTITY_DECLARED = "world.entity-declared"
 
 CHARACTERS_MET = "loreweaver.social.characters-met"
 """A meeting: it spreads news (when spreading is on) but is not itself news."""
+
+MEMORY_RECALLED = "loreweaver.memory.recalled"
+"""The actor recalled the memories in `payload.belief_ids`: their clocks restart. Not news."""

@@ -19,6 +19,7 @@ import orjson
 from projections.key_prefixes import (
     BELIEF_RANKS,
     MEMORIES,
+    MEMORY_LOG,
     NEWS,
     ORIGIN_EVENTS,
     ORIGINS,
@@ -45,6 +46,9 @@ class MemoryKeys:
     tenant_id: str
     world_id: str
     any_persistent: bool = True
+    persistent_upto: int = MAX_SEQ
+    """A read as of a position sees the persistent memories formed up to it (positions
+    continue from parent to branch, so they compare across timelines)."""
 
     def memory(self, character: str, belief_id: str) -> bytes:
         return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
@@ -65,11 +69,23 @@ def memory_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MemoryKe
     return MemoryKeys(tenant_id, world_id, any_persistent=marked)
 
 
+def persistent_memories_stored(tx: StateTransaction, tenant_id: str, world_id: str) -> int:
+    """How many persistent memories the world has stored: the position of its persistent
+    scope, which every timeline reads (it moves with events of any timeline)."""
+    raw = tx.get(pack(PERSISTENT_WORLDS, tenant_id, world_id))
+    return 0 if raw is None else int.from_bytes(raw, "big")
+
+
+def count_persistent_memory(tx: StateTransaction, tenant_id: str, world_id: str) -> None:
+    stored = persistent_memories_stored(tx, tenant_id, world_id)
+    tx.put(pack(PERSISTENT_WORLDS, tenant_id, world_id), (stored + 1).to_bytes(8, "big"))
+
+
 def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
     """Where a character's memories are: the ancestry, and the world-wide persistent scope."""
     if not keys.any_persistent:
         return ancestry
-    return (*ancestry, Segment(PERSISTENT_SCOPE, MAX_SEQ))
+    return (*ancestry, Segment(PERSISTENT_SCOPE, keys.persistent_upto))
 
 
 def load_memory(
@@ -132,10 +148,15 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
     for memory in memories:
         scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
         if memory.persistent:
-            tx.put(pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id), b"")
+            count_persistent_memory(tx, keys.tenant_id, keys.world_id)
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
         raw = memory.model_dump_json().encode()
         tx.put(keys.memory(character, belief_id), raw)
+        tx.put(
+            pack(MEMORY_LOG, keys.tenant_id, keys.world_id, memory.timeline_id, seq)
+            + pack(character, belief_id),
+            b"",
+        )
         DECODED.remember(raw, memory)
         if memory.kind == "event":
             tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
@@ -151,6 +172,21 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
             tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
+
+
+def formed_between(
+    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, after_seq: int, upto_seq: int
+) -> Iterator[Memory]:
+    """The memories formed on a timeline at positions after `after_seq` up to `upto_seq`, in
+    order: what a derived index (words, vectors) catches up on."""
+    prefix = pack(MEMORY_LOG, keys.tenant_id, keys.world_id, timeline_id)
+    for key, _ in tx.scan(prefix, start=prefix + pack(after_seq + 1)):
+        seq, character, belief_id = unpack(key[len(prefix) :])
+        if int(seq) > upto_seq:
+            break
+        memory = load_memory(tx, keys, str(character), str(belief_id))
+        if memory is not None:
+            yield memory
 
 
 def newest_news(
@@ -224,7 +260,7 @@ def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) 
         for key, _ in tx.scan(prefix):
             belief_id = str(unpack(key[len(prefix) :])[-1])
             memory = load_memory(tx, keys, character, belief_id)
-            if memory is not None:
+            if memory is not None and memory.seq <= keys.persistent_upto:
                 yield memory
 
 

@@ -19,7 +19,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from projections.catalogue import CHARACTER, KindOf
-from projections.event_keys import CHARACTERS_MET, CONVERSATION_KEYS, ENTITY_DECLARED, MOVEMENT_KEYS
+from projections.event_keys import (
+    CHARACTERS_MET,
+    CONVERSATION_KEYS,
+    ENTITY_DECLARED,
+    MEMORY_RECALLED,
+    MOVEMENT_KEYS,
+)
 from schemas import Event
 from schemas.policy import Part, Policy
 
@@ -56,7 +62,7 @@ def perceivers(
 
 def forms_memories(key: str, policy: Policy) -> bool:
     """Whether an event with `key` can form memories at all under `policy`."""
-    if not policy.memory.npc or key in (ENTITY_DECLARED, CHARACTERS_MET):
+    if not policy.memory.npc or key in (ENTITY_DECLARED, CHARACTERS_MET, MEMORY_RECALLED):
         return False
     return key not in MOVEMENT_KEYS or policy.memory.remember_movement
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.delivery import Intake, SourceMessage
+from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
@@ -24,9 +25,11 @@ from projections.memory_store import (
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.reinforcement import record_recalls
 from projections.relations import record_relations
 from projections.rumour_spreading import spread
 from projections.state import StateTransaction
+from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
 from schemas import Event, Fact
 from schemas.memory import Memory
@@ -72,6 +75,9 @@ class Projector:
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration, event.seq)
         whereabouts.record_movement(tx, event, ancestry)
+        record_story_time(tx, event)
+        record_event_at(tx, event)
+        record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
 

@@ -4,9 +4,14 @@ What the character holds to be so (at most 50 beliefs, most important first), ho
 to others (`projections.relations`), what they last saw (at most 20 recollections, newest
 first) and where they are. Each memory's `diverging` is judged as the read is made
 (`projections.divergence`). A read never writes.
+
+Every read may be made `as_of_seq`: the state once that position of the timeline was
+processed, the ancestry cut there (and persistent memories formed up to it), never later.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from projections import timelines, whereabouts
 from projections.divergence import as_judged
@@ -15,6 +20,7 @@ from projections.memory_store import (
     memory_keys,
     most_important_beliefs,
     newest_recollections,
+    persistent_memories_stored,
 )
 from projections.relations import relations_of
 from projections.state import StateTransaction
@@ -30,21 +36,67 @@ class NotFound(Exception):
     """The read has nothing to show: a timeline never seen, or a character with no past."""
 
 
+class BadRead(ValueError):
+    """A read asked for something its parameters cannot mean (a 400 with this detail)."""
+
+
 def timeline_view(
-    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    as_of_seq: int | None = None,
 ) -> tuple[TimelineRecord, MemoryKeys, Ancestry]:
-    """What a read on a timeline needs, or NotFound for a timeline never seen."""
+    """What a read on a timeline needs, or NotFound for a timeline never seen.
+
+    As of a position, the record says that position was the last processed, and the ancestry
+    and persistent memories are cut there; BadRead for a position not processed yet.
+    """
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
         raise NotFound(f"timeline {timeline_id!r} has never received events")
-    return record, memory_keys(tx, tenant_id, world_id), timelines.ancestry(tx, record)
+    keys = memory_keys(tx, tenant_id, world_id)
+    if as_of_seq is None:
+        return record, keys, timelines.ancestry(tx, record)
+    if as_of_seq > record.processed_seq:
+        raise BadRead(
+            f"as_of_seq {as_of_seq} is beyond the processed_seq {record.processed_seq} "
+            f"of timeline {timeline_id!r}"
+        )
+    return (
+        record.model_copy(update={"processed_seq": as_of_seq}),
+        replace(keys, persistent_upto=as_of_seq),
+        timelines.ancestry(tx, record, as_of_seq),
+    )
+
+
+def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> bytes:
+    """What a runtime read on the timeline is computed from, as bytes that change whenever the
+    answer can: the stored record of the timeline and of each ancestor (their positions), and
+    how many persistent memories the world holds. Every memory, relation, whereabouts and
+    world fact a read folds is written by an event that moves one of them."""
+    parts = [b"%d" % persistent_memories_stored(tx, tenant_id, world_id)]
+    current: str | None = timeline_id
+    while current is not None:
+        raw = tx.get(timelines.timeline_key(tenant_id, world_id, current))
+        if raw is None:
+            break
+        parts.append(raw)
+        current = TimelineRecord.from_bytes(raw).parent_timeline_id
+    return b"\n".join(parts)  # stored records are compact JSON: never a raw line break
 
 
 def runtime_read(
-    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, npc_id: str
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    as_of_seq: int | None = None,
 ) -> RuntimeRead:
-    """One character's mind on one timeline; NotFound if nothing is known of them there."""
-    record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
+    """One character's mind on one timeline (as of a position); NotFound if nothing is known
+    of them there."""
+    record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     recollections = newest_recollections(tx, keys, ancestry, npc_id, MAX_RECOLLECTIONS)
     beliefs = most_important_beliefs(tx, keys, ancestry, npc_id, MAX_BELIEFS)
     location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)

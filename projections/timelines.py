@@ -117,3 +117,9 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[Timelin
             tx.delete(key)
             ready.append(child)
     return ready
+
+
+def of_world(tx: StateTransaction, tenant_id: str, world_id: str) -> list[TimelineRecord]:
+    """Every timeline of a world, by id."""
+    prefix = pack(TIMELINES, tenant_id, world_id)
+    return [TimelineRecord.from_bytes(raw) for _, raw in tx.scan(prefix)]

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from projections.event_keys import CONVERSATION_KEYS, MOVEMENT_KEYS
+from projections.numbers import decimal, hundredths
 from schemas import Fact
 from schemas.memory import EventKind, Memory
 from schemas.policy import Learned, Policy, WeighedPart
@@ -165,4 +166,4 @@ def weigh(
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
     """How sure a listener is of news: the teller's confidence, less for the retelling."""
-    return round(teller_confidence * policy.memory.retelling_factor, 2)
+    return hundredths(decimal(teller_confidence) * decimal(policy.memory.retelling_factor))

@@ -62,8 +62,10 @@ def retell(content: str) -> str:
     Quoted words become "something" and parenthesised details are dropped:
     `Ilse said "give me the key" at the inn (gold: 5)` -> `Ilse said something at the inn`.
     """
-    retold = " ".join(PARENTHESISED.sub("", QUOTED.sub("something", content)).split())
-    return retold or content
+    retold = QUOTED.sub("something", content)
+    while (inner_dropped := PARENTHESISED.sub("", retold)) != retold:  # nested: inside out
+        retold = inner_dropped
+    return " ".join(retold.split()) or content
 
 
 def _detail(value: JsonValue, names: Names) -> str:

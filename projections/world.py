@@ -65,10 +65,16 @@ def made_by(
 
 
 def same_json(one: object, other: object) -> bool:
-    """Equal as JSON values: `true` is not `1`, and key order does not matter."""
-    return orjson.dumps(one, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
-        other, option=orjson.OPT_SORT_KEYS
-    )
+    """Equal as JSON values: `true` is not `1`, `1` is `1.0`, and key order does not matter."""
+    if isinstance(one, bool) or isinstance(other, bool):
+        return type(one) is type(other) and one == other
+    if isinstance(one, int | float) and isinstance(other, int | float):
+        return one == other
+    if isinstance(one, list) and isinstance(other, list):
+        return len(one) == len(other) and all(map(same_json, one, other))
+    if isinstance(one, dict) and isinstance(other, dict):
+        return one.keys() == other.keys() and all(same_json(one[k], other[k]) for k in one)
+    return type(one) is type(other) and one == other
 
 
 def _versions(

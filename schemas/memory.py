@@ -111,6 +111,41 @@ class RuntimeRead(ReadModel):
     recollections: list[BeliefRead]
 
 
+class RecalledMemory(BeliefRead):
+    """A memory as recall answers it: as the character holds it now, how much, and why chosen."""
+
+    retention: Share
+    score: float
+
+
+class SearchCounts(Contract):
+    """How many candidates each search of a recall found (0 for a search that did not run)."""
+
+    cues: Annotated[int, Field(ge=0)]
+    words: Annotated[int, Field(ge=0)]
+    vectors: Annotated[int, Field(ge=0)]
+
+
+class RecallRead(ReadModel):
+    """`GET /v2/memory/runtime/npcs/{npc_id}/recall`: what a character recalls for a query,
+    chronologically."""
+
+    memories: list[RecalledMemory]
+    searched: SearchCounts
+
+
+Verdict = Literal["unconvinced", "doubting", "convinced"]
+"""The referee's judgement of a player's line (section 11)."""
+
+
+class DecisionRead(ReadModel):
+    """`GET /v2/memory/runtime/npcs/{npc_id}/decision`: what a decision model may be given."""
+
+    knowledge: list[BeliefRead]
+    verdict: Verdict | None
+    prompt: str
+
+
 class OriginRead(Contract):
     """The event where news started, as provenance names it."""
 

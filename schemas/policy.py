@@ -12,7 +12,7 @@ nobody believes they are on.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import orjson
 from pydantic import Field, StringConstraints, ValidationError, model_validator
@@ -137,6 +137,63 @@ class SpreadingPolicy(Contract):
     distortion: bool = False
 
 
+Factor = Annotated[float, Field(gt=0.0, le=1000.0)]
+"""A positive multiplier or length."""
+
+
+class RetentionPolicy(Contract):
+    """How memories fade with story time (section 8): 0.5 ^ (elapsed days / half-life)."""
+
+    half_life_days: Factor = 6.0
+    """The half-life of an unimportant event (importance step 1), in story days."""
+    step_factor: Factor = 2.0
+    """Each importance step above 1 multiplies the half-life by this."""
+    belief_factor: Factor = 4.0
+    """Beliefs (kinds `knowledge` and `impression`) last this many times longer."""
+    variation_low: Factor = 0.8
+    variation_high: Factor = 1.2
+    """Each memory's half-life is multiplied by a value in [low, high] drawn from its id."""
+    reinforcement_factor: Factor = 1.5
+    """Each recall restarts a memory's clock and multiplies its half-life by this."""
+    vivid_from: Share = 0.5
+    """A memory is vivid at this retention or above, faded below it."""
+    forgotten_below: Share = 0.15
+    """A memory is forgotten below this retention."""
+    never_forgotten_step: Annotated[int, Field(ge=1, le=5)] | None = 5
+    """From this importance step on a memory never falls below faded; None: any may be lost."""
+
+    @model_validator(mode="after")
+    def _ranges_are_ordered(self) -> Self:
+        if self.variation_low > self.variation_high:
+            raise ValueError("variation_low must not exceed variation_high")
+        if self.forgotten_below > self.vivid_from:
+            raise ValueError("forgotten_below must not exceed vivid_from")
+        return self
+
+
+Weight = Annotated[float, Field(ge=0.0, le=100.0)]
+
+
+class ChoiceWeights(Contract):
+    """How recall chooses among its candidates: score = the sum of each share x its weight."""
+
+    relevance: Weight = 1.0
+    """How well the searches found it (fused rank, 0 to 1)."""
+    importance: Weight = 0.5
+    retention: Weight = 0.5
+    """How much of it is still held (section 8)."""
+    recency: Weight = 0.25
+    """1 / (1 + story days since it happened)."""
+
+
+class RecallPolicy(Contract):
+    """How recall (section 9) narrows its searches down to the memories it answers."""
+
+    over_retrieve: Annotated[int, Field(ge=1, le=60)] = 3
+    """Candidates kept after fusion: this x limit, at most 60."""
+    weights: ChoiceWeights = ChoiceWeights()
+
+
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 MODEL_WEIGHING_NOT_YET = PydanticCustomError(
@@ -176,6 +233,10 @@ class MemoryPolicy(Contract):
     spreading: SpreadingPolicy = SpreadingPolicy()
     impression_threshold: Share = 0.4
     """The target of an act forms an impression of the actor when |feeling| reaches this."""
+    flaky: bool = True
+    """Memories fade with story time (`retention`); false: recall is exact, nothing fades."""
+    retention: RetentionPolicy = RetentionPolicy()
+    recall: RecallPolicy = RecallPolicy()
 
     @model_validator(mode="before")
     @classmethod

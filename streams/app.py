@@ -28,9 +28,13 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from streams import codec
+from schemas.policy import Policy
+from streams import codec, kafka_consumer
+from streams.embedding import WordLlamaEmbedder
+from streams.embedding_agent import embedding_agent
 from streams.logs import logger
 from streams.policies import PolicyFeed
+from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
     Changes,
@@ -51,6 +55,8 @@ CHANGESET_BYTES = 512 * 1024
 """Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
 RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
+SESSION_TIMEOUT_SECONDS = 10.0
+"""A crashed worker's partitions move to the others after this long without a heartbeat."""
 
 
 class ChangesetTable(faust.Table[bytes, bytes]):
@@ -118,6 +124,8 @@ class Rumourmill:
     policies: PolicyFeed
     projector: Projector
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
+    recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+    """Derived local state for recall, caught up from the projections as it is searched."""
 
     def discard_local_tables(self) -> None:
         """Start from the changelog alone: the local RocksDB copy is only a cache of it.
@@ -199,6 +207,9 @@ class Rumourmill:
     def tenants_by_api_key(self) -> Mapping[str, str]:
         return self.settings.api_keys
 
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        return self.projector.policies(tenant_id, world_id)
+
     def readiness(self) -> Readiness:
         """Ready once the state of this worker's partitions is recovered and policies caught up."""
         recovered = cast(TableManager, self.app.tables).recovery.completed.is_set()
@@ -228,7 +239,7 @@ def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{address}" for address in settings.broker],
+        broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
         store="rocksdb://",
         datadir=str(settings.data_dir),
         web_host=settings.web_host,
@@ -241,9 +252,9 @@ def create_app(settings: Settings) -> Rumourmill:
         value_serializer=codec.CODEC_NAME,
         key_serializer="raw",
         autodiscover=False,
-        table_standby_replicas=0,
+        table_standby_replicas=settings.standbys,
         Table=ChangesetTable,
-        broker_session_timeout=10.0,  # a crashed worker's partitions move on after 10 s
+        broker_session_timeout=SESSION_TIMEOUT_SECONDS,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {
@@ -252,10 +263,10 @@ def create_app(settings: Settings) -> Rumourmill:
         "key_serializer": "raw",
     }
     events = app.topic(
-        settings.events_topic, value_type=bytes, value_serializer="raw", **topic_options
+        settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(settings.acks_topic, **topic_options)
-    deadletters = app.topic(settings.deadletter_topic, **topic_options)
+    acks = app.topic(settings.topics.acks, **topic_options)
+    deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = app.Table(
         STATE_TABLE,
         key_type=bytes,
@@ -263,10 +274,11 @@ def create_app(settings: Settings) -> Rumourmill:
         partitions=settings.partitions,
         options=state_options(settings.block_cache_mb),
     )
-    policies = PolicyFeed(settings.bootstrap, settings.policies_topic)
+    policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
     projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
     mill = Rumourmill(app, settings, state, acks, deadletters, policies, projector)
     register_views(app, mill)
+    app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:

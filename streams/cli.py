@@ -90,7 +90,7 @@ def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None)
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
     asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(send(settings.bootstrap, settings.events_topic, lines))
+    sent = asyncio.run(send(settings.bootstrap, settings.topics.events, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
@@ -202,11 +202,11 @@ def policy_set(
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
     asyncio.run(ensure_topics(settings))
     key = policy_key(tenant, world)
-    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, orjson.dumps(document)))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)))
     click.echo(
         f"policy for tenant {tenant!r}, "
         + (f"world {world!r}" if world else "every world")
-        + f" published to {settings.policies_topic}"
+        + f" published to {settings.topics.policies}"
     )
 
 
@@ -286,3 +286,69 @@ def provenance_command(
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(provenance_chain(found))
+
+
+def _fetch_for_command(
+    url: str | None, api_key: str | None, path: str, query: dict[str, str]
+) -> Any:
+    """A worker's answer, or the command stops with its detail."""
+    from streams.show import ReadFailed, fetch
+
+    try:
+        return fetch(_settings(web_url=url, api_key=api_key), path, query)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.command("recall")
+@click.argument("npc_id")
+@click.argument("query")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@click.option("--cues", default="", help="entity ids to cue on, separated by ','")
+@click.option("--limit", default=10, show_default=True, type=int)
+@_read_options
+def recall_command(
+    npc_id: str,
+    query: str,
+    world: str,
+    timeline: str,
+    cues: str,
+    limit: int,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print what a character recalls for QUERY, as a table."""
+    from streams.show import recall_table
+
+    asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
+    asked |= ({"cues": cues} if cues else {}) | ({"tenant_id": tenant} if tenant else {})
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/recall", asked)
+    click.echo(recall_table(found))
+
+
+@main.command("decision")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@click.option("--after-seq", required=True, type=int, help="the position the character answers")
+@click.option("--player", default=None, help="player_id, for an event of several players")
+@_read_options
+def decision_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    after_seq: int,
+    player: str | None,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print what a decision model may be given when a character answers an event."""
+    from streams.show import decision_tables
+
+    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
+    asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
+    click.echo(decision_tables(found))

@@ -44,9 +44,9 @@ class NotReady(Exception):
 
 
 def wait_until_ready(
-    worker: subprocess.Popen[bytes], settings: Settings, timeout: float, rebalances: int = 1
+    worker: subprocess.Popen[bytes], settings: Settings, timeout: float
 ) -> dict[str, Any]:
-    """Poll the worker's `GET /ready` until it answers 200 after `rebalances` assignments.
+    """Poll the worker's `GET /ready` until it answers 200.
 
     Returns the answer; raises `NotReady` if the worker exits or the time runs out.
     """
@@ -58,8 +58,7 @@ def wait_until_ready(
         try:
             with urllib.request.urlopen(url, timeout=2) as reply:
                 answer: dict[str, Any] = orjson.loads(reply.read())
-            if answer["rebalances"] >= rebalances:
-                return answer
+            return answer
         except OSError:
             pass  # not listening yet (connection refused) or not ready yet (503)
         time.sleep(0.2)
@@ -88,7 +87,7 @@ def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> N
                 raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on http://{settings.web_host}:{settings.web_port}")
             lines = list(read_lines(story))
-            asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
+            asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):
                 click.echo(
@@ -119,7 +118,7 @@ async def _read_acks(
     settings: Settings, count: int, timeout: float = 60.0
 ) -> list[dict[str, object]]:
     consumer = AIOKafkaConsumer(
-        settings.acks_topic, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
+        settings.topics.acks, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
     )
     await consumer.start()
     acks: list[dict[str, object]] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator
@@ -20,6 +20,15 @@ from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
 
 ENV_PREFIX = "RUMOURMILL_"
 KAFKA_PORT = 9092
+
+
+class Topics(NamedTuple):
+    """Rumourmill's topics, named by kind (`rumourmill.events`, `rumourmill.acks`...)."""
+
+    events: str
+    acks: str
+    deadletter: str
+    policies: str
 
 
 class SettingsError(ValueError):
@@ -89,6 +98,9 @@ class Settings(BaseSettings):
     """Partitions of the events, acks and dead-letter topics."""
     replication: Positive = 1
     """Replication factor of created topics."""
+    standbys: Annotated[int, Field(ge=0)] = 0
+    """Standby replicas of the state: other workers keep each partition's copy up to date, so a
+    failover takes over in seconds instead of replaying the whole changelog."""
     topic_prefix: TopicName = "rumourmill"
     """Topics are PREFIX.events, PREFIX.acks..."""
     max_event_bytes: Positive = 256 * 1024
@@ -165,20 +177,9 @@ class Settings(BaseSettings):
         return self.web_url or f"http://{self.web_host}:{self.web_port}"
 
     @property
-    def events_topic(self) -> str:
-        return f"{self.topic_prefix}.events"
-
-    @property
-    def acks_topic(self) -> str:
-        return f"{self.topic_prefix}.acks"
-
-    @property
-    def deadletter_topic(self) -> str:
-        return f"{self.topic_prefix}.deadletter"
-
-    @property
-    def policies_topic(self) -> str:
-        return f"{self.topic_prefix}.policies"
+    def topics(self) -> Topics:
+        """The topics of this deployment, all named `PREFIX.KIND`."""
+        return Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
 
 
 def explain_settings(error: ValidationError, flags: set[str]) -> str:

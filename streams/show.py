@@ -112,3 +112,30 @@ def provenance_chain(found: dict[str, Any]) -> str:
         else:
             lines.append(f"  {link['entity_id']} had it first hand (hops {link['hops']})")
     return "\n".join(lines)
+
+
+def recall_table(found: dict[str, Any]) -> str:
+    """A recall answer: what each search found, then the memories in story order."""
+    searched = found["searched"]
+    header = (
+        f"searched: {searched['cues']} by cues, {searched['words']} by words, "
+        f"{searched['vectors']} by vectors"
+    )
+    rows = [
+        [m["seq"], m["game_time"] or "", m["kind"], m["retention"], m["score"], m["content"]]
+        for m in found["memories"]
+    ]
+    columns = ["seq", "story time", "kind", "retention", "score", "content"]
+    return "\n\n".join([header, table("recalled", columns, rows)])
+
+
+def decision_tables(found: dict[str, Any]) -> str:
+    """A decision context: the knowledge, the verdict and the prompt text."""
+    rows = [[m["seq"], m["kind"], m["importance"], m["content"]] for m in found["knowledge"]]
+    return "\n\n".join(
+        [
+            table("knowledge", ["seq", "kind", "imp", "content"], rows),
+            f"verdict: {found['verdict'] or 'none'}",
+            "prompt:\n" + found["prompt"],
+        ]
+    )

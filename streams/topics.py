@@ -18,11 +18,11 @@ async def ensure_topics(settings: Settings) -> None:
         existing = set(await admin.list_topics())
         wanted = [
             NewTopic(name, settings.partitions, settings.replication)
-            for name in (settings.events_topic, settings.acks_topic, settings.deadletter_topic)
+            for name in (settings.topics.events, settings.topics.acks, settings.topics.deadletter)
         ]
         wanted.append(
             NewTopic(
-                settings.policies_topic,
+                settings.topics.policies,
                 1,
                 settings.replication,
                 topic_configs={"cleanup.policy": "compact"},

@@ -19,13 +19,19 @@ from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
+from projections.decision import decision
 from projections.digest import world_digest
 from projections.provenance import provenance
-from projections.runtime_read import NotFound, runtime_read
+from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
+from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
+from schemas.policy import Policy
+from streams.read_cache import ReadCache
 
 IDENTIFIER_LIMIT = 128
+READ_CACHE_BYTES = 64 * 1024 * 1024
+"""Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 DEFAULT_TENANT = "default"
 
 
@@ -55,6 +61,15 @@ class WorldReads(Protocol):
         """The answer of the worker that owns `world_id`, or None when this worker owns it."""
         ...
 
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        """The world's policy as it stands."""
+        ...
+
+    @property
+    def recall_index(self) -> RecallIndex:
+        """The worker's local recall index (words, cues, vectors)."""
+        ...
+
 
 class HTTPProblem(Exception):
     """An answer other than 200, with a plain `detail`."""
@@ -73,14 +88,31 @@ def check_identifier(name: str, value: str) -> str:
 
 def query_identifier(request: Request, name: str, *, default: str | None = None) -> str:
     """One query parameter, given once, 1 to 128 characters."""
-    values: list[str] = cast(Any, request.query).getall(name, [])  # a MultiDict
+    if default is not None and not cast(Any, request.query).getall(name, []):  # a MultiDict
+        return default
+    return check_identifier(name, query_text(request, name))
+
+
+def query_text(request: Request, name: str, *, default: str | None = None) -> str:
+    """One query parameter given once, of any length (the read checks it)."""
+    values: list[str] = cast(Any, request.query).getall(name, [])
     if not values:
         if default is not None:
             return default
         raise HTTPProblem(400, f"query parameter {name!r} is required")
     if len(values) > 1:
         raise HTTPProblem(400, f"query parameter {name!r} must be given once")
-    return check_identifier(name, values[0])
+    return values[0]
+
+
+def query_position(request: Request, name: str) -> int | None:
+    """An optional stream position: a positive integer, given at most once."""
+    raw = query_identifier(request, name, default="")
+    if not raw:
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise HTTPProblem(400, f"query parameter {name!r} must be a positive integer")
+    return int(raw)
 
 
 def tenant_of(request: Request, tenants_by_key: Mapping[str, str]) -> str:
@@ -95,6 +127,13 @@ def tenant_of(request: Request, tenants_by_key: Mapping[str, str]) -> str:
     if asked and asked != tenant:
         raise HTTPProblem(403, f"this API key does not read tenant {asked!r}")
     return tenant
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """An answer already encoded as JSON."""
+
+    json: bytes
 
 
 @dataclass(frozen=True)
@@ -113,9 +152,14 @@ class ReadsView(View):
         self.reads = reads
         super().__init__(app, web)
 
-    def answer(self, found: ReadModel | object, status: int = 200) -> Response:
-        """The JSON of a read model (its own encoding) or of plain data."""
-        body = found.to_json() if isinstance(found, ReadModel) else orjson.dumps(found)
+    def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
+        """The JSON of a read model (its own encoding), already encoded, or of plain data."""
+        if isinstance(found, Encoded):
+            body = found.json
+        elif isinstance(found, ReadModel):
+            body = found.to_json()
+        else:
+            body = orjson.dumps(found)
         return self.bytes(body, content_type="application/json", status=status)
 
 
@@ -153,6 +197,8 @@ class WorldRead(ReadsView):
                 return self.answer(self.read(request, scope, params))
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
+            except BadRead as bad:
+                raise HTTPProblem(400, str(bad)) from None
         except HTTPProblem as problem:
             return self.answer({"detail": problem.detail}, problem.status)
 
@@ -162,12 +208,75 @@ class WorldRead(ReadsView):
 
 
 class RuntimeRead(WorldRead):
-    """One character's mind on one timeline (the Memory contract's runtime read)."""
+    """One character's mind on one timeline (the Memory contract's runtime read).
+
+    Games poll minds far more often than they change: each answer is encoded once and served
+    again until an event moves what it was computed from (`streams.read_cache`).
+    """
+
+    def __init__(self, app: AppT, web: Web, reads: WorldReads) -> None:
+        super().__init__(app, web, reads)
+        self.cache = ReadCache(READ_CACHE_BYTES)
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
-        return runtime_read(
-            scope.tx, scope.tenant_id, scope.world_id, timeline_id, params["npc_id"]
+        tenant, world, npc = scope.tenant_id, scope.world_id, params["npc_id"]
+        as_of_seq = query_position(request, "as_of_seq")
+        asked = (tenant, world, timeline_id, npc, as_of_seq)
+        position = read_position(scope.tx, tenant, world, timeline_id)
+        body = self.cache.get(asked, position)
+        if body is None:
+            body = runtime_read(scope.tx, tenant, world, timeline_id, npc, as_of_seq).to_json()
+            self.cache.put(asked, position, body)
+        return Encoded(body)
+
+
+class Recall(WorldRead):
+    """What a character recalls for a query (section 9)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        text = query_text(request, "q")
+        cues = query_text(request, "cues", default="")
+        limit = query_text(request, "limit", default=str(DEFAULT_LIMIT))
+        if not limit.isascii() or not limit.isdigit():
+            raise HTTPProblem(400, "'limit' must be from 1 to 50")
+        return recall(
+            scope.tx,
+            self.reads.recall_index,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            RecallQuery(
+                text,
+                tuple(cue.strip() for cue in cues.split(",") if cue.strip()),
+                int(limit),
+            ),
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
+            query_position(request, "as_of_seq"),
+        )
+
+
+class Decision(WorldRead):
+    """What a decision model may be given when a character answers an event (section 10)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id")
+        after_seq = query_position(request, "after_seq")
+        if after_seq is None:
+            raise HTTPProblem(400, "query parameter 'after_seq' is required")
+        player_id = query_identifier(request, "player_id", default="")
+        return decision(
+            scope.tx,
+            self.reads.recall_index,
+            scope.tenant_id,
+            scope.world_id,
+            timeline_id,
+            params["npc_id"],
+            after_seq,
+            player_id or None,
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
         )
 
 
@@ -213,6 +322,8 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/ready": Ready,
     "/v2/memory/runtime/npcs/{npc_id}": RuntimeRead,
     "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
+    "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
+    "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
 }

@@ -1,73 +1,75 @@
 """A reference oracle: a deliberately naive, obviously-correct model of rumourmill's memory.
 
-Written from SPEC.md, seed 001 and the README's rules, not from `projections/minds.py`,
-`projections/sequencing.py`, `projections/timelines.py` or `projections/versions.py` (those are
-what it checks). It keeps the whole list of events and every memory each event formed; a read
-on a timeline is one fold over the events of its ancestry (its own, then each ancestor's up to
-its branch point) in position order, with no index and no cache.
+Written from SPEC.md (sections 2 to 7), seed 001 and the README ("The rules, in short",
+"Policies"), not from `projections/`: it imports nothing of production but the schemas (the
+event contract, and the policy model with its defaults and weighing table). Every rule it
+checks has its own naive version here, written for plainness, not speed:
 
-Only the rulebook is borrowed from the production core, as pure helpers: wording
-(`event_content`, `retell`), weighing (`event_kind`, `weigh`), ids (`belief_id`, `origin_of`),
-the catalogue's classification (`classify`, `display_name`) and the schema models. Who is where,
-who perceives, which memories exist, "already knows", persistence, relations, caps, ordering,
-diverging, the positions and the 404s are all kept here.
+- ids: a memory's `belief_id` from its position, holder and kind; the origin of news from the
+  event that started it; a rumour's id from where it was heard, by whom, and what news;
+- the catalogue: players first, then a declared kind, then the policy's id patterns; names;
+- wording: the event as a sentence ("Ilse enemy defeated at The Crooked Lantern (enemy:
+  npc-drunk-sailor)"), the words said for a conversation; a retelling keeps the statement and
+  drops the detail (quoted words, parenthesised details);
+- weighing: the kind read off the key's words, the policy's table by the character's part,
+  confidence by how it was learned, a retelling's as the teller's times `retelling_factor`;
+- perception, memory formation, impressions, "already knows", persistence;
+- rumours: who meets, what passes at a meeting and in a group, how a listener keeps it, and
+  seeded distortion;
+- sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s.
 
-Choices the spec leaves open, taken as the production rules document them:
+It keeps the whole list of events and every memory each formed; a read on a timeline is one
+fold over the events of its ancestry (its own, then each ancestor's up to its branch point) in
+position order, with no index.
+
+Where the spec leaves a choice open, the oracle takes the one rumourmill documents (README,
+module docstrings); each such choice is named where it is made:
 - a conversation (`told`, `player-said`) is heard by its target and named witnesses only, never
-  by bystanders at the location and never by the speaker (`projections/perception.py`);
-- declarations go to the world's catalogue in the order events are applied (world-wide, not
-  per timeline), and persistent memories join the world-wide scope in that order too.
-
-Rumours (`memory.spreading.enabled`) borrow the rulebook of `projections.rumours` (`meetings`,
-`group_interval`, `groups`, `passed_at_meeting`, `passed_in_group`, `retold`) and keep the
-state here, naively, from the same fold as everything else:
-- a teller's news is its memories but impressions visible just before the event, newest
-  first (by position, then by belief id, highest first, as README says), at most what may
-  pass; what a listener knows is every origin among its memories visible before the
-  event, plus what it has been told during the event;
-- the group exchange comes first, once per game-time interval on a timeline's ancestry: the
-  last exchange is the newest event of the ancestry that recorded one; members are the
-  characters of the world's catalogue as applied before the event;
-- then the meetings, in order, each pair (a, b): a tells b, then b tells a.
+  by bystanders at the location and never by the speaker;
+- declarations go to the world's catalogue in the order events are applied (world-wide, not per
+  timeline), and persistent memories join the world-wide scope in that order too;
+- ids are blake2b (16 bytes) over their parts packed as rumourmill packs its keys; a retold
+  confidence is shown to 2 decimals (half up); a rumour keeps the teller's importance,
+  feeling and arousal;
+- rumours: a character's news is its memories but impressions, newest first (by position, then
+  by id, highest first); a teller offers its `per_meeting` newest at a meeting, and in a group
+  each member offers its `group_exchange_limit` newest; the group exchange comes first, once
+  per game-time interval on a timeline's ancestry, then the meetings, each pair (a, b) in id
+  order, a telling b then b telling a; a listener never takes in news it knows, news that came
+  through it, or news about it alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from fnmatch import fnmatchcase
 from fractions import Fraction
 from typing import Any
 
 from pydantic import ValidationError
 
-from projections.catalogue import classify, display_name
-from projections.memories import belief_id, origin_of
-from projections.policy import DEFAULT_POLICY
-from projections.rumour_rules import (
-    group_interval,
-    groups,
-    meetings,
-    passed_at_meeting,
-    passed_in_group,
-    retold,
-)
-from projections.weighing import event_kind, weigh
-from projections.wording import event_content, retell
-from schemas import EntityDeclaration, Event, Fact
-from schemas.memory import Memory, Teller
+from schemas import Event, Fact
 from schemas.policy import Policy
 
-MOVEMENT = {
-    "loreweaver.movement.location-entered",
-    "loreweaver.movement.character-entered-location",
-}
+LOCATION_ENTERED = "loreweaver.movement.location-entered"
+CHARACTER_ENTERED = "loreweaver.movement.character-entered-location"
+MOVEMENT = {LOCATION_ENTERED, CHARACTER_ENTERED}
 TOLD = "loreweaver.conversation.told"
 PLAYER_SAID = "loreweaver.conversation.player-said"
 CONVERSATION = {TOLD, PLAYER_SAID}
 DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
+MET_FIELD = "characters"
+"""The payload field of `characters-met` that may name more characters who met."""
+SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
 MAX_EVENT_BYTES = 256 * 1024
+MAX_BELIEFS, MAX_RECOLLECTIONS, MAX_RELATIONS = 50, 20, 50
 READ_FIELDS = (
     "belief_id",
     "kind",
@@ -86,6 +88,366 @@ READ_FIELDS = (
     "game_time",
     "persistent",
 )
+
+Names = Callable[[str], str]
+Kinds = Callable[[str], str]
+
+
+# ================================================================ ids
+
+
+def packed(*parts: str | int) -> bytes:
+    """The parts as rumourmill packs a stored key: a string is 0x02, its UTF-8 bytes (a NUL
+    written 00 ff) and 0x00; a number is 0x15 and its 8 bytes, big-endian."""
+    out = b""
+    for part in parts:
+        if isinstance(part, int):
+            out += b"\x15" + part.to_bytes(8, "big")
+        else:
+            out += b"\x02" + part.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00"
+    return out
+
+
+def hashed(*parts: str | int) -> bytes:
+    return hashlib.blake2b(packed(*parts), digest_size=16).digest()
+
+
+def belief_id(tenant: str, world: str, timeline: str, seq: int, character: str, kind: str) -> str:
+    """The id of the `kind` memory a character formed at a position (SPEC 4)."""
+    return hashed("belief", tenant, world, timeline, seq, character, kind).hex()
+
+
+def origin_id(event: Event) -> str:
+    """The news an event starts (what it shows, or the claim it makes)."""
+    return hashed(
+        "origin", event.tenant_id, event.world_instance_id, event.timeline_id, event.seq
+    ).hex()
+
+
+def rumour_id(event: Event, listener: str, origin: str) -> str:
+    """The id of the rumour `listener` heard at `event`: one per piece of news."""
+    return hashed(
+        "rumour",
+        event.tenant_id,
+        event.world_instance_id,
+        event.timeline_id,
+        event.seq,
+        listener,
+        origin,
+    ).hex()
+
+
+# ================================================================ the catalogue
+
+
+def entity_kind(
+    entity: str, players: Iterable[str], declared: dict[str, dict[str, Any]], policy: Policy
+) -> str:
+    """A player if the event lists it, else its declared kind, else the first kind whose id
+    pattern matches (SPEC 2), else unknown."""
+    if entity in players:
+        return "player"
+    kind = declared.get(entity, {}).get("kind")
+    if kind is not None:
+        return str(kind)
+    for kind, patterns in policy.memory.entity_patterns.items():
+        for pattern in patterns:
+            if fnmatchcase(entity, pattern):
+                return kind
+    return "unknown"
+
+
+def entity_name(entity: str, declared: dict[str, dict[str, Any]]) -> str:
+    return str(declared.get(entity, {}).get("name", entity))
+
+
+# ================================================================ wording
+
+
+def spoken(event: Event) -> str | None:
+    """What was said in a conversation (`told` content, `player-said` text), if anything."""
+    if event.key not in SPOKEN_FIELD:
+        return None
+    words = event.payload.get(SPOKEN_FIELD[event.key])
+    if isinstance(words, str) and words.strip() != "":
+        return words
+    return None
+
+
+def sentence(event: Event, name: Names) -> str:
+    """An event in words (seed 001): actor, the key's last part, target, "at" place, then the
+    payload in brackets, names for ids; a conversation is remembered as what was said."""
+    said = spoken(event)
+    if said is not None:
+        return said
+    words = []
+    if event.actor is not None:
+        words.append(name(event.actor))
+    words.append(event.key.split(".")[-1].replace("-", " "))
+    if event.target is not None:
+        words.append(name(event.target))
+    if event.location is not None:
+        words.append("at")
+        words.append(name(event.location))
+    if event.payload:
+        details = [f"{field}: {in_words(value, name)}" for field, value in event.payload.items()]
+        words.append("(" + ", ".join(details) + ")")
+    return " ".join(words)
+
+
+def in_words(value: Any, name: Names) -> str:
+    if isinstance(value, str):
+        return name(value)
+    if isinstance(value, list) and value:
+        items = [in_words(item, name) for item in value]
+        if len(items) == 1:
+            return items[0]
+        return ", ".join(items[:-1]) + " and " + items[-1]
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def retelling(content: str) -> str:
+    """The statement without its detail: quoted words become "something", a parenthesised
+    detail goes with the space before it, spaces collapse; if nothing is left, as it was."""
+    quotes = {'"': '"', "“": "”"}
+    unquoted = ""
+    index = 0
+    while index < len(content):
+        close = quotes.get(content[index])
+        end = -1 if close is None else content.find(close, index + 1)
+        if end == -1:
+            unquoted += content[index]
+            index += 1
+        else:
+            unquoted += "something"
+            index = end + 1
+    kept = ""
+    index = 0
+    while index < len(unquoted):
+        end = closing_bracket(unquoted, index) if unquoted[index] == "(" else None
+        if end is None:
+            kept += unquoted[index]
+            index += 1
+        else:
+            kept = kept.rstrip()
+            index = end + 1
+    told = " ".join(kept.split())
+    return told if told else content
+
+
+def closing_bracket(text: str, start: int) -> int | None:
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+# ================================================================ weighing
+
+KIND_WORDS: dict[str, set[str]] = {
+    "theft": {"theft", "thief", "steal", "stole", "stolen", "robbed", "robbery", "pickpocketed"},
+    "fight": {"combat", "fight", "fought", "attacked", "brawl", "duel", "defeated", "killed"},
+    "threat": {"threat", "threatened", "insult", "insulted", "intimidated"},
+    "help": {"help", "helped", "healed", "rescued", "aided"},
+    "gift": {"gift", "gifted", "gave", "given", "donated"},
+    "movement": {"moved", "entered", "arrived", "left"},
+    "conversation": {"said", "told", "talked", "spoke", "asked"},
+}
+"""The words of an event key that say what kind of thing happened (README: theft, fight,
+threat, help, gift, conversation, movement, else generic)."""
+
+
+def event_kind(key: str) -> str:
+    if key in MOVEMENT:
+        return "movement"
+    if key in CONVERSATION:
+        return "conversation"
+    words = key.lower()
+    for separator in ".-_/":
+        words = words.replace(separator, " ")
+    for kind, known in KIND_WORDS.items():
+        if any(word in known for word in words.split()):
+            return kind
+    return "generic"
+
+
+def impact(kind: str, part: str, policy: Policy) -> tuple[float, float, float]:
+    """(importance, feeling, arousal) from the policy's table, by kind and part."""
+    cell = getattr(getattr(policy.memory.weights, kind), part)
+    return cell.importance, cell.feeling, cell.arousal
+
+
+def first_confidence(learned: str, policy: Policy) -> float:
+    """How sure a character is of what it saw, was told, or heard from a player."""
+    return float(getattr(policy.memory.confidence, learned))
+
+
+def retold_confidence(teller_confidence: float, policy: Policy) -> float:
+    """The teller's confidence times `retelling_factor`, to 2 decimals."""
+    exact = Decimal(str(teller_confidence)) * Decimal(str(policy.memory.retelling_factor))
+    return float(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+# ================================================================ distortion
+
+
+class Draws:
+    """Choices read off a retelling's seed in turn: turn i reads bytes 2i and 2i + 1 (around
+    64) of the seed's 64-byte blake2b, big-endian, modulo the number of choices."""
+
+    def __init__(self, seed: bytes) -> None:
+        self.stream = hashlib.blake2b(seed, digest_size=64).digest()
+        self.turn = 0
+
+    def pick(self, count: int) -> int:
+        start = (2 * self.turn) % 64
+        self.turn += 1
+        return (self.stream[start] * 256 + self.stream[start + 1]) % count
+
+
+def is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def mentions(text: str, phrase: str) -> list[int]:
+    """Where `phrase` stands in `text` as whole words, left to right, never overlapping."""
+    found: list[int] = []
+    index = text.find(phrase)
+    while index != -1:
+        before = text[index - 1] if index > 0 else " "
+        after = text[index + len(phrase)] if index + len(phrase) < len(text) else " "
+        if not is_word_char(before) and not is_word_char(after):
+            found.append(index)
+            index = text.find(phrase, index + len(phrase))
+        else:
+            index = text.find(phrase, index + 1)
+    return found
+
+
+def replaced(text: str, phrase: str, by: Callable[[int], str]) -> str:
+    out, index = "", 0
+    for start in mentions(text, phrase):
+        out += text[index:start] + by(start)
+        index = start + len(phrase)
+    return out + text[index:]
+
+
+def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
+    """(start, end, value) of the numbers a story tells: digits, maybe with decimals, not
+    part of a word, an id ("npc-2") or a time ("21:05")."""
+    found: list[tuple[int, int, int | float]] = []
+    index = 0
+    while index < len(text):
+        if not text[index].isdecimal():
+            index += 1
+            continue
+        end = index
+        while end < len(text) and text[end].isdecimal():
+            end += 1
+        if end + 1 < len(text) and text[end] == "." and text[end + 1].isdecimal():
+            end += 1
+            while end < len(text) and text[end].isdecimal():
+                end += 1
+        before = text[index - 1] if index > 0 else " "
+        after = text[end] if end < len(text) else " "
+        decimal_after = after == "." and end + 1 < len(text) and text[end + 1].isdecimal()
+        if not (is_word_char(before) or before in ".:-") and not (
+            is_word_char(after) or after in ":-" or decimal_after
+        ):
+            token = text[index:end]
+            found.append((index, end, float(token) if "." in token else int(token)))
+        index = end
+    return found
+
+
+def fact_number(fact: Fact) -> int | float | None:
+    value = fact.value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def grown(number: int | float, by_half: bool, more: int) -> int | float:
+    """Half again (rounded up) or `more` on top; a whole number stays whole, any other keeps
+    two decimals; always more than it was."""
+    exact = Decimal(str(number)) * Decimal("1.5") if by_half else Decimal(str(number)) + more
+    if float(number).is_integer():
+        result: int | float = int(exact.to_integral_value(rounding=ROUND_CEILING))
+        return result if result > number else int(number) + 1
+    result = float(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    return result if result > number else round(number + 1, 2)
+
+
+def distorted(
+    content: str, facts: list[Fact], about: list[str], seed: bytes, name: Names
+) -> tuple[str, list[Fact]]:
+    """A retelling with maybe one detail shifted (README, `spreading.distortion`): one in four
+    passes unchanged; else a number grows (its facts too), someone named becomes "a
+    stranger", or the place blurs, chosen among the details the telling has."""
+    draws = Draws(seed)
+    if draws.pick(4) == 0:
+        return content, facts
+    named: list[str] = []
+    for entity in about:
+        if name(entity) not in named and mentions(content, name(entity)):
+            named.append(name(entity))
+    places = [n for n in named if mentions(content, f"at {n}") or mentions(content, f"in {n}")]
+    people = [n for n in named if n not in places]
+    numbers: list[int | float] = []
+    candidates = [value for _, _, value in story_numbers(content)]
+    candidates += [n for n in map(fact_number, facts) if n is not None and n >= 0]
+    for number in candidates:
+        if number not in numbers:
+            numbers.append(number)
+    rules = [
+        rule
+        for rule, possible in (("number", numbers), ("stranger", people), ("place", places))
+        if possible
+    ]
+    if not rules:
+        return content, facts
+    rule = rules[draws.pick(len(rules))]
+    if rule == "number":
+        number = numbers[draws.pick(len(numbers))]
+        by_half = draws.pick(2) == 0
+        bigger = grown(number, by_half, 1 + draws.pick(3))
+        told = ""
+        index = 0
+        for start, end, value in story_numbers(content):
+            if value == number:
+                told += content[index:start] + str(bigger)
+                index = end
+        told += content[index:]
+        shifted = [
+            fact
+            if fact_number(fact) != number
+            else Fact(
+                subject=fact.subject,
+                attribute=fact.attribute,
+                value=float(bigger) if isinstance(fact.value, float) else int(bigger),
+            )
+            for fact in facts
+        ]
+        return told, shifted
+    if rule == "stranger":
+        person = people[draws.pick(len(people))]
+        return replaced(
+            content, person, lambda at: "A stranger" if at == 0 else "a stranger"
+        ), facts
+    near = draws.pick(2) == 0
+    place = places[draws.pick(len(places))]
+    vaguer = f"somewhere near {place}" if near else "somewhere"
+    for word in ("at", "in"):
+        content = replaced(content, f"{word} {place}", lambda at: vaguer)
+    return content, facts
+
+
+# ================================================================ memories
 
 
 class OracleNotFound(Exception):
@@ -115,63 +477,8 @@ class OMemory:
     persistent: bool
     facts: list[Fact]
     origin: str
-    lineage: list[Teller]
-
-    @property
-    def tellers(self) -> list[str]:
-        return [step.entity_id for step in self.lineage]
-
-    def as_memory(self) -> Memory:
-        """The production model of this memory, for the rulebook's helpers."""
-        return Memory.model_construct(
-            belief_id=self.belief_id,
-            kind=self.kind,
-            content=self.content,
-            about=list(self.about),
-            source=self.source,
-            source_entity=self.source_entity,
-            hops=self.hops,
-            confidence=self.confidence,
-            importance=self.importance,
-            feeling=self.feeling,
-            arousal=self.arousal,
-            diverging=False,
-            uncertain=self.uncertain,
-            seq=self.seq,
-            game_time=self.game_time,
-            persistent=self.persistent,
-            character_id=self.character,
-            timeline_id=self.timeline,
-            facts=list(self.facts),
-            origin=self.origin,
-            lineage=list(self.lineage),
-            story_minutes=None,
-        )
-
-    @classmethod
-    def of(cls, memory: Memory) -> OMemory:
-        return cls(
-            character=memory.character_id,
-            timeline=memory.timeline_id,
-            seq=memory.seq,
-            kind=memory.kind,
-            belief_id=memory.belief_id,
-            content=memory.content,
-            about=list(memory.about),
-            source=memory.source,
-            source_entity=memory.source_entity,
-            hops=memory.hops,
-            confidence=memory.confidence,
-            importance=memory.importance,
-            feeling=memory.feeling,
-            arousal=memory.arousal,
-            uncertain=memory.uncertain,
-            game_time=memory.game_time,
-            persistent=memory.persistent,
-            facts=list(memory.facts),
-            origin=memory.origin,
-            lineage=list(memory.lineage),
-        )
+    tellers: list[str]
+    """Who passed it on, first teller first; empty for what was seen."""
 
     def read(self, diverging: bool) -> dict[str, Any]:
         shown = {name: getattr(self, name) for name in READ_FIELDS if name != "diverging"}
@@ -217,20 +524,26 @@ class OWorld:
     applied: list[Applied] = field(default_factory=list)
     """Every applied event, in the order applied (the world's history as it happened)."""
     declarations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    folds: dict[tuple[tuple[tuple[str, int], ...], int], dict[str, Any]] = field(
+        default_factory=dict
+    )
+    """Folds already made, by segments and how many events were applied then."""
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: `true` is not `1`."""
+    """Equal as JSON values: `true` is not `1`, `1` is `1.0`, key order does not matter."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | dict) or isinstance(b, list | dict):
+        return False
     return bool(a == b)
 
 
-def _unique(items: Iterable[str | None]) -> list[str]:
+def unique(items: Iterable[str | None]) -> list[str]:
     out: list[str] = []
     for item in items:
         if item is not None and item not in out:
@@ -238,7 +551,8 @@ def _unique(items: Iterable[str | None]) -> list[str]:
     return out
 
 
-def _ids_in(values: Iterable[Any]) -> list[str]:
+def ids_in(values: Iterable[Any]) -> list[str]:
+    """The strings among `values` (and inside lists among them) that could be ids."""
     found: list[str] = []
     for value in values:
         for item in value if isinstance(value, list) else [value]:
@@ -247,12 +561,71 @@ def _ids_in(values: Iterable[Any]) -> list[str]:
     return found
 
 
+def is_news(memory: OMemory) -> bool:
+    """Anything but an impression: a feeling is not news."""
+    return memory.kind != "impression"
+
+
+def newest_news(memories: list[OMemory], character: str, limit: int) -> list[OMemory]:
+    """A character's newest news, newest first (by position, then by id, highest first)."""
+    news = [m for m in memories if m.character == character and is_news(m)]
+    news.sort(key=lambda m: (m.seq, m.belief_id), reverse=True)
+    return news[:limit]
+
+
+def worth_telling(memory: OMemory, listener: str) -> bool:
+    """News that is not the listener's own, did not come through it, is not about it alone."""
+    if not is_news(memory) or memory.character == listener:
+        return False
+    if listener == memory.source_entity or listener in memory.tellers:
+        return False
+    return set(memory.about) != {listener}
+
+
+def meeting_pairs(event: Event, present: set[str], kind: Kinds) -> list[tuple[str, str]]:
+    """Who meets at an event, each pair once, the smaller id first, in order: a character
+    entering a place meets every character already there; `characters-met` makes everyone
+    it names meet everyone else it names."""
+    if event.key in MOVEMENT:
+        mover = event.actor
+        if mover is None or event.location is None or mover in present:
+            return []
+        if kind(mover) != "character":
+            return []
+        pairs = [
+            (min(mover, other), max(mover, other))
+            for other in present
+            if kind(other) == "character"
+        ]
+        return sorted(pairs)
+    if event.key == MET:
+        named = event.payload.get(MET_FIELD)
+        more = [item for item in named if isinstance(item, str)] if isinstance(named, list) else []
+        met = sorted(
+            {
+                who
+                for who in [event.actor, event.target, *more]
+                if who is not None and kind(who) == "character"
+            }
+        )
+        return [(one, other) for i, one in enumerate(met) for other in met[i + 1 :]]
+    return []
+
+
+def group_names(value: Any) -> list[str]:
+    """A declared group: a name, or (in a custom field) a list of names."""
+    names = value if isinstance(value, list) else [value]
+    return [name for name in names if isinstance(name, str) and name != ""]
+
+
 class Oracle:
     """Feed it raw messages in delivery order; ask it for reads."""
 
     def __init__(self, policy: Policy | None = None) -> None:
-        self.policy = policy or DEFAULT_POLICY
+        self.policy = policy or Policy()
         self.worlds: dict[tuple[str, str], OWorld] = {}
+        self.reached: Counter[str] = Counter()
+        """How often a cap, a group exchange or a long ancestry came into play (coverage)."""
 
     # ---------------------------------------------------------------- sequencing
 
@@ -396,9 +769,13 @@ class Oracle:
 
     def _fold(self, world: OWorld, segments: list[tuple[str, int]]) -> dict[str, Any]:
         """One pass over the visible history: where everyone is, the record, the memories."""
+        remembered = world.folds.get((tuple(segments), len(world.applied)))
+        if remembered is not None:
+            return remembered
         where: dict[str, str] = {}
         record: dict[tuple[str, str], Any] = {}
         memories: list[OMemory] = []
+        exchange: int | None = None
         for item in self.history(world, segments):
             event = item.event
             if event.key in MOVEMENT and event.actor is not None and event.location is not None:
@@ -407,10 +784,14 @@ class Oracle:
                 for fact in event.facts:
                     record[(fact.subject, fact.attribute)] = fact.value
             memories += [memory for memory in item.memories if not memory.persistent]
+            if item.exchange is not None:
+                exchange = item.exchange
         memories += [
             memory for item in world.applied for memory in item.memories if memory.persistent
         ]
-        return {"where": where, "record": record, "memories": memories}
+        folded = {"where": where, "record": record, "memories": memories, "exchange": exchange}
+        world.folds[(tuple(segments), len(world.applied))] = folded
+        return folded
 
     # ---------------------------------------------------------------- memory formation
 
@@ -418,23 +799,22 @@ class Oracle:
         policy = self.policy
         segments = self.ancestry(world, event.timeline_id, event.seq - 1)
         before = self._fold(world, segments)
-        view = dict(world.declarations)
-        for entity, declared in event.entities.items():
-            view[entity] = view.get(entity, {}) | declared.model_dump(exclude_none=True)
-        declarations = {k: EntityDeclaration.model_validate(v) for k, v in view.items()}
+        declared = dict(world.declarations)
+        for entity, declaration in event.entities.items():
+            declared[entity] = declared.get(entity, {}) | declaration.model_dump(exclude_none=True)
 
-        def kind_of(entity: str) -> str:
-            return classify(entity, event.players, declarations, policy)
+        def kind(entity: str) -> str:
+            return entity_kind(entity, event.players, declared, policy)
 
-        def name_of(entity: str) -> str:
-            return display_name(entity, declarations)
+        def name(entity: str) -> str:
+            return entity_name(entity, declared)
 
         formed: list[OMemory] = []
-        for character, part in self._perceivers(event, kind_of, before["where"]):
+        for character, part in self._perceivers(event, kind, before["where"]):
             memory = (
-                self._heard(event, character, part, before["memories"], name_of)
+                self._heard(event, character, part, before["memories"], name)
                 if event.key in CONVERSATION
-                else self._seen(event, character, part, kind_of, name_of)
+                else self._seen(event, character, part, kind, name)
             )
             if memory is None:
                 continue
@@ -449,27 +829,26 @@ class Oracle:
             ):
                 how = "warmly" if memory.feeling > 0 else "badly"
                 formed.append(
-                    OMemory(
-                        **{
-                            **vars(memory),
-                            "kind": "impression",
-                            "belief_id": self._id(event, character, "impression"),
-                            "content": f"I feel {how} about {name_of(actor)}",
-                            "about": [actor],
-                            "facts": [],
-                            "persistent": self._persistent(character, "impression"),
-                        }
+                    replace(
+                        memory,
+                        kind="impression",
+                        belief_id=self._id(event, character, "impression"),
+                        content=f"I feel {how} about {name(actor)}",
+                        about=[actor],
+                        facts=[],
+                        persistent=self._persistent(character, "impression"),
                     )
                 )
         applied = Applied(event, formed)
-        rumours = self._spread(world, event, segments, before, applied, kind_of, name_of)
-        applied.rumours = len(rumours)
-        formed += rumours
+        if policy.memory.npc and policy.memory.spreading.enabled:
+            rumours = self._spread(world, event, before, applied, kind, name)
+            applied.rumours = len(rumours)
+            formed += rumours
         world.applied.append(applied)
-        for entity, declared in event.entities.items():
-            world.declarations[entity] = world.declarations.get(entity, {}) | declared.model_dump(
-                exclude_none=True
-            )
+        for entity, declaration in event.entities.items():
+            world.declarations[entity] = world.declarations.get(
+                entity, {}
+            ) | declaration.model_dump(exclude_none=True)
 
     # ---------------------------------------------------------------- rumours
 
@@ -477,74 +856,129 @@ class Oracle:
         self,
         world: OWorld,
         event: Event,
-        segments: list[tuple[str, int]],
         before: dict[str, Any],
         applied: Applied,
-        kind_of: Any,
-        name_of: Any,
+        kind: Kinds,
+        name: Names,
     ) -> list[OMemory]:
         """The rumours `event` spreads, from what everyone knew just before it."""
-        policy = self.policy
-        spreading = policy.memory.spreading
-        if not policy.memory.npc or not spreading.enabled:
-            return []
+        spreading = self.policy.memory.spreading
         visible: list[OMemory] = before["memories"]
         heard: list[OMemory] = []
-        told: set[tuple[str, str]] = set()
-
-        def mind(character: str, limit: int) -> list[Memory]:
-            news = [m for m in visible if m.character == character and m.kind != "impression"]
-            news.sort(key=lambda m: (m.seq, m.belief_id), reverse=True)
-            return [m.as_memory() for m in news[:limit]]
 
         def knows(character: str, origin: str) -> bool:
-            return (character, origin) in told or any(
-                m.character == character and m.origin == origin for m in visible
-            )
+            return any(m.character == character and m.origin == origin for m in visible + heard)
 
-        def tell(memory: Memory, teller: str, listener: str) -> None:
-            heard.append(OMemory.of(retold(memory, teller, listener, event, policy, name_of)))
-            told.add((listener, memory.origin))
+        def tell(memory: OMemory, teller: str, listener: str) -> None:
+            heard.append(self._retold(memory, teller, listener, event, name))
 
         minutes = event.story_minutes
         if minutes is not None:
-            interval = group_interval(minutes, policy)
-            exchanges = [
-                item.exchange for item in self.history(world, segments) if item.exchange is not None
-            ]
-            if not exchanges or exchanges[-1] < interval:
+            interval = minutes // spreading.group_interval_minutes
+            if before["exchange"] is None or before["exchange"] < interval:
                 applied.exchange = interval
-                members = {
-                    entity: EntityDeclaration.model_validate(declared)
-                    for entity, declared in world.declarations.items()
-                    if kind_of(entity) == "character"
-                }
-                limit = spreading.group_exchange_limit
-                for group in groups(members, policy).values():
-                    if len(group) < 2:
-                        continue
-                    minds = {member: mind(member, limit) for member in group}
-                    for teller, listener, memory in passed_in_group(minds, knows, policy):
-                        tell(memory, teller, listener)
-        present = (
-            set()
-            if event.location is None
-            else {who for who, place in before["where"].items() if place == event.location}
-        )
-        for one, other in meetings(event, present, kind_of, policy):
-            for teller, listener in ((one, other), (other, one)):
-                passed = passed_at_meeting(
-                    mind(teller, spreading.per_meeting),
-                    listener,
-                    lambda origin, listener=listener: knows(listener, origin),
-                    policy,
-                )
-                for memory in passed:
+                for teller, listener, memory in self._group_exchange(world, visible, kind, knows):
                     tell(memory, teller, listener)
+        present = {who for who, place in before["where"].items() if place == event.location}
+        for one, other in meeting_pairs(event, present, kind):
+            for teller, listener in ((one, other), (other, one)):
+                offered = newest_news(visible, teller, spreading.per_meeting)
+                taken: list[str] = []
+                for memory in offered:
+                    if (
+                        memory.origin not in taken
+                        and worth_telling(memory, listener)
+                        and not knows(listener, memory.origin)
+                    ):
+                        taken.append(memory.origin)
+                        tell(memory, teller, listener)
+                if len(taken) == spreading.per_meeting > 0:
+                    wanted = {
+                        m.origin
+                        for m in newest_news(visible, teller, len(visible))
+                        if worth_telling(m, listener) and not knows(listener, m.origin)
+                    }
+                    if wanted:
+                        self.reached["meeting cap"] += 1
         return heard
 
+    def _group_exchange(
+        self,
+        world: OWorld,
+        visible: list[OMemory],
+        kind: Kinds,
+        knows: Callable[[str, str], bool],
+    ) -> Iterable[tuple[str, str, OMemory]]:
+        """Each group (by the declared `spreading.group_field`) shares its newest news: at most
+        `group_exchange_limit` pieces, newest first, each from the member who has it freshest
+        (fewest hops, then newest, then smallest id) to every member who lacks it. Members are
+        the characters of the world's catalogue as it stood before the event."""
+        spreading = self.policy.memory.spreading
+        limit = spreading.group_exchange_limit
+        groups: dict[str, list[str]] = {}
+        for entity, declared in world.declarations.items():
+            if kind(entity) == "character":
+                for group in group_names(declared.get(spreading.group_field)):
+                    groups.setdefault(group, []).append(entity)
+        for group in sorted(groups):
+            members = sorted(set(groups[group]))
+            if len(members) < 2:
+                continue
+            offered = [(who, m) for who in members for m in newest_news(visible, who, limit)]
+            pieces = unique(memory.origin for _, memory in offered)
+            pieces.sort(key=lambda o: (-max(m.seq for _, m in offered if m.origin == o), o))
+            passed = 0
+            for origin in pieces:
+                copies = [(m.hops, -m.seq, who, m) for who, m in offered if m.origin == origin]
+                _, _, teller, freshest = min(copies, key=lambda copy: copy[:3])
+                listeners = []
+                for member in members:
+                    holds = any(who == member for _, _, who, _ in copies)
+                    if holds or knows(member, origin) or not worth_telling(freshest, member):
+                        continue
+                    listeners.append(member)
+                if listeners and passed == limit:
+                    self.reached["group limit"] += 1 if limit else 0
+                    break
+                passed += 1 if listeners else 0
+                for listener in listeners:
+                    yield teller, listener, freshest
+            self.reached["group exchange"] += 1 if passed else 0
+
+    def _retold(
+        self, memory: OMemory, teller: str, listener: str, event: Event, name: Names
+    ) -> OMemory:
+        """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
+        one hop further, less sure, the statement without its detail (maybe distorted)."""
+        content, facts = retelling(memory.content), list(memory.facts)
+        if self.policy.memory.spreading.distortion:
+            seed = hashed("distortion", memory.origin, listener, event.timeline_id, event.seq)
+            content, facts = distorted(content, facts, memory.about, seed, name)
+            if (content, facts) != (retelling(memory.content), memory.facts):
+                self.reached["distortion"] += 1
+        return replace(
+            memory,
+            character=listener,
+            timeline=event.timeline_id,
+            seq=event.seq,
+            kind="knowledge",
+            belief_id=rumour_id(event, listener, memory.origin),
+            content=content,
+            source="told" if memory.hops == 0 else "rumour",
+            source_entity=teller,
+            hops=memory.hops + 1,
+            confidence=retold_confidence(memory.confidence, self.policy),
+            uncertain=True,
+            game_time=event.game_time,
+            persistent=self._persistent(listener, "knowledge"),
+            facts=facts,
+            tellers=[*memory.tellers, teller],
+        )
+
+    # ---------------------------------------------------------------- perception
+
     def _perceivers(
-        self, event: Event, kind_of: Any, where: dict[str, str]
+        self, event: Event, kind: Kinds, where: dict[str, str]
     ) -> list[tuple[str, str]]:
         memory = self.policy.memory
         if not memory.npc or event.key in (DECLARED, MET):
@@ -567,7 +1001,7 @@ class Oracle:
                 continue
             if conversation and character == event.actor:
                 continue
-            if kind_of(character) != "character":
+            if kind(character) != "character":
                 continue
             taken.add(character)
             out.append((character, part))
@@ -580,37 +1014,37 @@ class Oracle:
             event.timeline_id,
             event.seq,
             character,
-            kind,  # type: ignore[arg-type]
+            kind,
         )
 
     def _persistent(self, character: str, kind: str) -> bool:
         persistent = self.policy.memory.persistent
         return character in persistent.characters or kind in persistent.kinds
 
-    def _seen(self, event: Event, character: str, part: str, kind_of: Any, name_of: Any) -> OMemory:
-        weights = weigh(event_kind(event.key), part, "seen", self.policy)  # type: ignore[arg-type]
-        payload_ids = [i for i in _ids_in(event.payload.values()) if kind_of(i) != "unknown"]
+    def _seen(self, event: Event, character: str, part: str, kind: Kinds, name: Names) -> OMemory:
+        importance, feeling, arousal = impact(event_kind(event.key), part, self.policy)
+        payload_ids = [i for i in ids_in(event.payload.values()) if kind(i) != "unknown"]
         return OMemory(
             character=character,
             timeline=event.timeline_id,
             seq=event.seq,
             kind="event",
             belief_id=self._id(event, character, "event"),
-            content=event_content(event, name_of),
-            about=_unique([event.actor, event.target, event.location, *payload_ids]),
+            content=sentence(event, name),
+            about=unique([event.actor, event.target, event.location, *payload_ids]),
             source="seen",
             source_entity=None,
             hops=0,
-            confidence=weights.confidence,
-            importance=weights.importance,
-            feeling=weights.feeling,
-            arousal=weights.arousal,
+            confidence=first_confidence("seen", self.policy),
+            importance=importance,
+            feeling=feeling,
+            arousal=arousal,
             uncertain=False,
             game_time=event.game_time,
             persistent=self._persistent(character, "event"),
             facts=list(event.facts),
-            origin=origin_of(event),
-            lineage=[],
+            origin=origin_id(event),
+            tellers=[],
         )
 
     def _heard(
@@ -619,38 +1053,32 @@ class Oracle:
         character: str,
         part: str,
         visible: list[OMemory],
-        name_of: Any,
+        name: Names,
     ) -> OMemory | None:
         teller: OMemory | None = None
         if event.key == PLAYER_SAID:
             source = "player"
-            weights = weigh("conversation", part, "player", self.policy)  # type: ignore[arg-type]
+            confidence = first_confidence("player", self.policy)
         else:
             named = event.payload.get("belief_id")
             if event.actor is not None and isinstance(named, str):
                 held = [m for m in visible if m.character == event.actor and m.belief_id == named]
                 teller = held[0] if held else None
             source = "rumour" if teller is not None and teller.hops > 0 else "told"
-            weights = weigh(
-                "conversation",
-                part,  # type: ignore[arg-type]
-                "told",
-                self.policy,
-                None if teller is None else teller.confidence,
+            confidence = (
+                first_confidence("told", self.policy)
+                if teller is None
+                else retold_confidence(teller.confidence, self.policy)
             )
-        origin = origin_of(event) if teller is None else teller.origin
-        hops = 1 if teller is None else teller.hops + 1
+        origin = origin_id(event) if teller is None else teller.origin
         if any(m.character == character and m.origin == origin for m in visible):
             return None
-        spoken_field = "text" if event.key == PLAYER_SAID else "content"
-        words = event.payload.get(spoken_field)
-        spoken = isinstance(words, str) and bool(words.strip())
-        if teller is not None and not spoken:
-            content = retell(teller.content)
+        if teller is not None and spoken(event) is None:
+            content = retelling(teller.content)
         else:
-            content = event_content(event, name_of)
+            content = sentence(event, name)
         if "about" in event.payload:
-            about_more = _ids_in([event.payload["about"]])
+            about_more = ids_in([event.payload["about"]])
         else:
             about_more = [] if teller is None else teller.about
         claims = event.payload.get("facts")
@@ -663,6 +1091,7 @@ class Oracle:
                     facts.append(Fact.model_validate(claim))
                 except ValidationError:
                     continue
+        importance, feeling, arousal = impact("conversation", part, self.policy)
         return OMemory(
             character=character,
             timeline=event.timeline_id,
@@ -670,26 +1099,22 @@ class Oracle:
             kind="knowledge",
             belief_id=self._id(event, character, "knowledge"),
             content=content,
-            about=_unique([event.actor, event.target, *about_more]),
+            about=unique([event.actor, event.target, *about_more]),
             source=source,
             source_entity=event.actor,
-            hops=hops,
-            confidence=weights.confidence,
-            importance=weights.importance,
-            feeling=weights.feeling,
-            arousal=weights.arousal,
+            hops=1 if teller is None else teller.hops + 1,
+            confidence=confidence,
+            importance=importance,
+            feeling=feeling,
+            arousal=arousal,
             uncertain=True,
             game_time=event.game_time,
             persistent=self._persistent(character, "knowledge"),
             facts=facts,
             origin=origin,
-            lineage=[
-                *([] if teller is None else teller.lineage),
-                *(
-                    []
-                    if event.actor is None
-                    else [Teller(entity_id=event.actor, hops=hops, confidence=weights.confidence)]
-                ),
+            tellers=[
+                *([] if teller is None else teller.tellers),
+                *([] if event.actor is None else [event.actor]),
             ],
         )
 
@@ -715,7 +1140,8 @@ class Oracle:
         if world is None or timeline not in world.timelines:
             raise OracleNotFound(timeline)
         line = world.timelines[timeline]
-        folded = self._fold(world, self.ancestry(world, timeline, line.processed))
+        segments = self.ancestry(world, timeline, line.processed)
+        folded = self._fold(world, segments)
         mine = [m for m in folded["memories"] if m.character == npc]
         location = folded["where"].get(npc)
         if not mine and location is None:
@@ -731,14 +1157,14 @@ class Oracle:
 
         events = sorted(
             (m for m in mine if m.kind == "event"), key=lambda m: (m.seq, m.belief_id), reverse=True
-        )[:20]
+        )
         beliefs = sorted(
             (m for m in mine if m.kind != "event"),
             key=lambda m: (-m.importance, -m.seq, m.belief_id),
-        )[:50]
+        )
         totals: dict[str, list[Any]] = {}
         for memory in mine:
-            for entity in _unique([*memory.about, memory.source_entity]):
+            for entity in unique([*memory.about, memory.source_entity]):
                 if entity == npc:
                     continue
                 total = totals.setdefault(entity, [[], 0, 0])
@@ -753,8 +1179,17 @@ class Oracle:
                 "memories": count,
                 "last_seq": last,
             }
-            for entity, (feelings, count, last) in ordered[:50]
+            for entity, (feelings, count, last) in ordered
         ]
+        for what, shown, cap in (
+            ("beliefs cap", beliefs, MAX_BELIEFS),
+            ("recollections cap", events, MAX_RECOLLECTIONS),
+            ("relations cap", relations, MAX_RELATIONS),
+        ):
+            if len(shown) > cap:
+                self.reached[what] += 1
+        if len(segments) >= 4 and mine:
+            self.reached["ancestry of 4 timelines"] += 1
         return {
             "world_instance_id": world_id,
             "timeline_id": timeline,
@@ -762,9 +1197,9 @@ class Oracle:
             "acknowledged_seq": line.acknowledged,
             "processed_seq": line.processed,
             "location": location,
-            "beliefs": [m.read(diverging(m)) for m in beliefs],
-            "relations": relations,
-            "recollections": [m.read(diverging(m)) for m in events],
+            "beliefs": [m.read(diverging(m)) for m in beliefs[:MAX_BELIEFS]],
+            "relations": relations[:MAX_RELATIONS],
+            "recollections": [m.read(diverging(m)) for m in events[:MAX_RECOLLECTIONS]],
         }
 
 

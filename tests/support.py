@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,6 +52,12 @@ class WorkerProcess:
 
     def start(self, timeout: float = 90.0) -> WorkerProcess:
         """Start and wait until the worker says it is ready (`GET /ready`)."""
+        self.spawn()
+        self.wait_until_ready(timeout=timeout)
+        return self
+
+    def spawn(self) -> WorkerProcess:
+        """Start without waiting for anything."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "streams", "worker"],
@@ -58,14 +65,13 @@ class WorkerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        self.wait_until_ready(timeout=timeout)
         return self
 
-    def wait_until_ready(self, rebalances: int = 1, timeout: float = 90.0) -> None:
-        """Wait until the worker is ready after `rebalances` partition assignments."""
+    def wait_until_ready(self, timeout: float = 90.0) -> None:
+        """Wait until the worker says it is ready (`GET /ready`)."""
         assert self.process is not None
         try:
-            wait_until_ready(self.process, self.settings, timeout, rebalances)
+            wait_until_ready(self.process, self.settings, timeout)
         except NotReady as error:
             self.kill()
             raise NotReady(f"{error}:\n{self.log_tail()}") from None
@@ -85,6 +91,13 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+    def owned_partitions(self) -> list[int]:
+        """The partitions the worker last said it serves (its `state recovered` log line)."""
+        said = re.findall(
+            r"serving partitions \[([\d, ]*)\]", self.log_path.read_text("utf-8", "replace")
+        )
+        return [int(number) for number in said[-1].split(",") if number.strip()] if said else []
+
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -95,7 +108,7 @@ def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) ->
         parse_line(number, item if isinstance(item, bytes) else orjson.dumps(item), raw=True)
         for number, item in enumerate(events, start=1)
     ]
-    return asyncio.run(publish(settings.bootstrap, settings.events_topic, lines))
+    return asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
 
 
 def read_topic(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from projections import world
 from projections.divergence import as_judged
 from projections.state import MemoryState
 from projections.timelines import Segment
+from projections.world import same_json
 from schemas import Event
 from tests.projections.test_memories import seed_world
 
@@ -43,3 +45,24 @@ def test_a_memory_diverges_while_the_record_on_the_readers_timeline_disagrees() 
 
     assert [shown_diverging(seq) for seq in (3, 4, 5)] == [False, False, True]
     assert fight.diverging is False  # the stored memory is left as it was formed
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        (1, 1.0, True),
+        ([1, {"a": 2.0}], [1.0, {"a": 2}], True),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
+        (True, 1, False),
+        (False, 0, False),
+        ([True], [1], False),
+        ("1", 1, False),
+        (None, 0, False),
+        ([1, 2], [2, 1], False),
+        ({"a": 1}, {"a": 1, "b": None}, False),
+    ],
+)
+def test_facts_compare_as_json_values(one: object, other: object, same: bool) -> None:
+    """A belief that the door is open `1.0` agrees with a record of `1`; `true` is not `1`."""
+    assert same_json(one, other) is same
+    assert same_json(other, one) is same

@@ -16,10 +16,15 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.properties.worlds import draw_history
+from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+RECALL = (
+    b'{"world_instance_id":"save-1","timeline_id":"main","seq":6,'
+    b'"key":"loreweaver.memory.recalled","actor":"npc-mara","payload":{"belief_ids":["b"]}}'
+)
+"""A recall (it names a belief id: reinforcement is kept whether or not the id is known)."""
 RICH_POLICY = resolve(
     None,
     {
@@ -56,7 +61,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
     tavern = TAVERN.splitlines()
     written: set[str] = set()
     for lines in (
-        tavern,
+        [*tavern, RECALL],
         # the reload before its parent reaches the branch point, then the parent backwards
         [tavern[0], tavern[5], *tavern[4:0:-1]],
         noisy(story(worlds=2, events_per_world=80, seed=3), seed=3),
@@ -71,7 +76,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_worlds_write_only_under_declared_prefixes(data: st.DataObject) -> None:
-    history = draw_history(data, spreading=0.5)
+    history = draw_history(DrawnChoices(data), Shape(spreading=0.5))
     found = prefixes_written(history.delivery, history.policy)
     assert found <= set(KEY_SPACES), f"undeclared prefixes: {found - set(KEY_SPACES)}"
 

@@ -105,3 +105,15 @@ def test_news_heard_of_weighs_less_and_stirs_less_than_the_sight_of_it() -> None
 )
 def test_the_kind_of_an_event_is_read_off_the_words_of_its_key(key: str, kind: str) -> None:
     assert event_kind(key) == kind
+
+
+@pytest.mark.parametrize(
+    ("teller", "factor", "listener"),
+    [(0.35, 0.5, 0.18), (0.7, 0.5, 0.35), (0.33, 0.5, 0.17), (0.9, 0.75, 0.68), (0.7, 0.85, 0.6)],
+)
+def test_retold_confidence_rounds_the_decimal_product_halves_up(
+    teller: float, factor: float, listener: float
+) -> None:
+    """0.35 x 0.5 is 0.175 and reads 0.18: the binary float (0.17499...) is not what is meant."""
+    policy = merge_policy(Policy(), {"memory": {"retelling_factor": factor}})
+    assert retold_confidence(teller, policy) == listener

@@ -21,13 +21,13 @@ from projections.delivery import SourceMessage
 from projections.digest import world_digest
 from projections.key_prefixes import MEMORIES
 from projections.keys import pack
-from projections.memories import origin_of
 from projections.policy import resolve
 from projections.runtime_read import NotFound, runtime_read
 from schemas import Event
 from schemas.memory import Memory
 from streams.replay import replay_lines
-from tests.properties.worlds import Run, draw_history
+from tests.oracle import origin_id
+from tests.properties.worlds import DrawnChoices, Run, Shape, draw_history
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
 HISTORIES = 5_000 if SOAK else 600
@@ -76,13 +76,13 @@ def lineage_leaks(run: Run, figures: Counter[str]) -> list[str]:
                     world, oracle.ancestry(world, memory.timeline_id, event.seq - 1)
                 )
                 perceived = folded["where"].get(who) == event.location
-            if not perceived or memory.origin != origin_of(event) or memory.hops != 0:
+            if not perceived or memory.origin != origin_id(event) or memory.hops != 0:
                 leaks.append(f"{where}: seen, but {who} did not perceive {event.key}")
         elif memory.source == "player":
             if not (
                 event.key == "loreweaver.conversation.player-said"
                 and memory.source_entity == event.actor
-                and memory.origin == origin_of(event)
+                and memory.origin == origin_id(event)
                 and who != event.actor
             ):
                 leaks.append(f"{where}: from a player who did not say it")
@@ -91,7 +91,7 @@ def lineage_leaks(run: Run, figures: Counter[str]) -> list[str]:
             fresh_claim = (
                 event.key == "loreweaver.conversation.told"
                 and teller == event.actor
-                and memory.origin == origin_of(event)
+                and memory.origin == origin_id(event)
             )
             if teller is None or teller == who:
                 leaks.append(f"{where}: told by {teller!r}")
@@ -151,7 +151,7 @@ def read_leaks(run: Run, figures: Counter[str]) -> list[str]:
 @given(data=st.data())
 def check_random_histories(figures: Counter[str], data: st.DataObject) -> None:
     """One random history: no leak, and a digest that redelivery and duplicates cannot move."""
-    history = draw_history(data, max_events=30 if SOAK else 14)
+    history = draw_history(DrawnChoices(data), Shape(max_events=30 if SOAK else 14))
     if data.draw(st.booleans(), label="spreading"):
         history.policy_document["memory"]["spreading"] = {
             "enabled": True,

@@ -1,12 +1,17 @@
 """Every runtime read of the production core equals the reference oracle's, on random worlds.
 
-`RUMOURMILL_SOAK=1` (`make soak`) runs far more histories, and larger ones.
+Each test also checks what its worlds reached (the caps of a meeting, of a group exchange and
+of the read, group exchanges, long ancestries, distortion), so a generator that stops reaching
+a rule fails instead of silently proving less. `RUMOURMILL_SOAK=1` (`make soak`) runs far more
+histories, and larger ones; `pytest -s` shows the figures.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,50 +26,71 @@ from hypothesis.stateful import (
 
 from projections.policy import resolve
 from projections.runtime_read import runtime_read
-from tests.properties.worlds import History, Run, draw_history
+from tests.properties.worlds import (
+    CROWD,
+    DrawnChoices,
+    History,
+    Run,
+    SeededChoices,
+    Shape,
+    draw_history,
+)
 from tests.streams.noisy_story import CHARACTERS, PLAYER, noisy, story
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
 HISTORIES = 20_000 if SOAK else 2_000
-MAX_EVENTS = 40 if SOAK else 14
+CROWDS = 400 if SOAK else 40
 SPREADING = 1 / 3
-"""The share of histories with rumours spreading (`memory.spreading.enabled`)."""
-
-
-@settings(
-    max_examples=HISTORIES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+"""The share of small worlds with rumours spreading (`memory.spreading.enabled`)."""
+SMALL_WORLDS = (
+    Shape(max_events=40, max_branches=5, spreading=SPREADING)
+    if SOAK
+    else Shape(spreading=SPREADING)
 )
-@given(data=st.data())
-def compare_random_histories(figures: Counter[str], data: st.DataObject) -> None:
-    """One random history, read midway and at the end by both; counts what it reached."""
-    history = draw_history(data, max_events=MAX_EVENTS, spreading=SPREADING)
+SETTINGS: dict[str, Any] = {
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+def compare(history: History, cut: int, figures: Counter[str]) -> None:
+    """Deliver `history` up to `cut`, compare every read, deliver the rest, compare again;
+    count what it formed and what of the rules it reached."""
     run = Run(history)
-    cut = data.draw(st.integers(0, len(history.delivery)), label="cut")
     run.deliver(upto=cut)
     run.compare_reads("midway")
     run.deliver(start=cut)
     run.compare_reads("final")
     assert not run.problems, "\n".join([*run.problems[:12], history.describe()])
-    figures["histories"] += 1
     assert run.oracle is not None
     applied = [item for world in run.oracle.worlds.values() for item in world.applied]
+    figures["histories"] += 1
     figures["memories"] += sum(len(item.memories) for item in applied)
     if history.policy.memory.spreading.enabled:
         figures["spreading"] += 1
         figures["rumours"] += sum(item.rumours for item in applied)
     figures["reads"] += run.reads
     figures["messages"] += len(history.delivery)
+    figures.update({f"reached {what}": 1 for what in run.oracle.reached})
+
+
+@settings(max_examples=HISTORIES, **SETTINGS)
+@given(data=st.data())
+def compare_random_histories(figures: Counter[str], data: st.DataObject) -> None:
+    """One small random history, read midway and at the end by both."""
+    history = draw_history(DrawnChoices(data), SMALL_WORLDS)
+    compare(history, data.draw(st.integers(0, len(history.delivery)), label="cut"), figures)
 
 
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_every_read_equals_the_oracle() -> None:
     """On random histories that reach what the comparison is for: memories formed and read
-    back, messages delivered, and rumours spread where spreading is on."""
+    back, messages delivered, rumours spread where spreading is on, group exchanges, distortion
+    and ancestries of four timelines."""
     figures: Counter[str] = Counter()
     compare_random_histories(figures)
+    print(f"\n[oracle, small worlds] {dict(figures)}")
     histories = figures["histories"]
     assert histories >= HISTORIES, figures
     assert figures["spreading"] >= histories * SPREADING / 2, figures
@@ -72,6 +98,38 @@ def test_every_read_equals_the_oracle() -> None:
     assert figures["memories"] >= 2 * histories, figures
     assert figures["reads"] >= 10 * histories, figures
     assert figures["messages"] >= 3 * histories, figures
+    for what in ("group exchange", "distortion", "ancestry of 4 timelines"):
+        assert figures[f"reached {what}"] >= histories / 100, figures
+
+
+@settings(max_examples=CROWDS, **SETTINGS)
+@given(seed=st.integers(0, 2**32 - 1))
+def compare_crowded_worlds(figures: Counter[str], seed: int) -> None:
+    """One crowded world, from a seed (too large to draw choice by choice)."""
+    rng = random.Random(seed)
+    history = draw_history(SeededChoices(rng), CROWD)
+    compare(history, rng.randint(0, len(history.delivery)), figures)
+
+
+@pytest.mark.timeout(4 * 3600 if SOAK else 600)
+def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
+    """Long histories around one character: the read's 50/20/50 caps, a meeting's 3, a group's
+    limit and ancestries of four timelines are all reached, and still every read agrees."""
+    figures: Counter[str] = Counter()
+    compare_crowded_worlds(figures)
+    print(f"\n[oracle, crowded worlds] {dict(figures)}")
+    assert figures["histories"] >= CROWDS, figures
+    for what in (
+        "beliefs cap",
+        "recollections cap",
+        "relations cap",
+        "meeting cap",
+        "group exchange",
+        "group limit",
+        "ancestry of 4 timelines",
+        "distortion",
+    ):
+        assert figures[f"reached {what}"] >= 1, figures
 
 
 class DeliveryMachine(RuleBasedStateMachine):
@@ -88,7 +146,7 @@ class DeliveryMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @precondition(lambda self: self.run is None)
     def draw_world(self, data: st.DataObject) -> None:
-        self.run = Run(draw_history(data, max_events=10, spreading=SPREADING))
+        self.run = Run(draw_history(DrawnChoices(data), Shape(max_events=10, spreading=SPREADING)))
 
     @rule(count=st.integers(1, 3))
     @precondition(lambda self: self.run is not None)
@@ -124,13 +182,7 @@ def test_reads_agree_after_every_delivery_and_redelivery() -> None:
     examples = 400 if SOAK else 60
     run_state_machine_as_test(
         DeliveryMachine,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=20,
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        ),
+        settings=settings(max_examples=examples, stateful_step_count=20, **SETTINGS),
     )
     assert DeliveryMachine.figures["checks"] >= examples
     assert DeliveryMachine.figures["redeliveries"] >= examples / 4
@@ -149,4 +201,4 @@ def test_a_long_noisy_tavern_story_equals_the_oracle(seed: int) -> None:
     read = runtime_read(run.state, "default", f"tavern-{seed}-0", "reload", "npc-mara").model_dump(
         mode="json"
     )
-    assert len(read["recollections"]) == 20  # type: ignore[arg-type]
+    assert len(read["recollections"]) == 20

@@ -89,7 +89,7 @@ def wait_for_everything(
         return processed(got) >= wanted
 
     try:
-        read_topic(settings, settings.acks_topic, done, timeout)
+        read_topic(settings, settings.topics.acks, done, timeout)
     except TimeoutError:
         raise AssertionError(describe_missing(seen, wanted)) from None
 
@@ -164,7 +164,7 @@ def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
         try:
             half = len(lines) // 2
             send_events(settings, lines[:half])
-            read_topic(settings, settings.acks_topic, lambda got: len(got) >= half // 3, 120)
+            read_topic(settings, settings.topics.acks, lambda got: len(got) >= half // 3, 120)
             broker.restart()
             send_events(settings, lines[half:])
             wait_for_everything(settings, wanted, timeout=300)

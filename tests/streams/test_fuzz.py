@@ -116,11 +116,11 @@ def test_hostile_messages_are_all_accounted_for_and_the_stream_goes_on(
     send_events(settings, [*batch, *after])
     expected = replay_lines([*batch, *after]).outcomes
     total = sum(expected.values())
-    acks = read_topic(settings, settings.acks_topic, lambda got: len(got) >= total, timeout=120)
+    acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= total, timeout=120)
     assert Counter(a["outcome"] for a in acks) == expected
     assert {a["seq"] for a in acks if a["world_instance_id"] == "w-after"} == {1, 2, 3}
     letters = read_topic(
-        settings, settings.deadletter_topic, lambda got: len(got) >= expected["rejected"], 60
+        settings, settings.topics.deadletter, lambda got: len(got) >= expected["rejected"], 60
     )
     assert len(letters) == expected["rejected"]
     FIGURES["messages"] += len(batch)
@@ -211,7 +211,7 @@ def test_the_read_never_answers_500(
     send_events(settings, lines)
     read_topic(
         settings,
-        settings.acks_topic,
+        settings.topics.acks,
         lambda got: sum(a["world_instance_id"] == "tavern-fuzz" for a in got) >= len(lines),
         120,
     )

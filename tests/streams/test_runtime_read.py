@@ -51,7 +51,7 @@ def rumourmill(*args: str) -> str:
 
 
 def wait_for_acks(settings: Settings, count: int) -> None:
-    read_topic(settings, settings.acks_topic, lambda got: len(got) >= count, timeout=120)
+    read_topic(settings, settings.topics.acks, lambda got: len(got) >= count, timeout=120)
 
 
 @pytest.fixture
@@ -148,9 +148,6 @@ def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_pat
         WorkerProcess(second, tmp_path / "two.log").start(),
     ]
     try:
-        # publish once the first worker has taken its share after the second joined: Faust can
-        # leave a partition unfetched when its first events arrive mid-rebalance (README)
-        workers[0].wait_until_ready(rebalances=2)
         send_events(first, stream)
         wait_for_acks(first, len(stream))
         for world in worlds:
@@ -209,7 +206,7 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
     # a producer that bypasses the command: the worker refuses it and keeps the last valid one
     invalid = b'{"memory": {"persistent": {"characters": "npc-mara"}}}'
     key = policy_key("default", "save-1")
-    asyncio.run(send_one(settings.bootstrap, settings.policies_topic, key, invalid))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, invalid))
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:

@@ -19,10 +19,16 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
+from projections.delivery import SourceMessage
+from projections.policy import resolve
+from projections.projector import Projector
 from projections.provenance import provenance
+from projections.recall import RecallQuery, recall
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas.memory import ReadModel
+from schemas.policy import Policy
+from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
@@ -30,6 +36,8 @@ from tests.reads import answer
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
+DECISION = READ.replace("npc-mara?", "npc-mara/decision?after_seq=2&")
 
 
 @dataclass
@@ -41,6 +49,10 @@ class MemoryReads:
     waiting_for: tuple[str, ...] = ()
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
+    recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+
+    def policy_of(self, tenant_id: str, world_id: str) -> Policy:
+        return Policy()
 
     def readiness(self) -> Readiness:
         return Readiness(self.waiting_for, rebalances=1)
@@ -83,6 +95,8 @@ def test_every_route_is_served() -> None:
         "/ready",
         "/v2/memory/runtime/npcs/{npc_id}",
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
+        "/v2/memory/runtime/npcs/{npc_id}/recall",
+        "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
     }
@@ -102,6 +116,25 @@ def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> 
         (200, json_of(provenance(STATE, "default", "save-1", "main", "npc-tomas", belief))),
     ]
     assert reads.worlds_asked == ["save-1", "save-1"]
+
+
+def test_recall_serves_what_the_projector_and_index_find() -> None:
+    expected = recall(
+        STATE,
+        SqliteRecallIndex(),
+        "default",
+        "save-1",
+        "main",
+        "npc-mara",
+        RecallQuery("son", ("npc-drunk-sailor",), 5),
+        Policy(),
+    )
+    [(status, body)] = serve(MemoryReads(STATE), (RECALL + "&cues=npc-drunk-sailor&limit=5", {}))
+    assert (status, body) == (200, json_of(expected))
+    assert len(body["memories"]) == 2
+    [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
+    assert status == 200
+    assert [m["seq"] for m in body["knowledge"]] == [2]
 
 
 def test_timeline_and_digest_reads() -> None:
@@ -125,6 +158,24 @@ def test_timeline_and_digest_reads() -> None:
         (READ.replace("main", "nowhere"), 404, "never received events"),
         (READ.replace("npc-mara", "npc-ghost"), 404, "nothing is known"),
         ("/v2/timelines/nowhere?world_instance_id=save-1", 404, "never received events"),
+        (READ + "&as_of_seq=0", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=two", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=-1", 400, "'as_of_seq' must be a positive integer"),
+        (READ + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
+        (RECALL.replace("q=son", "q="), 400, "'q' must not be empty"),
+        (RECALL.replace("q=son&", ""), 400, "'q' is required"),
+        (RECALL.replace("son", "x" * 1001), 400, "at most 1000 characters"),
+        (RECALL + "&cues=npc-nobody", 400, "unknown cue 'npc-nobody'"),
+        (RECALL + "&limit=0", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=51", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&as_of_seq=9", 400, "beyond the processed_seq 5"),
+        (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
+        (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
+        (DECISION.replace("after_seq=2", "after_seq=x"), 400, "'after_seq' must be a positive"),
+        (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
+        (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
+        (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
@@ -162,3 +213,46 @@ def test_ready_says_what_the_worker_still_waits_for() -> None:
         (200, {"status": "ready", "rebalances": 1}),
         (200, {"status": "ok"}),
     ]
+
+
+def test_a_runtime_read_changes_as_soon_as_an_event_moves_what_it_reads() -> None:
+    """Reads are cached by position: an event on the timeline, or a persistent memory formed
+    on another timeline, must change the next answer (the cache never serves a stale mind)."""
+    policy = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    projector = Projector(policies=lambda tenant, world: policy)
+    lines = TAVERN.splitlines()
+    state = replay_lines(lines, projector).state
+    told = {"key": "loreweaver.conversation.told", "actor": "npc-tomas", "target": "npc-mara"}
+    later = [
+        {"timeline_id": "reload", "seq": 4, "payload": {"content": "The locket is fake"}},
+        {"timeline_id": "main", "seq": 6, "payload": {"content": "The cellar is flooded"}},
+    ]
+
+    async def run() -> list[tuple[Any, Any]]:
+        app = faust.App("web-test", autodiscover=False)
+        register_views(app, MemoryReads(state))
+        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        await client.start_server()
+        try:
+            answers = []
+            for offset, fields in enumerate([None, *later], start=len(lines)):
+                if fields is not None:
+                    event = {"world_instance_id": "save-1", **told, **fields}
+                    raw = orjson.dumps(event)
+                    projector.receive(state, SourceMessage("replay", 0, offset, b"save-1", raw))
+                for _ in range(2):
+                    reply = await client.get(READ)
+                    assert reply.status == 200
+                    fresh = runtime_read(state, "default", "save-1", "main", "npc-mara")
+                    answers.append((orjson.loads(await reply.read()), answer(fresh)))
+            return answers
+        finally:
+            await client.close()
+
+    answers = asyncio.run(run())
+    assert all(served == fresh for served, fresh in answers)
+    minds = [served for served, _ in answers[::2]]
+    contents = [{belief["content"] for belief in mind["beliefs"]} for mind in minds]
+    assert "The locket is fake" not in str(contents[0])
+    assert "The locket is fake" in str(contents[1])  # formed on the reload, persistent: seen here
+    assert minds[2]["processed_seq"] == 6 and "The cellar is flooded" in str(contents[2])

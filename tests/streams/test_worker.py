@@ -38,7 +38,7 @@ def acks_for(settings: Settings, world: str, count: int) -> list[dict[str, Any]]
     def of_world(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [ack for ack in messages if ack["world_instance_id"] == world]
 
-    messages = read_topic(settings, settings.acks_topic, lambda got: len(of_world(got)) >= count)
+    messages = read_topic(settings, settings.topics.acks, lambda got: len(of_world(got)) >= count)
     return of_world(messages)[:count]
 
 
@@ -96,7 +96,7 @@ def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
     ]
     send_events(settings, [*bad, event("w-bad", 1), event("w-bad", 2)])
 
-    letters = read_topic(settings, settings.deadletter_topic, lambda got: len(got) >= len(bad))
+    letters = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= len(bad))
     assert sorted(base64.b64decode(letter["value_base64"]) for letter in letters) == sorted(bad)
     reasons = {base64.b64decode(letter["value_base64"]): letter["reason"] for letter in letters}
     assert reasons[bad[0]].startswith("not valid JSON")
@@ -107,7 +107,7 @@ def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
     assert "seq: Input should be greater than or equal to 1" in reasons[bad[5]]
     assert reasons[bad[6]] == "unknown branch parent 'nowhere'"
     assert "over the limit" in reasons[bad[7]]
-    assert all(letter["topic"] == settings.events_topic for letter in letters)
+    assert all(letter["topic"] == settings.topics.events for letter in letters)
     assert all(letter["offset"] >= 0 and letter["partition"] >= 0 for letter in letters)
     log = [json.loads(line) for line in worker.log_path.read_text().splitlines()]
     logged = {
@@ -119,7 +119,7 @@ def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
         (letter["partition"], letter["offset"], letter["reason"]) for letter in letters
     }
 
-    acks = read_topic(settings, settings.acks_topic, lambda got: len(got) >= len(bad) + 2)
+    acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(bad) + 2)
     assert sum(ack["outcome"] == "rejected" for ack in acks) == len(bad)
     good = [a for a in acks if a["world_instance_id"] == "w-bad" and a["outcome"] == "processed"]
     assert [a["seq"] for a in good] == [1, 2]
@@ -200,14 +200,14 @@ def test_sigkill_mid_stream_applies_every_event_exactly_once(
     try:
         send_events(settings, lines)
         before_kill = read_topic(
-            settings, settings.acks_topic, lambda got: len(got) >= 1500, timeout=120
+            settings, settings.topics.acks, lambda got: len(got) >= 1500, timeout=120
         )
         worker.kill()
         assert len(processed(before_kill)) < len(every_event), "the kill came after the stream"
         worker.start()
         after = read_topic(
             settings,
-            settings.acks_topic,
+            settings.topics.acks,
             lambda got: processed(got) >= every_event,
             timeout=300,
         )

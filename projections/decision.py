@@ -1,0 +1,132 @@
+"""Memory in a decision (section 10): what a character may bring to answering one event.
+
+The event at `after_seq` names the player and the character who answers. The character's
+knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
+important about the player, then about the place (the event's, else where the character is),
+then the best recall for the event's words.
+The prompt labels them as what the character knows, which may be wrong, says they know nothing
+beyond it, and gives the referee's verdict. It is made of memories alone: the world record
+never reaches it. No model is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from projections.catalogue import StoredDeclarations, display_name
+from projections.event_log import EventAt, event_at
+from projections.memory_store import MemoryKeys
+from projections.recall import (
+    READ_FIELDS,
+    SEARCH_DEPTH,
+    RecallIndex,
+    held_candidates,
+    search_and_choose,
+    search_scope,
+)
+from projections.recall_choice import Candidate
+from projections.runtime_read import BadRead, NotFound, timeline_view
+from projections.state import StateTransaction
+from projections.story_clock import story_now
+from projections.timelines import Ancestry
+from projections.whereabouts import location_of
+from schemas.memory import BeliefRead, DecisionRead, Memory, Verdict
+from schemas.policy import Policy
+
+MAX_KNOWLEDGE = 10
+
+
+def decision(
+    tx: StateTransaction,
+    index: RecallIndex,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    after_seq: int,
+    player_id: str | None,
+    policy: Policy,
+) -> DecisionRead:
+    """The decision context of `npc_id` answering the event at `after_seq`."""
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
+    event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
+    if event is None:
+        raise BadRead(f"after_seq {after_seq} names no event on timeline {timeline_id!r}")
+    player = the_player(event, player_id, after_seq)
+    if npc_id not in (event.target, event.actor):
+        raise NotFound(f"the event at {after_seq} is neither by nor to {npc_id!r}")
+    index.catch_up(tx, keys)
+    scope = search_scope(keys, ancestry, npc_id)
+    now = story_now(tx, tenant_id, world_id, ancestry)
+    knowledge: list[Memory] = []
+    place = event.location or location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    for entity in (player, place):
+        if entity is not None:
+            found = index.by_cues(scope, [entity], SEARCH_DEPTH)
+            scored = [(belief_id, 0.0) for belief_id in found]
+            held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
+            knowledge += most_important(held, knowledge)
+    words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
+    chosen, _ = search_and_choose(tx, index, keys, scope, words, [], MAX_KNOWLEDGE, policy)
+    knowledge += [one.memory for one in chosen if one.memory.belief_id not in ids(knowledge)]
+    knowledge = knowledge[:MAX_KNOWLEDGE]
+    verdict: Verdict | None = None  # the referee (section 11) fills it
+    return DecisionRead(
+        knowledge=[memory_read(memory) for memory in knowledge],
+        verdict=verdict,
+        prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, verdict),
+    )
+
+
+def the_player(event: EventAt, player_id: str | None, after_seq: int) -> str:
+    """The player the decision answers: the event's only one, or the one named among them."""
+    if player_id is not None:
+        if player_id not in event.players:
+            raise BadRead(f"player_id {player_id!r} is not a player of the event at {after_seq}")
+        return player_id
+    if len(event.players) != 1:
+        raise BadRead(
+            f"the event at {after_seq} names {len(event.players)} players: name one with player_id"
+        )
+    return event.players[0]
+
+
+def ids(memories: Sequence[Memory]) -> set[str]:
+    return {memory.belief_id for memory in memories}
+
+
+def most_important(candidates: Sequence[Candidate], taken: Sequence[Memory]) -> list[Memory]:
+    """The candidates not forgotten nor taken already, most important (then newest) first."""
+    seen = ids(taken)
+    kept = [
+        candidate.memory
+        for candidate in candidates
+        if candidate.retention.state != "forgotten" and candidate.memory.belief_id not in seen
+    ]
+    return sorted(kept, key=lambda memory: (-memory.importance, -memory.seq, memory.belief_id))
+
+
+def memory_read(memory: Memory) -> BeliefRead:
+    """A memory's read fields alone."""
+    return BeliefRead.model_validate(memory.model_dump(include=READ_FIELDS))
+
+
+def decision_prompt(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    npc_id: str,
+    player_id: str,
+    knowledge: Sequence[Memory],
+    verdict: Verdict | None,
+) -> str:
+    """The prompt text: memory contents only, labelled as possibly wrong, nothing beyond."""
+    declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
+    name = display_name(npc_id, declarations)
+    player = display_name(player_id, declarations)
+    lines = [f"What {name} knows (from memory; any of it may be wrong):"]
+    lines += [f"- {memory.content}" for memory in knowledge] or ["- nothing"]
+    lines.append(f"{name} knows nothing beyond this.")
+    judged = "none" if verdict is None else verdict
+    lines.append(f"The referee's verdict on what {player} just said: {judged}.")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Recall (section 9): what a character remembers about a query, as they hold it now.
+
+1. Search the character's memories the timeline sees three ways: by cues (the entity ids asked
+   for, plus the entities whose declared names the query mentions, against each memory's
+   `about`), by words (a full-text engine over `content`), by meaning (embedding cosine).
+2. Fuse the rankings (`projections.recall_fusion`) and keep over_retrieve x limit candidates.
+3. Apply retention with the timeline's story "now" and its recalls (`projections.reinforcement`),
+   then choose and order (`projections.recall_choice`).
+
+The searches run over a `RecallIndex`: derived, rebuildable local state that the worker (and an
+in-process replay) keeps beside the projections, caught up from the memory log before each
+search. This module decides what is asked of it and what is made of the answers; it never
+writes projection state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from projections.catalogue import StoredDeclarations
+from projections.divergence import diverging
+from projections.memory_store import MemoryKeys, load_memory
+from projections.recall_choice import Candidate, Chosen, choose
+from projections.recall_fusion import Search, candidate_count, fuse
+from projections.reinforcement import held_now
+from projections.runtime_read import BadRead, NotFound, timeline_view
+from projections.state import StateTransaction
+from projections.story_clock import story_now
+from projections.timelines import Ancestry
+from schemas.memory import BeliefRead, RecalledMemory, RecallRead, SearchCounts
+from schemas.policy import Policy
+
+MAX_QUERY_CHARACTERS = 1000
+MAX_LIMIT = 50
+DEFAULT_LIMIT = 10
+SEARCH_DEPTH = 60
+"""Each search hands at most this many memories to fusion (the candidate cap)."""
+MAX_WORDS = 32
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Whose memories a search may return: one character's, as one timeline sees them."""
+
+    tenant_id: str
+    world_id: str
+    character: str
+    ancestry: Ancestry
+    persistent_upto: int
+
+    def sees(self, timeline_id: str, seq: int, persistent: bool) -> bool:
+        """Whether a memory formed at (timeline, seq) is visible here (a child never sees its
+        parent's future; persistent memories are seen from every timeline)."""
+        if persistent:
+            return seq <= self.persistent_upto
+        return any(s.timeline_id == timeline_id and seq <= s.upto_seq for s in self.ancestry)
+
+
+class RecallIndex(Protocol):
+    """The searches recall runs, over derived state rebuilt from the memory log."""
+
+    def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        """Take in every memory of the world formed since the index last looked."""
+
+    def holds_any(self, scope: SearchScope) -> bool:
+        """Whether the character has any memory in scope."""
+
+    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
+        """Whether any memory in scope is about `entity_id`."""
+
+    def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
+        """Belief ids about the most cues first (then newest)."""
+
+    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
+        """Belief ids whose content matches any word, best match first."""
+
+    def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
+        """Belief ids by cosine with `text`, best first, none below 0.3; None when the
+        vector search cannot run (no embedder, or none of the world's model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """What a recall asks: the text, entity ids to cue on, how many memories at most."""
+
+    text: str
+    cues: tuple[str, ...] = ()
+    limit: int = DEFAULT_LIMIT
+
+    def check(self) -> None:
+        """BadRead for a query recall cannot take."""
+        if not self.text.strip():
+            raise BadRead("'q' must not be empty")
+        if len(self.text) > MAX_QUERY_CHARACTERS:
+            raise BadRead(f"'q' must be at most {MAX_QUERY_CHARACTERS} characters")
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a query, lower case, each once, in order (at most `MAX_WORDS`)."""
+    words = list(dict.fromkeys(word.casefold() for word in _WORD.findall(text)))
+    return words[:MAX_WORDS]
+
+
+def named_in(text: str, names: Mapping[str, str]) -> list[str]:
+    """The entity ids whose name (`names`: id -> declared name) the text mentions as words."""
+    spoken = f" {' '.join(query_words(text))} "
+    found = []
+    for entity_id, name in sorted(names.items()):
+        words = query_words(name)
+        if words and f" {' '.join(words)} " in spoken:
+            found.append(entity_id)
+    return found
+
+
+def search_scope(keys: MemoryKeys, ancestry: Ancestry, character: str) -> SearchScope:
+    return SearchScope(keys.tenant_id, keys.world_id, character, ancestry, keys.persistent_upto)
+
+
+def recall(
+    tx: StateTransaction,
+    index: RecallIndex,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    query: RecallQuery,
+    policy: Policy,
+    as_of_seq: int | None = None,
+) -> RecallRead:
+    """What `npc_id` recalls for `query` on the timeline (as of a position)."""
+    query.check()
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
+    index.catch_up(tx, keys)
+    scope = search_scope(keys, ancestry, npc_id)
+    if not index.holds_any(scope):
+        raise NotFound(f"{npc_id!r} remembers nothing on timeline {timeline_id!r}")
+    declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
+    for cue in query.cues:
+        if cue not in declared and not index.mentions(scope, cue):
+            raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
+    names = {entity: d.name for entity, d in declared.items() if d.name is not None}
+    cues = list(dict.fromkeys([*query.cues, *named_in(query.text, names)]))
+    chosen, searched = search_and_choose(
+        tx, index, keys, scope, query.text, cues, query.limit, policy
+    )
+    return RecallRead(memories=[recalled(one) for one in chosen], searched=searched)
+
+
+def search_and_choose(
+    tx: StateTransaction,
+    index: RecallIndex,
+    keys: MemoryKeys,
+    scope: SearchScope,
+    text: str,
+    cues: Sequence[str],
+    limit: int,
+    policy: Policy,
+) -> tuple[list[Chosen], SearchCounts]:
+    """Steps 1 to 5 for a caught-up index: the chosen memories, and what each search found."""
+    rankings: dict[Search, list[str]] = {
+        "cues": index.by_cues(scope, cues, SEARCH_DEPTH) if cues else [],
+        "words": index.by_words(scope, query_words(text), SEARCH_DEPTH),
+        "vectors": index.by_meaning(scope, text, SEARCH_DEPTH) or [],
+    }
+    fused = fuse(rankings)[: candidate_count(limit, policy.memory.recall.over_retrieve)]
+    now = story_now(tx, keys.tenant_id, keys.world_id, scope.ancestry)
+    candidates = held_candidates(tx, keys, scope.ancestry, scope.character, fused, now, policy)
+    searched = SearchCounts(
+        cues=len(rankings["cues"]), words=len(rankings["words"]), vectors=len(rankings["vectors"])
+    )
+    return choose(candidates, now, limit, policy), searched
+
+
+def held_candidates(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    character: str,
+    fused: Sequence[tuple[str, float]],
+    now: int | None,
+    policy: Policy,
+) -> list[Candidate]:
+    """The fused candidates as the character holds them at `now` (forgotten ones included:
+    the choice leaves them out), `diverging` judged on this timeline."""
+    candidates = []
+    for belief_id, score in fused:
+        memory = load_memory(tx, keys, character, belief_id)
+        if memory is None:
+            continue
+        judged = diverging(tx, keys.tenant_id, keys.world_id, ancestry, memory)
+        if judged != memory.diverging:
+            memory = memory.model_copy(update={"diverging": judged})
+        held = held_now(tx, keys, ancestry, memory, now, policy)
+        candidates.append(Candidate(held.memory or memory, held.retention, score))
+    return candidates
+
+
+READ_FIELDS = set(BeliefRead.model_fields)
+"""The fields of a memory a read shows."""
+
+
+def recalled(chosen: Chosen) -> RecalledMemory:
+    """A chosen memory as recall answers it."""
+    return RecalledMemory.model_validate(
+        {
+            **chosen.memory.model_dump(include=READ_FIELDS),
+            "retention": round(chosen.retention, 4),
+            "score": chosen.score,
+        }
+    )

@@ -1,0 +1,34 @@
+"""Reciprocal-rank fusion of recall's searches (section 9, step 2).
+
+Each search ranks what it found, best first. A memory's fused score is the sum, over the
+searches that found it, of the search's weight / (`RANK_OFFSET` + its rank): cues 1, words 1,
+vectors 1.5. Only ranks count, so searches with incomparable scores (a cue match, bm25, a
+cosine) combine fairly, and a memory several searches agree on rises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+Search = Literal["cues", "words", "vectors"]
+
+SEARCH_WEIGHTS: Mapping[Search, float] = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
+RANK_OFFSET = 60
+"""The usual constant of reciprocal-rank fusion: it keeps one first place from outweighing
+agreement further down."""
+
+
+def fuse(rankings: Mapping[Search, Sequence[str]]) -> list[tuple[str, float]]:
+    """Every id any search found, with its fused score, best first (ties by id)."""
+    scores: dict[str, float] = {}
+    for search, ranked in rankings.items():
+        weight = SEARCH_WEIGHTS[search]
+        for rank, found in enumerate(ranked, start=1):
+            scores[found] = scores.get(found, 0.0) + weight / (RANK_OFFSET + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def candidate_count(limit: int, over_retrieve: int, cap: int = 60) -> int:
+    """How many fused candidates go on to the choice: over_retrieve x limit, at most `cap`."""
+    return min(cap, over_retrieve * limit)

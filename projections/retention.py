@@ -1,0 +1,111 @@
+"""Retention: how much of a memory a character still holds, measured in story time (section 8).
+
+    retention = 0.5 ^ (elapsed story days / half-life)
+
+- The clock runs from the memory's story time, or from its latest reinforcement (a
+  `loreweaver.memory.recalled` event naming it), up to the timeline's story "now".
+- Half-life: `half_life_days` x `step_factor` ^ (importance step - 1), x `belief_factor` for
+  beliefs (kinds `knowledge`, `impression`), x `reinforcement_factor` per reinforcement, x a
+  variation in [`variation_low`, `variation_high`] drawn from the `belief_id`, so memories do not
+  all fade in step and a replay fades them exactly alike.
+- Vivid from `vivid_from`; faded below it, held as retold (the statement stays, the detail goes)
+  with confidence x retention; forgotten below `forgotten_below`. From importance step
+  `never_forgotten_step` on, a memory never falls below faded.
+- With `memory.flaky` off nothing fades: retention is 1.
+
+A memory or a timeline without story time has no clock, so it does not fade. Reads never
+write: reinforcement comes only through the stream, and is handed in here as story times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from projections.wording import retell
+from schemas.memory import Memory, MemoryKind
+from schemas.policy import Policy
+
+IMPORTANCE_STEPS = 5
+"""Importance 0..1 is read on a scale of five steps (seed 000's "importance 5")."""
+
+BELIEF_KINDS: frozenset[MemoryKind] = frozenset({"knowledge", "impression"})
+MINUTES_PER_DAY = 24 * 60
+VARIATION_SALT = b"retention"
+
+State = Literal["vivid", "faded", "forgotten"]
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much of a memory is held (0 to 1) and what that makes of it."""
+
+    value: float
+    state: State
+
+
+EXACT = Retention(1.0, "vivid")
+
+
+def importance_step(importance: float) -> int:
+    """The step 1..5 of an importance 0..1: `max(1, ceil(importance * 5))`.
+
+    Rounded first so that float noise (0.6000000000000001) does not climb a step.
+    """
+    return max(1, math.ceil(round(importance * IMPORTANCE_STEPS, 9)))
+
+
+def variation(belief_id: str, policy: Policy) -> float:
+    """The memory's own half-life factor in [low, high]: a stable hash of its id, never random."""
+    digest = hashlib.blake2b(belief_id.encode(), digest_size=8, person=VARIATION_SALT).digest()
+    share = int.from_bytes(digest, "big") / (2**64 - 1)
+    rules = policy.memory.retention
+    return rules.variation_low + (rules.variation_high - rules.variation_low) * share
+
+
+def half_life_days(memory: Memory, reinforcements: int, policy: Policy) -> float:
+    """How many story days the memory takes to fall to half, after `reinforcements` recalls."""
+    rules = policy.memory.retention
+    days = rules.half_life_days * rules.step_factor ** (importance_step(memory.importance) - 1)
+    if memory.kind in BELIEF_KINDS:
+        days *= rules.belief_factor
+    return days * rules.reinforcement_factor**reinforcements * variation(memory.belief_id, policy)
+
+
+def retention(
+    memory: Memory, now: int | None, reinforced_at: Sequence[int], policy: Policy
+) -> Retention:
+    """How much of `memory` its character holds at story minute `now`.
+
+    `reinforced_at`: the story minutes of the recalls that named it, up to `now`.
+    """
+    if not policy.memory.flaky or memory.story_minutes is None or now is None:
+        return EXACT
+    rules = policy.memory.retention
+    clock_start = max([memory.story_minutes, *reinforced_at])
+    elapsed_days = max(0, now - clock_start) / MINUTES_PER_DAY
+    value = 0.5 ** (elapsed_days / half_life_days(memory, len(reinforced_at), policy))
+    floor_step = rules.never_forgotten_step
+    if floor_step is not None and importance_step(memory.importance) >= floor_step:
+        value = max(value, rules.forgotten_below)
+    if value >= rules.vivid_from:
+        return Retention(value, "vivid")
+    return Retention(value, "faded" if value >= rules.forgotten_below else "forgotten")
+
+
+def as_held(memory: Memory, held: Retention) -> Memory | None:
+    """The memory as its character now holds it: whole when vivid, retold and less sure when
+    faded (the statement stays, the detail goes; confidence x retention), None when forgotten."""
+    if held.state == "vivid":
+        return memory
+    if held.state == "forgotten":
+        return None
+    return memory.model_copy(
+        update={
+            "content": retell(memory.content),
+            "confidence": round(memory.confidence * held.value, 2),
+        }
+    )

@@ -1,0 +1,59 @@
+"""The embedding agent: vectors for recall, made from the stream beside the ingest path.
+
+It follows the acks topic (keyed by world like the events, so each worker hears of its own
+worlds): for each batch of acks it catches the recall index up on those worlds and embeds the
+memories that have no vector of their current content yet. The ingest agent never waits for
+it; until a memory has its vector, cues and words still find it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+from projections.memory_store import memory_keys
+from projections.state import StateTransaction
+from streams.embedding import Embedder
+from streams.logs import logger
+from streams.recall_index import SqliteRecallIndex, embed_pending
+
+log = logger("embedding")
+
+BATCH = 500
+BATCH_SECONDS = 1.0
+
+
+class Embeds(Protocol):
+    """What the agent needs of a worker."""
+
+    @property
+    def recall_index(self) -> SqliteRecallIndex: ...
+
+    def read_transaction(self, world_id: str) -> StateTransaction: ...
+
+
+def embedding_agent(
+    worker: Embeds, embedder: Callable[[], Embedder]
+) -> Callable[[Any], Awaitable[None]]:
+    """The agent body; `embedder` is made on the first ack (loading a model takes a while)."""
+
+    async def embed_memories(stream: Any) -> None:
+        batches: AsyncIterator[list[Any]] = stream.take(BATCH, within=BATCH_SECONDS)
+        async for acks in batches:
+            worlds = {
+                (ack["tenant_id"], ack["world_instance_id"])
+                for ack in acks
+                if isinstance(ack, dict) and ack.get("tenant_id") and ack.get("world_instance_id")
+            }
+            index = worker.recall_index
+            if worlds and index.embedder is None:
+                index.embedder = embedder()
+            for tenant, world in sorted(worlds):
+                tx = worker.read_transaction(world)
+                index.catch_up(tx, memory_keys(tx, tenant, world))
+                assert index.embedder is not None
+                stored = embed_pending(index, index.embedder, tenant, world)
+                if stored:
+                    log.debug("embedded %d memory(ies) of world %r", stored, world)
+
+    return embed_memories

@@ -1,0 +1,111 @@
+"""The Kafka transport the worker runs on: Faust's aiokafka driver without stranded events.
+
+Faust (faust-streaming #629) can drop records it fetched while a rebalance pauses partitions,
+and then move on past them:
+- the consumer thread filters fetched records by the live set of active partitions, which a
+  rebalance empties in place, and an empty filter hands over every partition's records;
+- records fetched while the flow is stopped, or for a partition paused meanwhile, are dropped,
+  although the fetch position has moved past them;
+- after a rebalance Faust rewinds stream partitions to their committed offsets, which leaves a
+  partition that never had an offset committed where the dropped records left it, and its
+  first commit then jumps over the hole for good.
+`RewindingConsumer` hands the thread a copy of the active partitions, seeks dropped records
+back, and rewinds never-committed stream partitions to their log start, keeping them paused
+until then. Redelivery is harmless: the projector recognises what it already took in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+from typing import Any, ClassVar
+
+import aiokafka
+from faust.transport import drivers
+from faust.transport.consumer import RecordMap
+from faust.transport.drivers import aiokafka as aiokafka_driver
+from faust.types import TP, ConsumerT
+
+SCHEME = "rumourmill"
+"""The broker URL scheme that selects this transport (`rumourmill://host:port`)."""
+
+drivers.TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
+
+
+class RewindingConsumer(aiokafka_driver.Consumer):
+    """Faust's aiokafka consumer that never moves past a record it did not deliver."""
+
+    held: set[TP]
+    """Stream partitions resumed by recovery, kept paused until `perform_seek` rewound them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held = set()
+
+    async def _getmany(self, active_partitions: Set[TP] | None, timeout: float) -> RecordMap:
+        wanted = None if active_partitions is None else set(active_partitions)
+        records = await super()._getmany(wanted, timeout)
+        active = self._get_active_partitions()
+        dropped = {
+            tp: batch
+            for tp, batch in records.items()
+            if batch and (not self.flow_active or tp not in active)
+        }
+        if dropped:
+            await self._thread.call_thread(
+                _seek_back,
+                self._thread._ensure_consumer(),
+                {tp: (batch[0].offset, batch[-1].offset) for tp, batch in dropped.items()},
+            )
+        return {tp: batch for tp, batch in records.items() if tp not in dropped}
+
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        """Resume changelog partitions now, stream partitions once `perform_seek` placed them.
+
+        Recovery resumes stream partitions right before it calls `perform_seek`, and the flow is
+        already running: without holding them back, a fetch could read from the stale position.
+        """
+        tps = set(tps)
+        streams = {tp for tp in tps if not self._is_changelog_tp(tp)}
+        self.held |= streams
+        super().resume_partitions(tps - streams)
+
+    async def perform_seek(self) -> None:
+        """Seek stream partitions to their committed offsets, never-committed ones to the start."""
+        committed = await self.seek_to_committed()
+        self._read_offset.update(
+            {
+                tp: offset if offset is not None and offset >= 0 else None
+                for tp, offset in committed.items()
+            }
+        )
+        self._committed_offset.update(
+            {tp: offset or None for tp, offset in committed.items() if offset is not None}
+        )
+        never = {
+            tp for tp, offset in committed.items() if not offset and not self._is_changelog_tp(tp)
+        }
+        if never:
+            earliest = await self.earliest_offsets(*never)
+            await self.seek_wait({tp: earliest.get(tp) or 0 for tp in never})
+        held, self.held = self.held, set()
+        super().resume_partitions(held & self.assignment())
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        self.held -= revoked
+        await super().on_partitions_revoked(set(revoked))
+
+
+async def _seek_back(
+    consumer: aiokafka.AIOKafkaConsumer, spans: Mapping[TP, tuple[int, int]]
+) -> None:
+    """Put dropped records back: seek to the first, unless a seek moved the position since."""
+    assigned = consumer.assignment()
+    for tp, (first, last) in spans.items():
+        if tp in assigned and first <= await consumer.position(tp) <= last + 1:
+            consumer.seek(tp, first)
+
+
+class Transport(aiokafka_driver.Transport):
+    """Faust's aiokafka transport with `RewindingConsumer`."""
+
+    Consumer: ClassVar[type[ConsumerT]] = RewindingConsumer

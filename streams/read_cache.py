@@ -1,0 +1,57 @@
+"""Encoded reads kept by what they were computed from, so a game polling a mind pays once.
+
+A character's runtime read cannot change until something it folds moves: its timeline, an
+ancestor up to the branch point, or the world's persistent scope
+(`projections.runtime_read.read_position`). An answer is kept with that position and served
+again only while the position is the same, so a new event is never hidden by the cache. One
+answer per character and timeline is kept, the least recently read make room first, and the
+encoded bytes held stay under a bound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+
+ENTRY_OVERHEAD = 200
+"""Bytes counted per entry beyond its body: its key, its position and the dict slot."""
+
+
+class ReadCache:
+    """Encoded answers by (what was asked, the position it was answered at), bounded in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
+        self._answers: OrderedDict[Hashable, tuple[bytes, bytes]] = OrderedDict()
+
+    def get(self, asked: Hashable, position: bytes) -> bytes | None:
+        """The answer kept for `asked` if it was computed at `position`, else None."""
+        found = self._answers.get(asked)
+        if found is None or found[0] != position:
+            return None
+        self._answers.move_to_end(asked)
+        return found[1]
+
+    def put(self, asked: Hashable, position: bytes, body: bytes) -> None:
+        """Keep `body` as the answer to `asked` at `position`, replacing an older one."""
+        self._forget(asked)
+        size = _size(position, body)
+        if size > self.max_bytes:
+            return
+        while self.held_bytes + size > self.max_bytes:
+            self._forget(next(iter(self._answers)))
+        self._answers[asked] = (position, body)
+        self.held_bytes += size
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def _forget(self, asked: Hashable) -> None:
+        found = self._answers.pop(asked, None)
+        if found is not None:
+            self.held_bytes -= _size(*found)
+
+
+def _size(position: bytes, body: bytes) -> int:
+    return len(position) + len(body) + ENTRY_OVERHEAD

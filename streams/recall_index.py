@@ -1,0 +1,324 @@
+"""The recall index: SQLite FTS5 words, entity cues and embedding vectors, local to a worker.
+
+It is derived state: everything in it is rebuilt from the projections (the memory log says
+what was formed where), so it is kept in memory and never in the changelog; a worker that takes
+a world over, or starts again, catches up from position 0. Each search is cut to what one
+timeline sees (`projections.recall.SearchScope`): a child never finds its parent's future,
+persistent memories are found from every timeline.
+
+Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
+or a test), keyed by the memory and a hash of its content: changed content needs a new vector.
+A world's first vectors fix its model and dimension; later vectors of another are refused,
+counted and logged, and cues and words go on finding those memories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from projections import timelines
+from projections.memory_store import MemoryKeys, formed_between
+from projections.recall import SearchScope
+from projections.state import StateTransaction
+from schemas.memory import Memory
+from streams.embedding import Embedder, Vectors
+from streams.logs import logger
+
+log = logger("recall")
+
+MIN_COSINE = 0.3
+"""Below this similarity a vector contributes nothing (seed 000, "Recall pipeline")."""
+
+_SCHEMA = """
+CREATE TABLE items(
+    id INTEGER PRIMARY KEY,
+    tenant TEXT, world TEXT, character TEXT, belief_id TEXT,
+    timeline_id TEXT, seq INTEGER, persistent INTEGER, content TEXT, content_hash TEXT,
+    UNIQUE(tenant, world, character, belief_id));
+CREATE TABLE abouts(item INTEGER, entity TEXT);
+CREATE INDEX abouts_by_entity ON abouts(entity, item);
+CREATE VIRTUAL TABLE words USING fts5(content, tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
+    PRIMARY KEY(tenant, world, timeline_id));
+CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
+    PRIMARY KEY(tenant, world));
+CREATE TABLE vectors(item INTEGER PRIMARY KEY, content_hash TEXT, vector BLOB);
+"""
+
+
+def content_hash(content: str) -> str:
+    return hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class _CharacterVectors:
+    """One character's vectors as one matrix, rebuilt when a vector is added."""
+
+    items: list[tuple[str, str, int, bool]]
+    """belief id, timeline, seq, persistent: one per row."""
+    matrix: Vectors
+
+
+@dataclass
+class SqliteRecallIndex:
+    """A `projections.recall.RecallIndex` over an in-memory SQLite database."""
+
+    embedder: Embedder | None = None
+    refused_vectors: int = 0
+    """Vectors refused for another model or dimension than their world's."""
+    _db: sqlite3.Connection = field(init=False)
+    _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+
+    # -- catching up ---------------------------------------------------------------------------
+
+    def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        for record in timelines.of_world(tx, keys.tenant_id, keys.world_id):
+            done = self._synced(keys, record.timeline_id)
+            if record.processed_seq <= done:
+                continue
+            self._db.execute("BEGIN")
+            for memory in formed_between(tx, keys, record.timeline_id, done, record.processed_seq):
+                self._take(keys, memory)
+            self._db.execute(
+                "INSERT OR REPLACE INTO synced VALUES (?, ?, ?, ?)",
+                (keys.tenant_id, keys.world_id, record.timeline_id, record.processed_seq),
+            )
+            self._db.execute("COMMIT")
+
+    def _synced(self, keys: MemoryKeys, timeline_id: str) -> int:
+        row = self._db.execute(
+            "SELECT upto_seq FROM synced WHERE tenant = ? AND world = ? AND timeline_id = ?",
+            (keys.tenant_id, keys.world_id, timeline_id),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _take(self, keys: MemoryKeys, memory: Memory) -> None:
+        digest = content_hash(memory.content)
+        row = self._db.execute(
+            "SELECT id, content_hash FROM items "
+            "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
+            (keys.tenant_id, keys.world_id, memory.character_id, memory.belief_id),
+        ).fetchone()
+        if row is not None:
+            if row[1] == digest:
+                return
+            self._forget(int(row[0]), memory.character_id, keys)
+        item = self._db.execute(
+            "INSERT INTO items(tenant, world, character, belief_id, timeline_id, seq, persistent,"
+            " content, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                keys.tenant_id,
+                keys.world_id,
+                memory.character_id,
+                memory.belief_id,
+                memory.timeline_id,
+                memory.seq,
+                int(memory.persistent),
+                memory.content,
+                digest,
+            ),
+        ).lastrowid
+        self._db.executemany(
+            "INSERT INTO abouts VALUES (?, ?)", [(item, entity) for entity in memory.about]
+        )
+        self._db.execute("INSERT INTO words(rowid, content) VALUES (?, ?)", (item, memory.content))
+
+    def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
+        """Drop an item whose content changed (its words and vector go with it)."""
+        for statement in (
+            "DELETE FROM items WHERE id = ?",
+            "DELETE FROM abouts WHERE item = ?",
+            "DELETE FROM words WHERE rowid = ?",
+            "DELETE FROM vectors WHERE item = ?",
+        ):
+            self._db.execute(statement, (item,))
+        self._vectors.pop((keys.tenant_id, keys.world_id, character), None)
+
+    # -- searching -----------------------------------------------------------------------------
+
+    def _visible(self, scope: SearchScope) -> tuple[str, list[object]]:
+        """The SQL condition (on items `i`) of what the scope sees, and its parameters."""
+        parts = ["(i.persistent = 1 AND i.seq <= ?)"]
+        parameters: list[object] = [scope.persistent_upto]
+        for segment in scope.ancestry:
+            parts.append("(i.persistent = 0 AND i.timeline_id = ? AND i.seq <= ?)")
+            parameters += [segment.timeline_id, segment.upto_seq]
+        return (
+            f"i.tenant = ? AND i.world = ? AND i.character = ? AND ({' OR '.join(parts)})",
+            [scope.tenant_id, scope.world_id, scope.character, *parameters],
+        )
+
+    def holds_any(self, scope: SearchScope) -> bool:
+        visible, parameters = self._visible(scope)
+        row = self._db.execute(f"SELECT 1 FROM items i WHERE {visible} LIMIT 1", parameters)
+        return row.fetchone() is not None
+
+    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
+        visible, parameters = self._visible(scope)
+        row = self._db.execute(
+            f"SELECT 1 FROM abouts a JOIN items i ON i.id = a.item "
+            f"WHERE a.entity = ? AND {visible} LIMIT 1",
+            [entity_id, *parameters],
+        )
+        return row.fetchone() is not None
+
+    def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
+        if not cues:
+            return []
+        visible, parameters = self._visible(scope)
+        marks = ", ".join("?" for _ in cues)
+        rows = self._db.execute(
+            f"SELECT i.belief_id FROM abouts a JOIN items i ON i.id = a.item "
+            f"WHERE a.entity IN ({marks}) AND {visible} "
+            f"GROUP BY i.id ORDER BY COUNT(*) DESC, i.seq DESC, i.belief_id LIMIT ?",
+            [*cues, *parameters, limit],
+        )
+        return [str(row[0]) for row in rows]
+
+    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
+        """FTS5 over content; the match expression is built from the words alone, each quoted,
+        so nothing a player typed is read as FTS5 syntax."""
+        if not words:
+            return []
+        expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        visible, parameters = self._visible(scope)
+        rows = self._db.execute(
+            f"SELECT i.belief_id FROM words JOIN items i ON i.id = words.rowid "
+            f"WHERE words MATCH ? AND {visible} ORDER BY bm25(words), i.belief_id LIMIT ?",
+            [expression, *parameters, limit],
+        )
+        return [str(row[0]) for row in rows]
+
+    def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
+        model = self.world_model(scope.tenant_id, scope.world_id)
+        embedder = self.embedder
+        if embedder is None or model != (embedder.model, embedder.dimension):
+            return None
+        held = self._character_vectors(scope)
+        if held is None:
+            return []
+        similarity = held.matrix @ embedder.embed([text])[0]
+        order = np.argsort(-similarity, kind="stable")
+        found: list[str] = []
+        for row in order:
+            if similarity[row] < MIN_COSINE or len(found) == limit:
+                break
+            belief_id, timeline_id, seq, persistent = held.items[row]
+            if scope.sees(timeline_id, seq, persistent):
+                found.append(belief_id)
+        return found
+
+    def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
+        key = (scope.tenant_id, scope.world_id, scope.character)
+        held = self._vectors.get(key)
+        if held is None:
+            rows = self._db.execute(
+                "SELECT i.belief_id, i.timeline_id, i.seq, i.persistent, v.vector "
+                "FROM items i JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
+                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.id",
+                key,
+            ).fetchall()
+            if not rows:
+                return None
+            held = _CharacterVectors(
+                [(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows],
+                np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows]),
+            )
+            self._vectors[key] = held
+        return held
+
+    # -- vectors -------------------------------------------------------------------------------
+
+    def world_model(self, tenant_id: str, world_id: str) -> tuple[str, int] | None:
+        """The model and dimension the world's first vectors fixed, or None before any."""
+        row = self._db.execute(
+            "SELECT model, dimension FROM world_models WHERE tenant = ? AND world = ?",
+            (tenant_id, world_id),
+        ).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[int, str, str]]:
+        """Memories of a world without a vector of their current content: item, content,
+        content hash."""
+        rows = self._db.execute(
+            "SELECT i.id, i.content, i.content_hash FROM items i "
+            "LEFT JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
+            "WHERE i.tenant = ? AND i.world = ? AND v.item IS NULL ORDER BY i.id LIMIT ?",
+            (tenant_id, world_id, limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def store_vectors(
+        self,
+        tenant_id: str,
+        world_id: str,
+        model: str,
+        items: Sequence[tuple[int, str]],
+        vectors: Vectors,
+    ) -> bool:
+        """Keep vectors of (item, content hash); False (counted, logged) when the world's
+        first vectors fixed another model or dimension."""
+        dimension = int(vectors.shape[1])
+        fixed = self.world_model(tenant_id, world_id)
+        if fixed is None:
+            self._db.execute(
+                "INSERT INTO world_models VALUES (?, ?, ?, ?)",
+                (tenant_id, world_id, model, dimension),
+            )
+        elif fixed != (model, dimension):
+            self.refused_vectors += len(items)
+            log.warning(
+                "refused %d vector(s) of %s/%d for world %r: its vectors are %s/%d",
+                len(items),
+                model,
+                dimension,
+                world_id,
+                *fixed,
+                extra={"world_instance_id": world_id, "tenant_id": tenant_id},
+            )
+            return False
+        self._db.execute("BEGIN")
+        self._db.executemany(
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+            [
+                (item, digest, np.asarray(row, dtype=np.float32).tobytes())
+                for (item, digest), row in zip(items, vectors, strict=True)
+            ],
+        )
+        self._db.execute("COMMIT")
+        for tenant, world, character in list(self._vectors):
+            if (tenant, world) == (tenant_id, world_id):
+                del self._vectors[(tenant, world, character)]
+        return True
+
+    def worlds(self) -> Iterator[tuple[str, str]]:
+        """Every world the index holds memories of."""
+        for row in self._db.execute("SELECT DISTINCT tenant, world FROM items"):
+            yield str(row[0]), str(row[1])
+
+
+EMBED_BATCH = 256
+
+
+def embed_pending(
+    index: SqliteRecallIndex, embedder: Embedder, tenant_id: str, world_id: str
+) -> int:
+    """Give the world's memories that lack one a vector of `embedder`; how many were stored
+    (0 when the world's vectors are of another model or dimension: refused)."""
+    stored = 0
+    while waiting := index.pending(tenant_id, world_id, EMBED_BATCH):
+        vectors = embedder.embed([content for _, content, _ in waiting])
+        items = [(item, digest) for item, _, digest in waiting]
+        if not index.store_vectors(tenant_id, world_id, embedder.model, items, vectors):
+            return stored
+        stored += len(waiting)
+    return stored

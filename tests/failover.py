@@ -1,0 +1,78 @@
+"""Failover, measured from the outside: two workers, one SIGKILLed, how long until the other
+takes in and answers for every world again (the test and `benchmarks.failover` share it)."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+from localbroker import free_port
+from streams.settings import Settings
+from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
+
+WORLDS = 8
+TIMELINE_READ = "/v2/timelines/main?world_instance_id={world}"
+
+
+def failover_seconds(
+    bootstrap: str, base: Path, history: int, standbys: int, timeout: float = 180.0
+) -> float:
+    """Seconds from SIGKILLing one of two workers until every world has a new event acked and
+    the survivor answers a read showing it. `history` events are spread over the worlds first.
+    """
+    staying_settings = unique_settings(bootstrap, base / "staying", partitions=4, standbys=standbys)
+    killed_settings = staying_settings.model_copy(
+        update={"data_dir": base / "killed", "web_port": free_port()}
+    )
+    worlds = [f"world-{number}" for number in range(WORLDS)]
+    rounds = max(1, history // WORLDS)
+    staying = WorkerProcess(staying_settings, base / "staying.log").start()
+    killed = WorkerProcess(killed_settings, base / "killed.log").start()
+    try:
+        send_events(
+            staying_settings,
+            [event(world, seq) for seq in range(1, rounds + 1) for world in worlds],
+        )
+        wait_for_processed(staying_settings, worlds, rounds, timeout)
+        assert killed.owned_partitions(), "the worker to kill took no partition"
+        killed.kill()
+        began = time.monotonic()
+        send_events(staying_settings, [event(world, rounds + 1) for world in worlds])
+        wait_for_processed(staying_settings, worlds, rounds + 1, timeout)
+        for world in worlds:
+            wait_for_read(staying_settings, world, rounds + 1, began + timeout)
+        return time.monotonic() - began
+    finally:
+        killed.kill()
+        staying.stop()
+
+
+def wait_for_processed(settings: Settings, worlds: list[str], seq: int, timeout: float) -> None:
+    """Until every world has a `processed` ack for `seq`."""
+    wanted = {(world, seq) for world in worlds}
+
+    def all_processed(acks: list[dict[str, object]]) -> bool:
+        done = {
+            (ack["world_instance_id"], ack["seq"]) for ack in acks if ack["outcome"] == "processed"
+        }
+        return wanted <= done
+
+    read_topic(settings, settings.topics.acks, all_processed, timeout)
+
+
+def wait_for_read(settings: Settings, world: str, seq: int, deadline: float) -> None:
+    """Until the worker answers a read of `world`'s main timeline at `seq` or later."""
+    url = f"http://127.0.0.1:{settings.web_port}{TIMELINE_READ.format(world=world)}"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if orjson.loads(reply.read())["processed_seq"] >= seq:
+                    return
+        except (OSError, urllib.error.HTTPError):
+            pass  # not the owner yet (forwarded to the dead worker) or still recovering
+        time.sleep(0.1)
+    raise TimeoutError(f"{world}: no read at seq {seq}")

@@ -1,0 +1,204 @@
+"""Recall (section 9) by value over the seed's tavern, in process: cues, words, vectors,
+fusion, retention, story order, timelines; bad queries refused."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.recall import RecallQuery, recall
+from projections.recall_fusion import fuse
+from projections.runtime_read import BadRead
+from projections.state import MemoryState
+from schemas.policy import Policy
+from streams.embedding import Vectors, WordLlamaEmbedder
+from streams.recall_index import SqliteRecallIndex, embed_pending
+from streams.replay import replay_lines
+from tests.reads import answer
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+PROMISE = "I will find your son. Where was he last seen?"
+FIGHT = "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)"
+EMBEDDER = WordLlamaEmbedder()
+
+
+def later(seq: int, day: int) -> bytes:
+    return orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": seq,
+            "key": "weather.rain-began",
+            "game_time": f"day {day}, 12:00",
+        }
+    )
+
+
+def recall_of(
+    state: MemoryState,
+    index: SqliteRecallIndex,
+    text: str,
+    *,
+    npc: str = "npc-mara",
+    timeline: str = "main",
+    cues: tuple[str, ...] = (),
+    limit: int = 10,
+    policy: Policy | None = None,
+    as_of_seq: int | None = None,
+) -> Any:
+    found = recall(
+        state,
+        index,
+        "default",
+        "save-1",
+        timeline,
+        npc,
+        RecallQuery(text, cues, limit),
+        policy or Policy(),
+        as_of_seq,
+    )
+    return answer(found)
+
+
+def embedded(state: MemoryState) -> SqliteRecallIndex:
+    """An index caught up on the tavern with every memory's vector made."""
+    index = SqliteRecallIndex(EMBEDDER)
+    recall_of(state, index, "anything")  # catches the index up
+    assert embed_pending(index, EMBEDDER, "default", "save-1") > 0
+    return index
+
+
+STATE = replay_lines(TAVERN.splitlines()).state
+INDEX = embedded(STATE)
+
+
+def contents(found: Any) -> list[str]:
+    return [memory["content"] for memory in found["memories"]]
+
+
+def test_a_cue_finds_the_memories_about_it() -> None:
+    found = recall_of(STATE, INDEX, "what happened", cues=("npc-drunk-sailor",))
+    assert FIGHT in contents(found)
+    assert found["searched"]["cues"] == 1
+
+
+def test_a_declared_name_in_the_query_is_a_cue() -> None:
+    found = recall_of(STATE, SqliteRecallIndex(), "tell me about The Crooked Lantern")
+    assert contents(found) == [FIGHT]
+    assert found["searched"] == {"cues": 1, "words": 1, "vectors": 0}
+
+
+def test_a_word_of_the_content_finds_it() -> None:
+    found = recall_of(STATE, SqliteRecallIndex(), "son")
+    assert contents(found) == [PROMISE]
+    assert found["searched"] == {"cues": 0, "words": 1, "vectors": 0}
+
+
+def test_a_paraphrase_sharing_no_word_is_found_by_its_meaning() -> None:
+    found = recall_of(STATE, INDEX, "my boy went missing")
+    assert found["searched"]["words"] == 0
+    assert found["searched"]["vectors"] >= 1
+    assert PROMISE in contents(found)
+
+
+def test_the_answer_carries_memory_fields_retention_and_score_in_story_order() -> None:
+    found = recall_of(STATE, INDEX, "son sailor", cues=("player-1",))
+    memories = found["memories"]
+    assert [m["content"] for m in memories] == [PROMISE, FIGHT]  # day 1 19:41, then 21:05
+    assert all(m["retention"] > 0.99 for m in memories)  # hours of story time on
+    assert all(m["score"] > 0 for m in memories)
+    assert set(memories[0]) >= {"belief_id", "kind", "about", "confidence", "seq", "persistent"}
+
+
+def test_fusion_weighs_vectors_above_cues_and_words() -> None:
+    fused = fuse({"cues": ["a", "c"], "words": ["b", "c"], "vectors": ["c", "a"]})
+    assert [found for found, _ in fused] == ["c", "a", "b"]
+    assert [found for found, _ in fuse({"words": ["w"], "vectors": ["v"]})] == ["v", "w"]
+
+
+def test_a_forgotten_memory_is_never_returned_and_a_faded_one_is_retold() -> None:
+    # 40 story days on: the fight (step 3, half-life 19-29 days) is faded, not forgotten
+    faded_state = replay_lines([*TAVERN.splitlines(), later(6, 41)]).state
+    [fight] = recall_of(faded_state, SqliteRecallIndex(), "x", cues=("npc-drunk-sailor",))[
+        "memories"
+    ]
+    assert 0.15 <= fight["retention"] < 0.5
+    assert fight["content"] == "Ilse enemy defeated at The Crooked Lantern"
+    assert fight["confidence"] == round(0.9 * fight["retention"], 2)
+    # 300 story days on it is gone, and with flaky off it is all there
+    late = replay_lines([*TAVERN.splitlines(), later(6, 300)]).state
+    assert recall_of(late, SqliteRecallIndex(), "x", cues=("npc-drunk-sailor",))["memories"] == []
+    exact = Policy.model_validate({"memory": {"flaky": False}})
+    [kept] = recall_of(late, SqliteRecallIndex(), "x", cues=("npc-drunk-sailor",), policy=exact)[
+        "memories"
+    ]
+    assert (kept["content"], kept["retention"]) == (FIGHT, 1.0)
+
+
+def test_a_child_timeline_never_finds_its_parents_future() -> None:
+    on_reload = recall_of(STATE, INDEX, "sailor lantern locket son", timeline="reload")
+    assert FIGHT not in contents(on_reload)
+    assert PROMISE in contents(on_reload)  # main seq 2 is the reload's past
+    assert any("locket" in content for content in contents(on_reload))
+    on_main = recall_of(STATE, INDEX, "sailor lantern locket son")
+    assert not any("locket" in content for content in contents(on_main))
+    assert FIGHT not in contents(recall_of(STATE, INDEX, "sailor lantern son", as_of_seq=2))
+
+
+def test_persistent_memories_are_found_from_every_timeline() -> None:
+    persistent = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    state = replay_lines(TAVERN.splitlines(), Projector(lambda tenant, world: persistent)).state
+    found = recall_of(state, SqliteRecallIndex(), "sailor", timeline="reload", policy=persistent)
+    assert [(memory["content"], memory["persistent"]) for memory in found["memories"]] == [
+        (FIGHT, True)
+    ]
+
+
+class EightNumbers:
+    """An embedder of another model and dimension than the world's first vectors."""
+
+    model = "test/eight"
+    dimension = 8
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+
+def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> None:
+    index = SqliteRecallIndex(EMBEDDER)
+    recall_of(STATE, index, "anything")
+    [(item, content, digest)] = index.pending("default", "save-1", limit=1)
+    eight = EightNumbers()
+    assert index.store_vectors(
+        "default", "save-1", eight.model, [(item, digest)], eight.embed([content])
+    )
+    assert embed_pending(index, EMBEDDER, "default", "save-1") == 0  # the first fixed the world
+    assert index.refused_vectors > 0
+    found = recall_of(STATE, index, "son")
+    assert found["searched"]["vectors"] == 0
+    assert contents(found) == [PROMISE]
+
+
+@pytest.mark.parametrize(
+    ("text", "cues", "limit", "detail"),
+    [
+        ("", (), 10, "'q' must not be empty"),
+        ("   ", (), 10, "'q' must not be empty"),
+        ("x" * 1001, (), 10, "at most 1000 characters"),
+        ("son", ("npc-nobody",), 10, "unknown cue 'npc-nobody'"),
+        ("son", (), 0, "'limit' must be from 1 to 50"),
+        ("son", (), 51, "'limit' must be from 1 to 50"),
+    ],
+)
+def test_a_bad_query_is_refused_plainly(
+    text: str, cues: tuple[str, ...], limit: int, detail: str
+) -> None:
+    with pytest.raises(BadRead, match=detail):
+        recall_of(STATE, INDEX, text, cues=cues, limit=limit)

@@ -1,0 +1,102 @@
+"""Reinforcement through the stream (section 8): a `loreweaver.memory.recalled` event restarts
+the clock of the memories it names, on its own timeline, from its position on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from projections.memory_store import load_memory
+from projections.reinforcement import held_now
+from projections.runtime_read import runtime_read, timeline_view
+from projections.state import MemoryState
+from projections.story_clock import story_now
+from schemas import story_minutes
+from schemas.policy import Policy
+from streams.replay import replay_lines
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+FIGHT_ID = (
+    runtime_read(replay_lines(TAVERN.splitlines()).state, "default", "save-1", "main", "npc-mara")
+    .recollections[0]
+    .belief_id
+)
+
+
+def event(seq: int, key: str, day: int, **fields: object) -> bytes:
+    return orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": seq,
+            "key": key,
+            "game_time": f"day {day}, 12:00",
+            **fields,
+        }
+    )
+
+
+def recalled(seq: int, day: int, belief_ids: list[str]) -> bytes:
+    return event(
+        seq, "loreweaver.memory.recalled", day, actor="npc-mara", payload={"belief_ids": belief_ids}
+    )
+
+
+def state_of(*later: bytes) -> MemoryState:
+    return replay_lines([*TAVERN.splitlines(), *later]).state
+
+
+def fight_held(state: MemoryState, timeline: str, as_of_seq: int | None = None) -> str:
+    """Whether Mara holds the tavern fight vivid, faded or forgotten on the timeline."""
+    _, keys, ancestry = timeline_view(state, "default", "save-1", timeline, as_of_seq)
+    memory = load_memory(state, keys, "npc-mara", FIGHT_ID)
+    assert memory is not None
+    now = story_now(state, "default", "save-1", ancestry)
+    return held_now(state, keys, ancestry, memory, now, Policy()).retention.state
+
+
+def test_story_now_is_the_latest_story_time_the_timeline_sees() -> None:
+    state = state_of(event(6, "weather.rain-began", 30))
+    _, _, main = timeline_view(state, "default", "save-1", "main")
+    _, _, before = timeline_view(state, "default", "save-1", "main", 5)
+    _, _, reload = timeline_view(state, "default", "save-1", "reload")
+    assert story_now(state, "default", "save-1", main) == story_minutes("day 30, 12:00")
+    assert story_now(state, "default", "save-1", before) == story_minutes("day 1, 21:40")
+    assert story_now(state, "default", "save-1", reload) == story_minutes("day 1, 20:10")
+
+
+def test_a_recall_restarts_the_clock_from_its_position_on() -> None:
+    # the fight (importance 0.6, step 3: a 19-29 day half-life) is faded 29 story days later
+    assert fight_held(state_of(event(6, "weather.rain-began", 30)), "main") == "faded"
+    reinforced = state_of(recalled(6, 29, [FIGHT_ID]), event(7, "weather.rain-began", 30))
+    assert fight_held(reinforced, "main") == "vivid"
+    assert fight_held(reinforced, "main", as_of_seq=5) == "vivid"  # day 1: nothing elapsed
+    unrelated = state_of(recalled(6, 29, ["another-belief"]), event(7, "weather.rain-began", 30))
+    assert fight_held(unrelated, "main") == "faded"
+
+
+def test_a_recall_forms_no_memory_and_stays_on_its_timeline() -> None:
+    state = state_of(recalled(6, 29, [FIGHT_ID]))
+    after, before = (
+        runtime_read(held, "default", "save-1", "main", "npc-mara") for held in (state, state_of())
+    )
+    assert after.processed_seq == 6
+    assert after.model_copy(update={"processed_seq": 5, "acknowledged_seq": 5}) == before
+    _, keys, reload = timeline_view(state, "default", "save-1", "reload")
+    memory = load_memory(state, keys, "npc-mara", FIGHT_ID)
+    assert memory is not None  # the reload does not see the fight at all; its clock is its own
+    held = held_now(state, keys, reload, memory, story_minutes("day 30, 12:00"), Policy())
+    assert held.retention.state == "faded"
+
+
+def test_with_flaky_off_nothing_fades() -> None:
+    state = state_of(event(6, "weather.rain-began", 300))
+    _, keys, ancestry = timeline_view(state, "default", "save-1", "main")
+    memory = load_memory(state, keys, "npc-mara", FIGHT_ID)
+    assert memory is not None
+    exact = Policy.model_validate({"memory": {"flaky": False}})
+    held = held_now(
+        state, keys, ancestry, memory, story_now(state, "default", "save-1", ancestry), exact
+    )
+    assert (held.retention.value, held.memory) == (1.0, memory)

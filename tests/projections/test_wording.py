@@ -1,0 +1,21 @@
+"""Wording of retellings: the statement stays, the detail goes."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.wording import retell
+
+
+@pytest.mark.parametrize(
+    ("content", "retold"),
+    [
+        ('Ilse said "give me the key" at the inn (gold: 5)', "Ilse said something at the inn"),
+        ("npc-a happened (note: x (y))", "npc-a happened"),
+        ("npc-a happened (note: (3))", "npc-a happened"),
+        ("a (b (c (d))) e (f)", "a e"),
+        ("(all of it is detail)", "(all of it is detail)"),
+    ],
+)
+def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str) -> None:
+    assert retell(content) == retold

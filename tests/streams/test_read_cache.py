@@ -1,0 +1,32 @@
+"""The read cache on its own: answers by position, bounded in bytes."""
+
+from __future__ import annotations
+
+from streams.read_cache import ENTRY_OVERHEAD, ReadCache
+
+
+def test_an_answer_is_served_only_at_the_position_it_was_computed_at() -> None:
+    cache = ReadCache(max_bytes=1 << 20)
+    cache.put(("t", "w", "main", "npc"), b"seq 5", b"mind at 5")
+    assert cache.get(("t", "w", "main", "npc"), b"seq 5") == b"mind at 5"
+    assert cache.get(("t", "w", "main", "npc"), b"seq 6") is None
+    assert cache.get(("t", "w", "main", "other"), b"seq 5") is None
+    cache.put(("t", "w", "main", "npc"), b"seq 6", b"mind at 6")
+    assert cache.get(("t", "w", "main", "npc"), b"seq 5") is None
+    assert len(cache) == 1
+
+
+def test_the_least_recently_read_make_room_and_the_bound_holds() -> None:
+    body = b"x" * 1000
+    entry = len(body) + len(b"p") + ENTRY_OVERHEAD
+    cache = ReadCache(max_bytes=entry * 3)
+    for number in range(3):
+        cache.put(number, b"p", body)
+    assert cache.get(0, b"p") == body  # read again: 1 is now the least recently read
+    cache.put(3, b"p", body)
+    assert [cache.get(number, b"p") is not None for number in range(4)] == [True, False, True, True]
+    for number in range(100):
+        cache.put(("more", number), b"p", body)
+    assert cache.held_bytes <= cache.max_bytes and len(cache) == 3
+    cache.put("huge", b"p", b"x" * cache.max_bytes)
+    assert cache.get("huge", b"p") is None and cache.held_bytes <= cache.max_bytes
