@@ -129,9 +129,7 @@ class StoredDeclarations:
         """Every declaration the timeline sees, by entity id."""
         found: dict[str, EntityDeclaration] = {}
         for segment in self.ancestry:
-            prefix = _timeline_scope(
-                ENTITY_HEADS, self.tenant_id, self.world_id, segment.timeline_id
-            )
+            prefix = pack(ENTITY_HEADS, self.tenant_id, self.world_id, segment.timeline_id)
             for key, head in self.tx.scan(prefix):
                 entity_id = str(unpack(key[len(prefix) :])[0])
                 if entity_id in found:
@@ -161,20 +159,17 @@ class StoredDeclarations:
         )
 
     def _versions(self, timeline_id: str, entity_id: str) -> bytes:
-        return _timeline_scope(ENTITIES, self.tenant_id, self.world_id, timeline_id) + pack(
-            entity_id
-        )
+        return _key(ENTITIES, self.tenant_id, self.world_id, timeline_id, entity_id)
 
     def _head(self, timeline_id: str, entity_id: str) -> bytes:
-        return _timeline_scope(ENTITY_HEADS, self.tenant_id, self.world_id, timeline_id) + pack(
-            entity_id
-        )
+        return _key(ENTITY_HEADS, self.tenant_id, self.world_id, timeline_id, entity_id)
 
 
-@lru_cache(maxsize=1 << 12)
-def _timeline_scope(space: str, tenant_id: str, world_id: str, timeline_id: str) -> bytes:
-    """A timeline's part of a key space, packed once (every event looks ids up in it)."""
-    return pack(space, tenant_id, world_id, timeline_id)
+@lru_cache(maxsize=1 << 16)
+def _key(space: str, tenant_id: str, world_id: str, timeline_id: str, entity_id: str) -> bytes:
+    """An entity's key in a timeline's part of a key space, packed once (every event looks
+    the same few ids up again)."""
+    return pack(space, tenant_id, world_id, timeline_id, entity_id)
 
 
 @lru_cache(maxsize=1 << 12)
