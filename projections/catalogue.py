@@ -1,9 +1,11 @@
 """The catalogue: what kind of thing an id names, and what to call it.
 
 Games declare names, kinds and groups in an event's `entities` (or with
-`world.entity-declared`); declarations persist for the world. An id never declared is
-classified by the policy's id patterns. Whoever an event lists in `players` is a player, whatever
-else was declared: players never form memories, and only characters do.
+`world.entity-declared`). A declaration belongs to the timeline it was made on, from its
+position on, like everything else a timeline records: a branch sees its ancestors'
+declarations up to its branch point, never what the abandoned future declared. An id never
+declared is classified by the policy's id patterns. Whoever an event lists in `players` is a
+player, whatever else was declared: players never form memories, and only characters do.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Protocol
 
-from projections.key_prefixes import ENTITIES
+from projections.key_prefixes import ENTITIES, ENTITY_HEADS
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from projections.versions import at_or_before, head_at, read_headed_through, write_headed
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy
 
@@ -95,39 +99,77 @@ class Catalogue:
 
 @dataclass(frozen=True, slots=True)
 class StoredDeclarations:
-    """The world's catalogue as kept in state: one merged declaration per entity id.
+    """The catalogue as a timeline sees it in state: one merged declaration per entity id.
 
-    Made for one event: what it looked up is remembered for the rest of it (an event asks
-    about the same few ids dozens of times).
+    Each declaration is a version at the position that made it, on its timeline, and that
+    timeline's newest version is also its head: a lookup at the tip of a timeline is one point
+    read, a branch reads its ancestors' versions as of its branch point. Made for one event (or
+    one read): what it looked up is remembered for the rest of it (an event asks about the same
+    few ids dozens of times).
     """
 
     tx: StateTransaction
     tenant_id: str
     world_id: str
+    ancestry: Ancestry
     _looked_up: dict[str, EntityDeclaration | None] = field(default_factory=dict)
 
     def get(self, entity_id: str, /) -> EntityDeclaration | None:
         if entity_id not in self._looked_up:
-            raw = self.tx.get(pack(ENTITIES, self.tenant_id, self.world_id, entity_id))
+            raw = read_headed_through(
+                self.tx,
+                self.ancestry,
+                lambda timeline: self._versions(timeline, entity_id),
+                lambda timeline: self._head(timeline, entity_id),
+            )
             self._looked_up[entity_id] = None if raw is None else _decode_declaration(raw)
         return self._looked_up[entity_id]
 
     def declared(self) -> dict[str, EntityDeclaration]:
-        """Every declaration of the world, by entity id."""
-        prefix = pack(ENTITIES, self.tenant_id, self.world_id)
-        return {
-            str(unpack(key[len(prefix) :])[0]): _decode_declaration(raw)
-            for key, raw in self.tx.scan(prefix)
-        }
+        """Every declaration the timeline sees, by entity id."""
+        found: dict[str, EntityDeclaration] = {}
+        for segment in self.ancestry:
+            prefix = pack(ENTITY_HEADS, self.tenant_id, self.world_id, segment.timeline_id)
+            for key, head in self.tx.scan(prefix):
+                entity_id = str(unpack(key[len(prefix) :])[0])
+                if entity_id in found:
+                    continue  # a newer segment declared it
+                raw = head_at(head, segment)
+                if raw is None:
+                    version = at_or_before(
+                        self.tx, self._versions(segment.timeline_id, entity_id), segment.upto_seq
+                    )
+                    raw = None if version is None else version[1]
+                if raw is not None:
+                    found[entity_id] = _decode_declaration(raw)
+        return dict(sorted(found.items()))
 
-    def declare(self, entity_id: str, declaration: EntityDeclaration) -> None:
-        """Merge a declaration in; declaring the same thing again changes nothing."""
+    def declare(self, entity_id: str, declaration: EntityDeclaration, seq: int) -> None:
+        """Merge a declaration in at position `seq` of the timeline (the ancestry's first
+        segment); declaring the same thing again changes nothing."""
         merged = merge_declaration(self.get(entity_id), declaration)
         self._looked_up[entity_id] = merged
-        self.tx.put(
-            pack(ENTITIES, self.tenant_id, self.world_id, entity_id),
+        timeline = self.ancestry[0].timeline_id
+        write_headed(
+            self.tx,
+            self._versions(timeline, entity_id),
+            self._head(timeline, entity_id),
+            seq,
             merged.model_dump_json(exclude_none=True).encode(),
         )
+
+    def _versions(self, timeline_id: str, entity_id: str) -> bytes:
+        return _key(ENTITIES, self.tenant_id, self.world_id, timeline_id, entity_id)
+
+    def _head(self, timeline_id: str, entity_id: str) -> bytes:
+        return _key(ENTITY_HEADS, self.tenant_id, self.world_id, timeline_id, entity_id)
+
+
+@lru_cache(maxsize=1 << 16)
+def _key(space: str, tenant_id: str, world_id: str, timeline_id: str, entity_id: str) -> bytes:
+    """An entity's key in a timeline's part of a key space, packed once (every event looks
+    the same few ids up again)."""
+    return pack(space, tenant_id, world_id, timeline_id, entity_id)
 
 
 @lru_cache(maxsize=1 << 12)

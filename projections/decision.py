@@ -28,6 +28,7 @@ from projections.recall_choice import Candidate
 from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
+from projections.timelines import Ancestry
 from projections.whereabouts import location_of
 from schemas.memory import BeliefRead, DecisionRead, Memory, Verdict
 from schemas.policy import Policy
@@ -73,7 +74,7 @@ def decision(
     return DecisionRead(
         knowledge=[memory_read(memory) for memory in knowledge],
         verdict=verdict,
-        prompt=decision_prompt(tx, keys, npc_id, player, knowledge, verdict),
+        prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, verdict),
     )
 
 
@@ -113,13 +114,14 @@ def memory_read(memory: Memory) -> BeliefRead:
 def decision_prompt(
     tx: StateTransaction,
     keys: MemoryKeys,
+    ancestry: Ancestry,
     npc_id: str,
     player_id: str,
     knowledge: Sequence[Memory],
     verdict: Verdict | None,
 ) -> str:
     """The prompt text: memory contents only, labelled as possibly wrong, nothing beyond."""
-    declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id)
+    declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
     name = display_name(npc_id, declarations)
     player = display_name(player_id, declarations)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]

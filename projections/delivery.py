@@ -13,7 +13,7 @@ import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -21,6 +21,7 @@ from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
+from schemas.events import Contract
 from schemas.records import OutboxRecord
 
 OUTBOX_DEPTH = 100_000
@@ -64,10 +65,8 @@ def produce_once(
         outbox = OutboxRecord.from_bytes(stored)
         if outbox.message_digest == digest:
             return Intake(
-                acks=[Ack.model_validate(item, strict=False) for item in outbox.acks],
-                dead_letters=[
-                    DeadLetter.model_validate(item, strict=False) for item in outbox.dead_letters
-                ],
+                acks=[stored_as(Ack, item) for item in outbox.acks],
+                dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
                 redelivered=True,
             )
     intake = produce()
@@ -82,6 +81,24 @@ def produce_once(
     if message.offset >= OUTBOX_DEPTH:
         tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))
     return intake
+
+
+Output = TypeVar("Output", bound=Contract)
+
+
+def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
+    """An ack or dead letter read back from the outbox. It may have been stored by another
+    release: a field this one does not know is dropped (the acks of the release before carried
+    `refused_judgements`), so a redelivery re-sends what this release would send."""
+    known = {name: value for name, value in stored.items() if name in model.model_fields}
+    return model.model_validate(known, strict=False)
+
+
+def world_key(value: bytes) -> bytes | None:
+    """The key an event is published with: its world id, as `rumourmill publish` keys it (None
+    for a message that names no world)."""
+    world = identity_of(value)["world_instance_id"]
+    return None if world is None else str(world).encode()
 
 
 def refuse(message: SourceMessage, reason: str) -> Intake:

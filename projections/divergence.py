@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.world import ABSENT, fact_value
+from projections.world import ABSENT, fact_value, same_json
 from schemas.memory import BeliefRead, Memory
 
 
@@ -22,19 +22,6 @@ def diverging(
         if recorded is not ABSENT and not same_json(recorded, fact.value):
             return True
     return False
-
-
-def same_json(one: object, other: object) -> bool:
-    """Equal as JSON values: `true` is not `1`, `1` is `1.0`, and key order does not matter."""
-    if isinstance(one, bool) or isinstance(other, bool):
-        return type(one) is type(other) and one == other
-    if isinstance(one, int | float) and isinstance(other, int | float):
-        return one == other
-    if isinstance(one, list) and isinstance(other, list):
-        return len(one) == len(other) and all(map(same_json, one, other))
-    if isinstance(one, dict) and isinstance(other, dict):
-        return one.keys() == other.keys() and all(same_json(one[k], other[k]) for k in one)
-    return type(one) is type(other) and one == other
 
 
 def as_judged(

@@ -2,7 +2,9 @@
 
 Bad input is never lost and never stops the stream: a message too large, undecodable or
 invalid is refused with a plain reason (`projections.delivery` dead-letters it whole), and an
-event the sequencer rejects is dead-lettered too. A valid event goes to the sequencer, which
+event the sequencer rejects is dead-lettered too. So is an event not keyed by its world id:
+the broker put it on a partition chosen by another key (or none), where reads of its world
+never look. A valid event goes to the sequencer, which
 applies it in order. A redelivered message produces what it produced the first time.
 """
 
@@ -48,12 +50,28 @@ def _take_in(
         event = Event.model_validate_json(message.value)
     except ValidationError as error:
         return refuse(message, explain(error))
+    misrouted = misrouted_because(message.key, event.world_instance_id)
+    if misrouted is not None:
+        return refuse(message, misrouted)
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
     acks = sequence(tx, event, raw, apply, policy.sequencing)
     if acks[0].outcome is Outcome.REJECTED:
         return Intake(acks=acks, dead_letters=[dead_letter(message, acks[0].reason or "rejected")])
     return Intake(acks=acks)
+
+
+def misrouted_because(key: bytes | None, world_id: str) -> str | None:
+    """Why a message keyed `key` cannot carry an event of `world_id`; None if it can."""
+    if key is None:
+        return f"message has no key: an event must be keyed by its world_instance_id {world_id!r}"
+    if key != world_id.encode():
+        shown = key.decode("utf-8", errors="backslashreplace")
+        return (
+            f"message key {shown!r} is not the event's world_instance_id {world_id!r}: "
+            "an event must be keyed by its world"
+        )
+    return None
 
 
 def explain(error: ValidationError, what: str = "invalid event") -> str:

@@ -48,7 +48,7 @@ def _bookkeeping(prefix: str) -> str:
 # Each comment: what follows (prefix, tenant, world) in the keys, then what an entry holds.
 TIMELINES = _projection("timeline")  # timeline: positions and branch point
 FACTS = _projection("fact")  # timeline, subject, attribute, seq: the world record's value
-ENTITIES = _projection("entity")  # entity: its merged declaration
+ENTITIES = _projection("entity")  # timeline, entity, seq: its merged declaration from seq on
 LOCATIONS = _projection("location")  # timeline, character, seq: where the character is
 OCCUPANTS = _projection("occupants")  # timeline, place, seq: who is there
 MEMORIES = _projection("memory")  # character, belief: the memory itself
@@ -58,7 +58,7 @@ ORIGINS = _projection("origin")  # scope, character, origin: the first seq it wa
 RELATIONS = _projection("relation")  # timeline, character, entity, seq: a relation version
 RELATION_HEADS = _projection("relation-head")  # timeline, character, entity: newest version
 NEWS = _projection("news-by-seq")  # scope, character, seq, belief: news the character can tell
-ORIGIN_EVENTS = _projection("origin-event")  # origin: the event where news started
+ORIGIN_EVENTS = _projection("origin-event")  # origin, timeline, seq: an event that formed it
 PERSISTENT_WORLDS = _projection("persistent-world")  # count of persistent memories stored
 GROUP_EXCHANGES = _projection("group-exchange")  # timeline, seq: the interval groups last met in
 STORY_TIMES = _projection("story-time")  # timeline, seq: the story minute of the event there
@@ -67,6 +67,7 @@ MEMORY_LOG = _projection("memory-log")  # timeline, seq, character, belief: form
 EVENTS_AT = _projection("event-at")  # timeline, seq: who, whom, players, where and words there
 DIALOGUE_TURNS = _projection("dialogue-turn")  # timeline, character, scope kind, id, seq: a line
 DIALOGUE_SUMMARIES = _projection("dialogue-summary")  # timeline, character, scope, id, seq
+ENTITY_HEADS = _projection("entity-head")  # timeline, entity: seq (8 bytes) + newest version
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced

@@ -5,9 +5,14 @@
   source, one hop away, and the listener is not sure of it.
 - News told by a character (`told`) becomes `knowledge` too, one hop further than the teller
   had it and a little less sure (`memory.retelling_factor`); `told` while the teller had it
-  first hand, a `rumour` beyond. Nobody takes in news about something they saw or already know.
+  first hand, a `rumour` beyond. It is weighed by what it tells of, as heard
+  (`projections.weighing`), not as the conversation that carried it.
+- The same news is recognised by its origin: the teller's memory's, when the `told` names one
+  (`belief_id`); else the event that made every fact it claims what the world record says;
+  else the claim itself (`claim_origin`: its facts and whom it is about). Nobody takes in news
+  about something they saw or already know.
 - The target of someone else's act forms an `impression` of them when the act moved them
-  enough (`memory.impression_threshold`).
+  enough (`memory.impression_threshold`); news of someone else's act moves no one that way.
 
 Everything here is a function of the event, the policy and what the context looks up, so the
 same stream forms the same memories, with the same ids, every time.
@@ -19,19 +24,21 @@ import hashlib
 from collections.abc import Iterable
 from typing import Protocol
 
+import orjson
 from pydantic import JsonValue, ValidationError
 
 from projections.catalogue import UNKNOWN
 from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID
 from projections.keys import pack
 from projections.perception import Perception
-from projections.weighing import Weights, event_kind, weigh
+from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
-from schemas.memory import Memory, MemoryKind, Source, Teller
+from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
 
 MAX_ID_LENGTH = 128
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 class MemoryContext(Protocol):
@@ -49,6 +56,10 @@ class MemoryContext(Protocol):
     def knows(self, character: str, origin: str) -> bool:
         """Whether the character already holds a memory of this origin."""
 
+    def fact_origin(self, fact: Fact) -> str | None:
+        """The origin of the event that made the world record hold `fact` as it stands; None if
+        the record holds another value, or none."""
+
 
 def belief_id(
     tenant_id: str, world_id: str, timeline_id: str, seq: int, character_id: str, kind: MemoryKind
@@ -58,9 +69,37 @@ def belief_id(
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
 
+def origin_at(tenant_id: str, world_id: str, timeline_id: str, seq: int) -> str:
+    """The origin of what the event at a position shows (or a player's line claims)."""
+    key = pack("origin", tenant_id, world_id, timeline_id, seq)
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
 def origin_of(event: Event) -> str:
-    """The origin of what starts with `event`: what it shows, or the claim it makes."""
-    key = pack("origin", event.tenant_id, event.world_instance_id, event.timeline_id, event.seq)
+    """The origin of what `event` shows (or, for a player's line, claims)."""
+    return origin_at(event.tenant_id, event.world_instance_id, event.timeline_id, event.seq)
+
+
+def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
+    """The origin of news told with no known memory behind it: the claim itself.
+
+    The same facts about the same entities are the same news, whoever tells it, wherever, in
+    whatever words. News that claims no fact is told apart by its words as well (whitespace and
+    case aside), so two different stories about the same people stay two.
+    """
+    claim = {
+        "facts": sorted(
+            {
+                (fact.subject, fact.attribute, orjson.dumps(fact.value, option=_SORTED).decode())
+                for fact in facts
+            }
+        ),
+        "about": sorted(set(about)),
+        "words": None if facts else " ".join((spoken_words(event) or "").split()).casefold(),
+    }
+    key = pack("claim", event.tenant_id, event.world_instance_id) + orjson.dumps(
+        claim, option=_SORTED
+    )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
 
@@ -88,12 +127,14 @@ def _seen(event: Event, perception: Perception, context: MemoryContext, policy: 
     payload_ids = [
         entity for entity in _ids_in(event.payload.values()) if context.kind_of(entity) != UNKNOWN
     ]
+    kind = event_kind(event.key)
     return _memory(
         event,
         perception.character_id,
         "event",
         policy,
-        weigh(event_kind(event.key), perception.part, "seen", policy),
+        weigh(kind, perception.part, "seen", policy),
+        tells_of=kind,
         content=event_content(event, context.name_of),
         about=_unique([event.actor, event.target, event.location, *payload_ids]),
         source="seen",
@@ -109,18 +150,27 @@ def _seen(event: Event, perception: Perception, context: MemoryContext, policy: 
 def _heard(
     event: Event, perception: Perception, context: MemoryContext, policy: Policy
 ) -> Memory | None:
-    """What a listener (or a named witness) took from a conversation; None if known already."""
+    """What a listener (or a named witness) took from a conversation; None if known already.
+
+    A player's line is a conversation with its listener, weighed as one; news told by a
+    character is weighed by what it tells of, as heard.
+    """
     speaker = event.actor
+    teller_belief = None if event.key == PLAYER_SAID else _teller_belief(event, context)
+    content = _heard_content(event, teller_belief, context)
+    facts = _claimed_facts(event, teller_belief)
+    kind = news_kind(content, facts) if teller_belief is None else told_of(teller_belief)
+    source: Source
     if event.key == PLAYER_SAID:
-        teller_belief = None
-        source: Source = "player"
+        source, origin = "player", origin_of(event)
         weights = weigh("conversation", perception.part, "player", policy)
+    elif teller_belief is None:
+        source, origin = "told", _news_origin(event, facts, context)
+        weights = weigh(kind, "heard", "told", policy)
     else:
-        teller_belief = _teller_belief(event, context)
-        source = "rumour" if teller_belief is not None and teller_belief.hops > 0 else "told"
-        teller_confidence = None if teller_belief is None else teller_belief.confidence
-        weights = weigh("conversation", perception.part, "told", policy, teller_confidence)
-    origin = origin_of(event) if teller_belief is None else teller_belief.origin
+        source = "rumour" if teller_belief.hops > 0 else "told"
+        origin = teller_belief.origin
+        weights = weigh(kind, "heard", "told", policy, teller_belief.confidence)
     if context.knows(perception.character_id, origin):
         return None
 
@@ -137,15 +187,16 @@ def _heard(
         "knowledge",
         policy,
         weights,
-        content=_heard_content(event, teller_belief, context),
-        about=_unique([speaker, event.target, *_heard_about(event, teller_belief)]),
+        tells_of=kind,
         source=source,
         source_entity=speaker,
         hops=hops,
-        uncertain=True,
-        facts=_claimed_facts(event, teller_belief),
-        origin=origin,
         lineage=[*earlier_tellers, *this_teller],
+        origin=origin,
+        content=content,
+        about=_unique([speaker, event.target, *_heard_about(event, teller_belief)]),
+        facts=facts,
+        uncertain=True,
     )
 
 
@@ -159,6 +210,8 @@ def _impression(
     """How the target of someone else's act feels about them, if it moved them enough."""
     actor = event.actor
     if perception.part != "target" or actor is None or actor == perception.character_id:
+        return None
+    if memory.source in ("told", "rumour"):  # the teller did nothing to the listener
         return None
     if memory.feeling == 0 or abs(memory.feeling) < policy.memory.impression_threshold:
         return None
@@ -189,6 +242,7 @@ def _memory(
     policy: Policy,
     weights: Weights,
     *,
+    tells_of: EventKind,
     content: str,
     about: list[str],
     source: Source,
@@ -230,6 +284,7 @@ def _memory(
         origin=origin,
         lineage=lineage,
         story_minutes=event.story_minutes,
+        event_kind=tells_of,
     )
 
 
@@ -239,6 +294,16 @@ def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:
     if event.actor is None or not isinstance(named, str):
         return None
     return context.teller_belief(event.actor, named)
+
+
+def _news_origin(event: Event, facts: list[Fact], context: MemoryContext) -> str:
+    """Where news told with no known memory behind it started: the event that made every fact
+    it claims what the world record says, if one event did (whoever saw it knows the news
+    already), else the claim itself."""
+    made = {context.fact_origin(fact) for fact in facts}
+    if len(made) == 1 and (origin := made.pop()) is not None:
+        return origin
+    return claim_origin(event, facts, _heard_about(event, None))
 
 
 def _heard_content(event: Event, teller_belief: Memory | None, context: MemoryContext) -> str:

@@ -265,9 +265,10 @@ def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) 
 
 
 def record_origin(tx: StateTransaction, keys: MemoryKeys, origin: str, event: Event) -> None:
-    """Remember which event an origin is, so provenance can name where news started."""
+    """Note that `event` formed memories of the news `origin`, so provenance can name where
+    the news started: the first such event a timeline sees (`origin_event`)."""
     tx.put(
-        pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin),
+        pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin, event.timeline_id, event.seq),
         orjson.dumps(
             {
                 "timeline_id": event.timeline_id,
@@ -281,6 +282,18 @@ def record_origin(tx: StateTransaction, keys: MemoryKeys, origin: str, event: Ev
     )
 
 
-def origin_event(tx: StateTransaction, keys: MemoryKeys, origin: str) -> bytes | None:
-    """The event an origin is, as `record_origin` kept it (JSON), or None if not kept."""
-    return tx.get(pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin))
+def origin_event(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, origin: str
+) -> bytes | None:
+    """Where news started as a timeline sees it (JSON, as `record_origin` kept it): the first
+    event on its ancestry that formed memories of it. News that never started there (a
+    persistent memory from another timeline) names the first event recorded anywhere."""
+    everywhere = pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin)
+    for segment in reversed(ancestry):  # the oldest positions first
+        for key, value in tx.scan(everywhere + pack(segment.timeline_id)):
+            if int.from_bytes(key[-8:], "big") <= segment.upto_seq:
+                return value
+            break
+    for _, value in tx.scan(everywhere):
+        return value
+    return None

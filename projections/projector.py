@@ -14,7 +14,7 @@ from projections.delivery import Intake, SourceMessage
 from projections.dialogue import record_dialogue
 from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
-from projections.memories import form_memories, origin_of
+from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
     knows,
@@ -32,7 +32,7 @@ from projections.rumour_spreading import spread
 from projections.state import StateTransaction
 from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
-from schemas import Event
+from schemas import Event, Fact
 from schemas.memory import Memory
 
 
@@ -56,7 +56,7 @@ class Projector:
         returns why something it asked for was not recorded."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
-        declarations = StoredDeclarations(tx, tenant, world_id)
+        declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         if policy.memory.npc:
             catalogue = Catalogue(declarations, event, policy)
             present = (
@@ -72,13 +72,13 @@ class Projector:
             formed = [*memories, *rumours]
             store_memories(tx, context.keys, formed)
             record_relations(tx, context.keys, ancestry, formed)
-            if any(memory.origin == origin_of(event) for memory in memories):
-                record_origin(tx, context.keys, origin_of(event), event)
+            for origin in dict.fromkeys(memory.origin for memory in memories):
+                record_origin(tx, context.keys, origin, event)
         note = record_dialogue(
             tx, event, ancestry, Catalogue(declarations, event, policy), policy.memory.dialogue
         )
         for entity_id, declaration in event.entities.items():
-            declarations.declare(entity_id, declaration)
+            declarations.declare(entity_id, declaration, event.seq)
         whereabouts.record_movement(tx, event, ancestry)
         record_story_time(tx, event)
         record_event_at(tx, event)
@@ -109,3 +109,8 @@ class _StoredMinds:
 
     def knows(self, character: str, origin: str) -> bool:
         return knows(self.tx, self.keys, self.ancestry, character, origin)
+
+    def fact_origin(self, fact: Fact) -> str | None:
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        made = world.made_by(self.tx, tenant, world_id, self.ancestry, fact)
+        return None if made is None else origin_at(tenant, world_id, *made)

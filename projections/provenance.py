@@ -1,8 +1,9 @@
 """Provenance: where one of a character's memories came from, and who passed it on.
 
-The origin is the event the news started with (kept when it formed a memory); the chain names
-every holder in turn, first holder first, with how far and how surely it reached each and who
-told them. A memory the character does not hold on the timeline is NotFound.
+The origin is the event the news started with, as the timeline saw it: the first one that
+formed a memory of it (for news with no event behind it, the `told` that first claimed it). The
+chain names every holder in turn, first holder first, with how far and how surely it reached
+each and who told them. A memory the character does not hold on the timeline is NotFound.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def provenance(
     memory = load_memory(tx, keys, npc_id, belief_id)
     if memory is None or not visible(memory, ancestry):
         raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")
-    origin = origin_event(tx, keys, memory.origin)
+    origin = origin_event(tx, keys, ancestry, memory.origin)
     return ProvenanceRead(
         world_instance_id=world_id,
         timeline_id=timeline_id,

@@ -141,7 +141,7 @@ def recall(
     scope = search_scope(keys, ancestry, npc_id)
     if not index.holds_any(scope):
         raise NotFound(f"{npc_id!r} remembers nothing on timeline {timeline_id!r}")
-    declared = StoredDeclarations(tx, tenant_id, world_id).declared()
+    declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
     for cue in query.cues:
         if cue not in declared and not index.mentions(scope, cue):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")

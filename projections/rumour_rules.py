@@ -20,7 +20,9 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
 - **How the listener keeps it** (`retold`): as `knowledge`, one hop further, `told` when the
   teller saw it and `rumour` when the teller had it from others, the teller's confidence times
   `memory.retelling_factor`, the statement without its detail (quoted words, parenthesised
-  details), unsure. With `spreading.distortion` a detail may shift (`projections.distortion`).
+  details), unsure, weighed as a `told` is: by what it tells of, as heard
+  (`projections.weighing`). With `spreading.distortion` a detail may shift
+  (`projections.distortion`).
 
 Everything here is a function of the stream, so the same stream spreads the same rumours.
 """
@@ -37,7 +39,7 @@ from projections.distortion import distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
 from projections.memories import is_persistent
-from projections.weighing import retold_confidence
+from projections.weighing import told_of, weigh
 from projections.wording import Names, retell
 from schemas import EntityDeclaration, Event
 from schemas.memory import Memory, Teller
@@ -197,9 +199,9 @@ def retold(
     Kept as `knowledge`, unsure, one hop further, `told` if the teller saw it and `rumour` if
     not, as sure as the teller times `memory.retelling_factor`, in fewer words (`retell`).
     The same news (`origin`), about the same, claiming the same facts unless distorted.
-    Importance, feeling and arousal travel with the story: the listener takes it as the
-    teller felt it. The lineage adds the teller, with the hops and confidence the news
-    arrived with (as a `told` event's lineage does).
+    Importance, feeling and arousal are the listener's own: what the news tells of, as heard
+    (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
+    the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
     content = retell(memory.content)
     facts = list(memory.facts)
@@ -207,8 +209,9 @@ def retold(
         seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
         content, facts = distort(content, facts, memory.about, seed, names)
     hops = memory.hops + 1
-    confidence = retold_confidence(memory.confidence, policy)
-    return memory.model_copy(  # what is not named travels as it is: about, origin, feelings
+    kind = told_of(memory)
+    weights = weigh(kind, "heard", "told", policy, memory.confidence)
+    return memory.model_copy(  # what is not named travels as it is: about, origin
         update={
             "belief_id": rumour_id(at, listener, memory.origin),
             "kind": "knowledge",
@@ -216,7 +219,11 @@ def retold(
             "source": "told" if memory.hops == 0 else "rumour",
             "source_entity": teller,
             "hops": hops,
-            "confidence": confidence,
+            "confidence": weights.confidence,
+            "importance": weights.importance,
+            "feeling": weights.feeling,
+            "arousal": weights.arousal,
+            "event_kind": kind,
             "diverging": False,
             "uncertain": True,
             "seq": at.seq,
@@ -227,7 +234,7 @@ def retold(
             "facts": facts,
             "lineage": [
                 *memory.lineage,
-                Teller(entity_id=teller, hops=hops, confidence=confidence),
+                Teller(entity_id=teller, hops=hops, confidence=weights.confidence),
             ],
             "story_minutes": at.story_minutes,
         }

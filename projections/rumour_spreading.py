@@ -111,7 +111,7 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
         pack(GROUP_EXCHANGES, tenant, world, news.event.timeline_id, news.event.seq),
         orjson.dumps(interval),
     )
-    declared = StoredDeclarations(news.tx, tenant, world).declared()
+    declared = StoredDeclarations(news.tx, tenant, world, news.ancestry).declared()
     characters = {
         entity: declaration
         for entity, declaration in declared.items()

@@ -1,9 +1,12 @@
 """Versioned values: a value per position, read "as it stood at seq N" through an ancestry.
 
-Anything that changes over a timeline (where a character is, what the world record says)
-is written as a new version keyed by the position that produced it, never overwritten in
-place. Reading at a position is one seek per ancestry segment, and applying an event again
-rewrites the same version: redelivery cannot double-count.
+Anything that changes over a timeline (where a character is, what the world record says, what
+the catalogue declares) is written as a new version keyed by the position that produced it,
+never overwritten in place. Reading at a position is one seek per ancestry segment, and
+applying an event again rewrites the same version: redelivery cannot double-count.
+
+A value read on every event (a declaration) also keeps its timeline's newest version as a
+head (`write_headed`), so the common read, at the tip of the timeline, is one point lookup.
 """
 
 from __future__ import annotations
@@ -12,13 +15,27 @@ from collections.abc import Callable
 
 from projections.keys import pack
 from projections.state import StateTransaction
-from projections.timelines import Ancestry
+from projections.timelines import Ancestry, Segment
+
+_SEQ_BYTES = 8
 
 
 def at_or_before(tx: StateTransaction, scope: bytes, seq: int) -> tuple[int, bytes] | None:
     """The newest version in `scope` written at or before `seq`, with its seq."""
     for key, value in tx.scan(scope, reverse=True, start=scope + pack(seq)):
-        return int.from_bytes(key[-8:], "big"), value
+        return int.from_bytes(key[-_SEQ_BYTES:], "big"), value
+    return None
+
+
+def version_through(
+    tx: StateTransaction, ancestry: Ancestry, scope_of: Callable[[str], bytes]
+) -> tuple[Segment, int, bytes] | None:
+    """The version a timeline sees, with the segment and seq that wrote it: its own newest
+    version, else its ancestors' at the branch point."""
+    for segment in ancestry:
+        found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)
+        if found is not None:
+            return segment, found[0], found[1]
     return None
 
 
@@ -26,8 +43,39 @@ def read_through(
     tx: StateTransaction, ancestry: Ancestry, scope_of: Callable[[str], bytes]
 ) -> bytes | None:
     """The value a timeline sees: its own newest version, else its ancestors' at the branch."""
+    found = version_through(tx, ancestry, scope_of)
+    return None if found is None else found[2]
+
+
+def write_headed(tx: StateTransaction, scope: bytes, head: bytes, seq: int, value: bytes) -> None:
+    """Write `value` as the version at `seq` in `scope`, and as its timeline's head."""
+    tx.put(scope + pack(seq), value)
+    tx.put(head, seq.to_bytes(_SEQ_BYTES, "big") + value)
+
+
+def head_at(head: bytes, segment: Segment) -> bytes | None:
+    """A head's value, if it was written at or before the segment's end."""
+    return (
+        head[_SEQ_BYTES:] if int.from_bytes(head[:_SEQ_BYTES], "big") <= segment.upto_seq else None
+    )
+
+
+def read_headed_through(
+    tx: StateTransaction,
+    ancestry: Ancestry,
+    scope_of: Callable[[str], bytes],
+    head_of: Callable[[str], bytes],
+) -> bytes | None:
+    """`read_through` for values written with `write_headed`: a timeline without a head has no
+    version, and a head at or before the segment's end is its newest version."""
     for segment in ancestry:
-        found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)
-        if found is not None:
-            return found[1]
+        head = tx.get(head_of(segment.timeline_id))
+        if head is None:
+            continue
+        value = head_at(head, segment)
+        if value is None:
+            found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)
+            value = None if found is None else found[1]
+        if value is not None:
+            return value
     return None

@@ -4,16 +4,25 @@ Importance, feeling and arousal come from the policy's table (`memory.weights`),
 of event and the character's part in it. Confidence comes from how the character learned it
 (`memory.confidence`): with their own eyes, from a player, or from a character; news retold
 from a known belief keeps the teller's confidence times `memory.retelling_factor` instead.
+
+News a character passes on (`told`, or a rumour at a meeting) is weighed by what it tells of,
+never as the conversation that carried it, and by the listener's part, `heard`: "Ilse beat the
+drunk sailor senseless" weighs as a fight heard of. What it tells of is the kind of the original
+event when the teller's memory is known (`Memory.event_kind`), else the kind its words and
+claimed facts suggest (`news_kind`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from projections.event_keys import CONVERSATION_KEYS, MOVEMENT_KEYS
 from projections.numbers import decimal, hundredths
-from schemas.policy import EventKind, Learned, Part, Policy
+from schemas import Fact
+from schemas.memory import EventKind, Memory
+from schemas.policy import Learned, Policy, WeighedPart
 
 KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
     ("movement", frozenset({"movement", "moved", "entered", "left", "arrived", "departed"})),
@@ -53,6 +62,12 @@ KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
                 "wounded",
                 "hit",
                 "struck",
+                "beat",
+                "beaten",
+                "punched",
+                "stabbed",
+                "slain",
+                "murdered",
             }
         ),
     ),
@@ -71,6 +86,20 @@ KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
     ("gift", frozenset({"gift", "gifted", "give", "gave", "given", "donated", "rewarded"})),
 )
 """Words of an event key that tell its kind; the first kind with a matching word wins."""
+
+NEWS_KIND_ORDER: tuple[EventKind, ...] = (
+    "theft",
+    "fight",
+    "threat",
+    "help",
+    "gift",
+    "movement",
+    "conversation",
+)
+"""In news, the most striking kind named wins: news is always said by someone, and often says
+where someone went ("Oskar robbed Mara and left" tells of a theft)."""
+
+_WORDS_OF = dict(KIND_WORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +125,29 @@ def event_kind(key: str) -> EventKind:
     return "generic"
 
 
+def news_kind(content: str, facts: Iterable[Fact]) -> EventKind:
+    """The kind of event news tells of, read off its words and the facts it claims (their
+    attributes and text values): "Ilse beat the drunk sailor senseless" tells of a fight."""
+    said = [content]
+    for fact in facts:
+        said += [fact.attribute, fact.value] if isinstance(fact.value, str) else [fact.attribute]
+    words = set(re.findall(r"[^\W_]+", " ".join(said).lower()))
+    for kind in NEWS_KIND_ORDER:
+        if words & _WORDS_OF[kind]:
+            return kind
+    return "generic"
+
+
+def told_of(memory: Memory) -> EventKind:
+    """The kind of event a memory tells of, when it is passed on as news."""
+    if memory.event_kind is not None:
+        return memory.event_kind
+    return news_kind(memory.content, memory.facts)  # stored before the kind was kept
+
+
 def weigh(
     kind: EventKind,
-    part: Part,
+    part: WeighedPart,
     learned: Learned,
     policy: Policy,
     teller_confidence: float | None = None,

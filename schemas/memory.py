@@ -18,6 +18,11 @@ from schemas.events import Contract, Fact, Identifier
 MemoryKind = Literal["event", "knowledge", "impression"]
 """`event`: perceived; `knowledge`: told or said; `impression`: a feeling formed."""
 
+EventKind = Literal[
+    "theft", "fight", "threat", "help", "gift", "conversation", "movement", "generic"
+]
+"""What sort of thing happened, as far as weighing cares (read off the event key)."""
+
 Source = Literal["seen", "told", "rumour", "player"]
 """How the character came by it: own eyes, a first-hand teller, a longer chain, a player."""
 
@@ -70,6 +75,9 @@ class Memory(BeliefRead):
     lineage: list[Teller]
     """The tellers it passed through, first teller first; empty for what was seen."""
     story_minutes: int | None
+    event_kind: EventKind | None = None
+    """The kind of event the memory is of, or tells of: news is weighed by it wherever it
+    travels. None in memories stored before it was kept (their words tell it instead)."""
 
 
 class ReadModel(Contract):

@@ -19,15 +19,14 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from schemas.events import AsInteger, Contract, Identifier
-from schemas.memory import Feeling, MemoryKind, Share
+from schemas.memory import EventKind, Feeling, MemoryKind, Share
 
 Part = Literal["actor", "target", "witness"]
 """A character's part in an event: who did it, to whom, or who saw or overheard it."""
 
-EventKind = Literal[
-    "theft", "fight", "threat", "help", "gift", "conversation", "movement", "generic"
-]
-"""What sort of thing happened, as far as weighing cares (read off the event key)."""
+WeighedPart = Literal["actor", "target", "witness", "heard"]
+"""A part as weighing sees it: a part in the event, or `heard` for whoever learned of it as
+news from a character (told, or a rumour), whatever their part in the telling."""
 
 Learned = Literal["seen", "told", "player"]
 """How a character learned something (a rumour is something told, further down a chain)."""
@@ -47,14 +46,16 @@ class Impact(Contract):
     arousal: Share
 
 
-class KindImpacts(Contract):
-    """The impact of one kind of event for each part a character can have in it."""
+class Impacts(Contract):
+    """The impact of one kind of event for each part a character can have in it, and on
+    whoever hears of it as news."""
 
     actor: Impact
     target: Impact
     witness: Impact
+    heard: Impact
 
-    def for_part(self, part: Part) -> Impact:
+    def for_part(self, part: WeighedPart) -> Impact:
         """The impact on a character in `part`."""
         impact: Impact = getattr(self, part)
         return impact
@@ -68,30 +69,38 @@ def _impact(values: ImpactValues) -> Impact:
     return Impact(importance=importance, feeling=feeling, arousal=arousal)
 
 
-def _row(actor: ImpactValues, target: ImpactValues, witness: ImpactValues) -> KindImpacts:
+def _row(
+    actor: ImpactValues, target: ImpactValues, witness: ImpactValues, heard: ImpactValues
+) -> Impacts:
     """One line of the weighing table, written as (importance, feeling, arousal) per part."""
-    return KindImpacts(actor=_impact(actor), target=_impact(target), witness=_impact(witness))
+    return Impacts(
+        actor=_impact(actor),
+        target=_impact(target),
+        witness=_impact(witness),
+        heard=_impact(heard),
+    )
 
 
 class WeighingTable(Contract):
     """Rules weighing: (importance, feeling, arousal) by kind of event and part in it.
 
-    The conversation target and the fight witness reproduce seed 001's example read.
+    The conversation target and the fight witness reproduce seed 001's example read. News
+    heard of an event (`heard`) weighs less than the sight of it, and stirs less.
     """
 
-    #                                 actor            target            witness
-    theft: KindImpacts = _row((0.6, 0.2, 0.6), (0.9, -0.8, 0.8), (0.5, -0.4, 0.5))
-    fight: KindImpacts = _row((0.7, -0.2, 0.8), (0.9, -0.8, 0.9), (0.6, -0.3, 0.7))
-    threat: KindImpacts = _row((0.4, -0.2, 0.5), (0.7, -0.6, 0.7), (0.4, -0.3, 0.4))
-    help: KindImpacts = _row((0.5, 0.4, 0.3), (0.8, 0.7, 0.5), (0.4, 0.3, 0.2))
-    gift: KindImpacts = _row((0.4, 0.3, 0.2), (0.7, 0.6, 0.4), (0.3, 0.2, 0.1))
-    conversation: KindImpacts = _row((0.3, 0.1, 0.2), (0.5, 0.2, 0.3), (0.3, 0.0, 0.2))
-    movement: KindImpacts = _row((0.1, 0.0, 0.1), (0.2, 0.0, 0.2), (0.1, 0.0, 0.1))
-    generic: KindImpacts = _row((0.3, 0.0, 0.2), (0.4, 0.0, 0.3), (0.2, 0.0, 0.1))
+    #                       actor            target            witness           heard
+    theft: Impacts = _row((0.6, 0.2, 0.6), (0.9, -0.8, 0.8), (0.5, -0.4, 0.5), (0.4, -0.3, 0.3))
+    fight: Impacts = _row((0.7, -0.2, 0.8), (0.9, -0.8, 0.9), (0.6, -0.3, 0.7), (0.5, -0.2, 0.4))
+    threat: Impacts = _row((0.4, -0.2, 0.5), (0.7, -0.6, 0.7), (0.4, -0.3, 0.4), (0.3, -0.2, 0.3))
+    help: Impacts = _row((0.5, 0.4, 0.3), (0.8, 0.7, 0.5), (0.4, 0.3, 0.2), (0.3, 0.2, 0.1))
+    gift: Impacts = _row((0.4, 0.3, 0.2), (0.7, 0.6, 0.4), (0.3, 0.2, 0.1), (0.3, 0.1, 0.1))
+    conversation: Impacts = _row((0.3, 0.1, 0.2), (0.5, 0.2, 0.3), (0.3, 0.0, 0.2), (0.2, 0.0, 0.1))
+    movement: Impacts = _row((0.1, 0.0, 0.1), (0.2, 0.0, 0.2), (0.1, 0.0, 0.1), (0.1, 0.0, 0.1))
+    generic: Impacts = _row((0.3, 0.0, 0.2), (0.4, 0.0, 0.3), (0.2, 0.0, 0.1), (0.2, 0.0, 0.1))
 
-    def for_kind(self, kind: EventKind) -> KindImpacts:
+    def for_kind(self, kind: EventKind) -> Impacts:
         """The line of `kind`."""
-        row: KindImpacts = getattr(self, kind)
+        row: Impacts = getattr(self, kind)
         return row
 
 

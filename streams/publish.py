@@ -9,7 +9,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
-from projections.delivery import identity_of
+from projections.delivery import world_key
 from projections.intake import explain
 from schemas import Event
 
@@ -40,8 +40,7 @@ def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
     except ValidationError as error:
         if not raw:
             return Line(number, data, None, explain(error))
-        named = identity_of(data)["world_instance_id"]
-        return Line(number, data, None if named is None else str(named).encode())
+        return Line(number, data, world_key(data))
     return Line(number, data, world.encode())
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.projector import Projector
 from projections.state import MemoryState
@@ -22,12 +22,14 @@ class Replay:
 
 
 def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Replay:
-    """Feed raw event lines, in order, as partition 0 of the events topic."""
+    """Feed raw event lines, in order, as partition 0 of the events topic, each keyed by its
+    world as `rumourmill publish` keys it."""
     projector = projector or Projector()
     result = Replay()
     worlds: set[tuple[str, str]] = set()
     for offset, raw in enumerate(lines):
-        intake = projector.receive(result.state, SourceMessage("replay", 0, offset, None, raw))
+        message = SourceMessage("replay", 0, offset, world_key(raw), raw)
+        intake = projector.receive(result.state, message)
         for ack in intake.acks:
             result.outcomes[ack.outcome.value] += 1
             if ack.tenant_id is not None and ack.world_instance_id is not None:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pydantic import JsonValue
 
 from projections.catalogue import Catalogue
+from projections.world import same_json
+from schemas import Fact
 from schemas.memory import Memory
+
+WorldRecord = dict[tuple[str, str], tuple[JsonValue, str]]
+"""(subject, attribute) -> (value, origin of the event that recorded it)."""
 
 
 @dataclass(frozen=True)
@@ -14,6 +21,7 @@ class Context:
 
     catalogue: Catalogue
     memories: list[Memory]
+    record: WorldRecord = field(default_factory=dict)
 
     def kind_of(self, entity_id: str) -> str:
         return self.catalogue.kind_of(entity_id)
@@ -35,3 +43,9 @@ class Context:
         return any(
             memory.character_id == character and memory.origin == origin for memory in self.memories
         )
+
+    def fact_origin(self, fact: Fact) -> str | None:
+        recorded = self.record.get((fact.subject, fact.attribute))
+        if recorded is None or not same_json(recorded[0], fact.value):
+            return None
+        return recorded[1]

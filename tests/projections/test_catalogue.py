@@ -9,7 +9,8 @@ import orjson
 from projections.catalogue import Catalogue, StoredDeclarations, merge_declaration
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
-from schemas import EntityDeclaration, Event
+from projections.timelines import Ancestry, Segment
+from schemas import MAX_SEQ, EntityDeclaration, Event
 from schemas.policy import Policy, merge_policy
 from streams.replay import replay_lines
 from tests.reads import answer
@@ -112,29 +113,103 @@ def test_a_later_declaration_adds_to_an_earlier_one() -> None:
     assert merge_declaration(None, later) == later
 
 
+MAIN = (Segment("main", MAX_SEQ),)
+
+
+def branch_after(after_seq: int) -> Ancestry:
+    """The ancestry of a branch `alt` of main after `after_seq`, read at its tip."""
+    return (Segment("alt", MAX_SEQ), Segment("main", after_seq))
+
+
+def declare(state: MemoryState, seq: int, entity_id: str, **fields: Any) -> None:
+    """Declare on main at `seq`, as an event there would."""
+    declarations = StoredDeclarations(state, "default", "w", (Segment("main", seq - 1),))
+    declarations.declare(entity_id, EntityDeclaration(**fields), seq=seq)
+
+
 def test_declarations_persist_for_the_world_and_only_for_it() -> None:
     state = MemoryState()
-    StoredDeclarations(state, "default", "w").declare("npc-mara", EntityDeclaration(name="Mara"))
-    StoredDeclarations(state, "default", "w").declare(
-        "npc-mara", EntityDeclaration(kind="character", group="staff")
-    )
-    StoredDeclarations(state, "default", "w").declare("loc-inn", EntityDeclaration(name="Inn"))
-    later = StoredDeclarations(state, "default", "w")
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 2, "npc-mara", kind="character", group="staff")
+    declare(state, 2, "loc-inn", name="Inn")
+    later = StoredDeclarations(state, "default", "w", MAIN)
     assert later.get("npc-mara") == EntityDeclaration(name="Mara", kind="character", group="staff")
     assert later.declared() == {
         "loc-inn": EntityDeclaration(name="Inn"),
         "npc-mara": EntityDeclaration(name="Mara", kind="character", group="staff"),
     }
-    assert StoredDeclarations(state, "default", "w2").declared() == {}
-    assert StoredDeclarations(state, "acme", "w").get("npc-mara") is None
+    assert StoredDeclarations(state, "default", "w2", MAIN).declared() == {}
+    assert StoredDeclarations(state, "acme", "w", MAIN).get("npc-mara") is None
+
+
+def test_a_timeline_sees_the_declarations_as_they_stood_at_each_position() -> None:
+    state = MemoryState()
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 4, "npc-mara", name="Mara Vell", group="staff")
+    at = {
+        seq: StoredDeclarations(state, "default", "w", (Segment("main", seq),)).get("npc-mara")
+        for seq in (0, 1, 3, 4, 9)
+    }
+    assert at == {
+        0: None,
+        1: EntityDeclaration(name="Mara"),
+        3: EntityDeclaration(name="Mara"),
+        4: EntityDeclaration(name="Mara Vell", group="staff"),
+        9: EntityDeclaration(name="Mara Vell", group="staff"),
+    }
+
+
+def test_a_branch_sees_its_parents_declarations_up_to_the_branch_point_and_keeps_its_own() -> None:
+    state = MemoryState()
+    declare(state, 1, "npc-mara", name="Mara")
+    declare(state, 5, "npc-mara", name="Mara Vell")  # the abandoned future
+    declare(state, 6, "npc-bram", name="Bram")
+    on_alt = StoredDeclarations(state, "default", "w", branch_after(2))
+    assert on_alt.get("npc-mara") == EntityDeclaration(name="Mara")
+    assert on_alt.get("npc-bram") is None
+    on_alt.declare("npc-mara", EntityDeclaration(group="staff"), seq=3)
+    on_alt.declare("npc-ilse", EntityDeclaration(name="Ilse"), seq=3)
+
+    alt = StoredDeclarations(state, "default", "w", branch_after(2))
+    assert alt.declared() == {
+        "npc-ilse": EntityDeclaration(name="Ilse"),
+        "npc-mara": EntityDeclaration(name="Mara", group="staff"),
+    }
+    assert StoredDeclarations(state, "default", "w", MAIN).declared() == {
+        "npc-bram": EntityDeclaration(name="Bram"),
+        "npc-mara": EntityDeclaration(name="Mara Vell"),
+    }
+    alt_before_its_own = StoredDeclarations(
+        state, "default", "w", (Segment("alt", 2), Segment("main", 2))
+    )
+    assert alt_before_its_own.declared() == {"npc-mara": EntityDeclaration(name="Mara")}
 
 
 def test_declaring_the_same_thing_again_writes_the_same_state() -> None:
     state = MemoryState()
-    StoredDeclarations(state, "default", "w").declare("npc-mara", EntityDeclaration(name="Mara"))
+    declare(state, 1, "npc-mara", name="Mara")
     before = list(state.items())
-    StoredDeclarations(state, "default", "w").declare("npc-mara", EntityDeclaration(name="Mara"))
+    declare(state, 1, "npc-mara", name="Mara")  # the same event applied again
     assert list(state.items()) == before
+
+
+def test_a_branch_names_things_as_declared_before_its_branch_point() -> None:
+    state = replay_lines(
+        [
+            line(1, entities={"npc-ilse": {"name": "Ilse", "kind": "character"}}),
+            line(2, key="world.entity-declared", entities={"npc-ilse": {"name": "Ilse the Red"}}),
+            line(2, timeline_id="alt", branch={"parent_timeline_id": "main", "after_seq": 1}),
+            line(3, timeline_id="alt", key="combat.enemy-defeated", actor="npc-ilse"),
+            line(3, key="combat.enemy-defeated", actor="npc-ilse"),
+        ]
+    ).state
+    on = {
+        timeline: answer(runtime_read(state, "default", "w", timeline, "npc-ilse"))[
+            "recollections"
+        ][0]["content"]
+        for timeline in ("main", "alt")
+    }
+    assert on == {"main": "Ilse the Red enemy defeated", "alt": "Ilse enemy defeated"}
 
 
 def test_a_name_declared_once_names_the_entity_in_every_later_memory() -> None:
@@ -149,7 +224,7 @@ def test_a_name_declared_once_names_the_entity_in_every_later_memory() -> None:
         "recollections"
     ]
     assert recollections[0]["content"].startswith("Ilse enemy defeated at The Inn")
-    assert StoredDeclarations(state, "default", "w").declared() == {
+    assert StoredDeclarations(state, "default", "w", MAIN).declared() == {
         "loc-inn": EntityDeclaration(name="The Inn"),
         "npc-ilse": EntityDeclaration(name="Ilse", kind="character"),
     }

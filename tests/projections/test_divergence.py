@@ -6,9 +6,10 @@ import orjson
 import pytest
 
 from projections import world
-from projections.divergence import as_judged, same_json
+from projections.divergence import as_judged
 from projections.state import MemoryState
 from projections.timelines import Segment
+from projections.world import same_json
 from schemas import Event
 from tests.projections.test_memories import seed_world
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
@@ -168,7 +168,7 @@ def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> 
     offset = OFFSET[0]
     OFFSET[0] += 1
     TRIED["inputs"] += 1
-    intake = PROJECTOR.receive(STATE, SourceMessage("events", 3, offset, b"k", raw))
+    intake = PROJECTOR.receive(STATE, SourceMessage("events", 3, offset, world_key(raw), raw))
     assert intake.acks, raw[:200]
     first, *released = intake.acks
     rejected = first.outcome.value == "rejected"
@@ -203,7 +203,7 @@ def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> 
 
 def test_a_dead_letter_reason_is_one_plain_line() -> None:
     raw = b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k", "a\\nb": 1}'
-    intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, None, raw))
+    intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, b"w", raw))
     assert intake.dead_letters
     assert "\n" not in intake.dead_letters[0].reason
     assert "\n" not in (intake.acks[0].reason or "")
@@ -214,7 +214,9 @@ def test_valid_events_after_the_storm_are_still_processed(
 ) -> None:
     for seq in (1, 2):
         raw = orjson.dumps(BASE | {"world_instance_id": "after-storm", "seq": seq})
-        intake = PROJECTOR.receive(STATE, SourceMessage("events", 3, OFFSET[0], b"k", raw))
+        intake = PROJECTOR.receive(
+            STATE, SourceMessage("events", 3, OFFSET[0], b"after-storm", raw)
+        )
         OFFSET[0] += 1
         assert intake.acks[0].outcome.value == "processed"
     with capsys.disabled():

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import pack, unpack
@@ -59,7 +59,7 @@ def prefixes_written(lines: list[bytes], policy: Policy) -> set[str]:
     state = RecordingState()
     projector = Projector(policies=lambda tenant, world: policy)
     for offset, raw in enumerate(lines):
-        projector.receive(state, SourceMessage("events", 0, offset, None, raw))
+        projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
     return state.prefixes_written
 
 
@@ -91,7 +91,7 @@ def test_the_digest_covers_projection_state_and_leaves_bookkeeping_out() -> None
     for prefix, role in KEY_SPACES.items():
         state = MemoryState()
         for offset, raw in enumerate(TAVERN.splitlines()):
-            Projector().receive(state, SourceMessage("events", 0, offset, None, raw))
+            Projector().receive(state, SourceMessage("events", 0, offset, b"save-1", raw))
         before = world_digest(state, "default", "save-1")
         state.put(pack(prefix, "default", "save-1", "one-more"), b"1")
         changed = world_digest(state, "default", "save-1") != before

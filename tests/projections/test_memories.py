@@ -7,19 +7,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from pydantic import TypeAdapter
 
 from projections.catalogue import Catalogue, merge_declaration
-from projections.event_keys import MOVEMENT_KEYS
-from projections.memories import belief_id, form_memories
+from projections.event_keys import MOVEMENT_KEYS, TOLD
+from projections.memories import belief_id, claim_origin, form_memories, origin_of
 from projections.perception import perceivers
 from projections.relations import relation_contributions
-from projections.weighing import event_kind
+from projections.weighing import event_kind, news_kind, told_of
 from projections.wording import event_content, retell
-from schemas import EntityDeclaration, Event
+from schemas import EntityDeclaration, Event, Fact
 from schemas.memory import BeliefRead, Memory
 from schemas.policy import Policy, merge_policy
-from tests.projections.context import Context
+from tests.projections.context import Context, WorldRecord
 from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
 
 POLICY = Policy()
@@ -33,6 +34,7 @@ class World:
     declarations: dict[str, EntityDeclaration] = field(default_factory=dict)
     whereabouts: dict[str, str] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
+    record: WorldRecord = field(default_factory=dict)
     seq: int = 0
 
     def happen(self, key: str, **fields: Any) -> list[Memory]:
@@ -45,7 +47,10 @@ class World:
         catalogue = Catalogue(self.declarations, event, self.policy)
         present = {who for who, where in self.whereabouts.items() if where == event.location}
         perceptions = perceivers(event, catalogue.kind_of, present, self.policy)
-        formed = form_memories(event, perceptions, Context(catalogue, self.memories), self.policy)
+        context = Context(catalogue, self.memories, self.record)
+        formed = form_memories(event, perceptions, context, self.policy)
+        for fact in event.facts:
+            self.record[(fact.subject, fact.attribute)] = (fact.value, origin_of(event))
         for entity_id, declared in event.entities.items():
             self.declarations[entity_id] = merge_declaration(
                 self.declarations.get(entity_id), declared
@@ -337,3 +342,216 @@ def test_event_kinds_are_read_off_the_key() -> None:
             "weather.rain",
         )
     ] == ["fight", "theft", "theft", "gift", "conversation", "movement", "generic"]
+
+
+# Retold news is weighed by what it tells of, as heard
+
+
+def tomas_is_told_of_the_fight(world: World) -> Memory:
+    """The tavern example: Tomas comes in after the fight, and Mara tells him of it."""
+    world.happen(
+        "loreweaver.movement.character-entered-location", actor="npc-tomas", location="loc-tavern"
+    )
+    [told] = world.happen(
+        "loreweaver.conversation.told",
+        actor="npc-mara",
+        target="npc-tomas",
+        payload={
+            "content": "Ilse beat the drunk sailor senseless",
+            "about": ["player-1", "npc-drunk-sailor"],
+        },
+    )
+    return told
+
+
+def test_news_of_a_fight_weighs_as_a_fight_heard_of_not_as_a_chat() -> None:
+    """Told that Ilse beat the sailor senseless, Tomas does not feel +0.2 (a friendly
+    conversation) about Ilse, the sailor and Mara: he heard of a fight."""
+    world = seed_world()
+    told = tomas_is_told_of_the_fight(world)
+    assert (told.event_kind, told.importance, told.feeling, told.arousal, told.confidence) == (
+        "fight",
+        0.5,
+        -0.2,
+        0.4,
+        0.8,
+    )
+    assert world.relations("npc-tomas") == {
+        "npc-mara": (-0.2, 1, 5),
+        "player-1": (-0.2, 1, 5),
+        "npc-drunk-sailor": (-0.2, 1, 5),
+    }
+
+
+def test_news_from_a_known_memory_weighs_as_the_original_event_heard_of() -> None:
+    world = World()
+    seen = saw_a_theft(world)  # Bram, a witness: (0.5, -0.4, 0.5)
+    [heard] = world.happen(
+        "loreweaver.conversation.told",
+        actor="npc-bram",
+        target="npc-ada",
+        payload={"content": "Something happened to Mara.", "belief_id": seen.belief_id},
+    )
+    assert (heard.event_kind, heard.importance, heard.feeling, heard.arousal) == (
+        "theft",
+        0.4,
+        -0.3,
+        0.3,
+    )
+    assert heard.confidence == 0.72
+
+
+def test_the_hearers_weights_come_from_the_policy_table() -> None:
+    policy = merge_policy(
+        POLICY,
+        {
+            "memory": {
+                "weights": {"fight": {"heard": {"importance": 0.9, "feeling": -0.9, "arousal": 1}}}
+            }
+        },
+    )
+    told = tomas_is_told_of_the_fight(seed_world_under(policy))
+    assert (told.importance, told.feeling, told.arousal) == (0.9, -0.9, 1.0)
+
+
+def seed_world_under(policy: Policy) -> World:
+    world = seed_world()
+    return World(policy=policy, declarations=world.declarations, whereabouts=world.whereabouts)
+
+
+def test_news_of_someone_elses_act_forms_no_impression_of_the_teller() -> None:
+    touchy = merge_policy(POLICY, {"memory": {"impression_threshold": 0.1}})
+    world = seed_world_under(touchy)
+    tomas_is_told_of_the_fight(world)
+    assert [memory.kind for memory in world.of("npc-tomas")] == ["knowledge"]
+    said = world.happen(
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-tomas",
+        players=["player-1"],
+        payload={"text": "Good evening."},
+    )
+    assert [memory.kind for memory in said] == ["knowledge", "impression"]  # spoken to him
+
+
+@pytest.mark.parametrize(
+    ("words", "facts", "kind"),
+    [
+        ("Ilse beat the drunk sailor senseless", [], "fight"),
+        ("Oskar robbed Mara and left town", [], "theft"),  # a theft, though he also left
+        ("Mara said Oskar left for the harbour", [], "movement"),
+        ("Mara told me a secret", [], "conversation"),
+        ("The well is dry", [], "generic"),
+        (
+            "The sailor",
+            [{"subject": "npc-sailor", "attribute": "status", "value": "defeated"}],
+            "fight",
+        ),
+        ("The mill", [{"subject": "loc-mill", "attribute": "burgled", "value": True}], "theft"),
+        ("stolen_goods:everywhere!", [], "theft"),  # words run between any non-letters
+    ],
+)
+def test_the_kind_news_tells_of_is_read_off_its_words_and_claimed_facts(
+    words: str, facts: list[dict[str, Any]], kind: str
+) -> None:
+    claimed = [Fact.model_validate(fact) for fact in facts]
+    assert news_kind(words, claimed) == kind
+
+
+def test_a_memory_stored_before_kinds_were_kept_tells_of_what_its_words_say() -> None:
+    seen = saw_a_theft(World())
+    stored = seen.model_dump(mode="json")
+    del stored["event_kind"]
+    older = Memory.model_validate(stored)
+    assert (told_of(older), told_of(seen)) == ("theft", "theft")
+    renamed = older.model_copy(update={"content": "Oskar did something to Mara"})
+    assert told_of(renamed) == "generic"
+
+
+# The same news, told with no memory named
+
+
+THE_SAILOR_IS_DOWN = [{"subject": "npc-drunk-sailor", "attribute": "status", "value": "defeated"}]
+
+
+def test_news_told_twice_in_other_words_is_taken_in_once() -> None:
+    world = World()
+    claim = {"about": ["npc-drunk-sailor"], "facts": THE_SAILOR_IS_DOWN}
+    first = world.happen(
+        "loreweaver.conversation.told",
+        actor="npc-bram",
+        target="npc-ada",
+        payload={"content": "The sailor went down.", **claim},
+    )
+    again = world.happen(
+        "loreweaver.conversation.told",
+        actor="npc-oskar",
+        target="npc-ada",
+        payload={"content": "They say the sailor lost.", **claim},
+    )
+    assert (len(first), again) == (1, [])
+
+
+def test_news_without_facts_is_the_same_news_in_the_same_words() -> None:
+    world = World()
+
+    def tell(content: str) -> list[Memory]:
+        return world.happen(
+            "loreweaver.conversation.told",
+            actor="npc-bram",
+            target="npc-ada",
+            payload={"content": content, "about": ["npc-oskar"]},
+        )
+
+    assert len(tell("Oskar is a thief.")) == 1
+    assert tell("  oskar IS a thief. ") == []
+    assert len(tell("Oskar sings well.")) == 1  # the same person, other news
+
+
+def test_nobody_is_told_as_news_what_they_saw() -> None:
+    """Mara saw Ilse defeat the sailor; told it (no memory named) with the fact it made, she
+    takes nothing in. Tomas, who did not see it, takes it in as news of that very event."""
+    world = seed_world()
+    world.happen("loreweaver.movement.location-entered", actor="npc-tomas", location="loc-yard")
+    claim = {"content": "Ilse won the brawl.", "facts": THE_SAILOR_IS_DOWN}
+    told_mara = world.happen(
+        "loreweaver.conversation.told", actor="npc-tomas", target="npc-mara", payload=claim
+    )
+    [tomas] = world.happen(
+        "loreweaver.conversation.told", actor="npc-mara", target="npc-tomas", payload=claim
+    )
+    fight = next(memory for memory in world.of("npc-mara") if memory.kind == "event")
+    assert told_mara == []
+    assert tomas.origin == fight.origin
+    assert tomas.event_kind == "fight"
+
+
+def test_a_claim_the_world_record_does_not_hold_is_news_of_its_own() -> None:
+    world = seed_world()
+    lie = [{"subject": "npc-drunk-sailor", "attribute": "status", "value": "victorious"}]
+    [heard] = world.happen(
+        "loreweaver.conversation.told",
+        actor="npc-tomas",
+        target="npc-mara",
+        payload={"content": "The sailor won.", "facts": lie},
+    )
+    fight = next(memory for memory in world.of("npc-mara") if memory.kind == "event")
+    assert heard.origin != fight.origin
+
+
+def test_a_claims_origin_is_its_facts_and_whom_it_is_about() -> None:
+    def told(seq: int, **payload: Any) -> Event:
+        return Event.model_validate(
+            {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": TOLD}
+            | {"payload": payload}
+        )
+
+    down = Fact.model_validate(THE_SAILOR_IS_DOWN[0])
+    drunk = Fact(subject="npc-drunk-sailor", attribute="drunk", value=True)
+    one = claim_origin(told(1, content="a"), [down, drunk], ["npc-drunk-sailor", "player-1"])
+    assert one == claim_origin(
+        told(7, content="b"), [drunk, down], ["player-1", "npc-drunk-sailor"]
+    )
+    assert one != claim_origin(told(1, content="a"), [down], ["npc-drunk-sailor", "player-1"])
+    assert one != claim_origin(told(1, content="a"), [down, drunk], ["npc-drunk-sailor"])
+    assert claim_origin(told(1, content="a"), [], []) != claim_origin(told(1, content="b"), [], [])

@@ -305,10 +305,13 @@ def test_a_rumour_three_mouths_down_the_line() -> None:
     )
     assert (told.hops, told.confidence, told.uncertain, told.origin) == (1, 0.72, True, seen.origin)
     assert told.content == "Oskar purse stolen Mara at The Crooked Lantern"
-    assert (told.importance, told.feeling, told.arousal) == (
-        seen.importance,
-        seen.feeling,
-        seen.arousal,
+    # Bram saw a theft as a witness (0.5, -0.4, 0.5); Ada weighs it as a theft heard of
+    assert (seen.importance, seen.feeling, seen.arousal) == (0.5, -0.4, 0.5)
+    assert (told.importance, told.feeling, told.arousal, told.event_kind) == (
+        0.4,
+        -0.3,
+        0.3,
+        "theft",
     )
     assert (told.seq, told.game_time, told.story_minutes) == (
         2,
@@ -324,11 +327,34 @@ def test_a_rumour_three_mouths_down_the_line() -> None:
         "npc-ada",
     )
     assert (rumour.hops, rumour.confidence) == (2, 0.58)
+    assert (rumour.importance, rumour.feeling, rumour.arousal) == (0.4, -0.3, 0.3)
     assert [(step.entity_id, step.hops, step.confidence) for step in rumour.lineage] == [
         ("npc-bram", 1, 0.72),
         ("npc-ada", 2, 0.58),
     ]
     assert rumour.facts == seen.facts
+
+
+def test_a_rumour_weighs_for_its_listener_as_a_told_does_whatever_the_teller_felt() -> None:
+    """Mara was robbed (a target: 0.9, -0.8, 0.8); Zed, who hears it from her at a meeting,
+    weighs it as Ada does, told it by Bram with a `told` naming his memory: a theft heard of."""
+    town = Town()
+    seen = theft(town)
+    robbed = next(m for m in town.mind("npc-mara") if m.kind == "event")
+    assert (robbed.importance, robbed.feeling, robbed.arousal) == (0.9, -0.8, 0.8)
+    [at_meeting] = [m for m in town.meet("npc-mara", "npc-zed") if m.origin == seen.origin]
+    [by_told] = town.happen(
+        "loreweaver.conversation.told",
+        actor="npc-bram",
+        target="npc-ada",
+        payload={"belief_id": seen.belief_id},
+    )
+
+    def weighed(memory: Memory) -> tuple[object, ...]:
+        return (memory.event_kind, memory.importance, memory.feeling, memory.arousal)
+
+    assert weighed(at_meeting) == weighed(by_told) == ("theft", 0.4, -0.3, 0.3)
+    assert (at_meeting.confidence, by_told.confidence) == (0.72, 0.72)
 
 
 def test_nobody_hears_what_they_saw_or_already_know() -> None:

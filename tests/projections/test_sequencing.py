@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections import timelines
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
+from projections.key_prefixes import OUTBOX
 from projections.keys import pack, unpack
 from projections.projector import Projector
 from projections.state import MemoryState
 from projections.world import ABSENT, fact_value
 from schemas.policy import Policy, SequencingPolicy
+from schemas.records import OutboxRecord
 
 
 def event(seq: int, timeline: str = "main", **fields: Any) -> bytes:
@@ -154,6 +156,56 @@ def test_a_redelivered_message_resends_its_acks_and_applies_nothing() -> None:
     assert feed.send(event(1), offset=0) == first == [("main", 1, "processed", 1)]
     intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", event(1)))
     assert intake.redelivered
+    assert feed.timeline("main").applied_events == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        (
+            b"save-2",
+            "message key 'save-2' is not the event's world_instance_id 'w': "
+            "an event must be keyed by its world",
+        ),
+        (None, "message has no key: an event must be keyed by its world_instance_id 'w'"),
+    ],
+)
+def test_an_event_not_keyed_by_its_world_is_rejected_and_dead_lettered(
+    key: bytes | None, reason: str
+) -> None:
+    """Kafka puts a message on the partition of its key: an event keyed otherwise lands where
+    the reads of its world never look, so it is refused whole, and applies nothing."""
+    feed = Feed()
+    intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, key, event(1)))
+    [refused] = intake.acks
+    assert (refused.world_instance_id, refused.seq, refused.outcome.value) == ("w", 1, "rejected")
+    assert refused.reason == reason
+    [letter] = intake.dead_letters
+    assert (letter.reason, letter.offset, letter.world_instance_id) == (reason, 0, "w")
+    assert timelines.load(feed.state, "default", "w", "main") is None
+    assert feed.send(event(1), offset=1) == [("main", 1, "processed", 1)]  # keyed right
+
+
+def test_the_replay_and_the_publisher_key_an_event_by_its_world() -> None:
+    assert world_key(event(1)) == b"w"
+    assert world_key(b'{"world_instance_id": "save-1", "seq": "broken"}') == b"save-1"
+    assert world_key(b"not json") is None
+
+
+def test_a_redelivery_resends_acks_stored_by_the_release_before() -> None:
+    """The release before stored acks with `refused_judgements`, a field acks no longer have:
+    a redelivery of such a message re-sends the ack without it, and applies nothing."""
+    feed = Feed()
+    first = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", event(1)))
+    key = pack(OUTBOX, "t", 0, 0)
+    stored = OutboxRecord.from_bytes(feed.state.get(key) or b"")
+    older = stored.model_copy(
+        update={"acks": [ack | {"refused_judgements": []} for ack in stored.acks]}
+    )
+    feed.state.put(key, older.to_bytes())
+    again = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", event(1)))
+    assert again.redelivered
+    assert again.acks == first.acks
     assert feed.timeline("main").applied_events == 1
 
 

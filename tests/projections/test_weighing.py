@@ -7,14 +7,15 @@ from typing import get_args
 import pytest
 
 from projections.weighing import Weights, event_kind, retold_confidence, weigh
-from schemas.policy import EventKind, Learned, Part, Policy, merge_policy
+from schemas.memory import EventKind
+from schemas.policy import Learned, Policy, WeighedPart, merge_policy
 
 KINDS: tuple[EventKind, ...] = get_args(EventKind)
-PARTS: tuple[Part, ...] = get_args(Part)
+PARTS: tuple[WeighedPart, ...] = get_args(WeighedPart)
 LEARNED: tuple[Learned, ...] = get_args(Learned)
 
 
-def cell(kind: EventKind, part: Part) -> tuple[float, float, float]:
+def cell(kind: EventKind, part: WeighedPart) -> tuple[float, float, float]:
     """A value of its own for every cell of the table: (importance, feeling, arousal)."""
     number = KINDS.index(kind) * len(PARTS) + PARTS.index(part) + 1
     return number / 100, -number / 50, 1 - number / 100
@@ -43,7 +44,7 @@ TABLE = merge_policy(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("part", PARTS)
 def test_each_kind_and_part_reads_its_own_cell_of_the_policy_table(
-    kind: EventKind, part: Part
+    kind: EventKind, part: WeighedPart
 ) -> None:
     weights = weigh(kind, part, "seen", TABLE)
     assert (weights.importance, weights.feeling, weights.arousal) == cell(kind, part)
@@ -75,6 +76,15 @@ def test_the_seeds_example_values() -> None:
     fight_seen = weigh(event_kind("combat.enemy-defeated"), "witness", "seen", defaults)
     assert player_said == Weights(importance=0.5, feeling=0.2, arousal=0.3, confidence=0.7)
     assert fight_seen == Weights(importance=0.6, feeling=-0.3, arousal=0.7, confidence=0.9)
+
+
+def test_news_heard_of_weighs_less_and_stirs_less_than_the_sight_of_it() -> None:
+    defaults = Policy().memory.weights
+    for kind in KINDS:
+        row = defaults.for_kind(kind)
+        assert row.heard.importance <= row.witness.importance, kind
+        assert abs(row.heard.feeling) <= abs(row.witness.feeling), kind
+        assert row.heard.arousal <= row.witness.arousal, kind
 
 
 @pytest.mark.parametrize(

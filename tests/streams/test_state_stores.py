@@ -231,7 +231,7 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
                 "target": "npc-x",
             }
         )
-        Projector().receive(store, SourceMessage("events", 0, offset, None, raw))
+        Projector().receive(store, SourceMessage("events", 0, offset, world.encode(), raw))
 
     send(0, "w", 1, "npc-a")
     send(1, "w", 2, "npc-a\x00b")

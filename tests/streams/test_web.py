@@ -281,7 +281,7 @@ def test_a_runtime_read_changes_as_soon_as_an_event_moves_what_it_reads() -> Non
                 if fields is not None:
                     event = {"world_instance_id": "save-1", **told, **fields}
                     raw = orjson.dumps(event)
-                    projector.receive(state, SourceMessage("replay", 0, offset, None, raw))
+                    projector.receive(state, SourceMessage("replay", 0, offset, b"save-1", raw))
                 for _ in range(2):
                     reply = await client.get(READ)
                     assert reply.status == 200
