@@ -6,6 +6,7 @@ in-process replay both call `Projector.receive` with their own `StateTransaction
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from projections import whereabouts, world
@@ -34,6 +35,13 @@ from projections.timelines import Ancestry
 from schemas import Event
 from schemas.memory import Memory
 
+FormationObserver = Callable[[Sequence[Memory], Sequence[Memory]], None]
+"""Told of what each applied event formed: memories perceived or told, then rumours passed."""
+
+
+def _unobserved(memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
+    """No one counts what was formed (replays, tests)."""
+
 
 class Projector:
     """Applies messages to projections through whatever state transaction it is given."""
@@ -42,9 +50,11 @@ class Projector:
         self,
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        on_formed: FormationObserver = _unobserved,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
+        self.on_formed = on_formed
 
     def receive(self, tx: StateTransaction, message: SourceMessage) -> Intake:
         """Take one message in; returns the acks and dead letters to publish."""
@@ -72,6 +82,7 @@ class Projector:
             record_relations(tx, context.keys, ancestry, formed)
             if any(memory.origin == origin_of(event) for memory in memories):
                 record_origin(tx, context.keys, origin_of(event), event)
+            self.on_formed(memories, rumours)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration)
         whereabouts.record_movement(tx, event, ancestry)
