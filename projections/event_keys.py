@@ -25,3 +25,9 @@ CHARACTERS_MET = "loreweaver.social.characters-met"
 
 MEMORY_RECALLED = "loreweaver.memory.recalled"
 """The actor recalled the memories in `payload.belief_ids`: their clocks restart. Not news."""
+
+WORLD_DELETED = "world.deleted"
+"""Remove everything of the world (`projections.deletion`); timeline and seq are not used."""
+TENANT_DELETED = "tenant.deleted"
+"""Remove everything of every world of the tenant; world, timeline and seq are not used."""
+DELETION_KEYS = frozenset({WORLD_DELETED, TENANT_DELETED})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from projections.deletion import delete, is_deletion
 from projections.delivery import Intake, SourceMessage, dead_letter, produce_once, refuse
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
@@ -47,6 +48,8 @@ def _take_in(
         event = Event.model_validate_json(message.value)
     except ValidationError as error:
         return refuse(message, explain(error))
+    if is_deletion(event):
+        return Intake(acks=[delete(tx, event)])
     policy = policies(event.tenant_id, event.world_instance_id)
     acks = sequence(tx, event, message.value, apply, policy.sequencing)
     if acks[0].outcome is Outcome.REJECTED:

@@ -25,6 +25,8 @@ RECALL = (
     b'"key":"loreweaver.memory.recalled","actor":"npc-mara","payload":{"belief_ids":["b"]}}'
 )
 """A recall (it names a belief id: reinforcement is kept whether or not the id is known)."""
+DELETION = b'{"world_instance_id":"save-1","timeline_id":"main","seq":1,"key":"world.deleted"}'
+"""A deletion (it counts itself apart, for read caches)."""
 RICH_POLICY = resolve(
     None,
     {
@@ -61,7 +63,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
     tavern = TAVERN.splitlines()
     written: set[str] = set()
     for lines in (
-        [*tavern, RECALL],
+        [*tavern, RECALL, DELETION],
         # the reload before its parent reaches the branch point, then the parent backwards
         [tavern[0], tavern[5], *tavern[4:0:-1]],
         noisy(story(worlds=2, events_per_world=80, seed=3), seed=3),
