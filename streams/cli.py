@@ -319,6 +319,36 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
     click.echo(answer["digest"])
 
 
+@main.command("diff")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", required=True, help="the timeline compared")
+@click.option("--other", required=True, help="the timeline it is compared with")
+@_read_options
+def diff_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    other: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """What a character holds on one timeline and not the other, both ways, as tables."""
+    from streams.show import ReadFailed, diff_tables, fetch
+
+    query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
+    try:
+        found = fetch(
+            _settings(web_url=url, api_key=api_key),
+            f"/v2/memory/runtime/npcs/{npc_id}/diff",
+            query | ({"tenant_id": tenant} if tenant else {}),
+        )
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(diff_tables(found))
+
+
 @main.command("provenance")
 @click.argument("npc_id")
 @click.argument("belief_id")

@@ -20,6 +20,7 @@ from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
+from projections.branch_diff import branch_diff
 from projections.decision import decision
 from projections.digest import world_digest
 from projections.provenance import provenance
@@ -321,6 +322,20 @@ class Provenance(WorldRead):
         )
 
 
+class BranchDiffRead(WorldRead):
+    """What a character holds on one timeline and not on another, both ways (section 15)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return branch_diff(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            params["npc_id"],
+            query_identifier(request, "timeline_id"),
+            query_identifier(request, "other_timeline_id"),
+        )
+
+
 class Timeline(WorldRead):
     """Positions and branch point of one timeline."""
 
@@ -350,6 +365,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance": Provenance,
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
+    "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
     "/metrics": PrometheusMetrics,

@@ -20,6 +20,7 @@ from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from prometheus_client.parser import text_string_to_metric_families
 
+from projections.branch_diff import branch_diff
 from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
@@ -32,6 +33,7 @@ from schemas.policy import Policy
 from streams.metrics import Metrics
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
+from streams.show import diff_tables
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
 
@@ -103,6 +105,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         "/v2/memory/runtime/npcs/{npc_id}/recall",
         "/v2/memory/runtime/npcs/{npc_id}/decision",
+        "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
         "/metrics",
@@ -283,3 +286,31 @@ def test_metrics_count_each_read_by_endpoint_in_the_prometheus_format() -> None:
         "/v2/memory/runtime/npcs/{npc_id}": 3,
         "/v2/memory/runtime/npcs/{npc_id}/recall": 1,
     }
+
+
+def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_missing_params() -> (
+    None
+):
+    diff = "/v2/memory/runtime/npcs/npc-mara/diff?world_instance_id=save-1"
+    answers = serve(
+        MemoryReads(STATE),
+        (diff + "&timeline_id=main&other_timeline_id=reload", {}),
+        (diff + "&timeline_id=main&other_timeline_id=nowhere", {}),
+        (diff + "&timeline_id=main", {}),
+        (diff + "&other_timeline_id=reload", {}),
+    )
+    assert answers == [
+        (200, json_of(branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload"))),
+        (404, {"detail": "timeline 'nowhere' has never received events"}),
+        (400, {"detail": "query parameter 'other_timeline_id' is required"}),
+        (400, {"detail": "query parameter 'timeline_id' is required"}),
+    ]
+    assert [m["content"] for m in answers[0][1]["only_on_other"]] == [
+        "Ilse gift given Mara (item: item-locket)",
+        "I feel warmly about Ilse",
+    ]
+    printed = diff_tables(answers[0][1])  # what `rumourmill diff` prints
+    only_on_main, only_on_reload = printed.split("only on reload", 1)
+    assert "Ilse enemy defeated at The Crooked Lantern" in only_on_main
+    assert "Ilse gift given Mara" in only_on_reload.split("words only on")[0]
+    assert "(1 memories held on both)" in printed
