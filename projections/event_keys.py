@@ -33,3 +33,9 @@ DIALOGUE_TURN_KEYS = frozenset({PLAYER_SAID, NPC_REPLIED})
 
 DIALOGUE_SUMMARISED = "loreweaver.memory.dialogue-summarised"
 """A summary of one dialogue scope (actor: the character); it keeps the scope's turns longer."""
+
+WORLD_DELETED = "world.deleted"
+"""Remove everything of the world (`projections.deletion`); timeline and seq are not used."""
+TENANT_DELETED = "tenant.deleted"
+"""Remove everything of every world of the tenant; world, timeline and seq are not used."""
+DELETION_KEYS = frozenset({WORLD_DELETED, TENANT_DELETED})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from projections.deletion import delete, is_deletion
 from projections.delivery import Intake, SourceMessage, dead_letter, produce_once, refuse
 from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
@@ -53,6 +54,8 @@ def _take_in(
     misrouted = misrouted_because(message.key, event.world_instance_id)
     if misrouted is not None:
         return refuse(message, misrouted)
+    if is_deletion(event):
+        return Intake(acks=[delete(tx, event)])
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
     acks = sequence(tx, event, raw, apply, policy.sequencing)

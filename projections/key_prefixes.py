@@ -71,9 +71,16 @@ ENTITY_HEADS = _projection("entity-head")  # timeline, entity: seq (8 bytes) + n
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
+DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times it was deleted
 
 PROJECTION_PREFIXES = tuple(
     prefix for prefix, role in KEY_SPACES.items() if role is Role.PROJECTION
 )
 """The spaces of a world's projections, in declaration order; each key starts (prefix, tenant,
 world)."""
+
+NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS})
+"""Spaces a deletion keeps: the outbox (keyed by source position, so redeliveries of events from
+before a deletion stay recognised) and the deletion counts themselves."""
+WORLD_PREFIXES = tuple(prefix for prefix in KEY_SPACES if prefix not in NOT_OF_A_WORLD)
+"""Every space keyed (prefix, tenant, world, ...): what deleting a world removes."""

@@ -6,6 +6,7 @@ in-process replay both call `Projector.receive` with their own `StateTransaction
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from projections import whereabouts, world
@@ -35,6 +36,13 @@ from projections.timelines import Ancestry
 from schemas import Event, Fact
 from schemas.memory import Memory
 
+FormationObserver = Callable[[Sequence[Memory], Sequence[Memory]], None]
+"""Told of what each applied event formed: memories perceived or told, then rumours passed."""
+
+
+def _unobserved(memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
+    """No one counts what was formed (replays, tests)."""
+
 
 class Projector:
     """Applies messages to projections through whatever state transaction it is given."""
@@ -43,9 +51,11 @@ class Projector:
         self,
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        on_formed: FormationObserver = _unobserved,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
+        self.on_formed = on_formed
 
     def receive(self, tx: StateTransaction, message: SourceMessage) -> Intake:
         """Take one message in; returns the acks and dead letters to publish."""
@@ -74,6 +84,7 @@ class Projector:
             record_relations(tx, context.keys, ancestry, formed)
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
+            self.on_formed(memories, rumours)
         note = record_dialogue(
             tx, event, ancestry, Catalogue(declarations, event, policy), policy.memory.dialogue
         )

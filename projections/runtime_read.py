@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from projections import timelines, whereabouts
+from projections.deletion import deletion_marks
 from projections.divergence import as_judged
 from projections.memory_store import (
     MemoryKeys,
@@ -73,9 +74,13 @@ def timeline_view(
 def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> bytes:
     """What a runtime read on the timeline is computed from, as bytes that change whenever the
     answer can: the stored record of the timeline and of each ancestor (their positions), and
-    how many persistent memories the world holds. Every memory, relation, whereabouts and
-    world fact a read folds is written by an event that moves one of them."""
-    parts = [b"%d" % persistent_memories_stored(tx, tenant_id, world_id)]
+    how many persistent memories the world holds, and how often it was deleted. Every memory,
+    relation, whereabouts and world fact a read folds is written by an event that moves one of
+    them."""
+    parts = [
+        deletion_marks(tx, tenant_id, world_id),
+        b"%d" % persistent_memories_stored(tx, tenant_id, world_id),
+    ]
     current: str | None = timeline_id
     while current is not None:
         raw = tx.get(timelines.timeline_key(tenant_id, world_id, current))

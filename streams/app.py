@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.exceptions import SameNode
+from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
@@ -33,6 +33,7 @@ from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
 from streams.logs import logger
+from streams.metrics import Metrics
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
@@ -135,6 +136,7 @@ class Rumourmill:
     policies: PolicyFeed
     projector: Projector
     durability: LocalDurability
+    metrics: Metrics = field(default_factory=Metrics)
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
@@ -146,6 +148,7 @@ class Rumourmill:
         `CHANGESET_BYTES`), then the acks and dead letters. All go straight to the producer,
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
+        started = time.perf_counter()
         changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
 
@@ -195,6 +198,8 @@ class Rumourmill:
             deliveries.append(
                 await self.deadletters.send(key=message.key, value=letter, force=True)
             )
+        self.metrics.sent(intake.acks, intake.dead_letters)
+        self.metrics.processing.observe(time.perf_counter() - started)
         return deliveries
 
     async def crash(self, error: BaseException, cause: str) -> None:
@@ -284,9 +289,22 @@ def create_app(settings: Settings) -> Rumourmill:
     )
     state.durability = LocalDurability(state, settings.bootstrap)
     policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
-    projector = Projector(policies=PolicyBook(policies), max_event_bytes=settings.max_event_bytes)
+    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events))
+    projector = Projector(
+        policies=PolicyBook(policies),
+        max_event_bytes=settings.max_event_bytes,
+        on_formed=metrics.formed,
+    )
     mill = Rumourmill(
-        app, settings, state, acks, deadletters, policies, projector, state.durability
+        app,
+        settings,
+        state,
+        acks,
+        deadletters,
+        policies,
+        projector,
+        state.durability,
+        metrics=metrics,
     )
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
@@ -347,6 +365,23 @@ def ack_when_delivered(
             event.ack()
 
     asyncio.gather(*deliveries).add_done_callback(delivered)
+
+
+def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
+    """Per assigned partition of `topic`: its highwater (the log end the consumer last saw)
+    minus the committed offset (0 before any commit); partitions not yet fetched are left out."""
+    consumer = app.consumer
+    try:
+        assigned = consumer.assignment()
+    except ConsumerNotStarted:
+        return {}
+    lag = {}
+    for tp in assigned:
+        highwater = consumer.highwater(tp) if tp.topic == topic else None
+        if highwater is not None:
+            committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
+            lag[tp.partition] = max(highwater - (committed or 0), 0)
+    return lag
 
 
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:

@@ -212,6 +212,64 @@ def policy_set(
     )
 
 
+@main.group()
+def world() -> None:
+    """Worlds: delete one."""
+
+
+@world.command("delete")
+@click.argument("world_id")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
+@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
+def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: str | None) -> None:
+    """Publish `world.deleted`: everything of the world goes, persistent memories included."""
+    _publish_deletion(tenant, world_id, broker, topic_prefix)
+
+
+@main.group()
+def tenant() -> None:
+    """Tenants: delete one."""
+
+
+@tenant.command("delete")
+@click.argument("tenant_id")
+@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
+@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
+def tenant_delete(tenant_id: str, broker: str | None, topic_prefix: str | None) -> None:
+    """Publish `tenant.deleted` to every partition: every world of the tenant goes."""
+    _publish_deletion(tenant_id, None, broker, topic_prefix)
+
+
+def _publish_deletion(
+    tenant_id: str, world_id: str | None, broker: str | None, topic_prefix: str | None
+) -> None:
+    from pydantic import ValidationError
+
+    from projections.deletion import deletion_event
+    from projections.intake import explain
+    from streams.publish import send_one
+    from streams.topics import ensure_topics
+
+    try:
+        event = deletion_event(tenant_id, world_id)
+    except ValidationError as error:
+        raise click.ClickException(explain(error, "bad deletion") + "; nothing published") from None
+    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    asyncio.run(ensure_topics(settings))
+    copies = asyncio.run(
+        send_one(
+            settings.bootstrap,
+            settings.topics.events,
+            event.world_instance_id.encode(),
+            event.model_dump_json(exclude_defaults=True).encode(),
+            every_partition=world_id is None,
+        )
+    )
+    what = f"world {world_id!r} of tenant {tenant_id!r}" if world_id else f"tenant {tenant_id!r}"
+    click.echo(f"{event.key} for {what} published to {settings.topics.events} ({copies}x)")
+
+
 def _read_options(function: Any) -> Any:
     """Flags of the commands that read from a running worker."""
     function = click.option("--tenant", default=None, help="tenant (without API keys)")(function)
@@ -259,6 +317,36 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
     click.echo(answer["digest"])
+
+
+@main.command("diff")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", required=True, help="the timeline compared")
+@click.option("--other", required=True, help="the timeline it is compared with")
+@_read_options
+def diff_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    other: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """What a character holds on one timeline and not the other, both ways, as tables."""
+    from streams.show import ReadFailed, diff_tables, fetch
+
+    query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
+    try:
+        found = fetch(
+            _settings(web_url=url, api_key=api_key),
+            f"/v2/memory/runtime/npcs/{npc_id}/diff",
+            query | ({"tenant_id": tenant} if tenant else {}),
+        )
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(diff_tables(found))
 
 
 @main.command("provenance")

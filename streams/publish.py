@@ -44,14 +44,20 @@ def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
     return Line(number, data, world.encode())
 
 
-async def send_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
-    """Send one message and wait until the broker has it."""
+async def send_one(
+    bootstrap: str, topic: str, key: bytes, value: bytes, *, every_partition: bool = False
+) -> int:
+    """Send one message and wait until the broker has it; with `every_partition`, a copy to
+    each partition of the topic (what every worker must see). Returns the copies sent."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
-        await producer.send_and_wait(topic, value=value, key=key)
+        partitions = sorted(await producer.partitions_for(topic)) if every_partition else [None]
+        for partition in partitions:
+            await producer.send_and_wait(topic, value=value, key=key, partition=partition)
     finally:
         await producer.stop()
+    return len(partitions)
 
 
 async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:

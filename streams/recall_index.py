@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from projections import timelines
+from projections.deletion import deletion_marks
 from projections.memory_store import MemoryKeys, formed_between
 from projections.recall import SearchScope
 from projections.state import StateTransaction
@@ -73,6 +74,8 @@ class SqliteRecallIndex:
     """Vectors refused for another model or dimension than their world's."""
     _db: sqlite3.Connection = field(init=False)
     _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
+    _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    """Each world's deletion marks when last caught up: a world deleted since starts anew."""
 
     def __post_init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -81,6 +84,11 @@ class SqliteRecallIndex:
     # -- catching up ---------------------------------------------------------------------------
 
     def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        world = (keys.tenant_id, keys.world_id)
+        marks = deletion_marks(tx, *world)
+        if self._deletions.setdefault(world, marks) != marks:
+            self._forget_world(*world)
+            self._deletions[world] = marks
         for record in timelines.of_world(tx, keys.tenant_id, keys.world_id):
             done = self._synced(keys, record.timeline_id)
             if record.processed_seq <= done:
@@ -93,6 +101,23 @@ class SqliteRecallIndex:
                 (keys.tenant_id, keys.world_id, record.timeline_id, record.processed_seq),
             )
             self._db.execute("COMMIT")
+
+    def _forget_world(self, tenant_id: str, world_id: str) -> None:
+        """Drop everything of a world that was deleted (`projections.deletion`)."""
+        items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
+        self._db.execute("BEGIN")
+        for statement in (
+            f"DELETE FROM words WHERE rowid IN ({items})",
+            f"DELETE FROM abouts WHERE item IN ({items})",
+            f"DELETE FROM vectors WHERE item IN ({items})",
+            "DELETE FROM items WHERE tenant = ? AND world = ?",
+            "DELETE FROM synced WHERE tenant = ? AND world = ?",
+            "DELETE FROM world_models WHERE tenant = ? AND world = ?",
+        ):
+            self._db.execute(statement, (tenant_id, world_id))
+        self._db.execute("COMMIT")
+        for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
+            del self._vectors[held]
 
     def _synced(self, keys: MemoryKeys, timeline_id: str) -> int:
         row = self._db.execute(

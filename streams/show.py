@@ -158,3 +158,39 @@ def dialogue_tables(found: dict[str, Any]) -> str:
             title += f"\nsummary: {scope['summary']} ({scope['turns_since_summary']} turns since)"
         parts.append(table(title, ["seq", "time", "speaker", "text"], rows))
     return "\n\n".join(parts)
+
+
+def diff_tables(found: dict[str, Any]) -> str:
+    """A branch diff as a person reads it: what each timeline holds that the other does not."""
+    columns = ["seq", "timeline", "kind", "source", "belief_id", "content"]
+    one, other = found["timeline_id"], found["other_timeline_id"]
+
+    def rows(memories: list[dict[str, Any]]) -> list[list[Any]]:
+        return [
+            [
+                m["seq"],
+                m["timeline_id"],
+                m["kind"] + ("*" if m["persistent"] else ""),
+                m["source"],
+                m["belief_id"],
+                m["content"],
+            ]
+            for m in memories
+        ]
+
+    return "\n\n".join(
+        [
+            f"{found['npc_id']} in {found['world_instance_id']}: {one} against {other}"
+            f" ({found['held_on_both']} memories held on both)",
+            table(f"only on {one}", columns, rows(found["only_on_timeline"])),
+            table(f"only on {other}", columns, rows(found["only_on_other"])),
+            table(
+                f"words only on {one}",
+                ["content"],
+                [[c] for c in found["content_only_on_timeline"]],
+            ),
+            table(
+                f"words only on {other}", ["content"], [[c] for c in found["content_only_on_other"]]
+            ),
+        ]
+    )

@@ -20,6 +20,7 @@ from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
+from projections.branch_diff import branch_diff
 from projections.decision import decision
 from projections.dialogue import dialogue_read
 from projections.digest import world_digest
@@ -29,6 +30,7 @@ from projections.runtime_read import BadRead, NotFound, read_position, runtime_r
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
 from schemas.policy import Policy
+from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
 
 IDENTIFIER_LIMIT = 128
@@ -70,6 +72,11 @@ class WorldReads(Protocol):
     @property
     def recall_index(self) -> RecallIndex:
         """The worker's local recall index (words, cues, vectors)."""
+        ...
+
+    @property
+    def metrics(self) -> Metrics:
+        """The worker's metrics, which the reads add their latency to."""
         ...
 
 
@@ -150,8 +157,10 @@ class ReadScope:
 class ReadsView(View):
     """A view over a worker's `WorldReads` (Faust builds views from its app and web alone)."""
 
-    def __init__(self, app: AppT, web: Web, reads: WorldReads) -> None:
+    def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
         self.reads = reads
+        self.endpoint = endpoint
+        """The route template it serves (the label of its read latency)."""
         super().__init__(app, web)
 
     def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
@@ -182,10 +191,27 @@ class Ready(ReadsView):
         return self.answer({"status": "ready", "rebalances": readiness.rebalances})
 
 
+class PrometheusMetrics(ReadsView):
+    """The worker's metrics in the Prometheus text format (`streams.metrics`)."""
+
+    async def get(self, request: Request) -> Response:
+        return self.bytes(self.reads.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+
+
 class WorldRead(ReadsView):
     """A read of one world: authenticated, validated, then served here or by its owner."""
 
     async def get(self, request: Request, **params: str) -> Response:
+        started = time.perf_counter()
+        try:
+            return await self.answer_read(request, params)
+        finally:
+            self.reads.metrics.reads.labels(endpoint=self.endpoint).observe(
+                time.perf_counter() - started
+            )
+
+    async def answer_read(self, request: Request, params: Mapping[str, str]) -> Response:
+        """The answer, or a plain `detail` with the status of what went wrong."""
         try:
             tenant = tenant_of(request, self.reads.tenants_by_api_key)
             world = query_identifier(request, "world_instance_id")
@@ -216,8 +242,8 @@ class RuntimeRead(WorldRead):
     again until an event moves what it was computed from (`streams.read_cache`).
     """
 
-    def __init__(self, app: AppT, web: Web, reads: WorldReads) -> None:
-        super().__init__(app, web, reads)
+    def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
+        super().__init__(app, web, reads, endpoint)
         self.cache = ReadCache(READ_CACHE_BYTES)
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
@@ -319,6 +345,20 @@ class Provenance(WorldRead):
         )
 
 
+class BranchDiffRead(WorldRead):
+    """What a character holds on one timeline and not on another, both ways (section 15)."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return branch_diff(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            params["npc_id"],
+            query_identifier(request, "timeline_id"),
+            query_identifier(request, "other_timeline_id"),
+        )
+
+
 class Timeline(WorldRead):
     """Positions and branch point of one timeline."""
 
@@ -349,12 +389,14 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/memory/runtime/npcs/{npc_id}/dialogue": Dialogue,
+    "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
+    "/metrics": PrometheusMetrics,
 }
 
 
 def register_views(app: AppT, reads: WorldReads) -> None:
     """Serve every route on `app`'s web server, each view built over `reads`."""
     for path, view_class in ROUTES.items():
-        app.web.route(path, view_class(app, app.web, reads))
+        app.web.route(path, view_class(app, app.web, reads, path))

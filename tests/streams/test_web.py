@@ -19,7 +19,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
+from prometheus_client.parser import text_string_to_metric_families
 
+from projections.branch_diff import branch_diff
 from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
@@ -29,8 +31,10 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas.memory import ReadModel
 from schemas.policy import Policy
+from streams.metrics import Metrics
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
+from streams.show import diff_tables
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
 
@@ -51,6 +55,7 @@ class MemoryReads:
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+    metrics: Metrics = field(default_factory=Metrics)
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
         return Policy()
@@ -67,7 +72,8 @@ class MemoryReads:
 
 
 def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tuple[int, Any]]:
-    """Each (path, headers) answered by the views over `reads`: (status, JSON body)."""
+    """Each (path, headers) answered by the views over `reads`: (status, JSON body, or the
+    text of a body that is not JSON)."""
 
     async def run() -> list[tuple[int, Any]]:
         app = faust.App("web-test", autodiscover=False)
@@ -78,7 +84,9 @@ def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tup
             answers = []
             for path, headers in requests:
                 reply = await client.get(path, headers=headers)
-                answers.append((reply.status, orjson.loads(await reply.read())))
+                body = await reply.read()
+                json = reply.content_type == "application/json"
+                answers.append((reply.status, orjson.loads(body) if json else body.decode()))
             return answers
         finally:
             await client.close()
@@ -99,8 +107,10 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/recall",
         "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/memory/runtime/npcs/{npc_id}/dialogue",
+        "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
+        "/metrics",
     }
 
 
@@ -298,3 +308,51 @@ def test_a_runtime_read_changes_as_soon_as_an_event_moves_what_it_reads() -> Non
     assert "The locket is fake" not in str(contents[0])
     assert "The locket is fake" in str(contents[1])  # formed on the reload, persistent: seen here
     assert minds[2]["processed_seq"] == 6 and "The cellar is flooded" in str(contents[2])
+
+
+def test_metrics_count_each_read_by_endpoint_in_the_prometheus_format() -> None:
+    reads = MemoryReads(STATE)
+    missing = READ.replace("&timeline_id=main", "")
+    *answers, (status, text) = serve(
+        reads, (READ, {}), (READ, {}), (missing, {}), (RECALL, {}), ("/metrics", {})
+    )
+    assert [status for status, _ in answers] == [200, 200, 400, 200]
+    assert status == 200
+    counts = {
+        sample.labels["endpoint"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "rumourmill_read_seconds_count"
+    }
+    assert counts == {
+        "/v2/memory/runtime/npcs/{npc_id}": 3,
+        "/v2/memory/runtime/npcs/{npc_id}/recall": 1,
+    }
+
+
+def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_missing_params() -> (
+    None
+):
+    diff = "/v2/memory/runtime/npcs/npc-mara/diff?world_instance_id=save-1"
+    answers = serve(
+        MemoryReads(STATE),
+        (diff + "&timeline_id=main&other_timeline_id=reload", {}),
+        (diff + "&timeline_id=main&other_timeline_id=nowhere", {}),
+        (diff + "&timeline_id=main", {}),
+        (diff + "&other_timeline_id=reload", {}),
+    )
+    assert answers == [
+        (200, json_of(branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload"))),
+        (404, {"detail": "timeline 'nowhere' has never received events"}),
+        (400, {"detail": "query parameter 'other_timeline_id' is required"}),
+        (400, {"detail": "query parameter 'timeline_id' is required"}),
+    ]
+    assert [m["content"] for m in answers[0][1]["only_on_other"]] == [
+        "player-1 gift given Mara (item: item-locket)",
+        "I feel warmly about player-1",
+    ]
+    printed = diff_tables(answers[0][1])  # what `rumourmill diff` prints
+    only_on_main, only_on_reload = printed.split("only on reload", 1)
+    assert "Ilse enemy defeated at The Crooked Lantern" in only_on_main
+    assert "player-1 gift given Mara" in only_on_reload.split("words only on")[0]
+    assert "(1 memories held on both)" in printed

@@ -1,0 +1,92 @@
+"""Deletion: a `world.deleted` or `tenant.deleted` event removes everything of the world.
+
+Every key space keyed by world (`projections.key_prefixes.WORLD_PREFIXES`: every projection,
+persistent memories included, and the events still waiting in the deferral buffer) is emptied
+through the state transaction, so the worker's changelog carries a tombstone for each key. What
+is left digests as a world never seen, and a replay of the whole log deletes it again.
+
+A deletion is not sequenced: its `timeline_id` and `seq` are required by the event contract
+but not used, and it is applied when it arrives. After it the world is unknown: reads answer
+404, and the next events start it anew (a timeline's seq restarts at 1). A redelivery of an
+event from before the deletion is still recognised by its source position (the outbox is kept)
+and changes nothing. Deleting what was never seen is acked and does nothing else.
+
+A tenant's worlds are spread over the partitions of the events topic: `tenant.deleted` must
+reach each partition (`rumourmill tenant delete` sends one to every partition), and each
+deletes what its own state holds.
+
+How often a world (or tenant) was deleted is counted apart, as bookkeeping (`DELETIONS`), so
+an answer cached before a deletion is never served for the world begun anew
+(`runtime_read.read_position`).
+"""
+
+from __future__ import annotations
+
+from projections.event_keys import DELETION_KEYS, TENANT_DELETED, WORLD_DELETED
+from projections.key_prefixes import DELETIONS, WORLD_PREFIXES
+from projections.keys import KeyPart, pack
+from projections.state import StateTransaction
+from schemas import Ack, Event, Outcome
+
+ANY = "*"
+"""What a deletion event gives for the fields it does not use (they are required)."""
+
+
+def deletion_event(tenant_id: str, world_id: str | None) -> Event:
+    """The event that deletes one world of the tenant or, without a world, the whole tenant."""
+    return Event(
+        tenant_id=tenant_id,
+        world_instance_id=world_id or ANY,
+        timeline_id=ANY,
+        seq=1,
+        key=TENANT_DELETED if world_id is None else WORLD_DELETED,
+    )
+
+
+def is_deletion(event: Event) -> bool:
+    return event.key in DELETION_KEYS
+
+
+def delete(tx: StateTransaction, event: Event) -> Ack:
+    """Remove what the deletion event names; its ack says how much went."""
+    scope: tuple[KeyPart, ...] = (event.tenant_id,)
+    if event.key == TENANT_DELETED:
+        what = f"tenant {event.tenant_id!r}"
+    else:
+        scope += (event.world_instance_id,)
+        what = f"world {event.world_instance_id!r} of tenant {event.tenant_id!r}"
+    removed = delete_scope(tx, scope)
+    return Ack(
+        tenant_id=event.tenant_id,
+        world_instance_id=event.world_instance_id,
+        timeline_id=event.timeline_id,
+        seq=event.seq,
+        outcome=Outcome.PROCESSED,
+        reason=f"deleted {removed} records of {what}" if removed else f"{what}: nothing to delete",
+    )
+
+
+def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> int:
+    """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)).
+
+    Returns how many keys went; when any did, the scope's deletion count goes up by one.
+    """
+    doomed = [key for prefix in WORLD_PREFIXES for key, _ in tx.scan(pack(prefix, *scope))]
+    for key in doomed:
+        tx.delete(key)
+    if doomed:
+        count_key = pack(DELETIONS, *scope)
+        tx.put(count_key, b"%d" % (deletions(tx, count_key) + 1))
+    return len(doomed)
+
+
+def deletions(tx: StateTransaction, count_key: bytes) -> int:
+    raw = tx.get(count_key)
+    return 0 if raw is None else int(raw)
+
+
+def deletion_marks(tx: StateTransaction, tenant_id: str, world_id: str) -> bytes:
+    """How often the tenant and the world were deleted, as bytes a read cache keys on."""
+    tenant = tx.get(pack(DELETIONS, tenant_id)) or b"0"
+    world = tx.get(pack(DELETIONS, tenant_id, world_id)) or b"0"
+    return tenant + b"/" + world

@@ -1,0 +1,106 @@
+"""What a worker counts for Prometheus (`GET /metrics`), in a registry of its own.
+
+Each app gets its own `CollectorRegistry`, never the process-wide one, so two workers in one
+process (tests, benchmarks) count apart. Counters count what was sent: a redelivered event's
+acks are sent again and counted again, exactly as they appear on the acks topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from schemas import Ack, DeadLetter, Outcome
+from schemas.memory import Memory
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""The Prometheus text exposition format's content type."""
+LagByPartition = Callable[[], Mapping[int, int]]
+"""Events not yet committed, per partition of the events topic this worker consumes."""
+PROCESSING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+READ_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+def no_lag() -> Mapping[int, int]:
+    """No partitions consumed (a web server without a worker)."""
+    return {}
+
+
+class _LagCollector(Collector):
+    """Consumer lag as a gauge, asked of the consumer at each scrape."""
+
+    def __init__(self, lag: LagByPartition) -> None:
+        self.lag = lag
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "rumourmill_consumer_lag",
+            "Events on the events topic past this worker's committed offset, per partition.",
+            labels=["partition"],
+        )
+        for partition, lag in sorted(self.lag().items()):
+            gauge.add_metric([str(partition)], lag)
+        yield gauge
+
+
+class Metrics:
+    """The worker's counters, histograms and the lag gauge, in one registry."""
+
+    def __init__(self, lag: LagByPartition = no_lag) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.events = Counter(
+            "rumourmill_events",
+            "Event acks sent, by outcome (processed, deferred, duplicate, rejected).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in Outcome:
+            self.events.labels(outcome=outcome.value)
+        self.processing = Histogram(
+            "rumourmill_processing_seconds",
+            "Time to project one message and hand its outputs to the producer.",
+            buckets=PROCESSING_BUCKETS,
+            registry=self.registry,
+        )
+        self.dead_letters = Counter(
+            "rumourmill_dead_letters",
+            "Messages sent to the dead-letter topic.",
+            registry=self.registry,
+        )
+        self.memories_formed = Counter(
+            "rumourmill_memories_formed",
+            "Memories formed by perception, conversation or a player's words.",
+            registry=self.registry,
+        )
+        self.rumours_passed = Counter(
+            "rumourmill_rumours_passed",
+            "Memories passed on as rumours when characters met.",
+            registry=self.registry,
+        )
+        self.reads = Histogram(
+            "rumourmill_read_seconds",
+            "Time to answer an HTTP read, by endpoint (route template).",
+            ["endpoint"],
+            buckets=READ_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_LagCollector(lag))
+
+    def sent(self, acks: Sequence[Ack], dead_letters: Sequence[DeadLetter]) -> None:
+        """Count what one message produced."""
+        for ack in acks:
+            self.events.labels(outcome=ack.outcome.value).inc()
+        self.dead_letters.inc(len(dead_letters))
+
+    def formed(self, memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
+        """Count what one applied event formed (`projections.projector.FormationObserver`)."""
+        self.memories_formed.inc(len(memories))
+        self.rumours_passed.inc(len(rumours))
+
+    def exposition(self) -> bytes:
+        """Every metric in the Prometheus text format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,71 @@
+"""Branch diff (`projections.branch_diff`): what a character holds on one timeline, not another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from projections.branch_diff import HeldMemory, branch_diff
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.runtime_read import NotFound
+from streams.replay import replay_lines
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+STATE = replay_lines(TAVERN.splitlines()).state
+LINES = TAVERN.splitlines()
+
+
+def contents(memories: list[HeldMemory]) -> list[str]:
+    return [memory.content for memory in memories]
+
+
+def test_each_timeline_holds_what_it_lived_and_shares_what_came_before_the_branch() -> None:
+    diff = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload")
+    assert contents(diff.only_on_timeline) == [
+        "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)"
+    ]
+    assert contents(diff.only_on_other) == [
+        "player-1 gift given Mara (item: item-locket)",
+        "I feel warmly about player-1",
+    ]
+    assert {m.timeline_id for m in diff.only_on_other} == {"reload"}
+    assert diff.held_on_both == 1  # the player's words at seq 2, before the branch
+    back = branch_diff(STATE, "default", "save-1", "npc-mara", "reload", "main")
+    assert (back.only_on_timeline, back.only_on_other) == (
+        diff.only_on_other,
+        diff.only_on_timeline,
+    )
+    same = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "main")
+    assert (same.only_on_timeline, same.only_on_other, same.held_on_both) == ([], [], 2)
+
+
+def test_the_same_words_under_other_belief_ids_differ_by_id_but_not_by_content() -> None:
+    relived = orjson.loads(LINES[2]) | {  # main's seq 3 lived again on a branch after seq 2
+        "timeline_id": "again",
+        "branch": {"parent_timeline_id": "main", "after_seq": 2},
+    }
+    state = replay_lines([*LINES, orjson.dumps(relived)]).state
+    diff = branch_diff(state, "default", "save-1", "npc-mara", "main", "again")
+    assert len(diff.only_on_timeline) == len(diff.only_on_other) == 1
+    assert diff.only_on_timeline[0].belief_id != diff.only_on_other[0].belief_id
+    assert diff.content_only_on_timeline == diff.content_only_on_other == []
+
+
+def test_persistent_memories_are_held_on_every_timeline() -> None:
+    policy = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    state = replay_lines(LINES, Projector(policies=lambda tenant, world: policy)).state
+    diff = branch_diff(state, "default", "save-1", "npc-mara", "main", "reload")
+    assert diff.only_on_timeline == diff.only_on_other == []
+    assert diff.held_on_both == 4
+
+
+def test_unknown_timelines_and_a_character_holding_nothing_are_not_found() -> None:
+    with pytest.raises(NotFound, match="timeline 'nowhere' has never received events"):
+        branch_diff(STATE, "default", "save-1", "npc-mara", "main", "nowhere")
+    with pytest.raises(NotFound, match="timeline 'nowhere'"):
+        branch_diff(STATE, "default", "save-1", "npc-mara", "nowhere", "main")
+    with pytest.raises(NotFound, match="'npc-nobody' holds no memory"):
+        branch_diff(STATE, "default", "save-1", "npc-nobody", "main", "reload")

@@ -1,0 +1,149 @@
+"""World and tenant deletion (`projections.deletion`), by value, over in-process replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from projections.delivery import SourceMessage
+from projections.digest import world_digest
+from projections.key_prefixes import OUTBOX, WORLD_PREFIXES
+from projections.keys import pack, unpack
+from projections.memory_store import persistent_memories_stored
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.recall import RecallQuery, recall
+from projections.runtime_read import NotFound, read_position, runtime_read
+from projections.state import MemoryState
+from schemas.policy import Policy
+from streams.recall_index import SqliteRecallIndex
+from streams.replay import replay_lines
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+POLICY = resolve(
+    None,
+    {
+        "memory": {
+            "spreading": {"enabled": True},
+            "persistent": {"characters": ["npc-mara"], "kinds": ["impression"]},
+        }
+    },
+)
+EMPTY = world_digest(MemoryState(), "default", "save-1")
+
+
+def story(world: str = "save-1", tenant: str = "default") -> list[bytes]:
+    """The tavern story in another world or tenant."""
+    return [
+        orjson.dumps(orjson.loads(line) | {"world_instance_id": world, "tenant_id": tenant})
+        for line in TAVERN.splitlines()
+    ]
+
+
+def deletion(key: str, world: str = "save-1", tenant: str = "default") -> bytes:
+    fields: dict[str, Any] = {"tenant_id": tenant, "world_instance_id": world}
+    return orjson.dumps(fields | {"timeline_id": "main", "seq": 1, "key": key})
+
+
+def replay(lines: list[bytes]) -> MemoryState:
+    return replay_lines(lines, Projector(policies=lambda tenant, world: POLICY)).state
+
+
+def keys_of(state: MemoryState, tenant: str, world: str) -> list[bytes]:
+    return [key for prefix in WORLD_PREFIXES for key, _ in state.scan(pack(prefix, tenant, world))]
+
+
+def test_a_deleted_world_leaves_no_key_and_reads_answer_404() -> None:
+    before = replay([*story("save-1"), *story("save-2")])
+    assert persistent_memories_stored(before, "default", "save-1") > 0
+    assert keys_of(before, "default", "save-1")
+    state = replay([*story("save-1"), *story("save-2"), deletion("world.deleted")])
+
+    assert keys_of(state, "default", "save-1") == []
+    assert persistent_memories_stored(state, "default", "save-1") == 0
+    assert world_digest(state, "default", "save-1") == EMPTY
+    assert world_digest(state, "default", "save-2") == world_digest(before, "default", "save-2")
+    with pytest.raises(NotFound):
+        runtime_read(state, "default", "save-1", "main", "npc-mara")
+    assert runtime_read(state, "default", "save-2", "main", "npc-mara").beliefs
+
+
+def test_the_deletion_is_acked_with_what_it_removed_and_an_unknown_world_changes_nothing() -> None:
+    state = replay(story())
+    projector = Projector(policies=lambda tenant, world: POLICY)
+    untouched = [(key, value) for key, value in state.items() if unpack(key)[0] != OUTBOX]
+    unknown = projector.receive(
+        state, SourceMessage("t", 0, 100, b"nowhere", deletion("world.deleted", "nowhere"))
+    )
+    assert [(ack.outcome, ack.reason) for ack in unknown.acks] == [
+        ("processed", "world 'nowhere' of tenant 'default': nothing to delete")
+    ]
+    assert [(k, v) for k, v in state.items() if unpack(k)[0] != OUTBOX] == untouched
+
+    deleted = projector.receive(
+        state, SourceMessage("t", 0, 101, b"save-1", deletion("world.deleted"))
+    )
+    assert deleted.acks[0].outcome == "processed"
+    assert deleted.acks[0].reason == (
+        f"deleted {len(keys_of(replay(story()), 'default', 'save-1'))} records "
+        "of world 'save-1' of tenant 'default'"
+    )
+    assert not deleted.dead_letters
+
+
+def test_a_replay_of_the_whole_log_deletes_again_and_later_events_start_the_world_anew() -> None:
+    log = [*story(), deletion("world.deleted")]
+    assert world_digest(replay(log), "default", "save-1") == EMPTY
+    assert world_digest(replay(log + log), "default", "save-1") == EMPTY
+    anew = replay([*log, *story()])
+    assert world_digest(anew, "default", "save-1") == world_digest(
+        replay(story()), "default", "save-1"
+    )
+    assert runtime_read(anew, "default", "save-1", "main", "npc-mara").beliefs
+
+
+def test_a_world_begun_anew_reads_from_another_position_than_before_its_deletion() -> None:
+    """A read cached before the deletion is never served for the world begun anew."""
+    first = replay(story())
+    anew = replay([*story(), deletion("world.deleted"), *story()])
+    assert read_position(first, "default", "save-1", "main") != read_position(
+        anew, "default", "save-1", "main"
+    )
+
+
+def test_a_deleted_tenant_loses_every_world_and_other_tenants_keep_theirs() -> None:
+    worlds = [*story("save-1", "acme"), *story("save-2", "acme"), *story("save-1")]
+    before = replay(worlds)
+    state = replay([*worlds, deletion("tenant.deleted", "*", "acme")])
+    for world in ("save-1", "save-2"):
+        assert keys_of(before, "acme", world)
+        assert keys_of(state, "acme", world) == []
+        with pytest.raises(NotFound):
+            runtime_read(state, "acme", world, "main", "npc-mara")
+    assert world_digest(state, "default", "save-1") == world_digest(before, "default", "save-1")
+
+
+def test_the_recall_index_forgets_a_deleted_world_and_finds_what_it_holds_anew() -> None:
+    index = SqliteRecallIndex()
+
+    def recalled(state: MemoryState, text: str) -> list[str]:
+        found = recall(
+            state,
+            index,
+            "default",
+            "save-1",
+            "main",
+            "npc-mara",
+            RecallQuery(text, (), 10),
+            Policy(),
+        )
+        return [memory.content for memory in found.memories]
+
+    assert any("son" in content for content in recalled(replay(story()), "son"))
+    daughter = [line.replace(b"your son", b"your daughter") for line in story()]
+    anew = replay([*story(), deletion("world.deleted"), *daughter])
+    assert recalled(anew, "son") == []
+    assert any("daughter" in content for content in recalled(anew, "daughter"))

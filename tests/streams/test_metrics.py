@@ -1,0 +1,133 @@
+"""`GET /metrics`: what a worker counts, scraped over HTTP and parsed as Prometheus reads it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from projections.policy import resolve
+from projections.projector import Projector
+from schemas.memory import Memory
+from streams.metrics import Metrics
+from streams.replay import replay_lines
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    send_events,
+    settings_env,
+    unique_settings,
+)
+
+TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
+SPREADING = {"memory": {"spreading": {"enabled": True}}}
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples_of(text: str) -> Samples:
+    """Every sample of a Prometheus exposition: (name, sorted labels) -> value."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_memories_and_rumours_formed_are_counted_as_the_projector_forms_them() -> None:
+    metrics = Metrics()
+    policy = resolve(None, SPREADING)
+    formed: list[tuple[Sequence[Memory], Sequence[Memory]]] = []
+
+    def observe(memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
+        formed.append((memories, rumours))
+        metrics.formed(memories, rumours)
+
+    replay_lines(
+        TAVERN.read_bytes().splitlines(),
+        Projector(policies=lambda tenant, world: policy, on_formed=observe),
+    )
+    samples = samples_of(metrics.exposition().decode())
+    rumours = sum(len(passed) for _, passed in formed)
+    assert rumours > 0
+    assert samples[("rumourmill_rumours_passed_total", ())] == rumours
+    assert samples[("rumourmill_memories_formed_total", ())] == sum(len(m) for m, _ in formed)
+    assert {memory.source for _, passed in formed for memory in passed} <= {"told", "rumour"}
+
+
+@pytest.mark.integration
+def test_a_worker_scrape_matches_its_acks_dead_letters_and_what_it_formed(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    (tmp_path / "policy.json").write_bytes(orjson.dumps(SPREADING))
+    subprocess.run(
+        [sys.executable, "-m", "streams", "policy", "set", str(tmp_path / "policy.json")],
+        env=settings_env(settings),
+        check=True,
+        capture_output=True,
+    )
+    tavern = TAVERN.read_bytes().splitlines()
+    expected = Counter[str]()
+    replay_lines(
+        tavern,
+        Projector(
+            policies=lambda tenant, world: resolve(SPREADING, None),
+            on_formed=lambda memories, rumours: expected.update(
+                memories=len(memories), rumours=len(rumours)
+            ),
+        ),
+    )
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        sent = [
+            *tavern,
+            *tavern[:2],  # duplicates
+            orjson.dumps(event("w-other", 3)),  # deferred behind a gap
+            b"not json",  # rejected and dead-lettered
+        ]
+        send_events(settings, sent)
+        acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(sent))
+        letters = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= 1)
+        read_path = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+        scrape = f"http://127.0.0.1:{settings.web_port}"
+        with urllib.request.urlopen(scrape + read_path, timeout=10) as reply:
+            assert reply.status == 200
+
+        deadline = time.monotonic() + 30
+        while True:  # committed offsets reach the highwater once the worker commits
+            with urllib.request.urlopen(scrape + "/metrics", timeout=10) as reply:
+                assert reply.headers["Content-Type"].startswith("text/plain")
+                samples = samples_of(reply.read().decode())
+            lags = {
+                labels: value
+                for (name, labels), value in samples.items()
+                if name == "rumourmill_consumer_lag"
+            }
+            if (lags and not any(lags.values())) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        worker.stop()
+
+    assert set(lags) == {(("partition", str(p)),) for p in range(settings.partitions)}
+    assert not any(lags.values()), lags
+    outcomes = Counter(ack["outcome"] for ack in acks)
+    assert set(outcomes) == {"processed", "duplicate", "deferred", "rejected"}
+    for outcome in ("processed", "deferred", "duplicate", "rejected"):
+        key = ("rumourmill_events_total", (("outcome", outcome),))
+        assert samples[key] == outcomes[outcome], outcome
+    assert samples[("rumourmill_dead_letters_total", ())] == len(letters) == 1
+    assert samples[("rumourmill_memories_formed_total", ())] == expected["memories"] > 0
+    assert samples[("rumourmill_rumours_passed_total", ())] == expected["rumours"] > 0
+    assert samples[("rumourmill_processing_seconds_count", ())] == len(sent)
+    read = ("endpoint", "/v2/memory/runtime/npcs/{npc_id}")
+    assert samples[("rumourmill_read_seconds_count", (read,))] == 1
