@@ -13,6 +13,7 @@ from benchmarks import (
     projection_core,
     read_latency,
     read_load,
+    recall,
     rumours,
     worker_throughput,
 )
@@ -27,6 +28,7 @@ def main() -> None:
     projection_core.run(options)
     history_scaling.run(options)
     rumours.run(options)
+    recall.run(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
         read_latency.run(options, bootstrap)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -309,6 +309,11 @@ def create_app(settings: Settings) -> Rumourmill:
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
+    @app.on_partitions_assigned.connect
+    def forget_moved_worlds(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        """Faust sends the whole new assignment (a set of TPs) after every rebalance."""
+        keep_assigned_worlds(mill.recall_index, args[0], settings)
+
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
         await policies.follow()
@@ -335,6 +340,16 @@ def create_app(settings: Settings) -> Rumourmill:
             ack_when_delivered(event, deliveries, mill.crash_soon)
 
     return mill
+
+
+def keep_assigned_worlds(index: SqliteRecallIndex, assigned: Set[TP], settings: Settings) -> None:
+    """Drop from the recall index the worlds whose partition of the events topic is no longer
+    assigned here (a rebalance moved it): the new owner indexes them, and this worker would
+    otherwise hold them, stale, for as long as it runs."""
+    held = {tp.partition for tp in assigned if tp.topic == settings.topics.events}
+    for tenant, world in list(index.worlds()):
+        if partition_of(world.encode(), settings.partitions) not in held:
+            index.drop_world(tenant, world)
 
 
 class Ackable(Protocol):

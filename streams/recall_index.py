@@ -9,7 +9,11 @@ persistent memories are found from every timeline.
 Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
 or a test), keyed by the memory and a hash of its content: changed content needs a new vector.
 A world's first vectors fix its model and dimension; later vectors of another are refused,
-counted and logged, and cues and words go on finding those memories.
+counted and logged, and cues and words go on finding those memories. Once refused, an embedder
+is not run again for that world (it would only be refused again): `embed_pending` skips it.
+
+A worker keeps only the worlds of the partitions it is assigned: `drop_world` forgets one
+whose partition moved to another worker (it catches up from 0 if it ever comes back).
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ class SqliteRecallIndex:
     embedder: Embedder | None = None
     refused_vectors: int = 0
     """Vectors refused for another model or dimension than their world's."""
+    refused_models: set[tuple[str, str, str, int]] = field(default_factory=set)
+    """(tenant, world, model, dimension) refused once: not embedded for again."""
     _db: sqlite3.Connection = field(init=False)
     _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
     _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
@@ -300,16 +306,7 @@ class SqliteRecallIndex:
                 (tenant_id, world_id, model, dimension),
             )
         elif fixed != (model, dimension):
-            self.refused_vectors += len(items)
-            log.warning(
-                "refused %d vector(s) of %s/%d for world %r: its vectors are %s/%d",
-                len(items),
-                model,
-                dimension,
-                world_id,
-                *fixed,
-                extra={"world_instance_id": world_id, "tenant_id": tenant_id},
-            )
+            self.refuse(tenant_id, world_id, model, dimension, len(items))
             return False
         self._db.execute("BEGIN")
         self._db.executemany(
@@ -325,10 +322,54 @@ class SqliteRecallIndex:
                 del self._vectors[(tenant, world, character)]
         return True
 
+    def refuse(self, tenant_id: str, world_id: str, model: str, dimension: int, count: int) -> None:
+        """Count and log `count` vectors of `model`/`dimension` refused for the world, and
+        remember it so that the embedder is not run for the world again."""
+        self.refused_vectors += count
+        self.refused_models.add((tenant_id, world_id, model, dimension))
+        log.warning(
+            "refused %d vector(s) of %s/%d for world %r: its vectors are %s; not embedding "
+            "for it again",
+            count,
+            model,
+            dimension,
+            world_id,
+            "/".join(map(str, self.world_model(tenant_id, world_id) or ())),
+            extra={"world_instance_id": world_id, "tenant_id": tenant_id},
+        )
+
+    def refuses(self, tenant_id: str, world_id: str, model: str, dimension: int) -> bool:
+        """Whether the world's vectors are of another model or dimension than these."""
+        fixed = self.world_model(tenant_id, world_id)
+        return fixed is not None and fixed != (model, dimension)
+
     def worlds(self) -> Iterator[tuple[str, str]]:
-        """Every world the index holds memories of."""
-        for row in self._db.execute("SELECT DISTINCT tenant, world FROM items"):
+        """Every world the index holds anything of."""
+        rows = self._db.execute(
+            "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced"
+        ).fetchall()
+        for row in rows:
             yield str(row[0]), str(row[1])
+
+    def drop_world(self, tenant_id: str, world_id: str) -> None:
+        """Forget everything of a world (its partition moved to another worker)."""
+        of_world = "(SELECT id FROM items WHERE tenant = ? AND world = ?)"
+        statements = [
+            f"DELETE FROM words WHERE rowid IN {of_world}",
+            f"DELETE FROM abouts WHERE item IN {of_world}",
+            f"DELETE FROM vectors WHERE item IN {of_world}",
+            *(
+                f"DELETE FROM {table} WHERE tenant = ? AND world = ?"
+                for table in ("items", "synced", "world_models")
+            ),
+        ]
+        self._db.execute("BEGIN")
+        for statement in statements:
+            self._db.execute(statement, (tenant_id, world_id))
+        self._db.execute("COMMIT")
+        self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
+        for key in [key for key in self._vectors if key[:2] == (tenant_id, world_id)]:
+            del self._vectors[key]
 
 
 EMBED_BATCH = 256
@@ -338,7 +379,15 @@ def embed_pending(
     index: SqliteRecallIndex, embedder: Embedder, tenant_id: str, world_id: str
 ) -> int:
     """Give the world's memories that lack one a vector of `embedder`; how many were stored
-    (0 when the world's vectors are of another model or dimension: refused)."""
+    (0 when the world's vectors are of another model or dimension: refused once, counted and
+    logged, then skipped without running the embedder)."""
+    model, dimension = embedder.model, embedder.dimension
+    if (tenant_id, world_id, model, dimension) in index.refused_models:
+        return 0
+    if index.refuses(tenant_id, world_id, model, dimension):
+        unmade = len(index.pending(tenant_id, world_id, EMBED_BATCH))
+        index.refuse(tenant_id, world_id, model, dimension, unmade)
+        return 0
     stored = 0
     while waiting := index.pending(tenant_id, world_id, EMBED_BATCH):
         vectors = embedder.embed([content for _, content, _ in waiting])

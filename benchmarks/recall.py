@@ -1,0 +1,473 @@
+"""(f) Recall in-process: quality on a labelled set, latency at 10,000 memories, embedding cost.
+
+One character (the keeper) is told things by 40 villagers, each a sentence "subject event
+place" built from fixed phrases ("The miller's son went missing near the river"). Every phrase
+has a paraphrase sharing no word with it ("a lad who grinds grain vanished by a stream"), so the
+right memory of each query is known:
+- paraphrase: the whole sentence in other words (no word shared with its memory);
+- words: two phrases as said, the third paraphrased;
+- name: "what did NAME say about SUBJECT", the teller's declared name and the subject as said
+  (the teller told the keeper about that subject once).
+recall@10 is whether `recall` (limit 10) answers the right memory, with only the cue search,
+only the word search, only the vector search, or all three fused; the fused ranking alone
+(before the choice by importance, retention and recency) is shown beside it.
+
+Latency: `recall` of the keeper holding 10,000 memories (every vector made), p50/p99, and the
+runtime read (`runtime_read`) of the same character in the same run; both in-process over
+`MemoryState`, no HTTP.
+
+Embedding cost: the embedding agent runs in the worker's event loop, so on the same core as
+ingest. Measured in-process on the tavern story: `Projector.receive` for every event alone, then
+the same with, after every 500 events (the agent's batch), what the agent does for the world
+(`catch_up` then `embed_pending` with WordLlama). The ratio of the two rates is the ingest rate
+the agent leaves when the core is the bottleneck (a worker also waits on Kafka, so it is a
+floor for the worker's ratio).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from benchmarks.story import TIMELINE, encoded, game_time, tavern_story
+from benchmarks.support import Options, median, parse_options, percentile, rate, report
+from projections.delivery import SourceMessage
+from projections.event_keys import ENTITY_DECLARED, TOLD
+from projections.memories import belief_id
+from projections.memory_store import MemoryKeys, memory_keys
+from projections.projector import Projector
+from projections.recall import (
+    SEARCH_DEPTH,
+    RecallIndex,
+    RecallQuery,
+    SearchScope,
+    named_in,
+    query_words,
+    recall,
+    search_scope,
+)
+from projections.recall_fusion import Search, fuse
+from projections.runtime_read import runtime_read, timeline_view
+from projections.state import MemoryState, StateTransaction
+from schemas.policy import Policy
+from streams.embedding import WordLlamaEmbedder
+from streams.embedding_agent import BATCH
+from streams.recall_index import SqliteRecallIndex, embed_pending
+
+TENANT = "default"
+KEEPER = "npc-keeper"
+TELLERS = (
+    "Aldo",
+    "Brenna",
+    "Cedric",
+    "Dagny",
+    "Eamon",
+    "Freya",
+    "Gorm",
+    "Hilde",
+    "Ivor",
+    "Jorunn",
+    "Kester",
+    "Liese",
+    "Magnus",
+    "Nessa",
+    "Osric",
+    "Petra",
+    "Quill",
+    "Runa",
+    "Sigurd",
+    "Tove",
+    "Ulric",
+    "Vesna",
+    "Wendel",
+    "Xenia",
+    "Yorick",
+    "Zora",
+    "Anselm",
+    "Britt",
+    "Corwin",
+    "Dalla",
+    "Edric",
+    "Fenna",
+    "Gunnar",
+    "Halla",
+    "Ingram",
+    "Jutta",
+    "Kolbein",
+    "Linnea",
+    "Mattias",
+    "Nilla",
+)
+
+#: (as said, a paraphrase sharing no word) for each slot of a sentence.
+SUBJECTS = (
+    ("The miller's son", "lad who grinds grain"),
+    ("The blacksmith", "man forging iron"),
+    ("The old priest", "elderly cleric"),
+    ("The ferryman", "boatman"),
+    ("The baker", "someone who makes bread"),
+    ("The guard captain", "watch commander"),
+    ("The herbalist", "healer using remedies"),
+    ("The shepherd", "tender of sheep"),
+    ("The tax collector", "royal levy man"),
+    ("The bard", "wandering minstrel"),
+    ("The innkeeper's daughter", "girl whose father runs an alehouse"),
+    ("The fisherman", "angler"),
+    ("The carpenter", "woodworker"),
+    ("The midwife", "woman delivering babies"),
+    ("The merchant", "trader"),
+    ("The hunter", "trapper of deer"),
+)
+EVENTS = (
+    ("went missing", "vanished"),
+    ("was robbed", "lost her purse to thieves"),
+    ("fell ill with fever", "caught some sickness"),
+    ("got married", "wed"),
+    ("started a fight", "threw punches"),
+    ("found gold", "discovered treasure"),
+    ("owes money", "has debts"),
+    ("broke a leg", "fractured one limb"),
+    ("saw a ghost", "glimpsed some spirit"),
+    ("sold a horse", "traded away one mare"),
+    ("was arrested", "got jailed"),
+    ("left town", "departed for good"),
+)
+PLACES = (
+    ("near the river", "beside some stream"),
+    ("at the market", "amid bazaar stalls"),
+    ("in the forest", "among woods"),
+    ("on the northern road", "along highways going north"),
+    ("at the harbour", "beside docks"),
+    ("in the chapel", "inside some shrine"),
+    ("at the tavern", "inside an inn"),
+    ("on the farm", "among fields"),
+    ("up the mountain", "atop some peak"),
+    ("by the old well", "beside one cistern"),
+)
+SEARCHES: tuple[Search, ...] = ("cues", "words", "vectors")
+
+FULL_MEMORIES, QUICK_MEMORIES = 1_500, 600
+QUERIES_PER_KIND, QUICK_QUERIES_PER_KIND = 100, 40
+LATENCY_MEMORIES = 10_000
+FULL_READS, QUICK_READS = 500, 150
+FULL_INGEST, QUICK_INGEST = 20_000, 5_000
+LATENCY_GOAL_MS = 10.0
+INGEST_GOAL = 0.9
+
+
+@dataclass(frozen=True)
+class Told:
+    """One memory of the keeper: who told it, and which phrases it is made of."""
+
+    seq: int
+    teller: int
+    subject: int
+    event: int
+    place: int
+
+    def content(self) -> str:
+        return f"{SUBJECTS[self.subject][0]} {EVENTS[self.event][0]} {PLACES[self.place][0]}"
+
+    def belief(self, world: str) -> str:
+        return belief_id(TENANT, world, TIMELINE, self.seq, KEEPER, "knowledge")
+
+
+@dataclass(frozen=True)
+class Labelled:
+    kind: str
+    text: str
+    right: str
+    """The belief id of the memory the query is after."""
+
+
+def teller_id(number: int) -> str:
+    return f"npc-teller-{number:02d}"
+
+
+def told_story(
+    world: str, memories: int, seed: int, unique: bool
+) -> tuple[list[bytes], list[Told]]:
+    """The declarations, then `memories` sentences told to the keeper (each content once when
+    `unique`, else each (teller, content) once)."""
+    rng = random.Random(seed)
+    combos = [
+        (s, e, p)
+        for s in range(len(SUBJECTS))
+        for e in range(len(EVENTS))
+        for p in range(len(PLACES))
+    ]
+    if unique:
+        picks = [(rng.randrange(len(TELLERS)), combo) for combo in rng.sample(combos, memories)]
+    else:
+        pairs = rng.sample(range(len(TELLERS) * len(combos)), memories)
+        picks = [(pair % len(TELLERS), combos[pair // len(TELLERS)]) for pair in pairs]
+    entities: dict[str, Any] = {KEEPER: {"name": "Mara", "kind": "character"}}
+    entities |= {
+        teller_id(n): {"name": name, "kind": "character"} for n, name in enumerate(TELLERS)
+    }
+    lines = [_line(world, 1, ENTITY_DECLARED, {"entities": entities})]
+    told = []
+    for seq, (teller, (subject, event, place)) in enumerate(picks, start=2):
+        one = Told(seq, teller, subject, event, place)
+        told.append(one)
+        payload = {"content": one.content()}
+        fields = {"actor": teller_id(teller), "target": KEEPER, "payload": payload}
+        lines.append(_line(world, seq, TOLD, fields))
+    return lines, told
+
+
+def _line(world: str, seq: int, key: str, fields: dict[str, Any]) -> bytes:
+    event = {
+        "world_instance_id": world,
+        "timeline_id": TIMELINE,
+        "seq": seq,
+        "key": key,
+        "game_time": game_time(seq),
+        **fields,
+    }
+    return orjson.dumps(event)
+
+
+def labelled_queries(told: Sequence[Told], world: str, per_kind: int, seed: int) -> list[Labelled]:
+    """`per_kind` queries of each kind, each with the memory it is after."""
+    rng = random.Random(seed)
+    queries = []
+    for one in rng.sample(list(told), per_kind):
+        text = f"{SUBJECTS[one.subject][1]} {EVENTS[one.event][1]} {PLACES[one.place][1]}"
+        assert not set(query_words(text)) & set(query_words(one.content())), text
+        queries.append(Labelled("paraphrase", text, one.belief(world)))
+    for one in rng.sample(list(told), per_kind):
+        slots = [SUBJECTS[one.subject], EVENTS[one.event], PLACES[one.place]]
+        other = rng.randrange(3)
+        text = " ".join(pair[1] if n == other else pair[0] for n, pair in enumerate(slots))
+        queries.append(Labelled("words", text.lower(), one.belief(world)))
+    by_teller_subject = Counter((one.teller, one.subject) for one in told)
+    once = [one for one in told if by_teller_subject[(one.teller, one.subject)] == 1]
+    for one in rng.sample(once, min(per_kind, len(once))):
+        subject = SUBJECTS[one.subject][0].lower()
+        text = f"what did {TELLERS[one.teller]} say about {subject}"
+        queries.append(Labelled("name", text, one.belief(world)))
+    return queries
+
+
+@dataclass
+class OnlySearches:
+    """A recall index that runs only some of its searches (the others find nothing)."""
+
+    index: SqliteRecallIndex
+    kept: Collection[Search]
+
+    def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        self.index.catch_up(tx, keys)
+
+    def holds_any(self, scope: SearchScope) -> bool:
+        return self.index.holds_any(scope)
+
+    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
+        return self.index.mentions(scope, entity_id)
+
+    def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
+        return self.index.by_cues(scope, cues, limit) if "cues" in self.kept else []
+
+    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
+        return self.index.by_words(scope, words, limit) if "words" in self.kept else []
+
+    def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
+        return self.index.by_meaning(scope, text, limit) if "vectors" in self.kept else None
+
+
+@dataclass
+class Keeper:
+    """The keeper's world folded into a state, with an index holding every vector."""
+
+    world: str
+    state: MemoryState
+    index: SqliteRecallIndex
+    told: list[Told]
+    built_s: float
+    embedded_s: float
+
+    @classmethod
+    def build(cls, world: str, memories: int, embedder: WordLlamaEmbedder, unique: bool) -> Keeper:
+        lines, told = told_story(world, memories, seed=11, unique=unique)
+        projector, state = Projector(), MemoryState()
+        began = time.perf_counter()
+        for offset, raw in enumerate(lines):
+            projector.receive(state, SourceMessage("bench", 0, offset, world.encode(), raw))
+        built = time.perf_counter() - began
+        index = SqliteRecallIndex(embedder)
+        began = time.perf_counter()
+        index.catch_up(state, memory_keys(state, TENANT, world))
+        embed_pending(index, embedder, TENANT, world)
+        return cls(world, state, index, told, built, time.perf_counter() - began)
+
+    def recall(self, index: RecallIndex, text: str) -> list[str]:
+        found = recall(
+            self.state, index, TENANT, self.world, TIMELINE, KEEPER, RecallQuery(text), Policy()
+        )
+        return [memory.belief_id for memory in found.memories]
+
+    def fused_ranking(self, text: str, limit: int) -> list[str]:
+        """The first `limit` of the fused ranking, before the choice."""
+        _, keys, ancestry = timeline_view(self.state, TENANT, self.world, TIMELINE, None)
+        scope = search_scope(keys, ancestry, KEEPER)
+        names = {teller_id(n): name for n, name in enumerate(TELLERS)}
+        cues = named_in(text, names)
+        rankings: dict[Search, list[str]] = {
+            "cues": self.index.by_cues(scope, cues, SEARCH_DEPTH) if cues else [],
+            "words": self.index.by_words(scope, query_words(text), SEARCH_DEPTH),
+            "vectors": self.index.by_meaning(scope, text, SEARCH_DEPTH) or [],
+        }
+        return [found for found, _ in fuse(rankings)[:limit]]
+
+
+def quality(keeper: Keeper, queries: Sequence[Labelled]) -> dict[str, dict[str, float]]:
+    """recall@10 by search mode and query kind (and "all")."""
+    modes: dict[str, RecallIndex] = {
+        **{search: OnlySearches(keeper.index, (search,)) for search in SEARCHES},
+        "fused": keeper.index,
+    }
+    hits: dict[str, Counter[str]] = {mode: Counter() for mode in [*modes, "fusion ranking"]}
+    asked: Counter[str] = Counter()
+    for query in queries:
+        asked[query.kind] += 1
+        for mode, index in modes.items():
+            if query.right in keeper.recall(index, query.text):
+                hits[mode][query.kind] += 1
+        if query.right in keeper.fused_ranking(query.text, 10):
+            hits["fusion ranking"][query.kind] += 1
+    total = sum(asked.values())
+    return {
+        mode: {
+            **{kind: counted[kind] / asked[kind] for kind in asked},
+            "all": sum(counted.values()) / total,
+        }
+        for mode, counted in hits.items()
+    }
+
+
+def latencies(keeper: Keeper, texts: Sequence[str], reads: int) -> tuple[list[float], list[float]]:
+    """Seconds per recall (cycling through `texts`) and per runtime read, `reads` of each,
+    interleaved so both see the same machine."""
+    recalls, runtime = [], []
+    for number in range(reads):
+        began = time.perf_counter()
+        keeper.recall(keeper.index, texts[number % len(texts)])
+        recalls.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        runtime_read(keeper.state, TENANT, keeper.world, TIMELINE, KEEPER)
+        runtime.append(time.perf_counter() - began)
+    return recalls, runtime
+
+
+def ingest(
+    lines: list[bytes], world: str, embedder: WordLlamaEmbedder | None
+) -> tuple[float, float]:
+    """Seconds to fold `lines`; with an embedder, also the agent's work after every `BATCH`
+    events (catch up, embed what lacks a vector). Returns (total, of which the agent's)."""
+    projector, state = Projector(), MemoryState()
+    index = SqliteRecallIndex(embedder)
+    key = world.encode()
+    agent = 0.0
+    began = time.perf_counter()
+    for offset, raw in enumerate(lines):
+        projector.receive(state, SourceMessage("bench", 0, offset, key, raw))
+        if embedder is not None and ((offset + 1) % BATCH == 0 or offset + 1 == len(lines)):
+            agent_began = time.perf_counter()
+            index.catch_up(state, memory_keys(state, TENANT, world))
+            embed_pending(index, embedder, TENANT, world)
+            agent += time.perf_counter() - agent_began
+    return time.perf_counter() - began, agent
+
+
+def _rows_of(figures: dict[str, dict[str, float]]) -> Iterator[tuple[str, str]]:
+    kinds = [kind for kind in figures["fused"] if kind != "all"]
+    for mode, by_kind in figures.items():
+        detail = "  ".join(f"{kind} {by_kind[kind]:.2f}" for kind in kinds)
+        yield f"recall@10, {mode}", f"{by_kind['all']:.3f}  ({detail})"
+
+
+def run(options: Options) -> None:
+    embedder = WordLlamaEmbedder()
+    memories = QUICK_MEMORIES if options.quick else FULL_MEMORIES
+    per_kind = QUICK_QUERIES_PER_KIND if options.quick else QUERIES_PER_KIND
+    labelled = Keeper.build("recall-quality", memories, embedder, unique=True)
+    queries = labelled_queries(labelled.told, labelled.world, per_kind, seed=13)
+    figures = quality(labelled, queries)
+    best_single = max(SEARCHES, key=lambda search: figures[search]["all"])
+    fused = figures["fused"]["all"]
+    report(
+        f"(f) recall quality: {len(labelled.told):,} memories, {len(queries)} labelled queries",
+        [
+            *_rows_of(figures),
+            (
+                f"fused vs best single ({best_single})",
+                f"{fused - figures[best_single]['all']:+.3f}",
+            ),
+            (
+                "goal: fused beats the best single search",
+                "met" if fused > figures[best_single]["all"] else "NOT met",
+            ),
+        ],
+    )
+
+    big = Keeper.build("recall-latency", LATENCY_MEMORIES, embedder, unique=False)
+    texts = [query.text for query in labelled_queries(big.told, big.world, 50, seed=17)]
+    reads = QUICK_READS if options.quick else FULL_READS
+    latencies(big, texts, reads // 5)  # warm-up
+    samples = [latencies(big, texts, reads) for _ in range(options.repeats)]
+    recall_p50 = median([percentile(r, 0.5) * 1e3 for r, _ in samples])
+    recall_p99 = median([percentile(r, 0.99) * 1e3 for r, _ in samples])
+    read_p50 = median([percentile(w, 0.5) * 1e3 for _, w in samples])
+    read_p99 = median([percentile(w, 0.99) * 1e3 for _, w in samples])
+    report(
+        f"(f) recall latency in-process: {len(big.told):,} memories of one character, "
+        f"{reads} recalls x {options.repeats}, median",
+        [
+            ("recall p50", f"{recall_p50:.2f} ms"),
+            (f"recall p99 (goal <= {LATENCY_GOAL_MS:.0f} ms)", f"{recall_p99:.2f} ms"),
+            ("runtime_read p50, same character", f"{read_p50:.2f} ms"),
+            ("runtime_read p99, same character", f"{read_p99:.2f} ms"),
+            ("ratio recall/runtime_read p50", f"{recall_p50 / read_p50:.2f}"),
+            ("ratio recall/runtime_read p99", f"{recall_p99 / read_p99:.2f}"),
+            ("folding the 10,000 told events (untimed above)", f"{big.built_s:.1f} s"),
+            ("indexing and embedding them (untimed above)", f"{big.embedded_s:.1f} s"),
+        ],
+    )
+
+    count = QUICK_INGEST if options.quick else FULL_INGEST
+    world = "tavern-0"
+    lines = encoded(tavern_story(count, seed=3, worlds=(world,)))
+    ingest(lines[: count // 10], world, embedder)  # warm-up
+    without, with_agent, agent_share = [], [], []
+    for _ in range(options.repeats):
+        seconds, _ = ingest(lines, world, None)
+        without.append(rate(count, seconds))
+        seconds, agent = ingest(lines, world, embedder)
+        with_agent.append(rate(count, seconds))
+        agent_share.append(agent / count * 1e6)
+    alone, beside = median(without), median(with_agent)
+    report(
+        f"(f) ingest with the embedding agent on the same core: {count:,} tavern events, "
+        f"median of {options.repeats}",
+        [
+            ("Projector.receive alone", f"{alone:,.0f} events/s"),
+            (f"with the agent's work every {BATCH} events", f"{beside:,.0f} events/s"),
+            ("agent's cost per event (catch up + embed)", f"{median(agent_share):,.1f} us"),
+            (f"ratio with/without (goal >= {INGEST_GOAL})", f"{beside / alone:.3f}"),
+        ],
+    )
+
+
+def main() -> None:
+    run(parse_options(__doc__ or ""))
+
+
+if __name__ == "__main__":
+    main()

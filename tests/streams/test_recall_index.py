@@ -1,0 +1,104 @@
+"""The recall index as a worker keeps it: a world whose vectors are of another model is not
+embedded for again, and worlds whose partition moved away are forgotten."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from faust.types import TP
+
+from projections.memory_store import memory_keys
+from projections.recall import RecallQuery, recall
+from schemas.policy import Policy
+from streams.app import keep_assigned_worlds, partition_of
+from streams.embedding import Vectors
+from streams.recall_index import SqliteRecallIndex, embed_pending
+from streams.replay import replay_lines
+from streams.settings import Settings
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+WORLDS = ("save-1", "save-2")
+STATE = replay_lines(
+    [*TAVERN.splitlines(), *TAVERN.replace(b'"save-1"', b'"save-2"').splitlines()]
+).state
+
+
+class CountingEmbedder:
+    """Constant unit vectors of a dimension of its own, counting the texts it embeds."""
+
+    def __init__(self, dimension: int) -> None:
+        self.model = f"test/{dimension}"
+        self.dimension = dimension
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.embedded += len(texts)
+        return np.ones((len(texts), self.dimension), dtype=np.float32) / np.sqrt(self.dimension)
+
+
+def caught_up(index: SqliteRecallIndex) -> SqliteRecallIndex:
+    for world in WORLDS:
+        index.catch_up(STATE, memory_keys(STATE, "default", world))
+    return index
+
+
+def words_find_the_promise(index: SqliteRecallIndex, world: str) -> bool:
+    found = recall(STATE, index, "default", world, "main", "npc-mara", RecallQuery("son"), Policy())
+    return any("your son" in memory.content for memory in found.memories)
+
+
+def test_a_world_refused_once_is_never_embedded_for_again() -> None:
+    index = caught_up(SqliteRecallIndex())
+    eight, sixteen = CountingEmbedder(8), CountingEmbedder(16)
+    [(item, content, digest)] = index.pending("default", "save-1", limit=1)
+    assert index.store_vectors(
+        "default", "save-1", eight.model, [(item, digest)], eight.embed([content])
+    )
+
+    assert embed_pending(index, sixteen, "default", "save-1") == 0
+    refused = index.refused_vectors
+    assert refused > 0
+    assert sixteen.embedded == 0  # refused before any text is embedded
+    for _ in range(3):  # every later ack batch
+        assert embed_pending(index, sixteen, "default", "save-1") == 0
+    assert (sixteen.embedded, index.refused_vectors) == (0, refused)
+
+    # the world's own model still gets its vectors, another world takes the other model
+    assert embed_pending(index, eight, "default", "save-1") > 0
+    assert embed_pending(index, sixteen, "default", "save-2") > 0
+    index.embedder = sixteen
+    assert words_find_the_promise(index, "save-1")
+
+
+def test_a_dropped_world_is_forgotten_and_comes_back_from_the_start() -> None:
+    index = caught_up(SqliteRecallIndex())
+    sixteen, eight = CountingEmbedder(16), CountingEmbedder(8)
+    assert embed_pending(index, sixteen, "default", "save-1") > 0
+    embed_pending(index, eight, "default", "save-1")  # refused, remembered
+
+    index.drop_world("default", "save-1")
+    assert set(index.worlds()) == {("default", "save-2")}
+    assert index.world_model("default", "save-1") is None
+    assert index.pending("default", "save-1", limit=10) == []
+
+    # taken over again: caught up from 0, and the first vectors fix its model anew
+    assert words_find_the_promise(index, "save-1")
+    assert embed_pending(index, eight, "default", "save-1") > 0
+    assert index.world_model("default", "save-1") == ("test/8", 8)
+
+
+def test_a_rebalance_keeps_only_the_worlds_of_the_partitions_still_assigned() -> None:
+    settings = Settings(partitions=8)
+    index = caught_up(SqliteRecallIndex())
+    held, moved = (partition_of(world.encode(), settings.partitions) for world in WORLDS)
+    assert held != moved
+    assignment = {
+        TP(settings.topics.events, held),
+        TP(settings.topics.acks, moved),  # other topics' partitions do not hold worlds
+    }
+    keep_assigned_worlds(index, assignment, settings)
+    assert set(index.worlds()) == {("default", "save-1")}
+    keep_assigned_worlds(index, set(), settings)
+    assert set(index.worlds()) == set()
