@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
@@ -531,7 +531,7 @@ class Run:
         assert self.oracle is not None
         for offset, raw in enumerate(self.history.delivery[start:upto], start=start):
             intake = self.projector.receive(
-                self.state, SourceMessage("events", 0, offset, b"w", raw)
+                self.state, SourceMessage("events", 0, offset, world_key(raw), raw)
             )
             got = [(a.timeline_id, a.seq, a.outcome.value) for a in intake.acks]
             self.outcomes.setdefault(offset, got[0][2])
