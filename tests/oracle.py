@@ -1176,6 +1176,7 @@ class Oracle:
             source, origin = "told", self._claim_origin(event, claimed, before)
             confidence = first_confidence("told", self.policy)
             told_of = news_kind(sentence(event, name), claimed)
+            self.reached[f"told news of {told_of}"] += 1
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
         else:
             source, origin = ("rumour" if teller.hops > 0 else "told"), teller.origin
@@ -1243,6 +1244,7 @@ class Oracle:
                 writer = written[place]
                 writers.add((writer.timeline_id, writer.seq))
         if claimed and len(writers) == 1 and None not in writers:
+            self.reached["news from the record"] += 1
             return origin_id(written[(claimed[0].subject, claimed[0].attribute)])
         about = ids_in([event.payload["about"]]) if "about" in event.payload else []
         return claim_origin(event, claimed, about)

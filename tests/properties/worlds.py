@@ -76,6 +76,8 @@ SAYINGS = [
     "Ada owes 3 gold at The Crooked Lantern (or 4)",
     "“Hush”, said Bram in the north road, 12 times",
     "(an aside) it happened",
+    "Ilse beat the drunk sailor senseless",
+    "Oskar robbed Mara and left",
     "   ",
 ]
 NAMES = {
