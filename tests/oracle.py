@@ -26,11 +26,12 @@ Where the spec leaves a choice open, the oracle takes the one rumourmill documen
 module docstrings); each such choice is named where it is made:
 - a conversation (`told`, `player-said`) is heard by its target and named witnesses only, never
   by bystanders at the location and never by the speaker;
-- declarations go to the world's catalogue in the order events are applied (world-wide, not per
-  timeline), and persistent memories join the world-wide scope in that order too;
+- declarations go to the catalogue of the timeline they were made on, seen by its descendants
+  up to the branch point (never world-wide); persistent memories join the world-wide scope in
+  the order events are applied;
 - ids are blake2b (16 bytes) over their parts packed as rumourmill packs its keys; a retold
-  confidence is shown to 2 decimals (half up); a rumour keeps the teller's importance,
-  feeling and arousal;
+  confidence is shown to 2 decimals (half up); news passed on (a `told`, a rumour) is weighed
+  as `heard` by the kind it tells of;
 - rumours: a character's news is its memories but impressions, newest first (by position, then
   by id, highest first); a teller offers its `per_meeting` newest at a meeting, and in a group
   each member offers its `group_exchange_limit` newest; the group exchange comes first, once
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -122,6 +124,36 @@ def origin_id(event: Event) -> str:
     return hashed(
         "origin", event.tenant_id, event.world_instance_id, event.timeline_id, event.seq
     ).hex()
+
+
+def claimed_facts(event: Event) -> list[Fact]:
+    """The facts a conversation's payload claims (those that read as facts)."""
+    claims = event.payload.get("facts")
+    facts = []
+    for claim in claims if isinstance(claims, list) else []:
+        try:
+            facts.append(Fact.model_validate(claim))
+        except ValidationError:
+            continue
+    return facts
+
+
+def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
+    """The news a `told` starts when no memory of the teller stands behind it: the claim
+    itself (its facts and whom it is about; its words too when it claims no fact)."""
+    canonical = {
+        (f.subject, f.attribute, json.dumps(f.value, sort_keys=True, separators=(",", ":")))
+        for f in facts
+    }
+    said = spoken(event) or ""
+    claim = {
+        "about": sorted(set(about)),
+        "facts": [list(f) for f in sorted(canonical)],
+        "words": None if facts else " ".join(said.split()).casefold(),
+    }
+    text = json.dumps(claim, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    whole = packed("claim", event.tenant_id, event.world_instance_id) + text.encode("utf-8")
+    return hashlib.blake2b(whole, digest_size=16).hexdigest()
 
 
 def rumour_id(event: Event, listener: str, origin: str) -> str:
@@ -250,16 +282,49 @@ def closing_bracket(text: str, start: int) -> int | None:
 # ================================================================ weighing
 
 KIND_WORDS: dict[str, set[str]] = {
-    "theft": {"theft", "thief", "steal", "stole", "stolen", "robbed", "robbery", "pickpocketed"},
-    "fight": {"combat", "fight", "fought", "attacked", "brawl", "duel", "defeated", "killed"},
-    "threat": {"threat", "threatened", "insult", "insulted", "intimidated"},
-    "help": {"help", "helped", "healed", "rescued", "aided"},
-    "gift": {"gift", "gifted", "gave", "given", "donated"},
-    "movement": {"moved", "entered", "arrived", "left"},
-    "conversation": {"said", "told", "talked", "spoke", "asked"},
+    "theft": {
+        "theft",
+        "thief",
+        "steal",
+        "stole",
+        "stolen",
+        "rob",
+        "robbed",
+        "robbery",
+        "pickpocket",
+        "pickpocketed",
+        "burgled",
+        "looted",
+    },
+    "fight": {
+        "combat",
+        "fight",
+        "fought",
+        "attack",
+        "attacked",
+        "brawl",
+        "duel",
+        "defeated",
+        "killed",
+        "wounded",
+        "hit",
+        "struck",
+        "beat",
+        "beaten",
+        "punched",
+        "stabbed",
+        "slain",
+        "murdered",
+    },
+    "threat": {"threat", "threatened", "insult", "insulted", "intimidated", "mocked", "cursed"},
+    "help": {"help", "helped", "heal", "healed", "rescue", "rescued", "aid", "aided", "protected"},
+    "gift": {"gift", "gifted", "give", "gave", "given", "donated", "rewarded"},
+    "movement": {"movement", "moved", "entered", "arrived", "left", "departed"},
+    "conversation": {"conversation", "said", "told", "talked", "spoke", "asked"},
 }
-"""The words of an event key that say what kind of thing happened (README: theft, fight,
-threat, help, gift, conversation, movement, else generic)."""
+"""The words of an event key, or of news, that say what kind of thing happened (README: theft,
+fight, threat, help, gift, conversation, movement, else generic). The README names the kinds,
+not every word: the vocabulary is rumourmill's (`projections/weighing.py`), kept in step."""
 
 
 def event_kind(key: str) -> str:
@@ -274,6 +339,27 @@ def event_kind(key: str) -> str:
         if any(word in known for word in words.split()):
             return kind
     return "generic"
+
+
+def news_kind(content: str, facts: Iterable[Fact]) -> str:
+    """What news tells of, by its words and the facts it claims: the first kind (in the
+    table's order) one of whose words it uses, else generic."""
+    texts = [content]
+    for fact in facts:
+        texts.append(fact.attribute)
+        if isinstance(fact.value, str):
+            texts.append(fact.value)
+    words = {word.lower() for text in texts for word in re.findall(r"[^\W_]+", text)}
+    for kind, known in KIND_WORDS.items():
+        if words & known:
+            return kind
+    return "generic"
+
+
+def tells_of(memory: Any) -> str:
+    """The kind of event a memory is of, or tells of (its words when it does not say)."""
+    kept: str | None = memory.event_kind
+    return kept if kept is not None else news_kind(memory.content, memory.facts)
 
 
 def impact(kind: str, part: str, policy: Policy) -> tuple[float, float, float]:
@@ -479,6 +565,8 @@ class OMemory:
     origin: str
     tellers: list[str]
     """Who passed it on, first teller first; empty for what was seen."""
+    event_kind: str
+    """What it is of, or tells of (not shown in reads; news is weighed by it)."""
 
     def read(self, diverging: bool) -> dict[str, Any]:
         shown = {name: getattr(self, name) for name in READ_FIELDS if name != "diverging"}
@@ -523,7 +611,6 @@ class OWorld:
     timelines: dict[str, OTimeline] = field(default_factory=dict)
     applied: list[Applied] = field(default_factory=list)
     """Every applied event, in the order applied (the world's history as it happened)."""
-    declarations: dict[str, dict[str, Any]] = field(default_factory=dict)
     folds: dict[tuple[tuple[tuple[str, int], ...], int], dict[str, Any]] = field(
         default_factory=dict
     )
@@ -774,6 +861,8 @@ class Oracle:
             return remembered
         where: dict[str, str] = {}
         record: dict[tuple[str, str], Any] = {}
+        written: dict[tuple[str, str], Event] = {}
+        declared: dict[str, dict[str, Any]] = {}
         memories: list[OMemory] = []
         exchange: int | None = None
         for item in self.history(world, segments):
@@ -783,13 +872,25 @@ class Oracle:
             if self.policy.memory.world:
                 for fact in event.facts:
                     record[(fact.subject, fact.attribute)] = fact.value
+                    written[(fact.subject, fact.attribute)] = event
+            for entity, declaration in event.entities.items():
+                declared[entity] = declared.get(entity, {}) | declaration.model_dump(
+                    exclude_none=True
+                )
             memories += [memory for memory in item.memories if not memory.persistent]
             if item.exchange is not None:
                 exchange = item.exchange
         memories += [
             memory for item in world.applied for memory in item.memories if memory.persistent
         ]
-        folded = {"where": where, "record": record, "memories": memories, "exchange": exchange}
+        folded = {
+            "where": where,
+            "record": record,
+            "written": written,
+            "declared": declared,
+            "memories": memories,
+            "exchange": exchange,
+        }
         world.folds[(tuple(segments), len(world.applied))] = folded
         return folded
 
@@ -799,7 +900,7 @@ class Oracle:
         policy = self.policy
         segments = self.ancestry(world, event.timeline_id, event.seq - 1)
         before = self._fold(world, segments)
-        declared = dict(world.declarations)
+        declared = dict(before["declared"])
         for entity, declaration in event.entities.items():
             declared[entity] = declared.get(entity, {}) | declaration.model_dump(exclude_none=True)
 
@@ -812,7 +913,7 @@ class Oracle:
         formed: list[OMemory] = []
         for character, part in self._perceivers(event, kind, before["where"]):
             memory = (
-                self._heard(event, character, part, before["memories"], name)
+                self._heard(event, character, part, before, name)
                 if event.key in CONVERSATION
                 else self._seen(event, character, part, kind, name)
             )
@@ -822,6 +923,7 @@ class Oracle:
             actor = event.actor
             if (
                 part == "target"
+                and memory.source not in ("told", "rumour")
                 and actor is not None
                 and actor != character
                 and memory.feeling != 0
@@ -845,10 +947,6 @@ class Oracle:
             applied.rumours = len(rumours)
             formed += rumours
         world.applied.append(applied)
-        for entity, declaration in event.entities.items():
-            world.declarations[entity] = world.declarations.get(
-                entity, {}
-            ) | declaration.model_dump(exclude_none=True)
 
     # ---------------------------------------------------------------- rumours
 
@@ -877,7 +975,8 @@ class Oracle:
             interval = minutes // spreading.group_interval_minutes
             if before["exchange"] is None or before["exchange"] < interval:
                 applied.exchange = interval
-                for teller, listener, memory in self._group_exchange(world, visible, kind, knows):
+                exchange = self._group_exchange(before["declared"], visible, kind, knows)
+                for teller, listener, memory in exchange:
                     tell(memory, teller, listener)
         present = {who for who, place in before["where"].items() if place == event.location}
         for one, other in meeting_pairs(event, present, kind):
@@ -904,7 +1003,7 @@ class Oracle:
 
     def _group_exchange(
         self,
-        world: OWorld,
+        declarations: dict[str, dict[str, Any]],
         visible: list[OMemory],
         kind: Kinds,
         knows: Callable[[str, str], bool],
@@ -912,11 +1011,11 @@ class Oracle:
         """Each group (by the declared `spreading.group_field`) shares its newest news: at most
         `group_exchange_limit` pieces, newest first, each from the member who has it freshest
         (fewest hops, then newest, then smallest id) to every member who lacks it. Members are
-        the characters of the world's catalogue as it stood before the event."""
+        the characters of the timeline's catalogue as it stood before the event."""
         spreading = self.policy.memory.spreading
         limit = spreading.group_exchange_limit
         groups: dict[str, list[str]] = {}
-        for entity, declared in world.declarations.items():
+        for entity, declared in declarations.items():
             if kind(entity) == "character":
                 for group in group_names(declared.get(spreading.group_field)):
                     groups.setdefault(group, []).append(entity)
@@ -949,8 +1048,11 @@ class Oracle:
         self, memory: OMemory, teller: str, listener: str, event: Event, name: Names
     ) -> OMemory:
         """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
-        one hop further, less sure, the statement without its detail (maybe distorted)."""
+        one hop further, less sure, weighed as news of what it tells of, the statement without its
+        detail (maybe distorted)."""
         content, facts = retelling(memory.content), list(memory.facts)
+        told_of = tells_of(memory)
+        importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self.policy.memory.spreading.distortion:
             seed = hashed("distortion", memory.origin, listener, event.timeline_id, event.seq)
             content, facts = distorted(content, facts, memory.about, seed, name)
@@ -968,6 +1070,10 @@ class Oracle:
             source_entity=teller,
             hops=memory.hops + 1,
             confidence=retold_confidence(memory.confidence, self.policy),
+            importance=importance,
+            feeling=feeling,
+            arousal=arousal,
+            event_kind=told_of,
             uncertain=True,
             game_time=event.game_time,
             persistent=self._persistent(listener, "knowledge"),
@@ -1045,6 +1151,7 @@ class Oracle:
             facts=list(event.facts),
             origin=origin_id(event),
             tellers=[],
+            event_kind=event_kind(event.key),
         )
 
     def _heard(
@@ -1052,25 +1159,30 @@ class Oracle:
         event: Event,
         character: str,
         part: str,
-        visible: list[OMemory],
+        before: dict[str, Any],
         name: Names,
     ) -> OMemory | None:
-        teller: OMemory | None = None
+        """What a listener takes from a conversation: a player's line as a conversation; a
+        `told` as news of what the teller's memory is of, or of what the claim suggests."""
+        visible: list[OMemory] = before["memories"]
+        teller = None if event.key == PLAYER_SAID else self._teller_memory(event, visible)
+        claimed = claimed_facts(event)
         if event.key == PLAYER_SAID:
-            source = "player"
+            source, origin = "player", origin_id(event)
             confidence = first_confidence("player", self.policy)
+            told_of = news_kind(sentence(event, name), claimed)
+            importance, feeling, arousal = impact("conversation", part, self.policy)
+        elif teller is None:
+            source, origin = "told", self._claim_origin(event, claimed, before)
+            confidence = first_confidence("told", self.policy)
+            told_of = news_kind(sentence(event, name), claimed)
+            self.reached[f"told news of {told_of}"] += 1
+            importance, feeling, arousal = impact(told_of, "heard", self.policy)
         else:
-            named = event.payload.get("belief_id")
-            if event.actor is not None and isinstance(named, str):
-                held = [m for m in visible if m.character == event.actor and m.belief_id == named]
-                teller = held[0] if held else None
-            source = "rumour" if teller is not None and teller.hops > 0 else "told"
-            confidence = (
-                first_confidence("told", self.policy)
-                if teller is None
-                else retold_confidence(teller.confidence, self.policy)
-            )
-        origin = origin_id(event) if teller is None else teller.origin
+            source, origin = ("rumour" if teller.hops > 0 else "told"), teller.origin
+            confidence = retold_confidence(teller.confidence, self.policy)
+            told_of = tells_of(teller)
+            importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if any(m.character == character and m.origin == origin for m in visible):
             return None
         if teller is not None and spoken(event) is None:
@@ -1081,17 +1193,8 @@ class Oracle:
             about_more = ids_in([event.payload["about"]])
         else:
             about_more = [] if teller is None else teller.about
-        claims = event.payload.get("facts")
-        if claims is None:
-            facts = [] if teller is None else list(teller.facts)
-        else:
-            facts = []
-            for claim in claims if isinstance(claims, list) else []:
-                try:
-                    facts.append(Fact.model_validate(claim))
-                except ValidationError:
-                    continue
-        importance, feeling, arousal = impact("conversation", part, self.policy)
+        if event.payload.get("facts") is None and teller is not None:
+            claimed = list(teller.facts)
         return OMemory(
             character=character,
             timeline=event.timeline_id,
@@ -1110,13 +1213,47 @@ class Oracle:
             uncertain=True,
             game_time=event.game_time,
             persistent=self._persistent(character, "knowledge"),
-            facts=facts,
+            facts=claimed,
             origin=origin,
             tellers=[
                 *([] if teller is None else teller.tellers),
                 *([] if event.actor is None else [event.actor]),
             ],
+            event_kind=told_of,
         )
+
+    @staticmethod
+    def _teller_memory(event: Event, visible: list[OMemory]) -> OMemory | None:
+        """The teller's memory a `told` names in `belief_id`, if the teller holds it."""
+        named = event.payload.get("belief_id")
+        if event.actor is None or not isinstance(named, str):
+            return None
+        held = [m for m in visible if m.character == event.actor and m.belief_id == named]
+        return held[0] if held else None
+
+    def _claim_origin(self, event: Event, claimed: list[Fact], before: dict[str, Any]) -> str:
+        """Where news told with no known memory behind it started: the one event that wrote
+        every claimed fact as the record has it now, else the claim itself."""
+        record, written = before["record"], before["written"]
+        writers: set[tuple[str, int] | None] = set()
+        for fact in claimed:
+            place = (fact.subject, fact.attribute)
+            if place not in record or not json_equal(record[place], fact.value):
+                writers.add(None)
+            else:
+                writer = written[place]
+                writers.add((writer.timeline_id, writer.seq))
+        if claimed and len(writers) == 1 and None not in writers:
+            self.reached["news from the record"] += 1
+            return origin_id(written[(claimed[0].subject, claimed[0].attribute)])
+        about = ids_in([event.payload["about"]]) if "about" in event.payload else []
+        return claim_origin(event, claimed, about)
+
+    def fresh_claim_origin(self, tenant: str, world_id: str, event: Event) -> str:
+        """The origin a `told` at `event` gives news no memory of the teller stands behind."""
+        world = self.worlds[(tenant, world_id)]
+        before = self._fold(world, self.ancestry(world, event.timeline_id, event.seq - 1))
+        return self._claim_origin(event, claimed_facts(event), before)
 
     # ---------------------------------------------------------------- the read
 

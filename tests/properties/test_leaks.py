@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import MEMORIES
 from projections.keys import pack
@@ -91,7 +91,7 @@ def lineage_leaks(run: Run, figures: Counter[str]) -> list[str]:
             fresh_claim = (
                 event.key == "loreweaver.conversation.told"
                 and teller == event.actor
-                and memory.origin == origin_id(event)
+                and memory.origin == oracle.fresh_claim_origin(history.tenant, history.world, event)
             )
             if teller is None or teller == who:
                 leaks.append(f"{where}: told by {teller!r}")
@@ -171,7 +171,10 @@ def check_random_histories(figures: Counter[str], data: st.DataObject) -> None:
     rng = random.Random(data.draw(st.integers(0, 2**32), label="noise"))
     for offset in rng.sample(range(len(history.delivery)), k=len(history.delivery) // 2):
         run.projector.receive(
-            run.state, SourceMessage("events", 0, offset, b"w", history.delivery[offset])
+            run.state,
+            SourceMessage(
+                "events", 0, offset, world_key(history.delivery[offset]), history.delivery[offset]
+            ),
         )
     assert world_digest(run.state, tenant, world) == digest, history.describe()
     taken = [raw for at, raw in enumerate(history.delivery) if run.outcomes[at] != "rejected"]

@@ -86,8 +86,8 @@ def compare_random_histories(figures: Counter[str], data: st.DataObject) -> None
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_every_read_equals_the_oracle() -> None:
     """On random histories that reach what the comparison is for: memories formed and read
-    back, messages delivered, rumours spread where spreading is on, group exchanges, distortion
-    and ancestries of four timelines."""
+    back, messages delivered, rumours spread where spreading is on, group exchanges, distortion,
+    ancestries of four timelines, news told of a fight or a theft."""
     figures: Counter[str] = Counter()
     compare_random_histories(figures)
     print(f"\n[oracle, small worlds] {dict(figures)}")
@@ -98,7 +98,13 @@ def test_every_read_equals_the_oracle() -> None:
     assert figures["memories"] >= 2 * histories, figures
     assert figures["reads"] >= 10 * histories, figures
     assert figures["messages"] >= 3 * histories, figures
-    for what in ("group exchange", "distortion", "ancestry of 4 timelines"):
+    for what in (
+        "group exchange",
+        "distortion",
+        "ancestry of 4 timelines",
+        "told news of fight",
+        "told news of theft",
+    ):
         assert figures[f"reached {what}"] >= histories / 100, figures
 
 

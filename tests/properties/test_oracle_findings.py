@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -24,7 +24,7 @@ def feed(lines: list[bytes]) -> tuple[MemoryState, list[list[tuple[Any, ...]]], 
     state, projector, oracle = MemoryState(), Projector(), Oracle()
     outcomes = []
     for offset, raw in enumerate(lines):
-        intake = projector.receive(state, SourceMessage("events", 0, offset, b"w", raw))
+        intake = projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
         outcomes.append([(a.timeline_id, a.seq, a.outcome.value) for a in intake.acks])
         oracle.deliver(raw)
     return state, outcomes, oracle

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from hypothesis import strategies as st
 
-from projections.delivery import SourceMessage
+from projections.delivery import SourceMessage, world_key
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
@@ -76,6 +76,8 @@ SAYINGS = [
     "Ada owes 3 gold at The Crooked Lantern (or 4)",
     "“Hush”, said Bram in the north road, 12 times",
     "(an aside) it happened",
+    "Ilse beat the drunk sailor senseless",
+    "Oskar robbed Mara and left",
     "   ",
 ]
 NAMES = {
@@ -531,7 +533,7 @@ class Run:
         assert self.oracle is not None
         for offset, raw in enumerate(self.history.delivery[start:upto], start=start):
             intake = self.projector.receive(
-                self.state, SourceMessage("events", 0, offset, b"w", raw)
+                self.state, SourceMessage("events", 0, offset, world_key(raw), raw)
             )
             got = [(a.timeline_id, a.seq, a.outcome.value) for a in intake.acks]
             self.outcomes.setdefault(offset, got[0][2])
