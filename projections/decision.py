@@ -3,17 +3,23 @@
 The event at `after_seq` names the player and the character who answers. The character's
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
 important about the player, then about the place (the event's, else where the character is),
-then the best recall for the event's words.
-The prompt labels them as what the character knows, which may be wrong, says they know nothing
-beyond it, and gives the referee's verdict. It is made of memories alone: the world record
-never reaches it. No model is called.
+then the best recall for the event's words. Beside them come the recent turns of the player
+scope (section 13) as of the event, word for word, unless expired at real time `now_ms`.
+The prompt labels the memories as what the character knows, which may be wrong, says they know
+nothing beyond it, quotes what was just said when anything was, and gives the referee's
+verdict. It is made of memories and heard lines alone: the world record never reaches it.
+No model is called.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import orjson
+from pydantic import TypeAdapter
+
 from projections.catalogue import StoredDeclarations, display_name
+from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memory_store import MemoryKeys
 from projections.recall import (
@@ -30,10 +36,11 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import location_of
-from schemas.memory import BeliefRead, DecisionRead, Memory, Verdict
+from schemas.memory import BeliefRead, DecisionRead, Memory, TurnRead, Verdict
 from schemas.policy import Policy
 
 MAX_KNOWLEDGE = 10
+TURNS = TypeAdapter(list[TurnRead])
 
 
 def decision(
@@ -46,8 +53,10 @@ def decision(
     after_seq: int,
     player_id: str | None,
     policy: Policy,
+    now_ms: int,
 ) -> DecisionRead:
-    """The decision context of `npc_id` answering the event at `after_seq`."""
+    """The decision context of `npc_id` answering the event at `after_seq`, with dialogue
+    expiry judged at real time `now_ms` (the wall clock when served)."""
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     if event is None:
@@ -70,11 +79,17 @@ def decision(
     chosen, _ = search_and_choose(tx, index, keys, scope, words, [], MAX_KNOWLEDGE, policy)
     knowledge += [one.memory for one in chosen if one.memory.belief_id not in ids(knowledge)]
     knowledge = knowledge[:MAX_KNOWLEDGE]
+    dialogue = policy.memory.dialogue
+    player_scope = scope_read(
+        tx, (tenant_id, world_id), ancestry, npc_id, "player", player, now_ms, dialogue
+    )
+    turns = TURNS.validate_python(player_scope["turns"])
     verdict: Verdict | None = None  # the referee (section 11) fills it
     return DecisionRead(
         knowledge=[memory_read(memory) for memory in knowledge],
+        recent_turns=turns,
         verdict=verdict,
-        prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, verdict),
+        prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, turns, verdict),
     )
 
 
@@ -118,15 +133,23 @@ def decision_prompt(
     npc_id: str,
     player_id: str,
     knowledge: Sequence[Memory],
+    turns: Sequence[TurnRead],
     verdict: Verdict | None,
 ) -> str:
-    """The prompt text: memory contents only, labelled as possibly wrong, nothing beyond."""
+    """The prompt text: memory contents labelled as possibly wrong, nothing beyond, then the
+    recent lines quoted word for word when there are any."""
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
     name = display_name(npc_id, declarations)
     player = display_name(player_id, declarations)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
     lines += [f"- {memory.content}" for memory in knowledge] or ["- nothing"]
     lines.append(f"{name} knows nothing beyond this.")
+    if turns:
+        lines.append(f"What was just said between {name} and {player}, word for word:")
+        lines += [
+            f"- {display_name(turn.speaker_id, declarations)}: {orjson.dumps(turn.text).decode()}"
+            for turn in turns
+        ]
     judged = "none" if verdict is None else verdict
     lines.append(f"The referee's verdict on what {player} just said: {judged}.")
     return "\n".join(lines)

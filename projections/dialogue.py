@@ -36,10 +36,10 @@ from projections.runtime_read import timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
+from schemas.memory import Speaker
 from schemas.policy import DialoguePolicy
 
 ScopeKind = Literal["player", "place"]
-Speaker = Literal["player", "character"]
 
 CUSTOM_EMOJI = re.compile(r"<a?:([A-Za-z0-9_~]+):[0-9]+>")
 """A custom emoji as chat platforms send it, `<:name:id>`: kept as `:name:`."""

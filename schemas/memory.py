@@ -138,10 +138,27 @@ Verdict = Literal["unconvinced", "doubting", "convinced"]
 """The referee's judgement of a player's line (section 11)."""
 
 
+Speaker = Literal["player", "character"]
+"""Who said a line of dialogue (section 13)."""
+
+
+class TurnRead(Contract):
+    """One line of a conversation, word for word, as the dialogue read shows it."""
+
+    seq: Position
+    speaker: Speaker
+    speaker_id: Identifier
+    text: str
+    occurred_at: str | None
+    """The line's real time (ISO 8601, UTC), or None when it came with none."""
+
+
 class DecisionRead(ReadModel):
     """`GET /v2/memory/runtime/npcs/{npc_id}/decision`: what a decision model may be given."""
 
     knowledge: list[BeliefRead]
+    recent_turns: list[TurnRead]
+    """The player scope's turns as of the event, oldest first (none once expired)."""
     verdict: Verdict | None
     prompt: str
 

@@ -130,11 +130,13 @@ def recall_table(found: dict[str, Any]) -> str:
 
 
 def decision_tables(found: dict[str, Any]) -> str:
-    """A decision context: the knowledge, the verdict and the prompt text."""
+    """A decision context: the knowledge, the recent turns, the verdict and the prompt text."""
     rows = [[m["seq"], m["kind"], m["importance"], m["content"]] for m in found["knowledge"]]
+    turns = [[t["seq"], t["speaker_id"], t["text"]] for t in found["recent_turns"]]
     return "\n\n".join(
         [
             table("knowledge", ["seq", "kind", "imp", "content"], rows),
+            table("recent turns", ["seq", "speaker", "text"], turns),
             f"verdict: {found['verdict'] or 'none'}",
             "prompt:\n" + found["prompt"],
         ]

@@ -286,8 +286,14 @@ class Recall(WorldRead):
         )
 
 
+def wall_clock_ms() -> int:
+    """Real time now, against which dialogue expires (the seed's cache is real time)."""
+    return int(time.time() * 1000)
+
+
 class Decision(WorldRead):
-    """What a decision model may be given when a character answers an event (section 10)."""
+    """What a decision model may be given when a character answers an event (section 10),
+    with the player scope's recent turns judged for expiry against the wall clock."""
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
@@ -305,6 +311,7 @@ class Decision(WorldRead):
             after_seq,
             player_id or None,
             self.reads.policy_of(scope.tenant_id, scope.world_id),
+            wall_clock_ms(),
         )
 
 
@@ -324,7 +331,7 @@ class Dialogue(WorldRead):
             params["npc_id"],
             player_id,
             location or None,
-            int(time.time() * 1000),
+            wall_clock_ms(),
             self.reads.policy_of(scope.tenant_id, scope.world_id).memory.dialogue,
             query_position(request, "as_of_seq"),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,88 @@ ASKED = orjson.dumps(
 )
 STATE = replay_lines([*TAVERN.splitlines(), ASKED]).state
 FIGHT = "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)"
+START_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
 
 
-def decide(after_seq: int, npc: str = "npc-mara", player: str | None = None) -> Any:
+def decide(
+    after_seq: int,
+    npc: str = "npc-mara",
+    player: str | None = None,
+    *,
+    state: Any = STATE,
+    world: str = "save-1",
+    timeline: str = "main",
+    now_ms: int = START_MS,
+) -> Any:
     found = decision(
-        STATE, SqliteRecallIndex(), "default", "save-1", "main", npc, after_seq, player, Policy()
+        state,
+        SqliteRecallIndex(),
+        "default",
+        world,
+        timeline,
+        npc,
+        after_seq,
+        player,
+        Policy(),
+        now_ms,
     )
     return answer(found)
+
+
+def at(minutes: int) -> str:
+    """The ISO time `minutes` after START_MS."""
+    moment = datetime.fromtimestamp((START_MS + minutes * MINUTE_MS) / 1000, UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def line(seq: int, key: str, timeline: str = "main", **fields: Any) -> bytes:
+    event = {"world_instance_id": "talk", "timeline_id": timeline, "seq": seq, "key": key}
+    return orjson.dumps(event | {"players": ["player-1"], "location": "loc-inn"} | fields)
+
+
+SAID = "loreweaver.conversation.player-said"
+REPLIED = "loreweaver.conversation.npc-replied"
+TO_MARA = {"actor": "player-1", "target": "npc-mara"}
+TO_ILSE = {"actor": "npc-mara", "target": "player-1"}
+TALK = replay_lines(
+    [
+        line(
+            1,
+            "trade.gift-given",
+            **TO_MARA,
+            payload={"item": "item-locket"},
+            entities={"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse"}},
+        ),
+        line(2, SAID, **TO_MARA, payload={"text": 'Where is your "son"?'}, occurred_at=at(0)),
+        line(3, REPLIED, **TO_ILSE, payload={"text": "Gone  to the mill."}, occurred_at=at(1)),
+        line(
+            3,
+            SAID,
+            "reload",
+            **TO_MARA,
+            payload={"text": "Thank you."},
+            occurred_at=at(2),
+            branch={"parent_timeline_id": "main", "after_seq": 2},
+        ),
+    ]
+).state
+
+
+def talk(after_seq: int, timeline: str = "main", minutes_later: float = 3) -> Any:
+    now_ms = START_MS + int(minutes_later * MINUTE_MS)
+    return decide(after_seq, state=TALK, world="talk", timeline=timeline, now_ms=now_ms)
+
+
+def turn(seq: int, speaker: str, speaker_id: str, text: str, minute: int) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "speaker": speaker,
+        "speaker_id": speaker_id,
+        "text": text,
+        "occurred_at": at(minute),
+    }
 
 
 def test_maras_memories_about_ilse_and_the_tavern_come_first() -> None:
@@ -57,12 +133,57 @@ def test_the_prompt_holds_the_knowledge_labelled_and_nothing_of_the_world_record
     context = decide(6)
     lines = context["prompt"].splitlines()
     assert lines[0] == "What Mara knows (from memory; any of it may be wrong):"
-    assert lines[1:-2] == [f"- {m['content']}" for m in context["knowledge"]]
-    assert lines[-2:] == [
+    assert lines[1:-5] == [f"- {m['content']}" for m in context["knowledge"]]
+    assert lines[-5:] == [
         "Mara knows nothing beyond this.",
+        "What was just said between Mara and Ilse, word for word:",
+        '- Ilse: "I will find your son. Where was he last seen?"',
+        '- Ilse: "Who started the fight?"',
         "The referee's verdict on what Ilse just said: none.",
     ]
     assert "status" not in context["prompt"]  # the record says the sailor's status: defeated
+
+
+def test_the_player_scopes_recent_turns_come_word_for_word_oldest_first() -> None:
+    context = talk(3)
+    assert context["recent_turns"] == [
+        turn(2, "player", "player-1", 'Where is your "son"?', 0),
+        turn(3, "character", "npc-mara", "Gone to the mill.", 1),
+    ]
+    assert context["prompt"].splitlines()[-4:] == [
+        "What was just said between Mara and Ilse, word for word:",
+        '- Ilse: "Where is your \\"son\\"?"',
+        '- Mara: "Gone to the mill."',
+        "The referee's verdict on what Ilse just said: none.",
+    ]
+
+
+def test_without_turns_the_context_has_none_and_the_prompt_says_nothing_of_them() -> None:
+    context = talk(1)  # the gift came before any word
+    assert context["recent_turns"] == []
+    assert context["prompt"].splitlines() == [
+        "What Mara knows (from memory; any of it may be wrong):",
+        *[f"- {m['content']}" for m in context["knowledge"]],
+        "Mara knows nothing beyond this.",
+        "The referee's verdict on what Ilse just said: none.",
+    ]
+
+
+def test_the_turns_are_as_of_the_event_and_a_reload_forgets_the_lines_after_the_save() -> None:
+    assert [t["text"] for t in talk(2)["recent_turns"]] == ['Where is your "son"?']
+    assert talk(3, "reload")["recent_turns"] == [
+        turn(2, "player", "player-1", 'Where is your "son"?', 0),
+        turn(3, "player", "player-1", "Thank you.", 2),
+    ]
+
+
+def test_turns_expire_twelve_hours_after_the_scopes_last_turn_in_real_time() -> None:
+    last_turn = 1  # minutes after the start
+    just_before = talk(3, minutes_later=last_turn + 12 * 60 - 0.5)
+    assert [t["seq"] for t in just_before["recent_turns"]] == [2, 3]
+    expired = talk(3, minutes_later=last_turn + 12 * 60)
+    assert expired["recent_turns"] == []
+    assert "word for word" not in expired["prompt"]
 
 
 def test_the_context_is_as_of_the_event() -> None:

@@ -147,6 +147,8 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
     assert status == 200
     assert [m["seq"] for m in body["knowledge"]] == [2]
+    said = "I will find your son. Where was he last seen?"  # no real time: it never expires
+    assert [(t["seq"], t["text"]) for t in body["recent_turns"]] == [(2, said)]
 
 
 def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wall_clock() -> None:
