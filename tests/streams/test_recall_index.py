@@ -1,5 +1,6 @@
 """The recall index as a worker keeps it: a world whose vectors are of another model is not
-embedded for again, and worlds whose partition moved away are forgotten."""
+embedded for again, worlds whose partition moved away are forgotten, and words found in most
+memories do not change what the word search finds."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
 from faust.types import TP
 
-from projections.memory_store import memory_keys
-from projections.recall import RecallQuery, recall
+from projections.event_keys import TOLD
+from projections.memory_store import load_memory, memory_keys
+from projections.recall import RecallQuery, recall, search_scope
+from projections.runtime_read import timeline_view
 from schemas.policy import Policy
 from streams.app import keep_assigned_worlds, partition_of
 from streams.embedding import Vectors
@@ -102,3 +106,50 @@ def test_a_rebalance_keeps_only_the_worlds_of_the_partitions_still_assigned() ->
     assert set(index.worlds()) == {("default", "save-1")}
     keep_assigned_worlds(index, set(), settings)
     assert set(index.worlds()) == set()
+
+
+def told_to_the_keeper(contents: Sequence[str]) -> list[bytes]:
+    return [
+        orjson.dumps(
+            {
+                "world_instance_id": "gossip",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": TOLD,
+                "game_time": f"day 1, 08:{seq:02d}",
+                "actor": "npc-teller",
+                "target": "npc-keeper",
+                "payload": {"content": content},
+            }
+        )
+        for seq, content in enumerate(contents, start=1)
+    ]
+
+
+def test_a_word_in_most_memories_ranks_after_the_rare_ones_and_still_finds_the_rest() -> None:
+    contents = [
+        "The baker sold the bread",
+        "The smith forged a blade",
+        "The ferryman crossed at dawn",
+        "The guard slept",
+        "A ring was lost",
+    ]
+    state = replay_lines(told_to_the_keeper(contents)).state
+    index = SqliteRecallIndex()
+    keys = memory_keys(state, "default", "gossip")
+    index.catch_up(state, keys)
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main", None)
+    scope = search_scope(keys, ancestry, "npc-keeper")
+
+    def found(words: list[str], limit: int) -> list[str]:
+        held = [
+            load_memory(state, keys, "npc-keeper", one)
+            for one in index.by_words(scope, words, limit)
+        ]
+        return [memory.content for memory in held if memory is not None]
+
+    assert found(["the", "ring"], 1) == ["A ring was lost"]
+    three = found(["the", "ring"], 3)
+    assert three[0] == "A ring was lost" and set(three[1:]) <= set(contents[:4])
+    assert len(found(["the", "ring"], 10)) == 5  # the common word still finds the rest
+    assert found(["the"], 10)[0] == "The baker sold the bread"  # said twice: best bm25
