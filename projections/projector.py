@@ -67,8 +67,8 @@ class Projector:
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
+        catalogue = Catalogue(declarations, event, policy)
         if policy.memory.npc:
-            catalogue = Catalogue(declarations, event, policy)
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
                 if event.location is not None
@@ -85,9 +85,7 @@ class Projector:
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
             self.on_formed(memories, rumours)
-        note = record_dialogue(
-            tx, event, ancestry, Catalogue(declarations, event, policy), policy.memory.dialogue
-        )
+        note = record_dialogue(tx, event, ancestry, catalogue, policy.memory.dialogue)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration, event.seq)
         whereabouts.record_movement(tx, event, ancestry)
