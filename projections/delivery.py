@@ -88,8 +88,8 @@ Output = TypeVar("Output", bound=Contract)
 
 def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     """An ack or dead letter read back from the outbox. It may have been stored by another
-    release: a field this one does not know is dropped (the acks of the release before carried
-    `refused_judgements`), so a redelivery re-sends what this release would send."""
+    release: a field this one does not know is dropped, so a redelivery re-sends what this release
+    would send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
     return model.model_validate(known, strict=False)
 

@@ -68,6 +68,7 @@ EVENTS_AT = _projection("event-at")  # timeline, seq: who, whom, players, where 
 DIALOGUE_TURNS = _projection("dialogue-turn")  # timeline, character, scope kind, id, seq: a line
 DIALOGUE_SUMMARIES = _projection("dialogue-summary")  # timeline, character, scope, id, seq
 ENTITY_HEADS = _projection("entity-head")  # timeline, entity: seq (8 bytes) + newest version
+JUDGEMENTS = _projection("judgement")  # timeline, seq: the model judgements made at that event
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced

@@ -11,10 +11,17 @@ from dataclasses import dataclass
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
-from projections.delivery import Intake, SourceMessage
+from projections.delivery import Intake, SourceMessage, identity_of
 from projections.dialogue import record_dialogue
 from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
+from projections.judgements import (
+    WITHOUT_MODEL,
+    AnswerSource,
+    Question,
+    QuestionCollector,
+    judging,
+)
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
@@ -30,6 +37,8 @@ from projections.policy import PolicyLookup, default_policies
 from projections.reinforcement import record_recalls
 from projections.relations import record_relations
 from projections.rumour_spreading import spread
+from projections.scratch_state import ScratchState
+from projections.sequencing import Applied
 from projections.state import StateTransaction
 from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
@@ -52,22 +61,59 @@ class Projector:
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
+        answers: AnswerSource = WITHOUT_MODEL,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
         self.on_formed = on_formed
+        self.answers = answers
+        """Model judgements, for worlds in model mode (`projections.judgements`): none by
+        default, so the rules make each one and the acks say so."""
 
-    def receive(self, tx: StateTransaction, message: SourceMessage) -> Intake:
-        """Take one message in; returns the acks and dead letters to publish."""
-        return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
+    def receive(
+        self, tx: StateTransaction, message: SourceMessage, answers: AnswerSource | None = None
+    ) -> Intake:
+        """Take one message in; returns the acks and dead letters to publish. `answers` are the
+        model judgements its events raise (`questions`), instead of the projector's own."""
+        judged = self.answers if answers is None else answers
 
-    def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
+        def apply(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
+            return self.apply(tx, event, ancestry, judged)
+
+        return receive(tx, message, apply, self.policies, self.max_event_bytes)
+
+    def questions(self, tx: StateTransaction, message: SourceMessage) -> list[Question]:
+        """The model judgements taking `message` in would ask for: found by taking it into
+        scratch state over `tx`, which is then thrown away (none outside model mode)."""
+        identity = identity_of(message.value)
+        tenant, world_id = identity["tenant_id"], identity["world_instance_id"]
+        if tenant is None or world_id is None:
+            return []
+        if self.policies(tenant, world_id).memory.weighing != "model":
+            return []
+        collector = QuestionCollector()
+        self.receive(ScratchState(tx), message, collector)
+        return collector.questions
+
+    def apply(
+        self,
+        tx: StateTransaction,
+        event: Event,
+        ancestry: Ancestry,
+        answers: AnswerSource | None = None,
+    ) -> Applied:
         """Apply one in-order event to every projection, reading state as it stood before;
-        returns why something it asked for was not recorded."""
+        returns why something it asked for was not recorded, and the judgements refused."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
+        judged = judging(
+            event,
+            policy.memory.weighing,
+            self.answers if answers is None else answers,
+            catalogue.name_of,
+        )
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
@@ -76,9 +122,13 @@ class Projector:
             )
             context = _StoredMinds(tx, memory_keys(tx, tenant, world_id), ancestry, catalogue)
             memories = form_memories(
-                event, perceivers(event, catalogue.kind_of, present, policy), context, policy
+                event,
+                perceivers(event, catalogue.kind_of, present, policy),
+                context,
+                policy,
+                judged,
             )
-            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present)
+            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present, judged)
             formed = [*memories, *rumours]
             store_memories(tx, context.keys, formed)
             record_relations(tx, context.keys, ancestry, formed)
@@ -94,7 +144,7 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
-        return note
+        return Applied(note, tuple(judged.record(tx)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import orjson
 from pydantic import BaseModel
 
 from schemas.events import Event
+from schemas.judgements import EventJudgements
 from schemas.outcomes import Ack, DeadLetter
 from schemas.policy import Policy
 
@@ -22,6 +23,7 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "ack": Ack,
     "deadletter": DeadLetter,
     "policy": Policy,
+    "judgements": EventJudgements,
 }
 
 PARTIAL_DOCUMENTS = frozenset({"policy"})

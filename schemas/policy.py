@@ -5,9 +5,8 @@ tenant's default, then the world's own (`merge_policy`). Every setting is checke
 in, and a misspelt key or a value out of range is refused with its location named (for
 example `memory.spreading.enabld`), so a typo can never silently fall back to a default.
 
-Settings that model judgements will bring (`memory.weighing: "model"`, the referee's
-`memory.lies_believable`) do not exist yet: a document that sets them is refused by name, so
-nobody believes they are on.
+The referee's `memory.lies_believable` does not exist yet: a document that sets it is refused by
+name, so nobody believes it is on.
 """
 
 from __future__ import annotations
@@ -211,21 +210,24 @@ class DialoguePolicy(Contract):
 
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
-MODEL_WEIGHING_NOT_YET = PydanticCustomError(
-    "not_available_yet",
-    "'model' weighing is not available yet (it comes with model judgements); use 'rules'",
-)
 LIES_BELIEVABLE_NOT_YET = PydanticCustomError(
     "not_available_yet",
     "not available yet (it comes with the referee's verdicts); leave it out",
 )
 
 
+class ModelPolicy(Contract):
+    """Model judgements (`weighing: "model"`): how long an event may wait for the model."""
+
+    deadline_ms: Annotated[int, Field(ge=1, le=600_000), AsInteger] = 2000
+    """An event's judgements wait at most this long for the model (all asked at once); those
+    still unanswered then are made by the rules, so a partition never waits longer."""
+
+
 class MemoryPolicy(Contract):
     """Who remembers what, how strongly, and how news travels (seed 001, "Memory").
 
-    `weighing: "model"` and `lies_believable` come with model judgements (the referee) and are
-    refused until then.
+    `lies_believable` comes with the referee and is refused until then.
     """
 
     world: bool = True
@@ -234,8 +236,10 @@ class MemoryPolicy(Contract):
     """With no named witnesses, the characters known to be at the location perceive."""
     remember_movement: bool = False
     """Movement only teaches where characters are, unless this is set."""
-    weighing: Literal["rules"] = "rules"
-    """Weigh by the `weights` table; `"model"` is refused until model judgements exist."""
+    weighing: Literal["rules", "model"] = "rules"
+    """`rules`: by the `weights` table. `model`: the model judges each memory's feeling and
+    arousal and retells rumours (the rest stays rules); the rules answer whatever it cannot."""
+    model: ModelPolicy = ModelPolicy()
     entity_patterns: dict[PatternKind, list[str]] = Field(
         default_factory=lambda: {"character": ["npc-*"], "place": ["loc-*"], "item": ["item-*"]}
     )
@@ -261,10 +265,6 @@ class MemoryPolicy(Contract):
         if not isinstance(data, dict):
             return data
         refused: list[InitErrorDetails] = []
-        if data.get("weighing") == "model":
-            refused.append(
-                InitErrorDetails(type=MODEL_WEIGHING_NOT_YET, loc=("weighing",), input="model")
-            )
         if "lies_believable" in data:
             refused.append(
                 InitErrorDetails(

@@ -39,10 +39,12 @@ RICH_POLICY = resolve(
         "memory": {
             "spreading": {"enabled": True, "distortion": True},
             "persistent": {"characters": ["npc-mara"], "kinds": ["impression"]},
+            "weighing": "model",
         }
     },
 )
-"""Every projection at work: rumours, group exchanges, persistent memories."""
+"""Every projection at work: rumours, group exchanges, persistent memories, model judgements
+(made by the rules, no model being configured)."""
 
 
 class RecordingState(MemoryState):

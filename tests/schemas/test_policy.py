@@ -78,12 +78,11 @@ def test_merging_leaves_the_base_as_it_was() -> None:
 @pytest.mark.parametrize(
     ("overlay", "location", "advice"),
     [
-        ({"memory": {"weighing": "model"}}, "memory.weighing", "use 'rules'"),
         ({"memory": {"lies_believable": False}}, "memory.lies_believable", "leave it out"),
         ({"memory": {"lies_believable": True}}, "memory.lies_believable", "leave it out"),
     ],
 )
-def test_a_setting_of_model_judgements_is_refused_as_not_available_yet(
+def test_a_setting_of_the_referee_is_refused_as_not_available_yet(
     overlay: dict[str, object], location: str, advice: str
 ) -> None:
     with pytest.raises(ValidationError) as refused:
@@ -91,6 +90,13 @@ def test_a_setting_of_model_judgements_is_refused_as_not_available_yet(
     (error,) = refused.value.errors()
     assert ".".join(str(part) for part in error["loc"]) == location
     assert "not available yet" in error["msg"] and advice in error["msg"]
+
+
+def test_model_weighing_is_a_setting_with_a_deadline() -> None:
+    policy = merge_policy(BUILT_IN, {"memory": {"weighing": "model", "model": {"deadline_ms": 250}}})
+    assert policy.memory.weighing == "model"
+    assert policy.memory.model.deadline_ms == 250
+    assert refusal({"memory": {"model": {"deadline_ms": 0}}}) == "memory.model.deadline_ms"
 
 
 def test_a_misspelt_key_is_refused_where_it_is() -> None:
