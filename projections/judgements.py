@@ -134,6 +134,11 @@ class RecordedAnswers:
             }
         self._missing = missing
 
+    @property
+    def positions(self) -> list[Position]:
+        """The positions it holds answers for."""
+        return list(self._made)
+
     def answer(self, question: Question) -> Answer | str:
         made = self._made.get(question.position, {}).get(question.key)
         if made is None:
@@ -274,12 +279,6 @@ class ModelJudging:
 def judgement_key(position: Position) -> bytes:
     tenant, world, timeline, seq = position
     return pack(JUDGEMENTS, tenant, world, timeline, seq)
-
-
-def recorded_at(tx: StateTransaction, position: Position) -> EventJudgements | None:
-    """The judgements recorded with the state at `position`, if any."""
-    stored = tx.get(judgement_key(position))
-    return None if stored is None else EventJudgements.model_validate_json(stored)
 
 
 def judging(event: Event, weighing: str, answers: AnswerSource, names: Names) -> Judging:

@@ -23,6 +23,7 @@ from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
 from projections.delivery import SourceMessage
+from projections.judgements import RecordedAnswers
 from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
@@ -32,8 +33,10 @@ from streams import codec, kafka_consumer
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
+from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
 from streams.metrics import Metrics
+from streams.model_client import ModelClient
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
@@ -136,13 +139,23 @@ class Rumourmill:
     policies: PolicyFeed
     projector: Projector
     durability: LocalDurability
+    judge: Judge
     metrics: Metrics = field(default_factory=Metrics)
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
 
-    async def take(self, message: Message) -> list[Delivery]:
-        """Project one message and send everything it produced; returns the pending deliveries.
+    async def judged(self, message: Message) -> RecordedAnswers | None:
+        """The model judgements `message` raises, answered and stored on the judgements topic
+        (`streams.judging`); None when it raises none (rules mode, a redelivery...)."""
+        tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
+        return await self.judge.message(self.projector, tx, source_message(message))
+
+    async def take(
+        self, message: Message, answers: RecordedAnswers | None = None
+    ) -> list[Delivery]:
+        """Project one message (with the model's `answers` to what it raises) and send
+        everything it produced; returns the pending deliveries.
 
         The state changes go to the changelog as one message (split only past
         `CHANGESET_BYTES`), then the acks and dead letters. All go straight to the producer,
@@ -160,16 +173,10 @@ class Rumourmill:
                 db.put(key, value)
 
         intake = self.projector.receive(
-            RocksTransaction(db, write),
-            SourceMessage(
-                topic=message.topic,
-                partition=message.partition,
-                offset=message.offset,
-                key=message.key,
-                value=message.value or b"",
-                timestamp_ms=record_timestamp_ms(message.timestamp),
-            ),
+            RocksTransaction(db, write), source_message(message), answers
         )
+        if answers is not None:
+            self.judge.log.applied(message.partition, answers.positions)
         deliveries = [
             await self.state.changelog_topic.send(
                 key=pack(message.topic, message.partition, message.offset, number),
@@ -295,6 +302,17 @@ def create_app(settings: Settings) -> Rumourmill:
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
     )
+    judgements = app.topic(
+        settings.topics.judgements, value_type=bytes, value_serializer="raw", **topic_options
+    )
+
+    async def keep_judgements(partition: int, key: bytes, value: bytes) -> None:
+        await (await judgements.send(key=key, value=value, partition=partition, force=True))
+
+    judge = Judge(
+        ModelClient.configured(settings),
+        JudgementLog(topic_reader(settings.bootstrap, settings.topics.judgements), keep_judgements),
+    )
     mill = Rumourmill(
         app,
         settings,
@@ -304,6 +322,7 @@ def create_app(settings: Settings) -> Rumourmill:
         policies,
         projector,
         state.durability,
+        judge,
         metrics=metrics,
     )
     register_views(app, mill)
@@ -313,6 +332,9 @@ def create_app(settings: Settings) -> Rumourmill:
     def forget_moved_worlds(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
         """Faust sends the whole new assignment (a set of TPs) after every rebalance."""
         keep_assigned_worlds(mill.recall_index, args[0], settings)
+        judge.log.keep_partitions(
+            {tp.partition for tp in args[0] if tp.topic == settings.topics.events}
+        )
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
@@ -329,8 +351,9 @@ def create_app(settings: Settings) -> Rumourmill:
         unacked: faust.Stream[bytes] = stream.noack()  # type: ignore[attr-defined]
         async for event in unacked.events():
             try:
+                answers = await mill.judged(event.message)  # the model, before the writing
                 async with mill.durability.writing(event.message.partition):
-                    deliveries = await mill.take(event.message)
+                    deliveries = await mill.take(event.message, answers)
             except Exception as error:  # a bug, not bad input: stop rather than skip the event
                 message = event.message
                 await mill.crash(
@@ -419,6 +442,18 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     """Key outputs by world, like the events, so a world's acks stay in order."""
     world = item.world_instance_id
     return fallback if world is None else world.encode()
+
+
+def source_message(message: Message) -> SourceMessage:
+    """A Kafka message as the projector takes it."""
+    return SourceMessage(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value or b"",
+        timestamp_ms=record_timestamp_ms(message.timestamp),
+    )
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:

@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from projections.delivery import SourceMessage, world_key
+from projections.delivery import Intake, SourceMessage, world_key
 from projections.digest import world_digest
 from projections.projector import Projector
 from projections.state import MemoryState
+from schemas import Ack
+from streams.judging import Judge
 
 
 @dataclass
 class Replay:
-    """What a replay produced: its state, outcome counts and each world's digest."""
+    """What a replay produced: its state, its acks, outcome counts and each world's digest."""
 
     state: MemoryState = field(default_factory=MemoryState)
     outcomes: Counter[str] = field(default_factory=Counter)
     digests: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    refusals: list[Ack] = field(default_factory=list)
+    """The acks listing judgements the model did not make."""
+    worlds: set[tuple[str, str]] = field(default_factory=set)
+
+    def took(self, intake: Intake) -> None:
+        """Count what one message produced."""
+        for ack in intake.acks:
+            self.outcomes[ack.outcome.value] += 1
+            if ack.refused_judgements:
+                self.refusals.append(ack)
+            if ack.tenant_id is not None and ack.world_instance_id is not None:
+                self.worlds.add((ack.tenant_id, ack.world_instance_id))
+
+    def finish(self) -> Replay:
+        """Digest every world an ack named."""
+        for tenant, world in self.worlds:
+            self.digests[(tenant, world)] = world_digest(self.state, tenant, world)
+        return self
 
 
 def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Replay:
@@ -26,17 +48,25 @@ def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Repl
     world as `rumourmill publish` keys it."""
     projector = projector or Projector()
     result = Replay()
-    worlds: set[tuple[str, str]] = set()
+    for message in messages(lines):
+        result.took(projector.receive(result.state, message))
+    return result.finish()
+
+
+async def replay_judged(lines: list[bytes], projector: Projector, judge: Judge) -> Replay:
+    """`replay_lines` with model judgements: each message's questions answered by `judge` (the
+    model, within each world's deadline), as the worker does."""
+    result = Replay()
+    for message in messages(lines):
+        answers = await judge.message(projector, result.state, message)
+        result.took(projector.receive(result.state, message, answers))
+    return result.finish()
+
+
+def messages(lines: list[bytes]) -> Iterator[SourceMessage]:
+    """Raw event lines as partition 0 of the events topic, keyed by world."""
     for offset, raw in enumerate(lines):
-        message = SourceMessage("replay", 0, offset, world_key(raw), raw)
-        intake = projector.receive(result.state, message)
-        for ack in intake.acks:
-            result.outcomes[ack.outcome.value] += 1
-            if ack.tenant_id is not None and ack.world_instance_id is not None:
-                worlds.add((ack.tenant_id, ack.world_instance_id))
-    for tenant, world in worlds:
-        result.digests[(tenant, world)] = world_digest(result.state, tenant, world)
-    return result
+        yield SourceMessage("replay", 0, offset, world_key(raw), raw)
 
 
 def replay_file(path: Path, projector: Projector | None = None) -> Replay:

@@ -29,6 +29,7 @@ class Topics(NamedTuple):
     acks: str
     deadletter: str
     policies: str
+    judgements: str
 
 
 class SettingsError(ValueError):
@@ -125,13 +126,24 @@ class Settings(BaseSettings):
     """The java that runs Apache Kafka; empty: $JAVA_HOME/bin/java, else java on the PATH."""
     test_broker: Brokers = ()
     """Tests and benchmarks: use this broker instead of starting Apache Kafka."""
+    model_url: str = ""
+    """An OpenAI-compatible chat-completions API (`http://127.0.0.1:11434/v1`: rumourmill posts
+    to `MODEL_URL/chat/completions`); empty: no model, the rules make every judgement."""
+    model_name: str = ""
+    """The model asked (the request's `model`)."""
+    model_key: str = ""
+    """Sent as `Authorization: Bearer KEY` when set."""
+    model_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    """One call's limit; each world's `memory.model.deadline_ms` also bounds an event's calls."""
+    model_concurrency: Positive = 8
+    """Calls to the model in flight at once, per worker."""
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _lower_case(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("web_url")
+    @field_validator("web_url", "model_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if value and (

@@ -11,7 +11,8 @@ from streams.settings import Settings
 
 
 async def ensure_topics(settings: Settings) -> None:
-    """Create the events, acks, dead-letter and (compacted) policies topics if missing."""
+    """Create the events, acks, dead-letter and (compacted) judgements and policies topics if
+    missing."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
@@ -20,6 +21,14 @@ async def ensure_topics(settings: Settings) -> None:
             NewTopic(name, settings.partitions, settings.replication)
             for name in (settings.topics.events, settings.topics.acks, settings.topics.deadletter)
         ]
+        wanted.append(
+            NewTopic(
+                settings.topics.judgements,
+                settings.partitions,
+                settings.replication,
+                topic_configs={"cleanup.policy": "compact"},
+            )
+        )
         wanted.append(
             NewTopic(
                 settings.topics.policies,

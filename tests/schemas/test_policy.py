@@ -93,7 +93,9 @@ def test_a_setting_of_the_referee_is_refused_as_not_available_yet(
 
 
 def test_model_weighing_is_a_setting_with_a_deadline() -> None:
-    policy = merge_policy(BUILT_IN, {"memory": {"weighing": "model", "model": {"deadline_ms": 250}}})
+    policy = merge_policy(
+        BUILT_IN, {"memory": {"weighing": "model", "model": {"deadline_ms": 250}}}
+    )
     assert policy.memory.weighing == "model"
     assert policy.memory.model.deadline_ms == 250
     assert refusal({"memory": {"model": {"deadline_ms": 0}}}) == "memory.model.deadline_ms"
