@@ -10,6 +10,7 @@ import time
 from benchmarks import (
     failover,
     history_scaling,
+    model_mode,
     projection_core,
     read_latency,
     read_load,
@@ -29,6 +30,7 @@ def main() -> None:
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
+    model_mode.run(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
         read_latency.run(options, bootstrap)

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from projections.key_prefixes import JUDGEMENTS
 from projections.keys import pack
+from projections.numbers import decimal, hundredths
 from projections.state import StateTransaction
 from projections.wording import Names
 from schemas import Event
@@ -235,7 +236,7 @@ class ModelJudging:
         outcome = self._ask(memory, "feeling", prompt)
         if isinstance(outcome, str):
             return memory
-        return memory.model_copy(update={"feeling": outcome.feeling, "arousal": outcome.arousal})
+        return memory.model_copy(update=_weights(outcome))
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
         prompt = (
@@ -246,8 +247,7 @@ class ModelJudging:
         outcome = self._ask(rumour, "retelling", prompt)
         if not isinstance(outcome, RetellingAnswer):
             return rumour
-        update = {"content": outcome.content, "feeling": outcome.feeling}
-        return rumour.model_copy(update={**update, "arousal": outcome.arousal})
+        return rumour.model_copy(update={"content": outcome.content, **_weights(outcome)})
 
     def _ask(self, memory: Memory, judgement: JudgementKind, prompt: str) -> Answer | str:
         question = Question(
@@ -274,6 +274,14 @@ class ModelJudging:
             for made in self._made
             if made.answer is None
         ]
+
+
+def _weights(answer: Answer) -> dict[str, float]:
+    """The feeling and arousal an answer gives, in hundredths as the rules' are."""
+    return {
+        "feeling": hundredths(decimal(answer.feeling)),
+        "arousal": hundredths(decimal(answer.arousal)),
+    }
 
 
 def judgement_key(position: Position) -> bytes:
