@@ -70,11 +70,18 @@ class JudgementLog:
         """The records of `positions` on the topic. The partition is read to its end the first
         time; records of positions already `applied` are not kept."""
         if partition not in self.recorded:
+            records = await self.read(partition)
             self.recorded[partition] = {
                 position_of(record): record
-                for record in await self.read(partition)
+                for record in records
                 if not applied(position_of(record))
             }
+            log.info(
+                "judgements topic, partition %d: %d record(s) read back, %d not applied yet",
+                partition,
+                len(records),
+                len(self.recorded[partition]),
+            )
         held = self.recorded[partition]
         return {position: held[position] for position in positions if position in held}
 
@@ -102,14 +109,19 @@ def topic_reader(bootstrap: str, topic: str) -> Read:
     """Reads a partition of the judgements topic on Kafka from its start to its end."""
 
     async def read(partition: int) -> list[EventJudgements]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         found: list[EventJudgements] = []
         try:
             tp = TopicPartition(topic, partition)
             consumer.assign([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
             await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
             while await consumer.position(tp) < end:
                 for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
                     try:

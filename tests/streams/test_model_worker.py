@@ -24,13 +24,23 @@ from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, scripted_model
 from tests.support import WorkerProcess, read_topic, send_events, unique_settings
 
 TAVERN = [
-    line
+    # the player's line says when it was said: a replay from a file matches the live digest
+    line.replace(
+        b'"game_time":"day 1, 19:41"',
+        b'"game_time":"day 1, 19:41","occurred_at":"2026-01-01T19:41:00Z"',
+    )
     for line in (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson")
     .read_bytes()
     .splitlines()
     if line.strip()
 ]
-POLICY = {"memory": {"weighing": "model", "spreading": {"enabled": True}}}
+POLICY = {
+    "memory": {
+        "weighing": "model",
+        "model": {"deadline_ms": 60_000},  # a loaded test machine is no reason to fall back
+        "spreading": {"enabled": True},
+    }
+}
 
 
 def get_json(settings: Settings, path: str) -> Any:
@@ -69,7 +79,7 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
         try:
             send_events(settings, TAVERN)
             acks = processed_acks(settings)
-            assert all(ack["refused_judgements"] == [] for ack in acks)
+            assert [ack for ack in acks if ack["refused_judgements"]] == []
             mara = get_json(
                 settings,
                 "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main",
@@ -116,7 +126,7 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= 2 * len(TAVERN),
             timeout=180,
         )
-        assert all(ack["refused_judgements"] == [] for ack in both)  # never "could not reach"
+        assert [ack["refused_judgements"] for ack in both if ack["refused_judgements"]] == []
         assert digest(rebuild) == live_digest
     finally:
         worker.stop()
