@@ -26,12 +26,14 @@ from projections.dialogue import dialogue_read
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
+from projections.rumour_map import rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
 from schemas.policy import Policy
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
+from streams.rumour_picture import DrawingUnavailable, rumour_svg
 
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
@@ -214,7 +216,7 @@ class WorldRead(ReadsView):
         """The answer, or a plain `detail` with the status of what went wrong."""
         try:
             tenant = tenant_of(request, self.reads.tenants_by_api_key)
-            world = query_identifier(request, "world_instance_id")
+            world = self.world_of(request, params)
             for name, value in params.items():
                 check_identifier(name, value)
             forwarded = await self.reads.owner_answer(world, self.web, request)
@@ -229,6 +231,10 @@ class WorldRead(ReadsView):
                 raise HTTPProblem(400, str(bad)) from None
         except HTTPProblem as problem:
             return self.answer({"detail": problem.detail}, problem.status)
+
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        """The world asked about: the `world_instance_id` query parameter."""
+        return query_identifier(request, "world_instance_id")
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         """The JSON answer; raises `NotFound` (a 404) when there is nothing to show."""
@@ -388,6 +394,36 @@ class Digest(WorldRead):
         }
 
 
+@dataclass(frozen=True)
+class Picture:
+    """An answer that is an SVG picture."""
+
+    svg: bytes
+
+
+class RumourPicture(WorldRead):
+    """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
+    the world is named in the path, the timeline by an optional `timeline_id`."""
+
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        return params["world"]
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id", default="")
+        found = rumour_map(
+            scope.tx, scope.tenant_id, scope.world_id, params["belief_id"], timeline_id or None
+        )
+        try:
+            return Picture(rumour_svg(found))
+        except DrawingUnavailable as missing:
+            raise HTTPProblem(503, str(missing)) from None
+
+    def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
+        if isinstance(found, Picture):
+            return self.bytes(found.svg, content_type="image/svg+xml", status=status)
+        return super().answer(found, status)
+
+
 ROUTES: dict[str, type[ReadsView]] = {
     "/health": Health,
     "/ready": Ready,
@@ -399,6 +435,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
+    "/v2/memory/worlds/{world}/rumours/{belief_id}.svg": RumourPicture,
     "/metrics": PrometheusMetrics,
 }
 
