@@ -495,9 +495,8 @@ def rumour_map_command(
     asked = ({"timeline_id": timeline} if timeline else {}) | (
         {"tenant_id": tenant} if tenant else {}
     )
-    path = (
-        f"/v2/memory/worlds/{urllib.parse.quote(world)}/rumours/{urllib.parse.quote(belief_id)}.svg"
-    )
+    world_part, belief_part = (urllib.parse.quote(part, safe="") for part in (world, belief_id))
+    path = f"/v2/memory/worlds/{world_part}/rumours/{belief_part}.svg"
     try:
         svg = fetch_body(_settings(web_url=url, api_key=api_key), path, asked)
     except ReadFailed as error:
