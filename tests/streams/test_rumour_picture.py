@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 
 import faust
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from click.testing import CliRunner, Result
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
@@ -22,7 +22,7 @@ from projections.rumour_map import rumour_map
 from streams.cli import main
 from streams.web import register_views
 from tests.projections.test_rumour_map import STATE, WORLD, farthest_travelled
-from tests.streams.test_web import MemoryReads
+from tests.streams.test_web import MemoryReads, serve
 
 SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
 
@@ -31,24 +31,10 @@ def picture_path(belief_id: str, query: str = "") -> str:
     return f"/v2/memory/worlds/{WORLD}/rumours/{belief_id}.svg{query}"
 
 
-def ask(*paths: str) -> list[tuple[int, str, bytes]]:
-    """Each path answered by the views over the story's state: status, content type, body."""
-
-    async def run() -> list[tuple[int, str, bytes]]:
-        app = faust.App("picture-test", autodiscover=False)
-        register_views(app, MemoryReads(STATE))
-        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
-        await client.start_server()
-        try:
-            answers = []
-            for path in paths:
-                reply = await client.get(path)
-                answers.append((reply.status, reply.content_type, await reply.read()))
-            return answers
-        finally:
-            await client.close()
-
-    return asyncio.run(run())
+def ask(*paths: str) -> list[tuple[int, Any]]:
+    """Each path answered by the views over the story's state: status, and the JSON body or
+    the text of another (the picture)."""
+    return serve(MemoryReads(STATE), *((path, {}) for path in paths))
 
 
 def texts(svg: bytes) -> list[str]:
@@ -133,8 +119,9 @@ def _predicted(kind: int, left: int, up: int, corner: int) -> int:
 def test_the_picture_names_every_teller_and_renders_in_chromium(tmp_path: Path) -> None:
     named = farthest_travelled()
     expected = rumour_map(STATE, "default", WORLD, named.belief_id)
-    [(status, content_type, svg)] = ask(picture_path(named.belief_id))
-    assert (status, content_type) == (200, "image/svg+xml")
+    [(status, picture)] = ask(picture_path(named.belief_id))
+    assert status == 200
+    svg = picture.encode()
     shown = texts(svg)
     names = {holder.entity_id: holder.name for holder in expected.holders}
     tellers = {telling.teller for telling in expected.tellings}
@@ -154,21 +141,18 @@ def test_an_unknown_belief_or_timeline_is_a_404_and_a_bad_id_a_400() -> None:
         picture_path(belief, "?timeline_id=elsewhere"),
         picture_path(belief, "?timeline_id=" + "x" * 200),
     )
-    assert [(status, content_type) for status, content_type, _ in answers] == [
-        (404, "application/json"),
-        (404, "application/json"),
-        (400, "application/json"),
-    ]
-    assert b"no memory" in answers[0][2]
+    assert [status for status, _ in answers] == [404, 404, 400]
+    assert answers[0][1] == {"detail": f"no memory {'0' * 32!r} in world {WORLD!r}"}
+    assert "never received events" in answers[1][1]["detail"]
 
 
 def test_without_graphviz_the_picture_is_a_503_that_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` on it
-    [(status, _, body)] = ask(picture_path(farthest_travelled().belief_id))
+    [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
     assert status == 503
-    assert b"Graphviz's `dot` is not installed" in body
+    assert "Graphviz's `dot` is not installed" in body["detail"]
 
 
 def run_command(*arguments: str) -> Result:
@@ -194,8 +178,8 @@ def test_the_rumour_map_command_writes_the_picture(tmp_path: Path) -> None:
     out = tmp_path / "rumour.svg"
     result = run_command("rumour-map", named.belief_id, "--world", WORLD, "--out", str(out))
     assert result.exit_code == 0, result.output
-    [(_, _, served)] = ask(picture_path(named.belief_id))
-    assert out.read_bytes() == served
+    [(_, served)] = ask(picture_path(named.belief_id))
+    assert out.read_text() == served
     missing = run_command("rumour-map", "0" * 32, "--world", WORLD, "--out", str(out))
     assert missing.exit_code == 1
     assert "404: no memory" in missing.output
