@@ -4,7 +4,8 @@ All state lives in one ordered key space (`projections.state`); a key's first pa
 the space it belongs to. A space is either **projection** state, a fold of the event stream
 that two runs of the same stream must hold byte for byte (the state digest proves it), or
 **delivery bookkeeping**, which depends on how the stream was delivered (the outbox, events
-still waiting for their turn) and stays out of the digest.
+still waiting for their turn) and stays out of the digest. One key belongs to no world: the
+format the whole store is written in (`projections.migrations`).
 
 Declare a new key space here, and only here: the digest covers every projection space, and a
 test fails when state is written under a prefix this registry lacks. The digest hashes the
