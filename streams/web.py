@@ -10,6 +10,7 @@ request gets a 401 or a 400 with a plain `detail` from whichever worker it reach
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from projections.dialogue import dialogue_read
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
-from projections.rumour_map import rumour_map
+from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
@@ -224,7 +225,7 @@ class WorldRead(ReadsView):
                 return forwarded
             scope = ReadScope(tenant, world, self.reads.read_transaction(world))
             try:
-                return self.answer(self.read(request, scope, params))
+                return self.answer(await self.finish(self.read(request, scope, params)))
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
             except BadRead as bad:
@@ -239,6 +240,11 @@ class WorldRead(ReadsView):
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         """The JSON answer; raises `NotFound` (a 404) when there is nothing to show."""
         raise NotImplementedError
+
+    async def finish(self, found: object) -> object:
+        """The answer made from what `read` found, for work that need not hold the event loop
+        (and must not read state: that is `read`'s); as it is by default."""
+        return found
 
 
 class RuntimeRead(WorldRead):
@@ -410,11 +416,14 @@ class RumourPicture(WorldRead):
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id", default="")
-        found = rumour_map(
+        return rumour_map(
             scope.tx, scope.tenant_id, scope.world_id, params["belief_id"], timeline_id or None
         )
+
+    async def finish(self, found: object) -> object:
+        """Graphviz draws in a thread: events go on being projected meanwhile."""
         try:
-            return Picture(rumour_svg(found))
+            return Picture(await asyncio.to_thread(rumour_svg, cast(RumourMap, found)))
         except DrawingUnavailable as missing:
             raise HTTPProblem(503, str(missing)) from None
 

@@ -18,8 +18,9 @@ from aiohttp.test_utils import TestServer
 from click.testing import CliRunner, Result
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
-from projections.rumour_map import rumour_map
+from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
 from streams.cli import main
+from streams.rumour_picture import rumour_svg
 from streams.web import register_views
 from tests.projections.test_rumour_map import STATE, WORLD, farthest_travelled
 from tests.streams.test_web import MemoryReads, serve
@@ -183,3 +184,27 @@ def test_the_rumour_map_command_writes_the_picture(tmp_path: Path) -> None:
     missing = run_command("rumour-map", "0" * 32, "--world", WORLD, "--out", str(out))
     assert missing.exit_code == 1
     assert "404: no memory" in missing.output
+
+
+def test_the_rumour_map_command_says_when_graphviz_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # the worker answering has no `dot`
+    out = tmp_path / "rumour.svg"
+    belief = farthest_travelled().belief_id
+    result = run_command("rumour-map", belief, "--world", WORLD, "--out", str(out))
+    assert result.exit_code == 1
+    assert "503: Graphviz's `dot` is not installed" in result.output
+    assert not out.exists()
+
+
+def test_names_are_drawn_as_they_were_declared() -> None:
+    declared = ['Old "Salt" Bram', "back\\slash\\n", "<b>Ilka</b>", "{Odo|Sefa}", "Ünï 🐉"]
+    holders = [Holder(f"npc-{n}", name, 1, 0.5, False) for n, name in enumerate(declared)]
+    tellings = [
+        Telling(f"npc-{n}", f"npc-{n + 1}", 1, 0.5, n + 1, f"day {n}")
+        for n in range(len(declared) - 1)
+    ]
+    shown = texts(rumour_svg(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
+    assert set(declared) <= set(shown)
+    assert '“said "so"”' in shown
