@@ -36,8 +36,11 @@ class Ack(Contract):
     reason: str | None = None
     acknowledged_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
     processed_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
-    refused_judgements: list[RefusedJudgement] = Field(default_factory=list)
-    """Judgements the model did not make for this event (the rules made them), with why."""
+    refused_judgements: list[RefusedJudgement] = Field(
+        default_factory=list, exclude_if=lambda refused: not refused
+    )
+    """Judgements the model did not make for this event (the rules made them), with why; left
+    out when there are none, so an ack reads as it did before model judgements."""
 
 
 class DeadLetter(Contract):

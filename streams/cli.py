@@ -117,11 +117,27 @@ def schemas_export(out: Path) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def replay(file: Path) -> None:
-    """Fold an NDJSON file in-process (no Kafka) and print outcomes and world digests."""
-    from streams.replay import replay_file
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="a policy document for every world (default: the built-in policy)",
+)
+@click.option(
+    "--judgements",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the judgements topic's records as NDJSON: model mode answered as recorded",
+)
+def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
+    """Fold an NDJSON file in-process (no Kafka, no model) and print outcomes and world
+    digests."""
+    from streams.policies import InvalidPolicy
+    from streams.replay import ReplayInputError, replay_file, replay_projector
 
-    result = replay_file(file)
+    try:
+        projector = replay_projector(policy, judgements)
+    except (InvalidPolicy, ReplayInputError) as error:
+        raise click.ClickException(str(error)) from None
+    result = replay_file(file, projector)
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
@@ -470,3 +486,36 @@ def dialogue_command(
     )
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/dialogue", asked)
     click.echo(dialogue_tables(found))
+
+
+@main.command("rumour-map")
+@click.argument("belief_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@_read_options
+def rumour_map_command(
+    belief_id: str,
+    world: str,
+    timeline: str | None,
+    out: Path,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
+    import urllib.parse
+
+    from streams.show import ReadFailed, fetch_body
+
+    asked = ({"timeline_id": timeline} if timeline else {}) | (
+        {"tenant_id": tenant} if tenant else {}
+    )
+    world_part, belief_part = (urllib.parse.quote(part, safe="") for part in (world, belief_id))
+    path = f"/v2/memory/worlds/{world_part}/rumours/{belief_part}.svg"
+    try:
+        svg = fetch_body(_settings(web_url=url, api_key=api_key), path, asked)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    out.write_bytes(svg)
+    click.echo(f"the rumour of {belief_id} drawn into {out}")

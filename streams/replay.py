@@ -7,12 +7,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from projections.delivery import Intake, SourceMessage, world_key
 from projections.digest import world_digest
+from projections.intake import explain
+from projections.judgements import RecordedAnswers
+from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas import Ack
+from schemas.judgements import EventJudgements
 from streams.judging import Judge
+from streams.policies import check_policy_document
 
 
 @dataclass
@@ -73,3 +80,28 @@ def replay_file(path: Path, projector: Projector | None = None) -> Replay:
     """`replay_lines` over the non-blank lines of an NDJSON file."""
     lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     return replay_lines(lines, projector)
+
+
+class ReplayInputError(ValueError):
+    """A replay's input that cannot be used; the message says which line and why."""
+
+
+def replay_projector(policy: Path | None, judgements: Path | None) -> Projector:
+    """The projector of a replay: `policy` for every world (else the built-in one), model
+    judgements answered from `judgements` (the judgements topic's records, one per line; else
+    none, and the rules make each), never by a model."""
+    document = {} if policy is None else check_policy_document(policy.read_bytes())
+    resolved = resolve(None, document)
+    if judgements is None:
+        return Projector(policies=lambda tenant, world: resolved)
+    records = []
+    for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(EventJudgements.model_validate_json(line))
+        except ValidationError as error:
+            raise ReplayInputError(
+                f"{judgements}:{number}: {explain(error, 'not a judgements record')}"
+            ) from None
+    return Projector(policies=lambda tenant, world: resolved, answers=RecordedAnswers(records))

@@ -101,7 +101,7 @@ def scripted_model(behaviour: Behaviour = "answer", delay: float = 0.0) -> Itera
     ready = threading.Event()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", model.chat_completions)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    runner = web.AppRunner(app, shutdown_timeout=0.1, access_log=None)
 
     async def start() -> None:
         await runner.setup()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,48 @@ def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
     assert isinstance(extra, str) and "mood" in extra
     assert answer_in(completion(None, refusal="no"), FeelingAnswer) == "refused: no"
     assert answer_in(b"<html>", FeelingAnswer).startswith("malformed answer: not a chat")  # type: ignore[union-attr]
+
+
+def test_rumourmill_replay_answers_model_mode_from_the_judgements_topics_records(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    document = {"memory": {"weighing": "model", "spreading": {"enabled": True}}}
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live = judged(resolve(None, document), model.url, topic)
+    (tmp_path / "events.ndjson").write_bytes(b"\n".join(TAVERN))
+    (tmp_path / "policy.json").write_text(json.dumps(document))
+    (tmp_path / "judgements.ndjson").write_bytes(
+        b"\n".join(record.to_bytes() for record in records(topic))
+    )
+    shown = CliRunner().invoke(
+        main,
+        [
+            "replay",
+            str(tmp_path / "events.ndjson"),
+            "--policy",
+            str(tmp_path / "policy.json"),
+            "--judgements",
+            str(tmp_path / "judgements.ndjson"),
+        ],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert f"digest default/save-1: {live.digests[WORLD]}" in shown.output
+    (tmp_path / "judgements.ndjson").write_bytes(b'{"seq": 1}\n')
+    refused = CliRunner().invoke(
+        main,
+        [
+            "replay",
+            str(tmp_path / "events.ndjson"),
+            "--judgements",
+            str(tmp_path / "judgements.ndjson"),
+        ],
+    )
+    assert refused.exit_code != 0
+    assert (
+        "judgements.ndjson:1: not a judgements record: tenant_id: Field required" in refused.output
+    )
