@@ -1,7 +1,9 @@
 """The projector: folds the event stream into every projection, one message at a time.
 
 This is the whole domain pipeline in one place, and the only one: the Faust agent and the
-in-process replay both call `Projector.receive` with their own `StateTransaction`.
+in-process replay both call `Projector.receive` with their own `StateTransaction`. In model
+mode the shell first asks `Projector.questions` which judgements a message raises, has them
+answered, and hands the answers to `receive` (`projections.judgements`).
 """
 
 from __future__ import annotations

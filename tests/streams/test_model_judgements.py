@@ -25,6 +25,7 @@ from tests.model_server import (
     MODEL_FEELING,
     RETOLD_PREFIX,
     Behaviour,
+    ScriptedModel,
     scripted_model,
 )
 
@@ -104,15 +105,13 @@ def test_in_model_mode_each_memory_feels_as_the_model_judged_it() -> None:
     assert by_rules.beliefs == [by_rules.beliefs[0]]  # the rules' mild words formed none
 
 
-def test_in_model_mode_the_model_retells_rumours() -> None:
-    policy = model_policy(spreading={"enabled": True})
-    with scripted_model() as model:
-        replay = judged(policy, model.url)
+def test_in_model_mode_the_model_retells_rumours(model_server: ScriptedModel) -> None:
+    replay = judged(model_policy(spreading={"enabled": True}), model_server.url)
     tomas = runtime_read(replay.state, *WORLD, "main", "npc-tomas")
     retold = [belief for belief in tomas.beliefs if belief.seq == 4]  # when Tomas met Mara
     assert retold and all(belief.content.startswith(RETOLD_PREFIX) for belief in retold)
     assert all(belief.feeling == MODEL_FEELING for belief in retold)
-    asked = [request["messages"][0]["content"] for request in model.requests]
+    asked = [request["messages"][0]["content"] for request in model_server.requests]
     assert sum("retell" in instructions for instructions in asked) == 2  # Mara's two news
 
 
