@@ -251,6 +251,27 @@ def most_important_beliefs(
     return beliefs
 
 
+def held_in_order(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str
+) -> list[Memory]:
+    """Every memory the character holds on the timeline, in story order (position, then belief
+    id): each scope's recollections up to its end, and its beliefs formed up to it."""
+    found: list[tuple[int, str]] = []
+    for segment in scopes(keys, ancestry):
+        prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
+        end = prefix + pack(segment.upto_seq, "\U0010ffff")
+        for key, _ in tx.scan(prefix, reverse=True, start=end):
+            seq, belief_id = unpack(key[len(prefix) :])
+            found.append((int(seq), str(belief_id)))
+        prefix = keys.scoped(BELIEF_RANKS, segment.timeline_id, character)
+        for key, _ in tx.scan(prefix):
+            _, inverted_seq, belief_id = unpack(key[len(prefix) :])
+            if MAX_SEQ - int(inverted_seq) <= segment.upto_seq:
+                found.append((MAX_SEQ - int(inverted_seq), str(belief_id)))
+    held = (load_memory(tx, keys, character, belief_id) for _, belief_id in sorted(found))
+    return [memory for memory in held if memory is not None]
+
+
 def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) -> Iterator[Memory]:
     """Every persistent memory of the character (they belong to no timeline)."""
     if not keys.any_persistent:

@@ -209,6 +209,32 @@ class DialoguePolicy(Contract):
     """The same, once the scope has a summary."""
 
 
+Tokens = Annotated[int, Field(ge=10, le=1_000_000), AsInteger]
+"""A length of text in tokens (of the chronicle's tokenizer)."""
+
+
+class ChroniclePolicy(Contract):
+    """The chronicle (seed 000, "Conversation compaction"): the story so far in a size a prompt
+    can hold, made from a character's records when read."""
+
+    short_term_tokens: Tokens = 1500
+    """The digests (one per record) roll into a chapter once their text passes this."""
+    long_term_tokens: Tokens = 2500
+    """The chapters condense into the condensed chapter once their text passes this."""
+    chapter_tokens: Tokens = 300
+    """What a chapter's summary may hold."""
+    condensed_tokens: Tokens = 600
+    """What the condensed chapter may hold."""
+
+    @model_validator(mode="after")
+    def _summaries_are_shorter(self) -> Self:
+        if self.chapter_tokens > self.short_term_tokens:
+            raise ValueError("chapter_tokens must not exceed short_term_tokens")
+        if self.condensed_tokens > self.long_term_tokens:
+            raise ValueError("condensed_tokens must not exceed long_term_tokens")
+        return self
+
+
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 MODEL_WEIGHING_NOT_YET = PydanticCustomError(
@@ -253,6 +279,7 @@ class MemoryPolicy(Contract):
     retention: RetentionPolicy = RetentionPolicy()
     recall: RecallPolicy = RecallPolicy()
     dialogue: DialoguePolicy = DialoguePolicy()
+    chronicle: ChroniclePolicy = ChroniclePolicy()
 
     @model_validator(mode="before")
     @classmethod

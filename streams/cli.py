@@ -470,3 +470,25 @@ def dialogue_command(
     )
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/dialogue", asked)
     click.echo(dialogue_tables(found))
+
+
+@main.command("chronicle")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@_read_options
+def chronicle_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print a character's story so far: the condensed chapter, chapters, then newest records."""
+    from streams.show import chronicle_tables
+
+    asked = {"world_instance_id": world, "timeline_id": timeline}
+    asked |= {"tenant_id": tenant} if tenant else {}
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/chronicle", asked)
+    click.echo(chronicle_tables(found))

@@ -21,6 +21,7 @@ from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.branch_diff import branch_diff
+from projections.chronicle import chronicle_read
 from projections.decision import decision
 from projections.dialogue import dialogue_read
 from projections.digest import world_digest
@@ -32,6 +33,7 @@ from schemas.memory import ReadModel
 from schemas.policy import Policy
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
+from streams.tokens import wordllama_tokens
 
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
@@ -337,6 +339,23 @@ class Dialogue(WorldRead):
         )
 
 
+class Chronicle(WorldRead):
+    """A character's story so far (section 14), made from its records as it is read; token
+    counts by the embedder's own tokenizer."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return chronicle_read(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            query_identifier(request, "timeline_id"),
+            params["npc_id"],
+            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.chronicle,
+            wordllama_tokens(),
+            as_of_seq=query_position(request, "as_of_seq"),
+        )
+
+
 class Provenance(WorldRead):
     """Where a memory came from: the original event and every teller, in order."""
 
@@ -396,6 +415,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/memory/runtime/npcs/{npc_id}/dialogue": Dialogue,
+    "/v2/memory/runtime/npcs/{npc_id}/chronicle": Chronicle,
     "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
