@@ -22,6 +22,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from prometheus_client.parser import text_string_to_metric_families
 
 from projections.branch_diff import branch_diff
+from projections.chronicle import chronicle_read
 from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
@@ -34,7 +35,8 @@ from schemas.policy import Policy
 from streams.metrics import Metrics
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
-from streams.show import diff_tables
+from streams.show import chronicle_tables, diff_tables
+from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
 
@@ -43,6 +45,7 @@ STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
 RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
 DECISION = READ.replace("npc-mara?", "npc-mara/decision?after_seq=2&")
+CHRONICLE = READ.replace("npc-mara?", "npc-mara/chronicle?")
 
 
 @dataclass
@@ -107,6 +110,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/recall",
         "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/memory/runtime/npcs/{npc_id}/dialogue",
+        "/v2/memory/runtime/npcs/{npc_id}/chronicle",
         "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
@@ -191,6 +195,59 @@ def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wa
     assert missing == (400, {"detail": "query parameter 'player_id' is required"})
 
 
+def test_the_chronicle_rolls_a_long_talk_into_chapters_counted_by_the_real_tokenizer() -> None:
+    def line(seq: int) -> bytes:
+        words = " ".join(("harbour", "lantern", "debt", "storm") * 10)
+        return orjson.dumps(
+            {
+                "world_instance_id": "saga",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.player-said",
+                "actor": "p1",
+                "target": "npc-mara",
+                "players": ["p1"],
+                "payload": {"text": f"Tale {seq}: {words}"},
+                "game_time": f"day {seq}, 09:00",
+            }
+        )
+
+    state = replay_lines([line(seq) for seq in range(1, 81)]).state
+    path = "/v2/memory/runtime/npcs/npc-mara/chronicle?world_instance_id=saga&timeline_id=main"
+    (status, body), (_, earlier) = serve(
+        MemoryReads(state), (path, {}), (path + "&as_of_seq=5", {})
+    )
+    expected = chronicle_read(
+        state, "default", "saga", "main", "npc-mara", Policy().memory.chronicle, wordllama_tokens()
+    )
+    assert (status, body) == (200, json_of(expected))
+    assert body["summariser"] == "rules" and body["records"] == 80
+    # each digest is 88 tokens ("day 73, 09:00: Tale 73: harbour ..."): 17 make 1496, the
+    # 18th passes 1500 and rolls them; a chapter keeps three 76-token statements
+    assert [(c["from_seq"], c["to_seq"], c["tokens"]) for c in body["chapters"]] == [
+        (1, 18, 228),
+        (19, 36, 228),
+        (37, 54, 228),
+        (55, 72, 228),
+    ]
+    assert {c["summary"] for c in body["chapters"]} == {True}
+    assert [(d["seq"], d["tokens"], d["summary"]) for d in body["digests"]][:2] == [
+        (73, 88, False),
+        (74, 88, False),
+    ]
+    assert body["condensed"] is None and body["tokens"] == 4 * 228 + 8 * 88
+    assert [d["seq"] for d in earlier["digests"]] == [1, 2, 3, 4, 5]
+    printed = chronicle_tables(body)  # what `rumourmill chronicle` prints
+    assert "npc-mara on saga/main: 80 records told in" in printed
+    assert "chapter 1: summary of" in printed and "records, word for word" in printed
+
+
+def test_the_tokenizer_is_wordllamas_own_loaded_from_the_installed_wheel() -> None:
+    count = wordllama_tokens()
+    assert count("Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)") == 24
+    assert count("") == 0
+
+
 def test_timeline_and_digest_reads() -> None:
     (timeline_status, timeline), (digest_status, digest) = serve(
         MemoryReads(STATE),
@@ -230,6 +287,9 @@ def test_timeline_and_digest_reads() -> None:
         (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
         (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
         (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
+        (CHRONICLE.replace("&timeline_id=main", ""), 400, "'timeline_id' is required"),
+        (CHRONICLE + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
+        (CHRONICLE.replace("npc-mara", "npc-ghost"), 404, "holds no memory on timeline 'main'"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
