@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    dialogue,
     failover,
     history_scaling,
     projection_core,
@@ -29,6 +30,7 @@ def main() -> None:
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
+    dialogue.run(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
         read_latency.run(options, bootstrap)

@@ -171,17 +171,9 @@ class Rolled:
         return "\n".join(passage.text for passage in self.passages)
 
 
-def digest_of(memory: Memory, count: TokenCounter) -> Digest:
+def _digest_text(memory: Memory) -> str:
     """A record's digest: its story time, then its words."""
-    text = f"{memory.game_time}: {memory.content}" if memory.game_time else memory.content
-    return Digest(
-        belief_id=memory.belief_id,
-        timeline_id=memory.timeline_id,
-        seq=memory.seq,
-        game_time=memory.game_time,
-        text=text,
-        tokens=count(text),
-    )
+    return f"{memory.game_time}: {memory.content}" if memory.game_time else memory.content
 
 
 def _statement(memory: Memory, count: TokenCounter) -> Passage:
@@ -194,34 +186,39 @@ def chronicle_of(
     policy: ChroniclePolicy,
     count: TokenCounter,
     summariser: Summariser = RULES,
-) -> tuple[Rolled | None, list[Rolled], list[tuple[Memory, Digest]]]:
-    """The chronicle of records in story order: the condensed chapter, the chapters and the
-    records still told as digests."""
+) -> tuple[Rolled | None, list[Rolled], list[Digest]]:
+    """The chronicle of records in story order: the condensed chapter, the chapters, and the
+    digests of the records no chapter tells yet."""
     condensed: Rolled | None = None
     chapters: list[Rolled] = []
-    pending: list[tuple[Memory, Digest]] = []
+    pending: list[tuple[Memory, str, int]] = []
     pending_tokens = 0
     for memory in memories:
-        digest = digest_of(memory, count)
-        pending.append((memory, digest))
-        pending_tokens += digest.tokens
+        text = _digest_text(memory)
+        tokens = count(text)
+        pending.append((memory, text, tokens))
+        pending_tokens += tokens
         if pending_tokens <= policy.short_term_tokens:
             continue
-        statements = [_statement(held, count) for held, _ in pending]
+        statements = [_statement(held, count) for held, _, _ in pending]
         chapters.append(
             Rolled(
                 summariser.summarise(statements, policy.chapter_tokens),
                 from_seq=pending[0][0].seq,
                 to_seq=memory.seq,
                 records=len(pending),
-                belief_ids=tuple(held.belief_id for held, _ in pending),
+                belief_ids=tuple(held.belief_id for held, _, _ in pending),
             )
         )
         pending, pending_tokens = [], 0
         if sum(chapter.tokens for chapter in chapters) > policy.long_term_tokens:
             condensed = _condense(condensed, chapters, policy, summariser)
             chapters = []
-    return condensed, chapters, pending
+    digests = [
+        Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
+        for held, text, tokens in pending
+    ]
+    return condensed, chapters, digests
 
 
 def _condense(
@@ -260,7 +257,7 @@ def chronicle_read(
     memories = held_in_order(tx, keys, ancestry, npc_id)
     if not memories:
         raise NotFound(f"{npc_id!r} holds no memory on timeline {timeline_id!r}")
-    condensed, chapters, pending = chronicle_of(memories, policy, count, summariser)
+    condensed, chapters, digests = chronicle_of(memories, policy, count, summariser)
     told = [
         Chapter(
             chapter.text,
@@ -272,7 +269,6 @@ def chronicle_read(
         )
         for chapter in chapters
     ]
-    digests = [digest for _, digest in pending]
     return ChronicleRead(
         world_instance_id=world_id,
         timeline_id=timeline_id,
