@@ -88,6 +88,15 @@ class Talk:
             occurred_at=at(minute),
         )
 
+    def summarise(self, summary: str, *, player: str = "p1", **payload: Any) -> int:
+        """Mara's player scope with `player` summarised (scope and fields overridable)."""
+        return self.send(
+            key="loreweaver.memory.dialogue-summarised",
+            actor="npc-mara",
+            target=player,
+            payload={"scope": "player", "summary": summary} | payload,
+        )
+
     def read(
         self,
         *,
@@ -248,12 +257,7 @@ def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() ->
     talk = Talk()
     talk.player("one", minute=0)
     talk.player("two", minute=1)
-    talk.send(
-        key="loreweaver.memory.dialogue-summarised",
-        actor="npc-mara",
-        target="p1",
-        payload={"scope": "player", "summary": "Asked about the son.", "categories": ["quest"]},
-    )
+    talk.summarise("Asked about the son.", categories=["quest"])
     assert talk.acks[-1]["reason"] is None
     talk.player("three", minute=2)
     scope = talk.read(minute=2 + 13 * 60)["player"]
@@ -271,12 +275,7 @@ def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() ->
 def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothing() -> None:
     talk = Talk()
     talk.player("hello")
-    talk.send(
-        key="loreweaver.memory.dialogue-summarised",
-        actor="npc-mara",
-        target="p7",
-        payload={"scope": "player", "summary": "Never met."},
-    )
+    talk.summarise("Never met.", player="p7")
     assert talk.acks[-1]["outcome"] == "processed"
     assert talk.acks[-1]["reason"] == (
         "dialogue summary not recorded: 'npc-mara' has no player scope 'p7' on timeline 'main'"
@@ -286,29 +285,24 @@ def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothi
 
 
 @pytest.mark.parametrize(
-    ("fields", "reason"),
+    ("summary", "payload", "reason"),
     [
         (
-            {"target": "p1", "payload": {"scope": "guild", "summary": "x"}},
+            "x",
+            {"scope": "guild"},
             "it needs actor (the character) and payload.scope 'player' (with target) or 'place' "
             "(with location)",
         ),
-        (
-            {"target": "p1", "payload": {"scope": "player", "summary": "  "}},
-            "payload.summary must be non-empty text",
-        ),
-        (
-            {"target": "p1", "payload": {"scope": "player", "summary": "x", "categories": [1]}},
-            "payload.categories must be a list of strings",
-        ),
+        ("  ", {}, "payload.summary must be non-empty text"),
+        ("x", {"categories": [1]}, "payload.categories must be a list of strings"),
     ],
 )
 def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(
-    fields: dict[str, Any], reason: str
+    summary: str, payload: dict[str, Any], reason: str
 ) -> None:
     talk = Talk()
     talk.player("hello")
-    talk.send(key="loreweaver.memory.dialogue-summarised", actor="npc-mara", **fields)
+    talk.summarise(summary, **payload)
     assert talk.acks[-1]["reason"] == f"dialogue summary not recorded: {reason}"
     assert texts(talk.read()["player"]) == ["hello"]
     assert talk.read()["player"]["summary"] is None
@@ -317,12 +311,7 @@ def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(
 def test_a_summary_forms_no_memory_it_is_no_record() -> None:
     talk = Talk()
     talk.player("hello")
-    talk.send(
-        key="loreweaver.memory.dialogue-summarised",
-        actor="npc-mara",
-        target="p1",
-        payload={"scope": "player", "summary": "A greeting."},
-    )
+    talk.summarise("A greeting.")
     mind = runtime_read(talk.state, "default", "w", "main", "npc-mara")
     assert [m.content for m in [*mind.beliefs, *mind.recollections]] == ["hello"]
 
