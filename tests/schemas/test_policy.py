@@ -116,6 +116,13 @@ def test_a_misspelt_key_is_refused_where_it_is() -> None:
             "memory.spreading.group_interval_minutes",
         ),
         ({"memory": {"npc": "yes"}}, "memory.npc"),
+        ({"memory": {"dialogue": {"max_line_chars": 5}}}, "memory.dialogue.max_line_chars"),
+        (
+            {"memory": {"chronicle": {"short_term_tokens": 9}}},
+            "memory.chronicle.short_term_tokens",
+        ),
+        ({"memory": {"chronicle": {"chapter_tokens": 2000}}}, "memory.chronicle"),
+        ({"memory": {"chronicle": {"long_term_tokens": 500}}}, "memory.chronicle"),
     ],
 )
 def test_a_bad_value_is_refused_where_it_is(overlay: dict[str, object], location: str) -> None:
