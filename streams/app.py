@@ -23,7 +23,9 @@ from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
 from projections.delivery import SourceMessage
-from projections.keys import pack
+from projections.key_prefixes import STATE_FORMAT
+from projections.keys import KeyPart, pack
+from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
@@ -43,6 +45,7 @@ from streams.state import (
     chunked,
     decode_changes,
     encode_changes,
+    recorded_writes,
     state_options,
     without_write_ahead_log,
 )
@@ -122,6 +125,32 @@ class ChangesetTable(faust.Table[bytes, bytes]):
             extra={"changesets_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
+        await self.upgrade_formats(partitions)
+
+    async def upgrade_formats(self, partitions: Iterable[int]) -> None:
+        """Take each recovered partition to this release's state format before any event
+        (`projections.migrations`); its rewrites reach the changelog as one event's do. A
+        partition written by a newer release stops the worker, unchanged."""
+        assert self.durability is not None
+        for partition in partitions:
+            changes: Changes = []
+            db = without_write_ahead_log(partition_db(self, partition))
+            tx = RocksTransaction(db, recorded_writes(db, changes))
+            if stored_format(tx) == current_format():
+                continue
+            try:
+                async with self.durability.writing(partition):
+                    done = upgrade(tx)
+                    deliveries = await send_changes(
+                        self, partition, changes, (STATE_FORMAT, partition, time.time_ns())
+                    )
+                    self.durability.sent(partition, deliveries)
+                await asyncio.gather(*deliveries)
+            except StateFormatError as refusal:
+                log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
+                await self.app.crash(refusal)
+                return
+            log.info("partition %d: %s", partition, done, extra={"partition": partition})
 
 
 @dataclass(frozen=True)
@@ -151,16 +180,8 @@ class Rumourmill:
         started = time.perf_counter()
         changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
-
-        def write(key: bytes, value: bytes | None) -> None:
-            changes.append((key, value))
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
-
         intake = self.projector.receive(
-            RocksTransaction(db, write),
+            RocksTransaction(db, recorded_writes(db, changes)),
             SourceMessage(
                 topic=message.topic,
                 partition=message.partition,
@@ -170,15 +191,12 @@ class Rumourmill:
                 timestamp_ms=record_timestamp_ms(message.timestamp),
             ),
         )
-        deliveries = [
-            await self.state.changelog_topic.send(
-                key=pack(message.topic, message.partition, message.offset, number),
-                value=encode_changes(run),
-                partition=message.partition,
-                force=True,
-            )
-            for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
-        ]
+        deliveries = await send_changes(
+            self.state,
+            message.partition,
+            changes,
+            (message.topic, message.partition, message.offset),
+        )
         self.durability.sent(message.partition, deliveries)
         deliveries += [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
@@ -397,6 +415,22 @@ def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
             committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
             lag[tp.partition] = max(highwater - (committed or 0), 0)
     return lag
+
+
+async def send_changes(
+    table: TableT[bytes, bytes], partition: int, changes: Changes, source: tuple[KeyPart, ...]
+) -> list[Delivery]:
+    """Send a partition's writes to the state changelog: one message per run of at most
+    `CHANGESET_BYTES`, keyed by what made them (`source`) and the run's number."""
+    return [
+        await table.changelog_topic.send(
+            key=pack(*source, number),
+            value=encode_changes(run),
+            partition=partition,
+            force=True,
+        )
+        for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
+    ]
 
 
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:

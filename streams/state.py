@@ -93,6 +93,19 @@ Changes = list[tuple[bytes, bytes | None]]
 _DELETED = 0xFFFFFFFF
 
 
+def recorded_writes(db: Rdict, changes: Changes) -> Write:
+    """Writes into `db` that are also noted, in order, in `changes` (for the changelog)."""
+
+    def write(key: bytes, value: bytes | None) -> None:
+        changes.append((key, value))
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return write
+
+
 def encode_changes(changes: Changes) -> bytes:
     """One changelog message for all the writes of one event: length-prefixed pairs."""
     out = bytearray()
