@@ -7,8 +7,7 @@
 - A conversation (`told`, `player-said`) is heard by its listener (the target) and named
   witnesses only: never by bystanders, and never by the speaker, who knows what they said.
 - Movement only teaches where characters are (unless `memory.remember_movement`), and a
-  declaration is no story at all: neither forms a memory. Nor does a dialogue summary: a
-  summary is never taken for a record.
+  declaration is no story at all: neither forms a memory.
 
 Each character perceives an event once, in its first part: actor, target, then the
 witnesses or occupants in id order.
@@ -23,7 +22,6 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.event_keys import (
     CHARACTERS_MET,
     CONVERSATION_KEYS,
-    DIALOGUE_SUMMARISED,
     ENTITY_DECLARED,
     MEMORY_RECALLED,
     MOVEMENT_KEYS,
@@ -62,13 +60,9 @@ def perceivers(
     return perceptions
 
 
-NO_STORY = frozenset({ENTITY_DECLARED, CHARACTERS_MET, MEMORY_RECALLED, DIALOGUE_SUMMARISED})
-"""Keys that tell of no happening: a declaration, a meeting, a recall, a dialogue summary."""
-
-
 def forms_memories(key: str, policy: Policy) -> bool:
     """Whether an event with `key` can form memories at all under `policy`."""
-    if not policy.memory.npc or key in NO_STORY:
+    if not policy.memory.npc or key in (ENTITY_DECLARED, CHARACTERS_MET, MEMORY_RECALLED):
         return False
     return key not in MOVEMENT_KEYS or policy.memory.remember_movement
 

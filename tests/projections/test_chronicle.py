@@ -15,6 +15,7 @@ import pytest
 
 from projections.chronicle import Passage, RulesSummariser, chronicle_read
 from projections.decision import decision
+from projections.dialogue import dialogue_read
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
@@ -167,14 +168,15 @@ def test_a_summary_never_replaces_a_record_in_any_read() -> None:
     ]
     state = replay_lines(stream).state
     found = chronicle(state)
-    assert found["condensed"]["records"] == 144 and found["records"] == 145  # the summary: none
-    [digest] = found["digests"]
-    assert (digest["seq"], digest["text"], digest["summary"]) == (146, line_text(146), False)
+    assert found["condensed"]["records"] == 144 and found["records"] == 146
+    summarised, spoken = found["digests"]  # the summarising is an event the character recalls
+    assert (summarised["seq"], summarised["summary"]) == (145, False)
+    assert (spoken["seq"], spoken["text"], spoken["summary"]) == (146, line_text(146), False)
 
     mind = runtime_read(state, "default", "w", "main", "npc-mara")
     assert len(mind.beliefs) == 50
     assert all(belief.content == line_text(belief.seq) for belief in mind.beliefs)
-    assert "They talked of nothing" not in mind.to_json().decode()
+    assert [m.seq for m in mind.recollections] == [145]
 
     recalled = recall(
         state, SqliteRecallIndex(), "default", "w", "main", "npc-mara",
@@ -188,7 +190,14 @@ def test_a_summary_never_replaces_a_record_in_any_read() -> None:
         state, SqliteRecallIndex(), "default", "w", "main", "npc-mara", 146, None, Policy(), 0
     )
     assert all(memory.content == line_text(memory.seq) for memory in context.knowledge)
-    assert "They talked of nothing" not in context.prompt
+
+    talk = dialogue_read(
+        state, "default", "w", "main", "npc-mara", "p1", None, 0, Policy().memory.dialogue
+    )["player"]
+    assert talk["summary"] == "They talked of nothing"
+    assert [turn["text"] for turn in talk["turns"]] == [
+        line_text(seq) for seq in [*range(136, 145), 146]
+    ]
 
 
 def test_loading_a_save_forgets_the_chapters_after_it() -> None:

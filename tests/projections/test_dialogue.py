@@ -308,14 +308,6 @@ def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(
     assert talk.read()["player"]["summary"] is None
 
 
-def test_a_summary_forms_no_memory_it_is_no_record() -> None:
-    talk = Talk()
-    talk.player("hello")
-    talk.summarise("A greeting.")
-    mind = runtime_read(talk.state, "default", "w", "main", "npc-mara")
-    assert [m.content for m in [*mind.beliefs, *mind.recollections]] == ["hello"]
-
-
 def test_the_kafka_record_time_stands_in_for_a_missing_occurred_at() -> None:
     talk = Talk()
     talk.send(
