@@ -34,6 +34,14 @@ Hops = Annotated[int, Field(ge=0)]
 Position = Annotated[int, Field(ge=1)]
 
 
+Verdict = Literal["unconvinced", "doubting", "convinced"]
+"""The referee's judgement of a player's line (section 11)."""
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class BeliefRead(Contract):
     """One memory as the runtime read shows it."""
 
@@ -78,6 +86,9 @@ class Memory(BeliefRead):
     event_kind: EventKind | None = None
     """The kind of event the memory is of, or tells of: news is weighed by it wherever it
     travels. None in memories stored before it was kept (their words tell it instead)."""
+    verdict: Verdict | None = Field(default=None, exclude_if=_absent)
+    """The referee's verdict on the player's line this memory keeps; None (and left out of
+    the stored record) for every other memory."""
 
 
 class ReadModel(Contract):
@@ -134,10 +145,6 @@ class RecallRead(ReadModel):
     searched: SearchCounts
 
 
-Verdict = Literal["unconvinced", "doubting", "convinced"]
-"""The referee's judgement of a player's line (section 11)."""
-
-
 Speaker = Literal["player", "character"]
 """Who said a line of dialogue (section 13)."""
 
@@ -172,10 +179,6 @@ class OriginRead(Contract):
     actor: Identifier | None
     location: Identifier | None
     game_time: str | None
-
-
-def _absent(value: object) -> bool:
-    return value is None
 
 
 class ChainLink(Contract):
