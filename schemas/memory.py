@@ -170,6 +170,25 @@ class DecisionRead(ReadModel):
     prompt: str
 
 
+InventionKind = Literal["name", "relation"]
+"""What a reply invented: a name nobody gave it, or (a model finds these) a new relation."""
+
+
+class Invention(Contract):
+    """One thing a reply names that its decision was not given."""
+
+    name: str
+    kind: InventionKind
+
+
+class InventionRead(ReadModel):
+    """`POST /v2/memory/runtime/npcs/{npc_id}/reply-check`: what a reply invented, and what
+    the policy (`memory.invention`) does about it."""
+
+    inventions: list[Invention]
+    action: Literal["allow", "flag", "reject"]
+
+
 class OriginRead(Contract):
     """The event where news started, as provenance names it."""
 
