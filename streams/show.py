@@ -17,10 +17,14 @@ class ReadFailed(Exception):
     """The worker answered with an error; the message is its `detail`."""
 
 
-def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
-    """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
+def fetch(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> Any:
+    """GET a worker's JSON answer, or POST `posted` as JSON when given (any worker: it forwards
+    to the world's owner)."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url)
+    body = None if posted is None else orjson.dumps(posted)
+    request = urllib.request.Request(url, data=body)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
     if settings.api_key:
         request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
@@ -141,6 +145,12 @@ def decision_tables(found: dict[str, Any]) -> str:
             "prompt:\n" + found["prompt"],
         ]
     )
+
+
+def inventions_table(found: dict[str, Any]) -> str:
+    """An invention check: each name the reply invented, and what the policy does."""
+    rows = [[one["name"], one["kind"]] for one in found["inventions"]]
+    return "\n\n".join([table("inventions", ["name", "kind"], rows), f"action: {found['action']}"])
 
 
 def dialogue_tables(found: dict[str, Any]) -> str:
