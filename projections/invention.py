@@ -19,12 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from projections.catalogue import StoredDeclarations, display_name
-from projections.decision import decision
 from projections.event_log import event_at
-from projections.recall import RecallIndex
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
-from schemas.memory import Invention, InventionRead
+from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import Policy
 
 MAX_REPLY_CHARS = 10_000
@@ -87,26 +85,21 @@ def inventions(text: str, given: Iterable[str]) -> list[Invention]:
 
 def reply_check(
     tx: StateTransaction,
-    index: RecallIndex,
     tenant_id: str,
     world_id: str,
     timeline_id: str,
     npc_id: str,
     after_seq: int,
-    player_id: str | None,
+    context: DecisionRead,
     text: str,
     policy: Policy,
-    now_ms: int,
 ) -> InventionRead:
     """The invention check of a reply by `npc_id` to the event at `after_seq`: what its
-    decision context (`projections.decision`) was given, against the names the reply uses."""
+    decision `context` (`projections.decision`) was given, against the names the reply uses."""
     if not text.strip():
         raise BadRead("'text' must not be empty")
     if len(text) > MAX_REPLY_CHARS:
         raise BadRead(f"'text' must be at most {MAX_REPLY_CHARS} characters")
-    context = decision(
-        tx, index, tenant_id, world_id, timeline_id, npc_id, after_seq, player_id, policy, now_ms
-    )
     _, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     entities = {npc_id, *(event.players if event is not None else [])}

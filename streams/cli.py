@@ -438,10 +438,21 @@ def decision_command(
     """Print what a decision model may be given when a character answers an event."""
     from streams.show import decision_tables
 
-    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
     click.echo(decision_tables(found))
+
+
+def _decision_query(
+    world: str, timeline: str, after_seq: int, player: str | None, tenant: str | None
+) -> dict[str, str]:
+    """The query of a decision, or of a check of the reply to one."""
+    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
+    return (
+        asked
+        | ({"player_id": player} if player else {})
+        | ({"tenant_id": tenant} if tenant else {})
+    )
 
 
 @main.command("reply-check")
@@ -467,8 +478,7 @@ def reply_check_command(
     given, and what the policy does about it."""
     from streams.show import inventions_table
 
-    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
     path = f"/v2/memory/runtime/npcs/{npc_id}/reply-check"
     found = _fetch_for_command(url, api_key, path, asked, {"text": reply})
     click.echo(inventions_table(found))

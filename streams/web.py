@@ -30,7 +30,7 @@ from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
-from schemas.memory import ReadModel
+from schemas.memory import DecisionRead, ReadModel
 from schemas.policy import Policy
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
@@ -322,7 +322,7 @@ REPLY = RequestKey("rumourmill.reply", bytes)
 MAX_REPLY_BODY_BYTES = 256 * 1024
 
 
-class ReplyCheck(WorldRead):
+class ReplyCheck(Decision):
     """The invention check of a character's reply to an event (section 12): `POST` with
     `{"text": REPLY}` and the decision's parameters; the world's owner answers."""
 
@@ -332,23 +332,18 @@ class ReplyCheck(WorldRead):
         return await self.get(request, **params)
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
-        timeline_id = query_identifier(request, "timeline_id")
-        after_seq = query_position(request, "after_seq")
-        if after_seq is None:
-            raise HTTPProblem(400, "query parameter 'after_seq' is required")
-        player_id = query_identifier(request, "player_id", default="")
+        text = reply_text(cast(Any, request).get(REPLY))
+        context = cast(DecisionRead, super().read(request, scope, params))
         return reply_check(
             scope.tx,
-            self.reads.recall_index,
             scope.tenant_id,
             scope.world_id,
-            timeline_id,
+            query_identifier(request, "timeline_id"),
             params["npc_id"],
-            after_seq,
-            player_id or None,
-            reply_text(cast(Any, request).get(REPLY)),
+            cast(int, query_position(request, "after_seq")),
+            context,
+            text,
             self.reads.policy_of(scope.tenant_id, scope.world_id),
-            wall_clock_ms(),
         )
 
 
