@@ -16,7 +16,9 @@ checks has its own naive version here, written for plainness, not speed:
 - perception, memory formation, impressions, "already knows", persistence;
 - rumours: who meets, what passes at a meeting and in a group, how a listener keeps it, and
   seeded distortion;
-- sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s.
+- sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s;
+- the referee (SPEC 11): which beliefs a player's line challenges, the rules verdict, what it
+  does to the line and, as of the line's position, to the beliefs it weakens.
 
 It keeps the whole list of events and every memory each formed; a read on a timeline is one
 fold over the events of its ancestry (its own, then each ancestor's up to its branch point) in
