@@ -228,6 +228,8 @@ def judge_line(
 ) -> Judgement:
     """The memories an event formed as the referee leaves them (unchanged unless the event is
     a player's line challenging a belief of its listener), with what it weakened and a note."""
+    if event.key != PLAYER_SAID:
+        return Judgement(memories, [], None)
     kept: list[Memory] = []
     weakened: list[Memory] = []
     note = None
