@@ -137,13 +137,17 @@ def as_revised(
 def revise_confidence(
     tx: StateTransaction, keys: MemoryKeys, timeline_id: str, seq: int, revised: Iterable[Memory]
 ) -> None:
-    """Keep each memory's new confidence as a version at a position of a timeline."""
+    """Keep each memory's new confidence as a version at a position of a timeline; mark the
+    world as one whose reads look for revisions."""
+    marked = keys.any_revised
     for memory in revised:
         tx.put(
             keys.revisions(timeline_id, memory.character_id, memory.belief_id) + pack(seq),
             orjson.dumps(memory.confidence),
         )
-        tx.put(pack(REVISED_WORLDS, keys.tenant_id, keys.world_id), b"")
+        if not marked:
+            tx.put(pack(REVISED_WORLDS, keys.tenant_id, keys.world_id), b"")
+            marked = True
 
 
 class DecodedMemories:
