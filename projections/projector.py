@@ -34,7 +34,7 @@ from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
 from projections.referee import Judge, judge_line, rules_judge
 from projections.reinforcement import record_recalls
-from projections.relations import record_relations, relations_of
+from projections.relations import feeling_toward, record_relations
 from projections.rumour_spreading import spread
 from projections.runtime_read import MAX_BELIEFS
 from projections.state import StateTransaction
@@ -152,10 +152,7 @@ class _StoredMinds:
         ]
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
-        for relation in relations_of(self.tx, self.keys, self.ancestry, character):
-            if relation.entity_id == entity_id:
-                return relation.feeling
-        return 0.0
+        return feeling_toward(self.tx, self.keys, self.ancestry, character, entity_id)
 
     def recorded(self, fact: Fact) -> Any:
         tenant, world_id = self.keys.tenant_id, self.keys.world_id

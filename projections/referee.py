@@ -12,8 +12,8 @@ them) that is `uncertain` or `diverging`:
 The firmest challenged belief is the one judged, once, while the event is processed.
 
 The rules verdict (`rules_verdict`) weighs the line's pull: how loosely the belief is held
-(1 - confidence), the listener's feeling toward the player (its relation, as the read shows it)
-x `trust_weight`, and `truth_weight` for claimed facts that agree with the world record (taken
+(1 - confidence), the listener's feeling toward the player (its relation, to 2 decimals, listed
+in a read or not) x `trust_weight`, and `truth_weight` for claimed facts that agree with the world record (taken
 off when any contradicts it). `memory.lies_believable: false` turns `convinced` into `doubting`
 when the claim contradicts the record (`believable`), whoever judged.
 
@@ -64,7 +64,8 @@ class RefereeContext(Protocol):
         `diverging` judged against the world record."""
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
-        """The character's feeling toward an entity, as its relation shows it (0 if none)."""
+        """The character's feeling toward an entity, as its relation shows it (0 if none),
+        the read's cap of 50 relations aside."""
 
     def recorded(self, fact: Fact) -> Any:
         """The world record's value of the fact's subject and attribute, or `ABSENT`."""
