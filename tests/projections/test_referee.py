@@ -13,6 +13,8 @@ from projections.memories import belief_id
 from projections.memory_store import load_memory, memory_keys, most_important_beliefs
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.provenance import provenance
+from projections.recall import RecallQuery, recall
 from projections.referee import Agreement, believable, challenged_beliefs, rules_verdict
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -247,3 +249,34 @@ def test_a_redelivered_stream_gives_the_same_digest() -> None:
     assert world_digest(once.state, "default", "save-1") == world_digest(
         twice.state, "default", "save-1"
     )
+
+
+def test_recall_provenance_and_retelling_hold_the_weakened_belief_too() -> None:
+    lie_held = belief_id("default", "save-1", "main", 6, "npc-mara", "knowledge")
+    retold = line(
+        8,
+        "loreweaver.conversation.told",
+        actor="npc-mara",
+        target="npc-tomas",
+        payload={"belief_id": lie_held},
+        game_time="day 1, 22:10",
+    )
+    world = Delivered([*LINES, retold])
+    recalled = answer(
+        recall(
+            world.state,
+            SqliteRecallIndex(),
+            "default",
+            "save-1",
+            "main",
+            "npc-mara",
+            RecallQuery("sailor alive harbour", (), 5),
+            world.policy,
+        )
+    )
+    assert [m["confidence"] for m in recalled["memories"] if m["content"] == ALIVE] == [0.4]
+    found = answer(provenance(world.state, "default", "save-1", "main", "npc-mara", lie_held))
+    assert found["memory"]["confidence"] == 0.4
+    tomas = answer(runtime_read(world.state, "default", "save-1", "main", "npc-tomas"))
+    heard = [b for b in tomas["beliefs"] if b["seq"] == 8]
+    assert [b["confidence"] for b in heard] == [0.32]  # 0.4 x retelling_factor 0.8
