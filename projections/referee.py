@@ -13,9 +13,10 @@ The firmest challenged belief is the one judged, once, while the event is proces
 
 The rules verdict (`rules_verdict`) weighs the line's pull: how loosely the belief is held
 (1 - confidence), the listener's feeling toward the player (its relation, to 2 decimals, listed
-in a read or not) x `trust_weight`, and `truth_weight` for claimed facts that agree with the world record (taken
-off when any contradicts it). `memory.lies_believable: false` turns `convinced` into `doubting`
-when the claim contradicts the record (`believable`), whoever judged.
+in a read or not) x `trust_weight`, and `truth_weight` for claimed facts that agree with the
+world record (taken off when any contradicts it). `memory.lies_believable: false` turns
+`convinced` into `doubting` when the claim contradicts the record (`believable`), whoever
+judged.
 
 What a verdict does (`apply_verdict`): the line's memory keeps the verdict; `convinced`: believed
 (not uncertain, its facts asserted), and every challenged belief held `weaken` times as firmly,
