@@ -17,16 +17,20 @@ class ReadFailed(Exception):
     """The worker answered with an error; the message is its `detail`."""
 
 
-def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
-    """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
-    return orjson.loads(fetch_body(settings, path, query))
+def fetch(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> Any:
+    """GET a worker's JSON answer, or POST `posted` as JSON when given (any worker: it forwards
+    to the world's owner)."""
+    return orjson.loads(fetch_body(settings, path, query, posted))
 
 
-def fetch_body(settings: Settings, path: str, query: dict[str, str]) -> bytes:
-    """GET a worker's answer as it is sent (JSON or a picture); an error raises `ReadFailed`
-    with the worker's `detail`."""
+def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
+    """GET (or POST `posted` as JSON) a worker's answer as it is sent (JSON or a picture); an
+    error raises `ReadFailed` with the worker's `detail`."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url)
+    sent = None if posted is None else orjson.dumps(posted)
+    request = urllib.request.Request(url, data=sent)
+    if sent is not None:
+        request.add_header("Content-Type", "application/json")
     if settings.api_key:
         request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
@@ -150,6 +154,12 @@ def decision_tables(found: dict[str, Any]) -> str:
             "prompt:\n" + found["prompt"],
         ]
     )
+
+
+def inventions_table(found: dict[str, Any]) -> str:
+    """An invention check: each name the reply invented, and what the policy does."""
+    rows = [[one["name"], one["kind"]] for one in found["inventions"]]
+    return "\n\n".join([table("inventions", ["name", "kind"], rows), f"action: {found['action']}"])
 
 
 def dialogue_tables(found: dict[str, Any]) -> str:

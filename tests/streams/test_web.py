@@ -39,6 +39,7 @@ from streams.show import chronicle_tables, diff_tables
 from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, Readiness, register_views
 from tests.reads import answer
+from tests.tavern_lies import LINES
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
@@ -59,9 +60,10 @@ class MemoryReads:
     worlds_asked: list[str] = field(default_factory=list)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     metrics: Metrics = field(default_factory=Metrics)
+    policy: Policy = field(default_factory=Policy)
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
-        return Policy()
+        return self.policy
 
     def readiness(self) -> Readiness:
         return Readiness(self.waiting_for, rebalances=1)
@@ -111,6 +113,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/memory/runtime/npcs/{npc_id}/dialogue",
         "/v2/memory/runtime/npcs/{npc_id}/chronicle",
+        "/v2/memory/runtime/npcs/{npc_id}/reply-check",
         "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
@@ -419,3 +422,77 @@ def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_miss
     assert "Ilse enemy defeated at The Crooked Lantern" in only_on_main
     assert "player-1 gift given Mara" in only_on_reload.split("words only on")[0]
     assert "(1 memories held on both)" in printed
+
+
+LIES = replay_lines(LINES).state
+REPLY_CHECK = (
+    "/v2/memory/runtime/npcs/npc-mara/reply-check?world_instance_id=save-1&timeline_id=main"
+    "&after_seq=7"
+)
+
+
+def post(reads: MemoryReads, path: str, body: bytes) -> tuple[int, Any]:
+    """A POST answered by the views over `reads`: (status, JSON body)."""
+
+    async def run() -> tuple[int, Any]:
+        app = faust.App("web-test", autodiscover=False)
+        register_views(app, reads)
+        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        await client.start_server()
+        try:
+            reply = await client.post(path, data=body)
+            return reply.status, orjson.loads(await reply.read())
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def check(text: str, policy: Policy | None = None) -> tuple[int, Any]:
+    reads = MemoryReads(LIES, policy=policy or Policy())
+    return post(reads, REPLY_CHECK, orjson.dumps({"text": text}))
+
+
+def test_a_reply_naming_someone_nobody_gave_the_decision_is_flagged() -> None:
+    assert check("Rook swore the sailor lives. Ask Bertram at the harbour.") == (
+        200,
+        {"inventions": [{"name": "Bertram", "kind": "name"}], "action": "flag"},
+    )
+
+
+def test_a_reply_naming_only_what_the_decision_was_given_passes() -> None:
+    reply = "Ilse, Rook told me the sailor was alive. Not at the Crooked Lantern, though."
+    assert check(reply) == (200, {"inventions": [], "action": "allow"})
+
+
+def test_the_policy_decides_what_an_invention_gets() -> None:
+    reply = "Old Bertram knows, and Captain Vell."
+    rejecting = resolve(None, {"memory": {"invention": "reject"}})
+    allowing = resolve(None, {"memory": {"invention": "allow"}})
+    names = [{"name": "Bertram", "kind": "name"}, {"name": "Captain Vell", "kind": "name"}]
+    assert check(reply, rejecting) == (200, {"inventions": names, "action": "reject"})
+    assert check(reply, allowing) == (200, {"inventions": names, "action": "allow"})
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        (REPLY_CHECK, b'{"text": "   "}', "'text' must not be empty"),
+        (REPLY_CHECK, orjson.dumps({"text": "a" * 10_001}), "at most 10000 characters"),
+        (REPLY_CHECK, b'{"reply": "Hello"}', "'text' must be a string"),
+        (REPLY_CHECK, b"Hello", "the body must be JSON"),
+        (REPLY_CHECK.replace("after_seq=7", "after_seq=99"), b'{"text": "Hi"}', "beyond"),
+        (REPLY_CHECK.replace("&after_seq=7", ""), b'{"text": "Hi"}', "'after_seq' is required"),
+    ],
+)
+def test_a_reply_check_that_cannot_be_made_is_refused_plainly(
+    path: str, body: bytes, detail: str
+) -> None:
+    status, answered = post(MemoryReads(LIES), path, body)
+    assert status == 400
+    assert detail in answered["detail"]
+
+
+def test_a_reply_check_asked_with_get_is_told_to_post() -> None:
+    [(status, body)] = serve(MemoryReads(LIES), (REPLY_CHECK, {}))
+    assert (status, body["detail"]) == (400, 'post the reply as a JSON body {"text": REPLY}')
