@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    dialogue,
     failover,
     history_scaling,
     model_mode,
@@ -30,6 +31,7 @@ def main() -> None:
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
+    dialogue.run(options)
     model_mode.run(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)

@@ -27,20 +27,24 @@ from pydantic import ValidationError
 from projections.key_prefixes import JUDGEMENTS
 from projections.keys import pack
 from projections.numbers import decimal, hundredths
+from projections.referee import Case, Judge
 from projections.state import StateTransaction
 from projections.wording import Names
 from schemas import Event
 from schemas.judgements import (
     ANSWER_TYPES,
     Answer,
+    AnswerType,
     EventJudgements,
     FeelingAnswer,
     JudgementKind,
     RecordedJudgement,
     RefusedJudgement,
     RetellingAnswer,
+    VerdictAnswer,
 )
-from schemas.memory import Memory
+from schemas.memory import Memory, Verdict
+from schemas.policy import Policy
 
 Position = tuple[str, str, str, int]
 """(tenant, world, timeline, seq): where an event stands, and its judgements with it."""
@@ -62,9 +66,22 @@ RETELLING_INSTRUCTIONS = (
     '"feeling": how the listener feels about it, from -1 to 1, "arousal": how it stirs them, '
     "from 0 to 1}."
 )
+VERDICT_INSTRUCTIONS = (
+    "You referee a conversation in a game: a player tells a character something that touches "
+    "a belief the character is unsure of, or wrong about. Judge whether the character is now "
+    "convinced (believes the player), doubting (unsure) or unconvinced (does not believe it). "
+    'Answer with one JSON object and nothing else: {"verdict": "convinced" | "doubting" | '
+    '"unconvinced"}.'
+)
 INSTRUCTIONS: dict[JudgementKind, str] = {
     "feeling": FEELING_INSTRUCTIONS,
     "retelling": RETELLING_INSTRUCTIONS,
+    "verdict": VERDICT_INSTRUCTIONS,
+}
+AGREEMENT_WORDS = {
+    "agrees": "what the player claims agrees with what truly happened",
+    "contradicts": "what the player claims is false",
+    "unknown": "nobody knows whether what the player claims is true",
 }
 
 
@@ -88,12 +105,17 @@ class Question:
         return INSTRUCTIONS[self.judgement]
 
     @property
-    def answer_type(self) -> type[FeelingAnswer] | type[RetellingAnswer]:
+    def answer_type(self) -> AnswerType:
         return ANSWER_TYPES[self.judgement]
 
 
 class AnswerSource(Protocol):
     """Answers to an event's questions, as plain data."""
+
+    @property
+    def model_configured(self) -> bool:
+        """Whether a model stands behind the answers: the referee then asks in either
+        weighing mode (without one, its rules verdicts are no fallback to report)."""
 
     def answer(self, question: Question) -> Answer | str:
         """The model's answer to `question`, or why there is none (the rules answer then)."""
@@ -104,6 +126,7 @@ class Unanswered:
     """Answers nothing, for one reason (no model configured)."""
 
     reason: str = NO_MODEL
+    model_configured: bool = False
 
     def answer(self, question: Question) -> str:
         return self.reason
@@ -118,6 +141,7 @@ class QuestionCollector:
     """Notes every question asked and answers none: the scratch pass that finds them."""
 
     questions: list[Question] = field(default_factory=list)
+    model_configured: bool = True
 
     def answer(self, question: Question) -> str:
         self.questions.append(question)
@@ -134,6 +158,10 @@ class RecordedAnswers:
                 (made.npc_id, made.belief_id, made.judgement): made for made in record.judgements
             }
         self._missing = missing
+
+    @property
+    def model_configured(self) -> bool:
+        return True  # a model answered these (or was asked and could not)
 
     @property
     def positions(self) -> list[Position]:
@@ -197,6 +225,9 @@ class Judging(Protocol):
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
         """`rumour` (the rules' retelling of `told` by `teller`) as judged for its listener."""
 
+    def referee(self, rules: Judge) -> Judge:
+        """The referee's judge: the model's verdict, the `rules` judge its fallback."""
+
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         """Store the event's judgements with its state; returns those the rules made."""
 
@@ -210,6 +241,9 @@ class RulesJudging:
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
         return rumour
 
+    def referee(self, rules: Judge) -> Judge:
+        return rules
+
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         return []  # nothing was judged: the rules are the policy, not a fallback
 
@@ -218,41 +252,67 @@ RULES = RulesJudging()
 
 
 class ModelJudging:
-    """Model mode for one event: each judgement asks the answer source first and keeps the rules'
-    answer when it has none; `record` keeps every judgement made with the state."""
+    """The model's judgements for one event: each asks the answer source first and keeps the
+    rules' answer when it has none; `record` keeps every judgement made with the state.
 
-    def __init__(self, event: Event, answers: AnswerSource, names: Names) -> None:
+    Feelings and retellings are the model's in model mode only (`weighs`); verdicts whenever a
+    model is configured.
+    """
+
+    def __init__(self, event: Event, answers: AnswerSource, names: Names, weighs: bool) -> None:
         self._position = event_position(event)
         self._answers = answers
         self._names = names
+        self._weighs = weighs
         self._made: list[RecordedJudgement] = []
 
     def feeling(self, memory: Memory) -> Memory:
+        if not self._weighs:
+            return memory
         prompt = (
             f"Character: {self._names(memory.character_id)}\n"
             f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {memory.content}\n"
             f"By the rules: feeling {memory.feeling}, arousal {memory.arousal}."
         )
-        outcome = self._ask(memory, "feeling", prompt)
-        if isinstance(outcome, str):
+        outcome = self._ask(memory.character_id, memory.belief_id, "feeling", prompt)
+        if not isinstance(outcome, FeelingAnswer):
             return memory
         return memory.model_copy(update=_weights(outcome))
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        if not self._weighs:
+            return rumour
         prompt = (
             f"{self._names(teller)} tells {self._names(rumour.character_id)}: {told.content}\n"
             f"Retold plainly: {rumour.content}\n"
             f"By the rules: feeling {rumour.feeling}, arousal {rumour.arousal}."
         )
-        outcome = self._ask(rumour, "retelling", prompt)
+        outcome = self._ask(rumour.character_id, rumour.belief_id, "retelling", prompt)
         if not isinstance(outcome, RetellingAnswer):
             return rumour
         return rumour.model_copy(update={"content": outcome.content, **_weights(outcome)})
 
-    def _ask(self, memory: Memory, judgement: JudgementKind, prompt: str) -> Answer | str:
-        question = Question(
-            self._position, memory.character_id, memory.belief_id, judgement, prompt
-        )
+    def referee(self, rules: Judge) -> Judge:
+        if not self._answers.model_configured:
+            return rules  # without a model the rules referee is the norm, not a fallback
+
+        def judge(case: Case, policy: Policy) -> Verdict:
+            listener, player = self._names(case.character_id), self._names(case.player_id)
+            prompt = (
+                f"{listener} believes ({_held(case.belief)}): {case.belief.content}\n"
+                f"{player} says to {listener}: {case.words}\n"
+                f"Truly: {AGREEMENT_WORDS[case.agreement]}.\n"
+                f"How {listener} feels toward {player}, from -1 to 1: {case.feeling}."
+            )
+            outcome = self._ask(case.character_id, case.line_id, "verdict", prompt)
+            return outcome.verdict if isinstance(outcome, VerdictAnswer) else rules(case, policy)
+
+        return judge
+
+    def _ask(
+        self, npc_id: str, belief_id: str, judgement: JudgementKind, prompt: str
+    ) -> Answer | str:
+        question = Question(self._position, npc_id, belief_id, judgement, prompt)
         outcome = self._answers.answer(question)
         self._made.append(answered(question, outcome))
         return outcome
@@ -276,7 +336,7 @@ class ModelJudging:
         ]
 
 
-def _weights(answer: Answer) -> dict[str, float]:
+def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
     """The feeling and arousal an answer gives, in hundredths as the rules' are."""
     return {
         "feeling": hundredths(decimal(answer.feeling)),
@@ -290,8 +350,18 @@ def judgement_key(position: Position) -> bytes:
 
 
 def judging(event: Event, weighing: str, answers: AnswerSource, names: Names) -> Judging:
-    """How `event`'s judgements are made under the policy's `memory.weighing`."""
-    return RULES if weighing == "rules" else ModelJudging(event, answers, names)
+    """How `event`'s judgements are made: by the rules alone, unless the policy's
+    `memory.weighing` is `model` or a model stands behind the answers (the referee's then)."""
+    weighs = weighing == "model"
+    if not weighs and not answers.model_configured:
+        return RULES
+    return ModelJudging(event, answers, names, weighs)
+
+
+def _held(belief: Memory) -> str:
+    """How firmly a belief is held, in words the referee can weigh."""
+    wrong = ", and it is not what truly happened" if belief.diverging else ""
+    return f"{_LEARNED[belief.source]}, confidence {belief.confidence}{wrong}"
 
 
 _LEARNED: Mapping[str, str] = {

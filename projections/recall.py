@@ -22,7 +22,7 @@ from typing import Protocol
 
 from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
-from projections.memory_store import MemoryKeys, load_memory
+from projections.memory_store import MemoryKeys, load_held
 from projections.recall_choice import Candidate, Chosen, choose
 from projections.recall_fusion import Search, candidate_count, fuse
 from projections.reinforcement import held_now
@@ -191,7 +191,7 @@ def held_candidates(
     the choice leaves them out), `diverging` judged on this timeline."""
     candidates = []
     for belief_id, score in fused:
-        memory = load_memory(tx, keys, character, belief_id)
+        memory = load_held(tx, keys, ancestry, character, belief_id)
         if memory is None:
             continue
         judged = diverging(tx, keys.tenant_id, keys.world_id, ancestry, memory)

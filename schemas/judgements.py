@@ -13,11 +13,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from schemas.events import Contract, Identifier, Seq
-from schemas.memory import Feeling, Share
+from schemas.memory import Feeling, Share, Verdict
 from schemas.records import Record
 
-JudgementKind = Literal["feeling", "retelling"]
-"""What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold."""
+JudgementKind = Literal["feeling", "retelling", "verdict"]
+"""What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold, and
+the referee's verdict on a player's line (`verdict`)."""
 
 RETOLD_CHARACTERS = 1000
 """A retold rumour's words are at most this long."""
@@ -39,11 +40,30 @@ class RetellingAnswer(Contract):
     arousal: Share
 
 
-Answer = FeelingAnswer | RetellingAnswer
+class VerdictAnswer(Contract):
+    """The referee's verdict: is the character convinced by the player's line?"""
 
-ANSWER_TYPES: dict[JudgementKind, type[FeelingAnswer] | type[RetellingAnswer]] = {
+    verdict: Verdict
+
+
+Phrase = Annotated[str, StringConstraints(max_length=200)]
+
+
+class RelationsAnswer(Contract):
+    """The relations a reply introduces that its character was not given ("her brother")."""
+
+    relations: Annotated[
+        list[Annotated[str, StringConstraints(max_length=200)]], Field(max_length=50)
+    ]
+
+
+Answer = FeelingAnswer | RetellingAnswer | VerdictAnswer
+AnswerType = type[FeelingAnswer] | type[RetellingAnswer] | type[VerdictAnswer]
+
+ANSWER_TYPES: dict[JudgementKind, AnswerType] = {
     "feeling": FeelingAnswer,
     "retelling": RetellingAnswer,
+    "verdict": VerdictAnswer,
 }
 """The answer each kind of judgement asks the model for."""
 

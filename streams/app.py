@@ -20,7 +20,9 @@ from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
+from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
+from yarl import URL
 
 from projections.delivery import SourceMessage
 from projections.judgements import RecordedAnswers
@@ -242,6 +244,10 @@ class Rumourmill:
     def tenants_by_api_key(self) -> Mapping[str, str]:
         return self.settings.api_keys
 
+    @property
+    def model(self) -> ModelClient | None:
+        return self.judge.client
+
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
         return self.projector.policies(tenant_id, world_id)
 
@@ -262,12 +268,33 @@ class Rumourmill:
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """Forward a read to the worker that owns `world_id`; None when that is this one."""
         try:
+            if request.method == "POST":
+                return await self._forward_posted(world_id, web, request)
             answer: Response = await self.app.router.route_req(
                 self.state.name, world_id, web, request
             )
         except SameNode:
             return None
         return answer
+
+    async def _forward_posted(self, world_id: str, web: Web, request: Request) -> Response:
+        """Faust's `route_req` for a request with a body (Faust forwards none): the reply check
+        goes to the owner with its reply."""
+        try:
+            owner = self.app.router.key_store(self.state.name, world_id)
+        except KeyError:
+            raise ServiceUnavailable() from None
+        here = URL(self.app.conf.canonical_url)
+        if (owner.host, owner.port or 80) == (here.host, here.port or 80):
+            raise SameNode()
+        routed = request.url.with_host(owner.host or "").with_port(owner.port)
+        body = await cast(Any, request).read()  # aiohttp keeps the body it read
+        async with self.app.http_client.request(
+            method="POST", headers=request.headers, url=routed, data=body
+        ) as response:
+            return web.text(
+                await response.text(), content_type=response.content_type, status=response.status
+            )
 
 
 def create_app(settings: Settings) -> Rumourmill:

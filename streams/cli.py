@@ -395,13 +395,13 @@ def provenance_command(
 
 
 def _fetch_for_command(
-    url: str | None, api_key: str | None, path: str, query: dict[str, str]
+    url: str | None, api_key: str | None, path: str, query: dict[str, str], posted: Any = None
 ) -> Any:
-    """A worker's answer, or the command stops with its detail."""
+    """A worker's answer (to `posted`, when given), or the command stops with its detail."""
     from streams.show import ReadFailed, fetch
 
     try:
-        return fetch(_settings(web_url=url, api_key=api_key), path, query)
+        return fetch(_settings(web_url=url, api_key=api_key), path, query, posted)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
 
@@ -454,10 +454,50 @@ def decision_command(
     """Print what a decision model may be given when a character answers an event."""
     from streams.show import decision_tables
 
-    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
     click.echo(decision_tables(found))
+
+
+def _decision_query(
+    world: str, timeline: str, after_seq: int, player: str | None, tenant: str | None
+) -> dict[str, str]:
+    """The query of a decision, or of a check of the reply to one."""
+    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
+    return (
+        asked
+        | ({"player_id": player} if player else {})
+        | ({"tenant_id": tenant} if tenant else {})
+    )
+
+
+@main.command("reply-check")
+@click.argument("npc_id")
+@click.argument("reply")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@click.option("--after-seq", required=True, type=int, help="the position the character answers")
+@click.option("--player", default=None, help="player_id, for an event of several players")
+@_read_options
+def reply_check_command(
+    npc_id: str,
+    reply: str,
+    world: str,
+    timeline: str,
+    after_seq: int,
+    player: str | None,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print the names REPLY invents: what the character's decision at --after-seq was not
+    given, and what the policy does about it."""
+    from streams.show import inventions_table
+
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
+    path = f"/v2/memory/runtime/npcs/{npc_id}/reply-check"
+    found = _fetch_for_command(url, api_key, path, asked, {"text": reply})
+    click.echo(inventions_table(found))
 
 
 @main.command("dialogue")
@@ -519,3 +559,25 @@ def rumour_map_command(
         raise click.ClickException(str(error)) from None
     out.write_bytes(svg)
     click.echo(f"the rumour of {belief_id} drawn into {out}")
+
+
+@main.command("chronicle")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@_read_options
+def chronicle_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print a character's story so far: the condensed chapter, chapters, then newest records."""
+    from streams.show import chronicle_tables
+
+    asked = {"world_instance_id": world, "timeline_id": timeline}
+    asked |= {"tenant_id": tenant} if tenant else {}
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/chronicle", asked)
+    click.echo(chronicle_tables(found))

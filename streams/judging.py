@@ -161,7 +161,7 @@ class Judge:
     ) -> RecordedAnswers | None:
         """The answers to the judgements taking `message` into `tx` raises (stored on the
         topic); None when it raises none (rules mode, a redelivery, a duplicate...)."""
-        questions = projector.questions(tx, message)
+        questions = projector.questions(tx, message, model_configured=self.client is not None)
         if not questions:
             return None
         tenant, world_id, _, _ = questions[0].position

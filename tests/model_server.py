@@ -3,7 +3,8 @@
 It speaks the OpenAI chat-completions protocol on a free port, in a thread of its own (so a
 test, a benchmark or a worker in another process can call it), and behaves as it is told:
 
-- `answer`: a JSON answer at once (`feeling` and `arousal`, or a retelling), after `delay`;
+- `answer`: a JSON answer (`feeling` and `arousal`, a retelling, the referee's `verdict`, or
+  the `relations` a reply brings in), after `delay`;
 - `slow`: the same, only after `delay` seconds (past a client's timeout);
 - `error`: HTTP 500;
 - `refuse`: a refusal (`message.refusal`, no content);
@@ -40,6 +41,10 @@ class ScriptedModel:
 
     behaviour: Behaviour = "answer"
     delay: float = 0.0
+    verdict: str = "unconvinced"
+    """What the model rules when it referees (a verdict that does not exist is possible)."""
+    relations: list[str] = field(default_factory=lambda: ["her brother"])
+    """The relations the model finds in any reply it checks for inventions."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     port: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,17 +74,21 @@ class ScriptedModel:
             return _completion({"role": "assistant", "content": None, "refusal": "I can't."})
         if behaviour == "malformed":
             return _completion({"role": "assistant", "content": "She feels rather cross."})
-        return _completion({"role": "assistant", "content": _answer(body)})
+        return _completion({"role": "assistant", "content": self.answer(body)})
 
-
-def _answer(body: dict[str, Any]) -> str:
-    """The JSON answer to a request: a retelling when asked to retell, else a feeling."""
-    instructions, question = (message["content"] for message in body["messages"])
-    answer: dict[str, Any] = {"feeling": MODEL_FEELING, "arousal": MODEL_AROUSAL}
-    if "retell" in instructions:
-        told = question.splitlines()[0].split(": ", 1)[1]
-        answer["content"] = f"{RETOLD_PREFIX} {told}"
-    return orjson.dumps(answer).decode()
+    def answer(self, body: dict[str, Any]) -> str:
+        """The JSON answer to a request: a verdict when asked to referee, a retelling when
+        asked to retell, else a feeling."""
+        instructions, question = (message["content"] for message in body["messages"])
+        if "referee" in instructions:
+            return orjson.dumps({"verdict": self.verdict}).decode()
+        if '"relations"' in instructions:
+            return orjson.dumps({"relations": self.relations}).decode()
+        answer: dict[str, Any] = {"feeling": MODEL_FEELING, "arousal": MODEL_AROUSAL}
+        if "retell" in instructions:
+            told = question.splitlines()[0].split(": ", 1)[1]
+            answer["content"] = f"{RETOLD_PREFIX} {told}"
+        return orjson.dumps(answer).decode()
 
 
 def _completion(message: dict[str, Any]) -> web.Response:

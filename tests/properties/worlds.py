@@ -315,7 +315,7 @@ def draw_policy(choose: Choices, characters: list[str]) -> dict[str, Any]:
     if choose.integer(0, 19, "small buffer") == 0:
         document["sequencing"] = {"max_deferred": 2}
     if choose.integer(0, 3, "settings") == 0:
-        setting = choose.integer(0, 7, "setting")
+        setting = choose.integer(0, 8, "setting")
         if setting == 0:
             # 0.5, 0.75 and 0.85 land on half-cents (0.35 x 0.5 = 0.175)
             factors = [0.5, 0.6, 0.75, 0.85, 0.9, 1.0, 0.0]
@@ -332,6 +332,14 @@ def draw_policy(choose: Choices, characters: list[str]) -> dict[str, Any]:
             memory["npc"] = choose.integer(0, 3, "npc") > 0
         elif setting == 6:
             memory["entity_patterns"] = {"place": ["loc-*", "harb*"], "character": ["npc-*", "g*"]}
+        elif setting == 8:
+            memory["lies_believable"] = choose.integer(0, 1, "lies believable") == 1
+            # 0.75 lands on half-cents (0.7 x 0.75 = 0.525); thresholds low enough to convince
+            memory["referee"] = {
+                "weaken": choose.pick([0.5, 0.75, 0.0], "weaken"),
+                "convinced_from": choose.pick([0.4, 0.1], "convinced from"),
+                "doubting_from": 0.0,
+            }
         else:
             memory["weights"] = {
                 "gift": {"target": {"importance": 0.95, "feeling": -0.45, "arousal": 0.9}},
@@ -438,6 +446,8 @@ def _draw_event(
         }
         if choose.integer(0, 1, "claim"):
             event["payload"]["facts"] = [_draw_fact(choose, characters)]
+        if choose.integer(0, 3, "said about") == 0:  # what the referee finds challenged
+            event["payload"]["about"] = choose.some([*anyone, *cast.things], 2, "said of")
     else:
         event["key"] = "world.entity-declared"
     if players:

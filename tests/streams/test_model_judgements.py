@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from projections.judgements import RecordedAnswers
+from projections.memories import belief_id
+from projections.memory_store import load_memory, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
@@ -28,6 +30,7 @@ from tests.model_server import (
     ScriptedModel,
     scripted_model,
 )
+from tests.tavern_lies import LINES as LIES
 
 TAVERN = [
     line
@@ -299,3 +302,37 @@ def test_rumourmill_replay_answers_model_mode_from_the_judgements_topics_records
     assert (
         "judgements.ndjson:1: not a judgements record: tenant_id: Field required" in refused.output
     )
+
+
+def test_with_a_model_configured_the_model_referees_in_rules_mode_too(
+    model_server: ScriptedModel,
+) -> None:
+    rules_mode = Policy()
+    by_rules = replay_lines(LIES)
+    refereed = judged(rules_mode, model_server.url, lines=LIES)
+    line_id = belief_id("default", "save-1", "main", 7, "npc-mara", "knowledge")
+    assert verdict_of(by_rules, line_id) == "convinced"
+    assert verdict_of(refereed, line_id) == "unconvinced"  # the model's, not the rules'
+    asked = [request["messages"][0]["content"] for request in model_server.requests]
+    assert len(asked) == 1 and "referee" in asked[0]  # rules mode: no feeling asked
+    assert refereed.refusals == []
+    # a verdict that does not exist: the rules referee, and the ack says why
+    model_server.verdict = "bribed"
+    fallback = judged(rules_mode, model_server.url, lines=LIES)
+    assert verdict_of(fallback, line_id) == "convinced"
+    (ack,) = fallback.refusals
+    (refused,) = ack.refused_judgements
+    assert (ack.seq, refused.npc_id, refused.belief_id, refused.judgement) == (
+        7,
+        "npc-mara",
+        line_id,
+        "verdict",
+    )
+    assert refused.reason.startswith("malformed answer: verdict: Input should be")
+
+
+def verdict_of(replay: Replay, line_id: str) -> str | None:
+    keys = memory_keys(replay.state, *WORLD)
+    memory = load_memory(replay.state, keys, "npc-mara", line_id)
+    assert memory is not None
+    return memory.verdict

@@ -104,3 +104,7 @@ def test_recall_and_decision_commands_print_tables(
     printed = rumourmill("decision", "npc-mara", "--after-seq", "2", *where)
     assert "- I will find your son. Where was he last seen?" in printed
     assert "verdict: none" in printed
+    printed = rumourmill(
+        "reply-check", "npc-mara", "Ask Bertram. Ilse knows.", "--after-seq", "2", *where
+    )
+    assert printed.splitlines()[3:] == ["Bertram  name", "", "action: flag"]
