@@ -1,7 +1,8 @@
 """Model judgements in the worker: the model asked what an event raises, within the world's
 deadline, and every answer kept on the judgements topic before the event is applied.
 
-For each message in model mode: the projector names the questions (`Projector.questions`, a
+For each message of a world in model mode (of any world, when a model is configured: the
+referee asks it in either mode): the projector names the questions (`Projector.questions`, a
 pass over scratch state); answers already on the topic for those positions are read back, so a
 message redelivered after a crash, or a rebuild into a fresh app id, asks nothing twice; the
 rest are asked at once, and what has no answer by the world's `memory.model.deadline_ms` is
