@@ -267,30 +267,27 @@ class ModelJudging:
         self._made: list[RecordedJudgement] = []
 
     def feeling(self, memory: Memory) -> Memory:
-        if not self._weighs:
-            return memory
-        prompt = (
-            f"Character: {self._names(memory.character_id)}\n"
-            f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {memory.content}\n"
-            f"By the rules: feeling {memory.feeling}, arousal {memory.arousal}."
+        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {memory.content}"
+        return self._weighed(
+            memory, "feeling", f"Character: {self._names(memory.character_id)}\n{said}"
         )
-        outcome = self._ask(memory.character_id, memory.belief_id, "feeling", prompt)
-        if not isinstance(outcome, FeelingAnswer):
-            return memory
-        return memory.model_copy(update=_weights(outcome))
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        telling = f"{self._names(teller)} tells {self._names(rumour.character_id)}: {told.content}"
+        return self._weighed(rumour, "retelling", f"{telling}\nRetold plainly: {rumour.content}")
+
+    def _weighed(self, memory: Memory, judgement: JudgementKind, told: str) -> Memory:
+        """`memory` as the model judged it (feeling and arousal, and a retelling's words) in
+        model mode, or as the rules made it (outside model mode, or without an answer)."""
         if not self._weighs:
-            return rumour
-        prompt = (
-            f"{self._names(teller)} tells {self._names(rumour.character_id)}: {told.content}\n"
-            f"Retold plainly: {rumour.content}\n"
-            f"By the rules: feeling {rumour.feeling}, arousal {rumour.arousal}."
-        )
-        outcome = self._ask(rumour.character_id, rumour.belief_id, "retelling", prompt)
-        if not isinstance(outcome, RetellingAnswer):
-            return rumour
-        return rumour.model_copy(update={"content": outcome.content, **_weights(outcome)})
+            return memory
+        prompt = f"{told}\nBy the rules: feeling {memory.feeling}, arousal {memory.arousal}."
+        outcome = self._ask(memory.character_id, memory.belief_id, judgement, prompt)
+        if isinstance(outcome, RetellingAnswer):
+            return memory.model_copy(update={"content": outcome.content, **_weights(outcome)})
+        if isinstance(outcome, FeelingAnswer):
+            return memory.model_copy(update=_weights(outcome))
+        return memory
 
     def referee(self, rules: Judge) -> Judge:
         if not self._answers.model_configured:
