@@ -29,6 +29,9 @@ def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
     except urllib.error.HTTPError as error:
         detail = orjson.loads(error.read()).get("detail", error.reason)
         raise ReadFailed(f"{error.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
