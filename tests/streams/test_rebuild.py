@@ -85,7 +85,7 @@ def live_digest(settings: Settings, tenant: str, world: str) -> str:
     return digest
 
 
-def wait_for_acks(settings: Settings, lines: list[bytes]) -> None:
+def wait_for_acks(settings: Settings, lines: list[bytes], timeout: float = 240) -> None:
     """Until every event got its last ack: processed, or rejected."""
     wanted = {
         (e["world_instance_id"], e["timeline_id"], e["seq"]) for e in map(orjson.loads, lines)
@@ -99,7 +99,7 @@ def wait_for_acks(settings: Settings, lines: list[bytes]) -> None:
         }
         return done >= wanted
 
-    read_topic(settings, settings.topics.acks, finished, timeout=240)
+    read_topic(settings, settings.topics.acks, finished, timeout)
 
 
 def mind(settings: Settings, tenant: str, world: str, npc: str) -> list[dict[str, Any]]:
