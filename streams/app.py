@@ -38,11 +38,11 @@ from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
-    Changes,
     RocksTransaction,
     chunked,
     decode_changes,
     encode_changes,
+    recording_transaction,
     state_options,
     without_write_ahead_log,
 )
@@ -149,18 +149,10 @@ class Rumourmill:
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         started = time.perf_counter()
-        changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
-
-        def write(key: bytes, value: bytes | None) -> None:
-            changes.append((key, value))
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
-
+        tx, changes = recording_transaction(db)
         intake = self.projector.receive(
-            RocksTransaction(db, write),
+            tx,
             SourceMessage(
                 topic=message.topic,
                 partition=message.partition,

@@ -49,7 +49,13 @@ from streams.durability import Stamp, read_changelog
 from streams.policies import PolicyFeed
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch
-from streams.state import Changes, RocksTransaction, chunked, encode_changes
+from streams.state import (
+    RocksTransaction,
+    chunked,
+    encode_changes,
+    recording_transaction,
+    without_write_ahead_log,
+)
 
 POLICIES_TIMEOUT = 60.0
 """How long the rebuild waits to have read the policies topic to its end."""
@@ -188,7 +194,7 @@ async def rebuild(
             Projector(policies=PolicyBook(policies), max_event_bytes=live.max_event_bytes),
             producer,
             topic,
-            lambda partition: partition_db(mill.state, partition),
+            lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
         )
         await folder.fold(consumer, live.topics.events, spans, world, advance)
         ends = await folder.confirmed()
@@ -262,16 +268,7 @@ class Folder:
                     del remaining[tp]
 
     async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        db = self.database(record.partition)
-        changes: Changes = []
-
-        def write(key: bytes, value: bytes | None) -> None:
-            changes.append((key, value))
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
-
+        tx, changes = recording_transaction(self.database(record.partition))
         message = SourceMessage(
             record.topic,
             record.partition,
@@ -280,7 +277,7 @@ class Folder:
             record.value or b"",
             None if record.timestamp < 0 else record.timestamp,
         )
-        intake = self.projector.receive(RocksTransaction(db, write), message)
+        intake = self.projector.receive(tx, message)
         self.events += 1
         for ack in intake.acks:
             if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):
