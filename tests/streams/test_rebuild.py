@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from projections.policy import policy_key
 from streams.publish import send_one
@@ -22,6 +23,7 @@ from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.properties.worlds import SeededChoices, Shape, draw_history
 from tests.streams.noisy_story import story
+from tests.streams.test_deletion import story as story_of
 from tests.streams.test_faults import get_json
 from tests.streams.test_restart import replayed_at_last_start
 from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
@@ -148,14 +150,31 @@ def test_a_rebuild_ends_on_the_live_digests_and_a_worker_of_its_app_id_serves_th
     assert "rebuilding" in done.stderr  # the progress bar
 
     live.stop()
+    acks_before = asyncio.run(messages_in(settings, settings.topics.acks))
     switched = WorkerProcess(fresh, tmp_path / "switched.log").start()
     try:
         assert replayed_at_last_start(switched) == 0  # the rebuilt copies were kept as they are
         for world in verdicts:
             tenant, world_id = world.split("/")
             assert live_digest(fresh, tenant, world_id) == verdicts[world].split()[0]
+        later = [orjson.dumps(event) for event in story_of("after-switch")]
+        send_events(fresh, later)
+        wait_for_acks(fresh, later)
+        # the new consumer group went on after the rebuilt events: none of them was taken again
+        assert asyncio.run(messages_in(settings, settings.topics.acks)) == acks_before + len(later)
     finally:
         switched.stop()
+
+
+async def messages_in(settings: Settings, topic: str) -> int:
+    """How many messages `topic` holds (its end offsets, summed)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, number) for number in range(settings.partitions)]
+        return sum((await consumer.end_offsets(partitions)).values())
+    finally:
+        await consumer.stop()
 
 
 def generated_tenants() -> list[tuple[str, str]]:
