@@ -116,9 +116,11 @@ def mind(settings: Settings, tenant: str, world: str, npc: str) -> list[dict[str
 
 
 def rebuild(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rumourmill rebuild ARGS` run in the live worker's data dir's parent."""
     return subprocess.run(
         [sys.executable, "-m", "streams", "rebuild", *args],
         env=settings_env(settings),
+        cwd=settings.data_dir.parent,
         capture_output=True,
         text=True,
         check=False,
@@ -186,7 +188,8 @@ def generated_tenants() -> list[tuple[str, str]]:
 def test_world_rebuilds_one_world_and_bad_targets_are_refused(
     settings: Settings, live: WorkerProcess, tmp_path: Path
 ) -> None:
-    done = rebuild(settings, "--world", "tavern-5-1", "--into-data-dir", str(tmp_path / "one"))
+    one = settings.app_id + "-one"
+    done = rebuild(settings, "--world", "tavern-5-1", "--into", one, "--into-data-dir", "one")
     assert done.returncode == 0, done.stderr
     [(world, verdict)] = printed_worlds(done.stdout).items()
     assert (world, verdict.split()[0]) == (
@@ -194,6 +197,15 @@ def test_world_rebuilds_one_world_and_bad_targets_are_refused(
         live_digest(settings, "default", "tavern-5-1"),
     )
     assert "holds world 'tavern-5-1' only" in done.stdout
+
+    again = rebuild(settings, "--world", "tavern-5-0", "--into", one, "--into-data-dir", "two")
+    assert again.returncode == 1
+    assert again.stderr.strip().endswith(
+        f"app id {one!r} already has state in '{one}-state-changelog'"
+    )
+    crowded = rebuild(settings, "--into", settings.app_id + "-two", "--into-data-dir", "one")
+    assert crowded.returncode == 1
+    assert crowded.stderr.strip().endswith("the data dir one is not empty; name a fresh one")
 
     missing = rebuild(settings, "--topic-prefix", "nothing-here")
     assert missing.returncode == 1
