@@ -536,6 +536,11 @@ def rebuild_command(
         f"rebuilt {rebuilt.events} event(s) in {rebuilt.seconds:.1f} s ({rate:,.0f} events/s) "
         f"into app id {app_id!r}: changelog {rebuilt.changelog_topic}, data dir {data_dir}"
     )
+    if rebuilt.expired:
+        click.echo(
+            f"note: the events topic no longer holds its first {rebuilt.expired} event(s) "
+            "(retention); the worlds they touched cannot be rebuilt the same"
+        )
     differing = {difference.world: difference for difference in differences}
     for (tenant, world_id), digest in sorted(rebuilt.digests.items()):
         found = differing.get((tenant, world_id))
@@ -543,10 +548,10 @@ def rebuild_command(
         click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
     if world is None:
         click.echo(
-            "to switch: stop every worker, then start them with "
-            f"RUMOURMILL_APP_ID={app_id} and each with its own fresh data dir (this machine: "
-            f"RUMOURMILL_DATA_DIR={data_dir}); the new consumer group goes on after the events "
-            "rebuilt, and a worker without the local copy recovers it from the changelog"
+            f"to switch: stop every worker, then start them with RUMOURMILL_APP_ID={app_id}: "
+            f"on this machine with RUMOURMILL_DATA_DIR={data_dir} (the rebuilt state), "
+            "elsewhere with an empty data dir (recovered from the changelog); they go on "
+            "after the events rebuilt"
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")

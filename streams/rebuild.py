@@ -80,6 +80,8 @@ class Rebuilt:
     seconds: float = 0.0
     digests: dict[World, str] = field(default_factory=dict)
     changelog_topic: str = ""
+    expired: int = 0
+    """Events the topic no longer holds (its retention removed them): they were not folded."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ async def rebuild(
     if world is None:
         await commit_group(live, target.app_id, spans)
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
+    result.expired = sum(first for first, _ in spans.values())
     store = mill.state.data
     for partition, offset in ends.items():  # stamped as a clean stop stamps them
         store.set_persisted_offset(TP(topic, partition), offset)  # type: ignore[attr-defined]
