@@ -47,7 +47,7 @@ from streams.state import (
     chunked,
     decode_changes,
     encode_changes,
-    recorded_writes,
+    recording_transaction,
     state_options,
     without_write_ahead_log,
 )
@@ -135,9 +135,9 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         partition written by a newer release stops the worker, unchanged."""
         assert self.durability is not None
         for partition in partitions:
-            changes: Changes = []
-            db = without_write_ahead_log(partition_db(self, partition))
-            tx = RocksTransaction(db, recorded_writes(db, changes))
+            tx, changes = recording_transaction(
+                without_write_ahead_log(partition_db(self, partition))
+            )
             if stored_format(tx) == current_format():
                 continue
             try:
@@ -180,10 +180,10 @@ class Rumourmill:
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         started = time.perf_counter()
-        changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
+        tx, changes = recording_transaction(db)
         intake = self.projector.receive(
-            RocksTransaction(db, recorded_writes(db, changes)),
+            tx,
             SourceMessage(
                 topic=message.topic,
                 partition=message.partition,
