@@ -7,7 +7,8 @@ timeline sees (`projections.recall.SearchScope`): a child never finds its parent
 persistent memories are found from every timeline.
 
 Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
-or a test), keyed by the memory and a hash of its content: changed content needs a new vector.
+or a test), keyed by a hash of the content within the world: a sentence many characters hold
+is embedded once, and changed content needs a new vector.
 A world's first vectors fix its model and dimension; later vectors of another are refused,
 counted and logged, and cues and words go on finding those memories. Once refused, an embedder
 is not run again for that world (it would only be refused again): `embed_pending` skips it.
@@ -53,7 +54,10 @@ CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
-CREATE TABLE vectors(item INTEGER PRIMARY KEY, content_hash TEXT, vector BLOB);
+CREATE TABLE vectors(tenant TEXT, world TEXT, content_hash TEXT, vector BLOB,
+    PRIMARY KEY(tenant, world, content_hash));
+CREATE TABLE unembedded(tenant TEXT, world TEXT, content_hash TEXT, content TEXT,
+    PRIMARY KEY(tenant, world, content_hash));
 """
 
 
@@ -116,8 +120,9 @@ class SqliteRecallIndex:
         for statement in (
             f"DELETE FROM words WHERE rowid IN ({items})",
             f"DELETE FROM abouts WHERE item IN ({items})",
-            f"DELETE FROM vectors WHERE item IN ({items})",
             "DELETE FROM items WHERE tenant = ? AND world = ?",
+            "DELETE FROM vectors WHERE tenant = ? AND world = ?",
+            "DELETE FROM unembedded WHERE tenant = ? AND world = ?",
             "DELETE FROM synced WHERE tenant = ? AND world = ?",
             "DELETE FROM world_models WHERE tenant = ? AND world = ?",
         ):
@@ -135,6 +140,7 @@ class SqliteRecallIndex:
 
     def _take(self, keys: MemoryKeys, memory: Memory) -> None:
         digest = content_hash(memory.content)
+        world = (keys.tenant_id, keys.world_id)
         row = self._db.execute(
             "SELECT id, content_hash FROM items "
             "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
@@ -163,14 +169,19 @@ class SqliteRecallIndex:
             "INSERT INTO abouts VALUES (?, ?)", [(item, entity) for entity in memory.about]
         )
         self._db.execute("INSERT INTO words(rowid, content) VALUES (?, ?)", (item, memory.content))
+        self._db.execute(
+            "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
+            (keys.tenant_id, keys.world_id, digest, memory.content, *world, digest),
+        )
 
     def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
-        """Drop an item whose content changed (its words and vector go with it)."""
+        """Drop an item whose content changed (its words go with it; its new content waits for
+        a vector of its own)."""
         for statement in (
             "DELETE FROM items WHERE id = ?",
             "DELETE FROM abouts WHERE item = ?",
             "DELETE FROM words WHERE rowid = ?",
-            "DELETE FROM vectors WHERE item = ?",
         ):
             self._db.execute(statement, (item,))
         self._vectors.pop((keys.tenant_id, keys.world_id, character), None)
@@ -284,7 +295,8 @@ class SqliteRecallIndex:
         if held is None:
             rows = self._db.execute(
                 "SELECT i.belief_id, i.timeline_id, i.seq, i.persistent, v.vector "
-                "FROM items i JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
+                "FROM items i JOIN vectors v ON v.tenant = i.tenant AND v.world = i.world "
+                "AND v.content_hash = i.content_hash "
                 "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.id",
                 key,
             ).fetchall()
@@ -307,27 +319,26 @@ class SqliteRecallIndex:
         ).fetchone()
         return None if row is None else (str(row[0]), int(row[1]))
 
-    def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[int, str, str]]:
-        """Memories of a world without a vector of their current content: item, content,
-        content hash."""
+    def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[str, str]]:
+        """Contents held in the world that have no vector yet, oldest first, each once (the
+        same sentence held by many characters is embedded once): content hash, content."""
         rows = self._db.execute(
-            "SELECT i.id, i.content, i.content_hash FROM items i "
-            "LEFT JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
-            "WHERE i.tenant = ? AND i.world = ? AND v.item IS NULL ORDER BY i.id LIMIT ?",
+            "SELECT content_hash, content FROM unembedded WHERE tenant = ? AND world = ? "
+            "ORDER BY rowid LIMIT ?",
             (tenant_id, world_id, limit),
         )
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     def store_vectors(
         self,
         tenant_id: str,
         world_id: str,
         model: str,
-        items: Sequence[tuple[int, str]],
+        hashes: Sequence[str],
         vectors: Vectors,
     ) -> bool:
-        """Keep vectors of (item, content hash); False (counted, logged) when the world's
-        first vectors fixed another model or dimension."""
+        """Keep the vectors of contents (by content hash); False (counted, logged) when the
+        world's first vectors fixed another model or dimension."""
         dimension = int(vectors.shape[1])
         fixed = self.world_model(tenant_id, world_id)
         if fixed is None:
@@ -336,15 +347,19 @@ class SqliteRecallIndex:
                 (tenant_id, world_id, model, dimension),
             )
         elif fixed != (model, dimension):
-            self.refuse(tenant_id, world_id, model, dimension, len(items))
+            self.refuse(tenant_id, world_id, model, dimension, len(hashes))
             return False
         self._db.execute("BEGIN")
         self._db.executemany(
-            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
             [
-                (item, digest, np.asarray(row, dtype=np.float32).tobytes())
-                for (item, digest), row in zip(items, vectors, strict=True)
+                (tenant_id, world_id, digest, np.asarray(row, dtype=np.float32).tobytes())
+                for digest, row in zip(hashes, vectors, strict=True)
             ],
+        )
+        self._db.executemany(
+            "DELETE FROM unembedded WHERE tenant = ? AND world = ? AND content_hash = ?",
+            [(tenant_id, world_id, digest) for digest in hashes],
         )
         self._db.execute("COMMIT")
         for tenant, world, character in list(self._vectors):
@@ -387,10 +402,9 @@ class SqliteRecallIndex:
         statements = [
             f"DELETE FROM words WHERE rowid IN {of_world}",
             f"DELETE FROM abouts WHERE item IN {of_world}",
-            f"DELETE FROM vectors WHERE item IN {of_world}",
             *(
                 f"DELETE FROM {table} WHERE tenant = ? AND world = ?"
-                for table in ("items", "synced", "world_models")
+                for table in ("items", "synced", "world_models", "vectors", "unembedded")
             ),
         ]
         self._db.execute("BEGIN")
@@ -420,9 +434,9 @@ def embed_pending(
         return 0
     stored = 0
     while waiting := index.pending(tenant_id, world_id, EMBED_BATCH):
-        vectors = embedder.embed([content for _, content, _ in waiting])
-        items = [(item, digest) for item, _, digest in waiting]
-        if not index.store_vectors(tenant_id, world_id, embedder.model, items, vectors):
+        vectors = embedder.embed([content for _, content in waiting])
+        hashes = [digest for digest, _ in waiting]
+        if not index.store_vectors(tenant_id, world_id, embedder.model, hashes, vectors):
             return stored
         stored += len(waiting)
     return stored

@@ -174,10 +174,10 @@ class EightNumbers:
 def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> None:
     index = SqliteRecallIndex(EMBEDDER)
     recall_of(STATE, index, "anything")
-    [(item, content, digest)] = index.pending("default", "save-1", limit=1)
+    [(digest, content)] = index.pending("default", "save-1", limit=1)
     eight = EightNumbers()
     assert index.store_vectors(
-        "default", "save-1", eight.model, [(item, digest)], eight.embed([content])
+        "default", "save-1", eight.model, [digest], eight.embed([content])
     )
     assert embed_pending(index, EMBEDDER, "default", "save-1") == 0  # the first fixed the world
     assert index.refused_vectors > 0
