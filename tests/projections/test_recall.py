@@ -13,7 +13,7 @@ import pytest
 
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import RecallQuery, recall
+from projections.recall import RecallQuery, named_in, recall
 from projections.recall_fusion import fuse
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
@@ -202,3 +202,11 @@ def test_a_bad_query_is_refused_plainly(
 ) -> None:
     with pytest.raises(BadRead, match=detail):
         recall_of(STATE, INDEX, text, cues=cues, limit=limit)
+
+
+def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
+    """Found by the oracle: "the guard" in "the inn and the guard" was missed when the query's
+    words were taken once each ("the inn and guard")."""
+    names = {"guard": "the guard", "loc-inn": "The Crooked Lantern", "npc-a": "Ada"}
+    assert named_in("the inn and the guard", names) == ["guard"]
+    assert named_in("Ada at the crooked lantern", names) == ["loc-inn", "npc-a"]

@@ -165,6 +165,8 @@ class Shape:
     """How many extra times the first character is picked as a target or listener."""
     chatter: int = 0
     """How many extra times talk (`told`, `player-said`, meetings) is picked as an event."""
+    minutes: int = 90
+    """At most this many story minutes pass between two events."""
 
 
 SMALL = Shape()
@@ -266,7 +268,7 @@ def draw_history(choose: Choices, shape: Shape = SMALL) -> History:
             timeline = choose.pick(sorted(lines), "timeline")
         seq = lines[timeline] + 1
         lines[timeline] = seq
-        minute += choose.integer(0, 90, "minutes")
+        minute += choose.integer(0, shape.minutes, "minutes")
         event = _draw_event(choose, tenant, world, timeline, seq, cast, scout, group_field)
         if choose.integer(0, 4, "untimed") > 0:
             event["game_time"] = game_time(minute)

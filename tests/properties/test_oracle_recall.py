@@ -1,0 +1,168 @@
+"""Every recall and decision answer of the production core equals the oracle's, on random worlds.
+
+The worlds (`tests.properties.worlds`) run over weeks of story time, so memories fade and are
+forgotten; each is compared with `memory.flaky` as drawn (on by default) and again with it off
+(exact recall). What is compared, and what not, is in `tests.oracle_recall`. The tests also
+count what they reached (faded and forgotten memories, names said in a query, decisions), so
+a generator that stops reaching a rule fails instead of silently proving less.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.decision import decision
+from projections.recall import RecallQuery, recall
+from projections.runtime_read import BadRead, NotFound
+from schemas.memory import DecisionRead, RecallRead
+from streams.recall_index import SqliteRecallIndex
+from tests.oracle import OracleNotFound
+from tests.oracle_recall import OracleBadRead, held, view
+from tests.oracle_recall import decision as oracle_decision
+from tests.oracle_recall import recall as oracle_recall
+from tests.properties.test_oracle import SETTINGS
+from tests.properties.worlds import NAMES, History, Run, SeededChoices, Shape, draw_history
+
+SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
+WORLDS = 1_000 if SOAK else 80
+LONG_STORIES = Shape(max_events=30, least_events=8, minutes=3 * 24 * 60, things=4, focus=4)
+"""Up to three story days between events: enough for step-1 memories to be forgotten."""
+FLOAT_TOLERANCE = {"retention": 1e-4, "score": 1e-5, "confidence": 0.0101}
+WORDS = ["gold", "sailor", "dead", "the", "inn", "road", "happened", "defeated", "said", "npc"]
+
+
+def exact(history: History) -> History:
+    """The same world with `memory.flaky` off."""
+    memory = history.policy.memory.model_copy(update={"flaky": False})
+    return dataclasses.replace(history, policy=history.policy.model_copy(update={"memory": memory}))
+
+
+def answer(call: Callable[..., Any], *args: Any) -> Any:
+    """The answer as JSON (a decision: its knowledge), or "404" / "400"."""
+    try:
+        answered = call(*args)
+    except (NotFound, OracleNotFound):
+        return "404"
+    except (BadRead, OracleBadRead):
+        return "400"
+    if isinstance(answered, DecisionRead):
+        return [memory.model_dump(mode="json") for memory in answered.knowledge]
+    return answered.model_dump(mode="json") if isinstance(answered, RecallRead) else answered
+
+
+def differences(actual: Any, expected: Any, where: str) -> list[str]:
+    """What differs, floats within their rounding."""
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        if set(actual) != set(expected):
+            return [f"{where}: fields {sorted(actual)} != {sorted(expected)}"]
+        return [
+            line
+            for name in actual
+            for line in (
+                [f"{where}.{name}: {actual[name]} != {expected[name]}"]
+                if name in FLOAT_TOLERANCE
+                and abs(actual[name] - expected[name]) > FLOAT_TOLERANCE[name]
+                else []
+                if name in FLOAT_TOLERANCE
+                else differences(actual[name], expected[name], f"{where}.{name}")
+            )
+        ]
+    if isinstance(actual, list) and isinstance(expected, list):
+        if len(actual) != len(expected):
+            shown = [[one.get("belief_id", one) for one in side] for side in (actual, expected)]
+            return [f"{where}: {len(actual)} items {shown[0]} != {len(expected)} {shown[1]}"]
+        return [
+            line
+            for n, (a, e) in enumerate(zip(actual, expected, strict=True))
+            for line in differences(a, e, f"{where}[{n}]")
+        ]
+    return [] if actual == expected else [f"{where}: production {actual!r} != oracle {expected!r}"]
+
+
+def queries(rng: random.Random, ids: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """A few queries: words of the worlds' contents, declared names (some said twice), ids."""
+    names = list(NAMES.values())
+    drawn = []
+    for _ in range(4):
+        parts = rng.sample(WORDS, rng.randint(1, 3)) + rng.sample(names, rng.randint(0, 2))
+        if rng.random() < 0.3:
+            parts.insert(0, rng.choice(["the", "tom said", "the guard"]))
+        rng.shuffle(parts)
+        cues = tuple(rng.sample(ids, rng.randint(0, 2)))
+        drawn.append((" ".join(parts), cues))
+    return drawn
+
+
+def compare(history: History, rng: random.Random, figures: Counter[str]) -> list[str]:
+    run = Run(history)
+    run.deliver()
+    assert run.oracle is not None
+    oracle, state, policy = run.oracle, run.state, history.policy
+    index = SqliteRecallIndex()
+    tenant, world = history.tenant, history.world
+    problems: list[str] = []
+    for timeline in oracle.timeline_ids(tenant, world):
+        for npc in history.ids:
+            for text, cues in queries(rng, history.ids):
+                query = RecallQuery(text, cues, rng.choice([1, 3, 10]))
+                where = (tenant, world, timeline, npc)
+                got = answer(recall, state, index, *where, query, policy)
+                want = answer(oracle_recall, oracle, *where, text, cues, query.limit)
+                figures["recalls"] += 1
+                if isinstance(want, dict):
+                    figures["answered"] += 1
+                    figures["faded"] += sum(m["retention"] < 0.5 for m in want["memories"])
+                    figures["named"] += want["searched"]["cues"] > 0 and not cues
+                problems += differences(got, want, f"recall {timeline}/{npc} {text!r} {cues}")
+        for item in oracle.history(oracle.worlds[(tenant, world)], [(timeline, 10**9)]):
+            event = item.event
+            if event.timeline_id != timeline or not event.players:
+                continue
+            for npc in {event.actor, event.target} - {None}:
+                assert npc is not None
+                where = (tenant, world, timeline, npc)
+                got = answer(decision, state, index, *where, event.seq, None, policy, 0)
+                want = answer(oracle_decision, oracle, *where, event.seq)
+                figures["decisions"] += 1
+                figures["knowledge"] += len(want) if isinstance(want, list) else 0
+                problems += differences(got, want, f"decision {timeline}/{npc} at {event.seq}")
+        for npc in history.ids:
+            try:
+                seen = view(oracle, tenant, world, timeline, npc, None)
+            except OracleNotFound:
+                continue
+            states = Counter(held(memory, seen.now, policy)[1] for memory in seen.mine)
+            figures.update({f"held {state}": n for state, n in states.items()})
+    return problems
+
+
+@settings(max_examples=WORLDS, **SETTINGS)
+@given(seed=st.integers(0, 2**32 - 1))
+def compare_worlds(figures: Counter[str], seed: int) -> None:
+    rng = random.Random(seed)
+    history = draw_history(SeededChoices(rng), LONG_STORIES)
+    for drawn in (history, exact(history)):
+        problems = compare(drawn, rng, figures)
+        assert not problems, "\n".join([*problems[:12], drawn.describe()])
+    figures["worlds"] += 1
+
+
+@pytest.mark.timeout(4 * 3600 if SOAK else 900)
+def test_every_recall_and_decision_equals_the_oracle() -> None:
+    figures: Counter[str] = Counter()
+    compare_worlds(figures)
+    print(f"\n[oracle, recall] {dict(figures)}")
+    assert figures["worlds"] >= WORLDS, figures
+    assert figures["answered"] >= figures["recalls"] / 10, figures
+    assert figures["faded"] >= 1 and figures["named"] >= 1, figures
+    assert figures["held faded"] >= WORLDS and figures["held forgotten"] >= WORLDS / 4, figures
+    assert figures["knowledge"] >= figures["decisions"] / 2, figures
