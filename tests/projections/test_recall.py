@@ -176,9 +176,7 @@ def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> No
     recall_of(STATE, index, "anything")
     [(digest, content)] = index.pending("default", "save-1", limit=1)
     eight = EightNumbers()
-    assert index.store_vectors(
-        "default", "save-1", eight.model, [digest], eight.embed([content])
-    )
+    assert index.store_vectors("default", "save-1", eight.model, [digest], eight.embed([content]))
     assert embed_pending(index, EMBEDDER, "default", "save-1") == 0  # the first fixed the world
     assert index.refused_vectors > 0
     found = recall_of(STATE, index, "son")
