@@ -57,9 +57,7 @@ def test_a_world_refused_once_is_never_embedded_for_again() -> None:
     index = caught_up(SqliteRecallIndex())
     eight, sixteen = CountingEmbedder(8), CountingEmbedder(16)
     [(digest, content)] = index.pending("default", "save-1", limit=1)
-    assert index.store_vectors(
-        "default", "save-1", eight.model, [digest], eight.embed([content])
-    )
+    assert index.store_vectors("default", "save-1", eight.model, [digest], eight.embed([content]))
 
     assert embed_pending(index, sixteen, "default", "save-1") == 0
     refused = index.refused_vectors
