@@ -150,6 +150,16 @@ PLACES = (
     ("up the mountain", "atop some peak"),
     ("by the old well", "beside one cistern"),
 )
+TIMES = (
+    ("at dawn", "when morning broke"),
+    ("last winter", "during cold months past"),
+    ("yesterday", "one day ago"),
+    ("before the harvest", "ahead of reaping season"),
+    ("during the storm", "amid gales"),
+    ("on midsummer night", "while solstice festivities ran"),
+)
+"""A fourth slot for the latency keeper, whose 10,000 memories must all be different sentences
+(16 x 12 x 10 = 1,920 sentences of three slots; 11,520 of four)."""
 SEARCHES: tuple[Search, ...] = ("cues", "words", "vectors")
 
 FULL_MEMORIES, QUICK_MEMORIES = 1_500, 600
@@ -159,6 +169,8 @@ FULL_READS, QUICK_READS = 500, 150
 FULL_INGEST, QUICK_INGEST = 20_000, 5_000
 LATENCY_GOAL_MS = 10.0
 INGEST_GOAL = 0.9
+POLICY = Policy()
+"""Resolved once, as a worker resolves a world's policy once (not per read)."""
 
 
 @dataclass(frozen=True)
@@ -170,9 +182,11 @@ class Told:
     subject: int
     event: int
     place: int
+    time: int | None
 
     def content(self) -> str:
-        return f"{SUBJECTS[self.subject][0]} {EVENTS[self.event][0]} {PLACES[self.place][0]}"
+        said = f"{SUBJECTS[self.subject][0]} {EVENTS[self.event][0]} {PLACES[self.place][0]}"
+        return said if self.time is None else f"{said} {TIMES[self.time][0]}"
 
     def belief(self, world: str) -> str:
         return belief_id(TENANT, world, TIMELINE, self.seq, KEEPER, "knowledge")
@@ -191,30 +205,28 @@ def teller_id(number: int) -> str:
 
 
 def told_story(
-    world: str, memories: int, seed: int, unique: bool
+    world: str, memories: int, seed: int, timed: bool
 ) -> tuple[list[bytes], list[Told]]:
-    """The declarations, then `memories` sentences told to the keeper (each content once when
-    `unique`, else each (teller, content) once)."""
+    """The declarations, then `memories` different sentences told to the keeper, each by one
+    teller (`timed`: of four slots, the last saying when)."""
     rng = random.Random(seed)
+    times: list[int | None] = list(range(len(TIMES))) if timed else [None]
     combos = [
-        (s, e, p)
+        (s, e, p, t)
         for s in range(len(SUBJECTS))
         for e in range(len(EVENTS))
         for p in range(len(PLACES))
+        for t in times
     ]
-    if unique:
-        picks = [(rng.randrange(len(TELLERS)), combo) for combo in rng.sample(combos, memories)]
-    else:
-        pairs = rng.sample(range(len(TELLERS) * len(combos)), memories)
-        picks = [(pair % len(TELLERS), combos[pair // len(TELLERS)]) for pair in pairs]
+    picks = [(rng.randrange(len(TELLERS)), combo) for combo in rng.sample(combos, memories)]
     entities: dict[str, Any] = {KEEPER: {"name": "Mara", "kind": "character"}}
     entities |= {
         teller_id(n): {"name": name, "kind": "character"} for n, name in enumerate(TELLERS)
     }
     lines = [_line(world, 1, ENTITY_DECLARED, {"entities": entities})]
     told = []
-    for seq, (teller, (subject, event, place)) in enumerate(picks, start=2):
-        one = Told(seq, teller, subject, event, place)
+    for seq, (teller, (subject, event, place, time)) in enumerate(picks, start=2):
+        one = Told(seq, teller, subject, event, place, time)
         told.append(one)
         payload = {"content": one.content()}
         fields = {"actor": teller_id(teller), "target": KEEPER, "payload": payload}
@@ -294,8 +306,8 @@ class Keeper:
     embedded_s: float
 
     @classmethod
-    def build(cls, world: str, memories: int, embedder: WordLlamaEmbedder, unique: bool) -> Keeper:
-        lines, told = told_story(world, memories, seed=11, unique=unique)
+    def build(cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool) -> Keeper:
+        lines, told = told_story(world, memories, seed=11, timed=timed)
         projector, state = Projector(), MemoryState()
         began = time.perf_counter()
         for offset, raw in enumerate(lines):
@@ -309,7 +321,7 @@ class Keeper:
 
     def recall(self, index: RecallIndex, text: str) -> list[str]:
         found = recall(
-            self.state, index, TENANT, self.world, TIMELINE, KEEPER, RecallQuery(text), Policy()
+            self.state, index, TENANT, self.world, TIMELINE, KEEPER, RecallQuery(text), POLICY
         )
         return [memory.belief_id for memory in found.memories]
 
@@ -397,7 +409,7 @@ def run(options: Options) -> None:
     embedder = WordLlamaEmbedder()
     memories = QUICK_MEMORIES if options.quick else FULL_MEMORIES
     per_kind = QUICK_QUERIES_PER_KIND if options.quick else QUERIES_PER_KIND
-    labelled = Keeper.build("recall-quality", memories, embedder, unique=True)
+    labelled = Keeper.build("recall-quality", memories, embedder, timed=False)
     queries = labelled_queries(labelled.told, labelled.world, per_kind, seed=13)
     figures = quality(labelled, queries)
     best_single = max(SEARCHES, key=lambda search: figures[search]["all"])
@@ -417,7 +429,7 @@ def run(options: Options) -> None:
         ],
     )
 
-    big = Keeper.build("recall-latency", LATENCY_MEMORIES, embedder, unique=False)
+    big = Keeper.build("recall-latency", LATENCY_MEMORIES, embedder, timed=True)
     texts = [query.text for query in labelled_queries(big.told, big.world, 50, seed=17)]
     reads = QUICK_READS if options.quick else FULL_READS
     latencies(big, texts, reads // 5)  # warm-up
@@ -430,6 +442,7 @@ def run(options: Options) -> None:
         f"(f) recall latency in-process: {len(big.told):,} memories of one character, "
         f"{reads} recalls x {options.repeats}, median",
         [
+            ("different sentences among them", f"{len({one.content() for one in big.told}):,}"),
             ("recall p50", f"{recall_p50:.2f} ms"),
             (f"recall p99 (goal <= {LATENCY_GOAL_MS:.0f} ms)", f"{recall_p99:.2f} ms"),
             ("runtime_read p50, same character", f"{read_p50:.2f} ms"),

@@ -279,14 +279,13 @@ class SqliteRecallIndex:
         # einsum, not BLAS: a threaded product waits for a second core that a busy worker
         # may not have, and one thread does 10,000 x 256 in a fraction of a millisecond.
         similarity = np.einsum("ij,j->i", held.matrix, embedder.embed([text])[0])
-        order = np.argsort(-similarity, kind="stable")
         found: list[str] = []
-        for row in order:
-            if similarity[row] < MIN_COSINE or len(found) == limit:
-                break
+        for row in best_first(similarity, MIN_COSINE, depth=4 * limit):
             belief_id, timeline_id, seq, persistent = held.items[row]
             if scope.sees(timeline_id, seq, persistent):
                 found.append(belief_id)
+                if len(found) == limit:
+                    break
         return found
 
     def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
@@ -414,6 +413,25 @@ class SqliteRecallIndex:
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
         for key in [key for key in self._vectors if key[:2] == (tenant_id, world_id)]:
             del self._vectors[key]
+
+
+def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:
+    """Rows from the most similar down to `least`, ties in row order (a stable sort's order).
+
+    The first `depth` come from a partition, not a sort of every row; the rest, only if asked
+    for (when the scope leaves too many of the first out), from a sort of what is left."""
+    above = np.flatnonzero(similarity >= least)
+    scores = similarity[above]
+    if len(above) > depth:
+        kth = np.partition(-scores, depth - 1)[depth - 1]
+        first = np.flatnonzero(-scores <= kth)  # every tie of the depth-th, so the cut is exact
+    else:
+        first = np.arange(len(above))
+    order = first[np.lexsort((above[first], -scores[first]))]
+    yield from (int(row) for row in above[order])
+    if len(first) < len(above):
+        rest = np.setdiff1d(np.arange(len(above)), first, assume_unique=True)
+        yield from (int(row) for row in above[rest[np.lexsort((above[rest], -scores[rest]))]])
 
 
 EMBED_BATCH = 256
