@@ -225,8 +225,8 @@ def told_story(
     }
     lines = [_line(world, 1, ENTITY_DECLARED, {"entities": entities})]
     told = []
-    for seq, (teller, (subject, event, place, time)) in enumerate(picks, start=2):
-        one = Told(seq, teller, subject, event, place, time)
+    for seq, (teller, (subject, event, place, when)) in enumerate(picks, start=2):
+        one = Told(seq, teller, subject, event, place, when)
         told.append(one)
         payload = {"content": one.content()}
         fields = {"actor": teller_id(teller), "target": KEEPER, "payload": payload}
