@@ -204,9 +204,7 @@ def teller_id(number: int) -> str:
     return f"npc-teller-{number:02d}"
 
 
-def told_story(
-    world: str, memories: int, seed: int, timed: bool
-) -> tuple[list[bytes], list[Told]]:
+def told_story(world: str, memories: int, seed: int, timed: bool) -> tuple[list[bytes], list[Told]]:
     """The declarations, then `memories` different sentences told to the keeper, each by one
     teller (`timed`: of four slots, the last saying when)."""
     rng = random.Random(seed)
