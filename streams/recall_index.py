@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,8 +105,9 @@ class SqliteRecallIndex:
             if record.processed_seq <= done:
                 continue
             self._db.execute("BEGIN")
-            for memory in formed_between(tx, keys, record.timeline_id, done, record.processed_seq):
-                self._take(keys, memory)
+            self._take(
+                keys, formed_between(tx, keys, record.timeline_id, done, record.processed_seq)
+            )
             self._db.execute(
                 "INSERT OR REPLACE INTO synced VALUES (?, ?, ?, ?)",
                 (keys.tenant_id, keys.world_id, record.timeline_id, record.processed_seq),
@@ -138,41 +139,57 @@ class SqliteRecallIndex:
         ).fetchone()
         return 0 if row is None else int(row[0])
 
-    def _take(self, keys: MemoryKeys, memory: Memory) -> None:
-        digest = content_hash(memory.content)
+    def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
+        """Index the memories formed since the last catch up: a new item for each memory not
+        held yet or held with other content, in one statement per table (a catch up after a
+        busy batch takes in thousands)."""
         world = (keys.tenant_id, keys.world_id)
-        row = self._db.execute(
-            "SELECT id, content_hash FROM items "
-            "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
-            (keys.tenant_id, keys.world_id, memory.character_id, memory.belief_id),
-        ).fetchone()
-        if row is not None:
-            if row[1] == digest:
-                return
-            self._forget(int(row[0]), memory.character_id, keys)
-        item = self._db.execute(
-            "INSERT INTO items(tenant, world, character, belief_id, timeline_id, seq, persistent,"
-            " content, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                keys.tenant_id,
-                keys.world_id,
-                memory.character_id,
-                memory.belief_id,
-                memory.timeline_id,
-                memory.seq,
-                int(memory.persistent),
-                memory.content,
-                digest,
-            ),
-        ).lastrowid
-        self._db.executemany(
-            "INSERT INTO abouts VALUES (?, ?)", [(item, entity) for entity in memory.about]
+        next_item = int(
+            self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM items").fetchone()[0]
         )
-        self._db.execute("INSERT INTO words(rowid, content) VALUES (?, ?)", (item, memory.content))
-        self._db.execute(
+        taken: dict[tuple[str, str], str] = {}
+        items: list[tuple[object, ...]] = []
+        abouts: list[tuple[int, str]] = []
+        contents: dict[str, str] = {}
+        for memory in memories:
+            digest = content_hash(memory.content)
+            held = (memory.character_id, memory.belief_id)
+            if held in taken:  # logged twice in the batch: loaded with its content now both times
+                continue
+            taken[held] = digest
+            row = self._db.execute(
+                "SELECT id, content_hash FROM items "
+                "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
+                (*world, *held),
+            ).fetchone()
+            if row is not None:
+                if row[1] == digest:
+                    continue
+                self._forget(int(row[0]), memory.character_id, keys)
+            items.append(
+                (
+                    next_item,
+                    *world,
+                    *held,
+                    memory.timeline_id,
+                    memory.seq,
+                    int(memory.persistent),
+                    memory.content,
+                    digest,
+                )
+            )
+            abouts += [(next_item, entity) for entity in memory.about]
+            contents[digest] = memory.content
+            next_item += 1
+        self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
+        self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
+        self._db.executemany(
+            "INSERT INTO words(rowid, content) VALUES (?, ?)", [(row[0], row[8]) for row in items]
+        )
+        self._db.executemany(
             "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
             "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
-            (keys.tenant_id, keys.world_id, digest, memory.content, *world, digest),
+            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
         )
 
     def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
