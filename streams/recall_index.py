@@ -70,7 +70,9 @@ class _CharacterVectors:
     """One character's vectors as one matrix, rebuilt when a vector is added."""
 
     items: list[tuple[str, str, int, bool]]
-    """belief id, timeline, seq, persistent: one per row."""
+    """belief id, timeline, seq, persistent: one per row, by belief id, so equal cosines rank
+    by id whatever order the index took the memories in (a worker caught up at once and one
+    caught up event by event answer alike)."""
     matrix: Vectors
 
 
@@ -313,7 +315,7 @@ class SqliteRecallIndex:
                 "SELECT i.belief_id, i.timeline_id, i.seq, i.persistent, v.vector "
                 "FROM items i JOIN vectors v ON v.tenant = i.tenant AND v.world = i.world "
                 "AND v.content_hash = i.content_hash "
-                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.id",
+                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.belief_id",
                 key,
             ).fetchall()
             if not rows:

@@ -15,8 +15,9 @@ What it compares, and what it leaves out:
   `about`; most cues matched, then newest, then id); words, SQLite FTS5's bm25 written out
   (unicode61 tokens, k1 1.2, b 0.75, idf floored at 1e-6, over every memory of the world, best
   then id): the engine the spec asks for ranks by it, so the oracle names the formula instead of
-  inventing another ranking; vectors are off on both sides (no embedder: the vector search
-  finds nothing), their own tests feed known vectors.
+  inventing another ranking; vectors: both sides are fed the same test vectors (`Embed`, a
+  one-hot bucket per text, so every cosine is exactly 0 or 1), cosine below 0.3 finds nothing,
+  best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
 - fusion 1 / 1 / 1.5 by reciprocal rank (offset 60), over_retrieve x limit candidates (at most
   60), the choice by relevance (fused over the best candidate's), importance, retention and
   recency (1 / (1 + story days)), forgotten never chosen, then story order.
@@ -33,7 +34,7 @@ import hashlib
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -50,6 +51,11 @@ DEPTH = 60
 """Each search hands at most 60 memories to fusion; at most 60 candidates go on."""
 KNOWLEDGE = 10
 BM25_K1, BM25_B, IDF_FLOOR = 1.2, 0.75, 1e-6
+
+
+Embed = Callable[[str], Sequence[float]]
+"""A text's unit vector, the same the production index is given."""
+MIN_COSINE = 0.3
 
 
 class OracleBadRead(Exception):
@@ -163,6 +169,19 @@ def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) ->
             length_norm = 1 - BM25_B + BM25_B * len(tokens) / average
             score += weight * (freq * (BM25_K1 + 1.0)) / (freq + BM25_K1 * length_norm)
         scored.append((-score, memory.belief_id))
+    return [belief for _, belief in sorted(scored)][:DEPTH]
+
+
+def by_meaning(mine: list[OMemory], text: str, embed: Embed | None) -> list[str]:
+    """Memories by cosine with the text, best first then id, none below 0.3."""
+    if embed is None:
+        return []
+    asked = embed(text)
+    scored = []
+    for memory in mine:
+        cosine = sum(a * b for a, b in zip(embed(memory.content), asked, strict=True))
+        if cosine >= MIN_COSINE:
+            scored.append((-cosine, memory.belief_id))
     return [belief for _, belief in sorted(scored)][:DEPTH]
 
 
@@ -285,8 +304,9 @@ def recall(
     text: str,
     cues: Sequence[str] = (),
     limit: int = 10,
+    embed: Embed | None = None,
 ) -> dict[str, Any]:
-    """The recall answer (cues and words; vectors off)."""
+    """The recall answer (no vectors without `embed`)."""
     if not text.strip() or len(text) > 1000 or not 1 <= limit <= 50:
         raise OracleBadRead(text)
     seen = view(oracle, tenant, world_id, timeline, npc, None)
@@ -301,10 +321,13 @@ def recall(
     rankings = {
         "cues": by_cues(seen.mine, asked),
         "words": by_words(seen.mine, seen.every, query_words(text)),
+        "vectors": by_meaning(seen.mine, text, embed),
     }
     memories = choose(seen, fused(rankings), limit, oracle.policy)
-    counts = {"cues": len(rankings["cues"]), "words": len(rankings["words"]), "vectors": 0}
-    return {"memories": memories, "searched": counts}
+    return {
+        "memories": memories,
+        "searched": {name: len(found) for name, found in rankings.items()},
+    }
 
 
 def decision(
@@ -315,8 +338,9 @@ def decision(
     npc: str,
     after_seq: int,
     player_id: str | None = None,
+    embed: Embed | None = None,
 ) -> list[dict[str, Any]]:
-    """The knowledge of a decision context (cues and words; vectors off)."""
+    """The knowledge of a decision context (no vectors without `embed`)."""
     seen = view(oracle, tenant, world_id, timeline, npc, after_seq)
     event = next(
         (
@@ -355,7 +379,12 @@ def decision(
         ),
         " ".join(event.key.replace(".", " ").replace("-", " ").split()),
     )
-    ranked = fused({"words": by_words(seen.mine, seen.every, query_words(words))})
+    ranked = fused(
+        {
+            "words": by_words(seen.mine, seen.every, query_words(words)),
+            "vectors": by_meaning(seen.mine, words, embed),
+        }
+    )
     taken = {one["belief_id"] for one in knowledge}
     for one in choose(seen, ranked, KNOWLEDGE, policy):
         if one["belief_id"] not in taken:

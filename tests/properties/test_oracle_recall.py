@@ -10,21 +10,26 @@ a generator that stops reaching a rule fails instead of silently proving less.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import random
+import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.decision import decision
+from projections.memory_store import memory_keys
 from projections.recall import RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound
 from schemas.memory import DecisionRead, RecallRead
-from streams.recall_index import SqliteRecallIndex
+from streams.embedding import Vectors
+from streams.recall_index import SqliteRecallIndex, embed_pending
 from tests.oracle import OracleNotFound
 from tests.oracle_recall import OracleBadRead, held, view
 from tests.oracle_recall import decision as oracle_decision
@@ -38,6 +43,26 @@ LONG_STORIES = Shape(max_events=30, least_events=8, minutes=3 * 24 * 60, things=
 """Up to three story days between events: enough for step-1 memories to be forgotten."""
 FLOAT_TOLERANCE = {"retention": 1e-4, "score": 1e-5, "confidence": 0.0101}
 WORDS = ["gold", "sailor", "dead", "the", "inn", "road", "happened", "defeated", "said", "npc"]
+
+
+class OneHot:
+    """Test vectors fed to both sides: a text's first word picks one of four dimensions, so
+    every cosine is exactly 0 or 1 (texts without a word: all zeros)."""
+
+    model = "test/one-hot"
+    dimension = 4
+
+    def vector(self, text: str) -> list[float]:
+        words = re.findall(r"\w+", text.casefold())
+        if not words:
+            return [0.0] * self.dimension
+        bucket = hashlib.blake2b(words[0].encode(), digest_size=1).digest()[0] % self.dimension
+        return [1.0 if n == bucket else 0.0 for n in range(self.dimension)]
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.array([self.vector(text) for text in texts], dtype=np.float32).reshape(
+            len(texts), self.dimension
+        )
 
 
 def exact(history: History) -> History:
@@ -102,13 +127,21 @@ def queries(rng: random.Random, ids: list[str]) -> list[tuple[str, tuple[str, ..
     return drawn
 
 
-def compare(history: History, rng: random.Random, figures: Counter[str]) -> list[str]:
+def compare(
+    history: History, rng: random.Random, figures: Counter[str], vectors: OneHot | None
+) -> list[str]:
+    """Every timeline, character and a few queries: recall; every event naming a player:
+    the decision of its actor and target. With `vectors`, both sides are fed the same."""
     run = Run(history)
     run.deliver()
     assert run.oracle is not None
     oracle, state, policy = run.oracle, run.state, history.policy
-    index = SqliteRecallIndex()
     tenant, world = history.tenant, history.world
+    index = SqliteRecallIndex(vectors)
+    embed = None if vectors is None else vectors.vector
+    if vectors is not None:
+        index.catch_up(state, memory_keys(state, tenant, world))
+        embed_pending(index, vectors, tenant, world)
     problems: list[str] = []
     for timeline in oracle.timeline_ids(tenant, world):
         for npc in history.ids:
@@ -116,12 +149,13 @@ def compare(history: History, rng: random.Random, figures: Counter[str]) -> list
                 query = RecallQuery(text, cues, rng.choice([1, 3, 10]))
                 where = (tenant, world, timeline, npc)
                 got = answer(recall, state, index, *where, query, policy)
-                want = answer(oracle_recall, oracle, *where, text, cues, query.limit)
+                want = answer(oracle_recall, oracle, *where, text, cues, query.limit, embed)
                 figures["recalls"] += 1
                 if isinstance(want, dict):
                     figures["answered"] += 1
                     figures["faded"] += sum(m["retention"] < 0.5 for m in want["memories"])
                     figures["named"] += want["searched"]["cues"] > 0 and not cues
+                    figures["by vectors"] += want["searched"]["vectors"] > 0
                 problems += differences(got, want, f"recall {timeline}/{npc} {text!r} {cues}")
         for item in oracle.history(oracle.worlds[(tenant, world)], [(timeline, 10**9)]):
             event = item.event
@@ -131,7 +165,7 @@ def compare(history: History, rng: random.Random, figures: Counter[str]) -> list
                 assert npc is not None
                 where = (tenant, world, timeline, npc)
                 got = answer(decision, state, index, *where, event.seq, None, policy, 0)
-                want = answer(oracle_decision, oracle, *where, event.seq)
+                want = answer(oracle_decision, oracle, *where, event.seq, None, embed)
                 figures["decisions"] += 1
                 figures["knowledge"] += len(want) if isinstance(want, list) else 0
                 problems += differences(got, want, f"decision {timeline}/{npc} at {event.seq}")
@@ -150,8 +184,8 @@ def compare(history: History, rng: random.Random, figures: Counter[str]) -> list
 def compare_worlds(figures: Counter[str], seed: int) -> None:
     rng = random.Random(seed)
     history = draw_history(SeededChoices(rng), LONG_STORIES)
-    for drawn in (history, exact(history)):
-        problems = compare(drawn, rng, figures)
+    for drawn, vectors in ((history, OneHot()), (exact(history), None)):
+        problems = compare(drawn, rng, figures, vectors)
         assert not problems, "\n".join([*problems[:12], drawn.describe()])
     figures["worlds"] += 1
 
@@ -164,5 +198,6 @@ def test_every_recall_and_decision_equals_the_oracle() -> None:
     assert figures["worlds"] >= WORLDS, figures
     assert figures["answered"] >= figures["recalls"] / 10, figures
     assert figures["faded"] >= 1 and figures["named"] >= 1, figures
+    assert figures["by vectors"] >= figures["answered"] / 4, figures
     assert figures["held faded"] >= WORLDS and figures["held forgotten"] >= WORLDS / 4, figures
     assert figures["knowledge"] >= figures["decisions"] / 2, figures

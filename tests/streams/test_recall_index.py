@@ -151,3 +151,17 @@ def test_a_word_in_most_memories_ranks_after_the_rare_ones_and_still_finds_the_r
     assert three[0] == "A ring was lost" and set(three[1:]) <= set(contents[:4])
     assert len(found(["the", "ring"], 10)) == 5  # the common word still finds the rest
     assert found(["the"], 10)[0] == "The baker sold the bread"  # said twice: best bm25
+
+
+def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in() -> None:
+    """Found by the oracle: ties went by the order memories reached the index, so a worker that
+    caught up at once and one that caught up event by event could answer differently."""
+    state = replay_lines(told_to_the_keeper([f"news number {n}" for n in range(12)])).state
+    eight = CountingEmbedder(8)  # every vector alike: every cosine is 1
+    index = SqliteRecallIndex(eight)
+    index.catch_up(state, memory_keys(state, "default", "gossip"))
+    embed_pending(index, eight, "default", "gossip")
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+    found = index.by_meaning(search_scope(keys, ancestry, "npc-keeper"), "anything", 60)
+    assert found is not None and len(found) == 12
+    assert found == sorted(found)
