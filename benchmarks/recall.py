@@ -13,8 +13,9 @@ only the word search, only the vector search, or all three fused; the fused rank
 (before the choice by importance, retention and recency) is shown beside it.
 
 Latency: `recall` of the keeper holding 10,000 memories, 10,000 different sentences (a fourth
-slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read (`runtime_read`) of the same character in the same run; both in-process over
-`MemoryState`, no HTTP.
+slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read
+(`runtime_read`) of the same character in the same run; both in-process over `MemoryState`,
+no HTTP.
 
 Embedding cost: the embedding agent runs in the worker's event loop, so on the same core as
 ingest. Measured in-process on the tavern story: `Projector.receive` for every event alone, then
