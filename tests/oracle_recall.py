@@ -10,7 +10,9 @@ What it compares, and what it leaves out:
   variation in [0.8, 1.2] from the belief id (rumourmill documents the hash: blake2b of the id,
   8 bytes, person "retention", read as a share of 2^64 - 1); vivid / faded (retold, confidence
   x retention) / forgotten; the importance-5 floor; `memory.flaky` off holds everything exact.
-  Reinforcement is not compared (generated worlds hold no `memory.recalled` events).
+  Reinforcement: a `memory.recalled` event by the character naming the memory restarts its
+  clock at the event's story time (untimed: the story's "now" just before it) and makes its
+  half-life 1.5 times longer, each time.
 - the searches: cues (the asked ids plus every declared name the query says as words, against
   `about`; most cues matched, then newest, then id); words, SQLite FTS5's bm25 written out
   (unicode61 tokens, k1 1.2, b 0.75, idf floored at 1e-6, over every memory of the world, best
@@ -41,7 +43,7 @@ from typing import Any
 
 from schemas import Event
 from schemas.policy import Policy
-from tests.oracle import OMemory, Oracle, OracleNotFound, OWorld, json_equal, retelling
+from tests.oracle import RECALLED, OMemory, Oracle, OracleNotFound, OWorld, json_equal, retelling
 
 MINUTES_PER_DAY = 24 * 60
 BELIEF_KINDS = {"knowledge", "impression"}
@@ -86,8 +88,11 @@ def variation(belief_id: str, policy: Policy) -> float:
     return rules.variation_low + (rules.variation_high - rules.variation_low) * share
 
 
-def held(memory: OMemory, now: int | None, policy: Policy) -> tuple[float, str]:
-    """Retention and state of `memory` at story minute `now`."""
+def held(
+    memory: OMemory, now: int | None, policy: Policy, recalled: Sequence[int] = ()
+) -> tuple[float, str]:
+    """Retention and state of `memory` at story minute `now`, recalled at `recalled` minutes
+    (each restarts the clock and lengthens the half-life 1.5 times)."""
     since = story_minutes(memory.game_time)
     if not policy.memory.flaky or since is None or now is None:
         return 1.0, "vivid"
@@ -95,7 +100,8 @@ def held(memory: OMemory, now: int | None, policy: Policy) -> tuple[float, str]:
     half_life = rules.half_life_days * rules.step_factor ** (step_of(memory.importance) - 1)
     if memory.kind in BELIEF_KINDS:
         half_life *= rules.belief_factor
-    half_life *= variation(memory.belief_id, policy)
+    half_life *= rules.reinforcement_factor ** len(recalled) * variation(memory.belief_id, policy)
+    since = max([since, *recalled])
     value = 0.5 ** ((max(0, now - since) / MINUTES_PER_DAY) / half_life)
     floor = rules.never_forgotten_step
     if floor is not None and step_of(memory.importance) >= floor:
@@ -206,6 +212,11 @@ class View:
     folded: dict[str, Any]
     now: int | None
     segments: list[tuple[str, int]]
+    recalls: dict[str, list[int]]
+    """The story minutes each of the character's memories was recalled at, by belief id."""
+
+    def held(self, memory: OMemory, policy: Policy) -> tuple[float, str]:
+        return held(memory, self.now, policy, self.recalls.get(memory.belief_id, []))
 
 
 def view(oracle: Oracle, tenant: str, world_id: str, timeline: str, npc: str, upto: int | None):
@@ -226,18 +237,27 @@ def view(oracle: Oracle, tenant: str, world_id: str, timeline: str, npc: str, up
     for item in world.applied:
         for memory in item.memories:
             every.setdefault((memory.character, memory.belief_id), memory)
-    times = [
-        story_minutes(item.event.game_time)
-        for item in oracle.history(world, segments)
-        if item.event.game_time is not None
-    ]
+    now: int | None = None
+    recalls: dict[str, list[int]] = {}
+    for item in oracle.history(world, segments):
+        event = item.event
+        named = event.payload.get("belief_ids")
+        minute = story_minutes(event.game_time)
+        if event.key == RECALLED and event.actor == npc and isinstance(named, list):
+            at = now if minute is None else minute  # untimed: the story's now just before it
+            for belief in sorted({one for one in named if isinstance(one, str) and one})[:50]:
+                if at is not None:
+                    recalls.setdefault(belief, []).append(at)
+        if minute is not None:
+            now = minute
     return View(
         world,
         [m for m in visible if m.character == npc],
         list(every.values()),
         folded,
-        times[-1] if times else None,
+        now,
         segments,
+        recalls,
     )
 
 
@@ -265,7 +285,7 @@ def choose(
     chosen = []
     for belief, relevance in candidates:
         memory = by_id[belief]
-        retention, state = held(memory, view_.now, policy)
+        retention, state = view_.held(memory, policy)
         if state == "forgotten":
             continue
         since = story_minutes(memory.game_time)
@@ -305,11 +325,12 @@ def recall(
     cues: Sequence[str] = (),
     limit: int = 10,
     embed: Embed | None = None,
+    as_of: int | None = None,
 ) -> dict[str, Any]:
-    """The recall answer (no vectors without `embed`)."""
+    """The recall answer (no vectors without `embed`), as of a position if given."""
     if not text.strip() or len(text) > 1000 or not 1 <= limit <= 50:
         raise OracleBadRead(text)
-    seen = view(oracle, tenant, world_id, timeline, npc, None)
+    seen = view(oracle, tenant, world_id, timeline, npc, as_of)
     if not seen.mine:
         raise OracleNotFound(npc)
     declared = seen.folded["declared"]
@@ -367,7 +388,7 @@ def decision(
         for memory in seen.mine:
             if memory.belief_id not in found or memory.belief_id in taken:
                 continue
-            retention, state = held(memory, seen.now, policy)
+            retention, state = seen.held(memory, policy)
             if state != "forgotten":
                 kept.append(shown(memory, retention, state, seen.folded["record"]))
         knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))

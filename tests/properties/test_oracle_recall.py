@@ -31,7 +31,7 @@ from schemas.memory import DecisionRead, RecallRead
 from streams.embedding import Vectors
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from tests.oracle import OracleNotFound
-from tests.oracle_recall import OracleBadRead, held, view
+from tests.oracle_recall import OracleBadRead, view
 from tests.oracle_recall import decision as oracle_decision
 from tests.oracle_recall import recall as oracle_recall
 from tests.properties.test_oracle import SETTINGS
@@ -39,7 +39,9 @@ from tests.properties.worlds import NAMES, History, Run, SeededChoices, Shape, d
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
 WORLDS = 1_000 if SOAK else 80
-LONG_STORIES = Shape(max_events=30, least_events=8, minutes=3 * 24 * 60, things=4, focus=4)
+LONG_STORIES = Shape(
+    max_events=30, least_events=8, minutes=3 * 24 * 60, things=4, focus=4, recalls=2
+)
 """Up to three story days between events: enough for step-1 memories to be forgotten."""
 FLOAT_TOLERANCE = {"retention": 1e-4, "score": 1e-5, "confidence": 0.0101}
 WORDS = ["gold", "sailor", "dead", "the", "inn", "road", "happened", "defeated", "said", "npc"]
@@ -144,12 +146,15 @@ def compare(
         embed_pending(index, vectors, tenant, world)
     problems: list[str] = []
     for timeline in oracle.timeline_ids(tenant, world):
+        top = oracle.worlds[(tenant, world)].timelines[timeline].processed
         for npc in history.ids:
             for text, cues in queries(rng, history.ids):
                 query = RecallQuery(text, cues, rng.choice([1, 3, 10]))
                 where = (tenant, world, timeline, npc)
-                got = answer(recall, state, index, *where, query, policy)
-                want = answer(oracle_recall, oracle, *where, text, cues, query.limit, embed)
+                as_of = rng.choice([None, None, rng.randint(0, top + 1)])
+                got = answer(recall, state, index, *where, query, policy, as_of)
+                want = answer(oracle_recall, oracle, *where, text, cues, query.limit, embed, as_of)
+                figures["as of a position"] += as_of is not None and isinstance(want, dict)
                 figures["recalls"] += 1
                 if isinstance(want, dict):
                     figures["answered"] += 1
@@ -174,7 +179,8 @@ def compare(
                 seen = view(oracle, tenant, world, timeline, npc, None)
             except OracleNotFound:
                 continue
-            states = Counter(held(memory, seen.now, policy)[1] for memory in seen.mine)
+            states = Counter(seen.held(memory, policy)[1] for memory in seen.mine)
+            figures["recalled memories"] += sum(m.belief_id in seen.recalls for m in seen.mine)
             figures.update({f"held {state}": n for state, n in states.items()})
     return problems
 
@@ -199,5 +205,7 @@ def test_every_recall_and_decision_equals_the_oracle() -> None:
     assert figures["answered"] >= figures["recalls"] / 10, figures
     assert figures["faded"] >= 1 and figures["named"] >= 1, figures
     assert figures["by vectors"] >= figures["answered"] / 4, figures
+    assert figures["as of a position"] >= figures["answered"] / 10, figures
+    assert figures["recalled memories"] >= WORLDS, figures
     assert figures["held faded"] >= WORLDS and figures["held forgotten"] >= WORLDS / 4, figures
     assert figures["knowledge"] >= figures["decisions"] / 2, figures

@@ -29,7 +29,7 @@ from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.oracle import Oracle, OracleNotFound, belief_id, compare_reads
+from tests.oracle import RECALLED, Oracle, OracleNotFound, belief_id, compare_reads
 
 T = TypeVar("T")
 
@@ -167,6 +167,8 @@ class Shape:
     """How many extra times talk (`told`, `player-said`, meetings) is picked as an event."""
     minutes: int = 90
     """At most this many story minutes pass between two events."""
+    recalls: int = 0
+    """How many times a character recalling some of its memories is among the events picked."""
 
 
 SMALL = Shape()
@@ -214,6 +216,7 @@ class Cast:
     things: list[str]
     focus: int
     chatter: int
+    recalls: int = 0
 
     @property
     def anyone(self) -> list[str]:
@@ -234,7 +237,7 @@ def draw_history(choose: Choices, shape: Shape = SMALL) -> History:
     )
     things = [f"item-{n}" for n in range(shape.things // 2)]
     things += [f"loc-{n}" for n in range(shape.things - len(things))]
-    cast = Cast(characters, things, shape.focus, shape.chatter)
+    cast = Cast(characters, things, shape.focus, shape.chatter, shape.recalls)
     document = draw_policy(choose, characters)
     group_field = None
     if choose.pick(range(12), "spreading") < shape.spreading * 12:  # integers() lean to 0
@@ -357,6 +360,7 @@ def _draw_event(
     kinds = ["generic", "move", "told", "generic", "said", "move", "told", "generic", "declare"]
     kinds += ["deed"]
     kinds += ["told", "said", "move"] * cast.chatter
+    kinds += ["recall"] * cast.recalls
     if group_field is not None:  # rumours spread: more meetings
         kinds += ["move", "meet"] * (1 + cast.chatter)
     kind = choose.pick(kinds, "kind")
@@ -390,6 +394,11 @@ def _draw_event(
             "actor": choose.pick(characters, "actor"),
             "witnesses": choose.some(characters, 3, "witnessed by", least=1),
         }
+    elif kind == "recall":  # the character brings memories to mind: their clocks restart
+        who = choose.pick(characters, "recaller")
+        held = [m.belief_id for m in scout.visible_memories(tenant, world, timeline, who)]
+        recalled = choose.some([*held, *held, "not-a-memory"], 3, "recalled")
+        event |= {"key": RECALLED, "actor": who, "payload": {"belief_ids": recalled}}
     elif kind == "meet":
         event |= {
             "key": "loreweaver.social.characters-met",
