@@ -22,7 +22,9 @@ What it compares, and what it leaves out:
   best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
 - fusion 1 / 1 / 1.5 by reciprocal rank (offset 60), over_retrieve x limit candidates (at most
   60), the choice by relevance (fused over the best candidate's), importance, retention and
-  recency (1 / (1 + story days)), forgotten never chosen, then story order.
+  recency (1 / (1 + story days)), forgotten never chosen, then story order; 404 for a
+  character holding nothing there, 400 for an unknown cue; as of a position: the ancestry and
+  the persistent memories cut there, "now" the story time seen up to it.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
   actor or target; knowledge = the most important memories about the player, then about the
   place (the event's, else where the character is), then the recall of the event's words,
