@@ -54,6 +54,7 @@ CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
+CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
 CREATE TABLE vectors(tenant TEXT, world TEXT, content_hash TEXT, vector BLOB,
     PRIMARY KEY(tenant, world, content_hash));
 CREATE TABLE unembedded(tenant TEXT, world TEXT, content_hash TEXT, content TEXT,
@@ -149,30 +150,24 @@ class SqliteRecallIndex:
         next_item = int(
             self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM items").fetchone()[0]
         )
-        taken: dict[tuple[str, str], str] = {}
+        batch = {(m.character_id, m.belief_id): m for m in memories}  # the last of each
+        held = self._held(world, list(batch))
         items: list[tuple[object, ...]] = []
         abouts: list[tuple[int, str]] = []
         contents: dict[str, str] = {}
-        for memory in memories:
+        for memory in batch.values():
             digest = content_hash(memory.content)
-            held = (memory.character_id, memory.belief_id)
-            if held in taken:  # logged twice in the batch: loaded with its content now both times
-                continue
-            taken[held] = digest
-            row = self._db.execute(
-                "SELECT id, content_hash FROM items "
-                "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
-                (*world, *held),
-            ).fetchone()
-            if row is not None:
-                if row[1] == digest:
+            known = held.get((memory.character_id, memory.belief_id))
+            if known is not None:
+                if known[1] == digest:
                     continue
-                self._forget(int(row[0]), memory.character_id, keys)
+                self._forget(known[0], memory.character_id, keys)
             items.append(
                 (
                     next_item,
                     *world,
-                    *held,
+                    memory.character_id,
+                    memory.belief_id,
                     memory.timeline_id,
                     memory.seq,
                     int(memory.persistent),
@@ -193,6 +188,22 @@ class SqliteRecallIndex:
             "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
             [(*world, digest, content, *world, digest) for digest, content in contents.items()],
         )
+
+    def _held(
+        self, world: tuple[str, str], memories: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, str]]:
+        """Item and content hash of each (character, belief id) the index holds already: one
+        join over a scratch table, not a look-up per memory (CROSS JOIN: the scratch rows
+        lead, each found through the unique index of items)."""
+        self._db.executemany("INSERT INTO incoming VALUES (?, ?)", memories)
+        rows = self._db.execute(
+            "SELECT n.character, n.belief_id, i.id, i.content_hash FROM incoming n CROSS "
+            "JOIN items i ON i.tenant = ? AND i.world = ? AND i.character = n.character "
+            "AND i.belief_id = n.belief_id",
+            world,
+        ).fetchall()
+        self._db.execute("DELETE FROM incoming")
+        return {(str(r[0]), str(r[1])): (int(r[2]), str(r[3])) for r in rows}
 
     def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
         """Drop an item whose content changed (its words go with it; its new content waits for
