@@ -8,7 +8,9 @@ persistent memories are found from every timeline.
 
 Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
 or a test), keyed by a hash of the content within the world: a sentence many characters hold
-is embedded once, and changed content needs a new vector.
+is embedded once, and changed content needs a new vector. The embedding follows the memory log
+with a mark of its own (`note_formed`), so the agent neither builds nor waits for the word
+index, which the searches catch up themselves (`catch_up`).
 A world's first vectors fix its model and dimension; later vectors of another are refused,
 counted and logged, and cues and words go on finding those memories. Once refused, an embedder
 is not run again for that world (it would only be refused again): `embed_pending` skips it.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +53,8 @@ CREATE INDEX abouts_by_entity ON abouts(entity, item);
 CREATE VIRTUAL TABLE words USING fts5(content, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE word_rows USING fts5vocab(words, 'row');
 CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
+    PRIMARY KEY(tenant, world, timeline_id));
+CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
@@ -98,49 +102,71 @@ class SqliteRecallIndex:
     # -- catching up ---------------------------------------------------------------------------
 
     def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        """Take the memories formed since the last search of the world into the word and cue
+        searches (and the rows the vectors are found through)."""
+        self._follow(tx, keys, "synced", self._take)
+
+    def note_formed(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        """Queue for embedding the contents formed since the last look that have no vector
+        yet, each once: the embedding agent's own catch up, which reads the memory log and
+        leaves the word index to the searches that need it."""
+        self._follow(tx, keys, "noted", self._queue)
+
+    def _follow(
+        self,
+        tx: StateTransaction,
+        keys: MemoryKeys,
+        watermarks: str,
+        take: Callable[[MemoryKeys, Iterator[Memory]], None],
+    ) -> None:
+        """Hand `take` what each timeline of the world formed past its mark in `watermarks`
+        (a world deleted since the last look starts anew)."""
         world = (keys.tenant_id, keys.world_id)
         marks = deletion_marks(tx, *world)
         if self._deletions.setdefault(world, marks) != marks:
             self._forget_world(*world)
             self._deletions[world] = marks
         for record in timelines.of_world(tx, keys.tenant_id, keys.world_id):
-            done = self._synced(keys, record.timeline_id)
+            row = self._db.execute(
+                f"SELECT upto_seq FROM {watermarks} "
+                "WHERE tenant = ? AND world = ? AND timeline_id = ?",
+                (*world, record.timeline_id),
+            ).fetchone()
+            done = 0 if row is None else int(row[0])
             if record.processed_seq <= done:
                 continue
             self._db.execute("BEGIN")
-            self._take(
-                keys, formed_between(tx, keys, record.timeline_id, done, record.processed_seq)
-            )
+            take(keys, formed_between(tx, keys, record.timeline_id, done, record.processed_seq))
             self._db.execute(
-                "INSERT OR REPLACE INTO synced VALUES (?, ?, ?, ?)",
-                (keys.tenant_id, keys.world_id, record.timeline_id, record.processed_seq),
+                f"INSERT OR REPLACE INTO {watermarks} VALUES (?, ?, ?, ?)",
+                (*world, record.timeline_id, record.processed_seq),
             )
             self._db.execute("COMMIT")
 
     def _forget_world(self, tenant_id: str, world_id: str) -> None:
-        """Drop everything of a world that was deleted (`projections.deletion`)."""
+        """Drop everything of a world: deleted (`projections.deletion`), or no longer this
+        worker's."""
         items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
+        tables = ("items", "vectors", "unembedded", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
             f"DELETE FROM words WHERE rowid IN ({items})",
             f"DELETE FROM abouts WHERE item IN ({items})",
-            "DELETE FROM items WHERE tenant = ? AND world = ?",
-            "DELETE FROM vectors WHERE tenant = ? AND world = ?",
-            "DELETE FROM unembedded WHERE tenant = ? AND world = ?",
-            "DELETE FROM synced WHERE tenant = ? AND world = ?",
-            "DELETE FROM world_models WHERE tenant = ? AND world = ?",
+            *(f"DELETE FROM {table} WHERE tenant = ? AND world = ?" for table in tables),
         ):
             self._db.execute(statement, (tenant_id, world_id))
         self._db.execute("COMMIT")
         for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
             del self._vectors[held]
 
-    def _synced(self, keys: MemoryKeys, timeline_id: str) -> int:
-        row = self._db.execute(
-            "SELECT upto_seq FROM synced WHERE tenant = ? AND world = ? AND timeline_id = ?",
-            (keys.tenant_id, keys.world_id, timeline_id),
-        ).fetchone()
-        return 0 if row is None else int(row[0])
+    def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
+        world = (keys.tenant_id, keys.world_id)
+        contents = {content_hash(memory.content): memory.content for memory in memories}
+        self._db.executemany(
+            "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
+            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
+        )
 
     def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
         """Index the memories formed since the last catch up: a new item for each memory not
@@ -154,7 +180,6 @@ class SqliteRecallIndex:
         held = self._held(world, list(batch))
         items: list[tuple[object, ...]] = []
         abouts: list[tuple[int, str]] = []
-        contents: dict[str, str] = {}
         for memory in batch.values():
             digest = content_hash(memory.content)
             known = held.get((memory.character_id, memory.belief_id))
@@ -176,17 +201,11 @@ class SqliteRecallIndex:
                 )
             )
             abouts += [(next_item, entity) for entity in memory.about]
-            contents[digest] = memory.content
             next_item += 1
         self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(
             "INSERT INTO words(rowid, content) VALUES (?, ?)", [(row[0], row[8]) for row in items]
-        )
-        self._db.executemany(
-            "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
-            "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
-            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
         )
 
     def _held(
@@ -420,29 +439,16 @@ class SqliteRecallIndex:
     def worlds(self) -> Iterator[tuple[str, str]]:
         """Every world the index holds anything of."""
         rows = self._db.execute(
-            "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced"
+            "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced "
+            "UNION SELECT tenant, world FROM noted"
         ).fetchall()
         for row in rows:
             yield str(row[0]), str(row[1])
 
     def drop_world(self, tenant_id: str, world_id: str) -> None:
         """Forget everything of a world (its partition moved to another worker)."""
-        of_world = "(SELECT id FROM items WHERE tenant = ? AND world = ?)"
-        statements = [
-            f"DELETE FROM words WHERE rowid IN {of_world}",
-            f"DELETE FROM abouts WHERE item IN {of_world}",
-            *(
-                f"DELETE FROM {table} WHERE tenant = ? AND world = ?"
-                for table in ("items", "synced", "world_models", "vectors", "unembedded")
-            ),
-        ]
-        self._db.execute("BEGIN")
-        for statement in statements:
-            self._db.execute(statement, (tenant_id, world_id))
-        self._db.execute("COMMIT")
+        self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
-        for key in [key for key in self._vectors if key[:2] == (tenant_id, world_id)]:
-            del self._vectors[key]
 
 
 def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:
@@ -468,14 +474,16 @@ EMBED_BATCH = 256
 
 
 def embed_pending(
-    index: SqliteRecallIndex, embedder: Embedder, tenant_id: str, world_id: str
+    index: SqliteRecallIndex, embedder: Embedder, tx: StateTransaction, keys: MemoryKeys
 ) -> int:
-    """Give the world's memories that lack one a vector of `embedder`; how many were stored
-    (0 when the world's vectors are of another model or dimension: refused once, counted and
-    logged, then skipped without running the embedder)."""
+    """Give the contents formed in the world that lack one a vector of `embedder`, each
+    content once; how many were stored (0 when the world's vectors are of another model or
+    dimension: refused once, counted and logged, then skipped without running the embedder)."""
+    tenant_id, world_id = keys.tenant_id, keys.world_id
     model, dimension = embedder.model, embedder.dimension
     if (tenant_id, world_id, model, dimension) in index.refused_models:
         return 0
+    index.note_formed(tx, keys)
     if index.refuses(tenant_id, world_id, model, dimension):
         unmade = len(index.pending(tenant_id, world_id, EMBED_BATCH))
         index.refuse(tenant_id, world_id, model, dimension, unmade)

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.recall import RecallQuery, named_in, recall
@@ -71,7 +72,7 @@ def embedded(state: MemoryState) -> SqliteRecallIndex:
     """An index caught up on the tavern with every memory's vector made."""
     index = SqliteRecallIndex(EMBEDDER)
     recall_of(state, index, "anything")  # catches the index up
-    assert embed_pending(index, EMBEDDER, "default", "save-1") > 0
+    assert embed_pending(index, EMBEDDER, state, memory_keys(state, "default", "save-1")) > 0
     return index
 
 
@@ -173,11 +174,12 @@ class EightNumbers:
 
 def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> None:
     index = SqliteRecallIndex(EMBEDDER)
-    recall_of(STATE, index, "anything")
+    keys = memory_keys(STATE, "default", "save-1")
+    index.note_formed(STATE, keys)
     [(digest, content)] = index.pending("default", "save-1", limit=1)
     eight = EightNumbers()
     assert index.store_vectors("default", "save-1", eight.model, [digest], eight.embed([content]))
-    assert embed_pending(index, EMBEDDER, "default", "save-1") == 0  # the first fixed the world
+    assert embed_pending(index, EMBEDDER, STATE, keys) == 0  # the first fixed the world
     assert index.refused_vectors > 0
     found = recall_of(STATE, index, "son")
     assert found["searched"]["vectors"] == 0

@@ -142,8 +142,7 @@ def compare(
     index = SqliteRecallIndex(vectors)
     embed = None if vectors is None else vectors.vector
     if vectors is not None:
-        index.catch_up(state, memory_keys(state, tenant, world))
-        embed_pending(index, vectors, tenant, world)
+        embed_pending(index, vectors, state, memory_keys(state, tenant, world))
     problems: list[str] = []
     for timeline in oracle.timeline_ids(tenant, world):
         top = oracle.worlds[(tenant, world)].timelines[timeline].processed
