@@ -221,7 +221,11 @@ class View:
         return held(memory, self.now, policy, self.recalls.get(memory.belief_id, []))
 
 
-def view(oracle: Oracle, tenant: str, world_id: str, timeline: str, npc: str, upto: int | None):
+def view(
+    oracle: Oracle, tenant: str, world_id: str, timeline: str, npc: str, upto: int | None
+) -> View:
+    """What `npc` sees on the timeline (as of `upto`): 404 for a timeline never seen, 400 for
+    a position not processed yet."""
     world = oracle.worlds.get((tenant, world_id))
     if world is None or timeline not in world.timelines:
         raise OracleNotFound(timeline)
@@ -394,12 +398,9 @@ def decision(
             if state != "forgotten":
                 kept.append(shown(memory, retention, state, seen.folded["record"]))
         knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
+    said = [event.payload.get(name) for name in ("text", "content")]
     words = next(
-        (
-            event.payload[name]
-            for name in ("text", "content")
-            if isinstance(event.payload.get(name), str)
-        ),
+        (line for line in said if isinstance(line, str)),
         " ".join(event.key.replace(".", " ").replace("-", " ").split()),
     )
     ranked = fused(

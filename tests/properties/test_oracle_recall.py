@@ -165,14 +165,16 @@ def compare(
             event = item.event
             if event.timeline_id != timeline or not event.players:
                 continue
-            for npc in {event.actor, event.target} - {None}:
-                assert npc is not None
-                where = (tenant, world, timeline, npc)
+            for answering in {event.actor, event.target} - {None}:
+                assert answering is not None
+                where = (tenant, world, timeline, answering)
                 got = answer(decision, state, index, *where, event.seq, None, policy, 0)
                 want = answer(oracle_decision, oracle, *where, event.seq, None, embed)
                 figures["decisions"] += 1
                 figures["knowledge"] += len(want) if isinstance(want, list) else 0
-                problems += differences(got, want, f"decision {timeline}/{npc} at {event.seq}")
+                problems += differences(
+                    got, want, f"decision {timeline}/{answering} at {event.seq}"
+                )
         for npc in history.ids:
             try:
                 seen = view(oracle, tenant, world, timeline, npc, None)

@@ -396,8 +396,8 @@ def _draw_event(
         }
     elif kind == "recall":  # the character brings memories to mind: their clocks restart
         who = choose.pick(characters, "recaller")
-        held = [m.belief_id for m in scout.visible_memories(tenant, world, timeline, who)]
-        recalled = choose.some([*held, *held, "not-a-memory"], 3, "recalled")
+        own = [m.belief_id for m in scout.visible_memories(tenant, world, timeline, who)]
+        recalled = choose.some([*own, *own, "not-a-memory"], 3, "recalled")
         event |= {"key": RECALLED, "actor": who, "payload": {"belief_ids": recalled}}
     elif kind == "meet":
         event |= {
