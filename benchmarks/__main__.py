@@ -15,6 +15,7 @@ from benchmarks import (
     projection_core,
     read_latency,
     read_load,
+    rebuild,
     recall,
     rumours,
     worker_throughput,
@@ -38,6 +39,7 @@ def main() -> None:
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)
+        rebuild.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 

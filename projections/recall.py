@@ -108,12 +108,19 @@ def query_words(text: str) -> list[str]:
     return words[:MAX_WORDS]
 
 
+def _spoken_words(text: str) -> list[str]:
+    return [word.casefold() for word in _WORD.findall(text)]
+
+
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:
-    """The entity ids whose name (`names`: id -> declared name) the text mentions as words."""
-    spoken = f" {' '.join(query_words(text))} "
+    """The entity ids whose name (`names`: id -> declared name) the text mentions as words.
+
+    Every word of the text counts, repeated ones too: "the guard" is said in "the inn and the
+    guard" (the search's own words are each taken once, which would lose it)."""
+    spoken = f" {' '.join(_spoken_words(text))} "
     found = []
     for entity_id, name in sorted(names.items()):
-        words = query_words(name)
+        words = _spoken_words(name)
         if words and f" {' '.join(words)} " in spoken:
             found.append(entity_id)
     return found

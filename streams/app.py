@@ -50,7 +50,7 @@ from streams.state import (
     chunked,
     decode_changes,
     encode_changes,
-    recorded_writes,
+    recording_transaction,
     state_options,
     without_write_ahead_log,
 )
@@ -138,9 +138,9 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         partition written by a newer release stops the worker, unchanged."""
         assert self.durability is not None
         for partition in partitions:
-            changes: Changes = []
-            db = without_write_ahead_log(partition_db(self, partition))
-            tx = RocksTransaction(db, recorded_writes(db, changes))
+            tx, changes = recording_transaction(
+                without_write_ahead_log(partition_db(self, partition))
+            )
             if stored_format(tx) == current_format():
                 continue
             try:
@@ -193,11 +193,9 @@ class Rumourmill:
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         started = time.perf_counter()
-        changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
-        intake = self.projector.receive(
-            RocksTransaction(db, recorded_writes(db, changes)), source_message(message), answers
-        )
+        tx, changes = recording_transaction(db)
+        intake = self.projector.receive(tx, source_message(message), answers)
         if answers is not None:
             self.judge.log.applied(message.partition, answers.positions)
         deliveries = await send_changes(

@@ -40,8 +40,9 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
     except urllib.error.HTTPError as error:
         detail = orjson.loads(error.read()).get("detail", error.reason)
         raise ReadFailed(f"{error.code}: {detail}") from None
-    except urllib.error.URLError as error:
-        raise ReadFailed(f"no worker answers at {settings.canonical_url}: {error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

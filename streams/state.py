@@ -93,19 +93,6 @@ Changes = list[tuple[bytes, bytes | None]]
 _DELETED = 0xFFFFFFFF
 
 
-def recorded_writes(db: Rdict, changes: Changes) -> Write:
-    """Writes into `db` that are also noted, in order, in `changes` (for the changelog)."""
-
-    def write(key: bytes, value: bytes | None) -> None:
-        changes.append((key, value))
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
-
-    return write
-
-
 def encode_changes(changes: Changes) -> bytes:
     """One changelog message for all the writes of one event: length-prefixed pairs."""
     out = bytearray()
@@ -147,3 +134,18 @@ def chunked(changes: Changes, limit: int) -> Iterator[Changes]:
         size += cost
     if run:
         yield run
+
+
+def recording_transaction(db: Rdict) -> tuple[RocksTransaction, Changes]:
+    """A transaction over `db` that applies each write at once and records it, in order: the
+    changes one event sends to the changelog."""
+    changes: Changes = []
+
+    def write(key: bytes, value: bytes | None) -> None:
+        changes.append((key, value))
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return RocksTransaction(db, write), changes

@@ -69,6 +69,8 @@ CONVERSATION = {TOLD, PLAYER_SAID}
 DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
+RECALLED = "loreweaver.memory.recalled"
+"""The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
@@ -1192,7 +1194,7 @@ class Oracle:
         self, event: Event, kind: Kinds, where: dict[str, str]
     ) -> list[tuple[str, str]]:
         memory = self.policy.memory
-        if not memory.npc or event.key in (DECLARED, MET):
+        if not memory.npc or event.key in (DECLARED, MET, RECALLED):
             return []
         if event.key in MOVEMENT and not memory.remember_movement:
             return []
