@@ -1,11 +1,13 @@
 """Model mode end to end: a real worker on Apache Kafka asking a scripted chat-completions
-server, then a rebuild into a fresh app id with the model gone, which must ask nothing and
-reach the same digest."""
+server; `rumourmill rebuild`, an in-process replay of the judgements topic's records and a
+worker of a fresh app id with the model gone then ask nothing and reach the same digest."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, scripted_model
-from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
 
 TAVERN = [
     # the player's line says when it was said: a replay from a file matches the live digest
@@ -91,10 +93,22 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             )
             assert any(b["content"].startswith(RETOLD_PREFIX) for b in tomas["beliefs"])
             live_digest = digest(settings)
+            assert model.calls == 6  # one per memory formed (4), one per memory retold (2)
+            # `rumourmill rebuild` reads the answers back: the model is not asked again
+            rebuilt = subprocess.run(
+                [sys.executable, "-m", "streams", "rebuild", "--into", f"{settings.app_id}-r"],
+                env=settings_env(settings),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
+            assert rebuilt.returncode == 0, rebuilt.stderr
+            assert f"world default/save-1: {live_digest} same as live" in rebuilt.stdout
+            assert model.calls == 6
         finally:
             worker.stop()
-        calls = model.calls
-    assert calls == 6  # one per memory formed (4), one per memory retold (2)
 
     # the judgements topic holds every answer: an in-process replay needs no model
     recorded = [
