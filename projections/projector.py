@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
+from projections.changes import ChangeWatch
 from projections.delivery import Intake, SourceMessage
 from projections.dialogue import record_dialogue
 from projections.event_log import record_event_at
@@ -52,14 +53,22 @@ class Projector:
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
+        changes: bool = False,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
         self.on_formed = on_formed
+        self.changes = changes
+        """Whether `receive` also says what each message changed (the change feed)."""
 
     def receive(self, tx: StateTransaction, message: SourceMessage) -> Intake:
-        """Take one message in; returns the acks and dead letters to publish."""
-        return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
+        """Take one message in; returns the acks, dead letters (and changes) to publish."""
+        if not self.changes:
+            return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
+        watch = ChangeWatch(tx)
+        return receive(
+            watch, message, watch.around(self.apply), self.policies, self.max_event_bytes, watch.noted
+        )
 
     def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
         """Apply one in-order event to every projection, reading state as it stood before;

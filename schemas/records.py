@@ -60,3 +60,5 @@ class OutboxRecord(Record):
     message_digest: str
     acks: list[dict[str, Any]] = Field(default_factory=list)
     dead_letters: list[dict[str, Any]] = Field(default_factory=list)
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+    """Its change feed messages (`schemas.changes`); absent in records of earlier releases."""

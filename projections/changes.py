@@ -1,0 +1,234 @@
+"""Changes: what one message changed in the minds of a world, as the change feed tells it.
+
+Read off the state an event writes, whoever writes it, so a new rule that stores memories or
+relations shows in the feed without telling it:
+- a memory stored where none was is `belief-formed`; one stored over a surer version of
+  itself is `belief-weakened`;
+- a memory formed as a rumour (`rumour_rules.rumour_id`) is also `rumour-passed`, from its
+  teller (`source_entity`) to the character who now holds it;
+- each relation version written is `relation-changed`, with the relation as it now stands;
+- a world whose timelines a deletion removed is `world-deleted`.
+
+Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject),
+so applying the same event again, or redelivering it, gives the very same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Literal
+
+import orjson
+
+from projections.key_prefixes import DELETIONS, MEMORIES, RELATIONS, TIMELINES
+from projections.keys import KeyPart, pack, unpack
+from projections.memory_store import DECODED
+from projections.relations import mean_feeling
+from projections.rumour_rules import rumour_id
+from projections.sequencing import ApplyEvent
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas import Event
+from schemas.changes import (
+    BeliefFormed,
+    BeliefWeakened,
+    Change,
+    RelationChanged,
+    RumourPassed,
+    WorldDeleted,
+)
+from schemas.memory import Memory
+
+_MEMORY = pack(MEMORIES)
+_RELATION = pack(RELATIONS)
+_TIMELINE = pack(TIMELINES)
+_DELETIONS = pack(DELETIONS)
+
+
+def change_id(tenant_id: str, world_id: str, *where: KeyPart) -> str:
+    """The id of a change: 32 hex characters from its world and where in it it happened."""
+    key = pack("change", tenant_id, world_id, *where)
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+class ChangeWatch:
+    """A state transaction that passes every read and write through, noting those that change
+    a mind; `around` turns what one applied event noted into changes."""
+
+    __slots__ = ("_deletions", "_deleted_timelines", "_memories", "_relations", "_tx", "changes")
+
+    def __init__(self, tx: StateTransaction) -> None:
+        self._tx = tx
+        self._memories: list[tuple[bytes | None, bytes]] = []
+        self._relations: list[tuple[bytes, bytes]] = []
+        self._deleted_timelines: list[bytes] = []
+        self._deletions: list[tuple[bytes, bytes]] = []
+        self.changes: list[Change] = []
+        """What the message changed so far, in the order it happened."""
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._tx.get(key)
+
+    def scan(
+        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._tx.scan(prefix, reverse=reverse, start=start)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if key.startswith(_MEMORY):
+            self._memories.append((self._tx.get(key), value))
+        elif key.startswith(_RELATION):
+            self._relations.append((key, value))
+        elif key.startswith(_DELETIONS):
+            self._deletions.append((key, value))
+        self._tx.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        if key.startswith(_TIMELINE):
+            self._deleted_timelines.append(key)
+        self._tx.delete(key)
+
+    def around(self, apply: ApplyEvent) -> ApplyEvent:
+        """`apply`, noting the changes of each event it applies."""
+
+        def applied(tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
+            note = apply(tx, event, ancestry)
+            self.changes += memory_changes(event, self._memories)
+            self.changes += relation_changes(event, self._relations)
+            self._memories.clear()
+            self._relations.clear()
+            return note
+
+        return applied
+
+    def noted(self) -> list[Change]:
+        """Every change of the message: those of the events applied, then deletions."""
+        if self._deleted_timelines:
+            self.changes += world_deletions(self._deleted_timelines, self._deletions)
+        return self.changes
+
+
+def memory_changes(event: Event, written: list[tuple[bytes | None, bytes]]) -> Iterator[Change]:
+    """Beliefs formed or weakened, and rumours passed, by the memories `event` stored (each
+    with what its key held before)."""
+    for before, raw in written:
+        memory = DECODED.decode(raw)
+        if before is None or (before == raw and memory.seq == event.seq):
+            yield belief_formed(event, memory)
+            if _is_rumour(event, memory):
+                yield rumour_passed(event, memory)
+        elif before != raw:
+            earlier = DECODED.decode(before)
+            if memory.confidence < earlier.confidence:
+                yield belief_weakened(event, memory, earlier.confidence)
+
+
+def _is_rumour(event: Event, memory: Memory) -> bool:
+    """Whether the memory is news passed on at `event` (spreading names it by `rumour_id`)."""
+    return memory.source_entity is not None and memory.belief_id == rumour_id(
+        event, memory.character_id, memory.origin
+    )
+
+
+def _at_event(event: Event, kind: str, *subject: KeyPart) -> dict[str, object]:
+    """The fields every change of an applied event carries."""
+    tenant, world, timeline, seq = (
+        event.tenant_id,
+        event.world_instance_id,
+        event.timeline_id,
+        event.seq,
+    )
+    return {
+        "change_id": change_id(tenant, world, timeline, seq, kind, *subject),
+        "kind": kind,
+        "tenant_id": tenant,
+        "world_instance_id": world,
+        "timeline_id": timeline,
+        "seq": seq,
+        "game_time": event.game_time,
+        "story_minutes": event.story_minutes,
+    }
+
+
+def belief_formed(event: Event, memory: Memory) -> BeliefFormed:
+    return BeliefFormed.model_construct(
+        **_at_event(event, "belief-formed", memory.character_id, memory.belief_id),
+        character_id=memory.character_id,
+        belief_id=memory.belief_id,
+        memory_kind=memory.kind,
+        content=memory.content,
+        source=memory.source,
+        source_entity=memory.source_entity,
+        confidence=memory.confidence,
+        importance=memory.importance,
+        feeling=memory.feeling,
+        persistent=memory.persistent,
+    )
+
+
+def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> BeliefWeakened:
+    return BeliefWeakened.model_construct(
+        **_at_event(event, "belief-weakened", memory.character_id, memory.belief_id),
+        character_id=memory.character_id,
+        belief_id=memory.belief_id,
+        confidence_before=confidence_before,
+        confidence=memory.confidence,
+    )
+
+
+def rumour_passed(event: Event, memory: Memory) -> RumourPassed:
+    teller = memory.source_entity
+    return RumourPassed.model_construct(
+        **_at_event(event, "rumour-passed", memory.character_id, memory.belief_id),
+        teller_id=teller,
+        listener_id=memory.character_id,
+        belief_id=memory.belief_id,
+        origin=memory.origin,
+        hops=memory.hops,
+        confidence=memory.confidence,
+        content=memory.content,
+    )
+
+
+def relation_changes(event: Event, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
+    """A relation as it stands after `event`, for each relation version the event wrote (keyed
+    (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count, last])."""
+    for key, value in written:
+        character, entity = (str(part) for part in unpack(key)[4:6])
+        total, count, _ = orjson.loads(value)
+        yield RelationChanged.model_construct(
+            **_at_event(event, "relation-changed", character, entity),
+            character_id=character,
+            entity_id=entity,
+            feeling=mean_feeling(total, count),
+            memories=count,
+        )
+
+
+def world_deletions(
+    deleted_timelines: list[bytes], deletion_counts: list[tuple[bytes, bytes]]
+) -> list[Change]:
+    """`world-deleted` for each world whose timelines went, numbered by the deletion count the
+    deletion wrote (per world, or per tenant for a tenant's deletion)."""
+    worlds = dict.fromkeys(
+        (str(tenant), str(world)) for _, tenant, world, _ in map(unpack, deleted_timelines)
+    )
+    changes: list[Change] = []
+    for key, value in deletion_counts:
+        scope: Literal["world", "tenant"] = "world" if len(unpack(key)) == 3 else "tenant"
+        tenant = str(unpack(key)[1])
+        for world_tenant, world in worlds:
+            if world_tenant != tenant or (scope == "world" and unpack(key)[2] != world):
+                continue
+            changes.append(
+                WorldDeleted.model_construct(
+                    change_id=change_id(tenant, world, "world-deleted", scope, int(value)),
+                    kind="world-deleted",
+                    tenant_id=tenant,
+                    world_instance_id=world,
+                    scope=scope,
+                    deletion=int(value),
+                )
+            )
+    return changes
