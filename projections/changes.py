@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 
@@ -56,7 +56,7 @@ class ChangeWatch:
     """A state transaction that passes every read and write through, noting those that change
     a mind; `around` turns what one applied event noted into changes."""
 
-    __slots__ = ("_deletions", "_deleted_timelines", "_memories", "_relations", "_tx", "changes")
+    __slots__ = ("_deleted_timelines", "_deletions", "_memories", "_relations", "_tx", "changes")
 
     def __init__(self, tx: StateTransaction) -> None:
         self._tx = tx
@@ -116,8 +116,9 @@ def memory_changes(event: Event, written: list[tuple[bytes | None, bytes]]) -> I
         memory = DECODED.decode(raw)
         if before is None or (before == raw and memory.seq == event.seq):
             yield belief_formed(event, memory)
-            if _is_rumour(event, memory):
-                yield rumour_passed(event, memory)
+            teller = memory.source_entity
+            if teller is not None and _is_rumour(event, memory):
+                yield rumour_passed(event, memory, teller)
         elif before != raw:
             earlier = DECODED.decode(before)
             if memory.confidence < earlier.confidence:
@@ -126,12 +127,10 @@ def memory_changes(event: Event, written: list[tuple[bytes | None, bytes]]) -> I
 
 def _is_rumour(event: Event, memory: Memory) -> bool:
     """Whether the memory is news passed on at `event` (spreading names it by `rumour_id`)."""
-    return memory.source_entity is not None and memory.belief_id == rumour_id(
-        event, memory.character_id, memory.origin
-    )
+    return memory.belief_id == rumour_id(event, memory.character_id, memory.origin)
 
 
-def _at_event(event: Event, kind: str, *subject: KeyPart) -> dict[str, object]:
+def _at_event(event: Event, kind: str, *subject: KeyPart) -> dict[str, Any]:
     """The fields every change of an applied event carries."""
     tenant, world, timeline, seq = (
         event.tenant_id,
@@ -177,8 +176,7 @@ def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> B
     )
 
 
-def rumour_passed(event: Event, memory: Memory) -> RumourPassed:
-    teller = memory.source_entity
+def rumour_passed(event: Event, memory: Memory, teller: str) -> RumourPassed:
     return RumourPassed.model_construct(
         **_at_event(event, "rumour-passed", memory.character_id, memory.belief_id),
         teller_id=teller,

@@ -67,7 +67,12 @@ class Projector:
             return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
         watch = ChangeWatch(tx)
         return receive(
-            watch, message, watch.around(self.apply), self.policies, self.max_event_bytes, watch.noted
+            watch,
+            message,
+            watch.around(self.apply),
+            self.policies,
+            self.max_event_bytes,
+            watch.noted,
         )
 
     def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:

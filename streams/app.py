@@ -27,6 +27,7 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
+from schemas.changes import Change
 from schemas.policy import Policy
 from streams import codec, kafka_consumer
 from streams.durability import LocalDurability
@@ -140,6 +141,8 @@ class Rumourmill:
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
+    changes: TopicT | None = None
+    """The change feed, None when it is off."""
 
     async def take(self, message: Message) -> list[Delivery]:
         """Project one message and send everything it produced; returns the pending deliveries.
@@ -184,6 +187,13 @@ class Rumourmill:
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
+        if self.changes is not None:
+            deliveries += [
+                await self.changes.send(
+                    key=change.world_instance_id.encode(), value=_json(change), force=True
+                )
+                for change in intake.changes
+            ]
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -277,6 +287,9 @@ def create_app(settings: Settings) -> Rumourmill:
     )
     acks = app.topic(settings.topics.acks, **topic_options)
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
+    changes = (
+        app.topic(settings.topics.changes, **topic_options) if settings.topics.changes else None
+    )
     state = cast(
         ChangesetTable,
         app.Table(
@@ -294,6 +307,7 @@ def create_app(settings: Settings) -> Rumourmill:
         policies=PolicyBook(policies),
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
+        changes=changes is not None,
     )
     mill = Rumourmill(
         app,
@@ -305,6 +319,7 @@ def create_app(settings: Settings) -> Rumourmill:
         projector,
         state.durability,
         metrics=metrics,
+        changes=changes,
     )
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
@@ -419,6 +434,11 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     """Key outputs by world, like the events, so a world's acks stay in order."""
     world = item.world_instance_id
     return fallback if world is None else world.encode()
+
+
+def _json(change: Change) -> bytes:
+    """A change as its feed message: its JSON, in declaration order."""
+    return change.__pydantic_serializer__.to_json(change)
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:
