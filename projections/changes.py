@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -30,20 +30,14 @@ from projections.sequencing import ApplyEvent
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
-from schemas.changes import (
-    BeliefFormed,
-    BeliefWeakened,
-    Change,
-    RelationChanged,
-    RumourPassed,
-    WorldDeleted,
-)
+from schemas.changes import Change
 from schemas.memory import Memory
 
 _MEMORY = pack(MEMORIES)
 _RELATION = pack(RELATIONS)
 _TIMELINE = pack(TIMELINES)
 _DELETIONS = pack(DELETIONS)
+_WATCHED = (_MEMORY, _RELATION, _DELETIONS)
 
 
 def change_id(tenant_id: str, world_id: str, *where: KeyPart) -> str:
@@ -76,12 +70,13 @@ class ChangeWatch:
         return self._tx.scan(prefix, reverse=reverse, start=start)
 
     def put(self, key: bytes, value: bytes) -> None:
-        if key.startswith(_MEMORY):
-            self._memories.append((self._tx.get(key), value))
-        elif key.startswith(_RELATION):
-            self._relations.append((key, value))
-        elif key.startswith(_DELETIONS):
-            self._deletions.append((key, value))
+        if key.startswith(_WATCHED):
+            if key.startswith(_MEMORY):
+                self._memories.append((self._tx.get(key), value))
+            elif key.startswith(_RELATION):
+                self._relations.append((key, value))
+            else:
+                self._deletions.append((key, value))
         self._tx.put(key, value)
 
     def delete(self, key: bytes) -> None:
@@ -130,7 +125,7 @@ def _is_rumour(event: Event, memory: Memory) -> bool:
     return memory.belief_id == rumour_id(event, memory.character_id, memory.origin)
 
 
-def _at_event(event: Event, kind: str, *subject: KeyPart) -> dict[str, Any]:
+def _at_event(event: Event, kind: str, *subject: KeyPart) -> Change:
     """The fields every change of an applied event carries."""
     tenant, world, timeline, seq = (
         event.tenant_id,
@@ -150,43 +145,40 @@ def _at_event(event: Event, kind: str, *subject: KeyPart) -> dict[str, Any]:
     }
 
 
-def belief_formed(event: Event, memory: Memory) -> BeliefFormed:
-    return BeliefFormed.model_construct(
-        **_at_event(event, "belief-formed", memory.character_id, memory.belief_id),
-        character_id=memory.character_id,
-        belief_id=memory.belief_id,
-        memory_kind=memory.kind,
-        content=memory.content,
-        source=memory.source,
-        source_entity=memory.source_entity,
-        confidence=memory.confidence,
-        importance=memory.importance,
-        feeling=memory.feeling,
-        persistent=memory.persistent,
-    )
+def belief_formed(event: Event, memory: Memory) -> Change:
+    return _at_event(event, "belief-formed", memory.character_id, memory.belief_id) | {
+        "character_id": memory.character_id,
+        "belief_id": memory.belief_id,
+        "memory_kind": memory.kind,
+        "content": memory.content,
+        "source": memory.source,
+        "source_entity": memory.source_entity,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "feeling": memory.feeling,
+        "persistent": memory.persistent,
+    }
 
 
-def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> BeliefWeakened:
-    return BeliefWeakened.model_construct(
-        **_at_event(event, "belief-weakened", memory.character_id, memory.belief_id),
-        character_id=memory.character_id,
-        belief_id=memory.belief_id,
-        confidence_before=confidence_before,
-        confidence=memory.confidence,
-    )
+def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> Change:
+    return _at_event(event, "belief-weakened", memory.character_id, memory.belief_id) | {
+        "character_id": memory.character_id,
+        "belief_id": memory.belief_id,
+        "confidence_before": confidence_before,
+        "confidence": memory.confidence,
+    }
 
 
-def rumour_passed(event: Event, memory: Memory, teller: str) -> RumourPassed:
-    return RumourPassed.model_construct(
-        **_at_event(event, "rumour-passed", memory.character_id, memory.belief_id),
-        teller_id=teller,
-        listener_id=memory.character_id,
-        belief_id=memory.belief_id,
-        origin=memory.origin,
-        hops=memory.hops,
-        confidence=memory.confidence,
-        content=memory.content,
-    )
+def rumour_passed(event: Event, memory: Memory, teller: str) -> Change:
+    return _at_event(event, "rumour-passed", memory.character_id, memory.belief_id) | {
+        "teller_id": teller,
+        "listener_id": memory.character_id,
+        "belief_id": memory.belief_id,
+        "origin": memory.origin,
+        "hops": memory.hops,
+        "confidence": memory.confidence,
+        "content": memory.content,
+    }
 
 
 def relation_changes(event: Event, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
@@ -195,13 +187,12 @@ def relation_changes(event: Event, written: list[tuple[bytes, bytes]]) -> Iterat
     for key, value in written:
         character, entity = (str(part) for part in unpack(key)[4:6])
         total, count, _ = orjson.loads(value)
-        yield RelationChanged.model_construct(
-            **_at_event(event, "relation-changed", character, entity),
-            character_id=character,
-            entity_id=entity,
-            feeling=mean_feeling(total, count),
-            memories=count,
-        )
+        yield _at_event(event, "relation-changed", character, entity) | {
+            "character_id": character,
+            "entity_id": entity,
+            "feeling": mean_feeling(total, count),
+            "memories": count,
+        }
 
 
 def world_deletions(
@@ -220,13 +211,13 @@ def world_deletions(
             if world_tenant != tenant or (scope == "world" and unpack(key)[2] != world):
                 continue
             changes.append(
-                WorldDeleted.model_construct(
-                    change_id=change_id(tenant, world, "world-deleted", scope, int(value)),
-                    kind="world-deleted",
-                    tenant_id=tenant,
-                    world_instance_id=world,
-                    scope=scope,
-                    deletion=int(value),
-                )
+                {
+                    "change_id": change_id(tenant, world, "world-deleted", scope, int(value)),
+                    "kind": "world-deleted",
+                    "tenant_id": tenant,
+                    "world_instance_id": world,
+                    "scope": scope,
+                    "deletion": int(value),
+                }
             )
     return changes

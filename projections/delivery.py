@@ -21,7 +21,7 @@ from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
-from schemas.changes import CHANGE_MODELS, Change
+from schemas.changes import Change
 from schemas.events import Contract
 from schemas.records import OutboxRecord
 
@@ -72,7 +72,7 @@ def produce_once(
                 acks=[stored_as(Ack, item) for item in outbox.acks],
                 dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
                 redelivered=True,
-                changes=[stored_change(item) for item in outbox.changes],
+                changes=outbox.changes,
             )
     intake = produce()
     tx.put(
@@ -81,7 +81,7 @@ def produce_once(
             message_digest=digest,
             acks=[item.model_dump(mode="json") for item in intake.acks],
             dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
-            changes=[item.model_dump(mode="json") for item in intake.changes],
+            changes=intake.changes,
         ).to_bytes(),
     )
     if message.offset >= OUTBOX_DEPTH:
@@ -98,12 +98,6 @@ def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     `refused_judgements`), so a redelivery re-sends what this release would send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
     return model.model_validate(known, strict=False)
-
-
-def stored_change(stored: dict[str, Any]) -> Change:
-    """A change read back from the outbox, as its kind's model."""
-    model: type[Change] = CHANGE_MODELS[stored["kind"]]  # type: ignore[assignment]
-    return stored_as(model, stored)
 
 
 def world_key(value: bytes) -> bytes | None:

@@ -8,7 +8,7 @@ redelivered event repeats the same ids and a consumer drops duplicates by id.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -99,8 +99,9 @@ class WorldDeleted(_Change):
     """How many times that scope has been deleted, this one included."""
 
 
-Change = BeliefFormed | BeliefWeakened | RelationChanged | RumourPassed | WorldDeleted
-"""Any message of the change feed; `kind` tells which."""
+Change = dict[str, Any]
+"""A message of the change feed as plain data, ready for JSON: the fields of the model that its
+`kind` names in `CHANGE_MODELS` (built without validating: rumourmill made every value)."""
 
 CHANGE_MODELS: dict[str, type[Contract]] = {
     "belief-formed": BeliefFormed,

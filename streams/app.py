@@ -27,7 +27,6 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from schemas.changes import Change
 from schemas.policy import Policy
 from streams import codec, kafka_consumer
 from streams.durability import LocalDurability
@@ -190,7 +189,7 @@ class Rumourmill:
         if self.changes is not None:
             deliveries += [
                 await self.changes.send(
-                    key=change.world_instance_id.encode(), value=_json(change), force=True
+                    key=change["world_instance_id"].encode(), value=change, force=True
                 )
                 for change in intake.changes
             ]
@@ -434,11 +433,6 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     """Key outputs by world, like the events, so a world's acks stay in order."""
     world = item.world_instance_id
     return fallback if world is None else world.encode()
-
-
-def _json(change: Change) -> bytes:
-    """A change as its feed message: its JSON, in declaration order."""
-    return change.__pydantic_serializer__.to_json(change)
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:

@@ -133,7 +133,7 @@ def replay_with_changes(lines: list[bytes], projector: Projector) -> set[str]:
     """The change ids of an in-process replay of `lines` (one partition, in order)."""
     state = MemoryState()
     return {
-        change.change_id
+        change["change_id"]
         for offset, line in enumerate(lines)
         for change in projector.receive(
             state, SourceMessage("replay", 0, offset, world_key(line), line)
