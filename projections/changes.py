@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Literal
 
 import orjson
@@ -40,10 +41,14 @@ _DELETIONS = pack(DELETIONS)
 _WATCHED = (_MEMORY, _RELATION, _DELETIONS)
 
 
+ID_BYTES = 16
+
+
 def change_id(tenant_id: str, world_id: str, *where: KeyPart) -> str:
     """The id of a change: 32 hex characters from its world and where in it it happened."""
-    key = pack("change", tenant_id, world_id, *where)
-    return hashlib.blake2b(key, digest_size=16).hexdigest()
+    return hashlib.blake2b(
+        pack("change", tenant_id, world_id, *where), digest_size=ID_BYTES
+    ).hexdigest()
 
 
 class ChangeWatch:
@@ -89,8 +94,9 @@ class ChangeWatch:
 
         def applied(tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
             note = apply(tx, event, ancestry)
-            self.changes += memory_changes(event, self._memories)
-            self.changes += relation_changes(event, self._relations)
+            at = At(event)
+            self.changes += memory_changes(at, self._memories)
+            self.changes += relation_changes(at, self._relations)
             self._memories.clear()
             self._relations.clear()
             return note
@@ -104,20 +110,21 @@ class ChangeWatch:
         return self.changes
 
 
-def memory_changes(event: Event, written: list[tuple[bytes | None, bytes]]) -> Iterator[Change]:
-    """Beliefs formed or weakened, and rumours passed, by the memories `event` stored (each
+def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> Iterator[Change]:
+    """Beliefs formed or weakened, and rumours passed, by the memories an event stored (each
     with what its key held before)."""
+    event = at.event
     for before, raw in written:
         memory = DECODED.decode(raw)
         if before is None or (before == raw and memory.seq == event.seq):
-            yield belief_formed(event, memory)
+            yield belief_formed(at, memory)
             teller = memory.source_entity
             if teller is not None and _is_rumour(event, memory):
-                yield rumour_passed(event, memory, teller)
+                yield rumour_passed(at, memory, teller)
         elif before != raw:
             earlier = DECODED.decode(before)
             if memory.confidence < earlier.confidence:
-                yield belief_weakened(event, memory, earlier.confidence)
+                yield belief_weakened(at, memory, earlier.confidence)
 
 
 def _is_rumour(event: Event, memory: Memory) -> bool:
@@ -125,28 +132,37 @@ def _is_rumour(event: Event, memory: Memory) -> bool:
     return memory.belief_id == rumour_id(event, memory.character_id, memory.origin)
 
 
-def _at_event(event: Event, kind: str, *subject: KeyPart) -> Change:
-    """The fields every change of an applied event carries."""
-    tenant, world, timeline, seq = (
-        event.tenant_id,
-        event.world_instance_id,
-        event.timeline_id,
-        event.seq,
-    )
-    return {
-        "change_id": change_id(tenant, world, timeline, seq, kind, *subject),
-        "kind": kind,
-        "tenant_id": tenant,
-        "world_instance_id": world,
-        "timeline_id": timeline,
-        "seq": seq,
-        "game_time": event.game_time,
-        "story_minutes": event.story_minutes,
-    }
+class At:
+    """Where an applied event's changes happened: the fields each carries, and its id's hash
+    so far (each change adds its kind and subject to a copy)."""
+
+    __slots__ = ("_hashed", "event", "fields")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
+        self._hashed = hashlib.blake2b(
+            pack("change", tenant, world, timeline, event.seq), digest_size=ID_BYTES
+        )
+        self.fields: Change = {
+            "tenant_id": tenant,
+            "world_instance_id": world,
+            "timeline_id": timeline,
+            "seq": event.seq,
+            "game_time": event.game_time,
+            "story_minutes": event.story_minutes,
+        }
+
+    def change(self, kind: str, *subject: KeyPart) -> Change:
+        """A change of `kind` to `subject` here: `change_id(world, timeline, seq, kind,
+        *subject)` and the event's fields, the kind's own to be added."""
+        hashed = self._hashed.copy()
+        hashed.update(pack(kind, *subject))
+        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields}
 
 
-def belief_formed(event: Event, memory: Memory) -> Change:
-    return _at_event(event, "belief-formed", memory.character_id, memory.belief_id) | {
+def belief_formed(at: At, memory: Memory) -> Change:
+    return at.change("belief-formed", memory.character_id, memory.belief_id) | {
         "character_id": memory.character_id,
         "belief_id": memory.belief_id,
         "memory_kind": memory.kind,
@@ -160,8 +176,8 @@ def belief_formed(event: Event, memory: Memory) -> Change:
     }
 
 
-def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> Change:
-    return _at_event(event, "belief-weakened", memory.character_id, memory.belief_id) | {
+def belief_weakened(at: At, memory: Memory, confidence_before: float) -> Change:
+    return at.change("belief-weakened", memory.character_id, memory.belief_id) | {
         "character_id": memory.character_id,
         "belief_id": memory.belief_id,
         "confidence_before": confidence_before,
@@ -169,8 +185,8 @@ def belief_weakened(event: Event, memory: Memory, confidence_before: float) -> C
     }
 
 
-def rumour_passed(event: Event, memory: Memory, teller: str) -> Change:
-    return _at_event(event, "rumour-passed", memory.character_id, memory.belief_id) | {
+def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
+    return at.change("rumour-passed", memory.character_id, memory.belief_id) | {
         "teller_id": teller,
         "listener_id": memory.character_id,
         "belief_id": memory.belief_id,
@@ -181,18 +197,30 @@ def rumour_passed(event: Event, memory: Memory, teller: str) -> Change:
     }
 
 
-def relation_changes(event: Event, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
-    """A relation as it stands after `event`, for each relation version the event wrote (keyed
-    (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count, last])."""
+def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
+    """A relation as it stands after an event, for each relation version the event wrote
+    (keyed (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count,
+    last])."""
     for key, value in written:
-        character, entity = (str(part) for part in unpack(key)[4:6])
+        character, entity = _relation_between(key[:-_SEQ_PART])
         total, count, _ = orjson.loads(value)
-        yield _at_event(event, "relation-changed", character, entity) | {
+        yield at.change("relation-changed", character, entity) | {
             "character_id": character,
             "entity_id": entity,
             "feeling": mean_feeling(total, count),
             "memories": count,
         }
+
+
+_SEQ_PART = len(pack(0))
+
+
+@lru_cache(maxsize=1 << 16)
+def _relation_between(versions: bytes) -> tuple[str, str]:
+    """(character, entity) of a relation's versions (a version's key less its seq): the same
+    pairs change again and again."""
+    _, _, _, _, character, entity = unpack(versions)
+    return str(character), str(entity)
 
 
 def world_deletions(
