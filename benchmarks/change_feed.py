@@ -139,7 +139,8 @@ def worker_run(
             orjson.dumps(SPREADING),
         )
     )
-    worker = WorkerProcess(settings, workdir / f"worker-{settings.app_id}.log").start()
+    workdir.mkdir(parents=True, exist_ok=True)
+    worker = WorkerProcess(settings, workdir / "worker.log").start()
     try:
         assert worker.process is not None
         cpu, wall = cpu_seconds(worker.process.pid), time.perf_counter()
