@@ -153,48 +153,60 @@ class At:
             "story_minutes": event.story_minutes,
         }
 
-    def change(self, kind: str, *subject: KeyPart) -> Change:
-        """A change of `kind` to `subject` here: `change_id(world, timeline, seq, kind,
-        *subject)` and the event's fields, the kind's own to be added."""
+    def change(self, kind: str, subject: tuple[str, str], own: Change) -> Change:
+        """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
+        `change_id(world, timeline, seq, kind, *subject)`."""
         hashed = self._hashed.copy()
         hashed.update(pack(kind, *subject))
-        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields}
+        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
 
 
 def belief_formed(at: At, memory: Memory) -> Change:
-    return at.change("belief-formed", memory.character_id, memory.belief_id) | {
-        "character_id": memory.character_id,
-        "belief_id": memory.belief_id,
-        "memory_kind": memory.kind,
-        "content": memory.content,
-        "source": memory.source,
-        "source_entity": memory.source_entity,
-        "confidence": memory.confidence,
-        "importance": memory.importance,
-        "feeling": memory.feeling,
-        "persistent": memory.persistent,
-    }
+    return at.change(
+        "belief-formed",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "memory_kind": memory.kind,
+            "content": memory.content,
+            "source": memory.source,
+            "source_entity": memory.source_entity,
+            "confidence": memory.confidence,
+            "importance": memory.importance,
+            "feeling": memory.feeling,
+            "persistent": memory.persistent,
+        },
+    )
 
 
 def belief_weakened(at: At, memory: Memory, confidence_before: float) -> Change:
-    return at.change("belief-weakened", memory.character_id, memory.belief_id) | {
-        "character_id": memory.character_id,
-        "belief_id": memory.belief_id,
-        "confidence_before": confidence_before,
-        "confidence": memory.confidence,
-    }
+    return at.change(
+        "belief-weakened",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "confidence_before": confidence_before,
+            "confidence": memory.confidence,
+        },
+    )
 
 
 def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
-    return at.change("rumour-passed", memory.character_id, memory.belief_id) | {
-        "teller_id": teller,
-        "listener_id": memory.character_id,
-        "belief_id": memory.belief_id,
-        "origin": memory.origin,
-        "hops": memory.hops,
-        "confidence": memory.confidence,
-        "content": memory.content,
-    }
+    return at.change(
+        "rumour-passed",
+        (memory.character_id, memory.belief_id),
+        {
+            "teller_id": teller,
+            "listener_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "origin": memory.origin,
+            "hops": memory.hops,
+            "confidence": memory.confidence,
+            "content": memory.content,
+        },
+    )
 
 
 def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
@@ -204,12 +216,16 @@ def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Cha
     for key, value in written:
         character, entity = _relation_between(key[:-_SEQ_PART])
         total, count, _ = orjson.loads(value)
-        yield at.change("relation-changed", character, entity) | {
-            "character_id": character,
-            "entity_id": entity,
-            "feeling": mean_feeling(total, count),
-            "memories": count,
-        }
+        yield at.change(
+            "relation-changed",
+            (character, entity),
+            {
+                "character_id": character,
+                "entity_id": entity,
+                "feeling": mean_feeling(total, count),
+                "memories": count,
+            },
+        )
 
 
 _SEQ_PART = len(pack(0))

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol, cast
 
 import faust
@@ -28,6 +29,7 @@ from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
+from schemas.changes import Change
 from schemas.policy import Policy
 from streams import codec, kafka_consumer
 from streams.durability import LocalDurability
@@ -59,8 +61,6 @@ RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
 SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
-_NO_MORE = (None, None, None)
-"""A change's partition (by its key, the world), timestamp (now) and headers (none)."""
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
 
@@ -189,12 +189,7 @@ class Rumourmill:
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
-        deliveries += [  # straight to Kafka's producer: a dozen a message, Faust's send costs
-            await self.app.producer.send(
-                self.changes, change["world_instance_id"].encode(), orjson.dumps(change), *_NO_MORE
-            )
-            for change in intake.changes
-        ]
+        deliveries += [await self.send_change(change) for change in intake.changes]
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -212,6 +207,16 @@ class Rumourmill:
         self.metrics.sent(intake.acks, intake.dead_letters)
         self.metrics.processing.observe(time.perf_counter() - started)
         return deliveries
+
+    async def send_change(self, change: Change) -> Delivery:
+        """One message of the change feed, keyed by its world, on the world's partition (the
+        feed has the events topic's partitions). Straight to Kafka's producer: there are a
+        dozen a message, and Faust's own send would cost more than working them out."""
+        world = change["world_instance_id"].encode()
+        partition = world_partition(world, self.settings.partitions)
+        return await self.app.producer.send(
+            self.changes, world, orjson.dumps(change), partition, None, None
+        )
 
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""
@@ -422,6 +427,10 @@ def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
     hashed: int = murmur2(key)
     return (hashed & 0x7FFFFFFF) % partitions
+
+
+world_partition = lru_cache(maxsize=1 << 12)(partition_of)
+"""`partition_of` for the worlds of this worker, worked out once each."""
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:
