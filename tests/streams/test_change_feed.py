@@ -4,8 +4,6 @@ into DuckDB, and its answers checked against the projections' own output and rea
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import urllib.request
 from collections import Counter
 from collections.abc import Sequence
@@ -19,12 +17,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from benchmarks.story import encoded, tavern_story
 from projections.delivery import SourceMessage, world_key
-from projections.policy import resolve
+from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.memory import Memory
+from streams.publish import send_one
 from streams.settings import Settings
-from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+from streams.topics import ensure_topics
+from tests.support import WorkerProcess, read_topic, send_events, unique_settings
 
 SPREADING = {"memory": {"spreading": {"enabled": True}}}
 TOWN = encoded(tavern_story(500, seed=12, worlds=("town-0", "town-1"), characters=16, places=3))
@@ -49,14 +49,11 @@ RELATION_OVER_STORY_TIME = """
 """
 
 
-def set_policy(settings: Settings, tmp_path: Path) -> None:
-    (tmp_path / "policy.json").write_bytes(orjson.dumps(SPREADING))
-    subprocess.run(
-        [sys.executable, "-m", "streams", "policy", "set", str(tmp_path / "policy.json")],
-        env=settings_env(settings),
-        check=True,
-        capture_output=True,
-    )
+def set_policy(settings: Settings) -> None:
+    """Rumours spread in every world of the tenant."""
+    key, document = policy_key("default", None), orjson.dumps(SPREADING)
+    asyncio.run(ensure_topics(settings))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, document))
 
 
 def processed(count: int) -> Any:
@@ -73,7 +70,7 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     settings = unique_settings(kafka_bootstrap, tmp_path / "data")
-    set_policy(settings, tmp_path)
+    set_policy(settings)
     rumours = Counter[str]()
 
     def count_tellers(memories: Sequence[Memory], passed: Sequence[Memory]) -> None:
@@ -146,7 +143,7 @@ def test_a_worker_with_the_feed_off_has_no_changes_topic(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     settings = unique_settings(kafka_bootstrap, tmp_path / "data", changes=False)
-    set_policy(settings, tmp_path)
+    set_policy(settings)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         send_events(settings, TOWN[:100])
