@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 
 from projections import timelines
 from projections.changes import ChangeWatch, change_id
@@ -257,3 +258,26 @@ def test_every_change_is_valid_by_its_committed_json_schema(kind: str) -> None:
         message = orjson.loads(orjson.dumps(change))
         assert list(Draft202012Validator(schema).iter_errors(message)) == []
         assert CHANGE_MODELS[change["kind"]].model_validate(message).model_dump() == change
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"change_id": "not-hex"},
+        {"kind": "belief-weakened"},
+        {"seq": 0},
+        {"confidence": 1.5},
+        {"unknown": 1},
+    ],
+)
+def test_a_broken_change_is_refused_by_its_schema_and_its_model_alike(
+    broken: dict[str, Any],
+) -> None:
+    formed = of_kind(take(feed(), MemoryState(), TAVERN[:2]).changes, "belief-formed")[0]
+    message = formed | broken
+    schema = json.loads(
+        (ROOT / "schemas" / "json" / "change-belief-formed.schema.json").read_text()
+    )
+    assert list(Draft202012Validator(schema).iter_errors(message))
+    with pytest.raises(ValidationError):
+        CHANGE_MODELS["belief-formed"].model_validate(message)
