@@ -39,8 +39,6 @@ _RELATION = pack(RELATIONS)
 _TIMELINE = pack(TIMELINES)
 _DELETIONS = pack(DELETIONS)
 _WATCHED = (_MEMORY, _RELATION, _DELETIONS)
-
-
 ID_BYTES = 16
 
 
@@ -116,6 +114,8 @@ def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> Iterato
     event = at.event
     for before, raw in written:
         memory = DECODED.decode(raw)
+        # the same bytes again: the event applied again over its own state (a crash between
+        # applying it and saving its positions)
         if before is None or (before == raw and memory.seq == event.seq):
             yield belief_formed(at, memory)
             teller = memory.source_entity
