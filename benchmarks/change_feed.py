@@ -176,7 +176,8 @@ def on_kafka(options: Options, bootstrap: str) -> None:
             off.append(worker_run(bootstrap, events, Path(temp) / f"off-{attempt}", changes=False))
         story = encoded(tavern_story(200, seed=3, worlds=("tavern-0",)))
         sample = fold(story, b"tavern-0", changes=True).changes[-1]
-        send_cost = asyncio.run(producer_send_cpu(bootstrap, Path(temp) / "send", count, sample))
+        topic = prepared_settings(bootstrap, Path(temp) / "send", PARTITIONS).topics.changes
+        send_cost = asyncio.run(producer_send_cpu(bootstrap, topic, count, sample))
     wall_on, wall_off = (median([rate(count, r.wall) for r in runs]) for runs in (on, off))
     cpu_on, cpu_off = (median([rate(count, r.cpu) for r in runs]) for runs in (on, off))
     report(
@@ -196,18 +197,16 @@ def on_kafka(options: Options, bootstrap: str) -> None:
     )
 
 
-async def producer_send_cpu(bootstrap: str, data_dir: Path, count: int, sample: Change) -> float:
+async def producer_send_cpu(bootstrap: str, topic: str, count: int, sample: Change) -> float:
     """CPU microseconds a bare aiokafka producer spends per change sent (partition given, as
     the worker gives it), delivery included: the floor of what each change costs the worker."""
-    settings = prepared_settings(bootstrap, data_dir, PARTITIONS)
     change = orjson.dumps(sample)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
         began = time.process_time()
         sent = [
-            await producer.send(settings.topics.changes, change, key=b"tavern-0", partition=0)
-            for _ in range(count)
+            await producer.send(topic, change, key=b"tavern-0", partition=0) for _ in range(count)
         ]
         await asyncio.gather(*sent)
         return (time.process_time() - began) * 1e6 / count
