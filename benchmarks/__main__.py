@@ -9,11 +9,13 @@ import time
 
 from benchmarks import (
     change_feed,
+    dialogue,
     failover,
     history_scaling,
     projection_core,
     read_latency,
     read_load,
+    rebuild,
     recall,
     rumours,
     worker_throughput,
@@ -30,6 +32,7 @@ def main() -> None:
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
+    dialogue.run(options)
     change_feed.in_process(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
@@ -37,6 +40,7 @@ def main() -> None:
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)
+        rebuild.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 

@@ -2,8 +2,10 @@
 
 Read off the state an event writes, whoever writes it, so a new rule that stores memories or
 relations shows in the feed without telling it:
-- a memory stored where none was is `belief-formed`; one stored over a surer version of
-  itself is `belief-weakened`;
+- a memory stored where none was is `belief-formed`; a new confidence version of a belief
+  (`memory_store.revise_confidence`, the referee's `convinced`) below the confidence the
+  timeline held it with just before is `belief-weakened`, and so is a memory stored again over
+  a surer version of itself;
 - a memory formed as a rumour (`rumour_rules.rumour_id`) is also `rumour-passed`, from its
   teller (`source_entity`) to the character who now holds it;
 - each relation version written is `relation-changed`, with the relation as it now stands;
@@ -22,9 +24,9 @@ from typing import Literal
 
 import orjson
 
-from projections.key_prefixes import DELETIONS, MEMORIES, RELATIONS, TIMELINES
+from projections.key_prefixes import BELIEF_VERSIONS, DELETIONS, MEMORIES, RELATIONS, TIMELINES
 from projections.keys import KeyPart, pack, unpack
-from projections.memory_store import DECODED
+from projections.memory_store import DECODED, load_held, memory_keys
 from projections.relations import mean_feeling
 from projections.rumour_rules import rumour_id
 from projections.sequencing import ApplyEvent
@@ -38,7 +40,8 @@ _MEMORY = pack(MEMORIES)
 _RELATION = pack(RELATIONS)
 _TIMELINE = pack(TIMELINES)
 _DELETIONS = pack(DELETIONS)
-_WATCHED = (_MEMORY, _RELATION, _DELETIONS)
+_REVISION = pack(BELIEF_VERSIONS)
+_WATCHED = (_MEMORY, _RELATION, _REVISION, _DELETIONS)
 ID_BYTES = 16
 
 
@@ -53,12 +56,21 @@ class ChangeWatch:
     """A state transaction that passes every read and write through, noting those that change
     a mind; `around` turns what one applied event noted into changes."""
 
-    __slots__ = ("_deleted_timelines", "_deletions", "_memories", "_relations", "_tx", "changes")
+    __slots__ = (
+        "_deleted_timelines",
+        "_deletions",
+        "_memories",
+        "_relations",
+        "_revisions",
+        "_tx",
+        "changes",
+    )
 
     def __init__(self, tx: StateTransaction) -> None:
         self._tx = tx
         self._memories: list[tuple[bytes | None, bytes]] = []
         self._relations: list[tuple[bytes, bytes]] = []
+        self._revisions: list[tuple[bytes, bytes]] = []
         self._deleted_timelines: list[bytes] = []
         self._deletions: list[tuple[bytes, bytes]] = []
         self.changes: list[Change] = []
@@ -78,6 +90,8 @@ class ChangeWatch:
                 self._memories.append((self._tx.get(key), value))
             elif key.startswith(_RELATION):
                 self._relations.append((key, value))
+            elif key.startswith(_REVISION):
+                self._revisions.append((key, value))
             else:
                 self._deletions.append((key, value))
         self._tx.put(key, value)
@@ -95,6 +109,9 @@ class ChangeWatch:
             at = At(event)
             self.changes += memory_changes(at, self._memories)
             self.changes += relation_changes(at, self._relations)
+            if self._revisions:
+                self.changes += weakenings(at, tx, ancestry, self._revisions)
+                self._revisions.clear()
             self._memories.clear()
             self._relations.clear()
             return note
@@ -124,7 +141,23 @@ def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> Iterato
         elif before != raw:
             earlier = DECODED.decode(before)
             if memory.confidence < earlier.confidence:
-                yield belief_weakened(at, memory, earlier.confidence)
+                yield belief_weakened(at, memory, earlier.confidence, memory.confidence)
+
+
+def weakenings(
+    at: At, tx: StateTransaction, ancestry: Ancestry, revisions: list[tuple[bytes, bytes]]
+) -> Iterator[Change]:
+    """`belief-weakened` for each confidence version an event wrote (keyed (prefix, tenant,
+    world, timeline, character, belief, seq), holding the confidence) below the confidence the
+    timeline held the belief with before the event (`ancestry` is as of just before it)."""
+    event = at.event
+    keys = memory_keys(tx, event.tenant_id, event.world_instance_id)
+    for key, value in revisions:
+        character, belief_id = (str(part) for part in unpack(key)[4:6])
+        held = load_held(tx, keys, ancestry, character, belief_id)
+        confidence = orjson.loads(value)
+        if held is not None and confidence < held.confidence:
+            yield belief_weakened(at, held, held.confidence, confidence)
 
 
 def _is_rumour(event: Event, memory: Memory) -> bool:
@@ -180,7 +213,7 @@ def belief_formed(at: At, memory: Memory) -> Change:
     )
 
 
-def belief_weakened(at: At, memory: Memory, confidence_before: float) -> Change:
+def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
     return at.change(
         "belief-weakened",
         (memory.character_id, memory.belief_id),
@@ -188,7 +221,7 @@ def belief_weakened(at: At, memory: Memory, confidence_before: float) -> Change:
             "character_id": memory.character_id,
             "belief_id": memory.belief_id,
             "confidence_before": confidence_before,
-            "confidence": memory.confidence,
+            "confidence": now,
         },
     )
 

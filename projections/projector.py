@@ -8,29 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.changes import ChangeWatch
 from projections.delivery import Intake, SourceMessage
 from projections.dialogue import record_dialogue
+from projections.divergence import diverging
 from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
+    as_revised,
     knows,
     load_memory,
     memory_keys,
+    most_important_beliefs,
     record_origin,
+    revise_confidence,
     store_memories,
     visible,
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.referee import Judge, judge_line, rules_judge
 from projections.reinforcement import record_recalls
-from projections.relations import record_relations
+from projections.relations import feeling_toward, record_relations
 from projections.rumour_spreading import spread
+from projections.runtime_read import MAX_BELIEFS
 from projections.state import StateTransaction
 from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
@@ -53,11 +60,14 @@ class Projector:
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
+        judge: Judge = rules_judge,
         changes: bool = False,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
         self.on_formed = on_formed
+        self.judge = judge
+        """Gives the referee's verdicts (`projections.referee`); the rules by default."""
         self.changes = changes
         """Whether `receive` also says what each message changed (the change feed)."""
 
@@ -82,6 +92,7 @@ class Projector:
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
+        judged_note = None
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
@@ -89,12 +100,20 @@ class Projector:
                 else set()
             )
             context = _StoredMinds(tx, memory_keys(tx, tenant, world_id), ancestry, catalogue)
-            memories = form_memories(
-                event, perceivers(event, catalogue.kind_of, present, policy), context, policy
+            judged = judge_line(
+                event,
+                form_memories(
+                    event, perceivers(event, catalogue.kind_of, present, policy), context, policy
+                ),
+                context,
+                policy,
+                self.judge,
             )
+            memories, judged_note = judged.memories, judged.note
             rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present)
             formed = [*memories, *rumours]
             store_memories(tx, context.keys, formed)
+            revise_confidence(tx, context.keys, event.timeline_id, event.seq, judged.weakened)
             record_relations(tx, context.keys, ancestry, formed)
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
@@ -108,7 +127,8 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
-        return note
+        notes = [found for found in (judged_note, note) if found is not None]
+        return "; ".join(notes) if notes else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +148,31 @@ class _StoredMinds:
 
     def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
         memory = load_memory(self.tx, self.keys, teller, belief_id)
-        return memory if memory is not None and visible(memory, self.ancestry) else None
+        if memory is None or not visible(memory, self.ancestry):
+            return None
+        return as_revised(self.tx, self.keys, self.ancestry, memory)
 
     def knows(self, character: str, origin: str) -> bool:
         return knows(self.tx, self.keys, self.ancestry, character, origin)
+
+    def held_beliefs(self, character: str) -> list[Memory]:
+        held = most_important_beliefs(self.tx, self.keys, self.ancestry, character, MAX_BELIEFS)
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        return [
+            memory.model_copy(update={"diverging": True})
+            if diverging(self.tx, tenant, world_id, self.ancestry, memory)
+            else memory
+            for memory in held
+        ]
+
+    def feeling_toward(self, character: str, entity_id: str) -> float:
+        return feeling_toward(self.tx, self.keys, self.ancestry, character, entity_id)
+
+    def recorded(self, fact: Fact) -> Any:
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        return world.fact_value(
+            self.tx, tenant, world_id, self.ancestry, fact.subject, fact.attribute
+        )
 
     def fact_origin(self, fact: Fact) -> str | None:
         tenant, world_id = self.keys.tenant_id, self.keys.world_id

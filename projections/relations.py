@@ -111,6 +111,20 @@ def relations_of(
     )
 
 
+def feeling_toward(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, entity: str
+) -> float:
+    """The character's feeling toward one entity as its relation shows it (0 with none),
+    whether or not the relation is among the 50 a read lists."""
+    total, count, _ = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
+    for memory in persistent_memories(tx, keys, character):
+        for other, feeling in relation_contributions(memory):
+            if other == entity:
+                total += feeling
+                count += 1
+    return round(total / count, 2) if count else 0.0
+
+
 def _relation(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, entity: str
 ) -> Aggregate | None:

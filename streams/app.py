@@ -22,10 +22,14 @@ from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
+from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
+from yarl import URL
 
 from projections.delivery import SourceMessage
-from projections.keys import pack
+from projections.key_prefixes import STATE_FORMAT
+from projections.keys import KeyPart, pack
+from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
@@ -46,6 +50,7 @@ from streams.state import (
     chunked,
     decode_changes,
     encode_changes,
+    recording_transaction,
     state_options,
     without_write_ahead_log,
 )
@@ -125,6 +130,32 @@ class ChangesetTable(faust.Table[bytes, bytes]):
             extra={"changesets_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
+        await self.upgrade_formats(partitions)
+
+    async def upgrade_formats(self, partitions: Iterable[int]) -> None:
+        """Take each recovered partition to this release's state format before any event
+        (`projections.migrations`); its rewrites reach the changelog as one event's do. A
+        partition written by a newer release stops the worker, unchanged."""
+        assert self.durability is not None
+        for partition in partitions:
+            tx, changes = recording_transaction(
+                without_write_ahead_log(partition_db(self, partition))
+            )
+            if stored_format(tx) == current_format():
+                continue
+            try:
+                async with self.durability.writing(partition):
+                    done = upgrade(tx)
+                    deliveries = await send_changes(
+                        self, partition, changes, (STATE_FORMAT, partition, time.time_ns())
+                    )
+                    self.durability.sent(partition, deliveries)
+                await asyncio.gather(*deliveries)
+            except StateFormatError as refusal:
+                log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
+                await self.app.crash(refusal)
+                return
+            log.info("partition %d: %s", partition, done, extra={"partition": partition})
 
 
 @dataclass(frozen=True)
@@ -154,18 +185,10 @@ class Rumourmill:
         not through Faust's send buffer, whose flush gives up after 0.1 s.
         """
         started = time.perf_counter()
-        changes: Changes = []
         db = without_write_ahead_log(partition_db(self.state, message.partition))
-
-        def write(key: bytes, value: bytes | None) -> None:
-            changes.append((key, value))
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
-
+        tx, changes = recording_transaction(db)
         intake = self.projector.receive(
-            RocksTransaction(db, write),
+            tx,
             SourceMessage(
                 topic=message.topic,
                 partition=message.partition,
@@ -175,15 +198,12 @@ class Rumourmill:
                 timestamp_ms=record_timestamp_ms(message.timestamp),
             ),
         )
-        deliveries = [
-            await self.state.changelog_topic.send(
-                key=pack(message.topic, message.partition, message.offset, number),
-                value=encode_changes(run),
-                partition=message.partition,
-                force=True,
-            )
-            for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
-        ]
+        deliveries = await send_changes(
+            self.state,
+            message.partition,
+            changes,
+            (message.topic, message.partition, message.offset),
+        )
         self.durability.sent(message.partition, deliveries)
         deliveries += [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
@@ -253,12 +273,33 @@ class Rumourmill:
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """Forward a read to the worker that owns `world_id`; None when that is this one."""
         try:
+            if request.method == "POST":
+                return await self._forward_posted(world_id, web, request)
             answer: Response = await self.app.router.route_req(
                 self.state.name, world_id, web, request
             )
         except SameNode:
             return None
         return answer
+
+    async def _forward_posted(self, world_id: str, web: Web, request: Request) -> Response:
+        """Faust's `route_req` for a request with a body (Faust forwards none): the reply check
+        goes to the owner with its reply."""
+        try:
+            owner = self.app.router.key_store(self.state.name, world_id)
+        except KeyError:
+            raise ServiceUnavailable() from None
+        here = URL(self.app.conf.canonical_url)
+        if (owner.host, owner.port or 80) == (here.host, here.port or 80):
+            raise SameNode()
+        routed = request.url.with_host(owner.host or "").with_port(owner.port)
+        body = await cast(Any, request).read()  # aiohttp keeps the body it read
+        async with self.app.http_client.request(
+            method="POST", headers=request.headers, url=routed, data=body
+        ) as response:
+            return web.text(
+                await response.text(), content_type=response.content_type, status=response.status
+            )
 
 
 def create_app(settings: Settings) -> Rumourmill:
@@ -415,6 +456,22 @@ def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
             committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
             lag[tp.partition] = max(highwater - (committed or 0), 0)
     return lag
+
+
+async def send_changes(
+    table: TableT[bytes, bytes], partition: int, changes: Changes, source: tuple[KeyPart, ...]
+) -> list[Delivery]:
+    """Send a partition's writes to the state changelog: one message per run of at most
+    `CHANGESET_BYTES`, keyed by what made them (`source`) and the run's number."""
+    return [
+        await table.changelog_topic.send(
+            key=pack(*source, number),
+            value=encode_changes(run),
+            partition=partition,
+            force=True,
+        )
+        for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
+    ]
 
 
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:

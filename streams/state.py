@@ -134,3 +134,18 @@ def chunked(changes: Changes, limit: int) -> Iterator[Changes]:
         size += cost
     if run:
         yield run
+
+
+def recording_transaction(db: Rdict) -> tuple[RocksTransaction, Changes]:
+    """A transaction over `db` that applies each write at once and records it, in order: the
+    changes one event sends to the changelog."""
+    changes: Changes = []
+
+    def write(key: bytes, value: bytes | None) -> None:
+        changes.append((key, value))
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return RocksTransaction(db, write), changes

@@ -10,28 +10,35 @@ request gets a 401 or a 400 with a plain `detail` from whichever worker it reach
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import orjson
+from aiohttp.web import RequestKey
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.branch_diff import branch_diff
+from projections.chronicle import chronicle_read
 from projections.decision import decision
 from projections.dialogue import dialogue_read
 from projections.digest import world_digest
+from projections.invention import reply_check
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
+from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
-from schemas.memory import ReadModel
+from schemas.memory import DecisionRead, ReadModel
 from schemas.policy import Policy
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
+from streams.rumour_picture import DrawingUnavailable, rumour_svg
+from streams.tokens import wordllama_tokens
 
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
@@ -214,7 +221,7 @@ class WorldRead(ReadsView):
         """The answer, or a plain `detail` with the status of what went wrong."""
         try:
             tenant = tenant_of(request, self.reads.tenants_by_api_key)
-            world = query_identifier(request, "world_instance_id")
+            world = self.world_of(request, params)
             for name, value in params.items():
                 check_identifier(name, value)
             forwarded = await self.reads.owner_answer(world, self.web, request)
@@ -222,7 +229,7 @@ class WorldRead(ReadsView):
                 return forwarded
             scope = ReadScope(tenant, world, self.reads.read_transaction(world))
             try:
-                return self.answer(self.read(request, scope, params))
+                return self.answer(await self.finish(self.read(request, scope, params)))
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
             except BadRead as bad:
@@ -230,9 +237,18 @@ class WorldRead(ReadsView):
         except HTTPProblem as problem:
             return self.answer({"detail": problem.detail}, problem.status)
 
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        """The world asked about: the `world_instance_id` query parameter."""
+        return query_identifier(request, "world_instance_id")
+
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         """The JSON answer; raises `NotFound` (a 404) when there is nothing to show."""
         raise NotImplementedError
+
+    async def finish(self, found: object) -> object:
+        """The answer made from what `read` found, for work that need not hold the event loop
+        (and must not read state: that is `read`'s); as it is by default."""
+        return found
 
 
 class RuntimeRead(WorldRead):
@@ -315,6 +331,52 @@ class Decision(WorldRead):
         )
 
 
+REPLY = RequestKey("rumourmill.reply", bytes)
+"""Where a reply check keeps its posted body on the request (aiohttp's per-request data)."""
+MAX_REPLY_BODY_BYTES = 256 * 1024
+
+
+class ReplyCheck(Decision):
+    """The invention check of a character's reply to an event (section 12): `POST` with
+    `{"text": REPLY}` and the decision's parameters; the world's owner answers."""
+
+    async def post(self, request: Request, **params: str) -> Response:
+        body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
+        cast(Any, request)[REPLY] = body
+        return await self.get(request, **params)
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        text = reply_text(cast(Any, request).get(REPLY))
+        context = cast(DecisionRead, super().read(request, scope, params))
+        return reply_check(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            query_identifier(request, "timeline_id"),
+            params["npc_id"],
+            cast(int, query_position(request, "after_seq")),
+            context,
+            text,
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
+        )
+
+
+def reply_text(body: bytes | None) -> str:
+    """The reply a check was posted: a JSON object's `text` string."""
+    if body is None:
+        raise HTTPProblem(400, 'post the reply as a JSON body {"text": REPLY}')
+    if len(body) > MAX_REPLY_BODY_BYTES:
+        raise HTTPProblem(400, f"the body is over {MAX_REPLY_BODY_BYTES} bytes")
+    try:
+        posted = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise HTTPProblem(400, 'the body must be JSON: {"text": REPLY}') from None
+    text = posted.get("text") if isinstance(posted, dict) else None
+    if not isinstance(text, str):
+        raise HTTPProblem(400, "'text' must be a string")
+    return text
+
+
 class Dialogue(WorldRead):
     """What was just said: a character's player scope and place scope (section 13). Expiry is
     judged against the wall clock (turns keep their real time)."""
@@ -334,6 +396,23 @@ class Dialogue(WorldRead):
             wall_clock_ms(),
             self.reads.policy_of(scope.tenant_id, scope.world_id).memory.dialogue,
             query_position(request, "as_of_seq"),
+        )
+
+
+class Chronicle(WorldRead):
+    """A character's story so far (section 14), made from its records as it is read; token
+    counts by the embedder's own tokenizer."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return chronicle_read(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            query_identifier(request, "timeline_id"),
+            params["npc_id"],
+            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.chronicle,
+            wordllama_tokens(),
+            as_of_seq=query_position(request, "as_of_seq"),
         )
 
 
@@ -388,6 +467,39 @@ class Digest(WorldRead):
         }
 
 
+@dataclass(frozen=True)
+class Picture:
+    """An answer that is an SVG picture."""
+
+    svg: bytes
+
+
+class RumourPicture(WorldRead):
+    """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
+    the world is named in the path, the timeline by an optional `timeline_id`."""
+
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        return params["world"]
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id", default="")
+        return rumour_map(
+            scope.tx, scope.tenant_id, scope.world_id, params["belief_id"], timeline_id or None
+        )
+
+    async def finish(self, found: object) -> object:
+        """Graphviz draws in a thread: events go on being projected meanwhile."""
+        try:
+            return Picture(await asyncio.to_thread(rumour_svg, cast(RumourMap, found)))
+        except DrawingUnavailable as missing:
+            raise HTTPProblem(503, str(missing)) from None
+
+    def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
+        if isinstance(found, Picture):
+            return self.bytes(found.svg, content_type="image/svg+xml", status=status)
+        return super().answer(found, status)
+
+
 ROUTES: dict[str, type[ReadsView]] = {
     "/health": Health,
     "/ready": Ready,
@@ -396,9 +508,12 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/memory/runtime/npcs/{npc_id}/dialogue": Dialogue,
+    "/v2/memory/runtime/npcs/{npc_id}/chronicle": Chronicle,
+    "/v2/memory/runtime/npcs/{npc_id}/reply-check": ReplyCheck,
     "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
+    "/v2/memory/worlds/{world}/rumours/{belief_id}.svg": RumourPicture,
     "/metrics": PrometheusMetrics,
 }
 

@@ -24,6 +24,7 @@ from projections.state import MemoryState, StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
 from schemas.changes import CHANGE_MODELS, Change
+from tests import tavern_lies
 from tests.seed import SEED_READ
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,3 +282,23 @@ def test_a_broken_change_is_refused_by_its_schema_and_its_model_alike(
     assert list(Draft202012Validator(schema).iter_errors(message))
     with pytest.raises(ValidationError):
         CHANGE_MODELS["belief-formed"].model_validate(message)
+
+
+def test_the_referee_weakening_a_belief_is_a_weakened_belief_as_the_reads_show_it() -> None:
+    """Seed 001's lie: Rook tells Mara the sailor lives, Ilse convinces her otherwise."""
+    state = MemoryState()
+    changes = take(feed(), state, tavern_lies.LINES).changes
+    weakened = of_kind(changes, "belief-weakened")
+    assert fields(weakened, "seq", "character_id") == [(7, "npc-mara")]
+    belief = weakened[0]["belief_id"]
+    told = [c for c in of_kind(changes, "belief-formed") if c["belief_id"] == belief]
+    assert fields(told, "seq", "content") == [
+        (6, "The sailor is alive and drinking at the harbour")
+    ]
+
+    def held_at(seq: int) -> float:
+        read = runtime_read(state, "default", "save-1", "main", "npc-mara", seq)
+        return {b.belief_id: b.confidence for b in read.beliefs}[belief]
+
+    assert (weakened[0]["confidence_before"], weakened[0]["confidence"]) == (held_at(6), held_at(7))
+    assert held_at(7) < held_at(6)

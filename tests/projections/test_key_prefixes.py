@@ -12,12 +12,14 @@ from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import pack, unpack
+from projections.migrations import upgrade
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.policy import Policy
 from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
+from tests.tavern_lies import LINES
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 RECALL = (
@@ -59,6 +61,7 @@ class RecordingState(MemoryState):
 
 def prefixes_written(lines: list[bytes], policy: Policy) -> set[str]:
     state = RecordingState()
+    upgrade(state)  # as a start does: stamps the store's format
     projector = Projector(policies=lambda tenant, world: policy)
     for offset, raw in enumerate(lines):
         projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
@@ -73,6 +76,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
         # the reload before its parent reaches the branch point, then the parent backwards
         [tavern[0], tavern[5], *tavern[4:0:-1]],
         noisy(story(worlds=2, events_per_world=80, seed=3), seed=3),
+        LINES,  # a lie, then a line that convinces: a belief held less firmly
     ):
         for policy in (Policy(), RICH_POLICY):
             found = prefixes_written(lines, policy)

@@ -220,6 +220,9 @@ def policies_accepted() -> dict[str, Any]:
         "share-written-1": nested("memory.confidence.seen", 1),
         "count-written-10.0": nested("sequencing.max_deferred", 10.0),
         "spreading-on": nested("memory.spreading", {"enabled": True, "distortion": True}),
+        "lies-not-believable": nested("memory.lies_believable", False),
+        "referee-weakens-less": nested("memory.referee.weaken", 0.8),
+        "inventions-rejected": nested("memory.invention", "reject"),
     }
 
 
@@ -229,8 +232,9 @@ def policies_refused() -> dict[str, Any]:
         for name, (path, value) in {
             "model-weighing": ("memory.weighing", "model"),
             "unknown-weighing": ("memory.weighing", "dice"),
-            "lies-believable": ("memory.lies_believable", True),
-            "lies-not-believable": ("memory.lies_believable", False),
+            "lies-believable-a-string": ("memory.lies_believable", "no"),
+            "weaken-over-1": ("memory.referee.weaken", 1.5),
+            "unknown-invention-action": ("memory.invention", "ignore"),
             "misspelt-section": ("memroy", {}),
             "misspelt-setting": ("memory.spreading.enabld", True),
             "memory-null": ("memory", None),
