@@ -65,5 +65,9 @@ class OutboxRecord(Record):
 
     def to_bytes(self) -> bytes:
         """Every field holds JSON-ready data already: written as it is, without a pydantic pass
-        over each change (there are a dozen per event)."""
-        return orjson.dumps({name: getattr(self, name) for name in type(self).model_fields})
+        over each change (there are a dozen per event). Without changes (the feed off), the
+        very bytes of the release before."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        if not self.changes:
+            del fields["changes"]
+        return orjson.dumps(fields)
