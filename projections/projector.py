@@ -14,6 +14,7 @@ from typing import Any
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
+from projections.changes import ChangeWatch
 from projections.delivery import Intake, SourceMessage, identity_of
 from projections.dialogue import record_dialogue
 from projections.divergence import diverging
@@ -71,6 +72,7 @@ class Projector:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
         answers: AnswerSource = WITHOUT_MODEL,
+        changes: bool = False,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
@@ -79,18 +81,35 @@ class Projector:
         """Model judgements (`projections.judgements`): none by default, so the rules make
         each one (the referee's verdicts, and in model mode feelings and retellings, which the
         acks then list as refused)."""
+        self.changes = changes
+        """Whether `receive` also says what each message changed (the change feed)."""
 
     def receive(
         self, tx: StateTransaction, message: SourceMessage, answers: AnswerSource | None = None
     ) -> Intake:
-        """Take one message in; returns the acks and dead letters to publish. `answers` are the
-        model judgements its events raise (`questions`), instead of the projector's own."""
+        """Take one message in; returns the acks, dead letters (and changes) to publish.
+        `answers` are the model judgements its events raise (`questions`), instead of the
+        projector's own."""
+        return self._take(tx, message, answers, self.changes)
+
+    def _take(
+        self,
+        tx: StateTransaction,
+        message: SourceMessage,
+        answers: AnswerSource | None,
+        changes: bool,
+    ) -> Intake:
         judged = self.answers if answers is None else answers
 
         def apply(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
             return self.apply(tx, event, ancestry, judged)
 
-        return receive(tx, message, apply, self.policies, self.max_event_bytes)
+        if not changes:
+            return receive(tx, message, apply, self.policies, self.max_event_bytes)
+        watch = ChangeWatch(tx)
+        return receive(
+            watch, message, watch.around(apply), self.policies, self.max_event_bytes, watch.noted
+        )
 
     def questions(
         self, tx: StateTransaction, message: SourceMessage, model_configured: bool
@@ -105,7 +124,7 @@ class Projector:
         if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
             return []
         collector = QuestionCollector(model_configured=model_configured)
-        self.receive(ScratchState(tx), message, collector)
+        self._take(ScratchState(tx), message, collector, changes=False)
         return collector.questions
 
     def apply(

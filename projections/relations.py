@@ -45,6 +45,11 @@ def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
 
 
+def mean_feeling(total: float, count: int) -> float:
+    """A relation's feeling: the mean of its contributions, rounded to 2 places."""
+    return round(total / count, 2)
+
+
 def record_relations(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memories: Iterable[Memory]
 ) -> None:
@@ -97,7 +102,7 @@ def relations_of(
         [
             {
                 "entity_id": entity,
-                "feeling": round(total / count, 2),
+                "feeling": mean_feeling(total, int(count)),
                 "memories": int(count),
                 "last_seq": int(last),
             }
