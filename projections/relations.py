@@ -3,8 +3,9 @@
 The rule, whole:
 - every memory contributes its feeling to each other entity it is about or came from (its
   `about` and its `source_entity`), once each, never to the character themself;
-- a relation is the mean of its contributions (rounded to 2 places), their count and the
-  last seq among them;
+- a relation is the mean of its contributions (2 decimals, halves up, worked out in decimal
+  as `projections.numbers` does: a mean of 0.075 is 0.08 however binary floats add up), their
+  count and the last seq among them;
 - a read lists at most 50, most memories first, then the most recent, then by entity id.
 
 Storage: the memories of one event add to the character's relations as a cumulative version
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from decimal import Decimal
 
 import orjson
 from pydantic import TypeAdapter
@@ -24,6 +26,7 @@ from pydantic import TypeAdapter
 from projections.key_prefixes import RELATION_HEADS, RELATIONS
 from projections.keys import pack, unpack
 from projections.memory_store import MemoryKeys, persistent_memories
+from projections.numbers import decimal, hundredths
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
 from projections.versions import read_through
@@ -45,6 +48,16 @@ def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
 
 
+def added(total: float, feelings: Iterable[float]) -> float:
+    """A relation's sum of feelings with more added, in decimal (kept exact as stored)."""
+    return float(sum((decimal(feeling) for feeling in feelings), decimal(total)))
+
+
+def mean_feeling(total: float, count: int) -> float:
+    """What a relation shows: the mean feeling to 2 decimals, halves up (0 with no memory)."""
+    return hundredths(decimal(total) / Decimal(count)) if count else 0.0
+
+
 def record_relations(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memories: Iterable[Memory]
 ) -> None:
@@ -59,7 +72,7 @@ def record_relations(
     for (character, entity), items in contributions.items():
         total, count, last = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
         version = max(seq for _, seq in items)
-        after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
+        after = [added(total, (f for f, _ in items)), count + len(items), max(last, version)]
         tx.put(
             keys.scoped(RELATIONS, timeline, character) + pack(entity, version), orjson.dumps(after)
         )
@@ -89,7 +102,7 @@ def relations_of(
     for memory in persistent_memories(tx, keys, character):
         for entity, feeling in relation_contributions(memory):
             total = totals.setdefault(entity, [0.0, 0, 0])
-            total[0] += feeling
+            total[0] = added(total[0], [feeling])
             total[1] += 1
             total[2] = max(total[2], memory.seq)
     ordered = sorted(totals.items(), key=lambda item: (-item[1][1], -item[1][2], item[0]))
@@ -97,7 +110,7 @@ def relations_of(
         [
             {
                 "entity_id": entity,
-                "feeling": round(total / count, 2),
+                "feeling": mean_feeling(total, int(count)),
                 "memories": int(count),
                 "last_seq": int(last),
             }
@@ -115,9 +128,9 @@ def feeling_toward(
     for memory in persistent_memories(tx, keys, character):
         for other, feeling in relation_contributions(memory):
             if other == entity:
-                total += feeling
+                total = added(total, [feeling])
                 count += 1
-    return round(total / count, 2) if count else 0.0
+    return mean_feeling(total, count)
 
 
 def _relation(
