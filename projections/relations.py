@@ -5,7 +5,8 @@ The rule, whole:
   `about` and its `source_entity`), once each, never to the character themself;
 - a relation is the mean of its contributions (2 decimals, halves up, worked out in decimal
   as `projections.numbers` does: a mean of 0.075 is 0.08 however binary floats add up), their
-  count and the last seq among them;
+  count and the last seq among them; the stored sum is a float, read to 9 decimals, which sheds
+  what binary addition added (0.1 + 0.2 is 0.30000000000000004);
 - a read lists at most 50, most memories first, then the most recent, then by entity id.
 
 Storage: the memories of one event add to the character's relations as a cumulative version
@@ -36,6 +37,8 @@ MAX_RELATIONS = 50
 
 Aggregate = tuple[float, int, int]
 """(sum of feelings, memories, last seq) of one relation."""
+SUM_PLACES = 9
+"""The decimals a sum of feelings is read to: far below any feeling's, far above float noise."""
 
 _RELATION_READS = TypeAdapter(list[RelationRead])
 
@@ -48,14 +51,11 @@ def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
 
 
-def added(total: float, feelings: Iterable[float]) -> float:
-    """A relation's sum of feelings with more added, in decimal (kept exact as stored)."""
-    return float(sum((decimal(feeling) for feeling in feelings), decimal(total)))
-
-
 def mean_feeling(total: float, count: int) -> float:
     """What a relation shows: the mean feeling to 2 decimals, halves up (0 with no memory)."""
-    return hundredths(decimal(total) / Decimal(count)) if count else 0.0
+    if not count:
+        return 0.0
+    return hundredths(decimal(round(total, SUM_PLACES)) / Decimal(count))
 
 
 def record_relations(
@@ -72,7 +72,7 @@ def record_relations(
     for (character, entity), items in contributions.items():
         total, count, last = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
         version = max(seq for _, seq in items)
-        after = [added(total, (f for f, _ in items)), count + len(items), max(last, version)]
+        after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
         tx.put(
             keys.scoped(RELATIONS, timeline, character) + pack(entity, version), orjson.dumps(after)
         )
@@ -102,7 +102,7 @@ def relations_of(
     for memory in persistent_memories(tx, keys, character):
         for entity, feeling in relation_contributions(memory):
             total = totals.setdefault(entity, [0.0, 0, 0])
-            total[0] = added(total[0], [feeling])
+            total[0] += feeling
             total[1] += 1
             total[2] = max(total[2], memory.seq)
     ordered = sorted(totals.items(), key=lambda item: (-item[1][1], -item[1][2], item[0]))
@@ -128,7 +128,7 @@ def feeling_toward(
     for memory in persistent_memories(tx, keys, character):
         for other, feeling in relation_contributions(memory):
             if other == entity:
-                total = added(total, [feeling])
+                total += feeling
                 count += 1
     return mean_feeling(total, count)
 
