@@ -1,16 +1,17 @@
 """The Faust app: topics, the state table and the agent that feeds the projector.
 
 Everything domain-shaped happens in `projections.Projector`; this module only moves bytes
-between Kafka and it. At-least-once with one in-flight message per partition (concurrency=1,
-faust-streaming #606); redelivery is harmless because the projector recognises it.
+between Kafka and it. At-least-once: the agent (concurrency=1, faust-streaming #606) takes events
+in batches and acks each, in offset order per partition, once Kafka stored all it produced;
+redelivery is harmless because the projector recognises it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -18,17 +19,17 @@ import faust
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
+from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
-from projections.delivery import SourceMessage
-from projections.keys import pack
+from projections.delivery import Intake, SourceMessage
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from schemas.policy import Policy
-from streams import codec, kafka_consumer
+from streams import changelog, codec, kafka_consumer
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
@@ -37,23 +38,19 @@ from streams.metrics import Metrics
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
-from streams.state import (
-    Changes,
-    RocksTransaction,
-    chunked,
-    decode_changes,
-    encode_changes,
-    state_options,
-    without_write_ahead_log,
-)
+from streams.state import RocksTransaction, state_options, without_write_ahead_log
 from streams.web import Readiness, register_views
 
 log = logger("worker")
-STATE_TABLE = "state"
+STATE_TABLE = "state2"
+"""Its changelog holds one record per state key (`streams.changelog`); "state" held one message
+per event, a format this worker must never read."""
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
-CHANGESET_BYTES = 512 * 1024
-"""Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
+BATCH_EVENTS = 200
+"""The most events the agent takes at once: one changelog record batch per partition for all."""
+BATCH_SECONDS = 0.005
+"""How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
 SESSION_TIMEOUT_SECONDS = 10.0
@@ -62,15 +59,14 @@ CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
 
 
-class ChangesetTable(faust.Table[bytes, bytes]):
-    """The state table: its changelog carries one message per event with all its writes.
+class StateTable(faust.Table[bytes, bytes]):
+    """The state table: its changelog carries one record per state key (`streams.changelog`).
 
-    An event's writes reach the changelog together (and their count does not slow the
-    worker down); recovery lays each message's writes into the partition's RocksDB at once.
+    Recovery lays each partition's records of a changelog batch into its RocksDB at once.
     """
 
     recovered: Counter[int]
-    """Changelog messages laid into each partition since recovery last finished."""
+    """Changelog records laid into each partition since recovery last finished."""
     reported_at: float
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
@@ -89,37 +85,39 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
+        writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
         for event in batch:
             message = event.message
-            db = without_write_ahead_log(partition_db(self, message.partition))
-            writes = WriteBatch(raw_mode=True)
-            for key, value in decode_changes(message.value or b""):
-                if value is None:
-                    writes.delete(key)
-                else:
-                    writes.put(key, value)
-            db.write(writes)
-            offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
+            tp = message.tp
+            if (tp_writes := writes.get(tp)) is None:
+                tp_writes = writes[tp] = WriteBatch(raw_mode=True)
+            key = cast(bytes, message.key)  # every state record has one
+            if message.value is None:
+                tp_writes.delete(key)
+            else:
+                tp_writes.put(key, message.value)
+            offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
-        for tp, offset in offsets.items():
-            self.data.set_persisted_offset(tp, offset)
+        for tp, tp_writes in writes.items():
+            without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
+            self.data.set_persisted_offset(tp, offsets[tp])
         if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
             self.reported_at = time.monotonic()
             log.info(
-                "recovering state: %d changeset(s) laid so far",
+                "recovering state: %d record(s) laid so far",
                 self.recovered.total(),
-                extra={"changesets_by_partition": dict(self.recovered)},
+                extra={"records_by_partition": dict(self.recovered)},
             )
 
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
         partitions = sorted(tp.partition for tp in active_tps)
         log.info(
-            "state recovered: %d changeset(s) laid; serving partitions %s",
+            "state recovered: %d record(s) laid; serving partitions %s",
             self.recovered.total(),
             partitions,
-            extra={"changesets_by_partition": dict(self.recovered), "partitions": partitions},
+            extra={"records_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
 
@@ -140,47 +138,49 @@ class Rumourmill:
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
+    changelog: changelog.ChangelogWriter = field(default_factory=changelog.ChangelogWriter)
 
-    async def take(self, message: Message) -> list[Delivery]:
-        """Project one message and send everything it produced; returns the pending deliveries.
+    async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
+        """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
-        The state changes go to the changelog as one message (split only past
-        `CHANGESET_BYTES`), then the acks and dead letters. All go straight to the producer,
-        not through Faust's send buffer, whose flush gives up after 0.1 s.
+        Each partition's state changes go to the changelog as one record batch (more only past
+        `changelog.BATCH_BYTES`), then the acks and dead letters of its events, in order. All go
+        straight to the producer, not through Faust's send buffer, whose flush gives up after
+        0.1 s. A projection that raises names its message in the error's notes.
         """
-        started = time.perf_counter()
-        changes: Changes = []
-        db = without_write_ahead_log(partition_db(self.state, message.partition))
+        writes: dict[int, changelog.PartitionWrites] = {}
+        taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
+        for message in messages:
+            started = time.perf_counter()
+            partition = message.partition
+            if (partition_writes := writes.get(partition)) is None:
+                partition_writes = writes[partition] = changelog.PartitionWrites()
+            db = without_write_ahead_log(partition_db(self.state, partition))
+            try:
+                intake = self.projector.receive(
+                    RocksTransaction(db, _written_through(db, partition_writes)),
+                    source_message(message),
+                )
+            except Exception as error:
+                error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
+                raise
+            partition_writes.end_event()
+            taken[partition].append((message, intake))
+            self.metrics.processing.observe(time.perf_counter() - started)
+        producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
+        topic = self.state.changelog_topic.get_topic_name()
+        deliveries: dict[int, list[Delivery]] = {}
+        for partition, partition_writes in writes.items():
+            sent = await self.changelog.send(producer, topic, partition, partition_writes.batches)
+            self.durability.sent(partition, sent)
+            deliveries[partition] = [*sent]
+            for message, intake in taken[partition]:
+                deliveries[partition] += await self.publish(message, intake)
+        return deliveries
 
-        def write(key: bytes, value: bytes | None) -> None:
-            changes.append((key, value))
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
-
-        intake = self.projector.receive(
-            RocksTransaction(db, write),
-            SourceMessage(
-                topic=message.topic,
-                partition=message.partition,
-                offset=message.offset,
-                key=message.key,
-                value=message.value or b"",
-                timestamp_ms=record_timestamp_ms(message.timestamp),
-            ),
-        )
+    async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
+        """Send the acks and dead letters one message produced; returns their deliveries."""
         deliveries = [
-            await self.state.changelog_topic.send(
-                key=pack(message.topic, message.partition, message.offset, number),
-                value=encode_changes(run),
-                partition=message.partition,
-                force=True,
-            )
-            for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
-        ]
-        self.durability.sent(message.partition, deliveries)
-        deliveries += [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
@@ -199,7 +199,6 @@ class Rumourmill:
                 await self.deadletters.send(key=message.key, value=letter, force=True)
             )
         self.metrics.sent(intake.acks, intake.dead_letters)
-        self.metrics.processing.observe(time.perf_counter() - started)
         return deliveries
 
     async def crash(self, error: BaseException, cause: str) -> None:
@@ -263,8 +262,9 @@ def create_app(settings: Settings) -> Rumourmill:
         key_serializer="raw",
         autodiscover=False,
         table_standby_replicas=settings.standbys,
-        Table=ChangesetTable,
+        Table=StateTable,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
+        producer_max_batch_size=changelog.BATCH_BYTES,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {
@@ -278,13 +278,14 @@ def create_app(settings: Settings) -> Rumourmill:
     acks = app.topic(settings.topics.acks, **topic_options)
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = cast(
-        ChangesetTable,
+        StateTable,
         app.Table(
             STATE_TABLE,
             key_type=bytes,
             value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
             partitions=settings.partitions,
             options=state_options(settings.block_cache_mb),
+            extra_topic_configs=changelog.TOPIC_CONFIG,
         ),
     )
     state.durability = LocalDurability(state, settings.bootstrap)
@@ -324,20 +325,26 @@ def create_app(settings: Settings) -> Rumourmill:
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
-        event: EventT[bytes]
         await policies.caught_up.wait()
-        unacked: faust.Stream[bytes] = stream.noack()  # type: ignore[attr-defined]
-        async for event in unacked.events():
+        acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
+        unacked = cast(faust.Stream[bytes], stream)
+        batches = unacked.noack_take(BATCH_EVENTS, within=BATCH_SECONDS)  # never acks itself
+        async for batch in batches:
+            events = cast(list[EventT[bytes]], batch)
+            counts = Counter(event.message.partition for event in events)
             try:
-                async with mill.durability.writing(event.message.partition):
-                    deliveries = await mill.take(event.message)
-            except Exception as error:  # a bug, not bad input: stop rather than skip the event
-                message = event.message
-                await mill.crash(
-                    error, f"projecting {message.topic}[{message.partition}]@{message.offset}"
-                )
+                async with mill.durability.writing(counts):
+                    deliveries = await mill.take([event.message for event in events])
+            except Exception as error:  # a bug, not bad input: stop rather than skip events
+                await mill.crash(error, f"taking {len(events)} event(s) in")
                 raise
-            ack_when_delivered(event, deliveries, mill.crash_soon)
+            for partition, sent in deliveries.items():
+                acked[partition] = ack_when_delivered(
+                    [event for event in events if event.message.partition == partition],
+                    sent,
+                    mill.crash_soon,
+                    after=acked.get(partition),
+                )
 
     return mill
 
@@ -359,27 +366,40 @@ class Ackable(Protocol):
 
 
 def ack_when_delivered(
-    event: Ackable, deliveries: list[Delivery], on_failure: Callable[[BaseException], None]
-) -> None:
-    """Let Faust commit past `event` only once Kafka has confirmed all it produced.
+    events: Sequence[Ackable],
+    deliveries: Sequence[Delivery],
+    on_failure: Callable[[BaseException], None],
+    after: asyncio.Future[bool] | None = None,
+) -> asyncio.Future[bool]:
+    """Let Faust commit past `events` (of one partition, in offset order) only once Kafka has
+    confirmed all they produced, and the events before them (`after`) are acked.
 
     Faust would ack an event as soon as the agent moves on, also when processing raised or
     was cancelled, and its commit flushes the producer without checking that the sends
     succeeded: any of these could commit past an event whose changes were never stored.
     Acked here instead, an event is committed only once its changes, acks and dead letters
     are in Kafka; a failed or cancelled send calls `on_failure` (the worker stops, and the
-    event comes again).
+    event comes again). Acks go in offset order: Faust commits over a single unacked offset
+    ahead of its acked ones (faust-streaming #606). Returns whether `events` were acked.
     """
+    acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    waited = [*deliveries, *([] if after is None else [after])]
 
-    def delivered(outcome: asyncio.Future[list[RecordMetadata]]) -> None:
+    def delivered(outcome: asyncio.Future[list[Any]]) -> None:
         if outcome.cancelled():
-            on_failure(asyncio.CancelledError("a delivery to Kafka was cancelled"))
-        elif (failure := outcome.exception()) is not None:
-            on_failure(failure)  # a delivery that failed or was cancelled
+            failure: BaseException | None = asyncio.CancelledError("a delivery was cancelled")
         else:
-            event.ack()
+            failure = outcome.exception()  # a delivery that failed or was cancelled
+        if failure is not None:
+            on_failure(failure)
+        in_order = failure is None and (after is None or outcome.result()[-1])
+        if in_order:  # not after an earlier batch that failed (it stopped the worker)
+            for event in events:
+                event.ack()
+        acked.set_result(in_order)
 
-    asyncio.gather(*deliveries).add_done_callback(delivered)
+    asyncio.gather(*waited).add_done_callback(delivered)
+    return acked
 
 
 def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
@@ -409,6 +429,33 @@ def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
     hashed: int = murmur2(key)
     return (hashed & 0x7FFFFFFF) % partitions
+
+
+def source_message(message: Message) -> SourceMessage:
+    """A Kafka message as the projector takes it."""
+    return SourceMessage(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value or b"",
+        timestamp_ms=record_timestamp_ms(message.timestamp),
+    )
+
+
+def _written_through(
+    db: Rdict, writes: changelog.PartitionWrites
+) -> Callable[[bytes, bytes | None], None]:
+    """A write into `db` at once (later reads of the event see it) and into the changelog."""
+
+    def write(key: bytes, value: bytes | None) -> None:
+        writes.write(key, value)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return write
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

@@ -277,7 +277,7 @@ class _Partition:
 class LocalDurability:
     """Marks, checkpoints and cleanly closes the state partitions the worker writes to.
 
-    The agent projects inside `writing(partition)` and hands over each changelog send with
+    The agent projects inside `writing(events)` and hands over each changelog send with
     `sent`; `checkpoint_due` (a timer) and `finish` (the table's stop) run between events, when
     every write is in the changelog.
     """
@@ -314,23 +314,31 @@ class LocalDurability:
                 log.info("partition %d: %s", partition, outcome, extra={"partition": partition})
 
     @contextlib.asynccontextmanager
-    async def writing(self, partition: int) -> AsyncIterator[None]:
-        """Project one event of `partition`: marks it dirty first; a failure keeps it so."""
+    async def writing(self, events: Mapping[int, int]) -> AsyncIterator[None]:
+        """Project a batch of events (how many per partition): marks their partitions dirty
+        first; a failure keeps them so."""
         async with self.quiet:
-            state = self.partitions.setdefault(partition, _Partition())
-            if not state.dirty:
-                files = self.files(partition)
-                files.dirty.parent.mkdir(parents=True, exist_ok=True)
-                _write_durably(files.dirty, b"")
-                _fsync_directory(files.dirty.parent)
-                state.dirty = True
+            states = {
+                partition: self.partitions.setdefault(partition, _Partition())
+                for partition in events
+            }
+            for partition, state in states.items():
+                if not state.dirty:
+                    files = self.files(partition)
+                    files.dirty.parent.mkdir(parents=True, exist_ok=True)
+                    _write_durably(files.dirty, b"")
+                    _fsync_directory(files.dirty.parent)
+                    state.dirty = True
             try:
                 yield
             except BaseException:
-                state.broken = True
+                for state in states.values():
+                    state.broken = True
                 raise
-            state.events_since_checkpoint += 1
-            state.last_event = time.monotonic()
+            now = time.monotonic()
+            for partition, state in states.items():
+                state.events_since_checkpoint += events[partition]
+                state.last_event = now
 
     def sent(self, partition: int, deliveries: Iterable[Awaitable[RecordMetadata]]) -> None:
         """The changelog sends an event of `partition` made, in order."""

@@ -1,8 +1,8 @@
 """RocksDB behind the `StateTransaction` door, as a Faust table partition holds it.
 
 Reads go straight to the partition's rocksdict database (ordered seeks, no Faust overhead).
-Writes go through a callback: in the worker that is the Faust table, so every write also
-reaches the table's changelog topic and survives the loss of the machine.
+Writes go through a callback: in the worker that writes the database and collects the write for
+the table's changelog topic (`streams.changelog`), so it survives the loss of the machine.
 """
 
 from __future__ import annotations
@@ -85,52 +85,3 @@ def without_write_ahead_log(db: Rdict) -> Rdict:
     """
     db.set_write_options(_WITHOUT_WAL)
     return db
-
-
-Changes = list[tuple[bytes, bytes | None]]
-"""The writes of one event, in order (None deletes)."""
-
-_DELETED = 0xFFFFFFFF
-
-
-def encode_changes(changes: Changes) -> bytes:
-    """One changelog message for all the writes of one event: length-prefixed pairs."""
-    out = bytearray()
-    for key, value in changes:
-        out += len(key).to_bytes(4, "big") + key
-        if value is None:
-            out += _DELETED.to_bytes(4, "big")
-        else:
-            out += len(value).to_bytes(4, "big") + value
-    return bytes(out)
-
-
-def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
-    """The writes `encode_changes` packed, in order."""
-    index = 0
-    while index < len(data):
-        size = int.from_bytes(data[index : index + 4], "big")
-        key = data[index + 4 : index + 4 + size]
-        index += 4 + size
-        size = int.from_bytes(data[index : index + 4], "big")
-        index += 4
-        if size == _DELETED:
-            yield key, None
-        else:
-            yield key, data[index : index + size]
-            index += size
-
-
-def chunked(changes: Changes, limit: int) -> Iterator[Changes]:
-    """Split an event's writes into runs of at most `limit` encoded bytes (one write at least)."""
-    run: Changes = []
-    size = 0
-    for key, value in changes:
-        cost = 8 + len(key) + len(value or b"")
-        if run and size + cost > limit:
-            yield run
-            run, size = [], 0
-        run.append((key, value))
-        size += cost
-    if run:
-        yield run

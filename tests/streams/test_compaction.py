@@ -1,0 +1,221 @@
+"""The state changelog compacts down to the live state, and a worker that starts from nothing
+but the compacted changelog (deletes included) ends on the same state, on Apache Kafka.
+
+The changelog topic is created here, before the worker, with compaction forced (segments roll
+after 100 ms, any overwritten record makes a segment worth cleaning); the broker's cleaner looks
+for work every 15 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from rocksdict import AccessType, Options, Rdict
+
+from projections.digest import world_digest
+from projections.state import MemoryState
+from streams.app import STATE_TABLE, partition_of
+from streams.replay import replay_lines
+from streams.settings import Settings
+from tests.streams.noisy_story import story
+from tests.streams.test_deletion import deletion_acks, rumourmill, status_of
+from tests.streams.test_deletion import read as runtime_read
+from tests.streams.test_deletion import story as tavern
+from tests.streams.test_faults import (
+    assert_same_as_replay,
+    expected_processed,
+    get_json,
+    wait_for_everything,
+)
+from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+COMPACTION_TIMEOUT = 120.0
+FAUST_OFFSET_KEY = b"__faust\x00offset__"
+"""Faust's own key in each partition database (never in the changelog)."""
+
+Log = dict[int, list[tuple[bytes, bytes | None]]]
+"""Per partition, the (key, value) records the changelog holds now, in offset order."""
+
+
+def changelog_topic(settings: Settings) -> str:
+    return f"{settings.app_id}-{STATE_TABLE}-changelog"
+
+
+def create_compacting_changelog(settings: Settings) -> None:
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics(
+                [
+                    NewTopic(
+                        changelog_topic(settings),
+                        settings.partitions,
+                        1,
+                        topic_configs={
+                            "cleanup.policy": "compact",
+                            "segment.ms": "100",
+                            "min.cleanable.dirty.ratio": "0.01",
+                            "delete.retention.ms": "3600000",
+                        },
+                    )
+                ]
+            )
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+
+
+def read_changelog(settings: Settings) -> tuple[Log, int]:
+    """The records the changelog holds now, and how many were ever written (its end offsets)."""
+
+    async def read() -> tuple[Log, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partitions = [
+                TopicPartition(changelog_topic(settings), n) for n in range(settings.partitions)
+            ]
+            consumer.assign(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            ends = await consumer.end_offsets(partitions)
+            log: Log = {tp.partition: [] for tp in partitions}
+            while any(await consumer.position(tp) < ends[tp] for tp in partitions):
+                for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                    log[tp.partition] += [
+                        (record.key, record.value)
+                        for record in records
+                        if record.offset < ends[tp] and record.key is not None
+                    ]
+            return log, sum(ends.values())
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
+
+
+def last_values(log: Log) -> dict[bytes, bytes | None]:
+    """What replaying `log` leaves per key (None: deleted)."""
+    state: dict[bytes, bytes | None] = {}
+    for records in log.values():
+        state.update(records)
+    return state
+
+
+def live_keys(data_dir: Path) -> int:
+    """The keys in a stopped worker's state databases."""
+    count = 0
+    for path in data_dir.rglob(f"{STATE_TABLE}-*.db"):
+        db = Rdict(str(path), options=Options(raw_mode=True), access_type=AccessType.read_only())
+        try:
+            count += sum(1 for key in db.keys() if key != FAUST_OFFSET_KEY)  # noqa: SIM118
+        finally:
+            db.close()
+    return count
+
+
+def wait_for_compaction(settings: Settings, written_before_roll: int) -> tuple[Log, int]:
+    """Until at most one record per key is left before the records written since the roll."""
+    deadline = time.monotonic() + COMPACTION_TIMEOUT
+    while True:
+        log, written = read_changelog(settings)
+        held = sum(len(records) for records in log.values())
+        if held <= len(last_values(log)) + (written - written_before_roll):
+            return log, written
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not compacted: {held} of {written} records held")
+        time.sleep(2)
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    create_compacting_changelog(settings)
+    return settings
+
+
+def test_compaction_shrinks_the_changelog_to_the_live_state_and_a_start_from_it_is_the_same(
+    settings: Settings, tmp_path: Path
+) -> None:
+    lines = story(worlds=2, events_per_world=300, seed=23)
+    history, tail = lines[:-40], lines[-40:]
+    clean = replay_lines(lines)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, history)
+        wait_for_everything(settings, expected_processed(replay_lines(history), history), 120)
+        _, before_roll = read_changelog(settings)
+        time.sleep(1)  # past segment.ms: the tail's records open new segments
+        send_events(settings, tail)
+        wait_for_everything(settings, expected_processed(clean, lines), 120)
+        log, written = wait_for_compaction(settings, before_roll)
+        worker.stop()
+        held = sum(len(records) for records in log.values())
+        live = sum(value is not None for value in last_values(log).values())
+        assert live == live_keys(settings.data_dir), "the changelog's live keys are the state's"
+        assert held < written / 2, f"{held} records held of {written} written"
+
+        shutil.rmtree(settings.data_dir)  # nothing local: the start rebuilds from the changelog
+        worker.start()
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        worker.stop()
+
+
+def test_a_deleted_world_stays_deleted_in_a_state_rebuilt_from_the_compacted_changelog(
+    settings: Settings, tmp_path: Path
+) -> None:
+    deleted = "save-1"
+    partition = partition_of(deleted.encode(), settings.partitions)
+    neighbour = next(
+        world
+        for number in range(100)
+        if partition_of((world := f"neighbour-{number}").encode(), settings.partitions) == partition
+    )
+    kept = next(
+        world
+        for number in range(100)
+        if partition_of((world := f"kept-{number}").encode(), settings.partitions) != partition
+    )
+    events = tavern(deleted) + tavern(kept)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, events)
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(events))
+        rumourmill(settings, "world", "delete", deleted)
+        deletion_acks(settings, 1)
+        _, before_roll = read_changelog(settings)
+        time.sleep(1)  # past segment.ms: the next events open a new segment on both partitions
+        rolling = tavern(neighbour)[:3] + tavern(kept)[:1]
+        send_events(settings, rolling)
+        total = len(events) + 1 + len(rolling)
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= total)
+        log, _ = wait_for_compaction(settings, before_roll)
+        tombstones = [
+            key for key, value in log[partition] if value is None and deleted.encode() in key
+        ]
+        assert tombstones, "the deletion left tombstones in the changelog"
+        keys = [key for key, _ in log[partition]]
+        assert all(keys.count(key) == 1 for key in tombstones), "compaction kept old values"
+        kept_digest = digest_of(settings, kept)
+
+        worker.stop()
+        shutil.rmtree(settings.data_dir)
+        worker.start()
+        assert status_of(settings, runtime_read(deleted)) == 404
+        assert digest_of(settings, deleted) == world_digest(MemoryState(), "default", deleted)
+        assert digest_of(settings, kept) == kept_digest
+    finally:
+        worker.stop()
+
+
+def digest_of(settings: Settings, world: str) -> str:
+    return str(get_json(settings, f"/v2/admin/digest?world_instance_id={world}")["digest"])
