@@ -40,8 +40,8 @@ COMPACTION_TIMEOUT = 120.0
 FAUST_OFFSET_KEY = b"__faust\x00offset__"
 """Faust's own key in each partition database (never in the changelog)."""
 
-Log = dict[int, list[tuple[bytes, bytes | None]]]
-"""Per partition, the (key, value) records the changelog holds now, in offset order."""
+Log = dict[int, list[tuple[int, bytes, bytes | None]]]
+"""Per partition, the (offset, key, value) records the changelog holds now, in order."""
 
 
 def changelog_topic(settings: Settings) -> str:
@@ -74,10 +74,10 @@ def create_compacting_changelog(settings: Settings) -> None:
     asyncio.run(create())
 
 
-def read_changelog(settings: Settings) -> tuple[Log, int]:
-    """The records the changelog holds now, and how many were ever written (its end offsets)."""
+def read_changelog(settings: Settings) -> tuple[Log, dict[int, int]]:
+    """The records the changelog holds now, and its end offsets (how many were ever written)."""
 
-    async def read() -> tuple[Log, int]:
+    async def read() -> tuple[Log, dict[int, int]]:
         consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
@@ -88,14 +88,14 @@ def read_changelog(settings: Settings) -> tuple[Log, int]:
             await consumer.seek_to_beginning(*partitions)
             ends = await consumer.end_offsets(partitions)
             log: Log = {tp.partition: [] for tp in partitions}
-            while any(await consumer.position(tp) < ends[tp] for tp in partitions):
+            while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
                 for tp, records in (await consumer.getmany(timeout_ms=500)).items():
                     log[tp.partition] += [
-                        (record.key, record.value)
+                        (record.offset, record.key, record.value)
                         for record in records
                         if record.offset < ends[tp] and record.key is not None
                     ]
-            return log, sum(ends.values())
+            return log, {tp.partition: end for tp, end in ends.items()}
         finally:
             await consumer.stop()
 
@@ -104,10 +104,7 @@ def read_changelog(settings: Settings) -> tuple[Log, int]:
 
 def last_values(log: Log) -> dict[bytes, bytes | None]:
     """What replaying `log` leaves per key (None: deleted)."""
-    state: dict[bytes, bytes | None] = {}
-    for records in log.values():
-        state.update(records)
-    return state
+    return {key: value for records in log.values() for _, key, value in records}
 
 
 def live_keys(data_dir: Path) -> int:
@@ -122,16 +119,23 @@ def live_keys(data_dir: Path) -> int:
     return count
 
 
-def wait_for_compaction(settings: Settings, written_before_roll: int) -> tuple[Log, int]:
-    """Until at most one record per key is left before the records written since the roll."""
+def wait_for_compaction(settings: Settings, rolled_at: dict[int, int]) -> Log:
+    """Until, in every partition written to since `rolled_at` (its end offsets then), the
+    records before that offset hold each key once: only the last record of a key is left."""
     deadline = time.monotonic() + COMPACTION_TIMEOUT
     while True:
-        log, written = read_changelog(settings)
-        held = sum(len(records) for records in log.values())
-        if held <= len(last_values(log)) + (written - written_before_roll):
-            return log, written
+        log, ends = read_changelog(settings)
+        rolled = [partition for partition, end in ends.items() if end > rolled_at[partition]]
+        assert rolled, "no partition was written to after the roll"
+        repeated = {
+            partition: len(keys) - len(set(keys))
+            for partition in rolled
+            if (keys := [key for offset, key, _ in log[partition] if offset < rolled_at[partition]])
+        }
+        if not any(repeated.values()):
+            return log
         if time.monotonic() > deadline:
-            raise AssertionError(f"not compacted: {held} of {written} records held")
+            raise AssertionError(f"not compacted: keys repeated per partition {repeated}")
         time.sleep(2)
 
 
@@ -152,16 +156,17 @@ def test_compaction_shrinks_the_changelog_to_the_live_state_and_a_start_from_it_
     try:
         send_events(settings, history)
         wait_for_everything(settings, expected_processed(replay_lines(history), history), 120)
-        _, before_roll = read_changelog(settings)
+        _, rolled_at = read_changelog(settings)
         time.sleep(1)  # past segment.ms: the tail's records open new segments
         send_events(settings, tail)
         wait_for_everything(settings, expected_processed(clean, lines), 120)
-        log, written = wait_for_compaction(settings, before_roll)
+        log = wait_for_compaction(settings, rolled_at)
         worker.stop()
-        held = sum(len(records) for records in log.values())
+        _, ends = read_changelog(settings)
+        held, written = sum(map(len, log.values())), sum(ends.values())
+        assert held < written, "compaction dropped the overwritten records"
         live = sum(value is not None for value in last_values(log).values())
         assert live == live_keys(settings.data_dir), "the changelog's live keys are the state's"
-        assert held < written / 2, f"{held} records held of {written} written"
 
         shutil.rmtree(settings.data_dir)  # nothing local: the start rebuilds from the changelog
         worker.start()
@@ -192,19 +197,18 @@ def test_a_deleted_world_stays_deleted_in_a_state_rebuilt_from_the_compacted_cha
         read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(events))
         rumourmill(settings, "world", "delete", deleted)
         deletion_acks(settings, 1)
-        _, before_roll = read_changelog(settings)
+        _, rolled_at = read_changelog(settings)
         time.sleep(1)  # past segment.ms: the next events open a new segment on both partitions
         rolling = tavern(neighbour)[:3] + tavern(kept)[:1]
         send_events(settings, rolling)
         total = len(events) + 1 + len(rolling)
         read_topic(settings, settings.topics.acks, lambda got: len(got) >= total)
-        log, _ = wait_for_compaction(settings, before_roll)
-        tombstones = [
-            key for key, value in log[partition] if value is None and deleted.encode() in key
-        ]
-        assert tombstones, "the deletion left tombstones in the changelog"
-        keys = [key for key, _ in log[partition]]
-        assert all(keys.count(key) == 1 for key in tombstones), "compaction kept old values"
+        log = wait_for_compaction(settings, rolled_at)  # the deleted values are gone
+        assert [
+            key
+            for offset, key, value in log[partition]
+            if value is None and deleted.encode() in key and offset < rolled_at[partition]
+        ], "the deletion left tombstones in the changelog"
         kept_digest = digest_of(settings, kept)
 
         worker.stop()
