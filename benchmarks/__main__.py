@@ -14,6 +14,7 @@ from benchmarks import (
     read_latency,
     read_load,
     recall,
+    restart,
     rumours,
     worker_throughput,
 )
@@ -34,6 +35,7 @@ def main() -> None:
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)
+        restart.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 
