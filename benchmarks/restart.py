@@ -35,6 +35,7 @@ from benchmarks.support import (
     send_events,
     spread_worlds,
 )
+from benchmarks.worker_throughput import end_offsets
 from streams.durability import IDLE_SECONDS
 from streams.settings import Settings
 from tests.support import read_topic
@@ -70,16 +71,6 @@ def resident_mb(worker: WorkerProcess) -> float:
     raise RuntimeError("no VmRSS in /proc: not Linux?")
 
 
-async def _acks_end(settings: Settings) -> dict[TopicPartition, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(settings.topics.acks, n) for n in range(settings.partitions)]
-        return dict(await consumer.end_offsets(partitions))
-    finally:
-        await consumer.stop()
-
-
 async def _processed_at_ms(
     settings: Settings, start: dict[TopicPartition, int], event: dict[str, Any]
 ) -> int:
@@ -113,7 +104,7 @@ def first_new_ack_seconds(
         worker.kill()
     else:
         worker.stop()
-    start = asyncio.run(_acks_end(settings))
+    start = asyncio.run(end_offsets(settings.bootstrap, settings.topics.acks, PARTITIONS))
     send_events(settings, [event])
     launched_ms = time.time() * 1000
     worker.spawn()
