@@ -1,4 +1,7 @@
 FROM python:3.11-slim
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends graphviz fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas

@@ -4,7 +4,8 @@ All state lives in one ordered key space (`projections.state`); a key's first pa
 the space it belongs to. A space is either **projection** state, a fold of the event stream
 that two runs of the same stream must hold byte for byte (the state digest proves it), or
 **delivery bookkeeping**, which depends on how the stream was delivered (the outbox, events
-still waiting for their turn) and stays out of the digest.
+still waiting for their turn) and stays out of the digest. One key belongs to no world: the
+format the whole store is written in (`projections.migrations`).
 
 Declare a new key space here, and only here: the digest covers every projection space, and a
 test fails when state is written under a prefix this registry lacks. The digest hashes the
@@ -23,6 +24,8 @@ class Role(Enum):
     """A fold of the event stream: the same stream, the same bytes (in the digest)."""
     BOOKKEEPING = "bookkeeping"
     """How delivery went: differs between runs of the same stream (not in the digest)."""
+    FORMAT = "format"
+    """Which format a whole store is written in: of no world, so in no world's digest."""
 
 
 KEY_SPACES: dict[str, Role] = {}
@@ -72,6 +75,7 @@ PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buf
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
 DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times it was deleted
+STATE_FORMAT = _declare("state-format", Role.FORMAT)  # nothing after it: the store's format
 
 PROJECTION_PREFIXES = tuple(
     prefix for prefix, role in KEY_SPACES.items() if role is Role.PROJECTION
@@ -79,8 +83,8 @@ PROJECTION_PREFIXES = tuple(
 """The spaces of a world's projections, in declaration order; each key starts (prefix, tenant,
 world)."""
 
-NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS})
+NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS, STATE_FORMAT})
 """Spaces a deletion keeps: the outbox (keyed by source position, so redeliveries of events from
-before a deletion stay recognised) and the deletion counts themselves."""
+before a deletion stay recognised), the deletion counts themselves and the store's format."""
 WORLD_PREFIXES = tuple(prefix for prefix in KEY_SPACES if prefix not in NOT_OF_A_WORLD)
 """Every space keyed (prefix, tenant, world, ...): what deleting a world removes."""

@@ -25,6 +25,7 @@ from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 
 from projections.delivery import Intake, SourceMessage
+from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
@@ -38,13 +39,17 @@ from streams.metrics import Metrics
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
-from streams.state import RocksTransaction, state_options, without_write_ahead_log
+from streams.state import (
+    RocksTransaction,
+    decode_changes,
+    recorded_writes,
+    state_options,
+    without_write_ahead_log,
+)
 from streams.web import Readiness, register_views
 
 log = logger("worker")
-STATE_TABLE = "state2"
-"""Its changelog holds one record per state key (`streams.changelog`); "state" held one message
-per event, a format this worker must never read."""
+STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
 BATCH_EVENTS = 200
@@ -62,7 +67,8 @@ CHECKPOINT_TICK = 0.5
 class StateTable(faust.Table[bytes, bytes]):
     """The state table: its changelog carries one record per state key (`streams.changelog`).
 
-    Recovery lays each partition's records of a changelog batch into its RocksDB at once.
+    Recovery lays each partition's records of a changelog batch into its RocksDB at once (and
+    the changesets an earlier release wrote, write by write).
     """
 
     recovered: Counter[int]
@@ -71,12 +77,14 @@ class StateTable(faust.Table[bytes, bytes]):
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
+    writer: changelog.ChangelogWriter
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recovered = Counter()
         self.reported_at = 0.0
         self.durability = None
+        self.writer = changelog.ChangelogWriter()
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
@@ -92,11 +100,11 @@ class StateTable(faust.Table[bytes, bytes]):
             tp = message.tp
             if (tp_writes := writes.get(tp)) is None:
                 tp_writes = writes[tp] = WriteBatch(raw_mode=True)
-            key = cast(bytes, message.key)  # every state record has one
-            if message.value is None:
-                tp_writes.delete(key)
+            if changelog.is_record(message.headers):
+                _write_to(tp_writes, cast(bytes, message.key), message.value)
             else:
-                tp_writes.put(key, message.value)
+                for key, value in decode_changes(message.value or b""):
+                    _write_to(tp_writes, key, value)
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
         for tp, tp_writes in writes.items():
@@ -120,6 +128,45 @@ class StateTable(faust.Table[bytes, bytes]):
             extra={"records_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
+        await self.upgrade_formats(partitions)
+
+    async def upgrade_formats(self, partitions: Iterable[int]) -> None:
+        """Take each recovered partition to this release's state format before any event
+        (`projections.migrations`); its rewrites reach the changelog as one event's do. A
+        partition written by a newer release stops the worker, unchanged."""
+        for partition in partitions:
+            writes = changelog.PartitionWrites()
+            db = without_write_ahead_log(partition_db(self, partition))
+            tx = RocksTransaction(db, recorded_writes(db, writes.write))
+            if stored_format(tx) == current_format():
+                continue
+            try:
+                async with self.local_durability.writing({partition: 1}):
+                    done = upgrade(tx)
+                    writes.end_event()
+                    deliveries = await self.send_writes(partition, writes)
+                await asyncio.gather(*deliveries)
+            except StateFormatError as refusal:
+                log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
+                await self.app.crash(refusal)
+                return
+            log.info("partition %d: %s", partition, done, extra={"partition": partition})
+
+    @property
+    def local_durability(self) -> LocalDurability:
+        assert self.durability is not None, "set by create_app"
+        return self.durability
+
+    async def send_writes(
+        self, partition: int, writes: changelog.PartitionWrites
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        """Send a partition's writes to the changelog, after its earlier ones; their deliveries
+        go to durability too, which checkpoints the partition only once they are confirmed."""
+        producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
+        topic = self.changelog_topic.get_topic_name()
+        sent = await self.writer.send(producer, topic, partition, writes.batches)
+        self.local_durability.sent(partition, sent)
+        return sent
 
 
 @dataclass(frozen=True)
@@ -128,7 +175,7 @@ class Rumourmill:
 
     app: faust.App
     settings: Settings
-    state: TableT[bytes, bytes]
+    state: StateTable
     acks: TopicT
     deadletters: TopicT
     policies: PolicyFeed
@@ -138,7 +185,6 @@ class Rumourmill:
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
-    changelog: changelog.ChangelogWriter = field(default_factory=changelog.ChangelogWriter)
 
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
@@ -158,7 +204,7 @@ class Rumourmill:
             db = without_write_ahead_log(partition_db(self.state, partition))
             try:
                 intake = self.projector.receive(
-                    RocksTransaction(db, _written_through(db, partition_writes)),
+                    RocksTransaction(db, recorded_writes(db, partition_writes.write)),
                     source_message(message),
                 )
             except Exception as error:
@@ -167,13 +213,9 @@ class Rumourmill:
             partition_writes.end_event()
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
-        producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
-        topic = self.state.changelog_topic.get_topic_name()
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
-            sent = await self.changelog.send(producer, topic, partition, partition_writes.batches)
-            self.durability.sent(partition, sent)
-            deliveries[partition] = [*sent]
+            deliveries[partition] = [*await self.state.send_writes(partition, partition_writes)]
             for message, intake in taken[partition]:
                 deliveries[partition] += await self.publish(message, intake)
         return deliveries
@@ -443,19 +485,11 @@ def source_message(message: Message) -> SourceMessage:
     )
 
 
-def _written_through(
-    db: Rdict, writes: changelog.PartitionWrites
-) -> Callable[[bytes, bytes | None], None]:
-    """A write into `db` at once (later reads of the event see it) and into the changelog."""
-
-    def write(key: bytes, value: bytes | None) -> None:
-        writes.write(key, value)
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
-
-    return write
+def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
+    if value is None:
+        writes.delete(key)
+    else:
+        writes.put(key, value)
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

@@ -3,6 +3,8 @@
 A record's key is the state key and its value the state value; a delete is a tombstone (no
 value). Compaction keeps the last record of each key, so the changelog tends to the live state
 instead of growing with all history, and recovery replays live keys rather than every event.
+Each record carries the `RECORD_HEADER`: a message without it is a changeset of an earlier
+release (all the writes of one event, `streams.state.decode_changes`), which recovery still reads.
 
 The writes of consecutive events of one partition go out as one Kafka record batch, which the
 broker appends, replicates and hands to a reader whole: an event's writes, its outbox row with
@@ -15,11 +17,12 @@ behind it in the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
 from faust.types import RecordMetadata
+from faust.types.core import HeadersArg
 
 Records = dict[bytes, bytes | None]
 """State keys and their last value in a batch (None: deleted), in the order of their last
@@ -30,9 +33,11 @@ BATCH_BYTES = 1_000_000
 `max_batch_size` is set to it). A batch is cut between events; an event larger than this is
 split in the order of its last writes (the projector writes positions after the state they
 produced and the outbox last, so each part leaves a state a redelivery completes)."""
-_RECORD_OVERHEAD = 32
+RECORD_HEADER = ("r", b"")
+"""Marks a per-key record (4 bytes a record)."""
+_RECORD_OVERHEAD = 40
 """At most what the record format adds to a key and a value (aiokafka's
-`MAX_RECORD_OVERHEAD`, two length varints and the header count)."""
+`MAX_RECORD_OVERHEAD`, two length varints, the header count and `RECORD_HEADER`)."""
 _BATCH_OVERHEAD = 61
 """The record batch header."""
 
@@ -105,6 +110,17 @@ def _split(event: Records, limit: int) -> Iterator[Records]:
         yield part
 
 
+_HEADERS = [RECORD_HEADER]
+
+
+def is_record(headers: HeadersArg) -> bool:
+    """Whether a changelog message with these headers is a per-key record (not a changeset)."""
+    if headers is None:
+        return False
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return any(tuple(pair) == RECORD_HEADER for pair in pairs)
+
+
 class BatchOverflow(RuntimeError):
     """A record batch refused a record its size estimate allowed (a bug: never split silently)."""
 
@@ -130,7 +146,7 @@ class ChangelogWriter:
                 await asyncio.shield(previous)
             batch = producer.create_batch()
             for key, value in records.items():
-                if batch.append(key=key, value=value, timestamp=None) is None:
+                if batch.append(key=key, value=value, timestamp=None, headers=_HEADERS) is None:
                     raise BatchOverflow(f"{len(records)} records over {batch.size()} bytes")
             stored = await producer.send_batch(batch, topic, partition=partition)
             delivery = _last_record(stored, len(records))

@@ -470,3 +470,36 @@ def dialogue_command(
     )
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/dialogue", asked)
     click.echo(dialogue_tables(found))
+
+
+@main.command("rumour-map")
+@click.argument("belief_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@_read_options
+def rumour_map_command(
+    belief_id: str,
+    world: str,
+    timeline: str | None,
+    out: Path,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
+    import urllib.parse
+
+    from streams.show import ReadFailed, fetch_body
+
+    asked = ({"timeline_id": timeline} if timeline else {}) | (
+        {"tenant_id": tenant} if tenant else {}
+    )
+    world_part, belief_part = (urllib.parse.quote(part, safe="") for part in (world, belief_id))
+    path = f"/v2/memory/worlds/{world_part}/rumours/{belief_part}.svg"
+    try:
+        svg = fetch_body(_settings(web_url=url, api_key=api_key), path, asked)
+    except ReadFailed as error:
+        raise click.ClickException(str(error)) from None
+    out.write_bytes(svg)
+    click.echo(f"the rumour of {belief_id} drawn into {out}")

@@ -19,16 +19,25 @@ class ReadFailed(Exception):
 
 def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
     """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
+    return orjson.loads(fetch_body(settings, path, query))
+
+
+def fetch_body(settings: Settings, path: str, query: dict[str, str]) -> bytes:
+    """GET a worker's answer as it is sent (JSON or a picture); an error raises `ReadFailed`
+    with the worker's `detail`."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
     request = urllib.request.Request(url)
     if settings.api_key:
         request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return orjson.loads(reply.read())
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            body: bytes = reply.read()
+            return body
     except urllib.error.HTTPError as error:
         detail = orjson.loads(error.read()).get("detail", error.reason)
         raise ReadFailed(f"{error.code}: {detail}") from None
+    except urllib.error.URLError as error:
+        raise ReadFailed(f"no worker answers at {settings.canonical_url}: {error.reason}") from None
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -85,3 +85,53 @@ def without_write_ahead_log(db: Rdict) -> Rdict:
     """
     db.set_write_options(_WITHOUT_WAL)
     return db
+
+
+def recorded_writes(db: Rdict, note: Write) -> Write:
+    """Writes into `db` at once (later reads of the same event see them), each also handed to
+    `note` (which collects them for the changelog)."""
+
+    def write(key: bytes, value: bytes | None) -> None:
+        note(key, value)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return write
+
+
+Changes = list[tuple[bytes, bytes | None]]
+"""The writes of one event, in order (None deletes)."""
+
+_DELETED = 0xFFFFFFFF
+
+
+def encode_changes(changes: Changes) -> bytes:
+    """One changeset: all the writes of one event, length-prefixed pairs, as the releases before
+    per-key changelog records wrote them (`decode_changes` reads their changelogs; the test
+    fixtures of those releases are written with this)."""
+    out = bytearray()
+    for key, value in changes:
+        out += len(key).to_bytes(4, "big") + key
+        if value is None:
+            out += _DELETED.to_bytes(4, "big")
+        else:
+            out += len(value).to_bytes(4, "big") + value
+    return bytes(out)
+
+
+def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
+    """The writes `encode_changes` packed, in order."""
+    index = 0
+    while index < len(data):
+        size = int.from_bytes(data[index : index + 4], "big")
+        key = data[index + 4 : index + 4 + size]
+        index += 4 + size
+        size = int.from_bytes(data[index : index + 4], "big")
+        index += 4
+        if size == _DELETED:
+            yield key, None
+        else:
+            yield key, data[index : index + size]
+            index += size

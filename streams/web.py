@@ -10,6 +10,7 @@ request gets a 401 or a 400 with a plain `detail` from whichever worker it reach
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,12 +27,14 @@ from projections.dialogue import dialogue_read
 from projections.digest import world_digest
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
+from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
 from schemas.memory import ReadModel
 from schemas.policy import Policy
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.read_cache import ReadCache
+from streams.rumour_picture import DrawingUnavailable, rumour_svg
 
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
@@ -214,7 +217,7 @@ class WorldRead(ReadsView):
         """The answer, or a plain `detail` with the status of what went wrong."""
         try:
             tenant = tenant_of(request, self.reads.tenants_by_api_key)
-            world = query_identifier(request, "world_instance_id")
+            world = self.world_of(request, params)
             for name, value in params.items():
                 check_identifier(name, value)
             forwarded = await self.reads.owner_answer(world, self.web, request)
@@ -222,7 +225,7 @@ class WorldRead(ReadsView):
                 return forwarded
             scope = ReadScope(tenant, world, self.reads.read_transaction(world))
             try:
-                return self.answer(self.read(request, scope, params))
+                return self.answer(await self.finish(self.read(request, scope, params)))
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
             except BadRead as bad:
@@ -230,9 +233,18 @@ class WorldRead(ReadsView):
         except HTTPProblem as problem:
             return self.answer({"detail": problem.detail}, problem.status)
 
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        """The world asked about: the `world_instance_id` query parameter."""
+        return query_identifier(request, "world_instance_id")
+
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         """The JSON answer; raises `NotFound` (a 404) when there is nothing to show."""
         raise NotImplementedError
+
+    async def finish(self, found: object) -> object:
+        """The answer made from what `read` found, for work that need not hold the event loop
+        (and must not read state: that is `read`'s); as it is by default."""
+        return found
 
 
 class RuntimeRead(WorldRead):
@@ -388,6 +400,39 @@ class Digest(WorldRead):
         }
 
 
+@dataclass(frozen=True)
+class Picture:
+    """An answer that is an SVG picture."""
+
+    svg: bytes
+
+
+class RumourPicture(WorldRead):
+    """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
+    the world is named in the path, the timeline by an optional `timeline_id`."""
+
+    def world_of(self, request: Request, params: Mapping[str, str]) -> str:
+        return params["world"]
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        timeline_id = query_identifier(request, "timeline_id", default="")
+        return rumour_map(
+            scope.tx, scope.tenant_id, scope.world_id, params["belief_id"], timeline_id or None
+        )
+
+    async def finish(self, found: object) -> object:
+        """Graphviz draws in a thread: events go on being projected meanwhile."""
+        try:
+            return Picture(await asyncio.to_thread(rumour_svg, cast(RumourMap, found)))
+        except DrawingUnavailable as missing:
+            raise HTTPProblem(503, str(missing)) from None
+
+    def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
+        if isinstance(found, Picture):
+            return self.bytes(found.svg, content_type="image/svg+xml", status=status)
+        return super().answer(found, status)
+
+
 ROUTES: dict[str, type[ReadsView]] = {
     "/health": Health,
     "/ready": Ready,
@@ -399,6 +444,7 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,
+    "/v2/memory/worlds/{world}/rumours/{belief_id}.svg": RumourPicture,
     "/metrics": PrometheusMetrics,
 }
 

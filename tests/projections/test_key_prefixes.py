@@ -12,6 +12,7 @@ from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import pack, unpack
+from projections.migrations import upgrade
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
@@ -59,6 +60,7 @@ class RecordingState(MemoryState):
 
 def prefixes_written(lines: list[bytes], policy: Policy) -> set[str]:
     state = RecordingState()
+    upgrade(state)  # as a start does: stamps the store's format
     projector = Projector(policies=lambda tenant, world: policy)
     for offset, raw in enumerate(lines):
         projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))

@@ -110,6 +110,7 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
+        "/v2/memory/worlds/{world}/rumours/{belief_id}.svg",
         "/metrics",
     }
 

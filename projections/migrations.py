@@ -1,0 +1,151 @@
+"""Migrations: stored state taken, step by step, to the format this release writes.
+
+Every record of a store (a worker's RocksDB partition, a `MemoryState`) was written in the
+format of one release, so the store carries one schema version for all its records: the
+`STATE_FORMAT` key. A release that changes how anything is stored appends a `Migration` to
+`MIGRATIONS`: a plain, deterministic function from one stored record (key and value bytes) to
+the records that replace it. On start (`upgrade`), a store is taken through every step after
+its version, in order, each step stamping the version it reached; a store written by a newer
+release is refused rather than misread.
+
+A store without the key was written before formats were versioned: format 1, which every
+release so far writes (`MIGRATIONS` is still empty), and which a test keeps reading from a
+fixture of that release (`tests/fixtures/previous_release`). An empty store is stamped with
+the current format at once: there is nothing in it to upgrade.
+
+A crash in the middle of a step runs the step again, over records it partly rewrote already:
+a rewrite must give a record already in its new form back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from projections.key_prefixes import STATE_FORMAT
+from projections.keys import pack
+from projections.state import StateTransaction
+
+FIRST_FORMAT = 1
+"""The format of a store that has no `STATE_FORMAT` key: everything before formats had one."""
+FORMAT_KEY = pack(STATE_FORMAT)
+
+StoredRecord = tuple[bytes, bytes]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step: from format `version - 1` to `version`."""
+
+    version: int
+    what_changed: str
+    spaces: tuple[str, ...]
+    """The key spaces (`projections.key_prefixes`) whose records it rewrites; others stay."""
+    rewrite: Callable[[bytes, bytes], Sequence[StoredRecord]]
+    """The records that replace one stored record: itself, unchanged, to keep it as it is;
+    none to drop it."""
+
+
+MIGRATIONS: tuple[Migration, ...] = ()
+"""Every step since format 1, oldest first; a new one goes at the end."""
+
+
+class StateFormatError(Exception):
+    """The store cannot be taken to this release's format (a newer release wrote it)."""
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What `upgrade` did to a store."""
+
+    from_format: int
+    to_format: int
+    records_rewritten: int
+
+    def __str__(self) -> str:
+        if self.from_format == self.to_format:
+            return f"state in format {self.to_format}"
+        return (
+            f"state upgraded from format {self.from_format} to {self.to_format} "
+            f"({self.records_rewritten} record(s) rewritten)"
+        )
+
+
+def current_format(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """The format this release writes: one past the last step's start."""
+    return FIRST_FORMAT + len(migrations)
+
+
+def stored_format(tx: StateTransaction) -> int | None:
+    """The format the store is stamped with; None for a store never stamped."""
+    raw = tx.get(FORMAT_KEY)
+    return None if raw is None else int(raw)
+
+
+def upgrade(tx: StateTransaction, migrations: Sequence[Migration] = MIGRATIONS) -> Upgrade:
+    """Take the store through every step after its format, in order, stamping each.
+
+    Raises `StateFormatError` for a store newer than `migrations` know, before writing
+    anything. Upgrading a store already current writes nothing.
+    """
+    _check_chain(migrations)
+    current = current_format(migrations)
+    found = stored_format(tx)
+    if found is None:
+        found = FIRST_FORMAT if _holds_records(tx) else current
+    if found > current:
+        raise StateFormatError(
+            f"the stored state is in format {found}, and this release of rumourmill reads "
+            f"formats up to {current}: run the release that wrote it (or a newer one), or "
+            f"rebuild the state from the events topic into a fresh app id"
+        )
+    rewritten = 0
+    for migration in migrations[found - FIRST_FORMAT :]:
+        rewritten += _apply(tx, migration)
+        _stamp(tx, migration.version)
+    if stored_format(tx) != current:
+        _stamp(tx, current)
+    return Upgrade(found, current, rewritten)
+
+
+def _check_chain(migrations: Sequence[Migration]) -> None:
+    """The steps follow each other from format 1, one version each: order is the contract."""
+    for expected, migration in enumerate(migrations, start=FIRST_FORMAT + 1):
+        if migration.version != expected:
+            raise ValueError(
+                f"migration {migration.what_changed!r} is to format {migration.version}; "
+                f"step {expected - FIRST_FORMAT} must be to format {expected}"
+            )
+
+
+def _holds_records(tx: StateTransaction) -> bool:
+    return any(True for _ in tx.scan(b""))
+
+
+def _apply(tx: StateTransaction, migration: Migration) -> int:
+    """Rewrite the records of the step's spaces; returns how many changed.
+
+    Every replacement is computed from the store as it was, then old keys are removed and new
+    records written, so a record moved onto another's key is never rewritten twice.
+    """
+    removed: list[bytes] = []
+    written: list[StoredRecord] = []
+    changed = 0
+    for space in migration.spaces:
+        for key, value in tx.scan(pack(space)):
+            replacements = list(migration.rewrite(key, value))
+            if replacements == [(key, value)]:
+                continue
+            changed += 1
+            if all(new_key != key for new_key, _ in replacements):
+                removed.append(key)
+            written += replacements
+    for key in removed:
+        tx.delete(key)
+    for key, value in written:
+        tx.put(key, value)
+    return changed
+
+
+def _stamp(tx: StateTransaction, version: int) -> None:
+    tx.put(FORMAT_KEY, b"%d" % version)

@@ -1,0 +1,151 @@
+"""A rumour's map: who told whom the news one memory holds, in story time, with hops and
+confidence.
+
+A rumour is named by any one of its memories (a belief id); the map follows that memory's
+origin through every memory of the same origin the timeline sees, whoever holds it. Each
+memory someone was told is one telling, from its last teller (`provenance.news_chain`) to its
+holder, at the position and story time it was formed, with the hops and confidence it arrived
+with; a memory of what its holder saw is where the news starts on the map. Drawing the map is
+the shell's business (`streams.rumour_picture`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from projections.catalogue import StoredDeclarations, display_name
+from projections.key_prefixes import MEMORIES, ORIGINS
+from projections.keys import pack, unpack
+from projections.memory_store import DECODED, MemoryKeys, scopes, visible
+from projections.provenance import news_chain
+from projections.runtime_read import NotFound, timeline_view
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas.memory import Memory
+
+
+@dataclass(frozen=True)
+class Telling:
+    """One step of the rumour: `teller` told `listener`, who then held it so."""
+
+    teller: str
+    listener: str
+    hops: int
+    confidence: float
+    seq: int
+    game_time: str | None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Someone on the map: a holder of the news (their surest memory of it), or a teller
+    who holds no memory of it (a player)."""
+
+    entity_id: str
+    name: str
+    hops: int | None
+    """The fewest hops the news took to reach them; None for a teller who holds none."""
+    confidence: float | None
+    witnessed: bool
+    """They saw it happen (a memory with no teller)."""
+
+
+@dataclass(frozen=True)
+class RumourMap:
+    """Everyone the news reached on a timeline, and every telling, oldest first."""
+
+    world_id: str
+    timeline_id: str
+    belief_id: str
+    content: str
+    """What the named memory says."""
+    holders: list[Holder]
+    tellings: list[Telling]
+
+
+def rumour_map(
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    belief_id: str,
+    timeline_id: str | None = None,
+) -> RumourMap:
+    """The map of the rumour `belief_id` belongs to, on `timeline_id` (default: the timeline
+    the memory was formed on). NotFound for a belief id no one holds there."""
+    named = _memory_named(tx, tenant_id, world_id, belief_id)
+    if named is None:
+        raise NotFound(f"no memory {belief_id!r} in world {world_id!r}")
+    timeline_id = timeline_id or named.timeline_id
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
+    if not visible(named, ancestry):
+        raise NotFound(f"timeline {timeline_id!r} does not see memory {belief_id!r}")
+    memories = _memories_of_origin(tx, keys, ancestry, named.origin)
+    tellings = sorted(
+        (
+            Telling(teller, m.character_id, m.hops, m.confidence, m.seq, m.game_time)
+            for m in memories
+            if (teller := news_chain(m)[-1].told_by) is not None
+        ),
+        key=lambda telling: (telling.seq, telling.teller, telling.listener),
+    )
+    names = StoredDeclarations(tx, tenant_id, world_id, ancestry)
+    held: dict[str, list[Memory]] = {}
+    for memory in memories:
+        held.setdefault(memory.character_id, []).append(memory)
+    everyone = sorted({*held, *(telling.teller for telling in tellings)})
+    return RumourMap(
+        world_id=world_id,
+        timeline_id=timeline_id,
+        belief_id=belief_id,
+        content=named.content,
+        holders=[
+            _holder(entity, display_name(entity, names), held.get(entity, []))
+            for entity in everyone
+        ],
+        tellings=tellings,
+    )
+
+
+def _memory_named(
+    tx: StateTransaction, tenant_id: str, world_id: str, belief_id: str
+) -> Memory | None:
+    """The memory with this belief id, whoever holds it (a belief id names one memory)."""
+    prefix = pack(MEMORIES, tenant_id, world_id)
+    for key, raw in tx.scan(prefix):
+        _, belief = unpack(key[len(prefix) :])
+        if belief == belief_id:
+            return DECODED.decode(raw)
+    return None
+
+
+def _memories_of_origin(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, origin: str
+) -> list[Memory]:
+    """Every memory of `origin` the timeline sees: the holders from the origins index, then
+    their memories."""
+    holders: set[str] = set()
+    for segment in scopes(keys, ancestry):
+        prefix = pack(ORIGINS, keys.tenant_id, keys.world_id, segment.timeline_id)
+        for key, first in tx.scan(prefix):
+            character, known = unpack(key[len(prefix) :])
+            if known == origin and int.from_bytes(first, "big") <= segment.upto_seq:
+                holders.add(str(character))
+    found = []
+    for character in sorted(holders):
+        for _, raw in tx.scan(pack(MEMORIES, keys.tenant_id, keys.world_id, character)):
+            memory = DECODED.decode(raw)
+            if memory.origin == origin and visible(memory, ancestry):
+                found.append(memory)
+    return found
+
+
+def _holder(entity_id: str, name: str, memories: list[Memory]) -> Holder:
+    if not memories:
+        return Holder(entity_id, name, None, None, witnessed=False)
+    return Holder(
+        entity_id,
+        name,
+        hops=min(memory.hops for memory in memories),
+        confidence=max(memory.confidence for memory in memories),
+        witnessed=any(news_chain(memory)[-1].told_by is None for memory in memories),
+    )

@@ -1,0 +1,83 @@
+"""A rumour's map drawn as SVG by Graphviz (`dot`): who told whom, in story time.
+
+The map is `projections.rumour_map`'s; this module only lays it out. Everyone it reached is a
+node (name, id, fewest hops, best confidence; a double border for a witness, dashed for a
+teller who holds none), each telling an arrow numbered in story order and labelled with its
+story time, hop and confidence. Graphviz lays it out left to right, so news flows forward.
+"""
+
+from __future__ import annotations
+
+import graphviz
+
+from projections.rumour_map import Holder, RumourMap, Telling
+
+FONT = "DejaVu Sans"
+"""A font Debian installs with Graphviz (fonts-dejavu-core)."""
+
+
+class DrawingUnavailable(Exception):
+    """Graphviz's `dot` is not installed where the picture is drawn."""
+
+
+def rumour_svg(rumour: RumourMap) -> bytes:
+    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz."""
+    graph = graphviz.Digraph(
+        "rumour",
+        graph_attr={
+            "rankdir": "LR",
+            "label": _lines(
+                f"“{rumour.content}”",
+                f"{rumour.world_id} · timeline {rumour.timeline_id} · belief {rumour.belief_id}",
+            ),
+            "labelloc": "t",
+            "fontname": FONT,
+            "bgcolor": "white",
+        },
+        node_attr={"fontname": FONT, "shape": "box", "style": "rounded,filled"},
+        edge_attr={"fontname": FONT, "fontsize": "10"},
+    )
+    for holder in rumour.holders:
+        graph.node(holder.entity_id, **_node(holder))
+    for number, telling in enumerate(rumour.tellings, start=1):
+        graph.edge(telling.teller, telling.listener, label=_edge_label(number, telling))
+    try:
+        svg: bytes = graph.pipe(format="svg")
+    except graphviz.ExecutableNotFound:
+        raise DrawingUnavailable(
+            "Graphviz's `dot` is not installed here (Debian: apt-get install graphviz)"
+        ) from None
+    return svg
+
+
+def _node(holder: Holder) -> dict[str, str]:
+    if holder.hops is None or holder.confidence is None:
+        return {
+            "label": _lines(holder.name, holder.entity_id, "told it, holds none"),
+            "style": "rounded,dashed",
+        }
+    return {
+        "label": _lines(
+            holder.name,
+            holder.entity_id,
+            f"{'saw it' if holder.witnessed else f'hops {holder.hops}'} · "
+            f"{holder.confidence:.0%} sure",
+        ),
+        "peripheries": "2" if holder.witnessed else "1",
+        "fillcolor": _shade(holder.confidence),
+    }
+
+
+def _edge_label(number: int, telling: Telling) -> str:
+    when = telling.game_time or f"seq {telling.seq}"
+    return _lines(f"{number}. {when}", f"hop {telling.hops} · {telling.confidence:.0%}")
+
+
+def _shade(confidence: float) -> str:
+    """Surer holders in a deeper blue (HSV: same hue, saturation with confidence)."""
+    return f"0.58 {0.1 + 0.5 * confidence:.3f} 1.0"
+
+
+def _lines(*lines: str) -> str:
+    """A multi-line Graphviz label, each line taken literally."""
+    return "\\n".join(graphviz.escape(line) for line in lines)

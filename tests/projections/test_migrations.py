@@ -1,0 +1,206 @@
+"""Migrations: state the previous release wrote opens and reads as this release's own, steps
+run in order and again without harm, and a store from a newer release is refused."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+
+from projections.delivery import SourceMessage, world_key
+from projections.digest import world_digest
+from projections.keys import pack, unpack
+from projections.migrations import (
+    FORMAT_KEY,
+    Migration,
+    StateFormatError,
+    StoredRecord,
+    Upgrade,
+    current_format,
+    stored_format,
+    upgrade,
+)
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.provenance import provenance
+from projections.recall import RecallQuery, recall
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState
+from streams.recall_index import SqliteRecallIndex
+from streams.state import decode_changes
+from tests.streams.noisy_story import CHARACTERS
+
+PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "previous_release"
+POLICY = resolve(None, orjson.loads((PREVIOUS_RELEASE / "policy.json").read_bytes()))
+WORLDS = {"save-1": ("main",), "tavern-12-0": ("main", "reload")}
+NPCS = {"save-1": ["npc-mara"], "tavern-12-0": CHARACTERS}
+
+
+def previous_release_state() -> MemoryState:
+    """The fixture: every record the previous release stored, laid into a fresh store."""
+    state = MemoryState()
+    changes = gzip.decompress((PREVIOUS_RELEASE / "state.changes.gz").read_bytes())
+    for key, value in decode_changes(changes):
+        assert value is not None
+        state.put(key, value)
+    return state
+
+
+def fresh_replay() -> MemoryState:
+    """The fixture's events folded by this release."""
+    state = MemoryState()
+    upgrade(state)
+    projector = Projector(policies=lambda tenant, world: POLICY)
+    lines = (PREVIOUS_RELEASE / "events.ndjson").read_bytes().splitlines()
+    for offset, raw in enumerate(lines):
+        projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
+    return state
+
+
+def reads(state: MemoryState) -> list[bytes]:
+    """Every runtime read, a recall and the provenance of every memory, as clients get them."""
+    answers = []
+    index = SqliteRecallIndex()
+    for world, timelines in WORLDS.items():
+        for timeline in timelines:
+            for npc in NPCS[world]:
+                mind = runtime_read(state, "default", world, timeline, npc)
+                answers.append(mind.to_json())
+                query = RecallQuery("tavern", (), 10)
+                found = recall(state, index, "default", world, timeline, npc, query, POLICY)
+                answers.append(found.to_json())
+                for belief in [*mind.beliefs, *mind.recollections]:
+                    answers.append(
+                        provenance(
+                            state, "default", world, timeline, npc, belief.belief_id
+                        ).to_json()
+                    )
+    return answers
+
+
+def test_state_of_the_previous_release_reads_as_this_release_replaying_its_events() -> None:
+    old, fresh = previous_release_state(), fresh_replay()
+    assert stored_format(old) is None
+    done = upgrade(old)
+    assert done == Upgrade(1, current_format(), 0)
+    assert stored_format(old) == current_format()
+    for world in WORLDS:
+        assert world_digest(old, "default", world) == world_digest(fresh, "default", world)
+    old_reads = reads(old)
+    assert len(old_reads) > 100
+    assert any(b'"source":"rumour"' in answer for answer in old_reads)  # rumours read back
+    assert old_reads == reads(fresh)
+    assert list(old.items()) == list(fresh.items())  # bookkeeping (the outbox) too
+
+
+class RecordingState(MemoryState):
+    """Counts the writes made to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
+        super().put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self.writes += 1
+        super().delete(key)
+
+
+def test_a_store_of_this_release_is_left_as_it_is() -> None:
+    state = RecordingState()
+    state.put(pack("timeline", "default", "w", "main"), b"{}")
+    upgrade(state)  # stamps format 1, once
+    state.writes = 0
+    assert upgrade(state) == Upgrade(1, 1, 0)
+    assert state.writes == 0
+
+
+def test_an_empty_store_is_stamped_current_without_a_step() -> None:
+    state = MemoryState()
+    assert upgrade(state, CHAIN) == Upgrade(3, 3, 0)
+    assert list(state.items()) == [(FORMAT_KEY, b"3")]
+
+
+# A chain of three formats over a key space "count": format 1 stores a number, format 2 wraps
+# it as {"count": n}, format 3 moves each record to a key that ends in "v3" and adds the double.
+def _wrapped(key: bytes, value: bytes) -> list[StoredRecord]:
+    document = orjson.loads(value)
+    return [(key, value if isinstance(document, dict) else orjson.dumps({"count": document}))]
+
+
+def _moved(key: bytes, value: bytes) -> list[StoredRecord]:
+    if unpack(key)[-1] == "v3":
+        return [(key, value)]
+    count = orjson.loads(value)["count"]  # a format-1 record here would fail: order matters
+    return [(key + pack("v3"), orjson.dumps({"count": count, "double": count * 2}))]
+
+
+CHAIN = (
+    Migration(2, "counts wrapped in a document", ("count",), _wrapped),
+    Migration(3, "counts moved under v3, with their double", ("count",), _moved),
+)
+
+
+def counted(*counts: int) -> MemoryState:
+    state = MemoryState()
+    for number, count in enumerate(counts):
+        state.put(pack("count", "default", "w", f"thing-{number}"), b"%d" % count)
+    state.put(pack("timeline", "default", "w", "main"), b"{}")  # a space no step names
+    return state
+
+
+def format_3(*counts: int) -> list[tuple[bytes, bytes]]:
+    return sorted(
+        [
+            *(
+                (
+                    pack("count", "default", "w", f"thing-{number}", "v3"),
+                    orjson.dumps({"count": count, "double": count * 2}),
+                )
+                for number, count in enumerate(counts)
+            ),
+            (pack("timeline", "default", "w", "main"), b"{}"),
+            (FORMAT_KEY, b"3"),
+        ]
+    )
+
+
+def test_a_chain_of_migrations_runs_in_order_from_the_stored_format() -> None:
+    state = counted(4, 7)
+    assert upgrade(state, CHAIN) == Upgrade(1, 3, 4)
+    assert list(state.items()) == format_3(4, 7)
+
+    halfway = counted(4, 7)
+    upgrade(halfway, CHAIN[:1])
+    assert stored_format(halfway) == 2
+    assert upgrade(halfway, CHAIN) == Upgrade(2, 3, 2)  # only the step after format 2
+    assert list(halfway.items()) == format_3(4, 7)
+
+
+def test_steps_interrupted_before_their_stamp_run_again_to_the_same_state() -> None:
+    state = counted(4, 7)
+    upgrade(state, CHAIN)
+    state.put(FORMAT_KEY, b"1")  # every record rewritten, no step stamped: a crash
+    assert upgrade(state, CHAIN) == Upgrade(1, 3, 0)
+    assert list(state.items()) == format_3(4, 7)
+
+
+def test_steps_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="must be to format 2"):
+        upgrade(counted(1), CHAIN[::-1])
+
+
+def test_state_of_a_newer_release_is_refused_and_left_untouched() -> None:
+    state = counted(4)
+    state.put(FORMAT_KEY, b"4")
+    before = list(state.items())
+    with pytest.raises(StateFormatError, match=r"in format 4.*reads formats up to 3"):
+        upgrade(state, CHAIN)
+    with pytest.raises(StateFormatError, match=r"in format 4.*up to 1"):
+        upgrade(state)
+    assert list(state.items()) == before

@@ -1,0 +1,77 @@
+"""A rumour's map: everyone the news reached on a timeline, and who told whom, in story time."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.delivery import SourceMessage, world_key
+from projections.key_prefixes import MEMORIES
+from projections.keys import pack
+from projections.memory_store import DECODED
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.provenance import provenance
+from projections.rumour_map import rumour_map
+from projections.runtime_read import NotFound
+from projections.state import MemoryState
+from schemas.memory import Memory
+from tests.streams.noisy_story import story
+
+WORLD = "tavern-5-0"
+POLICY = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+
+
+def spread_story() -> MemoryState:
+    """A town where news travels (a branch "reload" leaves main after seq 20)."""
+    state = MemoryState()
+    projector = Projector(policies=lambda tenant, world: POLICY)
+    for offset, raw in enumerate(story(worlds=1, events_per_world=40, seed=5)):
+        projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
+    return state
+
+
+STATE = spread_story()
+MEMORIES_HELD = [DECODED.decode(raw) for _, raw in STATE.scan(pack(MEMORIES, "default", WORLD))]
+
+
+def farthest_travelled() -> Memory:
+    return max(
+        (m for m in MEMORIES_HELD if m.timeline_id == "main"),
+        key=lambda m: (m.hops, m.seq),
+    )
+
+
+def test_the_map_holds_everyone_who_heard_the_news_and_who_told_them() -> None:
+    named = farthest_travelled()
+    assert named.hops >= 3
+    found = rumour_map(STATE, "default", WORLD, named.belief_id)
+    assert (found.timeline_id, found.content) == ("main", named.content)
+    same_news = [m for m in MEMORIES_HELD if m.origin == named.origin and m.timeline_id == "main"]
+    held = {h.entity_id: h for h in found.holders if h.hops is not None}
+    assert set(held) == {m.character_id for m in same_news}
+    told = [m for m in same_news if m.lineage]
+    assert len(found.tellings) == len(told) >= 3
+    assert [t.seq for t in found.tellings] == sorted(t.seq for t in found.tellings)
+    assert {(t.listener, t.seq, t.hops, t.confidence) for t in found.tellings} == {
+        (m.character_id, m.seq, m.hops, m.confidence) for m in told
+    }
+    # the named memory's own chain of tellers is on the map, step by step
+    chain = provenance(STATE, "default", WORLD, "main", named.character_id, named.belief_id).chain
+    steps = {(t.teller, t.listener) for t in found.tellings}
+    assert {(link.told_by, link.entity_id) for link in chain if link.told_by} <= steps
+    characters = [h for h in found.holders if h.entity_id.startswith("npc-")]
+    assert characters and all(h.name == h.entity_id[4:].title() for h in characters)
+
+
+def test_a_branch_does_not_see_news_its_parent_heard_after_the_branch_point() -> None:
+    after_branch = next(m for m in MEMORIES_HELD if m.timeline_id == "main" and m.seq > 20)
+    with pytest.raises(NotFound, match="does not see"):
+        rumour_map(STATE, "default", WORLD, after_branch.belief_id, "reload")
+    assert rumour_map(STATE, "default", WORLD, after_branch.belief_id).timeline_id == "main"
+
+
+def test_an_unknown_belief_or_timeline_is_not_found() -> None:
+    with pytest.raises(NotFound, match="no memory 'nope'"):
+        rumour_map(STATE, "default", WORLD, "nope")
+    with pytest.raises(NotFound, match="never received events"):
+        rumour_map(STATE, "default", WORLD, farthest_travelled().belief_id, "elsewhere")

@@ -1,0 +1,210 @@
+"""The picture of a rumour: served as SVG, drawn by Graphviz, rendered by headless Chromium
+(Debian's `chromium`) into a PNG that is not blank, every teller named; `rumourmill rumour-map`
+writes the same picture to a file. Bad requests and a missing `dot` get clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Any, cast
+from xml.etree import ElementTree
+
+import faust
+import pytest
+from aiohttp.test_utils import TestServer
+from click.testing import CliRunner, Result
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
+from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
+from streams.cli import main
+from streams.rumour_picture import rumour_svg
+from streams.web import register_views
+from tests.projections.test_rumour_map import STATE, WORLD, farthest_travelled
+from tests.streams.test_web import MemoryReads, serve
+
+SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
+
+
+def picture_path(belief_id: str, query: str = "") -> str:
+    return f"/v2/memory/worlds/{WORLD}/rumours/{belief_id}.svg{query}"
+
+
+def ask(*paths: str) -> list[tuple[int, Any]]:
+    """Each path answered by the views over the story's state: status, and the JSON body or
+    the text of another (the picture)."""
+    return serve(MemoryReads(STATE), *((path, {}) for path in paths))
+
+
+def texts(svg: bytes) -> list[str]:
+    """Every line of text the picture shows."""
+    root = ElementTree.fromstring(svg)
+    return [element.text or "" for element in root.iter(f"{SVG_NAMESPACE}text")]
+
+
+def screenshot(svg: bytes, directory: Path) -> bytes:
+    """The picture as headless Chromium renders it, as PNG bytes."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed (apt-get install chromium; .ci/run does)"
+    page, png = directory / "rumour.svg", directory / "rumour.png"
+    page.write_bytes(svg)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",  # CI runs as root
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={directory / 'profile'}",
+            f"--screenshot={png}",
+            "--window-size=1000,500",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return png.read_bytes()
+
+
+def pixels(png: bytes) -> list[bytes]:
+    """The pixels of an 8-bit RGB or RGBA PNG, decoded with zlib alone (no imaging library)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks: dict[bytes, bytes] = {}
+    at = 8
+    while at < len(png):
+        length, kind = int.from_bytes(png[at : at + 4], "big"), png[at + 4 : at + 8]
+        chunks[kind] = chunks.get(kind, b"") + png[at + 8 : at + 8 + length]
+        at += 12 + length
+    header = chunks[b"IHDR"]
+    width, height = int.from_bytes(header[:4], "big"), int.from_bytes(header[4:8], "big")
+    assert header[8] == 8, "8-bit channels"
+    channels = {2: 3, 6: 4}[header[9]]
+    stride = width * channels
+    raw = zlib.decompress(chunks[b"IDAT"])
+    previous = bytearray(stride)
+    found = []
+    for row in range(height):
+        start = row * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for x in range(stride):
+            left = line[x - channels] if x >= channels else 0
+            up, corner = previous[x], previous[x - channels] if x >= channels else 0
+            line[x] = (line[x] + _predicted(kind, left, up, corner)) & 0xFF
+        found += [bytes(line[x : x + channels]) for x in range(0, stride, channels)]
+        previous = line
+    return found
+
+
+def _predicted(kind: int, left: int, up: int, corner: int) -> int:
+    """PNG's five row filters."""
+    if kind == 0:
+        return 0
+    if kind == 1:
+        return left
+    if kind == 2:
+        return up
+    if kind == 3:
+        return (left + up) // 2
+    estimate = left + up - corner
+    closest = min(
+        (abs(estimate - left), 0, left),
+        (abs(estimate - up), 1, up),
+        (abs(estimate - corner), 2, corner),
+    )
+    return closest[2]
+
+
+def test_the_picture_names_every_teller_and_renders_in_chromium(tmp_path: Path) -> None:
+    named = farthest_travelled()
+    expected = rumour_map(STATE, "default", WORLD, named.belief_id)
+    [(status, picture)] = ask(picture_path(named.belief_id))
+    assert status == 200
+    svg = picture.encode()
+    shown = texts(svg)
+    names = {holder.entity_id: holder.name for holder in expected.holders}
+    tellers = {telling.teller for telling in expected.tellings}
+    assert len(tellers) >= 2
+    for teller in tellers:
+        assert names[teller] in shown and teller in shown, teller
+    for number, telling in enumerate(expected.tellings, start=1):
+        assert f"{number}. {telling.game_time}" in shown  # each telling, in story order
+    colours = {pixel[:3] for pixel in pixels(screenshot(svg, tmp_path))}
+    assert len(colours) > 1, "the rendered picture is blank"
+
+
+def test_an_unknown_belief_or_timeline_is_a_404_and_a_bad_id_a_400() -> None:
+    belief = farthest_travelled().belief_id
+    answers = ask(
+        picture_path("0" * 32),
+        picture_path(belief, "?timeline_id=elsewhere"),
+        picture_path(belief, "?timeline_id=" + "x" * 200),
+    )
+    assert [status for status, _ in answers] == [404, 404, 400]
+    assert answers[0][1] == {"detail": f"no memory {'0' * 32!r} in world {WORLD!r}"}
+    assert "never received events" in answers[1][1]["detail"]
+
+
+def test_without_graphviz_the_picture_is_a_503_that_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` on it
+    [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
+    assert status == 503
+    assert "Graphviz's `dot` is not installed" in body["detail"]
+
+
+def run_command(*arguments: str) -> Result:
+    """`rumourmill ARGUMENTS` against a web server serving the story's state."""
+
+    async def run() -> Result:
+        app = faust.App("picture-command-test", autodiscover=False)
+        register_views(app, MemoryReads(STATE))
+        server = TestServer(cast(AiohttpWeb, app.web).web_app)
+        await server.start_server()
+        try:
+            url = str(server.make_url("")).rstrip("/")
+            command: list[Any] = [*arguments, "--url", url]
+            return await asyncio.to_thread(CliRunner().invoke, main, command)
+        finally:
+            await server.close()
+
+    return asyncio.run(run())
+
+
+def test_the_rumour_map_command_writes_the_picture(tmp_path: Path) -> None:
+    named = farthest_travelled()
+    out = tmp_path / "rumour.svg"
+    result = run_command("rumour-map", named.belief_id, "--world", WORLD, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    [(_, served)] = ask(picture_path(named.belief_id))
+    assert out.read_text() == served
+    missing = run_command("rumour-map", "0" * 32, "--world", WORLD, "--out", str(out))
+    assert missing.exit_code == 1
+    assert "404: no memory" in missing.output
+
+
+def test_the_rumour_map_command_says_when_graphviz_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # the worker answering has no `dot`
+    out = tmp_path / "rumour.svg"
+    belief = farthest_travelled().belief_id
+    result = run_command("rumour-map", belief, "--world", WORLD, "--out", str(out))
+    assert result.exit_code == 1
+    assert "503: Graphviz's `dot` is not installed" in result.output
+    assert not out.exists()
+
+
+def test_names_are_drawn_as_they_were_declared() -> None:
+    declared = ['Old "Salt" Bram', "back\\slash\\n", "<b>Ilka</b>", "{Odo|Sefa}", "Ünï 🐉"]
+    holders = [Holder(f"npc-{n}", name, 1, 0.5, False) for n, name in enumerate(declared)]
+    tellings = [
+        Telling(f"npc-{n}", f"npc-{n + 1}", 1, 0.5, n + 1, f"day {n}")
+        for n in range(len(declared) - 1)
+    ]
+    shown = texts(rumour_svg(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
+    assert set(declared) <= set(shown)
+    assert '“said "so"”' in shown

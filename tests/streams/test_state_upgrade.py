@@ -1,0 +1,118 @@
+"""A worker upgrades the state it restores from the changelog before serving, on a real Apache
+Kafka broker: the changelog the previous release wrote reads as this release's replay, and a
+changelog of a newer release stops the worker with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import shutil
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from projections.digest import world_digest
+from projections.keys import pack
+from projections.migrations import FORMAT_KEY
+from projections.runtime_read import runtime_read
+from streams.app import STATE_TABLE
+from streams.settings import Settings
+from streams.state import decode_changes, encode_changes
+from tests.projections.test_migrations import PREVIOUS_RELEASE, WORLDS, fresh_replay
+from tests.streams.test_faults import get_json
+from tests.support import WorkerProcess, unique_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+UPGRADED = "partition 0: state in format 1"
+
+
+def previous_release_changelog() -> bytes:
+    return gzip.decompress((PREVIOUS_RELEASE / "state.changes.gz").read_bytes())
+
+
+def write_changelog(settings: Settings, changeset: bytes) -> None:
+    """The state changelog as a worker of another release left it: one changeset."""
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics(
+                [
+                    NewTopic(
+                        f"{settings.app_id}-{STATE_TABLE}-changelog",
+                        settings.partitions,
+                        settings.replication,
+                        topic_configs={"cleanup.policy": "compact"},
+                    )
+                ]
+            )
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                f"{settings.app_id}-{STATE_TABLE}-changelog",
+                changeset,
+                key=pack("events", 0, 0, 0),
+                partition=0,
+            )
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data", partitions=1)
+
+
+def test_a_changelog_of_the_previous_release_is_upgraded_and_reads_as_a_replay(
+    settings: Settings, tmp_path: Path
+) -> None:
+    write_changelog(settings, previous_release_changelog())
+    fresh = fresh_replay()
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        for world in WORLDS:
+            answer = get_json(settings, f"/v2/admin/digest?world_instance_id={world}")
+            assert answer["digest"] == world_digest(fresh, "default", world)
+        mind = get_json(
+            settings,
+            "/v2/memory/runtime/npcs/npc-ilka?world_instance_id=tavern-12-0&timeline_id=reload",
+        )
+        expected = runtime_read(fresh, "default", "tavern-12-0", "reload", "npc-ilka")
+        assert mind == orjson.loads(expected.to_json())
+        worker.stop()
+        assert worker.log_path.read_text().count(UPGRADED) == 1
+        shutil.rmtree(settings.data_dir)  # the next start restores everything from the changelog
+        worker.start()
+        answer = get_json(settings, "/v2/admin/digest?world_instance_id=save-1")
+        assert answer["digest"] == world_digest(fresh, "default", "save-1")
+        assert worker.log_path.read_text().count(UPGRADED) == 1  # the stamp came back with it
+    finally:
+        worker.stop()
+
+
+def test_a_changelog_of_a_newer_release_stops_the_worker_with_the_reason(
+    settings: Settings, tmp_path: Path
+) -> None:
+    records = list(decode_changes(previous_release_changelog()))
+    write_changelog(settings, encode_changes([*records, (FORMAT_KEY, b"99")]))
+    worker = WorkerProcess(settings, tmp_path / "worker.log").spawn()
+    try:
+        assert worker.process is not None
+        deadline = time.monotonic() + 120
+        while worker.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert worker.process.poll() is not None, worker.log_tail()
+        assert "the stored state is in format 99" in worker.log_path.read_text(), worker.log_tail()
+    finally:
+        worker.kill()
