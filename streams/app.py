@@ -13,6 +13,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
@@ -78,6 +79,8 @@ class StateTable(faust.Table[bytes, bytes]):
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
     writer: changelog.ChangelogWriter
+    changesets: defaultdict[int, list[bytes]]
+    """Per partition, the keys of the changesets of an earlier release that recovery read."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -85,6 +88,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.reported_at = 0.0
         self.durability = None
         self.writer = changelog.ChangelogWriter()
+        self.changesets = defaultdict(list)
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
@@ -105,6 +109,7 @@ class StateTable(faust.Table[bytes, bytes]):
             else:
                 for key, value in decode_changes(message.value or b""):
                     _write_to(tp_writes, key, value)
+                self.changesets[message.partition].append(cast(bytes, message.key))
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
         for tp, tp_writes in writes.items():
@@ -129,6 +134,7 @@ class StateTable(faust.Table[bytes, bytes]):
         )
         self.recovered.clear()
         await self.upgrade_formats(partitions)
+        await self.retire_changesets(partitions)
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
@@ -144,7 +150,7 @@ class StateTable(faust.Table[bytes, bytes]):
                 async with self.local_durability.writing({partition: 1}):
                     done = upgrade(tx)
                     writes.end_event()
-                    deliveries = await self.send_writes(partition, writes)
+                    deliveries = await self.send_writes(partition, writes.batches)
                 await asyncio.gather(*deliveries)
             except StateFormatError as refusal:
                 log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
@@ -152,19 +158,50 @@ class StateTable(faust.Table[bytes, bytes]):
                 return
             log.info("partition %d: %s", partition, done, extra={"partition": partition})
 
+    async def retire_changesets(self, partitions: Iterable[int]) -> None:
+        """Rewrite, as per-key records, the state of each partition whose changelog still holds
+        changesets of an earlier release, then delete those changesets (tombstones under their
+        keys), so compaction can drop them: compaction sees no state key inside a changeset, and
+        a changeset left behind would bring back a key whose delete compaction dropped."""
+        for partition in partitions:
+            if not (changesets := self.changesets.pop(partition, [])):
+                continue
+            rewrites = (
+                (cast(bytes, key), cast(bytes | None, value))
+                for key, value in partition_db(self, partition).items()
+                if key != self.data.offset_key  # type: ignore[attr-defined]
+            )
+            sent: list[asyncio.Future[RecordMetadata]] = []
+            async with self.local_durability.writing({partition: 1}):
+                writes = changelog.PartitionWrites()
+                for key, value in chain(rewrites, ((key, None) for key in changesets)):
+                    writes.write(key, value)
+                    writes.end_event()  # no two records need to be stored together
+                    if len(writes.batches) > 1:  # send the full batches as they come
+                        full, writes.batches = writes.batches[:-1], writes.batches[-1:]
+                        sent += await self.send_writes(partition, full)
+                sent += await self.send_writes(partition, writes.batches)
+            await asyncio.gather(*sent)
+            log.info(
+                "partition %d: %d changeset(s) of an earlier release rewritten as records",
+                partition,
+                len(changesets),
+                extra={"partition": partition},
+            )
+
     @property
     def local_durability(self) -> LocalDurability:
         assert self.durability is not None, "set by create_app"
         return self.durability
 
     async def send_writes(
-        self, partition: int, writes: changelog.PartitionWrites
+        self, partition: int, batches: list[changelog.Records]
     ) -> list[asyncio.Future[RecordMetadata]]:
-        """Send a partition's writes to the changelog, after its earlier ones; their deliveries
-        go to durability too, which checkpoints the partition only once they are confirmed."""
+        """Send record batches of a partition to the changelog, after its earlier ones; their
+        deliveries go to durability too, which checkpoints only once they are confirmed."""
         producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
         topic = self.changelog_topic.get_topic_name()
-        sent = await self.writer.send(producer, topic, partition, writes.batches)
+        sent = await self.writer.send(producer, topic, partition, batches)
         self.local_durability.sent(partition, sent)
         return sent
 
@@ -215,7 +252,8 @@ class Rumourmill:
             self.metrics.processing.observe(time.perf_counter() - started)
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
-            deliveries[partition] = [*await self.state.send_writes(partition, partition_writes)]
+            sent = await self.state.send_writes(partition, partition_writes.batches)
+            deliveries[partition] = [*sent]
             for message, intake in taken[partition]:
                 deliveries[partition] += await self.publish(message, intake)
         return deliveries

@@ -33,6 +33,10 @@ BATCH_BYTES = 1_000_000
 `max_batch_size` is set to it). A batch is cut between events; an event larger than this is
 split in the order of its last writes (the projector writes positions after the state they
 produced and the outbox last, so each part leaves a state a redelivery completes)."""
+FORMAT = 2
+"""The changelog format this release writes: 1 was a changeset per event, 2 a record per key.
+A local copy stamped with an earlier format is not reused (`streams.durability`): recovery must
+read the whole changelog to find every changeset to retire."""
 RECORD_HEADER = ("r", b"")
 """Marks a per-key record (4 bytes a record)."""
 _RECORD_OVERHEAD = 40

@@ -40,6 +40,7 @@ from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
 from rocksdict import Checkpoint, Rdict
 
+from streams.changelog import FORMAT
 from streams.logs import logger
 
 log = logger("durability")
@@ -64,6 +65,7 @@ class Stamp:
     cluster_id: str
     changelog_offset: int
     taken_at_ms: int
+    changelog_format: int = FORMAT
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(self.__dict__)
@@ -77,6 +79,7 @@ class Stamp:
                 str(document["cluster_id"]),
                 int(document["changelog_offset"]),
                 int(document["taken_at_ms"]),
+                int(document.get("changelog_format", 1)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -100,6 +103,8 @@ def reason_to_discard(
     """Why a kept copy of `partition` must not be reused (None: it may be)."""
     if stamp is None:
         return "it has no stamp"
+    if stamp.changelog_format != FORMAT:
+        return f"it was written with changelog format {stamp.changelog_format}, not {FORMAT}"
     if stamp.cluster_id != changelog.cluster_id:
         return f"it comes from Kafka cluster {stamp.cluster_id}, not {changelog.cluster_id}"
     end = changelog.end.get(partition, 0)
