@@ -79,8 +79,9 @@ class StateTable(faust.Table[bytes, bytes]):
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
     writer: changelog.ChangelogWriter
-    changesets: defaultdict[int, list[bytes]]
-    """Per partition, the keys of the changesets of an earlier release that recovery read."""
+    changesets: defaultdict[int, dict[bytes, None]]
+    """Per partition, the keys of the changesets of an earlier release that recovery read and
+    found no delete of."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,7 +89,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.reported_at = 0.0
         self.durability = None
         self.writer = changelog.ChangelogWriter()
-        self.changesets = defaultdict(list)
+        self.changesets = defaultdict(dict)
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
@@ -104,12 +105,15 @@ class StateTable(faust.Table[bytes, bytes]):
             tp = message.tp
             if (tp_writes := writes.get(tp)) is None:
                 tp_writes = writes[tp] = WriteBatch(raw_mode=True)
+            key = cast(bytes, message.key)  # every changelog message has one
             if changelog.is_record(message.headers):
-                _write_to(tp_writes, cast(bytes, message.key), message.value)
+                _write_to(tp_writes, key, message.value)
+                if message.value is None and (retiring := self.changesets.get(tp.partition)):
+                    retiring.pop(key, None)  # a changeset already retired
             else:
-                for key, value in decode_changes(message.value or b""):
-                    _write_to(tp_writes, key, value)
-                self.changesets[message.partition].append(cast(bytes, message.key))
+                for state_key, value in decode_changes(message.value or b""):
+                    _write_to(tp_writes, state_key, value)
+                self.changesets[tp.partition][key] = None
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
         for tp, tp_writes in writes.items():
@@ -164,7 +168,7 @@ class StateTable(faust.Table[bytes, bytes]):
         keys), so compaction can drop them: compaction sees no state key inside a changeset, and
         a changeset left behind would bring back a key whose delete compaction dropped."""
         for partition in partitions:
-            if not (changesets := self.changesets.pop(partition, [])):
+            if not (changesets := self.changesets.pop(partition, {})):
                 continue
             rewrites = (
                 (cast(bytes, key), cast(bytes | None, value))
