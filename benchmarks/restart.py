@@ -1,12 +1,15 @@
 """(f) Restart at two history sizes: seconds from starting a worker again (after SIGTERM, and
 after SIGKILL) until a newly published event is acked, and the worker's resident memory.
 
-A worker takes in N tavern events (4 worlds, one per partition) and idles until its partitions
-are checkpointed. Then, per repeat: stop it (SIGTERM, or SIGKILL), publish the next event of
-the story, start it again, and time from launching the process to the ack of that event (the
-ack's Kafka timestamp). After SIGKILL the group waits for the killed member's session to time
-out, at both sizes alike. Resident memory (VmRSS) is read once the history is in and again
-after the last restart. Failover to a standby is `benchmarks.failover`.
+A worker takes in N tavern events (4 worlds, one per partition) and is left until it is idle
+(its partitions checkpointed, the memories it formed embedded: no CPU used for a while). Then,
+per repeat: stop it (SIGTERM, or SIGKILL), publish the next event of the story, start it again,
+time from launching the process to the ack of that event (the ack's Kafka timestamp), and let it
+go idle again. Measured right after the history is in, a restart would also wait for the
+embedding backlog (the embedding agent shares the worker's event loop). After SIGKILL the group
+waits for the killed member's session to time out, at both sizes alike. Resident memory (VmRSS)
+is read once the history is in and again after the last restart. Failover to a standby is
+`benchmarks.failover`.
 
     python -m benchmarks.restart [--quick] [--repeats N]
 """
@@ -14,6 +17,7 @@ after the last restart. Failover to a standby is `benchmarks.failover`.
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -60,6 +64,32 @@ class Restarts:
     after_kill: list[float]
     rss_after_history_mb: float
     rss_after_restarts_mb: float
+
+
+IDLE_CPU_SHARE = 0.05
+"""Below this share of one core over `IDLE_WINDOW` seconds, the worker counts as idle."""
+IDLE_WINDOW = 3.0
+IDLE_TIMEOUT = 600.0
+
+
+def cpu_seconds(worker: WorkerProcess) -> float:
+    """User and system CPU time the worker process has used so far."""
+    assert worker.process is not None
+    fields = Path(f"/proc/{worker.process.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(worker: WorkerProcess) -> None:
+    """Until the worker uses under `IDLE_CPU_SHARE` of a core for `IDLE_WINDOW` seconds (after
+    the idle checkpoint, and once the memories it formed are embedded)."""
+    time.sleep(IDLE_SECONDS + 1)
+    deadline = time.monotonic() + IDLE_TIMEOUT
+    while time.monotonic() < deadline:
+        used = cpu_seconds(worker)
+        time.sleep(IDLE_WINDOW)
+        if cpu_seconds(worker) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
+            return
+    raise TimeoutError(f"the worker was still busy after {IDLE_TIMEOUT:.0f} s")
 
 
 def resident_mb(worker: WorkerProcess) -> float:
@@ -137,15 +167,15 @@ def measure(bootstrap: str, workdir: Path, history: int, repeats: int) -> Restar
     worker = WorkerProcess(settings, workdir / "worker.log").start()
     try:
         wait_for_history(settings, events[:history], 60 + history * INGEST_SECONDS_PER_EVENT)
-        time.sleep(IDLE_SECONDS + 3)  # checkpointed, and the offsets committed
+        wait_until_idle(worker)  # checkpointed, offsets committed, memories embedded
         rss_history = resident_mb(worker)
         after_term, after_kill = [], []
         for attempt in range(repeats):
             following = events[history + 2 * attempt : history + 2 * attempt + 2]
             after_term.append(first_new_ack_seconds(worker, settings, following[0], kill=False))
-            time.sleep(IDLE_SECONDS + 3)
+            wait_until_idle(worker)
             after_kill.append(first_new_ack_seconds(worker, settings, following[1], kill=True))
-            time.sleep(IDLE_SECONDS + 3)
+            wait_until_idle(worker)
         return Restarts(history, after_term, after_kill, rss_history, resident_mb(worker))
     except BaseException:
         print(worker.log_tail())
