@@ -8,11 +8,15 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    change_feed,
+    dialogue,
     failover,
     history_scaling,
+    model_mode,
     projection_core,
     read_latency,
     read_load,
+    rebuild,
     recall,
     restart,
     rumours,
@@ -30,12 +34,17 @@ def main() -> None:
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
+    dialogue.run(options)
+    model_mode.run(options)
+    change_feed.in_process(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
+        change_feed.on_kafka(options, bootstrap)
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)
         restart.run(options, bootstrap)
+        rebuild.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 
 

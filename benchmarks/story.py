@@ -3,18 +3,26 @@
 A world has a few places and ~50 characters who wander between them. Most events happen at a
 place (so whoever is there perceives them: ~3 characters with the defaults), some are
 characters telling each other news (naming the teller's own belief), some are a player's
-lines, and now and then an entity is (re)declared.
+lines, and now and then an entity is (re)declared. `DIALOGUE_MIX` makes half the events lines
+of conversation between players and characters, where the character is, with their real time.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from projections.event_keys import ENTITY_DECLARED, LOCATION_ENTERED, PLAYER_SAID, TOLD
+from projections.event_keys import (
+    ENTITY_DECLARED,
+    LOCATION_ENTERED,
+    NPC_REPLIED,
+    PLAYER_SAID,
+    TOLD,
+)
 from projections.memories import belief_id
 
 PLAYER = "player-1"
@@ -37,6 +45,18 @@ INNS = ("Crooked Lantern", "Salty Gull", "Drowned Rat", "Golden Ox", "Hanged Man
 
 #: Relative weights of the mix: movement, happening, told, player-said, declaration.
 MIX = (("move", 20), ("happening", 62), ("told", 10), ("said", 6), ("declare", 2))
+#: The same, with as many lines of conversation (player-said, npc-replied) as everything else.
+DIALOGUE_MIX = (*MIX, ("line", 88))
+TALKERS = ("player-1", "player-2", "player-3")
+SAYINGS = (
+    "Have you seen my brother?",
+    "<:coin:77> Two ales, and keep them coming [grins]",
+    "The harbour master owes me money.",
+    "Leave me be, stranger.",
+    "They say the mill is haunted since the storm.",
+)
+REAL_START = 1_714_557_600
+"""The real time (epoch seconds) of the first line: one second per event after it."""
 
 
 def game_time(index: int) -> str:
@@ -132,6 +152,8 @@ class _World:
                     )
                 }
             return self.event(TOLD, actor=actor, target=other, payload=payload)
+        if kind == "line":
+            return self.line(actor)
         if kind in ("said", "told"):  # told with nobody to tell: the player speaks instead
             return self.event(
                 PLAYER_SAID,
@@ -145,6 +167,20 @@ class _World:
             ENTITY_DECLARED, entities={actor: {"name": f"Villager {actor[4:]}", "group": group}}
         )
 
+    def line(self, character: str) -> dict[str, Any]:
+        """A line between a player and `character`, where the character is, either way."""
+        player = self.rng.choice(TALKERS)
+        replied = self.rng.random() < 0.5
+        return self.event(
+            NPC_REPLIED if replied else PLAYER_SAID,
+            actor=character if replied else player,
+            target=player if replied else character,
+            players=[player],
+            location=self.where[character],
+            payload={"text": self.rng.choice(SAYINGS)},
+            occurred_at=datetime.fromtimestamp(REAL_START + self.seq + 1, UTC).isoformat(),
+        )
+
 
 def tavern_story(
     count: int,
@@ -153,13 +189,14 @@ def tavern_story(
     worlds: Sequence[str] = ("tavern-0",),
     characters: int = 50,
     places: int = 24,
+    mix: Sequence[tuple[str, int]] = MIX,
 ) -> list[dict[str, Any]]:
     """`count` events (the opening included), interleaved round-robin across `worlds`."""
     rng = random.Random(seed)
     states = [_World(world, characters, places, rng) for world in worlds]
     openings = [world.opening() for world in states]
-    kinds = [kind for kind, _ in MIX]
-    weights = [weight for _, weight in MIX]
+    kinds = [kind for kind, _ in mix]
+    weights = [weight for _, weight in mix]
     events: list[dict[str, Any]] = []
     turn = 0
     while len(events) < count:

@@ -21,7 +21,8 @@ from pydantic import TypeAdapter
 from projections.catalogue import StoredDeclarations, display_name
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
-from projections.memory_store import MemoryKeys
+from projections.memories import belief_id
+from projections.memory_store import MemoryKeys, load_memory
 from projections.recall import (
     READ_FIELDS,
     SEARCH_DEPTH,
@@ -84,13 +85,28 @@ def decision(
         tx, (tenant_id, world_id), ancestry, npc_id, "player", player, now_ms, dialogue
     )
     turns = TURNS.validate_python(player_scope["turns"])
-    verdict: Verdict | None = None  # the referee (section 11) fills it
+    verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq)
     return DecisionRead(
         knowledge=[memory_read(memory) for memory in knowledge],
         recent_turns=turns,
         verdict=verdict,
         prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, turns, verdict),
     )
+
+
+def verdict_at(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str, seq: int
+) -> Verdict | None:
+    """The referee's verdict on the line the character heard at `seq` (section 11), kept with
+    the memory the line formed there; None if no referee judged a line there."""
+    timeline_id = next(
+        (segment.timeline_id for segment in reversed(ancestry) if seq <= segment.upto_seq), None
+    )
+    if timeline_id is None:
+        return None
+    line = belief_id(keys.tenant_id, keys.world_id, timeline_id, seq, npc_id, "knowledge")
+    memory = load_memory(tx, keys, npc_id, line)
+    return None if memory is None else memory.verdict
 
 
 def the_player(event: EventAt, player_id: str | None, after_seq: int) -> str:

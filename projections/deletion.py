@@ -69,14 +69,17 @@ def delete(tx: StateTransaction, event: Event) -> Ack:
 def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> int:
     """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)).
 
-    Returns how many keys went; when any did, the scope's deletion count goes up by one.
+    Returns how many keys went; when any did, the scope's deletion count goes up by one. The
+    count is written first: a worker killed mid-deletion keeps a prefix of these writes (what
+    its changelog got) and is given the deletion again, so the count is never lost with the
+    last writes; counted twice then, it still changes, which is all a read cache asks of it.
     """
     doomed = [key for prefix in WORLD_PREFIXES for key, _ in tx.scan(pack(prefix, *scope))]
-    for key in doomed:
-        tx.delete(key)
     if doomed:
         count_key = pack(DELETIONS, *scope)
         tx.put(count_key, b"%d" % (deletions(tx, count_key) + 1))
+    for key in doomed:
+        tx.delete(key)
     return len(doomed)
 
 

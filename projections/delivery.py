@@ -21,6 +21,7 @@ from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
+from schemas.changes import Change
 from schemas.events import Contract
 from schemas.records import OutboxRecord
 
@@ -49,6 +50,9 @@ class Intake:
     acks: list[Ack] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     redelivered: bool = False
+    changes: list[Change] = field(default_factory=list)
+    """What it changed in the minds of its world, for the change feed (`projections.changes`);
+    empty with the feed off."""
 
 
 def produce_once(
@@ -68,6 +72,7 @@ def produce_once(
                 acks=[stored_as(Ack, item) for item in outbox.acks],
                 dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
                 redelivered=True,
+                changes=outbox.changes,
             )
     intake = produce()
     tx.put(
@@ -76,6 +81,7 @@ def produce_once(
             message_digest=digest,
             acks=[item.model_dump(mode="json") for item in intake.acks],
             dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
+            changes=intake.changes,
         ).to_bytes(),
     )
     if message.offset >= OUTBOX_DEPTH:
@@ -88,8 +94,8 @@ Output = TypeVar("Output", bound=Contract)
 
 def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     """An ack or dead letter read back from the outbox. It may have been stored by another
-    release: a field this one does not know is dropped (the acks of the release before carried
-    `refused_judgements`), so a redelivery re-sends what this release would send."""
+    release: a field this one does not know is dropped, so a redelivery re-sends what this release
+    would send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
     return model.model_validate(known, strict=False)
 

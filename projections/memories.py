@@ -29,6 +29,7 @@ from pydantic import JsonValue, ValidationError
 
 from projections.catalogue import UNKNOWN
 from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID
+from projections.judgements import RULES, Judging
 from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
@@ -104,9 +105,16 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
 
 
 def form_memories(
-    event: Event, perceptions: list[Perception], context: MemoryContext, policy: Policy
+    event: Event,
+    perceptions: list[Perception],
+    context: MemoryContext,
+    policy: Policy,
+    judged: Judging = RULES,
 ) -> list[Memory]:
-    """The memories `event` forms for the characters who perceived it, in perception order."""
+    """The memories `event` forms for the characters who perceived it, in perception order.
+
+    Each memory's feeling and arousal are `judged` (in model mode, by the model); an impression
+    follows the feeling so judged."""
     formed = []
     for perception in perceptions:
         if event.key in CONVERSATION_KEYS:
@@ -115,6 +123,7 @@ def form_memories(
             memory = _seen(event, perception, context, policy)
         if memory is None:
             continue
+        memory = judged.feeling(memory)
         formed.append(memory)
         impression = _impression(event, perception, memory, context, policy)
         if impression is not None:

@@ -4,6 +4,11 @@ Every memory is stored once under its belief id, with small index entries that m
 cost what it returns: recollections by position, beliefs by importance, news by position, and
 origins for "already knows". A timeline's reads fold its own entries with each ancestor's up
 to the branch point; persistent memories live in a world-wide scope that every timeline reads.
+
+A belief held less firmly later (the referee's `convinced`, section 11) is not rewritten: its
+new confidence is a version at the position that changed it, on that timeline
+(`projections.versions`), so a parent, or a branch from before that position, never sees it.
+Reads of a world that never revised a belief skip the lookup.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import orjson
 
 from projections.key_prefixes import (
     BELIEF_RANKS,
+    BELIEF_VERSIONS,
     MEMORIES,
     MEMORY_LOG,
     NEWS,
@@ -25,11 +31,13 @@ from projections.key_prefixes import (
     ORIGINS,
     PERSISTENT_WORLDS,
     RECOLLECTIONS,
+    REVISED_WORLDS,
 )
 from projections.keys import pack, unpack
 from projections.rumour_rules import is_news
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
+from projections.versions import read_through
 from schemas import MAX_SEQ, Event
 from schemas.memory import Memory
 
@@ -49,12 +57,18 @@ class MemoryKeys:
     persistent_upto: int = MAX_SEQ
     """A read as of a position sees the persistent memories formed up to it (positions
     continue from parent to branch, so they compare across timelines)."""
+    any_revised: bool = True
+    """Whether any belief of the world was ever held less firmly (`revise_confidence`)."""
 
     def memory(self, character: str, belief_id: str) -> bytes:
         return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
 
     def scoped(self, kind: str, scope: str, character: str) -> bytes:
         return _scoped(kind, self.tenant_id, self.world_id, scope, character)
+
+    def revisions(self, timeline_id: str, character: str, belief_id: str) -> bytes:
+        """The scope of a belief's confidence versions on one timeline."""
+        return self.scoped(BELIEF_VERSIONS, timeline_id, character) + pack(belief_id)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -66,7 +80,8 @@ def _scoped(kind: str, tenant_id: str, world_id: str, scope: str, character: str
 def memory_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MemoryKeys:
     """The keys of one world, as it stands (most worlds hold no persistent memory)."""
     marked = tx.get(pack(PERSISTENT_WORLDS, tenant_id, world_id)) is not None
-    return MemoryKeys(tenant_id, world_id, any_persistent=marked)
+    revised = tx.get(pack(REVISED_WORLDS, tenant_id, world_id)) is not None
+    return MemoryKeys(tenant_id, world_id, any_persistent=marked, any_revised=revised)
 
 
 def persistent_memories_stored(tx: StateTransaction, tenant_id: str, world_id: str) -> int:
@@ -93,6 +108,46 @@ def load_memory(
 ) -> Memory | None:
     raw = tx.get(keys.memory(character, belief_id))
     return None if raw is None else DECODED.decode(raw)
+
+
+def load_held(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, belief_id: str
+) -> Memory | None:
+    """A stored memory as the timeline holds it (`as_revised`)."""
+    memory = load_memory(tx, keys, character, belief_id)
+    return None if memory is None else as_revised(tx, keys, ancestry, memory)
+
+
+def as_revised(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memory: Memory
+) -> Memory:
+    """The memory with the confidence its newest revision on the ancestry gave it, if any."""
+    if not keys.any_revised:
+        return memory
+    raw = read_through(
+        tx,
+        ancestry,
+        lambda timeline: keys.revisions(timeline, memory.character_id, memory.belief_id),
+    )
+    if raw is None:
+        return memory
+    return memory.model_copy(update={"confidence": orjson.loads(raw)})
+
+
+def revise_confidence(
+    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, seq: int, revised: Iterable[Memory]
+) -> None:
+    """Keep each memory's new confidence as a version at a position of a timeline; mark the
+    world as one whose reads look for revisions."""
+    marked = keys.any_revised
+    for memory in revised:
+        tx.put(
+            keys.revisions(timeline_id, memory.character_id, memory.belief_id) + pack(seq),
+            orjson.dumps(memory.confidence),
+        )
+        if not marked:
+            tx.put(pack(REVISED_WORLDS, keys.tenant_id, keys.world_id), b"")
+            marked = True
 
 
 class DecodedMemories:
@@ -222,7 +277,7 @@ def _newest(
             seq, belief_id = unpack(key[len(prefix) :])
             found.append((int(seq), str(belief_id)))
     for _, belief_id in heapq.nlargest(limit, found):
-        memory = load_memory(tx, keys, character, belief_id)
+        memory = load_held(tx, keys, ancestry, character, belief_id)
         if memory is not None:
             yield memory
 
@@ -245,10 +300,31 @@ def most_important_beliefs(
                 break
     beliefs = []
     for _, _, belief_id in heapq.nsmallest(limit, found):
-        memory = load_memory(tx, keys, character, belief_id)
+        memory = load_held(tx, keys, ancestry, character, belief_id)
         if memory is not None:
             beliefs.append(memory)
     return beliefs
+
+
+def held_in_order(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str
+) -> list[Memory]:
+    """Every memory the character holds on the timeline, in story order (position, then belief
+    id): each scope's recollections up to its end, and its beliefs formed up to it."""
+    found: list[tuple[int, str]] = []
+    for segment in scopes(keys, ancestry):
+        prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
+        end = prefix + pack(segment.upto_seq, "\U0010ffff")
+        for key, _ in tx.scan(prefix, reverse=True, start=end):
+            seq, belief_id = unpack(key[len(prefix) :])
+            found.append((int(seq), str(belief_id)))
+        prefix = keys.scoped(BELIEF_RANKS, segment.timeline_id, character)
+        for key, _ in tx.scan(prefix):
+            _, inverted_seq, belief_id = unpack(key[len(prefix) :])
+            if MAX_SEQ - int(inverted_seq) <= segment.upto_seq:
+                found.append((MAX_SEQ - int(inverted_seq), str(belief_id)))
+    held = (load_memory(tx, keys, character, belief_id) for _, belief_id in sorted(found))
+    return [memory for memory in held if memory is not None]
 
 
 def persistent_memories(tx: StateTransaction, keys: MemoryKeys, character: str) -> Iterator[Memory]:

@@ -1,35 +1,54 @@
 """The projector: folds the event stream into every projection, one message at a time.
 
 This is the whole domain pipeline in one place, and the only one: the Faust agent and the
-in-process replay both call `Projector.receive` with their own `StateTransaction`.
+in-process replay both call `Projector.receive` with their own `StateTransaction`. In model
+mode the shell first asks `Projector.questions` which judgements a message raises, has them
+answered, and hands the answers to `receive` (`projections.judgements`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
-from projections.delivery import Intake, SourceMessage
+from projections.changes import ChangeWatch
+from projections.delivery import Intake, SourceMessage, identity_of
 from projections.dialogue import record_dialogue
+from projections.divergence import diverging
 from projections.event_log import record_event_at
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
+from projections.judgements import (
+    WITHOUT_MODEL,
+    AnswerSource,
+    Question,
+    QuestionCollector,
+    judging,
+)
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
+    as_revised,
     knows,
     load_memory,
     memory_keys,
+    most_important_beliefs,
     record_origin,
+    revise_confidence,
     store_memories,
     visible,
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.referee import judge_line, rules_judge
 from projections.reinforcement import record_recalls
-from projections.relations import record_relations
+from projections.relations import feeling_toward, record_relations
 from projections.rumour_spreading import spread
+from projections.runtime_read import MAX_BELIEFS
+from projections.scratch_state import ScratchState
+from projections.sequencing import Applied
 from projections.state import StateTransaction
 from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
@@ -52,22 +71,82 @@ class Projector:
         policies: PolicyLookup = default_policies,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
+        answers: AnswerSource = WITHOUT_MODEL,
+        changes: bool = False,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
         self.on_formed = on_formed
+        self.answers = answers
+        """Model judgements (`projections.judgements`): none by default, so the rules make
+        each one (the referee's verdicts, and in model mode feelings and retellings, which the
+        acks then list as refused)."""
+        self.changes = changes
+        """Whether `receive` also says what each message changed (the change feed)."""
 
-    def receive(self, tx: StateTransaction, message: SourceMessage) -> Intake:
-        """Take one message in; returns the acks and dead letters to publish."""
-        return receive(tx, message, self.apply, self.policies, self.max_event_bytes)
+    def receive(
+        self, tx: StateTransaction, message: SourceMessage, answers: AnswerSource | None = None
+    ) -> Intake:
+        """Take one message in; returns the acks, dead letters (and changes) to publish.
+        `answers` are the model judgements its events raise (`questions`), instead of the
+        projector's own."""
+        return self._take(tx, message, answers, self.changes)
 
-    def apply(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
+    def _take(
+        self,
+        tx: StateTransaction,
+        message: SourceMessage,
+        answers: AnswerSource | None,
+        changes: bool,
+    ) -> Intake:
+        judged = self.answers if answers is None else answers
+
+        def apply(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
+            return self.apply(tx, event, ancestry, judged)
+
+        if not changes:
+            return receive(tx, message, apply, self.policies, self.max_event_bytes)
+        watch = ChangeWatch(tx)
+        return receive(
+            watch, message, watch.around(apply), self.policies, self.max_event_bytes, watch.noted
+        )
+
+    def questions(
+        self, tx: StateTransaction, message: SourceMessage, model_configured: bool
+    ) -> list[Question]:
+        """The model judgements taking `message` in would ask for: found by taking it into
+        scratch state over `tx`, which is then thrown away. None in rules mode unless a model
+        is configured (the referee asks it then)."""
+        identity = identity_of(message.value)
+        tenant, world_id = identity["tenant_id"], identity["world_instance_id"]
+        if tenant is None or world_id is None:
+            return []
+        if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
+            return []
+        collector = QuestionCollector(model_configured=model_configured)
+        self._take(ScratchState(tx), message, collector, changes=False)
+        return collector.questions
+
+    def apply(
+        self,
+        tx: StateTransaction,
+        event: Event,
+        ancestry: Ancestry,
+        answers: AnswerSource | None = None,
+    ) -> Applied:
         """Apply one in-order event to every projection, reading state as it stood before;
-        returns why something it asked for was not recorded."""
+        returns why something it asked for was not recorded, and the judgements refused."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
+        judged = judging(
+            event,
+            policy.memory.weighing,
+            self.answers if answers is None else answers,
+            catalogue.name_of,
+        )
+        refereed_note = None
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
@@ -75,12 +154,24 @@ class Projector:
                 else set()
             )
             context = _StoredMinds(tx, memory_keys(tx, tenant, world_id), ancestry, catalogue)
-            memories = form_memories(
-                event, perceivers(event, catalogue.kind_of, present, policy), context, policy
+            refereed = judge_line(
+                event,
+                form_memories(
+                    event,
+                    perceivers(event, catalogue.kind_of, present, policy),
+                    context,
+                    policy,
+                    judged,
+                ),
+                context,
+                policy,
+                judged.referee(rules_judge),
             )
-            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present)
+            memories, refereed_note = refereed.memories, refereed.note
+            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present, judged)
             formed = [*memories, *rumours]
             store_memories(tx, context.keys, formed)
+            revise_confidence(tx, context.keys, event.timeline_id, event.seq, refereed.weakened)
             record_relations(tx, context.keys, ancestry, formed)
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
@@ -94,7 +185,8 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event)
-        return note
+        notes = [found for found in (refereed_note, note) if found is not None]
+        return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +206,31 @@ class _StoredMinds:
 
     def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
         memory = load_memory(self.tx, self.keys, teller, belief_id)
-        return memory if memory is not None and visible(memory, self.ancestry) else None
+        if memory is None or not visible(memory, self.ancestry):
+            return None
+        return as_revised(self.tx, self.keys, self.ancestry, memory)
 
     def knows(self, character: str, origin: str) -> bool:
         return knows(self.tx, self.keys, self.ancestry, character, origin)
+
+    def held_beliefs(self, character: str) -> list[Memory]:
+        held = most_important_beliefs(self.tx, self.keys, self.ancestry, character, MAX_BELIEFS)
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        return [
+            memory.model_copy(update={"diverging": True})
+            if diverging(self.tx, tenant, world_id, self.ancestry, memory)
+            else memory
+            for memory in held
+        ]
+
+    def feeling_toward(self, character: str, entity_id: str) -> float:
+        return feeling_toward(self.tx, self.keys, self.ancestry, character, entity_id)
+
+    def recorded(self, fact: Fact) -> Any:
+        tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        return world.fact_value(
+            self.tx, tenant, world_id, self.ancestry, fact.subject, fact.attribute
+        )
 
     def fact_origin(self, fact: Fact) -> str | None:
         tenant, world_id = self.keys.tenant_id, self.keys.world_id

@@ -9,7 +9,7 @@ each and who told them. A memory the character does not hold on the timeline is 
 from __future__ import annotations
 
 from projections.divergence import as_judged
-from projections.memory_store import load_memory, origin_event, visible
+from projections.memory_store import as_revised, load_memory, origin_event, visible
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
 from schemas.memory import ChainLink, Memory, OriginRead, ProvenanceRead
@@ -56,5 +56,5 @@ def provenance(
         belief_id=belief_id,
         origin=None if origin is None else OriginRead.model_validate_json(origin),
         chain=news_chain(memory),
-        memory=as_judged(tx, tenant_id, world_id, ancestry, memory),
+        memory=as_judged(tx, tenant_id, world_id, ancestry, as_revised(tx, keys, ancestry, memory)),
     )

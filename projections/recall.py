@@ -22,7 +22,7 @@ from typing import Protocol
 
 from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
-from projections.memory_store import MemoryKeys, load_memory
+from projections.memory_store import MemoryKeys, load_held
 from projections.recall_choice import Candidate, Chosen, choose
 from projections.recall_fusion import Search, candidate_count, fuse
 from projections.reinforcement import held_now
@@ -108,12 +108,19 @@ def query_words(text: str) -> list[str]:
     return words[:MAX_WORDS]
 
 
+def _spoken_words(text: str) -> list[str]:
+    return [word.casefold() for word in _WORD.findall(text)]
+
+
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:
-    """The entity ids whose name (`names`: id -> declared name) the text mentions as words."""
-    spoken = f" {' '.join(query_words(text))} "
+    """The entity ids whose name (`names`: id -> declared name) the text mentions as words.
+
+    Every word of the text counts, repeated ones too: "the guard" is said in "the inn and the
+    guard" (the search's own words are each taken once, which would lose it)."""
+    spoken = f" {' '.join(_spoken_words(text))} "
     found = []
     for entity_id, name in sorted(names.items()):
-        words = query_words(name)
+        words = _spoken_words(name)
         if words and f" {' '.join(words)} " in spoken:
             found.append(entity_id)
     return found
@@ -191,7 +198,7 @@ def held_candidates(
     the choice leaves them out), `diverging` judged on this timeline."""
     candidates = []
     for belief_id, score in fused:
-        memory = load_memory(tx, keys, character, belief_id)
+        memory = load_held(tx, keys, ancestry, character, belief_id)
         if memory is None:
             continue
         judged = diverging(tx, keys.tenant_id, keys.world_id, ancestry, memory)

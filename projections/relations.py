@@ -45,6 +45,11 @@ def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
 
 
+def mean_feeling(total: float, count: int) -> float:
+    """A relation's feeling: the mean of its contributions, rounded to 2 places."""
+    return round(total / count, 2)
+
+
 def record_relations(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memories: Iterable[Memory]
 ) -> None:
@@ -97,13 +102,27 @@ def relations_of(
         [
             {
                 "entity_id": entity,
-                "feeling": round(total / count, 2),
+                "feeling": mean_feeling(total, int(count)),
                 "memories": int(count),
                 "last_seq": int(last),
             }
             for entity, (total, count, last) in ordered[:MAX_RELATIONS]
         ]
     )
+
+
+def feeling_toward(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, entity: str
+) -> float:
+    """The character's feeling toward one entity as its relation shows it (0 with none),
+    whether or not the relation is among the 50 a read lists."""
+    total, count, _ = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
+    for memory in persistent_memories(tx, keys, character):
+        for other, feeling in relation_contributions(memory):
+            if other == entity:
+                total += feeling
+                count += 1
+    return round(total / count, 2) if count else 0.0
 
 
 def _relation(

@@ -16,6 +16,7 @@ from functools import partial
 import orjson
 
 from projections.catalogue import Catalogue, StoredDeclarations
+from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGES
 from projections.keys import pack
 from projections.memory_store import MemoryKeys, knows, newest_news
@@ -45,6 +46,7 @@ class Spreading:
     event: Event
     policy: Policy
     catalogue: Catalogue
+    judged: Judging
     heard: list[Memory] = field(default_factory=list)
     told: set[tuple[str, str]] = field(default_factory=set)
     minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
@@ -63,9 +65,8 @@ class Spreading:
         return self.minds[(character, limit)]
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
-        self.heard.append(
-            retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
-        )
+        rumour = retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
+        self.heard.append(self.judged.retelling(rumour, memory, teller))
         self.told.add((listener, memory.origin))
 
 
@@ -77,12 +78,14 @@ def spread(
     policy: Policy,
     catalogue: Catalogue,
     present: set[str],
+    judged: Judging = RULES,
 ) -> list[Memory]:
-    """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`)."""
+    """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`),
+    each retelling `judged` (in model mode, by the model)."""
     spreading = policy.memory.spreading
     if not spreading.enabled:
         return []
-    news = Spreading(tx, keys, ancestry, event, policy, catalogue)
+    news = Spreading(tx, keys, ancestry, event, policy, catalogue, judged)
     if event.story_minutes is not None:
         _exchange_in_groups(news, event.story_minutes)
     for one, other in meetings(event, present, catalogue.kind_of, policy):

@@ -15,6 +15,7 @@ were not yet saved (a crash in between) writes the very same state again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from projections import timelines
 from projections.key_prefixes import PENDING
@@ -22,12 +23,22 @@ from projections.keys import pack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Ack, Event, Outcome
+from schemas.judgements import RefusedJudgement
 from schemas.policy import SequencingPolicy
 from schemas.records import TimelineRecord
 
-ApplyEvent = Callable[[StateTransaction, Event, Ancestry], str | None]
-"""Applies one event's effects, given the ancestry as it stood just before the event; returns
-why something the event asked for was not recorded (the reason on its `processed` ack)."""
+
+class Applied(NamedTuple):
+    """What applying an event has to say on its `processed` ack."""
+
+    note: str | None = None
+    """Why something the event asked for was not recorded."""
+    refused: tuple[RefusedJudgement, ...] = ()
+    """The judgements the model did not make (the rules made them)."""
+
+
+ApplyEvent = Callable[[StateTransaction, Event, Ancestry], Applied]
+"""Applies one event's effects, given the ancestry as it stood just before the event."""
 
 
 def pending_key(record: TimelineRecord, seq: int) -> bytes:
@@ -35,7 +46,11 @@ def pending_key(record: TimelineRecord, seq: int) -> bytes:
 
 
 def ack(
-    event: Event, outcome: Outcome, record: TimelineRecord | None, reason: str | None = None
+    event: Event,
+    outcome: Outcome,
+    record: TimelineRecord | None,
+    reason: str | None = None,
+    refused: tuple[RefusedJudgement, ...] = (),
 ) -> Ack:
     """The ack of `event` with the timeline's positions as they now stand."""
     return Ack(
@@ -47,6 +62,7 @@ def ack(
         reason=reason,
         acknowledged_seq=None if record is None else record.acknowledged_seq,
         processed_seq=None if record is None else record.processed_seq,
+        refused_judgements=list(refused),
     )
 
 
@@ -76,8 +92,8 @@ def sequence(
 
     record = record.model_copy(update={"acknowledged_seq": max(record.acknowledged_seq, event.seq)})
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
-        record, note = _apply(tx, record, event, apply)
-        return [ack(event, Outcome.PROCESSED, record, note), *_release(tx, record, apply)]
+        record, applied = _apply(tx, record, event, apply)
+        return [ack(event, Outcome.PROCESSED, record, *applied), *_release(tx, record, apply)]
 
     if record.deferred_events >= policy.max_deferred:
         return [ack(event, Outcome.REJECTED, known, _buffer_full(record, policy))]
@@ -141,14 +157,14 @@ def _place_on_timeline(
 
 def _apply(
     tx: StateTransaction, record: TimelineRecord, event: Event, apply: ApplyEvent
-) -> tuple[TimelineRecord, str | None]:
-    """Apply `event`, then save the positions it produced (in that order); with its note."""
-    note = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
+) -> tuple[TimelineRecord, Applied]:
+    """Apply `event`, then save the positions it produced (in that order); with what it says."""
+    applied = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
     record = record.model_copy(
         update={"processed_seq": event.seq, "applied_events": record.applied_events + 1}
     )
     timelines.save(tx, record)
-    return record, note
+    return record, applied
 
 
 def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) -> list[Ack]:
@@ -163,14 +179,14 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             if raw is None:
                 break
             event = Event.model_validate_json(raw)
-            current, note = _apply(
+            current, applied = _apply(
                 tx,
                 current.model_copy(update={"deferred_events": current.deferred_events - 1}),
                 event,
                 apply,
             )
             tx.delete(key)
-            acks.append(ack(event, Outcome.PROCESSED, current, note))
+            acks.append(ack(event, Outcome.PROCESSED, current, *applied))
         for child in timelines.children_ready(tx, current):
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)

@@ -64,16 +64,22 @@ class MemoryState:
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        end = prefix_end(prefix)
-        if reverse:
-            upper = end if start is None or start >= end else start
-            keys = self._data.irange(prefix, upper, inclusive=(True, upper != end), reverse=True)
-        else:
-            lower = prefix if start is None else max(start, prefix)
-            keys = self._data.irange(lower, end, inclusive=(True, False))
-        for key in keys:
+        for key in keys_in_scope(self._data, prefix, reverse=reverse, start=start):
             yield key, self._data[key]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every entry in key order (for comparing whole states)."""
         yield from self._data.items()
+
+
+def keys_in_scope(
+    data: SortedDict, prefix: bytes, *, reverse: bool, start: bytes | None
+) -> Iterator[bytes]:
+    """The keys of a sorted dict a `StateTransaction.scan` of the same arguments visits."""
+    end = prefix_end(prefix)
+    if reverse:
+        upper = end if start is None or start >= end else start
+        yield from data.irange(prefix, upper, inclusive=(True, upper != end), reverse=True)
+    else:
+        lower = prefix if start is None else max(start, prefix)
+        yield from data.irange(lower, end, inclusive=(True, False))

@@ -11,7 +11,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from schemas.changes import CHANGE_MODELS
 from schemas.events import Event
+from schemas.judgements import EventJudgements
 from schemas.outcomes import Ack, DeadLetter
 from schemas.policy import Policy
 
@@ -22,6 +24,8 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "ack": Ack,
     "deadletter": DeadLetter,
     "policy": Policy,
+    "judgements": EventJudgements,
+    **{f"change-{kind}": model for kind, model in CHANGE_MODELS.items()},
 }
 
 PARTIAL_DOCUMENTS = frozenset({"policy"})

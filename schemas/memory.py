@@ -34,6 +34,14 @@ Hops = Annotated[int, Field(ge=0)]
 Position = Annotated[int, Field(ge=1)]
 
 
+Verdict = Literal["unconvinced", "doubting", "convinced"]
+"""The referee's judgement of a player's line (section 11)."""
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class BeliefRead(Contract):
     """One memory as the runtime read shows it."""
 
@@ -78,6 +86,9 @@ class Memory(BeliefRead):
     event_kind: EventKind | None = None
     """The kind of event the memory is of, or tells of: news is weighed by it wherever it
     travels. None in memories stored before it was kept (their words tell it instead)."""
+    verdict: Verdict | None = Field(default=None, exclude_if=_absent)
+    """The referee's verdict on the player's line this memory keeps; None (and left out of
+    the stored record) for every other memory."""
 
 
 class ReadModel(Contract):
@@ -134,10 +145,6 @@ class RecallRead(ReadModel):
     searched: SearchCounts
 
 
-Verdict = Literal["unconvinced", "doubting", "convinced"]
-"""The referee's judgement of a player's line (section 11)."""
-
-
 Speaker = Literal["player", "character"]
 """Who said a line of dialogue (section 13)."""
 
@@ -163,6 +170,25 @@ class DecisionRead(ReadModel):
     prompt: str
 
 
+InventionKind = Literal["name", "relation"]
+"""What a reply invented: a name nobody gave it, or (a model finds these) a new relation."""
+
+
+class Invention(Contract):
+    """One thing a reply names that its decision was not given."""
+
+    name: str
+    kind: InventionKind
+
+
+class InventionRead(ReadModel):
+    """`POST /v2/memory/runtime/npcs/{npc_id}/reply-check`: what a reply invented, and what
+    the policy (`memory.invention`) does about it."""
+
+    inventions: list[Invention]
+    action: Literal["allow", "flag", "reject"]
+
+
 class OriginRead(Contract):
     """The event where news started, as provenance names it."""
 
@@ -172,10 +198,6 @@ class OriginRead(Contract):
     actor: Identifier | None
     location: Identifier | None
     game_time: str | None
-
-
-def _absent(value: object) -> bool:
-    return value is None
 
 
 class ChainLink(Contract):

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from schemas.events import AsInteger, Contract, Identifier
+from schemas.judgements import RefusedJudgement
 
 
 class Outcome(StrEnum):
@@ -23,7 +24,8 @@ class Ack(Contract):
     """One message on `rumourmill.acks` per event received (keyed by world).
 
     Identity fields are null only for a message too broken to name them. The positions are the
-    timeline's right after this outcome.
+    timeline's right after this outcome. In model mode, `refused_judgements` lists each
+    judgement of the event that fell back to rules.
     """
 
     tenant_id: str | None
@@ -34,6 +36,11 @@ class Ack(Contract):
     reason: str | None = None
     acknowledged_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
     processed_seq: Annotated[int, Field(ge=0), AsInteger] | None = None
+    refused_judgements: list[RefusedJudgement] = Field(
+        default_factory=list, exclude_if=lambda refused: not refused
+    )
+    """Judgements the model did not make for this event (the rules made them), with why; left
+    out when there are none, so an ack reads as it did before model judgements."""
 
 
 class DeadLetter(Contract):

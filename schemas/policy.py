@@ -4,10 +4,6 @@ Policies are written as partial JSON documents and layered: the built-in default
 tenant's default, then the world's own (`merge_policy`). Every setting is checked on the way
 in, and a misspelt key or a value out of range is refused with its location named (for
 example `memory.spreading.enabld`), so a typo can never silently fall back to a default.
-
-Settings that model judgements will bring (`memory.weighing: "model"`, the referee's
-`memory.lies_believable`) do not exist yet: a document that sets them is refused by name, so
-nobody believes they are on.
 """
 
 from __future__ import annotations
@@ -15,8 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Self
 
 import orjson
-from pydantic import Field, StringConstraints, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import Field, StringConstraints, model_validator
 
 from schemas.events import AsInteger, Contract, Identifier
 from schemas.memory import EventKind, Feeling, MemoryKind, Share
@@ -209,24 +204,73 @@ class DialoguePolicy(Contract):
     """The same, once the scope has a summary."""
 
 
+Tokens = Annotated[int, Field(ge=10, le=1_000_000), AsInteger]
+"""A length of text in tokens (of the chronicle's tokenizer)."""
+
+
+class ChroniclePolicy(Contract):
+    """The chronicle (seed 000, "Conversation compaction"): the story so far in a size a prompt
+    can hold, made from a character's records when read."""
+
+    short_term_tokens: Tokens = 1500
+    """The digests (one per record) roll into a chapter once their text passes this."""
+    long_term_tokens: Tokens = 2500
+    """The chapters condense into the condensed chapter once their text passes this."""
+    chapter_tokens: Tokens = 300
+    """What a chapter's summary may hold."""
+    condensed_tokens: Tokens = 600
+    """What the condensed chapter may hold."""
+
+    @model_validator(mode="after")
+    def _summaries_are_shorter(self) -> Self:
+        if self.chapter_tokens > self.short_term_tokens:
+            raise ValueError("chapter_tokens must not exceed short_term_tokens")
+        if self.condensed_tokens > self.long_term_tokens:
+            raise ValueError("condensed_tokens must not exceed long_term_tokens")
+        return self
+
+
 PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
-MODEL_WEIGHING_NOT_YET = PydanticCustomError(
-    "not_available_yet",
-    "'model' weighing is not available yet (it comes with model judgements); use 'rules'",
-)
-LIES_BELIEVABLE_NOT_YET = PydanticCustomError(
-    "not_available_yet",
-    "not available yet (it comes with the referee's verdicts); leave it out",
-)
+
+class RefereePolicy(Contract):
+    """How the rules referee (section 11) weighs a player's line against a belief it challenges.
+
+    The line's pull = (1 - the belief's confidence) + `trust_weight` x the character's feeling
+    toward the player + `truth_weight` when the line's claimed facts agree with the world
+    record (minus it when they contradict it). `convinced` from `convinced_from`, `doubting`
+    from `doubting_from`, `unconvinced` below.
+    """
+
+    weaken: Share = 0.5
+    """A convinced character holds the old belief this many times as firmly; a doubting one
+    holds the line this many times as firmly as a believed line."""
+    trust_weight: Weight = 0.5
+    truth_weight: Weight = 0.25
+    convinced_from: Annotated[float, Field(ge=-100.0, le=100.0)] = 0.4
+    doubting_from: Annotated[float, Field(ge=-100.0, le=100.0)] = 0.1
+
+    @model_validator(mode="after")
+    def _thresholds_are_ordered(self) -> Self:
+        if self.doubting_from > self.convinced_from:
+            raise ValueError("doubting_from must not exceed convinced_from")
+        return self
+
+
+InventionPolicy = Literal["allow", "flag", "reject"]
+"""What a reply that invents a name gets (section 12's invention check)."""
+
+
+class ModelPolicy(Contract):
+    """Model judgements (`weighing: "model"`): how long an event may wait for the model."""
+
+    deadline_ms: Annotated[int, Field(ge=1, le=600_000), AsInteger] = 2000
+    """An event's judgements wait at most this long for the model (all asked at once); those
+    still unanswered then are made by the rules, so a partition never waits longer."""
 
 
 class MemoryPolicy(Contract):
-    """Who remembers what, how strongly, and how news travels (seed 001, "Memory").
-
-    `weighing: "model"` and `lies_believable` come with model judgements (the referee) and are
-    refused until then.
-    """
+    """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
 
     world: bool = True
     npc: bool = True
@@ -234,8 +278,10 @@ class MemoryPolicy(Contract):
     """With no named witnesses, the characters known to be at the location perceive."""
     remember_movement: bool = False
     """Movement only teaches where characters are, unless this is set."""
-    weighing: Literal["rules"] = "rules"
-    """Weigh by the `weights` table; `"model"` is refused until model judgements exist."""
+    weighing: Literal["rules", "model"] = "rules"
+    """`rules`: by the `weights` table. `model`: the model judges each memory's feeling and
+    arousal and retells rumours (the rest stays rules); the rules answer whatever it cannot."""
+    model: ModelPolicy = ModelPolicy()
     entity_patterns: dict[PatternKind, list[str]] = Field(
         default_factory=lambda: {"character": ["npc-*"], "place": ["loc-*"], "item": ["item-*"]}
     )
@@ -253,29 +299,13 @@ class MemoryPolicy(Contract):
     retention: RetentionPolicy = RetentionPolicy()
     recall: RecallPolicy = RecallPolicy()
     dialogue: DialoguePolicy = DialoguePolicy()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_what_is_not_available_yet(cls, data: Any) -> Any:
-        """Name the settings of model judgements as not built yet, not as unknown or wrong."""
-        if not isinstance(data, dict):
-            return data
-        refused: list[InitErrorDetails] = []
-        if data.get("weighing") == "model":
-            refused.append(
-                InitErrorDetails(type=MODEL_WEIGHING_NOT_YET, loc=("weighing",), input="model")
-            )
-        if "lies_believable" in data:
-            refused.append(
-                InitErrorDetails(
-                    type=LIES_BELIEVABLE_NOT_YET,
-                    loc=("lies_believable",),
-                    input=data["lies_believable"],
-                )
-            )
-        if refused:
-            raise ValidationError.from_exception_data(cls.__name__, refused)
-        return data
+    chronicle: ChroniclePolicy = ChroniclePolicy()
+    lies_believable: bool = True
+    """A convincing lie is believed; false: `convinced` becomes `doubting` when the line's
+    claimed facts contradict the world record (seed 001, "Memory in a decision")."""
+    referee: RefereePolicy = RefereePolicy()
+    invention: InventionPolicy = "flag"
+    """What the invention check answers for a reply naming what nobody gave the decision."""
 
 
 class Policy(Contract):

@@ -13,30 +13,38 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
+import orjson
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
+from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
+from yarl import URL
 
 from projections.delivery import Intake, SourceMessage
+from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
+from schemas.changes import Change
 from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
+from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
 from streams.metrics import Metrics
+from streams.model_client import ModelClient
 from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
@@ -222,10 +230,19 @@ class Rumourmill:
     policies: PolicyFeed
     projector: Projector
     durability: LocalDurability
+    judge: Judge
     metrics: Metrics = field(default_factory=Metrics)
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
+    changes: str = ""
+    """The change feed's topic; empty when the feed is off."""
+
+    async def judged(self, message: Message) -> RecordedAnswers | None:
+        """The model judgements `message` raises, answered and stored on the judgements topic
+        (`streams.judging`); None when it raises none (rules mode, a redelivery...)."""
+        tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
+        return await self.judge.message(self.projector, tx, source_message(message))
 
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
@@ -242,15 +259,19 @@ class Rumourmill:
             partition = message.partition
             if (partition_writes := writes.get(partition)) is None:
                 partition_writes = writes[partition] = changelog.PartitionWrites()
+            answers = await self.judged(message)  # sees the batch's earlier events
             db = without_write_ahead_log(partition_db(self.state, partition))
             try:
                 intake = self.projector.receive(
                     RocksTransaction(db, recorded_writes(db, partition_writes.write)),
                     source_message(message),
+                    answers,
                 )
             except Exception as error:
                 error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
                 raise
+            if answers is not None:
+                self.judge.log.applied(partition, answers.positions)
             partition_writes.end_event()
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
@@ -263,11 +284,13 @@ class Rumourmill:
         return deliveries
 
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
-        """Send the acks and dead letters one message produced; returns their deliveries."""
+        """Send the acks, changes and dead letters one message produced; returns their
+        deliveries."""
         deliveries = [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
+        deliveries += [await self.send_change(change) for change in intake.changes]
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -285,6 +308,16 @@ class Rumourmill:
         self.metrics.sent(intake.acks, intake.dead_letters)
         return deliveries
 
+    async def send_change(self, change: Change) -> Delivery:
+        """One message of the change feed, keyed by its world, on the world's partition (the
+        feed has the events topic's partitions). Straight to Kafka's producer: there are a
+        dozen a message, and Faust's own send would cost more than working them out."""
+        world = change["world_instance_id"].encode()
+        partition = world_partition(world, self.settings.partitions)
+        return await self.app.producer.send(
+            self.changes, world, orjson.dumps(change), partition, None, None
+        )
+
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""
         log.critical("stopping the worker: %s: %s", cause, error, exc_info=error)
@@ -299,6 +332,10 @@ class Rumourmill:
     @property
     def tenants_by_api_key(self) -> Mapping[str, str]:
         return self.settings.api_keys
+
+    @property
+    def model(self) -> ModelClient | None:
+        return self.judge.client
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
         return self.projector.policies(tenant_id, world_id)
@@ -320,12 +357,33 @@ class Rumourmill:
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """Forward a read to the worker that owns `world_id`; None when that is this one."""
         try:
+            if request.method == "POST":
+                return await self._forward_posted(world_id, web, request)
             answer: Response = await self.app.router.route_req(
                 self.state.name, world_id, web, request
             )
         except SameNode:
             return None
         return answer
+
+    async def _forward_posted(self, world_id: str, web: Web, request: Request) -> Response:
+        """Faust's `route_req` for a request with a body (Faust forwards none): the reply check
+        goes to the owner with its reply."""
+        try:
+            owner = self.app.router.key_store(self.state.name, world_id)
+        except KeyError:
+            raise ServiceUnavailable() from None
+        here = URL(self.app.conf.canonical_url)
+        if (owner.host, owner.port or 80) == (here.host, here.port or 80):
+            raise SameNode()
+        routed = request.url.with_host(owner.host or "").with_port(owner.port)
+        body = await cast(Any, request).read()  # aiohttp keeps the body it read
+        async with self.app.http_client.request(
+            method="POST", headers=request.headers, url=routed, data=body
+        ) as response:
+            return web.text(
+                await response.text(), content_type=response.content_type, status=response.status
+            )
 
 
 def create_app(settings: Settings) -> Rumourmill:
@@ -379,6 +437,18 @@ def create_app(settings: Settings) -> Rumourmill:
         policies=PolicyBook(policies),
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
+        changes=bool(settings.topics.changes),
+    )
+    judgements = app.topic(
+        settings.topics.judgements, value_type=bytes, value_serializer="raw", **topic_options
+    )
+
+    async def keep_judgements(partition: int, key: bytes, value: bytes) -> None:
+        await (await judgements.send(key=key, value=value, partition=partition, force=True))
+
+    judge = Judge(
+        ModelClient.configured(settings),
+        JudgementLog(topic_reader(settings.bootstrap, settings.topics.judgements), keep_judgements),
     )
     mill = Rumourmill(
         app,
@@ -389,7 +459,9 @@ def create_app(settings: Settings) -> Rumourmill:
         policies,
         projector,
         state.durability,
+        judge,
         metrics=metrics,
+        changes=settings.topics.changes,
     )
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
@@ -398,6 +470,9 @@ def create_app(settings: Settings) -> Rumourmill:
     def forget_moved_worlds(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
         """Faust sends the whole new assignment (a set of TPs) after every rebalance."""
         keep_assigned_worlds(mill.recall_index, args[0], settings)
+        judge.log.keep_partitions(
+            {tp.partition for tp in args[0] if tp.topic == settings.topics.events}
+        )
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
@@ -515,23 +590,15 @@ def partition_of(key: bytes, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def source_message(message: Message) -> SourceMessage:
-    """A Kafka message as the projector takes it."""
-    return SourceMessage(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        key=message.key,
-        value=message.value or b"",
-        timestamp_ms=record_timestamp_ms(message.timestamp),
-    )
-
-
 def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
     if value is None:
         writes.delete(key)
     else:
         writes.put(key, value)
+
+
+world_partition = lru_cache(maxsize=1 << 12)(partition_of)
+"""`partition_of` for the worlds of this worker, worked out once each."""
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:
@@ -542,6 +609,18 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     """Key outputs by world, like the events, so a world's acks stay in order."""
     world = item.world_instance_id
     return fallback if world is None else world.encode()
+
+
+def source_message(message: Message) -> SourceMessage:
+    """A Kafka message as the projector takes it."""
+    return SourceMessage(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value or b"",
+        timestamp_ms=record_timestamp_ms(message.timestamp),
+    )
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:

@@ -117,11 +117,27 @@ def schemas_export(out: Path) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def replay(file: Path) -> None:
-    """Fold an NDJSON file in-process (no Kafka) and print outcomes and world digests."""
-    from streams.replay import replay_file
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="a policy document for every world (default: the built-in policy)",
+)
+@click.option(
+    "--judgements",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the judgements topic's records as NDJSON: model mode answered as recorded",
+)
+def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
+    """Fold an NDJSON file in-process (no Kafka, no model) and print outcomes and world
+    digests."""
+    from streams.policies import InvalidPolicy
+    from streams.replay import ReplayInputError, replay_file, replay_projector
 
-    result = replay_file(file)
+    try:
+        projector = replay_projector(policy, judgements)
+    except (InvalidPolicy, ReplayInputError) as error:
+        raise click.ClickException(str(error)) from None
+    result = replay_file(file, projector)
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
@@ -379,13 +395,13 @@ def provenance_command(
 
 
 def _fetch_for_command(
-    url: str | None, api_key: str | None, path: str, query: dict[str, str]
+    url: str | None, api_key: str | None, path: str, query: dict[str, str], posted: Any = None
 ) -> Any:
-    """A worker's answer, or the command stops with its detail."""
+    """A worker's answer (to `posted`, when given), or the command stops with its detail."""
     from streams.show import ReadFailed, fetch
 
     try:
-        return fetch(_settings(web_url=url, api_key=api_key), path, query)
+        return fetch(_settings(web_url=url, api_key=api_key), path, query, posted)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
 
@@ -438,10 +454,50 @@ def decision_command(
     """Print what a decision model may be given when a character answers an event."""
     from streams.show import decision_tables
 
-    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    asked |= ({"player_id": player} if player else {}) | ({"tenant_id": tenant} if tenant else {})
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
     found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
     click.echo(decision_tables(found))
+
+
+def _decision_query(
+    world: str, timeline: str, after_seq: int, player: str | None, tenant: str | None
+) -> dict[str, str]:
+    """The query of a decision, or of a check of the reply to one."""
+    asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
+    return (
+        asked
+        | ({"player_id": player} if player else {})
+        | ({"tenant_id": tenant} if tenant else {})
+    )
+
+
+@main.command("reply-check")
+@click.argument("npc_id")
+@click.argument("reply")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@click.option("--after-seq", required=True, type=int, help="the position the character answers")
+@click.option("--player", default=None, help="player_id, for an event of several players")
+@_read_options
+def reply_check_command(
+    npc_id: str,
+    reply: str,
+    world: str,
+    timeline: str,
+    after_seq: int,
+    player: str | None,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print the names REPLY invents: what the character's decision at --after-seq was not
+    given, and what the policy does about it."""
+    from streams.show import inventions_table
+
+    asked = _decision_query(world, timeline, after_seq, player, tenant)
+    path = f"/v2/memory/runtime/npcs/{npc_id}/reply-check"
+    found = _fetch_for_command(url, api_key, path, asked, {"text": reply})
+    click.echo(inventions_table(found))
 
 
 @main.command("dialogue")
@@ -503,3 +559,114 @@ def rumour_map_command(
         raise click.ClickException(str(error)) from None
     out.write_bytes(svg)
     click.echo(f"the rumour of {belief_id} drawn into {out}")
+
+
+@main.command("chronicle")
+@click.argument("npc_id")
+@click.option("--world", required=True, help="world_instance_id")
+@click.option("--timeline", default="main", show_default=True)
+@_read_options
+def chronicle_command(
+    npc_id: str,
+    world: str,
+    timeline: str,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
+) -> None:
+    """Print a character's story so far: the condensed chapter, chapters, then newest records."""
+    from streams.show import chronicle_tables
+
+    asked = {"world_instance_id": world, "timeline_id": timeline}
+    asked |= {"tenant_id": tenant} if tenant else {}
+    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/chronicle", asked)
+    click.echo(chronicle_tables(found))
+
+
+@main.command("rebuild")
+@_settings_options
+@click.option(
+    "--into", "into", default=None, help="the fresh app id (default: APP_ID-rebuild-TIME)"
+)
+@click.option(
+    "--into-data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the fresh app id's data dir (default: DATA_DIR-<fresh app id>)",
+)
+@click.option("--world", default=None, help="rebuild (and compare) this world only")
+@click.option(
+    "--url", default=None, help="the live worker's web URL (overrides RUMOURMILL_WEB_URL)"
+)
+@click.option("--api-key", default=None, help="bearer key (overrides RUMOURMILL_API_KEY)")
+def rebuild_command(
+    into: str | None,
+    into_data_dir: Path | None,
+    world: str | None,
+    url: str | None,
+    api_key: str | None,
+    **flags: Any,
+) -> None:
+    """Rebuild every projection from the events topic into a fresh app id, then compare each
+    world's digest with the live worker's; exits 1 when some differ."""
+    from rich.console import Console
+
+    from streams.rebuild import (
+        RebuildFailed,
+        check_live,
+        fresh_app_id,
+        live_differences,
+        progress_bar,
+        rebuild,
+    )
+
+    live = _settings(web_url=url, api_key=api_key, **flags)
+    app_id = into or fresh_app_id(live)
+    data_dir = into_data_dir or live.data_dir.with_name(f"{live.data_dir.name}-{app_id}")
+    target = _settings(**(flags | {"app_id": app_id, "data_dir": data_dir}))
+    try:
+        check_live(live)
+        bar = progress_bar(Console(stderr=True))
+        task = bar.add_task("rebuild", total=None)
+
+        def start(total: int) -> None:
+            bar.update(task, total=total)
+            bar.start()
+
+        try:
+            rebuilt = asyncio.run(
+                rebuild(live, target, world, on_total=start, advance=lambda n: bar.advance(task, n))
+            )
+        finally:
+            bar.stop()
+        differences = live_differences(live, rebuilt.digests)
+    except RebuildFailed as error:
+        raise click.ClickException(f"rebuild: {error}") from None
+    rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
+    click.echo(
+        f"rebuilt {rebuilt.events} event(s) in {rebuilt.seconds:.1f} s ({rate:,.0f} events/s) "
+        f"into app id {app_id!r}: changelog {rebuilt.changelog_topic}, data dir {data_dir}"
+    )
+    if rebuilt.expired:
+        click.echo(
+            f"note: the events topic no longer holds its first {rebuilt.expired} event(s) "
+            "(retention); the worlds they touched cannot be rebuilt the same"
+        )
+    differing = {difference.world: difference for difference in differences}
+    for (tenant, world_id), digest in sorted(rebuilt.digests.items()):
+        found = differing.get((tenant, world_id))
+        verdict = "same as live" if found is None else f"DIFFERS from live {found.live}"
+        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
+    if world is None:
+        click.echo(
+            f"to switch: stop every worker, then start them with RUMOURMILL_APP_ID={app_id}: "
+            f"on this machine with RUMOURMILL_DATA_DIR={data_dir} (the rebuilt state), "
+            "elsewhere with an empty data dir (recovered from the changelog); they go on "
+            "after the events rebuilt"
+        )
+    else:
+        click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
+    if differences:
+        raise click.ClickException(
+            f"{len(differences)} of {len(rebuilt.digests)} world(s) differ from the live worker"
+        )

@@ -1,9 +1,10 @@
 """The embedding agent: vectors for recall, made from the stream beside the ingest path.
 
 It follows the acks topic (keyed by world like the events, so each worker hears of its own
-worlds): for each batch of acks it catches the recall index up on those worlds and embeds the
-memories that have no vector of their current content yet. The ingest agent never waits for
-it; until a memory has its vector, cues and words still find it.
+worlds): for each batch of acks it reads what those worlds formed since it last looked and
+embeds the contents that have no vector yet, each once. It does no more than that: the word
+and cue searches catch themselves up when a recall needs them. The ingest agent never waits
+for it; until a memory has its vector, cues and words still find it.
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ def embedding_agent(
                 index.embedder = embedder()
             for tenant, world in sorted(worlds):
                 tx = worker.read_transaction(world)
-                index.catch_up(tx, memory_keys(tx, tenant, world))
                 assert index.embedder is not None
-                stored = embed_pending(index, index.embedder, tenant, world)
+                stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
                 if stored:
                     log.debug("embedded %d memory(ies) of world %r", stored, world)
 

@@ -7,7 +7,10 @@ timeline sees (`projections.recall.SearchScope`): a child never finds its parent
 persistent memories are found from every timeline.
 
 Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
-or a test), keyed by the memory and a hash of its content: changed content needs a new vector.
+or a test), keyed by a hash of the content within the world: a sentence many characters hold
+is embedded once, and changed content needs a new vector. The embedding follows the memory log
+with a mark of its own (`note_formed`), so the agent neither builds nor waits for the word
+index, which the searches catch up themselves (`catch_up`).
 A world's first vectors fix its model and dimension; later vectors of another are refused,
 counted and logged, and cues and words go on finding those memories. Once refused, an embedder
 is not run again for that world (it would only be refused again): `embed_pending` skips it.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,9 +54,15 @@ CREATE VIRTUAL TABLE words USING fts5(content, tokenize='unicode61 remove_diacri
 CREATE VIRTUAL TABLE word_rows USING fts5vocab(words, 'row');
 CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
+CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
+    PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
-CREATE TABLE vectors(item INTEGER PRIMARY KEY, content_hash TEXT, vector BLOB);
+CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
+CREATE TABLE vectors(tenant TEXT, world TEXT, content_hash TEXT, vector BLOB,
+    PRIMARY KEY(tenant, world, content_hash));
+CREATE TABLE unembedded(tenant TEXT, world TEXT, content_hash TEXT, content TEXT,
+    PRIMARY KEY(tenant, world, content_hash));
 """
 
 
@@ -66,7 +75,9 @@ class _CharacterVectors:
     """One character's vectors as one matrix, rebuilt when a vector is added."""
 
     items: list[tuple[str, str, int, bool]]
-    """belief id, timeline, seq, persistent: one per row."""
+    """belief id, timeline, seq, persistent: one per row, by belief id, so equal cosines rank
+    by id whatever order the index took the memories in (a worker caught up at once and one
+    caught up event by event answer alike)."""
     matrix: Vectors
 
 
@@ -91,86 +102,135 @@ class SqliteRecallIndex:
     # -- catching up ---------------------------------------------------------------------------
 
     def catch_up(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        """Take the memories formed since the last search of the world into the word and cue
+        searches (and the rows the vectors are found through)."""
+        self._follow(tx, keys, "synced", self._take)
+
+    def note_formed(self, tx: StateTransaction, keys: MemoryKeys) -> None:
+        """Queue for embedding the contents formed since the last look that have no vector
+        yet, each once: the embedding agent's own catch up, which reads the memory log and
+        leaves the word index to the searches that need it."""
+        self._follow(tx, keys, "noted", self._queue)
+
+    def _follow(
+        self,
+        tx: StateTransaction,
+        keys: MemoryKeys,
+        watermarks: str,
+        take: Callable[[MemoryKeys, Iterator[Memory]], None],
+    ) -> None:
+        """Hand `take` what each timeline of the world formed past its mark in `watermarks`
+        (a world deleted since the last look starts anew)."""
         world = (keys.tenant_id, keys.world_id)
         marks = deletion_marks(tx, *world)
         if self._deletions.setdefault(world, marks) != marks:
             self._forget_world(*world)
             self._deletions[world] = marks
         for record in timelines.of_world(tx, keys.tenant_id, keys.world_id):
-            done = self._synced(keys, record.timeline_id)
+            row = self._db.execute(
+                f"SELECT upto_seq FROM {watermarks} "
+                "WHERE tenant = ? AND world = ? AND timeline_id = ?",
+                (*world, record.timeline_id),
+            ).fetchone()
+            done = 0 if row is None else int(row[0])
             if record.processed_seq <= done:
                 continue
             self._db.execute("BEGIN")
-            for memory in formed_between(tx, keys, record.timeline_id, done, record.processed_seq):
-                self._take(keys, memory)
+            take(keys, formed_between(tx, keys, record.timeline_id, done, record.processed_seq))
             self._db.execute(
-                "INSERT OR REPLACE INTO synced VALUES (?, ?, ?, ?)",
-                (keys.tenant_id, keys.world_id, record.timeline_id, record.processed_seq),
+                f"INSERT OR REPLACE INTO {watermarks} VALUES (?, ?, ?, ?)",
+                (*world, record.timeline_id, record.processed_seq),
             )
             self._db.execute("COMMIT")
 
     def _forget_world(self, tenant_id: str, world_id: str) -> None:
-        """Drop everything of a world that was deleted (`projections.deletion`)."""
+        """Drop everything of a world: deleted (`projections.deletion`), or no longer this
+        worker's."""
         items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
+        tables = ("items", "vectors", "unembedded", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
             f"DELETE FROM words WHERE rowid IN ({items})",
             f"DELETE FROM abouts WHERE item IN ({items})",
-            f"DELETE FROM vectors WHERE item IN ({items})",
-            "DELETE FROM items WHERE tenant = ? AND world = ?",
-            "DELETE FROM synced WHERE tenant = ? AND world = ?",
-            "DELETE FROM world_models WHERE tenant = ? AND world = ?",
+            *(f"DELETE FROM {table} WHERE tenant = ? AND world = ?" for table in tables),
         ):
             self._db.execute(statement, (tenant_id, world_id))
         self._db.execute("COMMIT")
         for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
             del self._vectors[held]
 
-    def _synced(self, keys: MemoryKeys, timeline_id: str) -> int:
-        row = self._db.execute(
-            "SELECT upto_seq FROM synced WHERE tenant = ? AND world = ? AND timeline_id = ?",
-            (keys.tenant_id, keys.world_id, timeline_id),
-        ).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def _take(self, keys: MemoryKeys, memory: Memory) -> None:
-        digest = content_hash(memory.content)
-        row = self._db.execute(
-            "SELECT id, content_hash FROM items "
-            "WHERE tenant = ? AND world = ? AND character = ? AND belief_id = ?",
-            (keys.tenant_id, keys.world_id, memory.character_id, memory.belief_id),
-        ).fetchone()
-        if row is not None:
-            if row[1] == digest:
-                return
-            self._forget(int(row[0]), memory.character_id, keys)
-        item = self._db.execute(
-            "INSERT INTO items(tenant, world, character, belief_id, timeline_id, seq, persistent,"
-            " content, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                keys.tenant_id,
-                keys.world_id,
-                memory.character_id,
-                memory.belief_id,
-                memory.timeline_id,
-                memory.seq,
-                int(memory.persistent),
-                memory.content,
-                digest,
-            ),
-        ).lastrowid
+    def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
+        world = (keys.tenant_id, keys.world_id)
+        contents = {content_hash(memory.content): memory.content for memory in memories}
         self._db.executemany(
-            "INSERT INTO abouts VALUES (?, ?)", [(item, entity) for entity in memory.about]
+            "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
+            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
         )
-        self._db.execute("INSERT INTO words(rowid, content) VALUES (?, ?)", (item, memory.content))
+
+    def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
+        """Index the memories formed since the last catch up: a new item for each memory not
+        held yet or held with other content, in one statement per table (a catch up after a
+        busy batch takes in thousands)."""
+        world = (keys.tenant_id, keys.world_id)
+        next_item = int(
+            self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM items").fetchone()[0]
+        )
+        batch = {(m.character_id, m.belief_id): m for m in memories}  # the last of each
+        held = self._held(world, list(batch))
+        items: list[tuple[object, ...]] = []
+        abouts: list[tuple[int, str]] = []
+        for memory in batch.values():
+            digest = content_hash(memory.content)
+            known = held.get((memory.character_id, memory.belief_id))
+            if known is not None:
+                if known[1] == digest:
+                    continue
+                self._forget(known[0], memory.character_id, keys)
+            items.append(
+                (
+                    next_item,
+                    *world,
+                    memory.character_id,
+                    memory.belief_id,
+                    memory.timeline_id,
+                    memory.seq,
+                    int(memory.persistent),
+                    memory.content,
+                    digest,
+                )
+            )
+            abouts += [(next_item, entity) for entity in memory.about]
+            next_item += 1
+        self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
+        self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
+        self._db.executemany(
+            "INSERT INTO words(rowid, content) VALUES (?, ?)", [(row[0], row[8]) for row in items]
+        )
+
+    def _held(
+        self, world: tuple[str, str], memories: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, str]]:
+        """Item and content hash of each (character, belief id) the index holds already: one
+        join over a scratch table, not a look-up per memory (CROSS JOIN: the scratch rows
+        lead, each found through the unique index of items)."""
+        self._db.executemany("INSERT INTO incoming VALUES (?, ?)", memories)
+        rows = self._db.execute(
+            "SELECT n.character, n.belief_id, i.id, i.content_hash FROM incoming n CROSS "
+            "JOIN items i ON i.tenant = ? AND i.world = ? AND i.character = n.character "
+            "AND i.belief_id = n.belief_id",
+            world,
+        ).fetchall()
+        self._db.execute("DELETE FROM incoming")
+        return {(str(r[0]), str(r[1])): (int(r[2]), str(r[3])) for r in rows}
 
     def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
-        """Drop an item whose content changed (its words and vector go with it)."""
+        """Drop an item whose content changed (its words go with it; its new content waits for
+        a vector of its own)."""
         for statement in (
             "DELETE FROM items WHERE id = ?",
             "DELETE FROM abouts WHERE item = ?",
             "DELETE FROM words WHERE rowid = ?",
-            "DELETE FROM vectors WHERE item = ?",
         ):
             self._db.execute(statement, (item,))
         self._vectors.pop((keys.tenant_id, keys.world_id, character), None)
@@ -268,14 +328,13 @@ class SqliteRecallIndex:
         # einsum, not BLAS: a threaded product waits for a second core that a busy worker
         # may not have, and one thread does 10,000 x 256 in a fraction of a millisecond.
         similarity = np.einsum("ij,j->i", held.matrix, embedder.embed([text])[0])
-        order = np.argsort(-similarity, kind="stable")
         found: list[str] = []
-        for row in order:
-            if similarity[row] < MIN_COSINE or len(found) == limit:
-                break
+        for row in best_first(similarity, MIN_COSINE, depth=4 * limit):
             belief_id, timeline_id, seq, persistent = held.items[row]
             if scope.sees(timeline_id, seq, persistent):
                 found.append(belief_id)
+                if len(found) == limit:
+                    break
         return found
 
     def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
@@ -284,8 +343,9 @@ class SqliteRecallIndex:
         if held is None:
             rows = self._db.execute(
                 "SELECT i.belief_id, i.timeline_id, i.seq, i.persistent, v.vector "
-                "FROM items i JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
-                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.id",
+                "FROM items i JOIN vectors v ON v.tenant = i.tenant AND v.world = i.world "
+                "AND v.content_hash = i.content_hash "
+                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.belief_id",
                 key,
             ).fetchall()
             if not rows:
@@ -307,27 +367,26 @@ class SqliteRecallIndex:
         ).fetchone()
         return None if row is None else (str(row[0]), int(row[1]))
 
-    def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[int, str, str]]:
-        """Memories of a world without a vector of their current content: item, content,
-        content hash."""
+    def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[str, str]]:
+        """Contents held in the world that have no vector yet, oldest first, each once (the
+        same sentence held by many characters is embedded once): content hash, content."""
         rows = self._db.execute(
-            "SELECT i.id, i.content, i.content_hash FROM items i "
-            "LEFT JOIN vectors v ON v.item = i.id AND v.content_hash = i.content_hash "
-            "WHERE i.tenant = ? AND i.world = ? AND v.item IS NULL ORDER BY i.id LIMIT ?",
+            "SELECT content_hash, content FROM unembedded WHERE tenant = ? AND world = ? "
+            "ORDER BY rowid LIMIT ?",
             (tenant_id, world_id, limit),
         )
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     def store_vectors(
         self,
         tenant_id: str,
         world_id: str,
         model: str,
-        items: Sequence[tuple[int, str]],
+        hashes: Sequence[str],
         vectors: Vectors,
     ) -> bool:
-        """Keep vectors of (item, content hash); False (counted, logged) when the world's
-        first vectors fixed another model or dimension."""
+        """Keep the vectors of contents (by content hash); False (counted, logged) when the
+        world's first vectors fixed another model or dimension."""
         dimension = int(vectors.shape[1])
         fixed = self.world_model(tenant_id, world_id)
         if fixed is None:
@@ -336,15 +395,19 @@ class SqliteRecallIndex:
                 (tenant_id, world_id, model, dimension),
             )
         elif fixed != (model, dimension):
-            self.refuse(tenant_id, world_id, model, dimension, len(items))
+            self.refuse(tenant_id, world_id, model, dimension, len(hashes))
             return False
         self._db.execute("BEGIN")
         self._db.executemany(
-            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
             [
-                (item, digest, np.asarray(row, dtype=np.float32).tobytes())
-                for (item, digest), row in zip(items, vectors, strict=True)
+                (tenant_id, world_id, digest, np.asarray(row, dtype=np.float32).tobytes())
+                for digest, row in zip(hashes, vectors, strict=True)
             ],
+        )
+        self._db.executemany(
+            "DELETE FROM unembedded WHERE tenant = ? AND world = ? AND content_hash = ?",
+            [(tenant_id, world_id, digest) for digest in hashes],
         )
         self._db.execute("COMMIT")
         for tenant, world, character in list(self._vectors):
@@ -376,53 +439,60 @@ class SqliteRecallIndex:
     def worlds(self) -> Iterator[tuple[str, str]]:
         """Every world the index holds anything of."""
         rows = self._db.execute(
-            "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced"
+            "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced "
+            "UNION SELECT tenant, world FROM noted"
         ).fetchall()
         for row in rows:
             yield str(row[0]), str(row[1])
 
     def drop_world(self, tenant_id: str, world_id: str) -> None:
         """Forget everything of a world (its partition moved to another worker)."""
-        of_world = "(SELECT id FROM items WHERE tenant = ? AND world = ?)"
-        statements = [
-            f"DELETE FROM words WHERE rowid IN {of_world}",
-            f"DELETE FROM abouts WHERE item IN {of_world}",
-            f"DELETE FROM vectors WHERE item IN {of_world}",
-            *(
-                f"DELETE FROM {table} WHERE tenant = ? AND world = ?"
-                for table in ("items", "synced", "world_models")
-            ),
-        ]
-        self._db.execute("BEGIN")
-        for statement in statements:
-            self._db.execute(statement, (tenant_id, world_id))
-        self._db.execute("COMMIT")
+        self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
-        for key in [key for key in self._vectors if key[:2] == (tenant_id, world_id)]:
-            del self._vectors[key]
+
+
+def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:
+    """Rows from the most similar down to `least`, ties in row order (a stable sort's order).
+
+    The first `depth` come from a partition, not a sort of every row; the rest, only if asked
+    for (when the scope leaves too many of the first out), from a sort of what is left."""
+    above = np.flatnonzero(similarity >= least)
+    scores = similarity[above]
+    if len(above) > depth:
+        kth = np.partition(-scores, depth - 1)[depth - 1]
+        first = np.flatnonzero(-scores <= kth)  # every tie of the depth-th, so the cut is exact
+    else:
+        first = np.arange(len(above))
+    order = first[np.lexsort((above[first], -scores[first]))]
+    yield from (int(row) for row in above[order])
+    if len(first) < len(above):
+        rest = np.setdiff1d(np.arange(len(above)), first, assume_unique=True)
+        yield from (int(row) for row in above[rest[np.lexsort((above[rest], -scores[rest]))]])
 
 
 EMBED_BATCH = 256
 
 
 def embed_pending(
-    index: SqliteRecallIndex, embedder: Embedder, tenant_id: str, world_id: str
+    index: SqliteRecallIndex, embedder: Embedder, tx: StateTransaction, keys: MemoryKeys
 ) -> int:
-    """Give the world's memories that lack one a vector of `embedder`; how many were stored
-    (0 when the world's vectors are of another model or dimension: refused once, counted and
-    logged, then skipped without running the embedder)."""
+    """Give the contents formed in the world that lack one a vector of `embedder`, each
+    content once; how many were stored (0 when the world's vectors are of another model or
+    dimension: refused once, counted and logged, then skipped without running the embedder)."""
+    tenant_id, world_id = keys.tenant_id, keys.world_id
     model, dimension = embedder.model, embedder.dimension
     if (tenant_id, world_id, model, dimension) in index.refused_models:
         return 0
+    index.note_formed(tx, keys)
     if index.refuses(tenant_id, world_id, model, dimension):
         unmade = len(index.pending(tenant_id, world_id, EMBED_BATCH))
         index.refuse(tenant_id, world_id, model, dimension, unmade)
         return 0
     stored = 0
     while waiting := index.pending(tenant_id, world_id, EMBED_BATCH):
-        vectors = embedder.embed([content for _, content, _ in waiting])
-        items = [(item, digest) for item, _, digest in waiting]
-        if not index.store_vectors(tenant_id, world_id, embedder.model, items, vectors):
+        vectors = embedder.embed([content for _, content in waiting])
+        hashes = [digest for digest, _ in waiting]
+        if not index.store_vectors(tenant_id, world_id, embedder.model, hashes, vectors):
             return stored
         stored += len(waiting)
     return stored

@@ -3,22 +3,51 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from projections.delivery import SourceMessage, world_key
+from pydantic import ValidationError
+
+from projections.delivery import Intake, SourceMessage, world_key
 from projections.digest import world_digest
+from projections.intake import explain
+from projections.judgements import RecordedAnswers
+from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
+from schemas import Ack
+from schemas.judgements import EventJudgements
+from streams.judging import Judge
+from streams.policies import check_policy_document
 
 
 @dataclass
 class Replay:
-    """What a replay produced: its state, outcome counts and each world's digest."""
+    """What a replay produced: its state, its acks, outcome counts and each world's digest."""
 
     state: MemoryState = field(default_factory=MemoryState)
     outcomes: Counter[str] = field(default_factory=Counter)
     digests: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    refusals: list[Ack] = field(default_factory=list)
+    """The acks listing judgements the model did not make."""
+    worlds: set[tuple[str, str]] = field(default_factory=set)
+
+    def took(self, intake: Intake) -> None:
+        """Count what one message produced."""
+        for ack in intake.acks:
+            self.outcomes[ack.outcome.value] += 1
+            if ack.refused_judgements:
+                self.refusals.append(ack)
+            if ack.tenant_id is not None and ack.world_instance_id is not None:
+                self.worlds.add((ack.tenant_id, ack.world_instance_id))
+
+    def finish(self) -> Replay:
+        """Digest every world an ack named."""
+        for tenant, world in self.worlds:
+            self.digests[(tenant, world)] = world_digest(self.state, tenant, world)
+        return self
 
 
 def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Replay:
@@ -26,20 +55,53 @@ def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Repl
     world as `rumourmill publish` keys it."""
     projector = projector or Projector()
     result = Replay()
-    worlds: set[tuple[str, str]] = set()
+    for message in messages(lines):
+        result.took(projector.receive(result.state, message))
+    return result.finish()
+
+
+async def replay_judged(lines: list[bytes], projector: Projector, judge: Judge) -> Replay:
+    """`replay_lines` with model judgements: each message's questions answered by `judge` (the
+    model, within each world's deadline), as the worker does."""
+    result = Replay()
+    for message in messages(lines):
+        answers = await judge.message(projector, result.state, message)
+        result.took(projector.receive(result.state, message, answers))
+    return result.finish()
+
+
+def messages(lines: list[bytes]) -> Iterator[SourceMessage]:
+    """Raw event lines as partition 0 of the events topic, keyed by world."""
     for offset, raw in enumerate(lines):
-        message = SourceMessage("replay", 0, offset, world_key(raw), raw)
-        intake = projector.receive(result.state, message)
-        for ack in intake.acks:
-            result.outcomes[ack.outcome.value] += 1
-            if ack.tenant_id is not None and ack.world_instance_id is not None:
-                worlds.add((ack.tenant_id, ack.world_instance_id))
-    for tenant, world in worlds:
-        result.digests[(tenant, world)] = world_digest(result.state, tenant, world)
-    return result
+        yield SourceMessage("replay", 0, offset, world_key(raw), raw)
 
 
 def replay_file(path: Path, projector: Projector | None = None) -> Replay:
     """`replay_lines` over the non-blank lines of an NDJSON file."""
     lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     return replay_lines(lines, projector)
+
+
+class ReplayInputError(ValueError):
+    """A replay's input that cannot be used; the message says which line and why."""
+
+
+def replay_projector(policy: Path | None, judgements: Path | None) -> Projector:
+    """The projector of a replay: `policy` for every world (else the built-in one), model
+    judgements answered from `judgements` (the judgements topic's records, one per line; else
+    none, and the rules make each), never by a model."""
+    document = {} if policy is None else check_policy_document(policy.read_bytes())
+    resolved = resolve(None, document)
+    if judgements is None:
+        return Projector(policies=lambda tenant, world: resolved)
+    records = []
+    for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(EventJudgements.model_validate_json(line))
+        except ValidationError as error:
+            raise ReplayInputError(
+                f"{judgements}:{number}: {explain(error, 'not a judgements record')}"
+            ) from None
+    return Projector(policies=lambda tenant, world: resolved, answers=RecordedAnswers(records))

@@ -29,6 +29,9 @@ class Topics(NamedTuple):
     acks: str
     deadletter: str
     policies: str
+    judgements: str
+    changes: str
+    """Empty when the change feed is off (`RUMOURMILL_CHANGES=false`)."""
 
 
 class SettingsError(ValueError):
@@ -105,6 +108,9 @@ class Settings(BaseSettings):
     """Topics are PREFIX.events, PREFIX.acks..."""
     max_event_bytes: Positive = 256 * 1024
     """Larger messages are dead-lettered."""
+    changes: bool = True
+    """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
+    rumours passed, worlds deleted. `false`: no topic, no change worked out or sent."""
     block_cache_mb: Positive = 16
     """RocksDB block cache (and write buffer) per partition."""
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
@@ -125,13 +131,24 @@ class Settings(BaseSettings):
     """The java that runs Apache Kafka; empty: $JAVA_HOME/bin/java, else java on the PATH."""
     test_broker: Brokers = ()
     """Tests and benchmarks: use this broker instead of starting Apache Kafka."""
+    model_url: str = ""
+    """An OpenAI-compatible chat-completions API (`http://127.0.0.1:11434/v1`: rumourmill posts
+    to `MODEL_URL/chat/completions`); empty: no model, the rules make every judgement."""
+    model_name: str = ""
+    """The model asked (the request's `model`)."""
+    model_key: str = ""
+    """Sent as `Authorization: Bearer KEY` when set."""
+    model_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    """One call's limit; each world's `memory.model.deadline_ms` also bounds an event's calls."""
+    model_concurrency: Positive = 8
+    """Calls to the model in flight at once, per worker."""
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _lower_case(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("web_url")
+    @field_validator("web_url", "model_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if value and (
@@ -178,8 +195,9 @@ class Settings(BaseSettings):
 
     @property
     def topics(self) -> Topics:
-        """The topics of this deployment, all named `PREFIX.KIND`."""
-        return Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
+        """The topics of this deployment, all named `PREFIX.KIND` (changes: empty when off)."""
+        topics = Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
+        return topics if self.changes else topics._replace(changes="")
 
 
 def explain_settings(error: ValidationError, flags: set[str]) -> str:

@@ -17,16 +17,20 @@ class ReadFailed(Exception):
     """The worker answered with an error; the message is its `detail`."""
 
 
-def fetch(settings: Settings, path: str, query: dict[str, str]) -> Any:
-    """GET a worker's JSON answer (any worker: it forwards to the world's owner)."""
-    return orjson.loads(fetch_body(settings, path, query))
+def fetch(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> Any:
+    """GET a worker's JSON answer, or POST `posted` as JSON when given (any worker: it forwards
+    to the world's owner)."""
+    return orjson.loads(fetch_body(settings, path, query, posted))
 
 
-def fetch_body(settings: Settings, path: str, query: dict[str, str]) -> bytes:
-    """GET a worker's answer as it is sent (JSON or a picture); an error raises `ReadFailed`
-    with the worker's `detail`."""
+def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
+    """GET (or POST `posted` as JSON) a worker's answer as it is sent (JSON or a picture); an
+    error raises `ReadFailed` with the worker's `detail`."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url)
+    sent = None if posted is None else orjson.dumps(posted)
+    request = urllib.request.Request(url, data=sent)
+    if sent is not None:
+        request.add_header("Content-Type", "application/json")
     if settings.api_key:
         request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
@@ -36,8 +40,9 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str]) -> bytes:
     except urllib.error.HTTPError as error:
         detail = orjson.loads(error.read()).get("detail", error.reason)
         raise ReadFailed(f"{error.code}: {detail}") from None
-    except urllib.error.URLError as error:
-        raise ReadFailed(f"no worker answers at {settings.canonical_url}: {error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -152,6 +157,12 @@ def decision_tables(found: dict[str, Any]) -> str:
     )
 
 
+def inventions_table(found: dict[str, Any]) -> str:
+    """An invention check: each name the reply invented, and what the policy does."""
+    rows = [[one["name"], one["kind"]] for one in found["inventions"]]
+    return "\n\n".join([table("inventions", ["name", "kind"], rows), f"action: {found['action']}"])
+
+
 def dialogue_tables(found: dict[str, Any]) -> str:
     """A dialogue answer: each scope's turns, oldest first, with its summary and expiry."""
     parts = []
@@ -205,3 +216,24 @@ def diff_tables(found: dict[str, Any]) -> str:
             ),
         ]
     )
+
+
+def chronicle_tables(found: dict[str, Any]) -> str:
+    """A chronicle: each summary with the records behind it, then the newest records word for
+    word, as a table."""
+    header = (
+        f"{found['npc_id']} on {found['world_instance_id']}/{found['timeline_id']}: "
+        f"{found['records']} records told in {found['tokens']} tokens "
+        f"(summaries by {found['summariser']}; the records are the authority)"
+    )
+    rolled = [] if found["condensed"] is None else [("condensed", found["condensed"])]
+    rolled += [(f"chapter {number}", c) for number, c in enumerate(found["chapters"], 1)]
+    summaries = [
+        f"{title}: summary of {part['records']} records, "
+        f"seq {part['from_seq']} to {part['to_seq']}, {part['tokens']} tokens\n"
+        + "\n".join(f"  {line}" for line in part["text"].splitlines())
+        for title, part in rolled
+    ]
+    rows = [[d["seq"], d["game_time"] or "", d["belief_id"], d["text"]] for d in found["digests"]]
+    columns = ["seq", "story time", "belief_id", "text"]
+    return "\n\n".join([header, *summaries, table("records, word for word", columns, rows)])

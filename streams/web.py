@@ -17,29 +17,43 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import orjson
+from aiohttp.web import RequestKey
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
 from projections import timelines
 from projections.branch_diff import branch_diff
+from projections.chronicle import chronicle_read
 from projections.decision import decision
 from projections.dialogue import dialogue_read
 from projections.digest import world_digest
+from projections.invention import (
+    RELATIONS_INSTRUCTIONS,
+    CheckedReply,
+    reply_check,
+    with_relations,
+)
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
 from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
-from schemas.memory import ReadModel
+from schemas.judgements import RelationsAnswer
+from schemas.memory import DecisionRead, ReadModel
 from schemas.policy import Policy
+from streams.logs import logger
 from streams.metrics import CONTENT_TYPE, Metrics
+from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
 from streams.rumour_picture import DrawingUnavailable, rumour_svg
+from streams.tokens import wordllama_tokens
 
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
 """Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 DEFAULT_TENANT = "default"
+
+log = logger("web")
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,11 @@ class WorldReads(Protocol):
     @property
     def metrics(self) -> Metrics:
         """The worker's metrics, which the reads add their latency to."""
+        ...
+
+    @property
+    def model(self) -> ModelClient | None:
+        """The model the invention check asks about relations; None when none is configured."""
         ...
 
 
@@ -327,6 +346,71 @@ class Decision(WorldRead):
         )
 
 
+REPLY = RequestKey("rumourmill.reply", bytes)
+"""Where a reply check keeps its posted body on the request (aiohttp's per-request data)."""
+MAX_REPLY_BODY_BYTES = 256 * 1024
+
+
+class ReplyCheck(Decision):
+    """The invention check of a character's reply to an event (section 12): `POST` with
+    `{"text": REPLY}` and the decision's parameters; the world's owner answers."""
+
+    async def post(self, request: Request, **params: str) -> Response:
+        body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
+        cast(Any, request)[REPLY] = body
+        return await self.get(request, **params)
+
+    async def finish(self, found: object) -> object:
+        """With a model configured, the model adds the relations the reply brings in; without
+        its answer in time, the rules' check stands."""
+        checked = cast(CheckedReply, found)
+        model = self.reads.model
+        if model is None:
+            return checked.found
+        try:
+            answer = await asyncio.wait_for(
+                model.ask(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
+                checked.deadline_ms / 1000,
+            )
+        except TimeoutError:
+            answer = f"deadline: no answer within {checked.deadline_ms} ms"
+        if isinstance(answer, str):
+            log.info("reply check by the rules alone: %s", answer)
+            return checked.found
+        return with_relations(checked, answer.relations)
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        text = reply_text(cast(Any, request).get(REPLY))
+        context = cast(DecisionRead, super().read(request, scope, params))
+        return reply_check(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            query_identifier(request, "timeline_id"),
+            params["npc_id"],
+            cast(int, query_position(request, "after_seq")),
+            context,
+            text,
+            self.reads.policy_of(scope.tenant_id, scope.world_id),
+        )
+
+
+def reply_text(body: bytes | None) -> str:
+    """The reply a check was posted: a JSON object's `text` string."""
+    if body is None:
+        raise HTTPProblem(400, 'post the reply as a JSON body {"text": REPLY}')
+    if len(body) > MAX_REPLY_BODY_BYTES:
+        raise HTTPProblem(400, f"the body is over {MAX_REPLY_BODY_BYTES} bytes")
+    try:
+        posted = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise HTTPProblem(400, 'the body must be JSON: {"text": REPLY}') from None
+    text = posted.get("text") if isinstance(posted, dict) else None
+    if not isinstance(text, str):
+        raise HTTPProblem(400, "'text' must be a string")
+    return text
+
+
 class Dialogue(WorldRead):
     """What was just said: a character's player scope and place scope (section 13). Expiry is
     judged against the wall clock (turns keep their real time)."""
@@ -346,6 +430,23 @@ class Dialogue(WorldRead):
             wall_clock_ms(),
             self.reads.policy_of(scope.tenant_id, scope.world_id).memory.dialogue,
             query_position(request, "as_of_seq"),
+        )
+
+
+class Chronicle(WorldRead):
+    """A character's story so far (section 14), made from its records as it is read; token
+    counts by the embedder's own tokenizer."""
+
+    def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
+        return chronicle_read(
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            query_identifier(request, "timeline_id"),
+            params["npc_id"],
+            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.chronicle,
+            wordllama_tokens(),
+            as_of_seq=query_position(request, "as_of_seq"),
         )
 
 
@@ -441,6 +542,8 @@ ROUTES: dict[str, type[ReadsView]] = {
     "/v2/memory/runtime/npcs/{npc_id}/recall": Recall,
     "/v2/memory/runtime/npcs/{npc_id}/decision": Decision,
     "/v2/memory/runtime/npcs/{npc_id}/dialogue": Dialogue,
+    "/v2/memory/runtime/npcs/{npc_id}/chronicle": Chronicle,
+    "/v2/memory/runtime/npcs/{npc_id}/reply-check": ReplyCheck,
     "/v2/memory/runtime/npcs/{npc_id}/diff": BranchDiffRead,
     "/v2/timelines/{timeline_id}": Timeline,
     "/v2/admin/digest": Digest,

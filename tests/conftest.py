@@ -8,6 +8,7 @@ import pytest
 
 from streams.dev import apache_kafka
 from streams.settings import Settings
+from tests.model_server import ScriptedModel, scripted_model
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,3 +34,11 @@ def kafka_bootstrap() -> Iterator[str]:
         return
     with apache_kafka(settings) as broker:
         yield broker.bootstrap
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModel]:
+    """A scripted chat-completions model on 127.0.0.1 (`tests.model_server`), answering at once;
+    set its `behaviour` to make it fail."""
+    with scripted_model() as model:
+        yield model

@@ -16,7 +16,9 @@ checks has its own naive version here, written for plainness, not speed:
 - perception, memory formation, impressions, "already knows", persistence;
 - rumours: who meets, what passes at a meeting and in a group, how a listener keeps it, and
   seeded distortion;
-- sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s.
+- sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s;
+- the referee (SPEC 11): which beliefs a player's line challenges, the rules verdict, what it
+  does to the line and, as of the line's position, to the beliefs it weakens.
 
 It keeps the whole list of events and every memory each formed; a read on a timeline is one
 fold over the events of its ancestry (its own, then each ancestor's up to its branch point) in
@@ -67,6 +69,8 @@ CONVERSATION = {TOLD, PLAYER_SAID}
 DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
+RECALLED = "loreweaver.memory.recalled"
+"""The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
@@ -585,6 +589,8 @@ class Applied:
     """How many of `memories` are rumours spread at the event (they come last)."""
     exchange: int | None = None
     """The game-time interval of the group exchange this event held, if it held one."""
+    weakened: list[tuple[str, str, float]] = field(default_factory=list)
+    """(character, belief id, new confidence) of each belief the referee weakened here."""
 
 
 @dataclass
@@ -865,6 +871,7 @@ class Oracle:
         declared: dict[str, dict[str, Any]] = {}
         memories: list[OMemory] = []
         exchange: int | None = None
+        revised: dict[tuple[str, str], float] = {}
         for item in self.history(world, segments):
             event = item.event
             if event.key in MOVEMENT and event.actor is not None and event.location is not None:
@@ -880,8 +887,16 @@ class Oracle:
             memories += [memory for memory in item.memories if not memory.persistent]
             if item.exchange is not None:
                 exchange = item.exchange
+            for character, belief, confidence in item.weakened:
+                revised[(character, belief)] = confidence
         memories += [
             memory for item in world.applied for memory in item.memories if memory.persistent
+        ]
+        memories = [
+            replace(m, confidence=revised[(m.character, m.belief_id)])
+            if (m.character, m.belief_id) in revised
+            else m
+            for m in memories
         ]
         folded = {
             "where": where,
@@ -942,11 +957,103 @@ class Oracle:
                     )
                 )
         applied = Applied(event, formed)
+        if event.key == PLAYER_SAID and event.actor is not None:
+            for number, memory in enumerate(formed):
+                if memory.kind == "knowledge" and memory.character == event.target:
+                    formed[number], applied.weakened = self._referee(event, memory, before, kind)
         if policy.memory.npc and policy.memory.spreading.enabled:
             rumours = self._spread(world, event, before, applied, kind, name)
             applied.rumours = len(rumours)
             formed += rumours
         world.applied.append(applied)
+
+    # ---------------------------------------------------------------- the referee
+
+    def _referee(
+        self, event: Event, line: OMemory, before: dict[str, Any], kind: Kinds
+    ) -> tuple[OMemory, list[tuple[str, str, float]]]:
+        """A player's line to a character judged against the uncertain or diverging beliefs it
+        challenges (SPEC 11): the line as kept, and the beliefs weakened.
+
+        Choices the oracle takes from `projections/referee.py`'s docstring: the beliefs are
+        those the read shows (at most 50, kinds knowledge and impression); a belief is
+        challenged by a claimed fact of the same subject and attribute, or by being about an
+        entity the line names (its `about`, its claimed facts' subjects; not the player nor the
+        listener), unless the line confirms it; the firmest (then the newest, then by id) is
+        judged; pull = (1 - confidence) + trust_weight x feeling toward the player (the
+        relation as the read shows it, 2 decimals) + truth_weight x (+1 agrees with the record,
+        -1 contradicts, 0 neither); facts about unknown entities are left out.
+        """
+        player, listener = str(event.actor), line.character
+        referee = self.policy.memory.referee
+        record = before["record"]
+        claimed = [f for f in line.facts if kind(f.subject) != "unknown"]
+        named = {e for e in [*line.about, *(f.subject for f in claimed)]} - {player, listener}
+        if not named:
+            return line, []
+        mine = [m for m in before["memories"] if m.character == listener]
+        shown = sorted(
+            (m for m in mine if m.kind != "event"),
+            key=lambda m: (-m.importance, -m.seq, m.belief_id),
+        )[:MAX_BELIEFS]
+
+        def wrong(memory: OMemory) -> bool:
+            return any(
+                (f.subject, f.attribute) in record
+                and not json_equal(record[(f.subject, f.attribute)], f.value)
+                for f in memory.facts
+            )
+
+        said = {(f.subject, f.attribute): f.value for f in claimed}
+        challenged = []
+        for memory in shown:
+            if not (memory.uncertain or wrong(memory)):
+                continue
+            spoken_of = [f for f in memory.facts if (f.subject, f.attribute) in said]
+            if spoken_of and all(
+                json_equal(f.value, said[(f.subject, f.attribute)]) for f in spoken_of
+            ):
+                continue
+            if spoken_of or named & set(memory.about):
+                challenged.append(memory)
+        if not challenged:
+            return line, []
+        challenged.sort(key=lambda m: (-m.confidence, -m.seq, m.belief_id))
+        feelings = [m.feeling for m in mine if player in unique([*m.about, m.source_entity])]
+        feeling = round(float(mean_feeling(feelings)), 2) if feelings else 0.0
+        recorded = [
+            json_equal(record[(f.subject, f.attribute)], f.value)
+            for f in claimed
+            if (f.subject, f.attribute) in record
+        ]
+        truth = 0 if not recorded else (1 if all(recorded) else -1)
+        pull = (
+            1
+            - Decimal(str(challenged[0].confidence))
+            + Decimal(str(referee.trust_weight)) * Decimal(str(feeling))
+            + Decimal(str(referee.truth_weight)) * truth
+        )
+        if pull >= Decimal(str(referee.convinced_from)):
+            verdict = "convinced"
+        elif pull >= Decimal(str(referee.doubting_from)):
+            verdict = "doubting"
+        else:
+            verdict = "unconvinced"
+        if verdict == "convinced" and truth == -1 and not self.policy.memory.lies_believable:
+            verdict = "doubting"
+        self.reached[f"referee {verdict}"] += 1
+
+        def weakened(confidence: float) -> float:
+            exact = Decimal(str(confidence)) * Decimal(str(referee.weaken))
+            return float(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+        if verdict == "convinced":
+            return replace(line, uncertain=False), [
+                (listener, m.belief_id, weakened(m.confidence)) for m in challenged
+            ]
+        if verdict == "doubting":
+            return replace(line, confidence=weakened(line.confidence)), []
+        return replace(line, confidence=0.0), []
 
     # ---------------------------------------------------------------- rumours
 
@@ -1087,7 +1194,7 @@ class Oracle:
         self, event: Event, kind: Kinds, where: dict[str, str]
     ) -> list[tuple[str, str]]:
         memory = self.policy.memory
-        if not memory.npc or event.key in (DECLARED, MET):
+        if not memory.npc or event.key in (DECLARED, MET, RECALLED):
             return []
         if event.key in MOVEMENT and not memory.remember_movement:
             return []

@@ -10,8 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "schemas": {"projections", "streams", "faust", "aiokafka", "mode", "rocksdict"},
-    "projections": {"streams", "faust", "aiokafka", "mode", "rocksdict"},
+    "schemas": {"projections", "streams", "faust", "aiokafka", "aiohttp", "mode", "rocksdict"},
+    "projections": {"streams", "faust", "aiokafka", "aiohttp", "mode", "rocksdict"},
     "localbroker": {"schemas", "projections", "streams", "faust", "aiokafka", "mode", "rocksdict"},
 }
 

@@ -147,3 +147,44 @@ def test_the_recall_index_forgets_a_deleted_world_and_finds_what_it_holds_anew()
     anew = replay([*story(), deletion("world.deleted"), *daughter])
     assert recalled(anew, "son") == []
     assert any("daughter" in content for content in recalled(anew, "daughter"))
+
+
+class _Recorded(MemoryState):
+    """A copy of a state that records every write made to it, in order."""
+
+    def __init__(self, source: MemoryState) -> None:
+        super().__init__()
+        for key, value in source.items():
+            super().put(key, value)
+        self.writes: list[tuple[bytes, bytes | None]] = []
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes.append((key, value))
+        super().put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self.writes.append((key, None))
+        super().delete(key)
+
+
+def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() -> None:
+    """A worker killed mid-deletion restarts with a prefix of the deletion's writes (what its
+    changelog got) and is sent the deletion again: the world ends deleted, and a world begun
+    anew still reads from another position than before the deletion."""
+    before = replay(story())
+    position = read_position(before, "default", "save-1", "main")
+    message = SourceMessage("events", 0, 10_000, b"save-1", deletion("world.deleted"))
+    projector = Projector(policies=lambda tenant, world: POLICY)
+    complete = _Recorded(before)
+    projector.receive(complete, message)
+    assert len(complete.writes) > 10
+    for cut in range(len(complete.writes)):
+        state = _Recorded(before)
+        for key, value in complete.writes[:cut]:
+            state.put(key, value) if value is not None else state.delete(key)
+        projector.receive(state, message)
+        assert keys_of(state, "default", "save-1") == [], cut
+        assert world_digest(state, "default", "save-1") == EMPTY, cut
+        for index, line in enumerate(story()):
+            projector.receive(state, SourceMessage("events", 0, 20_000 + index, b"save-1", line))
+        assert read_position(state, "default", "save-1", "main") != position, cut

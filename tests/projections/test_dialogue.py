@@ -10,7 +10,9 @@ import pytest
 
 from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read, normalised
+from projections.policy import resolve
 from projections.projector import Projector
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas.policy import DialoguePolicy
 
@@ -84,6 +86,15 @@ class Talk:
             location=location,
             payload={"text": text} | payload,
             occurred_at=at(minute),
+        )
+
+    def summarise(self, summary: str, *, player: str = "p1", **payload: Any) -> int:
+        """Mara's player scope with `player` summarised (scope and fields overridable)."""
+        return self.send(
+            key="loreweaver.memory.dialogue-summarised",
+            actor="npc-mara",
+            target=player,
+            payload={"scope": "player", "summary": summary} | payload,
         )
 
     def read(
@@ -213,6 +224,23 @@ def test_a_reply_to_a_player_who_never_spoke_opens_the_scope() -> None:
     talk = Talk()
     talk.reply("Welcome, stranger.", player="p9")
     assert texts(talk.read(player="p9")["player"]) == ["Welcome, stranger."]
+    assert (talk.acks[-1]["outcome"], talk.acks[-1]["reason"]) == ("processed", None)
+    mind = runtime_read(talk.state, "default", "w", "main", "npc-mara")
+    assert [m.content for m in mind.recollections] == [
+        "npc-mara npc replied p9 at loc-inn (text: Welcome, stranger.)"
+    ]
+
+
+def test_an_over_long_line_is_capped_by_the_policy_and_its_memory_keeps_every_word() -> None:
+    capped = resolve(None, {"memory": {"dialogue": {"max_line_chars": 20}}})
+    talk = Talk()
+    talk.projector = Projector(policies=lambda tenant, world: capped)
+    said = "The cellar key is under the third stone from the door"
+    talk.player(said)
+    assert texts(talk.read()["player"]) == ["The cellar key is u…"]
+    assert (talk.acks[-1]["outcome"], talk.acks[-1]["reason"]) == ("processed", None)
+    mind = runtime_read(talk.state, "default", "w", "main", "npc-mara")
+    assert [m.content for m in mind.beliefs] == [said]
 
 
 def test_turns_are_hidden_twelve_hours_after_the_last_turn_of_the_scope() -> None:
@@ -229,12 +257,7 @@ def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() ->
     talk = Talk()
     talk.player("one", minute=0)
     talk.player("two", minute=1)
-    talk.send(
-        key="loreweaver.memory.dialogue-summarised",
-        actor="npc-mara",
-        target="p1",
-        payload={"scope": "player", "summary": "Asked about the son.", "categories": ["quest"]},
-    )
+    talk.summarise("Asked about the son.", categories=["quest"])
     assert talk.acks[-1]["reason"] is None
     talk.player("three", minute=2)
     scope = talk.read(minute=2 + 13 * 60)["player"]
@@ -252,15 +275,37 @@ def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() ->
 def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothing() -> None:
     talk = Talk()
     talk.player("hello")
-    talk.send(
-        key="loreweaver.memory.dialogue-summarised",
-        actor="npc-mara",
-        target="p7",
-        payload={"scope": "player", "summary": "Never met."},
-    )
+    talk.summarise("Never met.", player="p7")
     assert talk.acks[-1]["outcome"] == "processed"
-    assert "has no player scope 'p7'" in talk.acks[-1]["reason"]
+    assert talk.acks[-1]["reason"] == (
+        "dialogue summary not recorded: 'npc-mara' has no player scope 'p7' on timeline 'main'"
+    )
     assert talk.read(player="p7")["player"]["summary"] is None
+    assert texts(talk.read()["player"]) == ["hello"]
+
+
+@pytest.mark.parametrize(
+    ("summary", "payload", "reason"),
+    [
+        (
+            "x",
+            {"scope": "guild"},
+            "it needs actor (the character) and payload.scope 'player' (with target) or 'place' "
+            "(with location)",
+        ),
+        ("  ", {}, "payload.summary must be non-empty text"),
+        ("x", {"categories": [1]}, "payload.categories must be a list of strings"),
+    ],
+)
+def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(
+    summary: str, payload: dict[str, Any], reason: str
+) -> None:
+    talk = Talk()
+    talk.player("hello")
+    talk.summarise(summary, **payload)
+    assert talk.acks[-1]["reason"] == f"dialogue summary not recorded: {reason}"
+    assert texts(talk.read()["player"]) == ["hello"]
+    assert talk.read()["player"]["summary"] is None
 
 
 def test_the_kafka_record_time_stands_in_for_a_missing_occurred_at() -> None:

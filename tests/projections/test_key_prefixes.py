@@ -19,6 +19,7 @@ from projections.state import MemoryState
 from schemas.policy import Policy
 from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
+from tests.tavern_lies import LINES
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 RECALL = (
@@ -40,10 +41,12 @@ RICH_POLICY = resolve(
         "memory": {
             "spreading": {"enabled": True, "distortion": True},
             "persistent": {"characters": ["npc-mara"], "kinds": ["impression"]},
+            "weighing": "model",
         }
     },
 )
-"""Every projection at work: rumours, group exchanges, persistent memories."""
+"""Every projection at work: rumours, group exchanges, persistent memories, model judgements
+(made by the rules, no model being configured)."""
 
 
 class RecordingState(MemoryState):
@@ -75,6 +78,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
         # the reload before its parent reaches the branch point, then the parent backwards
         [tavern[0], tavern[5], *tavern[4:0:-1]],
         noisy(story(worlds=2, events_per_world=80, seed=3), seed=3),
+        LINES,  # a lie, then a line that convinces: a belief held less firmly
     ):
         for policy in (Policy(), RICH_POLICY):
             found = prefixes_written(lines, policy)

@@ -11,9 +11,10 @@ import numpy as np
 import orjson
 import pytest
 
+from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import RecallQuery, recall
+from projections.recall import RecallQuery, named_in, recall
 from projections.recall_fusion import fuse
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
@@ -71,7 +72,7 @@ def embedded(state: MemoryState) -> SqliteRecallIndex:
     """An index caught up on the tavern with every memory's vector made."""
     index = SqliteRecallIndex(EMBEDDER)
     recall_of(state, index, "anything")  # catches the index up
-    assert embed_pending(index, EMBEDDER, "default", "save-1") > 0
+    assert embed_pending(index, EMBEDDER, state, memory_keys(state, "default", "save-1")) > 0
     return index
 
 
@@ -173,13 +174,12 @@ class EightNumbers:
 
 def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> None:
     index = SqliteRecallIndex(EMBEDDER)
-    recall_of(STATE, index, "anything")
-    [(item, content, digest)] = index.pending("default", "save-1", limit=1)
+    keys = memory_keys(STATE, "default", "save-1")
+    index.note_formed(STATE, keys)
+    [(digest, content)] = index.pending("default", "save-1", limit=1)
     eight = EightNumbers()
-    assert index.store_vectors(
-        "default", "save-1", eight.model, [(item, digest)], eight.embed([content])
-    )
-    assert embed_pending(index, EMBEDDER, "default", "save-1") == 0  # the first fixed the world
+    assert index.store_vectors("default", "save-1", eight.model, [digest], eight.embed([content]))
+    assert embed_pending(index, EMBEDDER, STATE, keys) == 0  # the first fixed the world
     assert index.refused_vectors > 0
     found = recall_of(STATE, index, "son")
     assert found["searched"]["vectors"] == 0
@@ -202,3 +202,11 @@ def test_a_bad_query_is_refused_plainly(
 ) -> None:
     with pytest.raises(BadRead, match=detail):
         recall_of(STATE, INDEX, text, cues=cues, limit=limit)
+
+
+def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
+    """Found by the oracle: "the guard" in "the inn and the guard" was missed when the query's
+    words were taken once each ("the inn and guard")."""
+    names = {"guard": "the guard", "loc-inn": "The Crooked Lantern", "npc-a": "Ada"}
+    assert named_in("the inn and the guard", names) == ["guard"]
+    assert named_in("Ada at the crooked lantern", names) == ["loc-inn", "npc-a"]

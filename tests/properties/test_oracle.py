@@ -120,7 +120,8 @@ def compare_crowded_worlds(figures: Counter[str], seed: int) -> None:
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
     """Long histories around one character: the read's 50/20/50 caps, a meeting's 3, a group's
-    limit and ancestries of four timelines are all reached, and still every read agrees."""
+    limit, ancestries of four timelines and each of the referee's verdicts are all reached, and
+    still every read agrees."""
     figures: Counter[str] = Counter()
     compare_crowded_worlds(figures)
     print(f"\n[oracle, crowded worlds] {dict(figures)}")
@@ -134,6 +135,9 @@ def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
         "group limit",
         "ancestry of 4 timelines",
         "distortion",
+        "referee convinced",
+        "referee doubting",
+        "referee unconvinced",
     ):
         assert figures[f"reached {what}"] >= 1, figures
 

@@ -29,7 +29,7 @@ from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.oracle import Oracle, OracleNotFound, belief_id, compare_reads
+from tests.oracle import RECALLED, Oracle, OracleNotFound, belief_id, compare_reads
 
 T = TypeVar("T")
 
@@ -165,6 +165,10 @@ class Shape:
     """How many extra times the first character is picked as a target or listener."""
     chatter: int = 0
     """How many extra times talk (`told`, `player-said`, meetings) is picked as an event."""
+    minutes: int = 90
+    """At most this many story minutes pass between two events."""
+    recalls: int = 0
+    """How many times a character recalling some of its memories is among the events picked."""
 
 
 SMALL = Shape()
@@ -212,6 +216,7 @@ class Cast:
     things: list[str]
     focus: int
     chatter: int
+    recalls: int = 0
 
     @property
     def anyone(self) -> list[str]:
@@ -232,7 +237,7 @@ def draw_history(choose: Choices, shape: Shape = SMALL) -> History:
     )
     things = [f"item-{n}" for n in range(shape.things // 2)]
     things += [f"loc-{n}" for n in range(shape.things - len(things))]
-    cast = Cast(characters, things, shape.focus, shape.chatter)
+    cast = Cast(characters, things, shape.focus, shape.chatter, shape.recalls)
     document = draw_policy(choose, characters)
     group_field = None
     if choose.pick(range(12), "spreading") < shape.spreading * 12:  # integers() lean to 0
@@ -266,7 +271,7 @@ def draw_history(choose: Choices, shape: Shape = SMALL) -> History:
             timeline = choose.pick(sorted(lines), "timeline")
         seq = lines[timeline] + 1
         lines[timeline] = seq
-        minute += choose.integer(0, 90, "minutes")
+        minute += choose.integer(0, shape.minutes, "minutes")
         event = _draw_event(choose, tenant, world, timeline, seq, cast, scout, group_field)
         if choose.integer(0, 4, "untimed") > 0:
             event["game_time"] = game_time(minute)
@@ -315,7 +320,7 @@ def draw_policy(choose: Choices, characters: list[str]) -> dict[str, Any]:
     if choose.integer(0, 19, "small buffer") == 0:
         document["sequencing"] = {"max_deferred": 2}
     if choose.integer(0, 3, "settings") == 0:
-        setting = choose.integer(0, 7, "setting")
+        setting = choose.integer(0, 8, "setting")
         if setting == 0:
             # 0.5, 0.75 and 0.85 land on half-cents (0.35 x 0.5 = 0.175)
             factors = [0.5, 0.6, 0.75, 0.85, 0.9, 1.0, 0.0]
@@ -332,6 +337,14 @@ def draw_policy(choose: Choices, characters: list[str]) -> dict[str, Any]:
             memory["npc"] = choose.integer(0, 3, "npc") > 0
         elif setting == 6:
             memory["entity_patterns"] = {"place": ["loc-*", "harb*"], "character": ["npc-*", "g*"]}
+        elif setting == 8:
+            memory["lies_believable"] = choose.integer(0, 1, "lies believable") == 1
+            # 0.75 lands on half-cents (0.7 x 0.75 = 0.525); thresholds low enough to convince
+            memory["referee"] = {
+                "weaken": choose.pick([0.5, 0.75, 0.0], "weaken"),
+                "convinced_from": choose.pick([0.4, 0.1], "convinced from"),
+                "doubting_from": 0.0,
+            }
         else:
             memory["weights"] = {
                 "gift": {"target": {"importance": 0.95, "feeling": -0.45, "arousal": 0.9}},
@@ -355,6 +368,7 @@ def _draw_event(
     kinds = ["generic", "move", "told", "generic", "said", "move", "told", "generic", "declare"]
     kinds += ["deed"]
     kinds += ["told", "said", "move"] * cast.chatter
+    kinds += ["recall"] * cast.recalls
     if group_field is not None:  # rumours spread: more meetings
         kinds += ["move", "meet"] * (1 + cast.chatter)
     kind = choose.pick(kinds, "kind")
@@ -388,6 +402,11 @@ def _draw_event(
             "actor": choose.pick(characters, "actor"),
             "witnesses": choose.some(characters, 3, "witnessed by", least=1),
         }
+    elif kind == "recall":  # the character brings memories to mind: their clocks restart
+        who = choose.pick(characters, "recaller")
+        own = [m.belief_id for m in scout.visible_memories(tenant, world, timeline, who)]
+        recalled = choose.some([*own, *own, "not-a-memory"], 3, "recalled")
+        event |= {"key": RECALLED, "actor": who, "payload": {"belief_ids": recalled}}
     elif kind == "meet":
         event |= {
             "key": "loreweaver.social.characters-met",
@@ -438,6 +457,8 @@ def _draw_event(
         }
         if choose.integer(0, 1, "claim"):
             event["payload"]["facts"] = [_draw_fact(choose, characters)]
+        if choose.integer(0, 3, "said about") == 0:  # what the referee finds challenged
+            event["payload"]["about"] = choose.some([*anyone, *cast.things], 2, "said of")
     else:
         event["key"] = "world.entity-declared"
     if players:

@@ -75,22 +75,13 @@ def test_merging_leaves_the_base_as_it_was() -> None:
     assert BUILT_IN.memory.npc
 
 
-@pytest.mark.parametrize(
-    ("overlay", "location", "advice"),
-    [
-        ({"memory": {"weighing": "model"}}, "memory.weighing", "use 'rules'"),
-        ({"memory": {"lies_believable": False}}, "memory.lies_believable", "leave it out"),
-        ({"memory": {"lies_believable": True}}, "memory.lies_believable", "leave it out"),
-    ],
-)
-def test_a_setting_of_model_judgements_is_refused_as_not_available_yet(
-    overlay: dict[str, object], location: str, advice: str
-) -> None:
-    with pytest.raises(ValidationError) as refused:
-        merge_policy(BUILT_IN, overlay)
-    (error,) = refused.value.errors()
-    assert ".".join(str(part) for part in error["loc"]) == location
-    assert "not available yet" in error["msg"] and advice in error["msg"]
+def test_model_weighing_is_a_setting_with_a_deadline() -> None:
+    policy = merge_policy(
+        BUILT_IN, {"memory": {"weighing": "model", "model": {"deadline_ms": 250}}}
+    )
+    assert policy.memory.weighing == "model"
+    assert policy.memory.model.deadline_ms == 250
+    assert refusal({"memory": {"model": {"deadline_ms": 0}}}) == "memory.model.deadline_ms"
 
 
 def test_a_misspelt_key_is_refused_where_it_is() -> None:
@@ -116,7 +107,28 @@ def test_a_misspelt_key_is_refused_where_it_is() -> None:
             "memory.spreading.group_interval_minutes",
         ),
         ({"memory": {"npc": "yes"}}, "memory.npc"),
+        ({"memory": {"dialogue": {"max_line_chars": 5}}}, "memory.dialogue.max_line_chars"),
+        (
+            {"memory": {"chronicle": {"short_term_tokens": 9}}},
+            "memory.chronicle.short_term_tokens",
+        ),
+        ({"memory": {"chronicle": {"chapter_tokens": 2000}}}, "memory.chronicle"),
+        ({"memory": {"chronicle": {"long_term_tokens": 500}}}, "memory.chronicle"),
     ],
 )
 def test_a_bad_value_is_refused_where_it_is(overlay: dict[str, object], location: str) -> None:
     assert refusal(overlay) == location
+
+
+def test_the_referees_settings_default_to_believable_lies_and_halved_beliefs() -> None:
+    memory = BUILT_IN.memory
+    assert memory.lies_believable
+    assert memory.referee.weaken == 0.5
+    assert memory.invention == "flag"
+    strict = merge_policy(BUILT_IN, {"memory": {"lies_believable": False}})
+    assert not strict.memory.lies_believable
+
+
+def test_referee_thresholds_out_of_order_are_refused() -> None:
+    crossed = {"memory": {"referee": {"convinced_from": 0.1, "doubting_from": 0.4}}}
+    assert refusal(crossed) == "memory.referee"

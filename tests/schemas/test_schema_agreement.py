@@ -220,6 +220,10 @@ def policies_accepted() -> dict[str, Any]:
         "share-written-1": nested("memory.confidence.seen", 1),
         "count-written-10.0": nested("sequencing.max_deferred", 10.0),
         "spreading-on": nested("memory.spreading", {"enabled": True, "distortion": True}),
+        "model-weighing": nested("memory", {"weighing": "model", "model": {"deadline_ms": 500}}),
+        "lies-not-believable": nested("memory.lies_believable", False),
+        "referee-weakens-less": nested("memory.referee.weaken", 0.8),
+        "inventions-rejected": nested("memory.invention", "reject"),
     }
 
 
@@ -227,10 +231,11 @@ def policies_refused() -> dict[str, Any]:
     return {
         name: nested(path, value)
         for name, (path, value) in {
-            "model-weighing": ("memory.weighing", "model"),
+            "model-deadline-zero": ("memory.model.deadline_ms", 0),
             "unknown-weighing": ("memory.weighing", "dice"),
-            "lies-believable": ("memory.lies_believable", True),
-            "lies-not-believable": ("memory.lies_believable", False),
+            "lies-believable-a-string": ("memory.lies_believable", "no"),
+            "weaken-over-1": ("memory.referee.weaken", 1.5),
+            "unknown-invention-action": ("memory.invention", "ignore"),
             "misspelt-section": ("memroy", {}),
             "misspelt-setting": ("memory.spreading.enabld", True),
             "memory-null": ("memory", None),
@@ -261,6 +266,14 @@ def policies_refused() -> dict[str, Any]:
     }
 
 
+REFUSED_JUDGEMENT = {
+    "npc_id": "npc-mara",
+    "belief_id": "0f" * 16,
+    "judgement": "feeling",
+    "reason": "the model took longer than 2000 ms",
+}
+
+
 def acks_accepted() -> dict[str, Any]:
     too_broken_to_name = dict.fromkeys(("tenant_id", "world_instance_id", "timeline_id", "seq"))
     return {
@@ -268,6 +281,7 @@ def acks_accepted() -> dict[str, Any]:
         "rejected-unnamed": {**too_broken_to_name, "outcome": "rejected", "reason": "bad"},
         "positions-left-out": changed(changed(ACK, "acknowledged_seq", MISSING), "reason", "x"),
         "seq-written-3.0": changed(ACK, "seq", 3.0),
+        "refused-judgements": changed(ACK, "refused_judgements", [REFUSED_JUDGEMENT]),
     }
 
 
@@ -275,7 +289,14 @@ def acks_refused() -> dict[str, Any]:
     return one_change_each(
         ACK,
         {
-            "refused-judgements": ("refused_judgements", []),
+            "refused-judgement-unknown-kind": (
+                "refused_judgements",
+                [{**REFUSED_JUDGEMENT, "judgement": "mood"}],
+            ),
+            "refused-judgement-without-reason": (
+                "refused_judgements",
+                [{key: value for key, value in REFUSED_JUDGEMENT.items() if key != "reason"}],
+            ),
             "unknown-outcome": ("outcome", "lost"),
             "no-outcome": ("outcome", MISSING),
             "no-tenant": ("tenant_id", MISSING),

@@ -45,6 +45,7 @@ class CountingEmbedder:
 def caught_up(index: SqliteRecallIndex) -> SqliteRecallIndex:
     for world in WORLDS:
         index.catch_up(STATE, memory_keys(STATE, "default", world))
+        index.note_formed(STATE, memory_keys(STATE, "default", world))
     return index
 
 
@@ -56,22 +57,20 @@ def words_find_the_promise(index: SqliteRecallIndex, world: str) -> bool:
 def test_a_world_refused_once_is_never_embedded_for_again() -> None:
     index = caught_up(SqliteRecallIndex())
     eight, sixteen = CountingEmbedder(8), CountingEmbedder(16)
-    [(item, content, digest)] = index.pending("default", "save-1", limit=1)
-    assert index.store_vectors(
-        "default", "save-1", eight.model, [(item, digest)], eight.embed([content])
-    )
+    [(digest, content)] = index.pending("default", "save-1", limit=1)
+    assert index.store_vectors("default", "save-1", eight.model, [digest], eight.embed([content]))
 
-    assert embed_pending(index, sixteen, "default", "save-1") == 0
+    assert embed_pending(index, sixteen, STATE, memory_keys(STATE, "default", "save-1")) == 0
     refused = index.refused_vectors
     assert refused > 0
     assert sixteen.embedded == 0  # refused before any text is embedded
     for _ in range(3):  # every later ack batch
-        assert embed_pending(index, sixteen, "default", "save-1") == 0
+        assert embed_pending(index, sixteen, STATE, memory_keys(STATE, "default", "save-1")) == 0
     assert (sixteen.embedded, index.refused_vectors) == (0, refused)
 
     # the world's own model still gets its vectors, another world takes the other model
-    assert embed_pending(index, eight, "default", "save-1") > 0
-    assert embed_pending(index, sixteen, "default", "save-2") > 0
+    assert embed_pending(index, eight, STATE, memory_keys(STATE, "default", "save-1")) > 0
+    assert embed_pending(index, sixteen, STATE, memory_keys(STATE, "default", "save-2")) > 0
     index.embedder = sixteen
     assert words_find_the_promise(index, "save-1")
 
@@ -79,8 +78,10 @@ def test_a_world_refused_once_is_never_embedded_for_again() -> None:
 def test_a_dropped_world_is_forgotten_and_comes_back_from_the_start() -> None:
     index = caught_up(SqliteRecallIndex())
     sixteen, eight = CountingEmbedder(16), CountingEmbedder(8)
-    assert embed_pending(index, sixteen, "default", "save-1") > 0
-    embed_pending(index, eight, "default", "save-1")  # refused, remembered
+    assert embed_pending(index, sixteen, STATE, memory_keys(STATE, "default", "save-1")) > 0
+    embed_pending(
+        index, eight, STATE, memory_keys(STATE, "default", "save-1")
+    )  # refused, remembered
 
     index.drop_world("default", "save-1")
     assert set(index.worlds()) == {("default", "save-2")}
@@ -89,7 +90,7 @@ def test_a_dropped_world_is_forgotten_and_comes_back_from_the_start() -> None:
 
     # taken over again: caught up from 0, and the first vectors fix its model anew
     assert words_find_the_promise(index, "save-1")
-    assert embed_pending(index, eight, "default", "save-1") > 0
+    assert embed_pending(index, eight, STATE, memory_keys(STATE, "default", "save-1")) > 0
     assert index.world_model("default", "save-1") == ("test/8", 8)
 
 
@@ -153,3 +154,17 @@ def test_a_word_in_most_memories_ranks_after_the_rare_ones_and_still_finds_the_r
     assert three[0] == "A ring was lost" and set(three[1:]) <= set(contents[:4])
     assert len(found(["the", "ring"], 10)) == 5  # the common word still finds the rest
     assert found(["the"], 10)[0] == "The baker sold the bread"  # said twice: best bm25
+
+
+def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in() -> None:
+    """Found by the oracle: ties went by the order memories reached the index, so a worker that
+    caught up at once and one that caught up event by event could answer differently."""
+    state = replay_lines(told_to_the_keeper([f"news number {n}" for n in range(12)])).state
+    eight = CountingEmbedder(8)  # every vector alike: every cosine is 1
+    index = SqliteRecallIndex(eight)
+    embed_pending(index, eight, state, memory_keys(state, "default", "gossip"))
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+    index.catch_up(state, keys)
+    found = index.by_meaning(search_scope(keys, ancestry, "npc-keeper"), "anything", 60)
+    assert found is not None and len(found) == 12
+    assert found == sorted(found)

@@ -43,9 +43,8 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
 
     expected = replay_lines(TAVERN).state
     embedded = SqliteRecallIndex(WordLlamaEmbedder())
-    embedded.catch_up(expected, memory_keys(expected, "default", "save-1"))
     assert embedded.embedder is not None
-    embed_pending(embedded, embedded.embedder, "default", "save-1")
+    embed_pending(embedded, embedded.embedder, expected, memory_keys(expected, "default", "save-1"))
     deadline = time.monotonic() + 60
     while (
         get(port, RECALL.format(timeline="main", q="son"), "key-acme")[1]["searched"]["vectors"]
@@ -104,3 +103,7 @@ def test_recall_and_decision_commands_print_tables(
     printed = rumourmill("decision", "npc-mara", "--after-seq", "2", *where)
     assert "- I will find your son. Where was he last seen?" in printed
     assert "verdict: none" in printed
+    printed = rumourmill(
+        "reply-check", "npc-mara", "Ask Bertram. Ilse knows.", "--after-seq", "2", *where
+    )
+    assert printed.splitlines()[3:] == ["Bertram  name", "", "action: flag"]

@@ -238,6 +238,22 @@ def test_the_npc_command_prints_the_read_as_tables(tavern_worker: WorkerProcess)
     assert re.search(r"^player-1 +-0\.05 +2 +3$", shown, re.MULTILINE)
 
 
+def test_the_chronicle_command_prints_the_records_of_a_worker(
+    tavern_worker: WorkerProcess,
+) -> None:
+    url = f"http://127.0.0.1:{tavern_worker.settings.web_port}"
+    shown = rumourmill(
+        "chronicle", "npc-mara", "--world", "save-1", "--url", url, "--api-key", "key-acme"
+    )
+    assert shown.startswith("npc-mara on save-1/main: 2 records told in")
+    assert "day 1, 19:41: I will find your son. Where was he last seen?" in shown
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        rumourmill(
+            "chronicle", "npc-ghost", "--world", "save-1", "--url", url, "--api-key", "key-acme"
+        )
+    assert "404: 'npc-ghost' holds no memory on timeline 'main'" in refused.value.stderr
+
+
 def test_provenance_names_where_news_started_and_who_passed_it(
     tavern_worker: WorkerProcess,
 ) -> None:

@@ -22,6 +22,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from prometheus_client.parser import text_string_to_metric_families
 
 from projections.branch_diff import branch_diff
+from projections.chronicle import chronicle_read
 from projections.delivery import SourceMessage
 from projections.policy import resolve
 from projections.projector import Projector
@@ -32,17 +33,22 @@ from projections.state import MemoryState
 from schemas.memory import ReadModel
 from schemas.policy import Policy
 from streams.metrics import Metrics
+from streams.model_client import ModelClient
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
-from streams.show import diff_tables
+from streams.show import chronicle_tables, diff_tables
+from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, Readiness, register_views
+from tests.model_server import ScriptedModel
 from tests.reads import answer
+from tests.tavern_lies import LINES
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
 RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
 DECISION = READ.replace("npc-mara?", "npc-mara/decision?after_seq=2&")
+CHRONICLE = READ.replace("npc-mara?", "npc-mara/chronicle?")
 
 
 @dataclass
@@ -56,9 +62,11 @@ class MemoryReads:
     worlds_asked: list[str] = field(default_factory=list)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     metrics: Metrics = field(default_factory=Metrics)
+    policy: Policy = field(default_factory=Policy)
+    model: ModelClient | None = None
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
-        return Policy()
+        return self.policy
 
     def readiness(self) -> Readiness:
         return Readiness(self.waiting_for, rebalances=1)
@@ -107,6 +115,8 @@ def test_every_route_is_served() -> None:
         "/v2/memory/runtime/npcs/{npc_id}/recall",
         "/v2/memory/runtime/npcs/{npc_id}/decision",
         "/v2/memory/runtime/npcs/{npc_id}/dialogue",
+        "/v2/memory/runtime/npcs/{npc_id}/chronicle",
+        "/v2/memory/runtime/npcs/{npc_id}/reply-check",
         "/v2/memory/runtime/npcs/{npc_id}/diff",
         "/v2/timelines/{timeline_id}",
         "/v2/admin/digest",
@@ -192,6 +202,59 @@ def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wa
     assert missing == (400, {"detail": "query parameter 'player_id' is required"})
 
 
+def test_the_chronicle_rolls_a_long_talk_into_chapters_counted_by_the_real_tokenizer() -> None:
+    def line(seq: int) -> bytes:
+        words = " ".join(("harbour", "lantern", "debt", "storm") * 10)
+        return orjson.dumps(
+            {
+                "world_instance_id": "saga",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.player-said",
+                "actor": "p1",
+                "target": "npc-mara",
+                "players": ["p1"],
+                "payload": {"text": f"Tale {seq}: {words}"},
+                "game_time": f"day {seq}, 09:00",
+            }
+        )
+
+    state = replay_lines([line(seq) for seq in range(1, 81)]).state
+    path = "/v2/memory/runtime/npcs/npc-mara/chronicle?world_instance_id=saga&timeline_id=main"
+    (status, body), (_, earlier) = serve(
+        MemoryReads(state), (path, {}), (path + "&as_of_seq=5", {})
+    )
+    expected = chronicle_read(
+        state, "default", "saga", "main", "npc-mara", Policy().memory.chronicle, wordllama_tokens()
+    )
+    assert (status, body) == (200, json_of(expected))
+    assert body["summariser"] == "rules" and body["records"] == 80
+    # each digest is 88 tokens ("day 73, 09:00: Tale 73: harbour ..."): 17 make 1496, the
+    # 18th passes 1500 and rolls them; a chapter keeps three 76-token statements
+    assert [(c["from_seq"], c["to_seq"], c["tokens"]) for c in body["chapters"]] == [
+        (1, 18, 228),
+        (19, 36, 228),
+        (37, 54, 228),
+        (55, 72, 228),
+    ]
+    assert {c["summary"] for c in body["chapters"]} == {True}
+    assert [(d["seq"], d["tokens"], d["summary"]) for d in body["digests"]][:2] == [
+        (73, 88, False),
+        (74, 88, False),
+    ]
+    assert body["condensed"] is None and body["tokens"] == 4 * 228 + 8 * 88
+    assert [d["seq"] for d in earlier["digests"]] == [1, 2, 3, 4, 5]
+    printed = chronicle_tables(body)  # what `rumourmill chronicle` prints
+    assert "npc-mara on saga/main: 80 records told in" in printed
+    assert "chapter 1: summary of" in printed and "records, word for word" in printed
+
+
+def test_the_tokenizer_is_wordllamas_own_loaded_from_the_installed_wheel() -> None:
+    count = wordllama_tokens()
+    assert count("Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)") == 24
+    assert count("") == 0
+
+
 def test_timeline_and_digest_reads() -> None:
     (timeline_status, timeline), (digest_status, digest) = serve(
         MemoryReads(STATE),
@@ -231,6 +294,9 @@ def test_timeline_and_digest_reads() -> None:
         (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
         (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
         (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
+        (CHRONICLE.replace("&timeline_id=main", ""), 400, "'timeline_id' is required"),
+        (CHRONICLE + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
+        (CHRONICLE.replace("npc-mara", "npc-ghost"), 404, "holds no memory on timeline 'main'"),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
@@ -359,3 +425,102 @@ def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_miss
     assert "Ilse enemy defeated at The Crooked Lantern" in only_on_main
     assert "player-1 gift given Mara" in only_on_reload.split("words only on")[0]
     assert "(1 memories held on both)" in printed
+
+
+LIES = replay_lines(LINES).state
+REPLY_CHECK = (
+    "/v2/memory/runtime/npcs/npc-mara/reply-check?world_instance_id=save-1&timeline_id=main"
+    "&after_seq=7"
+)
+
+
+def post(reads: MemoryReads, path: str, body: bytes) -> tuple[int, Any]:
+    """A POST answered by the views over `reads`: (status, JSON body)."""
+
+    async def run() -> tuple[int, Any]:
+        app = faust.App("web-test", autodiscover=False)
+        register_views(app, reads)
+        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        await client.start_server()
+        try:
+            reply = await client.post(path, data=body)
+            return reply.status, orjson.loads(await reply.read())
+        finally:
+            await client.close()
+            if reads.model is not None:
+                await reads.model.close()  # its session lives in this event loop
+
+    return asyncio.run(run())
+
+
+def check(
+    text: str, policy: Policy | None = None, model: ModelClient | None = None
+) -> tuple[int, Any]:
+    reads = MemoryReads(LIES, policy=policy or Policy(), model=model)
+    return post(reads, REPLY_CHECK, orjson.dumps({"text": text}))
+
+
+def test_a_reply_naming_someone_nobody_gave_the_decision_is_flagged() -> None:
+    assert check("Rook swore the sailor lives. Ask Bertram at the harbour.") == (
+        200,
+        {"inventions": [{"name": "Bertram", "kind": "name"}], "action": "flag"},
+    )
+
+
+def test_a_reply_naming_only_what_the_decision_was_given_passes() -> None:
+    reply = "Ilse, Rook told me the sailor was alive. Not at the Crooked Lantern, though."
+    assert check(reply) == (200, {"inventions": [], "action": "allow"})
+
+
+def test_the_policy_decides_what_an_invention_gets() -> None:
+    reply = "Old Bertram knows, and Captain Vell."
+    rejecting = resolve(None, {"memory": {"invention": "reject"}})
+    allowing = resolve(None, {"memory": {"invention": "allow"}})
+    names = [{"name": "Bertram", "kind": "name"}, {"name": "Captain Vell", "kind": "name"}]
+    assert check(reply, rejecting) == (200, {"inventions": names, "action": "reject"})
+    assert check(reply, allowing) == (200, {"inventions": names, "action": "allow"})
+
+
+def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
+    model_server: ScriptedModel,
+) -> None:
+    reply = "Ask her brother at the harbour, or Bertram."
+    names = [{"name": "Bertram", "kind": "name"}]
+
+    def model() -> ModelClient:
+        return ModelClient(model_server.url, "scripted")
+
+    assert check(reply, model=model()) == (
+        200,
+        {"inventions": [*names, {"name": "her brother", "kind": "relation"}], "action": "flag"},
+    )
+    (asked,) = model_server.requests
+    assert "The reply: Ask her brother" in asked["messages"][1]["content"]
+    model_server.relations = ["her uncle"]  # not what the reply says: never an invention
+    assert check("Ask her brother.", model=model()) == (200, {"inventions": [], "action": "allow"})
+    model_server.behaviour = "error"  # without the model's answer, the rules' check stands
+    assert check(reply, model=model()) == (200, {"inventions": names, "action": "flag"})
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        (REPLY_CHECK, b'{"text": "   "}', "'text' must not be empty"),
+        (REPLY_CHECK, orjson.dumps({"text": "a" * 10_001}), "at most 10000 characters"),
+        (REPLY_CHECK, b'{"reply": "Hello"}', "'text' must be a string"),
+        (REPLY_CHECK, b"Hello", "the body must be JSON"),
+        (REPLY_CHECK.replace("after_seq=7", "after_seq=99"), b'{"text": "Hi"}', "beyond"),
+        (REPLY_CHECK.replace("&after_seq=7", ""), b'{"text": "Hi"}', "'after_seq' is required"),
+    ],
+)
+def test_a_reply_check_that_cannot_be_made_is_refused_plainly(
+    path: str, body: bytes, detail: str
+) -> None:
+    status, answered = post(MemoryReads(LIES), path, body)
+    assert status == 400
+    assert detail in answered["detail"]
+
+
+def test_a_reply_check_asked_with_get_is_told_to_post() -> None:
+    [(status, body)] = serve(MemoryReads(LIES), (REPLY_CHECK, {}))
+    assert (status, body["detail"]) == (400, 'post the reply as a JSON body {"text": REPLY}')

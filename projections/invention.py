@@ -1,0 +1,184 @@
+"""The invention check, rules variant (section 12): does a reply name what nobody gave it?
+
+A character's reply to the event at `after_seq` may name only what its decision was given: the
+character, the player, the place, every entity its knowledge is about or came from (by declared
+name and by id), and the words of its knowledge and of the recent turns. The rules look for
+names: runs of capitalised words. A run at the start of a sentence loses its first word (a
+sentence starts capitalised whatever it is: "Ask Bertram" names Bertram, "Ask" names nobody), as
+does the pronoun "I". A name is known when each of its words is among the given words, case
+aside ("the Crooked Lantern" is given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
+
+The answer's action is the policy's (`memory.invention`) when anything is invented, else
+`allow`. Unnamed new relations ("her brother") take a model; the rules do not look for them.
+With a model configured, the shell asks it (`RELATIONS_INSTRUCTIONS`, `relations_question`)
+and adds what it finds that the reply says (`with_relations`); without an answer, the rules'
+check stands. The reply check is a read: it writes nothing, so nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from projections.catalogue import StoredDeclarations, display_name
+from projections.event_log import event_at
+from projections.runtime_read import BadRead, timeline_view
+from projections.state import StateTransaction
+from schemas.memory import DecisionRead, Invention, InventionRead
+from schemas.policy import InventionPolicy, Policy
+
+MAX_REPLY_CHARS = 10_000
+"""A longer reply is refused (a reply is a few lines a character says)."""
+
+_SENTENCE_END = re.compile(r"[.!?…:;\n]")
+_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
+_PIECE = re.compile(r"[^\W\d_]+")
+"""A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
+"Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
+_PRONOUN = re.compile(r"I(?:['\u2019].*)?")
+
+
+@dataclass(frozen=True, slots=True)
+class _Word:
+    text: str
+    start: int
+    end: int
+    opens_sentence: bool
+
+
+def names_in(text: str) -> list[str]:
+    """The names a text uses: runs of capitalised words one space apart, each once, in order;
+    a sentence's first word and the pronoun I left out."""
+    names: list[str] = []
+    run: list[_Word] = []
+
+    def close() -> None:
+        kept = run[1:] if run and run[0].opens_sentence else run
+        if kept and not (len(kept) == 1 and _PRONOUN.fullmatch(kept[0].text)):
+            name = text[kept[0].start : kept[-1].end]
+            if name not in names:
+                names.append(name)
+
+    for word in _words(text):
+        capitalised = word.text[0].isupper()
+        if (
+            capitalised
+            and run
+            and not word.opens_sentence
+            and text[run[-1].end : word.start] == " "
+        ):
+            run.append(word)
+            continue
+        close()
+        run = [word] if capitalised else []
+    close()
+    return names
+
+
+def inventions(text: str, given: Iterable[str]) -> list[Invention]:
+    """The names in `text` whose words are not all among the words of `given`."""
+    known = {piece.casefold() for phrase in given for piece in _PIECE.findall(phrase)}
+    return [
+        Invention(name=name, kind="name")
+        for name in names_in(text)
+        if not all(piece.casefold() in known for piece in _PIECE.findall(name))
+    ]
+
+
+def reply_check(
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    timeline_id: str,
+    npc_id: str,
+    after_seq: int,
+    context: DecisionRead,
+    text: str,
+    policy: Policy,
+) -> CheckedReply:
+    """The invention check of a reply by `npc_id` to the event at `after_seq`: what its
+    decision `context` (`projections.decision`) was given, against the names the reply uses
+    (the rules' answer is `found`; a model may add relations, `with_relations`)."""
+    if not text.strip():
+        raise BadRead("'text' must not be empty")
+    if len(text) > MAX_REPLY_CHARS:
+        raise BadRead(f"'text' must be at most {MAX_REPLY_CHARS} characters")
+    _, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
+    event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
+    entities = {npc_id, *(event.players if event is not None else [])}
+    if event is not None:
+        entities |= {e for e in (event.actor, event.target, event.location) if e is not None}
+    for memory in context.knowledge:
+        entities |= {*memory.about, *([memory.source_entity] if memory.source_entity else [])}
+    declarations = StoredDeclarations(tx, tenant_id, world_id, ancestry)
+    given = [
+        *entities,
+        *(display_name(entity, declarations) for entity in entities),
+        *(memory.content for memory in context.knowledge),
+        *(turn.text for turn in context.recent_turns),
+    ]
+    found = inventions(text, given)
+    return CheckedReply(
+        found=InventionRead(inventions=found, action=policy.memory.invention if found else "allow"),
+        reply=text,
+        prompt=relations_question(text, context),
+        action=policy.memory.invention,
+        deadline_ms=policy.memory.model.deadline_ms,
+    )
+
+
+RELATIONS_INSTRUCTIONS = (
+    "A character in a game replies to a player. Find each relation of someone that the reply "
+    "brings in and that the character was not given: kin, marriage, friendship, service "
+    '("her brother", "my cousin", "the smith\'s wife"). Answer with one JSON object and nothing '
+    'else: {"relations": [each such phrase exactly as the reply writes it]}; an empty list when '
+    "there is none."
+)
+"""What the model is told when it joins the invention check (relations need no name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedReply:
+    """The rules' check of a reply, and the question the model may add relations to it by."""
+
+    found: InventionRead
+    reply: str
+    prompt: str
+    """The model's question: what the character was given, and the reply."""
+    action: InventionPolicy
+    """The policy's action when anything is invented."""
+    deadline_ms: int
+    """How long the model may take (the world's `memory.model.deadline_ms`)."""
+
+
+def relations_question(text: str, context: DecisionRead) -> str:
+    """What the model is asked about a reply: what the decision gave, then the reply."""
+    given = [memory.content for memory in context.knowledge]
+    given += [turn.text for turn in context.recent_turns]
+    listed = "\n".join(f"- {line}" for line in given) or "- nothing"
+    return f"What the character was given:\n{listed}\nThe reply: {text}"
+
+
+def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRead:
+    """The check with the relations a model found: each once, only what the reply says."""
+    inventions = list(check.found.inventions)
+    said = check.reply.casefold()
+    for relation in relations:
+        phrase = " ".join(relation.split())
+        known = {invention.name.casefold() for invention in inventions}
+        if phrase and phrase.casefold() in said and phrase.casefold() not in known:
+            inventions.append(Invention(name=phrase, kind="relation"))
+    return InventionRead(inventions=inventions, action=check.action if inventions else "allow")
+
+
+def _words(text: str) -> list[_Word]:
+    """The words of `text`, each marked when it opens a sentence."""
+    words: list[_Word] = []
+    boundary = 0
+    for match in _WORD.finditer(text):
+        between = text[boundary : match.start()]
+        opens = not words or _SENTENCE_END.search(between) is not None
+        words.append(_Word(match.group(), match.start(), match.end(), opens))
+        boundary = match.end()
+    return words

@@ -1,0 +1,369 @@
+"""Model judgements as the projections see them: plain answers, asked for first, and the rules
+whenever there is none.
+
+In model mode (`memory.weighing: "model"`) an event raises questions: each memory it forms asks
+how the character feels about it (`feeling`: feeling and arousal; the rest stays rules), and
+each rumour it spreads asks how the listener retells it (`retelling`: the words, a detail of
+which may shift, blur or grow, with the listener's feeling and arousal). A question is known by
+its position, character, belief and kind, all deterministic, so the same stream raises the same
+questions.
+
+The projections never call a model. They take an `AnswerSource`: plain data answering each
+question, or saying why it cannot (the reason). The shell learns which questions an event
+raises by applying it to scratch state with a `QuestionCollector`, asks the model, then applies
+it for real with the answers. Every judgement made, answered or not, is recorded with the state
+it produced (the `judgement` key space, in the digest) and returned for the ack; a replay given
+the same records (`RecordedAnswers`) forms the same state without asking anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from projections.key_prefixes import JUDGEMENTS
+from projections.keys import pack
+from projections.numbers import decimal, hundredths
+from projections.referee import Case, Judge
+from projections.state import StateTransaction
+from projections.wording import Names
+from schemas import Event
+from schemas.judgements import (
+    ANSWER_TYPES,
+    Answer,
+    AnswerType,
+    EventJudgements,
+    FeelingAnswer,
+    JudgementKind,
+    RecordedJudgement,
+    RefusedJudgement,
+    RetellingAnswer,
+    VerdictAnswer,
+)
+from schemas.memory import Memory, Verdict
+from schemas.policy import Policy
+
+Position = tuple[str, str, str, int]
+"""(tenant, world, timeline, seq): where an event stands, and its judgements with it."""
+QuestionKey = tuple[str, str, JudgementKind]
+"""(character, belief, kind): one question among an event's."""
+
+NO_MODEL = "no model is configured"
+NOT_RECORDED = "no answer was recorded for it"
+
+FEELING_INSTRUCTIONS = (
+    "You judge how a character in a game feels about one of their memories. Answer with one "
+    'JSON object and nothing else: {"feeling": a number from -1 (hostile, hurt) to 1 (warm, '
+    'glad), "arousal": a number from 0 (calm) to 1 (stirred up)}.'
+)
+RETELLING_INSTRUCTIONS = (
+    "You retell a rumour the way a character in a game heard it from another. Keep what it "
+    "says; a detail may shift, blur or grow, as gossip does. Answer with one JSON object and "
+    'nothing else: {"content": the rumour as the listener now tells it, one sentence, '
+    '"feeling": how the listener feels about it, from -1 to 1, "arousal": how it stirs them, '
+    "from 0 to 1}."
+)
+VERDICT_INSTRUCTIONS = (
+    "You referee a conversation in a game: a player tells a character something that touches "
+    "a belief the character is unsure of, or wrong about. Judge whether the character is now "
+    "convinced (believes the player), doubting (unsure) or unconvinced (does not believe it). "
+    'Answer with one JSON object and nothing else: {"verdict": "convinced" | "doubting" | '
+    '"unconvinced"}.'
+)
+INSTRUCTIONS: dict[JudgementKind, str] = {
+    "feeling": FEELING_INSTRUCTIONS,
+    "retelling": RETELLING_INSTRUCTIONS,
+    "verdict": VERDICT_INSTRUCTIONS,
+}
+AGREEMENT_WORDS = {
+    "agrees": "what the player claims agrees with what truly happened",
+    "contradicts": "what the player claims is false",
+    "unknown": "nobody knows whether what the player claims is true",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One judgement asked of the model, with what it is told (`prompt`) beyond its
+    instructions (`INSTRUCTIONS[judgement]`)."""
+
+    position: Position
+    npc_id: str
+    belief_id: str
+    judgement: JudgementKind
+    prompt: str
+
+    @property
+    def key(self) -> QuestionKey:
+        return (self.npc_id, self.belief_id, self.judgement)
+
+    @property
+    def instructions(self) -> str:
+        return INSTRUCTIONS[self.judgement]
+
+    @property
+    def answer_type(self) -> AnswerType:
+        return ANSWER_TYPES[self.judgement]
+
+
+class AnswerSource(Protocol):
+    """Answers to an event's questions, as plain data."""
+
+    @property
+    def model_configured(self) -> bool:
+        """Whether a model stands behind the answers: the referee then asks in either
+        weighing mode (without one, its rules verdicts are no fallback to report)."""
+
+    def answer(self, question: Question) -> Answer | str:
+        """The model's answer to `question`, or why there is none (the rules answer then)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """Answers nothing, for one reason (no model configured)."""
+
+    reason: str = NO_MODEL
+    model_configured: bool = False
+
+    def answer(self, question: Question) -> str:
+        return self.reason
+
+
+WITHOUT_MODEL = Unanswered()
+"""Where no model answers: each judgement is the rules', and each is reported refused."""
+
+
+@dataclass(slots=True)
+class QuestionCollector:
+    """Notes every question asked and answers none: the scratch pass that finds them."""
+
+    questions: list[Question] = field(default_factory=list)
+    model_configured: bool = True
+
+    def answer(self, question: Question) -> str:
+        self.questions.append(question)
+        return "not asked yet"
+
+
+class RecordedAnswers:
+    """Answers as recorded (by the shell, after asking the model; or by an earlier run)."""
+
+    def __init__(self, records: Iterable[EventJudgements], missing: str = NOT_RECORDED) -> None:
+        self._made: dict[Position, dict[QuestionKey, RecordedJudgement]] = {}
+        for record in records:
+            self._made[position_of(record)] = {
+                (made.npc_id, made.belief_id, made.judgement): made for made in record.judgements
+            }
+        self._missing = missing
+
+    @property
+    def model_configured(self) -> bool:
+        return True  # a model answered these (or was asked and could not)
+
+    @property
+    def positions(self) -> list[Position]:
+        """The positions it holds answers for."""
+        return list(self._made)
+
+    def answer(self, question: Question) -> Answer | str:
+        made = self._made.get(question.position, {}).get(question.key)
+        if made is None:
+            return self._missing
+        if made.answer is None:
+            return made.reason or self._missing
+        try:
+            return question.answer_type.model_validate(made.answer)
+        except ValidationError:
+            return self._missing  # recorded by a release that asked for another shape
+
+
+def position_of(record: EventJudgements) -> Position:
+    return (record.tenant_id, record.world_instance_id, record.timeline_id, record.seq)
+
+
+def event_position(event: Event) -> Position:
+    return (event.tenant_id, event.world_instance_id, event.timeline_id, event.seq)
+
+
+def answered(question: Question, outcome: Answer | str) -> RecordedJudgement:
+    """How a question was judged, as recorded: the answer, or why the rules made it."""
+    if isinstance(outcome, str):
+        return RecordedJudgement(
+            npc_id=question.npc_id,
+            belief_id=question.belief_id,
+            judgement=question.judgement,
+            reason=outcome,
+        )
+    return RecordedJudgement(
+        npc_id=question.npc_id,
+        belief_id=question.belief_id,
+        judgement=question.judgement,
+        answer=outcome.model_dump(mode="json"),
+    )
+
+
+def event_judgements(position: Position, made: Iterable[RecordedJudgement]) -> EventJudgements:
+    tenant, world, timeline, seq = position
+    return EventJudgements(
+        tenant_id=tenant,
+        world_instance_id=world,
+        timeline_id=timeline,
+        seq=seq,
+        judgements=list(made),
+    )
+
+
+class Judging(Protocol):
+    """What memory formation and rumour spreading ask about what they form."""
+
+    def feeling(self, memory: Memory) -> Memory:
+        """`memory` with the feeling and arousal judged for it."""
+
+    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        """`rumour` (the rules' retelling of `told` by `teller`) as judged for its listener."""
+
+    def referee(self, rules: Judge) -> Judge:
+        """The referee's judge: the model's verdict, the `rules` judge its fallback."""
+
+    def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
+        """Store the event's judgements with its state; returns those the rules made."""
+
+
+class RulesJudging:
+    """Rules mode: the rules' answers stand as they are."""
+
+    def feeling(self, memory: Memory) -> Memory:
+        return memory
+
+    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        return rumour
+
+    def referee(self, rules: Judge) -> Judge:
+        return rules
+
+    def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
+        return []  # nothing was judged: the rules are the policy, not a fallback
+
+
+RULES = RulesJudging()
+
+
+class ModelJudging:
+    """The model's judgements for one event: each asks the answer source first and keeps the
+    rules' answer when it has none; `record` keeps every judgement made with the state.
+
+    Feelings and retellings are the model's in model mode only (`weighs`); verdicts whenever a
+    model is configured.
+    """
+
+    def __init__(self, event: Event, answers: AnswerSource, names: Names, weighs: bool) -> None:
+        self._position = event_position(event)
+        self._answers = answers
+        self._names = names
+        self._weighs = weighs
+        self._made: list[RecordedJudgement] = []
+
+    def feeling(self, memory: Memory) -> Memory:
+        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {memory.content}"
+        return self._weighed(
+            memory, "feeling", f"Character: {self._names(memory.character_id)}\n{said}"
+        )
+
+    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        telling = f"{self._names(teller)} tells {self._names(rumour.character_id)}: {told.content}"
+        return self._weighed(rumour, "retelling", f"{telling}\nRetold plainly: {rumour.content}")
+
+    def _weighed(self, memory: Memory, judgement: JudgementKind, told: str) -> Memory:
+        """`memory` as the model judged it (feeling and arousal, and a retelling's words) in
+        model mode, or as the rules made it (outside model mode, or without an answer)."""
+        if not self._weighs:
+            return memory
+        prompt = f"{told}\nBy the rules: feeling {memory.feeling}, arousal {memory.arousal}."
+        outcome = self._ask(memory.character_id, memory.belief_id, judgement, prompt)
+        if isinstance(outcome, RetellingAnswer):
+            return memory.model_copy(update={"content": outcome.content, **_weights(outcome)})
+        if isinstance(outcome, FeelingAnswer):
+            return memory.model_copy(update=_weights(outcome))
+        return memory
+
+    def referee(self, rules: Judge) -> Judge:
+        if not self._answers.model_configured:
+            return rules  # without a model the rules referee is the norm, not a fallback
+
+        def judge(case: Case, policy: Policy) -> Verdict:
+            listener, player = self._names(case.character_id), self._names(case.player_id)
+            prompt = (
+                f"{listener} believes ({_held(case.belief)}): {case.belief.content}\n"
+                f"{player} says to {listener}: {case.words}\n"
+                f"Truly: {AGREEMENT_WORDS[case.agreement]}.\n"
+                f"How {listener} feels toward {player}, from -1 to 1: {case.feeling}."
+            )
+            outcome = self._ask(case.character_id, case.line_id, "verdict", prompt)
+            return outcome.verdict if isinstance(outcome, VerdictAnswer) else rules(case, policy)
+
+        return judge
+
+    def _ask(
+        self, npc_id: str, belief_id: str, judgement: JudgementKind, prompt: str
+    ) -> Answer | str:
+        question = Question(self._position, npc_id, belief_id, judgement, prompt)
+        outcome = self._answers.answer(question)
+        self._made.append(answered(question, outcome))
+        return outcome
+
+    def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
+        """Store the event's judgements under its position; returns those the rules made."""
+        if not self._made:
+            return []
+        tx.put(
+            judgement_key(self._position), event_judgements(self._position, self._made).to_bytes()
+        )
+        return [
+            RefusedJudgement(
+                npc_id=made.npc_id,
+                belief_id=made.belief_id,
+                judgement=made.judgement,
+                reason=made.reason or NOT_RECORDED,
+            )
+            for made in self._made
+            if made.answer is None
+        ]
+
+
+def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
+    """The feeling and arousal an answer gives, in hundredths as the rules' are."""
+    return {
+        "feeling": hundredths(decimal(answer.feeling)),
+        "arousal": hundredths(decimal(answer.arousal)),
+    }
+
+
+def judgement_key(position: Position) -> bytes:
+    tenant, world, timeline, seq = position
+    return pack(JUDGEMENTS, tenant, world, timeline, seq)
+
+
+def judging(event: Event, weighing: str, answers: AnswerSource, names: Names) -> Judging:
+    """How `event`'s judgements are made: by the rules alone, unless the policy's
+    `memory.weighing` is `model` or a model stands behind the answers (the referee's then)."""
+    weighs = weighing == "model"
+    if not weighs and not answers.model_configured:
+        return RULES
+    return ModelJudging(event, answers, names, weighs)
+
+
+def _held(belief: Memory) -> str:
+    """How firmly a belief is held, in words the referee can weigh."""
+    wrong = ", and it is not what truly happened" if belief.diverging else ""
+    return f"{_LEARNED[belief.source]}, confidence {belief.confidence}{wrong}"
+
+
+_LEARNED: Mapping[str, str] = {
+    "seen": "seen with their own eyes",
+    "told": "told by someone who saw it",
+    "rumour": "heard as a rumour",
+    "player": "said by a player",
+}

@@ -1,0 +1,98 @@
+"""Model judgements: the answers a model is asked for, and how each judgement is recorded.
+
+A model's answer is JSON validated by these models, strictly: anything else (prose, a field
+missing or out of range, a field not asked for) is a refusal and the rules answer instead. Each
+judgement an event raised is recorded with the state it produced, and on the judgements topic,
+so a replay or a rebuild answers it the same way without asking again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from schemas.events import Contract, Identifier, Seq
+from schemas.memory import Feeling, Share, Verdict
+from schemas.records import Record
+
+JudgementKind = Literal["feeling", "retelling", "verdict"]
+"""What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold, and
+the referee's verdict on a player's line (`verdict`)."""
+
+RETOLD_CHARACTERS = 1000
+"""A retold rumour's words are at most this long."""
+
+
+class FeelingAnswer(Contract):
+    """How a character feels about what they remember (-1 to 1) and how it stirs them (0 to 1)."""
+
+    feeling: Feeling
+    arousal: Share
+
+
+class RetellingAnswer(Contract):
+    """A rumour as its listener took it in: the words (a detail may shift, blur or grow), and
+    how the listener feels about it."""
+
+    content: Annotated[str, StringConstraints(min_length=1, max_length=RETOLD_CHARACTERS)]
+    feeling: Feeling
+    arousal: Share
+
+
+class VerdictAnswer(Contract):
+    """The referee's verdict: is the character convinced by the player's line?"""
+
+    verdict: Verdict
+
+
+Phrase = Annotated[str, StringConstraints(max_length=200)]
+
+
+class RelationsAnswer(Contract):
+    """The relations a reply introduces that its character was not given ("her brother")."""
+
+    relations: Annotated[
+        list[Annotated[str, StringConstraints(max_length=200)]], Field(max_length=50)
+    ]
+
+
+Answer = FeelingAnswer | RetellingAnswer | VerdictAnswer
+AnswerType = type[FeelingAnswer] | type[RetellingAnswer] | type[VerdictAnswer]
+
+ANSWER_TYPES: dict[JudgementKind, AnswerType] = {
+    "feeling": FeelingAnswer,
+    "retelling": RetellingAnswer,
+    "verdict": VerdictAnswer,
+}
+"""The answer each kind of judgement asks the model for."""
+
+
+class RefusedJudgement(Contract):
+    """A judgement the model did not make: the rules made it instead, for this reason."""
+
+    npc_id: Identifier
+    belief_id: str
+    judgement: JudgementKind
+    reason: str
+
+
+class RecordedJudgement(Record):
+    """One judgement as it was made: the model's answer, or why the rules made it."""
+
+    npc_id: str
+    belief_id: str
+    judgement: JudgementKind
+    answer: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+class EventJudgements(Record):
+    """Every judgement one event raised, kept under the event's position (in the state and on
+    the compacted judgements topic)."""
+
+    tenant_id: Identifier
+    world_instance_id: Identifier
+    timeline_id: Identifier
+    seq: Seq
+    judgements: list[RecordedJudgement] = Field(default_factory=list)

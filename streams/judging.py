@@ -1,0 +1,239 @@
+"""Model judgements in the worker: the model asked what an event raises, within the world's
+deadline, and every answer kept on the judgements topic before the event is applied.
+
+For each message of a world in model mode (of any world, when a model is configured: the
+referee asks it in either mode): the projector names the questions (`Projector.questions`, a
+pass over scratch state); answers already on the topic for those positions are read back, so a
+message redelivered after a crash, or a rebuild into a fresh app id, asks nothing twice; the
+rest are asked at once, and what has no answer by the world's `memory.model.deadline_ms` is
+made by the rules (a partition never waits longer). The records go to the compacted topic
+`PREFIX.judgements`, keyed by the event's position on the partition of its world, and Kafka
+stores them before the event is applied with them. Applying records them in the state too
+(`projections.judgements`), where a redelivery finds the message's outbox and asks nothing.
+
+A model that ran out of time on every question of a message is left to rest (`REST_SECONDS`):
+until then the rules answer at once, so a hanging model slows a partition once, not at every
+event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from projections.delivery import SourceMessage
+from projections.judgements import (
+    NO_MODEL,
+    Position,
+    Question,
+    RecordedAnswers,
+    answered,
+    event_judgements,
+    judgement_key,
+    position_of,
+)
+from projections.projector import Projector
+from projections.state import StateTransaction
+from schemas.judgements import Answer, EventJudgements, RecordedJudgement
+from streams.logs import logger
+from streams.model_client import TIMED_OUT, ModelClient
+
+log = logger("judging")
+
+REST_SECONDS = 30.0
+"""How long a model that ran out of time on every question of a message is left alone."""
+DEADLINE = "deadline"
+"""How the reason of a question the deadline cut begins."""
+
+Send = Callable[[int, bytes, bytes], Awaitable[None]]
+"""Store (partition, key, value) on the judgements topic; returns once Kafka has it."""
+Read = Callable[[int], Awaitable[list[EventJudgements]]]
+"""Every record of one partition of the judgements topic, oldest first."""
+
+
+@dataclass
+class JudgementLog:
+    """The judgements topic as this worker needs it: what was recorded for the positions of the
+    partitions it owns and has not applied yet (read from the topic once per assignment)."""
+
+    read: Read
+    send: Send
+    recorded: dict[int, dict[Position, EventJudgements]] = field(default_factory=dict)
+
+    async def read_back(
+        self, partition: int, positions: Collection[Position], applied: Callable[[Position], bool]
+    ) -> dict[Position, EventJudgements]:
+        """The records of `positions` on the topic. The partition is read to its end the first
+        time; records of positions already `applied` are not kept."""
+        if partition not in self.recorded:
+            records = await self.read(partition)
+            self.recorded[partition] = {
+                position_of(record): record
+                for record in records
+                if not applied(position_of(record))
+            }
+            log.info(
+                "judgements topic, partition %d: %d record(s) read back, %d not applied yet",
+                partition,
+                len(records),
+                len(self.recorded[partition]),
+            )
+        held = self.recorded[partition]
+        return {position: held[position] for position in positions if position in held}
+
+    async def keep(self, partition: int, records: Iterable[EventJudgements]) -> None:
+        """Store `records` on the topic (and for the read-back) before they are used."""
+        for record in records:
+            position = position_of(record)
+            await self.send(partition, judgement_key(position), record.to_bytes())
+            self.recorded.setdefault(partition, {})[position] = record
+
+    def applied(self, partition: int, positions: Iterable[Position]) -> None:
+        """The state holds these positions' records now: the read-back need not."""
+        held = self.recorded.get(partition, {})
+        for position in positions:
+            held.pop(position, None)
+
+    def keep_partitions(self, partitions: Collection[int]) -> None:
+        """After a rebalance: what another worker may have written since is read again."""
+        for partition in list(self.recorded):
+            if partition not in partitions:
+                del self.recorded[partition]
+
+
+def topic_reader(bootstrap: str, topic: str) -> Read:
+    """Reads a partition of the judgements topic on Kafka from its start to its end."""
+
+    async def read(partition: int) -> list[EventJudgements]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        found: list[EventJudgements] = []
+        try:
+            tp = TopicPartition(topic, partition)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
+                    try:
+                        found.append(EventJudgements.model_validate_json(message.value or b""))
+                    except ValidationError as error:
+                        log.error("judgements topic %d@%d: %s", partition, message.offset, error)
+        finally:
+            await consumer.stop()
+        return found
+
+    return read
+
+
+@dataclass
+class MemoryTopic:
+    """The judgements topic kept in process (replays and benchmarks without Kafka)."""
+
+    partitions: dict[int, list[EventJudgements]] = field(default_factory=dict)
+
+    async def read(self, partition: int) -> list[EventJudgements]:
+        return list(self.partitions.get(partition, []))
+
+    async def send(self, partition: int, key: bytes, value: bytes) -> None:
+        self.partitions.setdefault(partition, []).append(EventJudgements.model_validate_json(value))
+
+
+@dataclass
+class Judge:
+    """Answers an event's questions: from the topic, else from the model, else the rules."""
+
+    client: ModelClient | None
+    log: JudgementLog
+    resting_until: float = 0.0
+
+    async def message(
+        self, projector: Projector, tx: StateTransaction, message: SourceMessage
+    ) -> RecordedAnswers | None:
+        """The answers to the judgements taking `message` into `tx` raises (stored on the
+        topic); None when it raises none (rules mode, a redelivery, a duplicate...)."""
+        questions = projector.questions(tx, message, model_configured=self.client is not None)
+        if not questions:
+            return None
+        tenant, world_id, _, _ = questions[0].position
+        return await self.answers(
+            message.partition,
+            questions,
+            projector.policies(tenant, world_id).memory.model.deadline_ms,
+            lambda position: tx.get(judgement_key(position)) is not None,
+        )
+
+    async def answers(
+        self,
+        partition: int,
+        questions: list[Question],
+        deadline_ms: int,
+        applied: Callable[[Position], bool],
+    ) -> RecordedAnswers:
+        """The answers to `questions` (all of one message), stored on the topic."""
+        positions = list(dict.fromkeys(question.position for question in questions))
+        records = await self.log.read_back(partition, positions, applied)
+        known = {
+            (position, (made.npc_id, made.belief_id, made.judgement))
+            for position, record in records.items()
+            for made in record.judgements
+        }
+        to_ask = [
+            question for question in questions if (question.position, question.key) not in known
+        ]
+        if to_ask:
+            fresh: dict[Position, list[RecordedJudgement]] = {}
+            for question, made in zip(to_ask, await self._ask(to_ask, deadline_ms), strict=True):
+                fresh.setdefault(question.position, []).append(made)
+            new = [
+                event_judgements(
+                    position,
+                    [*(records[position].judgements if position in records else []), *made],
+                )
+                for position, made in fresh.items()
+            ]
+            await self.log.keep(partition, new)
+            records.update((position_of(record), record) for record in new)
+        return RecordedAnswers(records.values())
+
+    async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:
+        """Every question asked at once; what has no answer by the deadline gets a reason."""
+        if self.client is None:
+            return [answered(question, NO_MODEL) for question in questions]
+        if time.monotonic() < self.resting_until:
+            late = f"not asked: the model ran out of time lately and rests {REST_SECONDS:g} s"
+            return [answered(question, late) for question in questions]
+        client = self.client
+        calls = [
+            asyncio.ensure_future(
+                client.ask(question.instructions, question.prompt, question.answer_type)
+            )
+            for question in questions
+        ]
+        done, pending = await asyncio.wait(calls, timeout=deadline_ms / 1000)
+        for call in pending:
+            call.cancel()
+        late = f"{DEADLINE}: no answer within {deadline_ms} ms"
+        outcomes = [call.result() if call in done else late for call in calls]
+        if all(_slow(outcome) for outcome in outcomes):
+            self.resting_until = time.monotonic() + REST_SECONDS
+            log.warning("the model answered nothing in time (%s); resting it", outcomes[0])
+        return [
+            answered(question, outcome)
+            for question, outcome in zip(questions, outcomes, strict=True)
+        ]
+
+
+def _slow(outcome: Answer | str) -> bool:
+    """Whether a call ran out of time (its own timeout, or the event's deadline)."""
+    return isinstance(outcome, str) and outcome.startswith((TIMED_OUT, DEADLINE))

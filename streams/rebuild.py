@@ -1,0 +1,448 @@
+"""Rebuild: every projection folded again from the events topic, into a fresh app id.
+
+The rebuild does not run a worker. It reads the events topic itself, start to end, through the
+same `Projector` the worker uses, and leaves behind exactly what a worker of the fresh app id
+would have made: each partition's RocksDB in the fresh data dir (stamped as a clean stop
+stamps it, `streams.durability`), the same changesets in the fresh app id's changelog topic,
+and the fresh consumer group committed at the end of the events it read. A worker started with
+that app id and data dir keeps the local copies, recovers nothing, and goes on from there.
+
+`--world W` folds only W's events (and its tenant's deletions): a check of one world, whose
+result is kept apart the same way but holds that world only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord, RecordMetadata
+from faust.types import TP
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+from rocksdict import Rdict
+
+from projections.deletion import ANY
+from projections.delivery import SourceMessage, identity_of
+from projections.digest import world_digest
+from projections.keys import pack
+from projections.policy import PolicyBook
+from projections.projector import Projector
+from streams.app import create_app, partition_db, partition_of
+from streams.durability import Stamp, read_changelog
+from streams.judging import Judge, JudgementLog, topic_reader
+from streams.model_client import ModelClient
+from streams.policies import PolicyFeed
+from streams.settings import Settings
+from streams.show import ReadFailed, fetch
+from streams.state import (
+    RocksTransaction,
+    chunked,
+    encode_changes,
+    recording_transaction,
+    without_write_ahead_log,
+)
+
+POLICIES_TIMEOUT = 60.0
+CHANGESET_BYTES = 512 * 1024
+"""A rebuild writes changesets (the changelog format before per-key records, which a worker
+reads, then rewrites as records: `StateTable.retire_changesets`), split past this size."""
+"""How long the rebuild waits to have read the policies topic to its end."""
+PENDING_SENDS = 2_000
+"""Changelog sends in flight before the rebuild waits for Kafka to confirm them."""
+
+World = tuple[str, str]
+"""(tenant_id, world_instance_id)"""
+Advance = Callable[[int], None]
+"""Told how many events were folded since it was last told."""
+
+
+class RebuildFailed(Exception):
+    """Why the rebuild cannot go on, in one line for the operator."""
+
+
+@dataclass
+class Rebuilt:
+    """What a rebuild made: events folded, the worlds seen and each one's digest."""
+
+    events: int = 0
+    seconds: float = 0.0
+    digests: dict[World, str] = field(default_factory=dict)
+    changelog_topic: str = ""
+    expired: int = 0
+    """Events the topic no longer holds (its retention removed them): they were not folded."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A world whose rebuilt digest is not the live one."""
+
+    world: World
+    rebuilt: str
+    live: str
+
+
+def fresh_app_id(live: Settings) -> str:
+    """The default target: the live app id with the time of the rebuild."""
+    return f"{live.app_id}-rebuild-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
+
+
+async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[int, int]]:
+    """Per partition of the events topic to read: (first offset, end offset) as of now.
+
+    Raises `RebuildFailed` when Kafka cannot be reached or the topic is missing.
+    """
+    topic = live.topics.events
+    partitions = await partitions_of(live.bootstrap, topic)
+    if not partitions:
+        raise RebuildFailed(f"topic {topic!r} does not exist on {live.bootstrap}")
+    if len(partitions) != live.partitions:
+        raise RebuildFailed(
+            f"topic {topic!r} has {len(partitions)} partitions, the settings say "
+            f"{live.partitions} (RUMOURMILL_PARTITIONS)"
+        )
+    if world is not None:
+        partitions = [partition_of(world.encode(), live.partitions)]
+    wanted = [TopicPartition(topic, number) for number in partitions]
+    consumer = AIOKafkaConsumer(bootstrap_servers=live.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        first = await consumer.beginning_offsets(wanted)
+        end = await consumer.end_offsets(wanted)
+    finally:
+        await consumer.stop()
+    return {tp.partition: (first[tp], end[tp]) for tp in wanted}
+
+
+async def partitions_of(bootstrap: str, topic: str) -> list[int]:
+    """The partition numbers of `topic` (none when it does not exist)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        await admin.start()
+    except KafkaError as error:
+        raise RebuildFailed(f"cannot reach Kafka at {bootstrap}: {error}") from None
+    try:
+        if topic not in set(await admin.list_topics()):
+            return []
+        [described] = await admin.describe_topics([topic])
+        return sorted(int(item["partition"]) for item in described["partitions"])
+    finally:
+        await admin.close()
+
+
+def check_live(live: Settings) -> None:
+    """The live worker answers its health check, or `RebuildFailed` says why not."""
+    try:
+        fetch(live, "/health", {})
+    except ReadFailed as error:
+        raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+
+
+async def check_fresh(target: Settings, live: Settings) -> str:
+    """The target app id holds nothing yet (no changelog records, no data dir); returns the
+    Kafka cluster id."""
+    if target.app_id == live.app_id:
+        raise RebuildFailed(f"the app id {target.app_id!r} is the live one; name a fresh one")
+    if target.data_dir.exists() and any(target.data_dir.iterdir()):
+        raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
+    topic = changelog_topic(target)
+    changelog = await read_changelog(target.bootstrap, topic, range(target.partitions))
+    if any(changelog.end.values()):
+        raise RebuildFailed(f"app id {target.app_id!r} already has state in {topic!r}")
+    return changelog.cluster_id
+
+
+def changelog_topic(target: Settings) -> str:
+    return f"{target.app_id}-state-changelog"
+
+
+def wanted(record: ConsumerRecord[bytes, bytes], world: str | None) -> bool:
+    """Whether a `--world` rebuild folds this record: the world's events, and deletions of
+    its whole tenant (`world_instance_id` `*`)."""
+    return world is None or identity_of(record.value or b"")["world_instance_id"] in (world, ANY)
+
+
+async def rebuild(
+    live: Settings,
+    target: Settings,
+    world: str | None = None,
+    on_total: Callable[[int], None] = lambda total: None,
+    advance: Advance = lambda done: None,
+) -> Rebuilt:
+    """Fold the events topic (as far as it reaches now) into `target`'s state and changelog.
+
+    Raises `RebuildFailed` when there is nothing to fold or the target is not fresh.
+    """
+    spans = await events_to_fold(live, world)
+    cluster_id = await check_fresh(target, live)
+    on_total(sum(end - first for first, end in spans.values()))
+    mill = create_app(target)
+    topic = changelog_topic(target)
+    await create_changelog(target, topic)
+    began = time.perf_counter()
+    async with policies_caught_up(live) as policies, kafka_clients(live) as (consumer, producer):
+        folder = Folder(
+            Projector(policies=PolicyBook(policies), max_event_bytes=live.max_event_bytes),
+            producer,
+            topic,
+            lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
+            recorded_judge(target, live, producer),
+        )
+        await folder.fold(consumer, live.topics.events, spans, world, advance)
+        ends = await folder.confirmed()
+        if folder.judge.client is not None:
+            await folder.judge.client.close()
+    if world is None:
+        await commit_group(live, target.app_id, spans)
+    result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
+    result.expired = sum(first for first, _ in spans.values())
+    store = mill.state.data
+    for partition, offset in ends.items():  # stamped as a clean stop stamps them
+        store.set_persisted_offset(TP(topic, partition), offset)
+        partition_db(mill.state, partition).flush()
+        written_at = int(time.time() * 1000)  # format 1: a rebuild writes changesets
+        stamp = Stamp(cluster_id, offset, written_at, changelog_format=1)
+        mill.durability.files(partition).stamp.write_bytes(stamp.to_bytes())
+    for tenant, world_id in sorted(folder.worlds):
+        db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
+        tx = RocksTransaction(db, _read_only)
+        result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
+    for db in list(store._dbs.values()):  # type: ignore[attr-defined]
+        db.close()
+    return result
+
+
+class Folder:
+    """Folds records through the projector into partition databases, sending each event's
+    writes to the changelog as the worker does (`streams.app.Rumourmill.take`)."""
+
+    def __init__(
+        self,
+        projector: Projector,
+        producer: AIOKafkaProducer,
+        changelog: str,
+        database: Callable[[int], Rdict],
+        judge: Judge,
+    ) -> None:
+        self.projector = projector
+        self.producer = producer
+        self.changelog = changelog
+        self.database = database
+        self.judge = judge
+        """Model judgements, as a worker of the fresh app id makes them (`streams.judging`):
+        read back from the judgements topic, so the model is not asked again."""
+        self.events = 0
+        self.worlds: set[World] = set()
+        self.pending: list[asyncio.Future[RecordMetadata]] = []
+        self.ends: dict[int, int] = {}
+
+    async def fold(
+        self,
+        consumer: AIOKafkaConsumer,
+        topic: str,
+        spans: dict[int, tuple[int, int]],
+        world: str | None,
+        advance: Advance,
+    ) -> None:
+        """Read each partition from its first offset to its end (as of the start)."""
+        remaining = {
+            TopicPartition(topic, partition): end
+            for partition, (first, end) in spans.items()
+            if end > first
+        }
+        consumer.assign(list(remaining))
+        for tp in remaining:
+            consumer.seek(tp, spans[tp.partition][0])
+        while remaining:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batch.items():
+                end = remaining.get(tp)
+                if end is None:
+                    continue
+                taken = [record for record in records if record.offset < end]
+                for record in taken:
+                    if wanted(record, world):
+                        await self.take(record)
+                advance(len(taken))
+                if taken and taken[-1].offset >= end - 1:
+                    del remaining[tp]
+
+    async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        tx, changes = recording_transaction(self.database(record.partition))
+        message = SourceMessage(
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.value or b"",
+            None if record.timestamp < 0 else record.timestamp,
+        )
+        answers = await self.judge.message(self.projector, tx, message)
+        intake = self.projector.receive(tx, message, answers)
+        if answers is not None:
+            self.judge.log.applied(record.partition, answers.positions)
+        self.events += 1
+        for ack in intake.acks:
+            if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):
+                self.worlds.add((ack.tenant_id, str(ack.world_instance_id)))
+        for number, run in enumerate(chunked(changes, CHANGESET_BYTES)):
+            key = pack(record.topic, record.partition, record.offset, number)
+            self.pending.append(
+                await self.producer.send(
+                    self.changelog, encode_changes(run), key=key, partition=record.partition
+                )
+            )
+        if len(self.pending) >= PENDING_SENDS:
+            await self.confirmed()
+
+    async def confirmed(self) -> dict[int, int]:
+        """Wait for every changelog send; per partition, the last changelog offset written."""
+        for delivered in await asyncio.gather(*self.pending):
+            self.ends[delivered.partition] = max(
+                delivered.offset, self.ends.get(delivered.partition, -1)
+            )
+        self.pending.clear()
+        return self.ends
+
+
+async def create_changelog(target: Settings, topic: str) -> None:
+    """The fresh app id's changelog topic, compacted, as Faust would create it."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=target.bootstrap)
+    await admin.start()
+    try:
+        if topic not in set(await admin.list_topics()):
+            await admin.create_topics(
+                [
+                    NewTopic(
+                        topic,
+                        target.partitions,
+                        target.replication,
+                        topic_configs={"cleanup.policy": "compact"},
+                    )
+                ]
+            )
+    finally:
+        await admin.close()
+
+
+async def commit_group(live: Settings, group: str, spans: dict[int, tuple[int, int]]) -> None:
+    """The fresh app id's consumer group starts after the events the rebuild folded."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=live.bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        offsets = {
+            TopicPartition(live.topics.events, partition): end
+            for partition, (_, end) in spans.items()
+        }
+        consumer.assign(list(offsets))
+        await consumer.commit(offsets)
+    finally:
+        await consumer.stop()
+
+
+@contextlib.asynccontextmanager
+async def policies_caught_up(live: Settings) -> AsyncIterator[PolicyFeed]:
+    """The policies topic read to its end, and followed while the rebuild runs."""
+    policies = PolicyFeed(live.bootstrap, live.topics.policies)
+    following = asyncio.ensure_future(policies.follow())
+    try:
+        await asyncio.wait_for(asyncio.shield(policies.caught_up.wait()), POLICIES_TIMEOUT)
+        yield policies
+    except TimeoutError:
+        raise RebuildFailed(
+            f"the policies topic {live.topics.policies!r} was not read within "
+            f"{POLICIES_TIMEOUT:.0f} s"
+        ) from None
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+
+
+@contextlib.asynccontextmanager
+async def kafka_clients(
+    live: Settings,
+) -> AsyncIterator[tuple[AIOKafkaConsumer, AIOKafkaProducer]]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=live.bootstrap, enable_auto_commit=False, fetch_max_bytes=16 * 2**20
+    )
+    producer = AIOKafkaProducer(
+        bootstrap_servers=live.bootstrap, acks="all", linger_ms=5, max_request_size=2**20
+    )
+    await consumer.start()
+    await producer.start()
+    try:
+        yield consumer, producer
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def recorded_judge(target: Settings, live: Settings, producer: AIOKafkaProducer) -> Judge:
+    """The judge of a worker of `target`: the live judgements topic read back first, the model
+    (if `target` configures one) asked only what was never recorded, and that stored."""
+
+    async def keep(partition: int, key: bytes, value: bytes) -> None:
+        await (await producer.send(live.topics.judgements, value, key=key, partition=partition))
+
+    return Judge(
+        ModelClient.configured(target),
+        JudgementLog(topic_reader(live.bootstrap, live.topics.judgements), keep),
+    )
+
+
+def live_differences(live: Settings, digests: dict[World, str]) -> list[Difference]:
+    """Each rebuilt world whose digest the live worker does not share."""
+    differences = []
+    for (tenant, world_id), rebuilt in sorted(digests.items()):
+        query = {"world_instance_id": world_id, "tenant_id": tenant}
+        try:
+            answer: Any = fetch(live, "/v2/admin/digest", query)
+        except ReadFailed as error:
+            raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+        if answer["digest"] != rebuilt:
+            differences.append(Difference((tenant, world_id), rebuilt, answer["digest"]))
+    return differences
+
+
+def _read_only(key: bytes, value: bytes | None) -> None:
+    raise PermissionError("digests never write state")
+
+
+class EventRate(ProgressColumn):
+    """Events per second, as rich measures the task's speed."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f} events/s")
+
+
+def progress_bar(console: Console) -> Progress:
+    """Events done of the total, rate and time left, on `console` (stderr)."""
+    return Progress(
+        TextColumn("rebuilding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        EventRate(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )

@@ -1,0 +1,426 @@
+"""The oracle's recall and decision (SPEC 8 to 10), as naive as the rest of `tests.oracle`.
+
+Written from the spec and the documented choices, importing nothing of production but the
+schemas. It works on the oracle's own memories (`tests.oracle.Oracle`): a recall is one pass
+over the character's visible memories, with no index.
+
+What it compares, and what it leaves out:
+- retention: story time from `game_time`, a timeline's "now" the story time of the latest
+  event its ancestry saw with one; half-life 6 days x 2^(step-1), x4 for beliefs, x a
+  variation in [0.8, 1.2] from the belief id (rumourmill documents the hash: blake2b of the id,
+  8 bytes, person "retention", read as a share of 2^64 - 1); vivid / faded (retold, confidence
+  x retention) / forgotten; the importance-5 floor; `memory.flaky` off holds everything exact.
+  Reinforcement: a `memory.recalled` event by the character naming the memory restarts its
+  clock at the event's story time (untimed: the story's "now" just before it) and makes its
+  half-life 1.5 times longer, each time.
+- the searches: cues (the asked ids plus every declared name the query says as words, against
+  `about`; most cues matched, then newest, then id); words, SQLite FTS5's bm25 written out
+  (unicode61 tokens, k1 1.2, b 0.75, idf floored at 1e-6, over every memory of the world, best
+  then id): the engine the spec asks for ranks by it, so the oracle names the formula instead of
+  inventing another ranking; vectors: both sides are fed the same test vectors (`Embed`, a
+  one-hot bucket per text, so every cosine is exactly 0 or 1), cosine below 0.3 finds nothing,
+  best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
+- fusion 1 / 1 / 1.5 by reciprocal rank (offset 60), over_retrieve x limit candidates (at most
+  60), the choice by relevance (fused over the best candidate's), importance, retention and
+  recency (1 / (1 + story days)), forgotten never chosen, then story order; 404 for a
+  character holding nothing there, 400 for an unknown cue; as of a position: the ancestry and
+  the persistent memories cut there, "now" the story time seen up to it.
+- the decision: the event at `after_seq` on the timeline, its player, the character as its
+  actor or target; knowledge = the most important memories about the player, then about the
+  place (the event's, else where the character is), then the recall of the event's words,
+  at most 10, forgotten never; the verdict null. The recent turns and the prompt's wording
+  are left to their own tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from schemas import Event
+from schemas.policy import Policy
+from tests.oracle import RECALLED, OMemory, Oracle, OracleNotFound, OWorld, json_equal, retelling
+
+MINUTES_PER_DAY = 24 * 60
+BELIEF_KINDS = {"knowledge", "impression"}
+SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
+RANK_OFFSET = 60
+DEPTH = 60
+"""Each search hands at most 60 memories to fusion; at most 60 candidates go on."""
+KNOWLEDGE = 10
+BM25_K1, BM25_B, IDF_FLOOR = 1.2, 0.75, 1e-6
+
+
+Embed = Callable[[str], Sequence[float]]
+"""A text's unit vector, the same the production index is given."""
+MIN_COSINE = 0.3
+
+
+class OracleBadRead(Exception):
+    """The read is a 400."""
+
+
+# ================================================================ retention
+
+
+def story_minutes(game_time: str | None) -> int | None:
+    """Minutes since day 0, 00:00 of a "day D, HH:MM" (no story time: None)."""
+    if game_time is None:
+        return None
+    day, clock = game_time.removeprefix("day ").split(", ")
+    hours, minutes = clock.split(":")
+    return (int(day) * 24 + int(hours)) * 60 + int(minutes)
+
+
+def step_of(importance: float) -> int:
+    steps = (Decimal(repr(importance)) * 5).to_integral_value(ROUND_CEILING)
+    return max(1, int(steps))
+
+
+def variation(belief_id: str, policy: Policy) -> float:
+    digest = hashlib.blake2b(belief_id.encode(), digest_size=8, person=b"retention").digest()
+    rules = policy.memory.retention
+    share = int.from_bytes(digest, "big") / (2**64 - 1)
+    return rules.variation_low + (rules.variation_high - rules.variation_low) * share
+
+
+def held(
+    memory: OMemory, now: int | None, policy: Policy, recalled: Sequence[int] = ()
+) -> tuple[float, str]:
+    """Retention and state of `memory` at story minute `now`, recalled at `recalled` minutes
+    (each restarts the clock and lengthens the half-life 1.5 times)."""
+    since = story_minutes(memory.game_time)
+    if not policy.memory.flaky or since is None or now is None:
+        return 1.0, "vivid"
+    rules = policy.memory.retention
+    half_life = rules.half_life_days * rules.step_factor ** (step_of(memory.importance) - 1)
+    if memory.kind in BELIEF_KINDS:
+        half_life *= rules.belief_factor
+    half_life *= rules.reinforcement_factor ** len(recalled) * variation(memory.belief_id, policy)
+    since = max([since, *recalled])
+    value = 0.5 ** ((max(0, now - since) / MINUTES_PER_DAY) / half_life)
+    floor = rules.never_forgotten_step
+    if floor is not None and step_of(memory.importance) >= floor:
+        value = max(value, rules.forgotten_below)
+    if value >= rules.vivid_from:
+        return value, "vivid"
+    return value, "faded" if value >= rules.forgotten_below else "forgotten"
+
+
+# ================================================================ searches
+
+
+def fts_tokens(text: str) -> list[str]:
+    """SQLite's unicode61 tokens: runs of letters and digits, case folded, accents removed."""
+    plain = "".join(
+        char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char)
+    )
+    return re.findall(r"[^\W_]+", plain.lower())
+
+
+def query_words(text: str) -> list[str]:
+    """The query's words, lower case, each once, at most 32."""
+    return list(dict.fromkeys(word.casefold() for word in re.findall(r"\w+", text)))[:32]
+
+
+def names_said(text: str, names: dict[str, str]) -> list[str]:
+    """Ids whose declared name the text says: the name's words, in a row, among the text's."""
+    said = [word.casefold() for word in re.findall(r"\w+", text)]
+    found = []
+    for entity, name in sorted(names.items()):
+        words = [word.casefold() for word in re.findall(r"\w+", name)]
+        if words and any(said[at : at + len(words)] == words for at in range(len(said))):
+            found.append(entity)
+    return found
+
+
+def by_cues(mine: list[OMemory], cues: Sequence[str]) -> list[str]:
+    matched = [(sum(c in m.about for c in set(cues)), m) for m in mine]
+    ranked = sorted(
+        ((n, m) for n, m in matched if n), key=lambda p: (-p[0], -p[1].seq, p[1].belief_id)
+    )
+    return [m.belief_id for _, m in ranked][:DEPTH]
+
+
+def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) -> list[str]:
+    """bm25 of the words (each a phrase of its tokens) over `mine`, with the statistics of
+    `every` memory of the world (the whole table)."""
+    rows = [fts_tokens(m.content) for m in every]
+    if not mine or not rows:
+        return []
+    average = sum(map(len, rows)) / len(rows)
+    phrases = [fts_tokens(word) for word in words]
+
+    def count(tokens: list[str], phrase: list[str]) -> int:
+        width = len(phrase)
+        return sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
+
+    idf = []
+    for phrase in phrases:
+        hits = sum(1 for tokens in rows if phrase and count(tokens, phrase))
+        value = math.log((len(rows) - hits + 0.5) / (hits + 0.5))
+        idf.append(value if value > 0 else IDF_FLOOR)
+    scored = []
+    for memory in mine:
+        tokens = fts_tokens(memory.content)
+        frequencies = [count(tokens, phrase) if phrase else 0 for phrase in phrases]
+        if not any(frequencies):
+            continue
+        score = 0.0
+        for weight, freq in zip(idf, frequencies, strict=True):
+            length_norm = 1 - BM25_B + BM25_B * len(tokens) / average
+            score += weight * (freq * (BM25_K1 + 1.0)) / (freq + BM25_K1 * length_norm)
+        scored.append((-score, memory.belief_id))
+    return [belief for _, belief in sorted(scored)][:DEPTH]
+
+
+def by_meaning(mine: list[OMemory], text: str, embed: Embed | None) -> list[str]:
+    """Memories by cosine with the text, best first then id, none below 0.3."""
+    if embed is None:
+        return []
+    asked = embed(text)
+    scored = []
+    for memory in mine:
+        cosine = sum(a * b for a, b in zip(embed(memory.content), asked, strict=True))
+        if cosine >= MIN_COSINE:
+            scored.append((-cosine, memory.belief_id))
+    return [belief for _, belief in sorted(scored)][:DEPTH]
+
+
+def fused(rankings: dict[str, list[str]]) -> list[tuple[str, float]]:
+    scores: dict[str, float] = {}
+    for search, ranked in rankings.items():
+        for rank, found in enumerate(ranked, start=1):
+            scores[found] = scores.get(found, 0.0) + SEARCH_WEIGHTS[search] / (RANK_OFFSET + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+# ================================================================ recall and decision
+
+
+@dataclass
+class View:
+    """What a read on a timeline (as of a position) sees."""
+
+    world: OWorld
+    mine: list[OMemory]
+    every: list[OMemory]
+    folded: dict[str, Any]
+    now: int | None
+    segments: list[tuple[str, int]]
+    recalls: dict[str, list[int]]
+    """The story minutes each of the character's memories was recalled at, by belief id."""
+
+    def held(self, memory: OMemory, policy: Policy) -> tuple[float, str]:
+        return held(memory, self.now, policy, self.recalls.get(memory.belief_id, []))
+
+
+def view(
+    oracle: Oracle, tenant: str, world_id: str, timeline: str, npc: str, upto: int | None
+) -> View:
+    """What `npc` sees on the timeline (as of `upto`): 404 for a timeline never seen, 400 for
+    a position not processed yet."""
+    world = oracle.worlds.get((tenant, world_id))
+    if world is None or timeline not in world.timelines:
+        raise OracleNotFound(timeline)
+    line = world.timelines[timeline]
+    if upto is not None and upto > line.processed:
+        raise OracleBadRead(f"as_of {upto} beyond {line.processed}")
+    segments = oracle.ancestry(world, timeline, line.processed if upto is None else upto)
+    folded = oracle._fold(world, segments)
+    limit = line.processed if upto is None else upto
+    visible = [m for m in folded["memories"] if not m.persistent]
+    visible += [m for item in world.applied for m in item.memories if m.persistent]
+    if upto is not None:  # persistent memories as of a position: those formed up to it
+        visible = [m for m in visible if not m.persistent or m.seq <= limit]
+    every: dict[tuple[str, str], OMemory] = {}
+    for item in world.applied:
+        for memory in item.memories:
+            every.setdefault((memory.character, memory.belief_id), memory)
+    now: int | None = None
+    recalls: dict[str, list[int]] = {}
+    for item in oracle.history(world, segments):
+        event = item.event
+        named = event.payload.get("belief_ids")
+        minute = story_minutes(event.game_time)
+        if event.key == RECALLED and event.actor == npc and isinstance(named, list):
+            at = now if minute is None else minute  # untimed: the story's now just before it
+            for belief in sorted({one for one in named if isinstance(one, str) and one})[:50]:
+                if at is not None:
+                    recalls.setdefault(belief, []).append(at)
+        if minute is not None:
+            now = minute
+    return View(
+        world,
+        [m for m in visible if m.character == npc],
+        list(every.values()),
+        folded,
+        now,
+        segments,
+        recalls,
+    )
+
+
+def shown(memory: OMemory, retention: float, state: str, record: dict[Any, Any]) -> dict[str, Any]:
+    diverging = any(
+        (f.subject, f.attribute) in record
+        and not json_equal(record[(f.subject, f.attribute)], f.value)
+        for f in memory.facts
+    )
+    read = memory.read(diverging)
+    if state == "faded":
+        read["content"] = retelling(memory.content)
+        read["confidence"] = round(memory.confidence * retention, 2)
+    return read
+
+
+def choose(
+    view_: View, ranked: list[tuple[str, float]], limit: int, policy: Policy
+) -> list[dict[str, Any]]:
+    """Steps 3 to 5 over fused candidates: scored, the best `limit`, in story order."""
+    weights = policy.memory.recall.weights
+    by_id = {m.belief_id: m for m in view_.mine}
+    candidates = ranked[: min(DEPTH, policy.memory.recall.over_retrieve * limit)]
+    best = max((score for _, score in candidates), default=0.0) or 1.0
+    chosen = []
+    for belief, relevance in candidates:
+        memory = by_id[belief]
+        retention, state = view_.held(memory, policy)
+        if state == "forgotten":
+            continue
+        since = story_minutes(memory.game_time)
+        recency = (
+            1.0
+            if since is None or view_.now is None
+            else 1 / (1 + max(0, view_.now - since) / MINUTES_PER_DAY)
+        )
+        score = round(
+            weights.relevance * relevance / best
+            + weights.importance * memory.importance
+            + weights.retention * retention
+            + weights.recency * recency,
+            6,
+        )
+        read = shown(memory, retention, state, view_.folded["record"])
+        chosen.append({**read, "retention": round(retention, 4), "score": score})
+    chosen.sort(key=lambda one: (-one["score"], one["belief_id"]))
+    kept = chosen[:limit]
+    return sorted(
+        kept,
+        key=lambda one: (
+            -1 if one["game_time"] is None else story_minutes(one["game_time"]),
+            one["seq"],
+            one["belief_id"],
+        ),
+    )
+
+
+def recall(
+    oracle: Oracle,
+    tenant: str,
+    world_id: str,
+    timeline: str,
+    npc: str,
+    text: str,
+    cues: Sequence[str] = (),
+    limit: int = 10,
+    embed: Embed | None = None,
+    as_of: int | None = None,
+) -> dict[str, Any]:
+    """The recall answer (no vectors without `embed`), as of a position if given."""
+    if not text.strip() or len(text) > 1000 or not 1 <= limit <= 50:
+        raise OracleBadRead(text)
+    seen = view(oracle, tenant, world_id, timeline, npc, as_of)
+    if not seen.mine:
+        raise OracleNotFound(npc)
+    declared = seen.folded["declared"]
+    for cue in cues:
+        if cue not in declared and not any(cue in m.about for m in seen.mine):
+            raise OracleBadRead(cue)
+    names = {entity: d["name"] for entity, d in declared.items() if d.get("name") is not None}
+    asked = list(dict.fromkeys([*cues, *names_said(text, names)]))
+    rankings = {
+        "cues": by_cues(seen.mine, asked),
+        "words": by_words(seen.mine, seen.every, query_words(text)),
+        "vectors": by_meaning(seen.mine, text, embed),
+    }
+    memories = choose(seen, fused(rankings), limit, oracle.policy)
+    return {
+        "memories": memories,
+        "searched": {name: len(found) for name, found in rankings.items()},
+    }
+
+
+def decision(
+    oracle: Oracle,
+    tenant: str,
+    world_id: str,
+    timeline: str,
+    npc: str,
+    after_seq: int,
+    player_id: str | None = None,
+    embed: Embed | None = None,
+) -> list[dict[str, Any]]:
+    """The knowledge of a decision context (no vectors without `embed`)."""
+    seen = view(oracle, tenant, world_id, timeline, npc, after_seq)
+    event = next(
+        (
+            item.event
+            for item in oracle.history(seen.world, seen.segments)
+            if item.event.seq == after_seq
+        ),
+        None,
+    )
+    if event is None:
+        raise OracleBadRead(f"no event at {after_seq}")
+    player = the_player(event, player_id)
+    if npc not in (event.target, event.actor):
+        raise OracleNotFound(npc)
+    policy = oracle.policy
+    knowledge: list[dict[str, Any]] = []
+    place = event.location or seen.folded["where"].get(npc)
+    for entity in (player, place):
+        if entity is None:
+            continue
+        taken = {one["belief_id"] for one in knowledge}
+        found = set(by_cues(seen.mine, [entity]))
+        kept = []
+        for memory in seen.mine:
+            if memory.belief_id not in found or memory.belief_id in taken:
+                continue
+            retention, state = seen.held(memory, policy)
+            if state != "forgotten":
+                kept.append(shown(memory, retention, state, seen.folded["record"]))
+        knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
+    said = [event.payload.get(name) for name in ("text", "content")]
+    words = next(
+        (line for line in said if isinstance(line, str)),
+        " ".join(event.key.replace(".", " ").replace("-", " ").split()),
+    )
+    ranked = fused(
+        {
+            "words": by_words(seen.mine, seen.every, query_words(words)),
+            "vectors": by_meaning(seen.mine, words, embed),
+        }
+    )
+    taken = {one["belief_id"] for one in knowledge}
+    for one in choose(seen, ranked, KNOWLEDGE, policy):
+        if one["belief_id"] not in taken:
+            knowledge.append({k: v for k, v in one.items() if k not in ("retention", "score")})
+    return knowledge[:KNOWLEDGE]
+
+
+def the_player(event: Event, player_id: str | None) -> str:
+    if player_id is not None:
+        if player_id not in event.players:
+            raise OracleBadRead(player_id)
+        return player_id
+    if len(event.players) != 1:
+        raise OracleBadRead("players")
+    return event.players[0]

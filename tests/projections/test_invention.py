@@ -1,0 +1,34 @@
+"""The invention check's rules (section 12) on their own: which words of a reply are names, and
+which of those its decision was not given."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.invention import inventions, names_in
+
+
+@pytest.mark.parametrize(
+    ("reply", "names"),
+    [
+        ("Ask Bertram at the harbour, he saw it.", ["Bertram"]),  # a sentence opens capitalised
+        (
+            "I told Ilse. The Crooked Lantern is shut! Old Tom knows.",
+            ["Ilse", "Crooked Lantern", "Tom"],
+        ),
+        ("Yes, Mara and I saw him; Mara too.", ["Mara"]),  # each once, the pronoun left out
+        ("I\u2019ll ask Jean-Luc of Vell.", ["Jean-Luc", "Vell"]),
+        ("nobody here", []),
+    ],
+)
+def test_names_are_runs_of_capitalised_words_not_opening_a_sentence(
+    reply: str, names: list[str]
+) -> None:
+    assert names_in(reply) == names
+
+
+def test_a_name_is_given_when_each_of_its_words_is_given_case_aside() -> None:
+    given = ["Ilse", "The Crooked Lantern", "npc-drunk-sailor"]
+    reply = "So Ilse saw the Drunk Sailor at the Crooked Lantern, with Bertram Crooked."
+    assert [one.name for one in inventions(reply, given)] == ["Bertram Crooked"]
+    assert {one.kind for one in inventions(reply, given)} == {"name"}

@@ -1,0 +1,282 @@
+"""The referee (section 11) over seed 001's tavern, extended with a lie, by value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from projections import timelines
+from projections.decision import decision
+from projections.delivery import SourceMessage, world_key
+from projections.memories import belief_id
+from projections.memory_store import load_memory, memory_keys, most_important_beliefs
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.provenance import provenance
+from projections.recall import RecallQuery, recall
+from projections.referee import Agreement, believable, challenged_beliefs, rules_verdict
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState
+from schemas import Ack, Fact
+from schemas.memory import Memory
+from schemas.policy import Policy, RefereePolicy
+from streams.recall_index import SqliteRecallIndex
+from tests.reads import answer
+from tests.tavern_lies import A_LIE, DEAD, LINES, MAIN, ilse_says, lie, line, status
+
+
+class Delivered:
+    """Lines delivered in order through the projector, with the acks they got."""
+
+    def __init__(self, lines: list[bytes], policy: Policy | None = None) -> None:
+        chosen = policy or Policy()
+        projector = Projector(policies=lambda tenant, world: chosen)
+        self.policy = chosen
+        self.state = MemoryState()
+        self.acks: list[Ack] = []
+        for offset, raw in enumerate(lines):
+            message = SourceMessage("events", 0, offset, world_key(raw), raw)
+            self.acks += projector.receive(self.state, message).acks
+
+    def beliefs(self, timeline: str = "main", as_of: int | None = None) -> dict[str, Any]:
+        """Mara's beliefs by content."""
+        read = answer(runtime_read(self.state, "default", "save-1", timeline, "npc-mara", as_of))
+        return {belief["content"]: belief for belief in read["beliefs"]}
+
+    def stored(self, seq: int, timeline: str = "main") -> Memory | None:
+        """The knowledge Mara formed at a position, as stored (with its verdict)."""
+        keys = memory_keys(self.state, "default", "save-1")
+        found = belief_id("default", "save-1", timeline, seq, "npc-mara", "knowledge")
+        return load_memory(self.state, keys, "npc-mara", found)
+
+    def decision(self, after_seq: int) -> Any:
+        found = decision(
+            self.state,
+            SqliteRecallIndex(),
+            "default",
+            "save-1",
+            "main",
+            "npc-mara",
+            after_seq,
+            None,
+            self.policy,
+            0,
+        )
+        return answer(found)
+
+
+ALIVE = "The sailor is alive and drinking at the harbour"
+GULLIBLE = resolve(None, {"memory": {"confidence": {"told": 0.3}}})
+"""Mara barely believes what she is told: a lie can convince her."""
+
+
+@pytest.mark.parametrize(
+    ("confidence", "feeling", "agreement", "verdict"),
+    [
+        (0.8, -0.05, "agrees", "convinced"),  # pull 0.425: the tavern's truth
+        (0.8, -0.05, "unknown", "doubting"),  # pull 0.175
+        (0.8, -0.05, "contradicts", "unconvinced"),  # pull -0.075
+        (0.3, -0.05, "contradicts", "convinced"),  # pull 0.425: a lie believed
+        (0.6, 0.0, "unknown", "convinced"),  # pull 0.4, exactly the threshold
+        (0.9, 0.0, "unknown", "doubting"),  # pull 0.1, exactly the threshold
+        (0.95, -1.0, "agrees", "unconvinced"),  # a hated player: even the truth fails
+        (1.0, 0.0, "unknown", "unconvinced"),
+    ],
+)
+def test_the_rules_verdict_weighs_confidence_feeling_and_the_record(
+    confidence: float, feeling: float, agreement: Agreement, verdict: str
+) -> None:
+    assert rules_verdict(confidence, feeling, agreement, RefereePolicy()) == verdict
+
+
+def test_unbelievable_lies_are_doubted_and_only_lies() -> None:
+    assert believable("convinced", "contradicts", lies_believable=False) == "doubting"
+    assert believable("convinced", "contradicts", lies_believable=True) == "convinced"
+    assert believable("convinced", "agrees", lies_believable=False) == "convinced"
+    assert believable("convinced", "unknown", lies_believable=False) == "convinced"
+    assert believable("unconvinced", "contradicts", lies_believable=False) == "unconvinced"
+
+
+def test_mara_told_a_lie_diverges_until_ilse_tells_her_the_truth() -> None:
+    before = Delivered([*MAIN, lie()]).beliefs()
+    assert before[ALIVE] | {"belief_id": None} == {
+        "belief_id": None,
+        "kind": "knowledge",
+        "content": ALIVE,
+        "about": ["npc-rook", "npc-mara", "npc-drunk-sailor"],
+        "source": "told",
+        "source_entity": "npc-rook",
+        "hops": 1,
+        "confidence": 0.8,
+        "importance": 0.2,
+        "feeling": 0.0,
+        "arousal": 0.1,
+        "diverging": True,
+        "uncertain": True,
+        "seq": 6,
+        "game_time": "day 1, 21:50",
+        "persistent": False,
+    }
+
+
+def test_ilse_convinces_mara_who_now_believes_her_and_holds_the_lie_less_firmly() -> None:
+    world = Delivered(LINES)
+    beliefs = world.beliefs()
+    said = beliefs[DEAD]
+    assert said["source"] == "player" and said["source_entity"] == "player-1"
+    assert (said["confidence"], said["uncertain"], said["diverging"]) == (0.7, False, False)
+    stored = world.stored(7)
+    assert stored is not None
+    assert stored.verdict == "convinced"
+    assert [fact.model_dump() for fact in stored.facts] == [status("defeated")]
+    assert beliefs[ALIVE]["confidence"] == 0.4  # 0.8 x memory.referee.weaken
+    assert beliefs[ALIVE]["diverging"]  # still wrong, only held less firmly
+    assert world.acks[-1].outcome == "processed" and world.acks[-1].reason is None
+
+
+def test_the_weakened_belief_is_a_version_the_past_and_a_branch_before_it_never_see() -> None:
+    reload = ilse_says(
+        "I bought you a drink",
+        [],
+        7,
+        timeline="reload",
+        branch={"parent_timeline_id": "main", "after_seq": 6},
+    )
+    world = Delivered([*LINES, reload])
+    assert world.beliefs(as_of=6)[ALIVE]["confidence"] == 0.8
+    assert world.beliefs(as_of=7)[ALIVE]["confidence"] == 0.4
+    on_reload = world.beliefs("reload")
+    assert on_reload[ALIVE]["confidence"] == 0.8
+    assert DEAD not in on_reload
+
+
+def test_the_decision_gets_the_verdict_never_the_record() -> None:
+    context = Delivered(LINES).decision(7)
+    assert context["verdict"] == "convinced"
+    prompt = context["prompt"]
+    assert prompt.splitlines()[-1] == "The referee's verdict on what Ilse just said: convinced."
+    assert "status" not in prompt and "alive" not in prompt.replace(ALIVE, "")
+
+
+def test_a_line_that_challenges_nothing_gets_no_verdict() -> None:
+    world = Delivered(LINES)
+    assert world.decision(2)["verdict"] is None  # the promise: Mara held nothing uncertain
+    stored = world.stored(2)
+    assert stored is not None and stored.verdict is None
+    keys = memory_keys(world.state, "default", "save-1")
+    raw = world.state.get(keys.memory("npc-mara", stored.belief_id))
+    assert raw is not None and b"verdict" not in raw  # stored as before the referee
+
+
+def test_a_lie_mara_holds_firmer_than_her_trust_in_ilse_leaves_her_unconvinced() -> None:
+    world = Delivered([*MAIN, lie(), A_LIE])
+    said = world.beliefs()["The sailor fled to the harbour"]
+    assert (said["confidence"], said["uncertain"]) == (0.0, True)  # kept as said, not believed
+    assert world.beliefs()[ALIVE]["confidence"] == 0.8  # untouched
+    assert world.decision(7)["verdict"] == "unconvinced"
+
+
+def test_a_convincing_lie_is_believed_unless_lies_are_not_believable() -> None:
+    believed = Delivered([*MAIN, lie(), A_LIE], GULLIBLE)
+    assert believed.decision(7)["verdict"] == "convinced"
+    assert believed.beliefs()[ALIVE]["confidence"] == 0.15  # 0.3 x 0.5, to two decimals
+    strict = GULLIBLE.model_copy(
+        update={"memory": GULLIBLE.memory.model_copy(update={"lies_believable": False})}
+    )
+    doubted = Delivered([*MAIN, lie(), A_LIE], strict)
+    assert doubted.decision(7)["verdict"] == "doubting"
+    said = doubted.beliefs()["The sailor fled to the harbour"]
+    assert (said["confidence"], said["uncertain"]) == (0.35, True)  # 0.7 x 0.5
+    assert doubted.beliefs()[ALIVE]["confidence"] == 0.3  # untouched
+
+
+def test_claimed_facts_about_unknown_entities_are_kept_named_in_the_ack_and_not_weighed() -> None:
+    ghost = status("restless", subject="ghost-of-the-mill")
+    world = Delivered([*MAIN, lie(), ilse_says(DEAD, [status("defeated"), ghost])])
+    ack = world.acks[-1]
+    assert ack.outcome == "processed"
+    assert ack.reason == (
+        "claimed facts name unknown entities ('ghost-of-the-mill'): "
+        "kept as said, left out of the referee's judgement"
+    )
+    stored = world.stored(7)
+    assert stored is not None
+    assert [fact.model_dump() for fact in stored.facts] == [status("defeated"), ghost]
+    assert stored.verdict == "convinced"  # judged on the fact it could weigh
+
+
+def test_a_line_claiming_only_unknown_entities_is_not_judged() -> None:
+    ghost = status("restless", subject="ghost-of-the-mill")
+    world = Delivered([*MAIN, lie(), ilse_says("The ghost walks", [ghost])])
+    assert "ghost-of-the-mill" in (world.acks[-1].reason or "")
+    stored = world.stored(7)
+    assert stored is not None and stored.verdict is None
+    assert world.beliefs()[ALIVE]["confidence"] == 0.8
+
+
+def test_a_line_challenges_uncertain_beliefs_about_what_it_names_unless_it_confirms_them() -> None:
+    rumour = line(
+        6,
+        "loreweaver.conversation.told",
+        actor="npc-rook",
+        target="npc-tomas",
+        payload={"content": "Ilse floored the sailor", "facts": [status("defeated")]},
+        game_time="day 1, 21:50",
+    )
+    world = Delivered([*MAIN, rumour])
+    keys = memory_keys(world.state, "default", "save-1")
+    ancestry = timelines.ancestry(
+        world.state, timelines.load(world.state, "default", "save-1", "main")
+    )
+    held = most_important_beliefs(world.state, keys, ancestry, "npc-tomas", 50)
+    assert sorted(memory.content for memory in held) == [
+        "Ilse beat the drunk sailor senseless",  # Mara's news (seq 5): about the sailor
+        "Ilse floored the sailor",  # Rook's: asserts what Ilse will claim
+    ]
+    claimed = [Fact.model_validate(status("defeated"))]
+    challenged = challenged_beliefs(held, claimed, ["npc-drunk-sailor"])
+    assert [memory.content for memory in challenged] == ["Ilse beat the drunk sailor senseless"]
+    contradicted = challenged_beliefs(held, [Fact.model_validate(status("alive"))], [])
+    assert [memory.content for memory in contradicted] == ["Ilse floored the sailor"]
+
+
+def test_a_redelivered_stream_gives_the_same_digest() -> None:
+    from projections.digest import world_digest
+
+    once = Delivered(LINES)
+    twice = Delivered([*LINES, *LINES[3:]])
+    assert world_digest(once.state, "default", "save-1") == world_digest(
+        twice.state, "default", "save-1"
+    )
+
+
+def test_recall_provenance_and_retelling_hold_the_weakened_belief_too() -> None:
+    lie_held = belief_id("default", "save-1", "main", 6, "npc-mara", "knowledge")
+    retold = line(
+        8,
+        "loreweaver.conversation.told",
+        actor="npc-mara",
+        target="npc-tomas",
+        payload={"belief_id": lie_held},
+        game_time="day 1, 22:10",
+    )
+    world = Delivered([*LINES, retold])
+    recalled = answer(
+        recall(
+            world.state,
+            SqliteRecallIndex(),
+            "default",
+            "save-1",
+            "main",
+            "npc-mara",
+            RecallQuery("sailor alive harbour", (), 5),
+            world.policy,
+        )
+    )
+    assert [m["confidence"] for m in recalled["memories"] if m["content"] == ALIVE] == [0.4]
+    found = answer(provenance(world.state, "default", "save-1", "main", "npc-mara", lie_held))
+    assert found["memory"]["confidence"] == 0.4
+    tomas = answer(runtime_read(world.state, "default", "save-1", "main", "npc-tomas"))
+    heard = [b for b in tomas["beliefs"] if b["seq"] == 8]
+    assert [b["confidence"] for b in heard] == [0.32]  # 0.4 x retelling_factor 0.8

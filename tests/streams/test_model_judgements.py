@@ -1,0 +1,338 @@
+"""Model judgements against a real chat-completions server on 127.0.0.1 answering from a script
+(`tests.model_server`), through the production client and judge, in process (no Kafka)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from projections.judgements import RecordedAnswers
+from projections.memories import belief_id
+from projections.memory_store import load_memory, memory_keys
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from schemas.judgements import EventJudgements, FeelingAnswer
+from schemas.policy import Policy
+from streams.judging import Judge, JudgementLog, MemoryTopic
+from streams.model_client import ModelClient, answer_in
+from streams.replay import Replay, messages, replay_judged, replay_lines
+from tests.model_server import (
+    MODEL_AROUSAL,
+    MODEL_FEELING,
+    RETOLD_PREFIX,
+    Behaviour,
+    ScriptedModel,
+    scripted_model,
+)
+from tests.tavern_lies import LINES as LIES
+
+TAVERN = [
+    line
+    for line in (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson")
+    .read_bytes()
+    .splitlines()
+    if line.strip()
+]
+READS = [("npc-mara", "main"), ("npc-mara", "reload"), ("npc-tomas", "main")]
+WORLD = ("default", "save-1")
+
+
+def model_policy(deadline_ms: int = 2000, **memory: Any) -> Policy:
+    return resolve(
+        None,
+        {"memory": {"weighing": "model", "model": {"deadline_ms": deadline_ms}, **memory}},
+    )
+
+
+def projector(policy: Policy) -> Projector:
+    return Projector(policies=lambda tenant, world: policy)
+
+
+def judged(
+    policy: Policy,
+    url: str | None,
+    topic: MemoryTopic | None = None,
+    timeout: float = 5.0,
+    lines: list[bytes] = TAVERN,
+) -> Replay:
+    """The lines replayed in model mode, each message's questions put to the model at `url`."""
+
+    async def run() -> Replay:
+        client = None if url is None else ModelClient(url, "scripted", timeout_seconds=timeout)
+        store = topic or MemoryTopic()
+        try:
+            return await replay_judged(
+                lines, projector(policy), Judge(client, JudgementLog(store.read, store.send))
+            )
+        finally:
+            if client is not None:
+                await client.close()
+
+    return asyncio.run(run())
+
+
+def reads(replay: Replay) -> dict[tuple[str, str], Any]:
+    return {
+        (npc, timeline): runtime_read(replay.state, *WORLD, timeline, npc).model_dump(mode="json")
+        for npc, timeline in READS
+    }
+
+
+def records(topic: MemoryTopic) -> list[EventJudgements]:
+    return [record for kept in topic.partitions.values() for record in kept]
+
+
+def test_in_model_mode_each_memory_feels_as_the_model_judged_it() -> None:
+    with scripted_model() as model:
+        replay = judged(model_policy(), model.url)
+    rules = replay_lines(TAVERN)
+    assert replay.outcomes == {"processed": 6} and replay.refusals == []
+    assert model.calls == 4  # one per memory formed: 2 for Mara on main, 1 on reload, 1 Tomas
+    mara = runtime_read(replay.state, *WORLD, "main", "npc-mara")
+    by_rules = runtime_read(rules.state, *WORLD, "main", "npc-mara")
+    (said, impression), (seen,) = mara.beliefs, mara.recollections
+    for memory, rules_memory in ((said, by_rules.beliefs[0]), (seen, by_rules.recollections[0])):
+        assert (memory.feeling, memory.arousal) == (MODEL_FEELING, MODEL_AROUSAL)
+        rest = {"feeling", "arousal"}  # the rest stays rules
+        assert memory.model_dump(exclude=rest) == rules_memory.model_dump(exclude=rest)
+    assert [relation.feeling for relation in mara.relations] == [MODEL_FEELING] * 3
+    # the player's words hurt Mara, as the model judged them: an impression follows the feeling
+    assert impression.content == "I feel badly about player-1"
+    assert impression.feeling == MODEL_FEELING
+    assert by_rules.beliefs == [by_rules.beliefs[0]]  # the rules' mild words formed none
+
+
+def test_in_model_mode_the_model_retells_rumours(model_server: ScriptedModel) -> None:
+    replay = judged(model_policy(spreading={"enabled": True}), model_server.url)
+    tomas = runtime_read(replay.state, *WORLD, "main", "npc-tomas")
+    retold = [belief for belief in tomas.beliefs if belief.seq == 4]  # when Tomas met Mara
+    assert retold and all(belief.content.startswith(RETOLD_PREFIX) for belief in retold)
+    assert all(belief.feeling == MODEL_FEELING for belief in retold)
+    asked = [request["messages"][0]["content"] for request in model_server.requests]
+    assert sum("retell" in instructions for instructions in asked) == 2  # Mara's two news
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "delay", "timeout", "deadline_ms", "reason"),
+    [
+        ("error", 0.0, 5.0, 2000, "HTTP 500 from the model"),
+        ("refuse", 0.0, 5.0, 2000, "refused: I can't."),
+        ("malformed", 0.0, 5.0, 2000, "malformed answer: not valid JSON"),
+        ("slow", 1.0, 0.2, 2000, "timeout: no answer within 0.2 s"),
+        ("hang", 0.0, 5.0, 300, "deadline: no answer within 300 ms"),
+    ],
+)
+def test_each_failure_of_the_model_falls_back_to_rules_and_is_listed_on_the_ack(
+    behaviour: Behaviour, delay: float, timeout: float, deadline_ms: int, reason: str
+) -> None:
+    policy = model_policy(deadline_ms, spreading={"enabled": True})
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        judged(policy, model.url, topic)
+    asked = {
+        (made.npc_id, made.belief_id, made.judgement)
+        for record in records(topic)
+        for made in record.judgements
+    }
+    with scripted_model(behaviour, delay) as failing:
+        replay = judged(policy, failing.url, timeout=timeout)
+    rules = replay_lines(
+        TAVERN, projector(resolve(None, {"memory": {"spreading": {"enabled": True}}}))
+    )
+    assert replay.outcomes == {"processed": 6}  # every event still processed
+    assert reads(replay) == reads(rules)  # judged by the rules, each one
+    refused = [item for ack in replay.refusals for item in ack.refused_judgements]
+    assert {(item.npc_id, item.belief_id, item.judgement) for item in refused} == asked
+    assert len(refused) == len(asked) == 6
+    assert refused[0].reason.startswith(reason)
+    if behaviour in ("slow", "hang"):  # out of time once: the model rests, the rules go on
+        assert failing.calls == 1
+        assert all("rests" in item.reason for item in refused[1:])
+    else:
+        assert all(item.reason.startswith(reason) for item in refused)
+
+
+def test_without_a_model_configured_model_mode_judges_by_the_rules_and_says_so() -> None:
+    replay = judged(model_policy(), None)
+    assert reads(replay) == reads(replay_lines(TAVERN))
+    refused = [item for ack in replay.refusals for item in ack.refused_judgements]
+    assert [item.reason for item in refused] == ["no model is configured"] * 4
+    assert [ack.seq for ack in replay.refusals] == [2, 3, 5, 3]
+
+
+def test_a_hanging_model_never_holds_a_message_past_the_deadline() -> None:
+    deadline = 0.25
+    policy = model_policy(int(deadline * 1000))
+    waits: list[float] = []
+
+    async def run() -> None:
+        state = Replay().state
+        client = ModelClient(model.url, "scripted", timeout_seconds=60)
+        topic = MemoryTopic()
+        judge = Judge(client, JudgementLog(topic.read, topic.send))
+        mill = projector(policy)
+        for message in messages(TAVERN):
+            started = time.monotonic()
+            answers = await judge.message(mill, state, message)
+            waits.append(time.monotonic() - started)
+            mill.receive(state, message, answers)
+        await client.close()
+
+    with scripted_model("hang") as model:
+        asyncio.run(run())
+    assert max(waits) < deadline + 0.2
+    assert sum(waits) < deadline + 0.5  # resting after the first miss: no wait at all
+
+
+def test_a_replay_with_the_model_gone_gives_the_same_digest_and_asks_nothing() -> None:
+    policy = model_policy(spreading={"enabled": True})
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live = judged(policy, model.url, topic)
+        gone = model.url
+    calls = model.calls
+    from_records = replay_lines(
+        TAVERN, Projector(lambda t, w: policy, answers=RecordedAnswers(records(topic)))
+    )
+    assert from_records.digests == live.digests and from_records.refusals == []
+    # as a worker rebuilding from the judgements topic: the answers are read back, not asked
+    rebuilt = judged(policy, gone, MemoryTopic(dict(topic.partitions)))
+    assert rebuilt.digests == live.digests and rebuilt.refusals == []
+    assert model.calls == calls
+    # the answers made the difference: the rules alone give another state
+    assert judged(policy, None).digests != live.digests
+
+
+def test_a_redelivered_message_does_not_ask_the_model_again() -> None:
+    policy = model_policy()
+    mill = projector(policy)
+
+    async def run() -> tuple[int, int, int]:
+        client = ModelClient(model.url, "scripted")
+        topic = MemoryTopic()
+        judge = Judge(client, JudgementLog(topic.read, topic.send))
+        state = Replay().state
+        fight = list(messages(TAVERN))[:3]
+        for message in fight[:2]:
+            mill.receive(state, message, await judge.message(mill, state, message))
+        before = model.calls
+        # a crash after the model answered, before the event was applied: asked once only
+        assert await judge.message(mill, state, fight[2]) is not None
+        asked = model.calls
+        restarted = Judge(client, JudgementLog(topic.read, topic.send))
+        answers = await restarted.message(mill, state, fight[2])
+        mill.receive(state, fight[2], answers)
+        after_restart = model.calls
+        # redelivered once applied: the outbox recognises it, nothing is asked
+        assert await restarted.message(mill, state, fight[2]) is None
+        await client.close()
+        return before, asked, after_restart
+
+    with scripted_model() as model:
+        before, asked, after_restart = asyncio.run(run())
+    assert asked == before + 1 == after_restart
+    assert model.calls == after_restart
+
+
+def completion(content: str | None, **message: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(
+        {"choices": [{"message": {"role": "assistant", "content": content, **message}}]}
+    )
+
+
+def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
+    fenced = completion('```json\n{"feeling": 0.5, "arousal": 0.25}\n```')
+    assert answer_in(fenced, FeelingAnswer) == FeelingAnswer(feeling=0.5, arousal=0.25)
+    out_of_range = answer_in(completion('{"feeling": 3, "arousal": 0.2}'), FeelingAnswer)
+    assert isinstance(out_of_range, str) and out_of_range.startswith("malformed answer: feeling")
+    extra = answer_in(completion('{"feeling": 0, "arousal": 0, "mood": "x"}'), FeelingAnswer)
+    assert isinstance(extra, str) and "mood" in extra
+    assert answer_in(completion(None, refusal="no"), FeelingAnswer) == "refused: no"
+    assert answer_in(b"<html>", FeelingAnswer).startswith("malformed answer: not a chat")  # type: ignore[union-attr]
+
+
+def test_rumourmill_replay_answers_model_mode_from_the_judgements_topics_records(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    document = {"memory": {"weighing": "model", "spreading": {"enabled": True}}}
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live = judged(resolve(None, document), model.url, topic)
+    (tmp_path / "events.ndjson").write_bytes(b"\n".join(TAVERN))
+    (tmp_path / "policy.json").write_text(json.dumps(document))
+    (tmp_path / "judgements.ndjson").write_bytes(
+        b"\n".join(record.to_bytes() for record in records(topic))
+    )
+    shown = CliRunner().invoke(
+        main,
+        [
+            "replay",
+            str(tmp_path / "events.ndjson"),
+            "--policy",
+            str(tmp_path / "policy.json"),
+            "--judgements",
+            str(tmp_path / "judgements.ndjson"),
+        ],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert f"digest default/save-1: {live.digests[WORLD]}" in shown.output
+    (tmp_path / "judgements.ndjson").write_bytes(b'{"seq": 1}\n')
+    refused = CliRunner().invoke(
+        main,
+        [
+            "replay",
+            str(tmp_path / "events.ndjson"),
+            "--judgements",
+            str(tmp_path / "judgements.ndjson"),
+        ],
+    )
+    assert refused.exit_code != 0
+    assert (
+        "judgements.ndjson:1: not a judgements record: tenant_id: Field required" in refused.output
+    )
+
+
+def test_with_a_model_configured_the_model_referees_in_rules_mode_too(
+    model_server: ScriptedModel,
+) -> None:
+    rules_mode = Policy()
+    by_rules = replay_lines(LIES)
+    refereed = judged(rules_mode, model_server.url, lines=LIES)
+    line_id = belief_id("default", "save-1", "main", 7, "npc-mara", "knowledge")
+    assert verdict_of(by_rules, line_id) == "convinced"
+    assert verdict_of(refereed, line_id) == "unconvinced"  # the model's, not the rules'
+    asked = [request["messages"][0]["content"] for request in model_server.requests]
+    assert len(asked) == 1 and "referee" in asked[0]  # rules mode: no feeling asked
+    assert refereed.refusals == []
+    # a verdict that does not exist: the rules referee, and the ack says why
+    model_server.verdict = "bribed"
+    fallback = judged(rules_mode, model_server.url, lines=LIES)
+    assert verdict_of(fallback, line_id) == "convinced"
+    (ack,) = fallback.refusals
+    (refused,) = ack.refused_judgements
+    assert (ack.seq, refused.npc_id, refused.belief_id, refused.judgement) == (
+        7,
+        "npc-mara",
+        line_id,
+        "verdict",
+    )
+    assert refused.reason.startswith("malformed answer: verdict: Input should be")
+
+
+def verdict_of(replay: Replay, line_id: str) -> str | None:
+    keys = memory_keys(replay.state, *WORLD)
+    memory = load_memory(replay.state, keys, "npc-mara", line_id)
+    assert memory is not None
+    return memory.verdict

@@ -1,0 +1,146 @@
+"""Model mode end to end: a real worker on Apache Kafka asking a scripted chat-completions
+server; `rumourmill rebuild`, an in-process replay of the judgements topic's records and a
+worker of a fresh app id with the model gone then ask nothing and reach the same digest."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from projections.judgements import RecordedAnswers
+from projections.policy import policy_key, resolve
+from projections.projector import Projector
+from schemas.judgements import EventJudgements
+from streams.publish import send_one
+from streams.replay import replay_lines
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, scripted_model
+from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+
+TAVERN = [
+    # the player's line says when it was said: a replay from a file matches the live digest
+    line.replace(
+        b'"game_time":"day 1, 19:41"',
+        b'"game_time":"day 1, 19:41","occurred_at":"2026-01-01T19:41:00Z"',
+    )
+    for line in (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson")
+    .read_bytes()
+    .splitlines()
+    if line.strip()
+]
+POLICY = {
+    "memory": {
+        "weighing": "model",
+        "model": {"deadline_ms": 60_000},  # a loaded test machine is no reason to fall back
+        "spreading": {"enabled": True},
+    }
+}
+
+
+def get_json(settings: Settings, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def processed_acks(settings: Settings) -> list[dict[str, Any]]:
+    return read_topic(
+        settings,
+        settings.topics.acks,
+        lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= len(TAVERN),
+        timeout=180,
+    )
+
+
+def digest(settings: Settings) -> str:
+    found: str = get_json(settings, "/v2/admin/digest?world_instance_id=save-1")["digest"]
+    return found
+
+
+@pytest.mark.integration
+def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    with scripted_model() as model:
+        settings = unique_settings(
+            kafka_bootstrap, tmp_path / "live", model_url=model.url, model_name="scripted"
+        )
+        asyncio.run(ensure_topics(settings))
+        key = policy_key("default", "save-1")
+        asyncio.run(
+            send_one(settings.bootstrap, settings.topics.policies, key, json.dumps(POLICY).encode())
+        )
+        worker = WorkerProcess(settings, tmp_path / "live.log").start()
+        try:
+            send_events(settings, TAVERN)
+            acks = processed_acks(settings)
+            assert [ack for ack in acks if "refused_judgements" in ack] == []
+            mara = get_json(
+                settings,
+                "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main",
+            )
+            assert {belief["feeling"] for belief in mara["beliefs"]} == {MODEL_FEELING}
+            tomas = get_json(
+                settings,
+                "/v2/memory/runtime/npcs/npc-tomas?world_instance_id=save-1&timeline_id=main",
+            )
+            assert any(b["content"].startswith(RETOLD_PREFIX) for b in tomas["beliefs"])
+            live_digest = digest(settings)
+            assert model.calls == 6  # one per memory formed (4), one per memory retold (2)
+            # `rumourmill rebuild` reads the answers back: the model is not asked again
+            rebuilt = subprocess.run(
+                [sys.executable, "-m", "streams", "rebuild", "--into", f"{settings.app_id}-r"],
+                env=settings_env(settings),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
+            assert rebuilt.returncode == 0, rebuilt.stderr
+            assert f"world default/save-1: {live_digest} same as live" in rebuilt.stdout
+            assert model.calls == 6
+        finally:
+            worker.stop()
+
+    # the judgements topic holds every answer: an in-process replay needs no model
+    recorded = [
+        EventJudgements.model_validate(item)
+        for item in read_topic(
+            settings, settings.topics.judgements, lambda got: len(got) >= 5, timeout=60
+        )
+    ]
+    policy = resolve(None, POLICY)
+    replayed = replay_lines(
+        TAVERN, Projector(lambda tenant, world: policy, answers=RecordedAnswers(recorded))
+    )
+    assert replayed.digests[("default", "save-1")] == live_digest
+
+    # a rebuild into a fresh app id, the model server gone: answers read back, nothing asked
+    rebuild = Settings(
+        **{
+            **settings.model_dump(),
+            "app_id": f"{settings.app_id}-rebuild",
+            "data_dir": tmp_path / "rebuild",
+            "web_port": unique_settings(kafka_bootstrap, tmp_path).web_port,
+        }
+    )
+    worker = WorkerProcess(rebuild, tmp_path / "rebuild.log").start()
+    try:
+        both = read_topic(
+            rebuild,
+            rebuild.topics.acks,
+            lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= 2 * len(TAVERN),
+            timeout=180,
+        )
+        assert [ack["refused_judgements"] for ack in both if "refused_judgements" in ack] == []
+        assert digest(rebuild) == live_digest
+    finally:
+        worker.stop()

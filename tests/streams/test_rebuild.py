@@ -1,0 +1,218 @@
+"""`rumourmill rebuild` on a real Apache Kafka broker: every projection folded again from the
+events topic into a fresh app id ends on the live worker's digests, and a worker started with
+that app id serves them without recovering anything."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from projections.policy import policy_key
+from streams.publish import send_one
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.properties.worlds import SeededChoices, Shape, draw_history
+from tests.streams.noisy_story import story
+from tests.streams.test_deletion import story as story_of
+from tests.streams.test_faults import get_json
+from tests.streams.test_restart import replayed_at_last_start
+from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+SHAPE = Shape(max_events=120, least_events=100, spreading=1.0, chatter=2)
+"""Generated worlds with rumours spreading among groups, and persistent memories."""
+
+
+def generated_world(seed: int, world: str) -> tuple[dict[str, Any], list[bytes], str]:
+    """A generated world renamed `world`: its policy (persistent memories always), its events."""
+    history = draw_history(SeededChoices(random.Random(seed)), SHAPE)
+    document = history.policy_document
+    document["memory"]["persistent"] = {
+        "characters": [name for name in history.ids if name.startswith("npc-")][:2],
+        "kinds": ["event", "knowledge"],
+    }
+    events = [orjson.dumps(event | {"world_instance_id": world}) for event in history.events]
+    return document, events, history.tenant
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data")
+
+
+@pytest.fixture
+def live(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A live worker that ingested branched taverns and two generated worlds with policies."""
+    persistent: dict[str, list[str]] = {}
+    lines = story(worlds=2, events_per_world=150, seed=5)
+    asyncio.run(ensure_topics(settings))
+    for seed, world in ((3, "gen-a"), (8, "gen-b")):
+        document, events, tenant = generated_world(seed, world)
+        key = policy_key(tenant, world)
+        asyncio.run(
+            send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document))
+        )
+        persistent[world] = document["memory"]["persistent"]["characters"]
+        lines += events
+    worker = WorkerProcess(settings, tmp_path / "live.log").start()
+    send_events(settings, lines)
+    wait_for_acks(settings, lines)
+    minds = [
+        memory
+        for tenant, world in generated_tenants()
+        for npc in persistent[world]
+        for memory in mind(settings, tenant, world, npc)
+    ]
+    assert any(memory["persistent"] for memory in minds), "persistent memories were formed"
+    assert any(memory["hops"] > 0 for memory in minds), "rumours were passed"
+    yield worker
+    worker.stop()
+
+
+def live_digest(settings: Settings, tenant: str, world: str) -> str:
+    digest: str = get_json(
+        settings, f"/v2/admin/digest?world_instance_id={world}&tenant_id={tenant}"
+    )["digest"]
+    return digest
+
+
+def wait_for_acks(settings: Settings, lines: list[bytes], timeout: float = 240) -> None:
+    """Until every event got its last ack: processed, or rejected."""
+    wanted = {
+        (e["world_instance_id"], e["timeline_id"], e["seq"]) for e in map(orjson.loads, lines)
+    }
+
+    def finished(acks: list[dict[str, Any]]) -> bool:
+        done = {
+            (a["world_instance_id"], a["timeline_id"], a["seq"])
+            for a in acks
+            if a["outcome"] in ("processed", "rejected")
+        }
+        return done >= wanted
+
+    read_topic(settings, settings.topics.acks, finished, timeout)
+
+
+def mind(settings: Settings, tenant: str, world: str, npc: str) -> list[dict[str, Any]]:
+    """A character's beliefs and recollections on the main timeline."""
+    read = get_json(
+        settings,
+        f"/v2/memory/runtime/npcs/{npc}?world_instance_id={world}&timeline_id=main"
+        f"&tenant_id={tenant}",
+    )
+    memories: list[dict[str, Any]] = read["beliefs"] + read["recollections"]
+    return memories
+
+
+def rebuild(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rumourmill rebuild ARGS` run in the live worker's data dir's parent."""
+    return subprocess.run(
+        [sys.executable, "-m", "streams", "rebuild", *args],
+        env=settings_env(settings),
+        cwd=settings.data_dir.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def printed_worlds(stdout: str) -> dict[str, str]:
+    """`world TENANT/WORLD: verdict` lines of the rebuild's output."""
+    return dict(re.findall(r"^world (\S+): (.*)$", stdout, re.MULTILINE))
+
+
+def test_a_rebuild_ends_on_the_live_digests_and_a_worker_of_its_app_id_serves_them(
+    settings: Settings, live: WorkerProcess, tmp_path: Path
+) -> None:
+    fresh = settings.model_copy(
+        update={"app_id": settings.app_id + "-rebuilt", "data_dir": tmp_path / "rebuilt"}
+    )
+    done = rebuild(settings, "--into", fresh.app_id, "--into-data-dir", str(fresh.data_dir))
+    assert done.returncode == 0, done.stderr
+    verdicts = printed_worlds(done.stdout)
+    assert set(verdicts) == {
+        "default/tavern-5-0",
+        "default/tavern-5-1",
+        *(f"{tenant}/{world}" for tenant, world in generated_tenants()),
+    }
+    assert all(verdict.endswith(" same as live") for verdict in verdicts.values()), verdicts
+    assert f"RUMOURMILL_APP_ID={fresh.app_id}" in done.stdout
+    assert "rebuilding" in done.stderr  # the progress bar
+
+    live.stop()
+    acks_before = asyncio.run(messages_in(settings, settings.topics.acks))
+    switched = WorkerProcess(fresh, tmp_path / "switched.log").start()
+    try:
+        assert replayed_at_last_start(switched) == 0  # the rebuilt copies were kept as they are
+        for world in verdicts:
+            tenant, world_id = world.split("/")
+            assert live_digest(fresh, tenant, world_id) == verdicts[world].split()[0]
+        later = [orjson.dumps(event) for event in story_of("after-switch")]
+        send_events(fresh, later)
+        wait_for_acks(fresh, later)
+        # the new consumer group went on after the rebuilt events: none of them was taken again
+        assert asyncio.run(messages_in(settings, settings.topics.acks)) == acks_before + len(later)
+    finally:
+        switched.stop()
+
+
+async def messages_in(settings: Settings, topic: str) -> int:
+    """How many messages `topic` holds (its end offsets, summed)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, number) for number in range(settings.partitions)]
+        return sum((await consumer.end_offsets(partitions)).values())
+    finally:
+        await consumer.stop()
+
+
+def generated_tenants() -> list[tuple[str, str]]:
+    return [
+        (generated_world(seed, world)[2], world) for seed, world in ((3, "gen-a"), (8, "gen-b"))
+    ]
+
+
+def test_world_rebuilds_one_world_and_bad_targets_are_refused(
+    settings: Settings, live: WorkerProcess, tmp_path: Path
+) -> None:
+    one = settings.app_id + "-one"
+    done = rebuild(settings, "--world", "tavern-5-1", "--into", one, "--into-data-dir", "one")
+    assert done.returncode == 0, done.stderr
+    [(world, verdict)] = printed_worlds(done.stdout).items()
+    assert (world, verdict.split()[0]) == (
+        "default/tavern-5-1",
+        live_digest(settings, "default", "tavern-5-1"),
+    )
+    assert "holds world 'tavern-5-1' only" in done.stdout
+
+    again = rebuild(settings, "--world", "tavern-5-0", "--into", one, "--into-data-dir", "two")
+    assert again.returncode == 1
+    assert again.stderr.strip().endswith(
+        f"app id {one!r} already has state in '{one}-state-changelog'"
+    )
+    crowded = rebuild(settings, "--into", settings.app_id + "-two", "--into-data-dir", "one")
+    assert crowded.returncode == 1
+    assert crowded.stderr.strip().endswith("the data dir one is not empty; name a fresh one")
+
+    missing = rebuild(settings, "--topic-prefix", "nothing-here")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        f"Error: rebuild: topic 'nothing-here.events' does not exist on {settings.bootstrap}"
+    ]
+    unreachable = rebuild(settings, "--url", "http://127.0.0.1:9")
+    assert unreachable.returncode == 1
+    assert "Traceback" not in unreachable.stderr
+    assert unreachable.stderr.startswith("Error: rebuild: the live worker at http://127.0.0.1:9")

@@ -1,0 +1,71 @@
+"""docker-compose.yml: the Prometheus service scrapes the worker it runs beside.
+
+The file is parsed as Compose reads it (YAML); `docker compose config` checks it against the
+Compose specification where the plugin is installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streams.web import ROUTES
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return document
+
+
+def prometheus_config(service: dict[str, Any]) -> dict[str, Any]:
+    """The prometheus.yml the service mounts, read from beside the compose file."""
+    mounts = [volume.split(":") for volume in service["volumes"]]
+    [source] = [source for source, target, *_ in mounts if target.endswith("prometheus.yml")]
+    config: dict[str, Any] = yaml.safe_load((COMPOSE.parent / source).read_text())
+    return config
+
+
+def test_prometheus_scrapes_the_worker_service_on_its_web_port() -> None:
+    services = compose()["services"]
+    prometheus = services["prometheus"]
+    worker_name = next(name for name, s in services.items() if s.get("command") == ["worker"])
+    worker = services[worker_name]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    assert worker_name in prometheus["depends_on"]
+    [job] = prometheus_config(prometheus)["scrape_configs"]
+    assert job["metrics_path"] in ROUTES
+    [targets] = [group["targets"] for group in job["static_configs"]]
+    assert targets == [f"{worker_name}:{worker['environment']['RUMOURMILL_WEB_PORT']}"]
+    assert worker["environment"]["RUMOURMILL_WEB_HOST"] == "0.0.0.0"  # reachable from Prometheus
+
+
+def _compose_command() -> list[str] | None:
+    """`docker compose` (the plugin) or `docker-compose`; None when neither works here."""
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(command[0]) is None:
+            continue
+        probe = subprocess.run([*command, "version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return command
+    return None
+
+
+def test_docker_compose_accepts_the_file() -> None:
+    command = _compose_command()
+    if command is None:
+        pytest.skip("no docker compose plugin on this machine")
+    checked = subprocess.run(
+        [*command, "-f", str(COMPOSE), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
