@@ -151,19 +151,23 @@ def _statement(memory: Memory, count: TokenCounter) -> Passage:
     return Passage(text=text, importance=memory.importance, seq=memory.seq, tokens=count(text))
 
 
+Told = tuple[Memory, str, int]
+"""A record no chapter tells yet: its digest's text and tokens."""
+
+
 def chronicle_of(
     memories: Iterable[Memory],
     policy: ChroniclePolicy,
     count: TokenCounter,
     summaries: Summaries,
     summariser: Summariser = RULES,
-) -> tuple[Rolled | None, list[Rolled], list[Digest]]:
+) -> tuple[Rolled | None, list[Rolled], list[Told]]:
     """The chronicle of records (of one character) in story order: the condensed chapter, the
-    chapters, and the digests of the records no chapter tells yet. Each part is the model's
-    summary where `summaries` has one, else the `summariser`'s."""
+    chapters, and the records no chapter tells yet. Each part is the model's summary where
+    `summaries` has one, else the `summariser`'s."""
     condensed: Rolled | None = None
     chapters: list[Rolled] = []
-    pending: list[tuple[Memory, str, int]] = []
+    pending: list[Told] = []
     pending_tokens = 0
     for memory in memories:
         text = _digest_text(memory)
@@ -189,11 +193,7 @@ def chronicle_of(
         if sum(chapter.tokens for chapter in chapters) > policy.long_term_tokens:
             condensed = _condense(condensed, chapters, policy, count, summaries, summariser)
             chapters = []
-    digests = [
-        Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
-        for held, text, tokens in pending
-    ]
-    return condensed, chapters, digests
+    return condensed, chapters, pending
 
 
 def _condense(
@@ -283,7 +283,11 @@ def chronicle_read(
     if not memories:
         raise NotFound(f"{npc_id!r} holds no memory on timeline {timeline_id!r}")
     recorded = RecordedSummaries(tx, tenant_id, world_id)
-    condensed, chapters, digests = chronicle_of(memories, policy, count, recorded, summariser)
+    condensed, chapters, untold = chronicle_of(memories, policy, count, recorded, summariser)
+    digests = [
+        Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
+        for held, text, tokens in untold
+    ]
     told = [
         Chapter(
             chapter.text,

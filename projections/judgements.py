@@ -133,6 +133,10 @@ class AnswerSource(Protocol):
     def answer(self, question: Question) -> Answer | str:
         """The model's answer to `question`, or why there is none (the rules answer then)."""
 
+    def summaries_at(self, position: Position) -> bool:
+        """Whether the event at `position` may have chronicle summaries to answer: only then
+        does applying it walk its characters' records for the chapters it closes."""
+
 
 @dataclass(frozen=True, slots=True)
 class Unanswered:
@@ -143,6 +147,9 @@ class Unanswered:
 
     def answer(self, question: Question) -> str:
         return self.reason
+
+    def summaries_at(self, position: Position) -> bool:
+        return False  # without a model the rules summarise, at read
 
 
 WITHOUT_MODEL = Unanswered()
@@ -165,21 +172,38 @@ class QuestionCollector:
         self.questions.append(question)
         return "not asked yet"
 
+    def summaries_at(self, position: Position) -> bool:
+        return self.model_configured  # the scratch pass is where they are found
+
 
 class RecordedAnswers:
     """Answers as recorded (by the shell, after asking the model; or by an earlier run)."""
 
-    def __init__(self, records: Iterable[EventJudgements], missing: str = NOT_RECORDED) -> None:
+    def __init__(
+        self,
+        records: Iterable[EventJudgements],
+        missing: str = NOT_RECORDED,
+        model_configured: bool = True,
+    ) -> None:
         self._made: dict[Position, dict[QuestionKey, RecordedJudgement]] = {}
         for record in records:
             self._made[position_of(record)] = {
                 (made.npc_id, made.belief_id, made.judgement): made for made in record.judgements
             }
         self._missing = missing
+        self._model_configured = model_configured
 
     @property
     def model_configured(self) -> bool:
-        return True  # a model answered these (or was asked and could not)
+        """Whether a model answered these (or was asked and could not); not when a worker
+        without one recorded the rules' refusals of model mode."""
+        return self._model_configured
+
+    def summaries_at(self, position: Position) -> bool:
+        """Only where one was recorded: a part the scratch pass did not see closing is the
+        rules' (and the walk over the records is spared to every other event)."""
+        made = self._made.get(position, {})
+        return self._model_configured and any(kind == "summary" for _, _, kind in made)
 
     @property
     def positions(self) -> list[Position]:
@@ -252,7 +276,8 @@ class Judging(Protocol):
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
         """The model's summary of a chronicle `chapter` of `npc_id`'s (what it covers: `told`),
-        or None: the rules summarise it then. `unfit` says why an answer cannot stand."""
+        or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
+        only where the answers may hold summaries (`AnswerSource.summaries_at`)."""
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         """Store the event's judgements with its state; returns those the rules made."""
@@ -336,8 +361,6 @@ class ModelJudging:
         return judge
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
-        if not self._answers.model_configured:
-            return None  # without a model the rules summariser is the norm, not a fallback
         prompt = f"Character: {self._names(npc_id)}\n{told}"
         outcome = self._ask(
             npc_id,

@@ -27,6 +27,7 @@ from projections.judgements import (
     Question,
     QuestionCollector,
     RecordedAnswers,
+    event_position,
     judging,
 )
 from projections.memories import form_memories, origin_at
@@ -163,7 +164,7 @@ class Projector:
             store_memories(tx, context.keys, formed)
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, refereed.weakened)
             record_relations(tx, context.keys, ancestry, formed)
-            if self.count is not None and source.model_configured:
+            if self.count is not None and source.summaries_at(event_position(event)):
                 chronicle = policy.memory.chronicle
                 ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
             for origin in dict.fromkeys(memory.origin for memory in memories):

@@ -221,7 +221,7 @@ class Judge:
             ]
             await self.log.keep(partition, new)
             records.update((position_of(record), record) for record in new)
-        return RecordedAnswers(records.values())
+        return RecordedAnswers(records.values(), model_configured=self.client is not None)
 
     async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:
         """Every question asked at once; what has no answer by the deadline gets a reason."""
