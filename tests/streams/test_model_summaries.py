@@ -25,19 +25,17 @@ from streams.tokens import wordllama_tokens
 from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
 from tests.projections.test_chronicle import lines
 
-POLICY = resolve(
-    None,
-    {
-        "memory": {
-            "chronicle": {
-                "short_term_tokens": 400,
-                "long_term_tokens": 60,
-                "chapter_tokens": 250,
-                "condensed_tokens": 60,
-            }
+SHORT_CHAPTERS: dict[str, Any] = {
+    "memory": {
+        "chronicle": {
+            "short_term_tokens": 400,
+            "long_term_tokens": 60,
+            "chapter_tokens": 250,
+            "condensed_tokens": 60,
         }
-    },
-)
+    }
+}
+POLICY = resolve(None, SHORT_CHAPTERS)
 """Chapters of a few lines each, condensed every few chapters (rules weighing: only the
 summaries are the model's)."""
 TALK = lines(40)
