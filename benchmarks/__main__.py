@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    change_feed,
     dialogue,
     failover,
     history_scaling,
@@ -34,8 +35,10 @@ def main() -> None:
     recall.run(options)
     dialogue.run(options)
     model_mode.run(options)
+    change_feed.in_process(options)
     with kafka_bootstrap() as bootstrap:
         worker_throughput.run(options, bootstrap)
+        change_feed.on_kafka(options, bootstrap)
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)

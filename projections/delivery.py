@@ -21,6 +21,7 @@ from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
+from schemas.changes import Change
 from schemas.events import Contract
 from schemas.records import OutboxRecord
 
@@ -49,6 +50,9 @@ class Intake:
     acks: list[Ack] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     redelivered: bool = False
+    changes: list[Change] = field(default_factory=list)
+    """What it changed in the minds of its world, for the change feed (`projections.changes`);
+    empty with the feed off."""
 
 
 def produce_once(
@@ -68,6 +72,7 @@ def produce_once(
                 acks=[stored_as(Ack, item) for item in outbox.acks],
                 dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
                 redelivered=True,
+                changes=outbox.changes,
             )
     intake = produce()
     tx.put(
@@ -76,6 +81,7 @@ def produce_once(
             message_digest=digest,
             acks=[item.model_dump(mode="json") for item in intake.acks],
             dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
+            changes=intake.changes,
         ).to_bytes(),
     )
     if message.offset >= OUTBOX_DEPTH:

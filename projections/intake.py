@@ -10,6 +10,9 @@ applies it in order. A redelivered message produces what it produced the first t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from pydantic import ValidationError
 
 from projections.deletion import delete, is_deletion
@@ -19,6 +22,7 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
+from schemas.changes import Change
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -29,11 +33,16 @@ def receive(
     apply: ApplyEvent,
     policies: PolicyLookup,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    changed: Callable[[], list[Change]] | None = None,
 ) -> Intake:
-    """Take one message in and say what to publish for it."""
-    return produce_once(
-        tx, message, lambda: _take_in(tx, message, apply, policies, max_event_bytes)
-    )
+    """Take one message in and say what to publish for it; with `changed`, also what it
+    changed (asked once the message is taken in), kept and re-sent like its acks."""
+
+    def produce() -> Intake:
+        intake = _take_in(tx, message, apply, policies, max_event_bytes)
+        return intake if changed is None else replace(intake, changes=changed())
+
+    return produce_once(tx, message, produce)
 
 
 def _take_in(

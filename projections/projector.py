@@ -14,6 +14,7 @@ from typing import Any
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
+from projections.changes import ChangeWatch
 from projections.chronicle import ask_summaries
 from projections.chronicle_summaries import TokenCounter
 from projections.delivery import Intake, SourceMessage, identity_of
@@ -76,6 +77,7 @@ class Projector:
         on_formed: FormationObserver = _unobserved,
         answers: AnswerSource = WITHOUT_MODEL,
         count: TokenCounter | None = None,
+        changes: bool = False,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
@@ -88,18 +90,35 @@ class Projector:
         """Token counts for the chronicle's chapters, which the model summarises as they close
         when one is configured (the worker's, replays' and rebuilds' must agree with the
         reads': `streams.tokens`). None: no summary is ever asked."""
+        self.changes = changes
+        """Whether `receive` also says what each message changed (the change feed)."""
 
     def receive(
         self, tx: StateTransaction, message: SourceMessage, answers: AnswerSource | None = None
     ) -> Intake:
-        """Take one message in; returns the acks and dead letters to publish. `answers` are the
-        model judgements its events raise (`questions`), instead of the projector's own."""
+        """Take one message in; returns the acks, dead letters (and changes) to publish.
+        `answers` are the model judgements its events raise (`questions`), instead of the
+        projector's own."""
+        return self._take(tx, message, answers, self.changes)
+
+    def _take(
+        self,
+        tx: StateTransaction,
+        message: SourceMessage,
+        answers: AnswerSource | None,
+        changes: bool,
+    ) -> Intake:
         judged = self.answers if answers is None else answers
 
         def apply(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
             return self.apply(tx, event, ancestry, judged)
 
-        return receive(tx, message, apply, self.policies, self.max_event_bytes)
+        if not changes:
+            return receive(tx, message, apply, self.policies, self.max_event_bytes)
+        watch = ChangeWatch(tx)
+        return receive(
+            watch, message, watch.around(apply), self.policies, self.max_event_bytes, watch.noted
+        )
 
     def questions(
         self,
@@ -119,7 +138,7 @@ class Projector:
         if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
             return []
         collector = QuestionCollector(model_configured=model_configured, known=known)
-        self.receive(ScratchState(tx), message, collector)
+        self._take(ScratchState(tx), message, collector, changes=False)
         return collector.questions
 
     def apply(

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from schemas.changes import CHANGE_MODELS
 from schemas.events import Event
 from schemas.judgements import EventJudgements
 from schemas.outcomes import Ack, DeadLetter
@@ -24,6 +25,7 @@ MESSAGE_MODELS: dict[str, type[BaseModel]] = {
     "deadletter": DeadLetter,
     "policy": Policy,
     "judgements": EventJudgements,
+    **{f"change-{kind}": model for kind, model in CHANGE_MODELS.items()},
 }
 
 PARTIAL_DOCUMENTS = frozenset({"policy"})

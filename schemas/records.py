@@ -60,3 +60,14 @@ class OutboxRecord(Record):
     message_digest: str
     acks: list[dict[str, Any]] = Field(default_factory=list)
     dead_letters: list[dict[str, Any]] = Field(default_factory=list)
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+    """Its change feed messages (`schemas.changes`); absent in records of earlier releases."""
+
+    def to_bytes(self) -> bytes:
+        """Every field holds JSON-ready data already: written as it is, without a pydantic pass
+        over each change (there are a dozen per event). Without changes (the feed off), the
+        very bytes of the release before."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        if not self.changes:
+            del fields["changes"]
+        return orjson.dumps(fields)

@@ -12,9 +12,11 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol, cast
 
 import faust
+import orjson
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
@@ -32,6 +34,7 @@ from projections.migrations import StateFormatError, current_format, stored_form
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
+from schemas.changes import Change
 from schemas.policy import Policy
 from streams import codec, kafka_consumer
 from streams.durability import LocalDurability
@@ -176,6 +179,8 @@ class Rumourmill:
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
+    changes: str = ""
+    """The change feed's topic; empty when the feed is off."""
 
     async def judged(self, message: Message) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
@@ -210,6 +215,7 @@ class Rumourmill:
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
+        deliveries += [await self.send_change(change) for change in intake.changes]
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -227,6 +233,16 @@ class Rumourmill:
         self.metrics.sent(intake.acks, intake.dead_letters)
         self.metrics.processing.observe(time.perf_counter() - started)
         return deliveries
+
+    async def send_change(self, change: Change) -> Delivery:
+        """One message of the change feed, keyed by its world, on the world's partition (the
+        feed has the events topic's partitions). Straight to Kafka's producer: there are a
+        dozen a message, and Faust's own send would cost more than working them out."""
+        world = change["world_instance_id"].encode()
+        partition = world_partition(world, self.settings.partitions)
+        return await self.app.producer.send(
+            self.changes, world, orjson.dumps(change), partition, None, None
+        )
 
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""
@@ -346,6 +362,7 @@ def create_app(settings: Settings) -> Rumourmill:
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
         count=wordllama_tokens(),
+        changes=bool(settings.topics.changes),
     )
     judgements = app.topic(
         settings.topics.judgements, value_type=bytes, value_serializer="raw", **topic_options
@@ -369,6 +386,7 @@ def create_app(settings: Settings) -> Rumourmill:
         state.durability,
         judge,
         metrics=metrics,
+        changes=settings.topics.changes,
     )
     register_views(app, mill)
     app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
@@ -493,6 +511,10 @@ def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
     hashed: int = murmur2(key)
     return (hashed & 0x7FFFFFFF) % partitions
+
+
+world_partition = lru_cache(maxsize=1 << 12)(partition_of)
+"""`partition_of` for the worlds of this worker, worked out once each."""
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

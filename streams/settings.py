@@ -30,6 +30,8 @@ class Topics(NamedTuple):
     deadletter: str
     policies: str
     judgements: str
+    changes: str
+    """Empty when the change feed is off (`RUMOURMILL_CHANGES=false`)."""
 
 
 class SettingsError(ValueError):
@@ -106,6 +108,9 @@ class Settings(BaseSettings):
     """Topics are PREFIX.events, PREFIX.acks..."""
     max_event_bytes: Positive = 256 * 1024
     """Larger messages are dead-lettered."""
+    changes: bool = True
+    """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
+    rumours passed, worlds deleted. `false`: no topic, no change worked out or sent."""
     block_cache_mb: Positive = 16
     """RocksDB block cache (and write buffer) per partition."""
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
@@ -190,8 +195,9 @@ class Settings(BaseSettings):
 
     @property
     def topics(self) -> Topics:
-        """The topics of this deployment, all named `PREFIX.KIND`."""
-        return Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
+        """The topics of this deployment, all named `PREFIX.KIND` (changes: empty when off)."""
+        topics = Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
+        return topics if self.changes else topics._replace(changes="")
 
 
 def explain_settings(error: ValidationError, flags: set[str]) -> str:

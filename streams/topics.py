@@ -11,15 +11,21 @@ from streams.settings import Settings
 
 
 async def ensure_topics(settings: Settings) -> None:
-    """Create the events, acks, dead-letter and (compacted) judgements and policies topics if
-    missing."""
+    """Create the events, acks, dead-letter, changes (unless the feed is off) and (compacted)
+    judgements and policies topics if missing."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         wanted = [
             NewTopic(name, settings.partitions, settings.replication)
-            for name in (settings.topics.events, settings.topics.acks, settings.topics.deadletter)
+            for name in (
+                settings.topics.events,
+                settings.topics.acks,
+                settings.topics.deadletter,
+                settings.topics.changes,
+            )
+            if name
         ]
         wanted.append(
             NewTopic(

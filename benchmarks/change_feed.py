@@ -1,0 +1,238 @@
+"""(h) The change feed's cost: ingest with the feed on / off (goal >= 0.9), same run, medians.
+
+Rumours spread (`memory.spreading.enabled`), so every change kind but deletion is produced.
+In-process: `Projector.receive` over `MemoryState` with `changes=True` and without, alternated.
+On Apache Kafka: a fresh `rumourmill worker` (topics of its own) with `RUMOURMILL_CHANGES` true
+and false, alternated; once it is ready the same events are published, timed until the last
+`processed` ack, and how many feed messages each event sent.
+
+Besides wall-clock rates, each side's CPU time is printed (this process's for in-process, the
+worker's from /proc for Kafka): on a shared machine it moves far less with the load of others.
+One extra in-process pass with the feed on runs under cProfile: the feed's own entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from benchmarks.story import encoded, tavern_story
+from benchmarks.support import (
+    Options,
+    WorkerProcess,
+    kafka_bootstrap,
+    median,
+    parse_options,
+    prepared_settings,
+    rate,
+    report,
+    send_events,
+    spread_worlds,
+)
+from benchmarks.worker_throughput import PARTITIONS
+from projections.delivery import SourceMessage
+from projections.policy import policy_key, resolve
+from projections.projector import Projector
+from projections.state import MemoryState
+from schemas.changes import Change
+from streams.publish import send_one
+from streams.settings import Settings
+from tests.support import read_topic
+
+SPREADING = {"memory": {"spreading": {"enabled": True}}}
+FULL_EVENTS = 20_000
+QUICK_EVENTS = 5_000
+WORKER_FULL_EVENTS = 8_000
+WORKER_QUICK_EVENTS = 3_000
+GOAL = 0.9
+
+
+def fold(lines: list[bytes], key: bytes, changes: bool) -> Fold:
+    """Fold `lines` into a fresh state: wall and CPU seconds, and how many changes they made."""
+    policy = resolve(SPREADING, None)
+    projector, state = Projector(lambda tenant, world: policy, changes=changes), MemoryState()
+    made: list[Change] = []
+    wall, cpu = time.perf_counter(), time.process_time()
+    for offset, raw in enumerate(lines):
+        made += projector.receive(state, SourceMessage("bench", 0, offset, key, raw)).changes
+    return Fold(time.perf_counter() - wall, time.process_time() - cpu, made)
+
+
+@dataclass(frozen=True)
+class Fold:
+    wall: float
+    cpu: float
+    changes: list[Change]
+
+
+def in_process(options: Options) -> None:
+    count = QUICK_EVENTS if options.quick else FULL_EVENTS
+    world = "tavern-0"
+    lines = encoded(tavern_story(count, seed=3, worlds=(world,)))
+    key = world.encode()
+    fold(lines[: count // 10], key, changes=True)  # warm up imports and caches
+    on: list[Fold] = []
+    off: list[Fold] = []
+    for _ in range(options.repeats):  # alternated, so both see the same machine
+        on.append(fold(lines, key, changes=True))
+        off.append(fold(lines, key, changes=False))
+    wall_on, wall_off = (median([rate(count, f.wall) for f in runs]) for runs in (on, off))
+    cpu_on, cpu_off = (median([rate(count, f.cpu) for f in runs]) for runs in (on, off))
+    report(
+        f"(h) change feed in-process: {count} events, spreading on, median of {options.repeats}",
+        [
+            ("feed on, CPU time", f"{cpu_on:,.0f} events/s"),
+            ("feed off, CPU time", f"{cpu_off:,.0f} events/s"),
+            (f"ratio on/off, CPU time (goal >= {GOAL})", f"{cpu_on / cpu_off:.3f}"),
+            ("cost per event, CPU time", f"{1e6 / cpu_on - 1e6 / cpu_off:,.1f} us"),
+            ("ratio on/off, wall clock", f"{wall_on / wall_off:.3f}"),
+            ("changes per event", f"{len(on[0].changes) / count:.2f}"),
+        ],
+    )
+    print(f"\n-- cProfile of one fold with the feed on ({count // 4} events), the feed's entries")
+    print(profile(lines[: count // 4], key))
+
+
+def profile(lines: list[bytes], key: bytes) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fold(lines, key, changes=True)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("cumulative")
+    stats.print_stats(r"changes\.py|app\.py.*take|send", 12)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    wall: float
+    """From publishing the first event to the last `processed` ack."""
+    cpu: float
+    """The worker's CPU seconds over the same span."""
+    sent: int
+    """Messages on the changes topic afterwards."""
+
+
+def worker_run(
+    bootstrap: str, events: list[dict[str, Any]], workdir: Path, changes: bool
+) -> WorkerRun:
+    """A fresh worker with its own topics, started and ready before the events are published."""
+    settings = prepared_settings(bootstrap, workdir / "data", PARTITIONS).model_copy(
+        update={"changes": changes}
+    )
+    asyncio.run(
+        send_one(
+            bootstrap,
+            settings.topics.policies,
+            policy_key("default", None),
+            orjson.dumps(SPREADING),
+        )
+    )
+    workdir.mkdir(parents=True, exist_ok=True)
+    worker = WorkerProcess(settings, workdir / "worker.log").start()
+    try:
+        assert worker.process is not None
+        cpu, wall = cpu_seconds(worker.process.pid), time.perf_counter()
+        send_events(settings, events)
+        read_topic(
+            settings,
+            settings.topics.acks,
+            lambda got: sum(ack["outcome"] == "processed" for ack in got) >= len(events),
+            timeout=60 + len(events) * 0.02,
+        )
+        wall, cpu = time.perf_counter() - wall, cpu_seconds(worker.process.pid) - cpu
+    finally:
+        worker.stop()
+    sent = asyncio.run(messages_on(settings, settings.topics.changes)) if changes else 0
+    return WorkerRun(wall, cpu, sent)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def on_kafka(options: Options, bootstrap: str) -> None:
+    count = WORKER_QUICK_EVENTS if options.quick else WORKER_FULL_EVENTS
+    events = tavern_story(count, seed=11, worlds=spread_worlds(PARTITIONS, PARTITIONS))
+    on: list[WorkerRun] = []
+    off: list[WorkerRun] = []
+    with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
+        for attempt in range(options.repeats):  # alternated, so both see the same machine
+            on.append(worker_run(bootstrap, events, Path(temp) / f"on-{attempt}", changes=True))
+            off.append(worker_run(bootstrap, events, Path(temp) / f"off-{attempt}", changes=False))
+        story = encoded(tavern_story(200, seed=3, worlds=("tavern-0",)))
+        sample = fold(story, b"tavern-0", changes=True).changes[-1]
+        topic = prepared_settings(bootstrap, Path(temp) / "send", PARTITIONS).topics.changes
+        send_cost = asyncio.run(producer_send_cpu(bootstrap, topic, count, sample))
+    wall_on, wall_off = (median([rate(count, r.wall) for r in runs]) for runs in (on, off))
+    cpu_on, cpu_off = (median([rate(count, r.cpu) for r in runs]) for runs in (on, off))
+    report(
+        f"(h) change feed, worker on Apache Kafka: {count} events, median of {options.repeats}",
+        [
+            ("worker, feed on (publish to last ack)", f"{wall_on:,.0f} events/s"),
+            ("worker, feed off (publish to last ack)", f"{wall_off:,.0f} events/s"),
+            (f"ratio on/off (goal >= {GOAL})", f"{wall_on / wall_off:.3f}"),
+            ("worker CPU time, feed on", f"{cpu_on:,.0f} events/s"),
+            ("worker CPU time, feed off", f"{cpu_off:,.0f} events/s"),
+            ("ratio on/off, worker CPU time", f"{cpu_on / cpu_off:.3f}"),
+            ("feed messages per event", f"{median([r.sent for r in on]) / count:.2f}"),
+            ("where it goes: a bare producer's send, CPU per message", f"{send_cost:.1f} us"),
+            ("runs on, events/s", " ".join(f"{rate(count, r.wall):,.0f}" for r in on)),
+            ("runs off, events/s", " ".join(f"{rate(count, r.wall):,.0f}" for r in off)),
+        ],
+    )
+
+
+async def producer_send_cpu(bootstrap: str, topic: str, count: int, sample: Change) -> float:
+    """CPU microseconds a bare aiokafka producer spends per change sent (partition given, as
+    the worker gives it), delivery included: the floor of what each change costs the worker."""
+    change = orjson.dumps(sample)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        began = time.process_time()
+        sent = [
+            await producer.send(topic, change, key=b"tavern-0", partition=0) for _ in range(count)
+        ]
+        await asyncio.gather(*sent)
+        return (time.process_time() - began) * 1e6 / count
+    finally:
+        await producer.stop()
+
+
+async def messages_on(settings: Settings, topic: str) -> int:
+    """How many messages `topic` holds."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets(
+            [TopicPartition(topic, n) for n in range(settings.partitions)]
+        )
+        return sum(ends.values())
+    finally:
+        await consumer.stop()
+
+
+def main() -> None:
+    options = parse_options(__doc__ or "")
+    in_process(options)
+    with kafka_bootstrap() as bootstrap:
+        on_kafka(options, bootstrap)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""Changes: what one message changed in the minds of a world, as the change feed tells it.
+
+Read off the state an event writes, whoever writes it, so a new rule that stores memories or
+relations shows in the feed without telling it:
+- a memory stored where none was is `belief-formed`; a new confidence version of a belief
+  (`memory_store.revise_confidence`, the referee's `convinced`) below the confidence the
+  timeline held it with just before is `belief-weakened`, and so is a memory stored again over
+  a surer version of itself;
+- a memory formed as a rumour (`rumour_rules.rumour_id`) is also `rumour-passed`, from its
+  teller (`source_entity`) to the character who now holds it;
+- each relation version written is `relation-changed`, with the relation as it now stands;
+- a world whose timelines a deletion removed is `world-deleted`.
+
+Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject),
+so applying the same event again, or redelivering it, gives the very same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Literal
+
+import orjson
+
+from projections.key_prefixes import BELIEF_VERSIONS, DELETIONS, MEMORIES, RELATIONS, TIMELINES
+from projections.keys import KeyPart, pack, unpack
+from projections.memory_store import DECODED, load_held, memory_keys
+from projections.relations import mean_feeling
+from projections.rumour_rules import rumour_id
+from projections.sequencing import Applied, ApplyEvent
+from projections.state import StateTransaction
+from projections.timelines import Ancestry
+from schemas import Event
+from schemas.changes import Change
+from schemas.memory import Memory
+
+_MEMORY = pack(MEMORIES)
+_RELATION = pack(RELATIONS)
+_TIMELINE = pack(TIMELINES)
+_DELETIONS = pack(DELETIONS)
+_REVISION = pack(BELIEF_VERSIONS)
+_WATCHED = (_MEMORY, _RELATION, _REVISION, _DELETIONS)
+ID_BYTES = 16
+
+
+def change_id(tenant_id: str, world_id: str, *where: KeyPart) -> str:
+    """The id of a change: 32 hex characters from its world and where in it it happened."""
+    return hashlib.blake2b(
+        pack("change", tenant_id, world_id, *where), digest_size=ID_BYTES
+    ).hexdigest()
+
+
+class ChangeWatch:
+    """A state transaction that passes every read and write through, noting those that change
+    a mind; `around` turns what one applied event noted into changes."""
+
+    __slots__ = (
+        "_deleted_timelines",
+        "_deletions",
+        "_memories",
+        "_relations",
+        "_revisions",
+        "_tx",
+        "changes",
+    )
+
+    def __init__(self, tx: StateTransaction) -> None:
+        self._tx = tx
+        self._memories: list[tuple[bytes | None, bytes]] = []
+        self._relations: list[tuple[bytes, bytes]] = []
+        self._revisions: list[tuple[bytes, bytes]] = []
+        self._deleted_timelines: list[bytes] = []
+        self._deletions: list[tuple[bytes, bytes]] = []
+        self.changes: list[Change] = []
+        """What the message changed so far, in the order it happened."""
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._tx.get(key)
+
+    def scan(
+        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._tx.scan(prefix, reverse=reverse, start=start)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if key.startswith(_WATCHED):
+            if key.startswith(_MEMORY):
+                self._memories.append((self._tx.get(key), value))
+            elif key.startswith(_RELATION):
+                self._relations.append((key, value))
+            elif key.startswith(_REVISION):
+                self._revisions.append((key, value))
+            else:
+                self._deletions.append((key, value))
+        self._tx.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        if key.startswith(_TIMELINE):
+            self._deleted_timelines.append(key)
+        self._tx.delete(key)
+
+    def around(self, apply: ApplyEvent) -> ApplyEvent:
+        """`apply`, noting the changes of each event it applies."""
+
+        def applied(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
+            note = apply(tx, event, ancestry)
+            at = At(event)
+            self.changes += memory_changes(at, self._memories)
+            self.changes += relation_changes(at, self._relations)
+            if self._revisions:
+                self.changes += weakenings(at, tx, ancestry, self._revisions)
+                self._revisions.clear()
+            self._memories.clear()
+            self._relations.clear()
+            return note
+
+        return applied
+
+    def noted(self) -> list[Change]:
+        """Every change of the message: those of the events applied, then deletions."""
+        if self._deleted_timelines:
+            self.changes += world_deletions(self._deleted_timelines, self._deletions)
+        return self.changes
+
+
+def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> Iterator[Change]:
+    """Beliefs formed or weakened, and rumours passed, by the memories an event stored (each
+    with what its key held before)."""
+    event = at.event
+    for before, raw in written:
+        memory = DECODED.decode(raw)
+        # the same bytes again: the event applied again over its own state (a crash between
+        # applying it and saving its positions)
+        if before is None or (before == raw and memory.seq == event.seq):
+            yield belief_formed(at, memory)
+            teller = memory.source_entity
+            if teller is not None and _is_rumour(event, memory):
+                yield rumour_passed(at, memory, teller)
+        elif before != raw:
+            earlier = DECODED.decode(before)
+            if memory.confidence < earlier.confidence:
+                yield belief_weakened(at, memory, earlier.confidence, memory.confidence)
+
+
+def weakenings(
+    at: At, tx: StateTransaction, ancestry: Ancestry, revisions: list[tuple[bytes, bytes]]
+) -> Iterator[Change]:
+    """`belief-weakened` for each confidence version an event wrote (keyed (prefix, tenant,
+    world, timeline, character, belief, seq), holding the confidence) below the confidence the
+    timeline held the belief with before the event (`ancestry` is as of just before it)."""
+    event = at.event
+    keys = memory_keys(tx, event.tenant_id, event.world_instance_id)
+    for key, value in revisions:
+        character, belief_id = (str(part) for part in unpack(key)[4:6])
+        held = load_held(tx, keys, ancestry, character, belief_id)
+        confidence = orjson.loads(value)
+        if held is not None and confidence < held.confidence:
+            yield belief_weakened(at, held, held.confidence, confidence)
+
+
+def _is_rumour(event: Event, memory: Memory) -> bool:
+    """Whether the memory is news passed on at `event` (spreading names it by `rumour_id`)."""
+    return memory.belief_id == rumour_id(event, memory.character_id, memory.origin)
+
+
+class At:
+    """Where an applied event's changes happened: the fields each carries, and its id's hash
+    so far (each change adds its kind and subject to a copy)."""
+
+    __slots__ = ("_hashed", "event", "fields")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
+        self._hashed = hashlib.blake2b(
+            pack("change", tenant, world, timeline, event.seq), digest_size=ID_BYTES
+        )
+        self.fields: Change = {
+            "tenant_id": tenant,
+            "world_instance_id": world,
+            "timeline_id": timeline,
+            "seq": event.seq,
+            "game_time": event.game_time,
+            "story_minutes": event.story_minutes,
+        }
+
+    def change(self, kind: str, subject: tuple[str, str], own: Change) -> Change:
+        """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
+        `change_id(world, timeline, seq, kind, *subject)`."""
+        hashed = self._hashed.copy()
+        hashed.update(pack(kind, *subject))
+        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
+
+
+def belief_formed(at: At, memory: Memory) -> Change:
+    return at.change(
+        "belief-formed",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "memory_kind": memory.kind,
+            "content": memory.content,
+            "source": memory.source,
+            "source_entity": memory.source_entity,
+            "confidence": memory.confidence,
+            "importance": memory.importance,
+            "feeling": memory.feeling,
+            "persistent": memory.persistent,
+        },
+    )
+
+
+def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
+    return at.change(
+        "belief-weakened",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "confidence_before": confidence_before,
+            "confidence": now,
+        },
+    )
+
+
+def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
+    return at.change(
+        "rumour-passed",
+        (memory.character_id, memory.belief_id),
+        {
+            "teller_id": teller,
+            "listener_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "origin": memory.origin,
+            "hops": memory.hops,
+            "confidence": memory.confidence,
+            "content": memory.content,
+        },
+    )
+
+
+def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
+    """A relation as it stands after an event, for each relation version the event wrote
+    (keyed (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count,
+    last])."""
+    for key, value in written:
+        character, entity = _relation_between(key[:-_SEQ_PART])
+        total, count, _ = orjson.loads(value)
+        yield at.change(
+            "relation-changed",
+            (character, entity),
+            {
+                "character_id": character,
+                "entity_id": entity,
+                "feeling": mean_feeling(total, count),
+                "memories": count,
+            },
+        )
+
+
+_SEQ_PART = len(pack(0))
+
+
+@lru_cache(maxsize=1 << 16)
+def _relation_between(versions: bytes) -> tuple[str, str]:
+    """(character, entity) of a relation's versions (a version's key less its seq): the same
+    pairs change again and again."""
+    _, _, _, _, character, entity = unpack(versions)
+    return str(character), str(entity)
+
+
+def world_deletions(
+    deleted_timelines: list[bytes], deletion_counts: list[tuple[bytes, bytes]]
+) -> list[Change]:
+    """`world-deleted` for each world whose timelines went, numbered by the deletion count the
+    deletion wrote (per world, or per tenant for a tenant's deletion)."""
+    worlds = dict.fromkeys(
+        (str(tenant), str(world)) for _, tenant, world, _ in map(unpack, deleted_timelines)
+    )
+    changes: list[Change] = []
+    for key, value in deletion_counts:
+        scope: Literal["world", "tenant"] = "world" if len(unpack(key)) == 3 else "tenant"
+        tenant = str(unpack(key)[1])
+        for world_tenant, world in worlds:
+            if world_tenant != tenant or (scope == "world" and unpack(key)[2] != world):
+                continue
+            changes.append(
+                {
+                    "change_id": change_id(tenant, world, "world-deleted", scope, int(value)),
+                    "kind": "world-deleted",
+                    "tenant_id": tenant,
+                    "world_instance_id": world,
+                    "scope": scope,
+                    "deletion": int(value),
+                }
+            )
+    return changes

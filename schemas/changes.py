@@ -1,0 +1,113 @@
+"""The change feed: one message on `rumourmill.changes` (keyed by world) per change of a mind.
+
+For analytics consumers: what characters came to believe, stopped being sure of, how they
+stand to each other, who passed news to whom, and which worlds were deleted. Every change has a
+`change_id` derived from where it happened (world, timeline, seq, kind, subject), so a
+redelivered event repeats the same ids and a consumer drops duplicates by id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from schemas.events import AsInteger, Contract, Identifier
+from schemas.memory import Feeling, Hops, MemoryKind, Share, Source
+
+ChangeId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+"""32 hex characters, the same for the same change however often it is sent."""
+Position = Annotated[int, Field(ge=1), AsInteger]
+
+
+class _Change(Contract):
+    """What every change names: its id and kind, and the world it happened in."""
+
+    change_id: ChangeId
+    tenant_id: Identifier
+    world_instance_id: Identifier
+
+
+class _ChangeAtEvent(_Change):
+    """A change one applied event made, at its position and story time."""
+
+    timeline_id: Identifier
+    seq: Position
+    game_time: str | None
+    story_minutes: Annotated[int, Field(ge=0), AsInteger] | None
+    """Story time of the event (minutes since day 0, 00:00), where it gave a `game_time`."""
+
+
+class BeliefFormed(_ChangeAtEvent):
+    """A character formed a memory: seen, told, said or heard as a rumour."""
+
+    kind: Literal["belief-formed"]
+    character_id: Identifier
+    belief_id: str
+    memory_kind: MemoryKind
+    content: str
+    source: Source
+    source_entity: Identifier | None
+    confidence: Share
+    importance: Share
+    feeling: Feeling
+    persistent: bool
+
+
+class BeliefWeakened(_ChangeAtEvent):
+    """A character holds a memory less firmly than before: its new version is less sure."""
+
+    kind: Literal["belief-weakened"]
+    character_id: Identifier
+    belief_id: str
+    confidence_before: Share
+    confidence: Share
+
+
+class RelationChanged(_ChangeAtEvent):
+    """How a character stands to another entity, as it stands after the event (on the event's
+    timeline, persistent memories aside: they belong to no timeline)."""
+
+    kind: Literal["relation-changed"]
+    character_id: Identifier
+    entity_id: Identifier
+    feeling: Feeling
+    memories: Annotated[int, Field(ge=1), AsInteger]
+
+
+class RumourPassed(_ChangeAtEvent):
+    """A teller passed news on to a listener, who now holds it as `belief_id`."""
+
+    kind: Literal["rumour-passed"]
+    teller_id: Identifier
+    listener_id: Identifier
+    belief_id: str
+    origin: str
+    """The original event or claim: the same news passed along a chain shares it."""
+    hops: Hops
+    confidence: Share
+    content: str
+
+
+class WorldDeleted(_Change):
+    """Everything of a world was removed (`world.deleted`, or `tenant.deleted` for each world)."""
+
+    kind: Literal["world-deleted"]
+    scope: Literal["world", "tenant"]
+    """What the deletion event named: this world, or its whole tenant."""
+    deletion: Annotated[int, Field(ge=1), AsInteger]
+    """How many times that scope has been deleted, this one included."""
+
+
+Change = dict[str, Any]
+"""A message of the change feed as plain data, ready for JSON: the fields of the model that its
+`kind` names in `CHANGE_MODELS` (built without validating: rumourmill made every value)."""
+
+CHANGE_MODELS: dict[str, type[Contract]] = {
+    "belief-formed": BeliefFormed,
+    "belief-weakened": BeliefWeakened,
+    "relation-changed": RelationChanged,
+    "rumour-passed": RumourPassed,
+    "world-deleted": WorldDeleted,
+}
+"""Each change kind and its model."""

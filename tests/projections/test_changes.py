@@ -1,0 +1,304 @@
+"""The change feed (`projections.changes`) by value, over the seed's tavern replayed in-process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from jsonschema import Draft202012Validator
+from pydantic import ValidationError
+
+from projections import timelines
+from projections.changes import ChangeWatch, change_id
+from projections.delivery import Intake, SourceMessage, world_key
+from projections.digest import world_digest
+from projections.memory_store import load_memory, memory_keys, store_memories
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState, StateTransaction
+from projections.timelines import Ancestry
+from schemas import Event
+from schemas.changes import CHANGE_MODELS, Change
+from tests import tavern_lies
+from tests.seed import SEED_READ
+
+ROOT = Path(__file__).resolve().parents[2]
+TAVERN = (ROOT / "examples" / "tavern.ndjson").read_bytes().splitlines()
+POLICY = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+
+
+def feed(changes: bool = True) -> Projector:
+    return Projector(policies=lambda tenant, world: POLICY, changes=changes)
+
+
+def take(
+    projector: Projector, state: MemoryState, lines: Iterable[bytes], first: int = 0
+) -> Intake:
+    """Every line as the next message of one partition; all their changes together."""
+    changes: list[Change] = []
+    for offset, line in enumerate(lines, start=first):
+        intake = projector.receive(state, SourceMessage("events", 0, offset, world_key(line), line))
+        changes += intake.changes
+    return Intake(changes=changes)
+
+
+def fields(changes: Iterable[Change], *names: str) -> list[tuple[Any, ...]]:
+    return [tuple(change[name] for name in names) for change in changes]
+
+
+def of_kind(changes: Iterable[Change], kind: str) -> list[Change]:
+    return [change for change in changes if change["kind"] == kind]
+
+
+def test_the_tavern_forms_beliefs_where_the_memories_are_formed() -> None:
+    changes = take(feed(), MemoryState(), TAVERN).changes
+    formed = of_kind(changes, "belief-formed")
+    assert fields(formed, "timeline_id", "seq", "character_id", "source", "source_entity") == [
+        ("main", 2, "npc-mara", "player", "player-1"),
+        ("main", 3, "npc-mara", "seen", None),
+        ("main", 4, "npc-tomas", "told", "npc-mara"),
+        ("main", 4, "npc-tomas", "rumour", "npc-mara"),
+        ("main", 5, "npc-tomas", "told", "npc-mara"),
+        ("reload", 3, "npc-mara", "seen", None),
+        ("reload", 3, "npc-mara", "seen", None),
+    ]
+    seed_belief = formed[0]
+    assert (seed_belief["content"], seed_belief["confidence"], seed_belief["game_time"]) == (
+        SEED_READ["beliefs"][0]["content"],
+        SEED_READ["beliefs"][0]["confidence"],
+        "day 1, 19:41",
+    )
+    assert seed_belief["story_minutes"] == (24 + 19) * 60 + 41
+
+
+def test_rumours_passed_name_teller_listener_and_the_belief_the_listener_now_holds() -> None:
+    state = MemoryState()
+    changes = take(feed(), state, TAVERN).changes
+    passed = of_kind(changes, "rumour-passed")
+    assert fields(passed, "seq", "teller_id", "listener_id", "hops") == [
+        (4, "npc-mara", "npc-tomas", 1),
+        (4, "npc-mara", "npc-tomas", 2),
+    ]
+    keys = memory_keys(state, "default", "save-1")
+    for change in passed:
+        held = load_memory(state, keys, change["listener_id"], change["belief_id"])
+        assert held is not None
+        assert (held.content, held.confidence, held.origin) == (
+            change["content"],
+            change["confidence"],
+            change["origin"],
+        )
+
+
+def test_the_last_relation_change_is_what_the_runtime_read_shows() -> None:
+    state = MemoryState()
+    changes = take(feed(), state, TAVERN[:3]).changes
+    last = {
+        (change["character_id"], change["entity_id"]): (
+            change["feeling"],
+            change["memories"],
+            change["seq"],
+        )
+        for change in of_kind(changes, "relation-changed")
+    }
+    assert {
+        entity: value for (character, entity), value in last.items() if character == "npc-mara"
+    } == {
+        relation["entity_id"]: (relation["feeling"], relation["memories"], relation["last_seq"])
+        for relation in SEED_READ["relations"]
+    }
+
+
+def test_a_relation_moves_over_story_time_as_the_reads_as_of_each_position_show() -> None:
+    state = MemoryState()
+    changes = take(feed(), state, TAVERN).changes
+    moves = [
+        change
+        for change in of_kind(changes, "relation-changed")
+        if (change["timeline_id"], change["character_id"], change["entity_id"])
+        == ("main", "npc-tomas", "npc-mara")
+    ]
+    assert fields(moves, "seq", "feeling", "memories") == [(4, -0.1, 2), (5, -0.13, 3)]
+    for change in moves:
+        read = runtime_read(state, "default", "save-1", "main", "npc-tomas", change["seq"])
+        shown = {relation.entity_id: relation for relation in read.relations}["npc-mara"]
+        assert (shown.feeling, shown.memories) == (change["feeling"], change["memories"])
+
+
+def test_every_change_id_is_unique_and_the_same_on_every_replay() -> None:
+    first = [change["change_id"] for change in take(feed(), MemoryState(), TAVERN).changes]
+    again = [change["change_id"] for change in take(feed(), MemoryState(), TAVERN).changes]
+    assert first == again
+    assert len(set(first)) == len(first)
+
+
+def test_a_redelivered_event_adds_no_new_change_id() -> None:
+    projector, state = feed(), MemoryState()
+    sent = take(projector, state, TAVERN).changes
+    ids = {change["change_id"] for change in sent}
+    redelivered = projector.receive(
+        state, SourceMessage("events", 0, 3, world_key(TAVERN[3]), TAVERN[3])
+    )
+    assert redelivered.redelivered
+    assert redelivered.changes == [change for change in sent if change["seq"] == 4]
+    published_again = take(projector, state, TAVERN, first=len(TAVERN))  # a producer's retry
+    assert published_again.changes == []
+    assert {change["change_id"] for change in redelivered.changes} <= ids
+
+
+def test_an_event_applied_again_over_its_own_state_gives_the_same_changes() -> None:
+    """A crash between applying an event and saving its positions applies it again."""
+    state = MemoryState()
+    changes = take(feed(), state, TAVERN[:4]).changes
+    again = ChangeWatch(state)
+    event = Event.model_validate_json(TAVERN[3])
+    record = timelines.load(state, "default", "save-1", "main")
+    assert record is not None
+    again.around(feed().apply)(again, event, timelines.ancestry(state, record, 3))
+    assert [c["change_id"] for c in again.noted()] == [
+        c["change_id"] for c in changes if c["seq"] == 4
+    ]
+
+
+def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
+    """Whatever rule stores it (the referee does): read off the stored versions alone."""
+    state = MemoryState()
+    take(feed(), state, TAVERN[:3])
+    keys = memory_keys(state, "default", "save-1")
+    held = load_memory(state, keys, "npc-mara", of_mara_seed_belief(state))
+    assert held is not None
+    event = Event.model_validate_json(TAVERN[4]).model_copy(update={"seq": 5})
+
+    def weaken(tx: StateTransaction, at: Event, ancestry: Ancestry) -> None:
+        store_memories(tx, keys, [held.model_copy(update={"confidence": 0.35})])
+        store_memories(tx, keys, [held.model_copy(update={"confidence": 0.35})])  # no lower
+
+    watch = ChangeWatch(state)
+    watch.around(weaken)(watch, event, ())
+    assert watch.noted() == [
+        {
+            "change_id": change_id(
+                "default", "save-1", "main", 5, "belief-weakened", "npc-mara", held.belief_id
+            ),
+            "kind": "belief-weakened",
+            "tenant_id": "default",
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 5,
+            "game_time": "day 1, 21:40",
+            "story_minutes": (24 + 21) * 60 + 40,
+            "character_id": "npc-mara",
+            "belief_id": held.belief_id,
+            "confidence_before": 0.7,
+            "confidence": 0.35,
+        }
+    ]
+
+
+def of_mara_seed_belief(state: MemoryState) -> str:
+    read = runtime_read(state, "default", "save-1", "main", "npc-mara")
+    return read.beliefs[0].belief_id
+
+
+def deletion(key: str, world: str = "save-1", tenant: str = "default") -> bytes:
+    return orjson.dumps(
+        {"tenant_id": tenant, "world_instance_id": world, "timeline_id": "*", "seq": 1, "key": key}
+    )
+
+
+def in_world(world: str, tenant: str = "default") -> list[bytes]:
+    return [
+        orjson.dumps(orjson.loads(line) | {"world_instance_id": world, "tenant_id": tenant})
+        for line in TAVERN
+    ]
+
+
+def test_deleting_a_world_is_one_change_numbered_by_deletion_and_nothing_for_an_unknown_one() -> (
+    None
+):
+    projector, state = feed(), MemoryState()
+    lines = [
+        *in_world("save-1"),
+        *in_world("save-2"),
+        deletion("world.deleted"),
+        deletion("world.deleted"),  # nothing left to delete
+        *in_world("save-1"),
+        deletion("world.deleted"),
+        deletion("tenant.deleted", "*"),
+    ]
+    deleted = of_kind(take(projector, state, lines).changes, "world-deleted")
+    assert fields(deleted, "world_instance_id", "scope", "deletion") == [
+        ("save-1", "world", 1),
+        ("save-1", "world", 2),
+        ("save-2", "tenant", 1),
+    ]
+    assert len({change["change_id"] for change in deleted}) == 3
+
+
+def test_the_feed_changes_no_state_and_off_works_out_nothing() -> None:
+    on, off = MemoryState(), MemoryState()
+    assert take(feed(changes=False), off, TAVERN).changes == []
+    assert take(feed(), on, TAVERN).changes
+    assert world_digest(on, "default", "save-1") == world_digest(off, "default", "save-1")
+
+
+@pytest.mark.parametrize("kind", ["tavern", "deletions"])
+def test_every_change_is_valid_by_its_committed_json_schema(kind: str) -> None:
+    lines = TAVERN if kind == "tavern" else [*TAVERN, deletion("world.deleted")]
+    changes = take(feed(), MemoryState(), lines).changes
+    assert changes
+    for change in changes:
+        schema = json.loads(
+            (ROOT / "schemas" / "json" / f"change-{change['kind']}.schema.json").read_text()
+        )
+        message = orjson.loads(orjson.dumps(change))
+        assert list(Draft202012Validator(schema).iter_errors(message)) == []
+        assert CHANGE_MODELS[change["kind"]].model_validate(message).model_dump() == change
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"change_id": "not-hex"},
+        {"kind": "belief-weakened"},
+        {"seq": 0},
+        {"confidence": 1.5},
+        {"unknown": 1},
+    ],
+)
+def test_a_broken_change_is_refused_by_its_schema_and_its_model_alike(
+    broken: dict[str, Any],
+) -> None:
+    formed = of_kind(take(feed(), MemoryState(), TAVERN[:2]).changes, "belief-formed")[0]
+    message = formed | broken
+    schema = json.loads(
+        (ROOT / "schemas" / "json" / "change-belief-formed.schema.json").read_text()
+    )
+    assert list(Draft202012Validator(schema).iter_errors(message))
+    with pytest.raises(ValidationError):
+        CHANGE_MODELS["belief-formed"].model_validate(message)
+
+
+def test_the_referee_weakening_a_belief_is_a_weakened_belief_as_the_reads_show_it() -> None:
+    """Seed 001's lie: Rook tells Mara the sailor lives, Ilse convinces her otherwise."""
+    state = MemoryState()
+    changes = take(feed(), state, tavern_lies.LINES).changes
+    weakened = of_kind(changes, "belief-weakened")
+    assert fields(weakened, "seq", "character_id") == [(7, "npc-mara")]
+    belief = weakened[0]["belief_id"]
+    told = [c for c in of_kind(changes, "belief-formed") if c["belief_id"] == belief]
+    assert fields(told, "seq", "content") == [
+        (6, "The sailor is alive and drinking at the harbour")
+    ]
+
+    def held_at(seq: int) -> float:
+        read = runtime_read(state, "default", "save-1", "main", "npc-mara", seq)
+        return {b.belief_id: b.confidence for b in read.beliefs}[belief]
+
+    assert (weakened[0]["confidence_before"], weakened[0]["confidence"]) == (held_at(6), held_at(7))
+    assert held_at(7) < held_at(6)

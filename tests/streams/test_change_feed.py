@@ -1,0 +1,163 @@
+"""The change feed on Apache Kafka: a generated town ingested by a real worker, the feed loaded
+into DuckDB, and its answers checked against the projections' own output and reads."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from benchmarks.story import encoded, tavern_story
+from projections.delivery import SourceMessage, world_key
+from projections.policy import policy_key, resolve
+from projections.projector import Projector
+from projections.state import MemoryState
+from schemas.memory import Memory
+from streams.publish import send_one
+from streams.settings import Settings
+from streams.topics import ensure_topics
+from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+
+SPREADING = {"memory": {"spreading": {"enabled": True}}}
+TOWN = encoded(tavern_story(500, seed=12, worlds=("town-0", "town-1"), characters=16, places=3))
+
+WHO_PASSED_MOST = """
+    SELECT teller_id, count(*) AS passed
+    FROM (SELECT DISTINCT change_id, teller_id FROM changes WHERE kind = 'rumour-passed')
+    GROUP BY teller_id ORDER BY passed DESC, teller_id
+"""
+BUSIEST_RELATION = """
+    SELECT world_instance_id, character_id, entity_id
+    FROM (SELECT DISTINCT change_id, world_instance_id, character_id, entity_id
+          FROM changes WHERE kind = 'relation-changed')
+    GROUP BY ALL ORDER BY count(*) DESC, world_instance_id, character_id, entity_id LIMIT 1
+"""
+RELATION_OVER_STORY_TIME = """
+    SELECT DISTINCT story_minutes, seq, feeling, memories
+    FROM changes
+    WHERE kind = 'relation-changed' AND world_instance_id = ? AND character_id = ?
+      AND entity_id = ?
+    ORDER BY story_minutes, seq
+"""
+
+
+def set_policy(settings: Settings) -> None:
+    """Rumours spread in every world of the tenant."""
+    key, document = policy_key("default", None), orjson.dumps(SPREADING)
+    asyncio.run(ensure_topics(settings))
+    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, document))
+
+
+def processed(count: int) -> Any:
+    return lambda got: sum(ack["outcome"] == "processed" for ack in got) >= count
+
+
+def get(settings: Settings, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=10) as r:
+        return orjson.loads(r.read())
+
+
+@pytest.mark.integration
+def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation_moved(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    set_policy(settings)
+    rumours = Counter[str]()
+
+    def count_tellers(memories: Sequence[Memory], passed: Sequence[Memory]) -> None:
+        rumours.update(str(memory.source_entity) for memory in passed)
+
+    policy = resolve(SPREADING, None)
+    projector = Projector(lambda tenant, world: policy, on_formed=count_tellers, changes=True)
+    replayed = replay_with_changes(TOWN, projector)
+
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, [*TOWN, *TOWN[:40]])  # the repeats: duplicates, nothing changes
+        read_topic(settings, settings.topics.acks, processed(len(TOWN)), timeout=180)
+        feed = read_topic(
+            settings,
+            settings.topics.changes,
+            lambda got: {change["change_id"] for change in got} >= replayed,
+            timeout=120,
+        )
+        lines = tmp_path / "changes.ndjson"
+        lines.write_bytes(b"\n".join(orjson.dumps(change) for change in feed))
+        db = duckdb.connect()
+        db.execute(
+            "CREATE TABLE changes AS SELECT * FROM read_json_auto(?, "
+            "format = 'newline_delimited', sample_size = -1)",
+            [str(lines)],
+        )
+        assert {row[0] for row in db.execute("SELECT change_id FROM changes").fetchall()} == (
+            replayed
+        )
+
+        tellers = db.execute(WHO_PASSED_MOST).fetchall()
+        assert tellers == sorted(rumours.items(), key=lambda item: (-item[1], item[0]))
+        assert tellers[0][1] > 1
+
+        world, character, entity = db.execute(BUSIEST_RELATION).fetchone() or ()
+        moves = db.execute(RELATION_OVER_STORY_TIME, [world, character, entity]).fetchall()
+        assert len(moves) > 2
+        assert [seq for _, seq, _, _ in moves] == sorted(seq for _, seq, _, _ in moves)
+        for _, seq, feeling, memories in moves:
+            read = get(
+                settings,
+                f"/v2/memory/runtime/npcs/{character}?world_instance_id={world}"
+                f"&timeline_id=main&as_of_seq={seq}",
+            )
+            shown = {relation["entity_id"]: relation for relation in read["relations"]}[entity]
+            assert (shown["feeling"], shown["memories"], shown["last_seq"]) == (
+                feeling,
+                memories,
+                seq,
+            )
+    finally:
+        worker.stop()
+
+
+def replay_with_changes(lines: list[bytes], projector: Projector) -> set[str]:
+    """The change ids of an in-process replay of `lines` (one partition, in order)."""
+    state = MemoryState()
+    return {
+        change["change_id"]
+        for offset, line in enumerate(lines)
+        for change in projector.receive(
+            state, SourceMessage("replay", 0, offset, world_key(line), line)
+        ).changes
+    }
+
+
+@pytest.mark.integration
+def test_a_worker_with_the_feed_off_has_no_changes_topic(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", changes=False)
+    set_policy(settings)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, TOWN[:100])
+        read_topic(settings, settings.topics.acks, processed(100), timeout=120)
+    finally:
+        worker.stop()
+    assert settings.topics.changes == ""
+    assert f"{settings.topic_prefix}.changes" not in asyncio.run(topics(settings))
+
+
+async def topics(settings: Settings) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
