@@ -3,7 +3,9 @@ hanging model, each against rules mode on the same stream in the same run.
 
 One generated tavern stream is folded in-process with the production judge and chat-completions
 client (the judgements topic kept in memory), as the worker folds a partition: each message's
-questions found by a scratch pass, asked at once, the event applied with the answers. Runs:
+questions found by a scratch pass, asked at once, the event applied with the answers (the
+chronicle's chapters summarised by the model as they close, token counts by the worker's
+tokenizer). Runs:
 rules mode (the baseline); model mode with no model configured (the cost of the scratch pass and
 of recording, every judgement refused at once); model mode against the scripted model answering
 every call after 50 ms (at most 8 calls in flight, the default, and a deadline long enough for
@@ -27,6 +29,7 @@ from schemas.policy import Policy
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.model_client import ModelClient
 from streams.replay import messages
+from streams.tokens import wordllama_tokens
 from tests.model_server import Behaviour, scripted_model
 
 FULL_EVENTS = 1000
@@ -52,7 +55,7 @@ async def fold(lines: list[bytes], policy: Policy, url: str | None) -> Fold:
     client = None if url is None else ModelClient(url, "scripted", timeout_seconds=60)  # 8 at once
     topic = MemoryTopic()
     judge = Judge(client, JudgementLog(topic.read, topic.send))
-    projector = Projector(policies=lambda tenant, world: policy)
+    projector = Projector(policies=lambda tenant, world: policy, count=wordllama_tokens())
     state, result = MemoryState(), Fold()
     all_messages = list(messages(lines))
     size = max(1, len(all_messages) // SLICES)

@@ -27,69 +27,37 @@ the character holds, unfaded.
 A summary is made by a `Summariser`: given passages (a record's statement, or what an earlier
 summary kept), it keeps what matters within a token budget. The rules summariser, the default,
 keeps the most important statements (the content as retold: the statement stays, the detail
-goes). A model summariser (section 12) must not be called at read: its summaries would be
-judgements recorded while the stream is processed, keyed by the records a chapter covers
-(chapter bounds depend on the records alone), and looked up here.
+goes). With a model configured, the model summarises each part as it closes: never at read, but
+while the event that closes it is applied (`ask_summaries`), its answer recorded with that
+event's judgements and looked up here (`projections.chronicle_summaries`); chapter bounds depend
+on the records alone, so the read finds them. Each part says who summarised it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from projections.memory_store import held_in_order
+from projections.chronicle_summaries import (
+    MODEL,
+    RULES,
+    AskedSummaries,
+    Part,
+    Passage,
+    RecordedSummaries,
+    Summaries,
+    Summariser,
+    TokenCounter,
+)
+from projections.judgements import Judging
+from projections.memory_store import held_in_order, memory_keys
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
+from projections.timelines import Ancestry, Segment
 from projections.wording import retell
+from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import ChroniclePolicy
-
-TokenCounter = Callable[[str], int]
-"""How many tokens a text is."""
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    """One statement a summary may keep: its words, how much it matters, where in the story."""
-
-    text: str
-    importance: float
-    seq: int
-    tokens: int
-
-
-class Summariser(Protocol):
-    """Makes summaries: what matters of some passages, within a token budget."""
-
-    @property
-    def name(self) -> str:
-        """Who made the summaries (shown in the answer)."""
-
-    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
-        """What a summary of `passages` (in story order) keeps, at most `budget_tokens` long,
-        in story order."""
-
-
-class RulesSummariser:
-    """The most important statements (then the newest) that fit the budget, each once, in story
-    order."""
-
-    @property
-    def name(self) -> str:
-        return "rules"
-
-    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
-        kept: dict[str, Passage] = {}
-        used = 0
-        for passage in sorted(passages, key=lambda p: (-p.importance, -p.seq)):
-            if passage.text not in kept and used + passage.tokens <= budget_tokens:
-                kept[passage.text] = passage
-                used += passage.tokens
-        return tuple(sorted(kept.values(), key=lambda p: p.seq))
-
-
-RULES = RulesSummariser()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +84,7 @@ class Chapter:
     to_seq: int
     records: int
     belief_ids: tuple[str, ...]
+    summarised_by: str
     summary: bool = True
 
 
@@ -130,6 +99,7 @@ class Condensed:
     to_seq: int
     records: int
     chapters: int
+    summarised_by: str
     summary: bool = True
 
 
@@ -143,6 +113,7 @@ class ChronicleRead:
     npc_id: str
     processed_seq: int
     summariser: str
+    """Who summarises a part the model did not (each part says who summarised it)."""
     records: int
     tokens: int
     condensed: Condensed | None
@@ -152,13 +123,12 @@ class ChronicleRead:
 
 @dataclass(frozen=True, slots=True)
 class Rolled:
-    """A chapter, or the condensed chapter, as the chronicle is told: what its summary kept,
-    and the records behind it (their belief ids are kept for a chapter only)."""
+    """A chapter, or the condensed chapter, as the chronicle is told: the records behind it
+    (their belief ids are kept for a chapter only), what its summary kept, and who made it."""
 
+    part: Part
     passages: tuple[Passage, ...]
-    from_seq: int
-    to_seq: int
-    records: int
+    summarised_by: str
     belief_ids: tuple[str, ...] = ()
     chapters: int = 1
 
@@ -181,17 +151,23 @@ def _statement(memory: Memory, count: TokenCounter) -> Passage:
     return Passage(text=text, importance=memory.importance, seq=memory.seq, tokens=count(text))
 
 
+Told = tuple[Memory, str, int]
+"""A record no chapter tells yet: its digest's text and tokens."""
+
+
 def chronicle_of(
     memories: Iterable[Memory],
     policy: ChroniclePolicy,
     count: TokenCounter,
+    summaries: Summaries,
     summariser: Summariser = RULES,
-) -> tuple[Rolled | None, list[Rolled], list[Digest]]:
-    """The chronicle of records in story order: the condensed chapter, the chapters, and the
-    digests of the records no chapter tells yet."""
+) -> tuple[Rolled | None, list[Rolled], list[Told]]:
+    """The chronicle of records (of one character) in story order: the condensed chapter, the
+    chapters, and the records no chapter tells yet. Each part is the model's summary where
+    `summaries` has one, else the `summariser`'s."""
     condensed: Rolled | None = None
     chapters: list[Rolled] = []
-    pending: list[tuple[Memory, str, int]] = []
+    pending: list[Told] = []
     pending_tokens = 0
     for memory in memories:
         text = _digest_text(memory)
@@ -200,44 +176,93 @@ def chronicle_of(
         pending_tokens += tokens
         if pending_tokens <= policy.short_term_tokens:
             continue
-        statements = [_statement(held, count) for held, _, _ in pending]
-        chapters.append(
-            Rolled(
-                summariser.summarise(statements, policy.chapter_tokens),
-                from_seq=pending[0][0].seq,
-                to_seq=memory.seq,
-                records=len(pending),
-                belief_ids=tuple(held.belief_id for held, _, _ in pending),
-            )
+        part = Part(
+            "chapter",
+            memory.character_id,
+            memory.timeline_id,
+            pending[0][0].seq,
+            memory.seq,
+            len(pending),
         )
+        statements = [_statement(held, count) for held, _, _ in pending]
+        told, by = _summarised(
+            part, statements, policy.chapter_tokens, count, summaries, summariser
+        )
+        chapters.append(Rolled(part, told, by, tuple(held.belief_id for held, _, _ in pending)))
         pending, pending_tokens = [], 0
         if sum(chapter.tokens for chapter in chapters) > policy.long_term_tokens:
-            condensed = _condense(condensed, chapters, policy, summariser)
+            condensed = _condense(condensed, chapters, policy, count, summaries, summariser)
             chapters = []
-    digests = [
-        Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
-        for held, text, tokens in pending
-    ]
-    return condensed, chapters, digests
+    return condensed, chapters, pending
 
 
 def _condense(
     condensed: Rolled | None,
     chapters: list[Rolled],
     policy: ChroniclePolicy,
+    count: TokenCounter,
+    summaries: Summaries,
     summariser: Summariser,
 ) -> Rolled:
     """The condensed chapter folded together with the chapters that came after it."""
     earlier = [] if condensed is None else [condensed]
     parts = [*earlier, *chapters]
-    passages = [passage for part in parts for passage in part.passages]
-    return Rolled(
-        summariser.summarise(passages, policy.condensed_tokens),
-        from_seq=parts[0].from_seq,
-        to_seq=parts[-1].to_seq,
-        records=sum(part.records for part in parts),
-        chapters=sum(part.chapters for part in parts),
+    last = parts[-1].part
+    part = Part(
+        "condensed",
+        last.npc_id,
+        last.timeline_id,
+        parts[0].part.from_seq,
+        last.to_seq,
+        sum(rolled.part.records for rolled in parts),
     )
+    passages = [passage for rolled in parts for passage in rolled.passages]
+    told, by = _summarised(part, passages, policy.condensed_tokens, count, summaries, summariser)
+    return Rolled(part, told, by, chapters=sum(rolled.chapters for rolled in parts))
+
+
+def _summarised(
+    part: Part,
+    passages: Sequence[Passage],
+    budget_tokens: int,
+    count: TokenCounter,
+    summaries: Summaries,
+    summariser: Summariser,
+) -> tuple[tuple[Passage, ...], str]:
+    """What the summary of a part keeps, and who made it: the model, where it summarised the
+    part (its summary one passage, as important as the most important it tells), else the
+    `summariser`."""
+    summary = summaries.summary(part, passages, budget_tokens)
+    if summary is None:
+        return summariser.summarise(passages, budget_tokens), summariser.name
+    importance = max((passage.importance for passage in passages), default=0.0)
+    return (Passage(summary, importance, part.to_seq, count(summary)),), MODEL
+
+
+def ask_summaries(
+    tx: StateTransaction,
+    ancestry: Ancestry,
+    event: Event,
+    formed: Sequence[Memory],
+    policy: ChroniclePolicy,
+    count: TokenCounter,
+    judged: Judging,
+) -> None:
+    """Ask the model (through `judged`, which records the answers with the event's judgements)
+    to summarise each chapter, and the condensed chapter, that the records `event` formed
+    close (once they are stored); called with a model configured only. `ancestry` is as it
+    stood before the event: the chronicle is made as it reads once the event is applied."""
+    keys = memory_keys(tx, event.tenant_id, event.world_instance_id)
+    applied = (Segment(event.timeline_id, event.seq), *ancestry[1:])
+    asked = AskedSummaries(
+        RecordedSummaries(tx, keys.tenant_id, keys.world_id),
+        judged,
+        event.timeline_id,
+        event.seq,
+        count,
+    )
+    for character in dict.fromkeys(memory.character_id for memory in formed):
+        chronicle_of(held_in_order(tx, keys, applied, character), policy, count, asked)
 
 
 def chronicle_read(
@@ -257,15 +282,21 @@ def chronicle_read(
     memories = held_in_order(tx, keys, ancestry, npc_id)
     if not memories:
         raise NotFound(f"{npc_id!r} holds no memory on timeline {timeline_id!r}")
-    condensed, chapters, digests = chronicle_of(memories, policy, count, summariser)
+    recorded = RecordedSummaries(tx, tenant_id, world_id)
+    condensed, chapters, untold = chronicle_of(memories, policy, count, recorded, summariser)
+    digests = [
+        Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
+        for held, text, tokens in untold
+    ]
     told = [
         Chapter(
             chapter.text,
             chapter.tokens,
-            chapter.from_seq,
-            chapter.to_seq,
-            chapter.records,
+            chapter.part.from_seq,
+            chapter.part.to_seq,
+            chapter.part.records,
             chapter.belief_ids,
+            chapter.summarised_by,
         )
         for chapter in chapters
     ]
@@ -284,10 +315,11 @@ def chronicle_read(
         else Condensed(
             condensed.text,
             condensed.tokens,
-            condensed.from_seq,
-            condensed.to_seq,
-            records=condensed.records,
+            condensed.part.from_seq,
+            condensed.part.to_seq,
+            records=condensed.part.records,
             chapters=condensed.chapters,
+            summarised_by=condensed.summarised_by,
         ),
         chapters=told,
         digests=digests,

@@ -4,9 +4,11 @@ whenever there is none.
 In model mode (`memory.weighing: "model"`) an event raises questions: each memory it forms asks
 how the character feels about it (`feeling`: feeling and arousal; the rest stays rules), and
 each rumour it spreads asks how the listener retells it (`retelling`: the words, a detail of
-which may shift, blur or grow, with the listener's feeling and arousal). A question is known by
-its position, character, belief and kind, all deterministic, so the same stream raises the same
-questions.
+which may shift, blur or grow, with the listener's feeling and arousal). With a model
+configured, in either mode, the referee asks for its `verdict`, and a chronicle chapter the
+event's records close asks for its `summary` (`projections.chronicle_summaries`). A question is
+known by its position, character, belief (or chapter) and kind, all deterministic, so the same
+stream raises the same questions.
 
 The projections never call a model. They take an `AnswerSource`: plain data answering each
 question, or saying why it cannot (the reason). The shell learns which questions an event
@@ -18,9 +20,9 @@ the same records (`RecordedAnswers`) forms the same state without asking anythin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
 
@@ -41,6 +43,7 @@ from schemas.judgements import (
     RecordedJudgement,
     RefusedJudgement,
     RetellingAnswer,
+    SummaryAnswer,
     VerdictAnswer,
 )
 from schemas.memory import Memory, Verdict
@@ -50,6 +53,9 @@ Position = tuple[str, str, str, int]
 """(tenant, world, timeline, seq): where an event stands, and its judgements with it."""
 QuestionKey = tuple[str, str, JudgementKind]
 """(character, belief, kind): one question among an event's."""
+
+Unfit = Callable[[str], str | None]
+"""Why an answer's text cannot stand (too long, say), or None when it can."""
 
 NO_MODEL = "no model is configured"
 NOT_RECORDED = "no answer was recorded for it"
@@ -73,10 +79,17 @@ VERDICT_INSTRUCTIONS = (
     'Answer with one JSON object and nothing else: {"verdict": "convinced" | "doubting" | '
     '"unconvinced"}.'
 )
+SUMMARY_INSTRUCTIONS = (
+    "You keep the chronicle of a character in a game: the story so far, in a size a prompt can "
+    "hold. Summarise what they remember, oldest first, keeping what matters most to them and "
+    "inventing nothing. Answer with one JSON object and nothing else: "
+    '{"summary": the summary, within the length you are given}.'
+)
 INSTRUCTIONS: dict[JudgementKind, str] = {
     "feeling": FEELING_INSTRUCTIONS,
     "retelling": RETELLING_INSTRUCTIONS,
     "verdict": VERDICT_INSTRUCTIONS,
+    "summary": SUMMARY_INSTRUCTIONS,
 }
 AGREEMENT_WORDS = {
     "agrees": "what the player claims agrees with what truly happened",
@@ -120,6 +133,10 @@ class AnswerSource(Protocol):
     def answer(self, question: Question) -> Answer | str:
         """The model's answer to `question`, or why there is none (the rules answer then)."""
 
+    def summaries_at(self, position: Position) -> bool:
+        """Whether the event at `position` may have chronicle summaries to answer: only then
+        does applying it walk its characters' records for the chapters it closes."""
+
 
 @dataclass(frozen=True, slots=True)
 class Unanswered:
@@ -131,6 +148,9 @@ class Unanswered:
     def answer(self, question: Question) -> str:
         return self.reason
 
+    def summaries_at(self, position: Position) -> bool:
+        return False  # without a model the rules summarise, at read
+
 
 WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
@@ -138,35 +158,61 @@ WITHOUT_MODEL = Unanswered()
 
 @dataclass(slots=True)
 class QuestionCollector:
-    """Notes every question asked and answers none: the scratch pass that finds them."""
+    """Notes every question asked that `known` does not answer, and answers those it does: the
+    scratch pass that finds them (answers may raise more: a chapter closes on a rumour's words
+    as the model retold them, the condensed chapter on a chapter's summary)."""
 
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
+    known: RecordedAnswers | None = None
 
-    def answer(self, question: Question) -> str:
+    def answer(self, question: Question) -> Answer | str:
+        if self.known is not None and self.known.holds(question):
+            return self.known.answer(question)
         self.questions.append(question)
         return "not asked yet"
+
+    def summaries_at(self, position: Position) -> bool:
+        return self.model_configured  # the scratch pass is where they are found
 
 
 class RecordedAnswers:
     """Answers as recorded (by the shell, after asking the model; or by an earlier run)."""
 
-    def __init__(self, records: Iterable[EventJudgements], missing: str = NOT_RECORDED) -> None:
+    def __init__(
+        self,
+        records: Iterable[EventJudgements],
+        missing: str = NOT_RECORDED,
+        model_configured: bool = True,
+    ) -> None:
         self._made: dict[Position, dict[QuestionKey, RecordedJudgement]] = {}
         for record in records:
             self._made[position_of(record)] = {
                 (made.npc_id, made.belief_id, made.judgement): made for made in record.judgements
             }
         self._missing = missing
+        self._model_configured = model_configured
 
     @property
     def model_configured(self) -> bool:
-        return True  # a model answered these (or was asked and could not)
+        """Whether a model answered these (or was asked and could not); not when a worker
+        without one recorded the rules' refusals of model mode."""
+        return self._model_configured
+
+    def summaries_at(self, position: Position) -> bool:
+        """Only where one was recorded: a part the scratch pass did not see closing is the
+        rules' (and the walk over the records is spared to every other event)."""
+        made = self._made.get(position, {})
+        return self._model_configured and any(kind == "summary" for _, _, kind in made)
 
     @property
     def positions(self) -> list[Position]:
         """The positions it holds answers for."""
         return list(self._made)
+
+    def holds(self, question: Question) -> bool:
+        """Whether a judgement was recorded for `question` (answered or not)."""
+        return question.key in self._made.get(question.position, {})
 
     def answer(self, question: Question) -> Answer | str:
         made = self._made.get(question.position, {}).get(question.key)
@@ -228,6 +274,11 @@ class Judging(Protocol):
     def referee(self, rules: Judge) -> Judge:
         """The referee's judge: the model's verdict, the `rules` judge its fallback."""
 
+    def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
+        """The model's summary of a chronicle `chapter` of `npc_id`'s (what it covers: `told`),
+        or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
+        only where the answers may hold summaries (`AnswerSource.summaries_at`)."""
+
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         """Store the event's judgements with its state; returns those the rules made."""
 
@@ -243,6 +294,9 @@ class RulesJudging:
 
     def referee(self, rules: Judge) -> Judge:
         return rules
+
+    def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
+        return None
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         return []  # nothing was judged: the rules are the policy, not a fallback
@@ -306,11 +360,30 @@ class ModelJudging:
 
         return judge
 
+    def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
+        prompt = f"Character: {self._names(npc_id)}\n{told}"
+        outcome = self._ask(
+            npc_id,
+            chapter,
+            "summary",
+            prompt,
+            lambda answer: unfit(answer.summary) if isinstance(answer, SummaryAnswer) else None,
+        )
+        return outcome.summary if isinstance(outcome, SummaryAnswer) else None
+
     def _ask(
-        self, npc_id: str, belief_id: str, judgement: JudgementKind, prompt: str
+        self,
+        npc_id: str,
+        belief_id: str,
+        judgement: JudgementKind,
+        prompt: str,
+        unfit: Callable[[Answer], str | None] = lambda answer: None,
     ) -> Answer | str:
+        """The answer to a question (or why there is none: also when it is `unfit`)."""
         question = Question(self._position, npc_id, belief_id, judgement, prompt)
         outcome = self._answers.answer(question)
+        if not isinstance(outcome, str):
+            outcome = unfit(outcome) or outcome
         self._made.append(answered(question, outcome))
         return outcome
 
@@ -344,6 +417,21 @@ def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
 def judgement_key(position: Position) -> bytes:
     tenant, world, timeline, seq = position
     return pack(JUDGEMENTS, tenant, world, timeline, seq)
+
+
+def recorded_answer(
+    tx: StateTransaction, position: Position, key: QuestionKey
+) -> dict[str, Any] | None:
+    """The answer recorded for a question at a position, if the model gave one."""
+    stored = tx.get(judgement_key(position))
+    if stored is None:
+        return None
+    for made in EventJudgements.from_bytes(stored).judgements:  # as stored: plain dicts
+        found = cast(dict[str, Any], made)
+        if (found["npc_id"], found["belief_id"], found["judgement"]) == key:
+            answer: dict[str, Any] | None = found.get("answer")
+            return answer
+    return None
 
 
 def judging(event: Event, weighing: str, answers: AnswerSource, names: Names) -> Judging:

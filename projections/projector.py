@@ -15,6 +15,8 @@ from typing import Any
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
 from projections.changes import ChangeWatch
+from projections.chronicle import ask_summaries
+from projections.chronicle_summaries import TokenCounter
 from projections.delivery import Intake, SourceMessage, identity_of
 from projections.dialogue import record_dialogue
 from projections.divergence import diverging
@@ -25,6 +27,8 @@ from projections.judgements import (
     AnswerSource,
     Question,
     QuestionCollector,
+    RecordedAnswers,
+    event_position,
     judging,
 )
 from projections.memories import form_memories, origin_at
@@ -72,6 +76,7 @@ class Projector:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         on_formed: FormationObserver = _unobserved,
         answers: AnswerSource = WITHOUT_MODEL,
+        count: TokenCounter | None = None,
         changes: bool = False,
     ) -> None:
         self.policies = policies
@@ -81,6 +86,10 @@ class Projector:
         """Model judgements (`projections.judgements`): none by default, so the rules make
         each one (the referee's verdicts, and in model mode feelings and retellings, which the
         acks then list as refused)."""
+        self.count = count
+        """Token counts for the chronicle's chapters, which the model summarises as they close
+        when one is configured (the worker's, replays' and rebuilds' must agree with the
+        reads': `streams.tokens`). None: no summary is ever asked."""
         self.changes = changes
         """Whether `receive` also says what each message changed (the change feed)."""
 
@@ -112,18 +121,23 @@ class Projector:
         )
 
     def questions(
-        self, tx: StateTransaction, message: SourceMessage, model_configured: bool
+        self,
+        tx: StateTransaction,
+        message: SourceMessage,
+        model_configured: bool,
+        known: RecordedAnswers | None = None,
     ) -> list[Question]:
-        """The model judgements taking `message` in would ask for: found by taking it into
-        scratch state over `tx`, which is then thrown away. None in rules mode unless a model
-        is configured (the referee asks it then)."""
+        """The model judgements taking `message` in would ask for, beyond those `known`
+        answers: found by taking it into scratch state over `tx` (with `known`'s answers),
+        which is then thrown away. None in rules mode unless a model is configured (the
+        referee and the chronicle ask it then)."""
         identity = identity_of(message.value)
         tenant, world_id = identity["tenant_id"], identity["world_instance_id"]
         if tenant is None or world_id is None:
             return []
         if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
             return []
-        collector = QuestionCollector(model_configured=model_configured)
+        collector = QuestionCollector(model_configured=model_configured, known=known)
         self._take(ScratchState(tx), message, collector, changes=False)
         return collector.questions
 
@@ -140,12 +154,8 @@ class Projector:
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
-        judged = judging(
-            event,
-            policy.memory.weighing,
-            self.answers if answers is None else answers,
-            catalogue.name_of,
-        )
+        source = self.answers if answers is None else answers
+        judged = judging(event, policy.memory.weighing, source, catalogue.name_of)
         refereed_note = None
         if policy.memory.npc:
             present = (
@@ -173,6 +183,9 @@ class Projector:
             store_memories(tx, context.keys, formed)
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, refereed.weakened)
             record_relations(tx, context.keys, ancestry, formed)
+            if self.count is not None and source.summaries_at(event_position(event)):
+                chronicle = policy.memory.chronicle
+                ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
             self.on_formed(memories, rumours)

@@ -16,12 +16,14 @@ from schemas.events import Contract, Identifier, Seq
 from schemas.memory import Feeling, Share, Verdict
 from schemas.records import Record
 
-JudgementKind = Literal["feeling", "retelling", "verdict"]
-"""What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold, and
-the referee's verdict on a player's line (`verdict`)."""
+JudgementKind = Literal["feeling", "retelling", "verdict", "summary"]
+"""What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold, the
+referee's verdict on a player's line (`verdict`), and a chronicle chapter's `summary`."""
 
 RETOLD_CHARACTERS = 1000
 """A retold rumour's words are at most this long."""
+SUMMARY_CHARACTERS = 20_000
+"""A chapter's summary is at most this long (its token budget is checked as well)."""
 
 
 class FeelingAnswer(Contract):
@@ -46,6 +48,12 @@ class VerdictAnswer(Contract):
     verdict: Verdict
 
 
+class SummaryAnswer(Contract):
+    """A chapter of a character's chronicle (or the condensed chapter) in a few words."""
+
+    summary: Annotated[str, StringConstraints(min_length=1, max_length=SUMMARY_CHARACTERS)]
+
+
 Phrase = Annotated[str, StringConstraints(max_length=200)]
 
 
@@ -57,13 +65,14 @@ class RelationsAnswer(Contract):
     ]
 
 
-Answer = FeelingAnswer | RetellingAnswer | VerdictAnswer
-AnswerType = type[FeelingAnswer] | type[RetellingAnswer] | type[VerdictAnswer]
+Answer = FeelingAnswer | RetellingAnswer | VerdictAnswer | SummaryAnswer
+AnswerType = type[FeelingAnswer] | type[RetellingAnswer] | type[VerdictAnswer] | type[SummaryAnswer]
 
 ANSWER_TYPES: dict[JudgementKind, AnswerType] = {
     "feeling": FeelingAnswer,
     "retelling": RetellingAnswer,
     "verdict": VerdictAnswer,
+    "summary": SummaryAnswer,
 }
 """The answer each kind of judgement asks the model for."""
 

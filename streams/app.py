@@ -55,6 +55,7 @@ from streams.state import (
     state_options,
     without_write_ahead_log,
 )
+from streams.tokens import wordllama_tokens
 from streams.web import Readiness, register_views
 
 log = logger("worker")
@@ -437,6 +438,7 @@ def create_app(settings: Settings) -> Rumourmill:
         policies=PolicyBook(policies),
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
+        count=wordllama_tokens(),
         changes=bool(settings.topics.changes),
     )
     judgements = app.topic(

@@ -39,7 +39,7 @@ from projections.judgements import (
 )
 from projections.projector import Projector
 from projections.state import StateTransaction
-from schemas.judgements import Answer, EventJudgements, RecordedJudgement
+from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
 from streams.logs import logger
 from streams.model_client import TIMED_OUT, ModelClient
 
@@ -47,6 +47,11 @@ log = logger("judging")
 
 REST_SECONDS = 30.0
 """How long a model that ran out of time on every question of a message is left alone."""
+ROUNDS = 3
+"""How many times a message's questions are put: answers may raise more (`LEADING`)."""
+LEADING: frozenset[JudgementKind] = frozenset({"retelling", "summary"})
+"""The judgements whose answers may raise more questions of the same message: a rumour's words
+as the model retold them may close a chronicle chapter, a chapter's summary the condensed one."""
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 
@@ -162,16 +167,28 @@ class Judge:
     ) -> RecordedAnswers | None:
         """The answers to the judgements taking `message` into `tx` raises (stored on the
         topic); None when it raises none (rules mode, a redelivery, a duplicate...)."""
-        questions = projector.questions(tx, message, model_configured=self.client is not None)
+        configured = self.client is not None
+        questions = projector.questions(tx, message, configured)
         if not questions:
             return None
         tenant, world_id, _, _ = questions[0].position
-        return await self.answers(
-            message.partition,
-            questions,
-            projector.policies(tenant, world_id).memory.model.deadline_ms,
-            lambda position: tx.get(judgement_key(position)) is not None,
-        )
+        deadline_ms = projector.policies(tenant, world_id).memory.model.deadline_ms
+        ends = time.monotonic() + deadline_ms / 1000  # the rounds share the deadline
+        answers = None
+        for _ in range(ROUNDS):
+            answers = await self.answers(
+                message.partition,
+                questions,
+                deadline_ms,
+                lambda position: tx.get(judgement_key(position)) is not None,
+            )
+            deadline_ms = int((ends - time.monotonic()) * 1000)
+            if deadline_ms < 1 or not any(question.judgement in LEADING for question in questions):
+                break  # what is left unasked the rules answer, as `NOT_RECORDED`
+            questions = projector.questions(tx, message, configured, answers)
+            if not questions:
+                break
+        return answers
 
     async def answers(
         self,
@@ -204,7 +221,7 @@ class Judge:
             ]
             await self.log.keep(partition, new)
             records.update((position_of(record), record) for record in new)
-        return RecordedAnswers(records.values())
+        return RecordedAnswers(records.values(), model_configured=self.client is not None)
 
     async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:
         """Every question asked at once; what has no answer by the deadline gets a reason."""

@@ -56,6 +56,7 @@ from streams.state import (
     recorded_writes,
     without_write_ahead_log,
 )
+from streams.tokens import wordllama_tokens
 
 POLICIES_TIMEOUT = 60.0
 BATCH_EVENTS = 200
@@ -195,7 +196,11 @@ async def rebuild(
     began = time.perf_counter()
     async with policies_caught_up(live) as policies, kafka_clients(live) as (consumer, producer):
         folder = Folder(
-            Projector(policies=PolicyBook(policies), max_event_bytes=live.max_event_bytes),
+            Projector(
+                policies=PolicyBook(policies),
+                max_event_bytes=live.max_event_bytes,
+                count=wordllama_tokens(),
+            ),
             producer,
             topic,
             lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),

@@ -20,6 +20,7 @@ from schemas import Ack
 from schemas.judgements import EventJudgements
 from streams.judging import Judge
 from streams.policies import check_policy_document
+from streams.tokens import wordllama_tokens
 
 
 @dataclass
@@ -104,4 +105,8 @@ def replay_projector(policy: Path | None, judgements: Path | None) -> Projector:
             raise ReplayInputError(
                 f"{judgements}:{number}: {explain(error, 'not a judgements record')}"
             ) from None
-    return Projector(policies=lambda tenant, world: resolved, answers=RecordedAnswers(records))
+    return Projector(
+        policies=lambda tenant, world: resolved,
+        answers=RecordedAnswers(records),
+        count=wordllama_tokens(),
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import wordllama
 from tokenizers import Tokenizer
 
-from projections.chronicle import TokenCounter
+from projections.chronicle_summaries import TokenCounter
 from streams.embedding import WordLlamaEmbedder
 
 TOKENIZER_FILE = (

@@ -3,8 +3,8 @@
 It speaks the OpenAI chat-completions protocol on a free port, in a thread of its own (so a
 test, a benchmark or a worker in another process can call it), and behaves as it is told:
 
-- `answer`: a JSON answer (`feeling` and `arousal`, a retelling, the referee's `verdict`, or
-  the `relations` a reply brings in), after `delay`;
+- `answer`: a JSON answer (`feeling` and `arousal`, a retelling, the referee's `verdict`, the
+  `relations` a reply brings in, or a chronicle chapter's `summary`), after `delay`;
 - `slow`: the same, only after `delay` seconds (past a client's timeout);
 - `error`: HTTP 500;
 - `refuse`: a refusal (`message.refusal`, no content);
@@ -33,6 +33,9 @@ MODEL_AROUSAL = 0.95
 """What the scripted model feels about every memory (no rules row says this)."""
 RETOLD_PREFIX = "Word is that"
 """How the scripted model opens every rumour it retells."""
+SUMMARY_PREFIX = "Chronicled:"
+"""How the scripted model opens every summary; the first word of each line it summarises
+follows (then `summary_padding` words more)."""
 
 
 @dataclass
@@ -45,6 +48,8 @@ class ScriptedModel:
     """What the model rules when it referees (a verdict that does not exist is possible)."""
     relations: list[str] = field(default_factory=lambda: ["her brother"])
     """The relations the model finds in any reply it checks for inventions."""
+    summary_padding: int = 0
+    """Words added to every summary (enough of them make it over its budget)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     port: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,6 +89,10 @@ class ScriptedModel:
             return orjson.dumps({"verdict": self.verdict}).decode()
         if '"relations"' in instructions:
             return orjson.dumps({"relations": self.relations}).decode()
+        if '"summary"' in instructions:
+            told = [line[2:].split()[0] for line in question.splitlines() if line.startswith("- ")]
+            summary = " ".join([SUMMARY_PREFIX, *told, *(["more"] * self.summary_padding)])
+            return orjson.dumps({"summary": summary}).decode()
         answer: dict[str, Any] = {"feeling": MODEL_FEELING, "arousal": MODEL_AROUSAL}
         if "retell" in instructions:
             told = question.splitlines()[0].split(": ", 1)[1]

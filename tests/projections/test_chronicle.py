@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.chronicle import Passage, RulesSummariser, chronicle_read
+from projections.chronicle import chronicle_read
+from projections.chronicle_summaries import Passage, RulesSummariser
 from projections.decision import decision
 from projections.dialogue import dialogue_read
 from projections.digest import world_digest

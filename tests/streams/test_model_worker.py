@@ -1,6 +1,7 @@
 """Model mode end to end: a real worker on Apache Kafka asking a scripted chat-completions
 server; `rumourmill rebuild`, an in-process replay of the judgements topic's records and a
-worker of a fresh app id with the model gone then ask nothing and reach the same digest."""
+worker of a fresh app id with the model gone then ask nothing and reach the same digest; the
+chronicle the worker tells in the model's summaries."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from projections.chronicle import chronicle_read
 from projections.judgements import RecordedAnswers
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
@@ -21,8 +24,12 @@ from schemas.judgements import EventJudgements
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
+from streams.tokens import wordllama_tokens
 from streams.topics import ensure_topics
-from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, scripted_model
+from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, SUMMARY_PREFIX, scripted_model
+from tests.projections.test_chronicle import lines
+from tests.streams.test_model_summaries import POLICY as SUMMARISED
+from tests.streams.test_model_summaries import SHORT_CHAPTERS
 from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
 
 TAVERN = [
@@ -144,3 +151,67 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
         assert digest(rebuild) == live_digest
     finally:
         worker.stop()
+
+
+@pytest.mark.integration
+def test_a_worker_with_a_model_tells_the_chronicle_in_the_models_summaries(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    talk = lines(40)
+    with scripted_model() as model:
+        settings = unique_settings(
+            kafka_bootstrap, tmp_path / "live", model_url=model.url, model_name="scripted"
+        )
+        asyncio.run(ensure_topics(settings))
+        document = json.dumps(SHORT_CHAPTERS).encode()
+        asyncio.run(
+            send_one(
+                settings.bootstrap, settings.topics.policies, policy_key("default", "w"), document
+            )
+        )
+        worker = WorkerProcess(settings, tmp_path / "live.log").start()
+        try:
+            send_events(settings, talk)
+            acks = read_topic(
+                settings,
+                settings.topics.acks,
+                lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= len(talk),
+                timeout=180,
+            )
+            assert [ack for ack in acks if "refused_judgements" in ack] == []
+            told = get_json(
+                settings,
+                "/v2/memory/runtime/npcs/npc-mara/chronicle?world_instance_id=w&timeline_id=main",
+            )
+        finally:
+            worker.stop()
+    parts = [told["condensed"], *told["chapters"]]
+    assert told["condensed"] is not None and told["chapters"]
+    assert all(part["summarised_by"] == "model" for part in parts)
+    assert all(part["text"].startswith(SUMMARY_PREFIX) for part in parts)
+    # the worker's token counts agree with the read's: the same chronicle as a replay of its
+    # recorded judgements (the model gone)
+    recorded = [
+        EventJudgements.model_validate(item)
+        for item in read_topic(
+            settings, settings.topics.judgements, lambda got: len(got) >= 5, timeout=60
+        )
+    ]
+    replayed = replay_lines(
+        talk,
+        Projector(
+            lambda tenant, world: SUMMARISED,
+            answers=RecordedAnswers(recorded),
+            count=wordllama_tokens(),
+        ),
+    )
+    read = chronicle_read(
+        replayed.state,
+        "default",
+        "w",
+        "main",
+        "npc-mara",
+        SUMMARISED.memory.chronicle,
+        wordllama_tokens(),
+    )
+    assert orjson.loads(orjson.dumps(read)) == told

@@ -1,0 +1,149 @@
+"""Who summarises the chronicle's chapters: the rules by default, the model when one is
+configured (section 14, with the judgements of section 12).
+
+A chapter, or the condensed chapter, is known by the records behind it (`Part`): whose they
+are, the first and last positions and how many, all from the records alone. The chapter closes
+at the event that formed its last record; with a model configured that event asks the model for
+its summary (`AskedSummaries`, over the event's `Judging`), and the answer is recorded with the
+event's judgements, under the event's position, like every judgement: a replay or a rebuild
+answers it from the record and never calls the model again. The chronicle, computed at read,
+looks each part's summary up there (`RecordedSummaries`) and makes the rules' summary where
+none was recorded (no model, a refusal, a malformed or over-long answer, or a part whose records
+changed since). Either way it is a summary, and says whose; the records behind it stay the
+authority.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import ValidationError
+
+from projections.judgements import Judging, recorded_answer
+from projections.state import StateTransaction
+from schemas.judgements import SummaryAnswer
+
+TokenCounter = Callable[[str], int]
+"""How many tokens a text is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One statement a summary may keep: its words, how much it matters, where in the story."""
+
+    text: str
+    importance: float
+    seq: int
+    tokens: int
+
+
+class Summariser(Protocol):
+    """Makes summaries: what matters of some passages, within a token budget."""
+
+    @property
+    def name(self) -> str:
+        """Who made the summaries (shown in the answer)."""
+
+    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
+        """What a summary of `passages` (in story order) keeps, at most `budget_tokens` long,
+        in story order."""
+
+
+class RulesSummariser:
+    """The most important statements (then the newest) that fit the budget, each once, in story
+    order."""
+
+    @property
+    def name(self) -> str:
+        return "rules"
+
+    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
+        kept: dict[str, Passage] = {}
+        used = 0
+        for passage in sorted(passages, key=lambda p: (-p.importance, -p.seq)):
+            if passage.text not in kept and used + passage.tokens <= budget_tokens:
+                kept[passage.text] = passage
+                used += passage.tokens
+        return tuple(sorted(kept.values(), key=lambda p: p.seq))
+
+
+RULES = RulesSummariser()
+MODEL = "model"
+"""Who made a summary the model made (`summarised_by`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A chapter or the condensed chapter, by the records behind it: whose they are, how many,
+    and the positions of the first and the last (where the event that closed it stands)."""
+
+    kind: Literal["chapter", "condensed"]
+    npc_id: str
+    timeline_id: str
+    from_seq: int
+    to_seq: int
+    records: int
+
+    @property
+    def name(self) -> str:
+        """How its summary is known among the judgements of the event that closed it."""
+        return f"{self.kind} {self.from_seq}-{self.to_seq} ({self.records} records)"
+
+
+class Summaries(Protocol):
+    """The model's summaries of a chronicle's parts."""
+
+    def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
+        """The model's summary of `part` (what the rules would summarise: `passages`, in story
+        order), or None: the rules summarise it then."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedSummaries:
+    """The summaries the model made as the parts closed, as recorded in a world's state."""
+
+    tx: StateTransaction
+    tenant_id: str
+    world_id: str
+
+    def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
+        position = (self.tenant_id, self.world_id, part.timeline_id, part.to_seq)
+        answer = recorded_answer(self.tx, position, (part.npc_id, part.name, "summary"))
+        if answer is None:
+            return None
+        try:
+            return SummaryAnswer.model_validate(answer).summary
+        except ValidationError:
+            return None  # recorded by a release that asked for another shape
+
+
+@dataclass(frozen=True, slots=True)
+class AskedSummaries:
+    """The summaries while an event is applied: the parts it closes are asked of the model
+    (through the event's judging, which records the answers); earlier ones were recorded."""
+
+    recorded: RecordedSummaries
+    judged: Judging
+    timeline_id: str
+    seq: int
+    count: TokenCounter
+
+    def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
+        if (part.timeline_id, part.to_seq) != (self.timeline_id, self.seq):
+            return self.recorded.summary(part, passages, budget_tokens)
+        said = "\n".join(f"- {passage.text}" for passage in passages)
+        told = (
+            f"What they remember ({part.records} records, positions {part.from_seq} to "
+            f"{part.to_seq}), oldest first:\n{said}\n"
+            f"The summary must be at most {budget_tokens} tokens long."
+        )
+
+        def unfit(text: str) -> str | None:
+            tokens = self.count(text)
+            if tokens <= budget_tokens:
+                return None
+            return f"over budget: {tokens} tokens, the {part.kind}'s budget is {budget_tokens}"
+
+        return self.judged.summary(part.npc_id, part.name, told, unfit)

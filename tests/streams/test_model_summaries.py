@@ -1,0 +1,166 @@
+"""The chronicle's chapters summarised by a model (sections 12 and 14) against a real
+chat-completions server on 127.0.0.1 answering from a script (`tests.model_server`), through the
+production client and judge, in process (no Kafka); token counts by the worker's tokenizer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from projections.chronicle import chronicle_read
+from projections.digest import world_digest
+from projections.judgements import RecordedAnswers
+from projections.policy import resolve
+from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from schemas.judgements import EventJudgements
+from schemas.policy import Policy
+from streams.judging import Judge, JudgementLog, MemoryTopic
+from streams.model_client import ModelClient
+from streams.replay import Replay, replay_judged, replay_lines
+from streams.tokens import wordllama_tokens
+from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
+from tests.projections.test_chronicle import lines
+
+SHORT_CHAPTERS: dict[str, Any] = {
+    "memory": {
+        "chronicle": {
+            "short_term_tokens": 400,
+            "long_term_tokens": 60,
+            "chapter_tokens": 250,
+            "condensed_tokens": 60,
+        }
+    }
+}
+POLICY = resolve(None, SHORT_CHAPTERS)
+"""Chapters of a few lines each, condensed every few chapters (rules weighing: only the
+summaries are the model's)."""
+TALK = lines(40)
+
+
+def projector(answers: RecordedAnswers | None = None) -> Projector:
+    count = wordllama_tokens()
+    if answers is None:
+        return Projector(lambda tenant, world: POLICY, count=count)
+    return Projector(lambda tenant, world: POLICY, answers=answers, count=count)
+
+
+def judged(url: str | None, topic: MemoryTopic, timeout: float = 5.0) -> Replay:
+    """The talk replayed with each message's questions put to the model at `url`."""
+
+    async def run() -> Replay:
+        client = None if url is None else ModelClient(url, "scripted", timeout_seconds=timeout)
+        try:
+            return await replay_judged(
+                TALK, projector(), Judge(client, JudgementLog(topic.read, topic.send))
+            )
+        finally:
+            if client is not None:
+                await client.close()
+
+    return asyncio.run(run())
+
+
+def chronicle(replay: Replay, policy: Policy = POLICY) -> dict[str, Any]:
+    read = chronicle_read(
+        replay.state,
+        "default",
+        "w",
+        "main",
+        "npc-mara",
+        policy.memory.chronicle,
+        wordllama_tokens(),
+    )
+    decoded: dict[str, Any] = orjson.loads(orjson.dumps(read))
+    return decoded
+
+
+def parts(told: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summarised parts of a chronicle: the condensed chapter, then the chapters."""
+    return ([told["condensed"]] if told["condensed"] else []) + told["chapters"]
+
+
+def bounds(told: dict[str, Any]) -> list[tuple[int, int, int]]:
+    return [(part["from_seq"], part["to_seq"], part["records"]) for part in parts(told)]
+
+
+def records(topic: MemoryTopic) -> list[EventJudgements]:
+    return [record for kept in topic.partitions.values() for record in kept]
+
+
+def rules_chronicle() -> dict[str, Any]:
+    return chronicle(replay_lines(TALK, Projector(lambda tenant, world: POLICY)))
+
+
+def test_with_a_model_the_chapters_are_its_summaries_and_a_replay_without_it_is_identical() -> None:
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live = judged(model.url, topic)
+    told = chronicle(live)
+    rules = rules_chronicle()
+    assert told["condensed"] is not None and told["chapters"]  # rolled and condensed
+    # the parts tell every record before the digests, in order, each once
+    told_bounds = bounds(told)
+    assert [start for start, _, _ in told_bounds] == [
+        1,
+        *(end + 1 for _, end, _ in told_bounds[:-1]),
+    ]
+    assert sum(count for _, _, count in told_bounds) + len(told["digests"]) == len(TALK)
+    for part in parts(told):
+        assert (part["summary"], part["summarised_by"]) == (True, "model")
+        assert part["text"].startswith(SUMMARY_PREFIX)
+        assert part["tokens"] <= POLICY.memory.chronicle.chapter_tokens
+    first = told["chapters"][0]
+    covered = range(first["from_seq"], first["to_seq"] + 1)
+    assert first["text"] == " ".join([SUMMARY_PREFIX, *(f"line{seq}" for seq in covered)])
+    assert len(first["belief_ids"]) == first["records"]  # the records behind it, named
+    assert told["digests"] == rules["digests"]  # the newest records, word for word
+    assert all(part["summarised_by"] == "rules" for part in parts(rules))
+    assert live.refusals == []
+    # a summary never replaces a record: what she holds reads the same as without the model
+    held = runtime_read(live.state, "default", "w", "main", "npc-mara")
+    assert held == runtime_read(replay_lines(TALK).state, "default", "w", "main", "npc-mara")
+    # the model gone: the recorded summaries make the identical chronicle and digest
+    calls = model.calls
+    again = replay_lines(TALK, projector(RecordedAnswers(records(topic))))
+    assert again.digests == live.digests and again.refusals == []
+    assert chronicle(again) == told
+    assert model.calls == calls
+    assert world_digest(again.state, "default", "w") == world_digest(live.state, "default", "w")
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "delay", "timeout", "padding", "reason"),
+    [
+        ("malformed", 0.0, 5.0, 0, "malformed answer: not valid JSON"),
+        ("slow", 1.0, 0.2, 0, "timeout: no answer within 0.2 s"),
+        ("answer", 0.0, 5.0, 200, "over budget: "),
+    ],
+)
+def test_a_summary_the_model_fails_is_the_rules_and_is_listed_on_the_ack(
+    behaviour: Behaviour, delay: float, timeout: float, padding: int, reason: str
+) -> None:
+    with scripted_model(behaviour, delay) as failing:
+        failing.summary_padding = padding
+        replay = judged(failing.url, MemoryTopic(), timeout=timeout)
+    rules = rules_chronicle()
+    assert replay.outcomes == {"processed": len(TALK)}
+    assert chronicle(replay) == rules
+    refused = [item for ack in replay.refusals for item in ack.refused_judgements]
+    asked = [f"{part['to_seq']}" for part in parts(rules)]
+    assert {item.judgement for item in refused} == {"summary"}
+    assert {item.npc_id for item in refused} == {"npc-mara"}
+    assert refused[0].reason.startswith(reason)
+    # each chapter, and each condensation, was asked for once, at the event that closed it
+    closed = [item.belief_id.split()[1].split("-")[1] for item in refused]
+    assert set(asked) <= set(closed)
+    assert [ack.seq for ack in replay.refusals] == sorted({int(seq) for seq in closed})
+
+
+def test_without_a_model_no_summary_is_asked_and_none_is_refused() -> None:
+    replay = judged(None, MemoryTopic())
+    assert replay.refusals == []  # the rules summariser is the norm, not a fallback
+    assert chronicle(replay) == rules_chronicle()
