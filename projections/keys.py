@@ -18,13 +18,8 @@ _INTEGER_BYTES = 8
 KeyPart = str | int
 
 
-@lru_cache(maxsize=1 << 16)
 def pack(*parts: KeyPart) -> bytes:
-    """Pack strings and non-negative integers (below 2**64) into one sortable key.
-
-    Keys recur on every event (a character's prefixes, an entity's relation head): each
-    packing is kept, so a recurring key costs one cache lookup.
-    """
+    """Pack strings and non-negative integers (below 2**64) into one sortable key."""
     return b"".join(
         [
             _packed_string(part)
@@ -33,6 +28,12 @@ def pack(*parts: KeyPart) -> bytes:
             for part in parts
         ]
     )
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed_string(part: str) -> bytes:
+    """Ids recur on every event (worlds, timelines, characters): pack each once."""
+    return _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
 
 
 def unpack(key: bytes) -> tuple[KeyPart, ...]:
@@ -56,9 +57,3 @@ def unpack(key: bytes) -> tuple[KeyPart, ...]:
         parts.append(key[index:end].replace(_ESCAPED_NUL, _END).decode("utf-8"))
         index = end + 1
     return tuple(parts)
-
-
-@lru_cache(maxsize=1 << 16)
-def _packed_string(part: str) -> bytes:
-    """Ids recur in keys that are new (a character's key at a new position): pack each once."""
-    return _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
