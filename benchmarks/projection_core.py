@@ -24,19 +24,22 @@ from schemas import Event
 FULL_EVENTS = 20_000
 QUICK_EVENTS = 5_000
 PROFILE_EVENTS = 5_000
-GOAL = 50_000
+GOAL = 25_000
+"""Issue 9's goal for this figure; the earlier 50,000 stays printed beside it."""
+FIRST_GOAL = 50_000
 TOPIC = "bench"
 
 
-def fold(lines: list[bytes], key: bytes) -> tuple[float, Counter[str]]:
-    """Seconds to fold `lines` into a fresh state, and the ack outcomes."""
+def fold(lines: list[bytes], key: bytes) -> tuple[float, float, Counter[str]]:
+    """Seconds (wall clock, then this process's CPU) to fold `lines` into a fresh state, and
+    the ack outcomes. CPU time is the steadier figure on a machine shared with other work."""
     projector, state = Projector(), MemoryState()
     outcomes: Counter[str] = Counter()
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     for offset, raw in enumerate(lines):
         for ack in projector.receive(state, SourceMessage(TOPIC, 0, offset, key, raw)).acks:
             outcomes[ack.outcome.value] += 1
-    return time.perf_counter() - began, outcomes
+    return time.perf_counter() - began, time.process_time() - began_cpu, outcomes
 
 
 def parse_only(lines: list[bytes]) -> float:
@@ -67,11 +70,13 @@ def run(options: Options) -> None:
     key = world.encode()
     fold(lines[: count // 10], key)  # warm up imports and caches
     core: list[float] = []
+    cpu: list[float] = []
     parse: list[float] = []
     outcomes: Counter[str] = Counter()
     for _ in range(options.repeats):
-        seconds, outcomes = fold(lines, key)
+        seconds, cpu_seconds, outcomes = fold(lines, key)
         core.append(rate(count, seconds))
+        cpu.append(cpu_seconds)
         parse.append(rate(count, parse_only(lines)))
     if outcomes["processed"] != count:
         raise RuntimeError(f"expected {count} processed, got {dict(outcomes)}")
@@ -79,11 +84,16 @@ def run(options: Options) -> None:
     report(
         f"(b) projection core in-process: {count} events, median of {options.repeats}",
         [
-            (f"Projector.receive on MemoryState (goal >= {GOAL:,})", f"{core_rate:,.0f} events/s"),
+            (
+                f"Projector.receive on MemoryState (goal >= {GOAL:,}, then {FIRST_GOAL:,})",
+                f"{core_rate:,.0f} events/s",
+            ),
             ("per event", f"{1e6 / core_rate:,.1f} us"),
+            ("per event, CPU time of this process", f"{1e6 * median(cpu) / count:,.1f} us"),
             ("baseline: Event.model_validate_json only", f"{parse_rate:,.0f} events/s"),
             ("ratio core/parse-only", f"{core_rate / parse_rate:.3f}"),
             ("ratio core/goal", f"{core_rate / GOAL:.3f}"),
+            (f"ratio core/{FIRST_GOAL:,}", f"{core_rate / FIRST_GOAL:.3f}"),
             ("runs, events/s", " ".join(f"{r:,.0f}" for r in core)),
         ],
     )

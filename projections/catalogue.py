@@ -75,22 +75,37 @@ def merge_declaration(
 
 @dataclass(frozen=True, slots=True)
 class Catalogue:
-    """Kinds and names as one event sees them: its own declarations over the world's."""
+    """Kinds and names as one event sees them: its own declarations over the world's.
+
+    Made for one event, whose rules ask about the same few ids dozens of times: each answer is
+    worked out once (declaring the event's own entities afterwards merges in what `get`
+    already merges, so no answer changes within the event).
+    """
 
     known: Declarations
     event: Event
     policy: Policy
+    _declared: dict[str, EntityDeclaration | None] = field(default_factory=dict, repr=False)
+    _kinds: dict[str, str] = field(default_factory=dict, repr=False)
 
     def get(self, entity_id: str, /) -> EntityDeclaration | None:
         """The declaration in force for this event."""
+        if entity_id in self._declared:
+            return self._declared[entity_id]
         own = self.event.entities.get(entity_id)
-        if own is None:
-            return self.known.get(entity_id)
-        return merge_declaration(self.known.get(entity_id), own)
+        known = self.known.get(entity_id)
+        declared = known if own is None else merge_declaration(known, own)
+        self._declared[entity_id] = declared
+        return declared
 
     def kind_of(self, entity_id: str) -> str:
         """The kind of `entity_id` in this event (see `classify`)."""
-        return classify(entity_id, self.event.players, self, self.policy)
+        kind = self._kinds.get(entity_id)
+        if kind is None:
+            kind = self._kinds[entity_id] = classify(
+                entity_id, self.event.players, self, self.policy
+            )
+        return kind
 
     def name_of(self, entity_id: str) -> str:
         """What a character calls `entity_id` (see `display_name`)."""

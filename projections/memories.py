@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import orjson
 from pydantic import JsonValue, ValidationError
@@ -116,11 +116,13 @@ def form_memories(
     Each memory's feeling and arousal are `judged` (in model mode, by the model); an impression
     follows the feeling so judged."""
     formed = []
+    sight: _Sight | None = None
     for perception in perceptions:
         if event.key in CONVERSATION_KEYS:
             memory = _heard(event, perception, context, policy)
         else:
-            memory = _seen(event, perception, context, policy)
+            sight = sight or _sight(event, context)
+            memory = _seen(event, perception, sight, policy)
         if memory is None:
             continue
         memory = judged.feeling(memory)
@@ -131,27 +133,44 @@ def form_memories(
     return formed
 
 
-def _seen(event: Event, perception: Perception, context: MemoryContext, policy: Policy) -> Memory:
-    """What a character perceived with their own eyes."""
+class _Sight(NamedTuple):
+    """What every eyewitness of an event takes from it alike: worked out once per event."""
+
+    kind: EventKind
+    content: str
+    about: list[str]
+    origin: str
+
+
+def _sight(event: Event, context: MemoryContext) -> _Sight:
     payload_ids = [
         entity for entity in _ids_in(event.payload.values()) if context.kind_of(entity) != UNKNOWN
     ]
-    kind = event_kind(event.key)
+    return _Sight(
+        kind=event_kind(event.key),
+        content=event_content(event, context.name_of),
+        about=_unique([event.actor, event.target, event.location, *payload_ids]),
+        origin=origin_of(event),
+    )
+
+
+def _seen(event: Event, perception: Perception, sight: _Sight, policy: Policy) -> Memory:
+    """What a character perceived with their own eyes."""
     return _memory(
         event,
         perception.character_id,
         "event",
         policy,
-        weigh(kind, perception.part, "seen", policy),
-        tells_of=kind,
-        content=event_content(event, context.name_of),
-        about=_unique([event.actor, event.target, event.location, *payload_ids]),
+        weigh(sight.kind, perception.part, "seen", policy),
+        tells_of=sight.kind,
+        content=sight.content,
+        about=list(sight.about),
         source="seen",
         source_entity=None,
         hops=0,
         uncertain=False,
         facts=list(event.facts),
-        origin=origin_of(event),
+        origin=sight.origin,
         lineage=[],
     )
 

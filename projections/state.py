@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedDict, SortedList
 
 
 class StateTransaction(Protocol):
@@ -46,36 +46,42 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class MemoryState:
-    """An in-process `StateTransaction` over a sorted dict: replays, tests, benchmarks."""
+    """An in-process `StateTransaction` over a dict and its sorted keys: replays, tests,
+    benchmarks. Values live in a plain dict; only a new key pays for keeping the order."""
 
     def __init__(self) -> None:
-        self._data: SortedDict = SortedDict()
+        self._data: dict[bytes, bytes] = {}
+        self._keys: SortedList = SortedList()
 
     def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._data.get(key)
-        return value
+        return self._data.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
+        if key not in self._data:
+            self._keys.add(key)
         self._data[key] = value
 
     def delete(self, key: bytes) -> None:
-        self._data.pop(key, None)
+        if self._data.pop(key, None) is not None:
+            self._keys.remove(key)
 
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        for key in keys_in_scope(self._data, prefix, reverse=reverse, start=start):
+        for key in keys_in_scope(self._keys, prefix, reverse=reverse, start=start):
             yield key, self._data[key]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every entry in key order (for comparing whole states)."""
-        yield from self._data.items()
+        for key in self._keys:
+            yield key, self._data[key]
 
 
 def keys_in_scope(
-    data: SortedDict, prefix: bytes, *, reverse: bool, start: bytes | None
+    data: SortedDict | SortedList, prefix: bytes, *, reverse: bool, start: bytes | None
 ) -> Iterator[bytes]:
-    """The keys of a sorted dict a `StateTransaction.scan` of the same arguments visits."""
+    """The keys of a sorted dict or list that a `StateTransaction.scan` of the same arguments
+    visits."""
     end = prefix_end(prefix)
     if reverse:
         upper = end if start is None or start >= end else start
