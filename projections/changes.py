@@ -18,7 +18,7 @@ so applying the same event again, or redelivering it, gives the very same ids.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Literal
 
@@ -64,10 +64,17 @@ class ChangeWatch:
         "_revisions",
         "_tx",
         "changes",
+        "get",
+        "scan",
     )
+
+    get: Callable[[bytes], bytes | None]
+    scan: Callable[..., Iterator[tuple[bytes, bytes]]]
 
     def __init__(self, tx: StateTransaction) -> None:
         self._tx = tx
+        self.get = tx.get  # reads pass straight through: no frame of ours on each
+        self.scan = tx.scan
         self._memories: list[tuple[bytes | None, bytes]] = []
         self._relations: list[tuple[bytes, bytes]] = []
         self._revisions: list[tuple[bytes, bytes]] = []
@@ -76,20 +83,12 @@ class ChangeWatch:
         self.changes: list[Change] = []
         """What the message changed so far, in the order it happened."""
 
-    def get(self, key: bytes) -> bytes | None:
-        return self._tx.get(key)
-
-    def scan(
-        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self._tx.scan(prefix, reverse=reverse, start=start)
-
     def put(self, key: bytes, value: bytes) -> None:
         if key.startswith(_WATCHED):
-            if key.startswith(_MEMORY):
-                self._memories.append((self._tx.get(key), value))
-            elif key.startswith(_RELATION):
+            if key.startswith(_RELATION):
                 self._relations.append((key, value))
+            elif key.startswith(_MEMORY):
+                self._memories.append((self._tx.get(key), value))
             elif key.startswith(_REVISION):
                 self._revisions.append((key, value))
             else:
@@ -106,14 +105,17 @@ class ChangeWatch:
 
         def applied(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
             note = apply(tx, event, ancestry)
-            at = At(event)
-            self.changes += memory_changes(at, self._memories)
-            self.changes += relation_changes(at, self._relations)
-            if self._revisions:
-                self.changes += weakenings(at, tx, ancestry, self._revisions)
-                self._revisions.clear()
-            self._memories.clear()
-            self._relations.clear()
+            if self._memories or self._relations or self._revisions:
+                at = At(event)
+                if self._memories:
+                    self.changes += memory_changes(at, self._memories)
+                    self._memories.clear()
+                if self._relations:
+                    self.changes += relation_changes(at, self._relations)
+                    self._relations.clear()
+                if self._revisions:
+                    self.changes += weakenings(at, tx, ancestry, self._revisions)
+                    self._revisions.clear()
             return note
 
         return applied
@@ -186,60 +188,65 @@ class At:
             "story_minutes": event.story_minutes,
         }
 
-    def change(self, kind: str, subject: tuple[str, str], own: Change) -> Change:
-        """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
-        `change_id(world, timeline, seq, kind, *subject)`."""
+    def change_id(self, kind_and_subject: bytes) -> str:
+        """`change_id(world, timeline, seq, kind, *subject)`, given `_subject(kind, *subject)`."""
         hashed = self._hashed.copy()
-        hashed.update(pack(kind, *subject))
-        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
+        hashed.update(kind_and_subject)
+        return hashed.hexdigest()
+
+
+@lru_cache(maxsize=1 << 16)
+def _subject(kind: str, character: str, other: str) -> bytes:
+    """The packed kind and subject a change id hashes: the same ones recur event after event."""
+    return pack(kind, character, other)
 
 
 def belief_formed(at: At, memory: Memory) -> Change:
-    return at.change(
-        "belief-formed",
-        (memory.character_id, memory.belief_id),
-        {
-            "character_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "memory_kind": memory.kind,
-            "content": memory.content,
-            "source": memory.source,
-            "source_entity": memory.source_entity,
-            "confidence": memory.confidence,
-            "importance": memory.importance,
-            "feeling": memory.feeling,
-            "persistent": memory.persistent,
-        },
-    )
+    character, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id(_subject("belief-formed", character, belief)),
+        "kind": "belief-formed",
+        **at.fields,
+        "character_id": character,
+        "belief_id": belief,
+        "memory_kind": memory.kind,
+        "content": memory.content,
+        "source": memory.source,
+        "source_entity": memory.source_entity,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "feeling": memory.feeling,
+        "persistent": memory.persistent,
+    }
 
 
 def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
-    return at.change(
-        "belief-weakened",
-        (memory.character_id, memory.belief_id),
-        {
-            "character_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "confidence_before": confidence_before,
-            "confidence": now,
-        },
-    )
+    character, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id(_subject("belief-weakened", character, belief)),
+        "kind": "belief-weakened",
+        **at.fields,
+        "character_id": character,
+        "belief_id": belief,
+        "confidence_before": confidence_before,
+        "confidence": now,
+    }
 
 
 def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
-    return at.change(
-        "rumour-passed",
-        (memory.character_id, memory.belief_id),
-        {
-            "teller_id": teller,
-            "listener_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "origin": memory.origin,
-            "hops": memory.hops,
-            "confidence": memory.confidence,
-            "content": memory.content,
-        },
-    )
+    listener, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id(_subject("rumour-passed", listener, belief)),
+        "kind": "rumour-passed",
+        **at.fields,
+        "teller_id": teller,
+        "listener_id": listener,
+        "belief_id": belief,
+        "origin": memory.origin,
+        "hops": memory.hops,
+        "confidence": memory.confidence,
+        "content": memory.content,
+    }
 
 
 def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
@@ -247,29 +254,28 @@ def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Cha
     (keyed (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count,
     last])."""
     for key, value in written:
-        character, entity = _relation_between(key[:-_SEQ_PART])
+        character, entity, subject = _relation_between(key[:-_SEQ_PART])
         total, count, _ = orjson.loads(value)
-        yield at.change(
-            "relation-changed",
-            (character, entity),
-            {
-                "character_id": character,
-                "entity_id": entity,
-                "feeling": mean_feeling(total, count),
-                "memories": count,
-            },
-        )
+        yield {
+            "change_id": at.change_id(subject),
+            "kind": "relation-changed",
+            **at.fields,
+            "character_id": character,
+            "entity_id": entity,
+            "feeling": mean_feeling(total, count),
+            "memories": count,
+        }
 
 
 _SEQ_PART = len(pack(0))
 
 
 @lru_cache(maxsize=1 << 16)
-def _relation_between(versions: bytes) -> tuple[str, str]:
-    """(character, entity) of a relation's versions (a version's key less its seq): the same
-    pairs change again and again."""
+def _relation_between(versions: bytes) -> tuple[str, str, bytes]:
+    """(character, entity) of a relation's versions (a version's key less its seq), and the
+    packed kind and subject of its changes' ids: the same pairs change again and again."""
     _, _, _, _, character, entity = unpack(versions)
-    return str(character), str(entity)
+    return str(character), str(entity), _subject("relation-changed", str(character), str(entity))
 
 
 def world_deletions(
