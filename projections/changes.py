@@ -176,9 +176,8 @@ class At:
     def __init__(self, event: Event) -> None:
         self.event = event
         tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
-        self._hashed = hashlib.blake2b(
-            pack("change", tenant, world, timeline, event.seq), digest_size=ID_BYTES
-        )
+        self._hashed = _timeline_hashed(tenant, world, timeline).copy()
+        self._hashed.update(pack(event.seq))
         self.fields: Change = {
             "tenant_id": tenant,
             "world_instance_id": world,
@@ -189,22 +188,22 @@ class At:
         }
 
     def change_id(self, kind_and_subject: bytes) -> str:
-        """`change_id(world, timeline, seq, kind, *subject)`, given `_subject(kind, *subject)`."""
+        """`change_id(world, timeline, seq, kind, *subject)`, given `pack(kind, *subject)`."""
         hashed = self._hashed.copy()
         hashed.update(kind_and_subject)
         return hashed.hexdigest()
 
 
-@lru_cache(maxsize=1 << 16)
-def _subject(kind: str, character: str, other: str) -> bytes:
-    """The packed kind and subject a change id hashes: the same ones recur event after event."""
-    return pack(kind, character, other)
+@lru_cache(maxsize=1 << 12)
+def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
+    """A change id's hash fed with its timeline: what every change there starts from."""
+    return hashlib.blake2b(pack("change", tenant, world, timeline), digest_size=ID_BYTES)
 
 
 def belief_formed(at: At, memory: Memory) -> Change:
     character, belief = memory.character_id, memory.belief_id
     return {
-        "change_id": at.change_id(_subject("belief-formed", character, belief)),
+        "change_id": at.change_id(pack("belief-formed", character, belief)),
         "kind": "belief-formed",
         **at.fields,
         "character_id": character,
@@ -223,7 +222,7 @@ def belief_formed(at: At, memory: Memory) -> Change:
 def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
     character, belief = memory.character_id, memory.belief_id
     return {
-        "change_id": at.change_id(_subject("belief-weakened", character, belief)),
+        "change_id": at.change_id(pack("belief-weakened", character, belief)),
         "kind": "belief-weakened",
         **at.fields,
         "character_id": character,
@@ -236,7 +235,7 @@ def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float
 def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
     listener, belief = memory.character_id, memory.belief_id
     return {
-        "change_id": at.change_id(_subject("rumour-passed", listener, belief)),
+        "change_id": at.change_id(pack("rumour-passed", listener, belief)),
         "kind": "rumour-passed",
         **at.fields,
         "teller_id": teller,
@@ -275,7 +274,7 @@ def _relation_between(versions: bytes) -> tuple[str, str, bytes]:
     """(character, entity) of a relation's versions (a version's key less its seq), and the
     packed kind and subject of its changes' ids: the same pairs change again and again."""
     _, _, _, _, character, entity = unpack(versions)
-    return str(character), str(entity), _subject("relation-changed", str(character), str(entity))
+    return str(character), str(entity), pack("relation-changed", str(character), str(entity))
 
 
 def world_deletions(

@@ -216,7 +216,7 @@ class Rumourmill:
             for ack in intake.acks
         ]
         if intake.changes:
-            deliveries += self.send_changes_of(intake.changes)
+            deliveries += await self.send_changes_of(intake.changes)
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -241,7 +241,7 @@ class Rumourmill:
         producer = self.app.producer
         return ChangeFeedSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
 
-    def send_changes_of(self, changes: list[Change]) -> list[Delivery]:
+    async def send_changes_of(self, changes: list[Change]) -> list[Delivery]:
         """A message's changes on the change feed, one record each keyed by its world, on the
         world's partition (the feed has the events topic's partitions)."""
         by_world: dict[str, list[bytes]] = {}
@@ -251,7 +251,7 @@ class Rumourmill:
         for world, records in by_world.items():
             key = world.encode()
             partition = world_partition(key, self.settings.partitions)
-            deliveries += self.change_feed.send(partition, key, records)
+            deliveries += await self.change_feed.send(partition, key, records)
         return deliveries
 
     async def crash(self, error: BaseException, cause: str) -> None:

@@ -21,6 +21,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
+MOST_WAITING = 4
+"""Batches a partition keeps before the producer takes them: a slow broker slows the sender."""
+
 
 @dataclass(slots=True)
 class _Batch:
@@ -41,12 +44,15 @@ class ChangeFeedSender:
         self._waiting: defaultdict[int, deque[_Batch]] = defaultdict(deque)
         self._senders: dict[int, asyncio.Task[None]] = {}
 
-    def send(
+    async def send(
         self, partition: int, key: bytes, values: Iterable[bytes]
     ) -> list[asyncio.Future[RecordMetadata]]:
         """Add the records `values`, keyed `key`, to `partition`'s open batch (a new one when it
-        is full); returns the futures that resolve once they are all stored."""
+        is full); returns the futures that resolve once they are all stored. Waits while
+        `MOST_WAITING` full batches wait already, as the producer waits for a full batch."""
         waiting = self._waiting[partition]
+        while len(waiting) > MOST_WAITING:
+            await asyncio.wait([waiting[0].delivered])
         if not waiting:
             waiting.append(_Batch(self._producer().create_batch()))
         batch = waiting[-1]
