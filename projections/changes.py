@@ -187,11 +187,18 @@ class At:
             "story_minutes": event.story_minutes,
         }
 
-    def change_id(self, kind_and_subject: bytes) -> str:
-        """`change_id(world, timeline, seq, kind, *subject)`, given `pack(kind, *subject)`."""
+    def change(self, kind: str, subject: tuple[str, str], own: Change) -> Change:
+        """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
+        `change_id(world, timeline, seq, kind, *subject)`."""
         hashed = self._hashed.copy()
-        hashed.update(kind_and_subject)
-        return hashed.hexdigest()
+        hashed.update(_packed(kind, *subject))
+        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed(kind: str, one: str, other: str) -> bytes:
+    """A change's kind and subject packed: the same ones recur (relations) event after event."""
+    return pack(kind, one, other)
 
 
 @lru_cache(maxsize=1 << 12)
@@ -201,51 +208,51 @@ def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
 
 
 def belief_formed(at: At, memory: Memory) -> Change:
-    character, belief = memory.character_id, memory.belief_id
-    return {
-        "change_id": at.change_id(pack("belief-formed", character, belief)),
-        "kind": "belief-formed",
-        **at.fields,
-        "character_id": character,
-        "belief_id": belief,
-        "memory_kind": memory.kind,
-        "content": memory.content,
-        "source": memory.source,
-        "source_entity": memory.source_entity,
-        "confidence": memory.confidence,
-        "importance": memory.importance,
-        "feeling": memory.feeling,
-        "persistent": memory.persistent,
-    }
+    return at.change(
+        "belief-formed",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "memory_kind": memory.kind,
+            "content": memory.content,
+            "source": memory.source,
+            "source_entity": memory.source_entity,
+            "confidence": memory.confidence,
+            "importance": memory.importance,
+            "feeling": memory.feeling,
+            "persistent": memory.persistent,
+        },
+    )
 
 
 def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
-    character, belief = memory.character_id, memory.belief_id
-    return {
-        "change_id": at.change_id(pack("belief-weakened", character, belief)),
-        "kind": "belief-weakened",
-        **at.fields,
-        "character_id": character,
-        "belief_id": belief,
-        "confidence_before": confidence_before,
-        "confidence": now,
-    }
+    return at.change(
+        "belief-weakened",
+        (memory.character_id, memory.belief_id),
+        {
+            "character_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "confidence_before": confidence_before,
+            "confidence": now,
+        },
+    )
 
 
 def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
-    listener, belief = memory.character_id, memory.belief_id
-    return {
-        "change_id": at.change_id(pack("rumour-passed", listener, belief)),
-        "kind": "rumour-passed",
-        **at.fields,
-        "teller_id": teller,
-        "listener_id": listener,
-        "belief_id": belief,
-        "origin": memory.origin,
-        "hops": memory.hops,
-        "confidence": memory.confidence,
-        "content": memory.content,
-    }
+    return at.change(
+        "rumour-passed",
+        (memory.character_id, memory.belief_id),
+        {
+            "teller_id": teller,
+            "listener_id": memory.character_id,
+            "belief_id": memory.belief_id,
+            "origin": memory.origin,
+            "hops": memory.hops,
+            "confidence": memory.confidence,
+            "content": memory.content,
+        },
+    )
 
 
 def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
@@ -253,28 +260,29 @@ def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Cha
     (keyed (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count,
     last])."""
     for key, value in written:
-        character, entity, subject = _relation_between(key[:-_SEQ_PART])
+        character, entity = _relation_between(key[:-_SEQ_PART])
         total, count, _ = orjson.loads(value)
-        yield {
-            "change_id": at.change_id(subject),
-            "kind": "relation-changed",
-            **at.fields,
-            "character_id": character,
-            "entity_id": entity,
-            "feeling": mean_feeling(total, count),
-            "memories": count,
-        }
+        yield at.change(
+            "relation-changed",
+            (character, entity),
+            {
+                "character_id": character,
+                "entity_id": entity,
+                "feeling": mean_feeling(total, count),
+                "memories": count,
+            },
+        )
 
 
 _SEQ_PART = len(pack(0))
 
 
 @lru_cache(maxsize=1 << 16)
-def _relation_between(versions: bytes) -> tuple[str, str, bytes]:
-    """(character, entity) of a relation's versions (a version's key less its seq), and the
-    packed kind and subject of its changes' ids: the same pairs change again and again."""
+def _relation_between(versions: bytes) -> tuple[str, str]:
+    """(character, entity) of a relation's versions (a version's key less its seq): the same
+    pairs change again and again."""
     _, _, _, _, character, entity = unpack(versions)
-    return str(character), str(entity), pack("relation-changed", str(character), str(entity))
+    return str(character), str(entity)
 
 
 def world_deletions(
