@@ -18,6 +18,7 @@ from benchmarks import (
     read_load,
     rebuild,
     recall,
+    restart,
     rumours,
     worker_throughput,
 )
@@ -42,6 +43,7 @@ def main() -> None:
         read_latency.run(options, bootstrap)
         read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
         failover.run(options, bootstrap)
+        restart.run(options, bootstrap)
         rebuild.run(options, bootstrap)
     print(f"\n(all benchmarks took {time.perf_counter() - began:.0f}s)")
 

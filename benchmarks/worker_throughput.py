@@ -58,7 +58,7 @@ class Run:
     last_quarter: float = 0.0
 
 
-async def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[TopicPartition, int]:
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[TopicPartition, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
@@ -97,7 +97,7 @@ async def _processed_acks(
 def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> Run:
     """Start a fresh worker over the published events; time until N processed acks."""
     run_settings = worker_settings(settings, f"r{attempt}", workdir / f"data-{attempt}")
-    start = asyncio.run(_end_offsets(settings.bootstrap, settings.topics.acks, settings.partitions))
+    start = asyncio.run(end_offsets(settings.bootstrap, settings.topics.acks, settings.partitions))
     worker = WorkerProcess(run_settings, workdir / f"worker-{attempt}.log")
     launched = time.perf_counter()
     try:

@@ -3,8 +3,10 @@
 The rule, whole:
 - every memory contributes its feeling to each other entity it is about or came from (its
   `about` and its `source_entity`), once each, never to the character themself;
-- a relation is the mean of its contributions (rounded to 2 places), their count and the
-  last seq among them;
+- a relation is the mean of its contributions (2 decimals, halves up, worked out in decimal
+  as `projections.numbers` does: a mean of 0.075 is 0.08 however binary floats add up), their
+  count and the last seq among them; the stored sum is a float, read to 9 decimals, which sheds
+  what binary addition added (0.1 + 0.2 is 0.30000000000000004);
 - a read lists at most 50, most memories first, then the most recent, then by entity id.
 
 Storage: the memories of one event add to the character's relations as a cumulative version
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from decimal import Decimal
 
 import orjson
 from pydantic import TypeAdapter
@@ -24,6 +27,7 @@ from pydantic import TypeAdapter
 from projections.key_prefixes import RELATION_HEADS, RELATIONS
 from projections.keys import pack, unpack
 from projections.memory_store import MemoryKeys, persistent_memories
+from projections.numbers import decimal, hundredths
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
 from projections.versions import read_through
@@ -33,6 +37,8 @@ MAX_RELATIONS = 50
 
 Aggregate = tuple[float, int, int]
 """(sum of feelings, memories, last seq) of one relation."""
+SUM_PLACES = 9
+"""The decimals a sum of feelings is read to: far below any feeling's, far above float noise."""
 
 _RELATION_READS = TypeAdapter(list[RelationRead])
 
@@ -46,8 +52,10 @@ def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
 
 
 def mean_feeling(total: float, count: int) -> float:
-    """A relation's feeling: the mean of its contributions, rounded to 2 places."""
-    return round(total / count, 2)
+    """What a relation shows: the mean feeling to 2 decimals, halves up (0 with no memory)."""
+    if not count:
+        return 0.0
+    return hundredths(decimal(round(total, SUM_PLACES)) / Decimal(count))
 
 
 def record_relations(
@@ -122,7 +130,7 @@ def feeling_toward(
             if other == entity:
                 total += feeling
                 count += 1
-    return round(total / count, 2) if count else 0.0
+    return mean_feeling(total, count)
 
 
 def _relation(

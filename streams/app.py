@@ -1,18 +1,20 @@
 """The Faust app: topics, the state table and the agent that feeds the projector.
 
 Everything domain-shaped happens in `projections.Projector`; this module only moves bytes
-between Kafka and it. At-least-once with one in-flight message per partition (concurrency=1,
-faust-streaming #606); redelivery is harmless because the projector recognises it.
+between Kafka and it. At-least-once: the agent (concurrency=1, faust-streaming #606) takes events
+in batches and acks each, in offset order per partition, once Kafka stored all it produced;
+redelivery is harmless because the projector recognises it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
@@ -20,23 +22,22 @@ import orjson
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
+from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
 from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
-from projections.delivery import SourceMessage
+from projections.delivery import Intake, SourceMessage
 from projections.judgements import RecordedAnswers
-from projections.key_prefixes import STATE_FORMAT
-from projections.keys import KeyPart, pack
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
 from schemas.changes import Change
 from schemas.policy import Policy
-from streams import codec, kafka_consumer
+from streams import changelog, codec, kafka_consumer
 from streams.change_feed import ChangeFeedSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
@@ -49,12 +50,9 @@ from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
-    Changes,
     RocksTransaction,
-    chunked,
     decode_changes,
-    encode_changes,
-    recording_transaction,
+    recorded_writes,
     state_options,
     without_write_ahead_log,
 )
@@ -64,8 +62,10 @@ log = logger("worker")
 STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
-CHANGESET_BYTES = 512 * 1024
-"""Changelog messages stay well under Kafka's default 1 MiB limit; a larger event is split."""
+BATCH_EVENTS = 200
+"""The most events the agent takes at once: one changelog record batch per partition for all."""
+BATCH_SECONDS = 0.005
+"""How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
 SESSION_TIMEOUT_SECONDS = 10.0
@@ -74,25 +74,31 @@ CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
 
 
-class ChangesetTable(faust.Table[bytes, bytes]):
-    """The state table: its changelog carries one message per event with all its writes.
+class StateTable(faust.Table[bytes, bytes]):
+    """The state table: its changelog carries one record per state key (`streams.changelog`).
 
-    An event's writes reach the changelog together (and their count does not slow the
-    worker down); recovery lays each message's writes into the partition's RocksDB at once.
+    Recovery lays each partition's records of a changelog batch into its RocksDB at once (and
+    the changesets an earlier release wrote, write by write).
     """
 
     recovered: Counter[int]
-    """Changelog messages laid into each partition since recovery last finished."""
+    """Changelog records laid into each partition since recovery last finished."""
     reported_at: float
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
+    writer: changelog.ChangelogWriter
+    changesets: defaultdict[int, dict[bytes, None]]
+    """Per partition, the keys of the changesets of an earlier release that recovery read and
+    found no delete of."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recovered = Counter()
         self.reported_at = 0.0
         self.durability = None
+        self.writer = changelog.ChangelogWriter()
+        self.changesets = defaultdict(dict)
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
@@ -101,65 +107,116 @@ class ChangesetTable(faust.Table[bytes, bytes]):
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
+        writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
         for event in batch:
             message = event.message
-            db = without_write_ahead_log(partition_db(self, message.partition))
-            writes = WriteBatch(raw_mode=True)
-            for key, value in decode_changes(message.value or b""):
-                if value is None:
-                    writes.delete(key)
-                else:
-                    writes.put(key, value)
-            db.write(writes)
-            offsets[message.tp] = max(message.offset, offsets.get(message.tp, -1))
+            tp = message.tp
+            if (tp_writes := writes.get(tp)) is None:
+                tp_writes = writes[tp] = WriteBatch(raw_mode=True)
+            key = cast(bytes, message.key)  # every changelog message has one
+            if changelog.is_record(message.headers):
+                _write_to(tp_writes, key, message.value)
+                if message.value is None and (retiring := self.changesets.get(tp.partition)):
+                    retiring.pop(key, None)  # a changeset already retired
+            else:
+                for state_key, value in decode_changes(message.value or b""):
+                    _write_to(tp_writes, state_key, value)
+                self.changesets[tp.partition][key] = None
+            offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
-        for tp, offset in offsets.items():
-            self.data.set_persisted_offset(tp, offset)
+        for tp, tp_writes in writes.items():
+            without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
+            self.data.set_persisted_offset(tp, offsets[tp])
         if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
             self.reported_at = time.monotonic()
             log.info(
-                "recovering state: %d changeset(s) laid so far",
+                "recovering state: %d record(s) laid so far",
                 self.recovered.total(),
-                extra={"changesets_by_partition": dict(self.recovered)},
+                extra={"records_by_partition": dict(self.recovered)},
             )
 
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
         partitions = sorted(tp.partition for tp in active_tps)
         log.info(
-            "state recovered: %d changeset(s) laid; serving partitions %s",
+            "state recovered: %d record(s) laid; serving partitions %s",
             self.recovered.total(),
             partitions,
-            extra={"changesets_by_partition": dict(self.recovered), "partitions": partitions},
+            extra={"records_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
         await self.upgrade_formats(partitions)
+        await self.retire_changesets(partitions)
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
         (`projections.migrations`); its rewrites reach the changelog as one event's do. A
         partition written by a newer release stops the worker, unchanged."""
-        assert self.durability is not None
         for partition in partitions:
-            tx, changes = recording_transaction(
-                without_write_ahead_log(partition_db(self, partition))
-            )
+            writes = changelog.PartitionWrites()
+            db = without_write_ahead_log(partition_db(self, partition))
+            tx = RocksTransaction(db, recorded_writes(db, writes.write))
             if stored_format(tx) == current_format():
                 continue
             try:
-                async with self.durability.writing(partition):
+                async with self.local_durability.writing({partition: 1}):
                     done = upgrade(tx)
-                    deliveries = await send_changes(
-                        self, partition, changes, (STATE_FORMAT, partition, time.time_ns())
-                    )
-                    self.durability.sent(partition, deliveries)
+                    writes.end_event()
+                    deliveries = await self.send_writes(partition, writes.batches)
                 await asyncio.gather(*deliveries)
             except StateFormatError as refusal:
                 log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
                 await self.app.crash(refusal)
                 return
             log.info("partition %d: %s", partition, done, extra={"partition": partition})
+
+    async def retire_changesets(self, partitions: Iterable[int]) -> None:
+        """Rewrite, as per-key records, the state of each partition whose changelog still holds
+        changesets of an earlier release, then delete those changesets (tombstones under their
+        keys), so compaction can drop them: compaction sees no state key inside a changeset, and
+        a changeset left behind would bring back a key whose delete compaction dropped."""
+        for partition in partitions:
+            if not (changesets := self.changesets.pop(partition, {})):
+                continue
+            rewrites = (
+                (cast(bytes, key), cast(bytes | None, value))
+                for key, value in partition_db(self, partition).items()
+                if key != self.data.offset_key  # type: ignore[attr-defined]
+            )
+            sent: list[asyncio.Future[RecordMetadata]] = []
+            async with self.local_durability.writing({partition: 1}):
+                writes = changelog.PartitionWrites()
+                for key, value in chain(rewrites, ((key, None) for key in changesets)):
+                    writes.write(key, value)
+                    writes.end_event()  # no two records need to be stored together
+                    if len(writes.batches) > 1:  # send the full batches as they come
+                        full, writes.batches = writes.batches[:-1], writes.batches[-1:]
+                        sent += await self.send_writes(partition, full)
+                sent += await self.send_writes(partition, writes.batches)
+            await asyncio.gather(*sent)
+            log.info(
+                "partition %d: %d changeset(s) of an earlier release rewritten as records",
+                partition,
+                len(changesets),
+                extra={"partition": partition},
+            )
+
+    @property
+    def local_durability(self) -> LocalDurability:
+        assert self.durability is not None, "set by create_app"
+        return self.durability
+
+    async def send_writes(
+        self, partition: int, batches: list[changelog.Records]
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        """Send record batches of a partition to the changelog, after its earlier ones; their
+        deliveries go to durability too, which checkpoints only once they are confirmed."""
+        producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
+        topic = self.changelog_topic.get_topic_name()
+        sent = await self.writer.send(producer, topic, partition, batches)
+        self.local_durability.sent(partition, sent)
+        return sent
 
 
 @dataclass(frozen=True)
@@ -168,7 +225,7 @@ class Rumourmill:
 
     app: faust.App
     settings: Settings
-    state: TableT[bytes, bytes]
+    state: StateTable
     acks: TopicT
     deadletters: TopicT
     policies: PolicyFeed
@@ -188,30 +245,49 @@ class Rumourmill:
         tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
         return await self.judge.message(self.projector, tx, source_message(message))
 
-    async def take(
-        self, message: Message, answers: RecordedAnswers | None = None
-    ) -> list[Delivery]:
-        """Project one message (with the model's `answers` to what it raises) and send
-        everything it produced; returns the pending deliveries.
+    async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
+        """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
-        The state changes go to the changelog as one message (split only past
-        `CHANGESET_BYTES`), then the acks and dead letters. All go straight to the producer,
-        not through Faust's send buffer, whose flush gives up after 0.1 s.
+        Each partition's state changes go to the changelog as one record batch (more only past
+        `changelog.BATCH_BYTES`), then the acks and dead letters of its events, in order. All go
+        straight to the producer, not through Faust's send buffer, whose flush gives up after
+        0.1 s. A projection that raises names its message in the error's notes.
         """
-        started = time.perf_counter()
-        db = without_write_ahead_log(partition_db(self.state, message.partition))
-        tx, changes = recording_transaction(db)
-        intake = self.projector.receive(tx, source_message(message), answers)
-        if answers is not None:
-            self.judge.log.applied(message.partition, answers.positions)
-        deliveries = await send_changes(
-            self.state,
-            message.partition,
-            changes,
-            (message.topic, message.partition, message.offset),
-        )
-        self.durability.sent(message.partition, deliveries)
-        deliveries += [
+        writes: dict[int, changelog.PartitionWrites] = {}
+        taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
+        for message in messages:
+            started = time.perf_counter()
+            partition = message.partition
+            if (partition_writes := writes.get(partition)) is None:
+                partition_writes = writes[partition] = changelog.PartitionWrites()
+            answers = await self.judged(message)  # sees the batch's earlier events
+            db = without_write_ahead_log(partition_db(self.state, partition))
+            try:
+                intake = self.projector.receive(
+                    RocksTransaction(db, recorded_writes(db, partition_writes.write)),
+                    source_message(message),
+                    answers,
+                )
+            except Exception as error:
+                error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
+                raise
+            if answers is not None:
+                self.judge.log.applied(partition, answers.positions)
+            partition_writes.end_event()
+            taken[partition].append((message, intake))
+            self.metrics.processing.observe(time.perf_counter() - started)
+        deliveries: dict[int, list[Delivery]] = {}
+        for partition, partition_writes in writes.items():
+            sent = await self.state.send_writes(partition, partition_writes.batches)
+            deliveries[partition] = [*sent]
+            for message, intake in taken[partition]:
+                deliveries[partition] += await self.publish(message, intake)
+        return deliveries
+
+    async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
+        """Send the acks, changes and dead letters one message produced; returns their
+        deliveries."""
+        deliveries = [
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
@@ -232,7 +308,6 @@ class Rumourmill:
                 await self.deadletters.send(key=message.key, value=letter, force=True)
             )
         self.metrics.sent(intake.acks, intake.dead_letters)
-        self.metrics.processing.observe(time.perf_counter() - started)
         return deliveries
 
     @cached_property
@@ -340,8 +415,9 @@ def create_app(settings: Settings) -> Rumourmill:
         key_serializer="raw",
         autodiscover=False,
         table_standby_replicas=settings.standbys,
-        Table=ChangesetTable,
+        Table=StateTable,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
+        producer_max_batch_size=changelog.BATCH_BYTES,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {
@@ -355,13 +431,14 @@ def create_app(settings: Settings) -> Rumourmill:
     acks = app.topic(settings.topics.acks, **topic_options)
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = cast(
-        ChangesetTable,
+        StateTable,
         app.Table(
             STATE_TABLE,
             key_type=bytes,
             value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
             partitions=settings.partitions,
             options=state_options(settings.block_cache_mb),
+            extra_topic_configs=changelog.TOPIC_CONFIG,
         ),
     )
     state.durability = LocalDurability(state, settings.bootstrap)
@@ -418,21 +495,26 @@ def create_app(settings: Settings) -> Rumourmill:
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
-        event: EventT[bytes]
         await policies.caught_up.wait()
-        unacked: faust.Stream[bytes] = stream.noack()  # type: ignore[attr-defined]
-        async for event in unacked.events():
+        acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
+        unacked = cast(faust.Stream[bytes], stream)
+        batches = unacked.noack_take(BATCH_EVENTS, within=BATCH_SECONDS)  # never acks itself
+        async for batch in batches:
+            events = cast(list[EventT[bytes]], batch)
+            counts = Counter(event.message.partition for event in events)
             try:
-                answers = await mill.judged(event.message)  # the model, before the writing
-                async with mill.durability.writing(event.message.partition):
-                    deliveries = await mill.take(event.message, answers)
-            except Exception as error:  # a bug, not bad input: stop rather than skip the event
-                message = event.message
-                await mill.crash(
-                    error, f"projecting {message.topic}[{message.partition}]@{message.offset}"
-                )
+                async with mill.durability.writing(counts):
+                    deliveries = await mill.take([event.message for event in events])
+            except Exception as error:  # a bug, not bad input: stop rather than skip events
+                await mill.crash(error, f"taking {len(events)} event(s) in")
                 raise
-            ack_when_delivered(event, deliveries, mill.crash_soon)
+            for partition, sent in deliveries.items():
+                acked[partition] = ack_when_delivered(
+                    [event for event in events if event.message.partition == partition],
+                    sent,
+                    mill.crash_soon,
+                    after=acked.get(partition),
+                )
 
     return mill
 
@@ -454,27 +536,40 @@ class Ackable(Protocol):
 
 
 def ack_when_delivered(
-    event: Ackable, deliveries: list[Delivery], on_failure: Callable[[BaseException], None]
-) -> None:
-    """Let Faust commit past `event` only once Kafka has confirmed all it produced.
+    events: Sequence[Ackable],
+    deliveries: Sequence[Delivery],
+    on_failure: Callable[[BaseException], None],
+    after: asyncio.Future[bool] | None = None,
+) -> asyncio.Future[bool]:
+    """Let Faust commit past `events` (of one partition, in offset order) only once Kafka has
+    confirmed all they produced, and the events before them (`after`) are acked.
 
     Faust would ack an event as soon as the agent moves on, also when processing raised or
     was cancelled, and its commit flushes the producer without checking that the sends
     succeeded: any of these could commit past an event whose changes were never stored.
     Acked here instead, an event is committed only once its changes, acks and dead letters
     are in Kafka; a failed or cancelled send calls `on_failure` (the worker stops, and the
-    event comes again).
+    event comes again). Acks go in offset order: Faust commits over a single unacked offset
+    ahead of its acked ones (faust-streaming #606). Returns whether `events` were acked.
     """
+    acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    waited = [*deliveries, *([] if after is None else [after])]
 
-    def delivered(outcome: asyncio.Future[list[RecordMetadata]]) -> None:
+    def delivered(outcome: asyncio.Future[list[Any]]) -> None:
         if outcome.cancelled():
-            on_failure(asyncio.CancelledError("a delivery to Kafka was cancelled"))
-        elif (failure := outcome.exception()) is not None:
-            on_failure(failure)  # a delivery that failed or was cancelled
+            failure: BaseException | None = asyncio.CancelledError("a delivery was cancelled")
         else:
-            event.ack()
+            failure = outcome.exception()  # a delivery that failed or was cancelled
+        if failure is not None:
+            on_failure(failure)
+        in_order = failure is None and (after is None or outcome.result()[-1])
+        if in_order:  # not after an earlier batch that failed (it stopped the worker)
+            for event in events:
+                event.ack()
+        acked.set_result(in_order)
 
-    asyncio.gather(*deliveries).add_done_callback(delivered)
+    asyncio.gather(*waited).add_done_callback(delivered)
+    return acked
 
 
 def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
@@ -494,22 +589,6 @@ def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
     return lag
 
 
-async def send_changes(
-    table: TableT[bytes, bytes], partition: int, changes: Changes, source: tuple[KeyPart, ...]
-) -> list[Delivery]:
-    """Send a partition's writes to the state changelog: one message per run of at most
-    `CHANGESET_BYTES`, keyed by what made them (`source`) and the run's number."""
-    return [
-        await table.changelog_topic.send(
-            key=pack(*source, number),
-            value=encode_changes(run),
-            partition=partition,
-            force=True,
-        )
-        for number, run in enumerate(chunked(changes, CHANGESET_BYTES))
-    ]
-
-
 def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:
     """The RocksDB holding one partition of the state table (Faust opens it on first use)."""
     db: Rdict = table.data._db_for_partition(partition)  # type: ignore[attr-defined]
@@ -520,6 +599,13 @@ def partition_of(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
     hashed: int = murmur2(key)
     return (hashed & 0x7FFFFFFF) % partitions
+
+
+def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
+    if value is None:
+        writes.delete(key)
+    else:
+        writes.put(key, value)
 
 
 world_partition = lru_cache(maxsize=1 << 12)(partition_of)

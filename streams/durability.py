@@ -40,6 +40,7 @@ from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
 from rocksdict import Checkpoint, Rdict
 
+from streams.changelog import FORMAT
 from streams.logs import logger
 
 log = logger("durability")
@@ -64,6 +65,7 @@ class Stamp:
     cluster_id: str
     changelog_offset: int
     taken_at_ms: int
+    changelog_format: int = FORMAT
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(self.__dict__)
@@ -77,6 +79,7 @@ class Stamp:
                 str(document["cluster_id"]),
                 int(document["changelog_offset"]),
                 int(document["taken_at_ms"]),
+                int(document.get("changelog_format", 1)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -100,6 +103,8 @@ def reason_to_discard(
     """Why a kept copy of `partition` must not be reused (None: it may be)."""
     if stamp is None:
         return "it has no stamp"
+    if stamp.changelog_format != FORMAT:
+        return f"it was written with changelog format {stamp.changelog_format}, not {FORMAT}"
     if stamp.cluster_id != changelog.cluster_id:
         return f"it comes from Kafka cluster {stamp.cluster_id}, not {changelog.cluster_id}"
     end = changelog.end.get(partition, 0)
@@ -277,7 +282,7 @@ class _Partition:
 class LocalDurability:
     """Marks, checkpoints and cleanly closes the state partitions the worker writes to.
 
-    The agent projects inside `writing(partition)` and hands over each changelog send with
+    The agent projects inside `writing(events)` and hands over each changelog send with
     `sent`; `checkpoint_due` (a timer) and `finish` (the table's stop) run between events, when
     every write is in the changelog.
     """
@@ -314,23 +319,31 @@ class LocalDurability:
                 log.info("partition %d: %s", partition, outcome, extra={"partition": partition})
 
     @contextlib.asynccontextmanager
-    async def writing(self, partition: int) -> AsyncIterator[None]:
-        """Project one event of `partition`: marks it dirty first; a failure keeps it so."""
+    async def writing(self, events: Mapping[int, int]) -> AsyncIterator[None]:
+        """Project a batch of events (how many per partition): marks their partitions dirty
+        first; a failure keeps them so."""
         async with self.quiet:
-            state = self.partitions.setdefault(partition, _Partition())
-            if not state.dirty:
-                files = self.files(partition)
-                files.dirty.parent.mkdir(parents=True, exist_ok=True)
-                _write_durably(files.dirty, b"")
-                _fsync_directory(files.dirty.parent)
-                state.dirty = True
+            states = {
+                partition: self.partitions.setdefault(partition, _Partition())
+                for partition in events
+            }
+            for partition, state in states.items():
+                if not state.dirty:
+                    files = self.files(partition)
+                    files.dirty.parent.mkdir(parents=True, exist_ok=True)
+                    _write_durably(files.dirty, b"")
+                    _fsync_directory(files.dirty.parent)
+                    state.dirty = True
             try:
                 yield
             except BaseException:
-                state.broken = True
+                for state in states.values():
+                    state.broken = True
                 raise
-            state.events_since_checkpoint += 1
-            state.last_event = time.monotonic()
+            now = time.monotonic()
+            for partition, state in states.items():
+                state.events_since_checkpoint += events[partition]
+                state.last_event = now
 
     def sent(self, partition: int, deliveries: Iterable[Awaitable[RecordMetadata]]) -> None:
         """The changelog sends an event of `partition` made, in order."""

@@ -3,7 +3,7 @@
 The rebuild does not run a worker. It reads the events topic itself, start to end, through the
 same `Projector` the worker uses, and leaves behind exactly what a worker of the fresh app id
 would have made: each partition's RocksDB in the fresh data dir (stamped as a clean stop
-stamps it, `streams.durability`), the same changesets in the fresh app id's changelog topic,
+stamps it, `streams.durability`), the same per-key records in the fresh app id's changelog topic,
 and the fresh consumer group committed at the end of the events it read. A worker started with
 that app id and data dir keeps the local copies, recovers nothing, and goes on from there.
 
@@ -41,10 +41,10 @@ from rocksdict import Rdict
 from projections.deletion import ANY
 from projections.delivery import SourceMessage, identity_of
 from projections.digest import world_digest
-from projections.keys import pack
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from streams.app import CHANGESET_BYTES, create_app, partition_db, partition_of
+from streams.app import create_app, partition_db, partition_of
+from streams.changelog import BATCH_BYTES, TOPIC_CONFIG, ChangelogWriter, PartitionWrites
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.model_client import ModelClient
@@ -53,13 +53,13 @@ from streams.settings import Settings
 from streams.show import ReadFailed, fetch
 from streams.state import (
     RocksTransaction,
-    chunked,
-    encode_changes,
-    recording_transaction,
+    recorded_writes,
     without_write_ahead_log,
 )
 
 POLICIES_TIMEOUT = 60.0
+BATCH_EVENTS = 200
+"""Events whose writes go to the changelog together, per partition (as the worker's batches)."""
 """How long the rebuild waits to have read the policies topic to its end."""
 PENDING_SENDS = 2_000
 """Changelog sends in flight before the rebuild waits for Kafka to confirm them."""
@@ -211,7 +211,7 @@ async def rebuild(
     result.expired = sum(first for first, _ in spans.values())
     store = mill.state.data
     for partition, offset in ends.items():  # stamped as a clean stop stamps them
-        store.set_persisted_offset(TP(topic, partition), offset)  # type: ignore[attr-defined]
+        store.set_persisted_offset(TP(topic, partition), offset)
         partition_db(mill.state, partition).flush()
         stamp = Stamp(cluster_id, offset, int(time.time() * 1000))
         mill.durability.files(partition).stamp.write_bytes(stamp.to_bytes())
@@ -247,6 +247,9 @@ class Folder:
         self.worlds: set[World] = set()
         self.pending: list[asyncio.Future[RecordMetadata]] = []
         self.ends: dict[int, int] = {}
+        self.writer = ChangelogWriter()
+        self.writes: dict[int, PartitionWrites] = {}
+        """Per partition, the writes of the events taken since the last send."""
 
     async def fold(
         self,
@@ -280,7 +283,9 @@ class Folder:
                     del remaining[tp]
 
     async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        tx, changes = recording_transaction(self.database(record.partition))
+        db = self.database(record.partition)
+        writes = self.writes.setdefault(record.partition, PartitionWrites())
+        tx = RocksTransaction(db, recorded_writes(db, writes.write))
         message = SourceMessage(
             record.topic,
             record.partition,
@@ -297,18 +302,23 @@ class Folder:
         for ack in intake.acks:
             if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):
                 self.worlds.add((ack.tenant_id, str(ack.world_instance_id)))
-        for number, run in enumerate(chunked(changes, CHANGESET_BYTES)):
-            key = pack(record.topic, record.partition, record.offset, number)
-            self.pending.append(
-                await self.producer.send(
-                    self.changelog, encode_changes(run), key=key, partition=record.partition
-                )
-            )
+        writes.end_event()
+        if self.events % BATCH_EVENTS == 0:
+            await self.send()
         if len(self.pending) >= PENDING_SENDS:
             await self.confirmed()
 
+    async def send(self) -> None:
+        """Send the writes taken since the last send, one record batch per partition."""
+        writes, self.writes = self.writes, {}
+        for partition, partition_writes in writes.items():
+            self.pending += await self.writer.send(
+                self.producer, self.changelog, partition, partition_writes.batches
+            )
+
     async def confirmed(self) -> dict[int, int]:
         """Wait for every changelog send; per partition, the last changelog offset written."""
+        await self.send()
         for delivered in await asyncio.gather(*self.pending):
             self.ends[delivered.partition] = max(
                 delivered.offset, self.ends.get(delivered.partition, -1)
@@ -318,7 +328,7 @@ class Folder:
 
 
 async def create_changelog(target: Settings, topic: str) -> None:
-    """The fresh app id's changelog topic, compacted, as Faust would create it."""
+    """The fresh app id's changelog topic, configured as the worker's (`streams.changelog`)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=target.bootstrap)
     await admin.start()
     try:
@@ -329,7 +339,7 @@ async def create_changelog(target: Settings, topic: str) -> None:
                         topic,
                         target.partitions,
                         target.replication,
-                        topic_configs={"cleanup.policy": "compact"},
+                        topic_configs=dict(TOPIC_CONFIG),
                     )
                 ]
             )
@@ -381,7 +391,11 @@ async def kafka_clients(
         bootstrap_servers=live.bootstrap, enable_auto_commit=False, fetch_max_bytes=16 * 2**20
     )
     producer = AIOKafkaProducer(
-        bootstrap_servers=live.bootstrap, acks="all", linger_ms=5, max_request_size=2**20
+        bootstrap_servers=live.bootstrap,
+        acks="all",
+        linger_ms=5,
+        max_request_size=2**20,
+        max_batch_size=BATCH_BYTES,  # one record batch holds a batch of events' writes
     )
     await consumer.start()
     await producer.start()

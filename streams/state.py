@@ -1,8 +1,8 @@
 """RocksDB behind the `StateTransaction` door, as a Faust table partition holds it.
 
 Reads go straight to the partition's rocksdict database (ordered seeks, no Faust overhead).
-Writes go through a callback: in the worker that is the Faust table, so every write also
-reaches the table's changelog topic and survives the loss of the machine.
+Writes go through a callback: in the worker that writes the database and collects the write for
+the table's changelog topic (`streams.changelog`), so it survives the loss of the machine.
 """
 
 from __future__ import annotations
@@ -87,6 +87,20 @@ def without_write_ahead_log(db: Rdict) -> Rdict:
     return db
 
 
+def recorded_writes(db: Rdict, note: Write) -> Write:
+    """Writes into `db` at once (later reads of the same event see them), each also handed to
+    `note` (which collects them for the changelog)."""
+
+    def write(key: bytes, value: bytes | None) -> None:
+        note(key, value)
+        if value is None:
+            db.delete(key)
+        else:
+            db.put(key, value)
+
+    return write
+
+
 Changes = list[tuple[bytes, bytes | None]]
 """The writes of one event, in order (None deletes)."""
 
@@ -94,7 +108,9 @@ _DELETED = 0xFFFFFFFF
 
 
 def encode_changes(changes: Changes) -> bytes:
-    """One changelog message for all the writes of one event: length-prefixed pairs."""
+    """One changeset: all the writes of one event, length-prefixed pairs, as the releases before
+    per-key changelog records wrote them (`decode_changes` reads their changelogs; the test
+    fixtures of those releases are written with this)."""
     out = bytearray()
     for key, value in changes:
         out += len(key).to_bytes(4, "big") + key

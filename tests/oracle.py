@@ -981,8 +981,8 @@ class Oracle:
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
         listener), unless the line confirms it; the firmest (then the newest, then by id) is
         judged; pull = (1 - confidence) + trust_weight x feeling toward the player (the
-        relation as the read shows it, 2 decimals) + truth_weight x (+1 agrees with the record,
-        -1 contradicts, 0 neither); facts about unknown entities are left out.
+        relation as the read shows it, 2 decimals, halves up) + truth_weight x (+1 agrees with
+        the record, -1 contradicts, 0 neither); facts about unknown entities are left out.
         """
         player, listener = str(event.actor), line.character
         referee = self.policy.memory.referee
@@ -1020,7 +1020,7 @@ class Oracle:
             return line, []
         challenged.sort(key=lambda m: (-m.confidence, -m.seq, m.belief_id))
         feelings = [m.feeling for m in mine if player in unique([*m.about, m.source_entity])]
-        feeling = round(float(mean_feeling(feelings)), 2) if feelings else 0.0
+        feeling = shown_feeling(mean_feeling(feelings)) if feelings else 0.0
         recorded = [
             json_equal(record[(f.subject, f.attribute)], f.value)
             for f in claimed
@@ -1448,18 +1448,15 @@ class Oracle:
 
 
 def mean_feeling(feelings: list[float]) -> Fraction:
-    """The exact mean (compared with the read's 2-decimal rounding by `same_feeling`)."""
+    """The exact mean of the feelings as written (shown by `shown_feeling`)."""
     return sum((Fraction(str(f)) for f in feelings), Fraction(0)) / len(feelings)
 
 
-def same_feeling(shown: float, exact: Fraction) -> bool:
-    """`shown` is `exact` rounded to 2 decimals (either neighbour when exactly on a half)."""
-    scaled = exact * 100
-    low = scaled.numerator // scaled.denominator
-    candidates = {low, low + 1} if scaled - low == Fraction(1, 2) else {round(scaled)}
-    return any(
-        abs(Fraction(str(shown)) - Fraction(c, 100)) < Fraction(1, 10**9) for c in candidates
-    )
+def shown_feeling(exact: Fraction) -> float:
+    """A relation's feeling as a read shows it: 2 decimals, halves up (rumourmill's rule for
+    every 2-decimal number: 0.075 is 0.08)."""
+    quotient = Decimal(exact.numerator) / Decimal(exact.denominator)
+    return float(quotient.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
 def compare_reads(actual: dict[str, Any], expected: dict[str, Any]) -> list[str]:
@@ -1478,9 +1475,9 @@ def compare_reads(actual: dict[str, Any], expected: dict[str, Any]) -> list[str]
         problems.append(f"relations: production {got!r} != oracle {want!r}")
     else:
         for shown, expected_relation in zip(got, want, strict=True):
-            if not same_feeling(shown["feeling"], expected_relation["feeling"]):
+            if shown["feeling"] != shown_feeling(expected_relation["feeling"]):
                 problems.append(
                     f"relation {shown['entity_id']} feeling {shown['feeling']} != "
-                    f"{float(expected_relation['feeling'])}"
+                    f"{shown_feeling(expected_relation['feeling'])}"
                 )
     return problems

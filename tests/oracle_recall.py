@@ -24,12 +24,14 @@ What it compares, and what it leaves out:
   60), the choice by relevance (fused over the best candidate's), importance, retention and
   recency (1 / (1 + story days)), forgotten never chosen, then story order; 404 for a
   character holding nothing there, 400 for an unknown cue; as of a position: the ancestry and
-  the persistent memories cut there, "now" the story time seen up to it.
+  the persistent memories cut there, "now" the story time seen up to it. The memories are the
+  base oracle's fold, so a belief the referee weakened (SPEC 11) shows its weakened confidence
+  from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
   actor or target; knowledge = the most important memories about the player, then about the
   place (the event's, else where the character is), then the recall of the event's words,
-  at most 10, forgotten never; the verdict null. The recent turns and the prompt's wording
-  are left to their own tests.
+  at most 10, forgotten never. The verdict, the recent turns and the prompt's wording are
+  left to their own tests.
 """
 
 from __future__ import annotations
@@ -235,8 +237,7 @@ def view(
     segments = oracle.ancestry(world, timeline, line.processed if upto is None else upto)
     folded = oracle._fold(world, segments)
     limit = line.processed if upto is None else upto
-    visible = [m for m in folded["memories"] if not m.persistent]
-    visible += [m for item in world.applied for m in item.memories if m.persistent]
+    visible: list[OMemory] = folded["memories"]  # the referee's weakenings as of the read
     if upto is not None:  # persistent memories as of a position: those formed up to it
         visible = [m for m in visible if not m.persistent or m.seq <= limit]
     every: dict[tuple[str, str], OMemory] = {}

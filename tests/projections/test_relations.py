@@ -101,3 +101,17 @@ def test_the_fifty_on_a_branch_count_the_parents_memories_up_to_the_branch_point
     assert shown("load") == expected_relations([*inherited, *enumerate(on_branch, start=31)])
     assert shown("main") == expected_relations(list(enumerate(on_main, start=1)))
     assert len(shown("load")) == MAX_RELATIONS
+
+
+def test_a_mean_feeling_on_a_half_rounds_up_however_binary_floats_add_up() -> None:
+    """Mara saw Ilse help once (feeling 0.3) and do three things of no feeling: the mean is
+    0.075, shown as 0.08 like every other 2-decimal number (`projections.numbers`), though
+    0.3 / 4 in binary floats is just under 0.075. The referee weighs the same 0.08."""
+    helped = orjson.loads(seen_by_mara(1, "player-ilse")) | {"key": "quest.helped"}
+    lines = [orjson.dumps(helped), *(seen_by_mara(seq, "player-ilse") for seq in (2, 3, 4))]
+    state = replay_lines(lines).state
+
+    relations: Any = answer(runtime_read(state, "default", "w", "main", "npc-mara"))["relations"]
+    assert relations == [
+        {"entity_id": "player-ilse", "feeling": 0.08, "memories": 4, "last_seq": 4}
+    ]

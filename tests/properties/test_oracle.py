@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -110,6 +110,8 @@ def test_every_read_equals_the_oracle() -> None:
 
 @settings(max_examples=CROWDS, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=113)  # a referee's verdict on a feeling of 0.075 (finding 3 of the oracle)
+@example(seed=164)
 def compare_crowded_worlds(figures: Counter[str], seed: int) -> None:
     """One crowded world, from a seed (too large to draw choice by choice)."""
     rng = random.Random(seed)

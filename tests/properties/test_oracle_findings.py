@@ -10,7 +10,7 @@ from projections.delivery import SourceMessage, world_key
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
-from tests.oracle import Oracle
+from tests.oracle import Oracle, belief_id, compare_reads
 
 
 def line(seq: int, timeline: str = "main", **fields: Any) -> bytes:
@@ -83,3 +83,45 @@ def test_a_belief_of_true_diverges_from_a_record_of_one() -> None:
     read: Any = runtime_read(state, "default", "w", "main", "npc-a").model_dump(mode="json")
     assert read["recollections"][0]["diverging"] is True
     assert read == oracle.read("default", "w", "main", "npc-a")
+
+
+# Finding 3: the referee weighs the listener's feeling toward the player to 2 decimals; a mean of
+# 0.075 (0.3, 0, 0, 0) came out 0.07 in binary floats, though every other 2-decimal number
+# rounds halves up (`projections.numbers`). At 0.08 a belief held at 0.64 yields: 1 - 0.64 +
+# 0.5 x 0.08 = 0.40 reaches `convinced_from`; at 0.07 Mara was only doubting.
+SAID, TOLD = "loreweaver.conversation.player-said", "loreweaver.conversation.told"
+SAILOR = {"content": "The sailor is dead", "about": ["npc-sailor"]}
+FEELING_ON_A_HALF = [
+    line(1, key=TOLD, actor="npc-b", target="npc-a", payload=SAILOR),
+    line(  # npc-a passes it on: Mara holds it at 0.8 x 0.8
+        2,
+        key=TOLD,
+        actor="npc-a",
+        target="npc-mara",
+        payload={"belief_id": belief_id("default", "w", "main", 1, "npc-a", "knowledge")},
+    ),
+    line(3, key="quest.helped", actor="player-ilse", witnesses=["npc-mara"]),  # feeling 0.3
+    *(line(seq, actor="player-ilse", witnesses=["npc-mara"]) for seq in (4, 5, 6)),  # 0
+    line(
+        7,
+        key=SAID,
+        actor="player-ilse",
+        target="npc-mara",
+        players=["player-ilse"],
+        payload={"text": "The sailor lives", "about": ["npc-sailor"]},
+    ),
+]
+
+
+def test_a_feeling_on_a_half_counts_as_the_read_shows_it_rounded_up() -> None:
+    before_the_line, _, _ = feed(FEELING_ON_A_HALF[:-1])
+    relations = runtime_read(before_the_line, "default", "w", "main", "npc-mara").relations
+    assert [(r.entity_id, r.feeling, r.memories) for r in relations[:1]] == [
+        ("player-ilse", 0.08, 4)
+    ]
+    state, _, oracle = feed(FEELING_ON_A_HALF)
+    read: Any = runtime_read(state, "default", "w", "main", "npc-mara").model_dump(mode="json")
+    assert compare_reads(read, oracle.read("default", "w", "main", "npc-mara")) == []
+    held = {belief["content"]: belief for belief in read["beliefs"]}
+    assert held["The sailor lives"]["uncertain"] is False  # convinced
+    assert held["The sailor is dead"]["confidence"] == 0.32  # 0.64, held half as firmly

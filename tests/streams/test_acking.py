@@ -28,7 +28,7 @@ def test_an_event_is_acked_once_every_delivery_is_confirmed() -> None:
         loop = asyncio.get_running_loop()
         changes, ack = loop.create_future(), loop.create_future()
         event, failures = Event(), []
-        ack_when_delivered(event, [changes, ack], failures.append)
+        ack_when_delivered([event], [changes, ack], failures.append)
         changes.set_result("stored")
         await asyncio.sleep(0)
         halfway = event.acked
@@ -46,7 +46,7 @@ def test_a_failed_or_cancelled_delivery_never_acks_and_stops_the_worker() -> Non
         loop = asyncio.get_running_loop()
         changes, ack = loop.create_future(), loop.create_future()
         event, failures = Event(), []
-        ack_when_delivered(event, [changes, ack], failures.append)
+        ack_when_delivered([event], [changes, ack], failures.append)
         ack.set_result("stored")
         if outcome == "failed":
             changes.set_exception(TimeoutError("broker gone"))
@@ -62,6 +62,44 @@ def test_a_failed_or_cancelled_delivery_never_acks_and_stops_the_worker() -> Non
     acked, failures = asyncio.run(scenario("cancelled"))
     assert not acked
     assert [type(failure) for failure in failures] == [asyncio.CancelledError]
+
+
+def test_events_are_acked_in_offset_order_even_when_later_ones_are_confirmed_first() -> None:
+    async def scenario() -> list[list[bool]]:
+        loop = asyncio.get_running_loop()
+        first_sends, second_sends = loop.create_future(), loop.create_future()
+        first, second = [Event(), Event()], [Event()]
+        failures: list[BaseException] = []
+        earlier = ack_when_delivered(first, [first_sends], failures.append)
+        ack_when_delivered(second, [second_sends], failures.append, after=earlier)
+        second_sends.set_result("stored")
+        await asyncio.sleep(0.01)
+        held = [event.acked for event in first + second]
+        first_sends.set_result("stored")
+        await asyncio.sleep(0.01)
+        assert failures == []
+        return [held, [event.acked for event in first + second]]
+
+    held, acked = asyncio.run(scenario())
+    assert held == [False, False, False], "a later event was acked before an earlier one"
+    assert acked == [True, True, True]
+
+
+def test_events_after_a_failed_batch_are_never_acked() -> None:
+    async def scenario() -> tuple[bool, list[BaseException]]:
+        loop = asyncio.get_running_loop()
+        first_sends, second_sends = loop.create_future(), loop.create_future()
+        later, failures = Event(), []
+        earlier = ack_when_delivered([Event()], [first_sends], failures.append)
+        ack_when_delivered([later], [second_sends], failures.append, after=earlier)
+        second_sends.set_result("stored")
+        first_sends.set_exception(TimeoutError("broker gone"))
+        await asyncio.sleep(0.01)
+        return later.acked, failures
+
+    acked, failures = asyncio.run(scenario())
+    assert not acked
+    assert [str(failure) for failure in failures] == ["broker gone"]
 
 
 class StoppingApp:
@@ -83,7 +121,7 @@ def test_a_failed_delivery_is_logged_with_its_cause_and_stops_the_worker(
 
     async def scenario() -> None:
         delivery = asyncio.get_running_loop().create_future()
-        ack_when_delivered(Event(), [delivery], mill.crash_soon)
+        ack_when_delivered([Event()], [delivery], mill.crash_soon)
         delivery.set_exception(TimeoutError("broker gone"))
         await asyncio.sleep(0.01)
 

@@ -35,11 +35,18 @@ def test_a_recent_copy_of_the_same_cluster_within_the_changelog_is_kept() -> Non
         (stamp(cluster="cluster-b"), "cluster"),
         (stamp(offset=100), "changelog ends at 100"),
         (stamp(age_ms=59_000), "deletes are kept"),
+        (Stamp("cluster-a", 50, NOW_MS - 1_000, changelog_format=1), "changelog format 1"),
     ],
 )
 def test_a_copy_that_could_be_wrong_is_discarded(kept: Stamp | None, why: str) -> None:
     reason = reason_to_discard(kept, CHANGELOG, 0, NOW_MS)
     assert reason is not None and why in reason
+
+
+def test_a_stamp_of_a_release_before_changelog_formats_reads_as_format_1(tmp_path: Path) -> None:
+    path = tmp_path / "stamp.json"
+    path.write_bytes(b'{"cluster_id": "cluster-a", "changelog_offset": 50, "taken_at_ms": 1}')
+    assert Stamp.read(path) == Stamp("cluster-a", 50, 1, changelog_format=1)
 
 
 def test_a_copy_older_than_the_start_of_the_changelog_is_discarded() -> None:

@@ -29,6 +29,7 @@ from tests.support import WorkerProcess, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 UPGRADED = "partition 0: state in format 1"
+RETIRED = "partition 0: 1 changeset(s) of an earlier release rewritten as records"
 
 
 def previous_release_changelog() -> bytes:
@@ -92,11 +93,13 @@ def test_a_changelog_of_the_previous_release_is_upgraded_and_reads_as_a_replay(
         assert mind == orjson.loads(expected.to_json())
         worker.stop()
         assert worker.log_path.read_text().count(UPGRADED) == 1
+        assert worker.log_path.read_text().count(RETIRED) == 1
         shutil.rmtree(settings.data_dir)  # the next start restores everything from the changelog
         worker.start()
         answer = get_json(settings, "/v2/admin/digest?world_instance_id=save-1")
         assert answer["digest"] == world_digest(fresh, "default", "save-1")
         assert worker.log_path.read_text().count(UPGRADED) == 1  # the stamp came back with it
+        assert worker.log_path.read_text().count(RETIRED) == 1  # its delete came back too
     finally:
         worker.stop()
 

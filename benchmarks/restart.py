@@ -1,0 +1,233 @@
+"""(f) Restart at two history sizes: seconds from starting a worker again (after SIGTERM, and
+after SIGKILL) until a newly published event is acked, and the worker's resident memory.
+
+A worker takes in N tavern events (4 worlds, one per partition) and is left until it is idle
+(its partitions checkpointed, the memories it formed embedded: no CPU used for a while). Then,
+per repeat: stop it (SIGTERM, or SIGKILL), publish the next event of the story, start it again,
+time from launching the process to the ack of that event (the ack's Kafka timestamp), and let it
+go idle again. Measured right after the history is in, a restart would also wait for the
+embedding backlog (the embedding agent shares the worker's event loop). After SIGKILL the group
+waits for the killed member's session to time out, at both sizes alike. Resident memory (VmRSS)
+is read once the history is in and again after the last restart. Failover to a standby is
+`benchmarks.failover`.
+
+    python -m benchmarks.restart [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from benchmarks.story import tavern_story
+from benchmarks.support import (
+    Options,
+    WorkerProcess,
+    kafka_bootstrap,
+    median,
+    parse_options,
+    prepared_settings,
+    report,
+    send_events,
+    spread_worlds,
+)
+from benchmarks.worker_throughput import end_offsets
+from streams.durability import IDLE_SECONDS
+from streams.settings import Settings
+from tests.support import read_topic
+
+PARTITIONS = 4
+SMALL = 2_000
+FULL_LARGE = 50_000
+QUICK_LARGE = 10_000
+TERM_GOAL = 1.3
+KILL_GOAL = 2.0
+INGEST_SECONDS_PER_EVENT = 0.02
+"""Generous: 50 events/s would be a failure anyway."""
+ACK_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """One history size: seconds to the first new ack per restart, and resident memory."""
+
+    history: int
+    after_term: list[float]
+    after_kill: list[float]
+    rss_after_history_mb: float
+    rss_after_restarts_mb: float
+
+
+IDLE_CPU_SHARE = 0.05
+"""Below this share of one core over `IDLE_WINDOW` seconds, the worker counts as idle."""
+IDLE_WINDOW = 3.0
+IDLE_TIMEOUT = 600.0
+
+
+def cpu_seconds(worker: WorkerProcess) -> float:
+    """User and system CPU time the worker process has used so far."""
+    assert worker.process is not None
+    fields = Path(f"/proc/{worker.process.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(worker: WorkerProcess) -> None:
+    """Until the worker uses under `IDLE_CPU_SHARE` of a core for `IDLE_WINDOW` seconds (after
+    the idle checkpoint, and once the memories it formed are embedded)."""
+    time.sleep(IDLE_SECONDS + 1)
+    deadline = time.monotonic() + IDLE_TIMEOUT
+    while time.monotonic() < deadline:
+        used = cpu_seconds(worker)
+        time.sleep(IDLE_WINDOW)
+        if cpu_seconds(worker) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
+            return
+    raise TimeoutError(f"the worker was still busy after {IDLE_TIMEOUT:.0f} s")
+
+
+def resident_mb(worker: WorkerProcess) -> float:
+    """The worker process's resident set size (VmRSS), in MiB."""
+    assert worker.process is not None
+    for line in Path(f"/proc/{worker.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc: not Linux?")
+
+
+async def _processed_at_ms(
+    settings: Settings, start: dict[TopicPartition, int], event: dict[str, Any]
+) -> int:
+    """The Kafka timestamp of `event`'s `processed` ack, read from `start` on."""
+    wanted = (event["world_instance_id"], event["seq"])
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        consumer.assign(list(start))
+        for partition, offset in start.items():
+            consumer.seek(partition, offset)
+        deadline = time.monotonic() + ACK_TIMEOUT
+        while time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                for record in records:
+                    ack = orjson.loads(record.value or b"{}")
+                    if (ack.get("world_instance_id"), ack.get("seq")) == wanted and ack.get(
+                        "outcome"
+                    ) == "processed":
+                        return int(record.timestamp)
+    finally:
+        await consumer.stop()
+    raise TimeoutError(f"no processed ack for {wanted} in {ACK_TIMEOUT:.0f}s")
+
+
+def first_new_ack_seconds(
+    worker: WorkerProcess, settings: Settings, event: dict[str, Any], kill: bool
+) -> float:
+    """Stop the worker, publish `event`, start the worker: seconds from launch to its ack."""
+    if kill:
+        worker.kill()
+    else:
+        worker.stop()
+    start = asyncio.run(end_offsets(settings.bootstrap, settings.topics.acks, PARTITIONS))
+    send_events(settings, [event])
+    launched_ms = time.time() * 1000
+    worker.spawn()
+    acked_ms = asyncio.run(_processed_at_ms(settings, start, event))
+    worker.wait_until_ready()
+    return (acked_ms - launched_ms) / 1000
+
+
+def wait_for_history(settings: Settings, events: list[dict[str, Any]], timeout: float) -> None:
+    """Until the last event of every world has a `processed` ack."""
+    last: dict[str, int] = {}
+    for event in events:
+        world = event["world_instance_id"]
+        last[world] = max(event["seq"], last.get(world, 0))
+
+    def caught_up(acks: list[dict[str, Any]]) -> bool:
+        done = {
+            (ack["world_instance_id"], ack["seq"]) for ack in acks if ack["outcome"] == "processed"
+        }
+        return set(last.items()) <= done
+
+    read_topic(settings, settings.topics.acks, caught_up, timeout)
+
+
+def measure(bootstrap: str, workdir: Path, history: int, repeats: int) -> Restarts:
+    settings = prepared_settings(bootstrap, workdir / "data", PARTITIONS)
+    worlds = spread_worlds(PARTITIONS, PARTITIONS)
+    events = tavern_story(history + 2 * repeats, seed=13, worlds=worlds)
+    send_events(settings, events[:history])
+    worker = WorkerProcess(settings, workdir / "worker.log").start()
+    try:
+        wait_for_history(settings, events[:history], 60 + history * INGEST_SECONDS_PER_EVENT)
+        wait_until_idle(worker)  # checkpointed, offsets committed, memories embedded
+        rss_history = resident_mb(worker)
+        after_term, after_kill = [], []
+        for attempt in range(repeats):
+            following = events[history + 2 * attempt : history + 2 * attempt + 2]
+            after_term.append(first_new_ack_seconds(worker, settings, following[0], kill=False))
+            wait_until_idle(worker)
+            after_kill.append(first_new_ack_seconds(worker, settings, following[1], kill=True))
+            wait_until_idle(worker)
+        return Restarts(history, after_term, after_kill, rss_history, resident_mb(worker))
+    except BaseException:
+        print(worker.log_tail())
+        raise
+    finally:
+        worker.stop()
+
+
+def run(options: Options, bootstrap: str) -> None:
+    large = QUICK_LARGE if options.quick else FULL_LARGE
+    repeats = max(1, options.repeats // 2) if options.quick else options.repeats
+    results = []
+    for history in (SMALL, large):
+        with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
+            results.append(measure(bootstrap, Path(temp), history, repeats))
+    small, big = results
+    term = median(big.after_term) / median(small.after_term)
+    kill = median(big.after_kill) / median(small.after_kill)
+    rows = []
+    for result in results:
+        rows += [
+            (
+                f"{result.history:>6,} events: first new ack after SIGTERM",
+                f"{median(result.after_term):5.2f} s  "
+                f"({' '.join(f'{s:.2f}' for s in result.after_term)})",
+            ),
+            (
+                f"{result.history:>6,} events: first new ack after SIGKILL",
+                f"{median(result.after_kill):5.2f} s  "
+                f"({' '.join(f'{s:.2f}' for s in result.after_kill)})",
+            ),
+            (
+                f"{result.history:>6,} events: worker RSS after history, after restarts",
+                f"{result.rss_after_history_mb:.0f} MiB, {result.rss_after_restarts_mb:.0f} MiB",
+            ),
+        ]
+    rows += [
+        (f"ratio {large:,} / {SMALL:,} after SIGTERM (goal <= {TERM_GOAL})", f"{term:.2f}"),
+        (f"ratio {large:,} / {SMALL:,} after SIGKILL (goal <= {KILL_GOAL})", f"{kill:.2f}"),
+        (
+            f"ratio {large:,} / {SMALL:,} worker RSS after restarts",
+            f"{big.rss_after_restarts_mb / small.rss_after_restarts_mb:.2f}",
+        ),
+    ]
+    report(f"(f) restart at {SMALL:,} and {large:,} events of history; medians of {repeats}", rows)
+
+
+def main() -> None:
+    options = parse_options(__doc__ or "")
+    with kafka_bootstrap() as bootstrap:
+        run(options, bootstrap)
+
+
+if __name__ == "__main__":
+    main()

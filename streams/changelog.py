@@ -1,0 +1,178 @@
+"""The state table's changelog: one Kafka record per state key, so compaction can shrink it.
+
+A record's key is the state key and its value the state value; a delete is a tombstone (no
+value). Compaction keeps the last record of each key, so the changelog tends to the live state
+instead of growing with all history, and recovery replays live keys rather than every event.
+Each record carries the `RECORD_HEADER`: a message without it is a changeset of an earlier
+release (all the writes of one event, `streams.state.decode_changes`), which recovery still reads.
+
+The writes of consecutive events of one partition go out as one Kafka record batch, which the
+broker appends, replicates and hands to a reader whole: an event's writes, its outbox row with
+them, are in the changelog all together or not at all. Within a batch the last write of a key
+wins (the batch is atomic, so no reader sees a state between two of its events). A batch is
+sent only once the partition's previous one is stored, so a lost batch never leaves a later one
+behind it in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaProducer
+from faust.types import RecordMetadata
+from faust.types.core import HeadersArg
+
+Records = dict[bytes, bytes | None]
+"""State keys and their last value in a batch (None: deleted), in the order of their last
+write."""
+
+BATCH_BYTES = 1_000_000
+"""The most a record batch holds, below Kafka's default 1 MiB message limit (the producer's
+`max_batch_size` is set to it). A batch is cut between events; an event larger than this is
+split in the order of its last writes (the projector writes positions after the state they
+produced and the outbox last, so each part leaves a state a redelivery completes)."""
+FORMAT = 2
+"""The changelog format this release writes: 1 was a changeset per event, 2 a record per key.
+A local copy stamped with an earlier format is not reused (`streams.durability`): recovery must
+read the whole changelog to find every changeset to retire."""
+RECORD_HEADER = ("r", b"")
+"""Marks a per-key record (4 bytes a record)."""
+_RECORD_OVERHEAD = 40
+"""At most what the record format adds to a key and a value (aiokafka's
+`MAX_RECORD_OVERHEAD`, two length varints, the header count and `RECORD_HEADER`)."""
+_BATCH_OVERHEAD = 61
+"""The record batch header."""
+
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": "0.25",
+    "segment.ms": str(3_600_000),
+    "segment.bytes": str(64 * 1024 * 1024),
+    "delete.retention.ms": str(7 * 86_400_000),
+    "max.message.bytes": str(BATCH_BYTES + 64 * 1024),
+}
+"""Compaction once a quarter of the log is overwritten records, so the changelog stays within
+about 4/3 of the live state plus the active segment, which compaction never touches and which
+rolls hourly or at 64 MiB. Deletes are kept a week: a local copy older than that is not reused
+(`streams.durability`), since compaction may have dropped a delete it never saw."""
+
+
+def record_size(key: bytes, value: bytes | None) -> int:
+    """An upper bound of the bytes one record takes in a batch."""
+    return len(key) + len(value or b"") + _RECORD_OVERHEAD
+
+
+class PartitionWrites:
+    """The writes consecutive events made to one partition, as the record batches to send."""
+
+    def __init__(self, limit: int = BATCH_BYTES) -> None:
+        self.limit = limit
+        self.batches: list[Records] = []
+        self._event: Records = {}
+        self._open_size = limit
+        """The estimated size of the last batch (`limit` once it takes no more events)."""
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        """A write of the current event (None deletes); a later write of the key replaces it."""
+        self._event.pop(key, None)
+        self._event[key] = value
+
+    def end_event(self) -> None:
+        """The current event is complete: into the open batch if it fits, else a new one."""
+        event, self._event = self._event, {}
+        if not event:  # a redelivered event: its outputs come from the outbox, nothing changes
+            return
+        size = sum(record_size(key, value) for key, value in event.items())
+        if self.batches and self._open_size + size <= self.limit:
+            last = self.batches[-1]
+            for key, value in event.items():
+                last.pop(key, None)
+                last[key] = value
+            self._open_size += size
+        elif _BATCH_OVERHEAD + size <= self.limit:
+            self.batches.append(event)
+            self._open_size = _BATCH_OVERHEAD + size
+        else:
+            self.batches.extend(_split(event, self.limit))
+            self._open_size = self.limit
+
+
+def _split(event: Records, limit: int) -> Iterator[Records]:
+    """An event too large for one batch, in parts of at most `limit` (one record at least)."""
+    part: Records = {}
+    size = _BATCH_OVERHEAD
+    for key, value in event.items():
+        cost = record_size(key, value)
+        if part and size + cost > limit:
+            yield part
+            part, size = {}, _BATCH_OVERHEAD
+        part[key] = value
+        size += cost
+    if part:
+        yield part
+
+
+_HEADERS = [RECORD_HEADER]
+
+
+def is_record(headers: HeadersArg) -> bool:
+    """Whether a changelog message with these headers is a per-key record (not a changeset)."""
+    if headers is None:
+        return False
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return any(tuple(pair) == RECORD_HEADER for pair in pairs)
+
+
+class BatchOverflow(RuntimeError):
+    """A record batch refused a record its size estimate allowed (a bug: never split silently)."""
+
+
+@dataclass
+class ChangelogWriter:
+    """Sends each partition's record batches in order, each once the one before is stored."""
+
+    last: dict[int, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
+    """Per partition, the delivery of the last batch sent."""
+
+    async def send(
+        self, producer: AIOKafkaProducer, topic: str, partition: int, batches: list[Records]
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        """Send `batches` to `partition`; each delivery resolves to its last record's metadata.
+
+        Raises the failure of an earlier batch of the partition instead of sending after it.
+        """
+        deliveries = []
+        for records in batches:
+            previous = self.last.get(partition)
+            if previous is not None:
+                await asyncio.shield(previous)
+            batch = producer.create_batch()
+            for key, value in records.items():
+                if batch.append(key=key, value=value, timestamp=None, headers=_HEADERS) is None:
+                    raise BatchOverflow(f"{len(records)} records over {batch.size()} bytes")
+            stored = await producer.send_batch(batch, topic, partition=partition)
+            delivery = _last_record(stored, len(records))
+            self.last[partition] = delivery
+            deliveries.append(delivery)
+        return deliveries
+
+
+def _last_record(
+    stored: asyncio.Future[RecordMetadata], count: int
+) -> asyncio.Future[RecordMetadata]:
+    """The metadata of a batch's last record, from the batch's (which gives its first offset)."""
+    last: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+
+    def settle(outcome: asyncio.Future[RecordMetadata]) -> None:
+        if outcome.cancelled():
+            last.cancel()
+        elif (failure := outcome.exception()) is not None:
+            last.set_exception(failure)
+        else:
+            first = outcome.result()
+            last.set_result(first._replace(offset=first.offset + count - 1))
+
+    stored.add_done_callback(settle)
+    return last

@@ -1,0 +1,98 @@
+"""The changelog's record batches: one record per state key, events never cut in two.
+
+Recovery lays the records over an empty RocksDB in order, so the batches must hold exactly the
+last write of every key (deletes as tombstones, an empty value as an empty value), and every
+event must sit whole in one batch unless it alone is larger than a batch.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.changelog import PartitionWrites, Records, record_size
+
+Event = list[tuple[bytes, bytes | None]]
+
+
+def batched(events: list[Event], limit: int) -> list[Records]:
+    writes = PartitionWrites(limit)
+    for event in events:
+        for key, value in event:
+            writes.write(key, value)
+        writes.end_event()
+    return writes.batches
+
+
+def laid(batches: list[Records]) -> dict[bytes, bytes | None]:
+    """What recovery leaves: each record in order, the last of a key winning."""
+    state: dict[bytes, bytes | None] = {}
+    for batch in batches:
+        state.update(batch)
+    return state
+
+
+def test_the_last_write_of_a_key_wins_and_a_delete_stays_a_tombstone() -> None:
+    events: list[Event] = [
+        [(b"memory", b"the sailor fell"), (b"empty", b""), (b"gone", b"soon")],
+        [(b"memory", b"the sailor drowned"), (b"gone", None), (b"outbox", b"acks")],
+    ]
+    [batch] = batched(events, 10_000)
+    assert batch == {
+        b"memory": b"the sailor drowned",
+        b"empty": b"",
+        b"gone": None,
+        b"outbox": b"acks",
+    }
+
+
+def test_an_event_without_writes_adds_no_batch() -> None:
+    assert batched([[], []], 10_000) == []
+    assert batched([[(b"k", b"v")], []], 10_000) == [{b"k": b"v"}]
+
+
+def test_records_follow_the_order_of_their_last_write() -> None:
+    [batch] = batched([[(b"position", b"1"), (b"memory", b"m"), (b"position", b"2")]], 10_000)
+    assert list(batch) == [b"memory", b"position"]
+
+
+def test_events_that_do_not_fit_start_a_new_batch_whole() -> None:
+    event: Event = [(b"a%d" % number, b"x" * 100) for number in range(3)]
+    other: Event = [(b"b%d" % number, b"y" * 100) for number in range(3)]
+    size = sum(record_size(key, value) for key, value in event)
+    batches = batched([event, other], limit=61 + size + size // 2)
+    assert batches == [dict(event), dict(other)]
+    assert batched([event, other], limit=61 + 2 * size) == [dict(event) | dict(other)]
+
+
+def test_an_event_larger_than_a_batch_is_split_in_the_order_of_its_writes() -> None:
+    event: Event = [(b"k%d" % number, b"v" * 50) for number in range(5)]
+    batches = batched([[(b"small", b"1")], event, [(b"after", b"2")]], limit=200)
+    assert batches[0] == {b"small": b"1"}
+    assert [key for batch in batches[1:-1] for key in batch] == [key for key, _ in event]
+    assert batches[-1] == {b"after": b"2"}, "the next event does not join a split one"
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from([b"a", b"b", b"c", b"d" * 30]), st.none() | st.binary(max_size=120)
+            ),
+            max_size=6,
+        ),
+        max_size=12,
+    ),
+    st.integers(120, 800),
+)
+def test_recovery_from_the_batches_equals_the_writes_and_each_fits(
+    events: list[Event], limit: int
+) -> None:
+    batches = batched(events, limit)
+    expected: dict[bytes, bytes | None] = {}
+    for event in events:
+        expected.update(event)
+    assert laid(batches) == expected
+    for batch in batches:
+        size = 61 + sum(record_size(key, value) for key, value in batch.items())
+        assert len(batch) == 1 or size <= limit
