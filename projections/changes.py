@@ -18,7 +18,7 @@ so applying the same event again, or redelivering it, gives the very same ids.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Literal
 
@@ -64,10 +64,17 @@ class ChangeWatch:
         "_revisions",
         "_tx",
         "changes",
+        "get",
+        "scan",
     )
+
+    get: Callable[[bytes], bytes | None]
+    scan: Callable[..., Iterator[tuple[bytes, bytes]]]
 
     def __init__(self, tx: StateTransaction) -> None:
         self._tx = tx
+        self.get = tx.get  # reads pass straight through: no frame of ours on each
+        self.scan = tx.scan
         self._memories: list[tuple[bytes | None, bytes]] = []
         self._relations: list[tuple[bytes, bytes]] = []
         self._revisions: list[tuple[bytes, bytes]] = []
@@ -76,20 +83,12 @@ class ChangeWatch:
         self.changes: list[Change] = []
         """What the message changed so far, in the order it happened."""
 
-    def get(self, key: bytes) -> bytes | None:
-        return self._tx.get(key)
-
-    def scan(
-        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        return self._tx.scan(prefix, reverse=reverse, start=start)
-
     def put(self, key: bytes, value: bytes) -> None:
         if key.startswith(_WATCHED):
-            if key.startswith(_MEMORY):
-                self._memories.append((self._tx.get(key), value))
-            elif key.startswith(_RELATION):
+            if key.startswith(_RELATION):
                 self._relations.append((key, value))
+            elif key.startswith(_MEMORY):
+                self._memories.append((self._tx.get(key), value))
             elif key.startswith(_REVISION):
                 self._revisions.append((key, value))
             else:
@@ -106,14 +105,17 @@ class ChangeWatch:
 
         def applied(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
             note = apply(tx, event, ancestry)
-            at = At(event)
-            self.changes += memory_changes(at, self._memories)
-            self.changes += relation_changes(at, self._relations)
-            if self._revisions:
-                self.changes += weakenings(at, tx, ancestry, self._revisions)
-                self._revisions.clear()
-            self._memories.clear()
-            self._relations.clear()
+            if self._memories or self._relations or self._revisions:
+                at = At(event)
+                if self._memories:
+                    self.changes += memory_changes(at, self._memories)
+                    self._memories.clear()
+                if self._relations:
+                    self.changes += relation_changes(at, self._relations)
+                    self._relations.clear()
+                if self._revisions:
+                    self.changes += weakenings(at, tx, ancestry, self._revisions)
+                    self._revisions.clear()
             return note
 
         return applied
@@ -174,9 +176,8 @@ class At:
     def __init__(self, event: Event) -> None:
         self.event = event
         tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
-        self._hashed = hashlib.blake2b(
-            pack("change", tenant, world, timeline, event.seq), digest_size=ID_BYTES
-        )
+        self._hashed = _timeline_hashed(tenant, world, timeline).copy()
+        self._hashed.update(pack(event.seq))
         self.fields: Change = {
             "tenant_id": tenant,
             "world_instance_id": world,
@@ -190,8 +191,20 @@ class At:
         """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
         `change_id(world, timeline, seq, kind, *subject)`."""
         hashed = self._hashed.copy()
-        hashed.update(pack(kind, *subject))
+        hashed.update(_packed(kind, *subject))
         return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed(kind: str, one: str, other: str) -> bytes:
+    """A change's kind and subject packed: the same ones recur (relations) event after event."""
+    return pack(kind, one, other)
+
+
+@lru_cache(maxsize=1 << 12)
+def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
+    """A change id's hash fed with its timeline: what every change there starts from."""
+    return hashlib.blake2b(pack("change", tenant, world, timeline), digest_size=ID_BYTES)
 
 
 def belief_formed(at: At, memory: Memory) -> Change:

@@ -11,7 +11,6 @@ applies it in order. A redelivered message produces what it produced the first t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from pydantic import ValidationError
 
@@ -40,7 +39,11 @@ def receive(
 
     def produce() -> Intake:
         intake = _take_in(tx, message, apply, policies, max_event_bytes)
-        return intake if changed is None else replace(intake, changes=changed())
+        if changed is None:
+            return intake
+        return Intake(  # not `dataclasses.replace`: it costs more than the rest of this
+            acks=intake.acks, dead_letters=intake.dead_letters, changes=changed()
+        )
 
     return produce_once(tx, message, produce)
 

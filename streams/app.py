@@ -13,7 +13,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import chain
 from typing import Any, Protocol, cast
 
@@ -38,6 +38,7 @@ from schemas import Ack, DeadLetter
 from schemas.changes import Change
 from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
+from streams.change_feed import ChangeFeedSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
@@ -291,7 +292,8 @@ class Rumourmill:
             await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
             for ack in intake.acks
         ]
-        deliveries += [await self.send_change(change) for change in intake.changes]
+        if intake.changes:
+            deliveries += await self.send_changes_of(intake.changes)
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -309,15 +311,24 @@ class Rumourmill:
         self.metrics.sent(intake.acks, intake.dead_letters)
         return deliveries
 
-    async def send_change(self, change: Change) -> Delivery:
-        """One message of the change feed, keyed by its world, on the world's partition (the
-        feed has the events topic's partitions). Straight to Kafka's producer: there are a
-        dozen a message, and Faust's own send would cost more than working them out."""
-        world = change["world_instance_id"].encode()
-        partition = world_partition(world, self.settings.partitions)
-        return await self.app.producer.send(
-            self.changes, world, orjson.dumps(change), partition, None, None
-        )
+    @cached_property
+    def change_feed(self) -> ChangeFeedSender:
+        """The change feed's batches (`streams.change_feed`), on the worker's producer."""
+        producer = self.app.producer
+        return ChangeFeedSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
+
+    async def send_changes_of(self, changes: list[Change]) -> list[Delivery]:
+        """A message's changes on the change feed, one record each keyed by its world, on the
+        world's partition (the feed has the events topic's partitions)."""
+        by_world: dict[str, list[bytes]] = {}
+        for change in changes:
+            by_world.setdefault(change["world_instance_id"], []).append(orjson.dumps(change))
+        deliveries: list[Delivery] = []
+        for world, records in by_world.items():
+            key = world.encode()
+            partition = world_partition(key, self.settings.partitions)
+            deliveries += await self.change_feed.send(partition, key, records)
+        return deliveries
 
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""

@@ -13,7 +13,9 @@ from typing import Any
 import duckdb
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import RecordMetadata
 
 from benchmarks.story import encoded, tavern_story
 from projections.delivery import SourceMessage, world_key
@@ -21,6 +23,7 @@ from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.memory import Memory
+from streams.change_feed import ChangeFeedSender
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -161,3 +164,31 @@ async def topics(settings: Settings) -> set[str]:
         return set(await admin.list_topics())
     finally:
         await admin.close()
+
+
+@pytest.mark.integration
+def test_changes_sent_in_batches_arrive_one_record_each_in_the_order_sent(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    asyncio.run(ensure_topics(settings))
+    records = [orjson.dumps({"n": n, "padding": "x" * 400}) for n in range(600)]  # many batches
+
+    async def send() -> list[RecordMetadata]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            feed = ChangeFeedSender(lambda: producer, settings.topics.changes)
+            deliveries = [
+                delivery
+                for start in range(0, len(records), 13)  # a message's dozen changes at a time
+                for delivery in await feed.send(1, b"town-0", records[start : start + 13])
+            ]
+            return list(await asyncio.gather(*deliveries))
+        finally:
+            await producer.stop()
+
+    stored = asyncio.run(send())
+    assert {metadata.partition for metadata in stored} == {1}
+    feed = read_topic(settings, settings.topics.changes, lambda got: len(got) >= 600, timeout=60)
+    assert [change["n"] for change in feed] == list(range(600))
