@@ -88,6 +88,8 @@ class StateTable(faust.Table[bytes, bytes]):
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
+    batch_bytes: int = changelog.BATCH_BYTES
+    """The most one changelog record batch holds (`Settings.changelog_batch_bytes`)."""
     writer: changelog.ChangelogWriter
     changesets: defaultdict[int, dict[bytes, None]]
     """Per partition, the keys of the changesets of an earlier release that recovery read and
@@ -155,7 +157,7 @@ class StateTable(faust.Table[bytes, bytes]):
         (`projections.migrations`); its rewrites reach the changelog as one event's do. A
         partition written by a newer release stops the worker, unchanged."""
         for partition in partitions:
-            writes = changelog.PartitionWrites()
+            writes = changelog.PartitionWrites(self.batch_bytes)
             db = without_write_ahead_log(partition_db(self, partition))
             tx = RocksTransaction(db, recorded_writes(db, writes.write))
             if stored_format(tx) == current_format():
@@ -187,7 +189,7 @@ class StateTable(faust.Table[bytes, bytes]):
             )
             sent: list[asyncio.Future[RecordMetadata]] = []
             async with self.local_durability.writing({partition: 1}):
-                writes = changelog.PartitionWrites()
+                writes = changelog.PartitionWrites(self.batch_bytes)
                 for key, value in chain(rewrites, ((key, None) for key in changesets)):
                     writes.write(key, value)
                     writes.end_event()  # no two records need to be stored together
@@ -260,7 +262,9 @@ class Rumourmill:
             started = time.perf_counter()
             partition = message.partition
             if (partition_writes := writes.get(partition)) is None:
-                partition_writes = writes[partition] = changelog.PartitionWrites()
+                partition_writes = writes[partition] = changelog.PartitionWrites(
+                    self.settings.changelog_batch_bytes
+                )
             answers = await self.judged(message)  # sees the batch's earlier events
             db = without_write_ahead_log(partition_db(self.state, partition))
             try:
@@ -418,7 +422,7 @@ def create_app(settings: Settings) -> Rumourmill:
         table_standby_replicas=settings.standbys,
         Table=StateTable,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
-        producer_max_batch_size=changelog.BATCH_BYTES,
+        producer_max_batch_size=settings.changelog_batch_bytes,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {
@@ -439,10 +443,11 @@ def create_app(settings: Settings) -> Rumourmill:
             value_type=bytes,  # bytes in, bytes out: Faust picks the raw codec for bytes
             partitions=settings.partitions,
             options=state_options(settings.block_cache_mb),
-            extra_topic_configs=changelog.TOPIC_CONFIG,
+            extra_topic_configs=changelog.topic_config(settings.changelog_batch_bytes),
         ),
     )
     state.durability = LocalDurability(state, settings.bootstrap)
+    state.batch_bytes = settings.changelog_batch_bytes
     policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
     metrics = Metrics(lambda: consumer_lag(app, settings.topics.events))
     projector = Projector(

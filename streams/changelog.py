@@ -45,18 +45,23 @@ _RECORD_OVERHEAD = 40
 _BATCH_OVERHEAD = 61
 """The record batch header."""
 
-TOPIC_CONFIG = {
-    "cleanup.policy": "compact",
-    "min.cleanable.dirty.ratio": "0.25",
-    "segment.ms": str(3_600_000),
-    "segment.bytes": str(64 * 1024 * 1024),
-    "delete.retention.ms": str(7 * 86_400_000),
-    "max.message.bytes": str(BATCH_BYTES + 64 * 1024),
-}
-"""Compaction once a quarter of the log is overwritten records, so the changelog stays within
-about 4/3 of the live state plus the active segment, which compaction never touches and which
-rolls hourly or at 64 MiB. Deletes are kept a week: a local copy older than that is not reused
-(`streams.durability`), since compaction may have dropped a delete it never saw."""
+
+def topic_config(batch_bytes: int = BATCH_BYTES) -> dict[str, str]:
+    """The changelog topic's configuration, for record batches of at most `batch_bytes`.
+
+    Compaction once a quarter of the log is overwritten records, so the changelog stays within
+    about 4/3 of the live state plus the active segment, which compaction never touches and which
+    rolls hourly or at 64 MiB. Deletes are kept a week: a local copy older than that is not reused
+    (`streams.durability`), since compaction may have dropped a delete it never saw.
+    """
+    return {
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.25",
+        "segment.ms": str(3_600_000),
+        "segment.bytes": str(64 * 1024 * 1024),
+        "delete.retention.ms": str(7 * 86_400_000),
+        "max.message.bytes": str(batch_bytes + 64 * 1024),
+    }
 
 
 def record_size(key: bytes, value: bytes | None) -> int:

@@ -44,7 +44,7 @@ from projections.digest import world_digest
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from streams.app import create_app, partition_db, partition_of
-from streams.changelog import BATCH_BYTES, TOPIC_CONFIG, ChangelogWriter, PartitionWrites
+from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.model_client import ModelClient
@@ -194,7 +194,10 @@ async def rebuild(
     topic = changelog_topic(target)
     await create_changelog(target, topic)
     began = time.perf_counter()
-    async with policies_caught_up(live) as policies, kafka_clients(live) as (consumer, producer):
+    async with (
+        policies_caught_up(live) as policies,
+        kafka_clients(live, target.changelog_batch_bytes) as (consumer, producer),
+    ):
         folder = Folder(
             Projector(
                 policies=PolicyBook(policies),
@@ -205,6 +208,7 @@ async def rebuild(
             topic,
             lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
             recorded_judge(target, live, producer),
+            target.changelog_batch_bytes,
         )
         await folder.fold(consumer, live.topics.events, spans, world, advance)
         ends = await folder.confirmed()
@@ -240,11 +244,13 @@ class Folder:
         changelog: str,
         database: Callable[[int], Rdict],
         judge: Judge,
+        batch_bytes: int,
     ) -> None:
         self.projector = projector
         self.producer = producer
         self.changelog = changelog
         self.database = database
+        self.batch_bytes = batch_bytes
         self.judge = judge
         """Model judgements, as a worker of the fresh app id makes them (`streams.judging`):
         read back from the judgements topic, so the model is not asked again."""
@@ -289,7 +295,7 @@ class Folder:
 
     async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
         db = self.database(record.partition)
-        writes = self.writes.setdefault(record.partition, PartitionWrites())
+        writes = self.writes.setdefault(record.partition, PartitionWrites(self.batch_bytes))
         tx = RocksTransaction(db, recorded_writes(db, writes.write))
         message = SourceMessage(
             record.topic,
@@ -344,7 +350,7 @@ async def create_changelog(target: Settings, topic: str) -> None:
                         topic,
                         target.partitions,
                         target.replication,
-                        topic_configs=dict(TOPIC_CONFIG),
+                        topic_configs=topic_config(target.changelog_batch_bytes),
                     )
                 ]
             )
@@ -390,7 +396,7 @@ async def policies_caught_up(live: Settings) -> AsyncIterator[PolicyFeed]:
 
 @contextlib.asynccontextmanager
 async def kafka_clients(
-    live: Settings,
+    live: Settings, batch_bytes: int
 ) -> AsyncIterator[tuple[AIOKafkaConsumer, AIOKafkaProducer]]:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=live.bootstrap, enable_auto_commit=False, fetch_max_bytes=16 * 2**20
@@ -400,7 +406,7 @@ async def kafka_clients(
         acks="all",
         linger_ms=5,
         max_request_size=2**20,
-        max_batch_size=BATCH_BYTES,  # one record batch holds a batch of events' writes
+        max_batch_size=batch_bytes,  # one record batch holds a batch of events' writes
     )
     await consumer.start()
     await producer.start()

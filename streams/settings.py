@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     """Topics are PREFIX.events, PREFIX.acks..."""
     max_event_bytes: Positive = 256 * 1024
     """Larger messages are dead-lettered."""
+    changelog_batch_bytes: Annotated[int, Field(ge=16 * 1024, le=1_000_000)] = 1_000_000
+    """The most one record batch of the state changelog holds (`streams.changelog`); lower it
+    for a broker whose message limit is under 1 MB. A deletion or batch larger than this is sent
+    as several batches, one after the other."""
     changes: bool = True
     """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
     rumours passed, worlds deleted. `false`: no topic, no change worked out or sent."""

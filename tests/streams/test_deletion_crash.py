@@ -102,7 +102,9 @@ def keys_left(settings: Settings, partition: int, world: str) -> list[bytes]:
 def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    # small changelog batches: the deletion goes out as ~100 batches, one after the other, so
+    # the kill lands between two of them
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", changelog_batch_bytes=16_384)
     big = world_on(0, settings.partitions, "big")
     beside, elsewhere = (
         world_on(0, settings.partitions, "beside"),
