@@ -52,7 +52,7 @@ from streams.settings import Settings
 from streams.state import (
     RocksTransaction,
     decode_changes,
-    recorded_writes,
+    recording_transaction,
     state_options,
     without_write_ahead_log,
 )
@@ -159,7 +159,7 @@ class StateTable(faust.Table[bytes, bytes]):
         for partition in partitions:
             writes = changelog.PartitionWrites(self.batch_bytes)
             db = without_write_ahead_log(partition_db(self, partition))
-            tx = RocksTransaction(db, recorded_writes(db, writes.write))
+            tx = recording_transaction(db, writes.write)
             if stored_format(tx) == current_format():
                 continue
             try:
@@ -269,7 +269,7 @@ class Rumourmill:
             db = without_write_ahead_log(partition_db(self.state, partition))
             try:
                 intake = self.projector.receive(
-                    RocksTransaction(db, recorded_writes(db, partition_writes.write)),
+                    recording_transaction(db, partition_writes.write),
                     source_message(message),
                     answers,
                 )

@@ -53,7 +53,7 @@ from streams.settings import Settings
 from streams.show import ReadFailed, fetch
 from streams.state import (
     RocksTransaction,
-    recorded_writes,
+    recording_transaction,
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
@@ -296,7 +296,7 @@ class Folder:
     async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
         db = self.database(record.partition)
         writes = self.writes.setdefault(record.partition, PartitionWrites(self.batch_bytes))
-        tx = RocksTransaction(db, recorded_writes(db, writes.write))
+        tx = recording_transaction(db, writes.write)
         message = SourceMessage(
             record.topic,
             record.partition,

@@ -137,31 +137,7 @@ def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
             index += size
 
 
-def chunked(changes: Changes, limit: int) -> Iterator[Changes]:
-    """Split an event's writes into runs of at most `limit` encoded bytes (one write at least)."""
-    run: Changes = []
-    size = 0
-    for key, value in changes:
-        cost = 8 + len(key) + len(value or b"")
-        if run and size + cost > limit:
-            yield run
-            run, size = [], 0
-        run.append((key, value))
-        size += cost
-    if run:
-        yield run
-
-
-def recording_transaction(db: Rdict) -> tuple[RocksTransaction, Changes]:
-    """A transaction over `db` that applies each write at once and records it, in order: the
-    changes one event sends to the changelog."""
-    changes: Changes = []
-
-    def write(key: bytes, value: bytes | None) -> None:
-        changes.append((key, value))
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
-
-    return RocksTransaction(db, write), changes
+def recording_transaction(db: Rdict, note: Write) -> RocksTransaction:
+    """A transaction over `db` whose writes apply at once, each also handed to `note` (which
+    collects them for the changelog)."""
+    return RocksTransaction(db, recorded_writes(db, note))
