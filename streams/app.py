@@ -242,11 +242,11 @@ class Rumourmill:
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
 
-    async def judged(self, message: Message) -> RecordedAnswers | None:
+    async def judged(self, message: SourceMessage) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
         (`streams.judging`); None when it raises none (rules mode, a redelivery...)."""
         tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
-        return await self.judge.message(self.projector, tx, source_message(message))
+        return await self.judge.message(self.projector, tx, message)
 
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
@@ -265,13 +265,12 @@ class Rumourmill:
                 partition_writes = writes[partition] = changelog.PartitionWrites(
                     self.settings.changelog_batch_bytes
                 )
-            answers = await self.judged(message)  # sees the batch's earlier events
+            source = source_message(message)
+            answers = await self.judged(source)  # sees the batch's earlier events
             db = without_write_ahead_log(partition_db(self.state, partition))
             try:
                 intake = self.projector.receive(
-                    recording_transaction(db, partition_writes.write),
-                    source_message(message),
-                    answers,
+                    recording_transaction(db, partition_writes.write), source, answers
                 )
             except Exception as error:
                 error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
