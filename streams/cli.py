@@ -297,6 +297,20 @@ def _read_options(function: Any) -> Any:
     )(function)
 
 
+def _decision_options(function: Any) -> Any:
+    """Flags of the commands about a character's decision at one event (`decision`,
+    `reply-check`), with the read flags."""
+    function = _read_options(function)
+    function = click.option(
+        "--player", default=None, help="player_id, for an event of several players"
+    )(function)
+    function = click.option(
+        "--after-seq", required=True, type=int, help="the position the character answers"
+    )(function)
+    function = click.option("--timeline", default="main", show_default=True)(function)
+    return click.option("--world", required=True, help="world_instance_id")(function)
+
+
 @main.command()
 @click.argument("npc_id")
 @click.option("--world", required=True, help="world_instance_id")
@@ -436,11 +450,7 @@ def recall_command(
 
 @main.command("decision")
 @click.argument("npc_id")
-@click.option("--world", required=True, help="world_instance_id")
-@click.option("--timeline", default="main", show_default=True)
-@click.option("--after-seq", required=True, type=int, help="the position the character answers")
-@click.option("--player", default=None, help="player_id, for an event of several players")
-@_read_options
+@_decision_options
 def decision_command(
     npc_id: str,
     world: str,
@@ -474,11 +484,7 @@ def _decision_query(
 @main.command("reply-check")
 @click.argument("npc_id")
 @click.argument("reply")
-@click.option("--world", required=True, help="world_instance_id")
-@click.option("--timeline", default="main", show_default=True)
-@click.option("--after-seq", required=True, type=int, help="the position the character answers")
-@click.option("--player", default=None, help="player_id, for an event of several players")
-@_read_options
+@_decision_options
 def reply_check_command(
     npc_id: str,
     reply: str,
