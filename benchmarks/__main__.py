@@ -41,7 +41,7 @@ def main() -> None:
         worker_throughput.run(options, bootstrap)
         change_feed.on_kafka(options, bootstrap)
         read_latency.run(options, bootstrap)
-        read_load.run(bootstrap, clients=32, seconds=10 if options.quick else 20, events=3000)
+        read_load.run(options, bootstrap)
         failover.run(options, bootstrap)
         restart.run(options, bootstrap)
         rebuild.run(options, bootstrap)

@@ -31,12 +31,11 @@ from benchmarks.story import encoded, tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    kafka_bootstrap,
     median,
-    parse_options,
     prepared_settings,
     rate,
     report,
+    run_main,
     send_events,
     spread_worlds,
 )
@@ -266,12 +265,5 @@ async def messages_on(settings: Settings, topic: str) -> int:
         await consumer.stop()
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    in_process(options)
-    with kafka_bootstrap() as bootstrap:
-        on_kafka(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=in_process, on_kafka=on_kafka)

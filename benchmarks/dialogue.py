@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.story import DIALOGUE_MIX, REAL_START, TALKERS, character_ids, encoded, tavern_story
-from benchmarks.support import Options, median, parse_options, percentile, rate, report
+from benchmarks.support import Options, median, percentile, rate, report, run_main
 from projections.chronicle import chronicle_read
 from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read
@@ -190,9 +190,5 @@ def run(options: Options) -> None:
         print(profile(lambda: timed_ms(reads, talk)))
 
 
-def main() -> None:
-    run(parse_options(__doc__ or ""))
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=run)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from benchmarks.support import Options, kafka_bootstrap, median, parse_options
+from benchmarks.support import Options, median, run_main
 from streams.app import SESSION_TIMEOUT_SECONDS
 from tests.failover import failover_seconds
 
@@ -45,11 +45,5 @@ def run(options: Options, bootstrap: str) -> None:
     print("\n".join(f"  {row}" for row in rows))
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    with kafka_bootstrap() as bootstrap:
-        run(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)

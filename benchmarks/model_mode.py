@@ -21,7 +21,7 @@ import logging
 import time
 
 from benchmarks.story import encoded, tavern_story
-from benchmarks.support import Options, median, parse_options, rate, report
+from benchmarks.support import Options, median, rate, report, run_main
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from projections.state import MemoryState
@@ -114,9 +114,5 @@ def run(options: Options) -> None:
     )
 
 
-def main() -> None:
-    run(parse_options(__doc__ or ""))
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=run)

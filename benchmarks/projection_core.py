@@ -15,7 +15,7 @@ import time
 from collections import Counter
 
 from benchmarks.story import encoded, tavern_story
-from benchmarks.support import Options, median, parse_options, rate, report
+from benchmarks.support import Options, median, rate, report, run_main
 from projections.delivery import SourceMessage
 from projections.projector import Projector
 from projections.state import MemoryState
@@ -102,9 +102,5 @@ def run(options: Options) -> None:
     print(profile(lines[:profiled], key))
 
 
-def main() -> None:
-    run(parse_options(__doc__ or ""))
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=run)

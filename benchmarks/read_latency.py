@@ -23,11 +23,10 @@ from benchmarks.story import encoded, tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    kafka_bootstrap,
     median,
-    parse_options,
     percentile,
     prepared_settings,
+    run_main,
     send_events,
 )
 from streams.dev import DEMO_STORY
@@ -96,11 +95,9 @@ def measure(target: Target, worker_url: str, workdir: Path, options: Options) ->
     """p50/p99 of the worker and of the static twin for one read: the report's rows."""
     count = QUICK_REQUESTS if options.quick else FULL_REQUESTS
     body = asyncio.run(fetch(worker_url + target.path))
-    body_file = workdir / f"body-{TARGETS.index(target)}.json"
-    body_file.write_bytes(body)
     worker: list[list[float]] = []
     static: list[list[float]] = []
-    with StaticServer(body_file) as server:
+    with StaticServer({target.path: body}, workdir) as server:
         for _ in range(options.repeats):
             worker.append(asyncio.run(latencies(worker_url + target.path, count, body)))
             static.append(asyncio.run(latencies(server.url + target.path, count, body)))
@@ -149,11 +146,5 @@ def run(options: Options, bootstrap: str) -> None:
     print("\n".join(f"  {row}" for row in rows))
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    with kafka_bootstrap() as bootstrap:
-        run(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)

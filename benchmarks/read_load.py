@@ -1,110 +1,171 @@
-"""(c) The runtime read under load: many concurrent clients on 127.0.0.1 for a fixed time.
+"""(c) The runtime read under load: 32 concurrent clients, beside a static handler of its bytes.
 
 Starts Apache Kafka (or uses `RUMOURMILL_TEST_BROKER`) and one worker, loads a tavern story
-(characters with memories on `main` and on a reloaded branch), waits until every event is
-processed, then runs CLIENTS concurrent aiohttp clients for SECONDS, each reading a random
-character on a random timeline in a loop. Prints requests, throughput, p50/p99/max latency and
-the error count (anything but a 200). Bounded: stops itself, and stops what it started.
-
-    python -m benchmarks.read_load [--clients 32] [--seconds 20] [--events 3000]
+(characters with memories on `main` and on a reloaded branch) and waits until every event is
+processed. Every character's read on both timelines is fetched once; a static aiohttp server in
+its own process then serves those very bytes at the same paths. CLIENTS concurrent aiohttp
+clients read a random character on a random timeline in a loop for a fixed time, from the
+worker and from the static server in turn, `repeats` times each. Prints reads/s, p50/p99
+latency and errors (anything but a 200 with the expected bytes) of each, and the ratio of
+their throughputs. Bounded: stops itself, and stops what it started.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
-import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import orjson
 
-from benchmarks.support import kafka_bootstrap
+from benchmarks.static_server import StaticServer
+from benchmarks.support import Options, median, percentile, report, run_main
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import CHARACTERS, story
 from tests.support import WorkerProcess, read_topic, send_events, unique_settings
 
+CLIENTS = 32
+EVENTS = 3_000
+FULL_SECONDS = 10.0
+QUICK_SECONDS = 5.0
+THROUGHPUT_GOAL = 0.3
+"""Worker reads/s over the static handler's, same clients, same bytes (issue 9)."""
 
-def load_story(settings: Settings, events: int) -> tuple[list[str], int]:
-    lines = story(worlds=1, events_per_world=events, seed=5)
-    world = orjson.loads(lines[0])["world_instance_id"]
+
+@dataclass(frozen=True)
+class Load:
+    """One run of the clients against one server: reads/s, latencies and what went wrong."""
+
+    reads_per_second: float
+    latencies: list[float]
+    errors: Counter[str]
+
+
+def load_story(settings: Settings) -> str:
+    """The story's world, once the worker has acknowledged every event of it."""
+    lines = story(worlds=1, events_per_world=EVENTS, seed=5)
     expected = sum(replay_lines(lines).outcomes.values())
     send_events(settings, lines)
     read_topic(settings, settings.topics.acks, lambda got: len(got) >= expected, timeout=300)
-    return [world], len(lines)
+    return str(orjson.loads(lines[0])["world_instance_id"])
 
 
-async def hammer(
-    settings: Settings, worlds: list[str], clients: int, seconds: float
-) -> tuple[list[float], Counter[str]]:
-    base = f"http://127.0.0.1:{settings.web_port}/v2/memory/runtime/npcs"
+def read_paths(world: str) -> list[str]:
+    """Every character's runtime read on `main` and on the reloaded branch."""
+    return [
+        f"/v2/memory/runtime/npcs/{npc}?world_instance_id={world}&timeline_id={timeline}"
+        for npc in CHARACTERS
+        for timeline in ("main", "reload")
+    ]
+
+
+async def fetch_all(base: str, paths: list[str]) -> dict[str, bytes]:
+    """The body of each path, which must answer 200."""
+    bodies: dict[str, bytes] = {}
+    async with aiohttp.ClientSession() as session:
+        for path in paths:
+            async with session.get(base + path) as reply:
+                body = await reply.read()
+                if reply.status != 200:
+                    raise RuntimeError(f"{path}: {reply.status} {body[:200]!r}")
+                bodies[path] = body
+    return bodies
+
+
+async def hammer(base: str, bodies: Mapping[str, bytes], clients: int, seconds: float) -> Load:
+    """`clients` concurrent readers of random paths of `bodies` for `seconds`."""
+    paths = sorted(bodies)
     latencies: list[float] = []
-    outcomes: Counter[str] = Counter()
-    stop_at = time.perf_counter() + seconds
+    errors: Counter[str] = Counter()
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=10)
     ) as session:
+        began = time.perf_counter()
+        stop_at = began + seconds
 
         async def client(number: int) -> None:
             rng = random.Random(number)
             while time.perf_counter() < stop_at:
-                npc = rng.choice(CHARACTERS)
-                timeline = rng.choice(["main", "reload"])
-                url = f"{base}/{npc}?world_instance_id={rng.choice(worlds)}&timeline_id={timeline}"
+                path = rng.choice(paths)
                 started = time.perf_counter()
                 try:
-                    async with session.get(url) as reply:
-                        await reply.read()
-                        outcomes["200" if reply.status == 200 else f"error {reply.status}"] += 1
+                    async with session.get(base + path) as reply:
+                        body = await reply.read()
+                    if reply.status != 200:
+                        errors[f"status {reply.status}"] += 1
+                    elif body != bodies[path]:
+                        errors["other bytes"] += 1
                 except (TimeoutError, aiohttp.ClientError) as failure:
-                    outcomes[f"error {type(failure).__name__}"] += 1
+                    errors[type(failure).__name__] += 1
                 latencies.append(time.perf_counter() - started)
 
         await asyncio.gather(*(client(number) for number in range(clients)))
-    return latencies, outcomes
+        elapsed = time.perf_counter() - began
+    return Load(len(latencies) / elapsed, latencies, errors)
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def run(bootstrap: str, clients: int, seconds: float, events: int) -> None:
+def run(options: Options, bootstrap: str) -> None:
+    seconds = QUICK_SECONDS if options.quick else FULL_SECONDS
+    worker_runs: list[Load] = []
+    static_runs: list[Load] = []
     with tempfile.TemporaryDirectory(prefix="read-load-") as tmp:
-        settings = unique_settings(bootstrap, Path(tmp) / "data")
-        worker = WorkerProcess(settings, Path(tmp) / "worker.log").start()
+        workdir = Path(tmp)
+        settings = unique_settings(bootstrap, workdir / "data")
+        worker = WorkerProcess(settings, workdir / "worker.log").start()
         try:
-            worlds, published = load_story(settings, events)
-            print(f"loaded {published} events into {worlds}; {clients} clients for {seconds:.0f} s")
-            latencies, outcomes = asyncio.run(hammer(settings, worlds, clients, seconds))
+            world = load_story(settings)
+            worker_url = f"http://127.0.0.1:{settings.web_port}"
+            bodies = asyncio.run(fetch_all(worker_url, read_paths(world)))
+            with StaticServer(bodies, workdir) as static:
+                for _ in range(options.repeats):
+                    worker_runs.append(asyncio.run(hammer(worker_url, bodies, CLIENTS, seconds)))
+                    static_runs.append(asyncio.run(hammer(static.url, bodies, CLIENTS, seconds)))
         finally:
             worker.stop()
-    errors = sum(count for name, count in outcomes.items() if name != "200")
-    total = len(latencies)
-    print(f"requests:   {total} ({total / seconds:.0f}/s)")
-    print(
-        f"latency:    p50 {percentile(latencies, 0.5) * 1000:.2f} ms, "
-        f"p99 {percentile(latencies, 0.99) * 1000:.2f} ms, "
-        f"max {max(latencies) * 1000:.2f} ms, mean {statistics.fmean(latencies) * 1000:.2f} ms"
+
+    def rows(name: str, runs: list[Load]) -> list[tuple[str, str]]:
+        errors = sum((load.errors for load in runs), Counter[str]())
+        return [
+            (
+                f"{name} reads/s",
+                f"{median([load.reads_per_second for load in runs]):,.0f}"
+                f"  (runs: {' '.join(f'{load.reads_per_second:.0f}' for load in runs)})",
+            ),
+            (
+                f"{name} latency",
+                f"p50 {median([percentile(load.latencies, 0.5) for load in runs]) * 1e3:.2f} ms"
+                f", p99 {median([percentile(load.latencies, 0.99) for load in runs]) * 1e3:.2f} ms",
+            ),
+            (f"{name} errors", f"{sum(errors.values())} {dict(errors) if errors else ''}".rstrip()),
+        ]
+
+    sizes = sorted(len(body) for body in bodies.values())
+    ratios = [
+        mine.reads_per_second / theirs.reads_per_second
+        for mine, theirs in zip(worker_runs, static_runs, strict=True)
+    ]
+    report(
+        f"(c) runtime read under load: {CLIENTS} clients, {len(bodies)} reads of "
+        f"{sizes[0]:,}..{sizes[-1]:,} bytes, {seconds:.0f} s per run, "
+        f"worker and static in turn, median of {options.repeats}",
+        [
+            *rows("worker", worker_runs),
+            *rows("static", static_runs),
+            (
+                f"throughput worker/static, same bytes (goal >= {THROUGHPUT_GOAL})",
+                f"{median(ratios):.2f}  (runs: {' '.join(f'{ratio:.2f}' for ratio in ratios)})",
+            ),
+        ],
     )
-    print(f"errors:     {errors} {dict(outcomes) if errors else ''}".rstrip())
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--events", type=int, default=3000, help="events in the story")
-    args = parser.parse_args()
-    with kafka_bootstrap() as bootstrap:
-        run(bootstrap, args.clients, args.seconds, args.events)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)

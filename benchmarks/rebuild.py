@@ -16,12 +16,11 @@ from pathlib import Path
 from benchmarks.story import tavern_story
 from benchmarks.support import (
     Options,
-    kafka_bootstrap,
     median,
-    parse_options,
     prepared_settings,
     rate,
     report,
+    run_main,
     send_events,
     spread_worlds,
     worker_settings,
@@ -66,11 +65,5 @@ def run(options: Options, bootstrap: str) -> None:
     )
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    with kafka_bootstrap() as bootstrap:
-        run(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)

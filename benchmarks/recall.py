@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from benchmarks.story import TIMELINE, encoded, game_time, tavern_story
-from benchmarks.support import Options, median, parse_options, percentile, rate, report
+from benchmarks.support import Options, median, percentile, rate, report, run_main
 from projections.delivery import SourceMessage
 from projections.event_keys import ENTITY_DECLARED, TOLD
 from projections.memories import belief_id
@@ -529,9 +529,5 @@ def run(options: Options) -> None:
     )
 
 
-def main() -> None:
-    run(parse_options(__doc__ or ""))
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=run)

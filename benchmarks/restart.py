@@ -31,11 +31,10 @@ from benchmarks.story import tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    kafka_bootstrap,
     median,
-    parse_options,
     prepared_settings,
     report,
+    run_main,
     send_events,
     spread_worlds,
 )
@@ -223,11 +222,5 @@ def run(options: Options, bootstrap: str) -> None:
     report(f"(f) restart at {SMALL:,} and {large:,} events of history; medians of {repeats}", rows)
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    with kafka_bootstrap() as bootstrap:
-        run(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)

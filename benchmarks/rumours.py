@@ -18,7 +18,7 @@ from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
-from benchmarks.support import Options, median, parse_options, rate, report
+from benchmarks.support import Options, median, rate, report, run_main
 from projections.delivery import SourceMessage
 from projections.key_prefixes import MEMORIES
 from projections.keys import pack
@@ -106,9 +106,5 @@ def run(options: Options) -> None:
     )
 
 
-def main() -> None:
-    run(parse_options(__doc__ or ""))
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", in_process=run)

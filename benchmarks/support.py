@@ -31,6 +31,7 @@ __all__ = [
     "rate",
     "repeat",
     "report",
+    "run_main",
     "send_events",
     "spread_worlds",
     "worker_settings",
@@ -56,6 +57,21 @@ def parse_options(description: str, argv: Sequence[str] | None = None) -> Option
     args = parser.parse_args(argv)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 5)
     return Options(quick=args.quick, repeats=max(1, repeats))
+
+
+def run_main(
+    description: str,
+    in_process: Callable[[Options], None] | None = None,
+    on_kafka: Callable[[Options, str], None] | None = None,
+) -> None:
+    """`python -m benchmarks.NAME`: the options, the in-process part, then the part on Apache
+    Kafka (`kafka_bootstrap`'s broker, started only for it)."""
+    options = parse_options(description)
+    if in_process is not None:
+        in_process(options)
+    if on_kafka is not None:
+        with kafka_bootstrap() as bootstrap:
+            on_kafka(options, bootstrap)
 
 
 def median(values: Sequence[float]) -> float:

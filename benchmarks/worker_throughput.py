@@ -26,12 +26,11 @@ from benchmarks.story import tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    kafka_bootstrap,
     median,
-    parse_options,
     prepared_settings,
     rate,
     report,
+    run_main,
     send_events,
     spread_worlds,
     worker_settings,
@@ -203,11 +202,5 @@ def _print(count: int, repeats: int, workers: list[Run], bare: list[Run]) -> Non
     )
 
 
-def main() -> None:
-    options = parse_options(__doc__ or "")
-    with kafka_bootstrap() as bootstrap:
-        run(options, bootstrap)
-
-
 if __name__ == "__main__":
-    main()
+    run_main(__doc__ or "", on_kafka=run)
