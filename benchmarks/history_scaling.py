@@ -29,7 +29,7 @@ FULL_LARGE = 100_000
 QUICK_LARGE = 20_000
 WINDOW = 1_000
 READS = 300
-WORLD = "history-0"
+WORLD = "history"
 TENANT = "default"
 
 
@@ -37,18 +37,21 @@ TENANT = "default"
 class Mind:
     """A state being fed one event stream, and how far it got."""
 
+    world: str
     events: Iterator[bytes]
     projector: Projector
     state: MemoryState
     offset: int = 0
 
     @classmethod
-    def fresh(cls, memories: int) -> Mind:
-        return cls(witness_story(memories, world=WORLD), Projector(), MemoryState())
+    def fresh(cls, memories: int, number: int) -> Mind:
+        """A mind of a world of its own: no id of its events was seen by a mind before it."""
+        world = f"{WORLD}-{number}"
+        return cls(world, witness_story(memories, world=world), Projector(), MemoryState())
 
     def feed(self, count: int) -> tuple[float, float]:
         """Wall and CPU seconds to take the next `count` events in."""
-        key = WORLD.encode()
+        key = self.world.encode()
         began, began_cpu = time.perf_counter(), time.process_time()
         for raw in islice(self.events, count):
             self.projector.receive(self.state, SourceMessage("bench", 0, self.offset, key, raw))
@@ -56,14 +59,14 @@ class Mind:
         return time.perf_counter() - began, time.process_time() - began_cpu
 
     def memories(self) -> int:
-        return sum(1 for _ in self.state.scan(pack(MEMORIES, TENANT, WORLD, WITNESS)))
+        return sum(1 for _ in self.state.scan(pack(MEMORIES, TENANT, self.world, WITNESS)))
 
     def read_latencies(self, count: int) -> list[float]:
         """Seconds per `runtime_read` of the witness, `count` times."""
         latencies = []
         for _ in range(count):
             began = time.perf_counter()
-            runtime_read(self.state, TENANT, WORLD, "main", WITNESS)
+            runtime_read(self.state, TENANT, self.world, "main", WITNESS)
             latencies.append(time.perf_counter() - began)
         return latencies
 
@@ -95,13 +98,13 @@ def sample(mind: Mind, reads: int) -> Sample:
 def run(options: Options) -> None:
     large_size = QUICK_LARGE if options.quick else FULL_LARGE
     reads = READS // 3 if options.quick else READS
-    sample(Mind.fresh(SMALL), reads)  # warm-up
-    large_mind = Mind.fresh(large_size + WINDOW * options.repeats)
+    sample(Mind.fresh(SMALL, 0), reads)  # warm-up
+    large_mind = Mind.fresh(large_size + WINDOW * options.repeats, 1)
     built, _ = large_mind.feed(large_size + 1 - WINDOW)
     small: list[Sample] = []
     large: list[Sample] = []
-    for _ in range(options.repeats):
-        mind = Mind.fresh(SMALL)
+    for attempt in range(options.repeats):
+        mind = Mind.fresh(SMALL, 2 + attempt)
         mind.feed(SMALL + 1 - WINDOW)  # the opening (and nothing else, at 1,000)
         small.append(sample(mind, reads))
         large.append(sample(large_mind, reads))
