@@ -5,7 +5,7 @@ memory each). Ingest cost is the CPU time per event over the last 1,000 events (
 shared machine; wall time beside it); read latency is `runtime_read` of that character. The
 large case is built once, then each repeat times a freshly built small case and the next
 1,000 events of the large one in turn (its history grows by 1,000 per repeat), each followed by
-its reads.
+its reads. Each mind has a world of its own, so no case replays ids a cache has already seen.
 """
 
 from __future__ import annotations
