@@ -6,18 +6,21 @@ processed. Every character's read on both timelines is fetched once; a static ai
 its own process then serves those very bytes at the same paths. CLIENTS concurrent aiohttp
 clients read a random character on a random timeline in a loop for a fixed time, from the
 worker and from the static server in turn, `repeats` times each. Prints reads/s, p50/p99
-latency and errors (anything but a 200 with the expected bytes) of each, and the ratio of
-their throughputs. Bounded: stops itself, and stops what it started.
+latency, the server's CPU time per read and errors (anything but a 200 with the expected bytes)
+of each, and the ratio of their throughputs (the CPU ratio beside it is steadier on a shared
+machine). Bounded: stops itself, and stops what it started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,11 +44,19 @@ THROUGHPUT_GOAL = 0.3
 
 @dataclass(frozen=True)
 class Load:
-    """One run of the clients against one server: reads/s, latencies and what went wrong."""
+    """One run of the clients against one server: reads/s, latencies, the server's CPU
+    seconds per read and what went wrong."""
 
     reads_per_second: float
     latencies: list[float]
+    cpu_per_read: float
     errors: Counter[str]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system, all threads) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_story(settings: Settings) -> str:
@@ -79,7 +90,9 @@ async def fetch_all(base: str, paths: list[str]) -> dict[str, bytes]:
     return bodies
 
 
-async def hammer(base: str, bodies: Mapping[str, bytes], clients: int, seconds: float) -> Load:
+async def hammer(
+    base: str, server_pid: int, bodies: Mapping[str, bytes], clients: int, seconds: float
+) -> Load:
     """`clients` concurrent readers of random paths of `bodies` for `seconds`."""
     paths = sorted(bodies)
     latencies: list[float] = []
@@ -88,7 +101,7 @@ async def hammer(base: str, bodies: Mapping[str, bytes], clients: int, seconds: 
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=10)
     ) as session:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), cpu_seconds(server_pid)
         stop_at = began + seconds
 
         async def client(number: int) -> None:
@@ -108,8 +121,14 @@ async def hammer(base: str, bodies: Mapping[str, bytes], clients: int, seconds: 
                 latencies.append(time.perf_counter() - started)
 
         await asyncio.gather(*(client(number) for number in range(clients)))
-        elapsed = time.perf_counter() - began
-    return Load(len(latencies) / elapsed, latencies, errors)
+        elapsed, cpu = time.perf_counter() - began, cpu_seconds(server_pid) - began_cpu
+    return Load(len(latencies) / elapsed, latencies, cpu / len(latencies), errors)
+
+
+def pid_of(process: subprocess.Popen[bytes] | None) -> int:
+    if process is None:
+        raise RuntimeError("the server is not running")
+    return process.pid
 
 
 def run(options: Options, bootstrap: str) -> None:
@@ -125,33 +144,36 @@ def run(options: Options, bootstrap: str) -> None:
             worker_url = f"http://127.0.0.1:{settings.web_port}"
             bodies = asyncio.run(fetch_all(worker_url, read_paths(world)))
             with StaticServer(bodies, workdir) as static:
+                servers = [(worker_url, pid_of(worker.process))]
+                servers.append((static.url, pid_of(static.process)))
                 for _ in range(options.repeats):
-                    worker_runs.append(asyncio.run(hammer(worker_url, bodies, CLIENTS, seconds)))
-                    static_runs.append(asyncio.run(hammer(static.url, bodies, CLIENTS, seconds)))
+                    worker_load, static_load = (
+                        asyncio.run(hammer(url, pid, bodies, CLIENTS, seconds))
+                        for url, pid in servers
+                    )
+                    worker_runs.append(worker_load)
+                    static_runs.append(static_load)
         finally:
             worker.stop()
 
     def rows(name: str, runs: list[Load]) -> list[tuple[str, str]]:
         errors = sum((load.errors for load in runs), Counter[str]())
+        latency = [
+            f"p{round(fraction * 100)} "
+            f"{median([percentile(load.latencies, fraction) for load in runs]) * 1e3:.2f} ms"
+            for fraction in (0.5, 0.99)
+        ]
         return [
-            (
-                f"{name} reads/s",
-                f"{median([load.reads_per_second for load in runs]):,.0f}"
-                f"  (runs: {' '.join(f'{load.reads_per_second:.0f}' for load in runs)})",
-            ),
-            (
-                f"{name} latency",
-                f"p50 {median([percentile(load.latencies, 0.5) for load in runs]) * 1e3:.2f} ms"
-                f", p99 {median([percentile(load.latencies, 0.99) for load in runs]) * 1e3:.2f} ms",
-            ),
+            (f"{name} reads/s", runs_of([load.reads_per_second for load in runs], "{:,.0f}")),
+            (f"{name} latency", ", ".join(latency)),
+            (f"{name} CPU/read", runs_of([load.cpu_per_read * 1e6 for load in runs], "{:.0f} us")),
             (f"{name} errors", f"{sum(errors.values())} {dict(errors) if errors else ''}".rstrip()),
         ]
 
+    def paired(measure: Callable[[Load, Load], float]) -> str:
+        return runs_of([measure(*pair) for pair in zip(worker_runs, static_runs, strict=True)])
+
     sizes = sorted(len(body) for body in bodies.values())
-    ratios = [
-        mine.reads_per_second / theirs.reads_per_second
-        for mine, theirs in zip(worker_runs, static_runs, strict=True)
-    ]
     report(
         f"(c) runtime read under load: {CLIENTS} clients, {len(bodies)} reads of "
         f"{sizes[0]:,}..{sizes[-1]:,} bytes, {seconds:.0f} s per run, "
@@ -161,10 +183,19 @@ def run(options: Options, bootstrap: str) -> None:
             *rows("static", static_runs),
             (
                 f"throughput worker/static, same bytes (goal >= {THROUGHPUT_GOAL})",
-                f"{median(ratios):.2f}  (runs: {' '.join(f'{ratio:.2f}' for ratio in ratios)})",
+                paired(lambda mine, theirs: mine.reads_per_second / theirs.reads_per_second),
+            ),
+            (
+                "CPU per read static/worker (steadier)",
+                paired(lambda mine, theirs: theirs.cpu_per_read / mine.cpu_per_read),
             ),
         ],
     )
+
+
+def runs_of(values: list[float], form: str = "{:.2f}") -> str:
+    """The median of `values`, then each of them, in `form`."""
+    return f"{form.format(median(values))}  (runs: {' '.join(form.format(v) for v in values)})"
 
 
 if __name__ == "__main__":
