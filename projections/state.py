@@ -94,7 +94,7 @@ class MemoryState:
     def _spaces_of(self, prefix: bytes, reverse: bool) -> list[_Space]:
         """The spaces that can hold keys starting with `prefix`, in key order (or reversed):
         the one it names, or every space whose name it starts."""
-        if _SPACE_END in prefix != -1:
+        if _SPACE_END in prefix:
             space = self._spaces.get(_space_of(prefix))
             return [] if space is None else [space]
         names = sorted((name for name in self._spaces if name.startswith(prefix)), reverse=reverse)
