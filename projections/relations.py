@@ -67,12 +67,12 @@ def record_relations(
         feeling, seq = memory.feeling, memory.seq
         for entity in _others(memory):
             pair = (memory.character_id, entity)
-            found = contributions.get(pair)
-            if found is None:
+            added = contributions.get(pair)
+            if added is None:
                 contributions[pair] = ([feeling], seq)
             else:
-                found[0].append(feeling)
-                contributions[pair] = (found[0], max(found[1], seq))
+                added[0].append(feeling)
+                contributions[pair] = (added[0], max(added[1], seq))
     own = ancestry[0]
     timeline = own.timeline_id
     for (character, entity), (feelings, version) in contributions.items():
