@@ -81,6 +81,12 @@ class MemoryState:
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         data = self._data
+        if _SPACE_END in prefix:  # the one space the prefix names: no list of spaces to walk
+            space = self._spaces.get(_space_of(prefix))
+            if space is not None:
+                for key in keys_in_scope(space.sorted(), prefix, reverse=reverse, start=start):
+                    yield key, data[key]
+            return
         for space in self._spaces_of(prefix, reverse):
             for key in keys_in_scope(space.sorted(), prefix, reverse=reverse, start=start):
                 yield key, data[key]
@@ -92,11 +98,8 @@ class MemoryState:
                 yield key, self._data[key]
 
     def _spaces_of(self, prefix: bytes, reverse: bool) -> list[_Space]:
-        """The spaces that can hold keys starting with `prefix`, in key order (or reversed):
-        the one it names, or every space whose name it starts."""
-        if _SPACE_END in prefix:
-            space = self._spaces.get(_space_of(prefix))
-            return [] if space is None else [space]
+        """The spaces whose names start with `prefix` (one shorter than a space name), in key
+        order (or reversed)."""
         names = sorted((name for name in self._spaces if name.startswith(prefix)), reverse=reverse)
         return [self._spaces[name] for name in names]
 
