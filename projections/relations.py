@@ -74,18 +74,23 @@ def record_relations(
                 added[0].append(feeling)
                 contributions[pair] = (added[0], max(added[1], seq))
     own = ancestry[0]
-    timeline = own.timeline_id
+    timeline, upto = own.timeline_id, own.upto_seq
+    packed_versions = {version: pack(version) for _, version in contributions.values()}
     for (character, entity), (feelings, version) in contributions.items():
         entity_key = pack(entity)
         head_key = keys.scoped(RELATION_HEADS, timeline, character) + entity_key
         head = tx.get(head_key)
-        found = None if head is None else _head_at(head, own)
+        found: Aggregate | None = None
+        if head is not None:
+            total, count, last, at = orjson.loads(head)
+            if at <= upto:  # the common case: the head is the newest version before the event
+                found = (total, count, last)
         if found is None:
             found = _relation_before(tx, keys, ancestry, character, entity_key, head is not None)
         total, count, last = found or (0.0, 0, 0)
         after = [total + sum(feelings), count + len(feelings), max(last, version)]
         tx.put(
-            keys.scoped(RELATIONS, timeline, character) + entity_key + pack(version),
+            keys.scoped(RELATIONS, timeline, character) + entity_key + packed_versions[version],
             orjson.dumps(after),
         )
         after.append(version)
