@@ -138,11 +138,14 @@ def keys_in_scope(
     data: SortedDict | SortedList, prefix: bytes, *, reverse: bool, start: bytes | None
 ) -> Iterator[bytes]:
     """The keys of a sorted dict or list that a `StateTransaction.scan` of the same arguments
-    visits."""
+    visits (the sorted container's own iterator: no generator of ours around it)."""
     end = prefix_end(prefix)
     if reverse:
         upper = end if start is None or start >= end else start
-        yield from data.irange(prefix, upper, inclusive=(True, upper != end), reverse=True)
-    else:
-        lower = prefix if start is None else max(start, prefix)
-        yield from data.irange(lower, end, inclusive=(True, False))
+        keys: Iterator[bytes] = data.irange(
+            prefix, upper, inclusive=(True, upper != end), reverse=True
+        )
+        return keys
+    lower = prefix if start is None else max(start, prefix)
+    keys = data.irange(lower, end, inclusive=(True, False))
+    return keys
