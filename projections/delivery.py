@@ -77,12 +77,12 @@ def produce_once(
     intake = produce()
     tx.put(
         key,
-        OutboxRecord.model_construct(  # every field made here just now: nothing to validate
-            message_digest=digest,
-            acks=[item.model_dump(mode="json") for item in intake.acks],
-            dead_letters=[item.model_dump(mode="json") for item in intake.dead_letters],
-            changes=intake.changes,
-        ).to_bytes(),
+        OutboxRecord.encode(
+            digest,
+            [item.model_dump(mode="json") for item in intake.acks],
+            [item.model_dump(mode="json") for item in intake.dead_letters],
+            intake.changes,
+        ),
     )
     if message.offset >= OUTBOX_DEPTH:
         tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))

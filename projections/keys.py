@@ -20,14 +20,13 @@ KeyPart = str | int
 
 def pack(*parts: KeyPart) -> bytes:
     """Pack strings and non-negative integers (below 2**64) into one sortable key."""
-    return b"".join(
-        [
-            _packed_string(part)
-            if isinstance(part, str)
-            else _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
-            for part in parts
-        ]
-    )
+    key = b""
+    for part in parts:  # a loop of appends: the cheapest way for the 1 to 6 parts keys have
+        if isinstance(part, str):
+            key += _packed_string(part)
+        else:
+            key += _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
+    return key
 
 
 @lru_cache(maxsize=1 << 16)

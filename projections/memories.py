@@ -39,6 +39,8 @@ from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
 
 MAX_ID_LENGTH = 128
+_VALIDATED_MEMORY = Memory.__pydantic_validator__.validate_python
+"""`Memory(**fields)` without the keyword handling of pydantic's `__init__` (once a memory)."""
 _SORTED = orjson.OPT_SORT_KEYS
 
 
@@ -282,38 +284,41 @@ def _memory(
     lineage: list[Teller],
 ) -> Memory:
     """A memory formed at `event`'s position, with what every memory takes from it."""
-    return Memory(
-        belief_id=belief_id(
-            event.tenant_id,
-            event.world_instance_id,
-            event.timeline_id,
-            event.seq,
-            character_id,
-            kind,
-        ),
-        kind=kind,
-        content=content,
-        about=about,
-        source=source,
-        source_entity=source_entity,
-        hops=hops,
-        confidence=weights.confidence,
-        importance=weights.importance,
-        feeling=weights.feeling,
-        arousal=weights.arousal,
-        diverging=False,
-        uncertain=uncertain,
-        seq=event.seq,
-        game_time=event.game_time,
-        persistent=is_persistent(character_id, kind, policy),
-        character_id=character_id,
-        timeline_id=event.timeline_id,
-        facts=facts,
-        origin=origin,
-        lineage=lineage,
-        story_minutes=event.story_minutes,
-        event_kind=tells_of,
+    formed: Memory = _VALIDATED_MEMORY(
+        dict(
+            belief_id=belief_id(
+                event.tenant_id,
+                event.world_instance_id,
+                event.timeline_id,
+                event.seq,
+                character_id,
+                kind,
+            ),
+            kind=kind,
+            content=content,
+            about=about,
+            source=source,
+            source_entity=source_entity,
+            hops=hops,
+            confidence=weights.confidence,
+            importance=weights.importance,
+            feeling=weights.feeling,
+            arousal=weights.arousal,
+            diverging=False,
+            uncertain=uncertain,
+            seq=event.seq,
+            game_time=event.game_time,
+            persistent=is_persistent(character_id, kind, policy),
+            character_id=character_id,
+            timeline_id=event.timeline_id,
+            facts=facts,
+            origin=origin,
+            lineage=lineage,
+            story_minutes=event.story_minutes,
+            event_kind=tells_of,
+        )
     )
+    return formed
 
 
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:

@@ -45,6 +45,8 @@ PERSISTENT_SCOPE = ""
 """The scope of persistent memories: no real timeline id is empty, and every read sees it."""
 
 _RANK_STEPS = 1000
+_MEMORY_JSON = Memory.__pydantic_serializer__.to_json
+"""A memory's stored bytes (`model_dump_json`'s, without its wrapper's keyword handling)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ class MemoryKeys:
     """Whether any belief of the world was ever held less firmly (`revise_confidence`)."""
 
     def memory(self, character: str, belief_id: str) -> bytes:
-        return pack(MEMORIES, self.tenant_id, self.world_id, character, belief_id)
+        return _of_world(MEMORIES, self.tenant_id, self.world_id) + pack(character, belief_id)
 
     def scoped(self, kind: str, scope: str, character: str) -> bytes:
         return _scoped(kind, self.tenant_id, self.world_id, scope, character)
@@ -69,6 +71,12 @@ class MemoryKeys:
     def revisions(self, timeline_id: str, character: str, belief_id: str) -> bytes:
         """The scope of a belief's confidence versions on one timeline."""
         return self.scoped(BELIEF_VERSIONS, timeline_id, character) + pack(belief_id)
+
+
+@lru_cache(maxsize=1 << 10)
+def _of_world(kind: str, tenant_id: str, world_id: str) -> bytes:
+    """A key space's prefix in one world: packed once."""
+    return pack(kind, tenant_id, world_id)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -200,33 +208,41 @@ def knows(
 
 def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
     """Keep the memories one event formed, with their indexes."""
+    tenant, world = keys.tenant_id, keys.world_id
     for memory in memories:
-        scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
-        if memory.persistent:
-            count_persistent_memory(tx, keys.tenant_id, keys.world_id)
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
-        raw = memory.model_dump_json().encode()
-        tx.put(keys.memory(character, belief_id), raw)
+        if memory.persistent:
+            scope = PERSISTENT_SCOPE
+            count_persistent_memory(tx, tenant, world)
+        else:
+            scope = memory.timeline_id
+        raw = _MEMORY_JSON(memory)
+        belief = pack(belief_id)
+        tx.put(_of_world(MEMORIES, tenant, world) + pack(character) + belief, raw)  # keys.memory
         tx.put(
-            pack(MEMORY_LOG, keys.tenant_id, keys.world_id, memory.timeline_id, seq)
-            + pack(character, belief_id),
+            _of_world(MEMORY_LOG, tenant, world)
+            + pack(memory.timeline_id, seq, character)
+            + belief,
             b"",
         )
         DECODED.remember(raw, memory)
+        at = pack(seq) + belief
         if memory.kind == "event":
-            tx.put(keys.scoped(RECOLLECTIONS, scope, character) + pack(seq, belief_id), b"")
+            tx.put(_scoped(RECOLLECTIONS, tenant, world, scope, character) + at, b"")
         else:
             rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
             tx.put(
-                keys.scoped(BELIEF_RANKS, scope, character) + pack(rank, MAX_SEQ - seq, belief_id),
+                _scoped(BELIEF_RANKS, tenant, world, scope, character)
+                + pack(rank, MAX_SEQ - seq)
+                + belief,
                 b"",
             )
-        origin = keys.scoped(ORIGINS, scope, character) + pack(memory.origin)
+        origin = _scoped(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
         first = tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
-            tx.put(keys.scoped(NEWS, scope, character) + pack(seq, belief_id), b"")
+            tx.put(_scoped(NEWS, tenant, world, scope, character) + at, b"")
 
 
 def formed_between(

@@ -17,7 +17,6 @@ Persistent memories belong to no timeline: they are counted when read, not store
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from decimal import Decimal
 
@@ -45,10 +44,8 @@ _RELATION_READS = TypeAdapter(list[RelationRead])
 
 def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     """(entity, feeling) for every other entity the memory is about or came from, once each."""
-    others = dict.fromkeys(
-        entity for entity in (*memory.about, memory.source_entity) if entity is not None
-    )
-    return [(entity, memory.feeling) for entity in others if entity != memory.character_id]
+    feeling = memory.feeling
+    return [(entity, feeling) for entity in _others(memory)]
 
 
 def mean_feeling(total: float, count: int) -> float:
@@ -63,23 +60,51 @@ def record_relations(
 ) -> None:
     """Add the memories one event formed to their characters' relations, on the timeline the
     memories land on (the first segment of the ancestry)."""
-    contributions: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    contributions: dict[tuple[str, str], tuple[list[float], int]] = {}
     for memory in memories:
-        if not memory.persistent:  # persistent memories are counted when read
-            for entity, feeling in relation_contributions(memory):
-                contributions[(memory.character_id, entity)].append((feeling, memory.seq))
-    timeline = ancestry[0].timeline_id
-    for (character, entity), items in contributions.items():
-        total, count, last = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
-        version = max(seq for _, seq in items)
-        after = [total + sum(f for f, _ in items), count + len(items), max(last, version)]
+        if memory.persistent:  # persistent memories are counted when read
+            continue
+        feeling, seq = memory.feeling, memory.seq
+        for entity in _others(memory):
+            pair = (memory.character_id, entity)
+            added = contributions.get(pair)
+            if added is None:
+                contributions[pair] = ([feeling], seq)
+            else:
+                added[0].append(feeling)
+                contributions[pair] = (added[0], max(added[1], seq))
+    own = ancestry[0]
+    timeline, upto = own.timeline_id, own.upto_seq
+    packed_versions = {version: pack(version) for _, version in contributions.values()}
+    for (character, entity), (feelings, version) in contributions.items():
+        entity_key = pack(entity)
+        head_key = keys.scoped(RELATION_HEADS, timeline, character) + entity_key
+        head = tx.get(head_key)
+        found: Aggregate | None = None
+        if head is not None:
+            total, count, last, at = orjson.loads(head)
+            if at <= upto:  # the common case: the head is the newest version before the event
+                found = (total, count, last)
+        if found is None:
+            found = _relation_before(tx, keys, ancestry, character, entity_key, head is not None)
+        total, count, last = found or (0.0, 0, 0)
+        after = [total + sum(feelings), count + len(feelings), max(last, version)]
         tx.put(
-            keys.scoped(RELATIONS, timeline, character) + pack(entity, version), orjson.dumps(after)
+            keys.scoped(RELATIONS, timeline, character) + entity_key + packed_versions[version],
+            orjson.dumps(after),
         )
-        tx.put(
-            keys.scoped(RELATION_HEADS, timeline, character) + pack(entity),
-            orjson.dumps([*after, version]),
-        )
+        after.append(version)
+        tx.put(head_key, orjson.dumps(after))
+
+
+def _others(memory: Memory) -> list[str]:
+    """The other entities a memory is about or came from, once each (its relations)."""
+    character = memory.character_id
+    others = [entity for entity in memory.about if entity != character]
+    source = memory.source_entity
+    if source is not None and source != character and source not in others:
+        others.append(source)
+    return others if len(others) == len(set(others)) else list(dict.fromkeys(others))
 
 
 def relations_of(
@@ -142,14 +167,28 @@ def _relation(
     versions serve reads at an earlier position (an ancestor's branch point, an event applied
     again) and timelines without an entry of their own.
     """
+    entity_key = pack(entity)
     own = ancestry[0]
-    head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + pack(entity))
+    head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + entity_key)
     if head is not None and (found := _head_at(head, own)) is not None:
         return found
+    return _relation_before(tx, keys, ancestry, character, entity_key, head is not None)
+
+
+def _relation_before(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    character: str,
+    entity_key: bytes,
+    own_versions: bool,
+) -> Aggregate | None:
+    """The relation from its versions, when the own timeline's head does not answer: the own
+    timeline's (if it has any) as of the segment's end, else the ancestors'."""
     raw = read_through(
         tx,
-        ancestry if head is not None else ancestry[1:],
-        lambda scope: keys.scoped(RELATIONS, scope, character) + pack(entity),
+        ancestry if own_versions else ancestry[1:],
+        lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key,
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
 

@@ -83,21 +83,23 @@ def sequence(
     if problem is not None:
         return [ack(event, Outcome.REJECTED, known, problem)]
     assert record is not None
-    if event.seq <= record.processed_seq or tx.get(pending_key(record, event.seq)) is not None:
+    if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
         # A redelivery after a crash can find events that already follow on still waiting.
         return [
             ack(event, Outcome.DUPLICATE, known, "already received"),
             *_release(tx, record, apply),
         ]
 
-    record = record.model_copy(update={"acknowledged_seq": max(record.acknowledged_seq, event.seq)})
+    acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
-        record, applied = _apply(tx, record, event, apply)
+        record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
         return [ack(event, Outcome.PROCESSED, record, *applied), *_release(tx, record, apply)]
 
     if record.deferred_events >= policy.max_deferred:
         return [ack(event, Outcome.REJECTED, known, _buffer_full(record, policy))]
-    record = record.model_copy(update={"deferred_events": record.deferred_events + 1})
+    record = record.model_copy(
+        update={"acknowledged_seq": acknowledged, "deferred_events": record.deferred_events + 1}
+    )
     tx.put(pending_key(record, event.seq), raw)
     timelines.save(tx, record)
     if record.waiting_for_parent:
@@ -155,13 +157,27 @@ def _place_on_timeline(
     ), None
 
 
+def _waiting(tx: StateTransaction, record: TimelineRecord, seq: int) -> bool:
+    """Whether the event at `seq` waits in the deferral buffer (none can, with none counted)."""
+    return record.deferred_events > 0 and tx.get(pending_key(record, seq)) is not None
+
+
 def _apply(
-    tx: StateTransaction, record: TimelineRecord, event: Event, apply: ApplyEvent
+    tx: StateTransaction,
+    record: TimelineRecord,
+    event: Event,
+    apply: ApplyEvent,
+    update: dict[str, int],
 ) -> tuple[TimelineRecord, Applied]:
-    """Apply `event`, then save the positions it produced (in that order); with what it says."""
+    """Apply `event`, then save the positions it produced, with `update`'s (in that order);
+    with what it says."""
     applied = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
     record = record.model_copy(
-        update={"processed_seq": event.seq, "applied_events": record.applied_events + 1}
+        update={
+            **update,
+            "processed_seq": event.seq,
+            "applied_events": record.applied_events + 1,
+        }
     )
     timelines.save(tx, record)
     return record, applied
@@ -173,17 +189,14 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     ready = [record]
     while ready:
         current = ready.pop(0)
-        while not current.waiting_for_parent:
+        while not current.waiting_for_parent and current.deferred_events > 0:
             key = pending_key(current, current.processed_seq + 1)
             raw = tx.get(key)
             if raw is None:
                 break
             event = Event.model_validate_json(raw)
             current, applied = _apply(
-                tx,
-                current.model_copy(update={"deferred_events": current.deferred_events - 1}),
-                event,
-                apply,
+                tx, current, event, apply, {"deferred_events": current.deferred_events - 1}
             )
             tx.delete(key)
             acks.append(ack(event, Outcome.PROCESSED, current, *applied))

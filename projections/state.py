@@ -46,46 +46,106 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class MemoryState:
-    """An in-process `StateTransaction` over a dict and its sorted keys: replays, tests,
-    benchmarks. Values live in a plain dict; only a new key pays for keeping the order."""
+    """An in-process `StateTransaction` over a dict: replays, tests, benchmarks.
+
+    Values live in a plain dict. Key order is kept per key space (a key's first packed part,
+    `projections.key_prefixes`), and only when the space is scanned: a new key waits among its
+    space's fresh keys until then. Most spaces an event writes (memories, their indexes, the
+    outbox) are scanned by reads alone, so the fold pays a dict insert for them and the first
+    scan after a run of writes sorts them in at once."""
 
     def __init__(self) -> None:
         self._data: dict[bytes, bytes] = {}
-        self._keys: SortedList = SortedList()
+        self._spaces: dict[bytes, _Space] = {}
 
     def get(self, key: bytes) -> bytes | None:
         return self._data.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
         if key not in self._data:
-            self._keys.add(key)
+            end = key.find(_SPACE_END)  # `_space_of`, spelt out: a put is the commonest call
+            name = key if end == -1 else key[: end + 1]
+            space = self._spaces.get(name)
+            if space is None:
+                space = self._spaces[name] = _Space()
+            space.fresh.add(key)
         self._data[key] = value
 
     def delete(self, key: bytes) -> None:
         if self._data.pop(key, None) is not None:
-            self._keys.remove(key)
+            space = self._spaces[_space_of(key)]
+            if key in space.fresh:
+                space.fresh.remove(key)
+            else:
+                space.ordered.remove(key)
 
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        for key in keys_in_scope(self._keys, prefix, reverse=reverse, start=start):
-            yield key, self._data[key]
+        data = self._data
+        if _SPACE_END in prefix:  # the one space the prefix names: no list of spaces to walk
+            space = self._spaces.get(_space_of(prefix))
+            if space is not None:
+                for key in keys_in_scope(space.sorted(), prefix, reverse=reverse, start=start):
+                    yield key, data[key]
+            return
+        for space in self._spaces_of(prefix, reverse):
+            for key in keys_in_scope(space.sorted(), prefix, reverse=reverse, start=start):
+                yield key, data[key]
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every entry in key order (for comparing whole states)."""
-        for key in self._keys:
-            yield key, self._data[key]
+        for name in sorted(self._spaces):
+            for key in self._spaces[name].sorted():
+                yield key, self._data[key]
+
+    def _spaces_of(self, prefix: bytes, reverse: bool) -> list[_Space]:
+        """The spaces whose names start with `prefix` (one shorter than a space name), in key
+        order (or reversed)."""
+        names = sorted((name for name in self._spaces if name.startswith(prefix)), reverse=reverse)
+        return [self._spaces[name] for name in names]
+
+
+_SPACE_END = b"\x00"
+
+
+def _space_of(key: bytes) -> bytes:
+    """The key space a key belongs to: its bytes up to the end of its first packed part (the
+    whole key if it has none). Spaces never overlap: all keys of one sort before all keys of
+    any space named after it."""
+    end = key.find(_SPACE_END)
+    return key if end == -1 else key[: end + 1]
+
+
+class _Space:
+    """The keys of one key space: those in order, and those written since its last scan."""
+
+    __slots__ = ("fresh", "ordered")
+
+    def __init__(self) -> None:
+        self.ordered: SortedList = SortedList()
+        self.fresh: set[bytes] = set()
+
+    def sorted(self) -> SortedList:
+        """Every key of the space, in order: the fresh ones sorted in first."""
+        if self.fresh:
+            self.ordered.update(self.fresh)
+            self.fresh.clear()
+        return self.ordered
 
 
 def keys_in_scope(
     data: SortedDict | SortedList, prefix: bytes, *, reverse: bool, start: bytes | None
 ) -> Iterator[bytes]:
     """The keys of a sorted dict or list that a `StateTransaction.scan` of the same arguments
-    visits."""
+    visits (the sorted container's own iterator: no generator of ours around it)."""
     end = prefix_end(prefix)
     if reverse:
         upper = end if start is None or start >= end else start
-        yield from data.irange(prefix, upper, inclusive=(True, upper != end), reverse=True)
-    else:
-        lower = prefix if start is None else max(start, prefix)
-        yield from data.irange(lower, end, inclusive=(True, False))
+        keys: Iterator[bytes] = data.irange(
+            prefix, upper, inclusive=(True, upper != end), reverse=True
+        )
+        return keys
+    lower = prefix if start is None else max(start, prefix)
+    keys = data.irange(lower, end, inclusive=(True, False))
+    return keys
