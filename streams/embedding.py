@@ -92,7 +92,9 @@ class WordLlamaEmbedder:
         widths = np.fromiter(map(len, placed), dtype=np.intp, count=len(placed))
         padded = np.zeros((len(placed), int(widths.max(initial=0))), dtype=np.intp)
         padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = list(chain(*placed))
-        sums = self._sums[padded].sum(axis=1)
+        sums = np.zeros((len(placed), self.DIMENSION), dtype=np.float32)
+        for column in padded.T:  # a column at a time: no (texts, words, 256) array to fault in
+            sums += self._sums[column]
         counts = self._counts[padded].sum(axis=1, keepdims=True)
         pooled = sums / np.maximum(counts, 1.0)  # WordLlama's mean over a text's tokens
         lengths = np.linalg.norm(pooled, axis=1, keepdims=True)

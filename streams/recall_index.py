@@ -94,6 +94,9 @@ class SqliteRecallIndex:
     _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
     _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """Each world's deletion marks when last caught up: a world deleted since starts anew."""
+    _queued: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """Each world's contents queued for embedding so far (embedded since, or waiting): one seen
+    again is neither hashed nor offered to the queue again."""
 
     def __post_init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -158,14 +161,23 @@ class SqliteRecallIndex:
         self._db.execute("COMMIT")
         for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
             del self._vectors[held]
+        self._queued.pop((tenant_id, world_id), None)
 
     def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
+        """Queue each content not queued before (most memories of an event share theirs)."""
         world = (keys.tenant_id, keys.world_id)
-        contents = {content_hash(memory.content): memory.content for memory in memories}
+        queued = self._queued.setdefault(world, set())
+        contents = dict.fromkeys(memory.content for memory in memories)
+        fresh = [content for content in contents if content not in queued]
+        queued.update(fresh)
         self._db.executemany(
             "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
             "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
-            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
+            [
+                (*world, digest, content, *world, digest)
+                for content in fresh
+                for digest in (content_hash(content),)
+            ],
         )
 
     def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
