@@ -169,7 +169,6 @@ class SqliteRecallIndex:
         queued = self._queued.setdefault(world, set())
         contents = dict.fromkeys(memory.content for memory in memories)
         fresh = [content for content in contents if content not in queued]
-        queued.update(fresh)
         self._db.executemany(
             "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
             "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
@@ -179,6 +178,7 @@ class SqliteRecallIndex:
                 for digest in (content_hash(content),)
             ],
         )
+        queued.update(fresh)
 
     def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
         """Index the memories formed since the last catch up: a new item for each memory not
