@@ -412,8 +412,27 @@ class Ingested:
     embed_cpu: float = 0.0
     """The agent's parts again, in CPU time of the thread (the tokenizer's own threads run only
     for words not seen before)."""
+    agent_collecting: float = 0.0
+    """CPU time of the garbage collections that started within the agent's work (they trace
+    every young object, the core's too)."""
+    collecting: float = 0.0
+    """CPU time of every garbage collection of the run."""
     embedded: int = 0
     """How many different sentences were embedded."""
+
+
+@dataclass
+class CollectionClock:
+    """The CPU time the garbage collector spends, told by `gc.callbacks`."""
+
+    spent: float = 0.0
+    began: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.thread_time()
+        else:
+            self.spent += time.thread_time() - self.began
 
 
 def ingest(lines: list[bytes], world: str, with_agent: bool) -> Ingested:
@@ -425,11 +444,14 @@ def ingest(lines: list[bytes], world: str, with_agent: bool) -> Ingested:
     index = SqliteRecallIndex(embedder)
     key = world.encode()
     figures = Ingested(0.0)
+    collections = CollectionClock()
+    gc.callbacks.append(collections)
     began, cpu = time.perf_counter(), time.process_time()
     for offset, raw in enumerate(lines):
         projector.receive(state, SourceMessage("bench", 0, offset, key, raw))
         if embedder is not None and ((offset + 1) % BATCH == 0 or offset + 1 == len(lines)):
             agent_began, agent_cpu = time.perf_counter(), time.thread_time()
+            collected_before = collections.spent
             keys = memory_keys(state, TENANT, world)
             index.note_formed(state, keys)
             read, read_cpu = time.perf_counter(), time.thread_time()
@@ -438,9 +460,12 @@ def ingest(lines: list[bytes], world: str, with_agent: bool) -> Ingested:
             figures.reading_cpu += read_cpu - agent_cpu
             figures.embed += time.perf_counter() - read
             figures.embed_cpu += time.thread_time() - read_cpu
+            figures.agent_collecting += collections.spent - collected_before
     gc.collect(0)  # the young objects the run leaves, traced in both runs alike
     figures.total = time.perf_counter() - began
     figures.cpu = time.process_time() - cpu
+    gc.callbacks.remove(collections)
+    figures.collecting = collections.spent
     return figures
 
 
@@ -541,6 +566,17 @@ def run(options: Options) -> None:
             (f"{clock}: agent, embedding, per event", f"{embed:,.1f} us"),
             (f"{clock}: agent, all its work, per event", f"{reading + embed:,.1f} us"),
         ]
+    rows += [
+        (
+            "CPU time: agent, of which garbage collections it set off, per event",
+            f"{us_per_event(beside, 'agent_collecting'):,.1f} us",
+        ),
+        (
+            "CPU time: garbage collection, whole run alone / with the agent, per event",
+            f"{us_per_event(without, 'collecting'):,.1f} / "
+            f"{us_per_event(beside, 'collecting'):,.1f} us",
+        ),
+    ]
     report(
         f"(f) ingest with the embedding agent on the same core: {count:,} tavern events, "
         f"median of {options.repeats}",

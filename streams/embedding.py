@@ -58,9 +58,9 @@ class WordLlamaEmbedder:
     CONFIG = "l2_supercat"
     DIMENSION = 256
     TOKENIZER_FILE = WORDLLAMA_DIR / "tokenizers" / f"{CONFIG}_tokenizer_config.json"
-    PIECES_KEPT = 1 << 16
-    """Words (and odd texts) whose token sums are kept, 1 KiB each; all forgotten when full
-    (a world's vocabulary is far smaller)."""
+    PIECES_KEPT = 1 << 14
+    """Words (and odd texts) whose token sums are kept, 1 KiB each (16 MiB in all); all
+    forgotten when full, and learnt again as they come (a game's vocabulary is smaller)."""
 
     def __init__(self) -> None:
         model = wordllama.WordLlama.load(
@@ -111,7 +111,7 @@ class WordLlamaEmbedder:
             fresh = {piece for each in pieces for piece in each}
         needed = len(self._rows) + len(fresh) + 1
         if needed > len(self._sums):
-            grown = max(needed, 2 * len(self._sums))
+            grown = max(needed, min(2 * len(self._sums), self.PIECES_KEPT + 1))
             self._sums = np.resize(self._sums, (grown, self.DIMENSION))
             self._counts = np.resize(self._counts, grown)
         ordered = sorted(fresh)
