@@ -249,15 +249,21 @@ def formed_between(
     tx: StateTransaction, keys: MemoryKeys, timeline_id: str, after_seq: int, upto_seq: int
 ) -> Iterator[Memory]:
     """The memories formed on a timeline at positions after `after_seq` up to `upto_seq`, in
-    order: what a derived index (words, vectors) catches up on."""
+    order: what a derived index (words, vectors) catches up on.
+
+    A log key ends with the packed (character, belief id) the memory is stored under, so the
+    memory's key is put together from it, not unpacked and packed again (the embedding agent
+    reads every memory formed, beside ingest)."""
     prefix = pack(MEMORY_LOG, keys.tenant_id, keys.world_id, timeline_id)
+    stored = pack(MEMORIES, keys.tenant_id, keys.world_id)
+    past = prefix + pack(upto_seq + 1)
+    after_position = len(prefix) + len(pack(upto_seq))
     for key, _ in tx.scan(prefix, start=prefix + pack(after_seq + 1)):
-        seq, character, belief_id = unpack(key[len(prefix) :])
-        if int(seq) > upto_seq:
+        if key >= past:
             break
-        memory = load_memory(tx, keys, str(character), str(belief_id))
-        if memory is not None:
-            yield memory
+        raw = tx.get(stored + key[after_position:])
+        if raw is not None:
+            yield DECODED.decode(raw)
 
 
 def newest_news(

@@ -8,20 +8,30 @@ The default is WordLlama (`wordllama` on PyPI): static 256-dimension token embed
 over a text, weights and tokenizer shipped inside the wheel. Nothing is ever downloaded: the
 loader is told not to, and is pointed at the package's own folder, whose `tokenizers/` holds the
 tokenizer it would otherwise look for under `tokenizer/` and then fetch.
+
+The embedding agent runs on the ingest core, and the tokenizer was most of its cost: WordLlama
+tokenizes each text whole (Llama's BPE with no pre-tokenizer). Its merges never join across a
+single space (the only vocabulary entries with an inner `▁` are runs of `▁`), so the tokens of a
+text whose words are parted by single spaces are the tokens of each word in turn: each word is
+tokenized once and kept, and a batch is pooled in one gather. The vectors are WordLlama's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 import wordllama
+from tokenizers import Tokenizer
 
 Vectors = npt.NDArray[np.float32]
 """One row per text, `dimension` columns."""
+
+WORDLLAMA_DIR = Path(wordllama.__file__).parent
 
 
 class Embedder(Protocol):
@@ -47,15 +57,24 @@ class WordLlamaEmbedder:
 
     CONFIG = "l2_supercat"
     DIMENSION = 256
+    TOKENIZER_FILE = WORDLLAMA_DIR / "tokenizers" / f"{CONFIG}_tokenizer_config.json"
+    PIECES_KEPT = 1 << 14
+    """Words (and odd texts) whose token sums are kept, 1 KiB each (16 MiB in all); all
+    forgotten when full, and learnt again as they come (a game's vocabulary is smaller)."""
 
     def __init__(self) -> None:
-        package_dir = Path(wordllama.__file__).parent
-        self._model = wordllama.WordLlama.load(
+        model = wordllama.WordLlama.load(
             config=self.CONFIG,
             dim=self.DIMENSION,
-            cache_dir=package_dir,
+            cache_dir=WORDLLAMA_DIR,
             disable_download=True,
         )
+        self._table: Vectors = model.embedding
+        self._tokenizer = Tokenizer.from_file(str(self.TOKENIZER_FILE))
+        self._rows: dict[str, int] = {}
+        """Each piece's row in `_sums` and `_counts`; row 0 is the empty piece (padding)."""
+        self._sums: Vectors = np.zeros((1024, self.DIMENSION), dtype=np.float32)
+        self._counts: Vectors = np.zeros(1024, dtype=np.float32)
 
     @property
     def model(self) -> str:
@@ -66,9 +85,50 @@ class WordLlamaEmbedder:
         return self.DIMENSION
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self.DIMENSION), dtype=np.float32)
-        pooled: Vectors = self._model.embed(list(texts), norm=False)
+        pieces = [_pieces(text) for text in texts]
+        self._learn(pieces)
+        rows = self._rows
+        placed = [[rows[piece] for piece in each] for each in pieces]
+        widths = np.fromiter(map(len, placed), dtype=np.intp, count=len(placed))
+        padded = np.zeros((len(placed), int(widths.max(initial=0))), dtype=np.intp)
+        padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = list(chain(*placed))
+        sums = np.zeros((len(placed), self.DIMENSION), dtype=np.float32)
+        for column in padded.T:  # a column at a time: no (texts, words, 256) array to fault in
+            sums += self._sums[column]
+        counts = self._counts[padded].sum(axis=1, keepdims=True)
+        pooled = sums / np.maximum(counts, 1.0)  # WordLlama's mean over a text's tokens
         lengths = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: Vectors = np.divide(pooled, lengths, out=np.zeros_like(pooled), where=lengths > 0)
         return unit
+
+    def _learn(self, pieces: Sequence[list[str]]) -> None:
+        """Tokenize the pieces not seen yet and keep each one's token sum and count."""
+        fresh = {piece for each in pieces for piece in each if piece not in self._rows}
+        if not fresh:
+            return
+        if len(self._rows) + len(fresh) >= self.PIECES_KEPT:
+            self._rows.clear()
+            fresh = {piece for each in pieces for piece in each}
+        needed = len(self._rows) + len(fresh) + 1
+        if needed > len(self._sums):
+            grown = max(needed, min(2 * len(self._sums), self.PIECES_KEPT + 1))
+            self._sums = np.resize(self._sums, (grown, self.DIMENSION))
+            self._counts = np.resize(self._counts, grown)
+        ordered = sorted(fresh)
+        texts = [piece.removeprefix(" ") for piece in ordered]
+        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        for row, (piece, one) in enumerate(zip(ordered, encoded, strict=True), len(self._rows) + 1):
+            ids = np.clip(np.asarray(one.ids, dtype=np.intp), 0, len(self._table) - 1)
+            self._sums[row] = self._table[ids].sum(axis=0, dtype=np.float32)
+            self._counts[row] = len(ids)
+            self._rows[piece] = row
+
+
+def _pieces(text: str) -> list[str]:
+    """The pieces a text's tokens are the tokens of, in order: its words, when single spaces
+    part them; else the whole text, marked by a leading space (no word has one), as runs of
+    `▁` may merge across its words."""
+    words = text.split(" ")
+    if "▁" in text or ("" in words and text):
+        return [" " + text]
+    return words

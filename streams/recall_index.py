@@ -25,6 +25,7 @@ import hashlib
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
@@ -61,8 +62,6 @@ CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
 CREATE TABLE vectors(tenant TEXT, world TEXT, content_hash TEXT, vector BLOB,
     PRIMARY KEY(tenant, world, content_hash));
-CREATE TABLE unembedded(tenant TEXT, world TEXT, content_hash TEXT, content TEXT,
-    PRIMARY KEY(tenant, world, content_hash));
 """
 
 
@@ -94,6 +93,11 @@ class SqliteRecallIndex:
     _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
     _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """Each world's deletion marks when last caught up: a world deleted since starts anew."""
+    _queued: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """Each world's contents queued for embedding so far (embedded since, or waiting): one seen
+    again is neither hashed nor queued again, and every vector's content was queued first."""
+    _unembedded: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    """Each world's contents waiting for a vector, oldest first: content hash, content."""
 
     def __post_init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -147,7 +151,7 @@ class SqliteRecallIndex:
         """Drop everything of a world: deleted (`projections.deletion`), or no longer this
         worker's."""
         items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
-        tables = ("items", "vectors", "unembedded", "synced", "noted", "world_models")
+        tables = ("items", "vectors", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
             f"DELETE FROM words WHERE rowid IN ({items})",
@@ -158,15 +162,19 @@ class SqliteRecallIndex:
         self._db.execute("COMMIT")
         for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
             del self._vectors[held]
+        self._queued.pop((tenant_id, world_id), None)
+        self._unembedded.pop((tenant_id, world_id), None)
 
     def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
+        """Queue each content not queued before (most memories of an event share theirs)."""
         world = (keys.tenant_id, keys.world_id)
-        contents = {content_hash(memory.content): memory.content for memory in memories}
-        self._db.executemany(
-            "INSERT OR IGNORE INTO unembedded SELECT ?, ?, ?, ? WHERE NOT EXISTS "
-            "(SELECT 1 FROM vectors WHERE tenant = ? AND world = ? AND content_hash = ?)",
-            [(*world, digest, content, *world, digest) for digest, content in contents.items()],
+        queued = self._queued.setdefault(world, set())
+        contents = dict.fromkeys(memory.content for memory in memories)
+        fresh = [content for content in contents if content not in queued]
+        self._unembedded.setdefault(world, {}).update(
+            (content_hash(content), content) for content in fresh
         )
+        queued.update(fresh)
 
     def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
         """Index the memories formed since the last catch up: a new item for each memory not
@@ -370,12 +378,7 @@ class SqliteRecallIndex:
     def pending(self, tenant_id: str, world_id: str, limit: int) -> list[tuple[str, str]]:
         """Contents held in the world that have no vector yet, oldest first, each once (the
         same sentence held by many characters is embedded once): content hash, content."""
-        rows = self._db.execute(
-            "SELECT content_hash, content FROM unembedded WHERE tenant = ? AND world = ? "
-            "ORDER BY rowid LIMIT ?",
-            (tenant_id, world_id, limit),
-        )
-        return [(str(r[0]), str(r[1])) for r in rows]
+        return list(islice(self._unembedded.get((tenant_id, world_id), {}).items(), limit))
 
     def store_vectors(
         self,
@@ -405,11 +408,10 @@ class SqliteRecallIndex:
                 for digest, row in zip(hashes, vectors, strict=True)
             ],
         )
-        self._db.executemany(
-            "DELETE FROM unembedded WHERE tenant = ? AND world = ? AND content_hash = ?",
-            [(tenant_id, world_id, digest) for digest in hashes],
-        )
         self._db.execute("COMMIT")
+        waiting = self._unembedded.get((tenant_id, world_id), {})
+        for digest in hashes:
+            waiting.pop(digest, None)
         for tenant, world, character in list(self._vectors):
             if (tenant, world) == (tenant_id, world_id):
                 del self._vectors[(tenant, world, character)]

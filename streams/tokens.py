@@ -9,19 +9,13 @@ statement, and the same records are read again and again.
 from __future__ import annotations
 
 from functools import cache, lru_cache
-from pathlib import Path
 
-import wordllama
 from tokenizers import Tokenizer
 
 from projections.chronicle_summaries import TokenCounter
 from streams.embedding import WordLlamaEmbedder
 
-TOKENIZER_FILE = (
-    Path(wordllama.__file__).parent
-    / "tokenizers"
-    / f"{WordLlamaEmbedder.CONFIG}_tokenizer_config.json"
-)
+TOKENIZER_FILE = WordLlamaEmbedder.TOKENIZER_FILE
 COUNTS_KEPT = 1 << 17
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import wordllama
 
-from streams.embedding import WordLlamaEmbedder
+from streams.embedding import WORDLLAMA_DIR, WordLlamaEmbedder
 
 UNRELATED = "the weather was sunny over the mountains"
 PARAPHRASES = [
@@ -33,9 +34,37 @@ print(vectors.shape[1])
 """
 
 
+ODD_TEXTS = [
+    "",
+    " ",
+    "a",
+    " the tavern",
+    "the tavern ",
+    "Ilse  drew   her sword",
+    "a ▁ mark",
+    "▁lead",
+    "Zoë's café\tnaïve\nline",
+    "日本語 テキスト",
+    "a 🐉 dragon 42",
+    "x" * 300,
+]
+"""Texts whose words are not parted by single spaces, or that hold characters of their own."""
+
+
 @pytest.fixture(scope="module")
 def embedder() -> WordLlamaEmbedder:
     return WordLlamaEmbedder()
+
+
+def wordllamas_own(texts: list[str]) -> np.ndarray:
+    """WordLlama's own `embed` of the texts, scaled to unit length."""
+    model = wordllama.WordLlama.load(
+        config="l2_supercat", dim=256, cache_dir=WORDLLAMA_DIR, disable_download=True
+    )
+    pooled = model.embed(texts, norm=False)
+    lengths = np.linalg.norm(pooled, axis=1, keepdims=True)
+    unit: np.ndarray = np.divide(pooled, lengths, out=np.zeros_like(pooled), where=lengths > 0)
+    return unit
 
 
 def words(text: str) -> set[str]:
@@ -65,6 +94,26 @@ def test_vectors_are_256_unit_rows_whatever_the_batch(embedder: WordLlamaEmbedde
     assert np.allclose(np.linalg.norm(batch, axis=1), 1.0)
     alone = np.vstack([embedder.embed([text]) for text in texts])
     assert np.array_equal(batch, alone)
+
+
+def test_the_vectors_are_wordllamas_own_for_plain_and_odd_texts() -> None:
+    plain = [text for pair in PARAPHRASES for text in pair] + [UNRELATED]
+    plain += [f"The miller's son went missing near the river {day} days ago" for day in range(40)]
+    texts = plain + ODD_TEXTS
+    made = WordLlamaEmbedder().embed(texts)
+    np.testing.assert_allclose(made, wordllamas_own(texts), rtol=0, atol=1e-6)
+
+
+def test_forgetting_the_kept_words_changes_no_vector(
+    embedder: WordLlamaEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [f"the {word} at the tavern" for word in ("bard", "baker", "ferryman", "hunter")]
+    expected = embedder.embed(texts)
+    forgetful = WordLlamaEmbedder()
+    monkeypatch.setattr(forgetful, "PIECES_KEPT", 6)
+    made = [forgetful.embed(texts[number : number + 2]) for number in (0, 1, 2)]
+    assert np.array_equal(np.vstack([made[0], made[2]]), expected)
+    assert np.array_equal(made[1], expected[1:3])
 
 
 def test_a_text_without_words_gives_a_zero_row_not_nan(embedder: WordLlamaEmbedder) -> None:

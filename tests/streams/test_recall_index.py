@@ -11,8 +11,10 @@ import numpy as np
 import orjson
 from faust.types import TP
 
+from benchmarks.story import encoded, tavern_story
+from projections import timelines
 from projections.event_keys import TOLD
-from projections.memory_store import load_memory, memory_keys
+from projections.memory_store import formed_between, load_memory, memory_keys
 from projections.recall import RecallQuery, recall, search_scope
 from projections.runtime_read import timeline_view
 from schemas.policy import Policy
@@ -73,6 +75,27 @@ def test_a_world_refused_once_is_never_embedded_for_again() -> None:
     assert embed_pending(index, sixteen, STATE, memory_keys(STATE, "default", "save-2")) > 0
     index.embedder = sixteen
     assert words_find_the_promise(index, "save-1")
+
+
+def test_each_different_content_is_embedded_once_however_many_memories_hold_it() -> None:
+    lines = encoded(tavern_story(400, seed=3, worlds=("busy",)))
+    index, counting = SqliteRecallIndex(), CountingEmbedder(8)
+    half = replay_lines(lines[:200]).state
+    embedded = embed_pending(index, counting, half, memory_keys(half, "default", "busy"))
+    whole = replay_lines(lines).state
+    keys = memory_keys(whole, "default", "busy")
+    held = [
+        memory
+        for record in timelines.of_world(whole, "default", "busy")
+        for memory in formed_between(whole, keys, record.timeline_id, 0, record.processed_seq)
+    ]
+    contents = {memory.content for memory in held}
+    assert len(contents) < len(held)  # witnesses of one event hold one sentence
+
+    embedded += embed_pending(index, counting, whole, keys)
+    assert embedded == counting.embedded == len(contents)
+    assert embed_pending(index, counting, whole, keys) == 0
+    assert counting.embedded == len(contents)
 
 
 def test_a_dropped_world_is_forgotten_and_comes_back_from_the_start() -> None:
