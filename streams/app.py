@@ -9,6 +9,7 @@ redelivery is harmless because the projector recognises it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
@@ -50,6 +51,7 @@ from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
+    Known,
     RocksTransaction,
     decode_changes,
     recording_transaction,
@@ -261,6 +263,7 @@ class Rumourmill:
         gives up after 0.1 s. A projection that raises names its message in the error's notes.
         """
         writes: dict[int, changelog.PartitionWrites] = {}
+        known: defaultdict[int, Known] = defaultdict(dict)
         taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
         for message in messages:
             started = time.perf_counter()
@@ -271,11 +274,12 @@ class Rumourmill:
                 )
             source = source_message(message)
             answers = await self.judged(source)  # sees the batch's earlier events
+            if answers is not None:  # the model was waited for: what was known may be stale
+                known[partition].clear()
             db = without_write_ahead_log(partition_db(self.state, partition))
+            tx = recording_transaction(db, partition_writes.write, known[partition])
             try:
-                intake = self.projector.receive(
-                    recording_transaction(db, partition_writes.write), source, answers
-                )
+                intake = self.projector.receive(tx, source, answers)
             except Exception as error:
                 error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
                 raise
@@ -526,6 +530,7 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         await policies.caught_up.wait()
+        gc.freeze()  # what start-up built lives as long as the worker: no collection walks it
         acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
         unacked = cast(faust.Stream[bytes], stream)
         batches = unacked.noack_take(BATCH_EVENTS, within=BATCH_SECONDS)  # never acks itself
