@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import io
-import os
 import pstats
 import tempfile
 import time
@@ -31,6 +30,7 @@ from benchmarks.story import encoded, tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
+    cpu_seconds,
     median,
     prepared_settings,
     rate,
@@ -161,12 +161,6 @@ def worker_run(
         worker.stop()
     sent = asyncio.run(messages_on(settings, settings.topics.changes)) if changes else 0
     return WorkerRun(wall, cpu, sent)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def on_kafka(options: Options, bootstrap: str) -> None:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,7 @@ from tests.support import WorkerProcess, send_events, unique_settings
 __all__ = [
     "Options",
     "WorkerProcess",
+    "cpu_seconds",
     "kafka_bootstrap",
     "median",
     "parse_options",
@@ -83,6 +85,12 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     index = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
     return ordered[index]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rate(count: int, seconds: float) -> float:

@@ -9,6 +9,7 @@ redelivery is harmless because the projector recognises it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
@@ -50,6 +51,7 @@ from streams.policies import PolicyFeed
 from streams.recall_index import SqliteRecallIndex
 from streams.settings import Settings
 from streams.state import (
+    Known,
     RocksTransaction,
     decode_changes,
     recording_transaction,
@@ -244,7 +246,11 @@ class Rumourmill:
 
     async def judged(self, message: SourceMessage) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
-        (`streams.judging`); None when it raises none (rules mode, a redelivery...)."""
+        (`streams.judging`); None when it raises none (rules mode, a redelivery...). Without a
+        model and with no policy in force choosing model weighing, no message raises any: the
+        pass over scratch state is skipped."""
+        if self.judge.client is None and not self.policies.model_weighing:
+            return None
         tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
         return await self.judge.message(self.projector, tx, message)
 
@@ -252,11 +258,12 @@ class Rumourmill:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
         Each partition's state changes go to the changelog as one record batch (more only past
-        `changelog.BATCH_BYTES`), then the acks and dead letters of its events, in order. All go
-        straight to the producer, not through Faust's send buffer, whose flush gives up after
-        0.1 s. A projection that raises names its message in the error's notes.
+        `changelog.BATCH_BYTES`), then the acks, changes and dead letters of its events, in
+        order. All go straight to the producer, not through Faust's send buffer, whose flush
+        gives up after 0.1 s. A projection that raises names its message in the error's notes.
         """
         writes: dict[int, changelog.PartitionWrites] = {}
+        known: defaultdict[int, Known] = defaultdict(dict)
         taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
         for message in messages:
             started = time.perf_counter()
@@ -267,11 +274,12 @@ class Rumourmill:
                 )
             source = source_message(message)
             answers = await self.judged(source)  # sees the batch's earlier events
+            if answers is not None:  # the model was waited for: what was known may be stale
+                known[partition].clear()
             db = without_write_ahead_log(partition_db(self.state, partition))
+            tx = recording_transaction(db, partition_writes.write, known[partition])
             try:
-                intake = self.projector.receive(
-                    recording_transaction(db, partition_writes.write), source, answers
-                )
+                intake = self.projector.receive(tx, source, answers)
             except Exception as error:
                 error.add_note(f"projecting {message.topic}[{partition}]@{message.offset}")
                 raise
@@ -282,19 +290,21 @@ class Rumourmill:
             self.metrics.processing.observe(time.perf_counter() - started)
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
-            sent = await self.state.send_writes(partition, partition_writes.batches)
-            deliveries[partition] = [*sent]
+            changed = await self.state.send_writes(partition, partition_writes.batches)
+            sent: dict[Delivery, None] = dict.fromkeys(changed)
             for message, intake in taken[partition]:
-                deliveries[partition] += await self.publish(message, intake)
+                sent.update(dict.fromkeys(await self.publish(message, intake)))
+            deliveries[partition] = [*sent]  # a batch's delivery once, however many it carries
+        self.metrics.sent(
+            [ack for intakes in taken.values() for _, intake in intakes for ack in intake.acks],
+            sum(len(intake.dead_letters) for intakes in taken.values() for _, intake in intakes),
+        )
         return deliveries
 
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
         """Send the acks, changes and dead letters one message produced; returns their
-        deliveries."""
-        deliveries = [
-            await self.acks.send(key=_world_key(ack, message.key), value=ack, force=True)
-            for ack in intake.acks
-        ]
+        deliveries (a batch's once for all its records)."""
+        deliveries = await self.send_acks_of(message, intake.acks)
         if intake.changes:
             deliveries += await self.send_changes_of(intake.changes)
         for letter in intake.dead_letters:
@@ -311,7 +321,25 @@ class Rumourmill:
             deliveries.append(
                 await self.deadletters.send(key=message.key, value=letter, force=True)
             )
-        self.metrics.sent(intake.acks, intake.dead_letters)
+        return deliveries
+
+    @cached_property
+    def ack_sender(self) -> ChangeFeedSender:
+        """The acks' batches, on the worker's producer: a record each, one future a batch."""
+        producer = self.app.producer
+        return ChangeFeedSender(producer._ensure_producer, self.acks.get_topic_name())  # type: ignore[attr-defined]
+
+    async def send_acks_of(self, message: Message, acks: list[Ack]) -> list[Delivery]:
+        """A message's acks, keyed by world like the events (so a world's acks stay in order),
+        on the world's partition; an ack that names no world goes with the message's key, on
+        the message's partition."""
+        deliveries: list[Delivery] = []
+        for ack in acks:
+            key = _world_key(ack, message.key)
+            partition = (
+                message.partition if key is None else world_partition(key, self.settings.partitions)
+            )
+            deliveries += await self.ack_sender.send(partition, key, [_ack_bytes(ack)])
         return deliveries
 
     @cached_property
@@ -502,6 +530,7 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
         await policies.caught_up.wait()
+        gc.freeze()  # what start-up built lives as long as the worker: no collection walks it
         acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
         unacked = cast(faust.Stream[bytes], stream)
         batches = unacked.noack_take(BATCH_EVENTS, within=BATCH_SECONDS)  # never acks itself
@@ -620,6 +649,11 @@ world_partition = lru_cache(maxsize=1 << 12)(partition_of)
 
 def _read_only(key: bytes, value: bytes | None) -> None:
     raise PermissionError("reads never write state")
+
+
+_ack_bytes = Ack.__pydantic_serializer__.to_json
+"""An ack's JSON, as `codec.dumps` writes it (no float to format apart), in a third of its
+time."""
 
 
 def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:

@@ -45,7 +45,7 @@ class ChangeFeedSender:
         self._senders: dict[int, asyncio.Task[None]] = {}
 
     async def send(
-        self, partition: int, key: bytes, values: Iterable[bytes]
+        self, partition: int, key: bytes | None, values: Iterable[bytes]
     ) -> list[asyncio.Future[RecordMetadata]]:
         """Add the records `values`, keyed `key`, to `partition`'s open batch (a new one when it
         is full); returns the futures that resolve once they are all stored. Waits while

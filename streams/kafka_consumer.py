@@ -12,18 +12,23 @@ and then move on past them:
 `RewindingConsumer` hands the thread a copy of the active partitions, seeks dropped records
 back, and rewinds never-committed stream partitions to their log start, keeping them paused
 until then. Redelivery is harmless: the projector recognises what it already took in.
+
+It also hands each fetched record to the streams without the four tasks Faust makes for it
+(`RewindingConsumer.wait_first`) whenever the hand-over cannot wait.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
-from typing import Any, ClassVar
+from collections.abc import Coroutine, Iterable, Mapping, Set
+from typing import Any, ClassVar, cast
 
 import aiokafka
 from faust.transport import drivers
 from faust.transport.consumer import RecordMap
 from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, ConsumerT
+from mode.services import WaitArgT, WaitResults
+from mode.utils.queues import FlowControlQueue
 
 SCHEME = "rumourmill"
 """The broker URL scheme that selects this transport (`rumourmill://host:port`)."""
@@ -93,6 +98,28 @@ class RewindingConsumer(aiokafka_driver.Consumer):
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         self.held -= revoked
         await super().on_partitions_revoked(set(revoked))
+
+    async def wait_first(self, *coros: WaitArgT, timeout: Any = None) -> WaitResults:
+        """Faust's fetch loop hands each record to the streams as
+        `wait_first(on_message(record), suspend_flow.wait())`, so that a hand-over stuck on a
+        full stream buffer gives way when a rebalance suspends the flow; that costs four tasks
+        and several loop turns a record. When the flow runs and no stream buffer is full, the
+        hand-over cannot get stuck (at most it flushes Faust's producer buffer, which the worker
+        leaves empty): it is awaited here directly."""
+        if len(coros) == 2 and self._hands_over_at_once():
+            delivery, suspended = coros
+            cast(Coroutine[Any, Any, Any], suspended).close()
+            return WaitResults([delivery], [await cast(Coroutine[Any, Any, Any], delivery)], False)
+        return await super().wait_first(*coros, timeout=timeout)
+
+    def _hands_over_at_once(self) -> bool:
+        app = self.app
+        return (
+            app.flow_control.is_active()
+            and not self.suspend_flow.is_set()
+            and not self.should_stop
+            and not any(cast(FlowControlQueue[Any], topic.queue).full() for topic in app.topics)
+        )
 
 
 async def _seek_back(

@@ -7,14 +7,16 @@ acks are sent again and counted again, exactly as they appear on the acks topic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Counter as PrometheusCounter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from schemas import Ack, DeadLetter, Outcome
+from schemas import Ack, Outcome
 from schemas.memory import Memory
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -52,7 +54,7 @@ class Metrics:
 
     def __init__(self, lag: LagByPartition = no_lag) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.events = Counter(
+        self.events = PrometheusCounter(
             "rumourmill_events",
             "Event acks sent, by outcome (processed, deferred, duplicate, rejected).",
             ["outcome"],
@@ -66,17 +68,17 @@ class Metrics:
             buckets=PROCESSING_BUCKETS,
             registry=self.registry,
         )
-        self.dead_letters = Counter(
+        self.dead_letters = PrometheusCounter(
             "rumourmill_dead_letters",
             "Messages sent to the dead-letter topic.",
             registry=self.registry,
         )
-        self.memories_formed = Counter(
+        self.memories_formed = PrometheusCounter(
             "rumourmill_memories_formed",
             "Memories formed by perception, conversation or a player's words.",
             registry=self.registry,
         )
-        self.rumours_passed = Counter(
+        self.rumours_passed = PrometheusCounter(
             "rumourmill_rumours_passed",
             "Memories passed on as rumours when characters met.",
             registry=self.registry,
@@ -90,11 +92,12 @@ class Metrics:
         )
         self.registry.register(_LagCollector(lag))
 
-    def sent(self, acks: Sequence[Ack], dead_letters: Sequence[DeadLetter]) -> None:
-        """Count what one message produced."""
-        for ack in acks:
-            self.events.labels(outcome=ack.outcome.value).inc()
-        self.dead_letters.inc(len(dead_letters))
+    def sent(self, acks: Iterable[Ack], dead_letters: int) -> None:
+        """Count what a batch of messages produced: its acks, and how many dead letters."""
+        for outcome, count in Counter(ack.outcome for ack in acks).items():
+            self.events.labels(outcome=outcome.value).inc(count)
+        if dead_letters:
+            self.dead_letters.inc(dead_letters)
 
     def formed(self, memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
         """Count what one applied event formed (`projections.projector.FormationObserver`)."""

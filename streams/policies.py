@@ -54,17 +54,26 @@ class PolicyFeed:
         self.topic = topic
         self.documents: dict[bytes, bytes] = {}
         self.caught_up = asyncio.Event()
+        self.choosing_model: set[bytes] = set()
+        """The keys of the documents that choose model weighing."""
 
     def get(self, key: bytes, /) -> bytes | None:
         return self.documents.get(key)
+
+    @property
+    def model_weighing(self) -> bool:
+        """Whether some world may be in model mode: a document in force chooses it (one of a
+        world may choose rules again over its tenant's, so this is an upper bound)."""
+        return bool(self.choosing_model)
 
     def take(self, key: bytes, value: bytes | None) -> None:
         """Keep one record: a tombstone removes a document, an invalid one is refused."""
         if value is None:
             self.documents.pop(key, None)
+            self.choosing_model.discard(key)
             return
         try:
-            check_policy_document(value)
+            document = check_policy_document(value)
         except InvalidPolicy as refusal:
             kept = "keeping the last valid one" if key in self.documents else "none was set before"
             log.error(
@@ -76,6 +85,10 @@ class PolicyFeed:
             )
             return
         self.documents[key] = value
+        if merge_policy(DEFAULT_POLICY, document).memory.weighing == "model":
+            self.choosing_model.add(key)
+        else:
+            self.choosing_model.discard(key)
 
     async def follow(self) -> None:
         """Read the topic from its start, forever, keeping each record (`take`)."""

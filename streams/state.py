@@ -17,21 +17,41 @@ Write = Callable[[bytes, bytes | None], None]
 """Set a key (or delete it, given None)."""
 
 
-class RocksTransaction:
-    """A `StateTransaction` over one rocksdict database."""
+Known = dict[bytes, bytes | None]
+"""Values of keys read or written lately (None: absent), as the database holds them."""
 
-    def __init__(self, db: Rdict, write: Write) -> None:
+
+class RocksTransaction:
+    """A `StateTransaction` over one rocksdict database.
+
+    Given `known`, it answers a key read or written before from there (a RocksDB read costs
+    some fifty dict lookups) and keeps it up to date with its writes: it may be shared by the
+    transactions of consecutive events while nothing else writes the database.
+    """
+
+    def __init__(self, db: Rdict, write: Write, known: Known | None = None) -> None:
         self._db = db
         self._write = write
+        self._known = known
 
     def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._db.get(key)
+        known = self._known
+        if known is None:
+            value: bytes | None = self._db.get(key)
+            return value
+        if key in known:
+            return known[key]
+        value = known[key] = self._db.get(key)
         return value
 
     def put(self, key: bytes, value: bytes) -> None:
+        if self._known is not None:
+            self._known[key] = value
         self._write(key, value)
 
     def delete(self, key: bytes) -> None:
+        if self._known is not None:
+            self._known[key] = None
         self._write(key, None)
 
     def scan(
@@ -137,7 +157,7 @@ def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
             index += size
 
 
-def recording_transaction(db: Rdict, note: Write) -> RocksTransaction:
+def recording_transaction(db: Rdict, note: Write, known: Known | None = None) -> RocksTransaction:
     """A transaction over `db` whose writes apply at once, each also handed to `note` (which
-    collects them for the changelog)."""
-    return RocksTransaction(db, recorded_writes(db, note))
+    collects them for the changelog); reads answered from `known` where they can."""
+    return RocksTransaction(db, recorded_writes(db, note), known)

@@ -48,3 +48,20 @@ def test_the_feed_keeps_the_last_valid_document_and_logs_the_refusal(
 
     feed.take(world, None)  # a tombstone: back to the defaults
     assert book("default", "save-1").memory.persistent.characters == []
+
+
+def test_the_feed_knows_whether_any_document_in_force_chooses_model_weighing() -> None:
+    """Without a model configured, the worker skips the judgement pass while none does."""
+    feed = PolicyFeed("127.0.0.1:9", "policies")
+    tenant, world = policy_key("default", None), policy_key("default", "save-1")
+    feed.take(world, PERSISTENT_MARA)
+    assert not feed.model_weighing
+    feed.take(tenant, orjson.dumps({"memory": {"weighing": "model"}}))
+    assert feed.model_weighing
+    feed.take(tenant, b'{"memory": {"weighing": "modle"}}')  # refused: the last valid stays
+    assert feed.model_weighing
+    feed.take(tenant, orjson.dumps({"memory": {"weighing": "rules"}}))
+    assert not feed.model_weighing
+    feed.take(world, orjson.dumps({"memory": {"weighing": "model"}}))
+    feed.take(world, None)  # a tombstone
+    assert not feed.model_weighing

@@ -15,38 +15,45 @@ import pytest
 from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import Rdict
 
+from benchmarks.story import encoded, tavern_story
 from projections.digest import world_digest
 from projections.intake import SourceMessage
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
-from streams.state import RocksTransaction, state_options, without_write_ahead_log
+from streams.state import (
+    Known,
+    RocksTransaction,
+    recording_transaction,
+    state_options,
+    without_write_ahead_log,
+)
 from tests.reads import answer
 
 
-def rocks_state(path: Path) -> Iterator[RocksTransaction]:
-    """A RocksDB state partition with the worker's options, written through like the worker."""
+def rocks_db(path: Path) -> Rdict:
+    """A RocksDB state partition opened with the worker's options."""
     options = RocksDBOptions(**state_options(block_cache_mb=1), use_rocksdict=True)
-    db: Rdict = without_write_ahead_log(options.open(path))
+    return without_write_ahead_log(options.open(path))
 
-    def write(key: bytes, value: bytes | None) -> None:
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
 
+def rocks_state(path: Path, known: Known | None = None) -> Iterator[RocksTransaction]:
+    """A RocksDB state partition written through like the worker (reading through `known`
+    values, as the worker's transactions of one batch do, when given)."""
+    db = rocks_db(path)
     try:
-        yield RocksTransaction(db, write)
+        yield recording_transaction(db, lambda key, value: None, known)
     finally:
         db.close()
 
 
-@pytest.fixture(params=["memory", "rocksdb"])
+@pytest.fixture(params=["memory", "rocksdb", "rocksdb, reading through known values"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateTransaction]:
     if request.param == "memory":
         yield MemoryState()
     else:
-        yield from rocks_state(tmp_path / "partition-0")
+        known = {} if request.param.endswith("known values") else None
+        yield from rocks_state(tmp_path / "partition-0", known)
 
 
 def filled(store: StateTransaction, keys: list[bytes]) -> StateTransaction:
@@ -242,3 +249,29 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
     assert read["relations"] == [
         {"entity_id": "npc-x", "feeling": 0.0, "memories": 1, "last_seq": 1}
     ]
+
+
+def test_transactions_of_a_batch_sharing_known_values_fold_a_story_as_memory_does(
+    tmp_path: Path,
+) -> None:
+    """The worker takes a batch's events each in a transaction of its own, all reading through
+    the values the batch read or wrote before; the state ends as the in-memory fold's."""
+    story = encoded(tavern_story(300, seed=4, worlds=("w",), characters=8, places=3))
+    projector = Projector(changes=True)
+    memory = MemoryState()
+    db = rocks_db(tmp_path / "partition-0")
+    known: Known = {}
+    try:
+        for offset, raw in enumerate(story):
+            if offset % 50 == 0:
+                known = {}  # a new batch
+            message = SourceMessage("events", 0, offset, b"w", raw)
+            expected = projector.receive(memory, message)
+            taken = projector.receive(
+                recording_transaction(db, lambda key, value: None, known), message
+            )
+            assert taken == expected
+        stored = RocksTransaction(db, lambda key, value: None)
+        assert world_digest(stored, "default", "w") == world_digest(memory, "default", "w")
+    finally:
+        db.close()
