@@ -33,7 +33,7 @@ from projections.sequencing import Applied, ApplyEvent
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
-from schemas.changes import Change
+from schemas.changes import Change, ChangeRecords, as_records
 from schemas.memory import Memory
 
 _MEMORY = pack(MEMORIES)
@@ -80,8 +80,8 @@ class ChangeWatch:
         self._revisions: list[tuple[bytes, bytes]] = []
         self._deleted_timelines: list[bytes] = []
         self._deletions: list[tuple[bytes, bytes]] = []
-        self.changes: list[Change] = []
-        """What the message changed so far, in the order it happened."""
+        self.changes: ChangeRecords = {}
+        """What the message changed so far, encoded."""
 
     def put(self, key: bytes, value: bytes) -> None:
         if key.startswith(_WATCHED):
@@ -107,23 +107,30 @@ class ChangeWatch:
             note = apply(tx, event, ancestry)
             if self._memories or self._relations or self._revisions:
                 at = At(event)
+                changes: list[Change] = []
                 if self._memories:
-                    self.changes += memory_changes(at, self._memories)
+                    changes += memory_changes(at, self._memories)
                     self._memories.clear()
                 if self._relations:
-                    self.changes += relation_changes(at, self._relations)
+                    changes += relation_changes(at, self._relations)
                     self._relations.clear()
                 if self._revisions:
-                    self.changes += weakenings(at, tx, ancestry, self._revisions)
+                    changes += weakenings(at, tx, ancestry, self._revisions)
                     self._revisions.clear()
+                if changes:
+                    self.changes.setdefault(event.world_instance_id, []).extend(
+                        map(orjson.dumps, changes)
+                    )
             return note
 
         return applied
 
-    def noted(self) -> list[Change]:
+    def noted(self) -> ChangeRecords:
         """Every change of the message: those of the events applied, then deletions."""
         if self._deleted_timelines:
-            self.changes += world_deletions(self._deleted_timelines, self._deletions)
+            deleted = world_deletions(self._deleted_timelines, self._deletions)
+            for world, records in as_records(deleted).items():
+                self.changes.setdefault(world, []).extend(records)
         return self.changes
 
 

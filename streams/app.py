@@ -18,7 +18,6 @@ from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
-import orjson
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
@@ -35,7 +34,7 @@ from projections.migrations import StateFormatError, current_format, stored_form
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from schemas.changes import Change
+from schemas.changes import ChangeRecords
 from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
 from streams.change_feed import ChangeFeedSender
@@ -320,14 +319,11 @@ class Rumourmill:
         producer = self.app.producer
         return ChangeFeedSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
 
-    async def send_changes_of(self, changes: list[Change]) -> list[Delivery]:
+    async def send_changes_of(self, changes: ChangeRecords) -> list[Delivery]:
         """A message's changes on the change feed, one record each keyed by its world, on the
         world's partition (the feed has the events topic's partitions)."""
-        by_world: dict[str, list[bytes]] = {}
-        for change in changes:
-            by_world.setdefault(change["world_instance_id"], []).append(orjson.dumps(change))
         deliveries: list[Delivery] = []
-        for world, records in by_world.items():
+        for world, records in changes.items():
             key = world.encode()
             partition = world_partition(key, self.settings.partitions)
             deliveries += await self.change_feed.send(partition, key, records)

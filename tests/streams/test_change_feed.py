@@ -133,11 +133,12 @@ def replay_with_changes(lines: list[bytes], projector: Projector) -> set[str]:
     """The change ids of an in-process replay of `lines` (one partition, in order)."""
     state = MemoryState()
     return {
-        change["change_id"]
+        orjson.loads(record)["change_id"]
         for offset, line in enumerate(lines)
-        for change in projector.receive(
+        for records in projector.receive(
             state, SourceMessage("replay", 0, offset, world_key(line), line)
-        ).changes
+        ).changes.values()
+        for record in records
     }
 
 
