@@ -42,6 +42,8 @@ _TIMELINE = pack(TIMELINES)
 _DELETIONS = pack(DELETIONS)
 _REVISION = pack(BELIEF_VERSIONS)
 _WATCHED = (_MEMORY, _RELATION, _REVISION, _DELETIONS)
+_WATCHED_INITIALS = frozenset(prefix[1] for prefix in _WATCHED)
+"""The first letters of the watched prefixes: most writes are told apart by one byte."""
 ID_BYTES = 16
 
 
@@ -84,7 +86,7 @@ class ChangeWatch:
         """What the message changed so far, encoded."""
 
     def put(self, key: bytes, value: bytes) -> None:
-        if key.startswith(_WATCHED):
+        if key[1] in _WATCHED_INITIALS and key.startswith(_WATCHED):
             if key.startswith(_RELATION):
                 self._relations.append((key, value))
             elif key.startswith(_MEMORY):
