@@ -44,8 +44,7 @@ from projections.delivery import SourceMessage
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.state import MemoryState
-from schemas.changes import Change
-from streams.change_feed import ChangeFeedSender
+from streams.batch_sender import BatchSender
 from streams.publish import send_one
 from streams.settings import Settings
 from tests.support import read_topic
@@ -66,7 +65,8 @@ def fold(lines: list[bytes], key: bytes, changes: bool) -> Fold:
     wall, cpu = time.perf_counter(), time.process_time()
     for offset, raw in enumerate(lines):
         now = projector.receive(state, SourceMessage("bench", 0, offset, key, raw)).changes
-        made, last = made + len(now), now[-1] if now else last
+        for records in now.values():
+            made, last = made + len(records), records[-1]
     return Fold(time.perf_counter() - wall, time.process_time() - cpu, made, last)
 
 
@@ -77,7 +77,8 @@ class Fold:
     changes: int
     """How many changes were made: counted, not kept (the worker keeps none once sent, and
     keeping tens of thousands here would time the garbage collector walking them)."""
-    last: Change | None
+    last: bytes | None
+    """The last change made, as its record."""
 
 
 def in_process(options: Options) -> None:
@@ -201,10 +202,9 @@ def on_kafka(options: Options, bootstrap: str) -> None:
     )
 
 
-async def producer_send_cpu(bootstrap: str, topic: str, count: int, sample: Change) -> float:
+async def producer_send_cpu(bootstrap: str, topic: str, count: int, change: bytes) -> float:
     """CPU microseconds a bare aiokafka producer spends per change sent (partition given, as
     the worker gives it), delivery included: the floor of what each change costs the worker."""
-    change = orjson.dumps(sample)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
@@ -222,14 +222,13 @@ CHANGES_PER_MESSAGE = 13
 """About how many changes an event of the story makes."""
 
 
-async def feed_sender_cpu(bootstrap: str, topic: str, count: int, sample: Change) -> float:
+async def feed_sender_cpu(bootstrap: str, topic: str, count: int, change: bytes) -> float:
     """CPU microseconds per change the worker's way (`streams.change_feed`): the changes of
     one event added to their partition's open batch together, one future per batch."""
-    change = orjson.dumps(sample)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        feed = ChangeFeedSender(lambda: producer, topic)
+        feed = BatchSender(lambda: producer, topic)
         began = time.process_time()
         sent = [
             delivery

@@ -33,7 +33,7 @@ from projections.sequencing import Applied, ApplyEvent
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
-from schemas.changes import Change
+from schemas.changes import Change, ChangeRecords, as_records
 from schemas.memory import Memory
 
 _MEMORY = pack(MEMORIES)
@@ -42,6 +42,8 @@ _TIMELINE = pack(TIMELINES)
 _DELETIONS = pack(DELETIONS)
 _REVISION = pack(BELIEF_VERSIONS)
 _WATCHED = (_MEMORY, _RELATION, _REVISION, _DELETIONS)
+_WATCHED_INITIALS = frozenset(prefix[1] for prefix in _WATCHED)
+"""The first letters of the watched prefixes: most writes are told apart by one byte."""
 ID_BYTES = 16
 
 
@@ -80,11 +82,11 @@ class ChangeWatch:
         self._revisions: list[tuple[bytes, bytes]] = []
         self._deleted_timelines: list[bytes] = []
         self._deletions: list[tuple[bytes, bytes]] = []
-        self.changes: list[Change] = []
-        """What the message changed so far, in the order it happened."""
+        self.changes: ChangeRecords = {}
+        """What the message changed so far, encoded."""
 
     def put(self, key: bytes, value: bytes) -> None:
-        if key.startswith(_WATCHED):
+        if key[1] in _WATCHED_INITIALS and key.startswith(_WATCHED):
             if key.startswith(_RELATION):
                 self._relations.append((key, value))
             elif key.startswith(_MEMORY):
@@ -107,43 +109,52 @@ class ChangeWatch:
             note = apply(tx, event, ancestry)
             if self._memories or self._relations or self._revisions:
                 at = At(event)
+                changes: list[Change] = []
                 if self._memories:
-                    self.changes += memory_changes(at, self._memories)
+                    changes += memory_changes(at, self._memories)
                     self._memories.clear()
                 if self._relations:
-                    self.changes += relation_changes(at, self._relations)
+                    changes += relation_changes(at, self._relations)
                     self._relations.clear()
                 if self._revisions:
-                    self.changes += weakenings(at, tx, ancestry, self._revisions)
+                    changes += weakenings(at, tx, ancestry, self._revisions)
                     self._revisions.clear()
+                if changes:
+                    self.changes.setdefault(event.world_instance_id, []).extend(
+                        map(orjson.dumps, changes)
+                    )
             return note
 
         return applied
 
-    def noted(self) -> list[Change]:
+    def noted(self) -> ChangeRecords:
         """Every change of the message: those of the events applied, then deletions."""
         if self._deleted_timelines:
-            self.changes += world_deletions(self._deleted_timelines, self._deletions)
+            deleted = world_deletions(self._deleted_timelines, self._deletions)
+            for world, records in as_records(deleted).items():
+                self.changes.setdefault(world, []).extend(records)
         return self.changes
 
 
-def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> Iterator[Change]:
+def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> list[Change]:
     """Beliefs formed or weakened, and rumours passed, by the memories an event stored (each
     with what its key held before)."""
     event = at.event
+    changes: list[Change] = []
     for before, raw in written:
         memory = DECODED.decode(raw)
         # the same bytes again: the event applied again over its own state (a crash between
         # applying it and saving its positions)
         if before is None or (before == raw and memory.seq == event.seq):
-            yield belief_formed(at, memory)
+            changes.append(belief_formed(at, memory))
             teller = memory.source_entity
             if teller is not None and _is_rumour(event, memory):
-                yield rumour_passed(at, memory, teller)
+                changes.append(rumour_passed(at, memory, teller))
         elif before != raw:
             earlier = DECODED.decode(before)
             if memory.confidence < earlier.confidence:
-                yield belief_weakened(at, memory, earlier.confidence, memory.confidence)
+                changes.append(belief_weakened(at, memory, earlier.confidence, memory.confidence))
+    return changes
 
 
 def weakenings(
@@ -187,12 +198,12 @@ class At:
             "story_minutes": event.story_minutes,
         }
 
-    def change(self, kind: str, subject: tuple[str, str], own: Change) -> Change:
-        """A change of `kind` to `subject` here, with the kind's `own` fields: its id is
-        `change_id(world, timeline, seq, kind, *subject)`."""
+    def change_id(self, kind: str, one: str, other: str) -> str:
+        """The id of a change of `kind` to the subject (`one`, `other`) here:
+        `change_id(world, timeline, seq, kind, one, other)`."""
         hashed = self._hashed.copy()
-        hashed.update(_packed(kind, *subject))
-        return {"change_id": hashed.hexdigest(), "kind": kind, **self.fields, **own}
+        hashed.update(_packed(kind, one, other))
+        return hashed.hexdigest()
 
 
 @lru_cache(maxsize=1 << 16)
@@ -207,72 +218,83 @@ def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
     return hashlib.blake2b(pack("change", tenant, world, timeline), digest_size=ID_BYTES)
 
 
+# Each builder spells its change out in one dict display (the id, the kind, where, its own
+# fields): a dozen changes an event, and merging dicts built apart costs as much again.
+
+
 def belief_formed(at: At, memory: Memory) -> Change:
-    return at.change(
-        "belief-formed",
-        (memory.character_id, memory.belief_id),
-        {
-            "character_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "memory_kind": memory.kind,
-            "content": memory.content,
-            "source": memory.source,
-            "source_entity": memory.source_entity,
-            "confidence": memory.confidence,
-            "importance": memory.importance,
-            "feeling": memory.feeling,
-            "persistent": memory.persistent,
-        },
-    )
+    character, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id("belief-formed", character, belief),
+        "kind": "belief-formed",
+        **at.fields,
+        "character_id": character,
+        "belief_id": belief,
+        "memory_kind": memory.kind,
+        "content": memory.content,
+        "source": memory.source,
+        "source_entity": memory.source_entity,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "feeling": memory.feeling,
+        "persistent": memory.persistent,
+    }
 
 
 def belief_weakened(at: At, memory: Memory, confidence_before: float, now: float) -> Change:
-    return at.change(
-        "belief-weakened",
-        (memory.character_id, memory.belief_id),
-        {
-            "character_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "confidence_before": confidence_before,
-            "confidence": now,
-        },
-    )
+    character, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id("belief-weakened", character, belief),
+        "kind": "belief-weakened",
+        **at.fields,
+        "character_id": character,
+        "belief_id": belief,
+        "confidence_before": confidence_before,
+        "confidence": now,
+    }
 
 
 def rumour_passed(at: At, memory: Memory, teller: str) -> Change:
-    return at.change(
-        "rumour-passed",
-        (memory.character_id, memory.belief_id),
-        {
-            "teller_id": teller,
-            "listener_id": memory.character_id,
-            "belief_id": memory.belief_id,
-            "origin": memory.origin,
-            "hops": memory.hops,
-            "confidence": memory.confidence,
-            "content": memory.content,
-        },
-    )
+    listener, belief = memory.character_id, memory.belief_id
+    return {
+        "change_id": at.change_id("rumour-passed", listener, belief),
+        "kind": "rumour-passed",
+        **at.fields,
+        "teller_id": teller,
+        "listener_id": listener,
+        "belief_id": belief,
+        "origin": memory.origin,
+        "hops": memory.hops,
+        "confidence": memory.confidence,
+        "content": memory.content,
+    }
 
 
-def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> Iterator[Change]:
+def relation_changes(at: At, written: list[tuple[bytes, bytes]]) -> list[Change]:
     """A relation as it stands after an event, for each relation version the event wrote
     (keyed (prefix, tenant, world, timeline, character, entity, seq), holding [sum, count,
     last])."""
+    changes: list[Change] = []
     for key, value in written:
         character, entity = _relation_between(key[:-_SEQ_PART])
         total, count, _ = orjson.loads(value)
-        yield at.change(
-            "relation-changed",
-            (character, entity),
+        changes.append(
             {
+                "change_id": at.change_id("relation-changed", character, entity),
+                "kind": "relation-changed",
+                **at.fields,
                 "character_id": character,
                 "entity_id": entity,
-                "feeling": mean_feeling(total, count),
+                "feeling": _mean_feeling(total, count),
                 "memories": count,
-            },
+            }
         )
+    return changes
 
+
+_mean_feeling = lru_cache(maxsize=1 << 14)(mean_feeling)
+"""`relations.mean_feeling` kept: worked out in decimal, and the same sums and counts recur
+(five in six in a long story)."""
 
 _SEQ_PART = len(pack(0))
 

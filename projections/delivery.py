@@ -21,7 +21,7 @@ from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
-from schemas.changes import Change
+from schemas.changes import ChangeRecords, as_records
 from schemas.events import Contract
 from schemas.records import OutboxRecord
 
@@ -50,7 +50,7 @@ class Intake:
     acks: list[Ack] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     redelivered: bool = False
-    changes: list[Change] = field(default_factory=list)
+    changes: ChangeRecords = field(default_factory=dict)
     """What it changed in the minds of its world, for the change feed (`projections.changes`);
     empty with the feed off."""
 
@@ -72,16 +72,21 @@ def produce_once(
                 acks=[stored_as(Ack, item) for item in outbox.acks],
                 dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
                 redelivered=True,
-                changes=outbox.changes,
+                changes=as_records(outbox.changes),
             )
     intake = produce()
+    # the changes' records as they are, not decoded again: written, they are the very bytes of
+    # the changes as dicts (`OutboxRecord.encode` writes its fields as they are)
+    changes: list[Any] = [
+        orjson.Fragment(record) for records in intake.changes.values() for record in records
+    ]
     tx.put(
         key,
         OutboxRecord.encode(
             digest,
             [item.model_dump(mode="json") for item in intake.acks],
             [item.model_dump(mode="json") for item in intake.dead_letters],
-            intake.changes,
+            changes,
         ),
     )
     if message.offset >= OUTBOX_DEPTH:

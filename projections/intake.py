@@ -21,7 +21,7 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
-from schemas.changes import Change
+from schemas.changes import ChangeRecords
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -32,7 +32,7 @@ def receive(
     apply: ApplyEvent,
     policies: PolicyLookup,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-    changed: Callable[[], list[Change]] | None = None,
+    changed: Callable[[], ChangeRecords] | None = None,
 ) -> Intake:
     """Take one message in and say what to publish for it; with `changed`, also what it
     changed (asked once the message is taken in), kept and re-sent like its acks."""

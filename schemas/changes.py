@@ -8,8 +8,10 @@ redelivered event repeats the same ids and a consumer drops duplicates by id.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import Field
 
 from schemas.events import AsInteger, Contract, Identifier
@@ -102,6 +104,20 @@ class WorldDeleted(_Change):
 Change = dict[str, Any]
 """A message of the change feed as plain data, ready for JSON: the fields of the model that its
 `kind` names in `CHANGE_MODELS` (built without validating: rumourmill made every value)."""
+
+ChangeRecords = dict[str, list[bytes]]
+"""What one source message changed, as the feed's records: each change in JSON, under the world
+it is keyed by, each world's in the order they happened. Encoded once as they are worked out, the
+same bytes go to the outbox and to Kafka."""
+
+
+def as_records(changes: Iterable[Change]) -> ChangeRecords:
+    """`changes` as records, in their order."""
+    records: ChangeRecords = {}
+    for change in changes:
+        records.setdefault(change["world_instance_id"], []).append(orjson.dumps(change))
+    return records
+
 
 CHANGE_MODELS: dict[str, type[Contract]] = {
     "belief-formed": BeliefFormed,

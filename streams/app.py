@@ -19,7 +19,6 @@ from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
-import orjson
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
@@ -36,10 +35,10 @@ from projections.migrations import StateFormatError, current_format, stored_form
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas import Ack, DeadLetter
-from schemas.changes import Change
+from schemas.changes import ChangeRecords
 from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
-from streams.change_feed import ChangeFeedSender
+from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
@@ -324,10 +323,10 @@ class Rumourmill:
         return deliveries
 
     @cached_property
-    def ack_sender(self) -> ChangeFeedSender:
+    def ack_sender(self) -> BatchSender:
         """The acks' batches, on the worker's producer: a record each, one future a batch."""
         producer = self.app.producer
-        return ChangeFeedSender(producer._ensure_producer, self.acks.get_topic_name())  # type: ignore[attr-defined]
+        return BatchSender(producer._ensure_producer, self.acks.get_topic_name())  # type: ignore[attr-defined]
 
     async def send_acks_of(self, message: Message, acks: list[Ack]) -> list[Delivery]:
         """A message's acks, keyed by world like the events (so a world's acks stay in order),
@@ -343,19 +342,16 @@ class Rumourmill:
         return deliveries
 
     @cached_property
-    def change_feed(self) -> ChangeFeedSender:
-        """The change feed's batches (`streams.change_feed`), on the worker's producer."""
+    def change_feed(self) -> BatchSender:
+        """The change feed's batches (`streams.batch_sender`), on the worker's producer."""
         producer = self.app.producer
-        return ChangeFeedSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
+        return BatchSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
 
-    async def send_changes_of(self, changes: list[Change]) -> list[Delivery]:
+    async def send_changes_of(self, changes: ChangeRecords) -> list[Delivery]:
         """A message's changes on the change feed, one record each keyed by its world, on the
         world's partition (the feed has the events topic's partitions)."""
-        by_world: dict[str, list[bytes]] = {}
-        for change in changes:
-            by_world.setdefault(change["world_instance_id"], []).append(orjson.dumps(change))
         deliveries: list[Delivery] = []
-        for world, records in by_world.items():
+        for world, records in changes.items():
             key = world.encode()
             partition = world_partition(key, self.settings.partitions)
             deliveries += await self.change_feed.send(partition, key, records)

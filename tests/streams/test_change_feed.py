@@ -23,7 +23,7 @@ from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.memory import Memory
-from streams.change_feed import ChangeFeedSender
+from streams.batch_sender import BatchSender
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -133,11 +133,12 @@ def replay_with_changes(lines: list[bytes], projector: Projector) -> set[str]:
     """The change ids of an in-process replay of `lines` (one partition, in order)."""
     state = MemoryState()
     return {
-        change["change_id"]
+        orjson.loads(record)["change_id"]
         for offset, line in enumerate(lines)
-        for change in projector.receive(
+        for records in projector.receive(
             state, SourceMessage("replay", 0, offset, world_key(line), line)
-        ).changes
+        ).changes.values()
+        for record in records
     }
 
 
@@ -178,7 +179,7 @@ def test_changes_sent_in_batches_arrive_one_record_each_in_the_order_sent(
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
         await producer.start()
         try:
-            feed = ChangeFeedSender(lambda: producer, settings.topics.changes)
+            feed = BatchSender(lambda: producer, settings.topics.changes)
             deliveries = [
                 delivery
                 for start in range(0, len(records), 13)  # a message's dozen changes at a time

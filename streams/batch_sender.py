@@ -1,12 +1,12 @@
-"""The change feed's way to Kafka: a message's changes as records of one open batch per
-partition, and one delivery future per batch rather than one per change.
+"""The worker's way to Kafka for the acks and the change feed: a message's records in one open
+batch per partition, and one delivery future per batch rather than one per record.
 
-There are a dozen changes a message. Sent one by one, each would cost the worker a producer
-call and a future of its own, more than working the change out. Here the records of each
-partition fill an open batch; a sender per partition hands the oldest batch to the producer as
-soon as the one before it has left (the producer takes one batch a partition at a time), so
-records leave as early as single sends would, and one future tells every message with records
-in a batch that they are stored.
+There are a dozen changes a message and an ack or more. Sent one by one, each would cost the
+worker a producer call and a future of its own, more than working the change out. Here the
+records of each partition fill an open batch; a sender per partition hands the oldest batch to
+the producer as soon as the one before it has left (the producer takes one batch a partition at
+a time), so records leave as early as single sends would, and one future tells every message
+with records in a batch that they are stored.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class _Batch:
     )
 
 
-class ChangeFeedSender:
+class BatchSender:
     """Sends records to one topic in batches, keeping each partition's records in order."""
 
     def __init__(self, producer: Callable[[], AIOKafkaProducer], topic: str) -> None:
