@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 
 import orjson
 
@@ -293,9 +294,7 @@ def _newest(
     for segment in scopes(keys, ancestry):
         prefix = keys.scoped(index, segment.timeline_id, character)
         start = prefix + pack(segment.upto_seq, "\U0010ffff")
-        for count, (key, _) in enumerate(tx.scan(prefix, reverse=True, start=start)):
-            if count == limit:
-                break
+        for key, _ in islice(tx.scan(prefix, reverse=True, start=start), limit):
             seq, belief_id = unpack(key[len(prefix) :])
             found.append((int(seq), str(belief_id)))
     for _, belief_id in heapq.nlargest(limit, found):

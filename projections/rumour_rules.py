@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import lru_cache
 from itertools import combinations, islice
 from typing import Any
 
@@ -52,6 +53,9 @@ Meeting = tuple[str, str]
 """Two characters who meet, the smaller id first."""
 Delivery = tuple[str, str, Memory]
 """(teller, listener, the teller's memory) of one group exchange."""
+
+_shortened = lru_cache(maxsize=1 << 14)(retell)
+"""`retell`, worked out once per wording: the same news is retold again and again."""
 
 
 def meetings(
@@ -203,7 +207,7 @@ def retold(
     (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
     the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
-    content = retell(memory.content)
+    content = _shortened(memory.content)
     facts = list(memory.facts)
     if policy.memory.spreading.distortion:
         seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
@@ -245,10 +249,16 @@ def rumour_id(at: Event, listener: str, origin: str) -> str:
     """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
     (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
     """
-    key = pack(
-        "rumour", at.tenant_id, at.world_instance_id, at.timeline_id, at.seq, listener, origin
+    key = _rumour_scope(at.tenant_id, at.world_instance_id, at.timeline_id) + pack(
+        at.seq, listener, origin
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+@lru_cache(maxsize=1 << 10)
+def _rumour_scope(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
+    """The packed start of a timeline's rumour ids (a packing is a prefix of a longer one's)."""
+    return pack("rumour", tenant_id, world_id, timeline_id)
 
 
 def _pair(one: str, other: str) -> Meeting:

@@ -48,13 +48,17 @@ class Spreading:
     catalogue: Catalogue
     judged: Judging
     heard: list[Memory] = field(default_factory=list)
-    told: set[tuple[str, str]] = field(default_factory=set)
+    known: dict[tuple[str, str], bool] = field(default_factory=dict)
     minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
 
     def knows(self, character: str, origin: str) -> bool:
-        if (character, origin) in self.told:
-            return True
-        return knows(self.tx, self.keys, self.ancestry, character, origin)
+        """Whether `character` knows the news, told at this event included (read once: several
+        tellers offer the same news to the same listener)."""
+        pair = (character, origin)
+        found = self.known.get(pair)
+        if found is None:
+            found = self.known[pair] = knows(self.tx, self.keys, self.ancestry, character, origin)
+        return found
 
     def mind(self, character: str, limit: int) -> list[Memory]:
         """A teller's newest news, as it stood before the event (read once per event)."""
@@ -67,7 +71,7 @@ class Spreading:
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         rumour = retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
         self.heard.append(self.judged.retelling(rumour, memory, teller))
-        self.told.add((listener, memory.origin))
+        self.known[(listener, memory.origin)] = True
 
 
 def spread(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from projections.event_keys import CONVERSATION_KEYS, MOVEMENT_KEYS
 from projections.numbers import decimal, hundredths
@@ -166,4 +167,10 @@ def weigh(
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
     """How sure a listener is of news: the teller's confidence, less for the retelling."""
-    return hundredths(decimal(teller_confidence) * decimal(policy.memory.retelling_factor))
+    return _retold(teller_confidence, policy.memory.retelling_factor)
+
+
+@lru_cache(maxsize=1 << 12)
+def _retold(teller_confidence: float, factor: float) -> float:
+    """Worked out once per pair: confidences are hundredths, so few pairs recur endlessly."""
+    return hundredths(decimal(teller_confidence) * decimal(factor))
