@@ -73,20 +73,12 @@ def record_relations(
             else:
                 added[0].append(feeling)
                 contributions[pair] = (added[0], max(added[1], seq))
-    own = ancestry[0]
-    timeline, upto = own.timeline_id, own.upto_seq
+    timeline = ancestry[0].timeline_id
     packed_versions = {version: pack(version) for _, version in contributions.values()}
     for (character, entity), (feelings, version) in contributions.items():
         entity_key = pack(entity)
         head_key = keys.scoped(RELATION_HEADS, timeline, character) + entity_key
-        head = tx.get(head_key)
-        found: Aggregate | None = None
-        if head is not None:
-            total, count, last, at = orjson.loads(head)
-            if at <= upto:  # the common case: the head is the newest version before the event
-                found = (total, count, last)
-        if found is None:
-            found = _relation_before(tx, keys, ancestry, character, entity_key, head is not None)
+        found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
         total, count, last = found or (0.0, 0, 0)
         after = [total + sum(feelings), count + len(feelings), max(last, version)]
         tx.put(
@@ -168,26 +160,26 @@ def _relation(
     again) and timelines without an entry of their own.
     """
     entity_key = pack(entity)
-    own = ancestry[0]
-    head = tx.get(keys.scoped(RELATION_HEADS, own.timeline_id, character) + entity_key)
-    if head is not None and (found := _head_at(head, own)) is not None:
-        return found
-    return _relation_before(tx, keys, ancestry, character, entity_key, head is not None)
+    head_key = keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key
+    return _relation_at(tx, keys, ancestry, character, entity_key, head_key)
 
 
-def _relation_before(
+def _relation_at(
     tx: StateTransaction,
     keys: MemoryKeys,
     ancestry: Ancestry,
     character: str,
     entity_key: bytes,
-    own_versions: bool,
+    head_key: bytes,
 ) -> Aggregate | None:
-    """The relation from its versions, when the own timeline's head does not answer: the own
-    timeline's (if it has any) as of the segment's end, else the ancestors'."""
+    """`_relation`, given the packed entity and the own timeline's head key (the writer keeps
+    them for the version and the head it writes next)."""
+    head = tx.get(head_key)
+    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
+        return found
     raw = read_through(
         tx,
-        ancestry if own_versions else ancestry[1:],
+        ancestry if head is not None else ancestry[1:],
         lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key,
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
