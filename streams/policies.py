@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from projections.intake import explain
 from projections.policy import DEFAULT_POLICY
-from schemas.policy import merge_policy
+from schemas.policy import Policy, merge_policy
 from streams.logs import logger
 
 log = logger("policies")
@@ -33,6 +33,12 @@ class InvalidPolicy(ValueError):
 
 def check_policy_document(raw: bytes) -> dict[str, Any]:
     """The document in `raw`, if it is a (partial) policy; raises `InvalidPolicy` if not."""
+    return _policy_of(raw)[0]
+
+
+def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
+    """The (partial) policy document in `raw` and the policy it makes over the defaults;
+    raises `InvalidPolicy` if it is none."""
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
@@ -40,10 +46,9 @@ def check_policy_document(raw: bytes) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise InvalidPolicy("a policy is a JSON object")
     try:
-        merge_policy(DEFAULT_POLICY, document)
+        return document, merge_policy(DEFAULT_POLICY, document)
     except ValidationError as error:
         raise InvalidPolicy(explain(error, "invalid policy")) from None
-    return document
 
 
 class PolicyFeed:
@@ -73,7 +78,7 @@ class PolicyFeed:
             self.choosing_model.discard(key)
             return
         try:
-            document = check_policy_document(value)
+            _, policy = _policy_of(value)
         except InvalidPolicy as refusal:
             kept = "keeping the last valid one" if key in self.documents else "none was set before"
             log.error(
@@ -85,7 +90,7 @@ class PolicyFeed:
             )
             return
         self.documents[key] = value
-        if merge_policy(DEFAULT_POLICY, document).memory.weighing == "model":
+        if policy.memory.weighing == "model":
             self.choosing_model.add(key)
         else:
             self.choosing_model.discard(key)
