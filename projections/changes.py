@@ -18,7 +18,7 @@ so applying the same event again, or redelivering it, gives the very same ids.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Literal
 
@@ -119,10 +119,7 @@ class ChangeWatch:
                 if self._revisions:
                     changes += weakenings(at, tx, ancestry, self._revisions)
                     self._revisions.clear()
-                if changes:
-                    self.changes.setdefault(event.world_instance_id, []).extend(
-                        map(orjson.dumps, changes)
-                    )
+                self._keep(changes)
             return note
 
         return applied
@@ -130,10 +127,13 @@ class ChangeWatch:
     def noted(self) -> ChangeRecords:
         """Every change of the message: those of the events applied, then deletions."""
         if self._deleted_timelines:
-            deleted = world_deletions(self._deleted_timelines, self._deletions)
-            for world, records in as_records(deleted).items():
-                self.changes.setdefault(world, []).extend(records)
+            self._keep(world_deletions(self._deleted_timelines, self._deletions))
         return self.changes
+
+    def _keep(self, changes: Iterable[Change]) -> None:
+        """Add `changes`, encoded, after those of the message so far."""
+        for world, records in as_records(changes).items():
+            self.changes.setdefault(world, []).extend(records)
 
 
 def memory_changes(at: At, written: list[tuple[bytes | None, bytes]]) -> list[Change]:
