@@ -19,9 +19,10 @@ import io
 import pstats
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -81,6 +82,23 @@ class Fold:
     """The last change made, as its record."""
 
 
+class Timed(Protocol):
+    """A run timed by wall clock and by CPU."""
+
+    @property
+    def wall(self) -> float: ...
+
+    @property
+    def cpu(self) -> float: ...
+
+
+def median_rates(runs: Sequence[Timed], count: int) -> tuple[float, float]:
+    """The median events/s of `runs` of `count` events, by wall clock and by CPU time."""
+    return median([rate(count, run.wall) for run in runs]), median(
+        [rate(count, run.cpu) for run in runs]
+    )
+
+
 def in_process(options: Options) -> None:
     count = QUICK_EVENTS if options.quick else FULL_EVENTS
     world = "tavern-0"
@@ -92,8 +110,7 @@ def in_process(options: Options) -> None:
     for _ in range(options.repeats):  # alternated, so both see the same machine
         on.append(fold(lines, key, changes=True))
         off.append(fold(lines, key, changes=False))
-    wall_on, wall_off = (median([rate(count, f.wall) for f in runs]) for runs in (on, off))
-    cpu_on, cpu_off = (median([rate(count, f.cpu) for f in runs]) for runs in (on, off))
+    (wall_on, cpu_on), (wall_off, cpu_off) = (median_rates(runs, count) for runs in (on, off))
     report(
         f"(h) change feed in-process: {count} events, spreading on, median of {options.repeats}",
         [
@@ -179,8 +196,7 @@ def on_kafka(options: Options, bootstrap: str) -> None:
         topic = prepared_settings(bootstrap, Path(temp) / "send", PARTITIONS).topics.changes
         send_cost = asyncio.run(producer_send_cpu(bootstrap, topic, count, sample))
         batch_cost = asyncio.run(feed_sender_cpu(bootstrap, topic, count, sample))
-    wall_on, wall_off = (median([rate(count, r.wall) for r in runs]) for runs in (on, off))
-    cpu_on, cpu_off = (median([rate(count, r.cpu) for r in runs]) for runs in (on, off))
+    (wall_on, cpu_on), (wall_off, cpu_off) = (median_rates(runs, count) for runs in (on, off))
     report(
         f"(h) change feed, worker on Apache Kafka: {count} events, median of {options.repeats}",
         [
