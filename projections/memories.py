@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from pydantic import JsonValue, ValidationError
@@ -39,9 +39,11 @@ from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
 
 MAX_ID_LENGTH = 128
-_VALIDATED_MEMORY = Memory.__pydantic_validator__.validate_python
-"""`Memory(**fields)` without the keyword handling of pydantic's `__init__` (once a memory)."""
+_FORMED_FIELDS = frozenset(Memory.model_fields) - {"verdict"}
+"""The fields formation sets (the referee alone gives a verdict)."""
 _SORTED = orjson.OPT_SORT_KEYS
+_set_attribute = object.__setattr__
+"""Sets what a frozen model otherwise refuses: how `_formed` fills in a memory."""
 
 
 class MemoryContext(Protocol):
@@ -284,41 +286,53 @@ def _memory(
     lineage: list[Teller],
 ) -> Memory:
     """A memory formed at `event`'s position, with what every memory takes from it."""
-    formed: Memory = _VALIDATED_MEMORY(
-        dict(
-            belief_id=belief_id(
-                event.tenant_id,
-                event.world_instance_id,
-                event.timeline_id,
-                event.seq,
-                character_id,
-                kind,
-            ),
-            kind=kind,
-            content=content,
-            about=about,
-            source=source,
-            source_entity=source_entity,
-            hops=hops,
-            confidence=weights.confidence,
-            importance=weights.importance,
-            feeling=weights.feeling,
-            arousal=weights.arousal,
-            diverging=False,
-            uncertain=uncertain,
-            seq=event.seq,
-            game_time=event.game_time,
-            persistent=is_persistent(character_id, kind, policy),
-            character_id=character_id,
-            timeline_id=event.timeline_id,
-            facts=facts,
-            origin=origin,
-            lineage=lineage,
-            story_minutes=event.story_minutes,
-            event_kind=tells_of,
-        )
+    return _formed(
+        belief_id=belief_id(
+            event.tenant_id,
+            event.world_instance_id,
+            event.timeline_id,
+            event.seq,
+            character_id,
+            kind,
+        ),
+        kind=kind,
+        content=content,
+        about=about,
+        source=source,
+        source_entity=source_entity,
+        hops=hops,
+        confidence=weights.confidence,
+        importance=weights.importance,
+        feeling=weights.feeling,
+        arousal=weights.arousal,
+        diverging=False,
+        uncertain=uncertain,
+        seq=event.seq,
+        game_time=event.game_time,
+        persistent=is_persistent(character_id, kind, policy),
+        character_id=character_id,
+        timeline_id=event.timeline_id,
+        facts=facts,
+        origin=origin,
+        lineage=lineage,
+        story_minutes=event.story_minutes,
+        event_kind=tells_of,
+        verdict=None,
     )
-    return formed
+
+
+def _formed(**fields: Any) -> Memory:
+    """A memory of `fields`, every one set (in declaration order), without validating them
+    again: they come from a validated event and policy, in fresh lists, and pydantic's check
+    of each bound and copy of each list cost more than the rest of forming it. The memory is
+    the very one validation would make (same values, same fields set), so its stored bytes are.
+    """
+    memory = Memory.__new__(Memory)
+    _set_attribute(memory, "__dict__", fields)
+    _set_attribute(memory, "__pydantic_fields_set__", set(_FORMED_FIELDS))
+    _set_attribute(memory, "__pydantic_extra__", None)
+    _set_attribute(memory, "__pydantic_private__", None)
+    return memory
 
 
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:
