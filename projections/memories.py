@@ -37,13 +37,10 @@ from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
 from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
+from schemas.trusted import trusted
 
 MAX_ID_LENGTH = 128
-_FORMED_FIELDS = frozenset(Memory.model_fields) - {"verdict"}
-"""The fields formation sets (the referee alone gives a verdict)."""
 _SORTED = orjson.OPT_SORT_KEYS
-_set_attribute = object.__setattr__
-"""Sets what a frozen model otherwise refuses: how `_formed` fills in a memory."""
 
 
 class MemoryContext(Protocol):
@@ -322,17 +319,9 @@ def _memory(
 
 
 def _formed(**fields: Any) -> Memory:
-    """A memory of `fields`, every one set (in declaration order), without validating them
-    again: they come from a validated event and policy, in fresh lists, and pydantic's check
-    of each bound and copy of each list cost more than the rest of forming it. The memory is
-    the very one validation would make (same values, same fields set), so its stored bytes are.
-    """
-    memory = Memory.__new__(Memory)
-    _set_attribute(memory, "__dict__", fields)
-    _set_attribute(memory, "__pydantic_fields_set__", set(_FORMED_FIELDS))
-    _set_attribute(memory, "__pydantic_extra__", None)
-    _set_attribute(memory, "__pydantic_private__", None)
-    return memory
+    """A memory of `fields`, every one set, in declaration order: from a validated event and
+    policy, in fresh lists, so not validated again (`schemas.trusted`)."""
+    return trusted(Memory, fields)
 
 
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:

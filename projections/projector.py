@@ -156,7 +156,7 @@ class Projector:
         catalogue = Catalogue(declarations, event, policy)
         source = self.answers if answers is None else answers
         judged = judging(event, policy.memory.weighing, source, catalogue.name_of)
-        refereed_note = None
+        refereed_note, present = None, None
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
@@ -192,7 +192,7 @@ class Projector:
         note = record_dialogue(tx, event, ancestry, catalogue, policy.memory.dialogue)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration, event.seq)
-        whereabouts.record_movement(tx, event, ancestry)
+        whereabouts.record_movement(tx, event, ancestry, present)
         record_story_time(tx, event)
         record_event_at(tx, event)
         record_recalls(tx, event, ancestry)

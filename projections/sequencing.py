@@ -26,6 +26,7 @@ from schemas import Ack, Event, Outcome
 from schemas.judgements import RefusedJudgement
 from schemas.policy import SequencingPolicy
 from schemas.records import TimelineRecord
+from schemas.trusted import trusted
 
 
 class Applied(NamedTuple):
@@ -53,16 +54,19 @@ def ack(
     refused: tuple[RefusedJudgement, ...] = (),
 ) -> Ack:
     """The ack of `event` with the timeline's positions as they now stand."""
-    return Ack(
-        tenant_id=event.tenant_id,
-        world_instance_id=event.world_instance_id,
-        timeline_id=event.timeline_id,
-        seq=event.seq,
-        outcome=outcome,
-        reason=reason,
-        acknowledged_seq=None if record is None else record.acknowledged_seq,
-        processed_seq=None if record is None else record.processed_seq,
-        refused_judgements=list(refused),
+    return trusted(  # of a validated event and record: one ack an event, not checked again
+        Ack,
+        {
+            "tenant_id": event.tenant_id,
+            "world_instance_id": event.world_instance_id,
+            "timeline_id": event.timeline_id,
+            "seq": event.seq,
+            "outcome": outcome,
+            "reason": reason,
+            "acknowledged_seq": None if record is None else record.acknowledged_seq,
+            "processed_seq": None if record is None else record.processed_seq,
+            "refused_judgements": list(refused),
+        },
     )
 
 
@@ -172,12 +176,14 @@ def _apply(
     """Apply `event`, then save the positions it produced, with `update`'s (in that order);
     with what it says."""
     applied = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
-    record = record.model_copy(
-        update={
+    record = trusted(  # `model_copy`, without its copying of what is replaced anyway
+        TimelineRecord,
+        {
+            **record.__dict__,
             **update,
             "processed_seq": event.seq,
             "applied_events": record.applied_events + 1,
-        }
+        },
     )
     timelines.save(tx, record)
     return record, applied

@@ -37,8 +37,11 @@ def occupants_of(
     return set() if raw is None else set(orjson.loads(raw))
 
 
-def record_movement(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
-    """A movement event moves its actor to its location, as of the event's position."""
+def record_movement(
+    tx: StateTransaction, event: Event, ancestry: Ancestry, present: set[str] | None = None
+) -> None:
+    """A movement event moves its actor to its location, as of the event's position.
+    `present`: the occupants of that location as this event read them already, if it did."""
     if event.key not in MOVEMENT_KEYS or event.actor is None or event.location is None:
         return
     tenant, world, mover = event.tenant_id, event.world_instance_id, event.actor
@@ -54,7 +57,9 @@ def record_movement(tx: StateTransaction, event: Event, ancestry: Ancestry) -> N
             pack(OCCUPANTS, tenant, world) + here + pack(previous, event.seq),
             orjson.dumps(sorted(left)),
         )
-    arrived = occupants_of(tx, tenant, world, ancestry, event.location) | {mover}
+    if present is None:
+        present = occupants_of(tx, tenant, world, ancestry, event.location)
+    arrived = present | {mover}
     tx.put(
         pack(OCCUPANTS, tenant, world) + here + pack(event.location, event.seq),
         orjson.dumps(sorted(arrived)),
