@@ -33,10 +33,12 @@ class EventAt(Contract):
 
 def record_event_at(tx: StateTransaction, event: Event) -> None:
     """Keep the event's parts a decision reads, at its position."""
-    words = next(
-        (value for name in WORD_FIELDS if isinstance(value := event.payload.get(name), str)),
-        None,
-    )
+    payload, words = event.payload, None
+    for name in WORD_FIELDS:  # a loop, not `next` over a generator: once an event
+        said = payload.get(name)
+        if isinstance(said, str):
+            words = said
+            break
     summary = {
         "key": event.key,
         "actor": event.actor,

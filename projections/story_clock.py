@@ -19,8 +19,9 @@ def record_story_time(tx: StateTransaction, event: Event) -> None:
     minutes = event.story_minutes
     if minutes is not None:
         tx.put(
-            pack(STORY_TIMES, event.tenant_id, event.world_instance_id, event.timeline_id)
-            + pack(event.seq),
+            pack(
+                STORY_TIMES, event.tenant_id, event.world_instance_id, event.timeline_id, event.seq
+            ),
             minutes.to_bytes(8, "big"),
         )
 

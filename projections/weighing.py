@@ -113,8 +113,10 @@ class Weights:
     confidence: float
 
 
+@lru_cache(maxsize=1 << 10)
 def event_kind(key: str) -> EventKind:
-    """The kind of event a key names, read off its words (`combat.enemy-defeated`: fight)."""
+    """The kind of event a key names, read off its words (`combat.enemy-defeated`: fight).
+    Worked out once per key: a game uses a few keys over and over."""
     if key in MOVEMENT_KEYS:
         return "movement"
     if key in CONVERSATION_KEYS:
