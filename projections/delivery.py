@@ -25,6 +25,8 @@ from schemas.changes import ChangeRecords, as_records
 from schemas.events import Contract
 from schemas.records import OutboxRecord
 
+_ACK_FIELDS = Ack.__pydantic_serializer__.to_python
+"""`Ack.model_dump`, without its Python wrapper (an ack or more per message)."""
 OUTBOX_DEPTH = 100_000
 """How many source positions back a redelivery is still recognised, per partition."""
 
@@ -84,7 +86,7 @@ def produce_once(
         key,
         OutboxRecord.encode(
             digest,
-            [item.model_dump(mode="json") for item in intake.acks],
+            [_ACK_FIELDS(item, mode="json") for item in intake.acks],
             [item.model_dump(mode="json") for item in intake.dead_letters],
             changes,
         ),
