@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import TypeAdapter
 
 from projections.catalogue import Catalogue, merge_declaration
+from projections.delivery import SourceMessage
 from projections.event_keys import MOVEMENT_KEYS, TOLD
 from projections.memories import belief_id, claim_origin, form_memories, origin_of
 from projections.perception import perceivers
+from projections.projector import Projector
 from projections.relations import relation_contributions
+from projections.state import MemoryState
 from projections.weighing import event_kind, news_kind, told_of
 from projections.wording import event_content, retell
 from schemas import EntityDeclaration, Event, Fact
@@ -24,6 +29,9 @@ from tests.projections.context import Context, WorldRecord
 from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
 
 POLICY = Policy()
+TAVERN_LINES = (
+    (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes().splitlines()
+)
 
 
 @dataclass
@@ -555,3 +563,20 @@ def test_a_claims_origin_is_its_facts_and_whom_it_is_about() -> None:
     assert one != claim_origin(told(1, content="a"), [down], ["npc-drunk-sailor", "player-1"])
     assert one != claim_origin(told(1, content="a"), [down, drunk], ["npc-drunk-sailor"])
     assert claim_origin(told(1, content="a"), [], []) != claim_origin(told(1, content="b"), [], [])
+
+
+def test_formed_memories_are_what_validating_their_fields_makes() -> None:
+    """Formation builds memories without validating them again (`schemas.trusted`): every
+    memory of the tavern example, impressions and retellings among them, must be the very one
+    validation makes of its fields, and dump to the same bytes."""
+    formed: list[Memory] = []
+    projector = Projector(on_formed=lambda memories, rumours: formed.extend(memories))
+    state = MemoryState()
+    for offset, line in enumerate(TAVERN_LINES):
+        world = str(orjson.loads(line)["world_instance_id"]).encode()
+        projector.receive(state, SourceMessage("events", 0, offset, world, line))
+    assert {memory.kind for memory in formed} == {"event", "knowledge", "impression"}
+    for memory in formed:
+        validated = Memory.model_validate(dict(memory))
+        assert validated == memory
+        assert validated.model_dump_json() == memory.model_dump_json()
