@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import orjson
 from pydantic import JsonValue, ValidationError
@@ -36,6 +36,7 @@ from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
+from schemas.events import story_minutes
 from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
 from schemas.policy import Policy
 from schemas.trusted import trusted
@@ -293,45 +294,42 @@ def _memory(
     lineage: list[Teller],
 ) -> Memory:
     """A memory formed at `event`'s position, with what every memory takes from it."""
-    return _formed(
-        belief_id=belief_id(
-            event.tenant_id,
-            event.world_instance_id,
-            event.timeline_id,
-            event.seq,
-            character_id,
-            kind,
-        ),
-        kind=kind,
-        content=content,
-        about=about,
-        source=source,
-        source_entity=source_entity,
-        hops=hops,
-        confidence=weights.confidence,
-        importance=weights.importance,
-        feeling=weights.feeling,
-        arousal=weights.arousal,
-        diverging=False,
-        uncertain=uncertain,
-        seq=event.seq,
-        game_time=event.game_time,
-        persistent=is_persistent(character_id, kind, policy),
-        character_id=character_id,
-        timeline_id=event.timeline_id,
-        facts=facts,
-        origin=origin,
-        lineage=lineage,
-        story_minutes=event.story_minutes,
-        event_kind=tells_of,
-        verdict=None,
+    return trusted(  # of a validated event and policy, in fresh lists: not checked again
+        Memory,
+        {
+            "belief_id": belief_id(
+                event.tenant_id,
+                event.world_instance_id,
+                event.timeline_id,
+                event.seq,
+                character_id,
+                kind,
+            ),
+            "kind": kind,
+            "content": content,
+            "about": about,
+            "source": source,
+            "source_entity": source_entity,
+            "hops": hops,
+            "confidence": weights.confidence,
+            "importance": weights.importance,
+            "feeling": weights.feeling,
+            "arousal": weights.arousal,
+            "diverging": False,
+            "uncertain": uncertain,
+            "seq": event.seq,
+            "game_time": event.game_time,
+            "persistent": is_persistent(character_id, kind, policy),
+            "character_id": character_id,
+            "timeline_id": event.timeline_id,
+            "facts": facts,
+            "origin": origin,
+            "lineage": lineage,
+            "story_minutes": None if event.game_time is None else story_minutes(event.game_time),
+            "event_kind": tells_of,
+            "verdict": None,
+        },
     )
-
-
-def _formed(**fields: Any) -> Memory:
-    """A memory of `fields`, every one set, in declaration order: from a validated event and
-    policy, in fresh lists, so not validated again (`schemas.trusted`)."""
-    return trusted(Memory, fields)
 
 
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:

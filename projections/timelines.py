@@ -8,6 +8,7 @@ a timeline means reading its own records, then each ancestor's up to the branch 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from projections.key_prefixes import TIMELINES, WAITING_CHILDREN
@@ -37,14 +38,31 @@ def load(
 ) -> TimelineRecord | None:
     """The registry entry of a timeline, or None if never seen."""
     raw = tx.get(timeline_key(tenant_id, world_id, timeline_id))
-    return None if raw is None else TimelineRecord.from_bytes(raw)
+    if raw is None:
+        return None
+    record = _DECODED.get(raw)
+    if record is None:
+        record = TimelineRecord.from_bytes(raw)
+        _remember(raw, record)
+    return record
 
 
 def save(tx: StateTransaction, record: TimelineRecord) -> None:
-    tx.put(
-        timeline_key(record.tenant_id, record.world_instance_id, record.timeline_id),
-        record.to_bytes(),
-    )
+    raw = record.to_bytes()
+    tx.put(timeline_key(record.tenant_id, record.world_instance_id, record.timeline_id), raw)
+    _remember(raw, record)
+
+
+_DECODED: OrderedDict[bytes, TimelineRecord] = OrderedDict()
+"""Records by their stored bytes, newest last: the record an event saves is the one the next
+event of its timeline loads, and bytes say everything a record holds (immutable, shareable)."""
+_DECODED_SIZE = 1 << 12
+
+
+def _remember(raw: bytes, record: TimelineRecord) -> None:
+    if len(_DECODED) >= _DECODED_SIZE:  # the oldest entry makes room
+        _DECODED.popitem(last=False)
+    _DECODED[raw] = record
 
 
 def ancestry(tx: StateTransaction, record: TimelineRecord, upto_seq: int = MAX_SEQ) -> Ancestry:
