@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from projections.key_prefixes import ENTITIES, ENTITY_HEADS
-from projections.keys import pack, unpack
+from projections.keys import pack, pack_scope, unpack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from projections.versions import at_or_before, head_at, read_headed_through, write_headed
@@ -174,17 +174,10 @@ class StoredDeclarations:
         )
 
     def _versions(self, timeline_id: str, entity_id: str) -> bytes:
-        return _key(ENTITIES, self.tenant_id, self.world_id, timeline_id, entity_id)
+        return pack_scope(ENTITIES, self.tenant_id, self.world_id, timeline_id, entity_id)
 
     def _head(self, timeline_id: str, entity_id: str) -> bytes:
-        return _key(ENTITY_HEADS, self.tenant_id, self.world_id, timeline_id, entity_id)
-
-
-@lru_cache(maxsize=1 << 16)
-def _key(space: str, tenant_id: str, world_id: str, timeline_id: str, entity_id: str) -> bytes:
-    """An entity's key in a timeline's part of a key space, packed once (every event looks
-    the same few ids up again)."""
-    return pack(space, tenant_id, world_id, timeline_id, entity_id)
+        return pack_scope(ENTITY_HEADS, self.tenant_id, self.world_id, timeline_id, entity_id)
 
 
 @lru_cache(maxsize=1 << 12)

@@ -30,6 +30,13 @@ def pack(*parts: KeyPart) -> bytes:
 
 
 @lru_cache(maxsize=1 << 16)
+def pack_scope(*parts: KeyPart) -> bytes:
+    """`pack`, remembered: for the scopes events look up again and again (an entity's, a
+    place's on a timeline), never for keys with a position in them, which do not recur."""
+    return pack(*parts)
+
+
+@lru_cache(maxsize=1 << 16)
 def _packed_string(part: str) -> bytes:
     """Ids recur on every event (worlds, timelines, characters): pack each once."""
     return _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END

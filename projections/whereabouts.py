@@ -10,7 +10,7 @@ import orjson
 
 from projections.event_keys import MOVEMENT_KEYS
 from projections.key_prefixes import LOCATIONS, OCCUPANTS
-from projections.keys import pack
+from projections.keys import pack, pack_scope
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from projections.versions import read_through
@@ -22,7 +22,9 @@ def location_of(
 ) -> str | None:
     """Where `character` was last reported on the timeline, or None if never."""
     raw = read_through(
-        tx, ancestry, lambda timeline: pack(LOCATIONS, tenant_id, world_id, timeline, character)
+        tx,
+        ancestry,
+        lambda timeline: pack_scope(LOCATIONS, tenant_id, world_id, timeline, character),
     )
     return None if raw is None else str(orjson.loads(raw))
 
@@ -32,7 +34,7 @@ def occupants_of(
 ) -> set[str]:
     """The characters known to be at `place` on the timeline."""
     raw = read_through(
-        tx, ancestry, lambda timeline: pack(OCCUPANTS, tenant_id, world_id, timeline, place)
+        tx, ancestry, lambda timeline: pack_scope(OCCUPANTS, tenant_id, world_id, timeline, place)
     )
     return set() if raw is None else set(orjson.loads(raw))
 
@@ -44,23 +46,20 @@ def record_movement(
     `present`: the occupants of that location as this event read them already, if it did."""
     if event.key not in MOVEMENT_KEYS or event.actor is None or event.location is None:
         return
-    tenant, world, mover = event.tenant_id, event.world_instance_id, event.actor
-    here = pack(event.timeline_id)
+    tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
+    mover = event.actor
+    at = pack(event.seq)
     previous = location_of(tx, tenant, world, ancestry, mover)
-    tx.put(
-        pack(LOCATIONS, tenant, world) + here + pack(mover, event.seq),
-        orjson.dumps(event.location),
-    )
+    tx.put(pack_scope(LOCATIONS, tenant, world, timeline, mover) + at, orjson.dumps(event.location))
     if previous is not None and previous != event.location:
         left = occupants_of(tx, tenant, world, ancestry, previous) - {mover}
         tx.put(
-            pack(OCCUPANTS, tenant, world) + here + pack(previous, event.seq),
+            pack_scope(OCCUPANTS, tenant, world, timeline, previous) + at,
             orjson.dumps(sorted(left)),
         )
     if present is None:
         present = occupants_of(tx, tenant, world, ancestry, event.location)
-    arrived = present | {mover}
     tx.put(
-        pack(OCCUPANTS, tenant, world) + here + pack(event.location, event.seq),
-        orjson.dumps(sorted(arrived)),
+        pack_scope(OCCUPANTS, tenant, world, timeline, event.location) + at,
+        orjson.dumps(sorted(present | {mover})),
     )

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from projections.key_prefixes import FACTS
-from projections.keys import pack
+from projections.keys import pack, pack_scope
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from projections.versions import read_through, version_through
@@ -25,15 +25,9 @@ ABSENT: Any = object()
 
 def record_facts(tx: StateTransaction, event: Event) -> None:
     """Write each fact of `event` as a new version at the event's position."""
+    tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
     for fact in event.facts:
-        scope = pack(
-            FACTS,
-            event.tenant_id,
-            event.world_instance_id,
-            event.timeline_id,
-            fact.subject,
-            fact.attribute,
-        )
+        scope = pack_scope(FACTS, tenant, world, timeline, fact.subject, fact.attribute)
         tx.put(scope + pack(event.seq), orjson.dumps(fact.value))
 
 
@@ -81,4 +75,4 @@ def _versions(
     tenant_id: str, world_id: str, subject: str, attribute: str
 ) -> Callable[[str], bytes]:
     """The scope of a fact's versions on each timeline."""
-    return lambda timeline_id: pack(FACTS, tenant_id, world_id, timeline_id, subject, attribute)
+    return lambda timeline: pack_scope(FACTS, tenant_id, world_id, timeline, subject, attribute)
