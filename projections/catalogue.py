@@ -73,7 +73,7 @@ def merge_declaration(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every event, and a frozen one costs more to make
 class Catalogue:
     """Kinds and names as one event sees them: its own declarations over the world's.
 
@@ -112,7 +112,7 @@ class Catalogue:
         return display_name(entity_id, self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every event, like `Catalogue`
 class StoredDeclarations:
     """The catalogue as a timeline sees it in state: one merged declaration per entity id.
 

@@ -8,11 +8,10 @@ a timeline means reading its own records, then each ancestor's up to the branch 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from projections.key_prefixes import TIMELINES, WAITING_CHILDREN
-from projections.keys import pack, unpack
+from projections.keys import pack, pack_scope, unpack
 from projections.state import StateTransaction
 from schemas import MAX_SEQ
 from schemas.records import TimelineRecord
@@ -30,39 +29,37 @@ Ancestry = tuple[Segment, ...]
 
 
 def timeline_key(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
-    return pack(TIMELINES, tenant_id, world_id, timeline_id)
+    return pack_scope(TIMELINES, tenant_id, world_id, timeline_id)
 
 
 def load(
     tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str
 ) -> TimelineRecord | None:
     """The registry entry of a timeline, or None if never seen."""
-    raw = tx.get(timeline_key(tenant_id, world_id, timeline_id))
+    key = timeline_key(tenant_id, world_id, timeline_id)
+    raw = tx.get(key)
     if raw is None:
         return None
-    record = _DECODED.get(raw)
-    if record is None:
-        record = TimelineRecord.from_bytes(raw)
-        _remember(raw, record)
-    return record
+    saved = _SAVED.get(key)
+    if saved is not None and saved[0] == raw:
+        return saved[1]
+    return TimelineRecord.from_bytes(raw)
 
 
 def save(tx: StateTransaction, record: TimelineRecord) -> None:
+    key = timeline_key(record.tenant_id, record.world_instance_id, record.timeline_id)
     raw = record.to_bytes()
-    tx.put(timeline_key(record.tenant_id, record.world_instance_id, record.timeline_id), raw)
-    _remember(raw, record)
+    tx.put(key, raw)
+    if len(_SAVED) >= _SAVED_SIZE and key not in _SAVED:
+        _SAVED.clear()  # a worker with this many timelines in play starts the cache afresh
+    _SAVED[key] = raw, record
 
 
-_DECODED: OrderedDict[bytes, TimelineRecord] = OrderedDict()
-"""Records by their stored bytes, newest last: the record an event saves is the one the next
-event of its timeline loads, and bytes say everything a record holds (immutable, shareable)."""
-_DECODED_SIZE = 1 << 12
-
-
-def _remember(raw: bytes, record: TimelineRecord) -> None:
-    if len(_DECODED) >= _DECODED_SIZE:  # the oldest entry makes room
-        _DECODED.popitem(last=False)
-    _DECODED[raw] = record
+_SAVED: dict[bytes, tuple[bytes, TimelineRecord]] = {}
+"""The record last saved under each timeline key, with its bytes: the next event of that
+timeline loads it again, and finding the same bytes stored proves it is the same record
+(records are immutable), however the state got there."""
+_SAVED_SIZE = 1 << 12
 
 
 def ancestry(tx: StateTransaction, record: TimelineRecord, upto_seq: int = MAX_SEQ) -> Ancestry:
@@ -126,7 +123,9 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[Timelin
     """
     if parent.waiting_for_parent:
         return []
-    prefix = pack(WAITING_CHILDREN, parent.tenant_id, parent.world_instance_id, parent.timeline_id)
+    prefix = pack_scope(
+        WAITING_CHILDREN, parent.tenant_id, parent.world_instance_id, parent.timeline_id
+    )
     ready = []
     for key, _ in list(tx.scan(prefix)):
         child_id = str(unpack(key)[-1])
