@@ -75,7 +75,7 @@ SESSION_TIMEOUT_SECONDS = 10.0
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
 FULL_COLLECTION_SECONDS = 60.0
-"""How often the ingest agent lets the garbage collector walk the whole heap (`YoungGarbageOnly`)."""
+"""How often the ingest agent lets the collector walk the whole heap (`YoungGarbageOnly`)."""
 
 
 class StateTable(faust.Table[bytes, bytes]):
