@@ -74,6 +74,8 @@ SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
+HOT_KEYS = 1 << 15
+"""The most state values the ingest agent keeps in memory per partition between batches."""
 FULL_COLLECTION_SECONDS = 60.0
 """How often the ingest agent lets the collector walk the whole heap (`YoungGarbageOnly`)."""
 
@@ -97,6 +99,10 @@ class StateTable(faust.Table[bytes, bytes]):
     changesets: defaultdict[int, dict[bytes, None]]
     """Per partition, the keys of the changesets of an earlier release that recovery read and
     found no delete of."""
+    hot: dict[int, Known]
+    """Per partition, values the ingest agent read or wrote lately, as its transactions' `known`
+    (a dict lookup where a RocksDB read costs fifty). Valid while only the agent writes the
+    database: dropped whenever recovery, a migration or a rebalance may write it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -105,6 +111,20 @@ class StateTable(faust.Table[bytes, bytes]):
         self.durability = None
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
+        self.hot = {}
+
+    def hot_values(self, partition: int) -> Known:
+        """The values the agent keeps of `partition` (none yet, or once more than `HOT_KEYS`)."""
+        known = self.hot.get(partition)
+        if known is None or len(known) > HOT_KEYS:
+            known = self.hot[partition] = {}
+        return known
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
+    ) -> None:
+        self.hot.clear()
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
@@ -132,6 +152,7 @@ class StateTable(faust.Table[bytes, bytes]):
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
             self.recovered[message.partition] += 1
         for tp, tp_writes in writes.items():
+            self.hot.pop(tp.partition, None)
             without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
             self.data.set_persisted_offset(tp, offsets[tp])
         if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
@@ -154,6 +175,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.recovered.clear()
         await self.upgrade_formats(partitions)
         await self.retire_changesets(partitions)
+        self.hot.clear()
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
@@ -264,7 +286,7 @@ class Rumourmill:
         gives up after 0.1 s. A projection that raises names its message in the error's notes.
         """
         writes: dict[int, changelog.PartitionWrites] = {}
-        known: defaultdict[int, Known] = defaultdict(dict)
+        known: dict[int, Known] = {}
         transactions: dict[int, RocksTransaction] = {}
         taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
         for message in messages:
@@ -274,6 +296,7 @@ class Rumourmill:
                 partition_writes = writes[partition] = changelog.PartitionWrites(
                     self.settings.changelog_batch_bytes
                 )
+                known[partition] = self.state.hot_values(partition)
                 db = without_write_ahead_log(partition_db(self.state, partition))
                 tx = transactions[partition] = recording_transaction(
                     db, partition_writes.write, known[partition]
