@@ -89,12 +89,16 @@ class PartitionWrites:
         event, self._event = self._event, {}
         if not event:  # a redelivered event: its outputs come from the outbox, nothing changes
             return
-        size = sum(record_size(key, value) for key, value in event.items())
+        size = (
+            _RECORD_OVERHEAD * len(event)
+            + sum(map(len, event))
+            + sum(map(len, filter(None, event.values())))
+        )  # `record_size` of each, summed in C
         if self.batches and self._open_size + size <= self.limit:
             last = self.batches[-1]
-            for key, value in event.items():
-                last.pop(key, None)
-                last[key] = value
+            for key in event.keys() & last.keys():  # to the end, in the order of last writes
+                del last[key]
+            last.update(event)
             self._open_size += size
         elif _BATCH_OVERHEAD + size <= self.limit:
             self.batches.append(event)

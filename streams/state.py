@@ -107,20 +107,6 @@ def without_write_ahead_log(db: Rdict) -> Rdict:
     return db
 
 
-def recorded_writes(db: Rdict, note: Write) -> Write:
-    """Writes into `db` at once (later reads of the same event see them), each also handed to
-    `note` (which collects them for the changelog)."""
-
-    def write(key: bytes, value: bytes | None) -> None:
-        note(key, value)
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
-
-    return write
-
-
 Changes = list[tuple[bytes, bytes | None]]
 """The writes of one event, in order (None deletes)."""
 
@@ -157,7 +143,24 @@ def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
             index += size
 
 
+class RecordingTransaction(RocksTransaction):
+    """A `RocksTransaction` whose writes apply to the database at once (later reads of the same
+    event see them), each also handed to `note` (which collects them for the changelog)."""
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if self._known is not None:
+            self._known[key] = value
+        self._write(key, value)
+        self._db.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        if self._known is not None:
+            self._known[key] = None
+        self._write(key, None)
+        self._db.delete(key)
+
+
 def recording_transaction(db: Rdict, note: Write, known: Known | None = None) -> RocksTransaction:
     """A transaction over `db` whose writes apply at once, each also handed to `note` (which
     collects them for the changelog); reads answered from `known` where they can."""
-    return RocksTransaction(db, recorded_writes(db, note), known)
+    return RecordingTransaction(db, note, known)
