@@ -6,8 +6,9 @@ objects it wrote (no stored bytes decoded again). With the feed off they are giv
 nothing.
 - `memory_store.store_memories`: a memory stored where none was is `belief-formed` (it says what
   the key held before, so a rule that stores a memory again over a surer version of itself makes
-  a `belief-weakened`); one formed as a rumour (`rumour_rules.rumour_id`) is also
-  `rumour-passed`, from its teller (`source_entity`) to the character who now holds it;
+  a `belief-weakened`); one the event passes on as a rumour (the projector names them:
+  `EventChanges.passing`) is also `rumour-passed`, from its teller (`source_entity`) to the
+  character who now holds it;
 - `memory_store.revise_confidence` (the referee's `convinced`): a new confidence below the one
   the timeline held the belief with just before is `belief-weakened`;
 - `relations.record_relations`: each relation version written is `relation-changed`, with the
@@ -90,16 +91,16 @@ class MessageChanges:
             scope += (event.world_instance_id,)
         worlds = dict.fromkeys(str(unpack(key)[2]) for key, _ in tx.scan(pack(TIMELINES, *scope)))
         ack = delete(tx, event)
-        kind: Literal["world", "tenant"] = "world" if len(scope) == 2 else "tenant"
+        named: Literal["world", "tenant"] = "world" if len(scope) == 2 else "tenant"
         count = deletions(tx, pack(DELETIONS, *scope))
         tenant = event.tenant_id
         for world in worlds:
             change: Change = {
-                "change_id": change_id(tenant, world, "world-deleted", kind, count),
+                "change_id": change_id(tenant, world, "world-deleted", named, count),
                 "kind": "world-deleted",
                 "tenant_id": tenant,
                 "world_instance_id": world,
-                "scope": kind,
+                "scope": named,
                 "deletion": count,
             }
             self._keep(world, [orjson.dumps(change)])
