@@ -180,7 +180,7 @@ class EventChanges:
         `total`."""
         subject, fields = _relation(character, entity)
         self._relations.append(
-            self._record("relation-changed", subject, fields, _standing(total, count))
+            self._spliced("relation-changed", subject, fields, _standing(total, count))
         )
 
     def in_order(self) -> list[bytes]:
@@ -191,57 +191,59 @@ class EventChanges:
         character, belief = memory.character_id, memory.belief_id
         return self._record(
             "belief-formed",
-            pack("belief-formed", character, belief),
-            _own(
-                {
-                    "character_id": character,
-                    "belief_id": belief,
-                    "memory_kind": memory.kind,
-                    "content": memory.content,
-                    "source": memory.source,
-                    "source_entity": memory.source_entity,
-                    "confidence": memory.confidence,
-                    "importance": memory.importance,
-                    "feeling": memory.feeling,
-                    "persistent": memory.persistent,
-                }
-            ),
+            character,
+            belief,
+            {
+                "character_id": character,
+                "belief_id": belief,
+                "memory_kind": memory.kind,
+                "content": memory.content,
+                "source": memory.source,
+                "source_entity": memory.source_entity,
+                "confidence": memory.confidence,
+                "importance": memory.importance,
+                "feeling": memory.feeling,
+                "persistent": memory.persistent,
+            },
         )
 
     def _weakened(self, memory: Memory, before: float, now: float) -> bytes:
         character, belief = memory.character_id, memory.belief_id
         return self._record(
             "belief-weakened",
-            pack("belief-weakened", character, belief),
-            _own(
-                {
-                    "character_id": character,
-                    "belief_id": belief,
-                    "confidence_before": before,
-                    "confidence": now,
-                }
-            ),
+            character,
+            belief,
+            {
+                "character_id": character,
+                "belief_id": belief,
+                "confidence_before": before,
+                "confidence": now,
+            },
         )
 
     def _rumour_passed(self, memory: Memory, teller: str) -> bytes:
         listener, belief = memory.character_id, memory.belief_id
         return self._record(
             "rumour-passed",
-            pack("rumour-passed", listener, belief),
-            _own(
-                {
-                    "teller_id": teller,
-                    "listener_id": listener,
-                    "belief_id": belief,
-                    "origin": memory.origin,
-                    "hops": memory.hops,
-                    "confidence": memory.confidence,
-                    "content": memory.content,
-                }
-            ),
+            listener,
+            belief,
+            {
+                "teller_id": teller,
+                "listener_id": listener,
+                "belief_id": belief,
+                "origin": memory.origin,
+                "hops": memory.hops,
+                "confidence": memory.confidence,
+                "content": memory.content,
+            },
         )
 
-    def _record(self, kind: str, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
+    def _record(self, kind: str, one: str, other: str, own: dict[str, Any]) -> bytes:
+        """The record of a change of `kind` to the subject (`one`, `other`) with its `own`
+        fields."""
+        return self._spliced(kind, pack(kind, one, other), _own(own))
+
+    def _spliced(self, kind: str, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
         """The record of a change of `kind` to `subject` (`pack(kind, one, other)`) at the
         event, with its own fields (`own`, then `more`: each encoded as `_own` does) after
         those every change at an event has: byte for byte the `orjson.dumps` of the whole
