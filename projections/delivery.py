@@ -77,11 +77,11 @@ def produce_once(
                 changes=as_records(outbox.changes),
             )
     intake = produce()
-    # the changes' records as they are, not decoded again: written, they are the very bytes of
-    # the changes as dicts (`OutboxRecord.encode` writes its fields as they are)
-    changes: list[Any] = [
-        orjson.Fragment(record) for records in intake.changes.values() for record in records
-    ]
+    # the changes' records as they are, not decoded again, joined into one JSON list: written,
+    # they are the very bytes of the changes as dicts (`OutboxRecord.encode` writes its fields
+    # as they are)
+    records = [record for records in intake.changes.values() for record in records]
+    changes = orjson.Fragment(b"[%b]" % b",".join(records)) if records else None
     tx.put(
         key,
         OutboxRecord.encode(

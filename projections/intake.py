@@ -10,10 +10,9 @@ applies it in order. A redelivered message produces what it produced the first t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pydantic import ValidationError
 
+from projections.changes import MessageChanges
 from projections.deletion import delete, is_deletion
 from projections.delivery import Intake, SourceMessage, dead_letter, produce_once, refuse
 from projections.dialogue import with_real_time
@@ -21,7 +20,6 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
-from schemas.changes import ChangeRecords
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -32,17 +30,17 @@ def receive(
     apply: ApplyEvent,
     policies: PolicyLookup,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-    changed: Callable[[], ChangeRecords] | None = None,
+    changes: MessageChanges | None = None,
 ) -> Intake:
-    """Take one message in and say what to publish for it; with `changed`, also what it
-    changed (asked once the message is taken in), kept and re-sent like its acks."""
+    """Take one message in and say what to publish for it; with `changes` (which `apply`
+    tells of the events it applies), also what it changed, kept and re-sent like its acks."""
 
     def produce() -> Intake:
-        intake = _take_in(tx, message, apply, policies, max_event_bytes)
-        if changed is None:
+        intake = _take_in(tx, message, apply, policies, max_event_bytes, changes)
+        if changes is None:
             return intake
         return Intake(  # not `dataclasses.replace`: it costs more than the rest of this
-            acks=intake.acks, dead_letters=intake.dead_letters, changes=changed()
+            acks=intake.acks, dead_letters=intake.dead_letters, changes=changes.records
         )
 
     return produce_once(tx, message, produce)
@@ -54,6 +52,7 @@ def _take_in(
     apply: ApplyEvent,
     policies: PolicyLookup,
     max_event_bytes: int,
+    changes: MessageChanges | None,
 ) -> Intake:
     if len(message.value) > max_event_bytes:
         return refuse(
@@ -67,7 +66,7 @@ def _take_in(
     if misrouted is not None:
         return refuse(message, misrouted)
     if is_deletion(event):
-        return Intake(acks=[delete(tx, event)])
+        return Intake(acks=[delete(tx, event) if changes is None else changes.deleting(tx, event)])
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
     acks = sequence(tx, event, raw, apply, policy.sequencing)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
+from typing import Protocol
 
 import orjson
 
@@ -143,13 +144,32 @@ def as_revised(
     return memory.model_copy(update={"confidence": orjson.loads(raw)})
 
 
+class MemoryWrites(Protocol):
+    """Told of what the writes here store, from the memories themselves (the change feed,
+    `projections.changes`)."""
+
+    def memory_stored(self, memory: Memory, raw: bytes, before: bytes | None) -> None:
+        """`memory` was stored as `raw` over what its key held `before` (None: nothing)."""
+
+    def confidence_revised(self, keys: MemoryKeys, memory: Memory) -> None:
+        """The belief is held with `memory.confidence` from now on, on the event's timeline
+        (told before the new version is written)."""
+
+
 def revise_confidence(
-    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, seq: int, revised: Iterable[Memory]
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    timeline_id: str,
+    seq: int,
+    revised: Iterable[Memory],
+    changes: MemoryWrites | None = None,
 ) -> None:
     """Keep each memory's new confidence as a version at a position of a timeline; mark the
-    world as one whose reads look for revisions."""
+    world as one whose reads look for revisions. `changes` is told of each."""
     marked = keys.any_revised
     for memory in revised:
+        if changes is not None:
+            changes.confidence_revised(keys, memory)
         tx.put(
             keys.revisions(timeline_id, memory.character_id, memory.belief_id) + pack(seq),
             orjson.dumps(memory.confidence),
@@ -207,8 +227,14 @@ def knows(
     return False
 
 
-def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
-    """Keep the memories one event formed, with their indexes."""
+def store_memories(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    memories: Iterable[Memory],
+    changes: MemoryWrites | None = None,
+) -> None:
+    """Keep the memories one event formed, with their indexes. `changes` is told of each,
+    with what its key held before."""
     tenant, world = keys.tenant_id, keys.world_id
     for memory in memories:
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
@@ -219,7 +245,10 @@ def store_memories(tx: StateTransaction, keys: MemoryKeys, memories: Iterable[Me
             scope = memory.timeline_id
         raw = _MEMORY_JSON(memory)
         belief = pack(belief_id)
-        tx.put(_of_world(MEMORIES, tenant, world) + pack(character) + belief, raw)  # keys.memory
+        stored = _of_world(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
+        if changes is not None:
+            changes.memory_stored(memory, raw, tx.get(stored))
+        tx.put(stored, raw)
         tx.put(
             _of_world(MEMORY_LOG, tenant, world)
             + pack(memory.timeline_id, seq, character)

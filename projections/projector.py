@@ -14,7 +14,7 @@ from typing import Any
 
 from projections import whereabouts, world
 from projections.catalogue import Catalogue, StoredDeclarations
-from projections.changes import ChangeWatch
+from projections.changes import EventChanges, MessageChanges
 from projections.chronicle import ask_summaries
 from projections.chronicle_summaries import TokenCounter
 from projections.delivery import Intake, SourceMessage, identity_of
@@ -110,15 +110,18 @@ class Projector:
     ) -> Intake:
         judged = self.answers if answers is None else answers
 
-        def apply(tx: StateTransaction, event: Event, ancestry: Ancestry) -> Applied:
-            return self.apply(tx, event, ancestry, judged)
+        def apply(
+            tx: StateTransaction,
+            event: Event,
+            ancestry: Ancestry,
+            changes: EventChanges | None = None,
+        ) -> Applied:
+            return self.apply(tx, event, ancestry, judged, changes)
 
         if not changes:
             return receive(tx, message, apply, self.policies, self.max_event_bytes)
-        watch = ChangeWatch(tx)
-        return receive(
-            watch, message, watch.around(apply), self.policies, self.max_event_bytes, watch.noted
-        )
+        noted = MessageChanges()
+        return receive(tx, message, noted.around(apply), self.policies, self.max_event_bytes, noted)
 
     def questions(
         self,
@@ -147,9 +150,11 @@ class Projector:
         event: Event,
         ancestry: Ancestry,
         answers: AnswerSource | None = None,
+        changes: EventChanges | None = None,
     ) -> Applied:
         """Apply one in-order event to every projection, reading state as it stood before;
-        returns why something it asked for was not recorded, and the judgements refused."""
+        returns why something it asked for was not recorded, and the judgements refused.
+        `changes` is told what it changes in minds (the change feed)."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
@@ -180,9 +185,12 @@ class Projector:
             memories, refereed_note = refereed.memories, refereed.note
             rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present, judged)
             formed = [*memories, *rumours]
-            store_memories(tx, context.keys, formed)
-            revise_confidence(tx, context.keys, event.timeline_id, event.seq, refereed.weakened)
-            record_relations(tx, context.keys, ancestry, formed)
+            if changes is not None:
+                changes.passing(rumours)
+            store_memories(tx, context.keys, formed, changes)
+            weakened = refereed.weakened
+            revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
+            record_relations(tx, context.keys, ancestry, formed, changes)
             if self.count is not None and source.summaries_at(event_position(event)):
                 chronicle = policy.memory.chronicle
                 ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)

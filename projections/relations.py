@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import Protocol
 
 import orjson
 from pydantic import TypeAdapter
@@ -55,11 +56,22 @@ def mean_feeling(total: float, count: int) -> float:
     return hundredths(decimal(round(total, SUM_PLACES)) / Decimal(count))
 
 
+class RelationWrites(Protocol):
+    """Told of each relation version written (the change feed, `projections.changes`)."""
+
+    def relation_changed(self, character: str, entity: str, total: float, count: int) -> None:
+        """The relation now stands at `count` memories whose feelings sum to `total`."""
+
+
 def record_relations(
-    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memories: Iterable[Memory]
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    memories: Iterable[Memory],
+    changes: RelationWrites | None = None,
 ) -> None:
     """Add the memories one event formed to their characters' relations, on the timeline the
-    memories land on (the first segment of the ancestry)."""
+    memories land on (the first segment of the ancestry). `changes` is told of each version."""
     contributions: dict[tuple[str, str], tuple[list[float], int]] = {}
     for memory in memories:
         if memory.persistent:  # persistent memories are counted when read
@@ -85,6 +97,8 @@ def record_relations(
             keys.scoped(RELATIONS, timeline, character) + entity_key + packed_versions[version],
             orjson.dumps(after),
         )
+        if changes is not None:
+            changes.relation_changed(character, entity, after[0], count + len(feelings))
         after.append(version)
         tx.put(head_key, orjson.dumps(after))
 

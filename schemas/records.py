@@ -82,13 +82,13 @@ class OutboxRecord(Record):
         message_digest: str,
         acks: list[dict[str, Any]],
         dead_letters: list[dict[str, Any]],
-        changes: list[Any],
+        changes: list[dict[str, Any]] | orjson.Fragment | None,
     ) -> bytes:
         """The stored form of the record of these fields, without making the record (once
         per message: `model_construct` alone costs more than the encoding). Every field holds
-        JSON-ready data already (changes as dicts or as the `orjson.Fragment`s of their
-        records): written as it is, without a pydantic pass over each change (a dozen an
-        event). Without changes (the feed off), the very bytes of the release before."""
+        JSON-ready data already (changes as dicts, or their records as one `orjson.Fragment`
+        of a JSON list): written as it is, without a pydantic pass over each change (a dozen
+        an event). Without changes (the feed off), the very bytes of the release before."""
         fields: dict[str, Any] = {
             "message_digest": message_digest,
             "acks": acks,

@@ -13,13 +13,14 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from projections import timelines
-from projections.changes import ChangeWatch, change_id
+from projections.changes import EventChanges, MessageChanges, change_id
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.memory_store import load_memory, memory_keys, store_memories
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
+from projections.sequencing import Applied
 from projections.state import MemoryState, StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
@@ -160,12 +161,12 @@ def test_an_event_applied_again_over_its_own_state_gives_the_same_changes() -> N
     """A crash between applying an event and saving its positions applies it again."""
     state = MemoryState()
     changes = take(feed(), state, TAVERN[:4])
-    again = ChangeWatch(state)
+    again = MessageChanges()
     event = Event.model_validate_json(TAVERN[3])
     record = timelines.load(state, "default", "save-1", "main")
     assert record is not None
-    again.around(feed().apply)(again, event, timelines.ancestry(state, record, 3))
-    assert [c["change_id"] for c in decoded(again.noted())] == [
+    again.around(feed().apply)(state, event, timelines.ancestry(state, record, 3))
+    assert [c["change_id"] for c in decoded(again.records)] == [
         c["change_id"] for c in changes if c["seq"] == 4
     ]
 
@@ -179,13 +180,17 @@ def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
     assert held is not None
     event = Event.model_validate_json(TAVERN[4]).model_copy(update={"seq": 5})
 
-    def weaken(tx: StateTransaction, at: Event, ancestry: Ancestry) -> None:
-        store_memories(tx, keys, [held.model_copy(update={"confidence": 0.35})])
-        store_memories(tx, keys, [held.model_copy(update={"confidence": 0.35})])  # no lower
+    def weaken(
+        tx: StateTransaction, at: Event, ancestry: Ancestry, *, changes: EventChanges
+    ) -> Applied:
+        weaker = held.model_copy(update={"confidence": 0.35})
+        store_memories(tx, keys, [weaker], changes)
+        store_memories(tx, keys, [weaker], changes)  # no lower
+        return Applied()
 
-    watch = ChangeWatch(state)
-    watch.around(weaken)(watch, event, ())
-    assert decoded(watch.noted()) == [
+    noted = MessageChanges()
+    noted.around(weaken)(state, event, ())
+    assert decoded(noted.records) == [
         {
             "change_id": change_id(
                 "default", "save-1", "main", 5, "belief-weakened", "npc-mara", held.belief_id
