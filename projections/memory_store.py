@@ -308,9 +308,8 @@ def _newest(
     for segment in scopes(keys, ancestry):
         prefix = keys.scoped(index, segment.timeline_id, character)
         start = prefix + pack(segment.upto_seq, "\U0010ffff")
-        found.extend(
-            key[len(prefix) :] for key, _ in islice(tx.scan(prefix, reverse=True, start=start), limit)
-        )
+        newest = islice(tx.scan(prefix, reverse=True, start=start), limit)
+        found.extend(key[len(prefix) :] for key, _ in newest)
     stored = keys.held_by(character)
     for entry in heapq.nlargest(limit, found):
         raw = tx.get(stored + entry[_PACKED_SEQ:])
