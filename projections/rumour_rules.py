@@ -237,8 +237,7 @@ def retold(
             "facts": facts,
             "lineage": [
                 *memory.lineage,
-                # built from checked values: an event's teller id, hops, a weighed share
-                Teller.model_construct(entity_id=teller, hops=hops, confidence=weights.confidence),
+                Teller(entity_id=teller, hops=hops, confidence=weights.confidence),
             ],
             "story_minutes": at.story_minutes,
         }
