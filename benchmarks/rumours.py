@@ -12,6 +12,7 @@ where someone already was, and `characters-met` events) the stream held.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 from dataclasses import dataclass
@@ -95,6 +96,9 @@ def run(options: Options) -> None:
     count = QUICK_EVENTS if options.quick else FULL_EVENTS
     events = tavern_story(count, seed=11, worlds=(WORLD,), characters=CHARACTERS, places=PLACES)
     lines = encoded(events)
+    meetings = sum(1 for event in events if event["key"].startswith("loreweaver.movement"))
+    del events  # a worker never holds its stream: kept, its objects would slow every collection
+    gc.freeze()  # as a started worker does (`streams.app`): no collection walks what set-up built
     spreading = resolve(None, {"memory": {"spreading": {"enabled": True}}})
     with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as directory:
         off = fold(lines, DEFAULT_POLICY, Path(directory) / "off")
@@ -102,7 +106,7 @@ def run(options: Options) -> None:
         held_off, held_on = memories_held(off.state), memories_held(on.state)
         off.state.close()
         on.state.close()
-    meetings = sum(1 for event in events if event["key"].startswith("loreweaver.movement"))
+    gc.unfreeze()
     off_rate, on_rate = median(off.rates), median(on.rates)
     off_cpu_rate, on_cpu_rate = median(off.cpu_rates), median(on.cpu_rates)
     report(
