@@ -47,6 +47,8 @@ PERSISTENT_SCOPE = ""
 """The scope of persistent memories: no real timeline id is empty, and every read sees it."""
 
 _RANK_STEPS = 1000
+_PACKED_SEQ = len(pack(0))
+"""The length of a packed position: an index entry's belief id starts after it."""
 _MEMORY_JSON = Memory.__pydantic_serializer__.to_json
 """A memory's stored bytes (`model_dump_json`'s, without its wrapper's keyword handling)."""
 
@@ -65,7 +67,11 @@ class MemoryKeys:
     """Whether any belief of the world was ever held less firmly (`revise_confidence`)."""
 
     def memory(self, character: str, belief_id: str) -> bytes:
-        return _of_world(MEMORIES, self.tenant_id, self.world_id) + pack(character, belief_id)
+        return self.held_by(character) + pack(belief_id)
+
+    def held_by(self, character: str) -> bytes:
+        """The prefix of the keys of a character's stored memories."""
+        return _of_world(MEMORIES, self.tenant_id, self.world_id) + pack(character)
 
     def scoped(self, kind: str, scope: str, character: str) -> bytes:
         return _scoped(kind, self.tenant_id, self.world_id, scope, character)
@@ -201,7 +207,10 @@ class DecodedMemories:
         self._decoded[raw] = memory
 
 
-DECODED = DecodedMemories(size=1 << 16)
+DECODED = DecodedMemories(size=1 << 14)
+"""Enough for what is read again soon (the memories an event stores, tellers' newest news, a
+busy character's read): every entry is some ten objects that each full garbage collection
+walks, and a town stores a dozen memories an event."""
 
 
 def visible(memory: Memory, ancestry: Ancestry) -> bool:
@@ -318,18 +327,23 @@ def _newest(
     index: str,
     limit: int,
 ) -> Iterator[Memory]:
-    """The newest entries of a by-position index through the ancestry, newest first."""
-    found: list[tuple[int, str]] = []
+    """The newest entries of a by-position index through the ancestry, newest first.
+
+    An entry's key ends with the packed (position, belief id), which sorts as the pair does and
+    ends with the packed belief id the memory is stored under: entries are compared and the
+    memory's key put together without unpacking them (tellers read this at every meeting).
+    """
+    found: list[bytes] = []
     for segment in scopes(keys, ancestry):
         prefix = keys.scoped(index, segment.timeline_id, character)
         start = prefix + pack(segment.upto_seq, "\U0010ffff")
-        for key, _ in islice(tx.scan(prefix, reverse=True, start=start), limit):
-            seq, belief_id = unpack(key[len(prefix) :])
-            found.append((int(seq), str(belief_id)))
-    for _, belief_id in heapq.nlargest(limit, found):
-        memory = load_held(tx, keys, ancestry, character, belief_id)
-        if memory is not None:
-            yield memory
+        newest = islice(tx.scan(prefix, reverse=True, start=start), limit)
+        found.extend(key[len(prefix) :] for key, _ in newest)
+    stored = keys.held_by(character)
+    for entry in heapq.nlargest(limit, found):
+        raw = tx.get(stored + entry[_PACKED_SEQ:])
+        if raw is not None:
+            yield as_revised(tx, keys, ancestry, DECODED.decode(raw))
 
 
 def most_important_beliefs(

@@ -207,11 +207,10 @@ def retold(
     (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
     the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
-    content = _shortened(memory.content)
-    facts = list(memory.facts)
+    content, facts = _shortened(memory.content), memory.facts  # frozen: shared, not copied
     if policy.memory.spreading.distortion:
         seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
-        content, facts = distort(content, facts, memory.about, seed, names)
+        content, facts = distort(content, list(facts), memory.about, seed, names)
     hops = memory.hops + 1
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
