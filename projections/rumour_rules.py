@@ -45,6 +45,7 @@ from projections.wording import Names, retell
 from schemas import EntityDeclaration, Event
 from schemas.memory import Memory, Teller
 from schemas.policy import Policy
+from schemas.trusted import trusted
 
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
@@ -214,11 +215,14 @@ def retold(
     hops = memory.hops + 1
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
-    return memory.model_copy(  # what is not named travels as it is: about, origin
-        update={
+    step = {"entity_id": teller, "hops": hops, "confidence": weights.confidence}
+    return trusted(  # of valid fields, in declaration order: not checked again
+        Memory,
+        {
             "belief_id": rumour_id(at, listener, memory.origin),
             "kind": "knowledge",
             "content": content,
+            "about": memory.about,  # frozen: shared, as the teller's facts are
             "source": "told" if memory.hops == 0 else "rumour",
             "source_entity": teller,
             "hops": hops,
@@ -226,7 +230,6 @@ def retold(
             "importance": weights.importance,
             "feeling": weights.feeling,
             "arousal": weights.arousal,
-            "event_kind": kind,
             "diverging": False,
             "uncertain": True,
             "seq": at.seq,
@@ -235,12 +238,12 @@ def retold(
             "character_id": listener,
             "timeline_id": at.timeline_id,
             "facts": facts,
-            "lineage": [
-                *memory.lineage,
-                Teller(entity_id=teller, hops=hops, confidence=weights.confidence),
-            ],
+            "origin": memory.origin,
+            "lineage": [*memory.lineage, trusted(Teller, step)],
             "story_minutes": at.story_minutes,
-        }
+            "event_kind": kind,
+            "verdict": memory.verdict,  # travels as it is, as the origin does
+        },
     )
 
 

@@ -440,3 +440,34 @@ def test_with_distortion_the_same_stream_spreads_the_same_shifted_rumours() -> N
     assert retell(seen.content) in contents
     assert len(contents) > 1
     assert all(m.origin == seen.origin and m.hops == 1 for m in heard)
+
+
+# Making rumours
+
+
+def test_retold_rumours_are_what_validating_their_fields_makes() -> None:
+    """`retold` builds rumours without validating them again (`schemas.trusted`): every rumour,
+    first-hand or further down the line, distorted or not, persistent or not, of news weighed
+    by its kind or of older news without one, must be the very one validation makes of its
+    fields, and dump to the same bytes."""
+    town = Town()
+    seen = theft(town)
+    further = [*town.meet("npc-bram", "npc-ada"), *town.meet("npc-ada", "npc-zed")]
+    seer = merge_policy(DISTORTING, {"memory": {"persistent": {"characters": ["npc-1"]}}})
+    names = Catalogue(town.declarations, event_at(5), seer).name_of
+    older = memory("npc-bram", "fire", 1, event_kind=None, verdict="doubting")
+    rumours = [
+        retold(news, "npc-zed", f"npc-{i}", event_at(5), policy, names)
+        for news in (seen, *further, older)
+        for policy in (SPREADING, seer)
+        for i in range(12)
+    ]
+    assert {rumour.hops for rumour in rumours} == {1, 2, 3}
+    assert {rumour.persistent for rumour in rumours} == {True, False}
+    assert len({(rumour.content, tuple(rumour.facts)) for rumour in rumours}) > 4  # distorted
+    for rumour in [*further, *rumours]:
+        stored = rumour.model_dump_json()
+        assert Memory.model_validate_json(stored) == rumour
+        validated = Memory.model_validate(dict(rumour))
+        assert validated == rumour
+        assert validated.model_dump_json() == stored
