@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import islice
+from itertools import chain, islice
 from typing import Protocol
 
 import orjson
@@ -241,11 +241,20 @@ def store_memories(
     keys: MemoryKeys,
     memories: Iterable[Memory],
     changes: MemoryWrites | None = None,
+    rumours: Iterable[Memory] = (),
 ) -> None:
-    """Keep the memories one event formed, with their indexes. `changes` is told of each,
-    with what its key held before."""
+    """Keep the memories one event formed, then the `rumours` it spread, with their indexes.
+    `changes` is told of each, with what its key held before.
+
+    A rumour's listener did not know its news (spreading asked `knows`, once per listener and
+    news), so the rumour is the first the listener learned of it: unless a memory of the same
+    event taught them, its origin index is written without reading it first.
+    """
     tenant, world = keys.tenant_id, keys.world_id
-    for memory in memories:
+    formed = [(memory, False) for memory in memories]
+    taught = {(memory.character_id, memory.origin) for memory, _ in formed}
+    told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
+    for memory, first_learned in chain(formed, told):
         character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
         if memory.persistent:
             scope = PERSISTENT_SCOPE
@@ -277,7 +286,7 @@ def store_memories(
                 b"",
             )
         origin = _scoped(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
-        first = tx.get(origin)
+        first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):

@@ -187,7 +187,7 @@ class Projector:
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)
-            store_memories(tx, context.keys, formed, changes)
+            store_memories(tx, context.keys, memories, changes, rumours)
             weakened = refereed.weakened
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
             record_relations(tx, context.keys, ancestry, formed, changes)
