@@ -46,6 +46,10 @@ def failover_seconds(
         for world in worlds:
             wait_for_read(staying_settings, world, rounds + 1, began + timeout)
         return time.monotonic() - began
+    except TimeoutError as error:  # the logs go with the temporary directory: keep their ends
+        error.add_note(f"survivor's log:\n{staying.log_tail(200)}")
+        error.add_note(f"killed worker's log:\n{killed.log_tail(80)}")
+        raise
     finally:
         killed.kill()
         staying.stop()
