@@ -37,7 +37,7 @@ from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
 from schemas.events import story_minutes
-from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller
+from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller, Verdict
 from schemas.policy import Policy
 from schemas.trusted import trusted
 
@@ -166,7 +166,7 @@ def _sight(event: Event, context: MemoryContext) -> _Sight:
 
 def _seen(event: Event, perception: Perception, sight: _Sight, policy: Policy) -> Memory:
     """What a character perceived with their own eyes."""
-    return _memory(
+    return memory_at(
         event,
         perception.character_id,
         "event",
@@ -219,7 +219,7 @@ def _heard(
         if speaker is None
         else [Teller(entity_id=speaker, hops=hops, confidence=weights.confidence)]
     )
-    return _memory(
+    return memory_at(
         event,
         perception.character_id,
         "knowledge",
@@ -275,7 +275,7 @@ def _impression(
     )
 
 
-def _memory(
+def memory_at(
     event: Event,
     character_id: str,
     kind: MemoryKind,
@@ -292,19 +292,25 @@ def _memory(
     facts: list[Fact],
     origin: str,
     lineage: list[Teller],
+    belief: str | None = None,
+    verdict: Verdict | None = None,
 ) -> Memory:
-    """A memory formed at `event`'s position, with what every memory takes from it."""
-    return trusted(  # of a validated event and policy, in fresh lists: not checked again
+    """A memory formed at `event`'s position, with what every memory takes from it. Its id is
+    `belief` if given (a rumour's, `rumour_rules.rumour_id`), else the one `character_id` forms
+    of `kind` there (`belief_id`). The fields must be valid (a validated event and policy)."""
+    if belief is None:
+        belief = belief_id(
+            event.tenant_id,
+            event.world_instance_id,
+            event.timeline_id,
+            event.seq,
+            character_id,
+            kind,
+        )
+    return trusted(  # of valid fields, in declaration order: not checked again
         Memory,
         {
-            "belief_id": belief_id(
-                event.tenant_id,
-                event.world_instance_id,
-                event.timeline_id,
-                event.seq,
-                character_id,
-                kind,
-            ),
+            "belief_id": belief,
             "kind": kind,
             "content": content,
             "about": about,
@@ -327,7 +333,7 @@ def _memory(
             "lineage": lineage,
             "story_minutes": None if event.game_time is None else story_minutes(event.game_time),
             "event_kind": tells_of,
-            "verdict": None,
+            "verdict": verdict,
         },
     )
 

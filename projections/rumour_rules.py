@@ -39,7 +39,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import is_persistent
+from projections.memories import memory_at
 from projections.weighing import told_of, weigh
 from projections.wording import Names, retell
 from schemas import EntityDeclaration, Event
@@ -216,34 +216,24 @@ def retold(
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
     step = {"entity_id": teller, "hops": hops, "confidence": weights.confidence}
-    return trusted(  # of valid fields, in declaration order: not checked again
-        Memory,
-        {
-            "belief_id": rumour_id(at, listener, memory.origin),
-            "kind": "knowledge",
-            "content": content,
-            "about": memory.about,  # frozen: shared, as the teller's facts are
-            "source": "told" if memory.hops == 0 else "rumour",
-            "source_entity": teller,
-            "hops": hops,
-            "confidence": weights.confidence,
-            "importance": weights.importance,
-            "feeling": weights.feeling,
-            "arousal": weights.arousal,
-            "diverging": False,
-            "uncertain": True,
-            "seq": at.seq,
-            "game_time": at.game_time,
-            "persistent": is_persistent(listener, "knowledge", policy),
-            "character_id": listener,
-            "timeline_id": at.timeline_id,
-            "facts": facts,
-            "origin": memory.origin,
-            "lineage": [*memory.lineage, trusted(Teller, step)],
-            "story_minutes": at.story_minutes,
-            "event_kind": kind,
-            "verdict": memory.verdict,  # travels as it is, as the origin does
-        },
+    return memory_at(
+        at,
+        listener,
+        "knowledge",
+        policy,
+        weights,
+        belief=rumour_id(at, listener, memory.origin),
+        tells_of=kind,
+        content=content,
+        about=memory.about,  # frozen: shared, as the teller's facts are
+        source="told" if memory.hops == 0 else "rumour",
+        source_entity=teller,
+        hops=hops,
+        uncertain=True,
+        facts=facts,
+        origin=memory.origin,
+        lineage=[*memory.lineage, trusted(Teller, step)],
+        verdict=memory.verdict,  # travels as it is, as the origin does
     )
 
 
