@@ -17,7 +17,6 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain, islice
 from typing import Protocol
 
@@ -35,7 +34,7 @@ from projections.key_prefixes import (
     RECOLLECTIONS,
     REVISED_WORLDS,
 )
-from projections.keys import pack, unpack
+from projections.keys import pack, pack_scope, unpack
 from projections.rumour_rules import is_news
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
@@ -71,26 +70,14 @@ class MemoryKeys:
 
     def held_by(self, character: str) -> bytes:
         """The prefix of the keys of a character's stored memories."""
-        return _of_world(MEMORIES, self.tenant_id, self.world_id) + pack(character)
+        return pack_scope(MEMORIES, self.tenant_id, self.world_id) + pack(character)
 
     def scoped(self, kind: str, scope: str, character: str) -> bytes:
-        return _scoped(kind, self.tenant_id, self.world_id, scope, character)
+        return pack_scope(kind, self.tenant_id, self.world_id, scope, character)
 
     def revisions(self, timeline_id: str, character: str, belief_id: str) -> bytes:
         """The scope of a belief's confidence versions on one timeline."""
         return self.scoped(BELIEF_VERSIONS, timeline_id, character) + pack(belief_id)
-
-
-@lru_cache(maxsize=1 << 10)
-def _of_world(kind: str, tenant_id: str, world_id: str) -> bytes:
-    """A key space's prefix in one world: packed once."""
-    return pack(kind, tenant_id, world_id)
-
-
-@lru_cache(maxsize=1 << 16)
-def _scoped(kind: str, tenant_id: str, world_id: str, scope: str, character: str) -> bytes:
-    """Index prefixes recur for every memory of a character: pack each once."""
-    return pack(kind, tenant_id, world_id, scope, character)
 
 
 def memory_keys(tx: StateTransaction, tenant_id: str, world_id: str) -> MemoryKeys:
@@ -263,12 +250,12 @@ def store_memories(
             scope = memory.timeline_id
         raw = _MEMORY_JSON(memory)
         belief = pack(belief_id)
-        stored = _of_world(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
+        stored = pack_scope(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
         if changes is not None:
             changes.memory_stored(memory, raw, tx.get(stored))
         tx.put(stored, raw)
         tx.put(
-            _of_world(MEMORY_LOG, tenant, world)
+            pack_scope(MEMORY_LOG, tenant, world)
             + pack(memory.timeline_id, seq, character)
             + belief,
             b"",
@@ -276,21 +263,21 @@ def store_memories(
         DECODED.remember(raw, memory)
         at = pack(seq) + belief
         if memory.kind == "event":
-            tx.put(_scoped(RECOLLECTIONS, tenant, world, scope, character) + at, b"")
+            tx.put(pack_scope(RECOLLECTIONS, tenant, world, scope, character) + at, b"")
         else:
             rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
             tx.put(
-                _scoped(BELIEF_RANKS, tenant, world, scope, character)
+                pack_scope(BELIEF_RANKS, tenant, world, scope, character)
                 + pack(rank, MAX_SEQ - seq)
                 + belief,
                 b"",
             )
-        origin = _scoped(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
+        origin = pack_scope(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
         first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
-            tx.put(_scoped(NEWS, tenant, world, scope, character) + at, b"")
+            tx.put(pack_scope(NEWS, tenant, world, scope, character) + at, b"")
 
 
 def formed_between(
