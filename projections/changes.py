@@ -127,6 +127,7 @@ class EventChanges:
         "_relations",
         "_revisions",
         "_rumours",
+        "_stored",
         "_tx",
         "_where",
         "event",
@@ -145,6 +146,8 @@ class EventChanges:
         self._relations: list[bytes] = []
         self._revisions: list[bytes] = []
         self._rumours: frozenset[str] = frozenset()
+        self._stored: dict[bytes, bytes] = {}
+        """The memories stored at this event so far, by key."""
         self.told = False
         """Whether any change was told."""
 
@@ -153,11 +156,21 @@ class EventChanges:
         each is a `rumour-passed` from its teller too."""
         self._rumours = frozenset(memory.belief_id for memory in rumours)
 
-    def memory_stored(self, memory: Memory, raw: bytes, before: bytes | None) -> None:
-        """`memory` was stored as `raw` over `before` (None: its key held nothing)."""
-        # the same bytes again: the event applied again over its own state (a crash between
-        # applying it and saving its positions)
-        if before is None or (before == raw and memory.seq == self.event.seq):
+    def memory_stored(self, memory: Memory, raw: bytes, key: bytes) -> None:
+        """`memory` is about to be stored as `raw` at `key`: a belief formed if the key holds
+        nothing, or the same bytes formed at this very event (the event applied again over its
+        own state, after a crash between applying it and saving its positions); weakened if it
+        holds a surer version.
+
+        A memory formed at this event (its `seq`) has an id made of this event's position, so
+        only this event can have stored it before: what the key held is read off the event's own
+        writes, not the state (a point read that misses, for most of the memories an event
+        stores). Applied again after a crash, the event meets its own bytes there, which tell
+        the same as nothing: a belief formed."""
+        formed_here = memory.seq == self.event.seq
+        before = self._stored.get(key) if formed_here else self._tx.get(key)
+        self._stored[key] = raw
+        if before is None or (before == raw and formed_here):
             self._memories.append(self._belief_formed(memory))
             teller = memory.source_entity
             if teller is not None and memory.belief_id in self._rumours:

@@ -141,8 +141,9 @@ class MemoryWrites(Protocol):
     """Told of what the writes here store, from the memories themselves (the change feed,
     `projections.changes`)."""
 
-    def memory_stored(self, memory: Memory, raw: bytes, before: bytes | None) -> None:
-        """`memory` was stored as `raw` over what its key held `before` (None: nothing)."""
+    def memory_stored(self, memory: Memory, raw: bytes, key: bytes) -> None:
+        """`memory` is about to be stored as `raw` at `key` (which may hold an earlier version
+        of it)."""
 
     def confidence_revised(self, keys: MemoryKeys, memory: Memory) -> None:
         """The belief is held with `memory.confidence` from now on, on the event's timeline
@@ -231,7 +232,7 @@ def store_memories(
     rumours: Iterable[Memory] = (),
 ) -> None:
     """Keep the memories one event formed, then the `rumours` it spread, with their indexes.
-    `changes` is told of each, with what its key held before.
+    `changes` is told of each before it is written.
 
     A rumour's listener did not know its news (spreading asked `knows`, once per listener and
     news), so the rumour is the first the listener learned of it: unless a memory of the same
@@ -252,7 +253,7 @@ def store_memories(
         belief = pack(belief_id)
         stored = pack_scope(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
         if changes is not None:
-            changes.memory_stored(memory, raw, tx.get(stored))
+            changes.memory_stored(memory, raw, stored)
         tx.put(stored, raw)
         tx.put(
             pack_scope(MEMORY_LOG, tenant, world)
