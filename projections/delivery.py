@@ -2,7 +2,11 @@
 
 The broker delivers a message again when a worker stopped before its offset was committed.
 What a message produced is kept in an outbox under its source position, so a redelivery
-re-sends the very same acks and dead letters, and nothing is applied again. A message that
+re-sends the very same acks and dead letters, and nothing is applied again. Its changes (the
+change feed) are not kept: the worker stores them on the feed before the state holding the
+outbox row leaves for the changelog (`streams.app.Rumourmill.store_changes`), so a state that
+recognises a redelivery has its changes on the feed already. Rows of releases that kept them
+still give them back, and they are sent again (the same change ids). A message that
 cannot be taken in is dead-lettered whole (key and value in base64) with a plain reason, and
 still acked.
 """
@@ -77,18 +81,12 @@ def produce_once(
                 changes=as_records(outbox.changes),
             )
     intake = produce()
-    # the changes' records as they are, not decoded again, joined into one JSON list: written,
-    # they are the very bytes of the changes as dicts (`OutboxRecord.encode` writes its fields
-    # as they are)
-    records = [record for records in intake.changes.values() for record in records]
-    changes = orjson.Fragment(b"[%b]" % b",".join(records)) if records else None
     tx.put(
         key,
         OutboxRecord.encode(
             digest,
             [_ACK_FIELDS(item, mode="json") for item in intake.acks],
             [item.model_dump(mode="json") for item in intake.dead_letters],
-            changes,
         ),
     )
     if message.offset >= OUTBOX_DEPTH:

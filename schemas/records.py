@@ -72,7 +72,8 @@ class OutboxRecord(Record):
     acks: list[dict[str, Any]] = Field(default_factory=list)
     dead_letters: list[dict[str, Any]] = Field(default_factory=list)
     changes: list[dict[str, Any]] = Field(default_factory=list)
-    """Its change feed messages (`schemas.changes`); absent in records of earlier releases."""
+    """Its change feed messages (`schemas.changes`), in records of the releases that kept them
+    (this one stores them on the feed before the record leaves: `projections.delivery`)."""
 
     def to_bytes(self) -> bytes:
         return self.encode(self.message_digest, self.acks, self.dead_letters, self.changes)
@@ -82,13 +83,12 @@ class OutboxRecord(Record):
         message_digest: str,
         acks: list[dict[str, Any]],
         dead_letters: list[dict[str, Any]],
-        changes: list[dict[str, Any]] | orjson.Fragment | None,
+        changes: list[dict[str, Any]] | None = None,
     ) -> bytes:
         """The stored form of the record of these fields, without making the record (once
         per message: `model_construct` alone costs more than the encoding). Every field holds
-        JSON-ready data already (changes as dicts, or their records as one `orjson.Fragment`
-        of a JSON list): written as it is, without a pydantic pass over each change (a dozen
-        an event). Without changes (the feed off), the very bytes of the release before."""
+        JSON-ready data already: written as it is. Without changes (this release keeps none),
+        the very bytes of the releases before the change feed."""
         fields: dict[str, Any] = {
             "message_digest": message_digest,
             "acks": acks,

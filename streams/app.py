@@ -280,10 +280,12 @@ class Rumourmill:
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
-        Each partition's state changes go to the changelog as one record batch (more only past
-        `changelog.BATCH_BYTES`), then the acks, changes and dead letters of its events, in
-        order. All go straight to the producer, not through Faust's send buffer, whose flush
-        gives up after 0.1 s. A projection that raises names its message in the error's notes.
+        The batch's changes go to the change feed first, and are stored there before any of
+        its state (`store_changes`). Then each partition's state changes go to the changelog as
+        one record batch (more only past `changelog.BATCH_BYTES`), then the acks and dead
+        letters of its events, in order. All go straight to the producer, not through Faust's
+        send buffer, whose flush gives up after 0.1 s. A projection that raises names its
+        message in the error's notes.
         """
         writes: dict[int, changelog.PartitionWrites] = {}
         known: dict[int, Known] = {}
@@ -315,6 +317,7 @@ class Rumourmill:
             writes[partition].end_event()
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
+        await self.store_changes(intake for intakes in taken.values() for _, intake in intakes)
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
             changed = await self.state.send_writes(partition, partition_writes.batches)
@@ -328,12 +331,29 @@ class Rumourmill:
         )
         return deliveries
 
+    async def store_changes(self, intakes: Iterable[Intake]) -> None:
+        """Send the changes of these messages to the change feed and wait until Kafka has
+        stored them all (one round trip for a whole batch of messages); raises if it could not.
+
+        Only then may the state they were made with go to the changelog: a state that holds an
+        event (its outbox row with it) has its changes on the feed already, so the outbox keeps
+        none, and a redelivery it recognises sends none. A crash in between applies the event
+        again, from the changelog's state without it: its changes come again, with the same ids.
+        """
+        told = [
+            delivery
+            for intake in intakes
+            if intake.changes
+            for delivery in await self.send_changes_of(intake.changes)
+        ]
+        if told:
+            await asyncio.gather(*dict.fromkeys(told))  # a batch's future once
+
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
-        """Send the acks, changes and dead letters one message produced; returns their
-        deliveries (a batch's once for all its records)."""
+        """Send the acks and dead letters one message produced (its changes are stored
+        already: `store_changes`); returns their deliveries (a batch's once for all its
+        records)."""
         deliveries = await self.send_acks_of(message, intake.acks)
-        if intake.changes:
-            deliveries += await self.send_changes_of(intake.changes)
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",

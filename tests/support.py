@@ -18,8 +18,11 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 
 from localbroker import free_port
+from projections.projector import Projector
+from projections.state import MemoryState
 from streams.dev import NotReady, wait_until_ready
 from streams.publish import parse_line, publish
+from streams.replay import messages
 from streams.settings import Settings
 
 
@@ -152,4 +155,16 @@ def event(world: str, seq: int, timeline: str = "main", **fields: Any) -> dict[s
         "seq": seq,
         "key": fields.pop("key", "story.happened"),
         **fields,
+    }
+
+
+def replayed_change_ids(lines: list[bytes], projector: Projector) -> set[str]:
+    """The ids of the changes an in-process replay of `lines` makes (as `streams.replay` feeds
+    them: one partition, in order), with `projector` (its feed on)."""
+    state = MemoryState()
+    return {
+        orjson.loads(record)["change_id"]
+        for message in messages(lines)
+        for records in projector.receive(state, message).changes.values()
+        for record in records
     }

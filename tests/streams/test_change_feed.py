@@ -18,16 +18,20 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import RecordMetadata
 
 from benchmarks.story import encoded, tavern_story
-from projections.delivery import SourceMessage, world_key
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
-from projections.state import MemoryState
 from schemas.memory import Memory
 from streams.batch_sender import BatchSender
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    read_topic,
+    replayed_change_ids,
+    send_events,
+    unique_settings,
+)
 
 SPREADING = {"memory": {"spreading": {"enabled": True}}}
 TOWN = encoded(tavern_story(500, seed=12, worlds=("town-0", "town-1"), characters=16, places=3))
@@ -81,7 +85,7 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
 
     policy = resolve(SPREADING, None)
     projector = Projector(lambda tenant, world: policy, on_formed=count_tellers, changes=True)
-    replayed = replay_with_changes(TOWN, projector)
+    replayed = replayed_change_ids(TOWN, projector)
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
@@ -127,19 +131,6 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
             )
     finally:
         worker.stop()
-
-
-def replay_with_changes(lines: list[bytes], projector: Projector) -> set[str]:
-    """The change ids of an in-process replay of `lines` (one partition, in order)."""
-    state = MemoryState()
-    return {
-        orjson.loads(record)["change_id"]
-        for offset, line in enumerate(lines)
-        for records in projector.receive(
-            state, SourceMessage("replay", 0, offset, world_key(line), line)
-        ).changes.values()
-        for record in records
-    }
 
 
 @pytest.mark.integration

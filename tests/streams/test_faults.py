@@ -1,8 +1,9 @@
 """Faults on a real Apache Kafka broker: SIGKILLed workers, a restarted broker, noisy delivery.
 
 Every case ends the same way: each world's digest equals an in-process replay of the very same
-published stream, every event the replay processed was acked `processed`, and no timeline
-applied an event twice (`applied_events` equals the replay's).
+published stream, every event the replay processed was acked `processed`, no timeline
+applied an event twice (`applied_events` equals the replay's), and the change feed holds every
+change the replay made, and no other.
 `RUMOURMILL_SOAK=1` kills more often, over a longer stream.
 """
 
@@ -22,11 +23,18 @@ import orjson
 import pytest
 
 from projections import timelines
+from projections.projector import Projector
 from streams.dev import apache_kafka
 from streams.replay import Replay, replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import noisy, story
-from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    read_topic,
+    replayed_change_ids,
+    send_events,
+    unique_settings,
+)
 
 SOAK = os.environ.get("RUMOURMILL_SOAK") == "1"
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * 3600 if SOAK else 600)]
@@ -77,6 +85,24 @@ def assert_same_as_replay(settings: Settings, lines: list[bytes], clean: Replay)
             f"/v2/memory/runtime/npcs/npc-mara?world_instance_id={world}&timeline_id=reload",
         )
         assert mind["beliefs"] or mind["recollections"], "the story formed memories"
+
+
+def assert_feed_complete(settings: Settings, lines: list[bytes]) -> None:
+    """The change feed holds the ids of every change an in-process replay makes, and no other
+    (a change sent again after a crash repeats its id)."""
+    wanted = replayed_change_ids(lines, Projector(changes=True))
+    assert wanted, "the story changed minds"
+    seen: set[str] = set()
+
+    def complete(got: list[dict[str, Any]]) -> bool:
+        seen.update(change["change_id"] for change in got)
+        return seen >= wanted
+
+    try:
+        read_topic(settings, settings.topics.changes, complete, timeout=120)
+    except TimeoutError:
+        raise AssertionError(f"{len(wanted - seen)} changes never on the feed") from None
+    assert seen == wanted
 
 
 def wait_for_everything(
@@ -146,6 +172,7 @@ def test_workers_killed_or_stopped_at_random_moments_while_events_flow(
         publisher.join(300)
         wait_for_everything(settings, wanted, timeout=300)
         assert_same_as_replay(settings, lines, clean)
+        assert_feed_complete(settings, lines)
     except BaseException as failure:
         raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
     finally:
@@ -170,6 +197,7 @@ def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
             wait_for_everything(settings, wanted, timeout=300)
             assert worker.process is not None and worker.process.poll() is None, "worker died"
             assert_same_as_replay(settings, lines, clean)
+            assert_feed_complete(settings, lines)
         except BaseException as failure:
             raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
         finally:
