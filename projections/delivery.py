@@ -3,8 +3,8 @@
 The broker delivers a message again when a worker stopped before its offset was committed.
 What a message produced is kept in an outbox under its source position, so a redelivery
 re-sends the very same acks and dead letters, and nothing is applied again. Its changes (the
-change feed) are not kept: the worker stores them on the feed before the state holding the
-outbox row leaves for the changelog (`streams.app.Rumourmill.store_changes`), so a state that
+change feed) are not kept: the worker sends the state holding the outbox row to the changelog
+only once they are stored on the feed (`streams.app.Rumourmill.send_changes`), so a state that
 recognises a redelivery has its changes on the feed already. Rows of releases that kept them
 still give them back, and they are sent again (the same change ids). A message that
 cannot be taken in is dead-lettered whole (key and value in base64) with a plain reason, and

@@ -236,13 +236,17 @@ class StateTable(faust.Table[bytes, bytes]):
         return self.durability
 
     async def send_writes(
-        self, partition: int, batches: list[changelog.Records]
+        self,
+        partition: int,
+        batches: list[changelog.Records],
+        after: Sequence[Delivery] = (),
     ) -> list[asyncio.Future[RecordMetadata]]:
-        """Send record batches of a partition to the changelog, after its earlier ones; their
-        deliveries go to durability too, which checkpoints only once they are confirmed."""
+        """Send record batches of a partition to the changelog, once its earlier ones and
+        `after` are stored (`changelog.ChangelogWriter`); their deliveries go to durability
+        too, which checkpoints only once they are confirmed."""
         producer = cast(aiokafka_driver.Producer, self.app.producer)._ensure_producer()
         topic = self.changelog_topic.get_topic_name()
-        sent = await self.writer.send(producer, topic, partition, batches)
+        sent = await self.writer.send(producer, topic, partition, batches, after)
         self.local_durability.sent(partition, sent)
         return sent
 
@@ -280,10 +284,10 @@ class Rumourmill:
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
-        The batch's changes go to the change feed first, and are stored there before any of
-        its state (`store_changes`). Then each partition's state changes go to the changelog as
-        one record batch (more only past `changelog.BATCH_BYTES`), then the acks and dead
-        letters of its events, in order. All go straight to the producer, not through Faust's
+        Per partition, its events' changes go to the change feed first (`send_changes`); its
+        state changes go to the changelog as one record batch (more only past
+        `changelog.BATCH_BYTES`) once those changes are stored; then the acks and dead letters
+        of its events, in order. All go straight to the producer, not through Faust's
         send buffer, whose flush gives up after 0.1 s. A projection that raises names its
         message in the error's notes.
         """
@@ -317,10 +321,10 @@ class Rumourmill:
             writes[partition].end_event()
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
-        await self.store_changes(intake for intakes in taken.values() for _, intake in intakes)
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
-            changed = await self.state.send_writes(partition, partition_writes.batches)
+            told = await self.send_changes(intake for _, intake in taken[partition])
+            changed = await self.state.send_writes(partition, partition_writes.batches, told)
             sent: dict[Delivery, None] = dict.fromkeys(changed)
             for message, intake in taken[partition]:
                 sent.update(dict.fromkeys(await self.publish(message, intake)))
@@ -331,14 +335,15 @@ class Rumourmill:
         )
         return deliveries
 
-    async def store_changes(self, intakes: Iterable[Intake]) -> None:
-        """Send the changes of these messages to the change feed and wait until Kafka has
-        stored them all (one round trip for a whole batch of messages); raises if it could not.
+    async def send_changes(self, intakes: Iterable[Intake]) -> list[Delivery]:
+        """Send the changes of these messages to the change feed; returns their deliveries (a
+        batch's once).
 
-        Only then may the state they were made with go to the changelog: a state that holds an
-        event (its outbox row with it) has its changes on the feed already, so the outbox keeps
-        none, and a redelivery it recognises sends none. A crash in between applies the event
-        again, from the changelog's state without it: its changes come again, with the same ids.
+        The state they were made with goes to the changelog only once these are stored: a
+        state that holds an event (its outbox row with it) has its changes on the feed already,
+        so the outbox keeps none, and a redelivery it recognises sends none. A crash in between
+        applies the event again, from the changelog's state without it: its changes come again,
+        with the same ids.
         """
         told = [
             delivery
@@ -346,12 +351,11 @@ class Rumourmill:
             if intake.changes
             for delivery in await self.send_changes_of(intake.changes)
         ]
-        if told:
-            await asyncio.gather(*dict.fromkeys(told))  # a batch's future once
+        return [*dict.fromkeys(told)]
 
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
-        """Send the acks and dead letters one message produced (its changes are stored
-        already: `store_changes`); returns their deliveries (a batch's once for all its
+        """Send the acks and dead letters one message produced (its changes went
+        first: `send_changes`); returns their deliveries (a batch's once for all its
         records)."""
         deliveries = await self.send_acks_of(message, intake.acks)
         for letter in intake.dead_letters:

@@ -17,10 +17,13 @@ behind it in the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.producer.message_accumulator import BatchBuilder
 from faust.types import RecordMetadata
 from faust.types.core import HeadersArg
 
@@ -138,41 +141,91 @@ class BatchOverflow(RuntimeError):
     """A record batch refused a record its size estimate allowed (a bug: never split silently)."""
 
 
+MOST_WAITING = 4
+"""Batches of a partition a send may leave waiting to be stored before it waits itself: a slow
+broker slows the agent."""
+
+
 @dataclass
 class ChangelogWriter:
     """Sends each partition's record batches in order, each once the one before is stored."""
 
     last: dict[int, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
     """Per partition, the delivery of the last batch sent."""
+    waiting: defaultdict[int, deque[asyncio.Future[RecordMetadata]]] = field(
+        default_factory=lambda: defaultdict(deque)
+    )
+    """Per partition, the deliveries of its batches not yet stored, oldest first."""
+    sending: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def send(
-        self, producer: AIOKafkaProducer, topic: str, partition: int, batches: list[Records]
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        partition: int,
+        batches: list[Records],
+        after: Sequence[Awaitable[Any]] = (),
     ) -> list[asyncio.Future[RecordMetadata]]:
-        """Send `batches` to `partition`; each delivery resolves to its last record's metadata.
-
-        Raises the failure of an earlier batch of the partition instead of sending after it.
+        """Send `batches` to `partition`, each once the partition's batch before it is stored
+        and the first also once `after` are (what its records must follow: the change feed's
+        deliveries). Returns without waiting for that, unless `MOST_WAITING` batches of the
+        partition wait already; each delivery resolves to its batch's last record's metadata,
+        or fails as a batch before it or `after` failed (then it is never sent).
         """
+        waiting = self.waiting[partition]
+        while waiting and waiting[0].done():
+            waiting.popleft()
+        while len(waiting) > MOST_WAITING:
+            await asyncio.wait([waiting.popleft()])
         deliveries = []
         for records in batches:
-            previous = self.last.get(partition)
-            if previous is not None:
-                await asyncio.shield(previous)
             batch = producer.create_batch()
             for key, value in records.items():
                 if batch.append(key=key, value=value, timestamp=None, headers=_HEADERS) is None:
                     raise BatchOverflow(f"{len(records)} records over {batch.size()} bytes")
-            stored = await producer.send_batch(batch, topic, partition=partition)
-            delivery = _last_record(stored, len(records))
+            previous = self.last.get(partition)
+            before = [*after, *([] if previous is None else [previous])]
+            delivery: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+            sending = asyncio.ensure_future(
+                _send_after(before, producer, batch, topic, partition, len(records), delivery)
+            )
+            self.sending.add(sending)
+            sending.add_done_callback(self.sending.discard)
             self.last[partition] = delivery
+            waiting.append(delivery)
             deliveries.append(delivery)
+            after = ()
         return deliveries
 
 
-def _last_record(
-    stored: asyncio.Future[RecordMetadata], count: int
-) -> asyncio.Future[RecordMetadata]:
-    """The metadata of a batch's last record, from the batch's (which gives its first offset)."""
-    last: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+async def _send_after(
+    before: Sequence[Awaitable[Any]],
+    producer: AIOKafkaProducer,
+    batch: BatchBuilder,
+    topic: str,
+    partition: int,
+    count: int,
+    delivery: asyncio.Future[RecordMetadata],
+) -> None:
+    """Send `batch` once every one of `before` is stored; `delivery` resolves as it does."""
+    try:
+        if before:
+            await asyncio.gather(*map(asyncio.shield, before))
+        stored = await producer.send_batch(batch, topic, partition=partition)
+    except asyncio.CancelledError:
+        delivery.cancel()
+        raise
+    except Exception as failure:  # the agent's acking stops the worker
+        delivery.set_exception(failure)
+        return
+    _settle_with_last_record(stored, count, delivery)
+
+
+def _settle_with_last_record(
+    stored: asyncio.Future[RecordMetadata], count: int, last: asyncio.Future[RecordMetadata]
+) -> None:
+    """Resolve `last` with the metadata of a batch's last record, from the batch's (which
+    gives its first offset)."""
 
     def settle(outcome: asyncio.Future[RecordMetadata]) -> None:
         if outcome.cancelled():
@@ -184,4 +237,3 @@ def _last_record(
             last.set_result(first._replace(offset=first.offset + count - 1))
 
     stored.add_done_callback(settle)
-    return last

@@ -147,8 +147,9 @@ def test_every_change_id_is_unique_and_the_same_on_every_replay() -> None:
 
 
 def test_a_redelivered_or_republished_event_changes_nothing_again() -> None:
-    """The worker stores an event's changes on the feed before the state that recognises the
-    redelivery (`streams.app.Rumourmill.store_changes`): a redelivery sends none."""
+    """The worker sends the state that recognises the redelivery to the changelog only once
+    the event's changes are on the feed (`streams.app.Rumourmill.send_changes`): a redelivery
+    sends none."""
     projector, state = feed(), MemoryState()
     sent = take(projector, state, TAVERN)
     assert [change for change in sent if change["seq"] == 4]

@@ -1,4 +1,5 @@
-"""The changelog's record batches: one record per state key, events never cut in two.
+"""The changelog's record batches: one record per state key, events never cut in two, each
+sent after what it must follow.
 
 Recovery lays the records over an empty RocksDB in order, so the batches must hold exactly the
 last write of every key (deletes as tombstones, an empty value as an empty value), and every
@@ -7,10 +8,17 @@ event must sit whole in one batch unless it alone is larger than a batch.
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.changelog import PartitionWrites, Records, record_size
+from streams.changelog import ChangelogWriter, PartitionWrites, Records, record_size
+from streams.topics import ensure_topics
+from tests.support import unique_settings
 
 Event = list[tuple[bytes, bytes | None]]
 
@@ -96,3 +104,52 @@ def test_recovery_from_the_batches_equals_the_writes_and_each_fits(
     for batch in batches:
         size = 61 + sum(record_size(key, value) for key, value in batch.items())
         assert len(batch) == 1 or size <= limit
+
+
+@pytest.mark.integration
+def test_a_batch_waits_for_what_it_must_follow_and_is_never_sent_after_a_failure(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The change feed's deliveries gate the changelog batch of their events: stored only once
+    they are, and never if one fails (nor any later batch of the partition)."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    topic = settings.topics.acks  # any topic of this test's own, with its partitions
+    asyncio.run(ensure_topics(settings))
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            writer = ChangelogWriter()
+            loop = asyncio.get_running_loop()
+            feed: asyncio.Future[None] = loop.create_future()
+            [gated] = await writer.send(producer, topic, 0, [{b"k": b"1"}], after=[feed])
+            [later] = await writer.send(producer, topic, 0, [{b"k": b"2"}])
+            await asyncio.sleep(1.0)  # sent at once, both would be stored within milliseconds
+            assert not gated.done() and not later.done()
+            feed.set_result(None)
+            assert (await gated).offset == 0 and (await later).offset == 1
+
+            failed: asyncio.Future[None] = loop.create_future()
+            [refused] = await writer.send(producer, topic, 1, [{b"k": b"3"}], after=[failed])
+            [behind] = await writer.send(producer, topic, 1, [{b"k": b"4"}])
+            failed.set_exception(RuntimeError("the feed's broker went away"))
+            for delivery in (refused, behind):
+                with pytest.raises(RuntimeError, match="went away"):
+                    await delivery
+            ends = await end_offsets(kafka_bootstrap, topic, [0, 1])
+            assert ends == {0: 2, 1: 0}
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
