@@ -142,8 +142,8 @@ class BatchOverflow(RuntimeError):
 
 
 MOST_WAITING = 4
-"""Batches of a partition a send may leave waiting to be stored before it waits itself: a slow
-broker slows the agent."""
+"""Batches of a partition that may wait to be stored before a send waits itself: a slow broker
+slows the agent."""
 
 
 @dataclass
@@ -168,17 +168,17 @@ class ChangelogWriter:
     ) -> list[asyncio.Future[RecordMetadata]]:
         """Send `batches` to `partition`, each once the partition's batch before it is stored
         and the first also once `after` are (what its records must follow: the change feed's
-        deliveries). Returns without waiting for that, unless `MOST_WAITING` batches of the
-        partition wait already; each delivery resolves to its batch's last record's metadata,
+        deliveries). Returns without waiting for that, but waits before a batch while
+        `MOST_WAITING` batches of the partition wait already; each delivery resolves to its batch's last record's metadata,
         or fails as a batch before it or `after` failed (then it is never sent).
         """
         waiting = self.waiting[partition]
-        while waiting and waiting[0].done():
-            waiting.popleft()
-        while len(waiting) > MOST_WAITING:
-            await asyncio.wait([waiting.popleft()])
         deliveries = []
         for records in batches:
+            while waiting and waiting[0].done():
+                waiting.popleft()
+            while len(waiting) >= MOST_WAITING:
+                await asyncio.wait([waiting.popleft()])
             batch = producer.create_batch()
             for key, value in records.items():
                 if batch.append(key=key, value=value, timestamp=None, headers=_HEADERS) is None:
