@@ -95,6 +95,23 @@ class RewindingConsumer(aiokafka_driver.Consumer):
         held, self.held = self.held, set()
         super().resume_partitions(held & self.assignment())
 
+    def pause_partitions(self, tps: Iterable[TP]) -> None:
+        """Pause, and forget a pending resume of the same partitions: a rebalance pauses the
+        whole assignment, and a resume held over from before it would otherwise take effect at
+        the next seek, in the middle of the recovery that follows."""
+        tps = set(tps)
+        self.held -= tps
+        super().pause_partitions(tps)
+
+    def on_buffer_drop(self, tp: TP) -> None:
+        """Faust puts a partition back into the fetch once its stream buffer drains, even when a
+        rebalance paused it meanwhile (the buffer's pending callback outlives the clearing of the
+        buffer): that would fetch it from a stale position. Only an unpaused one goes back."""
+        if tp in self._paused_partitions or tp in self.held:
+            self._buffered_partitions.discard(tp)
+            return
+        super().on_buffer_drop(tp)
+
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         self.held -= revoked
         await super().on_partitions_revoked(set(revoked))

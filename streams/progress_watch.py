@@ -1,0 +1,139 @@
+"""A watch on the worker's own progress: warns when an assigned partition of the events topic has
+events waiting and commits none, with everything the consumer and the recovery know about it.
+
+A partition that a rebalance leaves unfetched, unresumed or stuck in recovery otherwise shows
+nothing in the log: the worker looks idle while events wait. The warning names the partition,
+how many events wait, and why the consumer may not hand them over (paused, held for a seek,
+taken out of the fetch for a full buffer, recovery still laying changelog records...), so that
+the tail of a log is enough to tell where the events stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import faust
+from faust.tables.manager import TableManager
+from faust.types import TP
+
+from streams.kafka_consumer import RewindingConsumer
+from streams.logs import logger
+
+log = logger("progress")
+
+WATCH_SECONDS = 5.0
+"""How often the worker compares its committed offsets with the ends of its partitions."""
+STALL_SECONDS = 30.0
+"""A partition with events waiting and no commit for this long is reported (then as often)."""
+
+
+@dataclass
+class _Progress:
+    committed: int | None
+    since: float
+    reported_at: float | None = None
+
+
+@dataclass
+class Stalls:
+    """Per partition, since when its committed offset has stood still with events waiting."""
+
+    stall_seconds: float = STALL_SECONDS
+    progress: dict[TP, _Progress] = field(default_factory=dict)
+
+    def observe(self, now: float, tp: TP, committed: int | None, start: int, end: int) -> float:
+        """Seconds `tp` has stood still with events waiting, when that is worth a report now
+        (past `stall_seconds`, and as long again since the last report); 0.0 otherwise.
+
+        `committed` is the consumer's committed offset (None before the first commit), `start`
+        and `end` the partition's first offset and log end."""
+        last = self.progress.get(tp)
+        waiting = end > (start if committed is None else max(committed, start))
+        if last is None or last.committed != committed or not waiting:
+            self.progress[tp] = _Progress(committed, now)
+            return 0.0
+        still = now - last.since
+        due = last.reported_at is None or now - last.reported_at >= self.stall_seconds
+        if still < self.stall_seconds or not due:
+            return 0.0
+        last.reported_at = now
+        return still
+
+    def keep_only(self, tps: set[TP]) -> None:
+        """Forget partitions no longer assigned."""
+        for tp in set(self.progress) - tps:
+            del self.progress[tp]
+
+
+class ProgressWatch:
+    """Reports assigned partitions of `topic` that stand still with events waiting."""
+
+    def __init__(self, app: faust.App, topic: str) -> None:
+        self.app = app
+        self.topic = topic
+        self.stalls = Stalls()
+
+    async def check(self) -> None:
+        """One look (from a timer): never raises, a rebalance may be under way."""
+        try:
+            await self._check()
+        except Exception as error:  # the consumer may be rebalancing or stopping
+            log.debug("progress not checked: %r", error)
+
+    async def _check(self) -> None:
+        consumer = cast(RewindingConsumer, self.app.consumer)
+        tps = {tp for tp in consumer.assignment() if tp.topic == self.topic}
+        self.stalls.keep_only(tps)
+        if not tps:
+            return
+        ends = await consumer.highwaters(*tps)
+        starts = await consumer.earliest_offsets(*tps)
+        now = time.monotonic()
+        committed = cast(Mapping[TP, int | None], consumer._committed_offset)
+        for tp in sorted(tps):
+            end = ends.get(tp)
+            if end is None:
+                continue
+            offset = committed.get(tp)
+            start = starts.get(tp) or 0
+            if still := self.stalls.observe(now, tp, offset, start, end):
+                log.warning(
+                    "partition %d of %s: %d event(s) waiting, nothing committed for %.0f s "
+                    "(committed %s, log end %d); %s",
+                    tp.partition,
+                    self.topic,
+                    end - (start if offset is None else max(offset, start)),
+                    still,
+                    offset,
+                    end,
+                    self.describe(consumer, tp),
+                    extra={"partition": tp.partition, "stalled_seconds": round(still)},
+                )
+
+    def describe(self, consumer: RewindingConsumer, tp: TP) -> str:
+        """What the consumer and the recovery say about `tp`, in one line."""
+        recovery = cast(TableManager, self.app.tables).recovery
+        remaining = {
+            changelog.partition: left
+            for changelog, left in recovery.active_remaining().items()
+            if left
+        }
+        state: dict[str, Any] = {
+            "fetching": tp in consumer._get_active_partitions(),
+            "paused": tp in consumer._paused_partitions,
+            "held for a seek": tp in consumer.held,
+            "out for a full buffer": tp in consumer._buffered_partitions,
+            "highwater seen": consumer.highwater(tp),
+            "read offset": consumer._read_offset.get(tp),
+            "flow active": consumer.flow_active,
+            "rebalancing": self.app.rebalancing,
+            "generation": self.app.consumer_generation_id,
+            "in recovery": recovery.in_recovery,
+            "recovery completed": recovery.completed.is_set(),
+            "changelog records left by partition": remaining,
+            "events buffered": sum(topic.queue.qsize() for topic in self.app.topics),
+        }
+        return ", ".join(f"{name}: {value}" for name, value in state.items())

@@ -1,0 +1,93 @@
+"""What keeps a partition from being left behind after a rebalance, checked without a broker:
+a recovery step that times out starts the recovery over; a pause cancels a pending resume; a
+drained buffer does not resume a paused partition; a partition that stands still is reported."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from faust.tables.recovery import RebalanceAgain
+from faust.types import TP
+
+from streams.app import create_app
+from streams.kafka_consumer import RewindingConsumer
+from streams.progress_watch import Stalls
+from streams.settings import Settings
+
+EVENTS = TP("events", 0)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(broker="127.0.0.1:1", data_dir=tmp_path, app_id="stranded")
+
+
+def test_a_recovery_step_that_times_out_starts_the_recovery_over(settings: Settings) -> None:
+    """Faust reports a timed-out step as a stop, which ends its recovery loop for good."""
+
+    async def wait_for_a_step_that_never_answers() -> bool:
+        recovery = create_app(settings).app.tables.recovery
+        with pytest.raises(RebalanceAgain):
+            await recovery._wait(asyncio.sleep(60), timeout=0.01)  # type: ignore[attr-defined]
+        return recovery.signal_recovery_start.is_set()  # type: ignore[attr-defined]
+
+    assert asyncio.run(wait_for_a_step_that_never_answers())
+
+
+def consumer_of(settings: Settings) -> RewindingConsumer:
+    consumer = create_app(settings).app.consumer
+    assert isinstance(consumer, RewindingConsumer)
+    consumer._set_active_tps({EVENTS})
+    return consumer
+
+
+def test_a_pause_cancels_a_resume_held_for_a_seek(settings: Settings) -> None:
+    consumer = consumer_of(settings)
+    consumer.resume_partitions({EVENTS})
+    assert EVENTS in consumer.held
+    consumer.pause_partitions({EVENTS})
+    assert EVENTS not in consumer.held
+    assert EVENTS not in consumer._get_active_partitions()
+
+
+def test_a_drained_buffer_does_not_resume_a_paused_partition(settings: Settings) -> None:
+    consumer = consumer_of(settings)
+    consumer.on_buffer_full(EVENTS)
+    consumer.pause_partitions({EVENTS})  # a rebalance
+    consumer.on_buffer_drop(EVENTS)
+    assert EVENTS not in consumer._get_active_partitions()
+    assert EVENTS not in consumer._buffered_partitions
+
+
+def test_a_drained_buffer_resumes_a_partition_that_is_not_paused(settings: Settings) -> None:
+    consumer = consumer_of(settings)
+    consumer.on_buffer_full(EVENTS)
+    assert EVENTS not in consumer._get_active_partitions()
+    consumer.on_buffer_drop(EVENTS)
+    assert EVENTS in consumer._get_active_partitions()
+
+
+def test_a_partition_with_events_waiting_and_no_commit_is_reported_then_every_period() -> None:
+    stalls = Stalls(stall_seconds=30)
+    seen = [stalls.observe(now, EVENTS, 100, 0, 150) for now in (0, 10, 29, 31, 40, 62)]
+    assert seen == [0.0, 0.0, 0.0, 31, 0.0, 62]
+
+
+def test_a_partition_that_commits_or_has_nothing_waiting_is_not_reported() -> None:
+    stalls = Stalls(stall_seconds=30)
+    assert stalls.observe(0, EVENTS, 100, 0, 100) == 0.0
+    assert stalls.observe(40, EVENTS, 100, 0, 100) == 0.0  # caught up
+    assert stalls.observe(50, EVENTS, 100, 0, 120) == 0.0  # events arrive: the clock starts
+    assert stalls.observe(70, EVENTS, 110, 0, 120) == 0.0  # a commit: it starts again
+    assert stalls.observe(95, EVENTS, 110, 0, 120) == 0.0
+    assert stalls.observe(101, EVENTS, 110, 0, 120) == 31
+
+
+def test_a_never_committed_partition_counts_from_its_log_start() -> None:
+    stalls = Stalls(stall_seconds=30)
+    assert stalls.observe(0, EVENTS, None, 40, 40) == 0.0
+    assert stalls.observe(31, EVENTS, None, 40, 40) == 0.0  # nothing past its start
+    assert stalls.observe(32, EVENTS, None, 40, 41) == 0.0
+    assert stalls.observe(62, EVENTS, None, 40, 41) == 31  # since it last had nothing waiting
