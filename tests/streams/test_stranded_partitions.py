@@ -1,15 +1,18 @@
 """What keeps a partition from being left behind after a rebalance, checked without a broker:
 a recovery step that times out starts the recovery over; a pause cancels a pending resume; a
-drained buffer does not resume a paused partition; a partition that stands still is reported."""
+drained buffer does not resume a paused partition; fetched standby records survive a resume;
+a partition that stands still is reported."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import faust
 import pytest
+from faust import Event
 from faust.tables.recovery import RebalanceAgain
-from faust.types import TP
+from faust.types import TP, Message
 
 from streams.app import create_app
 from streams.kafka_consumer import RewindingConsumer
@@ -17,6 +20,7 @@ from streams.progress_watch import Stalls
 from streams.settings import Settings
 
 EVENTS = TP("events", 0)
+CHANGELOG = TP("stranded-state-changelog", 1)
 
 
 @pytest.fixture
@@ -67,6 +71,39 @@ def test_a_drained_buffer_resumes_a_partition_that_is_not_paused(settings: Setti
     assert EVENTS not in consumer._get_active_partitions()
     consumer.on_buffer_drop(EVENTS)
     assert EVENTS in consumer._get_active_partitions()
+
+
+def changelog_record(app: faust.App, tp: TP, offset: int, generation: int) -> Event:
+    message = Message(
+        tp.topic, tp.partition, offset, 0.0, 0, {}, b"key", b"value", None, generation_id=generation
+    )
+    return Event(app, b"key", b"value", {}, message)
+
+
+def test_standby_records_fetched_before_a_resume_are_kept(settings: Settings) -> None:
+    """Faust resumes the flow while standby partitions are read, and emptied the queue then."""
+    app = create_app(settings).app
+    app.consumer_generation_id = 3
+    app.tables.recovery.standby_tps.add(CHANGELOG)  # type: ignore[attr-defined]
+    queue = app.tables.changelog_queue  # type: ignore[attr-defined]
+    app.flow_control.resume()
+    for offset in (10, 11):
+        queue.put_nowait(changelog_record(app, CHANGELOG, offset, generation=3))
+    queue.put_nowait(changelog_record(app, CHANGELOG, 5, generation=2))  # an earlier rebalance's
+    queue.put_nowait(changelog_record(app, TP(CHANGELOG.topic, 0), 7, generation=3))  # not read
+    app.flow_control.resume()
+    assert [event.message.offset for event in queue._queue] == [10, 11]
+
+
+def test_a_rebalance_empties_the_changelog_queue(settings: Settings) -> None:
+    app = create_app(settings).app
+    app.tables.recovery.standby_tps.add(CHANGELOG)  # type: ignore[attr-defined]
+    queue = app.tables.changelog_queue  # type: ignore[attr-defined]
+    app.flow_control.resume()
+    queue.put_nowait(changelog_record(app, CHANGELOG, 10, generation=app.consumer_generation_id))
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    assert queue.empty()
 
 
 def test_a_partition_with_events_waiting_and_no_commit_is_reported_then_every_period() -> None:
