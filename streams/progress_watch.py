@@ -114,7 +114,14 @@ class ProgressWatch:
                 )
 
     def describe(self, consumer: RewindingConsumer, tp: TP) -> str:
-        """What the consumer and the recovery say about `tp`, in one line."""
+        """What the consumer and the recovery say about `tp`, in one line (never raises: the
+        warning goes out in any case)."""
+        try:
+            return self._describe(consumer, tp)
+        except Exception as error:
+            return f"consumer state unreadable: {error!r}"
+
+    def _describe(self, consumer: RewindingConsumer, tp: TP) -> str:
         recovery = cast(TableManager, self.app.tables).recovery
         remaining = {
             changelog.partition: left
@@ -135,5 +142,6 @@ class ProgressWatch:
             "recovery completed": recovery.completed.is_set(),
             "changelog records left by partition": remaining,
             "events buffered": sum(topic.queue.qsize() for topic in self.app.topics),
+            "events taken, not acked": len(consumer._unacked_messages),
         }
         return ", ".join(f"{name}: {value}" for name, value in state.items())

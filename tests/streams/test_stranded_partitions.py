@@ -16,7 +16,7 @@ from faust.types import TP, Message
 
 from streams.app import create_app
 from streams.kafka_consumer import RewindingConsumer
-from streams.progress_watch import Stalls
+from streams.progress_watch import ProgressWatch, Stalls
 from streams.settings import Settings
 
 EVENTS = TP("events", 0)
@@ -128,3 +128,15 @@ def test_a_never_committed_partition_counts_from_its_log_start() -> None:
     assert stalls.observe(31, EVENTS, None, 40, 40) == 0.0  # nothing past its start
     assert stalls.observe(32, EVENTS, None, 40, 41) == 0.0
     assert stalls.observe(62, EVENTS, None, 40, 41) == 31  # since it last had nothing waiting
+
+
+def test_a_stalled_partition_is_described_with_the_consumer_and_recovery_state(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    consumer = consumer_of(settings)
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 150)
+    consumer.resume_partitions({EVENTS})
+    said = ProgressWatch(consumer.app, EVENTS.topic).describe(consumer, EVENTS)
+    assert "held for a seek: True" in said
+    assert "highwater seen: 150" in said
+    assert "recovery completed: False" in said
