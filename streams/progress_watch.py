@@ -1,5 +1,6 @@
-"""A watch on the worker's own progress: warns when an assigned partition of the events topic has
-events waiting and commits none, with everything the consumer and the recovery know about it.
+"""A watch on the worker's own progress: warns when a rebalance does not end, or when an assigned
+partition of the events topic has events waiting and commits none, with everything the consumer
+and the recovery know about it.
 
 A partition that a rebalance leaves unfetched, unresumed or stuck in recovery otherwise shows
 nothing in the log: the worker looks idle while events wait. The warning names the partition,
@@ -27,7 +28,8 @@ log = logger("progress")
 WATCH_SECONDS = 5.0
 """How often the worker compares its committed offsets with the ends of its partitions."""
 STALL_SECONDS = 30.0
-"""A partition with events waiting and no commit for this long is reported (then as often)."""
+"""A partition with events waiting and no commit for this long is reported (then as often), and
+so is a rebalance that lasts as long."""
 
 
 @dataclass
@@ -35,6 +37,16 @@ class _Progress:
     committed: int | None
     since: float
     reported_at: float | None = None
+
+    def report_due(self, now: float, stall_seconds: float) -> float:
+        """Seconds since `since` once they pass `stall_seconds` and as long again has passed
+        since the last report (which this counts as made); 0.0 otherwise."""
+        still = now - self.since
+        recent = self.reported_at is not None and now - self.reported_at < stall_seconds
+        if still < stall_seconds or recent:
+            return 0.0
+        self.reported_at = now
+        return still
 
 
 @dataclass
@@ -55,12 +67,7 @@ class Stalls:
         if last is None or last.committed != committed or not waiting:
             self.progress[tp] = _Progress(committed, now)
             return 0.0
-        still = now - last.since
-        due = last.reported_at is None or now - last.reported_at >= self.stall_seconds
-        if still < self.stall_seconds or not due:
-            return 0.0
-        last.reported_at = now
-        return still
+        return last.report_due(now, self.stall_seconds)
 
     def keep_only(self, tps: set[TP]) -> None:
         """Forget partitions no longer assigned."""
@@ -69,12 +76,15 @@ class Stalls:
 
 
 class ProgressWatch:
-    """Reports assigned partitions of `topic` that stand still with events waiting."""
+    """Reports a rebalance that does not end, and assigned partitions of `topic` that stand
+    still with events waiting."""
 
     def __init__(self, app: faust.App, topic: str) -> None:
         self.app = app
         self.topic = topic
         self.stalls = Stalls()
+        self.rebalance: _Progress | None = None
+        """Since when the worker has been rebalancing (revoking, assigning or recovering)."""
 
     async def check(self) -> None:
         """One look (from a timer): never raises, a rebalance may be under way."""
@@ -85,6 +95,7 @@ class ProgressWatch:
 
     async def _check(self) -> None:
         consumer = cast(RewindingConsumer, self.app.consumer)
+        self._check_rebalance(consumer, time.monotonic())
         tps = {tp for tp in consumer.assignment() if tp.topic == self.topic}
         self.stalls.keep_only(tps)
         if not tps:
@@ -113,34 +124,53 @@ class ProgressWatch:
                     extra={"partition": tp.partition, "stalled_seconds": round(still)},
                 )
 
-    def describe(self, consumer: RewindingConsumer, tp: TP) -> str:
-        """What the consumer and the recovery say about `tp`, in one line (never raises: the
-        warning goes out in any case)."""
+    def _check_rebalance(self, consumer: RewindingConsumer, now: float) -> None:
+        """A rebalance stuck in revoking (waiting for events to be acked), in recovery or in
+        placing the partitions leaves the old assignment in place, with nothing waiting on it:
+        only its length shows it."""
+        if not self.app.rebalancing:
+            self.rebalance = None
+            return
+        self.rebalance = self.rebalance or _Progress(None, now)
+        if still := self.rebalance.report_due(now, self.stalls.stall_seconds):
+            log.warning(
+                "a rebalance has been under way for %.0f s; %s",
+                still,
+                self.describe(consumer),
+                extra={"stalled_seconds": round(still)},
+            )
+
+    def describe(self, consumer: RewindingConsumer, tp: TP | None = None) -> str:
+        """What the consumer and the recovery say (about `tp` first, if given), in one line
+        (never raises: the warning goes out in any case)."""
         try:
             return self._describe(consumer, tp)
         except Exception as error:
             return f"consumer state unreadable: {error!r}"
 
-    def _describe(self, consumer: RewindingConsumer, tp: TP) -> str:
+    def _describe(self, consumer: RewindingConsumer, tp: TP | None) -> str:
+        state: dict[str, Any] = {}
+        if tp is not None:
+            state |= {
+                "fetching": tp in consumer._get_active_partitions(),
+                "paused": tp in consumer._paused_partitions,
+                "held for a seek": tp in consumer.held,
+                "out for a full buffer": tp in consumer._buffered_partitions,
+                "highwater seen": consumer.highwater(tp),
+                "read offset": consumer._read_offset.get(tp),
+            }
         recovery = cast(TableManager, self.app.tables).recovery
-        remaining = {
-            changelog.partition: left
-            for changelog, left in recovery.active_remaining().items()
-            if left
-        }
-        state: dict[str, Any] = {
-            "fetching": tp in consumer._get_active_partitions(),
-            "paused": tp in consumer._paused_partitions,
-            "held for a seek": tp in consumer.held,
-            "out for a full buffer": tp in consumer._buffered_partitions,
-            "highwater seen": consumer.highwater(tp),
-            "read offset": consumer._read_offset.get(tp),
+        state |= {
             "flow active": consumer.flow_active,
             "rebalancing": self.app.rebalancing,
             "generation": self.app.consumer_generation_id,
             "in recovery": recovery.in_recovery,
             "recovery completed": recovery.completed.is_set(),
-            "changelog records left by partition": remaining,
+            "changelog records left by partition": {
+                changelog.partition: left
+                for changelog, left in recovery.active_remaining().items()
+                if left
+            },
             "events buffered": sum(topic.queue.qsize() for topic in self.app.topics),
             "events taken, not acked": len(consumer._unacked_messages),
         }

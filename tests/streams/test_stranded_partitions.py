@@ -6,6 +6,7 @@ a partition that stands still is reported."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import faust
@@ -140,3 +141,25 @@ def test_a_stalled_partition_is_described_with_the_consumer_and_recovery_state(
     assert "held for a seek: True" in said
     assert "highwater seen: 150" in said
     assert "recovery completed: False" in said
+
+
+def test_a_rebalance_that_does_not_end_is_reported_then_every_period(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stuck in revoking or recovering, the worker keeps its old assignment with nothing
+    waiting on it: the length of the rebalance is all that shows."""
+    consumer = consumer_of(settings)
+    watch = ProgressWatch(consumer.app, EVENTS.topic)
+    consumer.app.rebalancing = True
+    with caplog.at_level(logging.WARNING, logger="rumourmill.progress"):
+        for now in (0.0, 20.0, 31.0, 45.0, 62.0):
+            watch._check_rebalance(consumer, now)
+        consumer.app.rebalancing = False
+        watch._check_rebalance(consumer, 63.0)
+        consumer.app.rebalancing = True
+        watch._check_rebalance(consumer, 90.0)  # a new rebalance: its own clock
+    reports = [record.getMessage() for record in caplog.records]
+    assert len(reports) == 2, reports
+    assert reports[0].startswith("a rebalance has been under way for 31 s; flow active: ")
+    assert "recovery completed: False" in reports[0]
+    assert reports[1].startswith("a rebalance has been under way for 62 s")
