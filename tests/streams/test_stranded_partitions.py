@@ -57,6 +57,29 @@ def test_a_pause_cancels_a_resume_held_for_a_seek(settings: Settings) -> None:
     assert EVENTS not in consumer._get_active_partitions()
 
 
+def test_a_placed_partition_is_fetched_only_once_the_flow_resumes(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust's recovery seeks, then resumes the flow control (emptying every stream's buffer),
+    then the flow: what a partition resumed at its seek fetched in between was lost."""
+    consumer = consumer_of(settings)
+
+    async def committed() -> dict[TP, int]:
+        return {EVENTS: 42}  # the broker's answer
+
+    monkeypatch.setattr(consumer, "seek_to_committed", committed)
+    monkeypatch.setattr(consumer, "assignment", lambda: {EVENTS})
+    consumer.pause_partitions({EVENTS})  # the rebalance
+    consumer.stop_flow()
+    consumer.resume_partitions({EVENTS})  # Faust's `on_recovery_completed`, in its order
+    asyncio.run(consumer.perform_seek())
+    assert EVENTS not in consumer._get_active_partitions()
+    consumer.app.flow_control.resume()
+    consumer.resume_flow()
+    assert EVENTS in consumer._get_active_partitions()
+    assert consumer._read_offset[EVENTS] == 42
+
+
 def test_a_drained_buffer_does_not_resume_a_paused_partition(settings: Settings) -> None:
     consumer = consumer_of(settings)
     consumer.on_buffer_full(EVENTS)
