@@ -44,6 +44,8 @@ class PersistentRecovery(Recovery):
                 timeout,
                 error,
             )
+            consumer = self.app.consumer
+            consumer.pause_partitions(consumer.assignment())  # as a rebalance would
             self.signal_recovery_start.set()
             raise RebalanceAgain() from error
 

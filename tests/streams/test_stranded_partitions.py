@@ -32,13 +32,17 @@ def settings(tmp_path: Path) -> Settings:
 def test_a_recovery_step_that_times_out_starts_the_recovery_over(settings: Settings) -> None:
     """Faust reports a timed-out step as a stop, which ends its recovery loop for good."""
 
+    consumer = consumer_of(settings)
+    consumer.assignment = lambda: {EVENTS}  # type: ignore[method-assign]
+
     async def wait_for_a_step_that_never_answers() -> bool:
-        recovery = create_app(settings).app.tables.recovery
+        recovery = consumer.app.tables.recovery  # type: ignore[attr-defined]
         with pytest.raises(RebalanceAgain):
-            await recovery._wait(asyncio.sleep(60), timeout=0.01)  # type: ignore[attr-defined]
-        return recovery.signal_recovery_start.is_set()  # type: ignore[attr-defined]
+            await recovery._wait(asyncio.sleep(60), timeout=0.01)
+        return bool(recovery.signal_recovery_start.is_set())
 
     assert asyncio.run(wait_for_a_step_that_never_answers())
+    assert EVENTS not in consumer._get_active_partitions()  # paused until the recovery places it
 
 
 def consumer_of(settings: Settings) -> RewindingConsumer:
