@@ -127,8 +127,9 @@ class RewindingConsumer(aiokafka_driver.Consumer):
     def on_buffer_drop(self, tp: TP) -> None:
         """Faust puts a partition back into the fetch once its stream buffer drains, even when a
         rebalance paused it meanwhile (the buffer's pending callback outlives the clearing of the
-        buffer): that would fetch it from a stale position. Only an unpaused one goes back."""
-        if tp in self._paused_partitions or tp in self.held or tp in self.placed:
+        buffer): that would fetch it from a stale position. Only an unpaused one goes back (a
+        held or placed one is still paused)."""
+        if tp in self._paused_partitions:
             self._buffered_partitions.discard(tp)
             return
         super().on_buffer_drop(tp)
