@@ -155,6 +155,7 @@ class ProgressWatch:
                 "fetching": tp in consumer._get_active_partitions(),
                 "paused": tp in consumer._paused_partitions,
                 "held for a seek": tp in consumer.held,
+                "placed, waiting for the flow": tp in consumer.placed,
                 "out for a full buffer": tp in consumer._buffered_partitions,
                 "highwater seen": consumer.highwater(tp),
                 "read offset": consumer._read_offset.get(tp),
