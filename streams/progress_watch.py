@@ -166,7 +166,7 @@ class ProgressWatch:
             "rebalancing": self.app.rebalancing,
             "generation": self.app.consumer_generation_id,
             "in recovery": recovery.in_recovery,
-            "recovery completed": recovery.completed.is_set(),
+            "first recovery done": recovery.completed.is_set(),
             "changelog records left by partition": {
                 changelog.partition: left
                 for changelog, left in recovery.active_remaining().items()

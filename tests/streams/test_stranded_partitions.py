@@ -167,7 +167,7 @@ def test_a_stalled_partition_is_described_with_the_consumer_and_recovery_state(
     said = ProgressWatch(consumer.app, EVENTS.topic).describe(consumer, EVENTS)
     assert "held for a seek: True" in said
     assert "highwater seen: 150" in said
-    assert "recovery completed: False" in said
+    assert "first recovery done: False" in said
 
 
 def test_a_rebalance_that_does_not_end_is_reported_then_every_period(
@@ -188,5 +188,5 @@ def test_a_rebalance_that_does_not_end_is_reported_then_every_period(
     reports = [record.getMessage() for record in caplog.records]
     assert len(reports) == 2, reports
     assert reports[0].startswith("a rebalance has been under way for 31 s; flow active: ")
-    assert "recovery completed: False" in reports[0]
+    assert "first recovery done: False" in reports[0]
     assert reports[1].startswith("a rebalance has been under way for 62 s")
