@@ -9,7 +9,9 @@ Without a standby the survivor replays the killed worker's whole changelog; with
 
 from __future__ import annotations
 
+import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from benchmarks.support import Options, median, run_main
@@ -25,24 +27,33 @@ def run(options: Options, bootstrap: str) -> None:
     repeats = 1 if options.quick else max(1, options.repeats // 2)
     rows = []
     for history in histories:
-        seconds = {}
+        figures = {}
         for standbys in (0, 1):
-            runs = []
-            for _ in range(repeats):
-                with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
-                    runs.append(
-                        failover_seconds(bootstrap, Path(temp), history, standbys, timeout=600)
-                    )
-            seconds[standbys] = median(runs)
+            attempts = [timed_failover(bootstrap, history, standbys) for _ in range(repeats)]
+            runs = [seconds for seconds in attempts if seconds is not None]
+            figures[standbys] = f"{median(runs):5.1f} s" if runs else "timed out"
+            if 0 < len(runs) < repeats:
+                figures[standbys] += f" ({repeats - len(runs)} of {repeats} timed out)"
         rows.append(
-            f"{history:>7,} events of history: {seconds[1]:5.1f} s with a standby, "
-            f"{seconds[0]:5.1f} s without"
+            f"{history:>7,} events of history: {figures[1]} with a standby, {figures[0]} without"
         )
     print(
         f"\n== failover after SIGKILL (session timeout {SESSION_TIMEOUT_SECONDS:.0f} s); "
         f"medians of {repeats}"
     )
     print("\n".join(f"  {row}" for row in rows))
+
+
+def timed_failover(bootstrap: str, history: int, standbys: int) -> float | None:
+    """One failover's seconds; None when it timed out, after printing why (the error carries
+    both workers' log tails), so that the benchmarks after this one still run."""
+    with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
+        try:
+            return failover_seconds(bootstrap, Path(temp), history, standbys, timeout=600)
+        except TimeoutError as error:
+            print(f"  failover at {history:,} events, {standbys} standby(s), timed out:")
+            traceback.print_exception(error, file=sys.stdout)
+            return None
 
 
 if __name__ == "__main__":

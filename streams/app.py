@@ -47,7 +47,9 @@ from streams.logs import logger
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.policies import PolicyFeed
+from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.recall_index import SqliteRecallIndex
+from streams.recovery import StateTableManager
 from streams.settings import Settings
 from streams.state import (
     Known,
@@ -496,6 +498,7 @@ def create_app(settings: Settings) -> Rumourmill:
         autodiscover=False,
         table_standby_replicas=settings.standbys,
         Table=StateTable,
+        TableManager=StateTableManager,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
         producer_max_batch_size=settings.changelog_batch_bytes,
         broker_heartbeat_interval=2.0,
@@ -574,6 +577,12 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
         await mill.durability.checkpoint_due()
+
+    progress = ProgressWatch(app, settings.topics.events)
+
+    @app.timer(WATCH_SECONDS)  # type: ignore[untyped-decorator]
+    async def watch_progress() -> None:
+        await progress.check()
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:

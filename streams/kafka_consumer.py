@@ -9,9 +9,14 @@ and then move on past them:
 - after a rebalance Faust rewinds stream partitions to their committed offsets, which leaves a
   partition that never had an offset committed where the dropped records left it, and its
   first commit then jumps over the hole for good.
+Faust also empties the streams' buffers when it resumes the flow, which its recovery does once
+more after the seek that places the stream partitions: records fetched in between are lost, the
+fetch position past them, until the next rebalance (the events a failover hands over among
+them).
 `RewindingConsumer` hands the thread a copy of the active partitions, seeks dropped records
 back, and rewinds never-committed stream partitions to their log start, keeping them paused
-until then. Redelivery is harmless: the projector recognises what it already took in.
+until then and until the flow resumes. Redelivery is harmless: the projector recognises what it
+already took in.
 
 It also hands each fetched record to the streams without the four tasks Faust makes for it
 (`RewindingConsumer.wait_first`) whenever the hand-over cannot wait.
@@ -41,10 +46,13 @@ class RewindingConsumer(aiokafka_driver.Consumer):
 
     held: set[TP]
     """Stream partitions resumed by recovery, kept paused until `perform_seek` rewound them."""
+    placed: set[TP]
+    """Stream partitions `perform_seek` rewound, kept paused until the flow resumes."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held = set()
+        self.placed = set()
 
     async def _getmany(self, active_partitions: Set[TP] | None, timeout: float) -> RecordMap:
         wanted = None if active_partitions is None else set(active_partitions)
@@ -64,7 +72,8 @@ class RewindingConsumer(aiokafka_driver.Consumer):
         return {tp: batch for tp, batch in records.items() if tp not in dropped}
 
     def resume_partitions(self, tps: Iterable[TP]) -> None:
-        """Resume changelog partitions now, stream partitions once `perform_seek` placed them.
+        """Resume changelog partitions now, stream partitions once `perform_seek` placed them
+        and the flow resumed.
 
         Recovery resumes stream partitions right before it calls `perform_seek`, and the flow is
         already running: without holding them back, a fetch could read from the stale position.
@@ -92,11 +101,42 @@ class RewindingConsumer(aiokafka_driver.Consumer):
         if never:
             earliest = await self.earliest_offsets(*never)
             await self.seek_wait({tp: earliest.get(tp) or 0 for tp in never})
-        held, self.held = self.held, set()
-        super().resume_partitions(held & self.assignment())
+        self.placed |= self.held
+        self.held = set()
+
+    def resume_flow(self) -> None:
+        """Resume the flow, then the stream partitions `perform_seek` placed.
+
+        Faust's recovery seeks, then resumes the flow control, which empties every stream's
+        buffer, then the consumer's flow: a partition resumed at its seek could have records
+        fetched and buffered in between, and lost."""
+        super().resume_flow()
+        if self.placed:
+            placed, self.placed = self.placed, set()
+            super().resume_partitions(placed & self.assignment())
+
+    def pause_partitions(self, tps: Iterable[TP]) -> None:
+        """Pause, and forget a pending resume of the same partitions: a rebalance pauses the
+        whole assignment, and a resume held over from before it would otherwise take effect at
+        the next seek, in the middle of the recovery that follows."""
+        tps = set(tps)
+        self.held -= tps
+        self.placed -= tps
+        super().pause_partitions(tps)
+
+    def on_buffer_drop(self, tp: TP) -> None:
+        """Faust puts a partition back into the fetch once its stream buffer drains, even when a
+        rebalance paused it meanwhile (the buffer's pending callback outlives the clearing of the
+        buffer): that would fetch it from a stale position. Only an unpaused one goes back (a
+        held or placed one is still paused)."""
+        if tp in self._paused_partitions:
+            self._buffered_partitions.discard(tp)
+            return
+        super().on_buffer_drop(tp)
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         self.held -= revoked
+        self.placed -= revoked
         await super().on_partitions_revoked(set(revoked))
 
     async def wait_first(self, *coros: WaitArgT, timeout: Any = None) -> WaitResults:

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 
 from localbroker import free_port
+from streams.app import partition_of
 from streams.settings import Settings
 from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
 
@@ -47,6 +48,10 @@ def failover_seconds(
             wait_for_read(staying_settings, world, rounds + 1, began + timeout)
         return time.monotonic() - began
     except TimeoutError as error:  # the logs go with the temporary directory: keep their ends
+        error.add_note(
+            f"partitions last served: survivor {staying.owned_partitions()}, "
+            f"killed worker {killed.owned_partitions()}"
+        )
         error.add_note(f"survivor's log:\n{staying.log_tail(200)}")
         error.add_note(f"killed worker's log:\n{killed.log_tail(80)}")
         raise
@@ -58,14 +63,26 @@ def failover_seconds(
 def wait_for_processed(settings: Settings, worlds: list[str], seq: int, timeout: float) -> None:
     """Until every world has a `processed` ack for `seq`."""
     wanted = {(world, seq) for world in worlds}
+    done: set[tuple[object, object]] = set()
 
     def all_processed(acks: list[dict[str, object]]) -> bool:
-        done = {
+        done.update(
             (ack["world_instance_id"], ack["seq"]) for ack in acks if ack["outcome"] == "processed"
-        }
+        )
         return wanted <= done
 
-    read_topic(settings, settings.topics.acks, all_processed, timeout)
+    try:
+        read_topic(settings, settings.topics.acks, all_processed, timeout)
+    except TimeoutError as error:
+        missing = sorted(world for world, _ in wanted - done)
+        error.add_note(
+            f"no ack at seq {seq} for: "
+            + ", ".join(
+                f"{world} (partition {partition_of(world.encode(), settings.partitions)})"
+                for world in missing
+            )
+        )
+        raise
 
 
 def wait_for_read(settings: Settings, world: str, seq: int, deadline: float) -> None:
