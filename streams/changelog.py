@@ -169,8 +169,9 @@ class ChangelogWriter:
         """Send `batches` to `partition`, each once the partition's batch before it is stored
         and the first also once `after` are (what its records must follow: the change feed's
         deliveries). Returns without waiting for that, but waits before a batch while
-        `MOST_WAITING` batches of the partition wait already; each delivery resolves to its batch's last record's metadata,
-        or fails as a batch before it or `after` failed (then it is never sent).
+        `MOST_WAITING` batches of the partition wait already. Each delivery resolves to its
+        batch's last record's metadata, or fails as a batch before it or `after` failed (then
+        it is never sent).
         """
         waiting = self.waiting[partition]
         deliveries = []
