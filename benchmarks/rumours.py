@@ -8,7 +8,9 @@ clock and by the process's CPU time (what stays comparable when other work share
 and once more by the CPU time of the whole runs (what the garbage collector's occasional full
 walks cost shows there). The cost
 per meeting is the extra time spreading took, divided by the meetings (movements into a place
-where someone already was, and `characters-met` events) the stream held.
+where someone already was, and `characters-met` events) the stream held. What RocksDB's own
+threads took of the CPU time (flushing and compacting what was written) and the size of each
+state are printed beside: the memories rumours add cost their bytes there as well.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Folded:
     cpu_seconds: float
     """The process's CPU time over the whole fold: a collection of old objects falls in some
     slices and not others, so a median of slices can miss it, and the total cannot."""
+    projector_cpu_seconds: float
+    """The CPU time of the thread that folds: the rest of `cpu_seconds` is RocksDB's own
+    threads flushing and compacting what was written (it grows with the bytes written)."""
     state: Rdict
 
 
@@ -74,15 +79,20 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
 
     projector, state = Projector(policies=lambda tenant, world: policy), RocksTransaction(db, write)
     size = max(1, len(lines) // SLICES)
-    folded = Folded([], [], 0.0, 0.0, db)
+    folded = Folded([], [], 0.0, 0.0, 0.0, db)
     for start in range(0, len(lines), size):
-        began, began_cpu = time.perf_counter(), time.process_time()
+        began, began_cpu, began_thread = (
+            time.perf_counter(),
+            time.process_time(),
+            time.thread_time(),
+        )
         for offset in range(start, min(start + size, len(lines))):
             message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
             projector.receive(state, message)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
         folded.seconds += seconds
         folded.cpu_seconds += cpu_seconds
+        folded.projector_cpu_seconds += time.thread_time() - began_thread
         folded.rates.append(rate(min(size, len(lines) - start), seconds))
         folded.cpu_rates.append(rate(min(size, len(lines) - start), cpu_seconds))
     return folded
@@ -91,6 +101,12 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
 def memories_held(db: Rdict) -> int:
     """How many memories the town holds (what spreading adds shows here)."""
     return sum(1 for _ in RocksTransaction(db, _read_only).scan(pack(MEMORIES)))
+
+
+def live_megabytes(db: Rdict) -> int:
+    """What the state takes once written out: what rumours' bytes cost RocksDB's threads."""
+    db.flush()
+    return (db.property_int_value("rocksdb.estimate-live-data-size") or 0) // (1024 * 1024)
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:
@@ -109,6 +125,7 @@ def run(options: Options) -> None:
         off = fold(lines, DEFAULT_POLICY, Path(directory) / "off")
         on = fold(lines, spreading, Path(directory) / "on")
         held_off, held_on = memories_held(off.state), memories_held(on.state)
+        live_off, live_on = live_megabytes(off.state), live_megabytes(on.state)
         off.state.close()
         on.state.close()
     gc.unfreeze()
@@ -127,7 +144,14 @@ def run(options: Options) -> None:
                 f"ratio on/off over the whole run by CPU time (goal >= {GOAL})",
                 f"{off.cpu_seconds / on.cpu_seconds:.3f}",
             ),
+            (
+                "CPU in RocksDB's own threads (flushes, compactions), off / on",
+                f"{off.cpu_seconds - off.projector_cpu_seconds:,.1f}"
+                f" / {on.cpu_seconds - on.projector_cpu_seconds:,.1f} s"
+                f" of {off.cpu_seconds:,.1f} / {on.cpu_seconds:,.1f} s",
+            ),
             ("memories held, off / on", f"{held_off:,} / {held_on:,}"),
+            ("state on disk, off / on (RocksDB's estimate)", f"{live_off:,} / {live_on:,} MB"),
             ("movements (possible meetings)", f"{meetings:,}"),
             (
                 "extra cost per movement with spreading",

@@ -25,7 +25,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from projections.key_prefixes import RELATION_HEADS, RELATIONS
-from projections.keys import pack, unpack
+from projections.keys import pack, pack_scope, unpack
 from projections.memory_store import MemoryKeys, persistent_memories
 from projections.numbers import decimal, hundredths
 from projections.state import StateTransaction
@@ -71,36 +71,56 @@ def record_relations(
     changes: RelationWrites | None = None,
 ) -> None:
     """Add the memories one event formed to their characters' relations, on the timeline the
-    memories land on (the first segment of the ancestry). `changes` is told of each version."""
-    contributions: dict[tuple[str, str], tuple[list[float], int]] = {}
-    for memory in memories:
-        if memory.persistent:  # persistent memories are counted when read
-            continue
-        feeling, seq = memory.feeling, memory.seq
-        for entity in _others(memory):
-            pair = (memory.character_id, entity)
-            added = contributions.get(pair)
-            if added is None:
-                contributions[pair] = ([feeling], seq)
-            else:
-                added[0].append(feeling)
-                contributions[pair] = (added[0], max(added[1], seq))
+    memories land on (the first segment of the ancestry). `changes` is told of each version.
+
+    Each (character, entity) pair is read once and written once however many of the event's
+    memories add to it (a town's event adds to some forty pairs: these reads and writes are
+    most of what relations cost), and each character's key prefixes are packed once.
+    """
+    added = _added(memories)
     timeline = ancestry[0].timeline_id
-    packed_versions = {version: pack(version) for _, version in contributions.values()}
-    for (character, entity), (feelings, version) in contributions.items():
-        entity_key = pack(entity)
-        head_key = keys.scoped(RELATION_HEADS, timeline, character) + entity_key
+    prefixes: dict[str, tuple[bytes, bytes]] = {}
+    packed_versions: dict[int, bytes] = {}
+    for (character, entity), (feelings, memories_added, version) in added.items():
+        scoped = prefixes.get(character)
+        if scoped is None:
+            scoped = prefixes[character] = (
+                keys.scoped(RELATION_HEADS, timeline, character),
+                keys.scoped(RELATIONS, timeline, character),
+            )
+        entity_key = pack_scope(entity)
+        head_key = scoped[0] + entity_key
         found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
         total, count, last = found or (0.0, 0, 0)
-        after = [total + sum(feelings), count + len(feelings), max(last, version)]
-        tx.put(
-            keys.scoped(RELATIONS, timeline, character) + entity_key + packed_versions[version],
-            orjson.dumps(after),
-        )
+        count += memories_added
+        after = [total + feelings, count, max(last, version)]
+        packed_version = packed_versions.get(version)
+        if packed_version is None:
+            packed_version = packed_versions[version] = pack(version)
+        tx.put(scoped[1] + entity_key + packed_version, orjson.dumps(after))
         if changes is not None:
-            changes.relation_changed(character, entity, after[0], count + len(feelings))
+            changes.relation_changed(character, entity, after[0], count)
         after.append(version)
         tx.put(head_key, orjson.dumps(after))
+
+
+def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int, int]]:
+    """What the memories add to each (character, entity) pair, in the order the pairs first
+    appear: (their feelings summed in order, as `sum` adds them, how many, the last seq).
+    Persistent memories add nothing: they are counted when read."""
+    added: dict[tuple[str, str], tuple[float, int, int]] = {}
+    for memory in memories:
+        if memory.persistent:
+            continue
+        character, feeling, seq = memory.character_id, memory.feeling, memory.seq
+        for entity in _others(memory):
+            pair = (character, entity)
+            before = added.get(pair)
+            if before is None:
+                added[pair] = (0 + feeling, 1, seq)
+            else:
+                added[pair] = (before[0] + feeling, before[1] + 1, max(before[2], seq))
+    return added
 
 
 def _others(memory: Memory) -> list[str]:

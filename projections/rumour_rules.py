@@ -215,7 +215,6 @@ def retold(
     hops = memory.hops + 1
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
-    step = {"entity_id": teller, "hops": hops, "confidence": weights.confidence}
     return memory_at(
         at,
         listener,
@@ -232,7 +231,7 @@ def retold(
         uncertain=True,
         facts=facts,
         origin=memory.origin,
-        lineage=[*memory.lineage, trusted(Teller, step)],
+        lineage=[*memory.lineage, _step(teller, hops, weights.confidence)],
         verdict=memory.verdict,  # travels as it is, as the origin does
     )
 
@@ -245,6 +244,13 @@ def rumour_id(at: Event, listener: str, origin: str) -> str:
         at.seq, listener, origin
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+@lru_cache(maxsize=1 << 14)
+def _step(teller: str, hops: int, confidence: float) -> Teller:
+    """A step of a lineage, made once and shared (frozen): the same teller passes news on
+    again and again, at the same few hops and confidences."""
+    return trusted(Teller, {"entity_id": teller, "hops": hops, "confidence": confidence})
 
 
 @lru_cache(maxsize=1 << 10)

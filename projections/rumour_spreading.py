@@ -15,7 +15,7 @@ from functools import partial
 
 import orjson
 
-from projections.catalogue import Catalogue, StoredDeclarations
+from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGES
 from projections.keys import pack
@@ -119,10 +119,11 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
         orjson.dumps(interval),
     )
     declared = StoredDeclarations(news.tx, tenant, world, news.ancestry).declared()
+    kinds = Catalogue(declared, news.event, news.policy)  # the event's, without reading again
     characters = {
         entity: declaration
         for entity, declaration in declared.items()
-        if news.catalogue.kind_of(entity) == "character"
+        if kinds.kind_of(entity) == CHARACTER
     }
     limit = news.policy.memory.spreading.group_exchange_limit
     for members in groups(characters, news.policy).values():

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import orjson
 import pytest
 
+from benchmarks.story import encoded, tavern_story
+from projections import timelines
+from projections.memory_store import held_in_order, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
@@ -207,3 +212,49 @@ def test_only_distorted_rumours_contradict_the_world_record(distortion: bool) ->
     else:
         assert diverging == []
         assert {b["content"] for b in beliefs} == {STOLEN}
+
+
+def test_every_relation_counts_each_memory_held_once_rumours_included() -> None:
+    """A busy tavern, spreading on: one meeting tells a listener several pieces of news about
+    the same people, beside what they saw. Each character's relations are still the rule over
+    every memory they hold: each memory once per other entity it is about or came from, the
+    mean feeling to 2 decimals (halves up), the count and the last seq."""
+    events = tavern_story(400, seed=3, characters=12, places=3)
+    policy = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+    state = replay_lines(encoded(events), Projector(policies=lambda t, w: policy)).state
+    record = timelines.load(state, "default", "tavern-0", "main")
+    assert record is not None
+    keys, line = memory_keys(state, "default", "tavern-0"), timelines.ancestry(state, record)
+    characters = sorted({e["actor"] for e in events if str(e.get("actor")).startswith("npc-")})
+    several_at_once = 0
+    for character in characters:
+        held = held_in_order(state, keys, line, character)
+        feelings: dict[str, list[Decimal]] = defaultdict(list)
+        last: dict[str, int] = defaultdict(int)
+        for memory in held:
+            for entity in dict.fromkeys([*memory.about, memory.source_entity]):
+                if entity is not None and entity != character:
+                    feelings[entity].append(Decimal(str(memory.feeling)))
+                    last[entity] = max(last[entity], memory.seq)
+        several_at_once += len(held) - len({memory.seq for memory in held})
+        expected = sorted(
+            (
+                {
+                    "entity_id": entity,
+                    "feeling": float(
+                        (sum(added) / len(added)).quantize(Decimal("0.01"), ROUND_HALF_UP)
+                    ),
+                    "memories": len(added),
+                    "last_seq": last[entity],
+                }
+                for entity, added in feelings.items()
+            ),
+            key=lambda relation: (
+                -relation["memories"],
+                -relation["last_seq"],
+                relation["entity_id"],
+            ),
+        )
+        read = runtime_read(state, "default", "tavern-0", "main", character)
+        assert read.model_dump(mode="json")["relations"] == expected[:50]
+    assert several_at_once > 100  # many memories shared an event with another of their holder's
