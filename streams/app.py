@@ -12,7 +12,7 @@ import asyncio
 import gc
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import chain
@@ -23,10 +23,9 @@ from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TP, AppT, EventT, Message, RecordMetadata, TableT, TopicT
+from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
 from faust.web import Request, Response, Web
 from faust.web.exceptions import ServiceUnavailable
-from mode.utils.queues import ThrowableQueue
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
@@ -43,6 +42,7 @@ from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
+from streams.event_batches import event_batches
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
 from streams.metrics import Metrics
@@ -575,65 +575,6 @@ def create_app(settings: Settings) -> Rumourmill:
             garbage.batch_done()
 
     return mill
-
-
-async def event_batches(
-    stream: faust.StreamT[bytes], most: int, within: float
-) -> AsyncIterator[list[EventT[bytes]]]:
-    """The events of `stream` in lists of at most `most`: all those already waiting, then
-    what comes within `within` seconds of the first. Nothing here acks them.
-
-    Faust's `Stream.noack_take` moved events one at a time from the channel's queue into its
-    buffer, a loop turn, a processor and sensor calls each: with thousands waiting, a batch held
-    what that managed in `within` (some 25 events), and each batch's sends served only those.
-    Here they come straight off the queue. What the stream did per event that matters is kept:
-    an event fetched before a rebalance is dropped unacked (its partition is read again from
-    its committed offset), and every other one is tracked as unacked, so Faust commits and
-    rebalances only once `ack_when_delivered` acked it.
-    """
-    app = stream.app
-    queue = cast(ThrowableQueue[EventT[bytes]], cast(faust.ChannelT[bytes], stream.channel).queue)
-    consumer = app.consumer
-    acking_topics = app.topics.acking_topics
-    while True:
-        try:
-            waited = await _waiting(queue, most, within)
-        except StopAsyncIteration:  # Faust closes the channel so at a stop
-            return
-        events = [event for event in waited if _of_this_generation(app, event.message)]
-        for event in events:
-            message = event.message
-            if message.topic in acking_topics and not message.tracked:
-                message.tracked = True
-                consumer.track_message(message)
-        if events:
-            yield events
-
-
-async def _waiting(
-    queue: ThrowableQueue[EventT[bytes]], most: int, within: float
-) -> list[EventT[bytes]]:
-    """At most `most` events off `queue`: the first to come, then all that wait already, then
-    those that come within `within` seconds of the first."""
-    loop = asyncio.get_running_loop()
-    waited = [await queue.get()]
-    deadline = loop.time() + within
-    while len(waited) < most:
-        if not queue.empty():
-            waited.append(queue.get_nowait())
-        elif (remaining := deadline - loop.time()) <= 0:
-            break
-        else:
-            try:
-                waited.append(await asyncio.wait_for(queue.get(), remaining))
-            except TimeoutError:
-                break
-    return waited
-
-
-def _of_this_generation(app: AppT, message: Message) -> bool:
-    """Whether `message` was fetched since the last rebalance (as Faust's streams check)."""
-    return app.flow_control.is_active() and message.generation_id == app.consumer_generation_id
 
 
 class YoungGarbageOnly:

@@ -9,12 +9,13 @@ for it; until a memory has its vector, cues and words still find it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from projections.memory_store import memory_keys
 from projections.state import StateTransaction
 from streams.embedding import Embedder
+from streams.event_batches import event_batches
 from streams.logs import logger
 from streams.recall_index import SqliteRecallIndex, embed_pending
 
@@ -39,21 +40,27 @@ def embedding_agent(
     """The agent body; `embedder` is made on the first ack (loading a model takes a while)."""
 
     async def embed_memories(stream: Any) -> None:
-        batches: AsyncIterator[list[Any]] = stream.take(BATCH, within=BATCH_SECONDS)
-        async for acks in batches:
-            worlds = {
-                (ack["tenant_id"], ack["world_instance_id"])
-                for ack in acks
-                if isinstance(ack, dict) and ack.get("tenant_id") and ack.get("world_instance_id")
-            }
-            index = worker.recall_index
-            if worlds and index.embedder is None:
-                index.embedder = embedder()
-            for tenant, world in sorted(worlds):
-                tx = worker.read_transaction(world)
-                assert index.embedder is not None
-                stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
-                if stored:
-                    log.debug("embedded %d memory(ies) of world %r", stored, world)
+        async for events in event_batches(stream, BATCH, BATCH_SECONDS):
+            try:
+                embed_worlds_of([event.value for event in events])
+            finally:  # acked whatever came of it, as Faust's `Stream.take` would have
+                for event in events:
+                    event.ack()
+
+    def embed_worlds_of(acks: list[Any]) -> None:
+        worlds = {
+            (ack["tenant_id"], ack["world_instance_id"])
+            for ack in acks
+            if isinstance(ack, dict) and ack.get("tenant_id") and ack.get("world_instance_id")
+        }
+        index = worker.recall_index
+        if worlds and index.embedder is None:
+            index.embedder = embedder()
+        for tenant, world in sorted(worlds):
+            tx = worker.read_transaction(world)
+            assert index.embedder is not None
+            stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
+            if stored:
+                log.debug("embedded %d memory(ies) of world %r", stored, world)
 
     return embed_memories
