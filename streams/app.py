@@ -21,9 +21,10 @@ from typing import Any, Protocol, cast
 import faust
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
+from faust.stores.rocksdb import Store as RocksDBStore
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
+from faust.types import TP, EventT, Message, RecordMetadata, StoreT, TableT, TopicT
 from faust.web import Request, Response, Web
 from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
@@ -53,6 +54,7 @@ from streams.settings import Settings
 from streams.state import (
     Known,
     RocksTransaction,
+    StateOptions,
     decode_changes,
     recording_transaction,
     state_options,
@@ -113,6 +115,12 @@ class StateTable(faust.Table[bytes, bytes]):
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
+
+    def _new_store(self) -> StoreT[bytes, bytes]:
+        """Faust's RocksDB store, opening each partition with `StateOptions`."""
+        store = cast(RocksDBStore, super()._new_store())
+        store.rocksdb_options = StateOptions(**(self.options or {}), use_rocksdict=True)
+        return store
 
     def hot_values(self, partition: int) -> Known:
         """The values the agent keeps of `partition` (none yet, or once more than `HOT_KEYS`)."""
