@@ -493,7 +493,9 @@ def create_app(settings: Settings) -> Rumourmill:
     events = app.topic(
         settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(settings.topics.acks, **topic_options)
+    acks = app.topic(  # as the worker sends them; the embedding agent reads the JSON itself
+        settings.topics.acks, value_type=bytes, value_serializer="raw", **topic_options
+    )
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = cast(
         StateTable,

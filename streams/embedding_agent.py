@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import orjson
+
 from projections.memory_store import memory_keys
 from projections.state import StateTransaction
 from streams.embedding import Embedder
@@ -47,12 +49,8 @@ def embedding_agent(
                 for event in events:
                     event.ack()
 
-    def embed_worlds_of(acks: list[Any]) -> None:
-        worlds = {
-            (ack["tenant_id"], ack["world_instance_id"])
-            for ack in acks
-            if isinstance(ack, dict) and ack.get("tenant_id") and ack.get("world_instance_id")
-        }
+    def embed_worlds_of(acks: list[bytes]) -> None:
+        worlds = {named for ack in acks if (named := _world_of(ack)) is not None}
         index = worker.recall_index
         if worlds and index.embedder is None:
             index.embedder = embedder()
@@ -64,3 +62,14 @@ def embedding_agent(
                 log.debug("embedded %d memory(ies) of world %r", stored, world)
 
     return embed_memories
+
+
+def _world_of(ack: bytes) -> tuple[str, str] | None:
+    """The tenant and world an ack names (its JSON, as the worker sends it), if it names both."""
+    try:
+        fields = orjson.loads(ack)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(fields, dict) and fields.get("tenant_id") and fields.get("world_instance_id"):
+        return fields["tenant_id"], fields["world_instance_id"]
+    return None
