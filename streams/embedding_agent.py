@@ -9,6 +9,7 @@ for it; until a memory has its vector, cues and words still find it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -39,21 +40,22 @@ class Embeds(Protocol):
 def embedding_agent(
     worker: Embeds, embedder: Callable[[], Embedder]
 ) -> Callable[[Any], Awaitable[None]]:
-    """The agent body; `embedder` is made on the first ack (loading a model takes a while)."""
+    """The agent body; `embedder` is made on the first ack, in a thread (loading a model takes
+    half a second of CPU, which would otherwise hold the ingest agent up as long)."""
 
     async def embed_memories(stream: Any) -> None:
         async for events in event_batches(stream, BATCH, BATCH_SECONDS):
             try:
-                embed_worlds_of([event.value for event in events])
+                worlds = {named for event in events if (named := _world_of(event.value))}
+                if worlds and worker.recall_index.embedder is None:  # off the loop: ingest goes on
+                    worker.recall_index.embedder = await asyncio.to_thread(embedder)
+                embed_worlds_of(worlds)
             finally:  # acked whatever came of it, as Faust's `Stream.take` would have
                 for event in events:
                     event.ack()
 
-    def embed_worlds_of(acks: list[bytes]) -> None:
-        worlds = {named for ack in acks if (named := _world_of(ack)) is not None}
+    def embed_worlds_of(worlds: set[tuple[str, str]]) -> None:
         index = worker.recall_index
-        if worlds and index.embedder is None:
-            index.embedder = embedder()
         for tenant, world in sorted(worlds):
             tx = worker.read_transaction(world)
             assert index.embedder is not None
