@@ -21,9 +21,10 @@ from typing import Any, Protocol, cast
 import faust
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, SameNode
+from faust.stores.rocksdb import Store as RocksDBStore
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TP, EventT, Message, RecordMetadata, TableT, TopicT
+from faust.types import TP, EventT, Message, RecordMetadata, StoreT, TableT, TopicT
 from faust.web import Request, Response, Web
 from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
@@ -42,6 +43,7 @@ from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import embedding_agent
+from streams.event_batches import event_batches
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
 from streams.metrics import Metrics
@@ -54,6 +56,7 @@ from streams.settings import Settings
 from streams.state import (
     Known,
     RocksTransaction,
+    StateOptions,
     decode_changes,
     recording_transaction,
     state_options,
@@ -114,6 +117,12 @@ class StateTable(faust.Table[bytes, bytes]):
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
+
+    def _new_store(self) -> StoreT[bytes, bytes]:
+        """Faust's RocksDB store, opening each partition with `StateOptions`."""
+        store = cast(RocksDBStore, super()._new_store())
+        store.rocksdb_options = StateOptions(**(self.options or {}), use_rocksdict=True)
+        return store
 
     def hot_values(self, partition: int) -> Known:
         """The values the agent keeps of `partition` (none yet, or once more than `HOT_KEYS`)."""
@@ -511,7 +520,9 @@ def create_app(settings: Settings) -> Rumourmill:
     events = app.topic(
         settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(settings.topics.acks, **topic_options)
+    acks = app.topic(  # as the worker sends them; the embedding agent reads the JSON itself
+        settings.topics.acks, value_type=bytes, value_serializer="raw", **topic_options
+    )
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = cast(
         StateTable,
@@ -589,10 +600,7 @@ def create_app(settings: Settings) -> Rumourmill:
         await policies.caught_up.wait()
         garbage = YoungGarbageOnly()
         acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
-        unacked = cast(faust.Stream[bytes], stream)
-        batches = unacked.noack_take(BATCH_EVENTS, within=BATCH_SECONDS)  # never acks itself
-        async for batch in batches:
-            events = cast(list[EventT[bytes]], batch)
+        async for events in event_batches(stream, BATCH_EVENTS, BATCH_SECONDS):
             counts = Counter(event.message.partition for event in events)
             try:
                 async with mill.durability.writing(counts):

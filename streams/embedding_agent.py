@@ -9,12 +9,16 @@ for it; until a memory has its vector, cues and words still find it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+import orjson
 
 from projections.memory_store import memory_keys
 from projections.state import StateTransaction
 from streams.embedding import Embedder
+from streams.event_batches import event_batches
 from streams.logs import logger
 from streams.recall_index import SqliteRecallIndex, embed_pending
 
@@ -36,24 +40,38 @@ class Embeds(Protocol):
 def embedding_agent(
     worker: Embeds, embedder: Callable[[], Embedder]
 ) -> Callable[[Any], Awaitable[None]]:
-    """The agent body; `embedder` is made on the first ack (loading a model takes a while)."""
+    """The agent body; `embedder` is made on the first ack, in a thread (loading a model takes
+    half a second of CPU, which would otherwise hold the ingest agent up as long)."""
 
     async def embed_memories(stream: Any) -> None:
-        batches: AsyncIterator[list[Any]] = stream.take(BATCH, within=BATCH_SECONDS)
-        async for acks in batches:
-            worlds = {
-                (ack["tenant_id"], ack["world_instance_id"])
-                for ack in acks
-                if isinstance(ack, dict) and ack.get("tenant_id") and ack.get("world_instance_id")
-            }
-            index = worker.recall_index
-            if worlds and index.embedder is None:
-                index.embedder = embedder()
-            for tenant, world in sorted(worlds):
-                tx = worker.read_transaction(world)
-                assert index.embedder is not None
-                stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
-                if stored:
-                    log.debug("embedded %d memory(ies) of world %r", stored, world)
+        async for events in event_batches(stream, BATCH, BATCH_SECONDS):
+            try:
+                worlds = {named for event in events if (named := _world_of(event.value))}
+                if worlds and worker.recall_index.embedder is None:  # off the loop: ingest goes on
+                    worker.recall_index.embedder = await asyncio.to_thread(embedder)
+                embed_worlds_of(worlds)
+            finally:  # acked whatever came of it, as Faust's `Stream.take` would have
+                for event in events:
+                    event.ack()
+
+    def embed_worlds_of(worlds: set[tuple[str, str]]) -> None:
+        index = worker.recall_index
+        for tenant, world in sorted(worlds):
+            tx = worker.read_transaction(world)
+            assert index.embedder is not None
+            stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
+            if stored:
+                log.debug("embedded %d memory(ies) of world %r", stored, world)
 
     return embed_memories
+
+
+def _world_of(ack: bytes) -> tuple[str, str] | None:
+    """The tenant and world an ack names (its JSON, as the worker sends it), if it names both."""
+    try:
+        fields = orjson.loads(ack)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(fields, dict) and fields.get("tenant_id") and fields.get("world_instance_id"):
+        return fields["tenant_id"], fields["world_instance_id"]
+    return None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from rocksdict import Rdict, WriteOptions
+from faust.stores.rocksdb import RocksDBOptions
+from rocksdict import Options, Rdict, WriteOptions
 
 from projections.state import prefix_end
 
@@ -90,6 +91,25 @@ def state_options(block_cache_mb: int) -> dict[str, int]:
         "write_buffer_size": size,
         "bloom_filter_size": BLOOM_BITS_PER_KEY,
     }
+
+
+MEMTABLE_BLOOM_RATIO = 0.1
+"""The share of a partition's write buffer given to the memtable's bloom filter."""
+
+
+class StateOptions(RocksDBOptions):
+    """Faust's `RocksDBOptions` (`state_options` keywords) plus a bloom filter on the memtable.
+
+    Most of the projector's lookups ask for a key that is absent (some six in seven misses of
+    the worker's known values); without the filter each one searches the memtable's skiplist,
+    seven times the cost of a filtered miss with a few hundred thousand keys in it.
+    """
+
+    def as_options(self) -> Options:
+        options: Options = super().as_options()
+        options.set_memtable_whole_key_filtering(True)
+        options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+        return options
 
 
 _WITHOUT_WAL = WriteOptions()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
@@ -24,6 +23,7 @@ from projections.state import MemoryState, StateTransaction
 from streams.state import (
     Known,
     RocksTransaction,
+    StateOptions,
     recording_transaction,
     state_options,
     without_write_ahead_log,
@@ -33,7 +33,7 @@ from tests.reads import answer
 
 def rocks_db(path: Path) -> Rdict:
     """A RocksDB state partition opened with the worker's options."""
-    options = RocksDBOptions(**state_options(block_cache_mb=1), use_rocksdict=True)
+    options = StateOptions(**state_options(block_cache_mb=1), use_rocksdict=True)
     return without_write_ahead_log(options.open(path))
 
 
