@@ -121,7 +121,9 @@ class StateTable(faust.Table[bytes, bytes]):
     def _new_store(self) -> StoreT[bytes, bytes]:
         """Faust's RocksDB store, opening each partition with `StateOptions`."""
         store = cast(RocksDBStore, super()._new_store())
-        store.rocksdb_options = StateOptions(**(self.options or {}), use_rocksdict=True)
+        store.rocksdb_options = StateOptions(
+            **(store.options or {}), use_rocksdict=store.use_rocksdict
+        )
         return store
 
     def hot_values(self, partition: int) -> Known:
@@ -141,6 +143,7 @@ class StateTable(faust.Table[bytes, bytes]):
         """Runs once every event is acked and before Faust lets go of the databases."""
         if self.durability is not None:
             await self.durability.finish()
+        await self.writer.stop()
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
@@ -336,7 +339,9 @@ class Rumourmill:
         for partition, partition_writes in writes.items():
             told = await self.send_changes(intake for _, intake in taken[partition])
             changed = await self.state.send_writes(partition, partition_writes.batches, told)
-            sent: dict[Delivery, None] = dict.fromkeys(changed)
+            # the feed's too: redeliveries an earlier release's outbox kept changes for change
+            # no state, so no changelog batch waits for them
+            sent: dict[Delivery, None] = dict.fromkeys([*told, *changed])
             for message, intake in taken[partition]:
                 sent.update(dict.fromkeys(await self.publish(message, intake)))
             deliveries[partition] = [*sent]  # a batch's delivery once, however many it carries

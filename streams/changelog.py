@@ -157,6 +157,14 @@ class ChangelogWriter:
     )
     """Per partition, the deliveries of its batches not yet stored, oldest first."""
     sending: set[asyncio.Task[None]] = field(default_factory=set)
+    """The batches handed to their wait, not yet to the producer."""
+
+    async def stop(self) -> None:
+        """Give up the sends still waiting (at a stop that did not wait for them: their
+        partitions stay dirty, `streams.durability`)."""
+        for sending in self.sending:
+            sending.cancel()
+        await asyncio.gather(*self.sending, return_exceptions=True)
 
     async def send(
         self,
