@@ -17,7 +17,7 @@ nothing.
   removed.
 
 Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject),
-so applying the same event again, or redelivering it, gives the very same ids.
+so applying the same event again (a crash before its state was stored) gives the very same ids.
 """
 
 from __future__ import annotations

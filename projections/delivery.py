@@ -58,7 +58,8 @@ class Intake:
     redelivered: bool = False
     changes: ChangeRecords = field(default_factory=dict)
     """What it changed in the minds of its world, for the change feed (`projections.changes`);
-    empty with the feed off."""
+    empty with the feed off, and for a redelivery (unless an earlier release's outbox row kept
+    its changes)."""
 
 
 def produce_once(

@@ -5,7 +5,8 @@ invalid is refused with a plain reason (`projections.delivery` dead-letters it w
 event the sequencer rejects is dead-lettered too. So is an event not keyed by its world id:
 the broker put it on a partition chosen by another key (or none), where reads of its world
 never look. A valid event goes to the sequencer, which
-applies it in order. A redelivered message produces what it produced the first time.
+applies it in order. A redelivered message gives the acks and dead letters it gave the first
+time, and no changes (`projections.delivery`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 For analytics consumers: what characters came to believe, stopped being sure of, how they
 stand to each other, who passed news to whom, and which worlds were deleted. Every change has a
-`change_id` derived from where it happened (world, timeline, seq, kind, subject), so a
-redelivered event repeats the same ids and a consumer drops duplicates by id.
+`change_id` derived from where it happened (world, timeline, seq, kind, subject), so an event
+applied again (a crash before its state was stored) repeats the same ids and a consumer drops
+duplicates by id.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ Change = dict[str, Any]
 
 ChangeRecords = dict[str, list[bytes]]
 """What one source message changed, as the feed's records: each change in JSON, under the world
-it is keyed by, each world's in the order they happened. Encoded once as they are worked out, the
-same bytes go to the outbox and to Kafka."""
+it is keyed by, each world's in the order they happened. Encoded once as they are worked out, and
+sent to Kafka as they are."""
 
 
 def as_records(changes: Iterable[Change]) -> ChangeRecords:
