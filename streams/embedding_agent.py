@@ -40,15 +40,17 @@ class Embeds(Protocol):
 def embedding_agent(
     worker: Embeds, embedder: Callable[[], Embedder]
 ) -> Callable[[Any], Awaitable[None]]:
-    """The agent body; `embedder` is made on the first ack, in a thread (loading a model takes
-    half a second of CPU, which would otherwise hold the ingest agent up as long)."""
+    """The agent body; `embedder` is made as the agent starts, in a thread, while the worker
+    recovers its state: loading a model takes half a second of CPU, which would otherwise
+    compete with the ingest agent's first events (acks wait on the channel meanwhile)."""
 
     async def embed_memories(stream: Any) -> None:
+        if worker.recall_index.embedder is None:  # off the loop: start-up goes on
+            worker.recall_index.embedder = await asyncio.to_thread(embedder)
+            log.info("embedder %s loaded", worker.recall_index.embedder.model)
         async for events in event_batches(stream, BATCH, BATCH_SECONDS):
             try:
                 worlds = {named for event in events if (named := _world_of(event.value))}
-                if worlds and worker.recall_index.embedder is None:  # off the loop: ingest goes on
-                    worker.recall_index.embedder = await asyncio.to_thread(embedder)
                 embed_worlds_of(worlds)
             finally:  # acked whatever came of it, as Faust's `Stream.take` would have
                 for event in events:
