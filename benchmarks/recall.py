@@ -17,19 +17,19 @@ slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read
 (`runtime_read`) of the same character in the same run; both in-process over `MemoryState`,
 no HTTP.
 
-Embedding cost: the embedding agent runs in the worker's event loop, so on the same core as
-ingest. Measured in-process on the tavern story: `Projector.receive` for every event alone, then
-the same with, after every 500 events (the agent's batch), what the agent does for the world
-(`note_formed`, reading the memory log since its mark, then `embed_pending` with WordLlama),
-each part timed by the clock and by the CPU time of the thread; the word index is not the
-agent's work (recall catches it up). Each run with the agent starts from a new embedder, so the
-words it keeps tokenized are learnt within the run. Each run ends with a collection of the
-youngest garbage-collector generation, inside the clock: the story's memories pile up there
+Embedding cost: the worker embeds after each batch it takes in, in its event loop, so on the
+same core as ingest. Measured in-process on the tavern story: `Projector.receive` for every
+event alone, then the same with, after every 200 events (an ingest batch), what the worker does
+for the world (`note_formed`, reading the memory log since its mark, then `embed_pending` with
+WordLlama), each part timed by the clock and by the CPU time of the thread; the word index is
+not the agent's work (recall catches it up). Each run with the agent starts from a new embedder,
+so the words it keeps tokenized are learnt within the run. Each run ends with a collection of
+the youngest garbage-collector generation, inside the clock: the story's memories pile up there
 between collections, and without it the few collections the agent's allocations set off would
-charge it with tracing the core's objects, which the run without the agent never pays. The
-ratio of the two rates is the ingest rate the agent leaves when the core is the bottleneck (a
-worker also waits on Kafka, so it is a floor for the worker's ratio). A sentence many
-characters hold is embedded once.
+charge it with tracing the core's objects, which the run without the agent never pays. The ratio
+of the two rates is the ingest rate the agent leaves when the core is the bottleneck (a worker
+also waits on Kafka, so it is a floor for the worker's ratio). A sentence many characters hold
+is embedded once.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ from projections.recall_fusion import Search, fuse
 from projections.runtime_read import runtime_read, timeline_view
 from projections.state import MemoryState, StateTransaction
 from schemas.policy import Policy
+from streams.app import BATCH_EVENTS
 from streams.embedding import WordLlamaEmbedder
-from streams.embedding_agent import BATCH
 from streams.recall_index import SqliteRecallIndex, embed_pending
 
 TENANT = "default"
@@ -436,7 +436,7 @@ class CollectionClock:
 
 
 def ingest(lines: list[bytes], world: str, with_agent: bool) -> Ingested:
-    """Fold `lines`; `with_agent`, also do the agent's work after every `BATCH` events (read
+    """Fold `lines`; `with_agent`, also do the agent's work after every `BATCH_EVENTS` events (read
     what the memory log holds since, embed the sentences without a vector) with an embedder
     made before the clock starts."""
     projector, state = Projector(), MemoryState()
@@ -449,7 +449,7 @@ def ingest(lines: list[bytes], world: str, with_agent: bool) -> Ingested:
     began, cpu = time.perf_counter(), time.process_time()
     for offset, raw in enumerate(lines):
         projector.receive(state, SourceMessage("bench", 0, offset, key, raw))
-        if embedder is not None and ((offset + 1) % BATCH == 0 or offset + 1 == len(lines)):
+        if embedder is not None and ((offset + 1) % BATCH_EVENTS == 0 or offset + 1 == len(lines)):
             agent_began, agent_cpu = time.perf_counter(), time.thread_time()
             collected_before = collections.spent
             keys = memory_keys(state, TENANT, world)
@@ -553,7 +553,10 @@ def run(options: Options) -> None:
         alone, with_agent = events_per_s(without, part), events_per_s(beside, part)
         rows += [
             (f"{clock}: Projector.receive alone", f"{alone:,.0f} events/s"),
-            (f"{clock}: with the agent's work every {BATCH} events", f"{with_agent:,.0f} events/s"),
+            (
+                f"{clock}: with the agent's work every {BATCH_EVENTS} events",
+                f"{with_agent:,.0f} events/s",
+            ),
             (f"{clock}: ratio with/without (goal >= {INGEST_GOAL})", f"{with_agent / alone:.3f}"),
         ]
     for clock, suffix in (("wall clock", ""), ("CPU time", "_cpu")):

@@ -41,8 +41,8 @@ from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
 from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
-from streams.embedding import WordLlamaEmbedder
-from streams.embedding_agent import embedding_agent
+from streams.embedding import Embedder, WordLlamaEmbedder
+from streams.embedding_agent import MemoryEmbedding
 from streams.event_batches import event_batches
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
@@ -284,6 +284,8 @@ class Rumourmill:
     """Derived local state for recall, caught up from the projections as it is searched."""
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
+    embedder: Callable[[], Embedder] = WordLlamaEmbedder
+    """Makes the recall index's embedder (`MemoryEmbedding.load`)."""
 
     async def judged(self, message: SourceMessage) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
@@ -345,10 +347,12 @@ class Rumourmill:
             for message, intake in taken[partition]:
                 sent.update(dict.fromkeys(await self.publish(message, intake)))
             deliveries[partition] = [*sent]  # a batch's delivery once, however many it carries
+        acks = [ack for intakes in taken.values() for _, intake in intakes for ack in intake.acks]
         self.metrics.sent(
-            [ack for intakes in taken.values() for _, intake in intakes for ack in intake.acks],
+            acks,
             sum(len(intake.dead_letters) for intakes in taken.values() for _, intake in intakes),
         )
+        self.embedding.note(acks)
         return deliveries
 
     async def send_changes(self, intakes: Iterable[Intake]) -> list[Delivery]:
@@ -389,6 +393,11 @@ class Rumourmill:
                 await self.deadletters.send(key=message.key, value=letter, force=True)
             )
         return deliveries
+
+    @cached_property
+    def embedding(self) -> MemoryEmbedding:
+        """Vectors for recall of what the batches formed (`streams.embedding_agent`)."""
+        return MemoryEmbedding(self, self.embedder)
 
     @cached_property
     def ack_sender(self) -> BatchSender:
@@ -525,7 +534,7 @@ def create_app(settings: Settings) -> Rumourmill:
     events = app.topic(
         settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(  # as the worker sends them; the embedding agent reads the JSON itself
+    acks = app.topic(  # as the worker sends them
         settings.topics.acks, value_type=bytes, value_serializer="raw", **topic_options
     )
     deadletters = app.topic(settings.topics.deadletter, **topic_options)
@@ -576,7 +585,6 @@ def create_app(settings: Settings) -> Rumourmill:
         changes=settings.topics.changes,
     )
     register_views(app, mill)
-    app.agent(acks, name="embed-memories", concurrency=1)(embedding_agent(mill, WordLlamaEmbedder))
 
     @app.on_partitions_assigned.connect
     def forget_moved_worlds(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
@@ -589,6 +597,10 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:
         await policies.follow()
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def load_embedder() -> None:
+        await mill.embedding.load()
 
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
@@ -610,6 +622,7 @@ def create_app(settings: Settings) -> Rumourmill:
             try:
                 async with mill.durability.writing(counts):
                     deliveries = await mill.take([event.message for event in events])
+                await mill.embedding.embed_noted()  # before any of them is acked
             except Exception as error:  # a bug, not bad input: stop rather than skip events
                 await mill.crash(error, f"taking {len(events)} event(s) in")
                 raise

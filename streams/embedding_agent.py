@@ -1,35 +1,34 @@
-"""The embedding agent: vectors for recall, made from the stream beside the ingest path.
+"""Vectors for recall, made in the worker right after each batch the ingest agent takes in.
 
-It follows the acks topic (keyed by world like the events, so each worker hears of its own
-worlds): for each batch of acks it reads what those worlds formed since it last looked and
-embeds the contents that have no vector yet, each once. It does no more than that: the word
-and cue searches catch themselves up when a recall needs them. The ingest agent never waits
-for it; until a memory has its vector, cues and words still find it.
+After a batch, the ingest agent embeds what the worlds it named formed since they were last
+looked at: each content that has no vector yet, once (`embed_pending`). Only then are the
+batch's events acked, so a crash before it brings them again, and their worlds are embedded
+then (the recall index lives in memory: a restart catches a world up from position 0 at its
+next event). It does no more than that: the word and cue searches catch themselves up when a
+recall needs them, and until a memory has its vector, cues and words still find it.
+
+This used to be an agent reading the worker's own acks back from Kafka: a second fetch, decode
+and commit of a record per event, for a set of worlds the ingest agent already holds.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
-
-import orjson
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from projections.memory_store import memory_keys
 from projections.state import StateTransaction
+from schemas import Ack
 from streams.embedding import Embedder
-from streams.event_batches import event_batches
 from streams.logs import logger
 from streams.recall_index import SqliteRecallIndex, embed_pending
 
 log = logger("embedding")
 
-BATCH = 500
-BATCH_SECONDS = 1.0
-
 
 class Embeds(Protocol):
-    """What the agent needs of a worker."""
+    """What the embedding needs of a worker."""
 
     @property
     def recall_index(self) -> SqliteRecallIndex: ...
@@ -37,43 +36,51 @@ class Embeds(Protocol):
     def read_transaction(self, world_id: str) -> StateTransaction: ...
 
 
-def embedding_agent(
-    worker: Embeds, embedder: Callable[[], Embedder]
-) -> Callable[[Any], Awaitable[None]]:
-    """The agent body; `embedder` is made as the agent starts, in a thread, while the worker
-    recovers its state: loading a model takes half a second of CPU, which would otherwise
-    compete with the ingest agent's first events (acks wait on the channel meanwhile)."""
+class MemoryEmbedding:
+    """The worlds a batch named, and their embedding once the batch is taken in."""
 
-    async def embed_memories(stream: Any) -> None:
-        if worker.recall_index.embedder is None:  # off the loop: start-up goes on
-            worker.recall_index.embedder = await asyncio.to_thread(embedder)
-            log.info("embedder %s loaded", worker.recall_index.embedder.model)
-        async for events in event_batches(stream, BATCH, BATCH_SECONDS):
-            try:
-                worlds = {named for event in events if (named := _world_of(event.value))}
-                embed_worlds_of(worlds)
-            finally:  # acked whatever came of it, as Faust's `Stream.take` would have
-                for event in events:
-                    event.ack()
+    def __init__(self, worker: Embeds, embedder: Callable[[], Embedder]) -> None:
+        self.worker = worker
+        self.make_embedder = embedder
+        self.worlds: set[tuple[str, str]] = set()
+        """The tenants and worlds noted since the last `embed_noted`."""
+        self.loaded = asyncio.Event()
 
-    def embed_worlds_of(worlds: set[tuple[str, str]]) -> None:
-        index = worker.recall_index
+    async def load(self) -> None:
+        """Make the embedder in a thread, as the worker starts: loading a model takes half a
+        second of CPU, which recovery can spare and the first events could not. Without one
+        (it failed to load, logged), memories get no vectors and cues and words find them."""
+        try:
+            self.worker.recall_index.embedder = await asyncio.to_thread(self.make_embedder)
+        except Exception:
+            log.exception("no embedder: memories get no vectors, cues and words still find them")
+        finally:
+            self.loaded.set()
+
+    def note(self, acks: Iterable[Ack]) -> None:
+        """The worlds these acks name (a tenant and a world each), to embed after the batch."""
+        self.worlds.update(
+            (ack.tenant_id, ack.world_instance_id)
+            for ack in acks
+            if ack.tenant_id and ack.world_instance_id
+        )
+
+    async def embed_noted(self) -> None:
+        """Embed what the noted worlds formed that has no vector yet; an error is logged and
+        leaves those memories to cues and words, as a world's refused model does."""
+        worlds, self.worlds = self.worlds, set()
+        if not worlds:
+            return
+        await self.loaded.wait()  # made at start-up: waits only for a batch taken right away
+        index = self.worker.recall_index
+        if (embedder := index.embedder) is None:
+            return
         for tenant, world in sorted(worlds):
-            tx = worker.read_transaction(world)
-            assert index.embedder is not None
-            stored = embed_pending(index, index.embedder, tx, memory_keys(tx, tenant, world))
+            try:
+                tx = self.worker.read_transaction(world)
+                stored = embed_pending(index, embedder, tx, memory_keys(tx, tenant, world))
+            except Exception:
+                log.exception("embedding the memories of world %r failed", world)
+                continue
             if stored:
                 log.debug("embedded %d memory(ies) of world %r", stored, world)
-
-    return embed_memories
-
-
-def _world_of(ack: bytes) -> tuple[str, str] | None:
-    """The tenant and world an ack names (its JSON, as the worker sends it), if it names both."""
-    try:
-        fields = orjson.loads(ack)
-    except orjson.JSONDecodeError:
-        return None
-    if isinstance(fields, dict) and fields.get("tenant_id") and fields.get("world_instance_id"):
-        return fields["tenant_id"], fields["world_instance_id"]
-    return None

@@ -6,11 +6,11 @@ a world over, or starts again, catches up from position 0. Each search is cut to
 timeline sees (`projections.recall.SearchScope`): a child never finds its parent's future,
 persistent memories are found from every timeline.
 
-Vectors are made outside the ingest path (`embed_pending`, run by the worker's embedding agent
-or a test), keyed by a hash of the content within the world: a sentence many characters hold
-is embedded once, and changed content needs a new vector. The embedding follows the memory log
-with a mark of its own (`note_formed`), so the agent neither builds nor waits for the word
-index, which the searches catch up themselves (`catch_up`).
+Vectors are made apart from the projections (`embed_pending`, run by the worker after each batch
+it takes in, `streams.embedding_agent`, or by a test), keyed by a hash of the content within the
+world: a sentence many characters hold is embedded once, and changed content needs a new vector.
+The embedding follows the memory log with a mark of its own (`note_formed`), so it neither
+builds nor waits for the word index, which the searches catch up themselves (`catch_up`).
 A world's first vectors fix its model and dimension; later vectors of another are refused,
 counted and logged, and cues and words go on finding those memories. Once refused, an embedder
 is not run again for that world (it would only be refused again): `embed_pending` skips it.
@@ -112,7 +112,7 @@ class SqliteRecallIndex:
 
     def note_formed(self, tx: StateTransaction, keys: MemoryKeys) -> None:
         """Queue for embedding the contents formed since the last look that have no vector
-        yet, each once: the embedding agent's own catch up, which reads the memory log and
+        yet, each once: the embedding's own catch up, which reads the memory log and
         leaves the word index to the searches that need it."""
         self._follow(tx, keys, "noted", self._queue)
 

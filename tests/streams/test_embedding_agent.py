@@ -1,0 +1,84 @@
+"""The worker's embedding after each batch: the worlds the batch's acks name get vectors for what
+they formed, before the batch is done; other worlds, and acks that name no world, get none; an
+embedder that fails to load leaves recall to cues and words and stops nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from projections.state import StateTransaction
+from schemas import Ack
+from schemas.outcomes import Outcome
+from streams.embedding import Embedder
+from streams.embedding_agent import MemoryEmbedding
+from streams.recall_index import SqliteRecallIndex
+from streams.replay import replay_lines
+from tests.streams.test_recall_index import CountingEmbedder
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+STATE = replay_lines(
+    [*TAVERN.splitlines(), *TAVERN.replace(b'"save-1"', b'"save-2"').splitlines()]
+).state
+
+
+class Worker:
+    """The recall index and the state reads a worker gives the embedding."""
+
+    def __init__(self) -> None:
+        self.recall_index = SqliteRecallIndex()
+
+    def read_transaction(self, world_id: str) -> StateTransaction:
+        return STATE
+
+
+def ack(world: str | None) -> Ack:
+    return Ack(
+        tenant_id="default" if world else None,
+        world_instance_id=world,
+        timeline_id="main" if world else None,
+        seq=1 if world else None,
+        outcome=Outcome.PROCESSED if world else Outcome.REJECTED,
+    )
+
+
+def has_vectors(index: SqliteRecallIndex, world: str) -> bool:
+    """Whether the world holds vectors (its first ones fix its model: another is refused)."""
+    return index.refuses("default", world, "another/4", 4)
+
+
+def embedded_after(embedding: MemoryEmbedding, acks: list[Ack]) -> None:
+    async def batch() -> None:
+        await embedding.load()
+        embedding.note(acks)
+        await embedding.embed_noted()
+
+    asyncio.run(batch())
+
+
+def test_the_worlds_a_batch_names_get_their_vectors_before_it_is_done() -> None:
+    worker, counting = Worker(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+    embedded_after(embedding, [ack("save-1"), ack(None), ack("save-1")])
+    assert worker.recall_index.embedder is counting
+    assert has_vectors(worker.recall_index, "save-1")
+    assert not has_vectors(worker.recall_index, "save-2")
+    first = counting.embedded
+    assert first > 0
+
+    asyncio.run(embedding.embed_noted())  # nothing noted since: nothing embedded again
+    assert counting.embedded == first
+    embedded_after(embedding, [ack("save-2"), ack("save-1")])
+    assert has_vectors(worker.recall_index, "save-2")
+    assert counting.embedded == 2 * first  # the same story in both: save-1 had all its own
+
+
+def test_an_embedder_that_fails_to_load_leaves_no_vectors_and_stops_nothing() -> None:
+    def broken() -> Embedder:
+        raise OSError("no model files")
+
+    worker = Worker()
+    embedding = MemoryEmbedding(worker, broken)
+    embedded_after(embedding, [ack("save-1")])
+    assert worker.recall_index.embedder is None
+    assert not has_vectors(worker.recall_index, "save-1")
