@@ -39,6 +39,7 @@ from schemas import Ack, DeadLetter
 from schemas.changes import ChangeRecords
 from schemas.policy import Policy
 from streams import changelog, codec, kafka_consumer
+from streams.allocator import keep_large_buffers
 from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
 from streams.embedding import Embedder, WordLlamaEmbedder
@@ -504,6 +505,7 @@ class Rumourmill:
 
 def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
+    keep_large_buffers()  # each batch's megabyte buffers reuse the pages of the last ones
     app = faust.App(
         settings.app_id,
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
