@@ -5,7 +5,6 @@ embedder that fails to load leaves recall to cues and words and stops nothing.""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from projections.state import StateTransaction
 from schemas import Ack
@@ -13,13 +12,7 @@ from schemas.outcomes import Outcome
 from streams.embedding import Embedder
 from streams.embedding_agent import MemoryEmbedding
 from streams.recall_index import SqliteRecallIndex
-from streams.replay import replay_lines
-from tests.streams.test_recall_index import CountingEmbedder
-
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-STATE = replay_lines(
-    [*TAVERN.splitlines(), *TAVERN.replace(b'"save-1"', b'"save-2"').splitlines()]
-).state
+from tests.streams.test_recall_index import STATE, CountingEmbedder
 
 
 class Worker:
