@@ -16,9 +16,8 @@ nothing.
 - a deletion (`MessageChanges.deleting`) is `world-deleted` for each world whose timelines it
   removed.
 
-Every `change_id` is made of hashes of where the change happened (world, timeline, seq) and of
-what changed (kind, subject): `change_id`. Applying the same event again (a crash before its
-state was stored) gives the very same ids.
+Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject),
+so applying the same event again (a crash before its state was stored) gives the very same ids.
 """
 
 from __future__ import annotations
@@ -47,23 +46,11 @@ from schemas.memory import Memory
 ID_BYTES = 16
 
 
-def change_id(where: tuple[KeyPart, ...], subject: tuple[KeyPart, ...]) -> str:
-    """The id of a change: 32 hex characters from where it happened (its tenant and world, and
-    for a change an event made, the event's timeline and seq) and what changed (its kind and
-    subject). The two are hashed apart and the hashes combined by XOR, so the changes of an
-    event hash its position once and those of a relation its subject once: two changes share
-    an id only if 128-bit hashes meet by chance, as for one hash of both."""
-    return _ID % (_hashed(pack(_AT, *where)) ^ _hashed(pack(_OF, *subject)))
-
-
-def _hashed(packed: bytes) -> int:
-    """A half of a change id (`change_id`)."""
-    return int.from_bytes(hashlib.blake2b(packed, digest_size=ID_BYTES).digest())
-
-
-_AT = "change-at"
-_OF = "change-of"
-_ID = "%032x"
+def change_id(tenant_id: str, world_id: str, *where: KeyPart) -> str:
+    """The id of a change: 32 hex characters from its world and where in it it happened."""
+    return hashlib.blake2b(
+        pack("change", tenant_id, world_id, *where), digest_size=ID_BYTES
+    ).hexdigest()
 
 
 class ApplyNoting(Protocol):
@@ -109,7 +96,7 @@ class MessageChanges:
         tenant = event.tenant_id
         for world in worlds:
             change: Change = {
-                "change_id": change_id((tenant, world), ("world-deleted", named, count)),
+                "change_id": change_id(tenant, world, "world-deleted", named, count),
                 "kind": "world-deleted",
                 "tenant_id": tenant,
                 "world_instance_id": world,
@@ -138,7 +125,7 @@ class EventChanges:
 
     __slots__ = (
         "_ancestry",
-        "_at",
+        "_hashed",
         "_memories",
         "_relations",
         "_revisions",
@@ -154,8 +141,8 @@ class EventChanges:
         self._tx = tx
         self.event = event
         self._ancestry = ancestry
-        self._at = 0
-        """The hash of the event's position, a half of each change id (once a change is told)."""
+        self._hashed: hashlib.blake2b | None = None
+        """A change id's hash fed with the event's position (once a change is told)."""
         self._where = b""
         """The event's fields as each record holds them (once a change is told)."""
         self._memories: list[bytes] = []
@@ -268,22 +255,25 @@ class EventChanges:
     def _record(self, kind: str, one: str, other: str, own: dict[str, Any]) -> bytes:
         """The record of a change of `kind` to the subject (`one`, `other`) with its `own`
         fields."""
-        return self._spliced(
-            _KIND_FIELDS[kind], _hashed(pack(_OF, kind, one, other)), orjson.dumps(own)[1:]
-        )
+        return self._spliced(_KIND_FIELDS[kind], pack(kind, one, other), orjson.dumps(own)[1:])
 
-    def _spliced(self, kind_fields: bytes, subject: int, own: bytes, more: bytes = b"") -> bytes:
-        """The record of a change whose subject hashes to `subject` (`change_id`'s second
-        half), its kind's `_KIND_FIELDS`, and its own fields (`own` then `more`, encoded as
-        orjson encodes them, the first less its opening brace) after those every change at an
-        event has: byte for byte the `orjson.dumps` of the whole change ({change_id, kind,
+    def _spliced(self, kind_fields: bytes, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
+        """The record of a change to `subject` (`pack(kind, one, other)`) at the event, with
+        its kind's `_KIND_FIELDS` and its own fields (`own` then `more`, encoded as orjson
+        encodes them, the first less its opening brace) after those every change at an event
+        has: byte for byte the `orjson.dumps` of the whole change ({change_id, kind,
         tenant_id, world_instance_id, timeline_id, seq, game_time, story_minutes, *own}),
         spliced from orjson's encodings of its parts (the event's once), at half the cost of
-        building the dict and encoding it."""
-        if not self.told:
-            self._at, self._where = _at(self.event)
+        building the dict and encoding it. Its id is
+        `change_id(world, timeline, seq, kind, one, other)`."""
+        hashed = self._hashed
+        if hashed is None:
+            hashed, self._where = _at(self.event)
+            self._hashed = hashed
             self.told = True
-        change = hexlify((self._at ^ subject).to_bytes(ID_BYTES))
+        hashed = hashed.copy()
+        hashed.update(subject)
+        change = hexlify(hashed.digest())
         return b"".join((b'{"change_id":"', change, kind_fields, self._where, own, more))
 
 
@@ -294,29 +284,29 @@ _KIND_FIELDS = {kind: b'","kind":' + orjson.dumps(kind) + b"," for kind in CHANG
 _RELATION_CHANGED = _KIND_FIELDS["relation-changed"]
 
 
-def _at(event: Event) -> tuple[int, bytes]:
-    """The hash of the event's position (`change_id`'s first half), and the event's fields as
-    every record of a change at it holds them (with the comma before the change's own)."""
-    tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
+def _at(event: Event) -> tuple[hashlib.blake2b, bytes]:
+    """A change id's hash fed with where the event is, and the event's fields as every record
+    of a change at it holds them (with the comma before the change's own)."""
+    hashed = _timeline_hashed(event.tenant_id, event.world_instance_id, event.timeline_id).copy()
+    hashed.update(pack(event.seq))
     where = orjson.dumps(
         {
-            "tenant_id": tenant,
-            "world_instance_id": world,
-            "timeline_id": timeline,
+            "tenant_id": event.tenant_id,
+            "world_instance_id": event.world_instance_id,
+            "timeline_id": event.timeline_id,
             "seq": event.seq,
             "game_time": event.game_time,
             "story_minutes": event.story_minutes,
         }
     )
-    return _hashed(pack(_AT, tenant, world, timeline, event.seq)), where[1:-1] + b","
+    return hashed, where[1:-1] + b","
 
 
 @lru_cache(maxsize=1 << 16)
-def _relation(character: str, entity: str) -> tuple[int, bytes]:
-    """The subject of a relation's changes (hashed: `change_id`'s second half), and the first
-    of their own fields, encoded as orjson encodes them but open at both ends: the same
-    relations change event after event."""
-    subject = _hashed(pack(_OF, "relation-changed", character, entity))
+def _relation(character: str, entity: str) -> tuple[bytes, bytes]:
+    """The subject of a relation's changes, and the first of their own fields, encoded as
+    orjson encodes them but open at both ends: the same relations change event after event."""
+    subject = pack("relation-changed", character, entity)
     fields = orjson.dumps({"character_id": character, "entity_id": entity})
     return subject, fields[1:-1] + b","
 
@@ -327,3 +317,9 @@ def _standing(total: float, count: int) -> bytes:
     opening brace: the relation's feeling (`relations.mean_feeling`, worked out in decimal)
     and memories. The same sums and counts recur (five in six in a long story)."""
     return orjson.dumps({"feeling": mean_feeling(total, count), "memories": count})[1:]
+
+
+@lru_cache(maxsize=1 << 12)
+def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
+    """A change id's hash fed with its timeline: what every change there starts from."""
+    return hashlib.blake2b(pack("change", tenant, world, timeline), digest_size=ID_BYTES)

@@ -216,8 +216,7 @@ def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
     assert decoded(noted.records) == [
         {
             "change_id": change_id(
-                ("default", "save-1", "main", 5),
-                ("belief-weakened", "npc-mara", held.belief_id),
+                "default", "save-1", "main", 5, "belief-weakened", "npc-mara", held.belief_id
             ),
             "kind": "belief-weakened",
             "tenant_id": "default",
