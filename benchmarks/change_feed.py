@@ -209,6 +209,10 @@ def on_kafka(options: Options, bootstrap: str) -> None:
             ("worker CPU time, feed on", f"{cpu_on:,.0f} events/s"),
             ("worker CPU time, feed off", f"{cpu_off:,.0f} events/s"),
             ("ratio on/off, worker CPU time", f"{cpu_on / cpu_off:.3f}"),
+            (
+                "the feed's cost per event, worker CPU time",
+                f"{1e6 / cpu_on - 1e6 / cpu_off:.0f} us",
+            ),
             ("feed messages per event", f"{median([r.sent for r in on]) / count:.2f}"),
             ("a bare producer's send, CPU per message", f"{send_cost:.1f} us"),
             (
