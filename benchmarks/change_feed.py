@@ -3,8 +3,8 @@
 Rumours spread (`memory.spreading.enabled`), so every change kind but deletion is produced.
 In-process: `Projector.receive` over `MemoryState` with `changes=True` and without, alternated.
 On Apache Kafka: a fresh `rumourmill worker` (topics of its own) with `RUMOURMILL_CHANGES` true
-and false, alternated; once it is ready the same events are published, timed until the last
-`processed` ack, and how many feed messages each event sent.
+and false, alternated after a discarded warm-up run; once it is ready the same events are
+published, timed until the last `processed` ack, and how many feed messages each event sent.
 
 Besides wall-clock rates, each side's CPU time is printed (this process's for in-process, the
 worker's from /proc for Kafka): on a shared machine it moves far less with the load of others.
@@ -187,6 +187,9 @@ def on_kafka(options: Options, bootstrap: str) -> None:
     on: list[WorkerRun] = []
     off: list[WorkerRun] = []
     with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
+        # discarded: the broker's code is compiled as it runs (its JIT), and would otherwise
+        # be so only for the first run, with the feed on
+        worker_run(bootstrap, events, Path(temp) / "warm-up", changes=True)
         for attempt in range(options.repeats):  # alternated, so both see the same machine
             on.append(worker_run(bootstrap, events, Path(temp) / f"on-{attempt}", changes=True))
             off.append(worker_run(bootstrap, events, Path(temp) / f"off-{attempt}", changes=False))
@@ -206,6 +209,10 @@ def on_kafka(options: Options, bootstrap: str) -> None:
             ("worker CPU time, feed on", f"{cpu_on:,.0f} events/s"),
             ("worker CPU time, feed off", f"{cpu_off:,.0f} events/s"),
             ("ratio on/off, worker CPU time", f"{cpu_on / cpu_off:.3f}"),
+            (
+                "the feed's cost per event, worker CPU time",
+                f"{1e6 / cpu_on - 1e6 / cpu_off:.0f} us",
+            ),
             ("feed messages per event", f"{median([r.sent for r in on]) / count:.2f}"),
             ("a bare producer's send, CPU per message", f"{send_cost:.1f} us"),
             (

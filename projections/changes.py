@@ -118,7 +118,10 @@ class EventChanges:
     """The changes of one applied event, told by the writes that make them
     (`memory_store.MemoryWrites`, `relations.RelationWrites`), each kind kept apart so the
     records come in one order whatever order the writes come in: memories (each belief formed,
-    then the rumour it passed), relations, confidence revisions."""
+    then the rumour it passed), relations, confidence revisions.
+
+    Each record is built where its change is told, in one step (`_spliced`): there are a dozen
+    an event, and the feed's cost is mostly theirs."""
 
     __slots__ = (
         "_ancestry",
@@ -170,15 +173,50 @@ class EventChanges:
         formed_here = memory.seq == self.event.seq
         before = self._stored.get(key) if formed_here else self._tx.get(key)
         self._stored[key] = raw
+        held = memory.__dict__  # its fields: read a dozen times, past pydantic's attribute hook
+        character, belief, confidence = held["character_id"], held["belief_id"], held["confidence"]
         if before is None or (before == raw and formed_here):
-            self._memories.append(self._belief_formed(memory))
-            teller = memory.source_entity
-            if teller is not None and memory.belief_id in self._rumours:
-                self._memories.append(self._rumour_passed(memory, teller))
+            teller = held["source_entity"]
+            self._memories.append(
+                self._record(
+                    "belief-formed",
+                    character,
+                    belief,
+                    {
+                        "character_id": character,
+                        "belief_id": belief,
+                        "memory_kind": held["kind"],
+                        "content": held["content"],
+                        "source": held["source"],
+                        "source_entity": teller,
+                        "confidence": confidence,
+                        "importance": held["importance"],
+                        "feeling": held["feeling"],
+                        "persistent": held["persistent"],
+                    },
+                )
+            )
+            if teller is not None and belief in self._rumours:
+                self._memories.append(
+                    self._record(
+                        "rumour-passed",
+                        character,
+                        belief,
+                        {
+                            "teller_id": teller,
+                            "listener_id": character,
+                            "belief_id": belief,
+                            "origin": held["origin"],
+                            "hops": held["hops"],
+                            "confidence": confidence,
+                            "content": held["content"],
+                        },
+                    )
+                )
         elif before != raw:
-            earlier = DECODED.decode(before)
-            if memory.confidence < earlier.confidence:
-                self._memories.append(self._weakened(memory, earlier.confidence, memory.confidence))
+            earlier = DECODED.decode(before).confidence
+            if confidence < earlier:
+                self._memories.append(self._weakened(memory, earlier, confidence))
 
     def confidence_revised(self, keys: MemoryKeys, memory: Memory) -> None:
         """The belief is now held with `memory.confidence` on the event's timeline: a
@@ -193,32 +231,12 @@ class EventChanges:
         `total`."""
         subject, fields = _relation(character, entity)
         self._relations.append(
-            self._spliced("relation-changed", subject, fields, _standing(total, count))
+            self._spliced(_RELATION_CHANGED, subject, fields, _standing(total, count))
         )
 
     def in_order(self) -> list[bytes]:
         """The records told: memories, then relations, then revisions."""
         return [*self._memories, *self._relations, *self._revisions]
-
-    def _belief_formed(self, memory: Memory) -> bytes:
-        character, belief = memory.character_id, memory.belief_id
-        return self._record(
-            "belief-formed",
-            character,
-            belief,
-            {
-                "character_id": character,
-                "belief_id": belief,
-                "memory_kind": memory.kind,
-                "content": memory.content,
-                "source": memory.source,
-                "source_entity": memory.source_entity,
-                "confidence": memory.confidence,
-                "importance": memory.importance,
-                "feeling": memory.feeling,
-                "persistent": memory.persistent,
-            },
-        )
 
     def _weakened(self, memory: Memory, before: float, now: float) -> bytes:
         character, belief = memory.character_id, memory.belief_id
@@ -234,35 +252,19 @@ class EventChanges:
             },
         )
 
-    def _rumour_passed(self, memory: Memory, teller: str) -> bytes:
-        listener, belief = memory.character_id, memory.belief_id
-        return self._record(
-            "rumour-passed",
-            listener,
-            belief,
-            {
-                "teller_id": teller,
-                "listener_id": listener,
-                "belief_id": belief,
-                "origin": memory.origin,
-                "hops": memory.hops,
-                "confidence": memory.confidence,
-                "content": memory.content,
-            },
-        )
-
     def _record(self, kind: str, one: str, other: str, own: dict[str, Any]) -> bytes:
         """The record of a change of `kind` to the subject (`one`, `other`) with its `own`
         fields."""
-        return self._spliced(kind, pack(kind, one, other), _own(own))
+        return self._spliced(_KIND_FIELDS[kind], pack(kind, one, other), orjson.dumps(own)[1:])
 
-    def _spliced(self, kind: str, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
-        """The record of a change of `kind` to `subject` (`pack(kind, one, other)`) at the
-        event, with its own fields (`own`, then `more`: each encoded as `_own` does) after
-        those every change at an event has: byte for byte the `orjson.dumps` of the whole
-        change ({change_id, kind, tenant_id, world_instance_id, timeline_id, seq, game_time,
-        story_minutes, *own}), spliced from orjson's encodings of its parts (the event's once),
-        at half the cost of building the dict and encoding it. Its id is
+    def _spliced(self, kind_fields: bytes, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
+        """The record of a change to `subject` (`pack(kind, one, other)`) at the event, with
+        its kind's `_KIND_FIELDS` and its own fields (`own` then `more`, encoded as orjson
+        encodes them, the first less its opening brace) after those every change at an event
+        has: byte for byte the `orjson.dumps` of the whole change ({change_id, kind,
+        tenant_id, world_instance_id, timeline_id, seq, game_time, story_minutes, *own}),
+        spliced from orjson's encodings of its parts (the event's once), at half the cost of
+        building the dict and encoding it. Its id is
         `change_id(world, timeline, seq, kind, one, other)`."""
         hashed = self._hashed
         if hashed is None:
@@ -271,22 +273,15 @@ class EventChanges:
             self.told = True
         hashed = hashed.copy()
         hashed.update(subject)
-        return b"".join(
-            (
-                b'{"change_id":"',
-                hexlify(hashed.digest()),
-                _KIND_FIELDS[kind],
-                self._where,
-                own,
-                more,
-            )
-        )
+        change = hexlify(hashed.digest())
+        return b"".join((b'{"change_id":"', change, kind_fields, self._where, own, more))
 
 
 CHANGE_KINDS = ("belief-formed", "belief-weakened", "relation-changed", "rumour-passed")
 """The kinds of change an applied event makes (a deletion makes `world-deleted`)."""
 _KIND_FIELDS = {kind: b'","kind":' + orjson.dumps(kind) + b"," for kind in CHANGE_KINDS}
 """What a record holds between its id and the event's fields."""
+_RELATION_CHANGED = _KIND_FIELDS["relation-changed"]
 
 
 def _at(event: Event) -> tuple[hashlib.blake2b, bytes]:
@@ -307,25 +302,21 @@ def _at(event: Event) -> tuple[hashlib.blake2b, bytes]:
     return hashed, where[1:-1] + b","
 
 
-def _own(fields: dict[str, Any]) -> bytes:
-    """A change's own fields as its record ends: encoded, less the opening brace."""
-    return orjson.dumps(fields)[1:]
-
-
 @lru_cache(maxsize=1 << 16)
 def _relation(character: str, entity: str) -> tuple[bytes, bytes]:
     """The subject of a relation's changes, and the first of their own fields, encoded as
-    `_own` does but left open: the same relations change event after event."""
+    orjson encodes them but open at both ends: the same relations change event after event."""
     subject = pack("relation-changed", character, entity)
-    return subject, orjson.dumps({"character_id": character, "entity_id": entity})[1:-1] + b","
+    fields = orjson.dumps({"character_id": character, "entity_id": entity})
+    return subject, fields[1:-1] + b","
 
 
 @lru_cache(maxsize=1 << 14)
 def _standing(total: float, count: int) -> bytes:
-    """The last of a relation change's own fields, encoded as `_own` does: the relation's
-    feeling (`relations.mean_feeling`, worked out in decimal) and memories. The same sums and
-    counts recur (five in six in a long story)."""
-    return _own({"feeling": mean_feeling(total, count), "memories": count})
+    """The last of a relation change's own fields, encoded as orjson encodes them, less the
+    opening brace: the relation's feeling (`relations.mean_feeling`, worked out in decimal)
+    and memories. The same sums and counts recur (five in six in a long story)."""
+    return orjson.dumps({"feeling": mean_feeling(total, count), "memories": count})[1:]
 
 
 @lru_cache(maxsize=1 << 12)

@@ -366,13 +366,11 @@ class Rumourmill:
         applies the event again, from the changelog's state without it: its changes come again,
         with the same ids.
         """
-        told = [
-            delivery
-            for intake in intakes
-            if intake.changes
-            for delivery in await self.send_changes_of(intake.changes)
-        ]
-        return [*dict.fromkeys(told)]
+        taken: ChangeRecords = {}  # each world's, in order: one send a world, not a message
+        for intake in intakes:
+            for world, records in intake.changes.items():
+                taken.setdefault(world, []).extend(records)
+        return [*dict.fromkeys(await self.send_changes_of(taken))]
 
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
         """Send the acks and dead letters one message produced (its changes went
@@ -426,8 +424,8 @@ class Rumourmill:
         return BatchSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
 
     async def send_changes_of(self, changes: ChangeRecords) -> list[Delivery]:
-        """A message's changes on the change feed, one record each keyed by its world, on the
-        world's partition (the feed has the events topic's partitions)."""
+        """Changes on the change feed, one record each keyed by its world, on the world's
+        partition (the feed has the events topic's partitions)."""
         deliveries: list[Delivery] = []
         for world, records in changes.items():
             key = world.encode()
