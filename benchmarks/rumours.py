@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
@@ -32,7 +31,7 @@ from projections.keys import pack
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy
-from streams.state import RocksTransaction, state_options, without_write_ahead_log
+from streams.state import RocksTransaction, StateOptions, state_options, without_write_ahead_log
 
 FULL_EVENTS = 200_000
 QUICK_EVENTS = 20_000
@@ -66,10 +65,11 @@ class Folded:
 def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     """Rates of each slice, total seconds, and the RocksDB state, folding `lines` under `policy`.
 
-    The state lives in RocksDB, opened as a worker opens a partition: a town's millions of
-    memories do not fit an in-memory sorted dict.
+    The state lives in RocksDB, opened as a worker opens a partition (`StateOptions`): a
+    town's millions of memories do not fit an in-memory sorted dict.
     """
-    db = without_write_ahead_log(RocksDBOptions(**state_options(BLOCK_CACHE_MB)).open(directory))
+    options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
+    db = without_write_ahead_log(options.open(directory))
 
     def write(key: bytes, value: bytes | None) -> None:
         if value is None:

@@ -123,10 +123,11 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     """
     if not is_news(memory) or memory.character_id == listener:
         return False
-    tellers = {memory.source_entity, *(step.entity_id for step in memory.lineage)}
-    if listener in tellers:
+    if memory.source_entity == listener:
         return False
-    return set(memory.about) != {listener}
+    if any(step.entity_id == listener for step in memory.lineage):
+        return False
+    return any(entity != listener for entity in memory.about) or not memory.about
 
 
 def passed_at_meeting(
