@@ -17,19 +17,19 @@ slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read
 (`runtime_read`) of the same character in the same run; both in-process over `MemoryState`,
 no HTTP.
 
-Embedding cost: the worker embeds after each batch it takes in, in its event loop, so on the
-same core as ingest. Measured in-process on the tavern story: `Projector.receive` for every
-event alone, then the same with, after every 200 events (an ingest batch), what the worker does
-for the world (`note_formed`, reading the memory log since its mark, then `embed_pending` with
-WordLlama), each part timed by the clock and by the CPU time of the thread; the word index is
-not the agent's work (recall catches it up). Each run with the agent starts from a new embedder,
-so the words it keeps tokenized are learnt within the run. Each run ends with a collection of
-the youngest garbage-collector generation, inside the clock: the story's memories pile up there
-between collections, and without it the few collections the agent's allocations set off would
-charge it with tracing the core's objects, which the run without the agent never pays. The ratio
-of the two rates is the ingest rate the agent leaves when the core is the bottleneck (a worker
-also waits on Kafka, so it is a floor for the worker's ratio). A sentence many characters hold
-is embedded once.
+Embedding cost: the embedding agent embeds the worlds of each batch the worker takes in, on the
+worker's event loop between batches, so on the same core as ingest. Measured in-process on the
+tavern story: `Projector.receive` for every event alone, then the same with, after every 200
+events (an ingest batch), what the worker does for the world (`note_formed`, reading the memory
+log since its mark, then `embed_pending` with WordLlama), each part timed by the clock and by
+the CPU time of the thread; the word index is not the agent's work (recall catches it up). Each
+run with the agent starts from a new embedder, so the words it keeps tokenized are learnt within
+the run. Each run ends with a collection of the youngest garbage-collector generation, inside
+the clock: the story's memories pile up there between collections, and without it the few
+collections the agent's allocations set off would charge it with tracing the core's objects,
+which the run without the agent never pays. The ratio of the two rates is the ingest rate the
+agent leaves when the core is the bottleneck (a worker also waits on Kafka, so it is a floor for
+the worker's ratio). A sentence many characters hold is embedded once.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ A worker takes in N tavern events (4 worlds, one per partition) and is left unti
 per repeat: stop it (SIGTERM, or SIGKILL), publish the next event of the story, start it again,
 time from launching the process to the ack of that event (the ack's Kafka timestamp), and let it
 go idle again. Measured right after the history is in, a restart would also wait for the
-embedding backlog (the embedding agent shares the worker's event loop). After SIGKILL the group
-waits for the killed member's session to time out, at both sizes alike. Resident memory (VmRSS)
-is read once the history is in and again after the last restart. Failover to a standby is
-`benchmarks.failover`.
+embedding backlog (the embedding agent shares the worker's event loop, between batches). After
+SIGKILL the group waits for the killed member's session to time out, at both sizes alike.
+Resident memory (VmRSS) is read once the history is in and again after the last restart.
+Failover to a standby is `benchmarks.failover`.
 
     python -m benchmarks.restart [--quick] [--repeats N]
 """

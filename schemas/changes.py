@@ -107,9 +107,9 @@ Change = dict[str, Any]
 `kind` names in `CHANGE_MODELS` (built without validating: rumourmill made every value)."""
 
 ChangeRecords = dict[str, list[bytes]]
-"""What one source message changed, as the feed's records: each change in JSON, under the world
-it is keyed by, each world's in the order they happened. Encoded once as they are worked out, and
-sent to Kafka as they are."""
+"""What one source message (or a batch of them) changed, as the feed's records: each change in
+JSON, under the world it is keyed by, each world's in the order they happened. Encoded once as
+they are worked out, and sent to Kafka as they are."""
 
 
 def as_records(changes: Iterable[Change]) -> ChangeRecords:

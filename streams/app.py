@@ -42,7 +42,7 @@ from streams import changelog, codec, kafka_consumer
 from streams.allocator import keep_large_buffers
 from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
-from streams.embedding import Embedder, WordLlamaEmbedder
+from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
 from streams.event_batches import event_batches
 from streams.judging import Judge, JudgementLog, topic_reader
@@ -285,8 +285,6 @@ class Rumourmill:
     """Derived local state for recall, caught up from the projections as it is searched."""
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
-    embedder: Callable[[], Embedder] = WordLlamaEmbedder
-    """Makes the recall index's embedder (`MemoryEmbedding.load`)."""
 
     async def judged(self, message: SourceMessage) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
@@ -396,7 +394,7 @@ class Rumourmill:
     @cached_property
     def embedding(self) -> MemoryEmbedding:
         """Vectors for recall of what the batches formed (`streams.embedding_agent`)."""
-        return MemoryEmbedding(self, self.embedder)
+        return MemoryEmbedding(self, WordLlamaEmbedder)
 
     @cached_property
     def ack_sender(self) -> BatchSender:
@@ -599,8 +597,8 @@ def create_app(settings: Settings) -> Rumourmill:
         await policies.follow()
 
     @app.task  # type: ignore[untyped-decorator]
-    async def load_embedder() -> None:
-        await mill.embedding.load()
+    async def embed_memories() -> None:
+        await mill.embedding.run()
 
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
@@ -622,7 +620,6 @@ def create_app(settings: Settings) -> Rumourmill:
             try:
                 async with mill.durability.writing(counts):
                     deliveries = await mill.take([event.message for event in events])
-                await mill.embedding.embed_noted()  # before any of them is acked
             except Exception as error:  # a bug, not bad input: stop rather than skip events
                 await mill.crash(error, f"taking {len(events)} event(s) in")
                 raise

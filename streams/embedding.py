@@ -9,11 +9,12 @@ over a text, weights and tokenizer shipped inside the wheel. Nothing is ever dow
 loader is told not to, and is pointed at the package's own folder, whose `tokenizers/` holds the
 tokenizer it would otherwise look for under `tokenizer/` and then fetch.
 
-The embedding agent runs on the ingest core, and the tokenizer was most of its cost: WordLlama
-tokenizes each text whole (Llama's BPE with no pre-tokenizer). Its merges never join across a
-single space (the only vocabulary entries with an inner `▁` are runs of `▁`), so the tokens of a
-text whose words are parted by single spaces are the tokens of each word in turn: each word is
-tokenized once and kept, and a batch is pooled in one gather. The vectors are WordLlama's own.
+The embedding agent shares the ingest agent's core (`streams.embedding_agent`), and the
+tokenizer was most of its cost: WordLlama tokenizes each text whole (Llama's BPE with no
+pre-tokenizer). Its merges never join across a single space (the only vocabulary entries with an
+inner `▁` are runs of `▁`), so the tokens of a text whose words are parted by single spaces are
+the tokens of each word in turn: each word is tokenized once and kept, and a batch is pooled in
+one gather. The vectors are WordLlama's own.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""Vectors for recall, made in the worker right after each batch the ingest agent takes in.
+"""The embedding agent: vectors for recall, made beside the ingest path, never inside it.
 
-After a batch, the ingest agent embeds what the worlds it named formed since they were last
-looked at: each content that has no vector yet, once (`embed_pending`). Only then are the
-batch's events acked, so a crash before it brings them again, and their worlds are embedded
-then (the recall index lives in memory: a restart catches a world up from position 0 at its
-next event). It does no more than that: the word and cue searches catch themselves up when a
-recall needs them, and until a memory has its vector, cues and words still find it.
+The ingest agent notes the worlds each batch it takes in names (`MemoryEmbedding.note`, from
+the batch's acks) and goes on; this agent, a task of its own on the worker's loop, embeds what
+those worlds formed since they were last looked at: each content that has no vector yet, once
+(`embed_pending`). No ack waits for it. The recall index lives in memory, so a restart catches a
+world up from position 0 at its next event; until a memory has its vector, cues and words still
+find it, and the word and cue searches catch themselves up when a recall needs them.
 
-This used to be an agent reading the worker's own acks back from Kafka: a second fetch, decode
-and commit of a record per event, for a set of worlds the ingest agent already holds.
+It used to read the worker's own acks back from Kafka: a second fetch, decode and commit of a
+record per event, for a set of worlds the ingest agent already holds.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Embeds(Protocol):
 
 
 class MemoryEmbedding:
-    """The worlds a batch named, and their embedding once the batch is taken in."""
+    """The worlds the ingest agent's batches named, and the agent that embeds them (`run`)."""
 
     def __init__(self, worker: Embeds, embedder: Callable[[], Embedder]) -> None:
         self.worker = worker
@@ -45,6 +45,8 @@ class MemoryEmbedding:
         self.worlds: set[tuple[str, str]] = set()
         """The tenants and worlds noted since the last `embed_noted`."""
         self.loaded = asyncio.Event()
+        self.noted = asyncio.Event()
+        """Set when a batch names worlds the agent has not embedded since."""
 
     async def load(self) -> None:
         """Make the embedder in a thread, as the worker starts: loading a model takes half a
@@ -57,13 +59,25 @@ class MemoryEmbedding:
         finally:
             self.loaded.set()
 
+    async def run(self) -> None:
+        """The agent: load the embedder, then embed the noted worlds whenever there are some,
+        letting ingest go on between one world and the next."""
+        await self.load()
+        while True:
+            await self.noted.wait()
+            self.noted.clear()
+            await self.embed_noted()
+
     def note(self, acks: Iterable[Ack]) -> None:
-        """The worlds these acks name (a tenant and a world each), to embed after the batch."""
-        self.worlds.update(
+        """The worlds these acks name (a tenant and a world each), for the agent to embed."""
+        worlds = self.worlds
+        worlds.update(
             (ack.tenant_id, ack.world_instance_id)
             for ack in acks
             if ack.tenant_id and ack.world_instance_id
         )
+        if worlds:
+            self.noted.set()
 
     async def embed_noted(self) -> None:
         """Embed what the noted worlds formed that has no vector yet; an error is logged and
@@ -84,3 +98,4 @@ class MemoryEmbedding:
                 continue
             if stored:
                 log.debug("embedded %d memory(ies) of world %r", stored, world)
+            await asyncio.sleep(0)  # ingest goes on between worlds

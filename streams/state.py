@@ -8,9 +8,18 @@ the table's changelog topic (`streams.changelog`), so it survives the loss of th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
 
 from faust.stores.rocksdb import RocksDBOptions
-from rocksdict import DBCompressionType, Options, Rdict, WriteOptions
+from rocksdict import (
+    AccessType,
+    DBCompressionType,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteOptions,
+)
 
 from projections.state import prefix_end
 
@@ -96,8 +105,9 @@ def state_options(block_cache_mb: int) -> dict[str, int]:
 MEMTABLE_BLOOM_RATIO = 0.1
 """The share of a partition's write buffer given to the memtable's bloom filter."""
 UNCOMPRESSED_LEVELS = 2
-"""The levels written without compression: level 0 (each flush) and level 1 (which every
-compaction of level 0 rewrites)."""
+"""The levels written without compression: level 0 (each flush) and the level every compaction
+of level 0 rewrites (with Faust's dynamic level sizes, the bottom one while a state is small:
+such a state stays uncompressed)."""
 
 
 class StateOptions(RocksDBOptions):
@@ -123,6 +133,21 @@ class StateOptions(RocksDBOptions):
             [DBCompressionType.none()] * UNCOMPRESSED_LEVELS + [DBCompressionType.lz4()]
         )
         return options
+
+    def open(self, path: Path, *, read_only: bool = False) -> Rdict:
+        """The partition at `path`, run with these options even where it exists already.
+
+        Faust opens it naming no column family, and rocksdict then takes the default family's
+        options (block cache, filters, compression) from the directory's own OPTIONS file: a
+        restart that keeps the local state would run on whatever it was created with, and a
+        changed `RUMOURMILL_BLOCK_CACHE_MB` would do nothing. Named (none but the default, which
+        Faust never adds to), the family is opened with these."""
+        if not self.use_rocksdict:  # python-rocksdb, which opens with the options given
+            return cast(Rdict, super().open(path, read_only=read_only))
+        access = AccessType.read_write() if self.ttl is None else AccessType.with_ttl(self.ttl)
+        db = Rdict(str(path), options=self.as_options(), column_families={}, access_type=access)
+        db.set_read_options(ReadOptions())
+        return db
 
 
 _WITHOUT_WAL = WriteOptions()

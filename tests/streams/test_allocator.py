@@ -3,8 +3,8 @@ before freed once the allocator's thresholds are raised, instead of faulting new
 
 from __future__ import annotations
 
+import platform
 import resource
-import sys
 
 import pytest
 
@@ -23,7 +23,7 @@ def pages_faulted_by_a_batch() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_batches_of_large_buffers_fault_no_new_pages_in_once_raised() -> None:
     assert keep_large_buffers()
     pages_faulted_by_a_batch()  # the heap grows once

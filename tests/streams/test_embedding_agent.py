@@ -1,6 +1,7 @@
-"""The worker's embedding after each batch: the worlds the batch's acks name get vectors for what
-they formed, before the batch is done; other worlds, and acks that name no world, get none; an
-embedder that fails to load leaves recall to cues and words and stops nothing."""
+"""The embedding agent: the worlds the ingest agent's batches name (their acks) get vectors for
+what they formed, by the agent's own task and not by the batch; other worlds, and acks that name
+no world, get none; an embedder that fails to load leaves recall to cues and words and stops
+nothing."""
 
 from __future__ import annotations
 
@@ -49,7 +50,29 @@ def embedded_after(embedding: MemoryEmbedding, acks: list[Ack]) -> None:
     asyncio.run(batch())
 
 
-def test_the_worlds_a_batch_names_get_their_vectors_before_it_is_done() -> None:
+def test_the_agent_embeds_the_worlds_batches_name_without_the_batch_waiting() -> None:
+    worker, counting = Worker(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+
+    async def ingest_then_wait() -> bool:
+        agent = asyncio.ensure_future(embedding.run())
+        try:
+            embedding.note([ack("save-1")])  # what a batch does: note, and go on
+            embedded_at_once = has_vectors(worker.recall_index, "save-1")
+            for _ in range(200):
+                if has_vectors(worker.recall_index, "save-1"):
+                    break
+                await asyncio.sleep(0.01)
+            return embedded_at_once
+        finally:
+            agent.cancel()
+
+    assert not asyncio.run(ingest_then_wait())
+    assert has_vectors(worker.recall_index, "save-1")
+    assert not has_vectors(worker.recall_index, "save-2")
+
+
+def test_the_worlds_noted_get_their_vectors_each_once() -> None:
     worker, counting = Worker(), CountingEmbedder(8)
     embedding = MemoryEmbedding(worker, lambda: counting)
     embedded_after(embedding, [ack("save-1"), ack(None), ack("save-1")])

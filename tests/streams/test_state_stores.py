@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
@@ -275,3 +276,19 @@ def test_transactions_of_a_batch_sharing_known_values_fold_a_story_as_memory_doe
         assert world_digest(stored, "default", "w") == world_digest(memory, "default", "w")
     finally:
         db.close()
+
+
+def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_path: Path) -> None:
+    """A restart that keeps the local state runs on the options asked for now (block cache,
+    memtable filter), not those the directory was created with (Faust's defaults here)."""
+    path = tmp_path / "partition-0"
+    created = RocksDBOptions(**state_options(block_cache_mb=1), use_rocksdict=True).open(path)
+    created[b"kept"] = b"across the restart"
+    created.close()
+
+    reopened = StateOptions(**state_options(block_cache_mb=4), use_rocksdict=True).open(path)
+    assert reopened[b"kept"] == b"across the restart"
+    reopened.close()
+    opened_with = (path / "LOG").read_text()  # each open starts the log anew
+    assert f"capacity : {4 * 1024 * 1024}" in opened_with
+    assert "Options.memtable_whole_key_filtering: 1" in opened_with
