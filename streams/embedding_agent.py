@@ -44,7 +44,6 @@ class MemoryEmbedding:
         self.make_embedder = embedder
         self.worlds: set[tuple[str, str]] = set()
         """The tenants and worlds noted since the last `embed_noted`."""
-        self.loaded = asyncio.Event()
         self.noted = asyncio.Event()
         """Set when a batch names worlds the agent has not embedded since."""
 
@@ -56,8 +55,6 @@ class MemoryEmbedding:
             self.worker.recall_index.embedder = await asyncio.to_thread(self.make_embedder)
         except Exception:
             log.exception("no embedder: memories get no vectors, cues and words still find them")
-        finally:
-            self.loaded.set()
 
     async def run(self) -> None:
         """The agent: load the embedder, then embed the noted worlds whenever there are some,
@@ -83,11 +80,8 @@ class MemoryEmbedding:
         """Embed what the noted worlds formed that has no vector yet; an error is logged and
         leaves those memories to cues and words, as a world's refused model does."""
         worlds, self.worlds = self.worlds, set()
-        if not worlds:
-            return
-        await self.loaded.wait()  # made at start-up: waits only for a batch taken right away
         index = self.worker.recall_index
-        if (embedder := index.embedder) is None:
+        if (embedder := index.embedder) is None:  # `run` loads it before it embeds
             return
         for tenant, world in sorted(worlds):
             try:

@@ -119,10 +119,11 @@ class StateOptions(RocksDBOptions):
     seven times the cost of a filtered miss with a few hundred thousand keys in it.
 
     Compaction compresses what it rewrites: a town of 200,000 events with spreading on spent a
-    third of its CPU time in RocksDB's own threads. Levels 0 and 1 stay uncompressed (as
-    RocksDB's tuning guide advises) and the deeper levels, which hold most of a large state,
-    use LZ4: RocksDB's threads took 40% less, the whole fold 20% less, for 5% more disk at
-    that size (`benchmarks.rumours`; a small state, all in the first levels, takes twice).
+    third of its CPU time in RocksDB's own threads. Level 0 and the level it compacts into stay
+    uncompressed (`UNCOMPRESSED_LEVELS`, as RocksDB's tuning guide advises) and the deeper
+    levels, which hold most of a large state, use LZ4: RocksDB's threads took 40% less, the
+    whole fold 20% less, for 5% more disk at that size (`benchmarks.rumours`; a small state, all
+    in the first levels, takes twice).
     """
 
     def as_options(self) -> Options:
