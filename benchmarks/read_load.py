@@ -14,7 +14,6 @@ machine). Bounded: stops itself, and stops what it started.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import subprocess
 import tempfile
@@ -28,7 +27,7 @@ import aiohttp
 import orjson
 
 from benchmarks.static_server import StaticServer
-from benchmarks.support import Options, median, percentile, report, run_main
+from benchmarks.support import Options, cpu_seconds, median, percentile, report, run_main
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import CHARACTERS, story
@@ -51,12 +50,6 @@ class Load:
     latencies: list[float]
     cpu_per_read: float
     errors: Counter[str]
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user and system, all threads) process `pid` has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_story(settings: Settings) -> str:

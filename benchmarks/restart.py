@@ -17,7 +17,6 @@ Failover to a standby is `benchmarks.failover`.
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from benchmarks.story import tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
+    cpu_seconds,
     median,
     prepared_settings,
     report,
@@ -71,22 +71,17 @@ IDLE_WINDOW = 3.0
 IDLE_TIMEOUT = 600.0
 
 
-def cpu_seconds(worker: WorkerProcess) -> float:
-    """User and system CPU time the worker process has used so far."""
-    assert worker.process is not None
-    fields = Path(f"/proc/{worker.process.pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def wait_until_idle(worker: WorkerProcess) -> None:
     """Until the worker uses under `IDLE_CPU_SHARE` of a core for `IDLE_WINDOW` seconds (after
     the idle checkpoint, and once the memories it formed are embedded)."""
+    assert worker.process is not None
+    pid = worker.process.pid
     time.sleep(IDLE_SECONDS + 1)
     deadline = time.monotonic() + IDLE_TIMEOUT
     while time.monotonic() < deadline:
-        used = cpu_seconds(worker)
+        used = cpu_seconds(pid)
         time.sleep(IDLE_WINDOW)
-        if cpu_seconds(worker) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
+        if cpu_seconds(pid) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
             return
     raise TimeoutError(f"the worker was still busy after {IDLE_TIMEOUT:.0f} s")
 

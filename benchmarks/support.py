@@ -87,10 +87,17 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[index]
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system (kernel) CPU seconds a process has used so far, all threads (Linux
+    /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_times(pid))
 
 
 def rate(count: int, seconds: float) -> float:

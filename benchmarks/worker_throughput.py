@@ -20,7 +20,6 @@ most (some 20 us per event on a quiet machine, over 100 on a busy one), so it is
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ from benchmarks.support import (
     Options,
     WorkerProcess,
     cpu_seconds,
+    cpu_times,
     median,
     prepared_settings,
     rate,
@@ -74,12 +74,6 @@ class Run:
     last_quarter: float = 0.0
     cpu_per_event: float = 0.0
     system_per_event: float = 0.0
-
-
-def system_seconds(pid: int) -> float:
-    """System (kernel) CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[TopicPartition, int]:
@@ -128,7 +122,7 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
         worker.start()
         assert worker.process is not None
         ready_cpu, ready_ms = cpu_seconds(worker.process.pid), time.time() * 1000
-        ready_system = system_seconds(worker.process.pid)
+        ready_system = cpu_times(worker.process.pid)[1]
         timeout = 60 + count * ACK_TIMEOUT_PER_EVENT
         try:
             stamps, _ = asyncio.run(_processed_acks(settings.bootstrap, start, count, timeout))
@@ -137,7 +131,7 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
             raise
         done = time.perf_counter()
         ingest_cpu = cpu_seconds(worker.process.pid) - ready_cpu
-        ingest_system = system_seconds(worker.process.pid) - ready_system
+        ingest_system = cpu_times(worker.process.pid)[1] - ready_system
     finally:
         worker.stop()
     stamps.sort()
