@@ -587,10 +587,10 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.on_partitions_assigned.connect
     def forget_moved_worlds(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
         """Faust sends the whole new assignment (a set of TPs) after every rebalance."""
+        held = {tp.partition for tp in args[0] if tp.topic == settings.topics.events}
         keep_assigned_worlds(mill.recall_index, args[0], settings)
-        judge.log.keep_partitions(
-            {tp.partition for tp in args[0] if tp.topic == settings.topics.events}
-        )
+        mill.embedding.keep(lambda world: partition_of(world.encode(), settings.partitions) in held)
+        judge.log.keep_partitions(held)
 
     @app.task  # type: ignore[untyped-decorator]
     async def follow_policies() -> None:

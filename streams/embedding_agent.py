@@ -2,10 +2,12 @@
 
 The ingest agent notes the worlds each batch it takes in names (`MemoryEmbedding.note`, from
 the batch's acks) and goes on; this agent, a task of its own on the worker's loop, embeds what
-those worlds formed since they were last looked at: each content that has no vector yet, once
-(`embed_pending`). No ack waits for it. The recall index lives in memory, so a restart catches a
-world up from position 0 at its next event; until a memory has its vector, cues and words still
-find it, and the word and cue searches catch themselves up when a recall needs them.
+those worlds formed since they were last looked at: each content that has no vector yet, once,
+a batch of contents at a time (`embed_one_batch`), letting ingest go on after each batch. No
+ack waits for it. The recall index lives in memory, so a restart catches a world up from
+position 0 at its next event, its whole history waiting for vectors; until a memory has its
+vector, cues and words still find it, and the word and cue searches catch themselves up when a
+recall needs them. A rebalance that moves a world's partition away forgets it (`keep`).
 
 It used to read the worker's own acks back from Kafka: a second fetch, decode and commit of a
 record per event, for a set of worlds the ingest agent already holds.
@@ -22,7 +24,7 @@ from projections.state import StateTransaction
 from schemas import Ack
 from streams.embedding import Embedder
 from streams.logs import logger
-from streams.recall_index import SqliteRecallIndex, embed_pending
+from streams.recall_index import SqliteRecallIndex, embed_one_batch
 
 log = logger("embedding")
 
@@ -43,7 +45,8 @@ class MemoryEmbedding:
         self.worker = worker
         self.make_embedder = embedder
         self.worlds: set[tuple[str, str]] = set()
-        """The tenants and worlds noted since the last `embed_noted`."""
+        """The tenants and worlds noted whose contents may lack vectors: the agent takes one
+        out for each batch it embeds, and puts it back while more wait."""
         self.noted = asyncio.Event()
         """Set when a batch names worlds the agent has not embedded since."""
 
@@ -58,7 +61,7 @@ class MemoryEmbedding:
 
     async def run(self) -> None:
         """The agent: load the embedder, then embed the noted worlds whenever there are some,
-        letting ingest go on between one world and the next."""
+        letting ingest go on between one batch of contents and the next."""
         await self.load()
         while True:
             await self.noted.wait()
@@ -76,20 +79,35 @@ class MemoryEmbedding:
         if worlds:
             self.noted.set()
 
+    def keep(self, assigned: Callable[[str], bool]) -> None:
+        """Forget the noted worlds no longer `assigned` here (a rebalance moved their partition
+        away), also in a round under way: their state is another worker's now, and embedding
+        them would reopen it and put them back in the recall index."""
+        self.worlds -= {noted for noted in self.worlds if not assigned(noted[1])}
+
     async def embed_noted(self) -> None:
-        """Embed what the noted worlds formed that has no vector yet; an error is logged and
-        leaves those memories to cues and words, as a world's refused model does."""
-        worlds, self.worlds = self.worlds, set()
-        index = self.worker.recall_index
-        if (embedder := index.embedder) is None:  # `run` loads it before it embeds
+        """Embed what the noted worlds formed that has no vector yet, one batch of contents at
+        a time, letting ingest go on after each."""
+        if (embedder := self.worker.recall_index.embedder) is None:  # `run` loads it first
+            self.worlds.clear()
             return
-        for tenant, world in sorted(worlds):
-            try:
-                tx = self.worker.read_transaction(world)
-                stored = embed_pending(index, embedder, tx, memory_keys(tx, tenant, world))
-            except Exception:
-                log.exception("embedding the memories of world %r failed", world)
-                continue
-            if stored:
-                log.debug("embedded %d memory(ies) of world %r", stored, world)
-            await asyncio.sleep(0)  # ingest goes on between worlds
+        while self.worlds:
+            tenant, world = self.worlds.pop()
+            if self.embed_batch(embedder, tenant, world):
+                self.worlds.add((tenant, world))  # so that `keep` can still forget it
+            await asyncio.sleep(0)  # ingest goes on between batches
+
+    def embed_batch(self, embedder: Embedder, tenant: str, world: str) -> bool:
+        """Embed a batch of what the world formed that has no vector yet; whether more wait.
+        An error is logged and leaves those memories to cues and words, as a world's refused
+        model does."""
+        index = self.worker.recall_index
+        try:
+            tx = self.worker.read_transaction(world)
+            stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
+        except Exception:
+            log.exception("embedding the memories of world %r failed", world)
+            return False
+        if stored:
+            log.debug("embedded %d memory(ies) of world %r", stored, world)
+        return more

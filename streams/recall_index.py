@@ -6,14 +6,15 @@ a world over, or starts again, catches up from position 0. Each search is cut to
 timeline sees (`projections.recall.SearchScope`): a child never finds its parent's future,
 persistent memories are found from every timeline.
 
-Vectors are made apart from the projections (`embed_pending`, run by the worker after each batch
-it takes in, `streams.embedding_agent`, or by a test), keyed by a hash of the content within the
-world: a sentence many characters hold is embedded once, and changed content needs a new vector.
-The embedding follows the memory log with a mark of its own (`note_formed`), so it neither
-builds nor waits for the word index, which the searches catch up themselves (`catch_up`).
+Vectors are made apart from the projections (`embed_one_batch`, by the embedding agent's own
+task beside ingest, `streams.embedding_agent`; `embed_pending` by a test or a benchmark), keyed
+by a hash of the content within the world: a sentence many characters hold is embedded once,
+and changed content needs a new vector. The embedding follows the memory log with a mark of
+its own (`note_formed`), so it neither builds nor waits for the word index, which the searches
+catch up themselves (`catch_up`).
 A world's first vectors fix its model and dimension; later vectors of another are refused,
 counted and logged, and cues and words go on finding those memories. Once refused, an embedder
-is not run again for that world (it would only be refused again): `embed_pending` skips it.
+is not run again for that world (it would only be refused again): `embed_one_batch` skips it.
 
 A worker keeps only the worlds of the partitions it is assigned: `drop_world` forgets one
 whose partition moved to another worker (it catches up from 0 if it ever comes back).
@@ -475,26 +476,42 @@ def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:
 EMBED_BATCH = 256
 
 
-def embed_pending(
+def embed_one_batch(
     index: SqliteRecallIndex, embedder: Embedder, tx: StateTransaction, keys: MemoryKeys
-) -> int:
-    """Give the contents formed in the world that lack one a vector of `embedder`, each
-    content once; how many were stored (0 when the world's vectors are of another model or
-    dimension: refused once, counted and logged, then skipped without running the embedder)."""
+) -> tuple[int, bool]:
+    """Give at most `EMBED_BATCH` of the contents formed in the world that lack one a vector of
+    `embedder`, each content once, oldest first: how many were stored, and whether more wait.
+    None is stored when the world's vectors are of another model or dimension: refused once,
+    counted and logged, then skipped without running the embedder.
+
+    One batch at a time, so that the embedding agent lets ingest go on between them: a world
+    caught up from position 0 (after a restart) has its whole history waiting."""
     tenant_id, world_id = keys.tenant_id, keys.world_id
     model, dimension = embedder.model, embedder.dimension
     if (tenant_id, world_id, model, dimension) in index.refused_models:
-        return 0
+        return 0, False
     index.note_formed(tx, keys)
     if index.refuses(tenant_id, world_id, model, dimension):
         unmade = len(index.pending(tenant_id, world_id, EMBED_BATCH))
         index.refuse(tenant_id, world_id, model, dimension, unmade)
-        return 0
-    stored = 0
-    while waiting := index.pending(tenant_id, world_id, EMBED_BATCH):
-        vectors = embedder.embed([content for _, content in waiting])
-        hashes = [digest for digest, _ in waiting]
-        if not index.store_vectors(tenant_id, world_id, embedder.model, hashes, vectors):
-            return stored
-        stored += len(waiting)
+        return 0, False
+    waiting = index.pending(tenant_id, world_id, EMBED_BATCH)
+    if not waiting:
+        return 0, False
+    vectors = embedder.embed([content for _, content in waiting])
+    hashes = [digest for digest, _ in waiting]
+    if not index.store_vectors(tenant_id, world_id, model, hashes, vectors):
+        return 0, False
+    return len(waiting), bool(index.pending(tenant_id, world_id, 1))
+
+
+def embed_pending(
+    index: SqliteRecallIndex, embedder: Embedder, tx: StateTransaction, keys: MemoryKeys
+) -> int:
+    """Every batch `embed_one_batch` finds waiting in the world, in one go: how many contents
+    were stored."""
+    stored, more = embed_one_batch(index, embedder, tx, keys)
+    while more:
+        made, more = embed_one_batch(index, embedder, tx, keys)
+        stored += made
     return stored

@@ -1,19 +1,27 @@
 """The embedding agent: the worlds the ingest agent's batches name (their acks) get vectors for
-what they formed, by the agent's own task and not by the batch; other worlds, and acks that name
-no world, get none; an embedder that fails to load leaves recall to cues and words and stops
+what they formed, by the agent's own task and not by the batch, which goes on between each batch
+of contents the agent embeds; other worlds, acks that name no world, and worlds a rebalance moved
+away get none; an embedder that fails to load leaves recall to cues and words and stops
 nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Sequence
 
+from benchmarks.story import encoded, tavern_story
 from projections.state import StateTransaction
 from schemas import Ack
 from schemas.outcomes import Outcome
-from streams.embedding import Embedder
+from streams.embedding import Embedder, Vectors
 from streams.embedding_agent import MemoryEmbedding
-from streams.recall_index import SqliteRecallIndex
+from streams.recall_index import EMBED_BATCH, SqliteRecallIndex
+from streams.replay import replay_lines
 from tests.streams.test_recall_index import STATE, CountingEmbedder
+
+BUSY = replay_lines(encoded(tavern_story(400, seed=3, worlds=("busy",)))).state
+"""World "busy", whose memories hold more different contents than one batch embeds."""
 
 
 class Worker:
@@ -23,7 +31,7 @@ class Worker:
         self.recall_index = SqliteRecallIndex()
 
     def read_transaction(self, world_id: str) -> StateTransaction:
-        return STATE
+        return BUSY if world_id == "busy" else STATE
 
 
 def ack(world: str | None) -> Ack:
@@ -97,4 +105,58 @@ def test_an_embedder_that_fails_to_load_leaves_no_vectors_and_stops_nothing() ->
     embedding = MemoryEmbedding(worker, broken)
     embedded_after(embedding, [ack("save-1")])
     assert worker.recall_index.embedder is None
+    assert not has_vectors(worker.recall_index, "save-1")
+
+
+def test_ingest_goes_on_between_the_batches_of_a_worlds_backlog() -> None:
+    worker = Worker()
+    taken = 0  # the batches ingest took in so far
+    taken_at_each_embedding: list[int] = []
+
+    class Watched(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> Vectors:
+            taken_at_each_embedding.append(taken)
+            return super().embed(texts)
+
+    embedding = MemoryEmbedding(worker, lambda: Watched(8))
+
+    async def ingest_while_the_backlog_is_embedded() -> None:
+        nonlocal taken
+        agent = asyncio.ensure_future(embedding.run())
+        try:
+            embedding.note([ack("busy")])  # a restart: the world's whole history waits
+            deadline = time.monotonic() + 10
+            while not has_vectors(worker.recall_index, "busy") or embedding.worlds:
+                assert time.monotonic() < deadline, "the backlog was not embedded"
+                embedding.note([ack("save-1")])  # a batch taken in, its acks noted
+                taken += 1
+                await asyncio.sleep(0)
+        finally:
+            agent.cancel()
+
+    asyncio.run(ingest_while_the_backlog_is_embedded())
+    assert len(taken_at_each_embedding) > 2  # save-1, and busy in more than one batch
+    # a batch was taken in between any two embedded
+    assert taken_at_each_embedding == sorted(set(taken_at_each_embedding))
+    assert worker.recall_index.pending("default", "busy", limit=1) == []
+    assert has_vectors(worker.recall_index, "save-1")
+
+
+def test_the_worlds_a_rebalance_moved_away_are_embedded_no_further() -> None:
+    worker, counting = Worker(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+
+    async def rebalance_while_embedding() -> None:
+        await embedding.load()
+        embedding.note([ack("busy"), ack("save-1")])
+        embedding.keep(lambda world: world != "save-1")  # moved away before the agent ran
+        round_of_embedding = asyncio.ensure_future(embedding.embed_noted())
+        while not counting.embedded:
+            await asyncio.sleep(0)
+        embedding.keep(lambda world: False)  # moved away after the first batch of its backlog
+        await round_of_embedding
+
+    asyncio.run(rebalance_while_embedding())
+    assert counting.embedded == EMBED_BATCH
+    assert worker.recall_index.pending("default", "busy", limit=1) != []
     assert not has_vectors(worker.recall_index, "save-1")

@@ -49,7 +49,7 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
     while (
         get(port, RECALL.format(timeline="main", q="son"), "key-acme")[1]["searched"]["vectors"]
         == 0
-    ):  # the worker makes vectors after each batch
+    ):  # the embedding agent makes vectors in a task of its own, beside ingest
         assert time.monotonic() < deadline, "no vectors a minute after the events"
         time.sleep(0.2)
     for timeline in ("main", "reload"):
