@@ -509,7 +509,8 @@ class Rumourmill:
 
 def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
-    keep_large_buffers()  # each batch's megabyte buffers reuse the pages of the last ones
+    if not keep_large_buffers():  # each batch's megabyte buffers reuse the last ones' pages
+        log.debug("allocator thresholds left as they are: the C library is not glibc")
     app = faust.App(
         settings.app_id,
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
