@@ -34,7 +34,6 @@ from benchmarks.story import encoded, tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    cpu_seconds,
     cpu_times,
     median,
     prepared_settings,
@@ -121,8 +120,8 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
     try:
         worker.start()
         assert worker.process is not None
-        ready_cpu, ready_ms = cpu_seconds(worker.process.pid), time.time() * 1000
-        ready_system = cpu_times(worker.process.pid)[1]
+        ready_user, ready_system = cpu_times(worker.process.pid)
+        ready_ms = time.time() * 1000
         timeout = 60 + count * ACK_TIMEOUT_PER_EVENT
         try:
             stamps, _ = asyncio.run(_processed_acks(settings.bootstrap, start, count, timeout))
@@ -130,8 +129,9 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
             print(worker.log_tail())
             raise
         done = time.perf_counter()
-        ingest_cpu = cpu_seconds(worker.process.pid) - ready_cpu
-        ingest_system = cpu_times(worker.process.pid)[1] - ready_system
+        user, system = cpu_times(worker.process.pid)
+        ingest_system = system - ready_system
+        ingest_cpu = user - ready_user + ingest_system
     finally:
         worker.stop()
     stamps.sort()

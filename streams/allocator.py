@@ -18,9 +18,9 @@ MMAP_THRESHOLD = 8 << 20
 """Allocations from this size on still get their own `mmap` (above any batch or request)."""
 TRIM_THRESHOLD = 32 << 20
 """Free memory at the heap's top beyond this goes back to the system."""
+# glibc's `mallopt` parameters (malloc.h) that set the two thresholds.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-"""glibc's `mallopt` parameters (malloc.h)."""
 
 
 def keep_large_buffers() -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, cast
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.exceptions import ConsumerNotStarted, SameNode
+from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured, SameNode
 from faust.stores.rocksdb import Store as RocksDBStore
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
@@ -120,8 +120,16 @@ class StateTable(faust.Table[bytes, bytes]):
         self.hot = {}
 
     def _new_store(self) -> StoreT[bytes, bytes]:
-        """Faust's RocksDB store, opening each partition with `StateOptions`."""
+        """Faust's RocksDB store, opening each partition with `StateOptions`.
+
+        The worker writes and checkpoints through rocksdict alone: a table asking for Faust's
+        other driver is refused."""
         store = cast(RocksDBStore, super()._new_store())
+        if not store.use_rocksdict:
+            raise ImproperlyConfigured(
+                f"table {self.name!r} asks for RocksDB driver {store.driver!r};"
+                " rumourmill's state needs rocksdict (options driver='rocksdict' or none)"
+            )
         store.rocksdb_options = StateOptions(
             **(store.options or {}), use_rocksdict=store.use_rocksdict
         )
@@ -501,7 +509,8 @@ class Rumourmill:
 
 def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
-    keep_large_buffers()  # each batch's megabyte buffers reuse the pages of the last ones
+    if not keep_large_buffers():  # each batch's megabyte buffers reuse the last ones' pages
+        log.debug("allocator thresholds left as they are: the C library is not glibc")
     app = faust.App(
         settings.app_id,
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],

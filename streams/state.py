@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import cast
 
 from faust.stores.rocksdb import RocksDBOptions
 from rocksdict import (
@@ -106,7 +105,7 @@ MEMTABLE_BLOOM_RATIO = 0.1
 """The share of a partition's write buffer given to the memtable's bloom filter."""
 UNCOMPRESSED_LEVELS = 2
 """The levels written without compression: level 0 (each flush) and the level every compaction
-of level 0 rewrites (with Faust's dynamic level sizes, the bottom one while a state is small:
+of level 0 rewrites (with RocksDB's dynamic level sizes, the bottom one while a state is small:
 such a state stays uncompressed)."""
 
 
@@ -143,8 +142,6 @@ class StateOptions(RocksDBOptions):
         restart that keeps the local state would run on whatever it was created with, and a
         changed `RUMOURMILL_BLOCK_CACHE_MB` would do nothing. Named (none but the default, which
         Faust never adds to), the family is opened with these."""
-        if not self.use_rocksdict:  # python-rocksdb, which opens with the options given
-            return cast(Rdict, super().open(path, read_only=read_only))
         access = AccessType.read_write() if self.ttl is None else AccessType.with_ttl(self.ttl)
         db = Rdict(str(path), options=self.as_options(), column_families={}, access_type=access)
         db.set_read_options(ReadOptions())

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
+import faust
 import orjson
 import pytest
+from faust.exceptions import ImproperlyConfigured
 from faust.stores.rocksdb import RocksDBOptions
+from faust.stores.rocksdb import Store as RocksDBStore
 from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
@@ -21,6 +25,7 @@ from projections.intake import SourceMessage
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
+from streams.app import StateTable
 from streams.state import (
     Known,
     RocksTransaction,
@@ -292,3 +297,16 @@ def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_pat
     opened_with = (path / "LOG").read_text()  # each open starts the log anew
     assert f"capacity : {4 * 1024 * 1024}" in opened_with
     assert "Options.memtable_whole_key_filtering: 1" in opened_with
+
+
+def test_a_state_table_asking_for_python_rocksdb_is_refused_naming_the_driver(
+    tmp_path: Path,
+) -> None:
+    """The worker writes, checkpoints and reopens its partitions through rocksdict: a table
+    asking for Faust's other driver fails where it is made, saying which setting is wrong."""
+    app = faust.App("refusal", store="rocksdb://", datadir=str(tmp_path), autodiscover=False)
+    table = StateTable(app, name="state", options={"driver": "python-rocksdb"})
+    with pytest.raises(ImproperlyConfigured, match=r"driver 'python-rocksdb'.*needs rocksdict"):
+        table.data  # noqa: B018  # Faust makes the store when the table's data is first asked for
+    default = StateTable(app, name="state", options=state_options(block_cache_mb=1))
+    assert isinstance(cast(RocksDBStore, default.data).rocksdb_options, StateOptions)
