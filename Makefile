@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck unit kafka clean bench
 
-$(STAMP): pyproject.toml
+# the C part (projections/change_records.c) is compiled by the install: edited, it is built again
+$(STAMP): pyproject.toml projections/change_records.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -23,17 +23,17 @@ so applying the same event again (a crash before its state was stored) gives the
 from __future__ import annotations
 
 import hashlib
-from binascii import hexlify
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import orjson
 
+from projections.change_records import record
 from projections.deletion import delete, deletions
 from projections.event_keys import TENANT_DELETED
 from projections.key_prefixes import DELETIONS, TIMELINES
-from projections.keys import KeyPart, pack, unpack
+from projections.keys import KeyPart, pack, pack_scope, unpack
 from projections.memory_store import DECODED, MemoryKeys, load_held
 from projections.relations import mean_feeling
 from projections.sequencing import Applied, ApplyEvent
@@ -120,39 +120,41 @@ class EventChanges:
     records come in one order whatever order the writes come in: memories (each belief formed,
     then the rumour it passed), relations, confidence revisions.
 
-    Each record is built where its change is told, in one step (`_spliced`): there are a dozen
-    an event, and the feed's cost is mostly theirs."""
+    Each record is built where its change is told, in one call (`change_records.record`, in C):
+    byte for byte the `orjson.dumps` of the whole change ({change_id, kind, tenant_id,
+    world_instance_id, timeline_id, seq, game_time, story_minutes, *own}), its id
+    `change_id(world, timeline, seq, kind, one, other)`. There are a dozen an event, and the
+    feed's cost is mostly theirs."""
 
     __slots__ = (
         "_ancestry",
-        "_hashed",
         "_memories",
+        "_position",
         "_relations",
         "_revisions",
         "_rumours",
         "_stored",
         "_tx",
-        "_where",
         "event",
-        "told",
     )
 
     def __init__(self, tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
         self._tx = tx
         self.event = event
         self._ancestry = ancestry
-        self._hashed: hashlib.blake2b | None = None
-        """A change id's hash fed with the event's position (once a change is told)."""
-        self._where = b""
-        """The event's fields as each record holds them (once a change is told)."""
+        self._position: tuple[bytes, bytes] | None = None
+        """What every record of the event starts from (`_at`), once a change is told."""
         self._memories: list[bytes] = []
         self._relations: list[bytes] = []
         self._revisions: list[bytes] = []
         self._rumours: frozenset[str] = frozenset()
         self._stored: dict[bytes, bytes] = {}
         """The memories stored at this event so far, by key."""
-        self.told = False
+
+    @property
+    def told(self) -> bool:
         """Whether any change was told."""
+        return self._position is not None
 
     def passing(self, rumours: Iterable[Memory]) -> None:
         """The memories the event passes on as rumours (`rumour_spreading.spread`): stored,
@@ -176,41 +178,43 @@ class EventChanges:
         held = memory.__dict__  # its fields: read a dozen times, past pydantic's attribute hook
         character, belief, confidence = held["character_id"], held["belief_id"], held["confidence"]
         if before is None or (before == raw and formed_here):
-            teller = held["source_entity"]
+            teller, content = held["source_entity"], held["content"]
             self._memories.append(
-                self._record(
-                    "belief-formed",
+                record(
+                    self._position or self._locate(),
+                    _BELIEF_FORMED,
                     character,
                     belief,
-                    {
-                        "character_id": character,
-                        "belief_id": belief,
-                        "memory_kind": held["kind"],
-                        "content": held["content"],
-                        "source": held["source"],
-                        "source_entity": teller,
-                        "confidence": confidence,
-                        "importance": held["importance"],
-                        "feeling": held["feeling"],
-                        "persistent": held["persistent"],
-                    },
+                    (
+                        character,
+                        belief,
+                        held["kind"],
+                        content,
+                        held["source"],
+                        teller,
+                        confidence,
+                        held["importance"],
+                        held["feeling"],
+                        held["persistent"],
+                    ),
                 )
             )
             if teller is not None and belief in self._rumours:
                 self._memories.append(
-                    self._record(
-                        "rumour-passed",
+                    record(
+                        self._position or self._locate(),
+                        _RUMOUR_PASSED,
                         character,
                         belief,
-                        {
-                            "teller_id": teller,
-                            "listener_id": character,
-                            "belief_id": belief,
-                            "origin": held["origin"],
-                            "hops": held["hops"],
-                            "confidence": confidence,
-                            "content": held["content"],
-                        },
+                        (
+                            teller,
+                            character,
+                            belief,
+                            held["origin"],
+                            held["hops"],
+                            confidence,
+                            content,
+                        ),
                     )
                 )
         elif before != raw:
@@ -229,9 +233,14 @@ class EventChanges:
     def relation_changed(self, character: str, entity: str, total: float, count: int) -> None:
         """The relation of `character` to `entity` now stands at `count` memories summing to
         `total`."""
-        subject, fields = _relation(character, entity)
         self._relations.append(
-            self._spliced(_RELATION_CHANGED, subject, fields, _standing(total, count))
+            record(
+                self._position or self._locate(),
+                _RELATION_CHANGED,
+                character,
+                entity,
+                (character, entity, _standing(total, count)),
+            )
         )
 
     def in_order(self) -> list[bytes]:
@@ -240,55 +249,78 @@ class EventChanges:
 
     def _weakened(self, memory: Memory, before: float, now: float) -> bytes:
         character, belief = memory.character_id, memory.belief_id
-        return self._record(
-            "belief-weakened",
+        return record(
+            self._position or self._locate(),
+            _BELIEF_WEAKENED,
             character,
             belief,
-            {
-                "character_id": character,
-                "belief_id": belief,
-                "confidence_before": before,
-                "confidence": now,
-            },
+            (character, belief, before, now),
         )
 
-    def _record(self, kind: str, one: str, other: str, own: dict[str, Any]) -> bytes:
-        """The record of a change of `kind` to the subject (`one`, `other`) with its `own`
-        fields."""
-        return self._spliced(_KIND_FIELDS[kind], pack(kind, one, other), orjson.dumps(own)[1:])
+    def _locate(self) -> tuple[bytes, bytes]:
+        """Where the event is, as every record of a change at it starts (`_at`): worked out
+        at the first change told."""
+        self._position = _at(self.event)
+        return self._position
 
-    def _spliced(self, kind_fields: bytes, subject: bytes, own: bytes, more: bytes = b"") -> bytes:
-        """The record of a change to `subject` (`pack(kind, one, other)`) at the event, with
-        its kind's `_KIND_FIELDS` and its own fields (`own` then `more`, encoded as orjson
-        encodes them, the first less its opening brace) after those every change at an event
-        has: byte for byte the `orjson.dumps` of the whole change ({change_id, kind,
-        tenant_id, world_instance_id, timeline_id, seq, game_time, story_minutes, *own}),
-        spliced from orjson's encodings of its parts (the event's once), at half the cost of
-        building the dict and encoding it. Its id is
-        `change_id(world, timeline, seq, kind, one, other)`."""
-        hashed = self._hashed
-        if hashed is None:
-            hashed, self._where = _at(self.event)
-            self._hashed = hashed
-            self.told = True
-        hashed = hashed.copy()
-        hashed.update(subject)
-        change = hexlify(hashed.digest())
-        return b"".join((b'{"change_id":"', change, kind_fields, self._where, own, more))
+
+FieldValues = tuple[str | int | float | bool | bytes | None, ...]
+"""A change's own fields, as `change_records.record` takes them (bytes: encoded already)."""
+
+
+RecordShape = tuple[bytes, bytes, tuple[bytes, ...]]
+"""What the records of one kind of change hold besides their values, as
+`change_records.record` takes it: what a record holds between its id and the event's fields,
+the kind as its subject starts (`pack(kind)`, which the id hashes), and its own fields' names,
+each as the record holds it before the value (an empty one: the value holds its names, encoded
+already)."""
+
+
+def _shape(kind: str, *names: str) -> RecordShape:
+    return (
+        b'","kind":' + orjson.dumps(kind) + b",",
+        pack(kind),
+        tuple(orjson.dumps(name) + b":" if name else b"" for name in names),
+    )
 
 
 CHANGE_KINDS = ("belief-formed", "belief-weakened", "relation-changed", "rumour-passed")
 """The kinds of change an applied event makes (a deletion makes `world-deleted`)."""
-_KIND_FIELDS = {kind: b'","kind":' + orjson.dumps(kind) + b"," for kind in CHANGE_KINDS}
-"""What a record holds between its id and the event's fields."""
-_RELATION_CHANGED = _KIND_FIELDS["relation-changed"]
+_BELIEF_FORMED = _shape(
+    "belief-formed",
+    "character_id",
+    "belief_id",
+    "memory_kind",
+    "content",
+    "source",
+    "source_entity",
+    "confidence",
+    "importance",
+    "feeling",
+    "persistent",
+)
+_BELIEF_WEAKENED = _shape(
+    "belief-weakened", "character_id", "belief_id", "confidence_before", "confidence"
+)
+_RELATION_CHANGED = _shape("relation-changed", "character_id", "entity_id", "")
+"""Its last value is the relation's standing, encoded already (`_standing`)."""
+_RUMOUR_PASSED = _shape(
+    "rumour-passed",
+    "teller_id",
+    "listener_id",
+    "belief_id",
+    "origin",
+    "hops",
+    "confidence",
+    "content",
+)
 
 
-def _at(event: Event) -> tuple[hashlib.blake2b, bytes]:
-    """A change id's hash fed with where the event is, and the event's fields as every record
-    of a change at it holds them (with the comma before the change's own)."""
-    hashed = _timeline_hashed(event.tenant_id, event.world_instance_id, event.timeline_id).copy()
-    hashed.update(pack(event.seq))
+def _at(event: Event) -> tuple[bytes, bytes]:
+    """Where the event is, as every change id at it starts (`pack("change", tenant, world,
+    timeline, seq)`), and the event's fields as every record of a change at it holds them
+    (with the comma before the change's own)."""
+    prefix = pack_scope("change", event.tenant_id, event.world_instance_id, event.timeline_id)
     where = orjson.dumps(
         {
             "tenant_id": event.tenant_id,
@@ -299,27 +331,12 @@ def _at(event: Event) -> tuple[hashlib.blake2b, bytes]:
             "story_minutes": event.story_minutes,
         }
     )
-    return hashed, where[1:-1] + b","
-
-
-@lru_cache(maxsize=1 << 16)
-def _relation(character: str, entity: str) -> tuple[bytes, bytes]:
-    """The subject of a relation's changes, and the first of their own fields, encoded as
-    orjson encodes them but open at both ends: the same relations change event after event."""
-    subject = pack("relation-changed", character, entity)
-    fields = orjson.dumps({"character_id": character, "entity_id": entity})
-    return subject, fields[1:-1] + b","
+    return prefix + pack(event.seq), where[1:-1] + b","
 
 
 @lru_cache(maxsize=1 << 14)
 def _standing(total: float, count: int) -> bytes:
-    """The last of a relation change's own fields, encoded as orjson encodes them, less the
-    opening brace: the relation's feeling (`relations.mean_feeling`, worked out in decimal)
-    and memories. The same sums and counts recur (five in six in a long story)."""
-    return orjson.dumps({"feeling": mean_feeling(total, count), "memories": count})[1:]
-
-
-@lru_cache(maxsize=1 << 12)
-def _timeline_hashed(tenant: str, world: str, timeline: str) -> hashlib.blake2b:
-    """A change id's hash fed with its timeline: what every change there starts from."""
-    return hashlib.blake2b(pack("change", tenant, world, timeline), digest_size=ID_BYTES)
+    """The last of a relation change's own fields, encoded as orjson encodes them, without
+    braces: the relation's feeling (`relations.mean_feeling`, worked out in decimal) and
+    memories. The same sums and counts recur (five in six in a long story)."""
+    return orjson.dumps({"feeling": mean_feeling(total, count), "memories": count})[1:-1]
