@@ -3,7 +3,7 @@ RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends graphviz fonts-dejavu-core \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY schemas ./schemas
 COPY projections ./projections
 COPY streams ./streams

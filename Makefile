@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint typecheck unit kafka clean bench
 
 # the C part (projections/change_records.c) is compiled by the install: edited, it is built again
-$(STAMP): pyproject.toml projections/change_records.c
+$(STAMP): pyproject.toml setup.py projections/change_records.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -22,8 +22,8 @@ test: $(STAMP) lint typecheck kafka
 	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check schemas projections streams localbroker tests benchmarks
-	$(BIN)/ruff format --check schemas projections streams localbroker tests benchmarks
+	$(BIN)/ruff check setup.py schemas projections streams localbroker tests benchmarks
+	$(BIN)/ruff format --check setup.py schemas projections streams localbroker tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy schemas projections streams localbroker
