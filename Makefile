@@ -41,7 +41,7 @@ bench: $(STAMP) kafka
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data build projections/*.so .pytest_cache .mypy_cache .ruff_cache
 
 ## make soak: the oracle, leak, fault and fuzz tests at far larger sizes (RUMOURMILL_SOAK=1)
 .PHONY: soak
