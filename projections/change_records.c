@@ -52,9 +52,12 @@ static const uint8_t BLAKE2B_SIGMA[12][16] = {
         v[b] = ROTR64(v[b] ^ v[c], 63); \
     } while (0)
 
-static uint64_t load64(const uint8_t *p) {
-    uint64_t w = 0;
-    for (int i = 7; i >= 0; i--) w = (w << 8) | p[i]; /* little-endian: one load, compiled */
+static uint64_t load64(const uint8_t *p) { /* a little-endian word */
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
     return w;
 }
 
@@ -189,12 +192,13 @@ static int append_json_string(Buffer *buffer, PyObject *text) {
     if (utf8 == NULL || buffer_reserve(buffer, 6 * size + 2) < 0) return -1;
     char *out = buffer->data + buffer->size;
     *out++ = '"';
+    Py_ssize_t copied = 0; /* what is before it has been copied: runs that need no escape */
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char c = (unsigned char)utf8[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *out++ = (char)c;
-            continue;
-        }
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        memcpy(out, utf8 + copied, (size_t)(i - copied));
+        out += i - copied;
+        copied = i + 1;
         *out++ = '\\';
         switch (c) {
             case '"': *out++ = '"'; break;
@@ -212,6 +216,8 @@ static int append_json_string(Buffer *buffer, PyObject *text) {
                 *out++ = HEX[c & 15];
         }
     }
+    memcpy(out, utf8 + copied, (size_t)(size - copied));
+    out += size - copied;
     *out++ = '"';
     buffer->size = out - buffer->data;
     return 0;
