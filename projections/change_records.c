@@ -10,8 +10,9 @@ for byte, what `orjson.dumps` writes for the whole change:
 where <id> is the hex of the 16-byte BLAKE2b of `prefix` then `pack(kind, one, other)` (as
 `projections.keys.pack` packs strings), so `change_id(tenant, world, timeline, seq, kind, one,
 other)` in Python gives the same id. Values are encoded as orjson encodes them: strings escaped
-as orjson escapes them, None, True and False, integers; floats by orjson itself (its shortest
-form is its own), remembered; bytes are spliced in as they are (fields encoded beforehand).
+as orjson escapes them, None, True and False, integers (past 64 bits signed, by orjson); floats
+by orjson itself (its shortest form is its own), remembered; bytes are spliced in as they are
+(fields encoded beforehand).
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -144,6 +145,10 @@ static void buffer_free(Buffer *buffer) {
 
 static int buffer_reserve(Buffer *buffer, Py_ssize_t more) {
     if (buffer->size + more <= buffer->room) return 0;
+    if (more > PY_SSIZE_T_MAX / 2 - buffer->size) {
+        PyErr_NoMemory();
+        return -1;
+    }
     Py_ssize_t room = 2 * (buffer->size + more);
     char *data = PyMem_Malloc((size_t)room);
     if (data == NULL) {
@@ -172,7 +177,11 @@ static int append_bytes(Buffer *buffer, PyObject *bytes) {
 static int append_packed(Buffer *buffer, PyObject *text) {
     Py_ssize_t size;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (utf8 == NULL || buffer_reserve(buffer, 2 * size + 2) < 0) return -1;
+    if (utf8 == NULL) return -1;
+    if (size > (PY_SSIZE_T_MAX - 2) / 2 || buffer_reserve(buffer, 2 * size + 2) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
     char *out = buffer->data + buffer->size;
     *out++ = '\x02';
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -189,7 +198,11 @@ static int append_json_string(Buffer *buffer, PyObject *text) {
     static const char HEX[] = "0123456789abcdef";
     Py_ssize_t size;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (utf8 == NULL || buffer_reserve(buffer, 6 * size + 2) < 0) return -1;
+    if (utf8 == NULL) return -1;
+    if (size > (PY_SSIZE_T_MAX - 2) / 6 || buffer_reserve(buffer, 6 * size + 2) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
     char *out = buffer->data + buffer->size;
     *out++ = '"';
     Py_ssize_t copied = 0; /* what is before it has been copied: runs that need no escape */
@@ -232,14 +245,9 @@ typedef struct {
     PyObject *floats; /* float -> its encoding: feelings and confidences recur */
 } ModuleState;
 
-static int append_float(Buffer *buffer, ModuleState *state, PyObject *number) {
-    double exact = PyFloat_AS_DOUBLE(number);
-    /* 0.0 and -0.0 are one key to a dict, and NaN none: neither is remembered */
-    int kept = exact != 0.0 && exact == exact;
-    PyObject *encoded = kept ? PyDict_GetItemWithError(state->floats, number) : NULL;
-    if (encoded != NULL) return append_bytes(buffer, encoded);
-    if (PyErr_Occurred()) return -1;
-    encoded = PyObject_CallOneArg(state->dumps, number);
+/* `value` as orjson.dumps writes it (or refuses it), remembered in `floats` when `kept`. */
+static int append_dumped(Buffer *buffer, ModuleState *state, PyObject *value, int kept) {
+    PyObject *encoded = PyObject_CallOneArg(state->dumps, value);
     if (encoded == NULL) return -1;
     if (!PyBytes_Check(encoded)) {
         Py_DECREF(encoded);
@@ -247,10 +255,37 @@ static int append_float(Buffer *buffer, ModuleState *state, PyObject *number) {
         return -1;
     }
     int failed = kept && PyDict_GET_SIZE(state->floats) < MOST_FLOATS_KEPT &&
-                 PyDict_SetItem(state->floats, number, encoded) < 0;
+                 PyDict_SetItem(state->floats, value, encoded) < 0;
     failed = failed || append_bytes(buffer, encoded) < 0;
     Py_DECREF(encoded);
     return failed ? -1 : 0;
+}
+
+static int append_float(Buffer *buffer, ModuleState *state, PyObject *number) {
+    double exact = PyFloat_AS_DOUBLE(number);
+    /* 0.0 and -0.0 are one key to a dict, NaN none, and a subclass equals its plain float:
+       none of them is remembered */
+    int kept = PyFloat_CheckExact(number) && exact != 0.0 && exact == exact;
+    PyObject *encoded = kept ? PyDict_GetItemWithError(state->floats, number) : NULL;
+    if (encoded != NULL) return append_bytes(buffer, encoded);
+    if (PyErr_Occurred()) return -1;
+    return append_dumped(buffer, state, number, kept);
+}
+
+static int append_integer(Buffer *buffer, ModuleState *state, PyObject *integer) {
+    int overflow;
+    long long number = PyLong_AsLongLongAndOverflow(integer, &overflow);
+    if (overflow) return append_dumped(buffer, state, integer, 0); /* orjson's own limits */
+    if (number == -1 && PyErr_Occurred()) return -1;
+    char digits[24], *start = digits + sizeof digits;
+    unsigned long long rest =
+        number < 0 ? 0ULL - (unsigned long long)number : (unsigned long long)number;
+    do {
+        *--start = (char)('0' + rest % 10);
+        rest /= 10;
+    } while (rest);
+    if (number < 0) *--start = '-';
+    return append(buffer, start, digits + sizeof digits - start);
 }
 
 static int append_value(Buffer *buffer, ModuleState *state, PyObject *value) {
@@ -258,18 +293,7 @@ static int append_value(Buffer *buffer, ModuleState *state, PyObject *value) {
     if (value == Py_None) return append(buffer, "null", 4);
     if (value == Py_True) return append(buffer, "true", 4);
     if (value == Py_False) return append(buffer, "false", 5);
-    if (PyLong_Check(value)) {
-        long long number = PyLong_AsLongLong(value);
-        if (number == -1 && PyErr_Occurred()) return -1;
-        char digits[24], *start = digits + sizeof digits;
-        unsigned long long rest = number < 0 ? 0ULL - (unsigned long long)number : number;
-        do {
-            *--start = (char)('0' + rest % 10);
-            rest /= 10;
-        } while (rest);
-        if (number < 0) *--start = '-';
-        return append(buffer, start, digits + sizeof digits - start);
-    }
+    if (PyLong_Check(value)) return append_integer(buffer, state, value);
     if (PyFloat_Check(value)) return append_float(buffer, state, value);
     if (PyBytes_Check(value)) return append_bytes(buffer, value);
     PyErr_Format(PyExc_TypeError, "a change's field cannot be %.100s", Py_TYPE(value)->tp_name);
@@ -368,6 +392,8 @@ static int module_clear(PyObject *module) {
     return 0;
 }
 
+static void module_free(void *module) { module_clear((PyObject *)module); }
+
 static PyMethodDef METHODS[] = {
     {"record", (PyCFunction)(void (*)(void))record, METH_FASTCALL,
      "record(position, shape, one, other, values) -> bytes\n\n"
@@ -385,6 +411,7 @@ static struct PyModuleDef MODULE = {
     .m_slots = SLOTS,
     .m_traverse = module_traverse,
     .m_clear = module_clear,
+    .m_free = module_free,
 };
 
 PyMODINIT_FUNC PyInit_change_records(void) { return PyModuleDef_Init(&MODULE); }

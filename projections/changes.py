@@ -264,10 +264,6 @@ class EventChanges:
         return self._position
 
 
-FieldValues = tuple[str | int | float | bool | bytes | None, ...]
-"""A change's own fields, as `change_records.record` takes them (bytes: encoded already)."""
-
-
 RecordShape = tuple[bytes, bytes, tuple[bytes, ...]]
 """What the records of one kind of change hold besides their values, as
 `change_records.record` takes it: what a record holds between its id and the event's fields,
@@ -277,6 +273,8 @@ already)."""
 
 
 def _shape(kind: str, *names: str) -> RecordShape:
+    """The shape of the records of `kind`, their own fields `names` (an empty one: a value that
+    holds its names, encoded already)."""
     return (
         b'","kind":' + orjson.dumps(kind) + b",",
         pack(kind),
@@ -284,8 +282,6 @@ def _shape(kind: str, *names: str) -> RecordShape:
     )
 
 
-CHANGE_KINDS = ("belief-formed", "belief-weakened", "relation-changed", "rumour-passed")
-"""The kinds of change an applied event makes (a deletion makes `world-deleted`)."""
 _BELIEF_FORMED = _shape(
     "belief-formed",
     "character_id",
