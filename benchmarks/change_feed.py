@@ -1,7 +1,9 @@
 """(h) The change feed's cost: ingest with the feed on / off (goal >= 0.9), same run, medians.
 
 Rumours spread (`memory.spreading.enabled`), so every change kind but deletion is produced.
-In-process: `Projector.receive` over `MemoryState` with `changes=True` and without, alternated.
+In-process: `Projector.receive` over `MemoryState` with `changes=True` and without, alternated:
+the fold alone, without the RocksDB, Kafka and Faust work a worker does for every event, so the
+feed's share of it is larger than of ingest, which the goal is about.
 On Apache Kafka: the events are published first; then fresh `rumourmill worker`s (a consumer
 group, changelog and data dir of their own each) with `RUMOURMILL_CHANGES` true and false,
 alternated after a discarded warm-up run, each timed as (a) times its worker: steady, from its
@@ -118,7 +120,10 @@ def in_process(options: Options) -> None:
         [
             ("feed on, CPU time", f"{cpu_on:,.0f} events/s"),
             ("feed off, CPU time", f"{cpu_off:,.0f} events/s"),
-            (f"ratio on/off, CPU time (goal >= {GOAL})", f"{cpu_on / cpu_off:.3f}"),
+            (
+                "ratio on/off, CPU time (the fold alone: the goal is ingest's, on Kafka)",
+                f"{cpu_on / cpu_off:.3f}",
+            ),
             ("cost per event, CPU time", f"{1e6 / cpu_on - 1e6 / cpu_off:,.1f} us"),
             ("ratio on/off, wall clock", f"{wall_on / wall_off:.3f}"),
             ("changes per event", f"{on[0].changes / count:.2f}"),
@@ -186,7 +191,7 @@ def on_kafka(options: Options, bootstrap: str) -> None:
         [
             ("worker, feed on, steady (first to last ack)", f"{wall_on:,.0f} events/s"),
             ("worker, feed off, steady (first to last ack)", f"{wall_off:,.0f} events/s"),
-            (f"ratio on/off (goal >= {GOAL})", f"{wall_on / wall_off:.3f}"),
+            (f"ratio on/off, ingest (goal >= {GOAL})", f"{wall_on / wall_off:.3f}"),
             ("worker CPU time per event, feed on", f"{1e6 * cpu_on:,.0f} us"),
             ("worker CPU time per event, feed off", f"{1e6 * cpu_off:,.0f} us"),
             ("ratio on/off, worker CPU time", f"{cpu_off / cpu_on:.3f}"),
