@@ -173,15 +173,25 @@ static int append_bytes(Buffer *buffer, PyObject *bytes) {
     return append(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
+/* `text` as UTF-8 (its `size` in bytes), with room in `buffer` for `most_per_byte` bytes for
+   each of its bytes and two more: what packing (NUL escaped) or quoting (\u00XX) can make of it.
+   NULL, with the error set, when it has no UTF-8 form or the room cannot be had. */
+static const char *utf8_with_room(Buffer *buffer, PyObject *text, Py_ssize_t most_per_byte,
+                                  Py_ssize_t *size) {
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, size);
+    if (utf8 == NULL) return NULL;
+    if (*size > (PY_SSIZE_T_MAX - 2) / most_per_byte) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return buffer_reserve(buffer, most_per_byte * *size + 2) < 0 ? NULL : utf8;
+}
+
 /* A string as `projections.keys.pack` packs it: tag, UTF-8 with NUL escaped, NUL. */
 static int append_packed(Buffer *buffer, PyObject *text) {
     Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    const char *utf8 = utf8_with_room(buffer, text, 2, &size);
     if (utf8 == NULL) return -1;
-    if (size > (PY_SSIZE_T_MAX - 2) / 2 || buffer_reserve(buffer, 2 * size + 2) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        return -1;
-    }
     char *out = buffer->data + buffer->size;
     *out++ = '\x02';
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -197,12 +207,8 @@ static int append_packed(Buffer *buffer, PyObject *text) {
 static int append_json_string(Buffer *buffer, PyObject *text) {
     static const char HEX[] = "0123456789abcdef";
     Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    const char *utf8 = utf8_with_room(buffer, text, 6, &size);
     if (utf8 == NULL) return -1;
-    if (size > (PY_SSIZE_T_MAX - 2) / 6 || buffer_reserve(buffer, 6 * size + 2) < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        return -1;
-    }
     char *out = buffer->data + buffer->size;
     *out++ = '"';
     Py_ssize_t copied = 0; /* what is before it has been copied: runs that need no escape */
