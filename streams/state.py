@@ -141,8 +141,14 @@ class StateOptions(RocksDBOptions):
         options (block cache, filters, compression) from the directory's own OPTIONS file: a
         restart that keeps the local state would run on whatever it was created with, and a
         changed `RUMOURMILL_BLOCK_CACHE_MB` would do nothing. Named (none but the default, which
-        Faust never adds to), the family is opened with these."""
-        access = AccessType.read_write() if self.ttl is None else AccessType.with_ttl(self.ttl)
+        Faust never adds to), the family is opened with these. `read_only` opens it so, as
+        Faust's python-rocksdb driver did (its rocksdict one dropped it)."""
+        if read_only:
+            access = AccessType.read_only()
+        elif self.ttl is None:
+            access = AccessType.read_write()
+        else:
+            access = AccessType.with_ttl(self.ttl)
         db = Rdict(str(path), options=self.as_options(), column_families={}, access_type=access)
         db.set_read_options(ReadOptions())
         return db

@@ -299,6 +299,21 @@ def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_pat
     assert "Options.memtable_whole_key_filtering: 1" in opened_with
 
 
+def test_a_partition_opened_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "partition-0"
+    options = StateOptions(**state_options(block_cache_mb=1), use_rocksdict=True)
+    written = options.open(path)
+    written[b"kept"] = b"for the reader"
+    written.close()
+    reader = options.open(path, read_only=True)
+    try:
+        assert reader[b"kept"] == b"for the reader"
+        with pytest.raises(Exception, match="read only"):
+            reader[b"other"] = b"refused"
+    finally:
+        reader.close()
+
+
 def test_a_state_table_asking_for_python_rocksdb_is_refused_naming_the_driver(
     tmp_path: Path,
 ) -> None:
