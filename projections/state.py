@@ -63,7 +63,7 @@ class MemoryState:
 
     def put(self, key: bytes, value: bytes) -> None:
         if key not in self._data:
-            end = key.find(_SPACE_END)  # `_space_of`, spelt out: a put is the commonest call
+            end = key.find(SPACE_END)  # `space_of`, spelt out: a put is the commonest call
             name = key if end == -1 else key[: end + 1]
             space = self._spaces.get(name)
             if space is None:
@@ -73,7 +73,7 @@ class MemoryState:
 
     def delete(self, key: bytes) -> None:
         if self._data.pop(key, None) is not None:
-            space = self._spaces[_space_of(key)]
+            space = self._spaces[space_of(key)]
             if key in space.fresh:
                 space.fresh.remove(key)
             else:
@@ -83,8 +83,8 @@ class MemoryState:
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         data = self._data
-        if _SPACE_END in prefix:  # the one space the prefix names: no list of spaces to walk
-            space = self._spaces.get(_space_of(prefix))
+        if SPACE_END in prefix:  # the one space the prefix names: no list of spaces to walk
+            space = self._spaces.get(space_of(prefix))
             if space is not None:
                 for key in keys_in_scope(space.sorted(), prefix, reverse=reverse, start=start):
                     yield key, data[key]
@@ -106,14 +106,15 @@ class MemoryState:
         return [self._spaces[name] for name in names]
 
 
-_SPACE_END = b"\x00"
+SPACE_END = b"\x00"
+"""Ends a key's first packed part, which names its key space (`space_of`)."""
 
 
-def _space_of(key: bytes) -> bytes:
+def space_of(key: bytes) -> bytes:
     """The key space a key belongs to: its bytes up to the end of its first packed part (the
     whole key if it has none). Spaces never overlap: all keys of one sort before all keys of
     any space named after it."""
-    end = key.find(_SPACE_END)
+    end = key.find(SPACE_END)
     return key if end == -1 else key[: end + 1]
 
 

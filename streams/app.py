@@ -13,6 +13,7 @@ import gc
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import chain
@@ -55,6 +56,7 @@ from streams.recall_index import SqliteRecallIndex
 from streams.recovery import StateTableManager
 from streams.settings import Settings
 from streams.state import (
+    BatchTransaction,
     Known,
     RocksTransaction,
     StateOptions,
@@ -109,6 +111,11 @@ class StateTable(faust.Table[bytes, bytes]):
     """Per partition, values the ingest agent read or wrote lately, as its transactions' `known`
     (a dict lookup where a RocksDB read costs fifty). Valid while only the agent writes the
     database: dropped whenever recovery, a migration or a rebalance may write it."""
+    scanned: set[bytes]
+    """The key spaces the ingest agent's transactions write straight through
+    (`streams.state.BatchTransaction`)."""
+    laying: dict[int, Future[None]]
+    """Per partition, its last batch's held writes being laid into its database."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -118,6 +125,9 @@ class StateTable(faust.Table[bytes, bytes]):
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
+        self.scanned = set()
+        self.laying = {}
+        self._layer = ThreadPoolExecutor(1, thread_name_prefix="state-writes")
 
     def _new_store(self) -> StoreT[bytes, bytes]:
         """Faust's RocksDB store, opening each partition with `StateOptions`.
@@ -142,10 +152,26 @@ class StateTable(faust.Table[bytes, bytes]):
             known = self.hot[partition] = {}
         return known
 
+    def lay_in(self, partition: int, writes: WriteBatch | None) -> None:
+        """Lay `writes` into the partition's database on the state writes' thread (which lays
+        them without the GIL); `laid` waits for them. The partition's writes before are laid."""
+        if writes is not None:
+            self.laid(partition)
+            db = partition_db(self, partition)
+            self.laying[partition] = self._layer.submit(db.write, writes)
+
+    def laid(self, partition: int) -> None:
+        """Wait until the writes `lay_in` was given for the partition are in its database (a
+        batch's, just before it ends: at most a few milliseconds)."""
+        if (laying := self.laying.pop(partition, None)) is not None:
+            laying.result()
+
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
+        for partition in [*self.laying]:  # before Faust lets any database go
+            self.laid(partition)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_stop(self) -> None:
@@ -153,6 +179,7 @@ class StateTable(faust.Table[bytes, bytes]):
         if self.durability is not None:
             await self.durability.finish()
         await self.writer.stop()
+        self._layer.shutdown()
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
@@ -294,15 +321,17 @@ class Rumourmill:
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
 
-    async def judged(self, message: SourceMessage) -> RecordedAnswers | None:
+    async def judged(self, tx: BatchTransaction, message: SourceMessage) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
         (`streams.judging`); None when it raises none (rules mode, a redelivery...). Without a
         model and with no policy in force choosing model weighing, no message raises any: the
-        pass over scratch state is skipped."""
+        pass over scratch state is skipped. Otherwise the writes `tx` holds are laid in first:
+        the judge reads the database, and sees the batch's earlier events."""
         if self.judge.client is None and not self.policies.model_weighing:
             return None
-        tx = RocksTransaction(partition_db(self.state, message.partition), _read_only)
-        return await self.judge.message(self.projector, tx, message)
+        tx.lay_in()
+        read = RocksTransaction(partition_db(self.state, message.partition), _read_only)
+        return await self.judge.message(self.projector, read, message)
 
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
@@ -313,10 +342,32 @@ class Rumourmill:
         of its events, in order. All go straight to the producer, not through Faust's
         send buffer, whose flush gives up after 0.1 s. A projection that raises names its
         message in the error's notes.
+
+        The state writes the transactions held are laid into RocksDB while those are sent, and
+        the batch ends once they are in (`StateTable.lay_in`); a projection that raises drops
+        them, and the values kept of every partition with them.
         """
+        transactions: dict[int, BatchTransaction] = {}
+        try:
+            taken, writes = await self._projected(messages, transactions)
+        except BaseException:
+            self.state.hot.clear()
+            raise
+        for partition, tx in transactions.items():
+            self.state.lay_in(partition, tx.held())
+        try:
+            return await self._sent(taken, writes)
+        finally:
+            for partition in transactions:
+                self.state.laid(partition)
+
+    async def _projected(
+        self, messages: Sequence[Message], transactions: dict[int, BatchTransaction]
+    ) -> tuple[dict[int, list[tuple[Message, Intake]]], dict[int, changelog.PartitionWrites]]:
+        """Project `messages` in order, each partition's through one transaction (left in
+        `transactions`); per partition, its messages with what each produced, and its writes."""
         writes: dict[int, changelog.PartitionWrites] = {}
         known: dict[int, Known] = {}
-        transactions: dict[int, RocksTransaction] = {}
         taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
         for message in messages:
             started = time.perf_counter()
@@ -327,11 +378,11 @@ class Rumourmill:
                 )
                 known[partition] = self.state.hot_values(partition)
                 db = without_write_ahead_log(partition_db(self.state, partition))
-                tx = transactions[partition] = recording_transaction(
-                    db, partition_writes.write, known[partition]
+                tx = transactions[partition] = BatchTransaction(
+                    db, partition_writes.write, known[partition], self.state.scanned
                 )
             source = source_message(message)
-            answers = await self.judged(source)  # sees the batch's earlier events
+            answers = await self.judged(tx, source)  # sees the batch's earlier events
             if answers is not None:  # the model was waited for: what was known may be stale
                 known[partition].clear()
             try:
@@ -344,6 +395,15 @@ class Rumourmill:
             writes[partition].end_event()
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
+        return taken, writes
+
+    async def _sent(
+        self,
+        taken: Mapping[int, list[tuple[Message, Intake]]],
+        writes: Mapping[int, changelog.PartitionWrites],
+    ) -> dict[int, list[Delivery]]:
+        """Send what the taken messages produced, in the order `take` gives; per partition,
+        the deliveries its events wait for."""
         deliveries: dict[int, list[Delivery]] = {}
         for partition, partition_writes in writes.items():
             told = await self.send_changes(intake for _, intake in taken[partition])
@@ -471,8 +531,10 @@ class Rumourmill:
         return Readiness(waiting_for, self.app.rebalancing_count)
 
     def read_transaction(self, world_id: str) -> RocksTransaction:
-        """Read-only state access for the partition that holds `world_id`."""
+        """Read-only state access for the partition that holds `world_id`, once the writes of
+        the batch being sent are in (a read never sees a batch's events half laid in)."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
+        self.state.laid(partition)
         return RocksTransaction(partition_db(self.state, partition), _read_only)
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:

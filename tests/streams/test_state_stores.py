@@ -27,6 +27,7 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
 from streams.app import StateTable
 from streams.state import (
+    BatchTransaction,
     Known,
     RocksTransaction,
     StateOptions,
@@ -53,10 +54,29 @@ def rocks_state(path: Path, known: Known | None = None) -> Iterator[RocksTransac
         db.close()
 
 
-@pytest.fixture(params=["memory", "rocksdb", "rocksdb, reading through known values"])
+def batch_state(path: Path, scanned: set[bytes]) -> Iterator[BatchTransaction]:
+    """A RocksDB state partition written like the ingest agent's batches: most writes held
+    for the batch's end, the spaces in `scanned` written through."""
+    db = rocks_db(path)
+    try:
+        yield BatchTransaction(db, lambda key, value: None, {}, scanned)
+    finally:
+        db.close()
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "rocksdb",
+        "rocksdb, reading through known values",
+        "rocksdb, writes held for the batch's end",
+    ]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateTransaction]:
     if request.param == "memory":
         yield MemoryState()
+    elif request.param.endswith("batch's end"):
+        yield from batch_state(tmp_path / "partition-0", set())
     else:
         known = {} if request.param.endswith("known values") else None
         yield from rocks_state(tmp_path / "partition-0", known)
@@ -260,27 +280,79 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
 def test_transactions_of_a_batch_sharing_known_values_fold_a_story_as_memory_does(
     tmp_path: Path,
 ) -> None:
-    """The worker takes a batch's events each in a transaction of its own, all reading through
-    the values the batch read or wrote before; the state ends as the in-memory fold's."""
+    """The worker takes a batch's events in one transaction, reading through the values the
+    batch read or wrote before and laying its held writes in at the batch's end, with the key
+    spaces earlier batches scanned written through; the state ends as the in-memory fold's."""
     story = encoded(tavern_story(300, seed=4, worlds=("w",), characters=8, places=3))
     projector = Projector(changes=True)
     memory = MemoryState()
     db = rocks_db(tmp_path / "partition-0")
-    known: Known = {}
+    scanned: set[bytes] = set()
+    tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
     try:
         for offset, raw in enumerate(story):
-            if offset % 50 == 0:
-                known = {}  # a new batch
+            if offset % 50 == 0:  # a new batch
+                if (held := tx.held()) is not None:
+                    db.write(held)
+                tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
             message = SourceMessage("events", 0, offset, b"w", raw)
             expected = projector.receive(memory, message)
-            taken = projector.receive(
-                recording_transaction(db, lambda key, value: None, known), message
-            )
-            assert taken == expected
+            assert projector.receive(tx, message) == expected
+        assert scanned, "the fold scans some key spaces, which later batches write through"
+        if (held := tx.held()) is not None:
+            db.write(held)
         stored = RocksTransaction(db, lambda key, value: None)
         assert world_digest(stored, "default", "w") == world_digest(memory, "default", "w")
     finally:
         db.close()
+
+
+def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_through(
+    tmp_path: Path,
+) -> None:
+    """Writes wait in the batch (the database has none until they are laid in) unless their key
+    space is one ingest scans; a scan of a space learns it, laying in what was held first."""
+    scanned: set[bytes] = set()
+    db = rocks_db(tmp_path / "partition-0")
+    try:
+        tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
+        tx.put(b"held\x00one", b"1")
+        tx.put(b"seen\x00one", b"1")
+        assert tx.get(b"held\x00one") == b"1"
+        assert db.get(b"held\x00one") is None
+        assert list(tx.scan(b"seen\x00")) == [(b"seen\x00one", b"1")]
+        assert scanned == {b"seen\x00"}
+        assert db.get(b"held\x00one") == b"1", "laid in before the scan"
+        tx.put(b"seen\x00two", b"2")
+        tx.delete(b"seen\x00one")
+        tx.put(b"held\x00two", b"2")
+        assert db.get(b"seen\x00two") == b"2", "a scanned space is written through"
+        assert db.get(b"seen\x00one") is None
+        assert db.get(b"held\x00two") is None
+        held = tx.held()
+        assert held is not None and tx.held() is None
+        db.write(held)
+        assert db.get(b"held\x00two") == b"2"
+    finally:
+        db.close()
+
+
+def test_a_space_another_batch_learned_meanwhile_is_laid_in_before_this_one_scans_it(
+    tmp_path: Path,
+) -> None:
+    """Two partitions' transactions share what ingest scans: one that held writes of a space
+    before the other learned it still lays them in before it scans that space itself."""
+    scanned: set[bytes] = set()
+    dbs = [rocks_db(tmp_path / f"partition-{n}") for n in range(2)]
+    try:
+        first, second = (BatchTransaction(db, lambda key, value: None, {}, scanned) for db in dbs)
+        first.put(b"space\x00a", b"held by the first")
+        assert list(second.scan(b"space\x00")) == []
+        assert scanned == {b"space\x00"}
+        assert list(first.scan(b"space\x00")) == [(b"space\x00a", b"held by the first")]
+    finally:
+        for db in dbs:
+            db.close()
 
 
 def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_path: Path) -> None:
