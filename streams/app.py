@@ -153,25 +153,33 @@ class StateTable(faust.Table[bytes, bytes]):
         return known
 
     def lay_in(self, partition: int, writes: WriteBatch | None) -> None:
-        """Lay `writes` into the partition's database on the state writes' thread (which lays
-        them without the GIL); `laid` waits for them. The partition's writes before are laid."""
+        """Lay a batch's `writes` into the partition's database on the state writes' thread
+        (which lays them without the GIL); the batch ends once they are `laid`."""
         if writes is not None:
-            self.laid(partition)
             db = partition_db(self, partition)
             self.laying[partition] = self._layer.submit(db.write, writes)
 
-    def laid(self, partition: int) -> None:
-        """Wait until the writes `lay_in` was given for the partition are in its database (a
-        batch's, just before it ends: at most a few milliseconds)."""
-        if (laying := self.laying.pop(partition, None)) is not None:
+    async def laid(self, partition: int) -> None:
+        """Wait until the writes `lay_in` was given for the partition are in its database;
+        raises what laying them raised."""
+        if (laying := self.laying.get(partition)) is not None:
+            await asyncio.wait([asyncio.wrap_future(laying)])  # a cancelled wait lays them still
+            if self.laying.get(partition) is laying:
+                del self.laying[partition]
             laying.result()
+
+    async def settled(self, partition: int) -> None:
+        """Wait, letting the loop go on, until no batch's writes are being laid into the
+        partition's database (one that failed stops the worker through its batch)."""
+        while (laying := self.laying.get(partition)) is not None and not laying.done():
+            await asyncio.wait([asyncio.wrap_future(laying)])
 
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
         for partition in [*self.laying]:  # before Faust lets any database go
-            self.laid(partition)
+            await self.settled(partition)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_stop(self) -> None:
@@ -359,7 +367,7 @@ class Rumourmill:
             return await self._sent(taken, writes)
         finally:
             for partition in transactions:
-                self.state.laid(partition)
+                await self.state.laid(partition)
 
     async def _projected(
         self, messages: Sequence[Message], transactions: dict[int, BatchTransaction]
@@ -530,11 +538,12 @@ class Rumourmill:
         )
         return Readiness(waiting_for, self.app.rebalancing_count)
 
-    def read_transaction(self, world_id: str) -> RocksTransaction:
+    async def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`, once the writes of
-        the batch being sent are in (a read never sees a batch's events half laid in)."""
+        the batch being sent are in: read before the next await, it never sees a batch's events
+        half laid in."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
-        self.state.laid(partition)
+        await self.state.settled(partition)
         return RocksTransaction(partition_db(self.state, partition), _read_only)
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:

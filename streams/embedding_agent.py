@@ -35,7 +35,7 @@ class Embeds(Protocol):
     @property
     def recall_index(self) -> SqliteRecallIndex: ...
 
-    def read_transaction(self, world_id: str) -> StateTransaction: ...
+    async def read_transaction(self, world_id: str) -> StateTransaction: ...
 
 
 class MemoryEmbedding:
@@ -93,17 +93,17 @@ class MemoryEmbedding:
             return
         while self.worlds:
             tenant, world = self.worlds.pop()
-            if self.embed_batch(embedder, tenant, world):
+            if await self.embed_batch(embedder, tenant, world):
                 self.worlds.add((tenant, world))  # so that `keep` can still forget it
             await asyncio.sleep(0)  # ingest goes on between batches
 
-    def embed_batch(self, embedder: Embedder, tenant: str, world: str) -> bool:
+    async def embed_batch(self, embedder: Embedder, tenant: str, world: str) -> bool:
         """Embed a batch of what the world formed that has no vector yet; whether more wait.
         An error is logged and leaves those memories to cues and words, as a world's refused
         model does."""
         index = self.worker.recall_index
         try:
-            tx = self.worker.read_transaction(world)
+            tx = await self.worker.read_transaction(world)
             stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
         except Exception:
             log.exception("embedding the memories of world %r failed", world)

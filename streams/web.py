@@ -74,8 +74,9 @@ class WorldReads(Protocol):
 
     def readiness(self) -> Readiness: ...
 
-    def read_transaction(self, world_id: str) -> StateTransaction:
-        """Read-only access to the state that holds `world_id`."""
+    async def read_transaction(self, world_id: str) -> StateTransaction:
+        """Read-only access to the state that holds `world_id`, to be read before the next
+        await."""
         ...
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
@@ -242,7 +243,7 @@ class WorldRead(ReadsView):
             forwarded = await self.reads.owner_answer(world, self.web, request)
             if forwarded is not None:
                 return forwarded
-            scope = ReadScope(tenant, world, self.reads.read_transaction(world))
+            scope = ReadScope(tenant, world, await self.reads.read_transaction(world))
             try:
                 return self.answer(await self.finish(self.read(request, scope, params)))
             except NotFound as missing:

@@ -30,7 +30,7 @@ class Worker:
     def __init__(self) -> None:
         self.recall_index = SqliteRecallIndex()
 
-    def read_transaction(self, world_id: str) -> StateTransaction:
+    async def read_transaction(self, world_id: str) -> StateTransaction:
         return BUSY if world_id == "busy" else STATE
 
 

@@ -7,7 +7,9 @@ test runs once per store; the RocksDB one is opened the way the worker opens a s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
 
@@ -17,7 +19,7 @@ import pytest
 from faust.exceptions import ImproperlyConfigured
 from faust.stores.rocksdb import RocksDBOptions
 from faust.stores.rocksdb import Store as RocksDBStore
-from rocksdict import Rdict
+from rocksdict import Rdict, WriteBatch
 
 from benchmarks.story import encoded, tavern_story
 from projections.digest import world_digest
@@ -25,7 +27,7 @@ from projections.intake import SourceMessage
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
-from streams.app import StateTable
+from streams.app import StateTable, partition_db
 from streams.state import (
     BatchTransaction,
     Known,
@@ -397,3 +399,39 @@ def test_a_state_table_asking_for_python_rocksdb_is_refused_naming_the_driver(
         table.data  # noqa: B018  # Faust makes the store when the table's data is first asked for
     default = StateTable(app, name="state", options=state_options(block_cache_mb=1))
     assert isinstance(cast(RocksDBStore, default.data).rocksdb_options, StateOptions)
+
+
+def test_a_batchs_writes_are_laid_in_on_a_thread_and_readers_wait_for_them(
+    tmp_path: Path,
+) -> None:
+    """The ingest agent lays a batch's held writes in on the state writes' thread; a reader
+    waits while they are being laid (never seeing them half in), and the batch's own wait
+    raises what laying them raised."""
+    app = faust.App("laying", store="rocksdb://", datadir=str(tmp_path), autodiscover=False)
+    table = StateTable(app, name="state", options=state_options(block_cache_mb=1))
+
+    async def scenario() -> None:
+        writes = WriteBatch(raw_mode=True)
+        writes.put(b"space\x00key", b"value")
+        table.lay_in(0, writes)
+        await table.laid(0)
+        assert partition_db(table, 0).get(b"space\x00key") == b"value"
+        assert table.laying == {}
+
+        being_laid: Future[None] = Future()
+        table.laying[0] = being_laid
+        reader = asyncio.ensure_future(table.settled(0))
+        await asyncio.sleep(0.05)
+        assert not reader.done(), "a reader waits while a batch is being laid in"
+        being_laid.set_result(None)
+        await asyncio.wait_for(reader, 1)
+
+        failed: Future[None] = Future()
+        failed.set_exception(OSError("no space left on device"))
+        table.laying[0] = failed
+        await asyncio.wait_for(table.settled(0), 1)  # a reader is not the one to fail
+        with pytest.raises(OSError, match="no space left"):
+            await table.laid(0)
+        assert table.laying == {}
+
+    asyncio.run(scenario())

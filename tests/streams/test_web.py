@@ -71,7 +71,7 @@ class MemoryReads:
     def readiness(self) -> Readiness:
         return Readiness(self.waiting_for, rebalances=1)
 
-    def read_transaction(self, world_id: str) -> MemoryState:
+    async def read_transaction(self, world_id: str) -> MemoryState:
         return self.state
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
