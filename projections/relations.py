@@ -80,7 +80,7 @@ def record_relations(
     added = _added(memories)
     timeline = ancestry[0].timeline_id
     prefixes: dict[str, tuple[bytes, bytes]] = {}
-    packed_versions: dict[int, bytes] = {}
+    versions: dict[int, tuple[bytes, bytes]] = {}
     for (character, entity), (feelings, memories_added, version) in added.items():
         scoped = prefixes.get(character)
         if scoped is None:
@@ -93,15 +93,15 @@ def record_relations(
         found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
         total, count, last = found or (0.0, 0, 0)
         count += memories_added
-        after = [total + feelings, count, max(last, version)]
-        packed_version = packed_versions.get(version)
-        if packed_version is None:
-            packed_version = packed_versions[version] = pack(version)
-        tx.put(scoped[1] + entity_key + packed_version, orjson.dumps(after))
+        total += feelings
+        stored = orjson.dumps([total, count, max(last, version)])
+        written = versions.get(version)
+        if written is None:
+            written = versions[version] = (pack(version), b",%d]" % version)
+        tx.put(scoped[1] + entity_key + written[0], stored)
         if changes is not None:
-            changes.relation_changed(character, entity, after[0], count)
-        after.append(version)
-        tx.put(head_key, orjson.dumps(after))
+            changes.relation_changed(character, entity, total, count)
+        tx.put(head_key, stored[:-1] + written[1])  # the version's bytes, and where it was written
 
 
 def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int, int]]:
