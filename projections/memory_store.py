@@ -242,43 +242,65 @@ def store_memories(
     formed = [(memory, False) for memory in memories]
     taught = {(memory.character_id, memory.origin) for memory, _ in formed}
     told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
+    held_by: dict[tuple[str, str], _HeldKeys] = {}
+    positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
     for memory, first_learned in chain(formed, told):
-        character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
+        character, seq = memory.character_id, memory.seq
         if memory.persistent:
             scope = PERSISTENT_SCOPE
             count_persistent_memory(tx, tenant, world)
         else:
             scope = memory.timeline_id
+        held = held_by.get((scope, character))
+        if held is None:
+            held = held_by[(scope, character)] = _held_keys(tenant, world, scope, character)
+        packed_character, stored_prefix, recollections, ranks, origins, news = held
+        position = positions.get((memory.timeline_id, seq))
+        if position is None:
+            position = positions[(memory.timeline_id, seq)] = (
+                pack_scope(MEMORY_LOG, tenant, world) + pack(memory.timeline_id, seq),
+                pack(seq),
+                pack(MAX_SEQ - seq),
+            )
         raw = _MEMORY_JSON(memory)
-        belief = pack(belief_id)
-        stored = pack_scope(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
+        belief = pack(memory.belief_id)
+        stored = stored_prefix + belief  # keys.memory
         if changes is not None:
             changes.memory_stored(memory, raw, stored)
         tx.put(stored, raw)
-        tx.put(
-            pack_scope(MEMORY_LOG, tenant, world)
-            + pack(memory.timeline_id, seq, character)
-            + belief,
-            b"",
-        )
+        tx.put(position[0] + packed_character + belief, b"")
         DECODED.remember(raw, memory)
-        at = pack(seq) + belief
+        at = position[1] + belief
         if memory.kind == "event":
-            tx.put(pack_scope(RECOLLECTIONS, tenant, world, scope, character) + at, b"")
+            tx.put(recollections + at, b"")
         else:
             rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
-            tx.put(
-                pack_scope(BELIEF_RANKS, tenant, world, scope, character)
-                + pack(rank, MAX_SEQ - seq)
-                + belief,
-                b"",
-            )
-        origin = pack_scope(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
+            tx.put(ranks + pack(rank) + position[2] + belief, b"")
+        origin = origins + pack(memory.origin)
         first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
-            tx.put(pack_scope(NEWS, tenant, world, scope, character) + at, b"")
+            tx.put(news + at, b"")
+
+
+_HeldKeys = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+"""The key prefixes of one character's memories and their indexes in one scope: the packed
+character, then its stored memories, recollections, belief ranks, origins and news."""
+
+
+def _held_keys(tenant: str, world: str, scope: str, character: str) -> _HeldKeys:
+    """Packed once per character and scope an event stores memories for (a listener hears
+    several rumours at once)."""
+    packed = pack_scope(character)
+    return (
+        packed,
+        pack_scope(MEMORIES, tenant, world) + packed,
+        pack_scope(RECOLLECTIONS, tenant, world, scope, character),
+        pack_scope(BELIEF_RANKS, tenant, world, scope, character),
+        pack_scope(ORIGINS, tenant, world, scope, character),
+        pack_scope(NEWS, tenant, world, scope, character),
+    )
 
 
 def formed_between(

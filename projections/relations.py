@@ -90,7 +90,10 @@ def record_relations(
             )
         entity_key = pack_scope(entity)
         head_key = scoped[0] + entity_key
-        found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
+        head = tx.get(head_key)
+        found = None if head is None else _head_at(head, ancestry[0])
+        if found is None:
+            found = _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
         total, count, last = found or (0.0, 0, 0)
         count += memories_added
         total += feelings
@@ -194,26 +197,26 @@ def _relation(
     again) and timelines without an entry of their own.
     """
     entity_key = pack(entity)
-    head_key = keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key
-    return _relation_at(tx, keys, ancestry, character, entity_key, head_key)
+    head = tx.get(keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key)
+    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
+        return found
+    return _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
 
 
-def _relation_at(
+def _relation_behind(
     tx: StateTransaction,
     keys: MemoryKeys,
     ancestry: Ancestry,
     character: str,
     entity_key: bytes,
-    head_key: bytes,
+    own_versions: bool,
 ) -> Aggregate | None:
-    """`_relation`, given the packed entity and the own timeline's head key (the writer keeps
-    them for the version and the head it writes next)."""
-    head = tx.get(head_key)
-    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
-        return found
+    """The relation of the packed entity from its versions, when the own timeline's head is
+    missing or newer than the timeline's end: the own timeline's versions (if it has a head,
+    `own_versions`), else its ancestors' at the branch point."""
     raw = read_through(
         tx,
-        ancestry if head is not None else ancestry[1:],
+        ancestry if own_versions else ancestry[1:],
         lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key,
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
@@ -221,8 +224,8 @@ def _relation_at(
 
 def _head_at(head: bytes, segment: Segment) -> Aggregate | None:
     """A relation head's aggregate, if it was written at or before the segment's end."""
-    *aggregate, version = orjson.loads(head)
-    return _aggregate(aggregate) if version <= segment.upto_seq else None
+    total, count, last, version = orjson.loads(head)
+    return (float(total), int(count), int(last)) if version <= segment.upto_seq else None
 
 
 def _aggregate(stored: list[float]) -> Aggregate:
