@@ -48,6 +48,8 @@ PERSISTENT_SCOPE = ""
 _RANK_STEPS = 1000
 _PACKED_SEQ = len(pack(0))
 """The length of a packed position: an index entry's belief id starts after it."""
+_LAST_BELIEF = pack("\U0010ffff")
+"""Past every belief id packed after a position: where a reverse scan up to it starts."""
 _MEMORY_JSON = Memory.__pydantic_serializer__.to_json
 """A memory's stored bytes (`model_dump_json`'s, without its wrapper's keyword handling)."""
 
@@ -353,13 +355,16 @@ def _newest(
     memory's key put together without unpacking them (tellers read this at every meeting).
     """
     found: list[bytes] = []
-    for segment in scopes(keys, ancestry):
+    segments = scopes(keys, ancestry)
+    for segment in segments:
         prefix = keys.scoped(index, segment.timeline_id, character)
-        start = prefix + pack(segment.upto_seq, "\U0010ffff")
+        start = prefix + pack(segment.upto_seq) + _LAST_BELIEF
         newest = islice(tx.scan(prefix, reverse=True, start=start), limit)
         found.extend(key[len(prefix) :] for key, _ in newest)
+    if len(segments) > 1:  # one scope's entries came newest first already
+        found = heapq.nlargest(limit, found)
     stored = keys.held_by(character)
-    for entry in heapq.nlargest(limit, found):
+    for entry in found:
         raw = tx.get(stored + entry[_PACKED_SEQ:])
         if raw is not None:
             yield as_revised(tx, keys, ancestry, DECODED.decode(raw))
@@ -397,7 +402,7 @@ def held_in_order(
     found: list[tuple[int, str]] = []
     for segment in scopes(keys, ancestry):
         prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
-        end = prefix + pack(segment.upto_seq, "\U0010ffff")
+        end = prefix + pack(segment.upto_seq) + _LAST_BELIEF
         for key, _ in tx.scan(prefix, reverse=True, start=end):
             seq, belief_id = unpack(key[len(prefix) :])
             found.append((int(seq), str(belief_id)))

@@ -241,8 +241,8 @@ def rumour_id(at: Event, listener: str, origin: str) -> str:
     """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
     (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
     """
-    key = _rumour_scope(at.tenant_id, at.world_instance_id, at.timeline_id) + pack(
-        at.seq, listener, origin
+    key = _rumour_position(at.tenant_id, at.world_instance_id, at.timeline_id, at.seq) + pack(
+        listener, origin
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
@@ -254,10 +254,11 @@ def _step(teller: str, hops: int, confidence: float) -> Teller:
     return trusted(Teller, {"entity_id": teller, "hops": hops, "confidence": confidence})
 
 
-@lru_cache(maxsize=1 << 10)
-def _rumour_scope(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
-    """The packed start of a timeline's rumour ids (a packing is a prefix of a longer one's)."""
-    return pack("rumour", tenant_id, world_id, timeline_id)
+@lru_cache(maxsize=64)
+def _rumour_position(tenant_id: str, world_id: str, timeline_id: str, seq: int) -> bytes:
+    """The packed start of the rumour ids made at a position: packed once for the rumours an
+    event spreads (a packing is a prefix of a longer one's)."""
+    return pack("rumour", tenant_id, world_id, timeline_id, seq)
 
 
 def _pair(one: str, other: str) -> Meeting:

@@ -18,7 +18,7 @@ import orjson
 from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGES
-from projections.keys import pack
+from projections.keys import pack, pack_scope
 from projections.memory_store import MemoryKeys, knows, newest_news
 from projections.rumour_rules import (
     group_interval,
@@ -110,7 +110,9 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
     interval = group_interval(minutes, news.policy)
     tenant, world = news.event.tenant_id, news.event.world_instance_id
     last = read_through(
-        news.tx, news.ancestry, lambda timeline: pack(GROUP_EXCHANGES, tenant, world, timeline)
+        news.tx,
+        news.ancestry,
+        lambda timeline: pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
     )
     if last is not None and orjson.loads(last) >= interval:
         return
