@@ -218,10 +218,29 @@ def knows(
     One point read per scope: each scope keeps the first position the character learned the
     origin at, and an ancestor's counts if it is at or before the branch point.
     """
+    return knows_in(tx, learned_scopes(keys, ancestry, character), origin)
+
+
+LearnedScopes = list[tuple[bytes, int]]
+"""Where a character's first learning of each origin is kept: each scope's key prefix, and the
+last position of the scope the timeline sees."""
+
+
+def learned_scopes(keys: MemoryKeys, ancestry: Ancestry, character: str) -> LearnedScopes:
+    """The character's `LearnedScopes` on the timeline (packed once for the many origins a
+    listener is offered at one event)."""
+    return [
+        (keys.scoped(ORIGINS, segment.timeline_id, character), segment.upto_seq)
+        for segment in scopes(keys, ancestry)
+    ]
+
+
+def knows_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
+    """`knows`, given the character's `learned_scopes`."""
     suffix = pack(origin)
-    for segment in scopes(keys, ancestry):
-        first = tx.get(keys.scoped(ORIGINS, segment.timeline_id, character) + suffix)
-        if first is not None and int.from_bytes(first, "big") <= segment.upto_seq:
+    for prefix, upto_seq in learned:
+        first = tx.get(prefix + suffix)
+        if first is not None and int.from_bytes(first, "big") <= upto_seq:
             return True
     return False
 

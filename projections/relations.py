@@ -46,7 +46,10 @@ _RELATION_READS = TypeAdapter(list[RelationRead])
 def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     """(entity, feeling) for every other entity the memory is about or came from, once each."""
     feeling = memory.feeling
-    return [(entity, feeling) for entity in _others(memory)]
+    return [
+        (entity, feeling)
+        for entity in _others(memory.about, memory.source_entity, memory.character_id)
+    ]
 
 
 def mean_feeling(total: float, count: int) -> float:
@@ -113,10 +116,11 @@ def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int
     Persistent memories add nothing: they are counted when read."""
     added: dict[tuple[str, str], tuple[float, int, int]] = {}
     for memory in memories:
-        if memory.persistent:
+        held = memory.__dict__  # its fields, past pydantic's attribute hook: read per memory
+        if held["persistent"]:
             continue
-        character, feeling, seq = memory.character_id, memory.feeling, memory.seq
-        for entity in _others(memory):
+        character, feeling, seq = held["character_id"], held["feeling"], held["seq"]
+        for entity in _others(held["about"], held["source_entity"], character):
             pair = (character, entity)
             before = added.get(pair)
             if before is None:
@@ -126,11 +130,10 @@ def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int
     return added
 
 
-def _others(memory: Memory) -> list[str]:
-    """The other entities a memory is about or came from, once each (its relations)."""
-    character = memory.character_id
-    others = [entity for entity in memory.about if entity != character]
-    source = memory.source_entity
+def _others(about: list[str], source: str | None, character: str) -> list[str]:
+    """The other entities a memory of `character` is about or came from (its `about` and
+    `source_entity`), once each: its relations."""
+    others = [entity for entity in about if entity != character]
     if source is not None and source != character and source not in others:
         others.append(source)
     return others if len(others) == len(set(others)) else list(dict.fromkeys(others))

@@ -121,13 +121,15 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     News, not the listener's own memory, not news that came through the listener, and not
     news about the listener alone (nobody gossips to you about you).
     """
-    if not is_news(memory) or memory.character_id == listener:
+    if not is_news(memory):
         return False
-    if memory.source_entity == listener:
+    held = memory.__dict__  # its fields, past pydantic's attribute hook: asked of every offer
+    if held["character_id"] == listener or held["source_entity"] == listener:
         return False
-    if any(step.entity_id == listener for step in memory.lineage):
+    if any(step.entity_id == listener for step in held["lineage"]):
         return False
-    return any(entity != listener for entity in memory.about) or not memory.about
+    about = held["about"]
+    return any(entity != listener for entity in about) or not about
 
 
 def passed_at_meeting(
