@@ -170,14 +170,19 @@ def passed_in_group(
     limit = policy.memory.spreading.group_exchange_limit
     members = sorted(members_newest_first)
     copies: dict[str, list[tuple[str, Memory]]] = {}
+    latest: dict[str, int] = {}  # the latest position any member learned each news at
     for member in members:
         for memory in members_newest_first[member]:
             if is_news(memory):
-                copies.setdefault(memory.origin, []).append((member, memory))
+                origin, seq = memory.origin, memory.seq
+                held = copies.get(origin)
+                if held is None:
+                    copies[origin], latest[origin] = [(member, memory)], seq
+                else:
+                    held.append((member, memory))
+                    latest[origin] = max(latest[origin], seq)
 
-    newest_first = sorted(
-        copies, key=lambda origin: (-max(memory.seq for _, memory in copies[origin]), origin)
-    )
+    newest_first = sorted(copies, key=lambda origin: (-latest[origin], origin))
     deliveries: list[Delivery] = []
     passed = 0
     for origin in newest_first:
