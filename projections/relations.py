@@ -217,10 +217,11 @@ def _relation_behind(
     """The relation of the packed entity from its versions, when the own timeline's head is
     missing or newer than the timeline's end: the own timeline's versions (if it has a head,
     `own_versions`), else its ancestors' at the branch point."""
+    segments = ancestry if own_versions else ancestry[1:]
+    if not segments:  # a pair new to a timeline without ancestors: nothing to read
+        return None
     raw = read_through(
-        tx,
-        ancestry if own_versions else ancestry[1:],
-        lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key,
+        tx, segments, lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
 
