@@ -81,7 +81,8 @@ def record_relations(
     most of what relations cost), and each character's key prefixes are packed once.
     """
     added = _added(memories)
-    timeline = ancestry[0].timeline_id
+    own = ancestry[0]
+    timeline = own.timeline_id
     prefixes: dict[str, tuple[bytes, bytes]] = {}
     versions: dict[int, tuple[bytes, bytes]] = {}
     for (character, entity), (feelings, memories_added, version) in added.items():
@@ -94,13 +95,13 @@ def record_relations(
         entity_key = pack_scope(entity)
         head_key = scoped[0] + entity_key
         head = tx.get(head_key)
-        found = None if head is None else _head_at(head, ancestry[0])
+        found = None if head is None else _head_at(head, own)
         if found is None:
             found = _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
         total, count, last = found or (0.0, 0, 0)
         count += memories_added
         total += feelings
-        stored = orjson.dumps([total, count, max(last, version)])
+        stored = orjson.dumps([total, count, last if last > version else version])
         written = versions.get(version)
         if written is None:
             written = versions[version] = (pack(version), b",%d]" % version)
