@@ -265,6 +265,8 @@ def store_memories(
     told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
     held_by: dict[tuple[str, str], _HeldKeys] = {}
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
+    """(timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
+    same for every memory an event forms or spreads."""
     for memory, first_learned in chain(formed, told):
         character, seq = memory.character_id, memory.seq
         if memory.persistent:
