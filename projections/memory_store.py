@@ -48,6 +48,8 @@ PERSISTENT_SCOPE = ""
 _RANK_STEPS = 1000
 _PACKED_SEQ = len(pack(0))
 """The length of a packed position: an index entry's belief id starts after it."""
+_LAST_BELIEF = pack("\U0010ffff")
+"""Past every belief id packed after a position: where a reverse scan up to it starts."""
 _MEMORY_JSON = Memory.__pydantic_serializer__.to_json
 """A memory's stored bytes (`model_dump_json`'s, without its wrapper's keyword handling)."""
 
@@ -216,10 +218,29 @@ def knows(
     One point read per scope: each scope keeps the first position the character learned the
     origin at, and an ancestor's counts if it is at or before the branch point.
     """
+    return knows_in(tx, learned_scopes(keys, ancestry, character), origin)
+
+
+LearnedScopes = list[tuple[bytes, int]]
+"""Where a character's first learning of each origin is kept: each scope's key prefix, and the
+last position of the scope the timeline sees."""
+
+
+def learned_scopes(keys: MemoryKeys, ancestry: Ancestry, character: str) -> LearnedScopes:
+    """The character's `LearnedScopes` on the timeline (packed once for the many origins a
+    listener is offered at one event)."""
+    return [
+        (keys.scoped(ORIGINS, segment.timeline_id, character), segment.upto_seq)
+        for segment in scopes(keys, ancestry)
+    ]
+
+
+def knows_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
+    """`knows`, given the character's `learned_scopes`."""
     suffix = pack(origin)
-    for segment in scopes(keys, ancestry):
-        first = tx.get(keys.scoped(ORIGINS, segment.timeline_id, character) + suffix)
-        if first is not None and int.from_bytes(first, "big") <= segment.upto_seq:
+    for prefix, upto_seq in learned:
+        first = tx.get(prefix + suffix)
+        if first is not None and int.from_bytes(first, "big") <= upto_seq:
             return True
     return False
 
@@ -242,43 +263,67 @@ def store_memories(
     formed = [(memory, False) for memory in memories]
     taught = {(memory.character_id, memory.origin) for memory, _ in formed}
     told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
+    held_by: dict[tuple[str, str], _HeldKeys] = {}
+    positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
+    """(timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
+    same for every memory an event forms or spreads."""
     for memory, first_learned in chain(formed, told):
-        character, belief_id, seq = memory.character_id, memory.belief_id, memory.seq
+        character, seq = memory.character_id, memory.seq
         if memory.persistent:
             scope = PERSISTENT_SCOPE
             count_persistent_memory(tx, tenant, world)
         else:
             scope = memory.timeline_id
+        held = held_by.get((scope, character))
+        if held is None:
+            held = held_by[(scope, character)] = _held_keys(tenant, world, scope, character)
+        packed_character, stored_prefix, recollections, ranks, origins, news = held
+        position = positions.get((memory.timeline_id, seq))
+        if position is None:
+            position = positions[(memory.timeline_id, seq)] = (
+                pack_scope(MEMORY_LOG, tenant, world) + pack(memory.timeline_id, seq),
+                pack(seq),
+                pack(MAX_SEQ - seq),
+            )
         raw = _MEMORY_JSON(memory)
-        belief = pack(belief_id)
-        stored = pack_scope(MEMORIES, tenant, world) + pack(character) + belief  # keys.memory
+        belief = pack(memory.belief_id)
+        stored = stored_prefix + belief  # keys.memory
         if changes is not None:
             changes.memory_stored(memory, raw, stored)
         tx.put(stored, raw)
-        tx.put(
-            pack_scope(MEMORY_LOG, tenant, world)
-            + pack(memory.timeline_id, seq, character)
-            + belief,
-            b"",
-        )
+        tx.put(position[0] + packed_character + belief, b"")
         DECODED.remember(raw, memory)
-        at = pack(seq) + belief
+        at = position[1] + belief
         if memory.kind == "event":
-            tx.put(pack_scope(RECOLLECTIONS, tenant, world, scope, character) + at, b"")
+            tx.put(recollections + at, b"")
         else:
             rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
-            tx.put(
-                pack_scope(BELIEF_RANKS, tenant, world, scope, character)
-                + pack(rank, MAX_SEQ - seq)
-                + belief,
-                b"",
-            )
-        origin = pack_scope(ORIGINS, tenant, world, scope, character) + pack(memory.origin)
+            tx.put(ranks + pack(rank) + position[2] + belief, b"")
+        origin = origins + pack(memory.origin)
         first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
-            tx.put(pack_scope(NEWS, tenant, world, scope, character) + at, b"")
+            tx.put(news + at, b"")
+
+
+_HeldKeys = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+"""The key prefixes of one character's memories and their indexes in one scope: the packed
+character, then its stored memories, recollections, belief ranks, origins and news."""
+
+
+def _held_keys(tenant: str, world: str, scope: str, character: str) -> _HeldKeys:
+    """Packed once per character and scope an event stores memories for (a listener hears
+    several rumours at once)."""
+    packed = pack_scope(character)
+    return (
+        packed,
+        pack_scope(MEMORIES, tenant, world) + packed,
+        pack_scope(RECOLLECTIONS, tenant, world, scope, character),
+        pack_scope(BELIEF_RANKS, tenant, world, scope, character),
+        pack_scope(ORIGINS, tenant, world, scope, character),
+        pack_scope(NEWS, tenant, world, scope, character),
+    )
 
 
 def formed_between(
@@ -331,13 +376,16 @@ def _newest(
     memory's key put together without unpacking them (tellers read this at every meeting).
     """
     found: list[bytes] = []
-    for segment in scopes(keys, ancestry):
+    segments = scopes(keys, ancestry)
+    for segment in segments:
         prefix = keys.scoped(index, segment.timeline_id, character)
-        start = prefix + pack(segment.upto_seq, "\U0010ffff")
+        start = prefix + pack(segment.upto_seq) + _LAST_BELIEF
         newest = islice(tx.scan(prefix, reverse=True, start=start), limit)
         found.extend(key[len(prefix) :] for key, _ in newest)
+    if len(segments) > 1:  # one scope's entries came newest first already
+        found = heapq.nlargest(limit, found)
     stored = keys.held_by(character)
-    for entry in heapq.nlargest(limit, found):
+    for entry in found:
         raw = tx.get(stored + entry[_PACKED_SEQ:])
         if raw is not None:
             yield as_revised(tx, keys, ancestry, DECODED.decode(raw))
@@ -375,7 +423,7 @@ def held_in_order(
     found: list[tuple[int, str]] = []
     for segment in scopes(keys, ancestry):
         prefix = keys.scoped(RECOLLECTIONS, segment.timeline_id, character)
-        end = prefix + pack(segment.upto_seq, "\U0010ffff")
+        end = prefix + pack(segment.upto_seq) + _LAST_BELIEF
         for key, _ in tx.scan(prefix, reverse=True, start=end):
             seq, belief_id = unpack(key[len(prefix) :])
             found.append((int(seq), str(belief_id)))

@@ -46,7 +46,10 @@ _RELATION_READS = TypeAdapter(list[RelationRead])
 def relation_contributions(memory: Memory) -> list[tuple[str, float]]:
     """(entity, feeling) for every other entity the memory is about or came from, once each."""
     feeling = memory.feeling
-    return [(entity, feeling) for entity in _others(memory)]
+    return [
+        (entity, feeling)
+        for entity in _others(memory.about, memory.source_entity, memory.character_id)
+    ]
 
 
 def mean_feeling(total: float, count: int) -> float:
@@ -78,9 +81,10 @@ def record_relations(
     most of what relations cost), and each character's key prefixes are packed once.
     """
     added = _added(memories)
-    timeline = ancestry[0].timeline_id
+    own = ancestry[0]
+    timeline = own.timeline_id
     prefixes: dict[str, tuple[bytes, bytes]] = {}
-    packed_versions: dict[int, bytes] = {}
+    versions: dict[int, tuple[bytes, bytes]] = {}
     for (character, entity), (feelings, memories_added, version) in added.items():
         scoped = prefixes.get(character)
         if scoped is None:
@@ -90,18 +94,21 @@ def record_relations(
             )
         entity_key = pack_scope(entity)
         head_key = scoped[0] + entity_key
-        found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
+        head = tx.get(head_key)
+        found = None if head is None else _head_at(head, own)
+        if found is None:
+            found = _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
         total, count, last = found or (0.0, 0, 0)
         count += memories_added
-        after = [total + feelings, count, max(last, version)]
-        packed_version = packed_versions.get(version)
-        if packed_version is None:
-            packed_version = packed_versions[version] = pack(version)
-        tx.put(scoped[1] + entity_key + packed_version, orjson.dumps(after))
+        total += feelings
+        stored = orjson.dumps([total, count, last if last > version else version])
+        written = versions.get(version)
+        if written is None:
+            written = versions[version] = (pack(version), b",%d]" % version)
+        tx.put(scoped[1] + entity_key + written[0], stored)
         if changes is not None:
-            changes.relation_changed(character, entity, after[0], count)
-        after.append(version)
-        tx.put(head_key, orjson.dumps(after))
+            changes.relation_changed(character, entity, total, count)
+        tx.put(head_key, stored[:-1] + written[1])  # the version's bytes, and where it was written
 
 
 def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int, int]]:
@@ -110,10 +117,11 @@ def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int
     Persistent memories add nothing: they are counted when read."""
     added: dict[tuple[str, str], tuple[float, int, int]] = {}
     for memory in memories:
-        if memory.persistent:
+        held = memory.__dict__  # its fields, past pydantic's attribute hook: read per memory
+        if held["persistent"]:
             continue
-        character, feeling, seq = memory.character_id, memory.feeling, memory.seq
-        for entity in _others(memory):
+        character, feeling, seq = held["character_id"], held["feeling"], held["seq"]
+        for entity in _others(held["about"], held["source_entity"], character):
             pair = (character, entity)
             before = added.get(pair)
             if before is None:
@@ -123,11 +131,10 @@ def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int
     return added
 
 
-def _others(memory: Memory) -> list[str]:
-    """The other entities a memory is about or came from, once each (its relations)."""
-    character = memory.character_id
-    others = [entity for entity in memory.about if entity != character]
-    source = memory.source_entity
+def _others(about: list[str], source: str | None, character: str) -> list[str]:
+    """The other entities a memory of `character` is about or came from (its `about` and
+    `source_entity`), once each: its relations."""
+    others = [entity for entity in about if entity != character]
     if source is not None and source != character and source not in others:
         others.append(source)
     return others if len(others) == len(set(others)) else list(dict.fromkeys(others))
@@ -194,35 +201,36 @@ def _relation(
     again) and timelines without an entry of their own.
     """
     entity_key = pack(entity)
-    head_key = keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key
-    return _relation_at(tx, keys, ancestry, character, entity_key, head_key)
+    head = tx.get(keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key)
+    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
+        return found
+    return _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
 
 
-def _relation_at(
+def _relation_behind(
     tx: StateTransaction,
     keys: MemoryKeys,
     ancestry: Ancestry,
     character: str,
     entity_key: bytes,
-    head_key: bytes,
+    own_versions: bool,
 ) -> Aggregate | None:
-    """`_relation`, given the packed entity and the own timeline's head key (the writer keeps
-    them for the version and the head it writes next)."""
-    head = tx.get(head_key)
-    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
-        return found
+    """The relation of the packed entity from its versions, when the own timeline's head is
+    missing or newer than the timeline's end: the own timeline's versions (if it has a head,
+    `own_versions`), else its ancestors' at the branch point."""
+    segments = ancestry if own_versions else ancestry[1:]
+    if not segments:  # a pair new to a timeline without ancestors: nothing to read
+        return None
     raw = read_through(
-        tx,
-        ancestry if head is not None else ancestry[1:],
-        lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key,
+        tx, segments, lambda scope: keys.scoped(RELATIONS, scope, character) + entity_key
     )
     return None if raw is None else _aggregate(orjson.loads(raw))
 
 
 def _head_at(head: bytes, segment: Segment) -> Aggregate | None:
     """A relation head's aggregate, if it was written at or before the segment's end."""
-    *aggregate, version = orjson.loads(head)
-    return _aggregate(aggregate) if version <= segment.upto_seq else None
+    total, count, last, version = orjson.loads(head)
+    return (float(total), int(count), int(last)) if version <= segment.upto_seq else None
 
 
 def _aggregate(stored: list[float]) -> Aggregate:

@@ -121,13 +121,15 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     News, not the listener's own memory, not news that came through the listener, and not
     news about the listener alone (nobody gossips to you about you).
     """
-    if not is_news(memory) or memory.character_id == listener:
+    if not is_news(memory):
         return False
-    if memory.source_entity == listener:
+    held = memory.__dict__  # its fields, past pydantic's attribute hook: asked of every offer
+    if held["character_id"] == listener or held["source_entity"] == listener:
         return False
-    if any(step.entity_id == listener for step in memory.lineage):
+    if any(step.entity_id == listener for step in held["lineage"]):
         return False
-    return any(entity != listener for entity in memory.about) or not memory.about
+    about = held["about"]
+    return any(entity != listener for entity in about) or not about
 
 
 def passed_at_meeting(
@@ -168,14 +170,19 @@ def passed_in_group(
     limit = policy.memory.spreading.group_exchange_limit
     members = sorted(members_newest_first)
     copies: dict[str, list[tuple[str, Memory]]] = {}
+    latest: dict[str, int] = {}  # the latest position any member learned each news at
     for member in members:
         for memory in members_newest_first[member]:
             if is_news(memory):
-                copies.setdefault(memory.origin, []).append((member, memory))
+                origin, seq = memory.origin, memory.seq
+                held = copies.get(origin)
+                if held is None:
+                    copies[origin], latest[origin] = [(member, memory)], seq
+                else:
+                    held.append((member, memory))
+                    latest[origin] = max(latest[origin], seq)
 
-    newest_first = sorted(
-        copies, key=lambda origin: (-max(memory.seq for _, memory in copies[origin]), origin)
-    )
+    newest_first = sorted(copies, key=lambda origin: (-latest[origin], origin))
     deliveries: list[Delivery] = []
     passed = 0
     for origin in newest_first:
@@ -241,8 +248,8 @@ def rumour_id(at: Event, listener: str, origin: str) -> str:
     """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
     (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
     """
-    key = _rumour_scope(at.tenant_id, at.world_instance_id, at.timeline_id) + pack(
-        at.seq, listener, origin
+    key = _rumour_position(at.tenant_id, at.world_instance_id, at.timeline_id, at.seq) + pack(
+        listener, origin
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
@@ -254,10 +261,11 @@ def _step(teller: str, hops: int, confidence: float) -> Teller:
     return trusted(Teller, {"entity_id": teller, "hops": hops, "confidence": confidence})
 
 
-@lru_cache(maxsize=1 << 10)
-def _rumour_scope(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
-    """The packed start of a timeline's rumour ids (a packing is a prefix of a longer one's)."""
-    return pack("rumour", tenant_id, world_id, timeline_id)
+@lru_cache(maxsize=64)
+def _rumour_position(tenant_id: str, world_id: str, timeline_id: str, seq: int) -> bytes:
+    """The packed start of the rumour ids made at a position: packed once for the rumours an
+    event spreads (a packing is a prefix of a longer one's)."""
+    return pack("rumour", tenant_id, world_id, timeline_id, seq)
 
 
 def _pair(one: str, other: str) -> Meeting:

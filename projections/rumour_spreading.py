@@ -18,8 +18,14 @@ import orjson
 from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGES
-from projections.keys import pack
-from projections.memory_store import MemoryKeys, knows, newest_news
+from projections.keys import pack, pack_scope
+from projections.memory_store import (
+    LearnedScopes,
+    MemoryKeys,
+    knows_in,
+    learned_scopes,
+    newest_news,
+)
 from projections.rumour_rules import (
     group_interval,
     groups,
@@ -50,6 +56,7 @@ class Spreading:
     heard: list[Memory] = field(default_factory=list)
     known: dict[tuple[str, str], bool] = field(default_factory=dict)
     minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
+    learned: dict[str, LearnedScopes] = field(default_factory=dict)
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether `character` knows the news, told at this event included (read once: several
@@ -57,7 +64,12 @@ class Spreading:
         pair = (character, origin)
         found = self.known.get(pair)
         if found is None:
-            found = self.known[pair] = knows(self.tx, self.keys, self.ancestry, character, origin)
+            learned = self.learned.get(character)
+            if learned is None:
+                learned = self.learned[character] = learned_scopes(
+                    self.keys, self.ancestry, character
+                )
+            found = self.known[pair] = knows_in(self.tx, learned, origin)
         return found
 
     def mind(self, character: str, limit: int) -> list[Memory]:
@@ -110,7 +122,9 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
     interval = group_interval(minutes, news.policy)
     tenant, world = news.event.tenant_id, news.event.world_instance_id
     last = read_through(
-        news.tx, news.ancestry, lambda timeline: pack(GROUP_EXCHANGES, tenant, world, timeline)
+        news.tx,
+        news.ancestry,
+        lambda timeline: pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
     )
     if last is not None and orjson.loads(last) >= interval:
         return
