@@ -1,7 +1,8 @@
 """(issue 4) Rumours in a town: 500 characters, 50 places, 200,000 events, spreading on vs off.
 
-The same generated stream is folded in-process (on RocksDB, as in the worker) twice from an
-empty state: once with the
+The same generated stream is folded in-process (on RocksDB, as in the worker: in batches of the
+ingest agent's size, each through one `BatchTransaction` reading through the values the worker
+keeps, its held writes laid in at its end) twice from an empty state: once with the
 built-in policy (spreading off: the baseline) and once with `memory.spreading.enabled`. Each
 run's rate is the median over equal slices of the stream; the ratio compares the two, by wall
 clock and by the process's CPU time (what stays comparable when other work shares the cores),
@@ -31,7 +32,15 @@ from projections.keys import pack
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy
-from streams.state import RocksTransaction, StateOptions, state_options, without_write_ahead_log
+from streams.app import BATCH_EVENTS, HOT_KEYS
+from streams.state import (
+    BatchTransaction,
+    Known,
+    RocksTransaction,
+    StateOptions,
+    state_options,
+    without_write_ahead_log,
+)
 
 FULL_EVENTS = 200_000
 QUICK_EVENTS = 20_000
@@ -66,19 +75,17 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     """Rates of each slice, total seconds, and the RocksDB state, folding `lines` under `policy`.
 
     The state lives in RocksDB, opened as a worker opens a partition (`StateOptions`): a
-    town's millions of memories do not fit an in-memory sorted dict.
+    town's millions of memories do not fit an in-memory sorted dict. It is written as the
+    ingest agent writes it (`streams.app.Rumourmill.take`), but for the changelog: in batches
+    of `BATCH_EVENTS`, reading through the values kept between batches (at most `HOT_KEYS`),
+    each batch's held writes laid in at its end (here, not on another thread).
     """
     options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
     db = without_write_ahead_log(options.open(directory))
-
-    def write(key: bytes, value: bytes | None) -> None:
-        if value is None:
-            db.delete(key)
-        else:
-            db.put(key, value)
-
-    projector, state = Projector(policies=lambda tenant, world: policy), RocksTransaction(db, write)
-    size = max(1, len(lines) // SLICES)
+    projector = Projector(policies=lambda tenant, world: policy)
+    known: Known = {}
+    scanned: set[bytes] = set()
+    size = max(BATCH_EVENTS, len(lines) // SLICES // BATCH_EVENTS * BATCH_EVENTS)
     folded = Folded([], [], 0.0, 0.0, 0.0, db)
     for start in range(0, len(lines), size):
         began, began_cpu, began_thread = (
@@ -86,9 +93,15 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
             time.process_time(),
             time.thread_time(),
         )
-        for offset in range(start, min(start + size, len(lines))):
-            message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
-            projector.receive(state, message)
+        for batch in range(start, min(start + size, len(lines)), BATCH_EVENTS):
+            if len(known) > HOT_KEYS:
+                known = {}
+            state = BatchTransaction(db, _not_logged, known, scanned)
+            for offset in range(batch, min(batch + BATCH_EVENTS, start + size, len(lines))):
+                message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
+                projector.receive(state, message)
+            if (held := state.held()) is not None:
+                db.write(held)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
         folded.seconds += seconds
         folded.cpu_seconds += cpu_seconds
@@ -107,6 +120,10 @@ def live_megabytes(db: Rdict) -> int:
     """What the state takes once written out: what rumours' bytes cost RocksDB's threads."""
     db.flush()
     return (db.property_int_value("rocksdb.estimate-live-data-size") or 0) // (1024 * 1024)
+
+
+def _not_logged(key: bytes, value: bytes | None) -> None:
+    """No changelog here: the writes go to RocksDB alone."""
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:
