@@ -37,6 +37,7 @@ from streams.state import (
     BatchTransaction,
     Known,
     RocksTransaction,
+    ScannedSpaces,
     StateOptions,
     state_options,
     without_write_ahead_log,
@@ -84,7 +85,7 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     db = without_write_ahead_log(options.open(directory))
     projector = Projector(policies=lambda tenant, world: policy)
     known: Known = {}
-    scanned: set[bytes] = set()
+    scanned = ScannedSpaces()
     size = max(BATCH_EVENTS, len(lines) // SLICES // BATCH_EVENTS * BATCH_EVENTS)
     folded = Folded([], [], 0.0, 0.0, 0.0, db)
     for start in range(0, len(lines), size):
@@ -100,8 +101,7 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
             for offset in range(batch, min(batch + BATCH_EVENTS, start + size, len(lines))):
                 message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
                 projector.receive(state, message)
-            if (held := state.held()) is not None:
-                db.write(held)
+            state.lay_in()
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
         folded.seconds += seconds
         folded.cpu_seconds += cpu_seconds

@@ -263,10 +263,10 @@ def store_memories(
     formed = [(memory, False) for memory in memories]
     taught = {(memory.character_id, memory.origin) for memory, _ in formed}
     told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
-    held_by: dict[tuple[str, str], _HeldKeys] = {}
+    prefixes: dict[tuple[str, str], _CharacterPrefixes] = {}
+    # (timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
+    # same for every memory an event forms or spreads
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
-    """(timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
-    same for every memory an event forms or spreads."""
     for memory, first_learned in chain(formed, told):
         character, seq = memory.character_id, memory.seq
         if memory.persistent:
@@ -274,10 +274,12 @@ def store_memories(
             count_persistent_memory(tx, tenant, world)
         else:
             scope = memory.timeline_id
-        held = held_by.get((scope, character))
-        if held is None:
-            held = held_by[(scope, character)] = _held_keys(tenant, world, scope, character)
-        packed_character, stored_prefix, recollections, ranks, origins, news = held
+        of_character = prefixes.get((scope, character))
+        if of_character is None:
+            of_character = prefixes[(scope, character)] = _character_prefixes(
+                tenant, world, scope, character
+            )
+        packed_character, stored_prefix, recollections, ranks, origins, news = of_character
         position = positions.get((memory.timeline_id, seq))
         if position is None:
             position = positions[(memory.timeline_id, seq)] = (
@@ -307,12 +309,12 @@ def store_memories(
             tx.put(news + at, b"")
 
 
-_HeldKeys = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+_CharacterPrefixes = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
 """The key prefixes of one character's memories and their indexes in one scope: the packed
 character, then its stored memories, recollections, belief ranks, origins and news."""
 
 
-def _held_keys(tenant: str, world: str, scope: str, character: str) -> _HeldKeys:
+def _character_prefixes(tenant: str, world: str, scope: str, character: str) -> _CharacterPrefixes:
     """Packed once per character and scope an event stores memories for (a listener hears
     several rumours at once)."""
     packed = pack_scope(character)

@@ -117,11 +117,10 @@ def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int
     Persistent memories add nothing: they are counted when read."""
     added: dict[tuple[str, str], tuple[float, int, int]] = {}
     for memory in memories:
-        held = memory.__dict__  # its fields, past pydantic's attribute hook: read per memory
-        if held["persistent"]:
+        if memory.persistent:
             continue
-        character, feeling, seq = held["character_id"], held["feeling"], held["seq"]
-        for entity in _others(held["about"], held["source_entity"], character):
+        character, feeling, seq = memory.character_id, memory.feeling, memory.seq
+        for entity in _others(memory.about, memory.source_entity, character):
             pair = (character, entity)
             before = added.get(pair)
             if before is None:

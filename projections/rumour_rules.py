@@ -123,12 +123,11 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     """
     if not is_news(memory):
         return False
-    held = memory.__dict__  # its fields, past pydantic's attribute hook: asked of every offer
-    if held["character_id"] == listener or held["source_entity"] == listener:
+    if memory.character_id == listener or memory.source_entity == listener:
         return False
-    if any(step.entity_id == listener for step in held["lineage"]):
+    if any(step.entity_id == listener for step in memory.lineage):
         return False
-    about = held["about"]
+    about = memory.about
     return any(entity != listener for entity in about) or not about
 
 
@@ -175,11 +174,11 @@ def passed_in_group(
         for memory in members_newest_first[member]:
             if is_news(memory):
                 origin, seq = memory.origin, memory.seq
-                held = copies.get(origin)
-                if held is None:
+                gathered = copies.get(origin)
+                if gathered is None:
                     copies[origin], latest[origin] = [(member, memory)], seq
                 else:
-                    held.append((member, memory))
+                    gathered.append((member, memory))
                     latest[origin] = max(latest[origin], seq)
 
     newest_first = sorted(copies, key=lambda origin: (-latest[origin], origin))
@@ -188,9 +187,9 @@ def passed_in_group(
     for origin in newest_first:
         if passed == limit:
             break
-        held = copies[origin]
-        teller, freshest = min(held, key=lambda copy: (copy[1].hops, -copy[1].seq, copy[0]))
-        holders = {member for member, _ in held}
+        gathered = copies[origin]
+        teller, freshest = min(gathered, key=lambda copy: (copy[1].hops, -copy[1].seq, copy[0]))
+        holders = {member for member, _ in gathered}
         listeners = [
             member
             for member in members

@@ -59,6 +59,7 @@ from streams.state import (
     BatchTransaction,
     Known,
     RocksTransaction,
+    ScannedSpaces,
     StateOptions,
     decode_changes,
     recording_transaction,
@@ -111,7 +112,7 @@ class StateTable(faust.Table[bytes, bytes]):
     """Per partition, values the ingest agent read or wrote lately, as its transactions' `known`
     (a dict lookup where a RocksDB read costs fifty). Valid while only the agent writes the
     database: dropped whenever recovery, a migration or a rebalance may write it."""
-    scanned: set[bytes]
+    scanned: ScannedSpaces
     """The key spaces the ingest agent's transactions write straight through
     (`streams.state.BatchTransaction`)."""
     laying: dict[int, Future[None]]
@@ -125,7 +126,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
-        self.scanned = set()
+        self.scanned = ScannedSpaces()
         self.laying = {}
         self._layer = ThreadPoolExecutor(1, thread_name_prefix="state-writes")
 
@@ -152,12 +153,12 @@ class StateTable(faust.Table[bytes, bytes]):
             known = self.hot[partition] = {}
         return known
 
-    def lay_in(self, partition: int, writes: WriteBatch | None) -> None:
-        """Lay a batch's `writes` into the partition's database on the state writes' thread
-        (which lays them without the GIL); the batch ends once they are `laid`."""
-        if writes is not None:
-            db = partition_db(self, partition)
-            self.laying[partition] = self._layer.submit(db.write, writes)
+    def lay_in(self, partition: int, tx: BatchTransaction) -> None:
+        """Lay the writes a batch's finished transaction of the partition holds into its
+        database, on the state writes' thread (RocksDB inserts them without the GIL); the batch
+        ends once they are `laid`."""
+        if tx.holding:
+            self.laying[partition] = self._layer.submit(tx.lay_in)
 
     async def laid(self, partition: int) -> None:
         """Wait until the writes `lay_in` was given for the partition are in its database;
@@ -184,10 +185,12 @@ class StateTable(faust.Table[bytes, bytes]):
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
-        if self.durability is not None:
-            await self.durability.finish()
-        await self.writer.stop()
-        self._layer.shutdown()
+        try:
+            if self.durability is not None:
+                await self.durability.finish()
+            await self.writer.stop()
+        finally:
+            self._layer.shutdown()
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
@@ -329,15 +332,19 @@ class Rumourmill:
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
 
-    async def judged(self, tx: BatchTransaction, message: SourceMessage) -> RecordedAnswers | None:
+    async def judged(
+        self, transactions: Iterable[BatchTransaction], message: SourceMessage
+    ) -> RecordedAnswers | None:
         """The model judgements `message` raises, answered and stored on the judgements topic
         (`streams.judging`); None when it raises none (rules mode, a redelivery...). Without a
         model and with no policy in force choosing model weighing, no message raises any: the
-        pass over scratch state is skipped. Otherwise the writes `tx` holds are laid in first:
-        the judge reads the database, and sees the batch's earlier events."""
+        pass over scratch state is skipped. Otherwise the writes the batch's `transactions`
+        hold are laid in first: the judge reads the database and sees the batch's earlier
+        events, and so does any read while the model is waited for."""
         if self.judge.client is None and not self.policies.model_weighing:
             return None
-        tx.lay_in()
+        for tx in transactions:
+            tx.lay_in()
         read = RocksTransaction(partition_db(self.state, message.partition), _read_only)
         return await self.judge.message(self.projector, read, message)
 
@@ -355,6 +362,8 @@ class Rumourmill:
         the batch ends once they are in (`StateTable.lay_in`); a projection that raises drops
         them, and the values kept of every partition with them.
         """
+        for partition in [*self.state.laying]:  # the batch before it, if its wait was cancelled
+            await self.state.settled(partition)
         transactions: dict[int, BatchTransaction] = {}
         try:
             taken, writes = await self._projected(messages, transactions)
@@ -362,7 +371,7 @@ class Rumourmill:
             self.state.hot.clear()
             raise
         for partition, tx in transactions.items():
-            self.state.lay_in(partition, tx.held())
+            self.state.lay_in(partition, tx)
         try:
             return await self._sent(taken, writes)
         finally:
@@ -390,7 +399,7 @@ class Rumourmill:
                     db, partition_writes.write, known[partition], self.state.scanned
                 )
             source = source_message(message)
-            answers = await self.judged(tx, source)  # sees the batch's earlier events
+            answers = await self.judged(transactions.values(), source)
             if answers is not None:  # the model was waited for: what was known may be stale
                 known[partition].clear()
             try:

@@ -223,27 +223,51 @@ class RecordingTransaction(RocksTransaction):
         self._db.delete(key)
 
 
+LATELY = 64
+"""How many batch transactions a key space stays written through after its last scan."""
+
+
+class ScannedSpaces:
+    """The key spaces the ingest agent's transactions scanned lately, which the next ones write
+    straight through (`BatchTransaction`). A space left unscanned for `LATELY` transactions is
+    held again: a world's deletion scans every space of it once, and would otherwise have every
+    write go through for as long as the worker runs."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+        self.last_scanned: dict[bytes, int] = {}
+        """Each space scanned, and the transaction (by count) that scanned it last."""
+
+    def lately(self) -> set[bytes]:
+        """For a new transaction: the spaces scanned in the last `LATELY` ones."""
+        self.transactions += 1
+        since = self.transactions - LATELY
+        return {space for space, last in self.last_scanned.items() if last >= since}
+
+    def scanned(self, space: bytes) -> None:
+        self.last_scanned[space] = self.transactions
+
+
 class BatchTransaction(RocksTransaction):
     """The transaction of one partition's events in a batch the agent takes: each write is
     handed to `note` (the changelog's) and kept in `known`, and most wait in a RocksDB write
-    batch that `held` hands over, to be laid into the database in one call at the batch's end.
+    batch, laid into the database in one call at the batch's end (`lay_in`).
 
     A rocksdict put costs over 2 us, most of it the memtable insert; a write batch takes a write
     in a quarter of that, and lays them all in without holding the GIL, so the agent goes on
     (its sends) while another core inserts them. Reads see the held writes: a get through
-    `known`, which has them all, and a scan because the key spaces ingest scans are written
-    straight through. Those are the spaces in `scanned`: the transaction learns one at its
-    first scan, lays in all it held then and adds it there, so later batches' transactions,
-    given the same set, write it through from their start.
+    `known`, which has them all, and a scan because the key spaces ingest scans (a few: who is
+    where, waiting timelines) are written straight through. Those are the spaces `scanned`
+    lately: a transaction learns one at its first scan, laying in all it held then.
     """
 
-    def __init__(self, db: Rdict, note: Write, known: Known, scanned: set[bytes]) -> None:
+    def __init__(self, db: Rdict, note: Write, known: Known, scanned: ScannedSpaces) -> None:
         super().__init__(db, note, known)
         self._known: Known = known
         self._scanned = scanned
-        self._through = set(scanned)
-        """The spaces this transaction writes through: `scanned` as it was at its start, and
-        those it learned itself (another's, learned since, may have writes held here)."""
+        self._through = scanned.lately()
+        """The spaces this transaction writes through: those scanned lately when it began, and
+        those it learned itself (one another learned since may have writes held here)."""
         self._held = WriteBatch(raw_mode=True)
 
     def put(self, key: bytes, value: bytes) -> None:
@@ -268,23 +292,24 @@ class BatchTransaction(RocksTransaction):
     ) -> Iterator[tuple[bytes, bytes]]:
         if SPACE_END not in prefix:  # a prefix of several spaces: what they hold, laid in
             self.lay_in()
-        elif (space := space_of(prefix)) not in self._through:
-            self.lay_in()
-            self._through.add(space)
-            self._scanned.add(space)
+        else:
+            space = space_of(prefix)
+            if space not in self._through:
+                self.lay_in()
+                self._through.add(space)
+            self._scanned.scanned(space)
         return super().scan(prefix, reverse=reverse, start=start)
 
-    def held(self) -> WriteBatch | None:
-        """The writes held so far (None if there are none), to be laid in by the caller before
-        anything but this transaction reads the database; later ones are held anew."""
-        if self._held.is_empty():
-            return None
-        held, self._held = self._held, WriteBatch(raw_mode=True)
-        return held
+    @property
+    def holding(self) -> bool:
+        """Whether writes wait to be laid in."""
+        return not self._held.is_empty()
 
     def lay_in(self) -> None:
-        """Lay the writes held so far into the database, here and now."""
-        if (held := self.held()) is not None:
+        """Lay the writes held so far into the database. RocksDB inserts them without the GIL:
+        the agent lays a finished batch's in on another thread (`streams.app.StateTable`)."""
+        if self.holding:
+            held, self._held = self._held, WriteBatch(raw_mode=True)
             self._db.write(held)
 
 

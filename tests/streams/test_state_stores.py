@@ -19,7 +19,7 @@ import pytest
 from faust.exceptions import ImproperlyConfigured
 from faust.stores.rocksdb import RocksDBOptions
 from faust.stores.rocksdb import Store as RocksDBStore
-from rocksdict import Rdict, WriteBatch
+from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
 from projections.digest import world_digest
@@ -29,9 +29,11 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
 from streams.app import StateTable, partition_db
 from streams.state import (
+    LATELY,
     BatchTransaction,
     Known,
     RocksTransaction,
+    ScannedSpaces,
     StateOptions,
     recording_transaction,
     state_options,
@@ -56,9 +58,9 @@ def rocks_state(path: Path, known: Known | None = None) -> Iterator[RocksTransac
         db.close()
 
 
-def batch_state(path: Path, scanned: set[bytes]) -> Iterator[BatchTransaction]:
+def batch_state(path: Path, scanned: ScannedSpaces) -> Iterator[BatchTransaction]:
     """A RocksDB state partition written like the ingest agent's batches: most writes held
-    for the batch's end, the spaces in `scanned` written through."""
+    for the batch's end, the spaces `scanned` lately written through."""
     db = rocks_db(path)
     try:
         yield BatchTransaction(db, lambda key, value: None, {}, scanned)
@@ -78,7 +80,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateTrans
     if request.param == "memory":
         yield MemoryState()
     elif request.param.endswith("batch's end"):
-        yield from batch_state(tmp_path / "partition-0", set())
+        yield from batch_state(tmp_path / "partition-0", ScannedSpaces())
     else:
         known = {} if request.param.endswith("known values") else None
         yield from rocks_state(tmp_path / "partition-0", known)
@@ -279,7 +281,7 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
     ]
 
 
-def test_transactions_of_a_batch_sharing_known_values_fold_a_story_as_memory_does(
+def test_a_story_folded_in_batches_as_the_ingest_agent_writes_them_ends_as_memory_does(
     tmp_path: Path,
 ) -> None:
     """The worker takes a batch's events in one transaction, reading through the values the
@@ -289,20 +291,18 @@ def test_transactions_of_a_batch_sharing_known_values_fold_a_story_as_memory_doe
     projector = Projector(changes=True)
     memory = MemoryState()
     db = rocks_db(tmp_path / "partition-0")
-    scanned: set[bytes] = set()
+    scanned = ScannedSpaces()
     tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
     try:
         for offset, raw in enumerate(story):
             if offset % 50 == 0:  # a new batch
-                if (held := tx.held()) is not None:
-                    db.write(held)
+                tx.lay_in()
                 tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
             message = SourceMessage("events", 0, offset, b"w", raw)
             expected = projector.receive(memory, message)
             assert projector.receive(tx, message) == expected
-        assert scanned, "the fold scans some key spaces, which later batches write through"
-        if (held := tx.held()) is not None:
-            db.write(held)
+        assert scanned.lately(), "the fold scans some key spaces, which later batches write through"
+        tx.lay_in()
         stored = RocksTransaction(db, lambda key, value: None)
         assert world_digest(stored, "default", "w") == world_digest(memory, "default", "w")
     finally:
@@ -314,7 +314,7 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
 ) -> None:
     """Writes wait in the batch (the database has none until they are laid in) unless their key
     space is one ingest scans; a scan of a space learns it, laying in what was held first."""
-    scanned: set[bytes] = set()
+    scanned = ScannedSpaces()
     db = rocks_db(tmp_path / "partition-0")
     try:
         tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
@@ -323,7 +323,6 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
         assert tx.get(b"held\x00one") == b"1"
         assert db.get(b"held\x00one") is None
         assert list(tx.scan(b"seen\x00")) == [(b"seen\x00one", b"1")]
-        assert scanned == {b"seen\x00"}
         assert db.get(b"held\x00one") == b"1", "laid in before the scan"
         tx.put(b"seen\x00two", b"2")
         tx.delete(b"seen\x00one")
@@ -331,10 +330,11 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
         assert db.get(b"seen\x00two") == b"2", "a scanned space is written through"
         assert db.get(b"seen\x00one") is None
         assert db.get(b"held\x00two") is None
-        held = tx.held()
-        assert held is not None and tx.held() is None
-        db.write(held)
+        assert tx.holding
+        tx.lay_in()
+        assert not tx.holding
         assert db.get(b"held\x00two") == b"2"
+        assert scanned.lately() == {b"seen\x00"}, "the next transaction writes it through"
     finally:
         db.close()
 
@@ -344,17 +344,30 @@ def test_a_space_another_batch_learned_meanwhile_is_laid_in_before_this_one_scan
 ) -> None:
     """Two partitions' transactions share what ingest scans: one that held writes of a space
     before the other learned it still lays them in before it scans that space itself."""
-    scanned: set[bytes] = set()
+    scanned = ScannedSpaces()
     dbs = [rocks_db(tmp_path / f"partition-{n}") for n in range(2)]
     try:
         first, second = (BatchTransaction(db, lambda key, value: None, {}, scanned) for db in dbs)
         first.put(b"space\x00a", b"held by the first")
         assert list(second.scan(b"space\x00")) == []
-        assert scanned == {b"space\x00"}
         assert list(first.scan(b"space\x00")) == [(b"space\x00a", b"held by the first")]
     finally:
         for db in dbs:
             db.close()
+
+
+def test_a_space_scanned_once_is_held_again_once_it_is_no_longer_scanned() -> None:
+    """A world's deletion scans every space once: those are written through for a while, then
+    held again, while a space scanned by every batch stays written through."""
+    scanned = ScannedSpaces()
+    scanned.lately()
+    scanned.scanned(b"swept\x00")
+    for _ in range(LATELY - 1):
+        scanned.lately()
+        scanned.scanned(b"every batch\x00")
+    assert scanned.lately() == {b"swept\x00", b"every batch\x00"}
+    scanned.scanned(b"every batch\x00")
+    assert scanned.lately() == {b"every batch\x00"}
 
 
 def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_path: Path) -> None:
@@ -401,21 +414,24 @@ def test_a_state_table_asking_for_python_rocksdb_is_refused_naming_the_driver(
     assert isinstance(cast(RocksDBStore, default.data).rocksdb_options, StateOptions)
 
 
-def test_a_batchs_writes_are_laid_in_on_a_thread_and_readers_wait_for_them(
+def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_laid(
     tmp_path: Path,
 ) -> None:
-    """The ingest agent lays a batch's held writes in on the state writes' thread; a reader
-    waits while they are being laid (never seeing them half in), and the batch's own wait
-    raises what laying them raised."""
+    """The ingest agent hands a batch's held writes to the state writes' thread and waits for
+    them before the batch ends; a reader waits while they are being laid (never seeing them
+    half in), and the batch's own wait raises what laying them raised."""
     app = faust.App("laying", store="rocksdb://", datadir=str(tmp_path), autodiscover=False)
     table = StateTable(app, name="state", options=state_options(block_cache_mb=1))
+    db = partition_db(table, 0)
 
     async def scenario() -> None:
-        writes = WriteBatch(raw_mode=True)
-        writes.put(b"space\x00key", b"value")
-        table.lay_in(0, writes)
+        tx = BatchTransaction(db, lambda key, value: None, {}, ScannedSpaces())
+        tx.put(b"space\x00key", b"value")
+        table.lay_in(0, tx)
         await table.laid(0)
-        assert partition_db(table, 0).get(b"space\x00key") == b"value"
+        assert db.get(b"space\x00key") == b"value"
+        assert table.laying == {}
+        table.lay_in(0, tx)  # nothing held now
         assert table.laying == {}
 
         being_laid: Future[None] = Future()
@@ -434,4 +450,7 @@ def test_a_batchs_writes_are_laid_in_on_a_thread_and_readers_wait_for_them(
             await table.laid(0)
         assert table.laying == {}
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        db.close()
