@@ -73,12 +73,8 @@ log = logger("worker")
 STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
-BATCH_EVENTS = 600
-"""The most events the agent takes at once: one changelog record batch per partition for all,
-one round of sends, one round of the embedding agent. Behind a backlog, 600 against 200 took a
-worker from about 2,700 to 3,100 events/s (`benchmarks.worker_throughput`), each batch's fixed
-costs spread wider; a batch holds the event loop for its time (some 0.2 s), which reads then
-wait for."""
+BATCH_EVENTS = 200
+"""The most events the agent takes at once: one changelog record batch per partition for all."""
 BATCH_SECONDS = 0.005
 """How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0
