@@ -81,8 +81,7 @@ def record_relations(
     most of what relations cost), and each character's key prefixes are packed once.
     """
     added = _added(memories)
-    own = ancestry[0]
-    timeline = own.timeline_id
+    timeline = ancestry[0].timeline_id
     prefixes: dict[str, tuple[bytes, bytes]] = {}
     versions: dict[int, tuple[bytes, bytes]] = {}
     for (character, entity), (feelings, memories_added, version) in added.items():
@@ -94,10 +93,7 @@ def record_relations(
             )
         entity_key = pack_scope(entity)
         head_key = scoped[0] + entity_key
-        head = tx.get(head_key)
-        found = None if head is None else _head_at(head, own)
-        if found is None:
-            found = _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
+        found = _relation_at(tx, keys, ancestry, character, entity_key, head_key)
         total, count, last = found or (0.0, 0, 0)
         count += memories_added
         total += feelings
@@ -200,24 +196,26 @@ def _relation(
     again) and timelines without an entry of their own.
     """
     entity_key = pack(entity)
-    head = tx.get(keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key)
-    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
-        return found
-    return _relation_behind(tx, keys, ancestry, character, entity_key, head is not None)
+    head_key = keys.scoped(RELATION_HEADS, ancestry[0].timeline_id, character) + entity_key
+    return _relation_at(tx, keys, ancestry, character, entity_key, head_key)
 
 
-def _relation_behind(
+def _relation_at(
     tx: StateTransaction,
     keys: MemoryKeys,
     ancestry: Ancestry,
     character: str,
     entity_key: bytes,
-    own_versions: bool,
+    head_key: bytes,
 ) -> Aggregate | None:
-    """The relation of the packed entity from its versions, when the own timeline's head is
-    missing or newer than the timeline's end: the own timeline's versions (if it has a head,
-    `own_versions`), else its ancestors' at the branch point."""
-    segments = ancestry if own_versions else ancestry[1:]
+    """`_relation`, given the packed entity and the own timeline's head key (the writer keeps
+    them for the version and the head it writes next): the head when it is not newer than the
+    timeline's end, else the versions, the own timeline's (if it has a head) or its ancestors'
+    at the branch point."""
+    head = tx.get(head_key)
+    if head is not None and (found := _head_at(head, ancestry[0])) is not None:
+        return found
+    segments = ancestry if head is not None else ancestry[1:]
     if not segments:  # a pair new to a timeline without ancestors: nothing to read
         return None
     raw = read_through(
@@ -228,8 +226,8 @@ def _relation_behind(
 
 def _head_at(head: bytes, segment: Segment) -> Aggregate | None:
     """A relation head's aggregate, if it was written at or before the segment's end."""
-    total, count, last, version = orjson.loads(head)
-    return (float(total), int(count), int(last)) if version <= segment.upto_seq else None
+    *aggregate, version = orjson.loads(head)
+    return _aggregate(aggregate) if version <= segment.upto_seq else None
 
 
 def _aggregate(stored: list[float]) -> Aggregate:
