@@ -32,13 +32,14 @@ from projections.keys import pack
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy
-from streams.app import BATCH_EVENTS, HOT_KEYS
+from streams.app import BATCH_EVENTS
 from streams.state import (
     BatchTransaction,
     Known,
     RocksTransaction,
     ScannedSpaces,
     StateOptions,
+    kept_values,
     state_options,
     without_write_ahead_log,
 )
@@ -78,7 +79,7 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     The state lives in RocksDB, opened as a worker opens a partition (`StateOptions`): a
     town's millions of memories do not fit an in-memory sorted dict. It is written as the
     ingest agent writes it (`streams.app.Rumourmill.take`), but for the changelog: in batches
-    of `BATCH_EVENTS`, reading through the values kept between batches (at most `HOT_KEYS`),
+    of `BATCH_EVENTS`, reading through the values kept between batches (`kept_values`),
     each batch's held writes laid in at its end (here, not on another thread).
     """
     options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
@@ -95,8 +96,7 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
             time.thread_time(),
         )
         for batch in range(start, min(start + size, len(lines)), BATCH_EVENTS):
-            if len(known) > HOT_KEYS:
-                known = {}
+            known = kept_values(known)
             state = BatchTransaction(db, _not_logged, known, scanned)
             for offset in range(batch, min(batch + BATCH_EVENTS, start + size, len(lines))):
                 message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])

@@ -62,6 +62,7 @@ from streams.state import (
     ScannedSpaces,
     StateOptions,
     decode_changes,
+    kept_values,
     recording_transaction,
     state_options,
     without_write_ahead_log,
@@ -83,8 +84,6 @@ SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
-HOT_KEYS = 1 << 15
-"""The most state values the ingest agent keeps in memory per partition between batches."""
 FULL_COLLECTION_SECONDS = 60.0
 """How often the ingest agent lets the collector walk the whole heap (`YoungGarbageOnly`)."""
 
@@ -147,10 +146,8 @@ class StateTable(faust.Table[bytes, bytes]):
         return store
 
     def hot_values(self, partition: int) -> Known:
-        """The values the agent keeps of `partition` (none yet, or once more than `HOT_KEYS`)."""
-        known = self.hot.get(partition)
-        if known is None or len(known) > HOT_KEYS:
-            known = self.hot[partition] = {}
+        """The values the agent keeps of `partition` (`streams.state.kept_values`)."""
+        known = self.hot[partition] = kept_values(self.hot.get(partition))
         return known
 
     def lay_in(self, partition: int, tx: BatchTransaction) -> None:
@@ -175,12 +172,16 @@ class StateTable(faust.Table[bytes, bytes]):
         while (laying := self.laying.get(partition)) is not None and not laying.done():
             await asyncio.wait([asyncio.wrap_future(laying)])
 
+    async def all_settled(self) -> None:
+        """`settled` for every partition."""
+        for partition in [*self.laying]:
+            await self.settled(partition)
+
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
-        for partition in [*self.laying]:  # before Faust lets any database go
-            await self.settled(partition)
+        await self.all_settled()  # before Faust lets any database go
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_stop(self) -> None:
@@ -362,8 +363,7 @@ class Rumourmill:
         the batch ends once they are in (`StateTable.lay_in`); a projection that raises drops
         them, and the values kept of every partition with them.
         """
-        for partition in [*self.state.laying]:  # the batch before it, if its wait was cancelled
-            await self.state.settled(partition)
+        await self.state.all_settled()  # the batch before, if its wait was cancelled
         transactions: dict[int, BatchTransaction] = {}
         try:
             taken, writes = await self._projected(messages, transactions)

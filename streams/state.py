@@ -30,6 +30,15 @@ Write = Callable[[bytes, bytes | None], None]
 Known = dict[bytes, bytes | None]
 """Values of keys read or written lately (None: absent), as the database holds them."""
 
+HOT_KEYS = 1 << 15
+"""The most state values the ingest agent keeps in memory per partition between batches."""
+
+
+def kept_values(known: Known | None) -> Known:
+    """The values a partition's next batch reads through: those kept so far, or none yet, or
+    none again once there are more than `HOT_KEYS`."""
+    return {} if known is None or len(known) > HOT_KEYS else known
+
 
 class RocksTransaction:
     """A `StateTransaction` over one rocksdict database.
