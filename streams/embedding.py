@@ -87,13 +87,14 @@ class WordLlamaEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         pieces = [_pieces(text) for text in texts]
-        self._learn(pieces)
-        rows = self._rows
-        placed = [[rows[piece] for piece in each] for each in pieces]
-        widths = np.fromiter(map(len, placed), dtype=np.intp, count=len(placed))
-        padded = np.zeros((len(placed), int(widths.max(initial=0))), dtype=np.intp)
-        padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = list(chain(*placed))
-        sums = np.zeros((len(placed), self.DIMENSION), dtype=np.float32)
+        flat = list(chain.from_iterable(pieces))
+        self._learn(flat)
+        widths = np.fromiter(map(len, pieces), dtype=np.intp, count=len(pieces))
+        padded = np.zeros((len(pieces), int(widths.max(initial=0))), dtype=np.intp)
+        padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = list(
+            map(self._rows.__getitem__, flat)
+        )
+        sums = np.zeros((len(pieces), self.DIMENSION), dtype=np.float32)
         for column in padded.T:  # a column at a time: no (texts, words, 256) array to fault in
             sums += self._sums[column]
         counts = self._counts[padded].sum(axis=1, keepdims=True)
@@ -102,24 +103,23 @@ class WordLlamaEmbedder:
         unit: Vectors = np.divide(pooled, lengths, out=np.zeros_like(pooled), where=lengths > 0)
         return unit
 
-    def _learn(self, pieces: Sequence[list[str]]) -> None:
+    def _learn(self, pieces: list[str]) -> None:
         """Tokenize the pieces not seen yet and keep each one's token sum and count."""
-        fresh = {piece for each in pieces for piece in each if piece not in self._rows}
+        fresh = set(pieces).difference(self._rows)
         if not fresh:
             return
         if len(self._rows) + len(fresh) >= self.PIECES_KEPT:
             self._rows.clear()
-            fresh = {piece for each in pieces for piece in each}
+            fresh = set(pieces)
         needed = len(self._rows) + len(fresh) + 1
         if needed > len(self._sums):
             grown = max(needed, min(2 * len(self._sums), self.PIECES_KEPT + 1))
             self._sums = np.resize(self._sums, (grown, self.DIMENSION))
             self._counts = np.resize(self._counts, grown)
-        ordered = sorted(fresh)
-        texts = [piece.removeprefix(" ") for piece in ordered]
-        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        for row, (piece, one) in enumerate(zip(ordered, encoded, strict=True), len(self._rows) + 1):
-            ids = np.clip(np.asarray(one.ids, dtype=np.intp), 0, len(self._table) - 1)
+        for row, piece in enumerate(sorted(fresh), len(self._rows) + 1):
+            # one at a time: a batch would wake the tokenizer's thread pool for a few words
+            tokens = self._tokenizer.encode(piece.removeprefix(" "), add_special_tokens=False)
+            ids = np.clip(np.asarray(tokens.ids, dtype=np.intp), 0, len(self._table) - 1)
             self._sums[row] = self._table[ids].sum(axis=0, dtype=np.float32)
             self._counts[row] = len(ids)
             self._rows[piece] = row
