@@ -91,17 +91,22 @@ class WordLlamaEmbedder:
         self._learn(flat)
         widths = np.fromiter(map(len, pieces), dtype=np.intp, count=len(pieces))
         padded = np.zeros((len(pieces), int(widths.max(initial=0))), dtype=np.intp)
-        padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = list(
-            map(self._rows.__getitem__, flat)
+        padded[np.arange(padded.shape[1]) < widths[:, np.newaxis]] = np.fromiter(
+            map(self._rows.__getitem__, flat), dtype=np.intp, count=len(flat)
         )
         sums = np.zeros((len(pieces), self.DIMENSION), dtype=np.float32)
+        gathered = np.empty_like(sums)
         for column in padded.T:  # a column at a time: no (texts, words, 256) array to fault in
-            sums += self._sums[column]
+            # into one array reused; "clip" takes straight into it (every row is one of ours)
+            sums += self._sums.take(column, axis=0, out=gathered, mode="clip")
         counts = self._counts[padded].sum(axis=1, keepdims=True)
-        pooled = sums / np.maximum(counts, 1.0)  # WordLlama's mean over a text's tokens
-        lengths = np.linalg.norm(pooled, axis=1, keepdims=True)
-        unit: Vectors = np.divide(pooled, lengths, out=np.zeros_like(pooled), where=lengths > 0)
-        return unit
+        sums /= np.maximum(counts, 1.0)  # WordLlama's mean over a text's tokens
+        lengths = np.linalg.norm(sums, axis=1, keepdims=True)
+        wordless = lengths[:, 0] == 0
+        lengths[wordless] = 1.0
+        sums /= lengths
+        sums[wordless] = 0.0  # a row of zeros, however small its numbers were
+        return sums
 
     def _learn(self, pieces: list[str]) -> None:
         """Tokenize the pieces not seen yet and keep each one's token sum and count."""

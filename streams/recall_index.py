@@ -61,13 +61,30 @@ CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
-CREATE TABLE vectors(tenant TEXT, world TEXT, content_hash TEXT, vector BLOB,
-    PRIMARY KEY(tenant, world, content_hash));
 """
 
 
 def content_hash(content: str) -> str:
     return hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+
+
+class _WorldVectors:
+    """A world's vectors, a row each, found by content hash. Kept in one matrix, not in SQLite:
+    writing a 1 KiB blob into a B-tree cost the embedding agent more than embedding it."""
+
+    def __init__(self, dimension: int) -> None:
+        self.rows: dict[str, int] = {}
+        self.matrix: Vectors = np.zeros((64, dimension), dtype=np.float32)
+        """`rows` rows in use; room for more, doubled when full."""
+
+    def keep(self, hashes: Sequence[str], vectors: Vectors) -> None:
+        """Keep each content's vector, in place of one it had (the last, if a hash repeats)."""
+        rows = self.rows
+        at = [rows.setdefault(digest, len(rows)) for digest in hashes]
+        if len(rows) > len(self.matrix):
+            grown = max(len(rows), 2 * len(self.matrix))
+            self.matrix = np.resize(self.matrix, (grown, self.matrix.shape[1]))
+        self.matrix[at] = vectors
 
 
 @dataclass
@@ -91,6 +108,7 @@ class SqliteRecallIndex:
     refused_models: set[tuple[str, str, str, int]] = field(default_factory=set)
     """(tenant, world, model, dimension) refused once: not embedded for again."""
     _db: sqlite3.Connection = field(init=False)
+    _world_vectors: dict[tuple[str, str], _WorldVectors] = field(default_factory=dict)
     _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
     _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """Each world's deletion marks when last caught up: a world deleted since starts anew."""
@@ -152,7 +170,7 @@ class SqliteRecallIndex:
         """Drop everything of a world: deleted (`projections.deletion`), or no longer this
         worker's."""
         items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
-        tables = ("items", "vectors", "synced", "noted", "world_models")
+        tables = ("items", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
             f"DELETE FROM words WHERE rowid IN ({items})",
@@ -163,6 +181,7 @@ class SqliteRecallIndex:
         self._db.execute("COMMIT")
         for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
             del self._vectors[held]
+        self._world_vectors.pop((tenant_id, world_id), None)
         self._queued.pop((tenant_id, world_id), None)
         self._unembedded.pop((tenant_id, world_id), None)
 
@@ -349,19 +368,19 @@ class SqliteRecallIndex:
     def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
         key = (scope.tenant_id, scope.world_id, scope.character)
         held = self._vectors.get(key)
-        if held is None:
+        kept = self._world_vectors.get(key[:2])
+        if held is None and kept is not None:
             rows = self._db.execute(
-                "SELECT i.belief_id, i.timeline_id, i.seq, i.persistent, v.vector "
-                "FROM items i JOIN vectors v ON v.tenant = i.tenant AND v.world = i.world "
-                "AND v.content_hash = i.content_hash "
-                "WHERE i.tenant = ? AND i.world = ? AND i.character = ? ORDER BY i.belief_id",
+                "SELECT belief_id, timeline_id, seq, persistent, content_hash FROM items "
+                "WHERE tenant = ? AND world = ? AND character = ? ORDER BY belief_id",
                 key,
             ).fetchall()
-            if not rows:
+            found = [(row, kept.rows[row[4]]) for row in rows if row[4] in kept.rows]
+            if not found:
                 return None
             held = _CharacterVectors(
-                [(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows],
-                np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows]),
+                [(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r, _ in found],
+                kept.matrix[[at for _, at in found]],
             )
             self._vectors[key] = held
         return held
@@ -391,6 +410,8 @@ class SqliteRecallIndex:
     ) -> bool:
         """Keep the vectors of contents (by content hash); False (counted, logged) when the
         world's first vectors fixed another model or dimension."""
+        if len(hashes) != len(vectors):
+            raise ValueError(f"{len(hashes)} content hash(es) for {len(vectors)} vector(s)")
         dimension = int(vectors.shape[1])
         fixed = self.world_model(tenant_id, world_id)
         if fixed is None:
@@ -401,15 +422,10 @@ class SqliteRecallIndex:
         elif fixed != (model, dimension):
             self.refuse(tenant_id, world_id, model, dimension, len(hashes))
             return False
-        self._db.execute("BEGIN")
-        self._db.executemany(
-            "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
-            [
-                (tenant_id, world_id, digest, np.asarray(row, dtype=np.float32).tobytes())
-                for digest, row in zip(hashes, vectors, strict=True)
-            ],
-        )
-        self._db.execute("COMMIT")
+        kept = self._world_vectors.get((tenant_id, world_id))
+        if kept is None:
+            kept = self._world_vectors[(tenant_id, world_id)] = _WorldVectors(dimension)
+        kept.keep(hashes, vectors)
         waiting = self._unembedded.get((tenant_id, world_id), {})
         for digest in hashes:
             waiting.pop(digest, None)
