@@ -102,10 +102,10 @@ class WordLlamaEmbedder:
         counts = self._counts[padded].sum(axis=1, keepdims=True)
         sums /= np.maximum(counts, 1.0)  # WordLlama's mean over a text's tokens
         lengths = np.linalg.norm(sums, axis=1, keepdims=True)
-        wordless = lengths[:, 0] == 0
+        wordless = lengths[:, 0] == 0  # no words, or numbers so small their squares vanish
         lengths[wordless] = 1.0
         sums /= lengths
-        sums[wordless] = 0.0  # a row of zeros, however small its numbers were
+        sums[wordless] = 0.0  # a row of zeros, as WordLlama's own normalisation leaves it
         return sums
 
     def _learn(self, pieces: list[str]) -> None:
