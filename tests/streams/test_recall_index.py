@@ -140,7 +140,7 @@ def told_to_the_keeper(contents: Sequence[str]) -> list[bytes]:
                 "timeline_id": "main",
                 "seq": seq,
                 "key": TOLD,
-                "game_time": f"day 1, 08:{seq:02d}",
+                "game_time": f"day {1 + seq // 60}, 08:{seq % 60:02d}",
                 "actor": "npc-teller",
                 "target": "npc-keeper",
                 "payload": {"content": content},
@@ -191,3 +191,34 @@ def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in()
     found = index.by_meaning(search_scope(keys, ancestry, "npc-keeper"), "anything", 60)
     assert found is not None and len(found) == 12
     assert found == sorted(found)
+
+
+class NumberedEmbedder:
+    """Each "news number N" a vector of its own: the unit vector of dimension N."""
+
+    model = "test/numbered"
+    dimension = 128
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            vectors[row, int(text.rsplit(" ", 1)[1])] = 1.0
+        return vectors
+
+
+def test_each_of_a_hundred_sentences_is_found_by_its_own_vector_as_the_index_grows() -> None:
+    lines = told_to_the_keeper([f"news number {n}" for n in range(100)])
+    numbered = NumberedEmbedder()
+    index = SqliteRecallIndex(numbered)
+    for earlier, told in ((0, 30), (30, 100)):  # searched after 30, then 70 more vectors come
+        state = replay_lines(lines[:told]).state
+        keys = memory_keys(state, "default", "gossip")
+        assert embed_pending(index, numbered, state, keys) == told - earlier
+        _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+        index.catch_up(state, keys)
+        scope = search_scope(keys, ancestry, "npc-keeper")
+        for number in (0, 29, told - 1):
+            found = index.by_meaning(scope, f"news number {number}", 1)
+            assert found is not None and len(found) == 1
+            memory = load_memory(state, keys, "npc-keeper", found[0])
+            assert memory is not None and memory.content == f"news number {number}"
