@@ -78,12 +78,14 @@ class _WorldVectors:
         """`rows` rows in use; room for more, doubled when full."""
 
     def keep(self, hashes: Sequence[str], vectors: Vectors) -> None:
-        """Keep each content's vector, in place of one it had (the last, if a hash repeats)."""
+        """Keep each content's vector, in place of one it had."""
         rows = self.rows
         at = [rows.setdefault(digest, len(rows)) for digest in hashes]
-        if len(rows) > len(self.matrix):
-            grown = max(len(rows), 2 * len(self.matrix))
-            self.matrix = np.resize(self.matrix, (grown, self.matrix.shape[1]))
+        if len(rows) > len(self.matrix):  # zeros, not a resize's copies: pages unused stay free
+            size = (max(len(rows), 2 * len(self.matrix)), self.matrix.shape[1])
+            grown: Vectors = np.zeros(size, dtype=np.float32)
+            grown[: len(self.matrix)] = self.matrix
+            self.matrix = grown
         self.matrix[at] = vectors
 
 
