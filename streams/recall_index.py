@@ -1,4 +1,5 @@
-"""The recall index: SQLite FTS5 words, entity cues and embedding vectors, local to a worker.
+"""The recall index: SQLite FTS5 words and entity cues, and a matrix of embedding vectors per
+world, local to a worker.
 
 It is derived state: everything in it is rebuilt from the projections (the memory log says
 what was formed where), so it is kept in memory and never in the changelog; a worker that takes
