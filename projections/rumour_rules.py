@@ -244,9 +244,7 @@ def retold(
     return retold_from(retelling(memory, teller, policy), listener, at, policy, names)
 
 
-def retold_from(
-    told: Retelling, listener: str, at: Event, policy: Policy, names: Names
-) -> Memory:
+def retold_from(told: Retelling, listener: str, at: Event, policy: Policy, names: Names) -> Memory:
     """`retold`, given the teller's `retelling` of the memory (made once for its listeners)."""
     memory = told.memory
     content, facts = told.content, memory.facts  # frozen: shared, not copied

@@ -27,11 +27,11 @@ from projections.memory_store import (
     newest_news,
 )
 from projections.rumour_rules import (
+    Retelling,
     group_interval,
     groups,
     meetings,
     passed_at_meeting,
-    Retelling,
     passed_in_group,
     retelling,
     retold_from,
