@@ -17,6 +17,7 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain, islice
 from typing import Protocol
 
@@ -263,7 +264,6 @@ def store_memories(
     formed = [(memory, False) for memory in memories]
     taught = {(memory.character_id, memory.origin) for memory, _ in formed}
     told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
-    prefixes: dict[tuple[str, str], _CharacterPrefixes] = {}
     # (timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
     # same for every memory an event forms or spreads
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
@@ -274,11 +274,7 @@ def store_memories(
             count_persistent_memory(tx, tenant, world)
         else:
             scope = memory.timeline_id
-        of_character = prefixes.get((scope, character))
-        if of_character is None:
-            of_character = prefixes[(scope, character)] = _character_prefixes(
-                tenant, world, scope, character
-            )
+        of_character = _character_prefixes(tenant, world, scope, character)
         packed_character, stored_prefix, recollections, ranks, origins, news = of_character
         position = positions.get((memory.timeline_id, seq))
         if position is None:
@@ -314,9 +310,10 @@ _CharacterPrefixes = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
 character, then its stored memories, recollections, belief ranks, origins and news."""
 
 
+@lru_cache(maxsize=1 << 12)
 def _character_prefixes(tenant: str, world: str, scope: str, character: str) -> _CharacterPrefixes:
-    """Packed once per character and scope an event stores memories for (a listener hears
-    several rumours at once)."""
+    """Packed once per character and scope: a town stores memories for a dozen characters
+    an event, rumours' listeners among them, and the same few hundred again and again."""
     packed = pack_scope(character)
     return (
         packed,

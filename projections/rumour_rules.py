@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, islice
 from typing import Any
@@ -40,10 +41,10 @@ from projections.distortion import distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
 from projections.memories import memory_at
-from projections.weighing import told_of, weigh
+from projections.weighing import Weights, told_of, weigh
 from projections.wording import Names, retell
 from schemas import EntityDeclaration, Event
-from schemas.memory import Memory, Teller
+from schemas.memory import EventKind, Memory, Teller
 from schemas.policy import Policy
 from schemas.trusted import trusted
 
@@ -125,10 +126,11 @@ def worth_telling(memory: Memory, listener: str) -> bool:
         return False
     if memory.character_id == listener or memory.source_entity == listener:
         return False
-    if any(step.entity_id == listener for step in memory.lineage):
-        return False
+    for step in memory.lineage:  # asked of every member a group exchange could tell
+        if step.entity_id == listener:
+            return False
     about = memory.about
-    return any(entity != listener for entity in about) or not about
+    return not about or about.count(listener) < len(about)
 
 
 def passed_at_meeting(
@@ -203,6 +205,30 @@ def passed_in_group(
     return deliveries
 
 
+@dataclass(frozen=True, slots=True)
+class Retelling:
+    """What every listener of one teller's memory takes in alike, worked out once: a group
+    exchange passes one memory to dozens of listeners at once."""
+
+    memory: Memory
+    teller: str
+    tells_of: EventKind
+    weights: Weights
+    content: str
+    lineage: list[Teller]
+    """Shared by the rumours made of it (frozen, as their `about` and `facts` are)."""
+
+
+def retelling(memory: Memory, teller: str, policy: Policy) -> Retelling:
+    """The part of `retold` that does not depend on the listener or the event."""
+    kind = told_of(memory)
+    weights = weigh(kind, "heard", "told", policy, memory.confidence)
+    step = _step(teller, memory.hops + 1, weights.confidence)
+    return Retelling(
+        memory, teller, kind, weights, _shortened(memory.content), [*memory.lineage, step]
+    )
+
+
 def retold(
     memory: Memory, teller: str, listener: str, at: Event, policy: Policy, names: Names
 ) -> Memory:
@@ -215,30 +241,33 @@ def retold(
     (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
     the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
-    content, facts = _shortened(memory.content), memory.facts  # frozen: shared, not copied
+    return retold_from(retelling(memory, teller, policy), listener, at, policy, names)
+
+
+def retold_from(told: Retelling, listener: str, at: Event, policy: Policy, names: Names) -> Memory:
+    """`retold`, given the teller's `retelling` of the memory (made once for its listeners)."""
+    memory = told.memory
+    content, facts = told.content, memory.facts  # frozen: shared, not copied
     if policy.memory.spreading.distortion:
         seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
         content, facts = distort(content, list(facts), memory.about, seed, names)
-    hops = memory.hops + 1
-    kind = told_of(memory)
-    weights = weigh(kind, "heard", "told", policy, memory.confidence)
     return memory_at(
         at,
         listener,
         "knowledge",
         policy,
-        weights,
+        told.weights,
         belief=rumour_id(at, listener, memory.origin),
-        tells_of=kind,
+        tells_of=told.tells_of,
         content=content,
         about=memory.about,  # frozen: shared, as the teller's facts are
         source="told" if memory.hops == 0 else "rumour",
-        source_entity=teller,
-        hops=hops,
+        source_entity=told.teller,
+        hops=memory.hops + 1,
         uncertain=True,
         facts=facts,
         origin=memory.origin,
-        lineage=[*memory.lineage, _step(teller, hops, weights.confidence)],
+        lineage=told.lineage,
         verdict=memory.verdict,  # travels as it is, as the origin does
     )
 

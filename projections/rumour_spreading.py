@@ -27,12 +27,14 @@ from projections.memory_store import (
     newest_news,
 )
 from projections.rumour_rules import (
+    Retelling,
     group_interval,
     groups,
     meetings,
     passed_at_meeting,
     passed_in_group,
-    retold,
+    retelling,
+    retold_from,
 )
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -57,6 +59,7 @@ class Spreading:
     known: dict[tuple[str, str], bool] = field(default_factory=dict)
     minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
     learned: dict[str, LearnedScopes] = field(default_factory=dict)
+    retellings: dict[tuple[str, str], Retelling] = field(default_factory=dict)
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether `character` knows the news, told at this event included (read once: several
@@ -81,7 +84,12 @@ class Spreading:
         return self.minds[(character, limit)]
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
-        rumour = retold(memory, teller, listener, self.event, self.policy, self.catalogue.name_of)
+        told = self.retellings.get((teller, memory.belief_id))
+        if told is None:  # once per teller's memory: a group exchange tells it to dozens
+            told = self.retellings[(teller, memory.belief_id)] = retelling(
+                memory, teller, self.policy
+            )
+        rumour = retold_from(told, listener, self.event, self.policy, self.catalogue.name_of)
         self.heard.append(self.judged.retelling(rumour, memory, teller))
         self.known[(listener, memory.origin)] = True
 

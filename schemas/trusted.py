@@ -8,6 +8,7 @@ the very model validation would make of the same fields (equal, and dumped to th
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -23,7 +24,16 @@ def trusted(model: type[Model], fields: dict[str, Any]) -> Model:
     declaration order (the order validation would put them in)."""
     made = model.__new__(model)
     _set_attribute(made, "__dict__", fields)
-    _set_attribute(made, "__pydantic_fields_set__", set(fields))
+    _set_attribute(made, "__pydantic_fields_set__", _every_field(model))
     _set_attribute(made, "__pydantic_extra__", None)
     _set_attribute(made, "__pydantic_private__", None)
     return made
+
+
+@cache
+def _every_field(model: type[BaseModel]) -> set[str]:
+    """The fields set of every trusted instance of `model`: all its fields, one set shared by
+    them all (pydantic copies it before changing a copy's; setting a field already in it adds
+    nothing). A set per instance would be one more object each garbage collection walks: a
+    town makes a dozen memories an event, and keeps thousands of them decoded."""
+    return set(model.model_fields)

@@ -18,7 +18,9 @@ from projections.rumour_rules import (
     meetings,
     passed_at_meeting,
     passed_in_group,
+    retelling,
     retold,
+    retold_from,
     rumour_id,
 )
 from projections.wording import retell
@@ -471,3 +473,23 @@ def test_retold_rumours_are_what_validating_their_fields_makes() -> None:
         validated = Memory.model_validate(dict(rumour))
         assert validated == rumour
         assert validated.model_dump_json() == stored
+
+
+def test_rumours_of_one_retelling_stay_each_their_own() -> None:
+    """A group exchange tells one memory to dozens at once: each listener's rumour is the one
+    `retold` makes for them alone, and a belief later held less firmly in one of them (a copy
+    with its new confidence, as a revision reads it) leaves every other as it was."""
+    town = Town()
+    seen = theft(town)
+    names = Catalogue(town.declarations, event_at(5), SPREADING).name_of
+    told = retelling(seen, "npc-bram", SPREADING)
+    listeners = ["npc-ada", "npc-zed", "npc-mara"]
+    rumours = [retold_from(told, who, event_at(5), SPREADING, names) for who in listeners]
+    alone = [retold(seen, "npc-bram", who, event_at(5), SPREADING, names) for who in listeners]
+    assert [r.model_dump_json() for r in rumours] == [r.model_dump_json() for r in alone]
+    dumped = [r.model_dump_json() for r in rumours]
+    doubted = rumours[0].model_copy(update={"confidence": 0.1, "lineage": []})
+    assert (doubted.confidence, doubted.lineage) == (0.1, [])
+    assert [r.model_dump_json() for r in rumours] == dumped
+    assert all(r.model_fields_set == set(Memory.model_fields) for r in rumours)
+    assert [step.entity_id for step in rumours[1].lineage] == ["npc-bram"]
