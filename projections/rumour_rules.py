@@ -232,7 +232,8 @@ def retelling(memory: Memory, teller: str, policy: Policy) -> Retelling:
 def retold(
     memory: Memory, teller: str, listener: str, at: Event, policy: Policy, names: Names
 ) -> Memory:
-    """The memory `listener` forms when `teller` passes `memory` on at the event `at`.
+    """The memory `listener` forms when `teller` passes `memory` on at the event `at` (the rule
+    for one listener; spreading makes the `retelling` once for all of them, `retold_from`).
 
     Kept as `knowledge`, unsure, one hop further, `told` if the teller saw it and `rumour` if
     not, as sure as the teller times `memory.retelling_factor`, in fewer words (`retell`).

@@ -92,7 +92,8 @@ class _WorldVectors:
 
 @dataclass
 class _CharacterVectors:
-    """One character's vectors as one matrix, rebuilt when a vector is added."""
+    """One character's vectors as one matrix, rebuilt when the character takes in a memory or
+    a vector is added."""
 
     items: list[tuple[str, str, int, bool]]
     """belief id, timeline, seq, persistent: one per row, by belief id, so equal cosines rank
@@ -233,6 +234,8 @@ class SqliteRecallIndex:
             )
             abouts += [(next_item, entity) for entity in memory.about]
             next_item += 1
+            # a content embedded for another memory brings no new vector to drop it otherwise
+            self._vectors.pop((*world, memory.character_id), None)
         self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(

@@ -222,3 +222,25 @@ def test_each_of_a_hundred_sentences_is_found_by_its_own_vector_as_the_index_gro
             assert found is not None and len(found) == 1
             memory = load_memory(state, keys, "npc-keeper", found[0])
             assert memory is not None and memory.content == f"news number {number}"
+
+
+def test_a_memory_whose_words_another_holds_already_is_found_by_meaning_at_once() -> None:
+    """Found in review: a rumour's listener takes in words another character's memory brought,
+    whose vector exists already; nothing new is embedded, and the listener's search by meaning
+    must still find the memory (it kept answering from the matrix it held before)."""
+    told = [orjson.loads(line) for line in told_to_the_keeper(["news number 1"] * 3)]
+    told[1]["payload"]["content"] = "news number 2"
+    for event in told[1:]:
+        event["target"] = "npc-other"
+    lines = [orjson.dumps(event) for event in told]
+    numbered = NumberedEmbedder()
+    index = SqliteRecallIndex(numbered)
+    for heard in (2, 3):  # the other hears news 2, is searched, then hears news 1
+        state = replay_lines(lines[:heard]).state
+        embed_pending(index, numbered, state, memory_keys(state, "default", "gossip"))
+        _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+        index.catch_up(state, keys)
+        found = index.by_meaning(search_scope(keys, ancestry, "npc-other"), "news number 1", 5)
+    assert found is not None and len(found) == 1
+    memory = load_memory(state, keys, "npc-other", found[0])
+    assert memory is not None and memory.content == "news number 1"
