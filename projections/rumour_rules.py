@@ -212,6 +212,8 @@ class Retelling:
 
     memory: Memory
     teller: str
+    hops: int
+    """The listener's: one more than the teller's memory."""
     tells_of: EventKind
     weights: Weights
     content: str
@@ -223,9 +225,10 @@ def retelling(memory: Memory, teller: str, policy: Policy) -> Retelling:
     """The part of `retold` that does not depend on the listener or the event."""
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
-    step = _step(teller, memory.hops + 1, weights.confidence)
+    hops = memory.hops + 1
+    step = _step(teller, hops, weights.confidence)
     return Retelling(
-        memory, teller, kind, weights, _shortened(memory.content), [*memory.lineage, step]
+        memory, teller, hops, kind, weights, _shortened(memory.content), [*memory.lineage, step]
     )
 
 
@@ -264,7 +267,7 @@ def retold_from(told: Retelling, listener: str, at: Event, policy: Policy, names
         about=memory.about,  # frozen: shared, as the teller's facts are
         source="told" if memory.hops == 0 else "rumour",
         source_entity=told.teller,
-        hops=memory.hops + 1,
+        hops=told.hops,
         uncertain=True,
         facts=facts,
         origin=memory.origin,
