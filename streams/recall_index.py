@@ -183,8 +183,7 @@ class SqliteRecallIndex:
         ):
             self._db.execute(statement, (tenant_id, world_id))
         self._db.execute("COMMIT")
-        for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
-            del self._vectors[held]
+        self._drop_character_vectors(tenant_id, world_id)
         self._world_vectors.pop((tenant_id, world_id), None)
         self._queued.pop((tenant_id, world_id), None)
         self._unembedded.pop((tenant_id, world_id), None)
@@ -218,7 +217,7 @@ class SqliteRecallIndex:
             if known is not None:
                 if known[1] == digest:
                     continue
-                self._forget(known[0], memory.character_id, keys)
+                self._forget(known[0])
             items.append(
                 (
                     next_item,
@@ -258,16 +257,15 @@ class SqliteRecallIndex:
         self._db.execute("DELETE FROM incoming")
         return {(str(r[0]), str(r[1])): (int(r[2]), str(r[3])) for r in rows}
 
-    def _forget(self, item: int, character: str, keys: MemoryKeys) -> None:
+    def _forget(self, item: int) -> None:
         """Drop an item whose content changed (its words go with it; its new content waits for
-        a vector of its own)."""
+        a vector of its own, and its character's matrix goes as the new item is taken in)."""
         for statement in (
             "DELETE FROM items WHERE id = ?",
             "DELETE FROM abouts WHERE item = ?",
             "DELETE FROM words WHERE rowid = ?",
         ):
             self._db.execute(statement, (item,))
-        self._vectors.pop((keys.tenant_id, keys.world_id, character), None)
 
     # -- searching -----------------------------------------------------------------------------
 
@@ -435,10 +433,13 @@ class SqliteRecallIndex:
         waiting = self._unembedded.get((tenant_id, world_id), {})
         for digest in hashes:
             waiting.pop(digest, None)
-        for tenant, world, character in list(self._vectors):
-            if (tenant, world) == (tenant_id, world_id):
-                del self._vectors[(tenant, world, character)]
+        self._drop_character_vectors(tenant_id, world_id)
         return True
+
+    def _drop_character_vectors(self, tenant_id: str, world_id: str) -> None:
+        """Drop the world's character matrices (`_character_vectors` builds them again)."""
+        for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
+            del self._vectors[held]
 
     def refuse(self, tenant_id: str, world_id: str, model: str, dimension: int, count: int) -> None:
         """Count and log `count` vectors of `model`/`dimension` refused for the world, and
