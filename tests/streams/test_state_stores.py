@@ -30,6 +30,7 @@ from projections.state import MemoryState, StateTransaction
 from streams.app import StateTable, partition_db
 from streams.state import (
     LATELY,
+    LEVEL0_FILES_TO_COMPACT,
     BatchTransaction,
     Known,
     RocksTransaction,
@@ -372,7 +373,8 @@ def test_a_space_scanned_once_is_held_again_once_it_is_no_longer_scanned() -> No
 
 def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_path: Path) -> None:
     """A restart that keeps the local state runs on the options asked for now (block cache,
-    memtable filter), not those the directory was created with (Faust's defaults here)."""
+    memtable filter, level-0 compaction), not those the directory was created with (Faust's
+    defaults here)."""
     path = tmp_path / "partition-0"
     created = RocksDBOptions(**state_options(block_cache_mb=1), use_rocksdict=True).open(path)
     created[b"kept"] = b"across the restart"
@@ -384,6 +386,7 @@ def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_pat
     opened_with = (path / "LOG").read_text()  # each open starts the log anew
     assert f"capacity : {4 * 1024 * 1024}" in opened_with
     assert "Options.memtable_whole_key_filtering: 1" in opened_with
+    assert f"Options.level0_file_num_compaction_trigger: {LEVEL0_FILES_TO_COMPACT}" in opened_with
 
 
 def test_a_partition_opened_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
