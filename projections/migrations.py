@@ -8,10 +8,9 @@ the records that replace it. On start (`upgrade`), a store is taken through ever
 its version, in order, each step stamping the version it reached; a store written by a newer
 release is refused rather than misread.
 
-A store without the key was written before formats were versioned: format 1, which every
-release so far writes (`MIGRATIONS` is still empty), and which a test keeps reading from a
-fixture of that release (`tests/fixtures/previous_release`). An empty store is stamped with
-the current format at once: there is nothing in it to upgrade.
+A store without the key was written before formats were versioned: format 1, which a test
+keeps reading from a fixture of that release (`tests/fixtures/previous_release`). An empty
+store is stamped with the current format at once: there is nothing in it to upgrade.
 
 A crash in the middle of a step runs the step again, over records it partly rewrote already:
 a rewrite must give a record already in its new form back unchanged.
@@ -22,9 +21,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from projections.key_prefixes import STATE_FORMAT
-from projections.keys import pack
+from projections.key_prefixes import (
+    GROUP_EXCHANGE_HEADS,
+    GROUP_EXCHANGES,
+    LOCATION_HEADS,
+    LOCATIONS,
+    OCCUPANT_HEADS,
+    OCCUPANTS,
+    STATE_FORMAT,
+    WAITED_ON,
+    WAITING_CHILDREN,
+)
+from projections.keys import pack, unpack
 from projections.state import StateTransaction
+from projections.versions import head_value
 
 FIRST_FORMAT = 1
 """The format of a store that has no `STATE_FORMAT` key: everything before formats had one."""
@@ -46,7 +56,33 @@ class Migration:
     none to drop it."""
 
 
-MIGRATIONS: tuple[Migration, ...] = ()
+HEADS_OF = {
+    LOCATIONS: LOCATION_HEADS,
+    OCCUPANTS: OCCUPANT_HEADS,
+    GROUP_EXCHANGES: GROUP_EXCHANGE_HEADS,
+}
+"""The versioned spaces read at every event that format 2 heads (`versions.write_headed`)."""
+
+
+def _heads_and_marks(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 2: a version of a space in `HEADS_OF` is kept and repeated as its timeline's head
+    (a scope's versions come oldest first, so the newest is the head left); a waiting branch is
+    kept and marks the timeline it waits for as waited on."""
+    space, *scope, last = unpack(key)
+    if space == WAITING_CHILDREN:
+        return [(key, value), (pack(WAITED_ON, *scope), b"1")]
+    return [(key, value), (pack(HEADS_OF[str(space)], *scope), head_value(int(last), value))]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        2,
+        "where characters are, who is at each place and when groups last met kept as heads, "
+        "and the timelines branches wait for marked: a point lookup per event, not a seek",
+        (*HEADS_OF, WAITING_CHILDREN),
+        _heads_and_marks,
+    ),
+)
 """Every step since format 1, oldest first; a new one goes at the end."""
 
 
@@ -125,11 +161,13 @@ def _holds_records(tx: StateTransaction) -> bool:
 def _apply(tx: StateTransaction, migration: Migration) -> int:
     """Rewrite the records of the step's spaces; returns how many changed.
 
-    Every replacement is computed from the store as it was, then old keys are removed and new
-    records written, so a record moved onto another's key is never rewritten twice.
+    Every replacement is computed from the store as it was, in key order, then old keys are
+    removed and new records written, so a record moved onto another's key is never rewritten
+    twice. A key several records are rewritten to is written once, with the last of them
+    (a head: the newest version); a record kept as it is is not written again.
     """
     removed: list[bytes] = []
-    written: list[StoredRecord] = []
+    written: dict[bytes, bytes] = {}
     changed = 0
     for space in migration.spaces:
         for key, value in tx.scan(pack(space)):
@@ -139,10 +177,10 @@ def _apply(tx: StateTransaction, migration: Migration) -> int:
             changed += 1
             if all(new_key != key for new_key, _ in replacements):
                 removed.append(key)
-            written += replacements
+            written.update(record for record in replacements if record != (key, value))
     for key in removed:
         tx.delete(key)
-    for key, value in written:
+    for key, value in written.items():
         tx.put(key, value)
     return changed
 

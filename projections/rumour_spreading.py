@@ -17,8 +17,8 @@ import orjson
 
 from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
-from projections.key_prefixes import GROUP_EXCHANGES
-from projections.keys import pack, pack_scope
+from projections.key_prefixes import GROUP_EXCHANGE_HEADS, GROUP_EXCHANGES
+from projections.keys import pack_scope
 from projections.memory_store import (
     LearnedScopes,
     MemoryKeys,
@@ -38,7 +38,7 @@ from projections.rumour_rules import (
 )
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.versions import read_through
+from projections.versions import read_headed_through, write_headed
 from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
@@ -129,15 +129,20 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
     """Once per game-time interval and timeline, each group shares its newest news."""
     interval = group_interval(minutes, news.policy)
     tenant, world = news.event.tenant_id, news.event.world_instance_id
-    last = read_through(
+    last = read_headed_through(
         news.tx,
         news.ancestry,
         lambda timeline: pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
+        lambda timeline: pack_scope(GROUP_EXCHANGE_HEADS, tenant, world, timeline),
     )
     if last is not None and orjson.loads(last) >= interval:
         return
-    news.tx.put(
-        pack(GROUP_EXCHANGES, tenant, world, news.event.timeline_id, news.event.seq),
+    timeline = news.event.timeline_id
+    write_headed(
+        news.tx,
+        pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
+        pack_scope(GROUP_EXCHANGE_HEADS, tenant, world, timeline),
+        news.event.seq,
         orjson.dumps(interval),
     )
     declared = StoredDeclarations(news.tx, tenant, world, news.ancestry).declared()

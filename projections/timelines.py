@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from projections.key_prefixes import TIMELINES, WAITING_CHILDREN
+from projections.key_prefixes import TIMELINES, WAITED_ON, WAITING_CHILDREN
 from projections.keys import pack, pack_scope, unpack
 from projections.state import StateTransaction
 from schemas import MAX_SEQ
@@ -113,6 +113,7 @@ def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
         pack(WAITING_CHILDREN, child.tenant_id, child.world_instance_id, source, child.timeline_id),
         b"1",
     )
+    tx.put(pack_scope(WAITED_ON, child.tenant_id, child.world_instance_id, source), b"1")
 
 
 def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[TimelineRecord]:
@@ -123,16 +124,20 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[Timelin
     """
     if parent.waiting_for_parent:
         return []
-    prefix = pack_scope(
-        WAITING_CHILDREN, parent.tenant_id, parent.world_instance_id, parent.timeline_id
-    )
-    ready = []
-    for key, _ in list(tx.scan(prefix)):
-        child_id = str(unpack(key)[-1])
-        child = load(tx, parent.tenant_id, parent.world_instance_id, child_id)
+    tenant, world, timeline = parent.tenant_id, parent.world_instance_id, parent.timeline_id
+    waited_on = pack_scope(WAITED_ON, tenant, world, timeline)
+    if tx.get(waited_on) is None:  # the common case, read on every event: one point lookup
+        return []
+    ready, waiting = [], 0
+    for key, _ in list(tx.scan(pack_scope(WAITING_CHILDREN, tenant, world, timeline))):
+        child = load(tx, tenant, world, str(unpack(key)[-1]))
         if child is not None and child.after_seq <= parent.processed_seq:
             tx.delete(key)
             ready.append(child)
+        else:
+            waiting += 1
+    if not waiting:
+        tx.delete(waited_on)
     return ready
 
 

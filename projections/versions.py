@@ -5,8 +5,10 @@ the catalogue declares) is written as a new version keyed by the position that p
 never overwritten in place. Reading at a position is one seek per ancestry segment, and
 applying an event again rewrites the same version: redelivery cannot double-count.
 
-A value read on every event (a declaration) also keeps its timeline's newest version as a
-head (`write_headed`), so the common read, at the tip of the timeline, is one point lookup.
+A value read on every event (a declaration, where a character is, who is at a place) also keeps
+its timeline's newest version as a head (`write_headed`), so the common read, at the tip of the
+timeline, is one point lookup: on RocksDB a seek looks into every level-0 file, a point lookup
+only into those whose bloom filter holds the key.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ def read_through(
 def write_headed(tx: StateTransaction, scope: bytes, head: bytes, seq: int, value: bytes) -> None:
     """Write `value` as the version at `seq` in `scope`, and as its timeline's head."""
     tx.put(scope + pack(seq), value)
-    tx.put(head, seq.to_bytes(_SEQ_BYTES, "big") + value)
+    tx.put(head, head_value(seq, value))
+
+
+def head_value(seq: int, value: bytes) -> bytes:
+    """What a head stores: the seq of the version it repeats (8 bytes), then that version."""
+    return seq.to_bytes(_SEQ_BYTES, "big") + value
 
 
 def head_at(head: bytes, segment: Segment) -> bytes | None:

@@ -1,7 +1,8 @@
 """Where characters are, per timeline, learned from the two movement events.
 
-Both directions are kept as versions: a character's location, and each place's occupants
-(so perception by location is one read, not a scan of every character).
+Both directions are kept as versions, each timeline's newest also as a head: a character's
+location, and each place's occupants (so perception by location is one point lookup, not a
+scan of every character).
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import orjson
 
 from projections.event_keys import MOVEMENT_KEYS
-from projections.key_prefixes import LOCATIONS, OCCUPANTS
-from projections.keys import pack, pack_scope
+from projections.key_prefixes import LOCATION_HEADS, LOCATIONS, OCCUPANT_HEADS, OCCUPANTS
+from projections.keys import pack_scope
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.versions import read_through
+from projections.versions import read_headed_through, write_headed
 from schemas import Event
 
 
@@ -21,10 +22,11 @@ def location_of(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, character: str
 ) -> str | None:
     """Where `character` was last reported on the timeline, or None if never."""
-    raw = read_through(
+    raw = read_headed_through(
         tx,
         ancestry,
         lambda timeline: pack_scope(LOCATIONS, tenant_id, world_id, timeline, character),
+        lambda timeline: pack_scope(LOCATION_HEADS, tenant_id, world_id, timeline, character),
     )
     return None if raw is None else str(orjson.loads(raw))
 
@@ -33,8 +35,11 @@ def occupants_of(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, place: str
 ) -> set[str]:
     """The characters known to be at `place` on the timeline."""
-    raw = read_through(
-        tx, ancestry, lambda timeline: pack_scope(OCCUPANTS, tenant_id, world_id, timeline, place)
+    raw = read_headed_through(
+        tx,
+        ancestry,
+        lambda timeline: pack_scope(OCCUPANTS, tenant_id, world_id, timeline, place),
+        lambda timeline: pack_scope(OCCUPANT_HEADS, tenant_id, world_id, timeline, place),
     )
     return set() if raw is None else set(orjson.loads(raw))
 
@@ -48,18 +53,30 @@ def record_movement(
         return
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
     mover = event.actor
-    at = pack(event.seq)
+    seq = event.seq
     previous = location_of(tx, tenant, world, ancestry, mover)
-    tx.put(pack_scope(LOCATIONS, tenant, world, timeline, mover) + at, orjson.dumps(event.location))
+    write_headed(
+        tx,
+        pack_scope(LOCATIONS, tenant, world, timeline, mover),
+        pack_scope(LOCATION_HEADS, tenant, world, timeline, mover),
+        seq,
+        orjson.dumps(event.location),
+    )
     if previous is not None and previous != event.location:
         left = occupants_of(tx, tenant, world, ancestry, previous) - {mover}
-        tx.put(
-            pack_scope(OCCUPANTS, tenant, world, timeline, previous) + at,
-            orjson.dumps(sorted(left)),
-        )
+        _write_occupants(tx, event, previous, left)
     if present is None:
         present = occupants_of(tx, tenant, world, ancestry, event.location)
-    tx.put(
-        pack_scope(OCCUPANTS, tenant, world, timeline, event.location) + at,
-        orjson.dumps(sorted(present | {mover})),
+    _write_occupants(tx, event, event.location, present | {mover})
+
+
+def _write_occupants(tx: StateTransaction, event: Event, place: str, occupants: set[str]) -> None:
+    """The occupants of `place` as of the event's position on its timeline."""
+    tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
+    write_headed(
+        tx,
+        pack_scope(OCCUPANTS, tenant, world, timeline, place),
+        pack_scope(OCCUPANT_HEADS, tenant, world, timeline, place),
+        event.seq,
+        orjson.dumps(sorted(occupants)),
     )

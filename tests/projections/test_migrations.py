@@ -11,9 +11,12 @@ import pytest
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
+from projections.key_prefixes import WAITED_ON
 from projections.keys import pack, unpack
 from projections.migrations import (
     FORMAT_KEY,
+    HEADS_OF,
+    MIGRATIONS,
     Migration,
     StateFormatError,
     StoredRecord,
@@ -27,7 +30,7 @@ from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
 from projections.runtime_read import runtime_read
-from projections.state import MemoryState
+from projections.state import MemoryState, space_of
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
 from tests.streams.noisy_story import CHARACTERS
@@ -83,8 +86,10 @@ def reads(state: MemoryState) -> list[bytes]:
 def test_state_of_the_previous_release_reads_as_this_release_replaying_its_events() -> None:
     old, fresh = previous_release_state(), fresh_replay()
     assert stored_format(old) is None
+    headed = sum(1 for space in MIGRATIONS[0].spaces for _ in old.scan(pack(space)))
+    assert headed > 0  # its movements and branches: format 2 heads and marks them
     done = upgrade(old)
-    assert done == Upgrade(1, current_format(), 0)
+    assert done == Upgrade(1, current_format(), headed)
     assert stored_format(old) == current_format()
     for world in WORLDS:
         assert world_digest(old, "default", world) == world_digest(fresh, "default", world)
@@ -93,6 +98,44 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert any(b'"source":"rumour"' in answer for answer in old_reads)  # rumours read back
     assert old_reads == reads(fresh)
     assert list(old.items()) == list(fresh.items())  # bookkeeping (the outbox) too
+
+
+def format_1_of(state: MemoryState) -> MemoryState:
+    """The store the release before format 2 wrote for the same events: the same records but
+    the heads and marks format 2 added, and no format key."""
+    added = {pack(space) for space in (*HEADS_OF.values(), WAITED_ON)}
+    old = MemoryState()
+    for key, value in state.items():
+        if key != FORMAT_KEY and space_of(key) not in added:
+            old.put(key, value)
+    return old
+
+
+def test_a_branch_waiting_in_a_store_of_format_1_is_released_after_the_upgrade() -> None:
+    def feed(state: MemoryState, offset: int, raw: bytes) -> list[tuple[str, int, str]]:
+        acks = Projector().receive(state, SourceMessage("t", 0, offset, b"w", raw)).acks
+        return [(ack.timeline_id, ack.seq, ack.outcome.value) for ack in acks]
+
+    def event(seq: int, timeline: str = "main", **fields: object) -> bytes:
+        document = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, **fields}
+        return orjson.dumps({"key": "loreweaver.movement.entered", **document})
+
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    moved = {"actor": "npc-ada", "location": "inn"}
+    state = MemoryState()
+    upgrade(state)
+    assert feed(state, 0, event(1, **moved)) == [("main", 1, "processed")]
+    assert feed(state, 1, event(3, "alt", branch=branch, **moved)) == [("alt", 3, "deferred")]
+    old = format_1_of(state)
+    assert list(old.scan(pack(WAITED_ON))) == []
+    upgrade(old)
+    assert list(old.items()) == list(state.items())
+    for store in (state, old):
+        assert feed(store, 2, event(2, **moved)) == [
+            ("main", 2, "processed"),
+            ("alt", 3, "processed"),
+        ]
+    assert list(old.items()) == list(state.items())
 
 
 class RecordingState(MemoryState):
@@ -114,9 +157,9 @@ class RecordingState(MemoryState):
 def test_a_store_of_this_release_is_left_as_it_is() -> None:
     state = RecordingState()
     state.put(pack("timeline", "default", "w", "main"), b"{}")
-    upgrade(state)  # stamps format 1, once
+    upgrade(state)  # takes format 1 to this release's, once
     state.writes = 0
-    assert upgrade(state) == Upgrade(1, 1, 0)
+    assert upgrade(state) == Upgrade(current_format(), current_format(), 0)
     assert state.writes == 0
 
 
@@ -201,6 +244,6 @@ def test_state_of_a_newer_release_is_refused_and_left_untouched() -> None:
     before = list(state.items())
     with pytest.raises(StateFormatError, match=r"in format 4.*reads formats up to 3"):
         upgrade(state, CHAIN)
-    with pytest.raises(StateFormatError, match=r"in format 4.*up to 1"):
+    with pytest.raises(StateFormatError, match=rf"in format 4.*up to {current_format()}"):
         upgrade(state)
     assert list(state.items()) == before

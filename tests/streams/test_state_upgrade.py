@@ -28,7 +28,7 @@ from tests.streams.test_faults import get_json
 from tests.support import WorkerProcess, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-UPGRADED = "partition 0: state in format 1"
+UPGRADED = "partition 0: state upgraded from format 1 to 2"
 RETIRED = "partition 0: 1 changeset(s) of an earlier release rewritten as records"
 
 
