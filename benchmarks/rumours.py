@@ -27,6 +27,7 @@ from rocksdict import Rdict
 
 from benchmarks.story import encoded, tavern_story
 from benchmarks.support import Options, median, rate, report, run_main
+from benchmarks.worker_state import WorkerPartition
 from projections.delivery import SourceMessage
 from projections.key_prefixes import MEMORIES
 from projections.keys import pack
@@ -34,16 +35,6 @@ from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy
 from streams.app import BATCH_EVENTS
-from streams.state import (
-    BatchTransaction,
-    Known,
-    RocksTransaction,
-    ScannedSpaces,
-    StateOptions,
-    kept_values,
-    state_options,
-    without_write_ahead_log,
-)
 
 FULL_EVENTS = 200_000
 QUICK_EVENTS = 20_000
@@ -52,8 +43,6 @@ PLACES = 50
 SLICES = 10
 GOAL = 0.5
 WORLD = "town-0"
-BLOCK_CACHE_MB = 16
-"""As a worker's partition has it by default (`RUMOURMILL_BLOCK_CACHE_MB`)."""
 
 
 @dataclass
@@ -71,38 +60,29 @@ class Folded:
     projector_cpu_seconds: float
     """The CPU time of the thread that folds: the rest of `cpu_seconds` is RocksDB's own
     threads flushing and compacting what was written (it grows with the bytes written)."""
-    state: Rdict
+    state: WorkerPartition
 
 
 def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     """Rates of each slice, total seconds, and the RocksDB state, folding `lines` under `policy`.
 
-    The state lives in RocksDB, opened as a worker opens a partition (`StateOptions`): a
-    town's millions of memories do not fit an in-memory sorted dict. It is written as the
-    ingest agent writes it (`streams.app.Rumourmill.take`), but for the changelog: in batches
-    of `BATCH_EVENTS`, reading through the values kept between batches (`kept_values`),
-    each batch's held writes laid in at its end (here, not on another thread).
+    The state lives in RocksDB as a worker's partition keeps it (`WorkerPartition`): a
+    town's millions of memories do not fit an in-memory sorted dict.
     """
-    options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
-    db = without_write_ahead_log(options.open(directory))
+    partition = WorkerPartition(directory)
     projector = Projector(policies=lambda tenant, world: policy)
-    known: Known = {}
-    scanned = ScannedSpaces()
+    messages = [
+        SourceMessage("bench", 0, offset, WORLD.encode(), line) for offset, line in enumerate(lines)
+    ]
     size = max(BATCH_EVENTS, len(lines) // SLICES // BATCH_EVENTS * BATCH_EVENTS)
-    folded = Folded([], [], 0.0, 0.0, 0.0, db)
+    folded = Folded([], [], 0.0, 0.0, 0.0, partition)
     for start in range(0, len(lines), size):
         began, began_cpu, began_thread = (
             time.perf_counter(),
             time.process_time(),
             time.thread_time(),
         )
-        for batch in range(start, min(start + size, len(lines)), BATCH_EVENTS):
-            known = kept_values(known)
-            state = BatchTransaction(db, _not_logged, known, scanned)
-            for offset in range(batch, min(batch + BATCH_EVENTS, start + size, len(lines))):
-                message = SourceMessage("bench", 0, offset, WORLD.encode(), lines[offset])
-                projector.receive(state, message)
-            state.lay_in()
+        partition.take(projector, messages[start : start + size])
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
         folded.seconds += seconds
         folded.cpu_seconds += cpu_seconds
@@ -112,23 +92,15 @@ def fold(lines: list[bytes], policy: Policy, directory: Path) -> Folded:
     return folded
 
 
-def memories_held(db: Rdict) -> int:
+def memories_held(partition: WorkerPartition) -> int:
     """How many memories the town holds (what spreading adds shows here)."""
-    return sum(1 for _ in RocksTransaction(db, _read_only).scan(pack(MEMORIES)))
+    return sum(1 for _ in partition.reader().scan(pack(MEMORIES)))
 
 
 def live_megabytes(db: Rdict) -> int:
     """What the state takes once written out: what rumours' bytes cost RocksDB's threads."""
     db.flush()
     return (db.property_int_value("rocksdb.estimate-live-data-size") or 0) // (1024 * 1024)
-
-
-def _not_logged(key: bytes, value: bytes | None) -> None:
-    """No changelog here: the writes go to RocksDB alone."""
-
-
-def _read_only(key: bytes, value: bytes | None) -> None:
-    raise PermissionError("counting never writes")
 
 
 def run(options: Options) -> None:
@@ -143,9 +115,9 @@ def run(options: Options) -> None:
         off = fold(lines, DEFAULT_POLICY, Path(directory) / "off")
         on = fold(lines, spreading, Path(directory) / "on")
         held_off, held_on = memories_held(off.state), memories_held(on.state)
-        live_off, live_on = live_megabytes(off.state), live_megabytes(on.state)
-        off.state.close()
-        on.state.close()
+        live_off, live_on = live_megabytes(off.state.db), live_megabytes(on.state.db)
+        off.state.db.close()
+        on.state.db.close()
     gc.unfreeze()
     off_rate, on_rate = median(off.rates), median(on.rates)
     off_cpu_rate, on_cpu_rate = median(off.cpu_rates), median(on.cpu_rates)

@@ -1,0 +1,62 @@
+"""State as a worker's partition keeps it, for benchmarks that fold in-process.
+
+RocksDB opened as a worker opens a partition (`StateOptions`), written as the ingest agent
+writes it (`streams.app.Rumourmill.take`) but for the changelog: in batches of `BATCH_EVENTS`,
+each through one `BatchTransaction` reading through the values kept between batches
+(`kept_values`), its held writes laid in at its end (here, not on another thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rocksdict import Rdict
+
+from projections.delivery import SourceMessage
+from projections.projector import Projector
+from streams.app import BATCH_EVENTS
+from streams.state import (
+    BatchTransaction,
+    Known,
+    RocksTransaction,
+    ScannedSpaces,
+    StateOptions,
+    kept_values,
+    state_options,
+    without_write_ahead_log,
+)
+
+BLOCK_CACHE_MB = 16
+"""As a worker's partition has it by default (`RUMOURMILL_BLOCK_CACHE_MB`)."""
+
+
+class WorkerPartition:
+    """One partition's RocksDB, fed as the ingest agent feeds it."""
+
+    def __init__(self, directory: Path) -> None:
+        options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
+        self.db: Rdict = without_write_ahead_log(options.open(directory))
+        self._known: Known = {}
+        self._scanned = ScannedSpaces()
+
+    def take(self, projector: Projector, messages: Sequence[SourceMessage]) -> None:
+        """Fold `messages` in, `BATCH_EVENTS` at a time."""
+        for start in range(0, len(messages), BATCH_EVENTS):
+            self._known = kept_values(self._known)
+            tx = BatchTransaction(self.db, _not_logged, self._known, self._scanned)
+            for message in messages[start : start + BATCH_EVENTS]:
+                projector.receive(tx, message)
+            tx.lay_in()
+
+    def reader(self) -> RocksTransaction:
+        """A read-only transaction, as a worker's HTTP reads have (no kept values)."""
+        return RocksTransaction(self.db, _read_only)
+
+
+def _not_logged(key: bytes, value: bytes | None) -> None:
+    """No changelog here: the writes go to RocksDB alone."""
+
+
+def _read_only(key: bytes, value: bytes | None) -> None:
+    raise PermissionError("a benchmark's read never writes")
