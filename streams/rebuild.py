@@ -41,6 +41,7 @@ from rocksdict import Rdict
 from projections.deletion import ANY
 from projections.delivery import SourceMessage, identity_of
 from projections.digest import world_digest
+from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from streams.app import create_app, partition_db, partition_of
@@ -261,6 +262,8 @@ class Folder:
         self.writer = ChangelogWriter()
         self.writes: dict[int, PartitionWrites] = {}
         """Per partition, the writes of the events taken since the last send."""
+        self.stamped: set[int] = set()
+        """The partitions whose fresh store is stamped with this release's state format."""
 
     async def fold(
         self,
@@ -297,6 +300,11 @@ class Folder:
         db = self.database(record.partition)
         writes = self.writes.setdefault(record.partition, PartitionWrites(self.batch_bytes))
         tx = recording_transaction(db, writes.write)
+        if record.partition not in self.stamped:
+            # Stamped as a worker stamps an empty partition (`projections.migrations`): else
+            # the worker of the fresh app id would take the store for format 1 and migrate it.
+            upgrade(tx)
+            self.stamped.add(record.partition)
         message = SourceMessage(
             record.topic,
             record.partition,
