@@ -118,7 +118,7 @@ def test_a_branch_waiting_in_a_store_of_format_1_is_released_after_the_upgrade()
 
     def event(seq: int, timeline: str = "main", **fields: object) -> bytes:
         document = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, **fields}
-        return orjson.dumps({"key": "loreweaver.movement.entered", **document})
+        return orjson.dumps({"key": "loreweaver.movement.location-entered", **document})
 
     branch = {"parent_timeline_id": "main", "after_seq": 2}
     moved = {"actor": "npc-ada", "location": "inn"}
