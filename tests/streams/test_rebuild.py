@@ -156,6 +156,8 @@ def test_a_rebuild_ends_on_the_live_digests_and_a_worker_of_its_app_id_serves_th
     switched = WorkerProcess(fresh, tmp_path / "switched.log").start()
     try:
         assert replayed_at_last_start(switched) == 0  # the rebuilt copies were kept as they are
+        log = switched.log_path.read_text()
+        assert "upgraded from format" not in log  # the rebuild stamped its stores: nothing to do
         for world in verdicts:
             tenant, world_id = world.split("/")
             assert live_digest(fresh, tenant, world_id) == verdicts[world].split()[0]
