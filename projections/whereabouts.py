@@ -53,13 +53,12 @@ def record_movement(
         return
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
     mover = event.actor
-    seq = event.seq
     previous = location_of(tx, tenant, world, ancestry, mover)
     write_headed(
         tx,
         pack_scope(LOCATIONS, tenant, world, timeline, mover),
         pack_scope(LOCATION_HEADS, tenant, world, timeline, mover),
-        seq,
+        event.seq,
         orjson.dumps(event.location),
     )
     if previous is not None and previous != event.location:

@@ -23,28 +23,19 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, pack_scope
-from projections.migrations import FORMAT_KEY, HEADS_OF, upgrade
+from projections.migrations import FORMAT_KEY, upgrade
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.state import MemoryState, space_of
+from projections.state import MemoryState
 from projections.versions import read_headed_through, read_through
 from projections.whereabouts import location_of, occupants_of
+from tests.projections.test_migrations import format_1_of
 
 POLICY = resolve(None, {"memory": {"spreading": {"enabled": True, "group_interval_minutes": 60}}})
 ACTORS = ["npc-a", "npc-b", "npc-c"]
 PLACES = ["inn", "well", "mill"]
 Shape = dict[str, tuple[str | None, int]]
 """Each timeline's parent and branch point."""
-
-
-def format_1_of(state: MemoryState) -> MemoryState:
-    """The same records without the heads and marks format 2 added, and no format key."""
-    added = {pack(space) for space in (*HEADS_OF.values(), WAITED_ON)}
-    old = MemoryState()
-    for key, value in state.items():
-        if key != FORMAT_KEY and space_of(key) not in added:
-            old.put(key, value)
-    return old
 
 
 def story(rng: random.Random) -> tuple[Shape, list[bytes]]:
