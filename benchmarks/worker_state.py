@@ -3,7 +3,7 @@
 RocksDB opened as a worker opens a partition (`StateOptions`), written as the ingest agent
 writes it (`streams.app.Rumourmill.take`) but for the changelog: in batches of `BATCH_EVENTS`,
 each through one `BatchTransaction` reading through the values kept between batches
-(`kept_values`), its held writes laid in at its end (here, not on another thread).
+(`HotValues`), its held writes laid in at its end (here, not on another thread).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from projections.projector import Projector
 from streams.app import BATCH_EVENTS
 from streams.state import (
     BatchTransaction,
-    Known,
+    HotValues,
     RocksTransaction,
     ScannedSpaces,
     StateOptions,
-    kept_values,
     state_options,
     without_write_ahead_log,
 )
@@ -37,14 +36,13 @@ class WorkerPartition:
     def __init__(self, directory: Path) -> None:
         options = StateOptions(**state_options(BLOCK_CACHE_MB), use_rocksdict=True)
         self.db: Rdict = without_write_ahead_log(options.open(directory))
-        self._known: Known = {}
+        self._hot = HotValues()
         self._scanned = ScannedSpaces()
 
     def take(self, projector: Projector, messages: Sequence[SourceMessage]) -> None:
         """Fold `messages` in, `BATCH_EVENTS` at a time."""
         for start in range(0, len(messages), BATCH_EVENTS):
-            self._known = kept_values(self._known)
-            tx = BatchTransaction(self.db, _not_logged, self._known, self._scanned)
+            tx = BatchTransaction(self.db, _not_logged, self._hot.next_batch(), self._scanned)
             for message in messages[start : start + BATCH_EVENTS]:
                 projector.receive(tx, message)
             tx.lay_in()

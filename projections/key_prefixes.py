@@ -90,6 +90,14 @@ PROJECTION_PREFIXES = tuple(
 """The spaces of a world's projections, in declaration order; each key starts (prefix, tenant,
 world)."""
 
+HEADS = frozenset(
+    {RELATION_HEADS, ENTITY_HEADS, LOCATION_HEADS, OCCUPANT_HEADS, GROUP_EXCHANGE_HEADS}
+)
+"""The spaces of heads: one entry per scope (a pair, an entity, a character, a place, a
+timeline), its newest version, read by every event that touches the scope. They grow with a
+world's size, not with its history: what a worker keeps in memory between batches
+(`streams.state.HotValues`)."""
+
 NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS, STATE_FORMAT})
 """Spaces a deletion keeps: the outbox (keyed by source position, so redeliveries of events from
 before a deletion stay recognised), the deletion counts themselves and the store's format."""

@@ -57,12 +57,11 @@ from streams.recovery import StateTableManager
 from streams.settings import Settings
 from streams.state import (
     BatchTransaction,
-    Known,
+    HotValues,
     RocksTransaction,
     ScannedSpaces,
     StateOptions,
     decode_changes,
-    kept_values,
     recording_transaction,
     state_options,
     without_write_ahead_log,
@@ -107,10 +106,10 @@ class StateTable(faust.Table[bytes, bytes]):
     changesets: defaultdict[int, dict[bytes, None]]
     """Per partition, the keys of the changesets of an earlier release that recovery read and
     found no delete of."""
-    hot: dict[int, Known]
-    """Per partition, values the ingest agent read or wrote lately, as its transactions' `known`
-    (a dict lookup where a RocksDB read costs fifty). Valid while only the agent writes the
-    database: dropped whenever recovery, a migration or a rebalance may write it."""
+    hot: dict[int, HotValues]
+    """Per partition, values the ingest agent read or wrote lately (`streams.state.HotValues`).
+    Valid while only the agent writes the database: dropped whenever recovery, a migration or a
+    rebalance may write it."""
     scanned: ScannedSpaces
     """The key spaces the ingest agent's transactions write straight through
     (`streams.state.BatchTransaction`)."""
@@ -145,10 +144,11 @@ class StateTable(faust.Table[bytes, bytes]):
         )
         return store
 
-    def hot_values(self, partition: int) -> Known:
-        """The values the agent keeps of `partition` (`streams.state.kept_values`)."""
-        known = self.hot[partition] = kept_values(self.hot.get(partition))
-        return known
+    def hot_values(self, partition: int) -> HotValues:
+        """The values the agent keeps of `partition`, for its next batch."""
+        if (hot := self.hot.get(partition)) is None:
+            hot = self.hot[partition] = HotValues()
+        return hot.next_batch()
 
     def lay_in(self, partition: int, tx: BatchTransaction) -> None:
         """Lay the writes a batch's finished transaction of the partition holds into its
@@ -384,7 +384,7 @@ class Rumourmill:
         """Project `messages` in order, each partition's through one transaction (left in
         `transactions`); per partition, its messages with what each produced, and its writes."""
         writes: dict[int, changelog.PartitionWrites] = {}
-        known: dict[int, Known] = {}
+        hot: dict[int, HotValues] = {}
         taken: defaultdict[int, list[tuple[Message, Intake]]] = defaultdict(list)
         for message in messages:
             started = time.perf_counter()
@@ -393,15 +393,15 @@ class Rumourmill:
                 partition_writes = writes[partition] = changelog.PartitionWrites(
                     self.settings.changelog_batch_bytes
                 )
-                known[partition] = self.state.hot_values(partition)
+                hot[partition] = self.state.hot_values(partition)
                 db = without_write_ahead_log(partition_db(self.state, partition))
                 tx = transactions[partition] = BatchTransaction(
-                    db, partition_writes.write, known[partition], self.state.scanned
+                    db, partition_writes.write, hot[partition], self.state.scanned
                 )
             source = source_message(message)
             answers = await self.judged(transactions.values(), source)
             if answers is not None:  # the model was waited for: what was known may be stale
-                known[partition].clear()
+                hot[partition].forget()
             try:
                 intake = self.projector.receive(tx, source, answers)
             except Exception as error:

@@ -21,6 +21,8 @@ from rocksdict import (
     WriteOptions,
 )
 
+from projections.key_prefixes import HEADS
+from projections.keys import pack
 from projections.state import SPACE_END, prefix_end, space_of
 
 Write = Callable[[bytes, bytes | None], None]
@@ -31,27 +33,67 @@ Known = dict[bytes, bytes | None]
 """Values of keys read or written lately (None: absent), as the database holds them."""
 
 HOT_KEYS = 1 << 15
-"""The most state values the ingest agent keeps in memory per partition between batches."""
+"""The values one generation of a partition's `HotValues` holds before the next batch starts a
+new one: the agent keeps at most two generations (and one batch's keys) per partition."""
+HEAD_KEYS = 1 << 18
+"""The most heads a partition's `HotValues` keeps (some 190 bytes each: 45 MB for a
+500-character town with rumours spreading, 227,000 heads by 20,000 events); past that it starts
+them again from none."""
+HEAD_SPACES = frozenset(pack(space) for space in HEADS)
+"""The packed spaces (`space_of`) whose values `HotValues` keeps as heads."""
 
 
-def kept_values(known: Known | None) -> Known:
-    """The values a partition's next batch reads through: those kept so far, or none yet, or
-    none again once there are more than `HOT_KEYS`."""
-    return {} if known is None or len(known) > HOT_KEYS else known
+class HotValues:
+    """The values a partition's ingest agent read or wrote lately, kept between its batches (a
+    dict lookup where a RocksDB read costs fifty).
+
+    Heads (`projections.key_prefixes.HEADS`) are kept for as long as the agent runs (up to
+    `HEAD_KEYS`): a pair's relation is read again only when its character next forms a memory
+    of the other, hundreds of events later in a town. Every other value is kept in two
+    generations: each batch reads and writes through the `current` one; once that holds more
+    than `HOT_KEYS`, the next batch starts a new one and the one before is dropped. A key the
+    batches keep reading moves on into each new generation at its first read; what was written
+    once and not read again (memories, versions, logs) goes with its generation. A single
+    generation, dropped whole once full, read every head of a town again from RocksDB after
+    each batch.
+    Valid while only the agent writes the database.
+    """
+
+    def __init__(self) -> None:
+        self.heads: Known = {}
+        self.current: Known = {}
+        self.previous: Known = {}
+
+    def next_batch(self) -> HotValues:
+        """Start a new generation if the current one is full; these values, for the next batch."""
+        if len(self.current) > HOT_KEYS:
+            self.previous, self.current = self.current, {}
+        if len(self.heads) > HEAD_KEYS:
+            self.heads.clear()
+        return self
+
+    def forget(self) -> None:
+        """Drop every value, in place (transactions reading through them see it): something
+        other than the agent may have written the database."""
+        self.heads.clear()
+        self.current.clear()
+        self.previous.clear()
 
 
 class RocksTransaction:
     """A `StateTransaction` over one rocksdict database.
 
-    Given `known`, it answers a key read or written before from there (a RocksDB read costs
-    some fifty dict lookups) and keeps it up to date with its writes: it may be shared by the
-    transactions of consecutive events while nothing else writes the database.
+    Given `hot`, it answers a key read or written before from there and keeps it up to date
+    with its writes: it may be shared by the transactions of consecutive events while nothing
+    else writes the database.
     """
 
-    def __init__(self, db: Rdict, write: Write, known: Known | None = None) -> None:
+    def __init__(self, db: Rdict, write: Write, hot: HotValues | None = None) -> None:
         self._db = db
         self._write = write
-        self._known = known
+        self._known = None if hot is None else hot.current
+        self._heads: Known = {} if hot is None else hot.heads
+        self._earlier: Known = {} if hot is None else hot.previous
 
     def get(self, key: bytes) -> bytes | None:
         known = self._known
@@ -60,17 +102,29 @@ class RocksTransaction:
             return value
         if key in known:
             return known[key]
-        value = known[key] = self._db.get(key)
+        heads = self._heads
+        if key in heads:
+            return heads[key]
+        earlier = self._earlier
+        value = earlier[key] if key in earlier else self._db.get(key)
+        self._keep(space_of(key), key, value)
         return value
 
-    def put(self, key: bytes, value: bytes) -> None:
+    def _keep(self, space: bytes, key: bytes, value: bytes | None) -> None:
+        """Keep a value read or written (given its key's space), among the heads or else in the
+        current generation; nothing without kept values."""
         if self._known is not None:
-            self._known[key] = value
+            if space in HEAD_SPACES:
+                self._heads[key] = value
+            else:
+                self._known[key] = value
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._keep(space_of(key), key, value)
         self._write(key, value)
 
     def delete(self, key: bytes) -> None:
-        if self._known is not None:
-            self._known[key] = None
+        self._keep(space_of(key), key, None)
         self._write(key, None)
 
     def scan(
@@ -233,14 +287,12 @@ class RecordingTransaction(RocksTransaction):
     event see them), each also handed to `note` (which collects them for the changelog)."""
 
     def put(self, key: bytes, value: bytes) -> None:
-        if self._known is not None:
-            self._known[key] = value
+        self._keep(space_of(key), key, value)
         self._write(key, value)
         self._db.put(key, value)
 
     def delete(self, key: bytes) -> None:
-        if self._known is not None:
-            self._known[key] = None
+        self._keep(space_of(key), key, None)
         self._write(key, None)
         self._db.delete(key)
 
@@ -272,20 +324,21 @@ class ScannedSpaces:
 
 class BatchTransaction(RocksTransaction):
     """The transaction of one partition's events in a batch the agent takes: each write is
-    handed to `note` (the changelog's) and kept in `known`, and most wait in a RocksDB write
-    batch, laid into the database in one call at the batch's end (`lay_in`).
+    handed to `note` (the changelog's) and kept in its `HotValues`, and most wait in a RocksDB
+    write batch, laid into the database in one call at the batch's end (`lay_in`).
 
     A rocksdict put costs over 2 us, most of it the memtable insert; a write batch takes a write
     in a quarter of that, and lays them all in without holding the GIL, so the agent goes on
-    (its sends) while another core inserts them. Reads see the held writes: a get through
-    `known`, which has them all, and a scan because the key spaces ingest scans (a few: who is
-    where, waiting timelines) are written straight through. Those are the spaces `scanned`
-    lately: a transaction learns one at its first scan, laying in all it held then.
+    (its sends) while another core inserts them. Reads see the held writes: a get through the
+    kept values, which have them all (no generation is dropped within a batch), and a scan
+    because the key spaces ingest scans (a few: who is where, waiting timelines) are written
+    straight through. Those are the spaces `scanned` lately: a transaction learns one at its
+    first scan, laying in all it held then.
     """
 
-    def __init__(self, db: Rdict, note: Write, known: Known, scanned: ScannedSpaces) -> None:
-        super().__init__(db, note, known)
-        self._known: Known = known
+    def __init__(self, db: Rdict, note: Write, hot: HotValues, scanned: ScannedSpaces) -> None:
+        super().__init__(db, note, hot)
+        self._known: Known = hot.current
         self._scanned = scanned
         self._through = scanned.lately()
         """The spaces this transaction writes through: those scanned lately when it began, and
@@ -293,18 +346,23 @@ class BatchTransaction(RocksTransaction):
         self._held = WriteBatch(raw_mode=True)
 
     def put(self, key: bytes, value: bytes) -> None:
-        self._known[key] = value
-        self._write(key, value)
         end = key.find(SPACE_END)  # `space_of`, spelt out: a put is the commonest call
-        if (key if end == -1 else key[: end + 1]) in self._through:
+        space = key if end == -1 else key[: end + 1]
+        if space in HEAD_SPACES:
+            self._heads[key] = value
+        else:
+            self._known[key] = value
+        self._write(key, value)
+        if space in self._through:
             self._db.put(key, value)
         else:
             self._held.put(key, value)
 
     def delete(self, key: bytes) -> None:
-        self._known[key] = None
+        space = space_of(key)
+        self._keep(space, key, None)
         self._write(key, None)
-        if space_of(key) in self._through:
+        if space in self._through:
             self._db.delete(key)
         else:
             self._held.delete(key)
@@ -335,7 +393,7 @@ class BatchTransaction(RocksTransaction):
             self._db.write(held)
 
 
-def recording_transaction(db: Rdict, note: Write, known: Known | None = None) -> RocksTransaction:
+def recording_transaction(db: Rdict, note: Write, hot: HotValues | None = None) -> RocksTransaction:
     """A transaction over `db` whose writes apply at once, each also handed to `note` (which
-    collects them for the changelog); reads answered from `known` where they can."""
-    return RecordingTransaction(db, note, known)
+    collects them for the changelog); reads answered from `hot` where they can."""
+    return RecordingTransaction(db, note, hot)

@@ -21,9 +21,12 @@ from faust.stores.rocksdb import RocksDBOptions
 from faust.stores.rocksdb import Store as RocksDBStore
 from rocksdict import Rdict
 
+import streams.state
 from benchmarks.story import encoded, tavern_story
 from projections.digest import world_digest
 from projections.intake import SourceMessage
+from projections.key_prefixes import RELATION_HEADS
+from projections.keys import pack
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
@@ -32,7 +35,7 @@ from streams.state import (
     LATELY,
     LEVEL0_FILES_TO_COMPACT,
     BatchTransaction,
-    Known,
+    HotValues,
     RocksTransaction,
     ScannedSpaces,
     StateOptions,
@@ -49,12 +52,12 @@ def rocks_db(path: Path) -> Rdict:
     return without_write_ahead_log(options.open(path))
 
 
-def rocks_state(path: Path, known: Known | None = None) -> Iterator[RocksTransaction]:
-    """A RocksDB state partition written through like the worker (reading through `known`
+def rocks_state(path: Path, hot: HotValues | None = None) -> Iterator[RocksTransaction]:
+    """A RocksDB state partition written through like the worker (reading through `hot`
     values, as the worker's transactions of one batch do, when given)."""
     db = rocks_db(path)
     try:
-        yield recording_transaction(db, lambda key, value: None, known)
+        yield recording_transaction(db, lambda key, value: None, hot)
     finally:
         db.close()
 
@@ -64,7 +67,7 @@ def batch_state(path: Path, scanned: ScannedSpaces) -> Iterator[BatchTransaction
     for the batch's end, the spaces `scanned` lately written through."""
     db = rocks_db(path)
     try:
-        yield BatchTransaction(db, lambda key, value: None, {}, scanned)
+        yield BatchTransaction(db, lambda key, value: None, HotValues(), scanned)
     finally:
         db.close()
 
@@ -83,8 +86,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateTrans
     elif request.param.endswith("batch's end"):
         yield from batch_state(tmp_path / "partition-0", ScannedSpaces())
     else:
-        known = {} if request.param.endswith("known values") else None
-        yield from rocks_state(tmp_path / "partition-0", known)
+        hot = HotValues() if request.param.endswith("known values") else None
+        yield from rocks_state(tmp_path / "partition-0", hot)
 
 
 def filled(store: StateTransaction, keys: list[bytes]) -> StateTransaction:
@@ -283,22 +286,25 @@ def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
 
 
 def test_a_story_folded_in_batches_as_the_ingest_agent_writes_them_ends_as_memory_does(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker takes a batch's events in one transaction, reading through the values the
-    batch read or wrote before and laying its held writes in at the batch's end, with the key
-    spaces earlier batches scanned written through; the state ends as the in-memory fold's."""
+    """The worker takes a batch's events in one transaction, reading through the values
+    earlier batches read or wrote (in generations, here a new one every batch or two) and
+    laying its held writes in at the batch's end, with the key spaces earlier batches scanned
+    written through; the state ends as the in-memory fold's."""
+    monkeypatch.setattr(streams.state, "HOT_KEYS", 500)
     story = encoded(tavern_story(300, seed=4, worlds=("w",), characters=8, places=3))
     projector = Projector(changes=True)
     memory = MemoryState()
     db = rocks_db(tmp_path / "partition-0")
     scanned = ScannedSpaces()
-    tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
+    hot = HotValues()
+    tx = BatchTransaction(db, lambda key, value: None, hot, scanned)
     try:
         for offset, raw in enumerate(story):
             if offset % 50 == 0:  # a new batch
                 tx.lay_in()
-                tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
+                tx = BatchTransaction(db, lambda key, value: None, hot.next_batch(), scanned)
             message = SourceMessage("events", 0, offset, b"w", raw)
             expected = projector.receive(memory, message)
             assert projector.receive(tx, message) == expected
@@ -310,6 +316,70 @@ def test_a_story_folded_in_batches_as_the_ingest_agent_writes_them_ends_as_memor
         db.close()
 
 
+class _CountedReads:
+    """A partition's database that lists the keys read from it; the rest passes straight on."""
+
+    def __init__(self, db: Rdict) -> None:
+        self.db = db
+        self.read: list[bytes] = []
+
+    def get(self, key: bytes) -> bytes | None:
+        self.read.append(key)
+        value: bytes | None = self.db.get(key)
+        return value
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_batches_keep_heads_and_the_values_they_read_and_let_go_of_those_only_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A head, and a key each generation reads, are never read from the database again; one
+    written and not read since is let go with the generation before last, and is read from the
+    database."""
+    monkeypatch.setattr(streams.state, "HOT_KEYS", 2)
+    db = _CountedReads(rocks_db(tmp_path / "partition-0"))
+    hot, scanned = HotValues(), ScannedSpaces()
+    head = pack(RELATION_HEADS, "default", "w", "main", "npc-a") + pack("npc-b")
+
+    def batch() -> BatchTransaction:
+        return BatchTransaction(cast(Rdict, db), lambda key, value: None, hot.next_batch(), scanned)
+
+    try:
+        first = batch()
+        first.put(head, b"[0.5,1,1]")
+        first.put(b"read\x00a", b"1")
+        for n in (1, 2, 3):
+            first.put(b"log\x00%d" % n, b"%d" % n)
+        first.lay_in()
+        second = batch()  # the first batch's values are now the generation before
+        assert second.get(b"read\x00a") == b"1"
+        second.put(b"log\x004", b"4")
+        second.put(b"log\x005", b"5")
+        second.lay_in()
+        third = batch()  # the first batch's generation is let go
+        assert third.get(b"read\x00a") == b"1"
+        assert db.read == []
+        assert third.get(b"log\x004") == b"4"
+        assert third.get(b"log\x001") == b"1"
+        assert db.read == [b"log\x001"]
+        third.delete(b"log\x004")
+        assert third.get(b"log\x004") is None
+        for n in range(6, 12):
+            third.put(b"log\x00%d" % n, b"%d" % n)
+        third.lay_in()
+        for _ in range(3):
+            batch().lay_in()
+        assert batch().get(head) == b"[0.5,1,1]"
+        assert db.read == [b"log\x001"], "the head was kept through every generation"
+        hot.forget()
+        assert batch().get(head) == b"[0.5,1,1]"
+        assert db.read == [b"log\x001", head]
+    finally:
+        db.db.close()
+
+
 def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_through(
     tmp_path: Path,
 ) -> None:
@@ -318,7 +388,7 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
     scanned = ScannedSpaces()
     db = rocks_db(tmp_path / "partition-0")
     try:
-        tx = BatchTransaction(db, lambda key, value: None, {}, scanned)
+        tx = BatchTransaction(db, lambda key, value: None, HotValues(), scanned)
         tx.put(b"held\x00one", b"1")
         tx.put(b"seen\x00one", b"1")
         assert tx.get(b"held\x00one") == b"1"
@@ -348,7 +418,9 @@ def test_a_space_another_batch_learned_meanwhile_is_laid_in_before_this_one_scan
     scanned = ScannedSpaces()
     dbs = [rocks_db(tmp_path / f"partition-{n}") for n in range(2)]
     try:
-        first, second = (BatchTransaction(db, lambda key, value: None, {}, scanned) for db in dbs)
+        first, second = (
+            BatchTransaction(db, lambda key, value: None, HotValues(), scanned) for db in dbs
+        )
         first.put(b"space\x00a", b"held by the first")
         assert list(second.scan(b"space\x00")) == []
         assert list(first.scan(b"space\x00")) == [(b"space\x00a", b"held by the first")]
@@ -428,7 +500,7 @@ def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_l
     db = partition_db(table, 0)
 
     async def scenario() -> None:
-        tx = BatchTransaction(db, lambda key, value: None, {}, ScannedSpaces())
+        tx = BatchTransaction(db, lambda key, value: None, HotValues(), ScannedSpaces())
         tx.put(b"space\x00key", b"value")
         table.lay_in(0, tx)
         await table.laid(0)
