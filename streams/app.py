@@ -109,7 +109,8 @@ class StateTable(faust.Table[bytes, bytes]):
     hot: dict[int, HotValues]
     """Per partition, values the ingest agent read or wrote lately (`streams.state.HotValues`).
     Valid while only the agent writes the database: dropped whenever recovery, a migration or a
-    rebalance may write it."""
+    rebalance may write it, and when a batch waited for the model (a rebalance may have come
+    meanwhile)."""
     scanned: ScannedSpaces
     """The key spaces the ingest agent's transactions write straight through
     (`streams.state.BatchTransaction`)."""

@@ -34,7 +34,11 @@ Known = dict[bytes, bytes | None]
 
 HOT_KEYS = 1 << 15
 """The values one generation of a partition's `HotValues` holds before the next batch starts a
-new one: the agent keeps at most two generations (and one batch's keys) per partition."""
+new one. A batch may add more than that to it (a town's adds some 40,000), so a generation is
+kept as the one before only up to `KEPT_GENERATION` values."""
+KEPT_GENERATION = 4 * HOT_KEYS
+"""The most values a full generation may hold and still be kept as the one before: one a batch
+filled far beyond (a world's deletion writes every key of the world) is dropped at once."""
 HEAD_KEYS = 1 << 18
 """The most heads a partition's `HotValues` keeps (some 190 bytes each: 45 MB for a
 500-character town with rumours spreading, 227,000 heads by 20,000 events); past that it starts
@@ -65,16 +69,19 @@ class HotValues:
         self.previous: Known = {}
 
     def next_batch(self) -> HotValues:
-        """Start a new generation if the current one is full; these values, for the next batch."""
+        """Start a new generation if the current one is full; these values, for the next batch.
+        Between batches only: a batch's held writes are read from its values until laid in."""
         if len(self.current) > HOT_KEYS:
-            self.previous, self.current = self.current, {}
+            kept = len(self.current) <= KEPT_GENERATION
+            self.previous, self.current = self.current if kept else {}, {}
         if len(self.heads) > HEAD_KEYS:
             self.heads.clear()
         return self
 
     def forget(self) -> None:
         """Drop every value, in place (transactions reading through them see it): something
-        other than the agent may have written the database."""
+        other than the agent may have written the database. Within a batch, only once its
+        held writes are laid in (`BatchTransaction.lay_in`)."""
         self.heads.clear()
         self.current.clear()
         self.previous.clear()
@@ -181,9 +188,9 @@ class StateOptions(RocksDBOptions):
     """Faust's `RocksDBOptions` (`state_options` keywords) plus a bloom filter on the memtable,
     and no compression on the levels rewritten most.
 
-    Most of the projector's lookups ask for a key that is absent (some six in seven misses of
-    the worker's known values); without the filter each one searches the memtable's skiplist,
-    seven times the cost of a filtered miss with a few hundred thousand keys in it.
+    Most of the projector's lookups ask for a key that is absent (nearly all that miss the
+    worker's kept values, `HotValues`); without the filter each one searches the memtable's
+    skiplist, seven times the cost of a filtered miss with a few hundred thousand keys in it.
 
     Compaction compresses what it rewrites: a town of 200,000 events with spreading on spent a
     third of its CPU time in RocksDB's own threads. Level 0 and the level it compacts into stay
@@ -330,10 +337,11 @@ class BatchTransaction(RocksTransaction):
     A rocksdict put costs over 2 us, most of it the memtable insert; a write batch takes a write
     in a quarter of that, and lays them all in without holding the GIL, so the agent goes on
     (its sends) while another core inserts them. Reads see the held writes: a get through the
-    kept values, which have them all (no generation is dropped within a batch), and a scan
-    because the key spaces ingest scans (a few: who is where, waiting timelines) are written
-    straight through. Those are the spaces `scanned` lately: a transaction learns one at its
-    first scan, laying in all it held then.
+    kept values, which have them all (no generation is dropped within a batch, and the agent
+    forgets them only once the batch's held writes are laid in), and a scan because the key
+    spaces ingest scans (a few: who is where, waiting timelines) are written straight through.
+    Those are the spaces `scanned` lately: a transaction learns one at its first scan, laying in
+    all it held then.
     """
 
     def __init__(self, db: Rdict, note: Write, hot: HotValues, scanned: ScannedSpaces) -> None:
