@@ -33,58 +33,74 @@ Known = dict[bytes, bytes | None]
 """Values of keys read or written lately (None: absent), as the database holds them."""
 
 HOT_KEYS = 1 << 15
-"""The values one generation of a partition's `HotValues` holds before the next batch starts a
-new one. A batch may add more than that to it (a town's adds some 40,000), so a generation is
-kept as the one before only up to `KEPT_GENERATION` values."""
-KEPT_GENERATION = 4 * HOT_KEYS
-"""The most values a full generation may hold and still be kept as the one before: one a batch
+"""The values one generation of a partition's kept values (`HotValues`) holds before the next
+batch starts a new one; heads have generations of their own, of `HEAD_KEYS`."""
+HEAD_KEYS = 1 << 17
+"""The heads one generation of a partition's `HotValues` holds (some 190 bytes each: a
+500-character town with rumours spreading has 227,000 by 20,000 events, read again every few
+thousand events)."""
+KEPT_GENERATION = 4
+"""A full generation is kept as the one before if it holds at most this many times its size (a
+batch may add more than a generation's size: a town's adds some 40,000 values); one a batch
 filled far beyond (a world's deletion writes every key of the world) is dropped at once."""
-HEAD_KEYS = 1 << 18
-"""The most heads a partition's `HotValues` keeps (some 190 bytes each: 45 MB for a
-500-character town with rumours spreading, 227,000 heads by 20,000 events); past that it starts
-them again from none."""
 HEAD_SPACES = frozenset(pack(space) for space in HEADS)
 """The packed spaces (`space_of`) whose values `HotValues` keeps as heads."""
 
 
+class Generations:
+    """Values kept in two generations: the `current` one, read and written through, and the
+    one `previous`, read through; a value read from there moves on into the current one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.current: Known = {}
+        self.previous: Known = {}
+
+    def turn(self) -> None:
+        """Start a new generation if the current one holds more than `size`, keeping it as the
+        one before (the one before that is dropped) unless a batch filled it far beyond."""
+        if len(self.current) > self.size:
+            kept = len(self.current) <= KEPT_GENERATION * self.size
+            self.previous, self.current = self.current if kept else {}, {}
+
+    def forget(self) -> None:
+        """Drop every value, in place (transactions reading through them see it)."""
+        self.current.clear()
+        self.previous.clear()
+
+
 class HotValues:
     """The values a partition's ingest agent read or wrote lately, kept between its batches (a
-    dict lookup where a RocksDB read costs fifty).
+    dict lookup where a RocksDB read costs fifty), in two pairs of generations.
 
-    Heads (`projections.key_prefixes.HEADS`) are kept for as long as the agent runs (up to
-    `HEAD_KEYS`): a pair's relation is read again only when its character next forms a memory
-    of the other, hundreds of events later in a town. Every other value is kept in two
-    generations: each batch reads and writes through the `current` one; once that holds more
-    than `HOT_KEYS`, the next batch starts a new one and the one before is dropped. A key the
-    batches keep reading moves on into each new generation at its first read; what was written
-    once and not read again (memories, versions, logs) goes with its generation. A single
-    generation, dropped whole once full, read every head of a town again from RocksDB after
-    each batch.
+    Heads (`projections.key_prefixes.HEADS`) are read again and again, but far apart: a pair's
+    relation when its character next forms a memory of the other, hundreds of events later in a
+    town. They keep generations of their own (`HEAD_KEYS`), which no other value fills. Every
+    other value lives in generations of `HOT_KEYS`: what was written once and not read again
+    (memories, versions, logs) goes with its generation. A key the batches keep reading moves
+    on into each new generation at its first read. A single dict of every value, dropped whole
+    once over 32,768, read every head of a town again from RocksDB after each batch.
     Valid while only the agent writes the database.
     """
 
     def __init__(self) -> None:
-        self.heads: Known = {}
-        self.current: Known = {}
-        self.previous: Known = {}
+        self.heads = Generations(HEAD_KEYS)
+        self.others = Generations(HOT_KEYS)
 
     def next_batch(self) -> HotValues:
-        """Start a new generation if the current one is full; these values, for the next batch.
-        Between batches only: a batch's held writes are read from its values until laid in."""
-        if len(self.current) > HOT_KEYS:
-            kept = len(self.current) <= KEPT_GENERATION
-            self.previous, self.current = self.current if kept else {}, {}
-        if len(self.heads) > HEAD_KEYS:
-            self.heads.clear()
+        """Start new generations where the current ones are full; these values, for the next
+        batch. Between batches only: a batch's held writes are read from its values until laid
+        in."""
+        self.heads.turn()
+        self.others.turn()
         return self
 
     def forget(self) -> None:
-        """Drop every value, in place (transactions reading through them see it): something
-        other than the agent may have written the database. Within a batch, only once its
-        held writes are laid in (`BatchTransaction.lay_in`)."""
-        self.heads.clear()
-        self.current.clear()
-        self.previous.clear()
+        """Drop every value, in place: something other than the agent may have written the
+        database. Within a batch, only once its held writes are laid in
+        (`BatchTransaction.lay_in`)."""
+        self.heads.forget()
+        self.others.forget()
 
 
 class RocksTransaction:
@@ -98,9 +114,10 @@ class RocksTransaction:
     def __init__(self, db: Rdict, write: Write, hot: HotValues | None = None) -> None:
         self._db = db
         self._write = write
-        self._known = None if hot is None else hot.current
-        self._heads: Known = {} if hot is None else hot.heads
-        self._earlier: Known = {} if hot is None else hot.previous
+        self._known = None if hot is None else hot.others.current
+        self._heads: Known = {} if hot is None else hot.heads.current
+        self._earlier: Known = {} if hot is None else hot.others.previous
+        self._earlier_heads: Known = {} if hot is None else hot.heads.previous
 
     def get(self, key: bytes) -> bytes | None:
         known = self._known
@@ -112,14 +129,16 @@ class RocksTransaction:
         heads = self._heads
         if key in heads:
             return heads[key]
-        earlier = self._earlier
-        value = earlier[key] if key in earlier else self._db.get(key)
-        self._keep(space_of(key), key, value)
+        if space_of(key) in HEAD_SPACES:
+            known, earlier = heads, self._earlier_heads
+        else:
+            earlier = self._earlier
+        value = known[key] = earlier[key] if key in earlier else self._db.get(key)
         return value
 
     def _keep(self, space: bytes, key: bytes, value: bytes | None) -> None:
-        """Keep a value read or written (given its key's space), among the heads or else in the
-        current generation; nothing without kept values."""
+        """Keep a value written (given its key's space), among the current heads or the other
+        current values; nothing without kept values."""
         if self._known is not None:
             if space in HEAD_SPACES:
                 self._heads[key] = value
@@ -346,7 +365,7 @@ class BatchTransaction(RocksTransaction):
 
     def __init__(self, db: Rdict, note: Write, hot: HotValues, scanned: ScannedSpaces) -> None:
         super().__init__(db, note, hot)
-        self._known: Known = hot.current
+        self._known: Known = hot.others.current
         self._scanned = scanned
         self._through = scanned.lately()
         """The spaces this transaction writes through: those scanned lately when it began, and

@@ -384,26 +384,29 @@ def test_kept_values_follow_deletes_and_are_let_go_past_their_bounds_or_when_for
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A head deleted (as a world's deletion does) reads as absent however many generations
-    pass; heads past `HEAD_KEYS`, and a generation a batch filled past `KEPT_GENERATION`, are let
-    go; `forget` drops every value under a transaction still open, which then reads what the
-    database holds."""
+    pass; heads have generations of their own, which let go of heads not read for two; a
+    generation a batch filled past `KEPT_GENERATION` times its size is let go at once; `forget`
+    drops every value under a transaction still open, which then reads what the database
+    holds."""
     monkeypatch.setattr(streams.state, "HOT_KEYS", 2)
-    monkeypatch.setattr(streams.state, "KEPT_GENERATION", 8)
+    monkeypatch.setattr(streams.state, "HEAD_KEYS", 1)
     db = _CountedReads(rocks_db(tmp_path / "partition-0"))
     hot, scanned = HotValues(), ScannedSpaces()
-    heads = [pack(RELATION_HEADS, "default", "w", "main", "npc-a") + pack(f"npc-{n}") for n in "bc"]
+    heads = [
+        pack(RELATION_HEADS, "default", "w", "main", "npc-a") + pack(f"npc-{n}") for n in "bcde"
+    ]
 
     def batch() -> BatchTransaction:
         return BatchTransaction(cast(Rdict, db), lambda key, value: None, hot.next_batch(), scanned)
 
     try:
         first = batch()
-        for head in heads:
+        for head in heads[:2]:
             first.put(head, b"[0.5,1,1]")
         first.lay_in()
-        second = batch()
+        second = batch()  # the first batch's heads are now the generation before
         second.delete(heads[0])
-        for n in range(20):  # past KEPT_GENERATION: let go, not kept as the generation before
+        for n in range(20):  # past KEPT_GENERATION x HOT_KEYS: let go, not kept
             second.put(b"log\x00%d" % n, b"%d" % n)
         second.lay_in()
         third = batch()
@@ -412,14 +415,17 @@ def test_kept_values_follow_deletes_and_are_let_go_past_their_bounds_or_when_for
         assert third.get(b"log\x000") == b"0"
         assert db.read == [b"log\x000"], "heads kept; the overfull generation let go"
         third.lay_in()
-        monkeypatch.setattr(streams.state, "HEAD_KEYS", 1)
-        fourth = batch()  # two heads kept, past HEAD_KEYS: let go
-        assert fourth.get(heads[1]) == b"[0.5,1,1]"
-        assert fourth.get(heads[0]) is None
-        assert db.read == [b"log\x000", heads[1], heads[0]]
-        db.db.put(heads[1], b"[1.0,2,7]")  # written by something other than the agent
+        fourth = batch()  # the heads the third batch read are the generation before
+        for head in heads[2:]:
+            fourth.put(head, b"[0.1,1,9]")
+        fourth.lay_in()
+        fifth = batch()  # the third batch's heads, not read since, are let go
+        assert fifth.get(heads[1]) == b"[0.5,1,1]"
+        assert fifth.get(heads[2]) == b"[0.1,1,9]"
+        assert db.read == [b"log\x000", heads[1]]
+        db.db.put(heads[2], b"[1.0,2,7]")  # written by something other than the agent
         hot.forget()
-        assert fourth.get(heads[1]) == b"[1.0,2,7]"
+        assert fifth.get(heads[2]) == b"[1.0,2,7]"
     finally:
         db.db.close()
 
