@@ -136,21 +136,22 @@ class RocksTransaction:
         value = known[key] = earlier[key] if key in earlier else self._db.get(key)
         return value
 
-    def _keep(self, space: bytes, key: bytes, value: bytes | None) -> None:
-        """Keep a value written (given its key's space), among the current heads or the other
-        current values; nothing without kept values."""
-        if self._known is not None:
-            if space in HEAD_SPACES:
-                self._heads[key] = value
-            else:
-                self._known[key] = value
+    def _keep(self, key: bytes, value: bytes | None, space: bytes | None = None) -> None:
+        """Keep a value written among the current heads or the other current values, by its
+        key's space (`space`, when the caller has it already); nothing without kept values."""
+        if self._known is None:
+            return
+        if (space_of(key) if space is None else space) in HEAD_SPACES:
+            self._heads[key] = value
+        else:
+            self._known[key] = value
 
     def put(self, key: bytes, value: bytes) -> None:
-        self._keep(space_of(key), key, value)
+        self._keep(key, value)
         self._write(key, value)
 
     def delete(self, key: bytes) -> None:
-        self._keep(space_of(key), key, None)
+        self._keep(key, None)
         self._write(key, None)
 
     def scan(
@@ -313,12 +314,12 @@ class RecordingTransaction(RocksTransaction):
     event see them), each also handed to `note` (which collects them for the changelog)."""
 
     def put(self, key: bytes, value: bytes) -> None:
-        self._keep(space_of(key), key, value)
+        self._keep(key, value)
         self._write(key, value)
         self._db.put(key, value)
 
     def delete(self, key: bytes) -> None:
-        self._keep(space_of(key), key, None)
+        self._keep(key, None)
         self._write(key, None)
         self._db.delete(key)
 
@@ -375,10 +376,7 @@ class BatchTransaction(RocksTransaction):
     def put(self, key: bytes, value: bytes) -> None:
         end = key.find(SPACE_END)  # `space_of`, spelt out: a put is the commonest call
         space = key if end == -1 else key[: end + 1]
-        if space in HEAD_SPACES:
-            self._heads[key] = value
-        else:
-            self._known[key] = value
+        self._keep(key, value, space)
         self._write(key, value)
         if space in self._through:
             self._db.put(key, value)
@@ -387,7 +385,7 @@ class BatchTransaction(RocksTransaction):
 
     def delete(self, key: bytes) -> None:
         space = space_of(key)
-        self._keep(space, key, None)
+        self._keep(key, None, space)
         self._write(key, None)
         if space in self._through:
             self._db.delete(key)

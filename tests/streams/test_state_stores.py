@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -317,11 +318,15 @@ def test_a_story_folded_in_batches_as_the_ingest_agent_writes_them_ends_as_memor
 
 
 class _CountedReads:
-    """A partition's database that lists the keys read from it; the rest passes straight on."""
+    """A partition's database, fed batch after batch as the ingest agent feeds it (through its
+    kept values, the spaces scanned lately written through), that lists the keys read from it;
+    the rest passes straight on."""
 
     def __init__(self, db: Rdict) -> None:
         self.db = db
         self.read: list[bytes] = []
+        self.hot = HotValues()
+        self.scanned = ScannedSpaces()
 
     def get(self, key: bytes) -> bytes | None:
         self.read.append(key)
@@ -331,6 +336,22 @@ class _CountedReads:
     def __getattr__(self, name: str) -> object:
         return getattr(self.db, name)
 
+    def batch(self) -> BatchTransaction:
+        """The next batch's transaction."""
+        return BatchTransaction(
+            cast(Rdict, self), lambda key, value: None, self.hot.next_batch(), self.scanned
+        )
+
+
+@contextmanager
+def counted_reads(path: Path) -> Iterator[_CountedReads]:
+    """A partition at `path` that lists its reads (`_CountedReads`), closed at the end."""
+    db = _CountedReads(rocks_db(path))
+    try:
+        yield db
+    finally:
+        db.db.close()
+
 
 def test_batches_keep_heads_and_the_values_they_read_and_let_go_of_those_only_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -339,14 +360,10 @@ def test_batches_keep_heads_and_the_values_they_read_and_let_go_of_those_only_wr
     written and not read since is let go with the generation before last, and is read from the
     database."""
     monkeypatch.setattr(streams.state, "HOT_KEYS", 2)
-    db = _CountedReads(rocks_db(tmp_path / "partition-0"))
-    hot, scanned = HotValues(), ScannedSpaces()
     head = pack(RELATION_HEADS, "default", "w", "main", "npc-a") + pack("npc-b")
 
-    def batch() -> BatchTransaction:
-        return BatchTransaction(cast(Rdict, db), lambda key, value: None, hot.next_batch(), scanned)
-
-    try:
+    with counted_reads(tmp_path / "partition-0") as db:
+        batch, hot = db.batch, db.hot
         first = batch()
         first.put(head, b"[0.5,1,1]")
         first.put(b"read\x00a", b"1")
@@ -376,8 +393,6 @@ def test_batches_keep_heads_and_the_values_they_read_and_let_go_of_those_only_wr
         hot.forget()
         assert batch().get(head) == b"[0.5,1,1]"
         assert db.read == [b"log\x001", head]
-    finally:
-        db.db.close()
 
 
 def test_kept_values_follow_deletes_and_are_let_go_past_their_bounds_or_when_forgotten(
@@ -390,16 +405,12 @@ def test_kept_values_follow_deletes_and_are_let_go_past_their_bounds_or_when_for
     holds."""
     monkeypatch.setattr(streams.state, "HOT_KEYS", 2)
     monkeypatch.setattr(streams.state, "HEAD_KEYS", 1)
-    db = _CountedReads(rocks_db(tmp_path / "partition-0"))
-    hot, scanned = HotValues(), ScannedSpaces()
     heads = [
         pack(RELATION_HEADS, "default", "w", "main", "npc-a") + pack(f"npc-{n}") for n in "bcde"
     ]
 
-    def batch() -> BatchTransaction:
-        return BatchTransaction(cast(Rdict, db), lambda key, value: None, hot.next_batch(), scanned)
-
-    try:
+    with counted_reads(tmp_path / "partition-0") as db:
+        batch, hot = db.batch, db.hot
         first = batch()
         for head in heads[:2]:
             first.put(head, b"[0.5,1,1]")
@@ -426,8 +437,6 @@ def test_kept_values_follow_deletes_and_are_let_go_past_their_bounds_or_when_for
         db.db.put(heads[2], b"[1.0,2,7]")  # written by something other than the agent
         hot.forget()
         assert fifth.get(heads[2]) == b"[1.0,2,7]"
-    finally:
-        db.db.close()
 
 
 def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_through(
