@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck unit kafka clean bench
 
-# the C part (projections/change_records.c) is compiled by the install: edited, it is built again
-$(STAMP): pyproject.toml setup.py projections/change_records.c
+# the C parts (projections/*.c) are compiled by the install: edited, they are built again
+$(STAMP): pyproject.toml setup.py projections/change_records.c projections/key_packing.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -3,11 +3,19 @@
 Every projection lives in one ordered key-value space. Packing keeps tuple order as byte order,
 so "the latest version at or before seq N" is one seek, and a tuple's packing is a prefix of
 the packing of every longer tuple that starts with it (a prefix scan finds a whole scope).
+
+A string is tagged `_STRING`, its UTF-8 with each NUL escaped (`_ESCAPED_NUL`), then `_END`; an
+integer (0 to 2**64 - 1) is tagged `_INTEGER`, then `_INTEGER_BYTES` big-endian. `pack` is C
+(`key_packing.c`: the commonest call of the projection core); `unpack` reads keys back.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+
+from projections.key_packing import pack
+
+__all__ = ["KeyPart", "pack", "pack_scope", "unpack"]
 
 _STRING = b"\x02"
 _INTEGER = b"\x15"
@@ -18,28 +26,11 @@ _INTEGER_BYTES = 8
 KeyPart = str | int
 
 
-def pack(*parts: KeyPart) -> bytes:
-    """Pack strings and non-negative integers (below 2**64) into one sortable key."""
-    key = b""
-    for part in parts:  # a loop of appends: the cheapest way for the 1 to 6 parts keys have
-        if isinstance(part, str):
-            key += _packed_string(part)
-        else:
-            key += _INTEGER + part.to_bytes(_INTEGER_BYTES, "big")
-    return key
-
-
 @lru_cache(maxsize=1 << 16)
 def pack_scope(*parts: KeyPart) -> bytes:
     """`pack`, remembered: for the scopes events look up again and again (an entity's, a
     place's on a timeline), never for keys with a position in them, which do not recur."""
     return pack(*parts)
-
-
-@lru_cache(maxsize=1 << 16)
-def _packed_string(part: str) -> bytes:
-    """Ids recur on every event (worlds, timelines, characters): pack each once."""
-    return _STRING + part.encode("utf-8").replace(_END, _ESCAPED_NUL) + _END
 
 
 def unpack(key: bytes) -> tuple[KeyPart, ...]:
