@@ -1,9 +1,10 @@
 """State as a worker's partition keeps it, for benchmarks that fold in-process.
 
 RocksDB opened as a worker opens a partition (`StateOptions`), written as the ingest agent
-writes it (`streams.app.Rumourmill.take`) but for the changelog: in batches of `BATCH_EVENTS`,
-each through one `BatchTransaction` reading through the values kept between batches
-(`HotValues`), its held writes laid in at its end (here, not on another thread).
+writes it (`streams.app.Rumourmill.take`), its writes collected for the changelog but never
+sent: in batches of `BATCH_EVENTS`, each through one `BatchTransaction` reading through the
+values kept between batches (`HotValues`), its held writes laid in at its end (here, not on
+another thread).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rocksdict import Rdict
 from projections.delivery import SourceMessage
 from projections.projector import Projector
 from streams.app import BATCH_EVENTS
+from streams.changelog import PartitionWrites
 from streams.state import (
     BatchTransaction,
     HotValues,
@@ -42,18 +44,16 @@ class WorkerPartition:
     def take(self, projector: Projector, messages: Sequence[SourceMessage]) -> None:
         """Fold `messages` in, `BATCH_EVENTS` at a time."""
         for start in range(0, len(messages), BATCH_EVENTS):
-            tx = BatchTransaction(self.db, _not_logged, self._hot.next_batch(), self._scanned)
+            writes = PartitionWrites()  # collected as the agent collects them, then dropped
+            tx = BatchTransaction(self.db, writes, self._hot.next_batch(), self._scanned)
             for message in messages[start : start + BATCH_EVENTS]:
                 projector.receive(tx, message)
+                writes.end_event()
             tx.lay_in()
 
     def reader(self) -> RocksTransaction:
         """A read-only transaction, as a worker's HTTP reads have (no kept values)."""
         return RocksTransaction(self.db, _read_only)
-
-
-def _not_logged(key: bytes, value: bytes | None) -> None:
-    """No changelog here: the writes go to RocksDB alone."""
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

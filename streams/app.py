@@ -397,7 +397,7 @@ class Rumourmill:
                 hot[partition] = self.state.hot_values(partition)
                 db = without_write_ahead_log(partition_db(self.state, partition))
                 tx = transactions[partition] = BatchTransaction(
-                    db, partition_writes.write, hot[partition], self.state.scanned
+                    db, partition_writes, hot[partition], self.state.scanned
                 )
             source = source_message(message)
             answers = await self.judged(transactions.values(), source)

@@ -78,18 +78,22 @@ class PartitionWrites:
     def __init__(self, limit: int = BATCH_BYTES) -> None:
         self.limit = limit
         self.batches: list[Records] = []
-        self._event: Records = {}
+        self.event: Records = {}
+        """The current event's writes, each key moved to the end at its last: `write` adds to
+        it, and so does `streams.state.BatchTransaction` itself (a dict operation a write, not a
+        call: the agent's commonest)."""
         self._open_size = limit
         """The estimated size of the last batch (`limit` once it takes no more events)."""
 
     def write(self, key: bytes, value: bytes | None) -> None:
         """A write of the current event (None deletes); a later write of the key replaces it."""
-        self._event.pop(key, None)
-        self._event[key] = value
+        event = self.event
+        event.pop(key, None)
+        event[key] = value
 
     def end_event(self) -> None:
         """The current event is complete: into the open batch if it fits, else a new one."""
-        event, self._event = self._event, {}
+        event, self.event = self.event, {}
         if not event:  # a redelivered event: its outputs come from the outbox, nothing changes
             return
         size = (

@@ -24,6 +24,7 @@ from rocksdict import (
 from projections.key_prefixes import HEADS
 from projections.keys import pack
 from projections.state import SPACE_END, prefix_end, space_of
+from streams.changelog import PartitionWrites
 
 Write = Callable[[bytes, bytes | None], None]
 """Set a key (or delete it, given None)."""
@@ -350,9 +351,9 @@ class ScannedSpaces:
 
 
 class BatchTransaction(RocksTransaction):
-    """The transaction of one partition's events in a batch the agent takes: each write is
-    handed to `note` (the changelog's) and kept in its `HotValues`, and most wait in a RocksDB
-    write batch, laid into the database in one call at the batch's end (`lay_in`).
+    """The transaction of one partition's events in a batch the agent takes: each write goes
+    into `writes` (the changelog's record batches) and is kept in its `HotValues`, and most wait
+    in a RocksDB write batch, laid into the database in one call at the batch's end (`lay_in`).
 
     A rocksdict put costs over 2 us, most of it the memtable insert; a write batch takes a write
     in a quarter of that, and lays them all in without holding the GIL, so the agent goes on
@@ -364,8 +365,11 @@ class BatchTransaction(RocksTransaction):
     all it held then.
     """
 
-    def __init__(self, db: Rdict, note: Write, hot: HotValues, scanned: ScannedSpaces) -> None:
-        super().__init__(db, note, hot)
+    def __init__(
+        self, db: Rdict, writes: PartitionWrites, hot: HotValues, scanned: ScannedSpaces
+    ) -> None:
+        super().__init__(db, writes.write, hot)
+        self._writes = writes
         self._known: Known = hot.others.current
         self._scanned = scanned
         self._through = scanned.lately()
@@ -374,10 +378,13 @@ class BatchTransaction(RocksTransaction):
         self._held = WriteBatch(raw_mode=True)
 
     def put(self, key: bytes, value: bytes) -> None:
-        end = key.find(SPACE_END)  # `space_of`, spelt out: a put is the commonest call
+        # `space_of`, `_keep` and `PartitionWrites.write` spelt out: a put is the commonest call
+        end = key.find(SPACE_END)
         space = key if end == -1 else key[: end + 1]
-        self._keep(key, value, space)
-        self._write(key, value)
+        (self._heads if space in HEAD_SPACES else self._known)[key] = value
+        event = self._writes.event
+        event.pop(key, None)
+        event[key] = value
         if space in self._through:
             self._db.put(key, value)
         else:

@@ -32,6 +32,7 @@ from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
 from streams.app import StateTable, partition_db
+from streams.changelog import PartitionWrites
 from streams.state import (
     LATELY,
     LEVEL0_FILES_TO_COMPACT,
@@ -68,7 +69,7 @@ def batch_state(path: Path, scanned: ScannedSpaces) -> Iterator[BatchTransaction
     for the batch's end, the spaces `scanned` lately written through."""
     db = rocks_db(path)
     try:
-        yield BatchTransaction(db, lambda key, value: None, HotValues(), scanned)
+        yield BatchTransaction(db, PartitionWrites(), HotValues(), scanned)
     finally:
         db.close()
 
@@ -300,12 +301,12 @@ def test_a_story_folded_in_batches_as_the_ingest_agent_writes_them_ends_as_memor
     db = rocks_db(tmp_path / "partition-0")
     scanned = ScannedSpaces()
     hot = HotValues()
-    tx = BatchTransaction(db, lambda key, value: None, hot, scanned)
+    tx = BatchTransaction(db, PartitionWrites(), hot, scanned)
     try:
         for offset, raw in enumerate(story):
             if offset % 50 == 0:  # a new batch
                 tx.lay_in()
-                tx = BatchTransaction(db, lambda key, value: None, hot.next_batch(), scanned)
+                tx = BatchTransaction(db, PartitionWrites(), hot.next_batch(), scanned)
             message = SourceMessage("events", 0, offset, b"w", raw)
             expected = projector.receive(memory, message)
             assert projector.receive(tx, message) == expected
@@ -339,7 +340,7 @@ class _CountedReads:
     def batch(self) -> BatchTransaction:
         """The next batch's transaction."""
         return BatchTransaction(
-            cast(Rdict, self), lambda key, value: None, self.hot.next_batch(), self.scanned
+            cast(Rdict, self), PartitionWrites(), self.hot.next_batch(), self.scanned
         )
 
 
@@ -447,7 +448,7 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
     scanned = ScannedSpaces()
     db = rocks_db(tmp_path / "partition-0")
     try:
-        tx = BatchTransaction(db, lambda key, value: None, HotValues(), scanned)
+        tx = BatchTransaction(db, PartitionWrites(), HotValues(), scanned)
         tx.put(b"held\x00one", b"1")
         tx.put(b"seen\x00one", b"1")
         assert tx.get(b"held\x00one") == b"1"
@@ -478,7 +479,7 @@ def test_a_space_another_batch_learned_meanwhile_is_laid_in_before_this_one_scan
     dbs = [rocks_db(tmp_path / f"partition-{n}") for n in range(2)]
     try:
         first, second = (
-            BatchTransaction(db, lambda key, value: None, HotValues(), scanned) for db in dbs
+            BatchTransaction(db, PartitionWrites(), HotValues(), scanned) for db in dbs
         )
         first.put(b"space\x00a", b"held by the first")
         assert list(second.scan(b"space\x00")) == []
@@ -559,7 +560,7 @@ def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_l
     db = partition_db(table, 0)
 
     async def scenario() -> None:
-        tx = BatchTransaction(db, lambda key, value: None, HotValues(), ScannedSpaces())
+        tx = BatchTransaction(db, PartitionWrites(), HotValues(), ScannedSpaces())
         tx.put(b"space\x00key", b"value")
         table.lay_in(0, tx)
         await table.laid(0)
