@@ -12,6 +12,7 @@ from benchmarks import (
     dialogue,
     failover,
     history_scaling,
+    instructions,
     model_mode,
     projection_core,
     read_latency,
@@ -31,6 +32,7 @@ def main() -> None:
     mode = "quick" if options.quick else "full"
     print(f"rumourmill benchmarks ({mode}, {options.repeats} repeats per measurement)")
     projection_core.run(options)
+    instructions.run(options)
     history_scaling.run(options)
     rumours.run(options)
     recall.run(options)
