@@ -19,7 +19,7 @@ from streams.app import partition_of
 from streams.dev import apache_kafka
 from streams.settings import Settings
 from streams.topics import ensure_topics
-from tests.support import WorkerProcess, send_events, unique_settings
+from tests.support import WorkerProcess, samples_of, send_events, unique_settings
 
 __all__ = [
     "Options",
@@ -34,6 +34,7 @@ __all__ = [
     "repeat",
     "report",
     "run_main",
+    "samples_of",
     "send_events",
     "spread_worlds",
     "worker_settings",

@@ -33,7 +33,6 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.story import encoded, tavern_story
 from benchmarks.support import (
@@ -45,6 +44,7 @@ from benchmarks.support import (
     rate,
     report,
     run_main,
+    samples_of,
     send_events,
     spread_worlds,
     worker_settings,
@@ -161,14 +161,9 @@ def _projecting_per_event(web_port: int) -> float:
     """Seconds per message the worker spent projecting, by its own metric (`GET /metrics`)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
-    samples = {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("rumourmill_processing_seconds")
-    }
-    return samples["rumourmill_processing_seconds_sum"] / max(
-        samples["rumourmill_processing_seconds_count"], 1
+    samples = samples_of(text)
+    return samples[("rumourmill_processing_seconds_sum", ())] / max(
+        samples[("rumourmill_processing_seconds_count", ())], 1
     )
 
 

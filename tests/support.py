@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer
+from prometheus_client.parser import text_string_to_metric_families
 
 from localbroker import free_port
 from projections.projector import Projector
@@ -167,4 +168,16 @@ def replayed_change_ids(lines: list[bytes], projector: Projector) -> set[str]:
         for message in messages(lines)
         for records in projector.receive(state, message).changes.values()
         for record in records
+    }
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples_of(text: str) -> Samples:
+    """Every sample of a Prometheus exposition: (name, sorted labels) -> value."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
     }

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from projections.policy import resolve
 from projections.projector import Projector
@@ -23,6 +22,7 @@ from tests.support import (
     WorkerProcess,
     event,
     read_topic,
+    samples_of,
     send_events,
     settings_env,
     unique_settings,
@@ -30,16 +30,6 @@ from tests.support import (
 
 TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
 SPREADING = {"memory": {"spreading": {"enabled": True}}}
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def samples_of(text: str) -> Samples:
-    """Every sample of a Prometheus exposition: (name, sorted labels) -> value."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def test_memories_and_rumours_formed_are_counted_as_the_projector_forms_them() -> None:

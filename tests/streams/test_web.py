@@ -19,7 +19,6 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
-from prometheus_client.parser import text_string_to_metric_families
 
 from projections.branch_diff import branch_diff
 from projections.chronicle import chronicle_read
@@ -41,6 +40,7 @@ from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, Readiness, register_views
 from tests.model_server import ScriptedModel
 from tests.reads import answer
+from tests.support import samples_of
 from tests.tavern_lies import LINES
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
@@ -388,10 +388,9 @@ def test_metrics_count_each_read_by_endpoint_in_the_prometheus_format() -> None:
     assert [status for status, _ in answers] == [200, 200, 400, 200]
     assert status == 200
     counts = {
-        sample.labels["endpoint"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "rumourmill_read_seconds_count"
+        dict(labels)["endpoint"]: value
+        for (name, labels), value in samples_of(text).items()
+        if name == "rumourmill_read_seconds_count"
     }
     assert counts == {
         "/v2/memory/runtime/npcs/{npc_id}": 3,
