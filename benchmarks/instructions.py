@@ -23,19 +23,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.projection_core import TOPIC
-from benchmarks.story import encoded, tavern_story
+from benchmarks import projection_core
 from benchmarks.support import Options, report, run_main
 from benchmarks.worker_state import WorkerPartition
 from projections.delivery import SourceMessage
 from projections.projector import Projector
-from projections.state import MemoryState
 
 FIRST = 500
 """Events folded before the counted ones: past the empty state's first, cheapest events."""
 FULL_COUNTED = 2_000
 QUICK_COUNTED = 1_000
-WORLD = "tavern-0"
 KINDS = ("core", "worker")
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
@@ -43,19 +40,18 @@ _COLLECTED = re.compile(rb"Collected : (\d+)")
 def fold(kind: str, count: int) -> None:
     """Fold the first `count` events of the stream: in memory (`core`) or as a worker's
     partition (`worker`). What callgrind counts, run in a process of its own."""
-    lines = encoded(tavern_story(count, seed=3, worlds=(WORLD,)))
-    messages = [
-        SourceMessage(TOPIC, 0, offset, WORLD.encode(), raw) for offset, raw in enumerate(lines)
-    ]
-    projector = Projector()
+    lines = projection_core.stream(count)
+    key = projection_core.WORLD.encode()
     if kind == "core":
-        state = MemoryState()
-        for message in messages:
-            projector.receive(state, message)
+        projection_core.fold(lines, key)
         return
+    messages = [
+        SourceMessage(projection_core.TOPIC, 0, offset, key, raw)
+        for offset, raw in enumerate(lines)
+    ]
     with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as directory:
         partition = WorkerPartition(Path(directory))
-        partition.take(projector, messages)
+        partition.take(Projector(), messages)
         partition.db.close()
 
 
