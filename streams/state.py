@@ -23,7 +23,7 @@ from rocksdict import (
 
 from projections.key_prefixes import HEADS
 from projections.keys import pack
-from projections.state import SPACE_END, prefix_end, space_of
+from projections.state import SPACE_END, kept, prefix_end, space_of
 from streams.changelog import PartitionWrites
 
 Write = Callable[[bytes, bytes | None], None]
@@ -148,6 +148,7 @@ class RocksTransaction:
             self._known[key] = value
 
     def put(self, key: bytes, value: bytes) -> None:
+        value = kept(value)
         self._keep(key, value)
         self._write(key, value)
 
@@ -315,6 +316,7 @@ class RecordingTransaction(RocksTransaction):
     event see them), each also handed to `note` (which collects them for the changelog)."""
 
     def put(self, key: bytes, value: bytes) -> None:
+        value = kept(value)
         self._keep(key, value)
         self._write(key, value)
         self._db.put(key, value)
@@ -379,6 +381,7 @@ class BatchTransaction(RocksTransaction):
 
     def put(self, key: bytes, value: bytes) -> None:
         # `space_of`, `_keep` and `PartitionWrites.write` spelt out: a put is the commonest call
+        value = kept(value)
         end = key.find(SPACE_END)
         space = key if end == -1 else key[: end + 1]
         (self._heads if space in HEAD_SPACES else self._known)[key] = value

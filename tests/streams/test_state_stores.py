@@ -8,6 +8,7 @@ test runs once per store; the RocksDB one is opened the way the worker opens a s
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -240,6 +241,21 @@ class TestStateStore:
             b"p\x00\xff",
         ]
         assert keys(lambda: store.scan(b"o")) == []  # o ff ends the scope of o
+
+    def test_a_stored_value_takes_memory_of_its_own_length(self, store: StateTransaction) -> None:
+        """orjson (3.12 on) returns each document in a buffer of 4 KB or more: a store that
+        held those would grow a worker by kilobytes per small value it keeps."""
+        values = 2_000
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for number in range(values):
+                store.put(b"relation\x00%d" % number, orjson.dumps([number, 1, 0.5]))
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert held / values < 400
+        assert store.get(b"relation\x001999") == b"[1999,1,0.5]"
 
 
 def test_keys_that_go_on_from_the_prefix_with_xff_lie_outside_its_scope_in_both_stores(
