@@ -316,14 +316,11 @@ class RecordingTransaction(RocksTransaction):
     event see them), each also handed to `note` (which collects them for the changelog)."""
 
     def put(self, key: bytes, value: bytes) -> None:
-        value = kept(value)
-        self._keep(key, value)
-        self._write(key, value)
+        super().put(key, value)
         self._db.put(key, value)
 
     def delete(self, key: bytes) -> None:
-        self._keep(key, None)
-        self._write(key, None)
+        super().delete(key)
         self._db.delete(key)
 
 
