@@ -24,10 +24,11 @@ whose partition moved to another worker (it catches up from 0 if it ever comes b
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 
 import numpy as np
 
@@ -44,6 +45,12 @@ log = logger("recall")
 
 MIN_COSINE = 0.3
 """Below this similarity a vector contributes nothing (seed 000, "Recall pipeline")."""
+COMMON_SHARE = 0.25
+"""A word in at least this share of all rows is common: the word search matches the rows that
+say a rarer word first (`SqliteRecallIndex.by_words`)."""
+BM25_K1 = 1.2
+IDF_FLOOR = 1e-6
+"""FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
 
 _SCHEMA = """
 CREATE TABLE items(
@@ -311,43 +318,59 @@ class SqliteRecallIndex:
     def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
         """FTS5 over content, best bm25 first.
 
-        A word in at least half of all rows weighs next to nothing in bm25 (FTS5 floors its
-        idf at 1e-6) but makes the match walk nearly every row: the rarer words are matched
-        first, and all of them only when those find fewer than `limit` (the rows only common
-        words match rank after every other, so the answer is the same)."""
+        Matching walks every row a word is in and bm25 scores each, so a word in a quarter of
+        the rows or more (`COMMON_SHARE`) makes most of the work while adding little to a
+        score. The rows that say a rarer word are matched first, scored by every word: those
+        that say a common word too, and those that do not, in two matches whose expressions
+        each hold every word once (their scores are the whole query's). A row that says only
+        common words scores at most their `_most_added` summed; when the `limit`-th row found
+        scores more, no such row is among the first `limit`, and this is the whole query's
+        answer. Otherwise the whole query runs."""
         if not words:
             return []
-        telling = self._telling(words)
-        if telling and len(telling) < len(words):
-            found = self._matching(scope, telling, limit)
-            if len(found) == limit:
-                return found
-        return self._matching(scope, words, limit)
-
-    def _telling(self, words: Sequence[str]) -> list[str]:
-        """The words not found in at least half of all rows."""
-        marks = ", ".join("?" for _ in words)
-        common = {
-            str(row[0])
-            for row in self._db.execute(
-                f"SELECT term FROM word_rows WHERE term IN ({marks}) "
-                "AND doc * 2 >= (SELECT COUNT(*) FROM items)",
-                list(words),
+        common = self._common(words)
+        rare = [word for word in words if word not in common]
+        if rare and common:
+            rare_words, common_words = _any_of(rare), _any_of(list(common))
+            found = self._ranked(
+                scope,
+                [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
+                limit,
             )
-        }
-        return [word for word in words if word not in common]
+            if len(found) == limit and -found[-1][1] > sum(map(_most_added, common.values())):
+                return [belief for belief, _ in found]
+        return [belief for belief, _ in self._ranked(scope, [_any_of(words)], limit)]
 
-    def _matching(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        """The match expression is built from the words alone, each quoted, so nothing a
-        player typed is read as FTS5 syntax."""
-        expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
-        visible, parameters = self._visible(scope)
+    def _common(self, words: Sequence[str]) -> dict[str, float]:
+        """The words in at least `COMMON_SHARE` of all rows, each with its idf as FTS5's bm25
+        reckons it (a word in half the rows or more weighs `IDF_FLOOR`)."""
+        marks = ", ".join("?" for _ in words)
         rows = self._db.execute(
-            f"SELECT i.belief_id FROM words JOIN items i ON i.id = words.rowid "
-            f"WHERE words MATCH ? AND {visible} ORDER BY bm25(words), i.belief_id LIMIT ?",
-            [expression, *parameters, limit],
+            f"SELECT term, doc, total FROM word_rows, (SELECT COUNT(*) AS total FROM items) "
+            f"WHERE term IN ({marks}) AND doc >= total * ?",
+            [*words, COMMON_SHARE],
         )
-        return [str(row[0]) for row in rows]
+        return {
+            str(term): max(math.log((total - doc + 0.5) / (doc + 0.5)), IDF_FLOOR)
+            for term, doc, total in rows
+        }
+
+    def _ranked(
+        self, scope: SearchScope, expressions: Sequence[str], limit: int
+    ) -> list[tuple[str, float]]:
+        """The first `limit` rows the scope sees that match any of the (disjoint) match
+        `expressions`: belief id and bm25 score, best (lowest) first, then by belief id."""
+        visible, parameters = self._visible(scope)
+        select = (
+            "SELECT i.belief_id AS belief_id, bm25(words) AS score FROM words "
+            f"JOIN items i ON i.id = words.rowid WHERE words MATCH ? AND {visible}"
+        )
+        rows = self._db.execute(
+            " UNION ALL ".join(select for _ in expressions)
+            + " ORDER BY score, belief_id LIMIT ?",
+            [*chain.from_iterable((expression, *parameters) for expression in expressions), limit],
+        )
+        return [(str(row[0]), float(row[1])) for row in rows]
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         model = self.world_model(scope.tenant_id, scope.world_id)
@@ -475,6 +498,18 @@ class SqliteRecallIndex:
         """Forget everything of a world (its partition moved to another worker)."""
         self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
+
+
+def _any_of(words: Sequence[str]) -> str:
+    """An FTS5 match expression for rows that say any of the words, each quoted, so nothing a
+    player typed is read as FTS5 syntax."""
+    return "(" + " OR ".join('"' + word.replace('"', '""') + '"' for word in words) + ")"
+
+
+def _most_added(idf: float) -> float:
+    """The most a word of this idf adds to a row's bm25 score: (k1 + 1) times its idf, which
+    its share of the score approaches however often a row says it."""
+    return (BM25_K1 + 1.0) * idf
 
 
 def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:

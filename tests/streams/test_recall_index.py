@@ -11,11 +11,12 @@ import numpy as np
 import orjson
 from faust.types import TP
 
+from benchmarks.recall import KEEPER, labelled_queries, told_story
 from benchmarks.story import encoded, tavern_story
 from projections import timelines
 from projections.event_keys import TOLD
 from projections.memory_store import formed_between, load_memory, memory_keys
-from projections.recall import RecallQuery, recall, search_scope
+from projections.recall import RecallQuery, query_words, recall, search_scope
 from projections.runtime_read import timeline_view
 from schemas.policy import Policy
 from streams.app import keep_assigned_worlds, partition_of
@@ -23,6 +24,8 @@ from streams.embedding import Vectors
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from streams.settings import Settings
+from tests import oracle_recall
+from tests.oracle import Oracle
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 WORLDS = ("save-1", "save-2")
@@ -177,6 +180,29 @@ def test_a_word_in_most_memories_ranks_after_the_rare_ones_and_still_finds_the_r
     assert three[0] == "A ring was lost" and set(three[1:]) <= set(contents[:4])
     assert len(found(["the", "ring"], 10)) == 5  # the common word still finds the rest
     assert found(["the"], 10)[0] == "The baker sold the bread"  # said twice: best bm25
+
+
+def test_the_word_search_ranks_by_bm25_over_every_word_as_the_oracle_does() -> None:
+    """Words in a quarter of the memories or more are matched after the rarer ones (most of
+    the work is theirs), yet the answer is bm25's over every word: rows tied on the rarer
+    words are ranked by the common ones, as the oracle's formula ranks them. The word search
+    used to leave out words in half the memories and break such ties by belief id."""
+    world = "words"
+    lines, told = told_story(world, 600, seed=5, timed=True)
+    state = replay_lines(lines).state
+    oracle = Oracle()
+    for line in lines:
+        oracle.deliver(line)
+    seen = oracle_recall.view(oracle, "default", world, "main", KEEPER, None)
+    index = SqliteRecallIndex()
+    index.catch_up(state, memory_keys(state, "default", world))
+    _, keys, ancestry = timeline_view(state, "default", world, "main")
+    scope = search_scope(keys, ancestry, KEEPER)
+    for query in labelled_queries(told, world, 20, seed=7):
+        words = oracle_recall.query_words(query.text)
+        assert query_words(query.text) == words
+        expected = oracle_recall.by_words(seen.mine, seen.every, words)
+        assert index.by_words(scope, words, 60) == expected, query.text
 
 
 def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in() -> None:
