@@ -325,21 +325,22 @@ class SqliteRecallIndex:
         each hold every word once (their scores are the whole query's). A row that says only
         common words scores at most their `_most_added` summed; when the `limit`-th row found
         scores more, no such row is among the first `limit`, and this is the whole query's
-        answer. Otherwise the whole query runs."""
+        answer. Otherwise the rows that say only common words are matched too, and the best
+        of both kept."""
         if not words:
             return []
         common = self._common(words)
         rare = [word for word in words if word not in common]
-        if rare and common:
-            rare_words, common_words = _any_of(rare), _any_of(list(common))
-            found = self._ranked(
-                scope,
-                [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
-                limit,
-            )
-            if len(found) == limit and -found[-1][1] > sum(map(_most_added, common.values())):
-                return [belief for belief, _ in found]
-        return [belief for belief, _ in self._ranked(scope, [_any_of(words)], limit)]
+        if not rare or not common:
+            return [belief for belief, _ in self._ranked(scope, [_any_of(words)], limit)]
+        rare_words, common_words = _any_of(rare), _any_of(list(common))
+        found = self._ranked(
+            scope, [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"], limit
+        )
+        if len(found) < limit or -found[-1][1] <= sum(map(_most_added, common.values())):
+            rest = self._ranked(scope, [f"{common_words} NOT {rare_words}"], limit)
+            found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
+        return [belief for belief, _ in found]
 
     def _common(self, words: Sequence[str]) -> dict[str, float]:
         """The words in at least `COMMON_SHARE` of all rows, each with its idf as FTS5's bm25
@@ -366,8 +367,7 @@ class SqliteRecallIndex:
             f"JOIN items i ON i.id = words.rowid WHERE words MATCH ? AND {visible}"
         )
         rows = self._db.execute(
-            " UNION ALL ".join(select for _ in expressions)
-            + " ORDER BY score, belief_id LIMIT ?",
+            " UNION ALL ".join(select for _ in expressions) + " ORDER BY score, belief_id LIMIT ?",
             [*chain.from_iterable((expression, *parameters) for expression in expressions), limit],
         )
         return [(str(row[0]), float(row[1])) for row in rows]
