@@ -333,11 +333,12 @@ class SqliteRecallIndex:
         rare = [word for word in words if word not in common]
         if not rare or not common:
             return [belief for belief, _ in self._ranked(scope, [_any_of(words)], limit)]
-        rare_words, common_words = _any_of(rare), _any_of(list(common))
+        said = [word for word in words if word in common]  # in order, as often as asked
+        rare_words, common_words = _any_of(rare), _any_of(said)
         found = self._ranked(
             scope, [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"], limit
         )
-        if len(found) < limit or -found[-1][1] <= sum(map(_most_added, common.values())):
+        if len(found) < limit or -found[-1][1] <= sum(_most_added(common[word]) for word in said):
             rest = self._ranked(scope, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
