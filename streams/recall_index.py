@@ -1,5 +1,6 @@
 """The recall index: SQLite FTS5 words and entity cues, and a matrix of embedding vectors per
-world, local to a worker.
+world, local to a worker. Each world's words are an FTS5 table of their own: bm25 weighs a word
+by the world's memories alone, so a recall answers alike on whichever worker holds the world.
 
 It is derived state: everything in it is rebuilt from the projections (the memory log says
 what was formed where), so it is kept in memory and never in the changelog; a worker that takes
@@ -28,7 +29,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import chain, count, islice
 
 import numpy as np
 
@@ -60,8 +61,6 @@ CREATE TABLE items(
     UNIQUE(tenant, world, character, belief_id));
 CREATE TABLE abouts(item INTEGER, entity TEXT);
 CREATE INDEX abouts_by_entity ON abouts(entity, item);
-CREATE VIRTUAL TABLE words USING fts5(content, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE word_rows USING fts5vocab(words, 'row');
 CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
@@ -70,6 +69,12 @@ CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER
     PRIMARY KEY(tenant, world));
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
 """
+_WORD_TABLES = """
+CREATE VIRTUAL TABLE {words} USING fts5(content, tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE {words}_rows USING fts5vocab({words}, 'row');
+"""
+"""A world's word table (FTS5 over its items' content, rowid the item's id) and its vocabulary
+(how many rows say each term)."""
 
 
 def content_hash(content: str) -> str:
@@ -128,6 +133,9 @@ class SqliteRecallIndex:
     again is neither hashed nor queued again, and every vector's content was queued first."""
     _unembedded: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     """Each world's contents waiting for a vector, oldest first: content hash, content."""
+    _word_tables: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Each world's word table (`_WORD_TABLES`), named by a number, never by the world's id."""
+    _tables_made: Iterator[int] = field(default_factory=count)
 
     def __post_init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -184,11 +192,14 @@ class SqliteRecallIndex:
         tables = ("items", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
-            f"DELETE FROM words WHERE rowid IN ({items})",
             f"DELETE FROM abouts WHERE item IN ({items})",
             *(f"DELETE FROM {table} WHERE tenant = ? AND world = ?" for table in tables),
         ):
             self._db.execute(statement, (tenant_id, world_id))
+        words = self._word_tables.pop((tenant_id, world_id), None)
+        if words is not None:
+            self._db.execute(f"DROP TABLE {words}_rows")
+            self._db.execute(f"DROP TABLE {words}")
         self._db.execute("COMMIT")
         self._drop_character_vectors(tenant_id, world_id)
         self._world_vectors.pop((tenant_id, world_id), None)
@@ -216,6 +227,7 @@ class SqliteRecallIndex:
         )
         batch = {(m.character_id, m.belief_id): m for m in memories}  # the last of each
         held = self._held(world, list(batch))
+        words = self._words_of(world)
         items: list[tuple[object, ...]] = []
         abouts: list[tuple[int, str]] = []
         for memory in batch.values():
@@ -224,7 +236,7 @@ class SqliteRecallIndex:
             if known is not None:
                 if known[1] == digest:
                     continue
-                self._forget(known[0])
+                self._forget(known[0], words)
             items.append(
                 (
                     next_item,
@@ -245,8 +257,20 @@ class SqliteRecallIndex:
         self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(
-            "INSERT INTO words(rowid, content) VALUES (?, ?)", [(row[0], row[8]) for row in items]
+            f"INSERT INTO {words}(rowid, content) VALUES (?, ?)",
+            [(row[0], row[8]) for row in items],
         )
+
+    def _words_of(self, world: tuple[str, str]) -> str:
+        """The world's word table, made with its first items: bm25 weighs a word by how many of
+        the world's memories say it, whatever other worlds the worker holds (a rebalance moves
+        worlds between workers), and a search walks only the rows of its own world."""
+        words = self._word_tables.get(world)
+        if words is None:
+            words = self._word_tables[world] = f"words_{next(self._tables_made)}"
+            for statement in _WORD_TABLES.format(words=words).strip().split(";\n"):
+                self._db.execute(statement)
+        return words
 
     def _held(
         self, world: tuple[str, str], memories: Sequence[tuple[str, str]]
@@ -264,13 +288,14 @@ class SqliteRecallIndex:
         self._db.execute("DELETE FROM incoming")
         return {(str(r[0]), str(r[1])): (int(r[2]), str(r[3])) for r in rows}
 
-    def _forget(self, item: int) -> None:
-        """Drop an item whose content changed (its words go with it; its new content waits for
-        a vector of its own, and its character's matrix goes as the new item is taken in)."""
+    def _forget(self, item: int, words: str) -> None:
+        """Drop an item whose content changed (its words go with it, from the world's table
+        `words`; its new content waits for a vector of its own, and its character's matrix goes
+        as the new item is taken in)."""
         for statement in (
             "DELETE FROM items WHERE id = ?",
             "DELETE FROM abouts WHERE item = ?",
-            "DELETE FROM words WHERE rowid = ?",
+            f"DELETE FROM {words} WHERE rowid = ?",
         ):
             self._db.execute(statement, (item,))
 
@@ -327,30 +352,36 @@ class SqliteRecallIndex:
         scores more, no such row is among the first `limit`, and this is the whole query's
         answer. Otherwise the rows that say only common words are matched too, and the best
         of both kept."""
-        if not words:
+        table = self._word_tables.get((scope.tenant_id, scope.world_id))
+        if not words or table is None:
             return []
-        common = self._common(words)
+        common = self._common(table, scope, words)
         rare = [word for word in words if word not in common]
         if not rare or not common:
-            return [belief for belief, _ in self._ranked(scope, [_any_of(words)], limit)]
+            return [belief for belief, _ in self._ranked(scope, table, [_any_of(words)], limit)]
         said = [word for word in words if word in common]  # in order, as often as asked
         rare_words, common_words = _any_of(rare), _any_of(said)
         found = self._ranked(
-            scope, [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"], limit
+            scope,
+            table,
+            [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
+            limit,
         )
         if len(found) < limit or -found[-1][1] <= sum(_most_added(common[word]) for word in said):
-            rest = self._ranked(scope, [f"{common_words} NOT {rare_words}"], limit)
+            rest = self._ranked(scope, table, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
 
-    def _common(self, words: Sequence[str]) -> dict[str, float]:
-        """The words in at least `COMMON_SHARE` of all rows, each with its idf as FTS5's bm25
-        reckons it (a word in half the rows or more weighs `IDF_FLOOR`)."""
+    def _common(self, table: str, scope: SearchScope, words: Sequence[str]) -> dict[str, float]:
+        """The words in at least `COMMON_SHARE` of the rows of the world's word `table`, each
+        with its idf as FTS5's bm25 reckons it (a word in half the rows or more weighs
+        `IDF_FLOOR`)."""
         marks = ", ".join("?" for _ in words)
         rows = self._db.execute(
-            f"SELECT term, doc, total FROM word_rows, (SELECT COUNT(*) AS total FROM items) "
+            f"SELECT term, doc, total FROM {table}_rows, "
+            "(SELECT COUNT(*) AS total FROM items WHERE tenant = ? AND world = ?) "
             f"WHERE term IN ({marks}) AND doc >= total * ?",
-            [*words, COMMON_SHARE],
+            [scope.tenant_id, scope.world_id, *words, COMMON_SHARE],
         )
         return {
             str(term): max(math.log((total - doc + 0.5) / (doc + 0.5)), IDF_FLOOR)
@@ -358,14 +389,15 @@ class SqliteRecallIndex:
         }
 
     def _ranked(
-        self, scope: SearchScope, expressions: Sequence[str], limit: int
+        self, scope: SearchScope, table: str, expressions: Sequence[str], limit: int
     ) -> list[tuple[str, float]]:
         """The first `limit` rows the scope sees that match any of the (disjoint) match
-        `expressions`: belief id and bm25 score, best (lowest) first, then by belief id."""
+        `expressions` in the world's word `table`: belief id and bm25 score, best (lowest)
+        first, then by belief id."""
         visible, parameters = self._visible(scope)
         select = (
-            "SELECT i.belief_id AS belief_id, bm25(words) AS score FROM words "
-            f"JOIN items i ON i.id = words.rowid WHERE words MATCH ? AND {visible}"
+            f"SELECT i.belief_id AS belief_id, bm25({table}) AS score FROM {table} "
+            f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? AND {visible}"
         )
         rows = self._db.execute(
             " UNION ALL ".join(select for _ in expressions) + " ORDER BY score, belief_id LIMIT ?",

@@ -182,6 +182,32 @@ def test_a_word_in_most_memories_ranks_after_the_rare_ones_and_still_finds_the_r
     assert found(["the"], 10)[0] == "The baker sold the bread"  # said twice: best bm25
 
 
+def test_a_worlds_word_search_answers_alike_whatever_other_worlds_its_worker_holds() -> None:
+    """bm25 weighs a word by how many of the world's memories say it: another world on the same
+    worker, full of apples, must not make the keeper's one apple common (it did while every
+    world shared one word table; a rebalance could change a recall's answer)."""
+    contents = ["An apple pie", "A cherry tart", "A cherry jam", "A plain loaf"]
+    lines = told_to_the_keeper(contents)
+    orchard = [
+        line.replace(b'"gossip"', b'"orchard"')
+        for line in told_to_the_keeper([f"An apple number {n}" for n in range(20)])
+    ]
+    gossip = replay_lines(lines).state
+    both = replay_lines([*lines, *orchard]).state
+    _, keys, ancestry = timeline_view(gossip, "default", "gossip", "main")
+    scope = search_scope(keys, ancestry, "npc-keeper")
+    answers = []
+    for state, worlds in ((gossip, ["gossip"]), (both, ["orchard", "gossip"])):
+        index = SqliteRecallIndex()
+        for world in worlds:
+            index.catch_up(state, memory_keys(state, "default", world))
+        found = index.by_words(scope, ["apple", "cherry"], 3)
+        answers.append([load_memory(gossip, keys, "npc-keeper", one) for one in found])
+    alone, beside = ([m.content if m else None for m in answer] for answer in answers)
+    assert alone[0] == "An apple pie"  # said by one memory of four, cherry by two
+    assert beside == alone
+
+
 def test_the_word_search_ranks_by_bm25_over_every_word_as_the_oracle_does() -> None:
     """Words in a quarter of the memories or more are matched after the rarer ones (most of
     the work is theirs), yet the answer is bm25's over every word: rows tied on the rarer
