@@ -15,7 +15,9 @@ only the word search, only the vector search, or all three fused; the fused rank
 Latency: `recall` of the keeper holding 10,000 memories, 10,000 different sentences (a fourth
 slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read
 (`runtime_read`) of the same character in the same run; both in-process over `MemoryState`,
-no HTTP.
+no HTTP. Then the same recalls from an index that also holds four other worlds of as many
+memories (a worker holding several saves), alternated with the keeper's index alone: what other
+worlds on the worker cost a recall.
 
 Embedding cost: the embedding agent embeds the worlds of each batch the worker takes in, on the
 worker's event loop between batches, so on the same core as ingest. Measured in-process on the
@@ -39,7 +41,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -174,6 +176,9 @@ SEARCHES: tuple[Search, ...] = ("cues", "words", "vectors")
 FULL_MEMORIES, QUICK_MEMORIES = 1_500, 600
 QUERIES_PER_KIND, QUICK_QUERIES_PER_KIND = 100, 40
 LATENCY_MEMORIES = 10_000
+OTHER_WORLDS = 4
+"""Worlds beside the keeper's in the index of the latency read again: each world's words are a
+table of their own, so a word search walks its own world's rows whatever else a worker holds."""
 FULL_READS, QUICK_READS = 500, 150
 FULL_INGEST, QUICK_INGEST = 20_000, 5_000
 LATENCY_GOAL_MS = 10.0
@@ -313,8 +318,10 @@ class Keeper:
     embedded_s: float
 
     @classmethod
-    def build(cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool) -> Keeper:
-        lines, told = told_story(world, memories, seed=11, timed=timed)
+    def build(
+        cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool, seed: int = 11
+    ) -> Keeper:
+        lines, told = told_story(world, memories, seed=seed, timed=timed)
         projector, state = Projector(), MemoryState()
         began = time.perf_counter()
         for offset, raw in enumerate(lines):
@@ -345,6 +352,21 @@ class Keeper:
             "vectors": self.index.by_meaning(scope, text, SEARCH_DEPTH) or [],
         }
         return [found for found, _ in fuse(rankings)[:limit]]
+
+
+def beside_other_worlds(keeper: Keeper, embedder: WordLlamaEmbedder, worlds: int) -> Keeper:
+    """The keeper's world in an index that also holds `worlds` other worlds of as many memories
+    (sentences drawn from other seeds), as the index of a worker holding several saves does."""
+    index = SqliteRecallIndex(embedder)
+    for number in range(worlds):
+        other = Keeper.build(
+            f"recall-other-{number}", len(keeper.told), embedder, timed=True, seed=100 + number
+        )
+        index.catch_up(other.state, memory_keys(other.state, TENANT, other.world))
+    keys = memory_keys(keeper.state, TENANT, keeper.world)
+    index.catch_up(keeper.state, keys)
+    embed_pending(index, embedder, keeper.state, keys)
+    return replace(keeper, index=index)
 
 
 def quality(keeper: Keeper, queries: Sequence[Labelled]) -> dict[str, dict[str, float]]:
@@ -529,6 +551,32 @@ def run(options: Options) -> None:
             *rows,
             ("folding the 10,000 told events (untimed above)", f"{big.built_s:.1f} s"),
             ("indexing and embedding them (untimed above)", f"{big.embedded_s:.1f} s"),
+        ],
+    )
+
+    crowded = beside_other_worlds(big, embedder, OTHER_WORLDS)
+    latencies(crowded, texts, reads // 5)  # warm-up
+    alone: list[Latencies] = []
+    beside: list[Latencies] = []
+    for _ in range(options.repeats):  # alternated: both see the same machine
+        alone.append(latencies(big, texts, reads))
+        beside.append(latencies(crowded, texts, reads))
+
+    def cpu_ms(runs: list[Latencies], share: float) -> float:
+        return median([percentile(one.recall_cpu, share) * 1e3 for one in runs])
+
+    p50s, p99s = (
+        (cpu_ms(alone, 0.5), cpu_ms(beside, 0.5)),
+        (cpu_ms(alone, 0.99), cpu_ms(beside, 0.99)),
+    )
+    report(
+        f"(f) recall with {OTHER_WORLDS} other worlds of {len(big.told):,} memories each in the "
+        f"same index (a worker's several saves), CPU time of the thread, median of "
+        f"{options.repeats}",
+        [
+            ("recall p50 alone / beside them", f"{p50s[0]:.2f} / {p50s[1]:.2f} ms"),
+            ("recall p99 alone / beside them", f"{p99s[0]:.2f} / {p99s[1]:.2f} ms"),
+            ("ratio beside/alone, p50 / p99", f"{p50s[1] / p50s[0]:.2f} / {p99s[1] / p99s[0]:.2f}"),
         ],
     )
 
