@@ -16,8 +16,9 @@ Latency: `recall` of the keeper holding 10,000 memories, 10,000 different senten
 slot says when: "... at dawn"), every vector made, p50/p99, and the runtime read
 (`runtime_read`) of the same character in the same run; both in-process over `MemoryState`,
 no HTTP. Then the same recalls from an index that also holds four other worlds of as many
-memories (a worker holding several saves), alternated with the keeper's index alone: what other
-worlds on the worker cost a recall.
+memories (a worker holding several saves), and from the keeper's world where four other
+characters hold as many (a town), each alternated with the keeper's index alone: what other
+worlds on the worker, and other characters of the world, cost a recall.
 
 Embedding cost: the embedding agent embeds the worlds of each batch the worker takes in, on the
 worker's event loop between batches, so on the same core as ingest. Measured in-process on the
@@ -176,9 +177,10 @@ SEARCHES: tuple[Search, ...] = ("cues", "words", "vectors")
 FULL_MEMORIES, QUICK_MEMORIES = 1_500, 600
 QUERIES_PER_KIND, QUICK_QUERIES_PER_KIND = 100, 40
 LATENCY_MEMORIES = 10_000
-OTHER_WORLDS = 4
-"""Worlds beside the keeper's in the index of the latency read again: each world's words are a
-table of their own, so a word search walks its own world's rows whatever else a worker holds."""
+OTHERS = 4
+"""Other worlds beside the keeper's in the index, then other characters beside the keeper in
+its world, when the latency is read again: a word search walks only the keeper's rows (each
+world's words are a table of their own, each character's rows a block of their own)."""
 FULL_READS, QUICK_READS = 500, 150
 FULL_INGEST, QUICK_INGEST = 20_000, 5_000
 LATENCY_GOAL_MS = 10.0
@@ -322,6 +324,13 @@ class Keeper:
         cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool, seed: int = 11
     ) -> Keeper:
         lines, told = told_story(world, memories, seed=seed, timed=timed)
+        return cls.of_story(world, lines, told, embedder)
+
+    @classmethod
+    def of_story(
+        cls, world: str, lines: list[bytes], told: list[Told], embedder: WordLlamaEmbedder
+    ) -> Keeper:
+        """The world of `lines` folded, indexed and embedded; `told` what the keeper was told."""
         projector, state = Projector(), MemoryState()
         began = time.perf_counter()
         for offset, raw in enumerate(lines):
@@ -367,6 +376,50 @@ def beside_other_worlds(keeper: Keeper, embedder: WordLlamaEmbedder, worlds: int
     index.catch_up(keeper.state, keys)
     embed_pending(index, embedder, keeper.state, keys)
     return replace(keeper, index=index)
+
+
+def among_other_characters(keeper: Keeper, embedder: WordLlamaEmbedder, characters: int) -> Keeper:
+    """The keeper's world, where `characters` more characters were then each told as many
+    sentences (drawn from other seeds, so mostly the keeper's own again, as in a town where
+    news goes round), at the keeper's last story minute (the keeper's memories age no further)."""
+    lines, told = told_story(keeper.world, len(keeper.told), seed=11, timed=True)
+    last = orjson.loads(lines[-1])
+    listeners = [f"npc-listener-{number}" for number in range(characters)]
+    entities = {
+        one: {"name": f"Listener {n}", "kind": "character"} for n, one in enumerate(listeners)
+    }
+    lines.append(_line(keeper.world, last["seq"] + 1, ENTITY_DECLARED, {"entities": entities}))
+    for number, listener in enumerate(listeners):
+        more, _ = told_story(keeper.world, len(keeper.told), seed=200 + number, timed=True)
+        for raw in more[1:]:
+            event = orjson.loads(raw)
+            event |= {"seq": len(lines) + 1, "target": listener, "game_time": last["game_time"]}
+            lines.append(orjson.dumps(event))
+    return Keeper.of_story(keeper.world, lines, told, embedder)
+
+
+def crowding(
+    keeper: Keeper, crowded: Keeper, texts: Sequence[str], reads: int, repeats: int
+) -> list[tuple[str, str]]:
+    """The keeper's recall p50 and p99 alone and `crowded`, alternated so both see the same
+    machine, and their ratios."""
+    latencies(crowded, texts, reads // 5)  # warm-up
+    alone: list[Latencies] = []
+    beside: list[Latencies] = []
+    for _ in range(repeats):
+        alone.append(latencies(keeper, texts, reads))
+        beside.append(latencies(crowded, texts, reads))
+
+    def cpu_ms(runs: list[Latencies], share: float) -> float:
+        return median([percentile(one.recall_cpu, share) * 1e3 for one in runs])
+
+    p50s = (cpu_ms(alone, 0.5), cpu_ms(beside, 0.5))
+    p99s = (cpu_ms(alone, 0.99), cpu_ms(beside, 0.99))
+    return [
+        ("recall p50 alone / beside them", f"{p50s[0]:.2f} / {p50s[1]:.2f} ms"),
+        ("recall p99 alone / beside them", f"{p99s[0]:.2f} / {p99s[1]:.2f} ms"),
+        ("ratio beside/alone, p50 / p99", f"{p50s[1] / p50s[0]:.2f} / {p99s[1] / p99s[0]:.2f}"),
+    ]
 
 
 def quality(keeper: Keeper, queries: Sequence[Labelled]) -> dict[str, dict[str, float]]:
@@ -554,31 +607,15 @@ def run(options: Options) -> None:
         ],
     )
 
-    crowded = beside_other_worlds(big, embedder, OTHER_WORLDS)
-    latencies(crowded, texts, reads // 5)  # warm-up
-    alone: list[Latencies] = []
-    beside: list[Latencies] = []
-    for _ in range(options.repeats):  # alternated: both see the same machine
-        alone.append(latencies(big, texts, reads))
-        beside.append(latencies(crowded, texts, reads))
-
-    def cpu_ms(runs: list[Latencies], share: float) -> float:
-        return median([percentile(one.recall_cpu, share) * 1e3 for one in runs])
-
-    p50s, p99s = (
-        (cpu_ms(alone, 0.5), cpu_ms(beside, 0.5)),
-        (cpu_ms(alone, 0.99), cpu_ms(beside, 0.99)),
-    )
-    report(
-        f"(f) recall with {OTHER_WORLDS} other worlds of {len(big.told):,} memories each in the "
-        f"same index (a worker's several saves), CPU time of the thread, median of "
-        f"{options.repeats}",
-        [
-            ("recall p50 alone / beside them", f"{p50s[0]:.2f} / {p50s[1]:.2f} ms"),
-            ("recall p99 alone / beside them", f"{p99s[0]:.2f} / {p99s[1]:.2f} ms"),
-            ("ratio beside/alone, p50 / p99", f"{p50s[1] / p50s[0]:.2f} / {p99s[1] / p99s[0]:.2f}"),
-        ],
-    )
+    for crowded, beside_what in (
+        (beside_other_worlds(big, embedder, OTHERS), "other worlds in the same index (saves)"),
+        (among_other_characters(big, embedder, OTHERS), "other characters of the same world"),
+    ):
+        report(
+            f"(f) recall with {OTHERS} {beside_what}, {len(big.told):,} memories each, CPU "
+            f"time of the thread, median of {options.repeats}",
+            crowding(big, crowded, texts, reads, options.repeats),
+        )
 
     count = QUICK_INGEST if options.quick else FULL_INGEST
     world = "tavern-0"

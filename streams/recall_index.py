@@ -46,6 +46,10 @@ log = logger("recall")
 
 MIN_COSINE = 0.3
 """Below this similarity a vector contributes nothing (seed 000, "Recall pipeline")."""
+BLOCK_BITS = 32
+"""Each character's items take their ids (their rows' in the word table) from a block of its
+own, 2^32 wide: a word search asks FTS5 for the searched character's block, which it seeks to in
+every word's list of rows, so it walks that character's rows and not its whole world's."""
 COMMON_SHARE = 0.25
 """A word in at least this share of all rows is common: the word search matches the rows that
 say a rarer word first (`SqliteRecallIndex.by_words`)."""
@@ -60,6 +64,8 @@ CREATE TABLE items(
     timeline_id TEXT, seq INTEGER, persistent INTEGER, content TEXT, content_hash TEXT,
     UNIQUE(tenant, world, character, belief_id));
 CREATE TABLE abouts(item INTEGER, entity TEXT);
+CREATE TABLE characters(number INTEGER PRIMARY KEY, tenant TEXT, world TEXT, character TEXT,
+    UNIQUE(tenant, world, character));
 CREATE INDEX abouts_by_entity ON abouts(entity, item);
 CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
@@ -115,6 +121,16 @@ class _CharacterVectors:
 
 
 @dataclass
+class _WordTable:
+    """A world's word table (`_WORD_TABLES`), named by a number, never by the world's id, and
+    the rows it holds (FTS5's row count, which bm25 reckons with, kept here: counting them
+    walks them all)."""
+
+    name: str
+    rows: int = 0
+
+
+@dataclass
 class SqliteRecallIndex:
     """A `projections.recall.RecallIndex` over an in-memory SQLite database."""
 
@@ -133,8 +149,8 @@ class SqliteRecallIndex:
     again is neither hashed nor queued again, and every vector's content was queued first."""
     _unembedded: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     """Each world's contents waiting for a vector, oldest first: content hash, content."""
-    _word_tables: dict[tuple[str, str], str] = field(default_factory=dict)
-    """Each world's word table (`_WORD_TABLES`), named by a number, never by the world's id."""
+    _word_tables: dict[tuple[str, str], _WordTable] = field(default_factory=dict)
+    """Each world's word table (`_WORD_TABLES`)."""
     _tables_made: Iterator[int] = field(default_factory=count)
 
     def __post_init__(self) -> None:
@@ -189,7 +205,7 @@ class SqliteRecallIndex:
         """Drop everything of a world: deleted (`projections.deletion`), or no longer this
         worker's."""
         items = "SELECT id FROM items WHERE tenant = ? AND world = ?"
-        tables = ("items", "synced", "noted", "world_models")
+        tables = ("items", "characters", "synced", "noted", "world_models")
         self._db.execute("BEGIN")
         for statement in (
             f"DELETE FROM abouts WHERE item IN ({items})",
@@ -198,8 +214,8 @@ class SqliteRecallIndex:
             self._db.execute(statement, (tenant_id, world_id))
         words = self._word_tables.pop((tenant_id, world_id), None)
         if words is not None:
-            self._db.execute(f"DROP TABLE {words}_rows")
-            self._db.execute(f"DROP TABLE {words}")
+            self._db.execute(f"DROP TABLE {words.name}_rows")
+            self._db.execute(f"DROP TABLE {words.name}")
         self._db.execute("COMMIT")
         self._drop_character_vectors(tenant_id, world_id)
         self._world_vectors.pop((tenant_id, world_id), None)
@@ -222,21 +238,24 @@ class SqliteRecallIndex:
         held yet or held with other content, in one statement per table (a catch up after a
         busy batch takes in thousands)."""
         world = (keys.tenant_id, keys.world_id)
-        next_item = int(
-            self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM items").fetchone()[0]
-        )
         batch = {(m.character_id, m.belief_id): m for m in memories}  # the last of each
         held = self._held(world, list(batch))
         words = self._words_of(world)
         items: list[tuple[object, ...]] = []
         abouts: list[tuple[int, str]] = []
+        next_items: dict[str, int] = {}
         for memory in batch.values():
             digest = content_hash(memory.content)
             known = held.get((memory.character_id, memory.belief_id))
             if known is not None:
                 if known[1] == digest:
                     continue
-                self._forget(known[0], words)
+                self._forget(known[0], words.name)
+                words.rows -= 1
+            next_item = next_items.get(memory.character_id)
+            if next_item is None:
+                next_item = self._next_in_block(world, memory.character_id)
+            next_items[memory.character_id] = next_item + 1
             items.append(
                 (
                     next_item,
@@ -251,24 +270,49 @@ class SqliteRecallIndex:
                 )
             )
             abouts += [(next_item, entity) for entity in memory.about]
-            next_item += 1
             # a content embedded for another memory brings no new vector to drop it otherwise
             self._vectors.pop((*world, memory.character_id), None)
         self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(
-            f"INSERT INTO {words}(rowid, content) VALUES (?, ?)",
+            f"INSERT INTO {words.name}(rowid, content) VALUES (?, ?)",
             [(row[0], row[8]) for row in items],
         )
+        words.rows += len(items)
 
-    def _words_of(self, world: tuple[str, str]) -> str:
+    def _block(self, tenant_id: str, world_id: str, character: str) -> int | None:
+        """The first id of the character's block (`BLOCK_BITS`), or None before its first
+        item."""
+        row = self._db.execute(
+            "SELECT number FROM characters WHERE tenant = ? AND world = ? AND character = ?",
+            (tenant_id, world_id, character),
+        ).fetchone()
+        return None if row is None else int(row[0]) << BLOCK_BITS
+
+    def _next_in_block(self, world: tuple[str, str], character: str) -> int:
+        """The id of the character's next item: past the last in its block, given one first."""
+        first = self._block(*world, character)
+        if first is None:
+            number = self._db.execute(
+                "INSERT INTO characters(tenant, world, character) VALUES (?, ?, ?)",
+                (*world, character),
+            ).lastrowid
+            assert number is not None  # an insert into a rowid table always has one
+            return int(number) << BLOCK_BITS
+        last = self._db.execute(
+            "SELECT MAX(id) FROM items WHERE id >= ? AND id < ?",
+            (first, first + (1 << BLOCK_BITS)),
+        ).fetchone()[0]
+        return first if last is None else int(last) + 1
+
+    def _words_of(self, world: tuple[str, str]) -> _WordTable:
         """The world's word table, made with its first items: bm25 weighs a word by how many of
         the world's memories say it, whatever other worlds the worker holds (a rebalance moves
         worlds between workers), and a search walks only the rows of its own world."""
         words = self._word_tables.get(world)
         if words is None:
-            words = self._word_tables[world] = f"words_{next(self._tables_made)}"
-            for statement in _WORD_TABLES.format(words=words).strip().split(";\n"):
+            words = self._word_tables[world] = _WordTable(f"words_{next(self._tables_made)}")
+            for statement in _WORD_TABLES.format(words=words.name).strip().split(";\n"):
                 self._db.execute(statement)
         return words
 
@@ -343,61 +387,67 @@ class SqliteRecallIndex:
     def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
         """FTS5 over content, best bm25 first.
 
-        Matching walks every row a word is in and bm25 scores each, so a word in a quarter of
-        the rows or more (`COMMON_SHARE`) makes most of the work while adding little to a
-        score. The rows that say a rarer word are matched first, scored by every word: those
+        Matching walks every row of the character (its block, `BLOCK_BITS`) that says a word,
+        and bm25 scores each, so a word in a quarter of the world's rows or more
+        (`COMMON_SHARE`) makes most of the work while adding little to a score. The rows that say a rarer word are matched first, scored by every word: those
         that say a common word too, and those that do not, in two matches whose expressions
         each hold every word once (their scores are the whole query's). A row that says only
         common words scores at most their `_most_added` summed; when the `limit`-th row found
         scores more, no such row is among the first `limit`, and this is the whole query's
         answer. Otherwise the rows that say only common words are matched too, and the best
         of both kept."""
-        table = self._word_tables.get((scope.tenant_id, scope.world_id))
-        if not words or table is None:
+        world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
+        block = self._block(scope.tenant_id, scope.world_id, scope.character)
+        if not words or world_words is None or block is None:
             return []
-        common = self._common(table, scope, words)
+        table = world_words.name
+        common = self._common(world_words, words)
         rare = [word for word in words if word not in common]
         if not rare or not common:
-            return [belief for belief, _ in self._ranked(scope, table, [_any_of(words)], limit)]
+            return [
+                belief for belief, _ in self._ranked(scope, table, block, [_any_of(words)], limit)
+            ]
         said = [word for word in words if word in common]  # in order, as often as asked
         rare_words, common_words = _any_of(rare), _any_of(said)
         found = self._ranked(
             scope,
             table,
+            block,
             [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
             limit,
         )
         if len(found) < limit or -found[-1][1] <= sum(_most_added(common[word]) for word in said):
-            rest = self._ranked(scope, table, [f"{common_words} NOT {rare_words}"], limit)
+            rest = self._ranked(scope, table, block, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
 
-    def _common(self, table: str, scope: SearchScope, words: Sequence[str]) -> dict[str, float]:
+    def _common(self, table: _WordTable, words: Sequence[str]) -> dict[str, float]:
         """The words in at least `COMMON_SHARE` of the rows of the world's word `table`, each
         with its idf as FTS5's bm25 reckons it (a word in half the rows or more weighs
         `IDF_FLOOR`)."""
         marks = ", ".join("?" for _ in words)
+        total = table.rows
         rows = self._db.execute(
-            f"SELECT term, doc, total FROM {table}_rows, "
-            "(SELECT COUNT(*) AS total FROM items WHERE tenant = ? AND world = ?) "
-            f"WHERE term IN ({marks}) AND doc >= total * ?",
-            [scope.tenant_id, scope.world_id, *words, COMMON_SHARE],
+            f"SELECT term, doc FROM {table.name}_rows WHERE term IN ({marks}) AND doc >= ?",
+            [*words, total * COMMON_SHARE],
         )
         return {
             str(term): max(math.log((total - doc + 0.5) / (doc + 0.5)), IDF_FLOOR)
-            for term, doc, total in rows
+            for term, doc in rows
         }
 
     def _ranked(
-        self, scope: SearchScope, table: str, expressions: Sequence[str], limit: int
+        self, scope: SearchScope, table: str, block: int, expressions: Sequence[str], limit: int
     ) -> list[tuple[str, float]]:
         """The first `limit` rows the scope sees that match any of the (disjoint) match
-        `expressions` in the world's word `table`: belief id and bm25 score, best (lowest)
-        first, then by belief id."""
+        `expressions` in the world's word `table`, among the rows of the character's `block`:
+        belief id and bm25 score, best (lowest) first, then by belief id."""
         visible, parameters = self._visible(scope)
+        parameters = [block, block + (1 << BLOCK_BITS) - 1, *parameters]
         select = (
             f"SELECT i.belief_id AS belief_id, bm25({table}) AS score FROM {table} "
-            f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? AND {visible}"
+            f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? "
+            f"AND {table}.rowid BETWEEN ? AND ? AND {visible}"
         )
         rows = self._db.execute(
             " UNION ALL ".join(select for _ in expressions) + " ORDER BY score, belief_id LIMIT ?",
