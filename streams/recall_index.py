@@ -389,9 +389,10 @@ class SqliteRecallIndex:
 
         Matching walks every row of the character (its block, `BLOCK_BITS`) that says a word,
         and bm25 scores each, so a word in a quarter of the world's rows or more
-        (`COMMON_SHARE`) makes most of the work while adding little to a score. The rows that say a rarer word are matched first, scored by every word: those
-        that say a common word too, and those that do not, in two matches whose expressions
-        each hold every word once (their scores are the whole query's). A row that says only
+        (`COMMON_SHARE`) makes most of the work while adding little to a score. The rows that
+        say a rarer word are matched first, scored by every word: those that say a common word
+        too, and those that do not, in two matches whose expressions each hold every word once
+        (their scores are the whole query's). A row that says only
         common words scores at most their `_most_added` summed; when the `limit`-th row found
         scores more, no such row is among the first `limit`, and this is the whole query's
         answer. Otherwise the rows that say only common words are matched too, and the best
