@@ -607,15 +607,18 @@ def run(options: Options) -> None:
         ],
     )
 
-    for crowded, beside_what in (
-        (beside_other_worlds(big, embedder, OTHERS), "other worlds in the same index (saves)"),
-        (among_other_characters(big, embedder, OTHERS), "other characters of the same world"),
-    ):
+    crowdings = (
+        (beside_other_worlds, "other worlds in the same index (saves)"),
+        (among_other_characters, "other characters of the same world"),
+    )
+    for crowd, beside_what in crowdings:
+        crowded = crowd(big, embedder, OTHERS)
         report(
             f"(f) recall with {OTHERS} {beside_what}, {len(big.told):,} memories each, CPU "
             f"time of the thread, median of {options.repeats}",
             crowding(big, crowded, texts, reads, options.repeats),
         )
+        del crowded  # its memories would weigh on every collection of the runs below
 
     count = QUICK_INGEST if options.quick else FULL_INGEST
     world = "tavern-0"
