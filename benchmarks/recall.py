@@ -177,6 +177,9 @@ SEARCHES: tuple[Search, ...] = ("cues", "words", "vectors")
 FULL_MEMORIES, QUICK_MEMORIES = 1_500, 600
 QUERIES_PER_KIND, QUICK_QUERIES_PER_KIND = 100, 40
 LATENCY_MEMORIES = 10_000
+KEEPER_SEED = 11
+"""What the keeper is told is drawn from this seed (`Keeper.build`; a crowded world tells it
+the same again)."""
 OTHERS = 4
 """Other worlds beside the keeper's in the index, then other characters beside the keeper in
 its world, when the latency is read again: a word search walks only the keeper's rows (each
@@ -320,10 +323,8 @@ class Keeper:
     embedded_s: float
 
     @classmethod
-    def build(
-        cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool, seed: int = 11
-    ) -> Keeper:
-        lines, told = told_story(world, memories, seed=seed, timed=timed)
+    def build(cls, world: str, memories: int, embedder: WordLlamaEmbedder, timed: bool) -> Keeper:
+        lines, told = told_story(world, memories, seed=KEEPER_SEED, timed=timed)
         return cls.of_story(world, lines, told, embedder)
 
     @classmethod
@@ -331,11 +332,7 @@ class Keeper:
         cls, world: str, lines: list[bytes], told: list[Told], embedder: WordLlamaEmbedder
     ) -> Keeper:
         """The world of `lines` folded, indexed and embedded; `told` what the keeper was told."""
-        projector, state = Projector(), MemoryState()
-        began = time.perf_counter()
-        for offset, raw in enumerate(lines):
-            projector.receive(state, SourceMessage("bench", 0, offset, world.encode(), raw))
-        built = time.perf_counter() - began
+        state, built = folded(world, lines)
         index = SqliteRecallIndex(embedder)
         began = time.perf_counter()
         keys = memory_keys(state, TENANT, world)
@@ -363,15 +360,24 @@ class Keeper:
         return [found for found, _ in fuse(rankings)[:limit]]
 
 
+def folded(world: str, lines: list[bytes]) -> tuple[MemoryState, float]:
+    """The world of `lines` folded into a fresh state, and the seconds it took."""
+    projector, state = Projector(), MemoryState()
+    began = time.perf_counter()
+    for offset, raw in enumerate(lines):
+        projector.receive(state, SourceMessage("bench", 0, offset, world.encode(), raw))
+    return state, time.perf_counter() - began
+
+
 def beside_other_worlds(keeper: Keeper, embedder: WordLlamaEmbedder, worlds: int) -> Keeper:
     """The keeper's world in an index that also holds `worlds` other worlds of as many memories
     (sentences drawn from other seeds), as the index of a worker holding several saves does."""
     index = SqliteRecallIndex(embedder)
     for number in range(worlds):
-        other = Keeper.build(
-            f"recall-other-{number}", len(keeper.told), embedder, timed=True, seed=100 + number
-        )
-        index.catch_up(other.state, memory_keys(other.state, TENANT, other.world))
+        other = f"recall-other-{number}"
+        lines, _ = told_story(other, len(keeper.told), seed=100 + number, timed=True)
+        state, _ = folded(other, lines)
+        index.catch_up(state, memory_keys(state, TENANT, other))
     keys = memory_keys(keeper.state, TENANT, keeper.world)
     index.catch_up(keeper.state, keys)
     embed_pending(index, embedder, keeper.state, keys)
@@ -382,7 +388,7 @@ def among_other_characters(keeper: Keeper, embedder: WordLlamaEmbedder, characte
     """The keeper's world, where `characters` more characters were then each told as many
     sentences (drawn from other seeds, so mostly the keeper's own again, as in a town where
     news goes round), at the keeper's last story minute (the keeper's memories age no further)."""
-    lines, told = told_story(keeper.world, len(keeper.told), seed=11, timed=True)
+    lines, told = told_story(keeper.world, len(keeper.told), seed=KEEPER_SEED, timed=True)
     last = orjson.loads(lines[-1])
     listeners = [f"npc-listener-{number}" for number in range(characters)]
     entities = {

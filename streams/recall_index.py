@@ -75,10 +75,10 @@ CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER
     PRIMARY KEY(tenant, world));
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
 """
-_WORD_TABLES = """
-CREATE VIRTUAL TABLE {words} USING fts5(content, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE {words}_rows USING fts5vocab({words}, 'row');
-"""
+_WORD_TABLES = (
+    "CREATE VIRTUAL TABLE {words} USING fts5(content, tokenize='unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE {words}_rows USING fts5vocab({words}, 'row')",
+)
 """A world's word table (FTS5 over its items' content, rowid the item's id) and its vocabulary
 (how many rows say each term)."""
 
@@ -312,8 +312,8 @@ class SqliteRecallIndex:
         words = self._word_tables.get(world)
         if words is None:
             words = self._word_tables[world] = _WordTable(f"words_{next(self._tables_made)}")
-            for statement in _WORD_TABLES.format(words=words.name).strip().split(";\n"):
-                self._db.execute(statement)
+            for statement in _WORD_TABLES:
+                self._db.execute(statement.format(words=words.name))
         return words
 
     def _held(
@@ -392,14 +392,15 @@ class SqliteRecallIndex:
         (`COMMON_SHARE`) makes most of the work while adding little to a score. The rows that
         say a rarer word are matched first, scored by every word: those that say a common word
         too, and those that do not, in two matches whose expressions each hold every word once
-        (their scores are the whole query's). A row that says only
-        common words scores at most their `_most_added` summed; when the `limit`-th row found
-        scores more, no such row is among the first `limit`, and this is the whole query's
-        answer. Otherwise the rows that say only common words are matched too, and the best
-        of both kept."""
+        (their scores are the whole query's). A row that says only common words scores at most
+        their `_most_added` summed; when the `limit`-th row found scores more, no such row is
+        among the first `limit`, and this is the whole query's answer. Otherwise the rows that
+        say only common words are matched too, and the best of both kept."""
         world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
+        if not words or world_words is None:
+            return []
         block = self._block(scope.tenant_id, scope.world_id, scope.character)
-        if not words or world_words is None or block is None:
+        if block is None:
             return []
         table = world_words.name
         common = self._common(world_words, words)
