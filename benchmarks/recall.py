@@ -68,9 +68,9 @@ from projections.recall_fusion import Search, fuse
 from projections.runtime_read import runtime_read, timeline_view
 from projections.state import MemoryState, StateTransaction
 from schemas.policy import Policy
-from streams.app import BATCH_EVENTS
 from streams.embedding import WordLlamaEmbedder
 from streams.recall_index import SqliteRecallIndex, embed_pending
+from streams.settings import DEFAULT_BATCH_EVENTS as BATCH_EVENTS
 
 TENANT = "default"
 KEEPER = "npc-keeper"

@@ -34,7 +34,7 @@ from projections.keys import pack
 from projections.policy import DEFAULT_POLICY, resolve
 from projections.projector import Projector
 from schemas.policy import Policy
-from streams.app import BATCH_EVENTS
+from streams.settings import DEFAULT_BATCH_EVENTS as BATCH_EVENTS
 
 FULL_EVENTS = 200_000
 QUICK_EVENTS = 20_000

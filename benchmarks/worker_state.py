@@ -16,8 +16,8 @@ from rocksdict import Rdict
 
 from projections.delivery import SourceMessage
 from projections.projector import Projector
-from streams.app import BATCH_EVENTS
 from streams.changelog import PartitionWrites
+from streams.settings import DEFAULT_BATCH_EVENTS as BATCH_EVENTS
 from streams.state import (
     BatchTransaction,
     HotValues,

@@ -73,8 +73,6 @@ log = logger("worker")
 STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
-BATCH_EVENTS = 200
-"""The most events the agent takes at once: one changelog record batch per partition for all."""
 BATCH_SECONDS = 0.005
 """How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0
@@ -365,6 +363,7 @@ class Rumourmill:
         them, and the values kept of every partition with them.
         """
         await self.state.all_settled()  # the batch before, if its wait was cancelled
+        self.metrics.batch_events.observe(len(messages))
         transactions: dict[int, BatchTransaction] = {}
         try:
             taken, writes = await self._projected(messages, transactions)
@@ -705,7 +704,7 @@ def create_app(settings: Settings) -> Rumourmill:
         await policies.caught_up.wait()
         garbage = YoungGarbageOnly()
         acked: dict[int, asyncio.Future[bool]] = {}  # per partition: its last events acked?
-        async for events in event_batches(stream, BATCH_EVENTS, BATCH_SECONDS):
+        async for events in event_batches(stream, settings.batch_events, BATCH_SECONDS):
             counts = Counter(event.message.partition for event in events)
             try:
                 async with mill.durability.writing(counts):

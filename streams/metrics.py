@@ -24,6 +24,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 LagByPartition = Callable[[], Mapping[int, int]]
 """Events not yet committed, per partition of the events topic this worker consumes."""
 PROCESSING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 200, 500, 1000, 2000, 4096)
 READ_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
@@ -66,6 +67,13 @@ class Metrics:
             "rumourmill_processing_seconds",
             "Time to project one message and hand its outputs to the producer.",
             buckets=PROCESSING_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_events = Histogram(
+            "rumourmill_batch_events",
+            "Events the ingest agent took in one batch: at RUMOURMILL_BATCH_EVENTS while a "
+            "backlog waits, a few when the worker keeps up.",
+            buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
         self.dead_letters = PrometheusCounter(

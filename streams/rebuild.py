@@ -60,9 +60,9 @@ from streams.state import (
 from streams.tokens import wordllama_tokens
 
 POLICIES_TIMEOUT = 60.0
-BATCH_EVENTS = 200
-"""Events whose writes go to the changelog together, per partition (as the worker's batches)."""
 """How long the rebuild waits to have read the policies topic to its end."""
+BATCH_EVENTS = 200
+"""Events whose writes go to the changelog together, per partition."""
 PENDING_SENDS = 2_000
 """Changelog sends in flight before the rebuild waits for Kafka to confirm them."""
 

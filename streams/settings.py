@@ -20,6 +20,10 @@ from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
 
 ENV_PREFIX = "RUMOURMILL_"
 KAFKA_PORT = 9092
+DEFAULT_BATCH_EVENTS = 500
+"""The most events the ingest agent takes at once, unless `RUMOURMILL_BATCH_EVENTS` says."""
+MOST_BATCH_EVENTS = 4096
+"""What Faust's stream buffer holds (its `stream_buffer_maxsize`): no batch can take more."""
 
 
 class Topics(NamedTuple):
@@ -112,6 +116,13 @@ class Settings(BaseSettings):
     """The most one record batch of the state changelog holds (`streams.changelog`); lower it
     for a broker whose message limit is under 1 MB. A deletion or batch larger than this is sent
     as several batches, one after the other."""
+    batch_events: Annotated[int, Field(ge=1, le=MOST_BATCH_EVENTS)] = DEFAULT_BATCH_EVENTS
+    """The most events the ingest agent takes at once while a backlog waits: their state
+    changes go to the changelog as one record batch per partition, and their acks, change-feed
+    records and changelog batches in one round of sends. Larger batches cost less per event
+    (fewer sends, and fewer requests for the broker to serve), but a batch holds the worker's
+    event loop while it is projected, so reads wait up to one batch's projecting (some 0.2 s
+    at 500 on 2 cores). With no backlog, a batch is what came within 5 ms."""
     changes: bool = True
     """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
     rumours passed, worlds deleted. `false`: no topic, no change worked out or sent."""

@@ -119,5 +119,35 @@ def test_a_worker_scrape_matches_its_acks_dead_letters_and_what_it_formed(
     assert samples[("rumourmill_memories_formed_total", ())] == expected["memories"] > 0
     assert samples[("rumourmill_rumours_passed_total", ())] == expected["rumours"] > 0
     assert samples[("rumourmill_processing_seconds_count", ())] == len(sent)
+    assert samples[("rumourmill_batch_events_sum", ())] == len(sent)
     read = ("endpoint", "/v2/memory/runtime/npcs/{npc_id}")
     assert samples[("rumourmill_read_seconds_count", (read,))] == 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("most", [1, 5])
+def test_a_backlog_is_taken_in_batches_of_at_most_batch_events(
+    kafka_bootstrap: str, tmp_path: Path, most: int
+) -> None:
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", partitions=1, batch_events=most)
+    backlog = [orjson.dumps(event("w-backlog", seq)) for seq in range(1, 41)]
+    send_events(settings, backlog)  # all wait before the worker starts
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(backlog))
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
+        ) as reply:
+            samples = samples_of(reply.read().decode())
+    finally:
+        worker.stop()
+
+    def taken(le: str) -> float:
+        return samples[("rumourmill_batch_events_bucket", (("le", le),))]
+
+    batches = samples[("rumourmill_batch_events_count", ())]
+    assert samples[("rumourmill_batch_events_sum", ())] == len(backlog)
+    assert batches >= len(backlog) / most
+    assert taken(f"{most}.0") == batches  # none over the bound (1 and 5 are bucket bounds)
+    if most > 1:
+        assert batches < len(backlog)  # the waiting events were taken several at once
