@@ -4,6 +4,11 @@ A worker on Apache Kafka takes in the seed's tavern story and a generated tavern
 then `GET /v2/memory/runtime/npcs/{npc}` is sent sequentially over one keep-alive connection
 (aiohttp). The baseline is a tiny aiohttp server in its own process returning the very same
 bytes, measured the same way, alternately with the worker.
+
+Then the busy read again, sequentially, while the worker takes in a backlog of another world's
+events (so the read's bytes stay the same): a batch of events holds the worker's event loop while
+it is projected, and a read that comes meanwhile waits (`RUMOURMILL_BATCH_EVENTS` sets how many
+a batch takes while a backlog waits).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from benchmarks.support import (
     send_events,
 )
 from streams.dev import DEMO_STORY
+from streams.settings import Settings
 from tests.support import read_topic
 
 FULL_REQUESTS = 1_000
@@ -38,6 +44,10 @@ WARM_UP = 50
 FULL_STORY = 5_000
 QUICK_STORY = 2_000
 P99_GOAL_MS = 5.0
+FULL_BACKLOG = 8_000
+QUICK_BACKLOG = 3_000
+LONGEST = 8
+"""How many of the longest reads during the backlog are printed: one read waits per batch."""
 
 
 @dataclass(frozen=True)
@@ -62,19 +72,30 @@ TARGETS = (
 
 async def latencies(url: str, count: int, expected: bytes) -> list[float]:
     """Seconds per sequential GET of `url` on one keep-alive connection (after a warm-up)."""
-    connector = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        for _ in range(WARM_UP):
+            await timed_get(session, url, expected)
+        return [await timed_get(session, url, expected) for _ in range(count)]
+
+
+async def latencies_until(url: str, expected: bytes, done: asyncio.Event) -> list[float]:
+    """Seconds per sequential GET of `url` on one keep-alive connection, until `done` is set."""
     timings: list[float] = []
-    async with aiohttp.ClientSession(connector=connector) as session:
-        for number in range(WARM_UP + count):
-            began = time.perf_counter()
-            async with session.get(url) as response:
-                body = await response.read()
-            elapsed = time.perf_counter() - began
-            if response.status != 200 or body != expected:
-                raise RuntimeError(f"{url}: {response.status} {body[:200]!r}")
-            if number >= WARM_UP:
-                timings.append(elapsed)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        while not done.is_set():
+            timings.append(await timed_get(session, url, expected))
     return timings
+
+
+async def timed_get(session: aiohttp.ClientSession, url: str, expected: bytes) -> float:
+    """Seconds one GET of `url` took; raises unless it answered 200 with `expected`."""
+    began = time.perf_counter()
+    async with session.get(url) as response:
+        body = await response.read()
+    elapsed = time.perf_counter() - began
+    if response.status != 200 or body != expected:
+        raise RuntimeError(f"{url}: {response.status} {body[:200]!r}")
+    return elapsed
 
 
 async def fetch(url: str) -> bytes:
@@ -120,6 +141,46 @@ def measure(target: Target, worker_url: str, workdir: Path, options: Options) ->
     ]
 
 
+def catching_up(settings: Settings, worker_url: str, processed: int, options: Options) -> list[str]:
+    """The busy read, sequentially, while the worker takes in a backlog of another world; the
+    worker has `processed` events before it. The report's rows."""
+    target = TARGETS[1]
+    body = asyncio.run(fetch(worker_url + target.path))
+    backlog = encoded(
+        tavern_story(QUICK_BACKLOG if options.quick else FULL_BACKLOG, seed=7, worlds=("tavern-1",))
+    )
+    send_events(settings, backlog)
+
+    async def reading() -> tuple[list[float], float]:
+        done = asyncio.Event()
+        began = time.perf_counter()
+        reads = asyncio.create_task(latencies_until(worker_url + target.path, body, done))
+        try:
+            await asyncio.to_thread(
+                read_topic,
+                settings,
+                settings.topics.acks,
+                lambda acks: (
+                    sum(ack["outcome"] == "processed" for ack in acks) >= processed + len(backlog)
+                ),
+                timeout=60 + len(backlog) * 0.01,
+            )
+        finally:
+            done.set()
+        return await reads, time.perf_counter() - began
+
+    timings, seconds = asyncio.run(reading())
+    return [
+        f"{target.label}, while the worker takes in a backlog of {len(backlog):,} events of "
+        f"another world (batches of up to {settings.batch_events}; one run)",
+        f"  {len(timings)} reads in {seconds:.1f} s: p50 {percentile(timings, 0.5) * 1e3:.1f} ms"
+        f"  p99 {percentile(timings, 0.99) * 1e3:.1f} ms",
+        "  the longest (a read that came while a batch was projected waited for it): "
+        + ", ".join(f"{seconds * 1e3:.0f}" for seconds in sorted(timings)[-LONGEST:][::-1])
+        + " ms",
+    ]
+
+
 def run(options: Options, bootstrap: str) -> None:
     story_events = QUICK_STORY if options.quick else FULL_STORY
     with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
@@ -140,6 +201,7 @@ def run(options: Options, bootstrap: str) -> None:
             rows = [
                 row for target in TARGETS for row in measure(target, worker_url, workdir, options)
             ]
+            rows += catching_up(settings, worker_url, len(lines), options)
         finally:
             worker.stop()
     print(f"\n== (c) runtime read over HTTP, keep-alive, sequential; medians of {options.repeats}")

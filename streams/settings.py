@@ -121,7 +121,7 @@ class Settings(BaseSettings):
     changes go to the changelog as one record batch per partition, and their acks, change-feed
     records and changelog batches in one round of sends. Larger batches cost less per event
     (fewer sends, and fewer requests for the broker to serve), but a batch holds the worker's
-    event loop while it is projected, so reads wait up to one batch's projecting (some 0.2 s
+    event loop while it is projected, so reads wait up to one batch's projecting (some 0.3 s
     at 500 on 2 cores). With no backlog, a batch is what came within 5 ms."""
     changes: bool = True
     """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
