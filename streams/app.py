@@ -54,7 +54,7 @@ from streams.policies import PolicyFeed
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.recall_index import SqliteRecallIndex
 from streams.recovery import StateTableManager
-from streams.settings import Settings
+from streams.settings import MOST_BATCH_EVENTS, Settings
 from streams.state import (
     BatchTransaction,
     HotValues,
@@ -611,6 +611,7 @@ def create_app(settings: Settings) -> Rumourmill:
         TableManager=StateTableManager,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
         producer_max_batch_size=settings.changelog_batch_bytes,
+        stream_buffer_maxsize=MOST_BATCH_EVENTS,
         broker_heartbeat_interval=2.0,
     )
     topic_options: dict[str, Any] = {

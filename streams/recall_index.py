@@ -280,30 +280,27 @@ class SqliteRecallIndex:
         )
         words.rows += len(items)
 
-    def _block(self, tenant_id: str, world_id: str, character: str) -> int | None:
-        """The first id of the character's block (`BLOCK_BITS`), or None before its first
-        item."""
+    def _block(self, tenant_id: str, world_id: str, character: str) -> tuple[int, int] | None:
+        """The first and last id of the character's block, or None before its first item."""
         row = self._db.execute(
             "SELECT number FROM characters WHERE tenant = ? AND world = ? AND character = ?",
             (tenant_id, world_id, character),
         ).fetchone()
-        return None if row is None else int(row[0]) << BLOCK_BITS
+        return None if row is None else _block_ids(int(row[0]))
 
     def _next_in_block(self, world: tuple[str, str], character: str) -> int:
         """The id of the character's next item: past the last in its block, given one first."""
-        first = self._block(*world, character)
-        if first is None:
+        block = self._block(*world, character)
+        if block is None:
             number = self._db.execute(
                 "INSERT INTO characters(tenant, world, character) VALUES (?, ?, ?)",
                 (*world, character),
             ).lastrowid
             assert number is not None  # an insert into a rowid table always has one
-            return int(number) << BLOCK_BITS
-        last = self._db.execute(
-            "SELECT MAX(id) FROM items WHERE id >= ? AND id < ?",
-            (first, first + (1 << BLOCK_BITS)),
-        ).fetchone()[0]
-        return first if last is None else int(last) + 1
+            return _block_ids(int(number))[0]
+        last = self._db.execute("SELECT MAX(id) FROM items WHERE id BETWEEN ? AND ?", block)
+        held = last.fetchone()[0]
+        return block[0] if held is None else int(held) + 1
 
     def _words_of(self, world: tuple[str, str]) -> _WordTable:
         """The world's word table, made with its first items: bm25 weighs a word by how many of
@@ -439,13 +436,18 @@ class SqliteRecallIndex:
         }
 
     def _ranked(
-        self, scope: SearchScope, table: str, block: int, expressions: Sequence[str], limit: int
+        self,
+        scope: SearchScope,
+        table: str,
+        block: tuple[int, int],
+        expressions: Sequence[str],
+        limit: int,
     ) -> list[tuple[str, float]]:
         """The first `limit` rows the scope sees that match any of the (disjoint) match
         `expressions` in the world's word `table`, among the rows of the character's `block`:
         belief id and bm25 score, best (lowest) first, then by belief id."""
         visible, parameters = self._visible(scope)
-        parameters = [block, block + (1 << BLOCK_BITS) - 1, *parameters]
+        parameters = [*block, *parameters]
         select = (
             f"SELECT i.belief_id AS belief_id, bm25({table}) AS score FROM {table} "
             f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? "
@@ -583,6 +585,12 @@ class SqliteRecallIndex:
         """Forget everything of a world (its partition moved to another worker)."""
         self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
+
+
+def _block_ids(number: int) -> tuple[int, int]:
+    """The first and last item id of the block of the character numbered `number`."""
+    first = number << BLOCK_BITS
+    return first, first + (1 << BLOCK_BITS) - 1
 
 
 def _any_of(words: Sequence[str]) -> str:

@@ -23,7 +23,8 @@ KAFKA_PORT = 9092
 DEFAULT_BATCH_EVENTS = 500
 """The most events the ingest agent takes at once, unless `RUMOURMILL_BATCH_EVENTS` says."""
 MOST_BATCH_EVENTS = 4096
-"""What Faust's stream buffer holds (its `stream_buffer_maxsize`): no batch can take more."""
+"""What the worker's stream buffer holds (Faust's `stream_buffer_maxsize`, `streams.app`): no
+batch can take more."""
 
 
 class Topics(NamedTuple):
