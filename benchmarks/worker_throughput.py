@@ -17,7 +17,9 @@ less with the load of others on a shared machine than wall clock; its system (ke
 most (some 20 us per event on a quiet machine, over 100 on a busy one), so it is printed apart.
 Where the worker's time goes is printed beside: projecting, by the worker's own metric, against
 the core (the same projection on RocksDB rather than in memory, beside a busy broker), and the
-rest (Faust, the sends, the embedding agent).
+rest (Faust, the sends, the embedding agent, and laying each batch's writes into RocksDB: the
+state writes' thread does that, but rocksdict holds the GIL while it does, so under a backlog
+the agent waits for it).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Run:
     projecting_per_event: float = 0.0
     """The worker's own measure of projecting one message (`rumourmill_processing_seconds`:
     wall clock, from taking the message to its writes collected), over all it projected."""
+    laying_in_per_event: float = 0.0
+    """The worker's own measure of laying its batches' state writes into RocksDB
+    (`rumourmill_lay_in_seconds`), per message projected: rocksdict holds the GIL meanwhile."""
 
 
 async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[TopicPartition, int]:
@@ -140,7 +145,7 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
         user, system = cpu_times(worker.process.pid)
         ingest_system = system - ready_system
         ingest_cpu = user - ready_user + ingest_system
-        projecting_per_event = _projecting_per_event(run_settings.web_port)
+        projecting_per_event, laying_in_per_event = _own_measures(run_settings.web_port)
     finally:
         worker.stop()
     stamps.sort()
@@ -154,16 +159,20 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
         cpu_per_event=ingest_cpu / max(acked_once_ready, 1),
         system_per_event=ingest_system / max(acked_once_ready, 1),
         projecting_per_event=projecting_per_event,
+        laying_in_per_event=laying_in_per_event,
     )
 
 
-def _projecting_per_event(web_port: int) -> float:
-    """Seconds per message the worker spent projecting, by its own metric (`GET /metrics`)."""
+def _own_measures(web_port: int) -> tuple[float, float]:
+    """Seconds per message the worker spent projecting, and laying state in, by its own
+    metrics (`GET /metrics`)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
     samples = samples_of(text)
-    return samples[("rumourmill_processing_seconds_sum", ())] / max(
-        samples[("rumourmill_processing_seconds_count", ())], 1
+    messages = max(samples[("rumourmill_processing_seconds_count", ())], 1)
+    return (
+        samples[("rumourmill_processing_seconds_sum", ())] / messages,
+        samples[("rumourmill_lay_in_seconds_sum", ())] / messages,
     )
 
 
@@ -264,6 +273,7 @@ def _print(count: int, repeats: int, workers: list[Run], cores: list[Run], bare:
     bare_steady = median([rate(count, r.steady) for r in bare])
     worker_cpu = median([r.cpu_per_event for r in workers])
     worker_projecting = median([r.projecting_per_event for r in workers])
+    worker_laying_in = median([r.laying_in_per_event for r in workers])
     core_cpu = median([r.cpu_per_event for r in cores])
     worker_cold = median([rate(count, r.cold) for r in workers])
     bare_cold = median([rate(count, r.cold) for r in bare])
@@ -288,6 +298,10 @@ def _print(count: int, repeats: int, workers: list[Run], cores: list[Run], bare:
             (
                 "worker, the rest per event (CPU once ready, less projecting)",
                 f"{1e6 * (worker_cpu - worker_projecting):,.0f} us",
+            ),
+            (
+                "  of which laying state into RocksDB (its own metric; GIL held)",
+                f"{1e6 * worker_laying_in:,.0f} us",
             ),
             ("bare aiokafka consumer, steady (context)", f"{bare_steady:,.0f} events/s"),
             (

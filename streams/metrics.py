@@ -76,6 +76,14 @@ class Metrics:
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
+        self.laying_in = Histogram(
+            "rumourmill_lay_in_seconds",
+            "Time to lay one batch's state writes of a partition into its RocksDB, on the state "
+            "writes' thread. rocksdict holds the GIL meanwhile: while a backlog waits, the agent "
+            "waits for it too.",
+            buckets=PROCESSING_BUCKETS,
+            registry=self.registry,
+        )
         self.dead_letters = PrometheusCounter(
             "rumourmill_dead_letters",
             "Messages sent to the dead-letter topic.",

@@ -147,6 +147,8 @@ def test_a_backlog_is_taken_in_batches_of_at_most_batch_events(
 
     batches = samples[("rumourmill_batch_events_count", ())]
     assert samples[("rumourmill_batch_events_sum", ())] == len(backlog)
+    assert samples[("rumourmill_lay_in_seconds_count", ())] == batches  # each wrote state
+    assert samples[("rumourmill_lay_in_seconds_sum", ())] > 0
     assert batches >= len(backlog) / most
     assert taken(f"{most}.0") == batches  # none over the bound (1 and 5 are bucket bounds)
     if most > 1:

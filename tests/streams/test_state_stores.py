@@ -569,8 +569,9 @@ def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_l
     tmp_path: Path,
 ) -> None:
     """The ingest agent hands a batch's held writes to the state writes' thread and waits for
-    them before the batch ends; a reader waits while they are being laid (never seeing them
-    half in), and the batch's own wait raises what laying them raised."""
+    them before the batch ends, told how long laying them took; a reader waits while they are
+    being laid (never seeing them half in), and the batch's own wait raises what laying them
+    raised."""
     app = faust.App("laying", store="rocksdb://", datadir=str(tmp_path), autodiscover=False)
     table = StateTable(app, name="state", options=state_options(block_cache_mb=1))
     db = partition_db(table, 0)
@@ -578,12 +579,15 @@ def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_l
     async def scenario() -> None:
         tx = BatchTransaction(db, PartitionWrites(), HotValues(), ScannedSpaces())
         tx.put(b"space\x00key", b"value")
-        table.lay_in(0, tx)
+        took: list[float] = []
+        table.lay_in(0, tx, took.append)
         await table.laid(0)
         assert db.get(b"space\x00key") == b"value"
         assert table.laying == {}
-        table.lay_in(0, tx)  # nothing held now
+        assert len(took) == 1 and took[0] > 0, "the time it took is told (for /metrics)"
+        table.lay_in(0, tx, took.append)  # nothing held now
         assert table.laying == {}
+        assert len(took) == 1
 
         being_laid: Future[None] = Future()
         table.laying[0] = being_laid
