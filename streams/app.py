@@ -153,8 +153,8 @@ class StateTable(faust.Table[bytes, bytes]):
         """Lay the writes a batch's finished transaction of the partition holds into its
         database, on the state writes' thread, telling `took` the seconds it took; the batch ends
         once they are `laid`. rocksdict holds the GIL while it inserts them, so this overlaps
-        the batch's waits for the broker, not its sends: under a backlog the insert (40 to 50 us
-        an event of the tavern benchmark) is on the agent's path."""
+        the batch's waits for the broker, not its sends: under a backlog the insert (55 to 70 us
+        an event of the tavern benchmark, a tenth of the worker's time) is on the agent's path."""
         if tx.holding:
             self.laying[partition] = self._layer.submit(_timed_lay_in, tx, took)
 
