@@ -358,12 +358,13 @@ class BatchTransaction(RocksTransaction):
     in a quarter of that, and lays them all in at once. rocksdict (0.3) holds the GIL while it
     does: some 1.3 us a key into a 16 MB memtable, during which the agent's thread runs next to
     nothing, so laying in on another thread overlaps what the agent waits for (the broker), not
-    what it computes. Reads see the held writes: a get through the
-    kept values, which have them all (no generation is dropped within a batch, and the agent
-    forgets them only once the batch's held writes are laid in), and a scan because the key
-    spaces ingest scans (a few: who is where, waiting timelines) are written straight through.
-    Those are the spaces `scanned` lately: a transaction learns one at its first scan, laying in
-    all it held then.
+    what it computes.
+
+    Reads see the held writes: a get through the kept values, which have them all (no
+    generation is dropped within a batch, and the agent forgets them only once the batch's held
+    writes are laid in), and a scan because the key spaces ingest scans (a few: who is where,
+    waiting timelines) are written straight through. Those are the spaces `scanned` lately: a
+    transaction learns one at its first scan, laying in all it held then.
     """
 
     def __init__(
