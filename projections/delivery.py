@@ -113,27 +113,34 @@ def world_key(value: bytes) -> bytes | None:
     return None if world is None else str(world).encode()
 
 
-def refuse(message: SourceMessage, reason: str) -> Intake:
-    """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can."""
+def refuse(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> Intake:
+    """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can
+    (`dead_letter`, keeping at most `kept_bytes` of its value)."""
     identity = identity_of(message.value)
     return Intake(
         acks=[Ack(outcome=Outcome.REJECTED, reason=reason, **identity)],
-        dead_letters=[dead_letter(message, reason)],
+        dead_letters=[dead_letter(message, reason, kept_bytes)],
     )
 
 
-def dead_letter(message: SourceMessage, reason: str) -> DeadLetter:
-    """The whole message, key and value in base64, with why it was not taken in."""
+def dead_letter(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> DeadLetter:
+    """The message, key and value in base64, with why it was not taken in: the whole value, or
+    its first `kept_bytes` and its whole length (a message over the size limit, whose whole
+    bytes in base64 could be too large for the dead-letter topic, the outbox and the
+    changelog)."""
     identity = identity_of(message.value)
+    value = message.value
+    cut = kept_bytes is not None and len(value) > kept_bytes
     return DeadLetter(
         reason=reason,
         topic=message.topic,
         partition=message.partition,
         offset=message.offset,
         key_base64=None if message.key is None else base64.b64encode(message.key).decode(),
-        value_base64=base64.b64encode(message.value).decode(),
+        value_base64=base64.b64encode(value[:kept_bytes] if cut else value).decode(),
         tenant_id=identity["tenant_id"],
         world_instance_id=identity["world_instance_id"],
+        value_bytes=len(value) if cut else None,
     )
 
 

@@ -57,7 +57,9 @@ def _take_in(
 ) -> Intake:
     if len(message.value) > max_event_bytes:
         return refuse(
-            message, f"message is {len(message.value)} bytes, over the limit of {max_event_bytes}"
+            message,
+            f"message is {len(message.value)} bytes, over the limit of {max_event_bytes}",
+            kept_bytes=max_event_bytes,
         )
     try:
         event = Event.model_validate_json(message.value)

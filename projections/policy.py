@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
+from pydantic import ValidationError
 
 from schemas.policy import Policy, merge_policy
 
@@ -36,8 +37,10 @@ def resolve(
     """Built-in defaults, then the tenant's document, then the world's, validated.
 
     Documents are checked on their way in (`rumourmill policy set`, and the worker's policy
-    feed, which refuses an invalid one and keeps the last valid): an invalid one here is a
-    bug and raises pydantic's `ValidationError`.
+    feed, which refuses an invalid one and keeps the last valid), each over the defaults alone:
+    two valid documents may still break a rule between fields together (a world's
+    `convinced_from` under its tenant's `doubting_from`). That raises pydantic's
+    `ValidationError` here; `PolicyBook` then keeps the tenant's policy in force.
     """
     policy = DEFAULT_POLICY
     for document in (tenant_document, world_document):
@@ -52,11 +55,24 @@ class PolicyDocuments(Protocol):
     def get(self, key: bytes, /) -> bytes | None: ...
 
 
-class PolicyBook:
-    """Looks policies up in their documents, resolving each distinct pair of documents once."""
+PolicyConflict = Callable[[str, str, ValidationError], None]
+"""Told `(tenant_id, world_instance_id, why)` when a world's document cannot lie over its
+tenant's."""
 
-    def __init__(self, documents: PolicyDocuments) -> None:
+
+class PolicyBook:
+    """Looks policies up in their documents, resolving each distinct pair of documents once.
+
+    A world whose document conflicts with its tenant's (`resolve`) is governed by the tenant's
+    policy until either changes, and `conflicting` is told once: one bad pair of documents must
+    not stop every event of the world, nor its reads.
+    """
+
+    def __init__(
+        self, documents: PolicyDocuments, conflicting: PolicyConflict | None = None
+    ) -> None:
         self._documents = documents
+        self._conflicting = conflicting
         self._resolved: dict[tuple[bytes | None, bytes | None], Policy] = {}
 
     def __call__(self, tenant_id: str, world_id: str) -> Policy:
@@ -64,7 +80,13 @@ class PolicyBook:
         world_raw = self._documents.get(policy_key(tenant_id, world_id))
         cached = self._resolved.get((tenant_raw, world_raw))
         if cached is None:
-            cached = resolve(_document(tenant_raw), _document(world_raw))
+            tenant_document = _document(tenant_raw)
+            try:
+                cached = resolve(tenant_document, _document(world_raw))
+            except ValidationError as conflict:
+                if self._conflicting is not None:
+                    self._conflicting(tenant_id, world_id, conflict)
+                cached = resolve(tenant_document, None)
             self._resolved[(tenant_raw, world_raw)] = cached
         return cached
 

@@ -44,7 +44,10 @@ class Ack(Contract):
 
 
 class DeadLetter(Contract):
-    """A message that could not be taken in, kept whole on `rumourmill.deadletter`."""
+    """A message that could not be taken in, kept on `rumourmill.deadletter`: whole, or, for a
+    message over the size limit, its first limit's worth of bytes and its whole length
+    (`value_bytes`), so that its dead letter fits on the topic; the message itself stays at
+    `topic`, `partition`, `offset` for the topic's retention."""
 
     reason: str
     topic: str
@@ -54,3 +57,8 @@ class DeadLetter(Contract):
     value_base64: str
     tenant_id: Identifier | None = None
     world_instance_id: Identifier | None = None
+    value_bytes: Annotated[int, Field(ge=0), AsInteger] | None = Field(
+        default=None, exclude_if=lambda size: size is None
+    )
+    """The message's whole length when `value_base64` holds only its start; left out when it
+    holds the whole message."""

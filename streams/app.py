@@ -50,7 +50,7 @@ from streams.judging import Judge, JudgementLog, topic_reader
 from streams.logs import logger
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
-from streams.policies import PolicyFeed
+from streams.policies import PolicyFeed, log_conflict
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.recall_index import SqliteRecallIndex
 from streams.recovery import StateTableManager
@@ -644,7 +644,7 @@ def create_app(settings: Settings) -> Rumourmill:
     policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
     metrics = Metrics(lambda: consumer_lag(app, settings.topics.events))
     projector = Projector(
-        policies=PolicyBook(policies),
+        policies=PolicyBook(policies, log_conflict),
         max_event_bytes=settings.max_event_bytes,
         on_formed=metrics.formed,
         count=wordllama_tokens(),

@@ -51,6 +51,20 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
         raise InvalidPolicy(explain(error, "invalid policy")) from None
 
 
+def log_conflict(tenant_id: str, world_id: str, conflict: ValidationError) -> None:
+    """A world's policy document conflicts with its tenant's (`PolicyBook`): say which, why,
+    and what governs the world meanwhile."""
+    reason = explain(conflict, "conflicting policies")
+    log.error(
+        "the policy of world %s (tenant %s) conflicts with its tenant's default: %s;"
+        " the tenant's default governs the world until either document changes",
+        world_id,
+        tenant_id,
+        reason,
+        extra={"tenant_id": tenant_id, "world_instance_id": world_id, "reason": reason},
+    )
+
+
 class PolicyFeed:
     """Valid policy documents by key (see `projections.policy.policy_key`)."""
 

@@ -49,7 +49,7 @@ from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.model_client import ModelClient
-from streams.policies import PolicyFeed
+from streams.policies import PolicyFeed, log_conflict
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch
 from streams.state import (
@@ -201,7 +201,7 @@ async def rebuild(
     ):
         folder = Folder(
             Projector(
-                policies=PolicyBook(policies),
+                policies=PolicyBook(policies, log_conflict),
                 max_event_bytes=live.max_event_bytes,
                 count=wordllama_tokens(),
             ),

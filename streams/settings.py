@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
@@ -22,6 +22,10 @@ ENV_PREFIX = "RUMOURMILL_"
 KAFKA_PORT = 9092
 DEFAULT_BATCH_EVENTS = 500
 """The most events the ingest agent takes at once, unless `RUMOURMILL_BATCH_EVENTS` says."""
+EVENT_SHARE_OF_BATCH = 0.7
+"""The most `max_event_bytes` may be of `changelog_batch_bytes`: base64 makes a message's
+bytes a third larger, and its dead letter's outbox row, with the message's ack, must fit one
+changelog record."""
 MOST_BATCH_EVENTS = 4096
 """What the worker's stream buffer holds (Faust's `stream_buffer_maxsize`, `streams.app`): no
 batch can take more."""
@@ -111,12 +115,14 @@ class Settings(BaseSettings):
     failover takes over in seconds instead of replaying the whole changelog."""
     topic_prefix: TopicName = "rumourmill"
     """Topics are PREFIX.events, PREFIX.acks..."""
-    max_event_bytes: Positive = 256 * 1024
-    """Larger messages are dead-lettered."""
     changelog_batch_bytes: Annotated[int, Field(ge=16 * 1024, le=1_000_000)] = 1_000_000
     """The most one record batch of the state changelog holds (`streams.changelog`); lower it
     for a broker whose message limit is under 1 MB. A deletion or batch larger than this is sent
     as several batches, one after the other."""
+    max_event_bytes: Positive = 256 * 1024
+    """Larger messages are dead-lettered, with their first MAX_EVENT_BYTES bytes. At most
+    `EVENT_SHARE_OF_BATCH` of `changelog_batch_bytes`: a dead letter carries its bytes in
+    base64 (a third more), to the dead-letter topic and, in its outbox row, to the changelog."""
     batch_events: Annotated[int, Field(ge=1, le=MOST_BATCH_EVENTS)] = DEFAULT_BATCH_EVENTS
     """The most events the ingest agent takes at once while a backlog waits: their state
     changes go to the changelog as one record batch per partition, and their acks, change-feed
@@ -163,6 +169,18 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_case(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("max_event_bytes")
+    @classmethod
+    def _dead_letters_fit_the_changelog(cls, value: int, info: ValidationInfo) -> int:
+        batch_bytes = info.data.get("changelog_batch_bytes")
+        if batch_bytes is not None and value > batch_bytes * EVENT_SHARE_OF_BATCH:
+            raise ValueError(
+                f"must be at most {int(batch_bytes * EVENT_SHARE_OF_BATCH)}"
+                f" ({EVENT_SHARE_OF_BATCH:.0%} of RUMOURMILL_CHANGELOG_BATCH_BYTES, {batch_bytes}):"
+                " a dead letter carries the message's bytes in base64 to the changelog"
+            )
+        return value
 
     @field_validator("web_url", "model_url")
     @classmethod

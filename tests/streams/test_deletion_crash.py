@@ -104,7 +104,9 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
 ) -> None:
     # small changelog batches: the deletion goes out as ~100 batches, one after the other, so
     # the kill lands between two of them
-    settings = unique_settings(kafka_bootstrap, tmp_path / "data", changelog_batch_bytes=16_384)
+    settings = unique_settings(
+        kafka_bootstrap, tmp_path / "data", changelog_batch_bytes=16_384, max_event_bytes=8192
+    )
     big = world_on(0, settings.partitions, "big")
     beside, elsewhere = (
         world_on(0, settings.partitions, "beside"),

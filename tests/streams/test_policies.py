@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from projections.policy import PolicyBook, policy_key
-from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document
+from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document, log_conflict
 
 PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-mara"]}}})
 
@@ -48,6 +48,34 @@ def test_the_feed_keeps_the_last_valid_document_and_logs_the_refusal(
 
     feed.take(world, None)  # a tombstone: back to the defaults
     assert book("default", "save-1").memory.persistent.characters == []
+
+
+def test_a_world_document_conflicting_with_its_tenants_leaves_the_tenants_in_force(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each document is valid alone; together they break a rule between fields. The world is
+    governed by its tenant's policy (its events go on, its reads answer), the operator is told
+    once which documents and why, and a corrected document is in force at once."""
+    feed = PolicyFeed("127.0.0.1:9", "policies")
+    book = PolicyBook(feed, log_conflict)
+    tenant, world = policy_key("default", None), policy_key("default", "save-1")
+    feed.take(tenant, orjson.dumps({"memory": {"referee": {"doubting_from": 0.3}}}))
+    feed.take(world, orjson.dumps({"memory": {"referee": {"convinced_from": 0.2}}}))
+    assert feed.get(world) is not None, "valid alone: the feed keeps it"
+    with caplog.at_level(logging.ERROR, logger="rumourmill.policies"):
+        for _ in range(3):
+            referee = book("default", "save-1").memory.referee
+            assert (referee.doubting_from, referee.convinced_from) == (0.3, 0.4)
+    assert len(caplog.records) == 1
+    record = caplog.records[0]
+    assert (record.tenant_id, record.world_instance_id) == ("default", "save-1")  # type: ignore[attr-defined]
+    assert "doubting_from must not exceed convinced_from" in record.getMessage()
+    assert "the tenant's default governs the world" in record.getMessage()
+    assert book("default", "save-2").memory.referee.doubting_from == 0.3
+
+    feed.take(world, orjson.dumps({"memory": {"referee": {"convinced_from": 0.5}}}))
+    referee = book("default", "save-1").memory.referee
+    assert (referee.doubting_from, referee.convinced_from) == (0.3, 0.5)
 
 
 def test_the_feed_knows_whether_any_document_in_force_chooses_model_weighing() -> None:

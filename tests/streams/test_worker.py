@@ -73,9 +73,12 @@ def test_gap_defers_then_releases_in_order_and_duplicates_change_nothing(
     assert (timeline["processed_seq"], timeline["applied_events"]) == (5, 5)
 
 
-def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
+def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
     settings: Settings, worker: WorkerProcess
 ) -> None:
+    """Every bad message is dead-lettered whole with its reason, but one over the size limit,
+    whose dead letter keeps its first `max_event_bytes` bytes and names its whole length: a
+    message of 900 KB, whole in base64, would be over the 1 MB a producer sends."""
     too_long = "x" * 129
     bad: list[bytes] = [
         b"\x00\xff\xfe garbage",
@@ -92,13 +95,19 @@ def test_bad_input_is_dead_lettered_whole_and_the_stream_goes_on(
                 branch={"parent_timeline_id": "nowhere", "after_seq": 2},
             )
         ),
-        orjson.dumps(event("w-bad", 1, payload={"blob": "y" * (300 * 1024)})),
+        orjson.dumps(event("w-bad", 1, payload={"blob": "y" * (900 * 1024)})),
     ]
     send_events(settings, [*bad, event("w-bad", 1), event("w-bad", 2)])
 
     letters = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= len(bad))
-    assert sorted(base64.b64decode(letter["value_base64"]) for letter in letters) == sorted(bad)
-    reasons = {base64.b64decode(letter["value_base64"]): letter["reason"] for letter in letters}
+    limit = settings.max_event_bytes
+    kept = {base64.b64decode(letter["value_base64"]): letter for letter in letters}
+    oversized = kept.pop(bad[7][:limit])
+    assert oversized["value_bytes"] == len(bad[7])
+    assert sorted(kept) == sorted(bad[:7])
+    assert not any("value_bytes" in letter for letter in kept.values())
+    reasons = {value: letter["reason"] for value, letter in kept.items()}
+    reasons[bad[7]] = oversized["reason"]
     assert reasons[bad[0]].startswith("not valid JSON")
     assert reasons[bad[1]].startswith("not valid JSON")
     assert "seq: Field required" in reasons[bad[2]]
