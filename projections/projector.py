@@ -99,7 +99,7 @@ class Projector:
         """Take one message in; returns the acks, dead letters (and changes) to publish.
         `answers` are the model judgements its events raise (`questions`), instead of the
         projector's own."""
-        return self._take(tx, message, answers, self.changes)
+        return self._take(tx, message, answers, self.changes, self.on_formed)
 
     def _take(
         self,
@@ -107,6 +107,7 @@ class Projector:
         message: SourceMessage,
         answers: AnswerSource | None,
         changes: bool,
+        observer: FormationObserver,
     ) -> Intake:
         judged = self.answers if answers is None else answers
 
@@ -116,7 +117,7 @@ class Projector:
             ancestry: Ancestry,
             changes: EventChanges | None = None,
         ) -> Applied:
-            return self.apply(tx, event, ancestry, judged, changes)
+            return self.apply(tx, event, ancestry, judged, changes, observer)
 
         if not changes:
             return receive(tx, message, apply, self.policies, self.max_event_bytes)
@@ -141,7 +142,7 @@ class Projector:
         if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
             return []
         collector = QuestionCollector(model_configured=model_configured, known=known)
-        self._take(ScratchState(tx), message, collector, changes=False)
+        self._take(ScratchState(tx), message, collector, changes=False, observer=_unobserved)
         return collector.questions
 
     def apply(
@@ -151,10 +152,12 @@ class Projector:
         ancestry: Ancestry,
         answers: AnswerSource | None = None,
         changes: EventChanges | None = None,
+        observer: FormationObserver | None = None,
     ) -> Applied:
         """Apply one in-order event to every projection, reading state as it stood before;
         returns why something it asked for was not recorded, and the judgements refused.
-        `changes` is told what it changes in minds (the change feed)."""
+        `changes` is told what it changes in minds (the change feed); `observer` (else
+        `on_formed`) what it formed: a pass over scratch state, thrown away, tells no one."""
         policy = self.policies(event.tenant_id, event.world_instance_id)
         tenant, world_id = event.tenant_id, event.world_instance_id
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
@@ -196,7 +199,7 @@ class Projector:
                 ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
-            self.on_formed(memories, rumours)
+            (self.on_formed if observer is None else observer)(memories, rumours)
         note = record_dialogue(tx, event, ancestry, catalogue, policy.memory.dialogue)
         for entity_id, declaration in event.entities.items():
             declarations.declare(entity_id, declaration, event.seq)

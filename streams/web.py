@@ -34,7 +34,7 @@ from projections.invention import (
     with_relations,
 )
 from projections.provenance import provenance
-from projections.recall import DEFAULT_LIMIT, RecallIndex, RecallQuery, recall
+from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallIndex, RecallQuery, recall
 from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
@@ -299,8 +299,8 @@ class Recall(WorldRead):
         text = query_text(request, "q")
         cues = query_text(request, "cues", default="")
         limit = query_text(request, "limit", default=str(DEFAULT_LIMIT))
-        if not limit.isascii() or not limit.isdigit():
-            raise HTTPProblem(400, "'limit' must be from 1 to 50")
+        if not limit.isascii() or not limit.isdigit() or len(limit) > len(str(MAX_LIMIT)):
+            raise HTTPProblem(400, f"'limit' must be from 1 to {MAX_LIMIT}")
         return recall(
             scope.tx,
             self.reads.recall_index,

@@ -80,6 +80,17 @@ class WorkerProcess:
             self.kill()
             raise NotReady(f"{error}:\n{self.log_tail()}") from None
 
+    def wait_for_log(self, line: bytes, timeout: float = 60.0) -> None:
+        """Wait until the worker's log holds `line`; raises with the log's tail if the worker
+        exits or `timeout` passes first."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while line not in self.log_path.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise NotReady(f"no {line!r} in the worker's log:\n{self.log_tail()}")
+            time.sleep(0.05)
+
     def kill(self) -> None:
         """SIGKILL: no shutdown, no flush, no commit."""
         if self.process is not None and self.process.poll() is None:

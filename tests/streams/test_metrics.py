@@ -13,8 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from projections.delivery import SourceMessage, world_key
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.state import MemoryState
 from schemas.memory import Memory
 from streams.metrics import Metrics
 from streams.replay import replay_lines
@@ -51,6 +53,35 @@ def test_memories_and_rumours_formed_are_counted_as_the_projector_forms_them() -
     assert samples[("rumourmill_rumours_passed_total", ())] == rumours
     assert samples[("rumourmill_memories_formed_total", ())] == sum(len(m) for m, _ in formed)
     assert {memory.source for _, passed in formed for memory in passed} <= {"told", "rumour"}
+
+
+def test_the_pass_that_finds_model_questions_counts_nothing_formed() -> None:
+    """With a model configured, the worker takes each event into scratch state first to find
+    the judgements it would ask for, and throws that away: only the event taken in for good
+    forms memories and rumours, and only those are counted."""
+    policy = resolve(None, SPREADING | {"memory": {**SPREADING["memory"], "weighing": "model"}})
+    counted: list[int] = []
+
+    def count(memories: Sequence[Memory], rumours: Sequence[Memory]) -> None:
+        counted.append(len(memories) + len(rumours))
+
+    projector = Projector(policies=lambda tenant, world: policy, on_formed=count)
+    state = MemoryState()
+    asked = 0
+    for offset, line in enumerate(TAVERN.read_bytes().splitlines()):
+        message = SourceMessage("events", 0, offset, world_key(line), line)
+        asked += len(projector.questions(state, message, model_configured=True))
+        projector.receive(state, message)
+    alone: list[int] = []
+    replay_lines(
+        TAVERN.read_bytes().splitlines(),
+        Projector(
+            policies=lambda tenant, world: policy,
+            on_formed=lambda m, r: alone.append(len(m) + len(r)),
+        ),
+    )
+    assert asked > 0, "the scratch passes formed memories to ask about"
+    assert sum(counted) == sum(alone) > 0
 
 
 @pytest.mark.integration
@@ -135,10 +166,17 @@ def test_a_backlog_is_taken_in_batches_of_at_most_batch_events(
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(backlog))
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
-        ) as reply:
-            samples = samples_of(reply.read().decode())
+        deadline = time.monotonic() + 10
+        while True:  # the last batch's acks go out while its writes are still being laid in
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
+            ) as reply:
+                samples = samples_of(reply.read().decode())
+            batches = samples[("rumourmill_batch_events_count", ())]
+            laid = samples.get(("rumourmill_lay_in_seconds_count", ()))
+            if laid == batches or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     finally:
         worker.stop()
 

@@ -54,8 +54,7 @@ def join_and_leave_while_publishing(bootstrap: str, base: Path) -> set[tuple[str
     joining = WorkerProcess(second, base / "two.log")
     try:
         joining.spawn()
-        while b"[^Worker]: Starting" not in joining.log_path.read_bytes():
-            time.sleep(0.05)
+        joining.wait_for_log(b"[^Worker]: Starting")
         time.sleep(0.3)  # publish the first events just before it joins the group
         publisher = threading.Thread(target=publish_rounds, args=(first, worlds))
         publisher.start()

@@ -110,6 +110,19 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
     assert problem in str(refused.value)
 
 
+def test_an_event_limit_whose_dead_letters_would_not_fit_the_changelog_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dead letter carries its message's bytes in base64 to the changelog: lowering the
+    changelog's batches asks for a lower event limit too, and says how low."""
+    monkeypatch.setenv("RUMOURMILL_CHANGELOG_BATCH_BYTES", "16384")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value).startswith("RUMOURMILL_MAX_EVENT_BYTES=262144: must be at most 11468")
+    monkeypatch.setenv("RUMOURMILL_MAX_EVENT_BYTES", "11468")
+    assert Settings.from_env().max_event_bytes == 11468
+
+
 def test_flags_override_variables_and_are_named_when_wrong(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -287,6 +287,7 @@ def test_timeline_and_digest_reads() -> None:
         (RECALL + "&limit=0", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=51", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=" + "9" * 5000, 400, "'limit' must be from 1 to 50"),
         (RECALL + "&as_of_seq=9", 400, "beyond the processed_seq 5"),
         (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
         (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
