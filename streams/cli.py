@@ -320,18 +320,13 @@ def npc(
     npc_id: str, world: str, timeline: str, url: str | None, api_key: str | None, tenant: str | None
 ) -> None:
     """Print one character's mind on one timeline, as tables."""
-    from streams.show import ReadFailed, fetch, mind_tables
+    from streams.show import mind_tables, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline} | (
         {"tenant_id": tenant} if tenant else {}
     )
-    try:
-        mind = fetch(
-            _settings(web_url=url, api_key=api_key), f"/v2/memory/runtime/npcs/{npc_id}", query
-        )
-    except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(mind_tables(mind))
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=npc_id)
+    click.echo(mind_tables(_fetch_for_command(url, api_key, path, query)))
 
 
 @main.command()
@@ -365,18 +360,12 @@ def diff_command(
     tenant: str | None,
 ) -> None:
     """What a character holds on one timeline and not the other, both ways, as tables."""
-    from streams.show import ReadFailed, diff_tables, fetch
+    from streams.show import diff_tables, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
-    try:
-        found = fetch(
-            _settings(web_url=url, api_key=api_key),
-            f"/v2/memory/runtime/npcs/{npc_id}/diff",
-            query | ({"tenant_id": tenant} if tenant else {}),
-        )
-    except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(diff_tables(found))
+    query |= {"tenant_id": tenant} if tenant else {}
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/diff", npc_id=npc_id)
+    click.echo(diff_tables(_fetch_for_command(url, api_key, path, query)))
 
 
 @main.command("provenance")
@@ -395,17 +384,17 @@ def provenance_command(
     tenant: str | None,
 ) -> None:
     """Print where a memory came from, as a chain of tellers back to the original event."""
-    from streams.show import ReadFailed, fetch, provenance_chain
+    from streams.show import provenance_chain, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline} | (
         {"tenant_id": tenant} if tenant else {}
     )
-    path = f"/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance"
-    try:
-        found = fetch(_settings(web_url=url, api_key=api_key), path, query)
-    except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(provenance_chain(found))
+    path = read_path(
+        "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
+        npc_id=npc_id,
+        belief_id=belief_id,
+    )
+    click.echo(provenance_chain(_fetch_for_command(url, api_key, path, query)))
 
 
 def _fetch_for_command(
@@ -440,11 +429,12 @@ def recall_command(
     tenant: str | None,
 ) -> None:
     """Print what a character recalls for QUERY, as a table."""
-    from streams.show import recall_table
+    from streams.show import read_path, recall_table
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
     asked |= ({"cues": cues} if cues else {}) | ({"tenant_id": tenant} if tenant else {})
-    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/recall", asked)
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
+    found = _fetch_for_command(url, api_key, path, asked)
     click.echo(recall_table(found))
 
 
@@ -462,10 +452,11 @@ def decision_command(
     tenant: str | None,
 ) -> None:
     """Print what a decision model may be given when a character answers an event."""
-    from streams.show import decision_tables
+    from streams.show import decision_tables, read_path
 
     asked = _decision_query(world, timeline, after_seq, player, tenant)
-    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/decision", asked)
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/decision", npc_id=npc_id)
+    found = _fetch_for_command(url, api_key, path, asked)
     click.echo(decision_tables(found))
 
 
@@ -498,10 +489,10 @@ def reply_check_command(
 ) -> None:
     """Print the names REPLY invents: what the character's decision at --after-seq was not
     given, and what the policy does about it."""
-    from streams.show import inventions_table
+    from streams.show import inventions_table, read_path
 
     asked = _decision_query(world, timeline, after_seq, player, tenant)
-    path = f"/v2/memory/runtime/npcs/{npc_id}/reply-check"
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/reply-check", npc_id=npc_id)
     found = _fetch_for_command(url, api_key, path, asked, {"text": reply})
     click.echo(inventions_table(found))
 
@@ -524,13 +515,14 @@ def dialogue_command(
     tenant: str | None,
 ) -> None:
     """Print what was just said between a character and a player, and at the character's place."""
-    from streams.show import dialogue_tables
+    from streams.show import dialogue_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "player_id": player}
     asked |= ({"location": location} if location else {}) | (
         {"tenant_id": tenant} if tenant else {}
     )
-    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/dialogue", asked)
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/dialogue", npc_id=npc_id)
+    found = _fetch_for_command(url, api_key, path, asked)
     click.echo(dialogue_tables(found))
 
 
@@ -550,15 +542,14 @@ def rumour_map_command(
     tenant: str | None,
 ) -> None:
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
-    import urllib.parse
-
-    from streams.show import ReadFailed, fetch_body
+    from streams.show import ReadFailed, fetch_body, read_path
 
     asked = ({"timeline_id": timeline} if timeline else {}) | (
         {"tenant_id": tenant} if tenant else {}
     )
-    world_part, belief_part = (urllib.parse.quote(part, safe="") for part in (world, belief_id))
-    path = f"/v2/memory/worlds/{world_part}/rumours/{belief_part}.svg"
+    path = read_path(
+        "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
+    )
     try:
         svg = fetch_body(_settings(web_url=url, api_key=api_key), path, asked)
     except ReadFailed as error:
@@ -581,11 +572,12 @@ def chronicle_command(
     tenant: str | None,
 ) -> None:
     """Print a character's story so far: the condensed chapter, chapters, then newest records."""
-    from streams.show import chronicle_tables
+    from streams.show import chronicle_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline}
     asked |= {"tenant_id": tenant} if tenant else {}
-    found = _fetch_for_command(url, api_key, f"/v2/memory/runtime/npcs/{npc_id}/chronicle", asked)
+    path = read_path("/v2/memory/runtime/npcs/{npc_id}/chronicle", npc_id=npc_id)
+    found = _fetch_for_command(url, api_key, path, asked)
     click.echo(chronicle_tables(found))
 
 

@@ -25,7 +25,7 @@ def fetch(settings: Settings, path: str, query: dict[str, str], posted: Any = No
 
 def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
     """GET (or POST `posted` as JSON) a worker's answer as it is sent (JSON or a picture); an
-    error raises `ReadFailed` with the worker's `detail`."""
+    error raises `ReadFailed` with the worker's `detail`, or what else answered."""
     url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
     sent = None if posted is None else orjson.dumps(posted)
     request = urllib.request.Request(url, data=sent)
@@ -38,11 +38,42 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
             body: bytes = reply.read()
             return body
     except urllib.error.HTTPError as error:
-        detail = orjson.loads(error.read()).get("detail", error.reason)
-        raise ReadFailed(f"{error.code}: {detail}") from None
+        raise ReadFailed(f"{error.code}: {_error_detail(error)}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
+
+
+def read_path(route: str, **segments: str) -> str:
+    """`route` (a worker's route template, as `streams.web.ROUTES` names it) with each
+    `{segment}` filled in percent-encoded, `/` included: ids may hold any character, and the
+    worker decodes each segment back to the id it was."""
+    return route.format_map(
+        {name: urllib.parse.quote(value, safe="") for name, value in segments.items()}
+    )
+
+
+ERROR_BODY_SHOWN = 200
+"""How much of an error body that is not the worker's JSON is shown (a proxy's page, say)."""
+
+
+def _error_detail(error: urllib.error.HTTPError) -> str:
+    """The worker's `detail`; for a body that is not the worker's JSON (a wrong URL's plain
+    404, a proxy's 500 page) the reason and the start of the body, so a person sees who
+    answered."""
+    body = error.read()
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        answer = None
+    detail = answer.get("detail") if isinstance(answer, dict) else None
+    if isinstance(detail, str):
+        return detail
+    text = " ".join(body.decode("utf-8", errors="replace").split())
+    if not text:
+        return str(error.reason)
+    shown = text if len(text) <= ERROR_BODY_SHOWN else text[: ERROR_BODY_SHOWN - 3] + "..."
+    return f"{error.reason} (not a worker's JSON answer): {shown}"
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

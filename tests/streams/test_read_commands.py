@@ -1,0 +1,186 @@
+"""The read commands against the worker's real web views on loopback (no Kafka): an id of any
+characters the event contract allows reaches the worker as itself, and an answer that is not
+the worker's JSON stops a command with a clear message, not a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+from xml.etree import ElementTree
+
+import faust
+import orjson
+import pytest
+from aiohttp.test_utils import TestServer
+from click.testing import CliRunner, Result
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState
+from streams.cli import main
+from streams.replay import replay_lines
+from streams.web import register_views
+from tests.streams.test_web import MemoryReads
+
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+SAID = "I will find your son. Where was he last seen?"
+
+# (character, world): the tavern's Mara and save-1 renamed to ids a URL path cannot hold as
+# they are; the contract allows any 1 to 128 characters
+ODD_IDS = [
+    pytest.param("npc mara", "save 1", id="space"),
+    pytest.param("npc-maïa", "sauvegarde-été", id="non-ascii"),
+    pytest.param("npc/mara", "saves/1", id="slash"),
+]
+
+
+def tavern_as(npc_id: str, world_id: str) -> MemoryState:
+    """The tavern story with Mara and its world under other ids."""
+    renamed = TAVERN.replace(b'"npc-mara"', orjson.dumps(npc_id))
+    renamed = renamed.replace(b'"save-1"', orjson.dumps(world_id))
+    return replay_lines(renamed.splitlines()).state
+
+
+def rumourmill(state: MemoryState, *commands: Sequence[str], url_path: str = "") -> list[Result]:
+    """Each `rumourmill COMMAND` run against the worker's web views serving `state` on
+    loopback (`url_path` appended to the server's URL)."""
+
+    async def run() -> list[Result]:
+        app = faust.App("read-commands-test", autodiscover=False)
+        register_views(app, MemoryReads(state))
+        server = TestServer(cast(AiohttpWeb, app.web).web_app)
+        await server.start_server()
+        try:
+            url = str(server.make_url("")).rstrip("/") + url_path
+            return [
+                await asyncio.to_thread(CliRunner().invoke, main, [*command, "--url", url])
+                for command in commands
+            ]
+        finally:
+            await server.close()
+
+    return asyncio.run(run())
+
+
+def printed(result: Result) -> str:
+    """A command's output, once it has succeeded."""
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize(("npc_id", "world_id"), ODD_IDS)
+def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
+    npc_id: str, world_id: str, tmp_path: Path
+) -> None:
+    state = tavern_as(npc_id, world_id)
+    [own_belief] = runtime_read(state, "default", world_id, "main", npc_id).beliefs
+    [told_belief] = runtime_read(state, "default", world_id, "main", "npc-tomas").beliefs
+    picture = tmp_path / "rumour.svg"
+    world = ["--world", world_id]
+    npc, chronicle, diff, provenance, recall, decision, reply_check, dialogue, rumour_map = (
+        rumourmill(
+            state,
+            ["npc", npc_id, *world],
+            ["chronicle", npc_id, *world],
+            ["diff", npc_id, *world, "--timeline", "main", "--other", "reload"],
+            ["provenance", npc_id, own_belief.belief_id, *world],
+            ["recall", npc_id, "son", *world],
+            ["decision", npc_id, *world, "--after-seq", "2"],
+            ["reply-check", npc_id, "Ask Bertram. Ilse knows.", *world, "--after-seq", "2"],
+            ["dialogue", npc_id, *world, "--player", "player-1"],
+            ["rumour-map", told_belief.belief_id, *world, "--out", str(picture)],
+        )
+    )
+    assert printed(npc).startswith(f"{npc_id} on {world_id}/main: at loc-tavern")
+    assert printed(chronicle).startswith(f"{npc_id} on {world_id}/main: 2 records told in")
+    assert printed(diff).startswith(f"{npc_id} in {world_id}: main against reload")
+    assert printed(provenance).startswith(f"{npc_id} believes: {SAID}")
+    assert SAID in printed(recall)  # only this character heard it
+    assert f"- {SAID}" in printed(decision)
+    assert printed(reply_check).splitlines()[3:] == ["Bertram  name", "", "action: flag"]
+    assert SAID in printed(dialogue)
+    printed(rumour_map)
+    drawn = list(ElementTree.fromstring(picture.read_bytes()).itertext())
+    assert npc_id in drawn  # the teller, on the picture of the world named in the path
+    assert f"{world_id} · timeline main · belief {told_belief.belief_id}" in drawn
+
+
+def test_an_unknown_odd_id_gets_the_workers_404_naming_exactly_that_id() -> None:
+    [missing] = rumourmill(
+        tavern_as("npc-mara", "save-1"), ["chronicle", "npc ghost/ï", "--world", "save-1"]
+    )
+    assert missing.exit_code == 1
+    assert "Error: 404: 'npc ghost/ï' holds no memory on timeline 'main'" in missing.output
+
+
+def test_a_url_that_is_no_workers_gets_its_plain_text_404_named_not_a_traceback() -> None:
+    [missing] = rumourmill(
+        tavern_as("npc-mara", "save-1"),
+        ["npc", "npc-mara", "--world", "save-1"],
+        url_path="/not-the-worker",  # aiohttp answers an unknown path in plain text
+    )
+    assert missing.exit_code == 1
+    assert isinstance(missing.exception, SystemExit)
+    assert missing.output == "Error: 404: Not Found (not a worker's JSON answer): 404: Not Found\n"
+
+
+PROXY_PAGE = b"<html><head><title>500 Internal Server Error</title></head>\n<body>" + b"x" * 500
+
+
+class ProxyErrors(http.server.BaseHTTPRequestHandler):
+    """Answers each path with the error a proxy in front of a worker might: `/500` an HTML
+    page, `/502` nothing at all."""
+
+    def do_GET(self) -> None:
+        status = int(self.path.split("/")[1])
+        body = PROXY_PAGE if status == 500 else b""
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+@pytest.fixture
+def proxy_url() -> Iterator[str]:
+    """A real HTTP server on loopback that answers only errors that are not JSON."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ProxyErrors)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        serving.join()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (
+            500,
+            "Error: 500: Internal Server Error (not a worker's JSON answer): "
+            "<html><head><title>500 Internal Server Error</title></head> <body>xxx",
+        ),
+        (502, "Error: 502: Bad Gateway\n"),
+    ],
+)
+def test_an_error_that_is_not_json_stops_the_command_with_its_status_and_start(
+    proxy_url: str, status: int, message: str
+) -> None:
+    result = CliRunner().invoke(
+        main, ["npc", "npc-mara", "--world", "save-1", "--url", f"{proxy_url}/{status}"]
+    )
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output and "JSONDecodeError" not in result.output
+    assert result.output.startswith(message)
+    assert len(result.output) < 300  # the start of the page, not all of it
