@@ -33,8 +33,10 @@ TIMED_OUT = "timeout"
 """How the reason of a call that ran out of time begins."""
 MALFORMED = "malformed answer"
 """How the reason of an answer that is not the JSON object asked for begins."""
-FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-"""A JSON object wrapped in a Markdown code fence, as small local models like to answer."""
+FENCED = re.compile(r"^```(?:json)?(.*)```$", re.DOTALL)
+"""A JSON object wrapped in a Markdown code fence, as small local models like to answer (its
+inside stripped afterwards: a lazy middle between optional spaces backtracked for a minute over
+a fence of 4,000 spaces, holding the event loop)."""
 
 
 class ModelClient:
@@ -111,25 +113,44 @@ class ModelClient:
 
 def answer_in(body: bytes, answer_type: type[AnswerModel]) -> AnswerModel | str:
     """The answer a chat-completions response body carries, or why it carries none."""
-    try:
-        response = orjson.loads(body)
-        choice: dict[str, Any] = response["choices"][0]
-        message: dict[str, Any] = choice["message"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+    chosen = _first_message(body)
+    if chosen is None:
         return _cut(f"{MALFORMED}: not a chat completion: {body.decode(errors='replace')}")
-    if message.get("refusal"):
-        return _cut(f"refused: {message['refusal']}")
+    choice, message = chosen
+    refusal: str | None = message.get("refusal")
+    if refusal:
+        return _cut(f"refused: {refusal}")
     if choice.get("finish_reason") == "content_filter":
         return "refused: the answer was filtered"
-    content = message.get("content")
-    if not isinstance(content, str) or not content.strip():
+    content: str | None = message.get("content")
+    if content is None or not content.strip():
         return "refused: the model gave no answer"
     fenced = FENCED.match(content.strip())
     try:
-        return answer_type.model_validate_json(fenced.group(1) if fenced else content)
+        return answer_type.model_validate_json(fenced.group(1).strip() if fenced else content)
     except ValidationError as error:
         problem = explain(error, MALFORMED)
         return _cut(problem if problem.startswith(MALFORMED) else f"{MALFORMED}: {problem}")
+
+
+def _first_message(body: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A chat completion's first choice and its message, whose content and refusal are text or
+    null; None for any other body: a server may send anything (prose, a message that is null or
+    a string, a refusal nested too deep to print...), and none of it may raise past `answer_in`."""
+    try:
+        response = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    choices = response.get("choices") if isinstance(response, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        return None
+    message = choice.get("message")
+    if not isinstance(message, dict) or not all(
+        isinstance(message.get(part), str | None) for part in ("content", "refusal")
+    ):
+        return None
+    return choice, message
 
 
 def _cut(reason: str) -> str:

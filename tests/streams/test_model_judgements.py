@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from aiohttp import web
 
 from projections.judgements import RecordedAnswers
 from projections.memories import belief_id
@@ -20,7 +24,7 @@ from projections.runtime_read import runtime_read
 from schemas.judgements import EventJudgements, FeelingAnswer
 from schemas.policy import Policy
 from streams.judging import Judge, JudgementLog, MemoryTopic
-from streams.model_client import ModelClient, answer_in
+from streams.model_client import MALFORMED, ModelClient, answer_in
 from streams.replay import Replay, messages, replay_judged, replay_lines
 from tests.model_server import (
     MODEL_AROUSAL,
@@ -158,6 +162,62 @@ def test_each_failure_of_the_model_falls_back_to_rules_and_is_listed_on_the_ack(
         assert all(item.reason.startswith(reason) for item in refused)
 
 
+@asynccontextmanager
+async def replying(body: bytes) -> AsyncIterator[str]:
+    """A chat-completions server on 127.0.0.1, in the running loop, that answers every call with
+    `body` as it is (shapes `tests.model_server` never sends); yields the base URL."""
+
+    async def chat_completions(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [None, "She feels rather cross.", {"role": "assistant", "content": 0.5}],
+    ids=["message-null", "message-a-string", "content-a-number"],
+)
+def test_a_reply_that_is_no_chat_completion_leaves_each_judgement_to_the_rules(
+    message: Any,
+) -> None:
+    """A model may send any JSON with a 200: a message that is null or a string once crashed
+    the worker, and again at every redelivery. The rules judge, the ack says why."""
+    body = orjson.dumps(
+        {
+            "id": "chatcmpl-odd",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        }
+    )
+
+    async def run() -> Replay:
+        async with replying(body) as url:
+            client = ModelClient(url, "scripted")
+            topic = MemoryTopic()
+            try:
+                judge = Judge(client, JudgementLog(topic.read, topic.send))
+                return await replay_judged(TAVERN, projector(model_policy()), judge)
+            finally:
+                await client.close()
+
+    replay = asyncio.run(run())
+    assert replay.outcomes == {"processed": 6}
+    assert reads(replay) == reads(replay_lines(TAVERN))  # judged by the rules, each one
+    refused = [item for ack in replay.refusals for item in ack.refused_judgements]
+    assert [item.reason for item in refused] == [
+        f"malformed answer: not a chat completion: {body.decode()}"
+    ] * 4
+
+
 def test_without_a_model_configured_model_mode_judges_by_the_rules_and_says_so() -> None:
     replay = judged(model_policy(), None)
     assert reads(replay) == reads(replay_lines(TAVERN))
@@ -241,8 +301,6 @@ def test_a_redelivered_message_does_not_ask_the_model_again() -> None:
 
 
 def completion(content: str | None, **message: Any) -> bytes:
-    import orjson
-
     return orjson.dumps(
         {"choices": [{"message": {"role": "assistant", "content": content, **message}}]}
     )
@@ -251,11 +309,18 @@ def completion(content: str | None, **message: Any) -> bytes:
 def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
     fenced = completion('```json\n{"feeling": 0.5, "arousal": 0.25}\n```')
     assert answer_in(fenced, FeelingAnswer) == FeelingAnswer(feeling=0.5, arousal=0.25)
+    spaced = completion(
+        "```" + " " * 20_000 + "x"
+    )  # once a minute's backtracking, holding the loop
+    assert str(answer_in(spaced, FeelingAnswer)).startswith(MALFORMED)
     out_of_range = answer_in(completion('{"feeling": 3, "arousal": 0.2}'), FeelingAnswer)
     assert isinstance(out_of_range, str) and out_of_range.startswith("malformed answer: feeling")
     extra = answer_in(completion('{"feeling": 0, "arousal": 0, "mood": "x"}'), FeelingAnswer)
     assert isinstance(extra, str) and "mood" in extra
     assert answer_in(completion(None, refusal="no"), FeelingAnswer) == "refused: no"
+    nested = b"[" * 1000 + b"]" * 1000  # a refusal that is not text, too deep even to print
+    too_deep = answer_in(completion(None, refusal=orjson.Fragment(nested)), FeelingAnswer)
+    assert isinstance(too_deep, str) and too_deep.startswith("malformed answer: not a chat")
     assert answer_in(b"<html>", FeelingAnswer).startswith("malformed answer: not a chat")  # type: ignore[union-attr]
 
 
