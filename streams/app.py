@@ -19,6 +19,7 @@ from functools import cached_property, lru_cache
 from itertools import chain
 from typing import Any, Protocol, cast
 
+import aiohttp
 import faust
 from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured, SameNode
@@ -67,7 +68,7 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
-from streams.web import Readiness, register_views
+from streams.web import HTTPProblem, Readiness, register_views
 
 log = logger("worker")
 STATE_TABLE = "state"
@@ -554,6 +555,12 @@ class Rumourmill:
         the batch being sent are in: read before the next await, it never sees a batch's events
         half laid in."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
+        if TP(self.settings.topics.events, partition) not in self.app.assignor.assigned_actives():
+            raise HTTPProblem(  # its owner could not be told apart from this worker
+                503,
+                f"world {world_id!r} is on partition {partition}, which this worker does not"
+                " serve: give each worker its own RUMOURMILL_WEB_URL, then ask again",
+            )
         await self.state.settled(partition)
         return RocksTransaction(partition_db(self.state, partition), _read_only)
 
@@ -567,6 +574,18 @@ class Rumourmill:
             )
         except SameNode:
             return None
+        except ServiceUnavailable:
+            raise HTTPProblem(
+                503,
+                f"no worker is known to serve world {world_id!r} yet; ask again once the group"
+                " has rebalanced",
+            ) from None
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            raise HTTPProblem(
+                503,
+                f"the worker that serves world {world_id!r} cannot be reached ({error}); ask"
+                " again once the group has rebalanced",
+            ) from None
         return answer
 
     async def _forward_posted(self, world_id: str, web: Web, request: Request) -> Response:

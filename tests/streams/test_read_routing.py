@@ -1,0 +1,99 @@
+"""A read goes to the worker that serves its world; when that worker cannot answer, the read
+says so with a 503 and why, instead of a 500 or another partition's state."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localbroker import free_port
+from streams.app import partition_of
+from streams.settings import Settings
+from tests.support import WorkerProcess, unique_settings
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+
+
+def read(settings: Settings, world: str) -> tuple[int, Any]:
+    """(status, JSON body) of a world's timeline read at the worker `settings` runs."""
+    url = f"http://127.0.0.1:{settings.web_port}/v2/timelines/main?world_instance_id={world}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def world_on(partition: int) -> str:
+    """A world id the events topic puts on `partition`."""
+    return next(
+        world
+        for number in range(1000)
+        if partition_of((world := f"w-{number}").encode(), PARTITIONS) == partition
+    )
+
+
+@contextmanager
+def two_workers(first: Settings, second: Settings, base: Path) -> Iterator[list[WorkerProcess]]:
+    """Both started, each serving one of the two partitions; both stopped at the end."""
+    workers = [WorkerProcess(first, base / "one.log"), WorkerProcess(second, base / "two.log")]
+    try:
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + 90
+        while sorted(len(worker.owned_partitions()) for worker in workers) != [1, 1]:
+            assert time.monotonic() < deadline, [w.log_tail() for w in workers]
+            time.sleep(0.2)
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def test_a_worker_sharing_another_ones_address_refuses_the_others_worlds(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Two workers advertising one address cannot forward to each other: each refuses a read
+    of the other's worlds as unavailable, instead of answering from a copy it does not keep up
+    to date (Faust's routing keeps one partition map per address, so which of the two it finds
+    is its choice: either way, a 503 with why)."""
+    first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
+    twin = first.model_copy(
+        update={
+            "data_dir": tmp_path / "two",
+            "web_port": free_port(),
+            "web_url": first.canonical_url,
+        }
+    )
+    with two_workers(first, twin, tmp_path) as workers:
+        for settings, worker in zip((first, twin), workers, strict=True):
+            [own] = worker.owned_partitions()
+            status, body = read(settings, world_on(1 - own))
+            assert status == 503, body
+            assert "does not serve" in body["detail"] or "no worker is known" in body["detail"]
+
+
+def test_a_read_whose_owner_is_gone_is_a_503_until_the_group_rebalances(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Killed, a worker still owns its partitions until its session times out: a read of its
+    worlds forwarded to it meanwhile is refused as unavailable, not failed with a 500."""
+    first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
+    second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
+    with two_workers(first, second, tmp_path) as (staying, leaving):
+        [gone] = leaving.owned_partitions()
+        leaving.kill()
+        status, body = read(first, world_on(gone))
+        assert status == 503, body
+        assert "cannot be reached" in body["detail"]
+        del staying
