@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from localbroker import free_port
 from projections.projector import Projector
 from projections.state import MemoryState
+from streams.app import STATE_TABLE
 from streams.dev import NotReady, wait_until_ready
+from streams.durability import Stamp
 from streams.publish import parse_line, publish
 from streams.replay import messages
 from streams.settings import Settings
@@ -115,6 +117,44 @@ class WorkerProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def changelog_ends(settings: Settings) -> dict[int, int]:
+    """Each partition's end offset of the state changelog: the records ever written to it."""
+
+    async def ends() -> dict[int, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
+        await consumer.start()
+        try:
+            topic = f"{settings.app_id}-{STATE_TABLE}-changelog"
+            partitions = [TopicPartition(topic, n) for n in range(settings.partitions)]
+            found = await consumer.end_offsets(partitions)
+            return {tp.partition: int(offset) for tp, offset in found.items()}
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(ends())
+
+
+def wait_until_checkpointed(settings: Settings, timeout: float = 60.0) -> None:
+    """Wait until every partition with changelog records has a checkpoint holding them all (a
+    worker takes one once idle, `streams.durability`); raises on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stamps = {
+            int(path.parent.name.removeprefix(f"{STATE_TABLE}-")): Stamp.read(path)
+            for path in settings.data_dir.rglob(f"checkpoints/{STATE_TABLE}-*/stamp.json")
+        }
+        behind = {
+            partition: end
+            for partition, end in changelog_ends(settings).items()
+            if end
+            and ((stamp := stamps.get(partition)) is None or stamp.changelog_offset < end - 1)
+        }
+        if not behind:
+            return
+        assert time.monotonic() < deadline, f"no checkpoint holds these changelog ends: {behind}"
+        time.sleep(0.2)
 
 
 def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) -> int:

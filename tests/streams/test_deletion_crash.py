@@ -20,14 +20,19 @@ from projections.keys import pack
 from projections.policy import policy_key
 from projections.state import MemoryState
 from streams.app import partition_of
-from streams.durability import IDLE_SECONDS
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.streams.noisy_story import story
 from tests.streams.test_deletion import read, status_of
 from tests.streams.test_rebuild import live_digest, mind, wait_for_acks
-from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    read_topic,
+    send_events,
+    unique_settings,
+    wait_until_checkpointed,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -133,7 +138,7 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
             m["persistent"] for npc in PERSISTENT for m in mind(settings, "default", big, npc)
         )
         others = {world: live_digest(settings, "default", world) for world in (beside, elsewhere)}
-        time.sleep(IDLE_SECONDS + 2)  # idle: the partition is checkpointed before the deletion
+        wait_until_checkpointed(settings)  # idle: the partition is checkpointed before the deletion
 
         before = asyncio.run(changelog_end(settings, 0))
         event = deletion_event("default", big)

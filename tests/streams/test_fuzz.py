@@ -200,9 +200,9 @@ async def fuzz_reads(settings: Settings, count: int, seed: int) -> Counter[int]:
     return statuses
 
 
-def test_the_read_never_answers_500(
-    worker: WorkerProcess, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture(scope="module")
+def fuzz_world(worker: WorkerProcess) -> None:
+    """A world with a story the worker has taken in, for the reads to find."""
     settings = worker.settings
     lines = [
         line.replace(b"tavern-3-0", b"tavern-fuzz")
@@ -215,6 +215,13 @@ def test_the_read_never_answers_500(
         lambda got: sum(a["world_instance_id"] == "tavern-fuzz" for a in got) >= len(lines),
         120,
     )
+
+
+@pytest.mark.usefixtures("fuzz_world")
+def test_the_read_never_answers_500(
+    worker: WorkerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = worker.settings
     count = 20_000 if SOAK else 3_000
     statuses = asyncio.run(fuzz_reads(settings, count, seed=random.randrange(1000)))
     FIGURES["requests"] += count
@@ -231,6 +238,7 @@ def test_the_read_never_answers_500(
         )
 
 
+@pytest.mark.usefixtures("fuzz_world")
 def test_a_good_key_reads_a_mind(worker: WorkerProcess) -> None:
     settings = worker.settings
     url = (
@@ -240,4 +248,4 @@ def test_a_good_key_reads_a_mind(worker: WorkerProcess) -> None:
     request = urllib.request.Request(url, headers={"Authorization": "Bearer k-good"})
     with urllib.request.urlopen(request, timeout=10) as reply:
         mind: dict[str, Any] = json.loads(reply.read())
-    assert mind["npc_id"] == "npc-mara"
+    assert mind["processed_seq"] > 0 and (mind["beliefs"] or mind["recollections"]), mind

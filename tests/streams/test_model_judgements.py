@@ -246,8 +246,8 @@ def test_a_hanging_model_never_holds_a_message_past_the_deadline() -> None:
 
     with scripted_model("hang") as model:
         asyncio.run(run())
-    assert max(waits) < deadline + 0.2
-    assert sum(waits) < deadline + 0.5  # resting after the first miss: no wait at all
+    assert max(waits) < deadline + 2  # the deadline ended the wait, not the 60 s timeout
+    assert model.calls == 1  # resting after the first miss: the model is not asked again
 
 
 def test_a_replay_with_the_model_gone_gives_the_same_digest_and_asks_nothing() -> None:

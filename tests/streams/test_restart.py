@@ -14,18 +14,21 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.app import STATE_TABLE
-from streams.durability import IDLE_SECONDS
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import story
 from tests.streams.test_faults import assert_same_as_replay, expected_processed, wait_for_everything
-from tests.support import WorkerProcess, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    changelog_ends,
+    send_events,
+    unique_settings,
+    wait_until_checkpointed,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-COMMIT_SECONDS = 3.0
-"""Faust commits acked offsets every 2.8 s."""
 RECOVERED = re.compile(r"state recovered: (\d+) record\(s\) laid")
 
 
@@ -36,20 +39,38 @@ def replayed_at_last_start(worker: WorkerProcess) -> int:
     return int(counts[-1])
 
 
-def changelog_records(settings: Settings) -> int:
-    """How many records were ever written to the state changelog (its end offsets)."""
+def wait_until_committed(settings: Settings, timeout: float = 60.0) -> None:
+    """Wait until the worker's group has committed every event published so far."""
 
-    async def ends() -> int:
+    async def behind() -> dict[int, int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
         consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
+        await admin.start()
         await consumer.start()
         try:
-            topic = f"{settings.app_id}-{STATE_TABLE}-changelog"
-            partitions = [TopicPartition(topic, n) for n in range(settings.partitions)]
-            return sum((await consumer.end_offsets(partitions)).values())
+            topic = settings.topics.events
+            ends = await consumer.end_offsets(
+                [TopicPartition(topic, n) for n in range(settings.partitions)]
+            )
+            committed = await admin.list_consumer_group_offsets(settings.app_id)
+            return {
+                tp.partition: end
+                for tp, end in ends.items()
+                if end and (tp not in committed or committed[tp].offset < end)
+            }
         finally:
             await consumer.stop()
+            await admin.close()
 
-    return asyncio.run(ends())
+    deadline = time.monotonic() + timeout
+    while waiting := asyncio.run(behind()):
+        assert time.monotonic() < deadline, f"uncommitted event partitions: {waiting}"
+        time.sleep(0.2)
+
+
+def changelog_records(settings: Settings) -> int:
+    """How many records were ever written to the state changelog (its end offsets)."""
+    return sum(changelog_ends(settings).values())
 
 
 @pytest.fixture
@@ -86,7 +107,7 @@ def test_after_a_kill_only_the_events_since_the_last_checkpoint_are_replayed(
     try:
         send_events(settings, history)
         wait_for_everything(settings, expected_processed(replay_lines(history), history), 120)
-        time.sleep(IDLE_SECONDS + 2)  # idle: every partition is checkpointed
+        wait_until_checkpointed(settings)  # idle: every partition is checkpointed
         before_burst = changelog_records(settings)
         send_events(settings, burst)
         sent = history + burst
@@ -109,12 +130,12 @@ def test_a_kill_while_events_flow_restores_a_checkpoint_and_ends_on_the_replay(
     lines = story(worlds=3, events_per_world=200, seed=5)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
-        for chunk in (lines[:200], lines[200:400]):
-            send_events(settings, chunk)
-            time.sleep(IDLE_SECONDS + 1.5)
-        sent = lines[:400]
-        wait_for_everything(settings, expected_processed(replay_lines(sent), sent), 120)
-        time.sleep(COMMIT_SECONDS)  # their offsets committed: faust-streaming #629 stays out
+        for end in (200, 400):
+            sent = lines[:end]
+            send_events(settings, lines[end - 200 : end])
+            wait_for_everything(settings, expected_processed(replay_lines(sent), sent), 120)
+            wait_until_checkpointed(settings)
+        wait_until_committed(settings)  # faust-streaming #629 stays out
         send_events(settings, lines[400:])
         worker.kill()
         worker.start()
