@@ -65,7 +65,7 @@ class Metrics:
             self.events.labels(outcome=outcome.value)
         self.processing = Histogram(
             "rumourmill_processing_seconds",
-            "Time to project one message and hand its outputs to the producer.",
+            "Time to project one message (model judgements included), before its batch is sent.",
             buckets=PROCESSING_BUCKETS,
             registry=self.registry,
         )
