@@ -580,7 +580,7 @@ class Rumourmill:
                 f"no worker is known to serve world {world_id!r} yet; ask again once the group"
                 " has rebalanced",
             ) from None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except (TimeoutError, aiohttp.ClientError) as error:
             raise HTTPProblem(
                 503,
                 f"the worker that serves world {world_id!r} cannot be reached ({error}); ask"
