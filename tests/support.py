@@ -119,14 +119,13 @@ class WorkerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def changelog_ends(settings: Settings) -> dict[int, int]:
-    """Each partition's end offset of the state changelog: the records ever written to it."""
+def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
+    """Each partition's end offset of `topic`: the records ever written to it."""
 
     async def ends() -> dict[int, int]:
         consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
         await consumer.start()
         try:
-            topic = f"{settings.app_id}-{STATE_TABLE}-changelog"
             partitions = [TopicPartition(topic, n) for n in range(settings.partitions)]
             found = await consumer.end_offsets(partitions)
             return {tp.partition: int(offset) for tp, offset in found.items()}
@@ -134,6 +133,17 @@ def changelog_ends(settings: Settings) -> dict[int, int]:
             await consumer.stop()
 
     return asyncio.run(ends())
+
+
+def changelog_ends(settings: Settings) -> dict[int, int]:
+    """Each partition's end offset of the state changelog."""
+    return topic_ends(settings, f"{settings.app_id}-{STATE_TABLE}-changelog")
+
+
+def read_all(settings: Settings, topic: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Every message `topic` holds now (up to its end offsets as this is called)."""
+    total = sum(topic_ends(settings, topic).values())
+    return read_topic(settings, topic, lambda got: len(got) >= total, timeout)
 
 
 def wait_until_checkpointed(settings: Settings, timeout: float = 60.0) -> None:
