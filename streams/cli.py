@@ -205,11 +205,20 @@ def policy() -> None:
 def policy_set(
     file: Path, world: str | None, tenant: str, broker: str | None, topic_prefix: str | None
 ) -> None:
-    """Validate a (partial) policy document and publish it to the policies topic."""
+    """Validate a (partial) policy document and publish it to the policies topic.
+
+    Refused, with nothing published, when it is invalid, or when it and a document in force
+    would break a rule between fields together (a world's and its tenant's default)."""
     import orjson
 
     from projections.policy import policy_key
-    from streams.policies import InvalidPolicy, check_policy_document
+    from streams.policies import (
+        InvalidPolicy,
+        PoliciesUnread,
+        caught_up,
+        check_policy_document,
+        conflicts,
+    )
     from streams.publish import send_one
     from streams.topics import ensure_topics
 
@@ -219,6 +228,19 @@ def policy_set(
         raise click.ClickException(f"{file}: {refusal}; nothing published") from None
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
     asyncio.run(ensure_topics(settings))
+
+    async def conflicting() -> list[str]:
+        async with caught_up(settings.bootstrap, settings.topics.policies, 60) as in_force:
+            return conflicts(in_force, tenant, world, document)
+
+    try:
+        found = asyncio.run(conflicting())
+    except PoliciesUnread as unread:
+        raise click.ClickException(f"{unread}; nothing published") from None
+    if found:
+        raise click.ClickException(
+            f"{file} conflicts with the policies in force: {'; '.join(found)}; nothing published"
+        )
     key = policy_key(tenant, world)
     asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)))
     click.echo(

@@ -13,6 +13,8 @@ last valid document under its key stays in force.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -20,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from projections.intake import explain
-from projections.policy import DEFAULT_POLICY
+from projections.policy import DEFAULT_POLICY, policy_key, resolve
 from schemas.policy import Policy, merge_policy
 from streams.logs import logger
 
@@ -136,3 +138,52 @@ class PolicyFeed:
                         self.caught_up.set()
         finally:
             await consumer.stop()
+
+
+class PoliciesUnread(Exception):
+    """The policies topic was not read to its end in time."""
+
+
+@contextlib.asynccontextmanager
+async def caught_up(bootstrap: str, topic: str, timeout: float) -> AsyncIterator[PolicyFeed]:
+    """The policies topic read to its end, and followed until the block ends; raises
+    `PoliciesUnread` if its end is not reached within `timeout` seconds."""
+    policies = PolicyFeed(bootstrap, topic)
+    following = asyncio.ensure_future(policies.follow())
+    try:
+        try:
+            await asyncio.wait_for(asyncio.shield(policies.caught_up.wait()), timeout)
+        except TimeoutError:
+            raise PoliciesUnread(
+                f"the policies topic {topic!r} was not read within {timeout:.0f} s"
+            ) from None
+        yield policies
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+
+
+def conflicts(
+    documents: PolicyFeed, tenant_id: str, world_id: str | None, document: dict[str, Any]
+) -> list[str]:
+    """Why setting `document` for the world (None: as the tenant's default) would leave worlds
+    governed by their tenant's policy instead (`PolicyBook`): one line per world whose document
+    and tenant's would break a rule between fields together; none when it fits."""
+    if world_id is not None:
+        tenant = documents.get(policy_key(tenant_id, None))
+        pairs = [(world_id, None if tenant is None else orjson.loads(tenant), document)]
+    else:
+        pairs = [
+            (world, document, orjson.loads(raw))
+            for key, raw in documents.documents.items()
+            for tenant, world in [orjson.loads(key)]
+            if tenant == tenant_id and world is not None
+        ]
+    found = []
+    for world, tenant_document, world_document in pairs:
+        try:
+            resolve(tenant_document, world_document)
+        except ValidationError as conflict:
+            found.append(f"world {world!r}: {explain(conflict, 'conflicting policies')}")
+    return found

@@ -49,7 +49,7 @@ from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.model_client import ModelClient
-from streams.policies import PolicyFeed, log_conflict
+from streams.policies import PoliciesUnread, PolicyFeed, caught_up, log_conflict
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch
 from streams.state import (
@@ -386,20 +386,11 @@ async def commit_group(live: Settings, group: str, spans: dict[int, tuple[int, i
 @contextlib.asynccontextmanager
 async def policies_caught_up(live: Settings) -> AsyncIterator[PolicyFeed]:
     """The policies topic read to its end, and followed while the rebuild runs."""
-    policies = PolicyFeed(live.bootstrap, live.topics.policies)
-    following = asyncio.ensure_future(policies.follow())
     try:
-        await asyncio.wait_for(asyncio.shield(policies.caught_up.wait()), POLICIES_TIMEOUT)
-        yield policies
-    except TimeoutError:
-        raise RebuildFailed(
-            f"the policies topic {live.topics.policies!r} was not read within "
-            f"{POLICIES_TIMEOUT:.0f} s"
-        ) from None
-    finally:
-        following.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await following
+        async with caught_up(live.bootstrap, live.topics.policies, POLICIES_TIMEOUT) as policies:
+            yield policies
+    except PoliciesUnread as unread:
+        raise RebuildFailed(str(unread)) from None
 
 
 @contextlib.asynccontextmanager

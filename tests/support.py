@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from localbroker import free_port
@@ -123,14 +124,18 @@ def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
     """Each partition's end offset of `topic`: the records ever written to it."""
 
     async def ends() -> dict[int, int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
         consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
+        await admin.start()
         await consumer.start()
         try:
-            partitions = [TopicPartition(topic, n) for n in range(settings.partitions)]
-            found = await consumer.end_offsets(partitions)
+            [described] = await admin.describe_topics([topic])
+            numbers = [partition["partition"] for partition in described["partitions"]]
+            found = await consumer.end_offsets([TopicPartition(topic, n) for n in numbers])
             return {tp.partition: int(offset) for tp, offset in found.items()}
         finally:
             await consumer.stop()
+            await admin.close()
 
     return asyncio.run(ends())
 

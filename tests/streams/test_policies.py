@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import orjson
 import pytest
+from click.testing import CliRunner, Result
 
 from projections.policy import PolicyBook, policy_key
+from streams.cli import main
 from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document, log_conflict
+from tests.support import read_all, unique_settings
 
 PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-mara"]}}})
 
@@ -93,3 +97,36 @@ def test_the_feed_knows_whether_any_document_in_force_chooses_model_weighing() -
     feed.take(world, orjson.dumps({"memory": {"weighing": "model"}}))
     feed.take(world, None)  # a tombstone
     assert not feed.model_weighing
+
+
+@pytest.mark.integration
+def test_policy_set_refuses_a_document_that_conflicts_with_one_in_force(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The command reads the documents in force first: a world's document that, over its
+    tenant's, breaks a rule between fields is refused with why and not published, and so is a
+    tenant default that would do that to one of its worlds."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+
+    def policy_set(referee: dict[str, float], *where: str) -> Result:
+        path = tmp_path / "policy.json"
+        path.write_bytes(orjson.dumps({"memory": {"referee": referee}}))
+        return CliRunner().invoke(
+            main, ["policy", "set", str(path), *where], env=settings.environment()
+        )
+
+    assert policy_set({"doubting_from": 0.3}).exit_code == 0
+    refused = policy_set({"convinced_from": 0.2}, "--world", "save-1")
+    assert refused.exit_code == 1
+    assert "world 'save-1'" in refused.output
+    assert "doubting_from must not exceed convinced_from" in refused.output
+    assert "nothing published" in refused.output
+    assert policy_set({"convinced_from": 0.35}, "--world", "save-1").exit_code == 0
+    refused = policy_set({"doubting_from": 0.38})  # valid alone: the default convinced_from is 0.4
+    assert refused.exit_code == 1 and "world 'save-1'" in refused.output
+
+    published = read_all(settings, settings.topics.policies)
+    assert [document["memory"]["referee"] for document in published] == [
+        {"doubting_from": 0.3},
+        {"convinced_from": 0.35},
+    ]
