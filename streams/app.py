@@ -555,7 +555,7 @@ class Rumourmill:
         the batch being sent are in: read before the next await, it never sees a batch's events
         half laid in."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
-        if TP(self.settings.topics.events, partition) not in self.app.assignor.assigned_actives():
+        if not self.app.assignor.is_active(TP(self.settings.topics.events, partition)):
             raise HTTPProblem(  # its owner could not be told apart from this worker
                 503,
                 f"world {world_id!r} is on partition {partition}, which this worker does not"

@@ -53,10 +53,15 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
         raise InvalidPolicy(explain(error, "invalid policy")) from None
 
 
+def conflict_reason(conflict: ValidationError) -> str:
+    """Why a world's document and its tenant's cannot lie over the defaults together."""
+    return explain(conflict, "conflicting policies")
+
+
 def log_conflict(tenant_id: str, world_id: str, conflict: ValidationError) -> None:
     """A world's policy document conflicts with its tenant's (`PolicyBook`): say which, why,
     and what governs the world meanwhile."""
-    reason = explain(conflict, "conflicting policies")
+    reason = conflict_reason(conflict)
     log.error(
         "the policy of world %s (tenant %s) conflicts with its tenant's default: %s;"
         " the tenant's default governs the world until either document changes",
@@ -185,5 +190,5 @@ def conflicts(
         try:
             resolve(tenant_document, world_document)
         except ValidationError as conflict:
-            found.append(f"world {world!r}: {explain(conflict, 'conflicting policies')}")
+            found.append(f"world {world!r}: {conflict_reason(conflict)}")
     return found

@@ -28,6 +28,7 @@ from tests.streams.test_deletion import read, status_of
 from tests.streams.test_rebuild import live_digest, mind, wait_for_acks
 from tests.support import (
     WorkerProcess,
+    changelog_ends,
     read_topic,
     send_events,
     unique_settings,
@@ -56,16 +57,6 @@ def world_on(partition: int, partitions: int, prefix: str) -> str:
         for number in range(1000)
         if partition_of((name := f"{prefix}-{number}").encode(), partitions) == partition
     )
-
-
-async def changelog_end(settings: Settings, partition: int) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        tp = TopicPartition(f"{settings.app_id}-state-changelog", partition)
-        return int((await consumer.end_offsets([tp]))[tp])
-    finally:
-        await consumer.stop()
 
 
 async def kill_once_the_changelog_grows(
@@ -140,7 +131,7 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
         others = {world: live_digest(settings, "default", world) for world in (beside, elsewhere)}
         wait_until_checkpointed(settings)  # idle: the partition is checkpointed before the deletion
 
-        before = asyncio.run(changelog_end(settings, 0))
+        before = changelog_ends(settings)[0]
         event = deletion_event("default", big)
         asyncio.run(
             send_one(
@@ -151,14 +142,14 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
             )
         )
         asyncio.run(kill_once_the_changelog_grows(settings, 0, before, worker))
-        at_kill = asyncio.run(changelog_end(settings, 0))
+        at_kill = changelog_ends(settings)[0]
         worker.start()
         read_topic(
             settings,
             settings.topics.acks,
             lambda got: any(a["timeline_id"] == "*" and a["outcome"] == "processed" for a in got),
         )
-        after = asyncio.run(changelog_end(settings, 0))
+        after = changelog_ends(settings)[0]
         assert after > at_kill, "killed after the deletion was complete: not mid-deletion"
         assert status_of(settings, read(big)) == 404
         assert live_digest(settings, "default", big) == world_digest(MemoryState(), "default", big)

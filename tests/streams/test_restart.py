@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.replay import replay_lines
@@ -24,6 +23,7 @@ from tests.support import (
     WorkerProcess,
     changelog_ends,
     send_events,
+    topic_ends,
     unique_settings,
     wait_until_checkpointed,
 )
@@ -42,28 +42,22 @@ def replayed_at_last_start(worker: WorkerProcess) -> int:
 def wait_until_committed(settings: Settings, timeout: float = 60.0) -> None:
     """Wait until the worker's group has committed every event published so far."""
 
-    async def behind() -> dict[int, int]:
+    async def committed() -> dict[int, int]:
         admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
         await admin.start()
-        await consumer.start()
         try:
-            topic = settings.topics.events
-            ends = await consumer.end_offsets(
-                [TopicPartition(topic, n) for n in range(settings.partitions)]
-            )
-            committed = await admin.list_consumer_group_offsets(settings.app_id)
-            return {
-                tp.partition: end
-                for tp, end in ends.items()
-                if end and (tp not in committed or committed[tp].offset < end)
-            }
+            offsets = await admin.list_consumer_group_offsets(settings.app_id)
+            return {tp.partition: done.offset for tp, done in offsets.items()}
         finally:
-            await consumer.stop()
             await admin.close()
 
     deadline = time.monotonic() + timeout
-    while waiting := asyncio.run(behind()):
+    while True:
+        done = asyncio.run(committed())
+        ends = topic_ends(settings, settings.topics.events)
+        waiting = {p: end for p, end in ends.items() if end and done.get(p, -1) < end}
+        if not waiting:
+            return
         assert time.monotonic() < deadline, f"uncommitted event partitions: {waiting}"
         time.sleep(0.2)
 
