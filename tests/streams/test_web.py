@@ -7,6 +7,7 @@ state a replay of the tavern story built.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ import faust
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from faust.web import Request, Response, Web
+from faust.web import Request, Response, View, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from projections.branch_diff import branch_diff
@@ -106,23 +107,17 @@ def json_of(found: object) -> Any:
     return answer(found) if isinstance(found, ReadModel) else orjson.loads(orjson.dumps(found))
 
 
-def test_every_route_is_served() -> None:
-    assert set(ROUTES) == {
-        "/health",
-        "/ready",
-        "/v2/memory/runtime/npcs/{npc_id}",
-        "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
-        "/v2/memory/runtime/npcs/{npc_id}/recall",
-        "/v2/memory/runtime/npcs/{npc_id}/decision",
-        "/v2/memory/runtime/npcs/{npc_id}/dialogue",
-        "/v2/memory/runtime/npcs/{npc_id}/chronicle",
-        "/v2/memory/runtime/npcs/{npc_id}/reply-check",
-        "/v2/memory/runtime/npcs/{npc_id}/diff",
-        "/v2/timelines/{timeline_id}",
-        "/v2/admin/digest",
-        "/v2/memory/worlds/{world}/rumours/{belief_id}.svg",
-        "/metrics",
-    }
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+DOCUMENTED = re.compile(r"`(GET|POST) (/[^\s?`\[]*)")
+"""A route as the README gives it: the method, then the path up to its query."""
+
+
+def test_every_route_served_is_documented_with_the_method_it_answers() -> None:
+    documented = {(method, path) for method, path in DOCUMENTED.findall(README.replace("\n", " "))}
+    assert {path for _, path in documented} == set(ROUTES)
+    for method, path in documented:
+        served = getattr(ROUTES[path], method.lower())
+        assert served is not getattr(View, method.lower()), f"{method} {path} is not answered"
 
 
 def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> None:
