@@ -237,9 +237,11 @@ class Judge:
             )
             for question in questions
         ]
-        done, pending = await asyncio.wait(calls, timeout=deadline_ms / 1000)
-        for call in pending:
-            call.cancel()
+        try:
+            done, _ = await asyncio.wait(calls, timeout=deadline_ms / 1000)
+        finally:  # past the deadline, or this wait cancelled (the worker stops, a rebalance)
+            for call in calls:
+                call.cancel()  # no call outlives its question, holding a connection
         late = f"{DEADLINE}: no answer within {deadline_ms} ms"
         outcomes = [call.result() if call in done else late for call in calls]
         if all(_slow(outcome) for outcome in outcomes):

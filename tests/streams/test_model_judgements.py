@@ -250,6 +250,36 @@ def test_a_hanging_model_never_holds_a_message_past_the_deadline() -> None:
     assert model.calls == 1  # resting after the first miss: the model is not asked again
 
 
+def test_a_judgement_cancelled_while_the_model_is_asked_leaves_no_call_running() -> None:
+    """As when the worker stops or a rebalance takes the partition during a model wait."""
+    left: set[asyncio.Task[Any]] = set()
+
+    async def run() -> None:
+        client = ModelClient(model.url, "scripted", timeout_seconds=60)
+        topic = MemoryTopic()
+        judge = Judge(client, JudgementLog(topic.read, topic.send))
+        mill, state = projector(model_policy(30_000)), Replay().state
+
+        async def take_in() -> None:
+            for message in messages(TAVERN):
+                mill.receive(state, message, await judge.message(mill, state, message))
+
+        waiting = asyncio.ensure_future(take_in())
+        while model.calls == 0:
+            await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0.1)
+        left.update(task for task in asyncio.all_tasks() if task is not asyncio.current_task())
+        await client.close()
+
+    with scripted_model("hang") as model:
+        asyncio.run(run())
+    assert model.calls == 1
+    assert left == set()  # the call to the hanging model went with the cancelled wait
+
+
 def test_a_replay_with_the_model_gone_gives_the_same_digest_and_asks_nothing() -> None:
     policy = model_policy(spreading={"enabled": True})
     topic = MemoryTopic()
