@@ -31,7 +31,7 @@ from projections.recall import (
     search_and_choose,
     search_scope,
 )
-from projections.recall_choice import Candidate
+from projections.recall_choice import Candidate, best_first, story_order
 from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
@@ -77,9 +77,13 @@ def decision(
             held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
             knowledge += most_important(held, knowledge)
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
-    chosen, _ = search_and_choose(tx, index, keys, scope, words, [], MAX_KNOWLEDGE, policy)
-    knowledge += [one.memory for one in chosen if one.memory.belief_id not in ids(knowledge)]
     knowledge = knowledge[:MAX_KNOWLEDGE]
+    chosen, _ = search_and_choose(tx, index, keys, scope, words, [], MAX_KNOWLEDGE, policy)
+    taken = ids(knowledge)
+    best = sorted((one for one in chosen if one.memory.belief_id not in taken), key=best_first)
+    knowledge += [
+        one.memory for one in sorted(best[: MAX_KNOWLEDGE - len(knowledge)], key=story_order)
+    ]
     dialogue = policy.memory.dialogue
     player_scope = scope_read(
         tx, (tenant_id, world_id), ancestry, npc_id, "player", player, now_ms, dialogue

@@ -61,8 +61,13 @@ def choose(
         for candidate in candidates
         if candidate.retention.state != "forgotten"
     ]
-    scored.sort(key=lambda chosen: (-chosen.score, chosen.memory.belief_id))
+    scored.sort(key=best_first)
     return sorted(scored[:limit], key=story_order)
+
+
+def best_first(chosen: Chosen) -> tuple[float, str]:
+    """Highest score first; equal scores by belief id, so every worker chooses alike."""
+    return -chosen.score, chosen.memory.belief_id
 
 
 def story_order(chosen: Chosen) -> tuple[int, int, str]:

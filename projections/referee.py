@@ -186,7 +186,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
         for entity in (*line.about, *(fact.subject for fact in claimed))
         if entity not in (player, listener)
     ]
-    if not named:
+    if not named and not claimed:
         return None  # most lines: nothing to challenge, no lookups
     challenged = challenged_beliefs(context.held_beliefs(listener), claimed, named)
     if not challenged:

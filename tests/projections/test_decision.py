@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from projections.decision import decision
+from projections.recall import RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
@@ -206,3 +207,50 @@ def test_a_decision_that_cannot_be_made_is_refused(
 ) -> None:
     with pytest.raises(error, match=detail):
         decide(after_seq, npc, player)
+
+
+def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
+    """Mara heard of a dozen burned farms; with the slots the player's memories leave, the
+    decision takes the farms recall scores best, as recall itself ranks them."""
+
+    def event(seq: int, key: str, **fields: Any) -> bytes:
+        return orjson.dumps(
+            {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key} | fields
+        )
+
+    told = [
+        event(
+            day,
+            "loreweaver.conversation.told",
+            actor="npc-tomas",
+            target="npc-mara",
+            payload={"content": f"The dragon burned farm number {day}"},
+            game_time=f"day {day}, 09:00",
+        )
+        for day in range(1, 13)
+    ]
+    said = [
+        event(
+            13 + turn,
+            "loreweaver.conversation.player-said",
+            actor="player-1",
+            target="npc-mara",
+            players=["player-1"],
+            payload={"text": text},
+            game_time=f"day 13, 10:0{turn}",
+        )
+        for turn, text in enumerate(
+            [*(f"Nice weather {n}" for n in range(7)), "What did the dragon burn?"]
+        )
+    ]
+    state = replay_lines([*told, *said]).state
+    asked = RecallQuery("What did the dragon burn?", (), 10)
+    recalled = recall(
+        state, SqliteRecallIndex(), "default", "w", "main", "npc-mara", asked, Policy()
+    )
+    farms = [one for one in recalled.memories if "farm" in one.content]
+    found = decide(20, state=state, world="w")
+    taken = [one["content"] for one in found["knowledge"] if "farm" in one["content"]]
+    best = sorted(farms, key=lambda one: -one.score)[: len(taken)]
+    assert taken and len(taken) < len(farms)  # room for some of the farms, not all
+    assert sorted(taken) == sorted(one.content for one in best)

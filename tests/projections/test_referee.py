@@ -241,6 +241,27 @@ def test_a_line_challenges_uncertain_beliefs_about_what_it_names_unless_it_confi
     assert [memory.content for memory in contradicted] == ["Ilse floored the sailor"]
 
 
+def test_a_line_claiming_a_fact_about_the_player_challenges_what_was_said_of_them() -> None:
+    """The player and the listener are left out of what a line names, not of what it claims:
+    a player answering a slander about themselves is judged."""
+    thief = {"subject": "player-1", "attribute": "reputation", "value": "thief"}
+    slander = line(
+        6,
+        "loreweaver.conversation.told",
+        actor="npc-rook",
+        target="npc-mara",
+        payload={"content": "Ilse is a thief", "facts": [thief]},
+        game_time="day 1, 21:50",
+        entities={"npc-rook": {"name": "Rook", "kind": "character"}},
+    )
+    answer_to_it = ilse_says("I am no thief", [thief | {"value": "honest"}])
+    world = Delivered([*MAIN, slander, answer_to_it], GULLIBLE)
+    stored = world.stored(7)
+    assert stored is not None and stored.verdict == "convinced"
+    assert world.beliefs()["Ilse is a thief"]["confidence"] == 0.15  # 0.3 x 0.5: weakened
+    assert world.decision(7)["verdict"] == "convinced"
+
+
 def test_a_redelivered_stream_gives_the_same_digest() -> None:
     from projections.digest import world_digest
 
