@@ -15,7 +15,6 @@ from projections.keys import pack
 from projections.memory_store import DECODED, visible
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
-from projections.timelines import Ancestry
 from schemas.memory import Memory
 
 
@@ -54,11 +53,13 @@ def branch_diff(
     npc_id: str,
     timeline_id: str,
     other_timeline_id: str,
+    as_of_seq: int | None = None,
 ) -> BranchDiff:
-    """The diff of the character between two timelines; NotFound for a timeline never seen, or
-    a character holding nothing on either."""
-    one = _held(tx, tenant_id, world_id, npc_id, timeline_id)
-    other = _held(tx, tenant_id, world_id, npc_id, other_timeline_id)
+    """The diff of the character between two timelines (each as of a position: BadRead where
+    either has not processed it yet); NotFound for a timeline never seen, or a character holding
+    nothing on either."""
+    one = _held(tx, tenant_id, world_id, npc_id, timeline_id, as_of_seq)
+    other = _held(tx, tenant_id, world_id, npc_id, other_timeline_id, as_of_seq)
     if not one and not other:
         raise NotFound(
             f"{npc_id!r} holds no memory on timeline {timeline_id!r} or {other_timeline_id!r}"
@@ -79,20 +80,19 @@ def branch_diff(
 
 
 def _held(
-    tx: StateTransaction, tenant_id: str, world_id: str, npc_id: str, timeline_id: str
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    npc_id: str,
+    timeline_id: str,
+    as_of_seq: int | None,
 ) -> dict[str, Memory]:
-    """Every memory the character holds on the timeline, by belief id."""
-    _, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
-    return _visible_memories(tx, tenant_id, world_id, npc_id, ancestry)
-
-
-def _visible_memories(
-    tx: StateTransaction, tenant_id: str, world_id: str, npc_id: str, ancestry: Ancestry
-) -> dict[str, Memory]:
+    """Every memory the character holds on the timeline (as of a position), by belief id."""
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     held = {}
     for _, raw in tx.scan(pack(MEMORIES, tenant_id, world_id, npc_id)):
         memory = DECODED.decode(raw)
-        if visible(memory, ancestry):
+        if visible(memory, ancestry) and memory.seq <= keys.persistent_upto:
             held[memory.belief_id] = memory
     return held
 

@@ -32,7 +32,7 @@ from projections.catalogue import Declarations
 from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS, PLAYER_SAID
 from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS
 from projections.keys import pack
-from projections.runtime_read import timeline_view
+from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
@@ -306,18 +306,26 @@ def dialogue_read(
 ) -> dict[str, JsonValue]:
     """Both scopes of a character for one player: the player scope, and the place scope of
     `location` (default: where the character is; none when that is unknown). Expiry is judged
-    at real time `now_ms` (the wall clock when served), whatever `as_of_seq` cuts."""
-    record, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
+    at real time `now_ms` (the wall clock when served), whatever `as_of_seq` cuts. NotFound for
+    a character of whom nothing is known there and who heard no line."""
+    record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     world = (tenant_id, world_id)
     place = location or whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    player_scope = scope_read(tx, world, ancestry, npc_id, "player", player_id, now_ms, policy)
+    place_scope = (
+        None
+        if place is None
+        else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy)
+    )
+    heard = any(scope is not None and scope["turns"] for scope in (player_scope, place_scope))
+    if not heard and not known_of(tx, keys, ancestry, npc_id):
+        raise nothing_known(npc_id, timeline_id)
     return {
         "world_instance_id": world_id,
         "timeline_id": timeline_id,
         "npc_id": npc_id,
         "processed_seq": record.processed_seq,
         "now": _iso(now_ms),
-        "player": scope_read(tx, world, ancestry, npc_id, "player", player_id, now_ms, policy),
-        "place": None
-        if place is None
-        else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy),
+        "player": player_scope,
+        "place": place_scope,
     }

@@ -73,6 +73,20 @@ def timeline_view(
     )
 
 
+def known_of(tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str) -> bool:
+    """Whether the runtime read knows anything of the character on the timeline (a memory, or
+    where they are): what every read of a character answers 404 without."""
+    return bool(
+        newest_recollections(tx, keys, ancestry, npc_id, 1)
+        or most_important_beliefs(tx, keys, ancestry, npc_id, 1)
+        or whereabouts.location_of(tx, keys.tenant_id, keys.world_id, ancestry, npc_id)
+    )
+
+
+def nothing_known(npc_id: str, timeline_id: str) -> NotFound:
+    return NotFound(f"nothing is known of {npc_id!r} on timeline {timeline_id!r}")
+
+
 def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str) -> bytes:
     """What a runtime read on the timeline is computed from, as bytes that change whenever the
     answer can: the stored record of the timeline and of each ancestor (their positions), and
@@ -108,7 +122,7 @@ def runtime_read(
     beliefs = most_important_beliefs(tx, keys, ancestry, npc_id, MAX_BELIEFS)
     location = whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
     if not recollections and not beliefs and location is None:
-        raise NotFound(f"nothing is known of {npc_id!r} on timeline {timeline_id!r}")
+        raise nothing_known(npc_id, timeline_id)
     return RuntimeRead(
         world_instance_id=world_id,
         timeline_id=timeline_id,

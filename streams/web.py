@@ -477,6 +477,7 @@ class BranchDiffRead(WorldRead):
             params["npc_id"],
             query_identifier(request, "timeline_id"),
             query_identifier(request, "other_timeline_id"),
+            query_position(request, "as_of_seq"),
         )
 
 

@@ -10,7 +10,7 @@ import pytest
 from projections.branch_diff import HeldMemory, branch_diff
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.runtime_read import NotFound
+from projections.runtime_read import BadRead, NotFound
 from streams.replay import replay_lines
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
@@ -60,6 +60,16 @@ def test_persistent_memories_are_held_on_every_timeline() -> None:
     diff = branch_diff(state, "default", "save-1", "npc-mara", "main", "reload")
     assert diff.only_on_timeline == diff.only_on_other == []
     assert diff.held_on_both == 4
+
+
+def test_as_of_a_position_each_timeline_holds_what_it_held_then() -> None:
+    before_the_branch = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload", 2)
+    assert (before_the_branch.only_on_timeline, before_the_branch.only_on_other) == ([], [])
+    assert before_the_branch.held_on_both == 1  # the player's words at seq 2
+    now = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload")
+    assert branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload", 3) == now
+    with pytest.raises(BadRead, match=r"as_of_seq 4 is beyond the processed_seq 3 of .*'reload'"):
+        branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload", 4)
 
 
 def test_unknown_timelines_and_a_character_holding_nothing_are_not_found() -> None:

@@ -12,7 +12,7 @@ from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read, normalised
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.runtime_read import runtime_read
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.policy import DialoguePolicy
 
@@ -350,3 +350,12 @@ def test_a_reload_before_a_line_forgets_it() -> None:
         "after the save",
     ]
     assert texts(talk.read(timeline="main", minute=3, as_of_seq=1)["player"]) == ["before the save"]
+
+
+def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() -> None:
+    talk = Talk()
+    talk.player("Where is your son?")
+    with pytest.raises(NotFound, match="nothing is known of 'npc-nobody' on timeline 'main'"):
+        talk.read(npc="npc-nobody", minute=2)
+    # a character who heard nothing here yet is known: an empty conversation, not a 404
+    assert texts(talk.read(player="p2", minute=2)["player"]) == []

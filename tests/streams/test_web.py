@@ -293,6 +293,11 @@ def test_timeline_and_digest_reads() -> None:
         (CHRONICLE.replace("&timeline_id=main", ""), 400, "'timeline_id' is required"),
         (CHRONICLE + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
         (CHRONICLE.replace("npc-mara", "npc-ghost"), 404, "holds no memory on timeline 'main'"),
+        (
+            READ.replace("npc-mara?", "npc-ghost/dialogue?player_id=player-1&"),
+            404,
+            "nothing is known of 'npc-ghost'",
+        ),
     ],
 )
 def test_a_bad_read_gets_a_plain_detail(path: str, status: int, detail: str) -> None:
@@ -404,12 +409,17 @@ def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_miss
         (diff + "&timeline_id=main&other_timeline_id=nowhere", {}),
         (diff + "&timeline_id=main", {}),
         (diff + "&other_timeline_id=reload", {}),
+        (diff + "&timeline_id=main&other_timeline_id=reload&as_of_seq=2", {}),
+        (diff + "&timeline_id=main&other_timeline_id=reload&as_of_seq=two", {}),
     )
+    as_of_2 = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload", 2)
     assert answers == [
         (200, json_of(branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload"))),
         (404, {"detail": "timeline 'nowhere' has never received events"}),
         (400, {"detail": "query parameter 'other_timeline_id' is required"}),
         (400, {"detail": "query parameter 'timeline_id' is required"}),
+        (200, json_of(as_of_2)),
+        (400, {"detail": "query parameter 'as_of_seq' must be a positive integer"}),
     ]
     assert [m["content"] for m in answers[0][1]["only_on_other"]] == [
         "player-1 gift given Mara (item: item-locket)",
