@@ -979,17 +979,18 @@ class Oracle:
         those the read shows (at most 50, kinds knowledge and impression); a belief is
         challenged by a claimed fact of the same subject and attribute, or by being about an
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
-        listener), unless the line confirms it; the firmest (then the newest, then by id) is
-        judged; pull = (1 - confidence) + trust_weight x feeling toward the player (the
-        relation as the read shows it, 2 decimals, halves up) + truth_weight x (+1 agrees with
-        the record, -1 contradicts, 0 neither); facts about unknown entities are left out.
+        listener: a fact claimed of them still challenges), unless the line confirms it; the
+        firmest (then the newest, then by id) is judged; pull = (1 - confidence) + trust_weight
+        x feeling toward the player (the relation as the read shows it, 2 decimals, halves up)
+        + truth_weight x (+1 agrees with the record, -1 contradicts, 0 neither); facts about
+        unknown entities are left out.
         """
         player, listener = str(event.actor), line.character
         referee = self.policy.memory.referee
         record = before["record"]
         claimed = [f for f in line.facts if kind(f.subject) != "unknown"]
         named = {e for e in [*line.about, *(f.subject for f in claimed)]} - {player, listener}
-        if not named:
+        if not named and not claimed:
             return line, []
         mine = [m for m in before["memories"] if m.character == listener]
         shown = sorted(

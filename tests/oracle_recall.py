@@ -311,15 +311,13 @@ def choose(
         read = shown(memory, retention, state, view_.folded["record"])
         chosen.append({**read, "retention": round(retention, 4), "score": score})
     chosen.sort(key=lambda one: (-one["score"], one["belief_id"]))
-    kept = chosen[:limit]
-    return sorted(
-        kept,
-        key=lambda one: (
-            -1 if one["game_time"] is None else story_minutes(one["game_time"]),
-            one["seq"],
-            one["belief_id"],
-        ),
-    )
+    return sorted(chosen[:limit], key=story_key)
+
+
+def story_key(one: dict[str, Any]) -> tuple[int, int, str]:
+    """Story time (none first), then position, then id."""
+    minutes = None if one["game_time"] is None else story_minutes(one["game_time"])
+    return -1 if minutes is None else minutes, one["seq"], one["belief_id"]
 
 
 def recall(
@@ -410,11 +408,15 @@ def decision(
             "vectors": by_meaning(seen.mine, words, embed),
         }
     )
+    knowledge = knowledge[:KNOWLEDGE]
     taken = {one["belief_id"] for one in knowledge}
-    for one in choose(seen, ranked, KNOWLEDGE, policy):
-        if one["belief_id"] not in taken:
-            knowledge.append({k: v for k, v in one.items() if k not in ("retention", "score")})
-    return knowledge[:KNOWLEDGE]
+    best = sorted(
+        (one for one in choose(seen, ranked, KNOWLEDGE, policy) if one["belief_id"] not in taken),
+        key=lambda one: (-one["score"], one["belief_id"]),
+    )[: KNOWLEDGE - len(knowledge)]
+    for one in sorted(best, key=story_key):
+        knowledge.append({k: v for k, v in one.items() if k not in ("retention", "score")})
+    return knowledge
 
 
 def the_player(event: Event, player_id: str | None) -> str:
