@@ -72,7 +72,7 @@ def decision(
     place = event.location or location_of(tx, tenant_id, world_id, ancestry, npc_id)
     for entity in (player, place):
         if entity is not None:
-            found = index.by_cues(scope, [entity], SEARCH_DEPTH)
+            found = index.most_important_about(scope, entity, SEARCH_DEPTH)
             scored = [(belief_id, 0.0) for belief_id in found]
             held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
             knowledge += most_important(held, knowledge)

@@ -62,7 +62,7 @@ CREATE TABLE items(
     id INTEGER PRIMARY KEY,
     tenant TEXT, world TEXT, character TEXT, belief_id TEXT,
     timeline_id TEXT, seq INTEGER, persistent INTEGER, content TEXT, content_hash TEXT,
-    UNIQUE(tenant, world, character, belief_id));
+    importance REAL, UNIQUE(tenant, world, character, belief_id));
 CREATE TABLE abouts(item INTEGER, entity TEXT);
 CREATE TABLE characters(number INTEGER PRIMARY KEY, tenant TEXT, world TEXT, character TEXT,
     UNIQUE(tenant, world, character));
@@ -267,12 +267,13 @@ class SqliteRecallIndex:
                     int(memory.persistent),
                     memory.content,
                     digest,
+                    memory.importance,
                 )
             )
             abouts += [(next_item, entity) for entity in memory.about]
             # a content embedded for another memory brings no new vector to drop it otherwise
             self._vectors.pop((*world, memory.character_id), None)
-        self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
+        self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(
             f"INSERT INTO {words.name}(rowid, content) VALUES (?, ?)",
@@ -378,6 +379,16 @@ class SqliteRecallIndex:
             f"WHERE a.entity IN ({marks}) AND {visible} "
             f"GROUP BY i.id ORDER BY COUNT(*) DESC, i.seq DESC, i.belief_id LIMIT ?",
             [*cues, *parameters, limit],
+        )
+        return [str(row[0]) for row in rows]
+
+    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
+        visible, parameters = self._visible(scope)
+        rows = self._db.execute(
+            f"SELECT i.belief_id FROM abouts a JOIN items i ON i.id = a.item "
+            f"WHERE a.entity = ? AND {visible} "
+            f"GROUP BY i.id ORDER BY i.importance DESC, i.seq DESC, i.belief_id LIMIT ?",
+            [entity, *parameters, limit],
         )
         return [str(row[0]) for row in rows]
 

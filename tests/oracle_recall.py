@@ -29,8 +29,9 @@ What it compares, and what it leaves out:
   from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
   actor or target; knowledge = the most important memories about the player, then about the
-  place (the event's, else where the character is), then the recall of the event's words,
-  at most 10, forgotten never. The verdict, the recent turns and the prompt's wording are
+  place (the event's, else where the character is), each from the 60 most important about it
+  (then newest), then the best scored recall of the event's words in story order, at most 10,
+  forgotten never. The verdict, the recent turns and the prompt's wording are
   left to their own tests.
 """
 
@@ -388,7 +389,8 @@ def decision(
         if entity is None:
             continue
         taken = {one["belief_id"] for one in knowledge}
-        found = set(by_cues(seen.mine, [entity]))
+        about = [m for m in seen.mine if entity in m.about]
+        found = {m.belief_id for m in sorted(about, key=importance_order)[:DEPTH]}
         kept = []
         for memory in seen.mine:
             if memory.belief_id not in found or memory.belief_id in taken:
@@ -417,6 +419,11 @@ def decision(
     for one in sorted(best, key=story_key):
         knowledge.append({k: v for k, v in one.items() if k not in ("retention", "score")})
     return knowledge
+
+
+def importance_order(memory: OMemory) -> tuple[float, int, str]:
+    """Most important first, then newest, then by id."""
+    return -memory.importance, -memory.seq, memory.belief_id
 
 
 def the_player(event: Event, player_id: str | None) -> str:

@@ -254,3 +254,25 @@ def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     best = sorted(farms, key=lambda one: -one.score)[: len(taken)]
     assert taken and len(taken) < len(farms)  # room for some of the farms, not all
     assert sorted(taken) == sorted(one.content for one in best)
+
+
+def test_the_most_important_memory_of_the_player_is_brought_however_old() -> None:
+    """Ilse robbed Mara long ago; seventy lines of small talk since do not bury it."""
+    theft = orjson.loads(TAVERN.splitlines()[0]) | {
+        "seq": 1,
+        "key": "crime.purse-stolen",
+        "actor": "player-1",
+        "target": "npc-mara",
+        "players": ["player-1"],
+        "payload": {},
+        "game_time": "day 1, 09:00",
+    }
+    chatter = [
+        orjson.loads(ASKED)
+        | {"seq": 2 + n, "payload": {"text": f"Small talk number {n}"}, "game_time": "day 1, 10:00"}
+        for n in range(70)
+    ]
+    lines = [orjson.dumps(event) for event in [theft, *chatter]]
+    state = replay_lines(lines).state
+    found = decide(71, state=state)
+    assert any("purse stolen" in one["content"] for one in found["knowledge"])
