@@ -33,10 +33,11 @@ ANY = "*"
 
 
 def deletion_event(tenant_id: str, world_id: str | None) -> Event:
-    """The event that deletes one world of the tenant or, without a world, the whole tenant."""
+    """The event that deletes one world of the tenant or, without a world, the whole tenant
+    (an empty world id is refused as the contract refuses it, never taken for every world)."""
     return Event(
         tenant_id=tenant_id,
-        world_instance_id=world_id or ANY,
+        world_instance_id=ANY if world_id is None else world_id,
         timeline_id=ANY,
         seq=1,
         key=TENANT_DELETED if world_id is None else WORLD_DELETED,

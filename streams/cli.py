@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging.config
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from streams.settings import Settings, SettingsError
 
+if TYPE_CHECKING:
+    from streams.publish import Line
+
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
+READ_FLAGS = {"web_url": "--url"}
+"""The settings the read commands (and `rebuild`) take by a flag named otherwise."""
+Done = TypeVar("Done")
 
 
 def _settings_options(function: Any) -> Any:
@@ -33,12 +40,36 @@ def _settings_options(function: Any) -> Any:
     return function
 
 
-def _settings(**flags: Any) -> Settings:
-    """The settings, flags over variables; a bad value stops the command, named."""
+def _settings(flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+    """The settings, flags over variables; a bad value stops the command, named as the person
+    typed it (`flag_names`: the flag of a field, where it is not `--field-name`)."""
     try:
-        return Settings.from_env(**flags)
+        return Settings.from_env(flag_names, **flags)
     except SettingsError as error:
         raise click.ClickException(f"bad setting:\n{error}") from None
+
+
+def _read_settings(url: str | None, api_key: str | None) -> Settings:
+    """The settings of a command that reads from a worker: `--url` and `--api-key` over the
+    variables."""
+    return _settings(READ_FLAGS, web_url=url, api_key=api_key)
+
+
+def _on_kafka(
+    settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
+) -> Done:
+    """Run a command's Kafka work; a Kafka that cannot be reached (or fails it) ends the
+    command with one line, as `rebuild` says it, not a traceback. `before_publishing`: nothing
+    was sent yet, and the line says so."""
+    from aiokafka.errors import KafkaError
+
+    try:
+        return asyncio.run(work)
+    except KafkaError as error:
+        unsent = "; nothing published" if before_publishing else ""
+        raise click.ClickException(
+            f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
+        ) from None
 
 
 @click.group()
@@ -59,9 +90,9 @@ def worker(**flags: Any) -> None:
 
     settings = _settings(**flags)
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
-    asyncio.run(ensure_topics(settings))
+    _on_kafka(settings, ensure_topics(settings))
     mill = create_app(settings)
-    asyncio.run(mill.durability.prepare(range(settings.partitions)))
+    _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
     Worker(
         mill.app,
         loglevel=settings.log_level,
@@ -78,10 +109,20 @@ def worker(**flags: Any) -> None:
 def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None) -> None:
     """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
     from streams.publish import publish as send
-    from streams.publish import read_lines
     from streams.topics import ensure_topics
 
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    lines = _checked_lines(file, raw=raw)
+    _on_kafka(settings, ensure_topics(settings), before_publishing=True)
+    sent = _on_kafka(settings, send(settings.bootstrap, settings.topics.events, lines))
+    click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
+
+
+def _checked_lines(file: Path, raw: bool = False) -> list[Line]:
+    """Every line of an event file, checked (unless `raw`) before anything starts: invalid
+    lines are reported by number, and stop the command with nothing sent."""
+    from streams.publish import read_lines
+
     with click.progressbar(
         list(read_lines(file, raw=raw)), label="validating", file=click.get_text_stream("stderr")
     ) as progress:
@@ -91,9 +132,7 @@ def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None)
         click.echo(f"{file}:{line.number}: {line.problem}", err=True)
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
-    asyncio.run(ensure_topics(settings))
-    sent = asyncio.run(send(settings.bootstrap, settings.topics.events, lines))
-    click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
+    return lines
 
 
 @main.group()
@@ -109,10 +148,18 @@ def schemas_export(out: Path) -> None:
     """Write one JSON Schema file per message type."""
     from schemas.export import json_schemas
 
-    out.mkdir(parents=True, exist_ok=True)
-    for name, document in json_schemas().items():
-        (out / name).write_bytes(document)
-        click.echo(out / name)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, document in json_schemas().items():
+            (out / name).write_bytes(document)
+            click.echo(out / name)
+    except OSError as error:
+        raise _unwritable(out, error) from None
+
+
+def _unwritable(path: Path, error: OSError) -> click.ClickException:
+    """A file or directory a command cannot write, named with why."""
+    return click.ClickException(f"cannot write {path}: {error.strerror or error}")
 
 
 @main.command()
@@ -135,7 +182,9 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
 
     try:
         projector = replay_projector(policy, judgements)
-    except (InvalidPolicy, ReplayInputError) as error:
+    except InvalidPolicy as refusal:
+        raise click.ClickException(f"{policy}: {refusal}") from None
+    except ReplayInputError as error:
         raise click.ClickException(str(error)) from None
     result = replay_file(file, projector)
     for outcome, count in sorted(result.outcomes.items()):
@@ -188,7 +237,9 @@ def dev(story: Path | None, web_port: int | None) -> None:
     """Tansu broker + worker + web server + the demo story, until Ctrl-C (`make run`)."""
     from streams.dev import DEMO_STORY, run_demo
 
-    run_demo(story or DEMO_STORY, _settings(web_port=web_port))
+    settings = _settings(web_port=web_port)
+    story = story or DEMO_STORY
+    run_demo(story, _checked_lines(story), settings)
 
 
 @main.group()
@@ -227,14 +278,14 @@ def policy_set(
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{file}: {refusal}; nothing published") from None
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
-    asyncio.run(ensure_topics(settings))
+    _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 
     async def conflicting() -> list[str]:
         async with caught_up(settings.bootstrap, settings.topics.policies, 60) as in_force:
             return conflicts(in_force, tenant, world, document)
 
     try:
-        found = asyncio.run(conflicting())
+        found = _on_kafka(settings, conflicting(), before_publishing=True)
     except PoliciesUnread as unread:
         raise click.ClickException(f"{unread}; nothing published") from None
     if found:
@@ -242,7 +293,10 @@ def policy_set(
             f"{file} conflicts with the policies in force: {'; '.join(found)}; nothing published"
         )
     key = policy_key(tenant, world)
-    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)))
+    _on_kafka(
+        settings,
+        send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)),
+    )
     click.echo(
         f"policy for tenant {tenant!r}, "
         + (f"world {world!r}" if world else "every world")
@@ -262,6 +316,13 @@ def world() -> None:
 @click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
 def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: str | None) -> None:
     """Publish `world.deleted`: everything of the world goes, persistent memories included."""
+    from projections.deletion import ANY
+
+    if world_id == ANY:
+        raise click.ClickException(
+            f"bad deletion: world_instance_id {ANY!r} names no world (to delete every world of "
+            "a tenant: `rumourmill tenant delete`); nothing published"
+        )
     _publish_deletion(tenant, world_id, broker, topic_prefix)
 
 
@@ -294,17 +355,19 @@ def _publish_deletion(
     except ValidationError as error:
         raise click.ClickException(explain(error, "bad deletion") + "; nothing published") from None
     settings = _settings(broker=broker, topic_prefix=topic_prefix)
-    asyncio.run(ensure_topics(settings))
-    copies = asyncio.run(
+    _on_kafka(settings, ensure_topics(settings), before_publishing=True)
+    copies = _on_kafka(
+        settings,
         send_one(
             settings.bootstrap,
             settings.topics.events,
             event.world_instance_id.encode(),
             event.model_dump_json(exclude_defaults=True).encode(),
             every_partition=world_id is None,
-        )
+        ),
     )
-    what = f"world {world_id!r} of tenant {tenant_id!r}" if world_id else f"tenant {tenant_id!r}"
+    what = f"tenant {tenant_id!r}"
+    what = what if world_id is None else f"world {world_id!r} of {what}"
     click.echo(f"{event.key} for {what} published to {settings.topics.events} ({copies}x)")
 
 
@@ -348,7 +411,7 @@ def npc(
         {"tenant_id": tenant} if tenant else {}
     )
     path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=npc_id)
-    click.echo(mind_tables(_fetch_for_command(url, api_key, path, query)))
+    click.echo(_read_for_command(url, api_key, path, query, mind_tables))
 
 
 @main.command()
@@ -356,14 +419,10 @@ def npc(
 @_read_options
 def digest(world: str, url: str | None, api_key: str | None, tenant: str | None) -> None:
     """Print the state digest of a world (equal digests: equal projections)."""
-    from streams.show import ReadFailed, fetch
-
     query = {"world_instance_id": world} | ({"tenant_id": tenant} if tenant else {})
-    try:
-        answer = fetch(_settings(web_url=url, api_key=api_key), "/v2/admin/digest", query)
-    except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(answer["digest"])
+    click.echo(
+        _read_for_command(url, api_key, "/v2/admin/digest", query, lambda found: found["digest"])
+    )
 
 
 @main.command("diff")
@@ -387,7 +446,7 @@ def diff_command(
     query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
     query |= {"tenant_id": tenant} if tenant else {}
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/diff", npc_id=npc_id)
-    click.echo(diff_tables(_fetch_for_command(url, api_key, path, query)))
+    click.echo(_read_for_command(url, api_key, path, query, diff_tables))
 
 
 @main.command("provenance")
@@ -416,19 +475,34 @@ def provenance_command(
         npc_id=npc_id,
         belief_id=belief_id,
     )
-    click.echo(provenance_chain(_fetch_for_command(url, api_key, path, query)))
+    click.echo(_read_for_command(url, api_key, path, query, provenance_chain))
 
 
-def _fetch_for_command(
-    url: str | None, api_key: str | None, path: str, query: dict[str, str], posted: Any = None
-) -> Any:
-    """A worker's answer (to `posted`, when given), or the command stops with its detail."""
+def _read_for_command(
+    url: str | None,
+    api_key: str | None,
+    path: str,
+    query: dict[str, str],
+    render: Callable[[dict[str, Any]], str],
+    posted: Any = None,
+) -> str:
+    """A worker's answer (to `posted`, when given) rendered for a person, or the command stops
+    with its detail; so does JSON of another shape, which a URL that is not a worker's (or a
+    worker of another version) may answer."""
     from streams.show import ReadFailed, fetch
 
+    settings = _read_settings(url, api_key)
     try:
-        return fetch(_settings(web_url=url, api_key=api_key), path, query, posted)
+        found = fetch(settings, path, query, posted)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
+    try:
+        return render(found)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise click.ClickException(
+            f"{settings.canonical_url}{path} answered JSON that is not a worker's answer to this "
+            f"read ({type(error).__name__}: {error})"
+        ) from None
 
 
 @main.command("recall")
@@ -456,8 +530,7 @@ def recall_command(
     asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
     asked |= ({"cues": cues} if cues else {}) | ({"tenant_id": tenant} if tenant else {})
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
-    found = _fetch_for_command(url, api_key, path, asked)
-    click.echo(recall_table(found))
+    click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 
 
 @main.command("decision")
@@ -478,8 +551,7 @@ def decision_command(
 
     asked = _decision_query(world, timeline, after_seq, player, tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/decision", npc_id=npc_id)
-    found = _fetch_for_command(url, api_key, path, asked)
-    click.echo(decision_tables(found))
+    click.echo(_read_for_command(url, api_key, path, asked, decision_tables))
 
 
 def _decision_query(
@@ -515,8 +587,7 @@ def reply_check_command(
 
     asked = _decision_query(world, timeline, after_seq, player, tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/reply-check", npc_id=npc_id)
-    found = _fetch_for_command(url, api_key, path, asked, {"text": reply})
-    click.echo(inventions_table(found))
+    click.echo(_read_for_command(url, api_key, path, asked, inventions_table, {"text": reply}))
 
 
 @main.command("dialogue")
@@ -544,8 +615,7 @@ def dialogue_command(
         {"tenant_id": tenant} if tenant else {}
     )
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/dialogue", npc_id=npc_id)
-    found = _fetch_for_command(url, api_key, path, asked)
-    click.echo(dialogue_tables(found))
+    click.echo(_read_for_command(url, api_key, path, asked, dialogue_tables))
 
 
 @main.command("rumour-map")
@@ -573,10 +643,13 @@ def rumour_map_command(
         "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
     )
     try:
-        svg = fetch_body(_settings(web_url=url, api_key=api_key), path, asked)
+        svg = fetch_body(_read_settings(url, api_key), path, asked)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
-    out.write_bytes(svg)
+    try:
+        out.write_bytes(svg)
+    except OSError as error:
+        raise _unwritable(out, error) from None
     click.echo(f"the rumour of {belief_id} drawn into {out}")
 
 
@@ -599,8 +672,7 @@ def chronicle_command(
     asked = {"world_instance_id": world, "timeline_id": timeline}
     asked |= {"tenant_id": tenant} if tenant else {}
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/chronicle", npc_id=npc_id)
-    found = _fetch_for_command(url, api_key, path, asked)
-    click.echo(chronicle_tables(found))
+    click.echo(_read_for_command(url, api_key, path, asked, chronicle_tables))
 
 
 @main.command("rebuild")
@@ -640,10 +712,13 @@ def rebuild_command(
         rebuild,
     )
 
-    live = _settings(web_url=url, api_key=api_key, **flags)
+    live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
     app_id = into or fresh_app_id(live)
-    data_dir = into_data_dir or live.data_dir.with_name(f"{live.data_dir.name}-{app_id}")
-    target = _settings(**(flags | {"app_id": app_id, "data_dir": data_dir}))
+    data_dir = into_data_dir or _data_dir_beside(live.data_dir, app_id)
+    target = _settings(
+        {"app_id": "--into", "data_dir": "--into-data-dir"},
+        **(flags | {"app_id": app_id, "data_dir": data_dir}),
+    )
     try:
         check_live(live)
         bar = progress_bar(Console(stderr=True))
@@ -690,3 +765,15 @@ def rebuild_command(
         raise click.ClickException(
             f"{len(differences)} of {len(rebuilt.digests)} world(s) differ from the live worker"
         )
+
+
+def _data_dir_beside(live: Path, app_id: str) -> Path:
+    """The fresh app id's data dir: beside the live one, named after both (`.` is resolved to
+    the directory it stands for; `/` has nothing beside it)."""
+    resolved = live.resolve()
+    if not resolved.name:
+        raise click.ClickException(
+            f"rebuild: the data dir {live} has no directory beside it; name one with "
+            "--into-data-dir"
+        )
+    return resolved.with_name(f"{resolved.name}-{app_id}")

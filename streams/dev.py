@@ -1,8 +1,8 @@
 """Development on one machine: `rumourmill dev` (`make run`) and the local brokers' settings.
 
 `rumourmill dev` starts the embedded Tansu broker, a worker with its web server, publishes the
-bundled demo story, prints every ack as it comes back and the minds it produced, then serves
-until Ctrl-C.
+bundled demo story (or the story given, checked first), prints every ack as it comes back and
+the minds of the story's characters, then serves until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,22 +14,56 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 import orjson
 from aiokafka import AIOKafkaConsumer
 
 from localbroker import ApacheKafkaBroker, TansuBroker, die_with_parent
-from streams.publish import publish, read_lines
+from schemas import Event
+from streams.publish import Line, publish
 from streams.settings import Settings
-from streams.show import fetch, mind_tables
+from streams.show import ReadFailed, fetch, mind_tables, read_path
 
 DEMO_STORY = Path(__file__).resolve().parent.parent / "examples" / "tavern.ndjson"
-DEMO_READS = [("main", "npc-mara"), ("main", "npc-tomas"), ("reload", "npc-mara")]
-"""The minds the demo prints: Mara and Tomas now, and Mara in the save loaded before the fight."""
+MINDS_SHOWN = 6
+"""The most characters' minds printed after the story (a long story names many)."""
+
+
+class Mind(NamedTuple):
+    """One character on one timeline: what `rumourmill dev` reads back after the story."""
+
+    tenant: str
+    world: str
+    timeline: str
+    npc: str
+
+    def query(self) -> dict[str, str]:
+        """The runtime read's query for this character."""
+        return {
+            "world_instance_id": self.world,
+            "timeline_id": self.timeline,
+            "tenant_id": self.tenant,
+        }
+
+
+def minds_of(lines: list[Line]) -> list[Mind]:
+    """The characters of a story (who acts, is acted on or witnesses; players aside) on each
+    timeline they appear on, first seen first: for the demo, Mara and Tomas now, and Mara in
+    the save loaded before the fight."""
+    found: dict[Mind, None] = {}
+    for line in lines:
+        event = Event.model_validate_json(line.raw)
+        for npc in (event.actor, event.target, *(event.witnesses or ())):
+            if npc is not None and npc not in event.players:
+                found.setdefault(
+                    Mind(event.tenant_id, event.world_instance_id, event.timeline_id, npc)
+                )
+    return list(found)
 
 
 def apache_kafka(settings: Settings) -> ApacheKafkaBroker:
@@ -65,8 +99,11 @@ def wait_until_ready(
     raise NotReady(f"the worker was not ready after {timeout:.0f}s")
 
 
-def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> None:
-    """Run broker, worker and demo until Ctrl-C (or SIGTERM); stop both on the way out."""
+def run_demo(
+    story: Path, lines: list[Line], settings: Settings, ready_timeout: float = 120.0
+) -> None:
+    """Run broker, worker and the story's `lines` (checked already) until Ctrl-C (or SIGTERM);
+    stop both on the way out."""
     data_dir = Path(tempfile.mkdtemp(prefix="rumourmill-dev-"))
     with TansuBroker() as broker:
         settings = settings.model_copy(update={"broker": (broker.bootstrap,), "data_dir": data_dir})
@@ -86,7 +123,6 @@ def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> N
             except NotReady as error:
                 raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on http://{settings.web_host}:{settings.web_port}")
-            lines = list(read_lines(story))
             asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):
@@ -94,14 +130,7 @@ def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> N
                     f"  ack {ack['timeline_id']}#{ack['seq']}: {ack['outcome']}"
                     f" (processed_seq {ack['processed_seq']})"
                 )
-            for timeline, npc in DEMO_READS:
-                query = {"world_instance_id": "save-1", "timeline_id": timeline}
-                mind = fetch(settings, f"/v2/memory/runtime/npcs/{npc}", query)
-                click.echo(f"\n{mind_tables(mind)}\n")
-            click.echo(
-                f"try: curl '{settings.canonical_url}/v2/memory/runtime/npcs/npc-mara"
-                "?world_instance_id=save-1&timeline_id=main'"
-            )
+            show_minds(settings, minds_of(lines))
             stop_signals = block_stop_signals()
             click.echo(f"worker log: {log_path}\nserving until Ctrl-C")
             signal.sigwait(stop_signals)
@@ -112,6 +141,23 @@ def run_demo(story: Path, settings: Settings, ready_timeout: float = 120.0) -> N
             except subprocess.TimeoutExpired:
                 worker.kill()
             click.echo("stopped")
+
+
+def show_minds(settings: Settings, minds: list[Mind]) -> None:
+    """Print the first minds as tables, then how to read one; a read that fails is printed
+    and the demo goes on serving."""
+    for mind in minds[:MINDS_SHOWN]:
+        path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=mind.npc)
+        try:
+            click.echo(f"\n{mind_tables(fetch(settings, path, mind.query()))}\n")
+        except ReadFailed as error:
+            click.echo(f"\n{mind.npc} on {mind.world}/{mind.timeline}: {error}\n")
+    if len(minds) > MINDS_SHOWN:
+        click.echo(f"{len(minds) - MINDS_SHOWN} more character(s): see `rumourmill npc --help`")
+    if minds:
+        path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=minds[0].npc)
+        query = urllib.parse.urlencode(minds[0].query())
+        click.echo(f"try: curl '{settings.canonical_url}{path}?{query}'")
 
 
 async def _read_acks(

@@ -18,7 +18,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -435,11 +434,15 @@ def live_differences(live: Settings, digests: dict[World, str]) -> list[Differen
     for (tenant, world_id), rebuilt in sorted(digests.items()):
         query = {"world_instance_id": world_id, "tenant_id": tenant}
         try:
-            answer: Any = fetch(live, "/v2/admin/digest", query)
+            live_digest = fetch(live, "/v2/admin/digest", query).get("digest")
         except ReadFailed as error:
             raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
-        if answer["digest"] != rebuilt:
-            differences.append(Difference((tenant, world_id), rebuilt, answer["digest"]))
+        if not isinstance(live_digest, str):
+            raise RebuildFailed(
+                f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
+            )
+        if live_digest != rebuilt:
+            differences.append(Difference((tenant, world_id), rebuilt, live_digest))
     return differences
 
 

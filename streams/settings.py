@@ -9,6 +9,7 @@ the two together.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
@@ -192,16 +193,21 @@ class Settings(BaseSettings):
         return value.rstrip("/")
 
     @classmethod
-    def from_env(cls, **flags: Any) -> Settings:
+    def from_env(cls, flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
         """Read every `RUMOURMILL_*` variable, with the non-None `flags` (CLI flags) over them.
 
-        Raises `SettingsError` naming each bad variable or flag and what is wrong with it.
+        Raises `SettingsError` naming each bad variable or flag and what is wrong with it; a
+        flag is named as `flag_names` gives it (a command's `--url` for `web_url`), else
+        `--field-name`.
         """
         given = {name: value for name, value in flags.items() if value is not None}
         try:
             return cls(**given)
         except ValidationError as error:
-            raise SettingsError(explain_settings(error, set(given))) from None
+            named = {
+                name: (flag_names or {}).get(name, f"--{name.replace('_', '-')}") for name in given
+            }
+            raise SettingsError(explain_settings(error, named)) from None
 
     def environment(self) -> dict[str, str]:
         """These settings as the `RUMOURMILL_*` variables a child process reads them from."""
@@ -234,12 +240,13 @@ class Settings(BaseSettings):
         return topics if self.changes else topics._replace(changes="")
 
 
-def explain_settings(error: ValidationError, flags: set[str]) -> str:
-    """Each problem on a line of its own: the variable (or `--flag`), its value, what is wrong."""
+def explain_settings(error: ValidationError, flags: Mapping[str, str]) -> str:
+    """Each problem on a line of its own: the variable (or the flag given, as `flags` names
+    each field's), its value, what is wrong."""
     lines = []
     for item in error.errors(include_url=False):
         name = str(item["loc"][0]) if item["loc"] else "settings"
-        source = f"--{name.replace('_', '-')}" if name in flags else f"{ENV_PREFIX}{name.upper()}"
+        source = flags.get(name, f"{ENV_PREFIX}{name.upper()}")
         message = item["msg"].removeprefix("Value error, ")
         lines.append(f"{source}={item['input']!r}: {message}")
     return "\n".join(lines)

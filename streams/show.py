@@ -14,13 +14,27 @@ from streams.settings import Settings
 
 
 class ReadFailed(Exception):
-    """The worker answered with an error; the message is its `detail`."""
+    """The worker answered with an error (the message is its `detail`), could not be reached,
+    or what answered was not a worker."""
 
 
-def fetch(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> Any:
+def fetch(
+    settings: Settings, path: str, query: dict[str, str], posted: Any = None
+) -> dict[str, Any]:
     """GET a worker's JSON answer, or POST `posted` as JSON when given (any worker: it forwards
-    to the world's owner)."""
-    return orjson.loads(fetch_body(settings, path, query, posted))
+    to the world's owner). A body that is not a JSON object raises `ReadFailed` with its start:
+    a mistyped URL may reach another web server, which answers 200 too."""
+    body = fetch_body(settings, path, query, posted)
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ReadFailed(
+            f"200 from {settings.canonical_url} (not a worker's JSON answer): "
+            + (_start_of(body) or "an empty body")
+        )
+    return answer
 
 
 def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
@@ -69,11 +83,16 @@ def _error_detail(error: urllib.error.HTTPError) -> str:
     detail = answer.get("detail") if isinstance(answer, dict) else None
     if isinstance(detail, str):
         return detail
-    text = " ".join(body.decode("utf-8", errors="replace").split())
-    if not text:
+    shown = _start_of(body)
+    if not shown:
         return str(error.reason)
-    shown = text if len(text) <= ERROR_BODY_SHOWN else text[: ERROR_BODY_SHOWN - 3] + "..."
     return f"{error.reason} (not a worker's JSON answer): {shown}"
+
+
+def _start_of(body: bytes) -> str:
+    """The start of a body that is not the worker's JSON, on one line (empty for none)."""
+    text = " ".join(body.decode("utf-8", errors="replace").split())
+    return text if len(text) <= ERROR_BODY_SHOWN else text[: ERROR_BODY_SHOWN - 3] + "..."
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

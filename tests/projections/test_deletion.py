@@ -7,7 +7,9 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
+from projections.deletion import deletion_event
 from projections.delivery import SourceMessage
 from projections.digest import world_digest
 from projections.key_prefixes import OUTBOX, WORLD_PREFIXES
@@ -112,6 +114,14 @@ def test_a_world_begun_anew_reads_from_another_position_than_before_its_deletion
     assert read_position(first, "default", "save-1", "main") != read_position(
         anew, "default", "save-1", "main"
     )
+
+
+def test_an_empty_world_id_is_refused_not_taken_for_every_world_of_the_tenant() -> None:
+    """`*` stands for the world a tenant deletion does not name; a world deletion for `*`
+    would delete nothing and be acked as done."""
+    with pytest.raises(ValidationError, match="world_instance_id"):
+        deletion_event("default", "")
+    assert deletion_event("default", None).world_instance_id == "*"
 
 
 def test_a_deleted_tenant_loses_every_world_and_other_tenants_keep_theirs() -> None:

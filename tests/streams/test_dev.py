@@ -6,17 +6,21 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import orjson
 import pytest
 
 from localbroker import free_port
 
-pytestmark = pytest.mark.integration  # starts the embedded Tansu broker
+TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 
 
-def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
+def dev(*flags: str) -> tuple[str, str, int]:
+    """Run `rumourmill dev` until it serves, then Ctrl-C: what it printed until then, what
+    after, and its exit code."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "streams", "dev", "--web-port", str(free_port())],
+        [sys.executable, "-m", "streams", "dev", "--web-port", str(free_port()), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -37,7 +41,12 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     finally:
         if process.poll() is None:
             process.kill()
-    output = "\n".join(seen)
+    return "\n".join(seen), rest, process.returncode
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
+    output, rest, code = dev()
     assert "published 6 events" in output, output
     assert "ack main#5: processed (processed_seq 5)" in output, output
     assert "ack reload#3: processed (processed_seq 3)" in output, output
@@ -47,4 +56,43 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     assert "defeated" not in reload.split("relations")[0], output
     assert "gift given" in reload, output
     assert "stopped" in rest
-    assert process.returncode == 0
+    assert code == 0
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_a_story_of_its_own_shows_its_characters_and_a_read_that_fails_is_printed(
+    tmp_path: Path,
+) -> None:
+    """The tavern with Mara as Ann, in a world and tenant of their own, and a locket looked at:
+    the locket, acted on, has no mind (404), and the demo serves on."""
+    renamed = TAVERN.replace(b'"npc-mara"', b'"npc-ann"').replace(b'"save-1"', b'"save-9"')
+    lines = [orjson.loads(line) | {"tenant_id": "acme"} for line in renamed.splitlines()]
+    looked = {"actor": "npc-ann", "target": "item-locket", "key": "trade.item-inspected"}
+    lines.append(lines[0] | {"seq": 6, "entities": {}, "location": None} | looked)
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(b"\n".join(map(orjson.dumps, lines)))
+    output, rest, code = dev("--story", str(story))
+    assert "published 7 events" in output, output
+    for timeline, npc in [("main", "npc-ann"), ("main", "npc-tomas"), ("reload", "npc-ann")]:
+        assert f"{npc} on save-9/{timeline}: at " in output, output
+    assert "item-locket on save-9/main: 404: nothing is known of 'item-locket'" in output, output
+    assert "world_instance_id=save-9&timeline_id=main&tenant_id=acme" in output, output
+    assert "stopped" in rest
+    assert code == 0
+
+
+def test_a_story_with_invalid_lines_is_refused_as_publish_refuses_it_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(TAVERN.splitlines()[0] + b"\nnot json\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "dev", "--story", str(story)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"{story}:2: not valid JSON" in result.stderr
+    assert "1 invalid line(s); nothing sent" in result.stderr
+    assert "broker:" not in result.stdout  # no broker started

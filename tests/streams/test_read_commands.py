@@ -5,6 +5,7 @@ the worker's JSON stops a command with a clear message, not a traceback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import threading
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,9 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.cli import main
+from streams.rebuild import RebuildFailed, live_differences
 from streams.replay import replay_lines
+from streams.settings import Settings
 from streams.web import register_views
 from tests.streams.test_web import MemoryReads
 
@@ -148,18 +151,25 @@ class ProxyErrors(http.server.BaseHTTPRequestHandler):
         """Quiet: the test reads what the command prints."""
 
 
-@pytest.fixture
-def proxy_url() -> Iterator[str]:
-    """A real HTTP server on loopback that answers only errors that are not JSON."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ProxyErrors)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on loopback answering with `handler`; its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
-        serving.join()
+        thread.join()
         server.server_close()
+
+
+@pytest.fixture
+def proxy_url() -> Iterator[str]:
+    """A real HTTP server on loopback that answers only errors that are not JSON."""
+    with serving(ProxyErrors) as url:
+        yield url
 
 
 @pytest.mark.parametrize(
@@ -184,3 +194,110 @@ def test_an_error_that_is_not_json_stops_the_command_with_its_status_and_start(
     assert "Traceback" not in result.output and "JSONDecodeError" not in result.output
     assert result.output.startswith(message)
     assert len(result.output) < 300  # the start of the page, not all of it
+
+
+OTHER_ANSWERS = {
+    "page": b"<!doctype html><html><title>Welcome to nginx!</title></html>",
+    "empty": b"",
+    "list": b"[1, 2]",
+    "object": b'{"status": "ok"}',
+}
+"""What a web server that is not a worker answers with 200, by the first segment of the path."""
+
+
+class AnotherServer(http.server.BaseHTTPRequestHandler):
+    """A web server at a mistyped `--url`: 200 to every GET and POST, never a worker's answer."""
+
+    def do_GET(self) -> None:
+        body = OTHER_ANSWERS[self.path.split("/")[1]]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+@pytest.fixture
+def other_url() -> Iterator[str]:
+    """A real HTTP server on loopback that is not a worker."""
+    with serving(AnotherServer) as url:
+        yield url
+
+
+READS = [
+    ["npc", "npc-mara", "--world", "save-1"],
+    ["digest", "--world", "save-1"],
+    ["recall", "npc-mara", "son", "--world", "save-1"],
+    ["diff", "npc-mara", "--world", "save-1", "--timeline", "main", "--other", "reload"],
+    ["provenance", "npc-mara", "b-1", "--world", "save-1"],
+    ["decision", "npc-mara", "--world", "save-1", "--after-seq", "2"],
+    ["reply-check", "npc-mara", "Ask Bertram.", "--world", "save-1", "--after-seq", "2"],
+    ["dialogue", "npc-mara", "--world", "save-1", "--player", "player-1"],
+    ["chronicle", "npc-mara", "--world", "save-1"],
+]
+"""Every command that prints a worker's JSON answer."""
+
+
+def stopped(command: Sequence[str]) -> str:
+    """What a command prints when it stops with a message, not a traceback."""
+    result = CliRunner().invoke(main, list(command))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    return result.output
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("page", OTHER_ANSWERS["page"].decode()),
+        ("empty", "an empty body"),
+        ("list", "[1, 2]"),
+    ],
+)
+@pytest.mark.parametrize("command", READS, ids=lambda command: command[0])
+def test_a_200_that_is_not_a_json_object_stops_a_read_with_its_start(
+    other_url: str, answer: str, shown: str, command: list[str]
+) -> None:
+    output = stopped([*command, "--url", f"{other_url}/{answer}"])
+    assert output == f"Error: 200 from {other_url}/{answer} (not a worker's JSON answer): {shown}\n"
+
+
+@pytest.mark.parametrize("command", READS, ids=lambda command: command[0])
+def test_json_of_another_shape_stops_a_read_naming_the_url_that_answered(
+    other_url: str, command: list[str]
+) -> None:
+    output = stopped([*command, "--url", f"{other_url}/object"])
+    assert output.startswith(f"Error: {other_url}/object/v2/")
+    assert "answered JSON that is not a worker's answer to this read (KeyError: " in output
+
+
+def test_a_rebuild_whose_live_worker_answers_another_pages_health_stops_before_kafka(
+    other_url: str,
+) -> None:
+    output = stopped(["rebuild", "--url", f"{other_url}/page", "--broker", "127.0.0.1:1"])
+    assert output.startswith(
+        f"Error: rebuild: the live worker at {other_url}/page: 200 from {other_url}/page "
+        "(not a worker's JSON answer): <!doctype html>"
+    )
+
+
+def test_a_rebuild_compared_with_a_live_answer_holding_no_digest_says_so(other_url: str) -> None:
+    live = Settings.from_env(web_url=f"{other_url}/object")
+    with pytest.raises(RebuildFailed, match="answered no digest of 'save-1'"):
+        live_differences(live, {("default", "save-1"): "0" * 64})
+
+
+def test_a_rumour_map_into_a_missing_directory_is_refused_by_its_path(
+    other_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "no" / "such" / "map.svg"
+    output = stopped(
+        ["rumour-map", "b-1", "--world", "save-1", "--out", str(out), "--url", f"{other_url}/page"]
+    )
+    assert output == f"Error: cannot write {out}: No such file or directory\n"

@@ -1,0 +1,115 @@
+"""The command line's mistakes and unreachable places end a command with one line naming what
+the person typed, never a traceback (no broker: nothing listens on 127.0.0.1:1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from streams.cli import main
+
+TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
+NOWHERE = "127.0.0.1:1"
+UNREACHABLE = f"Error: cannot reach Kafka at {NOWHERE}: KafkaConnectionError: Unable to bootstrap"
+
+
+def refused(*command: str) -> str:
+    """What `rumourmill COMMAND` prints when it stops with a message (exit code 1)."""
+    result: Result = CliRunner().invoke(main, list(command))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    return result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["publish", str(TAVERN)],
+        ["policy", "set", "{policy}"],
+        ["world", "delete", "w1"],
+        ["tenant", "delete", "t1"],
+    ],
+    ids=["publish", "policy set", "world delete", "tenant delete"],
+)
+def test_a_publishing_command_says_kafka_cannot_be_reached_and_nothing_was_published(
+    command: list[str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}")
+    output = refused(*(part.format(policy=policy) for part in command), "--broker", NOWHERE)
+    last = output.splitlines()[-1]  # `publish` shows its validating first
+    assert last.startswith(UNREACHABLE) and last.endswith("; nothing published")
+
+
+def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> None:
+    """In a process of its own: the worker sets up the process's logging."""
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RUMOURMILL_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
+
+
+@pytest.mark.parametrize("world_id", ["", "*"])
+def test_a_world_deletion_for_no_world_or_every_world_is_refused(world_id: str) -> None:
+    """`*` is what a tenant's deletion gives for the world it does not name: a world deletion
+    for it would delete nothing, and be acked as done."""
+    output = refused("world", "delete", world_id, "--broker", NOWHERE)
+    assert output.startswith("Error: bad deletion: world_instance_id")
+    assert output.endswith("; nothing published\n")
+    assert "cannot reach Kafka" not in output  # refused before Kafka is asked
+
+
+def test_a_rebuild_of_the_data_dir_dot_goes_on_to_its_checks(tmp_path: Path) -> None:
+    """`.` has no name to name the fresh data dir after: the directory it stands for has."""
+    with CliRunner().isolated_filesystem(temp_dir=tmp_path):
+        output = refused("rebuild", "--data-dir", ".", "--url", f"http://{NOWHERE}")
+    assert output.startswith(f"Error: rebuild: the live worker at http://{NOWHERE}: cannot reach")
+
+
+def test_a_rebuild_beside_the_root_directory_asks_for_a_data_dir() -> None:
+    output = refused("rebuild", "--data-dir", "/", "--url", f"http://{NOWHERE}")
+    assert output == (
+        "Error: rebuild: the data dir / has no directory beside it; name one with --into-data-dir\n"
+    )
+
+
+def test_schemas_exported_into_a_path_under_a_file_name_it(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "sub"
+    assert refused("schemas", "export", "--out", str(out)) == (
+        f"Error: cannot write {out}: Not a directory\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["digest", "--world", "w", "--url", "127.0.0.1:18778"], "--url='127.0.0.1:18778'"),
+        (["npc", "npc-mara", "--world", "w", "--url", "127.0.0.1:18778"], "--url="),
+        (["rebuild", "--url", "127.0.0.1:18778"], "--url="),
+        (["rebuild", "--into", "bad id"], "--into='bad id'"),
+        (["rebuild", "--into-data-dir", "x", "--partitions", "0"], "--partitions=0"),
+    ],
+)
+def test_a_bad_flag_is_named_as_the_person_typed_it(command: list[str], flag: str) -> None:
+    output = refused(*command)
+    assert output.startswith(f"Error: bad setting:\n{flag}")
+    assert "--web-url" not in output and "--app-id" not in output
+
+
+def test_a_replay_policy_that_is_not_json_is_named_by_its_path(tmp_path: Path) -> None:
+    policy = tmp_path / "bad.json"
+    policy.write_text("{not json")
+    output = refused("replay", str(TAVERN), "--policy", str(policy))
+    assert output.startswith(f"Error: {policy}: not valid JSON: ")
