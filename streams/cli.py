@@ -181,7 +181,7 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     from streams.replay import ReplayInputError, replay_file, replay_projector
 
     try:
-        projector = replay_projector(policy, judgements)
+        projector = replay_projector(policy, judgements, _settings().max_event_bytes)
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{policy}: {refusal}") from None
     except ReplayInputError as error:
@@ -273,6 +273,10 @@ def policy_set(
     from streams.publish import send_one
     from streams.topics import ensure_topics
 
+    if world == "":
+        raise click.ClickException(
+            "--world names no world (omit it for the tenant default); nothing published"
+        )
     try:
         document = check_policy_document(file.read_bytes())
     except InvalidPolicy as refusal:

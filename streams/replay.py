@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from projections.delivery import Intake, SourceMessage, world_key
 from projections.digest import world_digest
-from projections.intake import explain
+from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain
 from projections.judgements import RecordedAnswers
 from projections.policy import resolve
 from projections.projector import Projector
@@ -87,14 +87,17 @@ class ReplayInputError(ValueError):
     """A replay's input that cannot be used; the message says which line and why."""
 
 
-def replay_projector(policy: Path | None, judgements: Path | None) -> Projector:
+def replay_projector(
+    policy: Path | None, judgements: Path | None, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> Projector:
     """The projector of a replay: `policy` for every world (else the built-in one), model
     judgements answered from `judgements` (the judgements topic's records, one per line; else
-    none, and the rules make each), never by a model."""
+    none, and the rules make each), never by a model; messages over `max_event_bytes` rejected
+    as the worker given that setting rejects them."""
     document = {} if policy is None else check_policy_document(policy.read_bytes())
     resolved = resolve(None, document)
     if judgements is None:
-        return Projector(policies=lambda tenant, world: resolved)
+        return Projector(policies=lambda tenant, world: resolved, max_event_bytes=max_event_bytes)
     records = []
     for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
         if not line.strip():
@@ -107,6 +110,7 @@ def replay_projector(policy: Path | None, judgements: Path | None) -> Projector:
             ) from None
     return Projector(
         policies=lambda tenant, world: resolved,
+        max_event_bytes=max_event_bytes,
         answers=RecordedAnswers(records),
         count=wordllama_tokens(),
     )

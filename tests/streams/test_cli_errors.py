@@ -113,3 +113,14 @@ def test_a_replay_policy_that_is_not_json_is_named_by_its_path(tmp_path: Path) -
     policy.write_text("{not json")
     output = refused("replay", str(TAVERN), "--policy", str(policy))
     assert output.startswith(f"Error: {policy}: not valid JSON: ")
+
+
+def test_a_policy_for_an_empty_world_name_is_refused_not_taken_for_every_world(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}")
+    output = refused("policy", "set", str(policy), "--world", "", "--broker", NOWHERE)
+    assert output == (
+        "Error: --world names no world (omit it for the tenant default); nothing published\n"
+    )

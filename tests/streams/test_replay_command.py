@@ -94,3 +94,15 @@ def test_a_missing_file_is_refused_by_name(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["replay", str(tmp_path / "nowhere.ndjson")])
     assert result.exit_code == 2
     assert "nowhere.ndjson" in result.output and "does not exist" in result.output
+
+
+def test_the_largest_message_the_worker_takes_is_the_replays_too(tmp_path: Path) -> None:
+    """RUMOURMILL_MAX_EVENT_BYTES rejects in a replay what it dead-letters in the worker, so the
+    replay's digest is the live one's."""
+    result = CliRunner().invoke(
+        main, ["replay", str(TAVERN)], env={"RUMOURMILL_MAX_EVENT_BYTES": "250"}
+    )
+    assert result.exit_code == 0, result.output
+    over = sum(1 for line in LINES if len(line) > 250)
+    assert 0 < over < len(LINES)
+    assert f"rejected: {over}" in result.output.splitlines()
