@@ -298,8 +298,8 @@ class OnlySearches:
     def holds_any(self, scope: SearchScope) -> bool:
         return self.index.holds_any(scope)
 
-    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
-        return self.index.mentions(scope, entity_id)
+    def mentions(self, tenant_id: str, world_id: str, entity_id: str) -> bool:
+        return self.index.mentions(tenant_id, world_id, entity_id)
 
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         return self.index.by_cues(scope, cues, limit) if "cues" in self.kept else []

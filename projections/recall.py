@@ -70,8 +70,9 @@ class RecallIndex(Protocol):
     def holds_any(self, scope: SearchScope) -> bool:
         """Whether the character has any memory in scope."""
 
-    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
-        """Whether any memory in scope is about `entity_id`."""
+    def mentions(self, tenant_id: str, world_id: str, entity_id: str) -> bool:
+        """Whether any memory of the world (any character's, on any timeline) is about
+        `entity_id`: what makes an undeclared id, a player's say, an entity of the world."""
 
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         """Belief ids about the most cues first (then newest)."""
@@ -154,7 +155,7 @@ def recall(
         raise NotFound(f"{npc_id!r} remembers nothing on timeline {timeline_id!r}")
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
     for cue in query.cues:
-        if cue not in declared and not index.mentions(scope, cue):
+        if cue not in declared and not index.mentions(tenant_id, world_id, cue):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
     names = {entity: d.name for entity, d in declared.items() if d.name is not None}
     cues = list(dict.fromkeys([*query.cues, *named_in(query.text, names)]))

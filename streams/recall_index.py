@@ -360,12 +360,11 @@ class SqliteRecallIndex:
         row = self._db.execute(f"SELECT 1 FROM items i WHERE {visible} LIMIT 1", parameters)
         return row.fetchone() is not None
 
-    def mentions(self, scope: SearchScope, entity_id: str) -> bool:
-        visible, parameters = self._visible(scope)
+    def mentions(self, tenant_id: str, world_id: str, entity_id: str) -> bool:
         row = self._db.execute(
-            f"SELECT 1 FROM abouts a JOIN items i ON i.id = a.item "
-            f"WHERE a.entity = ? AND {visible} LIMIT 1",
-            [entity_id, *parameters],
+            "SELECT 1 FROM abouts a JOIN items i ON i.id = a.item "
+            "WHERE a.entity = ? AND i.tenant = ? AND i.world = ? LIMIT 1",
+            (entity_id, tenant_id, world_id),
         )
         return row.fetchone() is not None
 

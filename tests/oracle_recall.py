@@ -23,10 +23,10 @@ What it compares, and what it leaves out:
 - fusion 1 / 1 / 1.5 by reciprocal rank (offset 60), over_retrieve x limit candidates (at most
   60), the choice by relevance (fused over the best candidate's), importance, retention and
   recency (1 / (1 + story days)), forgotten never chosen, then story order; 404 for a
-  character holding nothing there, 400 for an unknown cue; as of a position: the ancestry and
-  the persistent memories cut there, "now" the story time seen up to it. The memories are the
-  base oracle's fold, so a belief the referee weakened (SPEC 11) shows its weakened confidence
-  from the line's position on.
+  character holding nothing there, 400 for a cue neither declared nor in any memory of the
+  world; as of a position: the ancestry and the persistent memories cut there, "now" the
+  story time seen up to it. The memories are the base oracle's fold, so a belief the referee
+  weakened (SPEC 11) shows its weakened confidence from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
   actor or target; knowledge = the most important memories about the player, then about the
   place (the event's, else where the character is), each from the 60 most important about it
@@ -341,7 +341,7 @@ def recall(
         raise OracleNotFound(npc)
     declared = seen.folded["declared"]
     for cue in cues:
-        if cue not in declared and not any(cue in m.about for m in seen.mine):
+        if cue not in declared and not any(cue in m.about for m in seen.every):
             raise OracleBadRead(cue)
     names = {entity: d["name"] for entity, d in declared.items() if d.get("name") is not None}
     asked = list(dict.fromkeys([*cues, *names_said(text, names)]))

@@ -210,3 +210,35 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
     names = {"guard": "the guard", "loc-inn": "The Crooked Lantern", "npc-a": "Ada"}
     assert named_in("the inn and the guard", names) == ["guard"]
     assert named_in("Ada at the crooked lantern", names) == ["loc-inn", "npc-a"]
+
+
+def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
+    """An undeclared player only Mara met is still an entity of the world for Tomas' recall:
+    a cue that finds nothing of his, not a 400."""
+    stranger = orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 6,
+            "key": "loreweaver.conversation.player-said",
+            "actor": "player-2",
+            "target": "npc-mara",
+            "players": ["player-2"],
+            "payload": {"text": "Have you seen the sailor?"},
+            "game_time": "day 1, 22:00",
+        }
+    )
+    state = replay_lines([*TAVERN.splitlines()[:5], stranger]).state
+    index = SqliteRecallIndex()
+    for npc in ("npc-mara", "npc-tomas"):
+        found = recall(
+            state,
+            index,
+            "default",
+            "save-1",
+            "main",
+            npc,
+            RecallQuery("sailor", ("player-2",)),
+            Policy(),
+        )
+        assert found.searched.words > 0
