@@ -64,8 +64,9 @@ class PolicyBook:
     """Looks policies up in their documents, resolving each distinct pair of documents once.
 
     A world whose document conflicts with its tenant's (`resolve`) is governed by the tenant's
-    policy until either changes, and `conflicting` is told once: one bad pair of documents must
-    not stop every event of the world, nor its reads.
+    policy until either changes, and `conflicting` is told once for each world so governed (the
+    same pair of documents may govern several): one bad pair of documents must not stop every
+    event of the world, nor its reads.
     """
 
     def __init__(
@@ -74,21 +75,34 @@ class PolicyBook:
         self._documents = documents
         self._conflicting = conflicting
         self._resolved: dict[tuple[bytes | None, bytes | None], Policy] = {}
+        self._conflicts: dict[tuple[bytes | None, bytes | None], ValidationError] = {}
+        self._told: set[tuple[str, str, bytes | None, bytes | None]] = set()
 
     def __call__(self, tenant_id: str, world_id: str) -> Policy:
         tenant_raw = self._documents.get(policy_key(tenant_id, None))
         world_raw = self._documents.get(policy_key(tenant_id, world_id))
-        cached = self._resolved.get((tenant_raw, world_raw))
+        documents = (tenant_raw, world_raw)
+        cached = self._resolved.get(documents)
         if cached is None:
             tenant_document = _document(tenant_raw)
             try:
                 cached = resolve(tenant_document, _document(world_raw))
             except ValidationError as conflict:
-                if self._conflicting is not None:
-                    self._conflicting(tenant_id, world_id, conflict)
+                self._conflicts[documents] = conflict
                 cached = resolve(tenant_document, None)
-            self._resolved[(tenant_raw, world_raw)] = cached
+            self._resolved[documents] = cached
+        if self._conflicts and documents in self._conflicts:
+            self._tell(tenant_id, world_id, documents)
         return cached
+
+    def _tell(
+        self, tenant_id: str, world_id: str, documents: tuple[bytes | None, bytes | None]
+    ) -> None:
+        """`conflicting` told of this world, once while these documents are in force."""
+        told = (tenant_id, world_id, *documents)
+        if self._conflicting is not None and told not in self._told:
+            self._told.add(told)
+            self._conflicting(tenant_id, world_id, self._conflicts[documents])
 
 
 def _document(raw: bytes | None) -> dict[str, Any] | None:

@@ -77,6 +77,13 @@ def test_a_world_document_conflicting_with_its_tenants_leaves_the_tenants_in_for
     assert "the tenant's default governs the world" in record.getMessage()
     assert book("default", "save-2").memory.referee.doubting_from == 0.3
 
+    # the same document for another world: that world is named too, once
+    feed.take(policy_key("default", "save-3"), feed.get(world))
+    with caplog.at_level(logging.ERROR, logger="rumourmill.policies"):
+        for _ in range(2):
+            assert book("default", "save-3").memory.referee.convinced_from == 0.4
+    assert [r.world_instance_id for r in caplog.records] == ["save-1", "save-3"]  # type: ignore[attr-defined]
+
     feed.take(world, orjson.dumps({"memory": {"referee": {"convinced_from": 0.5}}}))
     referee = book("default", "save-1").memory.referee
     assert (referee.doubting_from, referee.convinced_from) == (0.3, 0.5)
