@@ -20,10 +20,13 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
-    JsonValue,
     StringConstraints,
+    Tag,
+    WithJsonSchema,
 )
+from typing_extensions import TypeAliasType
 
 MAX_SEQ = 2**63 - 1
 """The largest position a timeline can reach (positions are stored as signed 64-bit)."""
@@ -53,6 +56,51 @@ ECMA-262 engine `$` also refuses a trailing newline, which Python's lets through
 
 GameTime = Annotated[str, StringConstraints(pattern=GAME_TIME_PATTERN)]
 
+SMALLEST_NUMBER, LARGEST_NUMBER = -(2**63), 2**64 - 1
+"""What an integral number in a payload or a fact may be (JSON Schema's `integer`: `5` and
+`5.0` alike): within 64-bit integers, which every encoder downstream (orjson, the state's and
+the change feed's) writes. A larger one stopped the worker at the first encoding, on every
+redelivery; it is refused instead, and dead-lettered."""
+
+
+_Integer = Annotated[int, Field(ge=SMALLEST_NUMBER, le=LARGEST_NUMBER)]
+_Fractional = Annotated[
+    float,
+    Field(ge=SMALLEST_NUMBER, lt=LARGEST_NUMBER + 1),
+    WithJsonSchema(
+        {
+            "type": "number",
+            "not": {"type": "integer"},
+            "minimum": SMALLEST_NUMBER,
+            "maximum": LARGEST_NUMBER,
+        }
+    ),
+]
+"""A number written with a fraction or an exponent (`0.5`, `1e3`). An integral one (`5.0`) is
+held by the schema to `_Integer`'s range, and here to the float bounds, which agree: no float
+lies between `LARGEST_NUMBER` and `LARGEST_NUMBER + 1` (which orjson could not write)."""
+
+
+def _json_kind(value: object) -> str:
+    """Which kind of JSON value `value` is: its error is that kind's alone, not one per kind."""
+    if value is None:
+        return "null"
+    for kind in (bool, int, float, str, list, dict):  # bool first: True is an int too
+        if isinstance(value, kind):
+            return kind.__name__
+    return "unknown"
+
+
+JsonData = TypeAliasType(
+    "JsonData",
+    "Annotated["
+    "Annotated[str, Tag('str')] | Annotated[bool, Tag('bool')] | Annotated[_Integer, Tag('int')]"
+    " | Annotated[_Fractional, Tag('float')] | Annotated[list[JsonData], Tag('list')]"
+    " | Annotated[dict[str, JsonData], Tag('dict')] | Annotated[None, Tag('null')],"
+    " Discriminator(_json_kind)]",
+)
+"""Any JSON value, its numbers within `SMALLEST_NUMBER` and `LARGEST_NUMBER`."""
+
 
 class Contract(BaseModel):
     """Base of every message model: immutable, strict, no unknown fields."""
@@ -75,7 +123,7 @@ class Fact(Contract):
 
     subject: Identifier
     attribute: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    value: JsonValue
+    value: JsonData
 
 
 class EntityDeclaration(Contract):
@@ -108,7 +156,7 @@ class Event(Contract):
     witnesses: list[Identifier] | None = None
     location: Identifier | None = None
     players: list[Identifier] = Field(default_factory=list)
-    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    payload: dict[str, JsonData] = Field(default_factory=dict)
     facts: list[Fact] = Field(default_factory=list)
     game_time: GameTime | None = None
     entities: dict[Identifier, EntityDeclaration] = Field(default_factory=dict)

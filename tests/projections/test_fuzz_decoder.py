@@ -120,6 +120,15 @@ def mutated_events(draw: st.DrawFn) -> bytes:
     return encode(document)
 
 
+PAST_64_BITS = [
+    b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k", "actor": "npc-a",'
+    b' "payload": {"gold": 1180591620717411303424}}',
+    b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k",'
+    b' "facts": [{"subject": "npc-a", "attribute": "debt", "value": [-18446744073709551616]}]}',
+]
+"""Events whose numbers no encoder downstream can write (orjson stops at 64 bits)."""
+
+
 def deep(depth: int, opener: bytes, closer: bytes) -> bytes:
     return opener * depth + closer * depth
 
@@ -148,6 +157,7 @@ hostile = st.one_of(
             .replace(b'"timeline_id":"main"', b'"timeline_id":"far"')
             .replace(b'"seq":1', b'"seq":9223372036854775807'),
             b'{"world_instance_id": "w", "timeline_id": "main", "seq": 18446744073709551616}',
+            *PAST_64_BITS,
             b'{"world_instance_id": "\\ud800", "timeline_id": "main", "seq": 1, "key": "k"}',
         ]
     ),
@@ -209,6 +219,17 @@ def test_a_dead_letter_reason_is_one_plain_line() -> None:
     assert intake.dead_letters
     assert "\n" not in intake.dead_letters[0].reason
     assert "\n" not in (intake.acks[0].reason or "")
+
+
+@pytest.mark.parametrize("raw", PAST_64_BITS)
+def test_a_number_past_64_bits_is_dead_lettered_naming_where_it_is(raw: bytes) -> None:
+    """It used to pass validation and stop the worker at the first encoding, on every
+    redelivery."""
+    intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, b"w", raw))
+    [letter] = intake.dead_letters
+    assert letter.reason.startswith("invalid event: ")
+    assert ("payload.gold.int" in letter.reason) or ("facts.0.value.list.0.int" in letter.reason)
+    assert "9223372036854775808" in letter.reason or "18446744073709551615" in letter.reason
 
 
 def test_valid_events_after_the_storm_are_still_processed(

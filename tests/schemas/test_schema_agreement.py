@@ -125,6 +125,12 @@ def events_accepted() -> dict[str, Any]:
         "no-witnesses": changed(EVENT, "witnesses", []),
         "fact-value-null": changed(EVENT, "facts.0.value", None),
         "fact-value-object": changed(EVENT, "facts.0.value", {"hp": 0}),
+        "payload-numbers-at-64-bit-ends": changed(
+            EVENT, "payload", {"most": 2**64 - 1, "least": -(2**63), "deep": [{"f": 0.5}]}
+        ),
+        "payload-integral-numbers-written-as-floats": changed(
+            EVENT, "payload", {"big": 1.5e19, "round": 5.0, "least": -9.223372036854775808e18}
+        ),
         "declaration-extra-fields": changed(EVENT, "entities.player-1.title", "the Bold"),
         "declaration-empty": changed(EVENT, "entities.player-1", {}),
     }
@@ -138,6 +144,11 @@ def events_refused() -> dict[str, Any]:
         **one_change_each(
             EVENT,
             {
+                "payload-integer-past-64-bits": ("payload", {"gold": 2**64}),
+                "payload-deep-integer-below-64-bits": ("payload", {"l": [{"debt": -(2**63) - 1}]}),
+                "fact-value-past-64-bits": ("facts.0.value", 2**70),
+                "fact-value-number-past-64-bits": ("facts.0.value", 1e300),
+                "payload-number-written-as-a-float-past-64-bits": ("payload", {"gold": 1e21}),
                 "no-world": ("world_instance_id", MISSING),
                 "no-timeline": ("timeline_id", MISSING),
                 "no-seq": ("seq", MISSING),
