@@ -46,7 +46,15 @@ STRANGER = "a stranger"
 PLACE_WORDS = ("at", "in")
 """The words before a place in an event's wording ("... at The Crooked Lantern")."""
 
-NUMBER = re.compile(r"(?<![\w.:-])\d+(?:\.\d+)?(?![\w:-]|\.\d)")
+MOST_DIGITS = 15
+"""The longest number a rumour inflates, on either side of its point: within a float's exact
+digits, so growing it stays exact. A longer run of digits (an account number, a 400-digit
+joke) is left as words; as a float it overflowed, and stopped the worker."""
+NUMBER = re.compile(
+    rf"(?<![\w.:-])\d{{1,{MOST_DIGITS}}}(?:\.\d{{1,{MOST_DIGITS}}})?(?![\w:-]|\.\d)"
+)
+LARGEST_GROWN = 10**MOST_DIGITS
+"""A number in a fact grows only below this, as in the words."""
 
 
 def distortion_seed(origin: str, listener: str, timeline_id: str, seq: int) -> bytes:
@@ -124,11 +132,11 @@ def _numbers(content: str, facts: Sequence[Fact]) -> list[Number]:
 
 
 def _number_in(fact: Fact) -> Number | None:
-    """The fact's value if it is a number (true and false are not)."""
+    """The fact's value if it is a number small enough to grow (true and false are not)."""
     value = fact.value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return value
+    return value if abs(value) < LARGEST_GROWN else None
 
 
 def _parsed(text: str) -> Number:

@@ -102,3 +102,19 @@ def test_a_place_becomes_vaguer() -> None:
 def test_ids_and_times_are_not_numbers_to_grow() -> None:
     content = "npc-2 left at 21:05"
     assert {told for told, _ in retellings(content, [], [])} == {content}
+
+
+def test_a_number_too_long_to_grow_exactly_stays_as_told() -> None:
+    """A run of digits past MOST_DIGITS (an account number, a joke of 400 nines) is words, not
+    a number: growing it overflowed a float and stopped the worker at the meeting."""
+    for digits in (16, 400, 5000):
+        debt = "9" * digits
+        content = f"Oskar owes {debt} gold"
+        facts = [Fact(subject="npc-oskar", attribute="debt", value=10**18)]
+        told = retellings(content, facts, ["npc-oskar"], count=50)
+        assert all(debt in words for words, _ in told)
+        assert all(kept == facts for _, kept in told)
+    fifteen = "9" * 15
+    assert any(
+        fifteen not in words for words, _ in retellings(f"Oskar owes {fifteen} gold", [], [])
+    )
