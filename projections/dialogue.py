@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import orjson
@@ -238,10 +238,18 @@ def _newest_many(
     return found
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LAST_MS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+"""The last millisecond a time can be written at (the end of year 9999). A line may say it
+occurred late that year (the contract takes any time): its scope's expiry, hours later, is
+written as this rather than failing every read of the scope."""
+
+
 def _iso(at_ms: int | None) -> str | None:
     if at_ms is None:
         return None
-    return datetime.fromtimestamp(at_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+    moment = EPOCH + timedelta(milliseconds=min(at_ms, LAST_MS))
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def scope_read(

@@ -359,3 +359,22 @@ def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() ->
         talk.read(npc="npc-nobody", minute=2)
     # a character who heard nothing here yet is known: an empty conversation, not a 404
     assert texts(talk.read(player="p2", minute=2)["player"]) == []
+
+
+def test_a_line_said_at_the_end_of_time_is_read_with_its_expiry_at_the_last_moment() -> None:
+    """The contract takes any time; twelve hours after late 9999 cannot be written, and the
+    scope's reads (the dialogue, the decision) answered a 500 for ever."""
+    talk = Talk()
+    talk.send(
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "Hello there"},
+        occurred_at="9999-12-31T23:00:00Z",
+    )
+    scope = talk.read()["player"]
+    assert texts(scope) == ["Hello there"]
+    assert scope["turns"][0]["occurred_at"] == "9999-12-31T23:00:00Z"
+    assert scope["expires_at"] == "9999-12-31T23:59:59.999000Z"
