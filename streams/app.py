@@ -450,8 +450,11 @@ class Rumourmill:
         state that holds an event (its outbox row with it) has its changes on the feed already,
         so the outbox keeps none, and a redelivery it recognises sends none. A crash in between
         applies the event again, from the changelog's state without it: its changes come again,
-        with the same ids.
+        with the same ids. With the feed off, none is sent, not even those an earlier release's
+        outbox row kept for a redelivery.
         """
+        if not self.changes:
+            return []
         taken: ChangeRecords = {}  # each world's, in order: one send a world, not a message
         for intake in intakes:
             for world, records in intake.changes.items():

@@ -18,9 +18,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import RecordMetadata
 
 from benchmarks.story import encoded, tavern_story
+from projections.delivery import Intake
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from schemas.memory import Memory
+from streams.app import create_app
 from streams.batch_sender import BatchSender
 from streams.publish import send_one
 from streams.settings import Settings
@@ -188,3 +190,14 @@ def test_changes_sent_in_batches_arrive_one_record_each_in_the_order_sent(
     assert {metadata.partition for metadata in stored} == {1}
     feed = read_topic(settings, settings.topics.changes, lambda got: len(got) >= 600, timeout=60)
     assert [change["n"] for change in feed] == list(range(600))
+
+
+def test_with_the_feed_off_a_redelivery_sends_no_change_an_earlier_release_kept(
+    tmp_path: Path,
+) -> None:
+    """Outbox rows of earlier releases kept their changes; with RUMOURMILL_CHANGES=false they
+    went to a topic named '' (the send failed, the worker stopped, on every redelivery)."""
+    settings = Settings(broker="127.0.0.1:1", data_dir=tmp_path, app_id="feed-off", changes=False)
+    mill = create_app(settings)
+    kept = Intake(redelivered=True, changes={"save-1": [b'{"change_id": "c-1"}']})
+    assert asyncio.run(asyncio.wait_for(mill.send_changes([kept]), 10)) == []
