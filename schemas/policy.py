@@ -28,7 +28,8 @@ Learned = Literal["seen", "told", "player"]
 
 
 class SequencingPolicy(Contract):
-    """How far ahead of a gap a timeline may receive before events are refused."""
+    """How many events a timeline may hold waiting behind a gap before further ones are
+    refused (however far ahead of the gap they are)."""
 
     max_deferred: Annotated[int, Field(ge=0, le=100_000), AsInteger] = 1000
 
@@ -126,7 +127,8 @@ class SpreadingPolicy(Contract):
     enabled: bool = False
     group_field: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "group"
     group_interval_minutes: Annotated[int, Field(ge=1, le=1_000_000), AsInteger] = 240
-    """Story minutes between two exchanges within a group."""
+    """The length of a group's game-time interval, in story minutes: each group exchanges once
+    per interval (intervals are counted from day 0, 00:00)."""
     group_exchange_limit: Annotated[int, Field(ge=0, le=1000), AsInteger] = 3
     per_meeting: Annotated[int, Field(ge=0, le=1000), AsInteger] = 3
     distortion: bool = False
@@ -154,7 +156,7 @@ class RetentionPolicy(Contract):
     """A memory is vivid at this retention or above, faded below it."""
     forgotten_below: Share = 0.15
     """A memory is forgotten below this retention."""
-    never_forgotten_step: Annotated[int, Field(ge=1, le=5)] | None = 5
+    never_forgotten_step: Annotated[int, Field(ge=1, le=5), AsInteger] | None = 5
     """From this importance step on a memory never falls below faded; None: any may be lost."""
 
     @model_validator(mode="after")
@@ -184,7 +186,7 @@ class ChoiceWeights(Contract):
 class RecallPolicy(Contract):
     """How recall (section 9) narrows its searches down to the memories it answers."""
 
-    over_retrieve: Annotated[int, Field(ge=1, le=60)] = 3
+    over_retrieve: Annotated[int, Field(ge=1, le=60), AsInteger] = 3
     """Candidates kept after fusion: this x limit, at most 60."""
     weights: ChoiceWeights = ChoiceWeights()
 
@@ -273,7 +275,11 @@ class MemoryPolicy(Contract):
     """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
 
     world: bool = True
+    """Keep the world record (the facts events make true); false: no fact is recorded, and no
+    memory is ever judged `diverging` (seed 001: "use one part or both")."""
     npc: bool = True
+    """Keep the characters' memories; false: no memory is formed, no line refereed and no
+    rumour spread, while the world record, whereabouts and dialogue are kept."""
     perception_location_fallback: bool = True
     """With no named witnesses, the characters known to be at the location perceive."""
     remember_movement: bool = False

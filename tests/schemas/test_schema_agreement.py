@@ -230,6 +230,8 @@ def policies_accepted() -> dict[str, Any]:
         "a-new-entity-kind": nested("memory.entity_patterns.monster", ["orc-*"]),
         "share-written-1": nested("memory.confidence.seen", 1),
         "count-written-10.0": nested("sequencing.max_deferred", 10.0),
+        "over-retrieve-written-3.0": nested("memory.recall.over_retrieve", 3.0),
+        "never-forgotten-step-written-4.0": nested("memory.retention.never_forgotten_step", 4.0),
         "spreading-on": nested("memory.spreading", {"enabled": True, "distortion": True}),
         "model-weighing": nested("memory", {"weighing": "model", "model": {"deadline_ms": 500}}),
         "lies-not-believable": nested("memory.lies_believable", False),
