@@ -58,7 +58,7 @@ def decision(
 ) -> DecisionRead:
     """The decision context of `npc_id` answering the event at `after_seq`, with dialogue
     expiry judged at real time `now_ms` (the wall clock when served)."""
-    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq, "after_seq")
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     if event is None:
         raise BadRead(f"after_seq {after_seq} names no event on timeline {timeline_id!r}")

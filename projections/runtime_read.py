@@ -49,11 +49,13 @@ def timeline_view(
     world_id: str,
     timeline_id: str,
     as_of_seq: int | None = None,
+    position_name: str = "as_of_seq",
 ) -> tuple[TimelineRecord, MemoryKeys, Ancestry]:
     """What a read on a timeline needs, or NotFound for a timeline never seen.
 
     As of a position, the record says that position was the last processed, and the ancestry
-    and persistent memories are cut there; BadRead for a position not processed yet.
+    and persistent memories are cut there; BadRead for a position not processed yet, naming it
+    as the read's parameter (`position_name`) does.
     """
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
@@ -63,7 +65,7 @@ def timeline_view(
         return record, keys, timelines.ancestry(tx, record)
     if as_of_seq > record.processed_seq:
         raise BadRead(
-            f"as_of_seq {as_of_seq} is beyond the processed_seq {record.processed_seq} "
+            f"{position_name} {as_of_seq} is beyond the processed_seq {record.processed_seq} "
             f"of timeline {timeline_id!r}"
         )
     return (

@@ -604,10 +604,10 @@ class Rumourmill:
         routed = request.url.with_host(owner.host or "").with_port(owner.port)
         body = await cast(Any, request).read()  # aiohttp keeps the body it read
         async with self.app.http_client.request(
-            method="POST", headers=request.headers, url=routed, data=body
+            method="POST", headers=_forwarded_headers(request), url=routed, data=body
         ) as response:
-            return web.text(
-                await response.text(), content_type=response.content_type, status=response.status
+            return web.bytes(
+                await response.read(), content_type=response.content_type, status=response.status
             )
 
 
@@ -874,6 +874,16 @@ world_partition = lru_cache(maxsize=1 << 12)(partition_of)
 
 def _read_only(key: bytes, value: bytes | None) -> None:
     raise PermissionError("reads never write state")
+
+
+FORWARDED_HEADERS = ("Authorization", "Content-Type")
+"""What a request forwarded to a world's owner carries of the client's headers: the rest (its
+framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
+connection, not the one to the owner, which would refuse the request over them."""
+
+
+def _forwarded_headers(request: Request) -> dict[str, str]:
+    return {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
 
 
 _ack_bytes = Ack.__pydantic_serializer__.to_json

@@ -71,14 +71,18 @@ def _broker_address(item: str) -> str:
 
 
 def tenants_by_api_key(value: object) -> object:
-    """`key1:tenant1,key2:tenant2` -> {key: tenant}."""
+    """`key1:tenant1,key2:tenant2` -> {key: tenant}; spaces around a key or a tenant are not
+    part of it (a client's `Bearer key` is read stripped too), and a key given twice is refused
+    rather than silently reading the last tenant named."""
     if not isinstance(value, str):
         return value
     keys: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in value.split(","))):
-        key, separator, tenant = item.partition(":")
+        key, separator, tenant = (part.strip() for part in item.partition(":"))
         if not separator or not key or not tenant:
             raise ValueError(f"entry {item!r} must read KEY:TENANT")
+        if key in keys:
+            raise ValueError(f"a key is given twice (for {keys[key]!r} and {tenant!r})")
         keys[key] = tenant
     return keys
 

@@ -251,7 +251,10 @@ class WorldRead(ReadsView):
             except BadRead as bad:
                 raise HTTPProblem(400, str(bad)) from None
         except HTTPProblem as problem:
-            return self.answer({"detail": problem.detail}, problem.status)
+            response = self.answer({"detail": problem.detail}, problem.status)
+            if problem.status == 401:  # RFC 9110: a 401 names the scheme it wants
+                response.headers["WWW-Authenticate"] = 'Bearer realm="rumourmill"'
+            return response
 
     def world_of(self, request: Request, params: Mapping[str, str]) -> str:
         """The world asked about: the `world_instance_id` query parameter."""

@@ -17,7 +17,7 @@ import pytest
 from localbroker import free_port
 from streams.app import partition_of
 from streams.settings import Settings
-from tests.support import WorkerProcess, unique_settings
+from tests.support import WorkerProcess, read_topic, send_events, unique_settings
 
 pytestmark = pytest.mark.integration
 
@@ -97,3 +97,46 @@ def test_a_read_whose_owner_is_gone_is_a_503_until_the_group_rebalances(
         assert status == 503, body
         assert "cannot be reached" in body["detail"]
         del staying
+
+
+def reply_check(settings: Settings, body: bytes, *, chunked: bool) -> tuple[int, Any]:
+    """(status, JSON body) of Mara's reply check at the worker `settings` runs; `chunked` sends
+    the body as `Transfer-Encoding: chunked`, as a client streaming its body does."""
+    path = (
+        "/v2/memory/runtime/npcs/npc-mara/reply-check?world_instance_id=save-1"
+        "&timeline_id=main&after_seq=2"
+    )
+    data: bytes | Iterator[bytes] = iter([body]) if chunked else body
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{settings.web_port}{path}",
+        data=data,  # type: ignore[arg-type]  # an iterable body is sent chunked
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_a_reply_check_gets_the_owners_answer_at_either_worker_chunked_or_not(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The worker that does not serve the world forwards the POST with its body; the client's
+    framing (chunked, or a length) stays on the client's connection: forwarded as it was, the
+    owner refused a chunked one (400, Content-Length with Transfer-Encoding)."""
+    first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
+    second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
+    tavern = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+    with two_workers(first, second, tmp_path):
+        send_events(first, tavern.splitlines())
+        read_topic(first, first.topics.acks, lambda acks: len(acks) >= 6, timeout=120)
+        body = b'{"text": "Ask Bertram at the harbour."}'
+        answers = [
+            reply_check(settings, body, chunked=chunked)
+            for settings in (first, second)  # one serves save-1, the other forwards to it
+            for chunked in (False, True)
+        ]
+    assert [status for status, _ in answers] == [200] * 4, answers
+    assert all(found["inventions"] == [{"name": "Bertram", "kind": "name"}] for _, found in answers)

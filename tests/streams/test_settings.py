@@ -93,6 +93,8 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_BROKER", "http://kafka:9092", "is not host:port or kafka://host:port"),
         ("RUMOURMILL_BROKER", "kafka:port", "Port could not be cast"),
         ("RUMOURMILL_API_KEYS", "k1:acme,k2", "entry 'k2' must read KEY:TENANT"),
+        ("RUMOURMILL_API_KEYS", "k1:acme,k1:globex", "a key is given twice"),
+        ("RUMOURMILL_API_KEYS", "k1: ", "entry 'k1:' must read KEY:TENANT"),
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
         ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
         ("RUMOURMILL_WEB_URL", "127.0.0.1:6066", "an http:// or https:// URL"),
@@ -131,6 +133,13 @@ def test_flags_override_variables_and_are_named_when_wrong(
     assert Settings.from_env(partitions=2).partitions == 2
     with pytest.raises(SettingsError, match=r"^--partitions=0: "):
         Settings.from_env(partitions=0)
+
+
+def test_api_keys_and_tenants_are_read_without_the_spaces_around_them() -> None:
+    """A key configured as 'k2 ' never matched the stripped key a client presents (401 for
+    ever), and a tenant ' acme' was no tenant's (404 on every read)."""
+    settings = Settings(api_keys=" k1 : acme , k2 :globex", data_dir=Path("/tmp/x"))
+    assert settings.api_keys == {"k1": "acme", "k2": "globex"}
 
 
 def test_settings_are_frozen_and_travel_to_a_child_process_unchanged(

@@ -83,8 +83,15 @@ class MemoryReads:
 def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tuple[int, Any]]:
     """Each (path, headers) answered by the views over `reads`: (status, JSON body, or the
     text of a body that is not JSON)."""
+    return [(status, body) for status, body, _ in exchange(reads, *requests)]
 
-    async def run() -> list[tuple[int, Any]]:
+
+def exchange(
+    reads: MemoryReads, *requests: tuple[str, dict[str, str]]
+) -> list[tuple[int, Any, dict[str, str]]]:
+    """`serve`'s answers with the headers of each."""
+
+    async def run() -> list[tuple[int, Any, dict[str, str]]]:
         app = faust.App("web-test", autodiscover=False)
         register_views(app, reads)
         client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
@@ -95,7 +102,8 @@ def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tup
                 reply = await client.get(path, headers=headers)
                 body = await reply.read()
                 json = reply.content_type == "application/json"
-                answers.append((reply.status, orjson.loads(body) if json else body.decode()))
+                decoded = orjson.loads(body) if json else body.decode()
+                answers.append((reply.status, decoded, dict(reply.headers)))
             return answers
         finally:
             await client.close()
@@ -289,6 +297,7 @@ def test_timeline_and_digest_reads() -> None:
         (DECISION.replace("after_seq=2", "after_seq=x"), 400, "'after_seq' must be a positive"),
         (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
         (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
+        (DECISION.replace("after_seq=2", "after_seq=9"), 400, "after_seq 9 is beyond the"),
         (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
         (CHRONICLE.replace("&timeline_id=main", ""), 400, "'timeline_id' is required"),
         (CHRONICLE + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
@@ -318,6 +327,8 @@ def test_api_keys_are_required_and_read_only_their_own_tenant() -> None:
     )
     assert [status for status, _ in answers] == [401, 401, 404, 403, 200]
     assert reads.worlds_asked == ["save-1", "save-1"], "refused requests are never forwarded"
+    [(_, _, unauthorised)] = exchange(reads, (READ, {}))
+    assert unauthorised["WWW-Authenticate"] == 'Bearer realm="rumourmill"'  # RFC 9110
 
 
 def test_a_world_owned_elsewhere_gets_the_owners_answer() -> None:
