@@ -234,7 +234,7 @@ def _summarised(
     `summariser`."""
     summary = summaries.summary(part, passages, budget_tokens)
     if summary is None:
-        return summariser.summarise(passages, budget_tokens), summariser.name
+        return summariser.summarise(passages, budget_tokens, count), summariser.name
     importance = max((passage.importance for passage in passages), default=0.0)
     return (Passage(summary, importance, part.to_seq, count(summary)),), MODEL
 

@@ -46,27 +46,57 @@ class Summariser(Protocol):
     def name(self) -> str:
         """Who made the summaries (shown in the answer)."""
 
-    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
-        """What a summary of `passages` (in story order) keeps, at most `budget_tokens` long,
-        in story order."""
+    def summarise(
+        self, passages: Sequence[Passage], budget_tokens: int, count: TokenCounter
+    ) -> tuple[Passage, ...]:
+        """What a summary of `passages` (in story order) keeps, at most `budget_tokens` long
+        (as `count` counts), in story order."""
 
 
 class RulesSummariser:
     """The most important statements (then the newest) that fit the budget, each once, in story
-    order."""
+    order. When not even the most important fits, its opening words that do, cut with an
+    ellipsis: a part is never summarised as nothing."""
 
     @property
     def name(self) -> str:
         return "rules"
 
-    def summarise(self, passages: Sequence[Passage], budget_tokens: int) -> tuple[Passage, ...]:
+    def summarise(
+        self, passages: Sequence[Passage], budget_tokens: int, count: TokenCounter
+    ) -> tuple[Passage, ...]:
         kept: dict[str, Passage] = {}
         used = 0
-        for passage in sorted(passages, key=lambda p: (-p.importance, -p.seq)):
+        ranked = sorted(passages, key=lambda p: (-p.importance, -p.seq))
+        for passage in ranked:
             if passage.text not in kept and used + passage.tokens <= budget_tokens:
                 kept[passage.text] = passage
                 used += passage.tokens
+        if not kept and ranked:
+            opening = _opening(ranked[0], budget_tokens, count)
+            return () if opening is None else (opening,)
         return tuple(sorted(kept.values(), key=lambda p: p.seq))
+
+
+CUT = " …"
+"""Ends a statement cut to fit a budget."""
+
+
+def _opening(passage: Passage, budget_tokens: int, count: TokenCounter) -> Passage | None:
+    """The most words of `passage` from its start that fit `budget_tokens` with `CUT` after
+    them (found by halving: counting tokens is the cost); None when not one word does."""
+    words = passage.text.split()
+    fits, over = 0, len(words)
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if count(" ".join(words[:middle]) + CUT) <= budget_tokens:
+            fits = middle
+        else:
+            over = middle
+    if fits == 0:
+        return None
+    text = " ".join(words[:fits]) + CUT
+    return Passage(text, passage.importance, passage.seq, count(text))
 
 
 RULES = RulesSummariser()

@@ -134,7 +134,7 @@ def test_the_rules_summariser_keeps_the_most_important_statements_once_within_th
         Passage("Mara sang", 0.5, 4, 2),
         Passage("Ilse won the fight", 0.7, 5, 4),
     ]
-    kept = RulesSummariser().summarise(passages, 10)
+    kept = RulesSummariser().summarise(passages, 10, lambda text: len(text.split()))
     assert [(p.text, p.seq) for p in kept] == [
         ("Oskar stole the ring", 3),
         ("Mara sang", 4),
@@ -231,3 +231,17 @@ def test_a_character_with_no_record_has_no_chronicle() -> None:
     state = replay_lines(lines(3)).state
     with pytest.raises(NotFound, match="'npc-tomas' holds no memory on timeline 'main'"):
         chronicle_read(state, "default", "w", "main", "npc-tomas", ChroniclePolicy(), words)
+
+
+def test_a_chapter_whose_one_statement_is_over_the_budget_keeps_its_opening() -> None:
+    """It kept nothing: the chapter's text was empty and its record gone from the chronicle."""
+    passage = Passage(" ".join(f"w{n}" for n in range(40)), 0.9, 1, 40)
+    [cut] = RulesSummariser().summarise([passage], 10, words)
+    assert cut.text == "w0 w1 w2 w3 w4 w5 w6 w7 w8 …"
+    assert (cut.tokens, cut.seq, cut.importance) == (10, 1, 0.9)
+    long_line = " ".join(["the", "silver", *(["and"] * 2500)])  # a chapter of its own
+    state = replay_lines([said(1, long_line), said(2, "The baker is ill")]).state
+    [first] = chronicle(state)["chapters"]
+    assert (first["from_seq"], first["to_seq"], first["records"]) == (1, 1, 1)
+    assert first["text"].startswith("the silver and") and first["text"].endswith(" …")
+    assert first["tokens"] == ChroniclePolicy().chapter_tokens  # the most words that fit

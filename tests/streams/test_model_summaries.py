@@ -137,7 +137,7 @@ def test_with_a_model_the_chapters_are_its_summaries_and_a_replay_without_it_is_
     [
         ("malformed", 0.0, 5.0, 0, "malformed answer: not valid JSON"),
         ("slow", 1.0, 0.2, 0, "timeout: no answer within 0.2 s"),
-        ("answer", 0.0, 5.0, 200, "over budget: "),
+        ("answer", 0.0, 5.0, 300, "over budget: "),  # over the chapters' budget too
     ],
 )
 def test_a_summary_the_model_fails_is_the_rules_and_is_listed_on_the_ack(
