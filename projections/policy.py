@@ -91,7 +91,7 @@ class PolicyBook:
                 self._conflicts[documents] = conflict
                 cached = resolve(tenant_document, None)
             self._resolved[documents] = cached
-        if self._conflicts and documents in self._conflicts:
+        if documents in self._conflicts:
             self._tell(tenant_id, world_id, documents)
         return cached
 

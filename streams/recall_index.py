@@ -369,25 +369,25 @@ class SqliteRecallIndex:
         return row.fetchone() is not None
 
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
-        if not cues:
+        return self._about(scope, cues, "COUNT(*)", limit)
+
+    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
+        return self._about(scope, [entity], "i.importance", limit)
+
+    def _about(
+        self, scope: SearchScope, entities: Collection[str], first: str, limit: int
+    ) -> list[str]:
+        """Belief ids in scope about any of `entities`, highest `first` (an SQL expression of
+        the item and its matched entities) first, then newest, then by id."""
+        if not entities:
             return []
         visible, parameters = self._visible(scope)
-        marks = ", ".join("?" for _ in cues)
+        marks = ", ".join("?" for _ in entities)
         rows = self._db.execute(
             f"SELECT i.belief_id FROM abouts a JOIN items i ON i.id = a.item "
             f"WHERE a.entity IN ({marks}) AND {visible} "
-            f"GROUP BY i.id ORDER BY COUNT(*) DESC, i.seq DESC, i.belief_id LIMIT ?",
-            [*cues, *parameters, limit],
-        )
-        return [str(row[0]) for row in rows]
-
-    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
-        visible, parameters = self._visible(scope)
-        rows = self._db.execute(
-            f"SELECT i.belief_id FROM abouts a JOIN items i ON i.id = a.item "
-            f"WHERE a.entity = ? AND {visible} "
-            f"GROUP BY i.id ORDER BY i.importance DESC, i.seq DESC, i.belief_id LIMIT ?",
-            [entity, *parameters, limit],
+            f"GROUP BY i.id ORDER BY {first} DESC, i.seq DESC, i.belief_id LIMIT ?",
+            [*entities, *parameters, limit],
         )
         return [str(row[0]) for row in rows]
 

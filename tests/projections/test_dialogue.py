@@ -364,16 +364,9 @@ def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() ->
 def test_a_line_said_at_the_end_of_time_is_read_with_its_expiry_at_the_last_moment() -> None:
     """The contract takes any time; twelve hours after late 9999 cannot be written, and the
     scope's reads (the dialogue, the decision) answered a 500 for ever."""
+    late = datetime(9999, 12, 31, 23, 0, tzinfo=UTC).timestamp() * 1000 - START_MS
     talk = Talk()
-    talk.send(
-        key="loreweaver.conversation.player-said",
-        actor="p1",
-        target="npc-mara",
-        players=["p1"],
-        location="loc-inn",
-        payload={"text": "Hello there"},
-        occurred_at="9999-12-31T23:00:00Z",
-    )
+    talk.player("Hello there", minute=int(late // MINUTE_MS))
     scope = talk.read()["player"]
     assert texts(scope) == ["Hello there"]
     assert scope["turns"][0]["occurred_at"] == "9999-12-31T23:00:00Z"

@@ -231,14 +231,5 @@ def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
     state = replay_lines([*TAVERN.splitlines()[:5], stranger]).state
     index = SqliteRecallIndex()
     for npc in ("npc-mara", "npc-tomas"):
-        found = recall(
-            state,
-            index,
-            "default",
-            "save-1",
-            "main",
-            npc,
-            RecallQuery("sailor", ("player-2",)),
-            Policy(),
-        )
-        assert found.searched.words > 0
+        found = recall_of(state, index, "sailor", npc=npc, cues=("player-2",))
+        assert found["searched"]["words"] > 0
