@@ -31,6 +31,7 @@ import orjson
 
 from projections.change_records import record
 from projections.deletion import delete, deletions
+from projections.delivery import Intake
 from projections.event_keys import TENANT_DELETED
 from projections.key_prefixes import DELETIONS, TIMELINES
 from projections.keys import KeyPart, pack, pack_scope, unpack
@@ -39,7 +40,7 @@ from projections.relations import mean_feeling
 from projections.sequencing import Applied, ApplyEvent
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from schemas import Ack, Event
+from schemas import Event
 from schemas.changes import Change, ChangeRecords
 from schemas.memory import Memory
 
@@ -82,7 +83,7 @@ class MessageChanges:
 
         return applied
 
-    def deleting(self, tx: StateTransaction, event: Event) -> Ack:
+    def deleting(self, tx: StateTransaction, event: Event) -> Intake:
         """Apply a deletion event (`deletion.delete`), keeping `world-deleted` for each world
         whose timelines it removed, numbered by the deletion count it wrote (per world, or per
         tenant for a tenant's deletion)."""
@@ -90,7 +91,7 @@ class MessageChanges:
         if event.key != TENANT_DELETED:
             scope += (event.world_instance_id,)
         worlds = dict.fromkeys(str(unpack(key)[2]) for key, _ in tx.scan(pack(TIMELINES, *scope)))
-        ack = delete(tx, event)
+        deleted = delete(tx, event)
         named: Literal["world", "tenant"] = "world" if len(scope) == 2 else "tenant"
         count = deletions(tx, pack(DELETIONS, *scope))
         tenant = event.tenant_id
@@ -104,7 +105,7 @@ class MessageChanges:
                 "deletion": count,
             }
             self._keep(world, [orjson.dumps(change)])
-        return ack
+        return deleted
 
     def _keep(self, world: str, records: list[bytes]) -> None:
         kept = self.records.get(world)

@@ -18,12 +18,17 @@ deletes what its own state holds.
 How often a world (or tenant) was deleted is counted apart, as bookkeeping (`DELETIONS`), so
 an answer cached before a deletion is never served for the world begun anew
 (`runtime_read.read_position`).
+
+The model's answers (feelings, retold rumours, verdicts, chronicle summaries) are also on the
+shell's judgements topic, keyed as the `JUDGEMENTS` space is: a deletion gives those keys back
+(`Intake.forgotten_judgements`) for the shell to tombstone there.
 """
 
 from __future__ import annotations
 
+from projections.delivery import Intake
 from projections.event_keys import DELETION_KEYS, TENANT_DELETED, WORLD_DELETED
-from projections.key_prefixes import DELETIONS, WORLD_PREFIXES
+from projections.key_prefixes import DELETIONS, JUDGEMENTS, WORLD_PREFIXES
 from projections.keys import KeyPart, pack
 from projections.state import StateTransaction
 from schemas import Ack, Event, Outcome
@@ -48,8 +53,9 @@ def is_deletion(event: Event) -> bool:
     return event.key in DELETION_KEYS
 
 
-def delete(tx: StateTransaction, event: Event) -> Ack:
-    """Remove what the deletion event names; its ack says how much went."""
+def delete(tx: StateTransaction, event: Event) -> Intake:
+    """Remove what the deletion event names; its ack says how much went, and the keys of the
+    judgements removed are the judgements topic's to tombstone."""
     scope: tuple[KeyPart, ...] = (event.tenant_id,)
     if event.key == TENANT_DELETED:
         what = f"tenant {event.tenant_id!r}"
@@ -57,20 +63,25 @@ def delete(tx: StateTransaction, event: Event) -> Ack:
         scope += (event.world_instance_id,)
         what = f"world {event.world_instance_id!r} of tenant {event.tenant_id!r}"
     removed = delete_scope(tx, scope)
-    return Ack(
+    said = f"deleted {len(removed)} records of {what}" if removed else f"{what}: nothing to delete"
+    ack = Ack(
         tenant_id=event.tenant_id,
         world_instance_id=event.world_instance_id,
         timeline_id=event.timeline_id,
         seq=event.seq,
         outcome=Outcome.PROCESSED,
-        reason=f"deleted {removed} records of {what}" if removed else f"{what}: nothing to delete",
+        reason=said,
+    )
+    judgements = pack(JUDGEMENTS, *scope)
+    return Intake(
+        acks=[ack], forgotten_judgements=tuple(key for key in removed if key.startswith(judgements))
     )
 
 
-def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> int:
+def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> list[bytes]:
     """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)).
 
-    Returns how many keys went; when any did, the scope's deletion count goes up by one. The
+    Returns the keys that went; when any did, the scope's deletion count goes up by one. The
     count is written first: a worker killed mid-deletion keeps a prefix of these writes (what
     its changelog got) and is given the deletion again, so the count is never lost with the
     last writes; counted twice then, it still changes, which is all a read cache asks of it.
@@ -81,7 +92,7 @@ def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> int:
         tx.put(count_key, b"%d" % (deletions(tx, count_key) + 1))
     for key in doomed:
         tx.delete(key)
-    return len(doomed)
+    return doomed
 
 
 def deletions(tx: StateTransaction, count_key: bytes) -> int:

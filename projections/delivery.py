@@ -60,6 +60,12 @@ class Intake:
     """What it changed in the minds of its world, for the change feed (`projections.changes`);
     empty with the feed off, and for a redelivery (unless an earlier release's outbox row kept
     its changes)."""
+    forgotten_judgements: tuple[bytes, ...] = ()
+    """A deletion's: the keys of the model judgements it removed (`projections.deletion`), the
+    same bytes as the judgements topic's keys, for the shell to tombstone there (the topic would
+    keep the deleted world's answers for ever). Not kept in the outbox: the shell stores the
+    tombstones before the state that holds the deletion, so a redelivery it recognises has
+    nothing left to tombstone."""
 
 
 def produce_once(

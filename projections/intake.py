@@ -41,7 +41,10 @@ def receive(
         if changes is None:
             return intake
         return Intake(  # not `dataclasses.replace`: it costs more than the rest of this
-            acks=intake.acks, dead_letters=intake.dead_letters, changes=changes.records
+            acks=intake.acks,
+            dead_letters=intake.dead_letters,
+            changes=changes.records,
+            forgotten_judgements=intake.forgotten_judgements,
         )
 
     return produce_once(tx, message, produce)
@@ -69,7 +72,7 @@ def _take_in(
     if misrouted is not None:
         return refuse(message, misrouted)
     if is_deletion(event):
-        return Intake(acks=[delete(tx, event) if changes is None else changes.deleting(tx, event)])
+        return delete(tx, event) if changes is None else changes.deleting(tx, event)
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
     acks = sequence(tx, event, raw, apply, policy.sequencing)

@@ -351,12 +351,30 @@ class Rumourmill:
         read = RocksTransaction(partition_db(self.state, message.partition), _read_only)
         return await self.judge.message(self.projector, read, message)
 
+    async def forget_judgements(
+        self, transactions: Iterable[BatchTransaction], partition: int, intake: Intake
+    ) -> None:
+        """Tombstone on the judgements topic the judgements a deletion removed, and wait until
+        Kafka has them, as `judged` waits for the model's answers: the batch's writes are laid
+        in first, so that the values the batch kept can be forgotten after the wait.
+
+        Before anything after the deletion is sent: its state goes to the changelog later
+        (`_sent`), so a state that holds the deletion's outbox row has its tombstones stored
+        (a crash in between applies the deletion again, from a state that still holds the
+        keys, and they are sent again); and a later event of the batch, of the world begun
+        anew at a position the deleted one had, has its judgements stored after them.
+        """
+        for tx in transactions:
+            tx.lay_in()
+        await self.judge.log.forget(partition, intake.forgotten_judgements)
+
     async def take(self, messages: Sequence[Message]) -> dict[int, list[Delivery]]:
         """Project a batch of messages in order; per partition, the deliveries its events wait for.
 
         Per partition, its events' changes go to the change feed first (`send_changes`); its
         state changes go to the changelog as one record batch (more only past
-        `changelog.BATCH_BYTES`) once those changes are stored; then the acks and dead letters
+        `changelog.BATCH_BYTES`) once those changes are stored, and once a deletion's judgements
+        are tombstoned (as it is taken, `forget_judgements`); then the acks and dead letters
         of its events, in order. All go straight to the producer, not through Faust's
         send buffer, whose flush gives up after 0.1 s. A projection that raises names its
         message in the error's notes.
@@ -413,6 +431,9 @@ class Rumourmill:
             if answers is not None:
                 self.judge.log.applied(partition, answers.positions)
             writes[partition].end_event()
+            if intake.forgotten_judgements:
+                await self.forget_judgements(transactions.values(), partition, intake)
+                hot[partition].forget()  # Kafka was waited for: what was known may be stale
             taken[partition].append((message, intake))
             self.metrics.processing.observe(time.perf_counter() - started)
         return taken, writes
@@ -676,7 +697,7 @@ def create_app(settings: Settings) -> Rumourmill:
         settings.topics.judgements, value_type=bytes, value_serializer="raw", **topic_options
     )
 
-    async def keep_judgements(partition: int, key: bytes, value: bytes) -> None:
+    async def keep_judgements(partition: int, key: bytes, value: bytes | None) -> None:
         await (await judgements.send(key=key, value=value, partition=partition, force=True))
 
     judge = Judge(

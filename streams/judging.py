@@ -10,6 +10,8 @@ made by the rules (a partition never waits longer). The records go to the compac
 `PREFIX.judgements`, keyed by the event's position on the partition of its world, and Kafka
 stores them before the event is applied with them. Applying records them in the state too
 (`projections.judgements`), where a redelivery finds the message's outbox and asks nothing.
+Deleting a world tombstones its records (`JudgementLog.forget`), so a worker reading the topic
+back, or a rebuild, takes a deleted world's answers for none of its positions.
 
 A model that ran out of time on every question of a message is left to rest (`REST_SECONDS`):
 until then the rules answer at once, so a hanging model slows a partition once, not at every
@@ -20,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from projections.delivery import SourceMessage
@@ -37,6 +41,7 @@ from projections.judgements import (
     judgement_key,
     position_of,
 )
+from projections.keys import unpack
 from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
@@ -55,10 +60,12 @@ as the model retold them may close a chronicle chapter, a chapter's summary the 
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 
-Send = Callable[[int, bytes, bytes], Awaitable[None]]
-"""Store (partition, key, value) on the judgements topic; returns once Kafka has it."""
+Send = Callable[[int, bytes, bytes | None], Awaitable[None]]
+"""Store (partition, key, value) on the judgements topic, a value None as a tombstone; returns
+once Kafka has it."""
 Read = Callable[[int], Awaitable[list[EventJudgements]]]
-"""Every record of one partition of the judgements topic, oldest first."""
+"""The records of one partition of the judgements topic as compaction leaves them: the latest
+of each key, none of a key whose latest is a tombstone."""
 
 
 @dataclass
@@ -98,6 +105,23 @@ class JudgementLog:
             await self.send(partition, judgement_key(position), record.to_bytes())
             self.recorded.setdefault(partition, {})[position] = record
 
+    async def forget(self, partition: int, keys: Collection[bytes]) -> None:
+        """Tombstone `keys` on the topic, all at once (the judgements of a deleted world,
+        `Intake.forgotten_judgements`); returns once Kafka has them all. The state held them,
+        so the read-back holds none of them."""
+        if not keys:
+            return
+        await asyncio.gather(*(self.send(partition, key, None) for key in keys))
+        for (tenant, world), count in Counter(unpack(key)[1:3] for key in keys).items():
+            log.info(
+                "judgements topic, partition %d: %d record(s) of world %r of tenant %r"
+                " tombstoned (deleted)",
+                partition,
+                count,
+                world,
+                tenant,
+            )
+
     def applied(self, partition: int, positions: Iterable[Position]) -> None:
         """The state holds these positions' records now: the read-back need not."""
         held = self.recorded.get(partition, {})
@@ -122,7 +146,7 @@ def topic_reader(bootstrap: str, topic: str) -> Read:
             auto_offset_reset="earliest",
         )
         await consumer.start()
-        found: list[EventJudgements] = []
+        latest: dict[bytes | None, EventJudgements] = {}
         try:
             tp = TopicPartition(topic, partition)
             consumer.assign([tp])
@@ -130,15 +154,27 @@ def topic_reader(bootstrap: str, topic: str) -> Read:
             end = (await consumer.end_offsets([tp]))[tp]
             while await consumer.position(tp) < end:
                 for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
-                    try:
-                        found.append(EventJudgements.model_validate_json(message.value or b""))
-                    except ValidationError as error:
-                        log.error("judgements topic %d@%d: %s", partition, message.offset, error)
+                    compact(latest, message)
         finally:
             await consumer.stop()
-        return found
+        return list(latest.values())
 
     return read
+
+
+def compact(
+    latest: dict[bytes | None, EventJudgements], message: ConsumerRecord[bytes, bytes]
+) -> None:
+    """Take the next record of the topic into `latest` (each key's), as compaction would: a
+    tombstone (value None: a deleted world's position) takes its key's record away, silently.
+    The topic shows both until compaction removes them."""
+    if message.value is None:
+        latest.pop(message.key, None)
+        return
+    try:
+        latest[message.key] = EventJudgements.model_validate_json(message.value)
+    except ValidationError as error:
+        log.error("judgements topic %d@%d: %s", message.partition, message.offset, error)
 
 
 @dataclass
@@ -150,8 +186,18 @@ class MemoryTopic:
     async def read(self, partition: int) -> list[EventJudgements]:
         return list(self.partitions.get(partition, []))
 
-    async def send(self, partition: int, key: bytes, value: bytes) -> None:
-        self.partitions.setdefault(partition, []).append(EventJudgements.model_validate_json(value))
+    async def send(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Keep a record; a tombstone takes its key's records away, as compaction would."""
+        if value is None:
+            self.partitions[partition] = [
+                record
+                for record in self.partitions.get(partition, [])
+                if judgement_key(position_of(record)) != key
+            ]
+        else:
+            self.partitions.setdefault(partition, []).append(
+                EventJudgements.model_validate_json(value)
+            )
 
 
 @dataclass

@@ -316,6 +316,9 @@ class Folder:
         intake = self.projector.receive(tx, message, answers)
         if answers is not None:
             self.judge.log.applied(record.partition, answers.positions)
+        # a deletion's judgements, which the fold may have asked for again and stored on the
+        # live topic: tombstoned again, before its changelog records are sent (`send`)
+        await self.judge.log.forget(record.partition, intake.forgotten_judgements)
         self.events += 1
         for ack in intake.acks:
             if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):
@@ -419,7 +422,7 @@ def recorded_judge(target: Settings, live: Settings, producer: AIOKafkaProducer)
     """The judge of a worker of `target`: the live judgements topic read back first, the model
     (if `target` configures one) asked only what was never recorded, and that stored."""
 
-    async def keep(partition: int, key: bytes, value: bytes) -> None:
+    async def keep(partition: int, key: bytes, value: bytes | None) -> None:
         await (await producer.send(live.topics.judgements, value, key=key, partition=partition))
 
     return Judge(

@@ -63,11 +63,14 @@ def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Repl
 
 async def replay_judged(lines: list[bytes], projector: Projector, judge: Judge) -> Replay:
     """`replay_lines` with model judgements: each message's questions answered by `judge` (the
-    model, within each world's deadline), as the worker does."""
+    model, within each world's deadline), and a deletion's judgements tombstoned on its topic,
+    as the worker does."""
     result = Replay()
     for message in messages(lines):
         answers = await judge.message(projector, result.state, message)
-        result.took(projector.receive(result.state, message, answers))
+        intake = projector.receive(result.state, message, answers)
+        await judge.log.forget(message.partition, intake.forgotten_judgements)
+        result.took(intake)
     return result.finish()
 
 
@@ -83,6 +86,12 @@ def replay_file(path: Path, projector: Projector | None = None) -> Replay:
     return replay_lines(lines, projector)
 
 
+TOMBSTONE = b"null"
+"""A tombstone of the judgements topic (a deleted world's), as `kafka-console-consumer` prints
+its value: skipped, the records before it answer the deleted world's events as the worker
+answered them."""
+
+
 class ReplayInputError(ValueError):
     """A replay's input that cannot be used; the message says which line and why."""
 
@@ -91,16 +100,16 @@ def replay_projector(
     policy: Path | None, judgements: Path | None, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 ) -> Projector:
     """The projector of a replay: `policy` for every world (else the built-in one), model
-    judgements answered from `judgements` (the judgements topic's records, one per line; else
-    none, and the rules make each), never by a model; messages over `max_event_bytes` rejected
-    as the worker given that setting rejects them."""
+    judgements answered from `judgements` (the judgements topic's records, one per line, its
+    tombstones skipped; else none, and the rules make each), never by a model; messages over
+    `max_event_bytes` rejected as the worker given that setting rejects them."""
     document = {} if policy is None else check_policy_document(policy.read_bytes())
     resolved = resolve(None, document)
     if judgements is None:
         return Projector(policies=lambda tenant, world: resolved, max_event_bytes=max_event_bytes)
     records = []
     for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
-        if not line.strip():
+        if line.strip() in (b"", TOMBSTONE):
             continue
         try:
             records.append(EventJudgements.model_validate_json(line))

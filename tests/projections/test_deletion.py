@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from projections.deletion import deletion_event
 from projections.delivery import SourceMessage
 from projections.digest import world_digest
-from projections.key_prefixes import OUTBOX, WORLD_PREFIXES
+from projections.key_prefixes import JUDGEMENTS, OUTBOX, WORLD_PREFIXES
 from projections.keys import pack, unpack
 from projections.memory_store import persistent_memories_stored
 from projections.policy import resolve
@@ -22,7 +22,7 @@ from projections.runtime_read import NotFound, read_position, runtime_read
 from projections.state import MemoryState
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
-from streams.replay import replay_lines
+from streams.replay import messages, replay_lines
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 POLICY = resolve(
@@ -157,6 +157,41 @@ def test_the_recall_index_forgets_a_deleted_world_and_finds_what_it_holds_anew()
     anew = replay([*story(), deletion("world.deleted"), *daughter])
     assert recalled(anew, "son") == []
     assert any("daughter" in content for content in recalled(anew, "daughter"))
+
+
+MODEL_MODE = resolve(None, {"memory": {"weighing": "model", "spreading": {"enabled": True}}})
+
+
+@pytest.mark.parametrize("changes", [False, True], ids=["feed off", "feed on"])
+def test_a_deletion_names_the_judgements_it_removed_for_the_judgements_topic_once(
+    changes: bool,
+) -> None:
+    """The judgements topic is keyed as the state's judgements are: the deletion's intake names
+    the keys of the deleted world's (the model's answers, each to tombstone there), no other
+    world's or tenant's; a redelivery of the deletion names none (its tombstones were stored
+    before the state that recognises it)."""
+    projector = Projector(policies=lambda tenant, world: MODEL_MODE, changes=changes)
+    state = MemoryState()
+    lines = [*story("save-1"), *story("save-2"), *story("save-1", "acme"), *story("a-2", "acme")]
+    for message in messages(lines):
+        projector.receive(state, message)
+
+    def judged(tenant: str, *world: str) -> list[bytes]:
+        return [key for key, _ in state.scan(pack(JUDGEMENTS, tenant, *world))]
+
+    save_1, save_2, acme = judged("default", "save-1"), judged("default", "save-2"), judged("acme")
+    assert save_1 and save_2 and {unpack(key)[2] for key in acme} == {"save-1", "a-2"}
+    world = SourceMessage("events", 0, 100, b"save-1", deletion("world.deleted"))
+    deleted = projector.receive(state, world)
+    assert list(deleted.forgotten_judgements) == save_1
+    assert judged("default", "save-1") == []
+    assert judged("default", "save-2") == save_2
+    again = projector.receive(state, world)
+    assert (again.redelivered, again.acks, again.forgotten_judgements) == (True, deleted.acks, ())
+
+    tenant = SourceMessage("events", 0, 101, b"*", deletion("tenant.deleted", "*", "acme"))
+    assert list(projector.receive(state, tenant).forgotten_judgements) == acme
+    assert judged("default", "save-2") == save_2
 
 
 class _Recorded(MemoryState):

@@ -1,0 +1,159 @@
+"""A deleted world's model judgements leave the judgements topic, in process (no Kafka): the
+in-process shell and a rebuild's fold tombstone them as the worker does, the topic's reader
+and `rumourmill replay --judgements` take the tombstones as compaction would. On Apache Kafka:
+`tests/streams/test_deletion.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import pytest
+from aiokafka.structs import ConsumerRecord
+from rocksdict import Rdict
+
+from projections.judgements import event_judgements, judgement_key, position_of
+from projections.policy import resolve
+from projections.projector import Projector
+from schemas.judgements import EventJudgements, RecordedJudgement
+from streams.judging import Judge, JudgementLog, MemoryTopic, compact
+from streams.model_client import ModelClient
+from streams.rebuild import Folder
+from streams.replay import Replay, replay_judged, replay_lines, replay_projector
+from tests.model_server import RETOLD_PREFIX, scripted_model
+from tests.projections.test_deletion import deletion, story
+
+DOCUMENT = {"memory": {"weighing": "model", "spreading": {"enabled": True}}}
+POLICY = resolve(None, DOCUMENT)
+LINES = [*story("save-1"), *story("save-2"), deletion("world.deleted")]
+
+
+def projector() -> Projector:
+    return Projector(policies=lambda tenant, world: POLICY)
+
+
+def records_of(topic: MemoryTopic) -> list[EventJudgements]:
+    return [record for records in topic.partitions.values() for record in records]
+
+
+def worlds_on(topic: MemoryTopic) -> dict[str, list[EventJudgements]]:
+    held: dict[str, list[EventJudgements]] = {}
+    for record in records_of(topic):
+        held.setdefault(record.world_instance_id, []).append(record)
+    return held
+
+
+def live(url: str, topic: MemoryTopic, lines: list[bytes]) -> Replay:
+    """The lines taken in as the worker takes them, the model at `url` asked."""
+
+    async def run() -> Replay:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        try:
+            return await replay_judged(
+                lines, projector(), Judge(client, JudgementLog(topic.read, topic.send))
+            )
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def test_a_deleted_world_leaves_no_answer_of_the_model_on_the_judgements_topic() -> None:
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live(model.url, topic, LINES[:-1])
+        before = worlds_on(topic)
+        retold = [
+            made.answer["content"]
+            for record in before["save-1"]
+            for made in record.judgements
+            if made.judgement == "retelling" and made.answer is not None
+        ]
+        assert retold and all(words.startswith(RETOLD_PREFIX) for words in retold)
+        live(model.url, topic, LINES)  # the same stream again, now with the deletion
+    assert worlds_on(topic) == {"save-2": before["save-2"]}
+
+
+def test_a_rebuild_asks_again_for_a_deleted_worlds_events_and_tombstones_them_again(
+    tmp_path: Path,
+) -> None:
+    """The live topic holds no answer of the deleted world: a rebuild's fold asks the model for
+    its events before the deletion, stores the answers on the live topic, and tombstones them
+    at the deletion; the other world's are read back, not asked again."""
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live(model.url, topic, LINES)
+        kept, asked_live = worlds_on(topic), model.calls
+        asked_for_save_1 = asked_live // 2  # the same story in both worlds
+        db = Rdict(str(tmp_path / "partition-0"))
+
+        async def fold() -> None:
+            client = ModelClient(model.url, "scripted", timeout_seconds=5)
+            folder = Folder(
+                projector(),
+                cast(Any, None),  # no changelog send before `BATCH_EVENTS` events
+                "changelog",
+                lambda partition: db,
+                Judge(client, JudgementLog(topic.read, topic.send)),
+                1_000_000,
+            )
+            try:
+                for offset, line in enumerate(LINES):
+                    world = orjson.loads(line)["world_instance_id"].encode()
+                    record = ConsumerRecord("events", 0, offset, 0, 0, world, line, None, 1, 1, ())
+                    await folder.take(record)
+            finally:
+                await client.close()
+
+        asyncio.run(fold())
+        db.close()
+    assert model.calls == asked_live + asked_for_save_1
+    assert worlds_on(topic) == kept == {"save-2": kept["save-2"]}
+
+
+def test_the_topic_is_read_back_as_compaction_leaves_it_tombstones_skipped_silently(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker reads the topic back at every assignment (`topic_reader`, each record through
+    `compact`): a deleted world's records are answers for none of its positions (the world
+    begun anew would take them), and the tombstones are no error."""
+    made = RecordedJudgement(npc_id="npc-mara", belief_id="b", judgement="feeling", reason="x")
+    deleted = [event_judgements(("default", "save-1", "main", seq), [made]) for seq in (1, 2)]
+    other = event_judgements(("default", "save-2", "main", 1), [made])
+    sent: list[tuple[EventJudgements, bytes | None]] = [
+        (deleted[0], deleted[0].to_bytes()),
+        (other, other.to_bytes()),
+        (deleted[1], deleted[1].to_bytes()),
+        (deleted[0], None),
+        (deleted[1], None),
+    ]
+    latest: dict[bytes | None, EventJudgements] = {}
+    with caplog.at_level(logging.WARNING, logger="rumourmill"):
+        for offset, (record, value) in enumerate(sent):
+            key = judgement_key(position_of(record))
+            compact(
+                latest, ConsumerRecord("judgements", 0, offset, 0, 0, key, value, None, 1, 1, ())
+            )
+    assert list(latest.values()) == [other]
+    assert caplog.messages == []
+
+
+def test_rumourmill_replay_skips_the_topics_tombstones_as_kafka_console_consumer_prints_them(
+    tmp_path: Path,
+) -> None:
+    """`--judgements` takes the topic's values one per line: a tombstone is `null`."""
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live(model.url, topic, LINES[:-1])
+        deleted = live(model.url, MemoryTopic(), LINES)
+    printed = [record.to_bytes() for record in records_of(topic)]
+    printed += [b"null"] * len(worlds_on(topic)["save-1"])
+    (tmp_path / "judgements.ndjson").write_bytes(b"\n".join(printed))
+    (tmp_path / "policy.json").write_bytes(orjson.dumps(DOCUMENT))
+    replayed = replay_lines(
+        LINES, replay_projector(tmp_path / "policy.json", tmp_path / "judgements.ndjson")
+    )
+    assert replayed.digests == deleted.digests and replayed.refusals == []
