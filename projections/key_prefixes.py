@@ -4,8 +4,9 @@ All state lives in one ordered key space (`projections.state`); a key's first pa
 the space it belongs to. A space is either **projection** state, a fold of the event stream
 that two runs of the same stream must hold byte for byte (the state digest proves it), or
 **delivery bookkeeping**, which depends on how the stream was delivered (the outbox, events
-still waiting for their turn) and stays out of the digest. One key belongs to no world: the
-format the whole store is written in (`projections.migrations`).
+still waiting for their turn) and stays out of the digest, or a **shortcut** to what projection
+spaces hold, which a store of an earlier release lacks (out of the digest too). One key belongs
+to no world: the format the whole store is written in (`projections.migrations`).
 
 Declare a new key space here, and only here: the digest covers every projection space, and a
 test fails when state is written under a prefix this registry lacks. The digest hashes the
@@ -24,6 +25,10 @@ class Role(Enum):
     """A fold of the event stream: the same stream, the same bytes (in the digest)."""
     BOOKKEEPING = "bookkeeping"
     """How delivery went: differs between runs of the same stream (not in the digest)."""
+    SHORTCUT = "shortcut"
+    """A shortcut to what projection spaces hold, which reads answer alike with or without:
+    whether a store keeps it depends on the releases and policies it was written with (not in
+    the digest)."""
     FORMAT = "format"
     """Which format a whole store is written in: of no world, so in no world's digest."""
 
@@ -46,6 +51,10 @@ def _projection(prefix: str) -> str:
 
 def _bookkeeping(prefix: str) -> str:
     return _declare(prefix, Role.BOOKKEEPING)
+
+
+def _shortcut(prefix: str) -> str:
+    return _declare(prefix, Role.SHORTCUT)
 
 
 # Each comment: what follows (prefix, tenant, world) in the keys, then what an entry holds.
@@ -77,6 +86,7 @@ JUDGEMENTS = _projection("judgement")  # timeline, seq: the model judgements mad
 LOCATION_HEADS = _projection("location-head")  # timeline, character: seq + newest location
 OCCUPANT_HEADS = _projection("occupants-head")  # timeline, place: seq + newest occupants
 GROUP_EXCHANGE_HEADS = _projection("group-exchange-head")  # timeline: seq + newest interval
+NEWS_HEADS = _shortcut("news-head")  # scope, character: its newest news entries (`NEWS`)
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 WAITED_ON = _bookkeeping("waited-on")  # timeline: some branch waits for it (no scan per event)
@@ -91,12 +101,19 @@ PROJECTION_PREFIXES = tuple(
 world)."""
 
 HEADS = frozenset(
-    {RELATION_HEADS, ENTITY_HEADS, LOCATION_HEADS, OCCUPANT_HEADS, GROUP_EXCHANGE_HEADS}
+    {
+        RELATION_HEADS,
+        ENTITY_HEADS,
+        LOCATION_HEADS,
+        OCCUPANT_HEADS,
+        GROUP_EXCHANGE_HEADS,
+        NEWS_HEADS,
+    }
 )
 """The spaces of heads: one entry per scope (a pair, an entity, a character, a place, a
-timeline), its newest version, read by every event that touches the scope. They grow with a
-world's size, not with its history: what a worker keeps in memory between batches
-(`streams.state.HotValues`)."""
+timeline), its newest version (or newest entries), read by every event that touches the scope.
+They grow with a world's size, not with its history: what a worker keeps in memory between
+batches (`streams.state.HotValues`)."""
 
 NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS, STATE_FORMAT})
 """Spaces a deletion keeps: the outbox (keyed by source position, so redeliveries of events from

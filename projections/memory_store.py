@@ -1,8 +1,9 @@
 """Memory storage: where memories are kept, and the indexes that find them again.
 
 Every memory is stored once under its belief id, with small index entries that make a read
-cost what it returns: recollections by position, beliefs by importance, news by position, and
-origins for "already knows". A timeline's reads fold its own entries with each ancestor's up
+cost what it returns: recollections by position, beliefs by importance, news by position (its
+newest entries repeated in a head per character and scope: tellers are read at every meeting),
+and origins for "already knows". A timeline's reads fold its own entries with each ancestor's up
 to the branch point; persistent memories live in a world-wide scope that every timeline reads.
 
 A belief held less firmly later (the referee's `convinced`, section 11) is not rewritten: its
@@ -29,6 +30,7 @@ from projections.key_prefixes import (
     MEMORIES,
     MEMORY_LOG,
     NEWS,
+    NEWS_HEADS,
     ORIGIN_EVENTS,
     ORIGINS,
     PERSISTENT_WORLDS,
@@ -53,6 +55,18 @@ _LAST_BELIEF = pack("\U0010ffff")
 """Past every belief id packed after a position: where a reverse scan up to it starts."""
 _MEMORY_JSON = Memory.__pydantic_serializer__.to_json
 """A memory's stored bytes (`model_dump_json`'s, without its wrapper's keyword handling)."""
+NEWS_HEAD_ENTRIES = 4
+"""How many of a character's newest news entries a scope's head repeats (`NEWS_HEADS`): a
+teller offers at most `spreading.per_meeting` pieces (3 by default), a group member its
+`group_exchange_limit` (3). On RocksDB a seek looks into every level-0 file, and tellers' seeks
+took a tenth of a spreading town's time; the head is one point lookup. A read asking for more
+than the head holds, or cut short by an ancestor's branch point, seeks the index.
+
+A head, where there is one, holds the newest entries of its index. Only tellers read heads, so
+only news kept with spreading on keeps them (keeping them in a town that never spreads cost a
+tenth of its time): news kept without drops its character's head in the scope, and the next
+news kept with spreading on makes it again from the index. Without a head, a teller seeks the
+index (a store of a release before heads has none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +266,11 @@ def store_memories(
     memories: Iterable[Memory],
     changes: MemoryWrites | None = None,
     rumours: Iterable[Memory] = (),
+    spreading: bool = False,
 ) -> None:
     """Keep the memories one event formed, then the `rumours` it spread, with their indexes.
-    `changes` is told of each before it is written.
+    `changes` is told of each before it is written. News kept with `spreading` on is added
+    to its character's news head; kept without, it drops the head (`NEWS_HEAD_ENTRIES`).
 
     A rumour's listener did not know its news (spreading asked `knows`, once per listener and
     news), so the rumour is the first the listener learned of it: unless a memory of the same
@@ -267,6 +283,8 @@ def store_memories(
     # (timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
     # same for every memory an event forms or spreads
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
+    # a news head's key -> its index's prefix, and the entries this event adds to it
+    news_added: dict[bytes, tuple[bytes, list[bytes]]] = {}
     for memory, first_learned in chain(formed, told):
         character, seq = memory.character_id, memory.seq
         if memory.persistent:
@@ -275,7 +293,7 @@ def store_memories(
         else:
             scope = memory.timeline_id
         of_character = _character_prefixes(tenant, world, scope, character)
-        packed_character, stored_prefix, recollections, ranks, origins, news = of_character
+        packed_character, stored_prefix, recollections, ranks, origins, news, head = of_character
         position = positions.get((memory.timeline_id, seq))
         if position is None:
             position = positions[(memory.timeline_id, seq)] = (
@@ -303,11 +321,49 @@ def store_memories(
             tx.put(origin, seq.to_bytes(8, "big"))
         if is_news(memory):
             tx.put(news + at, b"")
+            news_added.setdefault(head, (news, []))[1].append(at)
+    for head, (news, entries) in news_added.items():
+        kept_head = tx.get(head)
+        if not spreading:
+            if kept_head is not None:
+                tx.delete(head)
+            continue
+        if kept_head is None:  # made from the index, this event's news in it already
+            newest = islice(tx.scan(news, reverse=True), NEWS_HEAD_ENTRIES)
+            tx.put(head, news_head(key[len(news) :] for key, _ in newest))
+        else:
+            tx.put(head, news_head([*entries, *head_entries(kept_head)]))
 
 
-_CharacterPrefixes = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+def news_head(entries: Iterable[bytes]) -> bytes:
+    """What a news head stores: the `NEWS_HEAD_ENTRIES` newest of `entries` (the packed position
+    and belief id that end a news index key), newest first, each after its length (2 bytes)."""
+    newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
+    return b"".join([_length(len(entry)) + entry for entry in newest])
+
+
+def head_entries(head: bytes) -> list[bytes]:
+    """The entries a news head stores, newest first (`news_head`)."""
+    entries = []
+    index, end = 0, len(head)
+    while index < end:
+        size = head[index] << 8 | head[index + 1]
+        index += 2
+        entries.append(head[index : index + size])
+        index += size
+    return entries
+
+
+@lru_cache(maxsize=64)
+def _length(size: int) -> bytes:
+    """An entry's length as a news head stores it (all entries are of a few lengths)."""
+    return size.to_bytes(2, "big")
+
+
+_CharacterPrefixes = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]
 """The key prefixes of one character's memories and their indexes in one scope: the packed
-character, then its stored memories, recollections, belief ranks, origins and news."""
+character, then its stored memories, recollections, belief ranks, origins and news, and the
+key of its news head."""
 
 
 @lru_cache(maxsize=1 << 12)
@@ -322,6 +378,7 @@ def _character_prefixes(tenant: str, world: str, scope: str, character: str) -> 
         pack_scope(BELIEF_RANKS, tenant, world, scope, character),
         pack_scope(ORIGINS, tenant, world, scope, character),
         pack_scope(NEWS, tenant, world, scope, character),
+        pack_scope(NEWS_HEADS, tenant, world, scope, character),
     )
 
 
@@ -377,9 +434,16 @@ def _newest(
     found: list[bytes] = []
     segments = scopes(keys, ancestry)
     for segment in segments:
+        last = pack(segment.upto_seq) + _LAST_BELIEF
+        if index == NEWS:
+            headed = _newest_in_head(
+                tx, keys.scoped(NEWS_HEADS, segment.timeline_id, character), last, limit
+            )
+            if headed is not None:
+                found.extend(headed)
+                continue
         prefix = keys.scoped(index, segment.timeline_id, character)
-        start = prefix + pack(segment.upto_seq) + _LAST_BELIEF
-        newest = islice(tx.scan(prefix, reverse=True, start=start), limit)
+        newest = islice(tx.scan(prefix, reverse=True, start=prefix + last), limit)
         found.extend(key[len(prefix) :] for key, _ in newest)
     if len(segments) > 1:  # one scope's entries came newest first already
         found = heapq.nlargest(limit, found)
@@ -388,6 +452,22 @@ def _newest(
         raw = tx.get(stored + entry[_PACKED_SEQ:])
         if raw is not None:
             yield as_revised(tx, keys, ancestry, DECODED.decode(raw))
+
+
+def _newest_in_head(
+    tx: StateTransaction, head: bytes, last: bytes, limit: int
+) -> list[bytes] | None:
+    """The newest `limit` news entries up to `last` as the scope's head holds them, newest
+    first; None when there is no head, or the index may hold some it does not (it is full, and
+    the entries past `last` left fewer than `limit`)."""
+    stored = tx.get(head)
+    if stored is None:
+        return None
+    entries = head_entries(stored)
+    seen = [entry for entry in entries if entry <= last]
+    if len(seen) >= limit or len(entries) < NEWS_HEAD_ENTRIES:
+        return seen[:limit]
+    return None
 
 
 def most_important_beliefs(

@@ -190,7 +190,8 @@ class Projector:
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)
-            store_memories(tx, context.keys, memories, changes, rumours)
+            spreading = policy.memory.spreading.enabled
+            store_memories(tx, context.keys, memories, changes, rumours, spreading)
             weakened = refereed.weakened
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
             record_relations(tx, context.keys, ancestry, formed, changes)

@@ -1,7 +1,7 @@
-"""Heads (`versions.write_headed`) and waited-on marks over random branching streams: reads
-through heads answer as the versions do at every position of every timeline, delivery order
-and duplicates change no projection, and a store of format 1 at any point of the stream
-migrates to exactly what this release holds there."""
+"""Heads (`versions.write_headed`, news heads) and waited-on marks over random branching
+streams: reads through heads answer as the versions (the news index) do at every position of
+every timeline, delivery order and duplicates change no projection, and a store of format 1 at
+any point of the stream migrates to exactly what this release holds there."""
 
 from __future__ import annotations
 
@@ -18,20 +18,39 @@ from projections.key_prefixes import (
     GROUP_EXCHANGE_HEADS,
     GROUP_EXCHANGES,
     LOCATIONS,
+    NEWS,
+    NEWS_HEADS,
     OCCUPANTS,
     WAITED_ON,
     WAITING_CHILDREN,
 )
-from projections.keys import pack, pack_scope
+from projections.keys import pack, pack_scope, unpack
+from projections.memory_store import (
+    NEWS_HEAD_ENTRIES,
+    MemoryKeys,
+    head_entries,
+    memory_keys,
+    newest_news,
+    scopes,
+)
 from projections.migrations import FORMAT_KEY, upgrade
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
+from projections.timelines import Ancestry
 from projections.versions import read_headed_through, read_through
 from projections.whereabouts import location_of, occupants_of
-from tests.projections.test_migrations import format_1_of
+from tests.projections.test_migrations import format_1_of, without_shortcuts
 
-POLICY = resolve(None, {"memory": {"spreading": {"enabled": True, "group_interval_minutes": 60}}})
+POLICY = resolve(
+    None,
+    {
+        "memory": {  # movements remembered: news, told on, in each character's news head
+            "remember_movement": True,
+            "spreading": {"enabled": True, "group_interval_minutes": 60},
+        }
+    },
+)
 ACTORS = ["npc-a", "npc-b", "npc-c"]
 PLACES = ["inn", "well", "mill"]
 Shape = dict[str, tuple[str | None, int]]
@@ -87,18 +106,34 @@ def delivery(rng: random.Random, shape: Shape, events: list[bytes]) -> list[byte
     return order
 
 
-def fed(events: list[bytes], after: Callable[[MemoryState], None] = lambda _: None) -> MemoryState:
-    state = MemoryState()
-    upgrade(state)
+def fed(
+    events: list[bytes],
+    after: Callable[[MemoryState], None] = lambda _: None,
+    state: MemoryState | None = None,
+    first_offset: int = 0,
+) -> MemoryState:
+    """`events` taken into `state` (else a new store), from the source offset given."""
+    if state is None:
+        state = MemoryState()
+        upgrade(state)
     projector = Projector(policies=lambda tenant, world: POLICY)
-    for offset, raw in enumerate(events):
+    for offset, raw in enumerate(events, start=first_offset):
         projector.receive(state, SourceMessage("t", 0, offset, b"w", raw))
         after(state)
     return state
 
 
+def upgraded_midway(events: list[bytes]) -> MemoryState:
+    """The first half of `events` in a store of format 1 (without news heads), upgraded, then
+    the rest taken in: its characters' news heads are made from the index as news comes."""
+    half = len(events) // 2
+    old = format_1_of(fed(events[:half]))
+    upgrade(old)
+    return fed(events[half:], state=old, first_offset=half)
+
+
 def projection_records(state: MemoryState) -> list[tuple[bytes, bytes]]:
-    return [(key, value) for key, value in state.items() if key != FORMAT_KEY]
+    return [(key, value) for key, value in without_shortcuts(state) if key != FORMAT_KEY]
 
 
 def migrates_to_itself(state: MemoryState) -> None:
@@ -111,16 +146,44 @@ def scope(space: str, *parts: str) -> Callable[[str], bytes]:
     return lambda timeline: pack_scope(space, "default", "w", timeline, *parts)
 
 
+def news_in_index(
+    state: MemoryState, keys: MemoryKeys, ancestry: Ancestry, character: str, limit: int
+) -> list[str]:
+    """The belief ids of the character's newest news, read off the whole news index."""
+    found = []
+    for segment in scopes(keys, ancestry):
+        prefix = keys.scoped(NEWS, segment.timeline_id, character)
+        for key, _ in state.scan(prefix):
+            seq, belief = unpack(key[len(prefix) :])
+            if int(seq) <= segment.upto_seq:
+                found.append((int(seq), str(belief)))
+    return [belief for _, belief in sorted(found, reverse=True)[:limit]]
+
+
+def tellers_read_as_the_index(state: MemoryState, ancestry: Ancestry) -> None:
+    """Every actor's newest news, as tellers read it (through news heads), is the index's."""
+    keys = memory_keys(state, "default", "w")
+    for actor in ACTORS:
+        for limit in (1, 3, NEWS_HEAD_ENTRIES, NEWS_HEAD_ENTRIES + 2):
+            told = newest_news(state, keys, ancestry, actor, limit)
+            expected = news_in_index(state, keys, ancestry, actor, limit)
+            assert [memory.belief_id for memory in told] == expected
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_heads_read_as_versions_and_a_format_1_store_migrates_to_them(seed: int) -> None:
     rng = random.Random(seed)
     shape, events = story(rng)
     in_order = fed(events)
     shuffled = fed(delivery(rng, shape, events), migrates_to_itself)
+    upgraded = upgraded_midway(events)
     assert world_digest(shuffled, "default", "w") == world_digest(in_order, "default", "w")
+    assert world_digest(upgraded, "default", "w") == world_digest(in_order, "default", "w")
     assert len(list(in_order.scan(pack(LOCATIONS)))) > len(ACTORS)
     assert list(in_order.scan(pack(GROUP_EXCHANGES)))
-    for state in (shuffled, in_order):
+    heads = [head_entries(head) for _, head in in_order.scan(pack(NEWS_HEADS))]
+    assert any(len(entries) == NEWS_HEAD_ENTRIES for entries in heads)  # some a branch cuts
+    for state in (shuffled, in_order, upgraded):
         assert list(state.scan(pack(WAITING_CHILDREN))) == []
         assert list(state.scan(pack(WAITED_ON))) == []
         for name in shape:
@@ -136,7 +199,32 @@ def test_heads_read_as_versions_and_a_format_1_store_migrates_to_them(seed: int)
                     raw = read_through(state, ancestry, scope(OCCUPANTS, place))
                     there = occupants_of(state, "default", "w", ancestry, place)
                     assert there == (set() if raw is None else set(orjson.loads(raw)))
+                tellers_read_as_the_index(state, ancestry)
                 exchanged = scope(GROUP_EXCHANGES), scope(GROUP_EXCHANGE_HEADS)
                 assert read_headed_through(state, ancestry, *exchanged) == read_through(
                     state, ancestry, exchanged[0]
                 )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_news_heads_dropped_while_spreading_is_off_are_made_again_from_the_index(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    _, events = story(rng)
+    quiet = resolve(None, {"memory": {"remember_movement": True}})
+    state = MemoryState()
+    upgrade(state)
+    policy = [POLICY]
+    projector = Projector(policies=lambda tenant, world: policy[0])
+    dropped = 0
+    for offset, raw in enumerate(events):
+        policy[0] = quiet if offset % 3 == 1 else POLICY
+        heads = len(list(state.scan(pack(NEWS_HEADS))))
+        projector.receive(state, SourceMessage("t", 0, offset, b"w", raw))
+        dropped += policy[0] is quiet and len(list(state.scan(pack(NEWS_HEADS)))) < heads
+        timeline = orjson.loads(raw)["timeline_id"]
+        record = timelines.load(state, "default", "w", timeline)
+        if record is not None:
+            tellers_read_as_the_index(state, timelines.ancestry(state, record))
+    assert dropped  # a head was dropped, and made again where spreading came back
