@@ -64,6 +64,10 @@ BATCH_EVENTS = 200
 """Events whose writes go to the changelog together, per partition."""
 PENDING_SENDS = 2_000
 """Changelog sends in flight before the rebuild waits for Kafka to confirm them."""
+STALL_SECONDS = 60.0
+"""How long the rebuild waits for more events while some partition is short of its end: with
+the broker gone, the consumer fetches nothing and raises nothing, and the progress bar would
+stand still for ever."""
 
 World = tuple[str, str]
 """(tenant_id, world_instance_id)"""
@@ -182,10 +186,13 @@ async def rebuild(
     world: str | None = None,
     on_total: Callable[[int], None] = lambda total: None,
     advance: Advance = lambda done: None,
+    stall_seconds: float = STALL_SECONDS,
 ) -> Rebuilt:
     """Fold the events topic (as far as it reaches now) into `target`'s state and changelog.
 
-    Raises `RebuildFailed` when there is nothing to fold or the target is not fresh.
+    Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, or Kafka
+    fails partway (or gives no events for `stall_seconds` while some are left to fold): the
+    target then holds part of a rebuild, which the reason says.
     """
     spans = await events_to_fold(live, world)
     cluster_id = await check_fresh(target, live)
@@ -194,26 +201,35 @@ async def rebuild(
     topic = changelog_topic(target)
     await create_changelog(target, topic)
     began = time.perf_counter()
-    async with (
-        policies_caught_up(live) as policies,
-        kafka_clients(live, target.changelog_batch_bytes) as (consumer, producer),
-    ):
-        folder = Folder(
-            Projector(
-                policies=PolicyBook(policies, log_conflict),
-                max_event_bytes=live.max_event_bytes,
-                count=wordllama_tokens(),
-            ),
-            producer,
-            topic,
-            lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
-            recorded_judge(target, live, producer),
-            target.changelog_batch_bytes,
-        )
-        await folder.fold(consumer, live.topics.events, spans, world, advance)
-        ends = await folder.confirmed()
-        if folder.judge.client is not None:
-            await folder.judge.client.close()
+    folder: Folder | None = None
+    try:
+        async with (
+            policies_caught_up(live) as policies,
+            kafka_clients(live, target.changelog_batch_bytes) as (consumer, producer),
+        ):
+            folder = Folder(
+                Projector(
+                    policies=PolicyBook(policies, log_conflict),
+                    max_event_bytes=live.max_event_bytes,
+                    count=wordllama_tokens(),
+                ),
+                producer,
+                topic,
+                lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
+                recorded_judge(target, live, producer),
+                target.changelog_batch_bytes,
+            )
+            await folder.fold(consumer, live.topics.events, spans, world, advance, stall_seconds)
+            ends = await folder.confirmed()
+            if folder.judge.client is not None:
+                await folder.judge.client.close()
+    except (KafkaError, RebuildFailed) as error:
+        folded = 0 if folder is None else folder.events
+        raise RebuildFailed(
+            f"Kafka at {live.bootstrap} failed partway, {folded} event(s) folded: {error}; "
+            f"app id {target.app_id!r} holds part of a rebuild: rebuild into a fresh app id, "
+            f"and delete this one's changelog topic {topic!r} and data dir {target.data_dir}"
+        ) from None
     if world is None:
         await commit_group(live, target.app_id, spans)
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
@@ -271,8 +287,10 @@ class Folder:
         spans: dict[int, tuple[int, int]],
         world: str | None,
         advance: Advance,
+        stall_seconds: float = STALL_SECONDS,
     ) -> None:
-        """Read each partition from its first offset to its end (as of the start)."""
+        """Read each partition from its first offset to its end (as of the start); raises
+        `RebuildFailed` when no event comes for `stall_seconds` while some are left."""
         remaining = {
             TopicPartition(topic, partition): end
             for partition, (first, end) in spans.items()
@@ -281,8 +299,17 @@ class Folder:
         consumer.assign(list(remaining))
         for tp in remaining:
             consumer.seek(tp, spans[tp.partition][0])
+        last_fetched = time.monotonic()
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            if any(batch.values()):
+                last_fetched = time.monotonic()
+            elif time.monotonic() - last_fetched > stall_seconds:
+                short = {tp.partition: end for tp, end in remaining.items()}
+                raise RebuildFailed(
+                    f"no events for {stall_seconds:.0f} s, partitions {sorted(short)} short of "
+                    f"their ends"
+                )
             for tp, records in batch.items():
                 end = remaining.get(tp)
                 if end is None:
@@ -415,7 +442,10 @@ async def kafka_clients(
         yield consumer, producer
     finally:
         await producer.stop()
-        await consumer.stop()
+        # aiokafka's consumer, stopped while a fetch from a broker gone is pending, raises that
+        # fetch's cancellation: it would stand for the error that made the rebuild stop
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer.stop()
 
 
 def recorded_judge(target: Settings, live: Settings, producer: AIOKafkaProducer) -> Judge:

@@ -15,10 +15,16 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from rocksdict import Rdict
 
 from projections.policy import policy_key
+from projections.projector import Projector
+from streams.dev import apache_kafka
+from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.publish import send_one
+from streams.rebuild import Folder, RebuildFailed, changelog_topic, events_to_fold
+from streams.rebuild import rebuild as rebuild_into
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.properties.worlds import SeededChoices, Shape, draw_history
@@ -218,3 +224,59 @@ def test_world_rebuilds_one_world_and_bad_targets_are_refused(
     assert unreachable.returncode == 1
     assert "Traceback" not in unreachable.stderr
     assert unreachable.stderr.startswith("Error: rebuild: the live worker at http://127.0.0.1:9")
+
+
+def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path: Path) -> None:
+    """The broker gone while the rebuild folds: the rebuild stops, saying how far it got and
+    what the fresh app id now holds, rather than a traceback; gone before the events are all
+    fetched, it stops once none came for a while, rather than with a progress bar that never
+    moves (the consumer fetches nothing from a broker gone, and raises nothing)."""
+    with apache_kafka(Settings.from_env()) as broker:
+        live = unique_settings(broker.bootstrap, tmp_path / "live", partitions=4)
+        asyncio.run(ensure_topics(live))
+        lines = story(worlds=4, events_per_world=2000, seed=9)
+        send_events(live, lines)
+        target = live.model_copy(
+            update={"app_id": f"{live.app_id}-rebuilt", "data_dir": tmp_path / "rebuilt"}
+        )
+
+        async def fold_after_the_broker_is_gone() -> None:
+            spans = await events_to_fold(live, None)
+            consumer = AIOKafkaConsumer(bootstrap_servers=live.bootstrap)
+            await consumer.start()
+            broker.stop()
+            topic = MemoryTopic()
+            folder = Folder(
+                Projector(),
+                AIOKafkaProducer(bootstrap_servers=live.bootstrap),
+                changelog_topic(target),
+                lambda partition: Rdict(str(tmp_path / f"fold-{partition}")),
+                Judge(None, JudgementLog(topic.read, topic.send)),
+                target.changelog_batch_bytes,
+            )
+            try:
+                await folder.fold(consumer, live.topics.events, spans, None, lambda _: None, 3)
+            finally:
+                await consumer.stop()
+
+        with pytest.raises(RebuildFailed, match=r"^no events for 3 s, partitions \[.+\] short"):
+            asyncio.run(fold_after_the_broker_is_gone())
+        broker.restart()  # a new broker on the same port: stop() took the old one's data
+        asyncio.run(ensure_topics(live))
+        send_events(live, lines)
+        folded: list[int] = []
+
+        def broker_lost_at_the_first_events(done: int) -> None:
+            if not folded:
+                broker.stop()
+            folded.append(done)
+
+        with pytest.raises(RebuildFailed) as failed:
+            asyncio.run(
+                rebuild_into(live, target, advance=broker_lost_at_the_first_events, stall_seconds=5)
+            )
+    reason = str(failed.value)
+    assert reason.startswith(f"Kafka at {live.bootstrap} failed partway, ")
+    assert f"app id {target.app_id!r} holds part of a rebuild" in reason
+    assert f"{target.app_id}-state-changelog" in reason and str(target.data_dir) in reason
+    assert 0 < sum(folded) <= len(lines)
