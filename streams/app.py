@@ -685,7 +685,8 @@ def create_app(settings: Settings) -> Rumourmill:
     state.durability = LocalDurability(state, settings.bootstrap)
     state.batch_bytes = settings.changelog_batch_bytes
     policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
-    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events))
+    progress = ProgressWatch(app, settings.topics.events)
+    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress.starts))
     projector = Projector(
         policies=PolicyBook(policies, log_conflict),
         max_event_bytes=settings.max_event_bytes,
@@ -738,8 +739,6 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
         await mill.durability.checkpoint_due()
-
-    progress = ProgressWatch(app, settings.topics.events)
 
     @app.timer(WATCH_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_progress() -> None:
@@ -846,9 +845,12 @@ def ack_when_delivered(
     return acked
 
 
-def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
+def consumer_lag(app: faust.App, topic: str, starts: Mapping[TP, int]) -> dict[int, int]:
     """Per assigned partition of `topic`: its highwater (the log end the consumer last saw)
-    minus the committed offset (0 before any commit); partitions not yet fetched are left out."""
+    minus where the consumer goes on from, the committed offset, or the partition's first
+    offset (`starts`) before any commit or past one retention removed (a log of which
+    retention kept the last ten events lags ten, not its whole history); partitions not yet
+    fetched are left out."""
     consumer = app.consumer
     try:
         assigned = consumer.assignment()
@@ -859,7 +861,8 @@ def consumer_lag(app: faust.App, topic: str) -> dict[int, int]:
         highwater = consumer.highwater(tp) if tp.topic == topic else None
         if highwater is not None:
             committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
-            lag[tp.partition] = max(highwater - (committed or 0), 0)
+            start = starts.get(tp, 0)
+            lag[tp.partition] = max(highwater - max(start, committed or 0), 0)
     return lag
 
 

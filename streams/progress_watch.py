@@ -85,6 +85,9 @@ class ProgressWatch:
         self.stalls = Stalls()
         self.rebalance: _Progress | None = None
         """Since when the worker has been rebalancing (revoking, assigning or recovering)."""
+        self.starts: dict[TP, int] = {}
+        """The first offset of each assigned partition of `topic`, as last looked up: where
+        its consumer starts before any commit (retention may have removed what came before)."""
 
     async def check(self) -> None:
         """One look (from a timer): never raises, a rebalance may be under way."""
@@ -102,6 +105,7 @@ class ProgressWatch:
             return
         ends = await consumer.highwaters(*tps)
         starts = await consumer.earliest_offsets(*tps)
+        self.starts = {tp: start for tp, start in starts.items() if start is not None}
         now = time.monotonic()
         committed = cast(Mapping[TP, int | None], consumer._committed_offset)
         for tp in sorted(tps):

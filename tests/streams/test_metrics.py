@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from projections.delivery import SourceMessage, world_key
 from projections.policy import resolve
@@ -20,6 +23,7 @@ from projections.state import MemoryState
 from schemas.memory import Memory
 from streams.metrics import Metrics
 from streams.replay import replay_lines
+from streams.topics import ensure_topics
 from tests.support import (
     WorkerProcess,
     event,
@@ -191,3 +195,41 @@ def test_a_backlog_is_taken_in_batches_of_at_most_batch_events(
     assert taken(f"{most}.0") == batches  # none over the bound (1 and 5 are bucket bounds)
     if most > 1:
         assert batches < len(backlog)  # the waiting events were taken several at once
+
+
+@pytest.mark.integration
+def test_a_partition_whose_events_retention_removed_lags_nothing_before_any_commit(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A partition of which every event was removed (retention, `delete_records`) before the
+    worker committed anything has nothing to take in: it lags 0, not its whole history."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", partitions=1)
+    asyncio.run(ensure_topics(settings))
+    send_events(settings, [orjson.dumps(event("w-gone", seq)) for seq in range(1, 11)])
+    events = TopicPartition(settings.topics.events, 0)
+
+    async def remove_every_event() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records({events: RecordsToDelete(before_offset=10)})
+        finally:
+            await admin.close()
+
+    asyncio.run(remove_every_event())
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        deadline = time.monotonic() + 60
+        lags: list[float] = []
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
+            ) as reply:
+                samples = samples_of(reply.read().decode())
+            lags.append(samples.get(("rumourmill_consumer_lag", (("partition", "0"),)), -1.0))
+            if lags[-1] == 0 and len(lags) > 20:  # the progress watch looked (every 5 s)
+                break
+            time.sleep(0.5)
+    finally:
+        worker.stop()
+    assert lags[-1] == 0, lags
