@@ -27,7 +27,7 @@ from typing import Any, Protocol, cast
 from pydantic import ValidationError
 
 from projections.key_prefixes import JUDGEMENTS
-from projections.keys import pack
+from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
 from projections.referee import Case, Judge
 from projections.state import StateTransaction
@@ -417,6 +417,12 @@ def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
 def judgement_key(position: Position) -> bytes:
     tenant, world, timeline, seq = position
     return pack(JUDGEMENTS, tenant, world, timeline, seq)
+
+
+def position_of_key(key: bytes) -> Position:
+    """The position a `judgement_key` names."""
+    _, tenant, world, timeline, seq = unpack(key)
+    return str(tenant), str(world), str(timeline), int(seq)
 
 
 def recorded_answer(

@@ -82,6 +82,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         (*HEADS_OF, WAITING_CHILDREN),
         _heads_and_marks,
     ),
+    Migration(
+        3,
+        "news heads kept as news spreads (`memory_store.NEWS_HEAD_ENTRIES`): nothing rewritten, "
+        "but a release before them, adding news without its heads, would leave them stale",
+        (),
+        lambda key, value: [(key, value)],
+    ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
 

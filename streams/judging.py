@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -40,6 +40,7 @@ from projections.judgements import (
     event_judgements,
     judgement_key,
     position_of,
+    position_of_key,
 )
 from projections.keys import unpack
 from projections.projector import Projector
@@ -60,6 +61,8 @@ as the model retold them may close a chronicle chapter, a chapter's summary the 
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 
+FORGOTTEN_AT_ONCE = 1000
+"""Tombstones in flight at once: a tenant's deletion may remove hundreds of thousands."""
 Send = Callable[[int, bytes, bytes | None], Awaitable[None]]
 """Store (partition, key, value) on the judgements topic, a value None as a tombstone; returns
 once Kafka has it."""
@@ -105,13 +108,19 @@ class JudgementLog:
             await self.send(partition, judgement_key(position), record.to_bytes())
             self.recorded.setdefault(partition, {})[position] = record
 
-    async def forget(self, partition: int, keys: Collection[bytes]) -> None:
-        """Tombstone `keys` on the topic, all at once (the judgements of a deleted world,
-        `Intake.forgotten_judgements`); returns once Kafka has them all. The state held them,
-        so the read-back holds none of them."""
+    async def forget(self, partition: int, keys: Sequence[bytes]) -> None:
+        """Tombstone `keys` on the topic (the judgements of a deleted world,
+        `Intake.forgotten_judgements`), `FORGOTTEN_AT_ONCE` at a time; returns once Kafka has
+        them all. The read-back forgets them too: a world begun anew at the same positions is
+        never answered with the deleted world's records."""
         if not keys:
             return
-        await asyncio.gather(*(self.send(partition, key, None) for key in keys))
+        held = self.recorded.get(partition, {})
+        for start in range(0, len(keys), FORGOTTEN_AT_ONCE):
+            chunk = keys[start : start + FORGOTTEN_AT_ONCE]
+            await asyncio.gather(*(self.send(partition, key, None) for key in chunk))
+        for key in keys:
+            held.pop(position_of_key(key), None)
         for (tenant, world), count in Counter(unpack(key)[1:3] for key in keys).items():
             log.info(
                 "judgements topic, partition %d: %d record(s) of world %r of tenant %r"

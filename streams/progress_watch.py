@@ -113,7 +113,7 @@ class ProgressWatch:
             if end is None:
                 continue
             offset = committed.get(tp)
-            start = starts.get(tp) or 0
+            start = self.starts.get(tp, 0)
             if still := self.stalls.observe(now, tp, offset, start, end):
                 log.warning(
                     "partition %d of %s: %d event(s) waiting, nothing committed for %.0f s "

@@ -46,7 +46,7 @@ from projections.projector import Projector
 from streams.app import create_app, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
-from streams.judging import Judge, JudgementLog, topic_reader
+from streams.judging import Judge, JudgementLog, Send, topic_reader
 from streams.model_client import ModelClient
 from streams.policies import PoliciesUnread, PolicyFeed, caught_up, log_conflict
 from streams.settings import Settings
@@ -219,19 +219,26 @@ async def rebuild(
                 recorded_judge(target, live, producer),
                 target.changelog_batch_bytes,
             )
-            await folder.fold(consumer, live.topics.events, spans, world, advance, stall_seconds)
-            ends = await folder.confirmed()
-            if folder.judge.client is not None:
-                await folder.judge.client.close()
+            try:
+                await folder.fold(
+                    consumer, live.topics.events, spans, world, advance, stall_seconds
+                )
+                ends = await folder.confirmed()
+            finally:
+                if folder.judge.client is not None:
+                    await folder.judge.client.close()
+        if world is None:
+            await commit_group(live, target.app_id, spans)
     except (KafkaError, RebuildFailed) as error:
-        folded = 0 if folder is None else folder.events
+        why = (
+            f"Kafka at {live.bootstrap} failed: {error}" if isinstance(error, KafkaError) else error
+        )
         raise RebuildFailed(
-            f"Kafka at {live.bootstrap} failed partway, {folded} event(s) folded: {error}; "
-            f"app id {target.app_id!r} holds part of a rebuild: rebuild into a fresh app id, "
+            f"{why}; stopped after {0 if folder is None else folder.events} event(s) folded: "
+            f"app id {target.app_id!r} holds part of a rebuild; rebuild into a fresh app id, "
             f"and delete this one's changelog topic {topic!r} and data dir {target.data_dir}"
         ) from None
-    if world is None:
-        await commit_group(live, target.app_id, spans)
+    assert folder is not None  # the fold ran to its end
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
     store = mill.state.data
@@ -270,6 +277,11 @@ class Folder:
         self.judge = judge
         """Model judgements, as a worker of the fresh app id makes them (`streams.judging`):
         read back from the judgements topic, so the model is not asked again."""
+        self.stored_judgements: set[bytes] = set()
+        """The keys of the records this fold stored on the judgements topic: the only ones a
+        deletion it folds tombstones there. The topic's others at a deleted world's positions
+        are the live records of a world begun anew at them."""
+        judge.log.send = self._noting_stored(judge.log.send)
         self.events = 0
         self.worlds: set[World] = set()
         self.pending: list[asyncio.Future[RecordMetadata]] = []
@@ -279,6 +291,16 @@ class Folder:
         """Per partition, the writes of the events taken since the last send."""
         self.stamped: set[int] = set()
         """The partitions whose fresh store is stamped with this release's state format."""
+
+    def _noting_stored(self, send: Send) -> Send:
+        """`send`, noting the key of each record it stores in `stored_judgements`."""
+
+        async def noted(partition: int, key: bytes, value: bytes | None) -> None:
+            await send(partition, key, value)
+            if value is not None:
+                self.stored_judgements.add(key)
+
+        return noted
 
     async def fold(
         self,
@@ -302,13 +324,10 @@ class Folder:
         last_fetched = time.monotonic()
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)
-            if any(batch.values()):
-                last_fetched = time.monotonic()
-            elif time.monotonic() - last_fetched > stall_seconds:
-                short = {tp.partition: end for tp, end in remaining.items()}
+            if not any(batch.values()) and time.monotonic() - last_fetched > stall_seconds:
+                short = sorted(tp.partition for tp in remaining)
                 raise RebuildFailed(
-                    f"no events for {stall_seconds:.0f} s, partitions {sorted(short)} short of "
-                    f"their ends"
+                    f"no events for {stall_seconds:.0f} s, partitions {short} short of their ends"
                 )
             for tp, records in batch.items():
                 end = remaining.get(tp)
@@ -321,6 +340,8 @@ class Folder:
                 advance(len(taken))
                 if taken and taken[-1].offset >= end - 1:
                     del remaining[tp]
+            if any(batch.values()):  # from the end of their folding: it may wait on a model
+                last_fetched = time.monotonic()
 
     async def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
         db = self.database(record.partition)
@@ -343,9 +364,11 @@ class Folder:
         intake = self.projector.receive(tx, message, answers)
         if answers is not None:
             self.judge.log.applied(record.partition, answers.positions)
-        # a deletion's judgements, which the fold may have asked for again and stored on the
-        # live topic: tombstoned again, before its changelog records are sent (`send`)
-        await self.judge.log.forget(record.partition, intake.forgotten_judgements)
+        # a deletion's judgements that the fold asked for again and stored on the live topic:
+        # tombstoned again, before its changelog records are sent (`send`)
+        stored = [key for key in intake.forgotten_judgements if key in self.stored_judgements]
+        await self.judge.log.forget(record.partition, stored)
+        self.stored_judgements.difference_update(stored)
         self.events += 1
         for ack in intake.acks:
             if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):

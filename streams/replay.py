@@ -88,8 +88,8 @@ def replay_file(path: Path, projector: Projector | None = None) -> Replay:
 
 TOMBSTONE = b"null"
 """A tombstone of the judgements topic (a deleted world's), as `kafka-console-consumer` prints
-its value: skipped, the records before it answer the deleted world's events as the worker
-answered them."""
+its value, without its key: skipped (the records before it answer the deleted world's events,
+unless a world begun anew at the same positions left later records of its own there)."""
 
 
 class ReplayInputError(ValueError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -77,6 +78,33 @@ def test_a_deleted_world_leaves_no_answer_of_the_model_on_the_judgements_topic()
     assert worlds_on(topic) == {"save-2": before["save-2"]}
 
 
+def folded(url: str, topic: MemoryTopic, lines: list[bytes], directory: Path) -> None:
+    """`lines` folded as a rebuild folds them, its judge reading and writing `topic` (the live
+    one) and asking the model at `url` what it does not find there."""
+    db = Rdict(str(directory / "partition-0"))
+
+    async def fold() -> None:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        folder = Folder(
+            projector(),
+            cast(Any, None),  # no changelog send before `BATCH_EVENTS` events
+            "changelog",
+            lambda partition: db,
+            Judge(client, JudgementLog(topic.read, topic.send)),
+            1_000_000,
+        )
+        try:
+            for offset, line in enumerate(lines):
+                world = orjson.loads(line)["world_instance_id"].encode()
+                record = ConsumerRecord("events", 0, offset, 0, 0, world, line, None, 1, 1, ())
+                await folder.take(record)
+        finally:
+            await client.close()
+
+    asyncio.run(fold())
+    db.close()
+
+
 def test_a_rebuild_asks_again_for_a_deleted_worlds_events_and_tombstones_them_again(
     tmp_path: Path,
 ) -> None:
@@ -88,30 +116,54 @@ def test_a_rebuild_asks_again_for_a_deleted_worlds_events_and_tombstones_them_ag
         live(model.url, topic, LINES)
         kept, asked_live = worlds_on(topic), model.calls
         asked_for_save_1 = asked_live // 2  # the same story in both worlds
-        db = Rdict(str(tmp_path / "partition-0"))
-
-        async def fold() -> None:
-            client = ModelClient(model.url, "scripted", timeout_seconds=5)
-            folder = Folder(
-                projector(),
-                cast(Any, None),  # no changelog send before `BATCH_EVENTS` events
-                "changelog",
-                lambda partition: db,
-                Judge(client, JudgementLog(topic.read, topic.send)),
-                1_000_000,
-            )
-            try:
-                for offset, line in enumerate(LINES):
-                    world = orjson.loads(line)["world_instance_id"].encode()
-                    record = ConsumerRecord("events", 0, offset, 0, 0, world, line, None, 1, 1, ())
-                    await folder.take(record)
-            finally:
-                await client.close()
-
-        asyncio.run(fold())
-        db.close()
+        folded(model.url, topic, LINES, tmp_path)
     assert model.calls == asked_live + asked_for_save_1
     assert worlds_on(topic) == kept == {"save-2": kept["save-2"]}
+
+
+@dataclass
+class WatchedTopic(MemoryTopic):
+    """A `MemoryTopic` that notes the keys tombstoned on it."""
+
+    tombstoned: list[bytes] = field(default_factory=list)
+
+    async def send(self, partition: int, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.tombstoned.append(key)
+        await super().send(partition, key, value)
+
+
+def latest(topic: MemoryTopic) -> dict[bytes, EventJudgements]:
+    """Each key's latest record, as compaction leaves the topic."""
+    return {judgement_key(position_of(record)): record for record in records_of(topic)}
+
+
+def test_a_rebuild_leaves_the_answers_of_a_world_begun_anew_on_the_topic(tmp_path: Path) -> None:
+    """A world deleted and begun anew at the same positions: the live topic's records there are
+    the new world's. A rebuild folding the deleted world's events tombstones none of them: it
+    stored none of its own there."""
+    anew = [*story("save-1"), deletion("world.deleted"), *story("save-1")]
+    topic = WatchedTopic()
+    with scripted_model() as model:
+        live(model.url, topic, anew)
+        answered = latest(topic)
+        topic.tombstoned.clear()
+        folded(model.url, topic, anew, tmp_path)
+    assert answered and topic.tombstoned == []
+    assert latest(topic) == answered
+
+
+def test_a_world_begun_anew_is_asked_its_own_answers_not_given_the_deleted_ones() -> None:
+    """The in-process shell, as the worker: once the deletion is tombstoned, the records read
+    back for the deleted world's positions are forgotten too, and the world begun anew at them
+    has its own answers asked for and stored."""
+    once, anew = MemoryTopic(), MemoryTopic()
+    with scripted_model() as model:
+        live(model.url, once, story("save-1"))
+        asked_once = model.calls
+        live(model.url, anew, [*story("save-1"), deletion("world.deleted"), *story("save-1")])
+    assert model.calls == 3 * asked_once > 0
+    assert latest(anew) == latest(once) != {}
 
 
 def test_the_topic_is_read_back_as_compaction_leaves_it_tombstones_skipped_silently(

@@ -276,7 +276,7 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
                 rebuild_into(live, target, advance=broker_lost_at_the_first_events, stall_seconds=5)
             )
     reason = str(failed.value)
-    assert reason.startswith(f"Kafka at {live.bootstrap} failed partway, ")
+    assert reason.startswith(f"Kafka at {live.bootstrap} failed: ")
     assert f"app id {target.app_id!r} holds part of a rebuild" in reason
     assert f"{target.app_id}-state-changelog" in reason and str(target.data_dir) in reason
     assert 0 < sum(folded) <= len(lines)
