@@ -18,7 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from projections.digest import world_digest
 from projections.keys import pack
-from projections.migrations import FORMAT_KEY
+from projections.migrations import FORMAT_KEY, current_format
 from projections.runtime_read import runtime_read
 from streams.app import STATE_TABLE
 from streams.settings import Settings
@@ -28,7 +28,7 @@ from tests.streams.test_faults import get_json
 from tests.support import WorkerProcess, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-UPGRADED = "partition 0: state upgraded from format 1 to 2"
+UPGRADED = f"partition 0: state upgraded from format 1 to {current_format()}"
 RETIRED = "partition 0: 1 changeset(s) of an earlier release rewritten as records"
 
 
