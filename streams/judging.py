@@ -42,7 +42,6 @@ from projections.judgements import (
     position_of,
     position_of_key,
 )
-from projections.keys import unpack
 from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
@@ -119,9 +118,10 @@ class JudgementLog:
         for start in range(0, len(keys), FORGOTTEN_AT_ONCE):
             chunk = keys[start : start + FORGOTTEN_AT_ONCE]
             await asyncio.gather(*(self.send(partition, key, None) for key in chunk))
-        for key in keys:
-            held.pop(position_of_key(key), None)
-        for (tenant, world), count in Counter(unpack(key)[1:3] for key in keys).items():
+        positions = [position_of_key(key) for key in keys]
+        for position in positions:
+            held.pop(position, None)
+        for (tenant, world), count in Counter(position[:2] for position in positions).items():
             log.info(
                 "judgements topic, partition %d: %d record(s) of world %r of tenant %r"
                 " tombstoned (deleted)",
