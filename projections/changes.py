@@ -83,15 +83,15 @@ class MessageChanges:
 
         return applied
 
-    def deleting(self, tx: StateTransaction, event: Event) -> Intake:
-        """Apply a deletion event (`deletion.delete`), keeping `world-deleted` for each world
-        whose timelines it removed, numbered by the deletion count it wrote (per world, or per
-        tenant for a tenant's deletion)."""
+    def deleting(self, tx: StateTransaction, event: Event, offset: int) -> Intake:
+        """Apply a deletion event at source `offset` (`deletion.delete`), keeping
+        `world-deleted` for each world whose timelines it removed, numbered by the deletion
+        count (per world, or per tenant for a tenant's deletion)."""
         scope: tuple[KeyPart, ...] = (event.tenant_id,)
         if event.key != TENANT_DELETED:
             scope += (event.world_instance_id,)
         worlds = dict.fromkeys(str(unpack(key)[2]) for key, _ in tx.scan(pack(TIMELINES, *scope)))
-        deleted = delete(tx, event)
+        deleted = delete(tx, event, offset)
         named: Literal["world", "tenant"] = "world" if len(scope) == 2 else "tenant"
         count = deletions(tx, pack(DELETIONS, *scope))
         tenant = event.tenant_id

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from pydantic import ValidationError
 
+from projections.deletion import incarnation
 from projections.judgements import Judging, recorded_answer
 from projections.state import StateTransaction
 from schemas.judgements import SummaryAnswer
@@ -139,7 +140,8 @@ class RecordedSummaries:
     world_id: str
 
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
-        position = (self.tenant_id, self.world_id, part.timeline_id, part.to_seq)
+        life = incarnation(self.tx, self.tenant_id, self.world_id)
+        position = (self.tenant_id, self.world_id, part.timeline_id, part.to_seq, life)
         answer = recorded_answer(self.tx, position, (part.npc_id, part.name, "summary"))
         if answer is None:
             return None

@@ -17,7 +17,10 @@ deletes what its own state holds.
 
 How often a world (or tenant) was deleted is counted apart, as bookkeeping (`DELETIONS`), so
 an answer cached before a deletion is never served for the world begun anew
-(`runtime_read.read_position`).
+(`runtime_read.read_position`), and the model's answers of a world begun anew are kept apart
+from the deleted world's at the same positions (`incarnation`). Each count is kept with the
+source offset of the deletion that made it: the same deletion given again (a worker killed
+mid-deletion) counts once, so a rebuild counts what the live worker counted.
 
 The model's answers (feelings, retold rumours, verdicts, chronicle summaries) are also on the
 shell's judgements topic, keyed as the `JUDGEMENTS` space is: a deletion gives those keys back
@@ -53,16 +56,16 @@ def is_deletion(event: Event) -> bool:
     return event.key in DELETION_KEYS
 
 
-def delete(tx: StateTransaction, event: Event) -> Intake:
-    """Remove what the deletion event names; its ack says how much went, and the keys of the
-    judgements removed are the judgements topic's to tombstone."""
+def delete(tx: StateTransaction, event: Event, offset: int) -> Intake:
+    """Remove what the deletion event names (given at source `offset`); its ack says how much
+    went, and the keys of the judgements removed are the judgements topic's to tombstone."""
     scope: tuple[KeyPart, ...] = (event.tenant_id,)
     if event.key == TENANT_DELETED:
         what = f"tenant {event.tenant_id!r}"
     else:
         scope += (event.world_instance_id,)
         what = f"world {event.world_instance_id!r} of tenant {event.tenant_id!r}"
-    removed = delete_scope(tx, scope)
+    removed = delete_scope(tx, scope, offset)
     said = f"deleted {len(removed)} records of {what}" if removed else f"{what}: nothing to delete"
     ack = Ack(
         tenant_id=event.tenant_id,
@@ -78,30 +81,51 @@ def delete(tx: StateTransaction, event: Event) -> Intake:
     )
 
 
-def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...]) -> list[bytes]:
-    """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)).
+def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int) -> list[bytes]:
+    """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)), for
+    the deletion at source `offset`.
 
-    Returns the keys that went; when any did, the scope's deletion count goes up by one. The
-    count is written first: a worker killed mid-deletion keeps a prefix of these writes (what
-    its changelog got) and is given the deletion again, so the count is never lost with the
-    last writes; counted twice then, it still changes, which is all a read cache asks of it.
+    Returns the keys that went; when any did, the scope's deletion count goes up by one, unless
+    this deletion counted already. The count is written first: a worker killed mid-deletion
+    keeps a prefix of these writes (what its changelog got) and is given the deletion again,
+    which finishes it without counting it twice.
     """
     doomed = [key for prefix in WORLD_PREFIXES for key, _ in tx.scan(pack(prefix, *scope))]
     if doomed:
         count_key = pack(DELETIONS, *scope)
-        tx.put(count_key, b"%d" % (deletions(tx, count_key) + 1))
+        count, counted_at = _counted(tx.get(count_key))
+        if counted_at != offset:
+            tx.put(count_key, b"%d@%d" % (count + 1, offset))
     for key in doomed:
         tx.delete(key)
     return doomed
 
 
 def deletions(tx: StateTransaction, count_key: bytes) -> int:
-    raw = tx.get(count_key)
-    return 0 if raw is None else int(raw)
+    """How often the scope of `count_key` was deleted."""
+    return _counted(tx.get(count_key))[0]
+
+
+def _counted(raw: bytes | None) -> tuple[int, int | None]:
+    """A deletion count as stored: (count, the source offset of the deletion that made it;
+    None in a store of a release that kept the count alone)."""
+    if raw is None:
+        return 0, None
+    count, _, offset = raw.partition(b"@")
+    return int(count), int(offset) if offset else None
 
 
 def deletion_marks(tx: StateTransaction, tenant_id: str, world_id: str) -> bytes:
     """How often the tenant and the world were deleted, as bytes a read cache keys on."""
-    tenant = tx.get(pack(DELETIONS, tenant_id)) or b"0"
-    world = tx.get(pack(DELETIONS, tenant_id, world_id)) or b"0"
-    return tenant + b"/" + world
+    return b"%d/%d" % (
+        deletions(tx, pack(DELETIONS, tenant_id)),
+        deletions(tx, pack(DELETIONS, tenant_id, world_id)),
+    )
+
+
+def incarnation(tx: StateTransaction, tenant_id: str, world_id: str) -> str:
+    """Which life of the world this is: empty until the world (or its tenant) is deleted, then
+    how often each was (`deletion_marks`). A world begun anew after a deletion starts its
+    positions again; this tells them from the deleted world's."""
+    marks = deletion_marks(tx, tenant_id, world_id)
+    return "" if marks == b"0/0" else marks.decode()

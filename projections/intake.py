@@ -72,7 +72,9 @@ def _take_in(
     if misrouted is not None:
         return refuse(message, misrouted)
     if is_deletion(event):
-        return delete(tx, event) if changes is None else changes.deleting(tx, event)
+        if changes is None:
+            return delete(tx, event, message.offset)
+        return changes.deleting(tx, event, message.offset)
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
     acks = sequence(tx, event, raw, apply, policy.sequencing)

@@ -8,7 +8,8 @@ which may shift, blur or grow, with the listener's feeling and arousal). With a 
 configured, in either mode, the referee asks for its `verdict`, and a chronicle chapter the
 event's records close asks for its `summary` (`projections.chronicle_summaries`). A question is
 known by its position, character, belief (or chapter) and kind, all deterministic, so the same
-stream raises the same questions.
+stream raises the same questions. A position names the world's life too (its `incarnation`): a
+world deleted and begun anew has its positions again, and its own answers at them.
 
 The projections never call a model. They take an `AnswerSource`: plain data answering each
 question, or saying why it cannot (the reason). The shell learns which questions an event
@@ -26,6 +27,7 @@ from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
 
+from projections.deletion import incarnation
 from projections.key_prefixes import JUDGEMENTS
 from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
@@ -49,8 +51,9 @@ from schemas.judgements import (
 from schemas.memory import Memory, Verdict
 from schemas.policy import Policy
 
-Position = tuple[str, str, str, int]
-"""(tenant, world, timeline, seq): where an event stands, and its judgements with it."""
+Position = tuple[str, str, str, int, str]
+"""(tenant, world, timeline, seq, incarnation): where an event stands, and its judgements with
+it (`projections.deletion.incarnation`: empty in a world never deleted)."""
 QuestionKey = tuple[str, str, JudgementKind]
 """(character, belief, kind): one question among an event's."""
 
@@ -227,11 +230,19 @@ class RecordedAnswers:
 
 
 def position_of(record: EventJudgements) -> Position:
-    return (record.tenant_id, record.world_instance_id, record.timeline_id, record.seq)
+    return (
+        record.tenant_id,
+        record.world_instance_id,
+        record.timeline_id,
+        record.seq,
+        record.incarnation,
+    )
 
 
-def event_position(event: Event) -> Position:
-    return (event.tenant_id, event.world_instance_id, event.timeline_id, event.seq)
+def event_position(tx: StateTransaction, event: Event) -> Position:
+    """Where `event` stands, in the world's life as the state has it."""
+    tenant, world = event.tenant_id, event.world_instance_id
+    return (tenant, world, event.timeline_id, event.seq, incarnation(tx, tenant, world))
 
 
 def answered(question: Question, outcome: Answer | str) -> RecordedJudgement:
@@ -252,12 +263,13 @@ def answered(question: Question, outcome: Answer | str) -> RecordedJudgement:
 
 
 def event_judgements(position: Position, made: Iterable[RecordedJudgement]) -> EventJudgements:
-    tenant, world, timeline, seq = position
+    tenant, world, timeline, seq, life = position
     return EventJudgements(
         tenant_id=tenant,
         world_instance_id=world,
         timeline_id=timeline,
         seq=seq,
+        incarnation=life,
         judgements=list(made),
     )
 
@@ -313,8 +325,10 @@ class ModelJudging:
     model is configured.
     """
 
-    def __init__(self, event: Event, answers: AnswerSource, names: Names, weighs: bool) -> None:
-        self._position = event_position(event)
+    def __init__(
+        self, position: Position, answers: AnswerSource, names: Names, weighs: bool
+    ) -> None:
+        self._position = position
         self._answers = answers
         self._names = names
         self._weighs = weighs
@@ -415,14 +429,18 @@ def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
 
 
 def judgement_key(position: Position) -> bytes:
-    tenant, world, timeline, seq = position
-    return pack(JUDGEMENTS, tenant, world, timeline, seq)
+    """Where a position's judgements are kept: a world never deleted keeps them as a release
+    before incarnations did."""
+    tenant, world, timeline, seq, life = position
+    if not life:
+        return pack(JUDGEMENTS, tenant, world, timeline, seq)
+    return pack(JUDGEMENTS, tenant, world, timeline, seq, life)
 
 
 def position_of_key(key: bytes) -> Position:
     """The position a `judgement_key` names."""
-    _, tenant, world, timeline, seq = unpack(key)
-    return str(tenant), str(world), str(timeline), int(seq)
+    _, tenant, world, timeline, seq, *life = unpack(key)
+    return str(tenant), str(world), str(timeline), int(seq), str(life[0]) if life else ""
 
 
 def recorded_answer(
@@ -440,13 +458,15 @@ def recorded_answer(
     return None
 
 
-def judging(event: Event, weighing: str, answers: AnswerSource, names: Names) -> Judging:
+def judging(
+    tx: StateTransaction, event: Event, weighing: str, answers: AnswerSource, names: Names
+) -> Judging:
     """How `event`'s judgements are made: by the rules alone, unless the policy's
     `memory.weighing` is `model` or a model stands behind the answers (the referee's then)."""
     weighs = weighing == "model"
     if not weighs and not answers.model_configured:
         return RULES
-    return ModelJudging(event, answers, names, weighs)
+    return ModelJudging(event_position(tx, event), answers, names, weighs)
 
 
 def _held(belief: Memory) -> str:

@@ -74,6 +74,11 @@ def _heads_and_marks(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(key, value), (pack(HEADS_OF[str(space)], *scope), head_value(int(last), value))]
 
 
+def _unchanged(key: bytes, value: bytes) -> list[StoredRecord]:
+    """A step that rewrites nothing: it only marks the format a release before cannot read."""
+    return [(key, value)]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -87,7 +92,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "news heads kept as news spreads (`memory_store.NEWS_HEAD_ENTRIES`): nothing rewritten, "
         "but a release before them, adding news without its heads, would leave them stale",
         (),
-        lambda key, value: [(key, value)],
+        _unchanged,
+    ),
+    Migration(
+        4,
+        "the model's answers of a world deleted and begun anew kept apart from the deleted "
+        "world's (`deletion.incarnation`), and each deletion count with the deletion that made "
+        "it: nothing rewritten, but a release before would misread both",
+        (),
+        _unchanged,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

@@ -163,7 +163,7 @@ class Projector:
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
         source = self.answers if answers is None else answers
-        judged = judging(event, policy.memory.weighing, source, catalogue.name_of)
+        judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
         refereed_note, present = None, None
         if policy.memory.npc:
             present = (
@@ -195,7 +195,11 @@ class Projector:
             weakened = refereed.weakened
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
             record_relations(tx, context.keys, ancestry, formed, changes)
-            if self.count is not None and source.summaries_at(event_position(event)):
+            if (
+                self.count is not None
+                and source.model_configured
+                and source.summaries_at(event_position(tx, event))
+            ):
                 chronicle = policy.memory.chronicle
                 ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
             for origin in dict.fromkeys(memory.origin for memory in memories):

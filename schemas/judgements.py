@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import Field, StringConstraints
 
 from schemas.events import Contract, Identifier, Seq
@@ -105,3 +106,12 @@ class EventJudgements(Record):
     timeline_id: Identifier
     seq: Seq
     judgements: list[RecordedJudgement] = Field(default_factory=list)
+    incarnation: str = ""
+    """Which life of the world (`projections.deletion.incarnation`): empty until it, or its
+    tenant, is deleted; a world begun anew at the same positions has another."""
+
+    def to_bytes(self) -> bytes:
+        """The stored form; without `incarnation` in a world never deleted (as a release before
+        incarnations stored it)."""
+        unset = None if self.incarnation else {"incarnation"}
+        return orjson.dumps(self.model_dump(mode="json", exclude=unset))

@@ -226,7 +226,7 @@ class Judge:
         questions = projector.questions(tx, message, configured)
         if not questions:
             return None
-        tenant, world_id, _, _ = questions[0].position
+        tenant, world_id = questions[0].position[:2]
         deadline_ms = projector.policies(tenant, world_id).memory.model.deadline_ms
         ends = time.monotonic() + deadline_ms / 1000  # the rounds share the deadline
         answers = None

@@ -44,6 +44,9 @@ class ScriptedModel:
 
     behaviour: Behaviour = "answer"
     delay: float = 0.0
+    feeling: float = MODEL_FEELING
+    """How the model feels about every memory (change it to stand for a sampling model that
+    answers the same question otherwise another time)."""
     verdict: str = "unconvinced"
     """What the model rules when it referees (a verdict that does not exist is possible)."""
     relations: list[str] = field(default_factory=lambda: ["her brother"])
@@ -93,7 +96,7 @@ class ScriptedModel:
             told = [line[2:].split()[0] for line in question.splitlines() if line.startswith("- ")]
             summary = " ".join([SUMMARY_PREFIX, *told, *(["more"] * self.summary_padding)])
             return orjson.dumps({"summary": summary}).decode()
-        answer: dict[str, Any] = {"feeling": MODEL_FEELING, "arousal": MODEL_AROUSAL}
+        answer: dict[str, Any] = {"feeling": self.feeling, "arousal": MODEL_AROUSAL}
         if "retell" in instructions:
             told = question.splitlines()[0].split(": ", 1)[1]
             answer["content"] = f"{RETOLD_PREFIX} {told}"

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from projections.deletion import deletion_event
+from projections.deletion import deletion_event, deletion_marks
 from projections.delivery import SourceMessage
 from projections.digest import world_digest
 from projections.key_prefixes import JUDGEMENTS, OUTBOX, WORLD_PREFIXES
@@ -214,8 +214,10 @@ class _Recorded(MemoryState):
 
 def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() -> None:
     """A worker killed mid-deletion restarts with a prefix of the deletion's writes (what its
-    changelog got) and is sent the deletion again: the world ends deleted, and a world begun
-    anew still reads from another position than before the deletion."""
+    changelog got) and is sent the deletion again: the world ends deleted, the deletion counted
+    once (as a rebuild, given it once, counts it: the model's answers of the world begun anew
+    are kept by that count), and a world begun anew still reads from another position than
+    before the deletion."""
     before = replay(story())
     position = read_position(before, "default", "save-1", "main")
     message = SourceMessage("events", 0, 10_000, b"save-1", deletion("world.deleted"))
@@ -230,6 +232,7 @@ def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() ->
         projector.receive(state, message)
         assert keys_of(state, "default", "save-1") == [], cut
         assert world_digest(state, "default", "save-1") == EMPTY, cut
+        assert deletion_marks(state, "default", "save-1") == b"0/1", cut
         for index, line in enumerate(story()):
             projector.receive(state, SourceMessage("events", 0, 20_000 + index, b"save-1", line))
         assert read_position(state, "default", "save-1", "main") != position, cut
