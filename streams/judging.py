@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaTimeoutError
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
@@ -144,8 +145,10 @@ class JudgementLog:
                 del self.recorded[partition]
 
 
-def topic_reader(bootstrap: str, topic: str) -> Read:
-    """Reads a partition of the judgements topic on Kafka from its start to its end."""
+def topic_reader(bootstrap: str, topic: str, stall_seconds: float | None = None) -> Read:
+    """Reads a partition of the judgements topic on Kafka from its start to its end
+    (`read_to_end`): with `stall_seconds` (a rebuild), a broker gone stops the read; without
+    (a worker, whose events wait on the same broker), the read waits for it to come back."""
 
     async def read(partition: int) -> list[EventJudgements]:
         consumer = AIOKafkaConsumer(
@@ -155,20 +158,47 @@ def topic_reader(bootstrap: str, topic: str) -> Read:
             auto_offset_reset="earliest",
         )
         await consumer.start()
-        latest: dict[bytes | None, EventJudgements] = {}
         try:
             tp = TopicPartition(topic, partition)
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
-            while await consumer.position(tp) < end:
-                for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
-                    compact(latest, message)
+            return await read_to_end(consumer, tp, end, stall_seconds)
         finally:
             await consumer.stop()
-        return list(latest.values())
 
     return read
+
+
+async def read_to_end(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, end: int, stall_seconds: float | None
+) -> list[EventJudgements]:
+    """The records of `tp` from the consumer's position up to `end`, as compaction leaves them
+    (`compact`). Raises `KafkaTimeoutError` once `stall_seconds` (if given) pass with nothing
+    read before the end: a consumer of a broker gone fetches nothing, and raises nothing."""
+    latest: dict[bytes | None, EventJudgements] = {}
+    last_read = time.monotonic()
+    while True:
+        try:
+            position = await asyncio.wait_for(consumer.position(tp), stall_seconds)
+        except TimeoutError:
+            raise _stalled(tp, stall_seconds) from None
+        if position >= end:
+            return list(latest.values())
+        records = (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
+        for message in records:
+            compact(latest, message)
+        if records:
+            last_read = time.monotonic()
+        elif stall_seconds is not None and time.monotonic() - last_read > stall_seconds:
+            raise _stalled(tp, stall_seconds, f", {end - position} offset(s) short of its end")
+
+
+def _stalled(tp: TopicPartition, stall_seconds: float | None, short: str = "") -> KafkaTimeoutError:
+    return KafkaTimeoutError(
+        f"judgements topic {tp.topic} partition {tp.partition}: nothing read for"
+        f" {stall_seconds or 0:.0f} s{short}"
+    )
 
 
 def compact(

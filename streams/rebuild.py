@@ -191,8 +191,9 @@ async def rebuild(
     """Fold the events topic (as far as it reaches now) into `target`'s state and changelog.
 
     Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, or Kafka
-    fails partway (or gives no events for `stall_seconds` while some are left to fold): the
-    target then holds part of a rebuild, which the reason says.
+    fails partway (or gives no events, or nothing of the judgements topic read back, for
+    `stall_seconds` while some are left): the target then holds part of a rebuild, which the
+    reason says.
     """
     spans = await events_to_fold(live, world)
     cluster_id = await check_fresh(target, live)
@@ -216,7 +217,7 @@ async def rebuild(
                 producer,
                 topic,
                 lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
-                recorded_judge(target, live, producer),
+                recorded_judge(target, live, producer, stall_seconds),
                 target.changelog_batch_bytes,
             )
             try:
@@ -471,16 +472,19 @@ async def kafka_clients(
             await consumer.stop()
 
 
-def recorded_judge(target: Settings, live: Settings, producer: AIOKafkaProducer) -> Judge:
-    """The judge of a worker of `target`: the live judgements topic read back first, the model
-    (if `target` configures one) asked only what was never recorded, and that stored."""
+def recorded_judge(
+    target: Settings, live: Settings, producer: AIOKafkaProducer, stall_seconds: float
+) -> Judge:
+    """The judge of a worker of `target`: the live judgements topic read back first (stopping
+    once it gives nothing for `stall_seconds`), the model (if `target` configures one) asked
+    only what was never recorded, and that stored."""
 
     async def keep(partition: int, key: bytes, value: bytes | None) -> None:
         await (await producer.send(live.topics.judgements, value, key=key, partition=partition))
 
     return Judge(
         ModelClient.configured(target),
-        JudgementLog(topic_reader(live.bootstrap, live.topics.judgements), keep),
+        JudgementLog(topic_reader(live.bootstrap, live.topics.judgements, stall_seconds), keep),
     )
 
 
