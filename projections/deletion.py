@@ -18,9 +18,10 @@ deletes what its own state holds.
 How often a world (or tenant) was deleted is counted apart, as bookkeeping (`DELETIONS`), so
 an answer cached before a deletion is never served for the world begun anew
 (`runtime_read.read_position`), and the model's answers of a world begun anew are kept apart
-from the deleted world's at the same positions (`incarnation`). Each count is kept with the
-source offset of the deletion that made it: the same deletion given again (a worker killed
-mid-deletion) counts once, so a rebuild counts what the live worker counted.
+from the deleted world's at the same positions (`incarnation`). A tenant's deletion counts for
+the tenant and for each world it removed. Each count is kept with the source offset of the
+deletion that made it: the same deletion given again (a worker killed mid-deletion) counts
+once, so a rebuild counts what the live worker counted.
 
 The model's answers (feelings, retold rumours, verdicts, chronicle summaries) are also on the
 shell's judgements topic, keyed as the `JUDGEMENTS` space is: a deletion gives those keys back
@@ -32,7 +33,7 @@ from __future__ import annotations
 from projections.delivery import Intake
 from projections.event_keys import DELETION_KEYS, TENANT_DELETED, WORLD_DELETED
 from projections.key_prefixes import DELETIONS, JUDGEMENTS, WORLD_PREFIXES
-from projections.keys import KeyPart, pack
+from projections.keys import KeyPart, pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, Event, Outcome
 
@@ -85,20 +86,29 @@ def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int) 
     """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)), for
     the deletion at source `offset`.
 
-    Returns the keys that went; when any did, the scope's deletion count goes up by one, unless
-    this deletion counted already. The count is written first: a worker killed mid-deletion
-    keeps a prefix of these writes (what its changelog got) and is given the deletion again,
-    which finishes it without counting it twice.
+    Returns the keys that went; when any did, the scope's deletion count goes up by one, and so
+    does that of each world a tenant's deletion removed (its life ends too), unless this
+    deletion counted already. The counts are written first: a worker killed mid-deletion keeps a
+    prefix of these writes (what its changelog got) and is given the deletion again, which
+    finishes it without counting it twice.
     """
     doomed = [key for prefix in WORLD_PREFIXES for key, _ in tx.scan(pack(prefix, *scope))]
     if doomed:
-        count_key = pack(DELETIONS, *scope)
-        count, counted_at = _counted(tx.get(count_key))
-        if counted_at != offset:
-            tx.put(count_key, b"%d@%d" % (count + 1, offset))
+        _count(tx, scope, offset)
+        if len(scope) == 1:
+            for world in sorted({str(unpack(key)[2]) for key in doomed}):
+                _count(tx, (*scope, world), offset)
     for key in doomed:
         tx.delete(key)
     return doomed
+
+
+def _count(tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int) -> None:
+    """Count the deletion at source `offset` of `scope`, unless it was counted."""
+    count_key = pack(DELETIONS, *scope)
+    count, counted_at = _counted(tx.get(count_key))
+    if counted_at != offset:
+        tx.put(count_key, b"%d@%d" % (count + 1, offset))
 
 
 def deletions(tx: StateTransaction, count_key: bytes) -> int:
@@ -124,8 +134,11 @@ def deletion_marks(tx: StateTransaction, tenant_id: str, world_id: str) -> bytes
 
 
 def incarnation(tx: StateTransaction, tenant_id: str, world_id: str) -> str:
-    """Which life of the world this is: empty until the world (or its tenant) is deleted, then
-    how often each was (`deletion_marks`). A world begun anew after a deletion starts its
-    positions again; this tells them from the deleted world's."""
-    marks = deletion_marks(tx, tenant_id, world_id)
-    return "" if marks == b"0/0" else marks.decode()
+    """Which life of the world this is: empty until the world is deleted (by itself or with its
+    tenant), then how often it was. A world begun anew after a deletion starts its positions
+    again; this tells them from the deleted world's. The world's own count, not its tenant's: a
+    tenant's deletion counts for the worlds it removed, so a state holding one world (a
+    `rumourmill rebuild --world`) or every partition's (`rumourmill replay`) counts a world's
+    lives as its worker's partition does."""
+    count = deletions(tx, pack(DELETIONS, tenant_id, world_id))
+    return "" if count == 0 else str(count)

@@ -446,8 +446,12 @@ def position_of_key(key: bytes) -> Position:
 def recorded_answer(
     tx: StateTransaction, position: Position, key: QuestionKey
 ) -> dict[str, Any] | None:
-    """The answer recorded for a question at a position, if the model gave one."""
+    """The answer recorded for a question at a position, if the model gave one. A world begun
+    anew before state format 4 holds its answers under keys that do not name its life: a
+    deletion removed the deleted life's, so those are this life's."""
     stored = tx.get(judgement_key(position))
+    if stored is None and position[4]:
+        stored = tx.get(judgement_key((*position[:4], "")))
     if stored is None:
         return None
     for made in EventJudgements.from_bytes(stored).judgements:  # as stored: plain dicts

@@ -82,7 +82,7 @@ DIALOGUE_SUMMARIES = _projection("dialogue-summary")  # timeline, character, sco
 ENTITY_HEADS = _projection("entity-head")  # timeline, entity: seq (8 bytes) + newest version
 BELIEF_VERSIONS = _projection("belief-version")  # timeline, character, belief, seq: confidence
 REVISED_WORLDS = _projection("revised-world")  # empty: a belief of the world was revised
-JUDGEMENTS = _projection("judgement")  # timeline, seq: the model judgements made at that event
+JUDGEMENTS = _projection("judgement")  # timeline, seq (, life once deleted): judgements made
 LOCATION_HEADS = _projection("location-head")  # timeline, character: seq + newest location
 OCCUPANT_HEADS = _projection("occupants-head")  # timeline, place: seq + newest occupants
 GROUP_EXCHANGE_HEADS = _projection("group-exchange-head")  # timeline: seq + newest interval
@@ -91,7 +91,7 @@ PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buf
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 WAITED_ON = _bookkeeping("waited-on")  # timeline: some branch waits for it (no scan per event)
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
-DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times it was deleted
+DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times deleted@offset
 STATE_FORMAT = _declare("state-format", Role.FORMAT)  # nothing after it: the store's format
 
 PROJECTION_PREFIXES = tuple(

@@ -174,10 +174,11 @@ async def read_to_end(
     consumer: AIOKafkaConsumer, tp: TopicPartition, end: int, stall_seconds: float | None
 ) -> list[EventJudgements]:
     """The records of `tp` from the consumer's position up to `end`, as compaction leaves them
-    (`compact`). Raises `KafkaTimeoutError` once `stall_seconds` (if given) pass with nothing
-    read before the end: a consumer of a broker gone fetches nothing, and raises nothing."""
+    (`compact`). Raises `KafkaTimeoutError` once `stall_seconds` (if given) pass without the
+    position moving before the end: a consumer of a broker gone fetches nothing, and raises
+    nothing."""
     latest: dict[bytes | None, EventJudgements] = {}
-    last_read = time.monotonic()
+    last_moved, last_position = time.monotonic(), -1
     while True:
         try:
             position = await asyncio.wait_for(consumer.position(tp), stall_seconds)
@@ -185,13 +186,12 @@ async def read_to_end(
             raise _stalled(tp, stall_seconds) from None
         if position >= end:
             return list(latest.values())
-        records = (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
-        for message in records:
-            compact(latest, message)
-        if records:
-            last_read = time.monotonic()
-        elif stall_seconds is not None and time.monotonic() - last_read > stall_seconds:
+        if position > last_position:  # records read, or offsets that hold none (compacted)
+            last_moved, last_position = time.monotonic(), position
+        elif stall_seconds is not None and time.monotonic() - last_moved > stall_seconds:
             raise _stalled(tp, stall_seconds, f", {end - position} offset(s) short of its end")
+        for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
+            compact(latest, message)
 
 
 def _stalled(tp: TopicPartition, stall_seconds: float | None, short: str = "") -> KafkaTimeoutError:

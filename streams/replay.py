@@ -88,8 +88,9 @@ def replay_file(path: Path, projector: Projector | None = None) -> Replay:
 
 TOMBSTONE = b"null"
 """A tombstone of the judgements topic (a deleted world's), as `kafka-console-consumer` prints
-its value, without its key: skipped (the records before it answer the deleted world's events,
-unless a world begun anew at the same positions left later records of its own there)."""
+its value, without its key: skipped (the records before it answer the deleted world's events;
+a world begun anew at the same positions has records of its own, keyed by its life, except
+those a release before state format 4 stored, under the deleted world's keys)."""
 
 
 class ReplayInputError(ValueError):

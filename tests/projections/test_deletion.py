@@ -9,10 +9,11 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from projections.deletion import deletion_event, deletion_marks
+from projections.deletion import deletion_event, deletion_marks, incarnation
 from projections.delivery import SourceMessage
 from projections.digest import world_digest
-from projections.key_prefixes import JUDGEMENTS, OUTBOX, WORLD_PREFIXES
+from projections.judgements import event_judgements, judgement_key, position_of, recorded_answer
+from projections.key_prefixes import DELETIONS, JUDGEMENTS, OUTBOX, WORLD_PREFIXES
 from projections.keys import pack, unpack
 from projections.memory_store import persistent_memories_stored
 from projections.policy import resolve
@@ -20,6 +21,7 @@ from projections.projector import Projector
 from projections.recall import RecallQuery, recall
 from projections.runtime_read import NotFound, read_position, runtime_read
 from projections.state import MemoryState
+from schemas.judgements import RecordedJudgement
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
@@ -236,3 +238,34 @@ def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() ->
         for index, line in enumerate(story()):
             projector.receive(state, SourceMessage("events", 0, 20_000 + index, b"save-1", line))
         assert read_position(state, "default", "save-1", "main") != position, cut
+
+
+def test_a_worlds_life_is_counted_by_its_own_deletions_whatever_else_the_state_holds() -> None:
+    """The life a world's model answers are kept under (`incarnation`): a world begun after its
+    tenant was deleted is in its first, however many of the tenant's other worlds that deletion
+    removed from the same state (a worker's partition holds several; a rebuild of one world, or
+    a replay of every partition, holds others); a world the tenant's deletion removed is in its
+    second."""
+    tenant_deleted = deletion("tenant.deleted")
+    everything = replay([*story("save-1"), tenant_deleted, *story("save-2"), *story("save-1")])
+    alone = replay([tenant_deleted, *story("save-2")])
+    assert incarnation(everything, "default", "save-2") == ""
+    assert incarnation(alone, "default", "save-2") == ""
+    assert incarnation(everything, "default", "save-1") == "1"
+    assert incarnation(replay([*story("save-1"), deletion("world.deleted")]), "default", "save-1")
+
+
+def test_a_world_begun_anew_before_its_life_was_kept_reads_the_answers_its_state_holds() -> None:
+    """A store of a release before state format 4: a world deleted (counted without the
+    deletion's offset) and begun anew, its model answers kept under keys that do not name its
+    life. They are still its answers (the deletion removed the deleted life's)."""
+    state = MemoryState()
+    state.put(pack(DELETIONS, "default", "save-1"), b"1")
+    made = RecordedJudgement(
+        npc_id="npc-mara", belief_id="part", judgement="summary", answer={"summary": "Kept."}
+    )
+    legacy = event_judgements(("default", "save-1", "main", 7, ""), [made])
+    state.put(judgement_key(position_of(legacy)), legacy.to_bytes())
+    position = ("default", "save-1", "main", 7, incarnation(state, "default", "save-1"))
+    assert position[4] == "1"
+    assert recorded_answer(state, position, ("npc-mara", "part", "summary")) == {"summary": "Kept."}

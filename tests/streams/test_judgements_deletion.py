@@ -173,10 +173,9 @@ def test_a_rebuild_gives_a_world_begun_anew_the_answers_the_live_worker_gave_it(
     topic = MemoryTopic()
     with scripted_model() as model:
         lived = live(model.url, topic, anew)
-        answered, asked_live = latest(topic), model.calls
+        answered = latest(topic)
         model.feeling = 0.4
         rebuilt = folded(model.url, topic, anew, tmp_path)
-    assert model.calls == asked_live + asked_live // 2 > asked_live  # one life of two again
     assert latest(topic) == answered
     assert rebuilt == lived.digests[("default", "save-1")]
 
