@@ -8,7 +8,10 @@ run's rate is the median over equal slices of the stream; the ratio compares the
 clock and by the process's CPU time (what stays comparable when other work shares the cores),
 and once more by the CPU time of the whole runs (what the garbage collector's occasional full
 walks cost shows there). Spreading more than doubles the memories a town holds, so the CPU
-time per memory held is printed beside: what a rumour costs against a memory formed otherwise.
+time per memory held is printed beside: what a rumour costs against a memory formed otherwise;
+and the ratio the town would show were a memory to cost the same with spreading as without
+(the memories held off / on): below the goal, rumours must cost less than other memories to
+reach it.
 The cost per meeting is the extra time spreading took, divided by the meetings (movements into
 a place where someone already was, and `characters-met` events) the stream held. What RocksDB's own
 threads took of the CPU time (flushing and compacting what was written) and the size of each
@@ -145,6 +148,10 @@ def run(options: Options) -> None:
                 "CPU time per memory held, off / on, on/off",
                 f"{1e6 * off.cpu_seconds / held_off:,.0f} / {1e6 * on.cpu_seconds / held_on:,.0f}"
                 f" us, {(on.cpu_seconds / held_on) / (off.cpu_seconds / held_off):.2f}",
+            ),
+            (
+                "ratio on/off at the same cost per memory (memories held off / on)",
+                f"{held_off / held_on:.3f}",
             ),
             ("state on disk, off / on (RocksDB's estimate)", f"{live_off:,} / {live_on:,} MB"),
             ("movements (possible meetings)", f"{meetings:,}"),
