@@ -850,7 +850,8 @@ def consumer_lag(app: faust.App, topic: str, starts: Mapping[TP, int]) -> dict[i
     minus where the consumer goes on from, the committed offset, or the partition's first
     offset (`starts`) before any commit or past one retention removed (a log of which
     retention kept the last ten events lags ten, not its whole history); partitions not yet
-    fetched are left out."""
+    fetched are left out, and so are those never committed whose first offset is not looked up
+    yet (the progress watch's first look): counted from 0, they showed their whole history."""
     consumer = app.consumer
     try:
         assigned = consumer.assignment()
@@ -861,8 +862,10 @@ def consumer_lag(app: faust.App, topic: str, starts: Mapping[TP, int]) -> dict[i
         highwater = consumer.highwater(tp) if tp.topic == topic else None
         if highwater is not None:
             committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
-            start = starts.get(tp, 0)
-            lag[tp.partition] = max(highwater - max(start, committed or 0), 0)
+            start = starts.get(tp)
+            if committed is None and start is None:
+                continue
+            lag[tp.partition] = max(highwater - max(start or 0, committed or 0), 0)
     return lag
 
 
