@@ -207,7 +207,7 @@ def test_a_deleted_world_stays_deleted_in_a_state_rebuilt_from_the_compacted_cha
         read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(events))
         rumourmill(settings, "world", "delete", deleted)
         deletion_acks(settings, 1)
-        _, rolled_at = read_changelog(settings)
+        rolled_at = after_tombstones_of(settings, deleted, partition)
         time.sleep(1)  # past segment.ms: the next events open a new segment on both partitions
         rolling = tavern(neighbour)[:3] + tavern(kept)[:1]
         send_events(settings, rolling)
@@ -229,6 +229,18 @@ def test_a_deleted_world_stays_deleted_in_a_state_rebuilt_from_the_compacted_cha
         assert digest_of(settings, kept) == kept_digest
     finally:
         worker.stop()
+
+
+def after_tombstones_of(settings: Settings, world: str, partition: int) -> dict[int, int]:
+    """The changelog's end offsets once `partition` holds tombstones of `world`'s keys: an ack
+    can be read before the changelog records of its event are (`wait_for_compaction`)."""
+    deadline = time.monotonic() + 60
+    while True:
+        log, ends = read_changelog(settings)
+        if any(value is None and world.encode() in key for _, key, value in log[partition]):
+            return ends
+        assert time.monotonic() < deadline, f"no tombstone of {world!r} in the changelog"
+        time.sleep(0.5)
 
 
 def digest_of(settings: Settings, world: str) -> str:
