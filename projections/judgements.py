@@ -289,7 +289,12 @@ class Judging(Protocol):
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
         """The model's summary of a chronicle `chapter` of `npc_id`'s (what it covers: `told`),
         or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
-        only where the answers may hold summaries (`AnswerSource.summaries_at`)."""
+        only where the answers may hold summaries (`summaries_due`)."""
+
+    def summaries_due(self) -> bool:
+        """Whether the answers may hold chronicle summaries for the event
+        (`AnswerSource.summaries_at` its position): only then does applying it walk its
+        characters' records for the chapters it closes."""
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         """Store the event's judgements with its state; returns those the rules made."""
@@ -309,6 +314,9 @@ class RulesJudging:
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
         return None
+
+    def summaries_due(self) -> bool:
+        return False  # no model stands behind the answers: the rules summarise, at read
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         return []  # nothing was judged: the rules are the policy, not a fallback
@@ -400,6 +408,9 @@ class ModelJudging:
             outcome = unfit(outcome) or outcome
         self._made.append(answered(question, outcome))
         return outcome
+
+    def summaries_due(self) -> bool:
+        return self._answers.summaries_at(self._position)
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
         """Store the event's judgements under its position; returns those the rules made."""

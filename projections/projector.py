@@ -28,7 +28,6 @@ from projections.judgements import (
     Question,
     QuestionCollector,
     RecordedAnswers,
-    event_position,
     judging,
 )
 from projections.memories import form_memories, origin_at
@@ -195,11 +194,7 @@ class Projector:
             weakened = refereed.weakened
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
             record_relations(tx, context.keys, ancestry, formed, changes)
-            if (
-                self.count is not None
-                and source.model_configured
-                and source.summaries_at(event_position(tx, event))
-            ):
+            if self.count is not None and judged.summaries_due():
                 chronicle = policy.memory.chronicle
                 ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
             for origin in dict.fromkeys(memory.origin for memory in memories):
