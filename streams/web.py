@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp.web import RequestKey
@@ -110,6 +111,18 @@ class HTTPProblem(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+
+
+def check_utf8(request: Request) -> None:
+    """Refuse a URL whose percent-escapes are not UTF-8. The router would take an id with
+    `%FF` in its path literally, and the query parser would turn it into U+FFFD: either way a
+    read of some other id, a 404 (or another id's answer) where the client erred in encoding."""
+    try:
+        unquote_to_bytes(cast(Any, request).raw_path).decode()  # an aiohttp request
+    except UnicodeDecodeError as bad:
+        raise HTTPProblem(
+            400, f"the URL is not UTF-8 once its %-escapes are decoded: {bad}"
+        ) from None
 
 
 def check_identifier(name: str, value: str) -> str:
@@ -236,6 +249,7 @@ class WorldRead(ReadsView):
     async def answer_read(self, request: Request, params: Mapping[str, str]) -> Response:
         """The answer, or a plain `detail` with the status of what went wrong."""
         try:
+            check_utf8(request)
             tenant = tenant_of(request, self.reads.tenants_by_api_key)
             world = self.world_of(request, params)
             for name, value in params.items():
