@@ -83,7 +83,9 @@ def produce_once(
         if outbox.message_digest == digest:
             return Intake(
                 acks=[stored_as(Ack, item) for item in outbox.acks],
-                dead_letters=[stored_as(DeadLetter, item) for item in outbox.dead_letters],
+                dead_letters=[
+                    stored_as(DeadLetter, with_bytes(item, message)) for item in outbox.dead_letters
+                ],
                 redelivered=True,
                 changes=as_records(outbox.changes),
             )
@@ -93,12 +95,43 @@ def produce_once(
         OutboxRecord.encode(
             digest,
             [_ACK_FIELDS(item, mode="json") for item in intake.acks],
-            [item.model_dump(mode="json") for item in intake.dead_letters],
+            [without_bytes(item.model_dump(mode="json")) for item in intake.dead_letters],
         ),
     )
     if message.offset >= OUTBOX_DEPTH:
         tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))
     return intake
+
+
+_MESSAGE_BYTES = frozenset({"key_base64", "value_base64"})
+KEPT_BYTES = "kept_bytes"
+"""In an outbox row's dead letter of a message over the size limit: how many of its bytes the
+dead letter carried."""
+
+
+def without_bytes(stored: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter (its JSON fields) as the outbox keeps it: without the message's key and
+    value, which a redelivery brings again (its digest says they are the very same bytes). Kept,
+    they made a rejected message's bytes state: up to `OUTBOX_DEPTH` of them a partition, each
+    up to the size limit (a third more in base64), in the changelog too, and left there after a
+    deletion of their world."""
+    kept = {name: value for name, value in stored.items() if name not in _MESSAGE_BYTES}
+    if stored.get("value_bytes") is not None and "value_base64" in stored:
+        kept[KEPT_BYTES] = len(base64.b64decode(stored["value_base64"]))
+    return kept
+
+
+def with_bytes(stored: dict[str, Any], message: SourceMessage) -> dict[str, Any]:
+    """An outbox row's dead letter with the redelivered message's bytes put back as they were
+    sent the first time; a row of a release that kept the bytes has them already."""
+    if "value_base64" in stored:
+        return stored
+    kept = stored.get(KEPT_BYTES)
+    value = message.value if kept is None else message.value[:kept]
+    return stored | {
+        "key_base64": None if message.key is None else base64.b64encode(message.key).decode(),
+        "value_base64": base64.b64encode(value).decode(),
+    }
 
 
 Output = TypeVar("Output", bound=Contract)

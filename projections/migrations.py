@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from projections.delivery import without_bytes
 from projections.key_prefixes import (
     GROUP_EXCHANGE_HEADS,
     GROUP_EXCHANGES,
@@ -28,6 +29,7 @@ from projections.key_prefixes import (
     LOCATIONS,
     OCCUPANT_HEADS,
     OCCUPANTS,
+    OUTBOX,
     STATE_FORMAT,
     WAITED_ON,
     WAITING_CHILDREN,
@@ -35,6 +37,7 @@ from projections.key_prefixes import (
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from projections.versions import head_value
+from schemas.records import OutboxRecord
 
 FIRST_FORMAT = 1
 """The format of a store that has no `STATE_FORMAT` key: everything before formats had one."""
@@ -79,6 +82,16 @@ def _unchanged(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(key, value)]
 
 
+def _dead_letters_without_bytes(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 5: an outbox row's dead letters keep no bytes of the rejected message
+    (`delivery.without_bytes`); a row without dead letters stays as it is."""
+    if b'"value_base64"' not in value:
+        return [(key, value)]
+    row = OutboxRecord.from_bytes(value)
+    letters = [without_bytes(letter) for letter in row.dead_letters]
+    return [(key, OutboxRecord.encode(row.message_digest, row.acks, letters, row.changes))]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -101,6 +114,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "it: nothing rewritten, but a release before would misread both",
         (),
         _unchanged,
+    ),
+    Migration(
+        5,
+        "the outbox keeps no bytes of a rejected message: its dead letter takes them from the "
+        "message again when it is redelivered",
+        (OUTBOX,),
+        _dead_letters_without_bytes,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

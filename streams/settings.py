@@ -24,9 +24,10 @@ KAFKA_PORT = 9092
 DEFAULT_BATCH_EVENTS = 500
 """The most events the ingest agent takes at once, unless `RUMOURMILL_BATCH_EVENTS` says."""
 EVENT_SHARE_OF_BATCH = 0.7
-"""The most `max_event_bytes` may be of `changelog_batch_bytes`: base64 makes a message's
-bytes a third larger, and its dead letter's outbox row, with the message's ack, must fit one
-changelog record."""
+"""The most `max_event_bytes` may be of `changelog_batch_bytes` (which also bounds every other
+message the worker sends to the broker's limit): base64 makes a message's bytes a third larger,
+and its dead letter, with its reason and where it was, must fit one message of the dead-letter
+topic."""
 MOST_BATCH_EVENTS = 4096
 """What the worker's stream buffer holds (Faust's `stream_buffer_maxsize`, `streams.app`): no
 batch can take more."""
@@ -127,7 +128,8 @@ class Settings(BaseSettings):
     max_event_bytes: Positive = 256 * 1024
     """Larger messages are dead-lettered, with their first MAX_EVENT_BYTES bytes. At most
     `EVENT_SHARE_OF_BATCH` of `changelog_batch_bytes`: a dead letter carries its bytes in
-    base64 (a third more), to the dead-letter topic and, in its outbox row, to the changelog."""
+    base64 (a third more) to the dead-letter topic (the outbox keeps none of them:
+    `projections.delivery.without_bytes`)."""
     batch_events: Annotated[int, Field(ge=1, le=MOST_BATCH_EVENTS)] = DEFAULT_BATCH_EVENTS
     """The most events the ingest agent takes at once while a backlog waits: their state
     changes go to the changelog as one record batch per partition, and their acks, change-feed
@@ -177,13 +179,13 @@ class Settings(BaseSettings):
 
     @field_validator("max_event_bytes")
     @classmethod
-    def _dead_letters_fit_the_changelog(cls, value: int, info: ValidationInfo) -> int:
+    def _dead_letters_fit_a_message(cls, value: int, info: ValidationInfo) -> int:
         batch_bytes = info.data.get("changelog_batch_bytes")
         if batch_bytes is not None and value > batch_bytes * EVENT_SHARE_OF_BATCH:
             raise ValueError(
                 f"must be at most {int(batch_bytes * EVENT_SHARE_OF_BATCH)}"
                 f" ({EVENT_SHARE_OF_BATCH:.0%} of RUMOURMILL_CHANGELOG_BATCH_BYTES, {batch_bytes}):"
-                " a dead letter carries the message's bytes in base64 to the changelog"
+                " a dead letter carries the message's bytes in base64 to the dead-letter topic"
             )
         return value
 

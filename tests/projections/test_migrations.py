@@ -11,7 +11,7 @@ import pytest
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
-from projections.key_prefixes import KEY_SPACES, NEWS_HEADS, WAITED_ON, Role
+from projections.key_prefixes import KEY_SPACES, NEWS_HEADS, OUTBOX, WAITED_ON, Role
 from projections.keys import pack, unpack
 from projections.migrations import (
     FORMAT_KEY,
@@ -31,6 +31,7 @@ from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
+from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
 from tests.streams.noisy_story import CHARACTERS
@@ -258,3 +259,31 @@ def test_state_of_a_newer_release_is_refused_and_left_untouched() -> None:
     with pytest.raises(StateFormatError, match=rf"in format {newer}.*up to {current_format()}"):
         upgrade(state)
     assert list(state.items()) == before
+
+
+def test_dead_letters_kept_with_their_bytes_lose_them_and_are_still_resent_whole() -> None:
+    """Format 5: an outbox row of a release before keeps a rejected message's bytes in its dead
+    letter; upgraded, it keeps none, and a redelivery re-sends the very dead letter sent first,
+    a message over the size limit with the bytes it was cut to."""
+    projector = Projector(max_event_bytes=64)
+    messages = [
+        SourceMessage("events", 0, 0, b"save-1", b"not json"),
+        SourceMessage("events", 0, 1, b"save-1", b'{"world_instance_id": "save-1"' + b" " * 99),
+    ]
+    state = MemoryState()
+    upgrade(state)
+    first = [projector.receive(state, message).dead_letters for message in messages]
+    assert [letter.value_bytes for [letter] in first] == [None, 129]
+    for message, [letter] in zip(messages, first, strict=True):  # as format 4 kept them
+        key = pack(OUTBOX, "events", 0, message.offset)
+        row = OutboxRecord.from_bytes(state.get(key) or b"")
+        state.put(
+            key, OutboxRecord.encode(row.message_digest, row.acks, [letter.model_dump(mode="json")])
+        )
+    state.put(FORMAT_KEY, b"4")
+
+    assert upgrade(state) == Upgrade(4, current_format(), 2)
+    assert all(b"_base64" not in row for _, row in state.scan(pack(OUTBOX)))
+    again = [projector.receive(state, message) for message in messages]
+    assert [intake.redelivered for intake in again] == [True, True]
+    assert [intake.dead_letters for intake in again] == first

@@ -112,11 +112,12 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
     assert problem in str(refused.value)
 
 
-def test_an_event_limit_whose_dead_letters_would_not_fit_the_changelog_is_refused(
+def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A dead letter carries its message's bytes in base64 to the changelog: lowering the
-    changelog's batches asks for a lower event limit too, and says how low."""
+    """A dead letter carries its message's bytes in base64 to the dead-letter topic: lowering
+    the changelog's batches (for a broker that takes smaller messages) asks for a lower event
+    limit too, and says how low."""
     monkeypatch.setenv("RUMOURMILL_CHANGELOG_BATCH_BYTES", "16384")
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()
