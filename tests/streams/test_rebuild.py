@@ -246,9 +246,10 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
             await consumer.start()
             broker.stop()
             topic = MemoryTopic()
+            producer = AIOKafkaProducer(bootstrap_servers=live.bootstrap)  # the fold sends nothing
             folder = Folder(
                 Projector(),
-                AIOKafkaProducer(bootstrap_servers=live.bootstrap),
+                producer,
                 changelog_topic(target),
                 lambda partition: Rdict(str(tmp_path / f"fold-{partition}")),
                 Judge(None, JudgementLog(topic.read, topic.send)),
@@ -258,6 +259,7 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
                 await folder.fold(consumer, live.topics.events, spans, None, lambda _: None, 3)
             finally:
                 await consumer.stop()
+                await producer.stop()  # never started, but closed: no warning when it goes
 
         with pytest.raises(RebuildFailed, match=r"^no events for 3 s, partitions \[.+\] short"):
             asyncio.run(fold_after_the_broker_is_gone())
