@@ -18,7 +18,10 @@ from typing import Any, Protocol, cast
 from urllib.parse import unquote_to_bytes
 
 import orjson
-from aiohttp.web import RequestKey
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from aiohttp.web import HTTPException, RequestKey, StreamResponse, middleware
+from aiohttp.web import Request as AiohttpRequest
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
 
@@ -571,7 +574,30 @@ ROUTES: dict[str, type[ReadsView]] = {
 }
 
 
+@middleware
+async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResponse:
+    """aiohttp's own refusals (no such route, a method the route does not answer) as every
+    other answer of ours is: JSON with a plain `detail`, headers such as `Allow` kept."""
+    try:
+        return await handler(request)
+    except HTTPException as refusal:
+        if refusal.status not in (404, 405):
+            raise
+        detail = f"no route {request.path!r}"
+        if refusal.status == 405:
+            detail = f"{request.method} is not answered here; {refusal.headers['Allow']} is"
+        headers = {name: value for name, value in refusal.headers.items() if name == "Allow"}
+        return web.json_response(
+            {"detail": detail}, status=refusal.status, headers=headers, dumps=_json_text
+        )
+
+
+def _json_text(document: object) -> str:
+    return orjson.dumps(document).decode()
+
+
 def register_views(app: AppT, reads: WorldReads) -> None:
     """Serve every route on `app`'s web server, each view built over `reads`."""
+    cast(Any, app.web).web_app.middlewares.append(json_refusals)
     for path, view_class in ROUTES.items():
         app.web.route(path, view_class(app, app.web, reads, path))

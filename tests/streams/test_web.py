@@ -543,3 +543,11 @@ def test_a_reply_check_that_cannot_be_made_is_refused_plainly(
 def test_a_reply_check_asked_with_get_is_told_to_post() -> None:
     [(status, body)] = serve(MemoryReads(LIES), (REPLY_CHECK, {}))
     assert (status, body["detail"]) == (400, 'post the reply as a JSON body {"text": REPLY}')
+
+
+def test_an_unknown_route_or_method_is_refused_in_json_as_every_other_answer() -> None:
+    """A client parses every refusal the same way: aiohttp's own 404 and 405 were plain text."""
+    [(status, body)] = serve(MemoryReads(STATE), ("/v2/memory/nowhere", {}))
+    assert (status, body) == (404, {"detail": "no route '/v2/memory/nowhere'"})
+    refused = post(MemoryReads(STATE), READ, b"")
+    assert refused == (405, {"detail": "POST is not answered here; GET,HEAD is"})
