@@ -576,16 +576,20 @@ ROUTES: dict[str, type[ReadsView]] = {
 
 @middleware
 async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResponse:
-    """aiohttp's own refusals (no such route, a method the route does not answer) as every
-    other answer of ours is: JSON with a plain `detail`, headers such as `Allow` kept."""
+    """aiohttp's own refusals (no such route, a method the route does not answer, a body over
+    its size limit) as every other answer of ours is: JSON with a plain `detail`, the `Allow`
+    header of a 405 kept."""
     try:
         return await handler(request)
     except HTTPException as refusal:
-        if refusal.status not in (404, 405):
+        if refusal.status < 400:
             raise
-        detail = f"no route {request.path!r}"
-        if refusal.status == 405:
+        if refusal.status == 404:
+            detail = f"no route {request.path!r}"
+        elif refusal.status == 405:
             detail = f"{request.method} is not answered here; {refusal.headers['Allow']} is"
+        else:
+            detail = refusal.text or refusal.reason
         headers = {name: value for name, value in refusal.headers.items() if name == "Allow"}
         return web.json_response(
             {"detail": detail}, status=refusal.status, headers=headers, dumps=_json_text

@@ -546,8 +546,10 @@ def test_a_reply_check_asked_with_get_is_told_to_post() -> None:
 
 
 def test_an_unknown_route_or_method_is_refused_in_json_as_every_other_answer() -> None:
-    """A client parses every refusal the same way: aiohttp's own 404 and 405 were plain text."""
+    """A client parses every refusal the same way: aiohttp's own (404, 405, 413) were plain text."""
     [(status, body)] = serve(MemoryReads(STATE), ("/v2/memory/nowhere", {}))
     assert (status, body) == (404, {"detail": "no route '/v2/memory/nowhere'"})
     refused = post(MemoryReads(STATE), READ, b"")
     assert refused == (405, {"detail": "POST is not answered here; GET,HEAD is"})
+    status, body = post(MemoryReads(LIES), REPLY_CHECK, b"x" * (2 * 1024 * 1024))
+    assert (status, body) == (413, {"detail": "Maximum request body size 1048576 exceeded."})
