@@ -7,8 +7,9 @@ change feed) are not kept: the worker sends the state holding the outbox row to 
 only once they are stored on the feed (`streams.app.Rumourmill.send_changes`), so a state that
 recognises a redelivery has its changes on the feed already. Rows of releases that kept them
 still give them back, and they are sent again (the same change ids). A message that
-cannot be taken in is dead-lettered whole (key and value in base64) with a plain reason, and
-still acked.
+cannot be taken in is dead-lettered (key and value in base64, a value over the size limit cut
+to it) with a plain reason, and still acked; the outbox keeps its dead letter without the bytes
+(`without_bytes`), which a redelivery brings again.
 """
 
 from __future__ import annotations
@@ -165,8 +166,7 @@ def refuse(message: SourceMessage, reason: str, kept_bytes: int | None = None) -
 def dead_letter(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> DeadLetter:
     """The message, key and value in base64, with why it was not taken in: the whole value, or
     its first `kept_bytes` and its whole length (a message over the size limit, whose whole
-    bytes in base64 could be too large for the dead-letter topic, the outbox and the
-    changelog)."""
+    bytes in base64 could be too large for the dead-letter topic)."""
     identity = identity_of(message.value)
     value = message.value
     cut = kept_bytes is not None and len(value) > kept_bytes

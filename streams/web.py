@@ -122,7 +122,7 @@ def check_utf8(request: Request) -> None:
     read of some other id, a 404 (or another id's answer) where the client erred in encoding."""
     try:
         unquote_to_bytes(cast(Any, request).raw_path).decode()  # an aiohttp request
-    except UnicodeDecodeError as bad:
+    except UnicodeError as bad:  # encoding fails too: a raw byte aiohttp's Python parser let in
         raise HTTPProblem(
             400, f"the URL is not UTF-8 once its %-escapes are decoded: {bad}"
         ) from None
