@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from streams.publish import Line
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
+IDENTIFIER_LENGTH = 128
+"""The most characters a tenant or world id has (`schemas.events.Identifier`)."""
 READ_FLAGS = {"web_url": "--url"}
 """The settings the read commands (and `rebuild`) take by a flag named otherwise."""
 Done = TypeVar("Done")
@@ -204,9 +206,13 @@ def broker_fetch() -> None:
     from localbroker import fetch_apache_kafka
 
     settings = _settings()
-    click.echo(
-        f"Apache Kafka jars in {fetch_apache_kafka(settings.kafka_version, settings.kafka_cache)}"
-    )
+    try:
+        jars = fetch_apache_kafka(settings.kafka_version, settings.kafka_cache)
+    except (OSError, RuntimeError) as error:
+        raise click.ClickException(
+            f"cannot fetch Apache Kafka {settings.kafka_version}: {error}"
+        ) from None
+    click.echo(f"Apache Kafka jars in {jars}")
 
 
 @broker.command("start")
@@ -219,10 +225,13 @@ def broker_start(kind: str) -> None:
     from streams.dev import apache_kafka, block_stop_signals
 
     settings = _settings()
-    with apache_kafka(settings) if kind == "kafka" else TansuBroker() as running:
-        stop_signals = block_stop_signals()
-        click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
-        signal.sigwait(stop_signals)
+    try:
+        with apache_kafka(settings) if kind == "kafka" else TansuBroker() as running:
+            stop_signals = block_stop_signals()
+            click.echo(f"{kind} broker on {running.bootstrap} (Ctrl-C stops it)")
+            signal.sigwait(stop_signals)
+    except (OSError, RuntimeError) as error:  # BrokerStartError is a RuntimeError
+        raise click.ClickException(f"cannot start a {kind} broker: {error}") from None
 
 
 @main.command()
@@ -277,6 +286,12 @@ def policy_set(
         raise click.ClickException(
             "--world names no world (omit it for the tenant default); nothing published"
         )
+    for flag, named in (("--tenant", tenant), ("--world", world)):
+        if named is not None and not 1 <= len(named) <= IDENTIFIER_LENGTH:
+            raise click.ClickException(
+                f"{flag} must be 1 to {IDENTIFIER_LENGTH} characters, as every id of an event"
+                " is (no event could be governed by it); nothing published"
+            )
     try:
         document = check_policy_document(file.read_bytes())
     except InvalidPolicy as refusal:

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
@@ -62,13 +69,50 @@ def _broker_address(item: str) -> str:
         raise ValueError(f"{item!r} is not host:port or kafka://host:port")
     parts = urlsplit(f"//{rest}")
     try:
-        port = parts.port or KAFKA_PORT
+        port = KAFKA_PORT if parts.port is None else parts.port
     except ValueError as error:
         raise ValueError(f"{item!r}: {error}") from None
-    if not parts.hostname or parts.path or parts.query or parts.fragment or parts.username:
+    if not port:
+        raise ValueError(f"{item!r}: port 0 is no broker's")
+    if (
+        not parts.hostname
+        or not HOST.fullmatch(parts.hostname)
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username
+    ):
         raise ValueError(f"{item!r} is not host:port or kafka://host:port")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{host}:{port}"
+    return f"{url_host(parts.hostname)}:{port}"
+
+
+HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+"""A host name, an IPv4 address or an IPv6 one (unbracketed)."""
+
+
+def url_host(host: str) -> str:
+    """`host` as a URL or an address with a port writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def bind_address(value: object) -> object:
+    """The address the web server binds: a host name or an IP address, nothing else."""
+    if isinstance(value, str) and not HOST.fullmatch(value.strip("[]")):
+        raise ValueError(f"{value!r} is not a host name or an IP address")
+    return value.strip("[]") if isinstance(value, str) else value
+
+
+def bearer_key(key: str) -> str:
+    """An API key a client can send as `Authorization: Bearer KEY`: visible ASCII only."""
+    if not key.isascii() or not key.isprintable() or " " in key:
+        raise ValueError("a key sent as a bearer key must be visible ASCII without spaces")
+    return key
+
+
+BearerKey = Annotated[str, AfterValidator(lambda key: key and bearer_key(key))]
+"""A key sent as `Authorization: Bearer KEY`, or none (empty)."""
+SECRETS = frozenset({"api_keys", "api_key", "model_key"})
+"""The settings a bad value of is not shown: it would be a secret in a terminal or a log."""
 
 
 def tenants_by_api_key(value: object) -> object:
@@ -78,13 +122,14 @@ def tenants_by_api_key(value: object) -> object:
     if not isinstance(value, str):
         return value
     keys: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in value.split(","))):
+    entries = filter(None, (part.strip() for part in value.split(",")))
+    for number, item in enumerate(entries, start=1):
         key, separator, tenant = (part.strip() for part in item.partition(":"))
         if not separator or not key or not tenant:
-            raise ValueError(f"entry {item!r} must read KEY:TENANT")
+            raise ValueError(f"entry {number} must read KEY:TENANT")
         if key in keys:
             raise ValueError(f"a key is given twice (for {keys[key]!r} and {tenant!r})")
-        keys[key] = tenant
+        keys[bearer_key(key)] = tenant
     return keys
 
 
@@ -104,7 +149,7 @@ class Settings(BaseSettings):
     """Kafka bootstrap brokers: `host:port` or `kafka://host:port`, several separated by `,`."""
     data_dir: Path = Path("data")
     """RocksDB tables of this worker."""
-    web_host: str = "127.0.0.1"
+    web_host: Annotated[str, BeforeValidator(bind_address)] = "127.0.0.1"
     """The address the web server binds."""
     web_port: Port = 6066
     """The port of the HTTP reads."""
@@ -150,7 +195,7 @@ class Settings(BaseSettings):
         default_factory=dict
     )
     """`KEY:TENANT,...`; when set, reads need `Authorization: Bearer KEY` (empty: no auth)."""
-    api_key: str = ""
+    api_key: BearerKey = ""
     """The key the read commands (`npc`, `provenance`, `digest`) send."""
     kafka_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_KAFKA_VERSION
     """The Apache Kafka version `rumourmill broker` and the tests fetch from Maven Central."""
@@ -165,7 +210,7 @@ class Settings(BaseSettings):
     to `MODEL_URL/chat/completions`); empty: no model, the rules make every judgement."""
     model_name: str = ""
     """The model asked (the request's `model`)."""
-    model_key: str = ""
+    model_key: BearerKey = ""
     """Sent as `Authorization: Bearer KEY` when set."""
     model_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
     """One call's limit; each world's `memory.model.deadline_ms` also bounds an event's calls."""
@@ -192,10 +237,21 @@ class Settings(BaseSettings):
     @field_validator("web_url", "model_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if value and (
-            urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc
+        if not value:
+            return value
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018  # raises for a port that is not a number
+        except ValueError as error:
+            raise ValueError(f"must be an http:// or https:// URL: {error}") from None
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or not HOST.fullmatch(parts.hostname)
+            or parts.query
+            or parts.fragment
         ):
-            raise ValueError("must be an http:// or https:// URL")
+            raise ValueError("must be an http:// or https:// URL (host, port and path only)")
         return value.rstrip("/")
 
     @classmethod
@@ -237,7 +293,7 @@ class Settings(BaseSettings):
     @property
     def canonical_url(self) -> str:
         """The URL other workers forward reads to (default: http://WEB_HOST:WEB_PORT)."""
-        return self.web_url or f"http://{self.web_host}:{self.web_port}"
+        return self.web_url or f"http://{url_host(self.web_host)}:{self.web_port}"
 
     @property
     def topics(self) -> Topics:
@@ -254,5 +310,6 @@ def explain_settings(error: ValidationError, flags: Mapping[str, str]) -> str:
         name = str(item["loc"][0]) if item["loc"] else "settings"
         source = flags.get(name, f"{ENV_PREFIX}{name.upper()}")
         message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{source}={item['input']!r}: {message}")
+        value = "(secret, not shown)" if name in SECRETS else repr(item["input"])
+        lines.append(f"{source}={value}: {message}")
     return "\n".join(lines)

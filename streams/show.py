@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -56,6 +57,10 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
+    except http.client.HTTPException as error:  # something answered, but not in HTTP
+        raise ReadFailed(
+            f"no HTTP answer from {settings.canonical_url} ({type(error).__name__}: {error})"
+        ) from None
 
 
 def read_path(route: str, **segments: str) -> str:

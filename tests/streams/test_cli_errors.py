@@ -124,3 +124,29 @@ def test_a_policy_for_an_empty_world_name_is_refused_not_taken_for_every_world(
     assert output == (
         "Error: --world names no world (omit it for the tenant default); nothing published\n"
     )
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--tenant", ""), ("--world", "w" * 129)])
+def test_a_policy_for_an_id_no_event_can_have_is_refused_before_kafka(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}")
+    output = refused("policy", "set", str(policy), flag, value, "--broker", NOWHERE)
+    assert output.startswith(f"Error: {flag} must be 1 to 128 characters, as every id of an event")
+    assert output.endswith("; nothing published\n")
+
+
+def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path: Path) -> None:
+    """A cache path that is a file: neither can make the directory the jars go in."""
+    cache = tmp_path / "cache"
+    cache.write_text("")
+    env = {"RUMOURMILL_KAFKA_CACHE": str(cache)}
+    for command, start in (
+        (["broker", "fetch"], "Error: cannot fetch Apache Kafka "),
+        (["broker", "start", "kafka"], "Error: cannot start a kafka broker: "),
+    ):
+        result = CliRunner().invoke(main, command, env=env)
+        assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
+        assert result.output.startswith(start), result.output
+        assert "Traceback" not in result.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import socketserver
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -120,15 +121,39 @@ def test_an_unknown_odd_id_gets_the_workers_404_naming_exactly_that_id() -> None
     assert "Error: 404: 'npc ghost/ï' holds no memory on timeline 'main'" in missing.output
 
 
-def test_a_url_that_is_no_workers_gets_its_plain_text_404_named_not_a_traceback() -> None:
+def test_a_url_under_the_workers_gets_its_404_naming_the_path_not_a_traceback() -> None:
     [missing] = rumourmill(
         tavern_as("npc-mara", "save-1"),
         ["npc", "npc-mara", "--world", "save-1"],
-        url_path="/not-the-worker",  # aiohttp answers an unknown path in plain text
+        url_path="/not-the-worker",
     )
     assert missing.exit_code == 1
     assert isinstance(missing.exception, SystemExit)
-    assert missing.output == "Error: 404: Not Found (not a worker's JSON answer): 404: Not Found\n"
+    path = "/not-the-worker/v2/memory/runtime/npcs/npc-mara"
+    assert missing.output == f"Error: 404: no route {path!r}\n"
+
+
+class NotHTTP(socketserver.StreamRequestHandler):
+    """Answers whatever it is sent with a line that is not HTTP (an SSH server's greeting)."""
+
+    def handle(self) -> None:
+        self.rfile.readline()
+        self.wfile.write(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+
+def test_a_url_where_something_answers_other_than_http_is_said_in_one_line() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), NotHTTP)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = CliRunner().invoke(main, ["npc", "npc-mara", "--world", "save-1", "--url", url])
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
+    assert result.output.startswith(f"Error: no HTTP answer from {url} (BadStatusLine: ")
 
 
 PROXY_PAGE = b"<html><head><title>500 Internal Server Error</title></head>\n<body>" + b"x" * 500

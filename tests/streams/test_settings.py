@@ -92,12 +92,22 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_BROKER", "", "at least 1 item"),
         ("RUMOURMILL_BROKER", "http://kafka:9092", "is not host:port or kafka://host:port"),
         ("RUMOURMILL_BROKER", "kafka:port", "Port could not be cast"),
-        ("RUMOURMILL_API_KEYS", "k1:acme,k2", "entry 'k2' must read KEY:TENANT"),
+        ("RUMOURMILL_BROKER", "not a host", "is not host:port or kafka://host:port"),
+        ("RUMOURMILL_BROKER", "kafka:0", "port 0 is no broker's"),
+        ("RUMOURMILL_API_KEYS", "k1:acme,k2", "entry 2 must read KEY:TENANT"),
         ("RUMOURMILL_API_KEYS", "k1:acme,k1:globex", "a key is given twice"),
-        ("RUMOURMILL_API_KEYS", "k1: ", "entry 'k1:' must read KEY:TENANT"),
+        ("RUMOURMILL_API_KEYS", "k1: ", "entry 1 must read KEY:TENANT"),
+        ("RUMOURMILL_API_KEYS", "clé:acme", "must be visible ASCII without spaces"),
+        ("RUMOURMILL_API_KEY", "k1\n", "must be visible ASCII without spaces"),
+        ("RUMOURMILL_MODEL_KEY", "k1 k2", "must be visible ASCII without spaces"),
+        ("RUMOURMILL_WEB_HOST", "", "is not a host name or an IP address"),
+        ("RUMOURMILL_WEB_HOST", "my host", "is not a host name or an IP address"),
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
         ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
         ("RUMOURMILL_WEB_URL", "127.0.0.1:6066", "an http:// or https:// URL"),
+        ("RUMOURMILL_WEB_URL", "http://worker:port", "Port could not be cast"),
+        ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
+        ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
         ("RUMOURMILL_TOPIC_PREFIX", "my topics", "should match pattern"),
         ("RUMOURMILL_KAFKA_VERSION", "latest", "should match pattern"),
     ],
@@ -110,6 +120,16 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
         Settings.from_env()
     assert str(refused.value).startswith(f"{variable}=")
     assert problem in str(refused.value)
+    if "_KEY" in variable:  # a secret is not shown, in a terminal or a log
+        assert str(refused.value).startswith(f"{variable}=(secret, not shown): ")
+        assert all(key not in str(refused.value) for key in ("k1", "k2", "clé"))
+
+
+def test_an_ipv6_web_host_makes_a_url_other_workers_can_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RUMOURMILL_WEB_HOST", "::1")
+    assert Settings.from_env().canonical_url == "http://[::1]:6066"
 
 
 def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
