@@ -68,7 +68,7 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
-from streams.web import HTTPProblem, Readiness, register_views
+from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, Readiness, register_views
 
 log = logger("worker")
 STATE_TABLE = "state"
@@ -645,6 +645,7 @@ def create_app(settings: Settings) -> Rumourmill:
         web_bind=settings.web_host,
         web_port=settings.web_port,
         canonical_url=settings.canonical_url,
+        web_application_options=WEB_APPLICATION_OPTIONS,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,
         processing_guarantee="at_least_once",

@@ -122,7 +122,7 @@ def run_demo(
                 wait_until_ready(worker, settings, ready_timeout)
             except NotReady as error:
                 raise click.ClickException(f"{error}; see {log_path}") from None
-            click.echo(f"worker: ready, web on http://{settings.web_host}:{settings.web_port}")
+            click.echo(f"worker: ready, web on {settings.canonical_url}")
             asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):

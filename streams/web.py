@@ -20,7 +20,13 @@ from urllib.parse import unquote_to_bytes
 import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from aiohttp.web import HTTPException, RequestKey, StreamResponse, middleware
+from aiohttp.web import (
+    HTTPException,
+    RequestKey,
+    RequestPayloadError,
+    StreamResponse,
+    middleware,
+)
 from aiohttp.web import Request as AiohttpRequest
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
@@ -52,6 +58,11 @@ from streams.read_cache import ReadCache
 from streams.rumour_picture import DrawingUnavailable, rumour_svg
 from streams.tokens import wordllama_tokens
 
+MAX_REQUEST_LINE_BYTES = 64 * 1024
+"""The longest request line served: a recall's `q` of 1,000 characters is 12 KB percent-encoded
+at most (aiohttp's default, 8,190 bytes, refused one in Chinese, in plain text)."""
+WEB_APPLICATION_OPTIONS = {"handler_args": {"max_line_size": MAX_REQUEST_LINE_BYTES}}
+"""The worker's aiohttp application options (Faust's `web_application_options`)."""
 IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
 """Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
@@ -319,7 +330,8 @@ class Recall(WorldRead):
         text = query_text(request, "q")
         cues = query_text(request, "cues", default="")
         limit = query_text(request, "limit", default=str(DEFAULT_LIMIT))
-        if not limit.isascii() or not limit.isdigit() or len(limit) > len(str(MAX_LIMIT)):
+        significant = limit.lstrip("0")  # `007` is 7, as `as_of_seq=007` is; a long one is no int
+        if not limit.isascii() or not limit.isdigit() or len(significant) > len(str(MAX_LIMIT)):
             raise HTTPProblem(400, f"'limit' must be from 1 to {MAX_LIMIT}")
         return recall(
             scope.tx,
@@ -377,7 +389,11 @@ class ReplyCheck(Decision):
     `{"text": REPLY}` and the decision's parameters; the world's owner answers."""
 
     async def post(self, request: Request, **params: str) -> Response:
-        body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
+        try:
+            body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
+        except RequestPayloadError as unreadable:  # a body its Content-Encoding does not decode
+            reason = " ".join(str(unreadable).split())  # one plain line
+            return self.answer({"detail": f"the body cannot be read: {reason}"}, 400)
         cast(Any, request)[REPLY] = body
         return await self.get(request, **params)
 

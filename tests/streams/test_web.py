@@ -17,6 +17,7 @@ from typing import Any, cast
 import faust
 import orjson
 import pytest
+from aiohttp import web as aiohttp_web
 from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, View, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
@@ -38,7 +39,7 @@ from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from streams.show import chronicle_tables, diff_tables
 from streams.tokens import wordllama_tokens
-from streams.web import ROUTES, Readiness, register_views
+from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, register_views
 from tests.model_server import ScriptedModel
 from tests.reads import answer
 from tests.support import samples_of
@@ -80,6 +81,13 @@ class MemoryReads:
         return self.owner
 
 
+def served_client(reads: MemoryReads) -> TestClient[aiohttp_web.Request, aiohttp_web.Application]:
+    """A client of the views over `reads`, served as a worker serves them (its options too)."""
+    app = faust.App("web-test", autodiscover=False, web_application_options=WEB_APPLICATION_OPTIONS)
+    register_views(app, reads)
+    return TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+
+
 def serve(reads: MemoryReads, *requests: tuple[str, dict[str, str]]) -> list[tuple[int, Any]]:
     """Each (path, headers) answered by the views over `reads`: (status, JSON body, or the
     text of a body that is not JSON)."""
@@ -92,9 +100,7 @@ def exchange(
     """`serve`'s answers with the headers of each."""
 
     async def run() -> list[tuple[int, Any, dict[str, str]]]:
-        app = faust.App("web-test", autodiscover=False)
-        register_views(app, reads)
-        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        client = served_client(reads)
         await client.start_server()
         try:
             answers = []
@@ -365,9 +371,7 @@ def test_a_runtime_read_changes_as_soon_as_an_event_moves_what_it_reads() -> Non
     ]
 
     async def run() -> list[tuple[Any, Any]]:
-        app = faust.App("web-test", autodiscover=False)
-        register_views(app, MemoryReads(state))
-        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        client = served_client(MemoryReads(state))
         await client.start_server()
         try:
             answers = []
@@ -457,9 +461,7 @@ def post(reads: MemoryReads, path: str, body: bytes) -> tuple[int, Any]:
     """A POST answered by the views over `reads`: (status, JSON body)."""
 
     async def run() -> tuple[int, Any]:
-        app = faust.App("web-test", autodiscover=False)
-        register_views(app, reads)
-        client = TestClient(TestServer(cast(AiohttpWeb, app.web).web_app))
+        client = served_client(reads)
         await client.start_server()
         try:
             reply = await client.post(path, data=body)
@@ -553,3 +555,33 @@ def test_an_unknown_route_or_method_is_refused_in_json_as_every_other_answer() -
     assert refused == (405, {"detail": "POST is not answered here; GET,HEAD is"})
     status, body = post(MemoryReads(LIES), REPLY_CHECK, b"x" * (2 * 1024 * 1024))
     assert (status, body) == (413, {"detail": "Maximum request body size 1048576 exceeded."})
+
+
+def test_a_limit_with_leading_zeros_is_its_number_as_a_position_is() -> None:
+    answers = serve(MemoryReads(STATE), (RECALL + "&limit=1", {}), (RECALL + "&limit=001", {}))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 200
+
+
+def test_a_body_its_content_encoding_does_not_decode_is_a_plain_400() -> None:
+    async def run() -> tuple[int, Any]:
+        client = served_client(MemoryReads(LIES))
+        await client.start_server()
+        try:
+            headers = {"Content-Encoding": "gzip"}
+            reply = await client.post(REPLY_CHECK, data=b"not gzip", headers=headers)
+            return reply.status, orjson.loads(await reply.read())
+        finally:
+            await client.close()
+
+    status, body = asyncio.run(run())
+    assert status == 400
+    assert body["detail"].startswith("the body cannot be read: ")
+    assert "\n" not in body["detail"]
+
+
+def test_a_query_of_the_longest_length_in_any_script_is_read() -> None:
+    """1,000 characters of Chinese are 9 KB percent-encoded: over aiohttp's default request
+    line (8,190 bytes), which refused them in plain text."""
+    [(status, body)] = serve(MemoryReads(STATE), (RECALL.replace("son", "猫" * 1000), {}))
+    assert status == 200, body
