@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging.config
+import os
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streams.settings import Settings, SettingsError
+from streams.settings import Settings, SettingsError, unknown_variables
 
 if TYPE_CHECKING:
     from streams.publish import Line
@@ -46,9 +47,12 @@ def _settings(flag_names: Mapping[str, str] | None = None, **flags: Any) -> Sett
     """The settings, flags over variables; a bad value stops the command, named as the person
     typed it (`flag_names`: the flag of a field, where it is not `--field-name`)."""
     try:
-        return Settings.from_env(flag_names, **flags)
+        settings = Settings.from_env(flag_names, **flags)
     except SettingsError as error:
         raise click.ClickException(f"bad setting:\n{error}") from None
+    for note in unknown_variables(os.environ):
+        click.echo(f"warning: {note}", err=True)
+    return settings
 
 
 def _read_settings(url: str | None, api_key: str | None) -> Settings:

@@ -8,6 +8,7 @@ the two together.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -300,6 +301,23 @@ class Settings(BaseSettings):
         """The topics of this deployment, all named `PREFIX.KIND` (changes: empty when off)."""
         topics = Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
         return topics if self.changes else topics._replace(changes="")
+
+
+TEST_VARIABLES = frozenset({"RUMOURMILL_SOAK", "RUMOURMILL_FAULT_SEED"})
+"""Read by the test suite alone (README), never by rumourmill itself."""
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A note for each `RUMOURMILL_*` variable that names no setting, with the one it may
+    have meant: misspelt, it would leave its setting at the default without a word."""
+    known = sorted({ENV_PREFIX + name.upper() for name in Settings.model_fields} | TEST_VARIABLES)
+    notes = []
+    for name in sorted(environ):
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in known:
+            close = difflib.get_close_matches(name.upper(), known, n=1)
+            meant = f" (did you mean {close[0]}?)" if close else ""
+            notes.append(f"{name} is not a setting{meant}; ignored")
+    return notes
 
 
 def explain_settings(error: ValidationError, flags: Mapping[str, str]) -> str:

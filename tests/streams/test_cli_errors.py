@@ -150,3 +150,16 @@ def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path
         assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
         assert result.output.startswith(start), result.output
         assert "Traceback" not in result.output
+
+
+def test_a_variable_that_names_no_setting_is_warned_of_with_the_one_it_may_mean() -> None:
+    """Misspelt, a setting stays at its default: the command says so, and goes on."""
+    result = CliRunner().invoke(
+        main, ["replay", str(TAVERN)], env={"RUMOURMILL_PARTITION": "8", "RUMOURMILL_SOAK": "1"}
+    )
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "warning: RUMOURMILL_PARTITION is not a setting (did you mean RUMOURMILL_PARTITIONS?);"
+        " ignored\n"
+    )
+    assert "processed: 6" in result.stdout
