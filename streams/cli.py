@@ -657,7 +657,7 @@ def rumour_map_command(
     tenant: str | None,
 ) -> None:
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
-    from streams.show import ReadFailed, fetch_body, read_path
+    from streams.show import ReadFailed, fetch_body, read_path, start_of
 
     asked = ({"timeline_id": timeline} if timeline else {}) | (
         {"tenant_id": tenant} if tenant else {}
@@ -665,10 +665,16 @@ def rumour_map_command(
     path = read_path(
         "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
     )
+    settings = _read_settings(url, api_key)
     try:
-        svg = fetch_body(_read_settings(url, api_key), path, asked)
+        svg = fetch_body(settings, path, asked)
     except ReadFailed as error:
         raise click.ClickException(str(error)) from None
+    if not svg.lstrip().startswith((b"<svg", b"<?xml")):
+        raise click.ClickException(
+            f"200 from {settings.canonical_url} (not a worker's SVG picture): "
+            + (start_of(svg) or "an empty body")
+        )
     try:
         out.write_bytes(svg)
     except OSError as error:

@@ -161,6 +161,8 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     Kafka cluster id."""
     if target.app_id == live.app_id:
         raise RebuildFailed(f"the app id {target.app_id!r} is the live one; name a fresh one")
+    if target.data_dir.exists() and not target.data_dir.is_dir():
+        raise RebuildFailed(f"the data dir {target.data_dir} is a file; name a fresh directory")
     if target.data_dir.exists() and any(target.data_dir.iterdir()):
         raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
     topic = changelog_topic(target)

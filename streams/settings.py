@@ -103,6 +103,13 @@ def bind_address(value: object) -> object:
     return value.strip("[]") if isinstance(value, str) else value
 
 
+def named_directory(value: object) -> object:
+    """A directory's path, never empty (which `Path` would take for the current directory)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must name a directory")
+    return value
+
+
 def bearer_key(key: str) -> str:
     """An API key a client can send as `Authorization: Bearer KEY`: visible ASCII only."""
     if not key.isascii() or not key.isprintable() or " " in key:
@@ -148,7 +155,7 @@ class Settings(BaseSettings):
 
     broker: Annotated[Brokers, Field(min_length=1)] = ("127.0.0.1:9092",)
     """Kafka bootstrap brokers: `host:port` or `kafka://host:port`, several separated by `,`."""
-    data_dir: Path = Path("data")
+    data_dir: Annotated[Path, BeforeValidator(named_directory)] = Path("data")
     """RocksDB tables of this worker."""
     web_host: Annotated[str, BeforeValidator(bind_address)] = "127.0.0.1"
     """The address the web server binds."""
@@ -213,7 +220,7 @@ class Settings(BaseSettings):
     """The model asked (the request's `model`)."""
     model_key: BearerKey = ""
     """Sent as `Authorization: Bearer KEY` when set."""
-    model_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    model_timeout_seconds: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] = 10.0
     """One call's limit; each world's `memory.model.deadline_ms` also bounds an event's calls."""
     model_concurrency: Positive = 8
     """Calls to the model in flight at once, per worker."""

@@ -33,7 +33,7 @@ def fetch(
     if not isinstance(answer, dict):
         raise ReadFailed(
             f"200 from {settings.canonical_url} (not a worker's JSON answer): "
-            + (_start_of(body) or "an empty body")
+            + (start_of(body) or "an empty body")
         )
     return answer
 
@@ -88,13 +88,13 @@ def _error_detail(error: urllib.error.HTTPError) -> str:
     detail = answer.get("detail") if isinstance(answer, dict) else None
     if isinstance(detail, str):
         return detail
-    shown = _start_of(body)
+    shown = start_of(body)
     if not shown:
         return str(error.reason)
     return f"{error.reason} (not a worker's JSON answer): {shown}"
 
 
-def _start_of(body: bytes) -> str:
+def start_of(body: bytes) -> str:
     """The start of a body that is not the worker's JSON, on one line (empty for none)."""
     text = " ".join(body.decode("utf-8", errors="replace").split())
     return text if len(text) <= ERROR_BODY_SHOWN else text[: ERROR_BODY_SHOWN - 3] + "..."

@@ -3,6 +3,7 @@ the person typed, never a traceback (no broker: nothing listens on 127.0.0.1:1).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from streams.cli import main
+from streams.rebuild import RebuildFailed, check_fresh
+from streams.settings import Settings
 
 TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
 NOWHERE = "127.0.0.1:1"
@@ -163,3 +166,12 @@ def test_a_variable_that_names_no_setting_is_warned_of_with_the_one_it_may_mean(
         " ignored\n"
     )
     assert "processed: 6" in result.stdout
+
+
+def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_path: Path) -> None:
+    taken = tmp_path / "data-rebuilt"
+    taken.write_text("")
+    live = Settings(broker=(NOWHERE,), data_dir=tmp_path / "data")
+    target = live.model_copy(update={"app_id": "rebuilt", "data_dir": taken})
+    with pytest.raises(RebuildFailed, match=f"^the data dir {taken} is a file; name a fresh"):
+        asyncio.run(check_fresh(target, live))

@@ -226,6 +226,7 @@ OTHER_ANSWERS = {
     "empty": b"",
     "list": b"[1, 2]",
     "object": b'{"status": "ok"}',
+    "svg": b'<svg xmlns="http://www.w3.org/2000/svg"/>',
 }
 """What a web server that is not a worker answers with 200, by the first segment of the path."""
 
@@ -323,6 +324,31 @@ def test_a_rumour_map_into_a_missing_directory_is_refused_by_its_path(
 ) -> None:
     out = tmp_path / "no" / "such" / "map.svg"
     output = stopped(
-        ["rumour-map", "b-1", "--world", "save-1", "--out", str(out), "--url", f"{other_url}/page"]
+        ["rumour-map", "b-1", "--world", "save-1", "--out", str(out), "--url", f"{other_url}/svg"]
     )
     assert output == f"Error: cannot write {out}: No such file or directory\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"), [("page", "<!doctype html>"), ("empty", "an empty body")]
+)
+def test_a_rumour_map_from_a_server_that_draws_none_writes_nothing(
+    other_url: str, answer: str, shown: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "rumour.svg"
+    output = stopped(
+        [
+            "rumour-map",
+            "b-1",
+            "--world",
+            "save-1",
+            "--out",
+            str(out),
+            "--url",
+            f"{other_url}/{answer}",
+        ]
+    )
+    assert output.startswith(
+        f"Error: 200 from {other_url}/{answer} (not a worker's SVG picture): {shown}"
+    )
+    assert not out.exists()

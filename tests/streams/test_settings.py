@@ -101,6 +101,8 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_API_KEY", "k1\n", "must be visible ASCII without spaces"),
         ("RUMOURMILL_MODEL_KEY", "k1 k2", "must be visible ASCII without spaces"),
         ("RUMOURMILL_WEB_HOST", "", "is not a host name or an IP address"),
+        ("RUMOURMILL_DATA_DIR", "", "must name a directory"),
+        ("RUMOURMILL_MODEL_TIMEOUT_SECONDS", "nan", "should be a finite number"),
         ("RUMOURMILL_WEB_HOST", "my host", "is not a host name or an IP address"),
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
         ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
