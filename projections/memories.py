@@ -36,12 +36,11 @@ from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, retell, spoken_words
 from schemas import Event, Fact
-from schemas.events import story_minutes
+from schemas.events import MAX_ID_LENGTH, story_minutes
 from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller, Verdict
 from schemas.policy import Policy
 from schemas.trusted import trusted
 
-MAX_ID_LENGTH = 128
 _SORTED = orjson.OPT_SORT_KEYS
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import ValidationError
 
+from schemas.events import MAX_ID_LENGTH
 from schemas.policy import Policy, merge_policy
 
 PolicyLookup = Callable[[str, str], Policy]
@@ -29,6 +30,23 @@ def default_policies(tenant_id: str, world_id: str) -> Policy:
 def policy_key(tenant_id: str, world_id: str | None) -> bytes:
     """The key a policy document is kept under; `world_id` None for the tenant default."""
     return orjson.dumps([tenant_id, world_id])
+
+
+def is_policy_key(key: bytes) -> bool:
+    """Whether `key` is one `policy_key` makes: ["TENANT", "WORLD"] or ["TENANT", null], each
+    id of 1 to 128 characters. A document under any other key governs nothing."""
+    try:
+        parts = orjson.loads(key)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(parts, list) or len(parts) != 2:
+        return False
+    tenant, world = parts
+    return _an_id(tenant) and (world is None or _an_id(world)) and key == policy_key(tenant, world)
+
+
+def _an_id(value: object) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
 
 
 def resolve(

@@ -31,8 +31,10 @@ from typing_extensions import TypeAliasType
 MAX_SEQ = 2**63 - 1
 """The largest position a timeline can reach (positions are stored as signed 64-bit)."""
 
-Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-"""A tenant, world, timeline or entity id: 1 to 128 characters."""
+MAX_ID_LENGTH = 128
+"""The most characters of a tenant, world, timeline or entity id."""
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
+"""A tenant, world, timeline or entity id: 1 to `MAX_ID_LENGTH` characters."""
 
 
 def _integral(value: object) -> object:

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from streams.publish import Line
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
-IDENTIFIER_LENGTH = 128
-"""The most characters a tenant or world id has (`schemas.events.Identifier`)."""
 READ_FLAGS = {"web_url": "--url"}
 """The settings the read commands (and `rebuild`) take by a flag named otherwise."""
 Done = TypeVar("Done")
@@ -276,6 +274,7 @@ def policy_set(
     import orjson
 
     from projections.policy import policy_key
+    from schemas.events import MAX_ID_LENGTH
     from streams.policies import (
         InvalidPolicy,
         PoliciesUnread,
@@ -291,9 +290,9 @@ def policy_set(
             "--world names no world (omit it for the tenant default); nothing published"
         )
     for flag, named in (("--tenant", tenant), ("--world", world)):
-        if named is not None and not 1 <= len(named) <= IDENTIFIER_LENGTH:
+        if named is not None and not 1 <= len(named) <= MAX_ID_LENGTH:
             raise click.ClickException(
-                f"{flag} must be 1 to {IDENTIFIER_LENGTH} characters, as every id of an event"
+                f"{flag} must be 1 to {MAX_ID_LENGTH} characters, as every id of an event"
                 " is (no event could be governed by it); nothing published"
             )
     try:

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from projections.intake import explain
-from projections.policy import DEFAULT_POLICY, policy_key, resolve
+from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve
 from schemas.policy import Policy, merge_policy
 from streams.logs import logger
 
@@ -93,7 +93,17 @@ class PolicyFeed:
         return bool(self.choosing_model)
 
     def take(self, key: bytes, value: bytes | None) -> None:
-        """Keep one record: a tombstone removes a document, an invalid one is refused."""
+        """Keep one record: a tombstone removes a document, an invalid one is refused, and so
+        is one under a key `policy_key` never makes (written by another producer, it would
+        govern nothing, without a word)."""
+        if not is_policy_key(key):
+            log.error(
+                "refused the policy under %s: its key is not [TENANT, WORLD] or [TENANT, null]"
+                " as JSON, each id of 1 to 128 characters (`rumourmill policy set` writes it)",
+                key.decode(errors="replace"),
+                extra={"policy_key": key.decode(errors="replace"), "reason": "not a policy key"},
+            )
+            return
         if value is None:
             self.documents.pop(key, None)
             self.choosing_model.discard(key)

@@ -48,6 +48,7 @@ from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallIndex, RecallQuer
 from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
+from schemas.events import MAX_ID_LENGTH
 from schemas.judgements import RelationsAnswer
 from schemas.memory import DecisionRead, ReadModel
 from schemas.policy import Policy
@@ -63,7 +64,6 @@ MAX_REQUEST_LINE_BYTES = 64 * 1024
 at most (aiohttp's default, 8,190 bytes, refused one in Chinese, in plain text)."""
 WEB_APPLICATION_OPTIONS = {"handler_args": {"max_line_size": MAX_REQUEST_LINE_BYTES}}
 """The worker's aiohttp application options (Faust's `web_application_options`)."""
-IDENTIFIER_LIMIT = 128
 READ_CACHE_BYTES = 64 * 1024 * 1024
 """Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 DEFAULT_TENANT = "default"
@@ -140,8 +140,8 @@ def check_utf8(request: Request) -> None:
 
 
 def check_identifier(name: str, value: str) -> str:
-    if not 1 <= len(value) <= IDENTIFIER_LIMIT:
-        raise HTTPProblem(400, f"{name!r} must be 1 to {IDENTIFIER_LIMIT} characters")
+    if not 1 <= len(value) <= MAX_ID_LENGTH:
+        raise HTTPProblem(400, f"{name!r} must be 1 to {MAX_ID_LENGTH} characters")
     return value
 
 

@@ -137,3 +137,20 @@ def test_policy_set_refuses_a_document_that_conflicts_with_one_in_force(
         {"doubting_from": 0.3},
         {"convinced_from": 0.35},
     ]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"acme/save-1", b'["acme"]', b'["acme", "save-1"]', b'["", null]', b'["acme", 7]', b"\xff"],
+)
+def test_a_document_under_a_key_policy_set_never_makes_is_refused_with_its_key(
+    key: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written by another producer, it would be kept and govern nothing, without a word."""
+    feed = PolicyFeed("127.0.0.1:9", "policies")
+    with caplog.at_level(logging.ERROR, logger="rumourmill.policies"):
+        feed.take(key, PERSISTENT_MARA)
+    assert feed.documents == {}
+    [record] = caplog.records
+    assert record.policy_key == key.decode(errors="replace")  # type: ignore[attr-defined]
+    assert "its key is not [TENANT, WORLD] or [TENANT, null]" in record.getMessage()
