@@ -117,8 +117,8 @@ class ConfidencePolicy(Contract):
 class PersistencePolicy(Contract):
     """Memories kept for the whole world, visible from every timeline of it."""
 
-    characters: list[Identifier] = Field(default_factory=list)
-    kinds: list[MemoryKind] = Field(default_factory=list)
+    characters: list[Identifier] = []  # pydantic copies a default per instance; the schema shows it
+    kinds: list[MemoryKind] = []
 
 
 class SpreadingPolicy(Contract):
@@ -288,9 +288,11 @@ class MemoryPolicy(Contract):
     """`rules`: by the `weights` table. `model`: the model judges each memory's feeling and
     arousal and retells rumours (the rest stays rules); the rules answer whatever it cannot."""
     model: ModelPolicy = ModelPolicy()
-    entity_patterns: dict[PatternKind, list[str]] = Field(
-        default_factory=lambda: {"character": ["npc-*"], "place": ["loc-*"], "item": ["item-*"]}
-    )
+    entity_patterns: dict[PatternKind, list[str]] = {
+        "character": ["npc-*"],
+        "place": ["loc-*"],
+        "item": ["item-*"],
+    }
     """Kind -> fnmatch patterns, for ids never declared; the first kind that matches wins."""
     weights: WeighingTable = WeighingTable()
     confidence: ConfidencePolicy = ConfidencePolicy()
