@@ -16,8 +16,10 @@ nothing.
 - a deletion (`MessageChanges.deleting`) is `world-deleted` for each world whose timelines it
   removed.
 
-Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject),
-so applying the same event again (a crash before its state was stored) gives the very same ids.
+Every `change_id` is a hash of where the change happened (world, timeline, seq, kind, subject,
+and the world's life once it was deleted), so applying the same event again (a crash before its
+state was stored) gives the very same ids, and a world begun anew never repeats the deleted
+one's.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from typing import Literal, Protocol
 import orjson
 
 from projections.change_records import record
-from projections.deletion import delete, deletions
+from projections.deletion import delete, incarnation
 from projections.delivery import Intake
 from projections.event_keys import TENANT_DELETED
-from projections.key_prefixes import DELETIONS, TIMELINES
+from projections.key_prefixes import TIMELINES
 from projections.keys import KeyPart, pack, pack_scope, unpack
 from projections.memory_store import DECODED, MemoryKeys, load_held
 from projections.relations import mean_feeling
@@ -85,17 +87,19 @@ class MessageChanges:
 
     def deleting(self, tx: StateTransaction, event: Event, offset: int) -> Intake:
         """Apply a deletion event at source `offset` (`deletion.delete`), keeping
-        `world-deleted` for each world whose timelines it removed, numbered by the deletion
-        count (per world, or per tenant for a tenant's deletion)."""
+        `world-deleted` for each world whose timelines it removed, numbered by the world's
+        deletion count (`deletion.incarnation`: by itself or with its tenant, this one
+        included). Not the tenant's own count: each partition keeps one, so a replay of every
+        partition into one state would number the changes (and their ids) otherwise."""
         scope: tuple[KeyPart, ...] = (event.tenant_id,)
         if event.key != TENANT_DELETED:
             scope += (event.world_instance_id,)
         worlds = dict.fromkeys(str(unpack(key)[2]) for key, _ in tx.scan(pack(TIMELINES, *scope)))
         deleted = delete(tx, event, offset)
         named: Literal["world", "tenant"] = "world" if len(scope) == 2 else "tenant"
-        count = deletions(tx, pack(DELETIONS, *scope))
         tenant = event.tenant_id
         for world in worlds:
+            count = int(incarnation(tx, tenant, world))  # counted by `delete`: never empty
             change: Change = {
                 "change_id": change_id(tenant, world, "world-deleted", named, count),
                 "kind": "world-deleted",
@@ -261,7 +265,9 @@ class EventChanges:
     def _locate(self) -> tuple[bytes, bytes]:
         """Where the event is, as every record of a change at it starts (`_at`): worked out
         at the first change told."""
-        self._position = _at(self.event)
+        event = self.event
+        life = incarnation(self._tx, event.tenant_id, event.world_instance_id)
+        self._position = _at(event, life)
         return self._position
 
 
@@ -313,10 +319,12 @@ _RUMOUR_PASSED = _shape(
 )
 
 
-def _at(event: Event) -> tuple[bytes, bytes]:
+def _at(event: Event, life: str) -> tuple[bytes, bytes]:
     """Where the event is, as every change id at it starts (`pack("change", tenant, world,
-    timeline, seq)`), and the event's fields as every record of a change at it holds them
-    (with the comma before the change's own)."""
+    timeline, seq)`, then the world's `life` when it was deleted before: a world begun anew
+    starts its positions again, and its changes are others than the deleted world's), and the
+    event's fields as every record of a change at it holds them (with the comma before the
+    change's own)."""
     prefix = pack_scope("change", event.tenant_id, event.world_instance_id, event.timeline_id)
     where = orjson.dumps(
         {
@@ -328,7 +336,8 @@ def _at(event: Event) -> tuple[bytes, bytes]:
             "story_minutes": event.story_minutes,
         }
     )
-    return prefix + pack(event.seq), where[1:-1] + b","
+    position = prefix + (pack(event.seq, life) if life else pack(event.seq))
+    return position, where[1:-1] + b","
 
 
 @lru_cache(maxsize=1 << 14)

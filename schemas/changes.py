@@ -99,7 +99,9 @@ class WorldDeleted(_Change):
     scope: Literal["world", "tenant"]
     """What the deletion event named: this world, or its whole tenant."""
     deletion: Annotated[int, Field(ge=1), AsInteger]
-    """How many times that scope has been deleted, this one included."""
+    """How many times the world has been deleted, by itself or with its tenant, this one
+    included: the life of the world that ends (the changes of the life after it have ids of
+    their own)."""
 
 
 Change = dict[str, Any]

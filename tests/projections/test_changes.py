@@ -335,3 +335,31 @@ def test_the_referee_weakening_a_belief_is_a_weakened_belief_as_the_reads_show_i
 
     assert (weakened[0]["confidence_before"], weakened[0]["confidence"]) == (held_at(6), held_at(7))
     assert held_at(7) < held_at(6)
+
+
+def test_a_world_begun_anew_after_its_deletion_repeats_no_change_id_of_the_deleted_one() -> None:
+    """A consumer deduplicates by change id: the same story told again after a deletion is
+    other changes, of the world's next life."""
+    projector, state = feed(), MemoryState()
+    before = take(projector, state, TAVERN)
+    take(projector, state, [deletion("world.deleted")], first=len(TAVERN))
+    after = take(projector, state, TAVERN, first=len(TAVERN) + 1)
+    assert fields(after, "kind", "seq") == fields(before, "kind", "seq")
+    assert not {change["change_id"] for change in before} & {c["change_id"] for c in after}
+
+
+def test_a_tenants_deletion_numbers_a_world_alike_on_its_partition_and_in_one_replay() -> None:
+    """A tenant's deletion reaches every partition; each counts only the copies that removed
+    something there. Numbered by the world's own count, a replay of every partition into one
+    state gives the very same `world-deleted` changes as the partitions did."""
+    wiped = deletion("tenant.deleted", "*")
+    partitions = [[*in_world("a"), wiped, *in_world("a"), wiped], [wiped, *in_world("b"), wiped]]
+    live = [
+        change
+        for lines in partitions
+        for change in of_kind(take(feed(), MemoryState(), lines), "world-deleted")
+    ]
+    replayed = [*in_world("a"), wiped, wiped, *in_world("a"), *in_world("b"), wiped, wiped]
+    again = of_kind(take(feed(), MemoryState(), replayed), "world-deleted")
+    assert sorted(live, key=str) == sorted(again, key=str)
+    assert fields(live, "world_instance_id", "deletion") == [("a", 1), ("a", 2), ("b", 1)]
