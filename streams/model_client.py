@@ -92,7 +92,7 @@ class ModelClient:
                         status, text = response.status, await response.read()
             except TimeoutError:
                 return f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
-            except aiohttp.ClientError as error:
+            except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses
                 return _cut(f"the model could not be reached: {error or type(error).__name__}")
         if status != 200:
             return _cut(f"HTTP {status} from the model: {text.decode(errors='replace')}")

@@ -431,3 +431,19 @@ def verdict_of(replay: Replay, line_id: str) -> str | None:
     memory = load_memory(replay.state, keys, "npc-mara", line_id)
     assert memory is not None
     return memory.verdict
+
+
+@pytest.mark.parametrize("url", ["http://a..b/v1", "http://" + "a" * 70 + ".com/v1"])
+def test_a_model_url_whose_host_idna_refuses_is_a_refusal_not_an_exception(url: str) -> None:
+    """Settings take such a host; a redirect can name one too. It must not stop the worker."""
+
+    async def ask() -> object:
+        client = ModelClient(url, "m", timeout_seconds=2)
+        try:
+            return await client.ask("instructions", "prompt", FeelingAnswer)
+        finally:
+            await client.close()
+
+    refusal = asyncio.run(ask())
+    assert isinstance(refusal, str)
+    assert refusal.startswith("the model could not be reached: ")
