@@ -703,7 +703,7 @@ def create_app(settings: Settings) -> Rumourmill:
         await (await judgements.send(key=key, value=value, partition=partition, force=True))
 
     judge = Judge(
-        ModelClient.configured(settings),
+        ModelClient.configured(settings, metrics.model_call),
         JudgementLog(topic_reader(settings.bootstrap, settings.topics.judgements), keep_judgements),
     )
     mill = Rumourmill(

@@ -13,9 +13,9 @@ stores them before the event is applied with them. Applying records them in the 
 Deleting a world tombstones its records (`JudgementLog.forget`), so a worker reading the topic
 back, or a rebuild, takes a deleted world's answers for none of its positions.
 
-A model that ran out of time on every question of a message is left to rest (`REST_SECONDS`):
-until then the rules answer at once, so a hanging model slows a partition once, not at every
-event.
+A model that ran out of time on every question of a message is left to rest
+(`streams.model_client.REST_SECONDS`): until then the rules answer at once, so a hanging model
+slows a partition once, not at every event.
 """
 
 from __future__ import annotations
@@ -47,12 +47,10 @@ from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
 from streams.logs import logger
-from streams.model_client import TIMED_OUT, ModelClient
+from streams.model_client import REST_SECONDS, TIMED_OUT, ModelClient
 
 log = logger("judging")
 
-REST_SECONDS = 30.0
-"""How long a model that ran out of time on every question of a message is left alone."""
 ROUNDS = 3
 """How many times a message's questions are put: answers may raise more (`LEADING`)."""
 LEADING: frozenset[JudgementKind] = frozenset({"retelling", "summary"})
@@ -245,7 +243,6 @@ class Judge:
 
     client: ModelClient | None
     log: JudgementLog
-    resting_until: float = 0.0
 
     async def message(
         self, projector: Projector, tx: StateTransaction, message: SourceMessage
@@ -312,9 +309,6 @@ class Judge:
         """Every question asked at once; what has no answer by the deadline gets a reason."""
         if self.client is None:
             return [answered(question, NO_MODEL) for question in questions]
-        if time.monotonic() < self.resting_until:
-            late = f"not asked: the model ran out of time lately and rests {REST_SECONDS:g} s"
-            return [answered(question, late) for question in questions]
         client = self.client
         calls = [
             asyncio.ensure_future(
@@ -330,8 +324,7 @@ class Judge:
         late = f"{DEADLINE}: no answer within {deadline_ms} ms"
         outcomes = [call.result() if call in done else late for call in calls]
         if all(_slow(outcome) for outcome in outcomes):
-            self.resting_until = time.monotonic() + REST_SECONDS
-            log.warning("the model answered nothing in time (%s); resting it", outcomes[0])
+            client.rest(REST_SECONDS, "ran out of time lately", str(outcomes[0]))
         return [
             answered(question, outcome)
             for question, outcome in zip(questions, outcomes, strict=True)

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from schemas import Ack, Outcome
 from schemas.memory import Memory
+from streams.model_client import Outcome as ModelOutcome
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The Prometheus text exposition format's content type."""
@@ -99,6 +100,16 @@ class Metrics:
             "Memories passed on as rumours when characters met.",
             registry=self.registry,
         )
+        self.model_calls = PrometheusCounter(
+            "rumourmill_model_calls",
+            "Calls to the model, by how they ended (answered; refused, malformed, http_error, "
+            "unreachable, timeout: the rules judged; resting: not asked; cancelled: cut by an "
+            "event's deadline).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for model_outcome in ModelOutcome:
+            self.model_calls.labels(outcome=model_outcome.value)
         self.reads = Histogram(
             "rumourmill_read_seconds",
             "Time to answer an HTTP read, by endpoint (route template).",
@@ -119,6 +130,10 @@ class Metrics:
         """Count what one applied event formed (`projections.projector.FormationObserver`)."""
         self.memories_formed.inc(len(memories))
         self.rumours_passed.inc(len(rumours))
+
+    def model_call(self, outcome: ModelOutcome) -> None:
+        """Count one call to the model (`streams.model_client.Count`)."""
+        self.model_calls.labels(outcome=outcome.value).inc()
 
     def exposition(self) -> bytes:
         """Every metric in the Prometheus text format."""

@@ -10,12 +10,24 @@ An answer is the JSON object the model was asked for, validated by its pydantic 
 else is a refusal, returned as the plain reason the ack will carry: the model could not be
 reached or timed out, answered an HTTP error, refused, or answered something that is not the
 object asked for. The rules then make that judgement.
+
+A model that asks to be left alone (HTTP 429 or 503, for its `Retry-After` or `REST_SECONDS`),
+or that ran out of time on every question of an event (`streams.judging`), rests: until then
+every call is refused at once, so the rules answer without a wait and the model is not pressed.
+Each call is counted by how it ended (`Outcome`, `rumourmill_model_calls_total`), and what an
+operator must mend (an HTTP error, a model out of reach, an answer that is not the object asked
+for) is logged, once a minute at most for each kind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import aiohttp
@@ -23,7 +35,10 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from projections.intake import explain
+from streams.logs import logger
 from streams.settings import Settings
+
+log = logger("model")
 
 AnswerModel = TypeVar("AnswerModel", bound=BaseModel)
 
@@ -33,10 +48,49 @@ TIMED_OUT = "timeout"
 """How the reason of a call that ran out of time begins."""
 MALFORMED = "malformed answer"
 """How the reason of an answer that is not the JSON object asked for begins."""
+REFUSED = "refused"
+"""How the reason of an answer the model refused (or left empty) begins."""
+NOT_ASKED = "not asked"
+"""How the reason of a call refused while the model rests begins."""
 FENCED = re.compile(r"^```(?:json)?(.*)```$", re.DOTALL)
 """A JSON object wrapped in a Markdown code fence, as small local models like to answer (its
 inside stripped afterwards: a lazy middle between optional spaces backtracked for a minute over
 a fence of 4,000 spaces, holding the event loop)."""
+MAX_ANSWER_BYTES = 1 << 20
+"""The most of a response body read (after decompression): a judgement's answer is a few
+hundred bytes, and a server sending hundreds of megabytes held the event loop for seconds."""
+REST_SECONDS = 30.0
+"""How long a model rests that ran out of time, or asked to wait without saying how long."""
+MAX_REST_SECONDS = 300.0
+"""The longest rest a model's `Retry-After` is granted: the rules answer meanwhile."""
+BUSY = frozenset({429, 503})
+"""The statuses of a model asking to be left alone for a while."""
+WARNING_INTERVAL = 60.0
+"""Seconds between two warnings of the same kind (one a call would flood the log)."""
+
+
+class Outcome(StrEnum):
+    """How a call to the model ended, as counted (`rumourmill_model_calls_total`)."""
+
+    ANSWERED = "answered"
+    REFUSED = "refused"
+    MALFORMED = "malformed"
+    HTTP_ERROR = "http_error"
+    UNREACHABLE = "unreachable"
+    TIMEOUT = "timeout"
+    RESTING = "resting"
+    CANCELLED = "cancelled"
+
+
+WARNED = frozenset({Outcome.MALFORMED, Outcome.HTTP_ERROR, Outcome.UNREACHABLE})
+"""The outcomes an operator must mend, so the log names them (a timeout is logged when the
+model is left to rest, a refusal is the model's own say and goes on the ack)."""
+Count = Callable[[Outcome], None]
+"""Counts one call by how it ended."""
+
+
+def uncounted(outcome: Outcome) -> None:
+    """Counts nothing (a client without metrics: tests, benchmarks, the rebuild)."""
 
 
 class ModelClient:
@@ -49,16 +103,23 @@ class ModelClient:
         key: str = "",
         timeout_seconds: float = 10.0,
         concurrency: int = 8,
+        count: Count = uncounted,
     ) -> None:
         self.endpoint = f"{url.rstrip('/')}/chat/completions"
         self.model = model
         self.timeout_seconds = timeout_seconds
+        self.count = count
+        self.resting_until = 0.0
+        """Until when (`time.monotonic`) every call is refused at once."""
+        self._rest_reason = ""
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._slots = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
+        self._warned: dict[Outcome, tuple[float, int]] = {}
+        """Per kind: when it was last warned of, and how many calls ended so since."""
 
     @classmethod
-    def configured(cls, settings: Settings) -> ModelClient | None:
+    def configured(cls, settings: Settings, count: Count = uncounted) -> ModelClient | None:
         """The client `RUMOURMILL_MODEL_*` describe; None when no model URL is set."""
         if not settings.model_url:
             return None
@@ -68,12 +129,41 @@ class ModelClient:
             settings.model_key,
             settings.model_timeout_seconds,
             settings.model_concurrency,
+            count,
+        )
+
+    def rest(self, seconds: float, why: str, detail: str) -> None:
+        """Refuse every call for `seconds` (a rest already longer stands), saying the model
+        `why`; the log says it once, with the `detail` of the call that began it."""
+        until = time.monotonic() + seconds
+        if seconds <= 0 or until <= self.resting_until:
+            return
+        self.resting_until = until
+        self._rest_reason = f"{NOT_ASKED}: the model {why} and rests {seconds:g} s"
+        log.warning(
+            "the model %s (%s); resting it %g s, the rules answer meanwhile", why, detail, seconds
         )
 
     async def ask(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
     ) -> AnswerModel | str:
         """The model's answer to `prompt`, validated as `answer_type`; or why there is none."""
+        if time.monotonic() < self.resting_until:
+            self.count(Outcome.RESTING)
+            return self._rest_reason
+        try:
+            outcome, answer = await self._call(instructions, prompt, answer_type)
+        except asyncio.CancelledError:  # the event's deadline, or the worker stopping
+            self.count(Outcome.CANCELLED)
+            raise
+        self.count(outcome)
+        if outcome in WARNED:
+            self._warn(outcome, str(answer))
+        return answer
+
+    async def _call(
+        self, instructions: str, prompt: str, answer_type: type[AnswerModel]
+    ) -> tuple[Outcome, AnswerModel | str]:
         body = {
             "model": self.model,
             "messages": [
@@ -89,14 +179,49 @@ class ModelClient:
                     async with self._open().post(
                         self.endpoint, data=orjson.dumps(body), headers=self._headers
                     ) as response:
-                        status, text = response.status, await response.read()
+                        if response.method != "POST":
+                            return Outcome.HTTP_ERROR, self._redirected(response)
+                        status, text = response.status, await _read(response)
+                        retry_after = response.headers.get("Retry-After")
             except TimeoutError:
-                return f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
+                return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
+            except aiohttp.ClientPayloadError as error:  # a body cut short, an encoding broken
+                return Outcome.MALFORMED, _cut(f"{MALFORMED}: the body cannot be read: {error}")
             except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses
-                return _cut(f"the model could not be reached: {error or type(error).__name__}")
+                reason = f"the model could not be reached: {error or type(error).__name__}"
+                return Outcome.UNREACHABLE, _cut(reason)
+        if len(text) > MAX_ANSWER_BYTES:
+            return Outcome.MALFORMED, f"{MALFORMED}: over {MAX_ANSWER_BYTES:,} bytes"
         if status != 200:
-            return _cut(f"HTTP {status} from the model: {text.decode(errors='replace')}")
-        return answer_in(text, answer_type)
+            reason = _cut(f"HTTP {status} from the model: {text.decode(errors='replace')}")
+            if status in BUSY:
+                self.rest(rest_asked(retry_after), f"asked to wait (HTTP {status})", reason)
+            return Outcome.HTTP_ERROR, reason
+        answer = answer_in(text, answer_type)
+        if isinstance(answer, str):
+            return (Outcome.REFUSED if answer.startswith(REFUSED) else Outcome.MALFORMED), answer
+        return Outcome.ANSWERED, answer
+
+    def _redirected(self, response: aiohttp.ClientResponse) -> str:
+        """Why a POST redirected into another method has no answer (aiohttp, as browsers do,
+        follows a 301, 302 or 303 with a GET, which a model's endpoint refuses)."""
+        first = response.history[0] if response.history else response
+        return _cut(
+            f"HTTP {first.status} from the model: {self.endpoint} redirects to {response.url}, "
+            "and a redirected POST is sent as a GET: set RUMOURMILL_MODEL_URL to where it leads"
+        )
+
+    def _warn(self, outcome: Outcome, reason: str) -> None:
+        """Log `reason`, unless a call of the same kind was logged less than
+        `WARNING_INTERVAL` ago: then only count it, for the next warning to say."""
+        now = time.monotonic()
+        last, since = self._warned.get(outcome, (-WARNING_INTERVAL, 0))
+        if now - last < WARNING_INTERVAL:
+            self._warned[outcome] = (last, since + 1)
+            return
+        more = f" ({since} more of this kind since the last warning)" if since else ""
+        log.warning("the model gave no answer: %s%s", reason, more)
+        self._warned[outcome] = (now, 0)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -111,6 +236,34 @@ class ModelClient:
             await self._session.close()
 
 
+async def _read(response: aiohttp.ClientResponse) -> bytes:
+    """The response's body, decompressed; only its first `MAX_ANSWER_BYTES` and one more when it
+    is longer (the caller refuses it: the rest is never read)."""
+    body = bytearray()
+    while chunk := await response.content.read(MAX_ANSWER_BYTES + 1 - len(body)):
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            break
+    return bytes(body)
+
+
+def rest_asked(retry_after: str | None) -> float:
+    """The seconds a busy model asked to be left alone for: its `Retry-After`, in seconds or as
+    an HTTP date, within 0 and `MAX_REST_SECONDS`; `REST_SECONDS` when it said nothing readable."""
+    text = (retry_after or "").strip()
+    if re.fullmatch(r"[0-9]+", text):
+        seconds = float(text)
+    else:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return REST_SECONDS
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(max(seconds, 0.0), MAX_REST_SECONDS)
+
+
 def answer_in(body: bytes, answer_type: type[AnswerModel]) -> AnswerModel | str:
     """The answer a chat-completions response body carries, or why it carries none."""
     chosen = _first_message(body)
@@ -119,12 +272,12 @@ def answer_in(body: bytes, answer_type: type[AnswerModel]) -> AnswerModel | str:
     choice, message = chosen
     refusal: str | None = message.get("refusal")
     if refusal:
-        return _cut(f"refused: {refusal}")
+        return _cut(f"{REFUSED}: {refusal}")
     if choice.get("finish_reason") == "content_filter":
-        return "refused: the answer was filtered"
+        return f"{REFUSED}: the answer was filtered"
     content: str | None = message.get("content")
     if content is None or not content.strip():
-        return "refused: the model gave no answer"
+        return f"{REFUSED}: the model gave no answer"
     fenced = FENCED.match(content.strip())
     try:
         return answer_type.model_validate_json(fenced.group(1).strip() if fenced else content)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -151,3 +151,21 @@ def scripted_model(behaviour: Behaviour = "answer", delay: float = 0.0) -> Itera
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def serving(chat_completions: Handler) -> AsyncIterator[str]:
+    """A chat-completions server on 127.0.0.1, in the running loop, whose every call
+    `chat_completions` answers (shapes `ScriptedModel` never sends); yields the base URL."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    finally:
+        await runner.cleanup()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from tests.model_server import (
     Behaviour,
     ScriptedModel,
     scripted_model,
+    serving,
 )
 from tests.tavern_lies import LINES as LIES
 
@@ -162,23 +162,13 @@ def test_each_failure_of_the_model_falls_back_to_rules_and_is_listed_on_the_ack(
         assert all(item.reason.startswith(reason) for item in refused)
 
 
-@asynccontextmanager
-async def replying(body: bytes) -> AsyncIterator[str]:
-    """A chat-completions server on 127.0.0.1, in the running loop, that answers every call with
-    `body` as it is (shapes `tests.model_server` never sends); yields the base URL."""
+def replying(body: bytes) -> AbstractAsyncContextManager[str]:
+    """A chat-completions server that answers every call with `body` as it is."""
 
     async def chat_completions(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    finally:
-        await runner.cleanup()
+    return serving(chat_completions)
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,14 @@ from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, SUMMARY_PREFIX, scr
 from tests.projections.test_chronicle import lines
 from tests.streams.test_model_summaries import POLICY as SUMMARISED
 from tests.streams.test_model_summaries import SHORT_CHAPTERS
-from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+from tests.support import (
+    WorkerProcess,
+    read_topic,
+    samples_of,
+    send_events,
+    settings_env,
+    unique_settings,
+)
 
 TAVERN = [
     # the player's line says when it was said: a replay from a file matches the live digest
@@ -101,6 +108,11 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             assert any(b["content"].startswith(RETOLD_PREFIX) for b in tomas["beliefs"])
             live_digest = digest(settings)
             assert model.calls == 6  # one per memory formed (4), one per memory retold (2)
+            scrape = f"http://127.0.0.1:{settings.web_port}/metrics"
+            with urllib.request.urlopen(scrape, timeout=10) as reply:
+                samples = samples_of(reply.read().decode())
+            answered = ("rumourmill_model_calls_total", (("outcome", "answered"),))
+            assert samples[answered] == 6
             # `rumourmill rebuild` reads the answers back: the model is not asked again
             rebuilt = subprocess.run(
                 [sys.executable, "-m", "streams", "rebuild", "--into", f"{settings.app_id}-r"],

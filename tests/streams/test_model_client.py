@@ -1,0 +1,199 @@
+"""The model client against real HTTP servers on 127.0.0.1 that misbehave as models and their
+proxies do: a model asking to wait, an endless answer, a redirect, a broken encoding; what the
+operator sees of it in the log and in `GET /metrics`' counts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import TypeVar
+
+import pytest
+from aiohttp import web
+
+from schemas.judgements import FeelingAnswer
+from streams import model_client
+from streams.metrics import Metrics
+from streams.model_client import (
+    MAX_ANSWER_BYTES,
+    MAX_REST_SECONDS,
+    REST_SECONDS,
+    ModelClient,
+    rest_asked,
+)
+from tests.model_server import Handler, serving
+from tests.support import samples_of
+
+ANSWER = b'{"choices": [{"message": {"content": "{\\"feeling\\": 0.5, \\"arousal\\": 0.25}"}}]}'
+Result = TypeVar("Result")
+
+
+def asking(
+    handler: Handler, use: Callable[[ModelClient], Awaitable[Result]], **options: float
+) -> Result:
+    """`use` run with a client of a server whose every call `handler` answers."""
+
+    async def run() -> Result:
+        async with serving(handler) as url:
+            client = ModelClient(url, "m", **options)  # type: ignore[arg-type]
+            try:
+                return await use(client)
+            finally:
+                await client.close()
+
+    return asyncio.run(run())
+
+
+def ask(client: ModelClient) -> Awaitable[FeelingAnswer | str]:
+    return client.ask("instructions", "prompt", FeelingAnswer)
+
+
+def test_a_model_asking_to_wait_is_left_alone_as_long_as_it_asked_then_asked_again() -> None:
+    calls: list[float] = []
+
+    async def busy_once(request: web.Request) -> web.Response:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return web.Response(status=429, text="slow down", headers={"Retry-After": "1"})
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        refused, resting = await ask(client), await ask(client)
+        await asyncio.sleep(1.1)
+        return [refused, resting, await ask(client)]
+
+    refused, resting, answered = asking(busy_once, use)
+    assert refused == "HTTP 429 from the model: slow down"
+    assert resting == "not asked: the model asked to wait (HTTP 429) and rests 1 s"
+    assert answered == FeelingAnswer(feeling=0.5, arousal=0.25)
+    assert len(calls) == 2  # the call while it rested never reached it
+
+
+def test_a_model_failing_otherwise_is_asked_at_every_call() -> None:
+    calls: list[float] = []
+
+    async def failing(request: web.Request) -> web.Response:
+        calls.append(time.monotonic())
+        return web.Response(status=500, text="internal error")
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        return [await ask(client) for _ in range(3)]
+
+    assert asking(failing, use) == ["HTTP 500 from the model: internal error"] * 3
+    assert len(calls) == 3
+
+
+def test_retry_after_is_read_in_seconds_or_as_a_date_within_bounds() -> None:
+    in_90_seconds = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+    assert 88 <= rest_asked(in_90_seconds) <= 90
+    assert rest_asked("12") == 12
+    assert rest_asked("0") == 0
+    assert rest_asked("86400") == MAX_REST_SECONDS  # a day of rules only: not granted
+    past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
+    assert rest_asked(past) == 0
+    assert rest_asked(None) == rest_asked("soon") == rest_asked("-5") == REST_SECONDS
+
+
+def test_an_endless_answer_is_refused_after_its_first_megabyte_not_read_to_the_timeout() -> None:
+    sent: list[int] = []
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        chunk = b" " * 65536
+        try:
+            while True:
+                await response.write(chunk)
+                sent.append(len(chunk))
+        except ConnectionError:  # the client stopped reading and closed the connection
+            return response
+
+    async def use(client: ModelClient) -> tuple[FeelingAnswer | str, float]:
+        started = time.monotonic()
+        return await ask(client), time.monotonic() - started
+
+    refusal, took = asking(endless, use, timeout_seconds=30)
+    assert refusal == f"malformed answer: over {MAX_ANSWER_BYTES:,} bytes"
+    assert took < 10  # not the 30 s timeout
+
+
+def test_a_redirect_that_turns_the_post_into_a_get_says_where_to_point_the_model() -> None:
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPMovedPermanently("/v2/chat/completions")
+
+    async def use(client: ModelClient) -> tuple[str, FeelingAnswer | str]:
+        return client.endpoint, await ask(client)
+
+    endpoint, refusal = asking(moved, use)
+    new = endpoint.replace("/v1/", "/v2/")
+    assert refusal == (
+        f"HTTP 301 from the model: {endpoint} redirects to {new}, and a redirected POST is sent "
+        "as a GET: set RUMOURMILL_MODEL_URL to where it leads"
+    )
+
+
+def test_an_answer_whose_encoding_is_broken_is_malformed_not_unreachable() -> None:
+    async def broken_gzip(request: web.Request) -> web.Response:
+        return web.Response(
+            body=b"not gzip at all",
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+
+    refusal = asking(broken_gzip, ask)
+    assert isinstance(refusal, str)
+    assert refusal.startswith("malformed answer: the body cannot be read: ")
+
+
+def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_client, "WARNING_INTERVAL", 2.0)
+    metrics = Metrics()
+    status = [500]
+
+    async def answering(request: web.Request) -> web.Response:
+        if status[0] != 200:
+            return web.Response(status=status[0], text="down")
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    async def use(client: ModelClient) -> None:
+        client.count = metrics.model_call
+        for _ in range(4):
+            await ask(client)
+        await asyncio.sleep(2.1)
+        await ask(client)  # a warning again, saying how many it left out
+        status[0] = 200
+        await ask(client)
+        status[0] = 503  # a rest of REST_SECONDS: the next call is not asked
+        await ask(client)
+        await ask(client)
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        asking(answering, use)
+    assert [record.getMessage() for record in caplog.records] == [
+        "the model gave no answer: HTTP 500 from the model: down",
+        "the model gave no answer: HTTP 500 from the model: down (3 more of this kind since the "
+        "last warning)",
+        f"the model asked to wait (HTTP 503) (HTTP 503 from the model: down); resting it "
+        f"{REST_SECONDS:g} s, the rules answer meanwhile",
+    ]
+    samples = samples_of(metrics.exposition().decode())
+    counted = {
+        labels[0][1]: value
+        for (name, labels), value in samples.items()
+        if name == "rumourmill_model_calls_total"
+    }
+    assert counted == {
+        "answered": 1,
+        "http_error": 6,
+        "resting": 1,
+        "refused": 0,
+        "malformed": 0,
+        "unreachable": 0,
+        "timeout": 0,
+        "cancelled": 0,
+    }
