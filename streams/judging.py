@@ -264,13 +264,13 @@ class Judge:
                 deadline_ms,
                 lambda position: tx.get(judgement_key(position)) is not None,
             )
-            deadline_ms = int((ends - time.monotonic()) * 1000)
-            if deadline_ms < 1 or not any(question.judgement in LEADING for question in questions):
-                break  # what is left unasked the rules answer, as `NOT_RECORDED`
+            if not any(question.judgement in LEADING for question in questions):
+                break
             questions = projector.questions(tx, message, configured, answers)
             if not questions:
                 break
-        return answers
+            deadline_ms = int((ends - time.monotonic()) * 1000)  # under 1: recorded as cut
+        return answers  # the questions of a fourth round, if any, the rules answer unrecorded
 
     async def answers(
         self,
@@ -309,6 +309,9 @@ class Judge:
         """Every question asked at once; what has no answer by the deadline gets a reason."""
         if self.client is None:
             return [answered(question, NO_MODEL) for question in questions]
+        if deadline_ms < 1:  # earlier rounds took the time: recorded, so a rebuild agrees
+            spent = f"{DEADLINE}: earlier rounds of the event's questions took all its time"
+            return [answered(question, spent) for question in questions]
         client = self.client
         calls = [
             asyncio.ensure_future(

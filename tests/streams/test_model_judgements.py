@@ -14,6 +14,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from projections.chronicle_summaries import TokenCounter
 from projections.judgements import RecordedAnswers
 from projections.memories import belief_id
 from projections.memory_store import load_memory, memory_keys
@@ -22,9 +23,11 @@ from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from schemas.judgements import EventJudgements, FeelingAnswer
 from schemas.policy import Policy
+from streams import judging
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.model_client import MALFORMED, ModelClient, answer_in
 from streams.replay import Replay, messages, replay_judged, replay_lines
+from streams.tokens import wordllama_tokens
 from tests.model_server import (
     MODEL_AROUSAL,
     MODEL_FEELING,
@@ -54,8 +57,9 @@ def model_policy(deadline_ms: int = 2000, **memory: Any) -> Policy:
     )
 
 
-def projector(policy: Policy) -> Projector:
-    return Projector(policies=lambda tenant, world: policy)
+def projector(policy: Policy, count: TokenCounter | None = None) -> Projector:
+    """The projector of `policy`; with `count`, one that has the model summarise chapters."""
+    return Projector(policies=lambda tenant, world: policy, count=count)
 
 
 def judged(
@@ -64,6 +68,7 @@ def judged(
     topic: MemoryTopic | None = None,
     timeout: float = 5.0,
     lines: list[bytes] = TAVERN,
+    count: TokenCounter | None = None,
 ) -> Replay:
     """The lines replayed in model mode, each message's questions put to the model at `url`."""
 
@@ -72,7 +77,7 @@ def judged(
         store = topic or MemoryTopic()
         try:
             return await replay_judged(
-                lines, projector(policy), Judge(client, JudgementLog(store.read, store.send))
+                lines, projector(policy, count), Judge(client, JudgementLog(store.read, store.send))
             )
         finally:
             if client is not None:
@@ -421,6 +426,45 @@ def verdict_of(replay: Replay, line_id: str) -> str | None:
     memory = load_memory(replay.state, keys, "npc-mara", line_id)
     assert memory is not None
     return memory.verdict
+
+
+class EveryRoundTakesTheDeadline:
+    """A clock on which each round of an event's questions takes the whole deadline."""
+
+    def __init__(self) -> None:
+        self.hours = 0.0
+
+    def monotonic(self) -> float:
+        self.hours += 1
+        return time.monotonic() + self.hours * 3600
+
+
+def test_a_round_the_deadline_left_no_time_for_is_recorded_so_a_rebuild_asks_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Mara's retold rumour, in the model's words, closes a chronicle chapter: its summary is
+    asked in a second round. With no time left for it, the rules summarise, and the record says
+    so: unrecorded, a rebuild with time to spare asked the model and told another chronicle."""
+    chapters = {"short_term_tokens": 60, "chapter_tokens": 40, "long_term_tokens": 60}
+    chapters["condensed_tokens"] = 60
+    policy = model_policy(spreading={"enabled": True}, chronicle=chapters)
+    tokens = wordllama_tokens()
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        with monkeypatch.context() as late:
+            late.setattr(judging, "time", EveryRoundTakesTheDeadline())
+            live = judged(policy, model.url, topic, count=tokens)
+        asked = model.calls
+        rebuilt = judged(policy, model.url, topic, count=tokens)
+        assert model.calls == asked
+    cut = [
+        item
+        for ack in live.refusals
+        for item in ack.refused_judgements
+        if item.reason.startswith("deadline")
+    ]
+    assert [item.judgement for item in cut] == ["summary"]
+    assert rebuilt.digests == live.digests
 
 
 @pytest.mark.parametrize("url", ["http://a..b/v1", "http://" + "a" * 70 + ".com/v1"])
