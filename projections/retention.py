@@ -72,7 +72,11 @@ def half_life_days(memory: Memory, reinforcements: int, policy: Policy) -> float
     days = rules.half_life_days * rules.step_factor ** (importance_step(memory.importance) - 1)
     if memory.kind in BELIEF_KINDS:
         days *= rules.belief_factor
-    return days * rules.reinforcement_factor**reinforcements * variation(memory.belief_id, policy)
+    try:
+        reinforced = rules.reinforcement_factor**reinforcements
+    except OverflowError:  # recalled past what a float holds (1,751 times at 1.5): for ever
+        reinforced = math.inf
+    return days * reinforced * variation(memory.belief_id, policy)
 
 
 def retention(
@@ -87,7 +91,11 @@ def retention(
     rules = policy.memory.retention
     clock_start = max([memory.story_minutes, *reinforced_at])
     elapsed_days = max(0, now - clock_start) / MINUTES_PER_DAY
-    value = 0.5 ** (elapsed_days / half_life_days(memory, len(reinforced_at), policy))
+    half_life = half_life_days(memory, len(reinforced_at), policy)
+    if elapsed_days == 0:
+        value = 1.0
+    else:  # a half-life of 0 (a factor under 1, recalled until it underflowed): gone at once
+        value = 0.5 ** (elapsed_days / half_life) if half_life > 0 else 0.0
     floor_step = rules.never_forgotten_step
     if floor_step is not None and importance_step(memory.importance) >= floor_step:
         value = max(value, rules.forgotten_below)

@@ -118,6 +118,23 @@ def test_reinforcement_restarts_the_clock_and_lengthens_the_half_life() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("factor", "recalls", "state"),
+    [(1.5, 1751, "vivid"), (2.0, 1024, "vivid"), (0.5, 1100, "forgotten")],
+    ids=["1.5-past-float-range", "2-past-float-range", "half-underflowing-to-0"],
+)
+def test_a_memory_recalled_past_what_a_float_holds_is_still_read(
+    factor: float, recalls: int, state: str
+) -> None:
+    """Each recall multiplies the half-life: 1,751 recalls at 1.5 once raised OverflowError,
+    and every recall and decision read of that character answered 500 for good."""
+    policy = merge_policy(POLICY, {"memory": {"retention": {"reinforcement_factor": factor}}})
+    memory = remembered(day=1)
+    recalled = [on_day(2)] * recalls
+    assert retention(memory, on_day(2), recalled, policy).state == "vivid"  # no time passed
+    assert retention(memory, on_day(400), recalled, policy).state == state
+
+
 def test_flaky_off_gives_exact_recall() -> None:
     exact = merge_policy(POLICY, {"memory": {"flaky": False}})
     memory = remembered(importance=0.0, day=1)
