@@ -55,9 +55,10 @@ class Summariser(Protocol):
 
 
 class RulesSummariser:
-    """The most important statements (then the newest) that fit the budget, each once, in story
-    order. When not even the most important fits, its opening words that do, cut with an
-    ellipsis: a part is never summarised as nothing."""
+    """The most important statement first, then the next most important (then the newest) that
+    fit the budget, each once, in story order. When the most important does not fit, its
+    opening words that do, cut with an ellipsis, take its place: a part is never summarised
+    without it, nor as nothing."""
 
     @property
     def name(self) -> str:
@@ -66,16 +67,20 @@ class RulesSummariser:
     def summarise(
         self, passages: Sequence[Passage], budget_tokens: int, count: TokenCounter
     ) -> tuple[Passage, ...]:
-        kept: dict[str, Passage] = {}
-        used = 0
         ranked = sorted(passages, key=lambda p: (-p.importance, -p.seq))
-        for passage in ranked:
+        if not ranked:
+            return ()
+        first: Passage | None = ranked[0]
+        if ranked[0].tokens > budget_tokens:
+            first = _opening(ranked[0], budget_tokens, count)
+        if first is None:
+            return ()
+        kept = {first.text: first}
+        used = first.tokens
+        for passage in ranked[1:]:
             if passage.text not in kept and used + passage.tokens <= budget_tokens:
                 kept[passage.text] = passage
                 used += passage.tokens
-        if not kept and ranked:
-            opening = _opening(ranked[0], budget_tokens, count)
-            return () if opening is None else (opening,)
         return tuple(sorted(kept.values(), key=lambda p: p.seq))
 
 
@@ -85,19 +90,29 @@ CUT = " …"
 
 def _opening(passage: Passage, budget_tokens: int, count: TokenCounter) -> Passage | None:
     """The most words of `passage` from its start that fit `budget_tokens` with `CUT` after
-    them (found by halving: counting tokens is the cost); None when not one word does."""
-    words = passage.text.split()
-    fits, over = 0, len(words)
+    them; the most characters when not one word does (a language written without spaces);
+    None when not one character does."""
+    text = _longest_start(passage.text.split(), " ", budget_tokens, count)
+    if text is None:
+        text = _longest_start(list(passage.text.strip()), "", budget_tokens, count)
+    if text is None:
+        return None
+    return Passage(text, passage.importance, passage.seq, count(text))
+
+
+def _longest_start(
+    units: Sequence[str], joiner: str, budget_tokens: int, count: TokenCounter
+) -> str | None:
+    """The longest start of `units`, joined, that fits `budget_tokens` with `CUT` after it
+    (found by halving: counting tokens is the cost); None when not one unit does."""
+    fits, over = 0, len(units)
     while over - fits > 1:
         middle = (fits + over) // 2
-        if count(" ".join(words[:middle]) + CUT) <= budget_tokens:
+        if count(joiner.join(units[:middle]) + CUT) <= budget_tokens:
             fits = middle
         else:
             over = middle
-    if fits == 0:
-        return None
-    text = " ".join(words[:fits]) + CUT
-    return Passage(text, passage.importance, passage.seq, count(text))
+    return None if fits == 0 else joiner.join(units[:fits]).rstrip() + CUT
 
 
 RULES = RulesSummariser()

@@ -142,6 +142,24 @@ def test_the_rules_summariser_keeps_the_most_important_statements_once_within_th
     ]
 
 
+def test_the_most_important_statement_over_the_budget_leads_cut_not_dropped() -> None:
+    """Smaller statements that fit once took its place: a chapter of an accusation and the rain
+    was summarised as the rain."""
+    accusation = Passage(" ".join(["Tomas", "accused", *(["the", "mayor"] * 20)]), 0.9, 1, 42)
+    rain = [Passage("It rained", 0.2, seq, 2) for seq in range(2, 6)]
+    kept = RulesSummariser().summarise([accusation, *rain], 10, words)
+    assert [(p.text, p.seq) for p in kept] == [
+        ("Tomas accused the mayor the mayor the mayor the …", 1)
+    ]
+
+
+def test_a_statement_in_a_language_without_spaces_is_cut_by_characters() -> None:
+    line = "港の役人が救援の金を盗んで古い水車小屋の下に隠したとトマスは誓った" * 20
+    [cut] = RulesSummariser().summarise([Passage(line, 0.5, 7, len(line))], 10, len)
+    assert cut.text == line[:8] + " …"
+    assert (cut.tokens, cut.seq) == (10, 7)
+
+
 def test_a_chapter_keeps_each_line_as_a_statement_the_detail_goes() -> None:
     padding = " ".join(["and"] * 94)
     detailed = f'line16 said "the cellar key" (quietly) {padding}'
