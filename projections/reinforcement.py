@@ -23,16 +23,14 @@ from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
 
-MAX_RECALLED = 50
-"""At most this many belief ids of one recall event are kept (the recall endpoint's limit)."""
-
 
 def recalled_ids(event: Event) -> list[str]:
-    """The belief ids a recall event names (anything else in the list is ignored)."""
+    """The belief ids a recall event names, each once (anything else in the list is ignored;
+    the event's size limit bounds how many)."""
     named = event.payload.get("belief_ids")
     if event.key != MEMORY_RECALLED or event.actor is None or not isinstance(named, list):
         return []
-    return sorted({item for item in named if isinstance(item, str) and item})[:MAX_RECALLED]
+    return sorted({item for item in named if isinstance(item, str) and item})
 
 
 def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:

@@ -76,6 +76,13 @@ def test_a_recall_restarts_the_clock_from_its_position_on() -> None:
     assert fight_held(unrelated, "main") == "faded"
 
 
+def test_a_recall_naming_many_memories_reinforces_every_one() -> None:
+    """Only the first 50 ids by sort order were kept, silently: the game's 60th went unrecalled."""
+    sorting_first = [f"!{n:02d}" for n in range(59)]
+    many = state_of(recalled(6, 29, [*sorting_first, FIGHT_ID]), event(7, "weather.rain-began", 30))
+    assert fight_held(many, "main") == "vivid"
+
+
 def test_a_recall_forms_no_memory_and_stays_on_its_timeline() -> None:
     state = state_of(recalled(6, 29, [FIGHT_ID]))
     after, before = (
