@@ -53,23 +53,28 @@ def timeline_view(
 ) -> tuple[TimelineRecord, MemoryKeys, Ancestry]:
     """What a read on a timeline needs, or NotFound for a timeline never seen.
 
-    As of a position, the record says that position was the last processed, and the ancestry
-    and persistent memories are cut there; BadRead for a position not processed yet, naming it
-    as the read's parameter (`position_name`) does.
+    The record's `processed_seq` is the position the timeline has reached
+    (`timelines.reached_seq`: a branch waiting for its branch point has reached only what its
+    parent has). As of a position, the record says that position was the last processed and
+    acknowledged, and the ancestry and persistent memories are cut there; BadRead for a
+    position not reached yet, naming it as the read's parameter (`position_name`) does.
     """
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
         raise NotFound(f"timeline {timeline_id!r} has never received events")
     keys = memory_keys(tx, tenant_id, world_id)
+    reached = timelines.reached_seq(tx, record)
     if as_of_seq is None:
+        if reached != record.processed_seq:
+            record = record.model_copy(update={"processed_seq": reached})
         return record, keys, timelines.ancestry(tx, record)
-    if as_of_seq > record.processed_seq:
+    if as_of_seq > reached:
         raise BadRead(
-            f"{position_name} {as_of_seq} is beyond the processed_seq {record.processed_seq} "
+            f"{position_name} {as_of_seq} is beyond the processed_seq {reached} "
             f"of timeline {timeline_id!r}"
         )
     return (
-        record.model_copy(update={"processed_seq": as_of_seq}),
+        record.model_copy(update={"processed_seq": as_of_seq, "acknowledged_seq": as_of_seq}),
         replace(keys, persistent_upto=as_of_seq),
         timelines.ancestry(tx, record, as_of_seq),
     )

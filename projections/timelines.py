@@ -99,6 +99,21 @@ def has_reached(tx: StateTransaction, timeline: TimelineRecord, seq: int) -> boo
     return seq == 0 or (not source.waiting_for_parent and source.processed_seq >= seq)
 
 
+def reached_seq(tx: StateTransaction, timeline: TimelineRecord) -> int:
+    """The position up to which everything `timeline` sees has been applied: its
+    `processed_seq`, or, while it waits for its branch point, as far as the ancestors making
+    that point have come (a branch after seq 3 of a parent stuck at 1 has reached 1)."""
+    reached = timeline.processed_seq
+    current = timeline
+    while current.waiting_for_parent:
+        source = provider(tx, current, current.after_seq)
+        if source.timeline_id == current.timeline_id:  # no parent recorded: nothing to wait on
+            break
+        reached = min(reached, source.processed_seq)
+        current = source
+    return reached
+
+
 def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
     """Note that `child` holds its events until its branch point is reached: by its parent,
     or by the ancestor the parent inherited that position from."""

@@ -794,6 +794,21 @@ class Oracle:
             return self._reached(world, line.parent, seq)
         return line.top >= seq
 
+    def _reached_seq(self, world: OWorld, timeline: str) -> int:
+        """How far `timeline` has come: its processed position, or, while its branch point is
+        not made yet, as far as its parent has come towards it."""
+        line = world.timelines[timeline]
+        waiting = (
+            line.attached
+            and line.parent is not None
+            and line.top <= line.after
+            and not self._reached(world, line.parent, line.after)
+        )
+        if waiting:
+            assert line.parent is not None
+            return min(line.after, self._reached_seq(world, line.parent))
+        return line.processed
+
     def _can_apply(self, world: OWorld, line: OTimeline, seq: int, branch: Any) -> bool:
         if seq != line.processed + 1 and not (branch is not None and not line.attached):
             return False
@@ -1440,7 +1455,7 @@ class Oracle:
             "timeline_id": timeline,
             "npc_id": npc,
             "acknowledged_seq": line.acknowledged,
-            "processed_seq": line.processed,
+            "processed_seq": self._reached_seq(world, timeline),
             "location": location,
             "beliefs": [m.read(diverging(m)) for m in beliefs[:MAX_BELIEFS]],
             "relations": relations[:MAX_RELATIONS],
