@@ -45,6 +45,7 @@ DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
 """How deep the searches run again when forgotten memories left fewer candidates than wanted
 while a search had more to give (`search_and_choose`)."""
 MAX_WORDS = 32
+"""The word search takes a query's first this many words."""
 
 _WORD = re.compile(r"\w+")
 
@@ -87,8 +88,10 @@ class RecallIndex(Protocol):
         """Belief ids about `entity`, most important first (then newest): what a decision
         brings of the player and the place, however long ago it was formed."""
 
-    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        """Belief ids whose content matches any word, best match first."""
+    def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
+        """Belief ids whose content says any word of `text`, best match first: the query's
+        words split and folded as the engine does the content's, so that a word is found as the
+        content says it (at most `MAX_WORDS` of them)."""
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         """Belief ids by cosine with `text`, best first, none below 0.3; None when the
@@ -111,12 +114,6 @@ class RecallQuery:
             raise BadRead(f"'q' must be at most {MAX_QUERY_CHARACTERS} characters")
         if not 1 <= self.limit <= MAX_LIMIT:
             raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
-
-
-def query_words(text: str) -> list[str]:
-    """The words of a query, lower case, each once, in order (at most `MAX_WORDS`)."""
-    words = list(dict.fromkeys(word.casefold() for word in _WORD.findall(text)))
-    return words[:MAX_WORDS]
 
 
 def _spoken_words(text: str) -> list[str]:
@@ -192,7 +189,7 @@ def search_and_choose(
     for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):
         rankings: dict[Search, list[str]] = {
             "cues": index.by_cues(scope, cues, depth) if cues else [],
-            "words": index.by_words(scope, query_words(text), depth),
+            "words": index.by_words(scope, text, depth),
             "vectors": index.by_meaning(scope, text, depth) or [],
         }
         held = held_candidates(

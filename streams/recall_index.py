@@ -36,7 +36,7 @@ import numpy as np
 from projections import timelines
 from projections.deletion import deletion_marks
 from projections.memory_store import MemoryKeys, formed_between
-from projections.recall import SearchScope
+from projections.recall import MAX_WORDS, SearchScope
 from projections.state import StateTransaction
 from schemas.memory import Memory
 from streams.embedding import Embedder, Vectors
@@ -57,7 +57,10 @@ BM25_K1 = 1.2
 IDF_FLOOR = 1e-6
 """FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
 
-_SCHEMA = """
+_TOKENIZE = "unicode61 remove_diacritics 2"
+"""How the word tables split and fold text into terms, and a query with them (`temp.asked`, a
+scratch table: `SqliteRecallIndex._terms`)."""
+_SCHEMA = f"""
 CREATE TABLE items(
     id INTEGER PRIMARY KEY,
     tenant TEXT, world TEXT, character TEXT, belief_id TEXT,
@@ -74,9 +77,11 @@ CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
+CREATE VIRTUAL TABLE temp.asked USING fts5(content, tokenize='{_TOKENIZE}');
+CREATE VIRTUAL TABLE temp.asked_terms USING fts5vocab(temp, asked, 'instance');
 """
 _WORD_TABLES = (
-    "CREATE VIRTUAL TABLE {words} USING fts5(content, tokenize='unicode61 remove_diacritics 2')",
+    f"CREATE VIRTUAL TABLE {{words}} USING fts5(content, tokenize='{_TOKENIZE}')",
     "CREATE VIRTUAL TABLE {words}_rows USING fts5vocab({words}, 'row')",
 )
 """A world's word table (FTS5 over its items' content, rowid the item's id) and its vocabulary
@@ -391,8 +396,8 @@ class SqliteRecallIndex:
         )
         return [str(row[0]) for row in rows]
 
-    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        """FTS5 over content, best bm25 first.
+    def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
+        """FTS5 over content, best bm25 first, for the terms of `text` (`_terms`).
 
         Matching walks every row of the character (its block, `BLOCK_BITS`) that says a word,
         and bm25 scores each, so a word in a quarter of the world's rows or more
@@ -404,10 +409,11 @@ class SqliteRecallIndex:
         among the first `limit`, and this is the whole query's answer. Otherwise the rows that
         say only common words are matched too, and the best of both kept."""
         world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
-        if not words or world_words is None:
+        if world_words is None:
             return []
         block = self._block(scope.tenant_id, scope.world_id, scope.character)
-        if block is None:
+        words = self._terms(text)
+        if not words or block is None:
             return []
         table = world_words.name
         common = self._common(world_words, words)
@@ -429,6 +435,17 @@ class SqliteRecallIndex:
             rest = self._ranked(scope, table, block, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
+
+    def _terms(self, text: str) -> list[str]:
+        """The terms of `text` as the word tables hold theirs (split and folded by the same
+        tokenizer: its case folding, which is not Python's, and its diacritics), each once, in
+        the order said, at most `MAX_WORDS`."""
+        self._db.execute("DELETE FROM asked")  # the last query's, or one a failure left
+        self._db.execute("INSERT INTO asked(content) VALUES (?)", (text,))
+        rows = self._db.execute(
+            "SELECT term FROM asked_terms GROUP BY term ORDER BY MIN(offset)"
+        ).fetchall()
+        return [str(row[0]) for row in rows][:MAX_WORDS]
 
     def _common(self, table: _WordTable, words: Sequence[str]) -> dict[str, float]:
         """The words in at least `COMMON_SHARE` of the rows of the world's word `table`, each

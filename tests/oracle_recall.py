@@ -133,8 +133,8 @@ def fts_tokens(text: str) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    """The query's words, lower case, each once, at most 32."""
-    return list(dict.fromkeys(word.casefold() for word in re.findall(r"\w+", text)))[:32]
+    """The query's words as the engine folds the content's (its tokens), each once, at most 32."""
+    return list(dict.fromkeys(fts_tokens(text)))[:32]
 
 
 def names_said(text: str, names: dict[str, str]) -> list[str]:

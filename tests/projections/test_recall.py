@@ -302,3 +302,34 @@ def test_a_decision_recalls_past_forgotten_memories_too() -> None:
         0,
     )
     assert VIVID_SAILOR in [memory.content for memory in found.knowledge]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Die Straße zum Fluss ist gesperrt",
+        "Most w Łodzi ŻÓŁTY i zamknięty",
+        "Le café de Zoë est fermé",
+    ],
+)
+def test_every_word_as_the_content_says_it_finds_the_memory(content: str) -> None:
+    """Found by a reviewer: the query was case folded by Python ("Straße" as "strasse") while
+    the word index only lower-cases what it holds, so "Straße" found nothing ("Fluss" did)."""
+
+    def told(seq: int, text: str) -> bytes:
+        return orjson.dumps(
+            {
+                "world_instance_id": "save-1",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.told",
+                "actor": "npc-tomas",
+                "target": "npc-mara",
+                "payload": {"content": text},
+                "game_time": "day 1, 09:00",
+            }
+        )
+
+    state = replay_lines([told(1, content), told(2, "Nothing of note")]).state
+    for word in content.split():
+        assert contents(recall_of(state, SqliteRecallIndex(), word)) == [content], word
