@@ -44,8 +44,9 @@ SEARCH_DEPTH = 60
 DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
 """How deep the searches run again when forgotten memories left fewer candidates than wanted
 while a search had more to give (`search_and_choose`)."""
-MAX_WORDS = 32
-"""The word search takes a query's first this many words."""
+MAX_WORDS = MAX_QUERY_CHARACTERS // 2
+"""The most words the word search takes of a text: every word of a query (1,000 characters
+hold at most 500); of a longer text (a decision's line) the rarest in the world."""
 
 _WORD = re.compile(r"\w+")
 
@@ -91,7 +92,7 @@ class RecallIndex(Protocol):
     def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
         """Belief ids whose content says any word of `text`, best match first: the query's
         words split and folded as the engine does the content's, so that a word is found as the
-        content says it (at most `MAX_WORDS` of them)."""
+        content says it; of more than `MAX_WORDS` words the world's memories say, the rarest."""
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         """Belief ids by cosine with `text`, best first, none below 0.3; None when the

@@ -412,11 +412,13 @@ class SqliteRecallIndex:
         if world_words is None:
             return []
         block = self._block(scope.tenant_id, scope.world_id, scope.character)
-        words = self._terms(text)
-        if not words or block is None:
+        held = self._terms(world_words, text)
+        if not held or block is None:
             return []
-        table = world_words.name
-        common = self._common(world_words, words)
+        table, total, words = world_words.name, world_words.rows, list(held)
+        common = {
+            word: _idf(rows, total) for word, rows in held.items() if rows >= total * COMMON_SHARE
+        }
         rare = [word for word in words if word not in common]
         if not rare or not common:
             return [
@@ -436,31 +438,23 @@ class SqliteRecallIndex:
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
 
-    def _terms(self, text: str) -> list[str]:
-        """The terms of `text` as the word tables hold theirs (split and folded by the same
-        tokenizer: its case folding, which is not Python's, and its diacritics), each once, in
-        the order said, at most `MAX_WORDS`."""
+    def _terms(self, table: _WordTable, text: str) -> dict[str, int]:
+        """The terms of `text` that rows of the world's word `table` say, each once, in the order
+        said, with how many rows say it: split and folded by the table's own tokenizer (its
+        case folding, which is not Python's, and its diacritics), so a query's terms are the
+        content's. A term no row says matches nothing and adds to no score, so it is left out;
+        past `MAX_WORDS`, the rarest are kept (fewest rows, then first said): each term costs a
+        look-up here, so a text's cost grows with its distinct words, which a recall's 1,000
+        characters and a decision's event size bound."""
         self._db.execute("DELETE FROM asked")  # the last query's, or one a failure left
         self._db.execute("INSERT INTO asked(content) VALUES (?)", (text,))
-        rows = self._db.execute(
-            "SELECT term FROM asked_terms GROUP BY term ORDER BY MIN(offset)"
+        found = self._db.execute(
+            "SELECT a.term, r.doc FROM (SELECT term, MIN(offset) AS said FROM asked_terms "
+            f"GROUP BY term) a CROSS JOIN {table.name}_rows r ON r.term = a.term ORDER BY a.said"
         ).fetchall()
-        return [str(row[0]) for row in rows][:MAX_WORDS]
-
-    def _common(self, table: _WordTable, words: Sequence[str]) -> dict[str, float]:
-        """The words in at least `COMMON_SHARE` of the rows of the world's word `table`, each
-        with its idf as FTS5's bm25 reckons it (a word in half the rows or more weighs
-        `IDF_FLOOR`)."""
-        marks = ", ".join("?" for _ in words)
-        total = table.rows
-        rows = self._db.execute(
-            f"SELECT term, doc FROM {table.name}_rows WHERE term IN ({marks}) AND doc >= ?",
-            [*words, total * COMMON_SHARE],
-        )
-        return {
-            str(term): max(math.log((total - doc + 0.5) / (doc + 0.5)), IDF_FLOOR)
-            for term, doc in rows
-        }
+        terms = [(str(term), int(rows)) for term, rows in found]
+        rarest = sorted(range(len(terms)), key=lambda at: (terms[at][1], at))[:MAX_WORDS]
+        return dict(terms[at] for at in sorted(rarest))
 
     def _ranked(
         self,
@@ -624,6 +618,12 @@ def _any_of(words: Sequence[str]) -> str:
     """An FTS5 match expression for rows that say any of the words, each quoted, so nothing a
     player typed is read as FTS5 syntax."""
     return "(" + " OR ".join('"' + word.replace('"', '""') + '"' for word in words) + ")"
+
+
+def _idf(rows: int, total: int) -> float:
+    """A term's idf as FTS5's bm25 reckons it, said by `rows` of `total` rows (a word in half
+    the rows or more weighs `IDF_FLOOR`)."""
+    return max(math.log((total - rows + 0.5) / (rows + 0.5)), IDF_FLOOR)
 
 
 def _most_added(idf: float) -> float:

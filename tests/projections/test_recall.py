@@ -333,3 +333,57 @@ def test_every_word_as_the_content_says_it_finds_the_memory(content: str) -> Non
     state = replay_lines([told(1, content), told(2, "Nothing of note")]).state
     for word in content.split():
         assert contents(recall_of(state, SqliteRecallIndex(), word)) == [content], word
+
+
+def told(seq: int, text: str, listener: str = "npc-mara") -> bytes:
+    """Tomas tells `listener` something, on day 1."""
+    return orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": seq,
+            "key": "loreweaver.conversation.told",
+            "actor": "npc-tomas",
+            "target": listener,
+            "payload": {"content": text},
+            "game_time": "day 1, 09:00",
+        }
+    )
+
+
+LIGHTHOUSE = "The lighthouse keeper vanished"
+
+
+@pytest.mark.parametrize("others", [32, 220])
+def test_every_word_of_a_long_query_counts(others: int) -> None:
+    """Found by a reviewer: only a query's first 32 words were searched, so "lighthouse" after
+    32 others (128 characters of the 1,000 a query may have) found nothing."""
+    state = replay_lines([told(1, LIGHTHOUSE), told(2, "Nothing of note")]).state
+    query = " ".join([*(f"w{n}" for n in range(others)), "lighthouse"])
+    assert len(query) <= 1000
+    assert contents(recall_of(state, SqliteRecallIndex(), query)) == [LIGHTHOUSE]
+
+
+def test_a_decision_on_a_long_line_recalls_by_its_rarest_words() -> None:
+    """A line of 701 words, 700 of them said all over the world: the decision searches the
+    rarest 500 the world holds, "lighthouse" among them (it searched the first 32)."""
+    common = " ".join(f"w{n}" for n in range(700))
+    others = [told(2 + n, common, f"npc-{n}") for n in range(4)]
+    line = orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 6,
+            "key": "loreweaver.conversation.player-said",
+            "actor": "player-1",
+            "target": "npc-mara",
+            "players": ["player-1"],
+            "payload": {"text": f"{common} lighthouse"},
+            "game_time": "day 1, 10:00",
+        }
+    )
+    state = replay_lines([told(1, LIGHTHOUSE), *others, line]).state
+    found = decision(
+        state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", 6, None, Policy(), 0
+    )
+    assert LIGHTHOUSE in [memory.content for memory in found.knowledge]
