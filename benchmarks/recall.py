@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gc
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
@@ -60,7 +61,6 @@ from projections.recall import (
     RecallQuery,
     SearchScope,
     named_in,
-    query_words,
     recall,
     search_scope,
 )
@@ -189,6 +189,8 @@ FULL_INGEST, QUICK_INGEST = 20_000, 5_000
 LATENCY_GOAL_MS = 10.0
 INGEST_GOAL = 0.9
 POLICY = Policy()
+WORD = re.compile(r"\w+")
+"""A word of a labelled query or of what the keeper was told (the sentences are English)."""
 """Resolved once, as a worker resolves a world's policy once (not per read)."""
 
 
@@ -269,7 +271,7 @@ def labelled_queries(told: Sequence[Told], world: str, per_kind: int, seed: int)
     queries = []
     for one in rng.sample(list(told), per_kind):
         text = f"{SUBJECTS[one.subject][1]} {EVENTS[one.event][1]} {PLACES[one.place][1]}"
-        assert not set(query_words(text)) & set(query_words(one.content())), text
+        assert not set(WORD.findall(text.lower())) & set(WORD.findall(one.content().lower())), text
         queries.append(Labelled("paraphrase", text, one.belief(world)))
     for one in rng.sample(list(told), per_kind):
         slots = [SUBJECTS[one.subject], EVENTS[one.event], PLACES[one.place]]
@@ -304,8 +306,8 @@ class OnlySearches:
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         return self.index.by_cues(scope, cues, limit) if "cues" in self.kept else []
 
-    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        return self.index.by_words(scope, words, limit) if "words" in self.kept else []
+    def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
+        return self.index.by_words(scope, text, limit) if "words" in self.kept else []
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         return self.index.by_meaning(scope, text, limit) if "vectors" in self.kept else None
@@ -354,7 +356,7 @@ class Keeper:
         cues = named_in(text, names)
         rankings: dict[Search, list[str]] = {
             "cues": self.index.by_cues(scope, cues, SEARCH_DEPTH) if cues else [],
-            "words": self.index.by_words(scope, query_words(text), SEARCH_DEPTH),
+            "words": self.index.by_words(scope, text, SEARCH_DEPTH),
             "vectors": self.index.by_meaning(scope, text, SEARCH_DEPTH) or [],
         }
         return [found for found, _ in fuse(rankings)[:limit]]

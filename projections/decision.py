@@ -13,7 +13,7 @@ No model is called.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import orjson
 from pydantic import TypeAdapter
@@ -130,14 +130,10 @@ def ids(memories: Sequence[Memory]) -> set[str]:
     return {memory.belief_id for memory in memories}
 
 
-def most_important(candidates: Sequence[Candidate], taken: Sequence[Memory]) -> list[Memory]:
-    """The candidates not forgotten nor taken already, most important (then newest) first."""
+def most_important(candidates: Iterable[Candidate], taken: Sequence[Memory]) -> list[Memory]:
+    """The candidates not taken already, most important (then newest) first."""
     seen = ids(taken)
-    kept = [
-        candidate.memory
-        for candidate in candidates
-        if candidate.retention.state != "forgotten" and candidate.memory.belief_id not in seen
-    ]
+    kept = [candidate.memory for candidate in candidates if candidate.memory.belief_id not in seen]
     return sorted(kept, key=lambda memory: (-memory.importance, -memory.seq, memory.belief_id))
 
 

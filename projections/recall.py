@@ -3,9 +3,11 @@
 1. Search the character's memories the timeline sees three ways: by cues (the entity ids asked
    for, plus the entities whose declared names the query mentions, against each memory's
    `about`), by words (a full-text engine over `content`), by meaning (embedding cosine).
-2. Fuse the rankings (`projections.recall_fusion`) and keep over_retrieve x limit candidates.
-3. Apply retention with the timeline's story "now" and its recalls (`projections.reinforcement`),
-   then choose and order (`projections.recall_choice`).
+2. Fuse the rankings (`projections.recall_fusion`).
+3. Apply retention with the timeline's story "now" and its recalls (`projections.reinforcement`)
+   down the fused ranking, keeping the first over_retrieve x limit memories not forgotten as the
+   candidates (a forgotten memory is absent from recall, so it takes no candidate's place), then
+   choose and order (`projections.recall_choice`).
 
 The searches run over a `RecallIndex`: derived, rebuildable local state that the worker (and an
 in-process replay) keeps beside the projections, caught up from the memory log before each
@@ -16,8 +18,9 @@ writes projection state.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Protocol
 
 from projections.catalogue import StoredDeclarations
@@ -38,7 +41,12 @@ MAX_LIMIT = 50
 DEFAULT_LIMIT = 10
 SEARCH_DEPTH = 60
 """Each search hands at most this many memories to fusion (the candidate cap)."""
-MAX_WORDS = 32
+DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
+"""How deep the searches run again when forgotten memories left fewer candidates than wanted
+while a search had more to give (`search_and_choose`)."""
+MAX_WORDS = MAX_QUERY_CHARACTERS // 2
+"""The most words the word search takes of a text: every word of a query (1,000 characters
+hold at most 500); of a longer text (a decision's line) the rarest in the world."""
 
 _WORD = re.compile(r"\w+")
 
@@ -81,8 +89,10 @@ class RecallIndex(Protocol):
         """Belief ids about `entity`, most important first (then newest): what a decision
         brings of the player and the place, however long ago it was formed."""
 
-    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        """Belief ids whose content matches any word, best match first."""
+    def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
+        """Belief ids whose content says any word of `text`, best match first: the query's
+        words split and folded as the engine does the content's, so that a word is found as the
+        content says it; of more than `MAX_WORDS` words the world's memories say, the rarest."""
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         """Belief ids by cosine with `text`, best first, none below 0.3; None when the
@@ -105,12 +115,6 @@ class RecallQuery:
             raise BadRead(f"'q' must be at most {MAX_QUERY_CHARACTERS} characters")
         if not 1 <= self.limit <= MAX_LIMIT:
             raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
-
-
-def query_words(text: str) -> list[str]:
-    """The words of a query, lower case, each once, in order (at most `MAX_WORDS`)."""
-    words = list(dict.fromkeys(word.casefold() for word in _WORD.findall(text)))
-    return words[:MAX_WORDS]
 
 
 def _spoken_words(text: str) -> list[str]:
@@ -175,15 +179,26 @@ def search_and_choose(
     limit: int,
     policy: Policy,
 ) -> tuple[list[Chosen], SearchCounts]:
-    """Steps 1 to 5 for a caught-up index: the chosen memories, and what each search found."""
-    rankings: dict[Search, list[str]] = {
-        "cues": index.by_cues(scope, cues, SEARCH_DEPTH) if cues else [],
-        "words": index.by_words(scope, query_words(text), SEARCH_DEPTH),
-        "vectors": index.by_meaning(scope, text, SEARCH_DEPTH) or [],
-    }
-    fused = fuse(rankings)[: candidate_count(limit, policy.memory.recall.over_retrieve)]
+    """Steps 1 to 5 for a caught-up index: the chosen memories, and what each search found.
+
+    Each search hands `SEARCH_DEPTH` memories on. When forgotten ones leave fewer candidates
+    than wanted and a search had more to give, the searches run once more, `DEEP_SEARCH_DEPTH`
+    deep, and the fused ranking is walked anew: so a recall runs each search twice at most and
+    works out the retention of at most 3 x (60 + 960) memories."""
+    wanted = candidate_count(limit, policy.memory.recall.over_retrieve)
     now = story_now(tx, keys.tenant_id, keys.world_id, scope.ancestry)
-    candidates = held_candidates(tx, keys, scope.ancestry, scope.character, fused, now, policy)
+    for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):
+        rankings: dict[Search, list[str]] = {
+            "cues": index.by_cues(scope, cues, depth) if cues else [],
+            "words": index.by_words(scope, text, depth),
+            "vectors": index.by_meaning(scope, text, depth) or [],
+        }
+        held = held_candidates(
+            tx, keys, scope.ancestry, scope.character, fuse(rankings), now, policy
+        )
+        candidates = list(islice(held, wanted))
+        if len(candidates) == wanted or all(len(found) < depth for found in rankings.values()):
+            break
     searched = SearchCounts(
         cues=len(rankings["cues"]), words=len(rankings["words"]), vectors=len(rankings["vectors"])
     )
@@ -195,13 +210,12 @@ def held_candidates(
     keys: MemoryKeys,
     ancestry: Ancestry,
     character: str,
-    fused: Sequence[tuple[str, float]],
+    fused: Iterable[tuple[str, float]],
     now: int | None,
     policy: Policy,
-) -> list[Candidate]:
-    """The fused candidates as the character holds them at `now` (forgotten ones included:
-    the choice leaves them out), `diverging` judged on this timeline."""
-    candidates = []
+) -> Iterator[Candidate]:
+    """The fused candidates the character holds at `now` and has not forgotten, in order,
+    `diverging` judged on this timeline: worked out one by one as they are taken."""
     for belief_id, score in fused:
         memory = load_held(tx, keys, ancestry, character, belief_id)
         if memory is None:
@@ -210,8 +224,8 @@ def held_candidates(
         if judged != memory.diverging:
             memory = memory.model_copy(update={"diverging": judged})
         held = held_now(tx, keys, ancestry, memory, now, policy)
-        candidates.append(Candidate(held.memory or memory, held.retention, score))
-    return candidates
+        if held.retention.state != "forgotten":
+            yield Candidate(held.memory or memory, held.retention, score)
 
 
 READ_FIELDS = set(BeliefRead.model_fields)

@@ -2,7 +2,8 @@
 
 Each candidate is scored by relevance (its fused score over the best one's), importance,
 retention (section 8) and recency (1 / (1 + story days since it happened)), weighted by the
-policy's `memory.recall.weights`. Forgotten memories are never chosen. The best `limit` are
+policy's `memory.recall.weights`. Forgotten memories are never candidates
+(`projections.recall.held_candidates`), so never chosen. The best `limit` are
 presented in story order (story time, then position), as a character tells what happened.
 """
 
@@ -18,7 +19,7 @@ from schemas.policy import Policy
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A memory the searches found, as the character holds it now."""
+    """A memory the searches found, as the character holds it now (not forgotten)."""
 
     memory: Memory
     """Retold when faded (`projections.retention.as_held`)."""
@@ -43,7 +44,7 @@ def recency(memory: Memory, now: int | None) -> float:
 def choose(
     candidates: Sequence[Candidate], now: int | None, limit: int, policy: Policy
 ) -> list[Chosen]:
-    """The best `limit` candidates not forgotten, in story order."""
+    """The best `limit` candidates, in story order."""
     weights = policy.memory.recall.weights
     best = max((candidate.fused for candidate in candidates), default=0.0) or 1.0
     scored = [
@@ -59,7 +60,6 @@ def choose(
             ),
         )
         for candidate in candidates
-        if candidate.retention.state != "forgotten"
     ]
     scored.sort(key=best_first)
     return sorted(scored[:limit], key=story_order)

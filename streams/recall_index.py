@@ -36,7 +36,7 @@ import numpy as np
 from projections import timelines
 from projections.deletion import deletion_marks
 from projections.memory_store import MemoryKeys, formed_between
-from projections.recall import SearchScope
+from projections.recall import MAX_WORDS, SearchScope
 from projections.state import StateTransaction
 from schemas.memory import Memory
 from streams.embedding import Embedder, Vectors
@@ -57,7 +57,10 @@ BM25_K1 = 1.2
 IDF_FLOOR = 1e-6
 """FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
 
-_SCHEMA = """
+_TOKENIZE = "unicode61 remove_diacritics 2"
+"""How the word tables split and fold text into terms, and a query with them (`temp.asked`, a
+scratch table: `SqliteRecallIndex._terms`)."""
+_SCHEMA = f"""
 CREATE TABLE items(
     id INTEGER PRIMARY KEY,
     tenant TEXT, world TEXT, character TEXT, belief_id TEXT,
@@ -74,9 +77,11 @@ CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
 CREATE TABLE world_models(tenant TEXT, world TEXT, model TEXT, dimension INTEGER,
     PRIMARY KEY(tenant, world));
 CREATE TEMP TABLE incoming(character TEXT, belief_id TEXT);
+CREATE VIRTUAL TABLE temp.asked USING fts5(content, tokenize='{_TOKENIZE}');
+CREATE VIRTUAL TABLE temp.asked_terms USING fts5vocab(temp, asked, 'instance');
 """
 _WORD_TABLES = (
-    "CREATE VIRTUAL TABLE {words} USING fts5(content, tokenize='unicode61 remove_diacritics 2')",
+    f"CREATE VIRTUAL TABLE {{words}} USING fts5(content, tokenize='{_TOKENIZE}')",
     "CREATE VIRTUAL TABLE {words}_rows USING fts5vocab({words}, 'row')",
 )
 """A world's word table (FTS5 over its items' content, rowid the item's id) and its vocabulary
@@ -391,8 +396,8 @@ class SqliteRecallIndex:
         )
         return [str(row[0]) for row in rows]
 
-    def by_words(self, scope: SearchScope, words: Sequence[str], limit: int) -> list[str]:
-        """FTS5 over content, best bm25 first.
+    def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
+        """FTS5 over content, best bm25 first, for the terms of `text` (`_terms`).
 
         Matching walks every row of the character (its block, `BLOCK_BITS`) that says a word,
         and bm25 scores each, so a word in a quarter of the world's rows or more
@@ -404,13 +409,16 @@ class SqliteRecallIndex:
         among the first `limit`, and this is the whole query's answer. Otherwise the rows that
         say only common words are matched too, and the best of both kept."""
         world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
-        if not words or world_words is None:
+        if world_words is None:
             return []
         block = self._block(scope.tenant_id, scope.world_id, scope.character)
-        if block is None:
+        held = self._terms(world_words, text)
+        if not held or block is None:
             return []
-        table = world_words.name
-        common = self._common(world_words, words)
+        table, total, words = world_words.name, world_words.rows, list(held)
+        common = {
+            word: _idf(rows, total) for word, rows in held.items() if rows >= total * COMMON_SHARE
+        }
         rare = [word for word in words if word not in common]
         if not rare or not common:
             return [
@@ -430,20 +438,23 @@ class SqliteRecallIndex:
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
 
-    def _common(self, table: _WordTable, words: Sequence[str]) -> dict[str, float]:
-        """The words in at least `COMMON_SHARE` of the rows of the world's word `table`, each
-        with its idf as FTS5's bm25 reckons it (a word in half the rows or more weighs
-        `IDF_FLOOR`)."""
-        marks = ", ".join("?" for _ in words)
-        total = table.rows
-        rows = self._db.execute(
-            f"SELECT term, doc FROM {table.name}_rows WHERE term IN ({marks}) AND doc >= ?",
-            [*words, total * COMMON_SHARE],
-        )
-        return {
-            str(term): max(math.log((total - doc + 0.5) / (doc + 0.5)), IDF_FLOOR)
-            for term, doc in rows
-        }
+    def _terms(self, table: _WordTable, text: str) -> dict[str, int]:
+        """The terms of `text` that rows of the world's word `table` say, each once, in the order
+        said, with how many rows say it: split and folded by the table's own tokenizer (its
+        case folding, which is not Python's, and its diacritics), so a query's terms are the
+        content's. A term no row says matches nothing and adds to no score, so it is left out;
+        past `MAX_WORDS`, the rarest are kept (fewest rows, then first said): each term costs a
+        look-up here, so a text's cost grows with its distinct words, which a recall's 1,000
+        characters and a decision's event size bound."""
+        self._db.execute("DELETE FROM asked")  # the last query's, or one a failure left
+        self._db.execute("INSERT INTO asked(content) VALUES (?)", (text,))
+        found = self._db.execute(
+            "SELECT a.term, r.doc FROM (SELECT term, MIN(offset) AS said FROM asked_terms "
+            f"GROUP BY term) a CROSS JOIN {table.name}_rows r ON r.term = a.term ORDER BY a.said"
+        ).fetchall()
+        terms = [(str(term), int(rows)) for term, rows in found]
+        rarest = sorted(range(len(terms)), key=lambda at: (terms[at][1], at))[:MAX_WORDS]
+        return dict(terms[at] for at in sorted(rarest))
 
     def _ranked(
         self,
@@ -607,6 +618,12 @@ def _any_of(words: Sequence[str]) -> str:
     """An FTS5 match expression for rows that say any of the words, each quoted, so nothing a
     player typed is read as FTS5 syntax."""
     return "(" + " OR ".join('"' + word.replace('"', '""') + '"' for word in words) + ")"
+
+
+def _idf(rows: int, total: int) -> float:
+    """A term's idf as FTS5's bm25 reckons it, said by `rows` of `total` rows (a word in half
+    the rows or more weighs `IDF_FLOOR`)."""
+    return max(math.log((total - rows + 0.5) / (rows + 0.5)), IDF_FLOOR)
 
 
 def _most_added(idf: float) -> float:

@@ -20,11 +20,13 @@ What it compares, and what it leaves out:
   inventing another ranking; vectors: both sides are fed the same test vectors (`Embed`, a
   one-hot bucket per text, so every cosine is exactly 0 or 1), cosine below 0.3 finds nothing,
   best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
-- fusion 1 / 1 / 1.5 by reciprocal rank (offset 60), over_retrieve x limit candidates (at most
-  60), the choice by relevance (fused over the best candidate's), importance, retention and
-  recency (1 / (1 + story days)), forgotten never chosen, then story order; 404 for a
-  character holding nothing there, 400 for a cue neither declared nor in any memory of the
-  world; as of a position: the ancestry and the persistent memories cut there, "now" the
+- fusion 1 / 1 / 1.5 by reciprocal rank (offset 60) of each search's first 60, the first
+  over_retrieve x limit (at most 60) memories not forgotten down the fused ranking as the
+  candidates (forgotten ones take no place; when they leave too few and a search found 60 or
+  more, the same of each search's first 960), the choice by relevance (fused over the best
+  candidate's), importance, retention and recency (1 / (1 + story days)), then story order;
+  404 for a character holding nothing there, 400 for a cue neither declared nor in any memory
+  of the world; as of a position: the ancestry and the persistent memories cut there, "now" the
   story time seen up to it. The memories are the base oracle's fold, so a belief the referee
   weakened (SPEC 11) shows its weakened confidence from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
@@ -56,6 +58,9 @@ SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
 RANK_OFFSET = 60
 DEPTH = 60
 """Each search hands at most 60 memories to fusion; at most 60 candidates go on."""
+DEEP = 16 * DEPTH
+"""When forgotten memories leave too few candidates and a search found 60 or more, the
+searches hand on this many and the fused ranking is walked again."""
 KNOWLEDGE = 10
 BM25_K1, BM25_B, IDF_FLOOR = 1.2, 0.75, 1e-6
 
@@ -128,8 +133,10 @@ def fts_tokens(text: str) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    """The query's words, lower case, each once, at most 32."""
-    return list(dict.fromkeys(word.casefold() for word in re.findall(r"\w+", text)))[:32]
+    """The query's words as the engine folds the content's (its tokens), each once: all of them
+    (rumourmill keeps the 500 rarest in the world of a text saying more, which no query of
+    1,000 characters does and no world here reaches)."""
+    return list(dict.fromkeys(fts_tokens(text)))
 
 
 def names_said(text: str, names: dict[str, str]) -> list[str]:
@@ -148,7 +155,7 @@ def by_cues(mine: list[OMemory], cues: Sequence[str]) -> list[str]:
     ranked = sorted(
         ((n, m) for n, m in matched if n), key=lambda p: (-p[0], -p[1].seq, p[1].belief_id)
     )
-    return [m.belief_id for _, m in ranked][:DEPTH]
+    return [m.belief_id for _, m in ranked]
 
 
 def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) -> list[str]:
@@ -180,7 +187,7 @@ def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) ->
             length_norm = 1 - BM25_B + BM25_B * len(tokens) / average
             score += weight * (freq * (BM25_K1 + 1.0)) / (freq + BM25_K1 * length_norm)
         scored.append((-score, memory.belief_id))
-    return [belief for _, belief in sorted(scored)][:DEPTH]
+    return [belief for _, belief in sorted(scored)]
 
 
 def by_meaning(mine: list[OMemory], text: str, embed: Embed | None) -> list[str]:
@@ -193,7 +200,7 @@ def by_meaning(mine: list[OMemory], text: str, embed: Embed | None) -> list[str]
         cosine = sum(a * b for a, b in zip(embed(memory.content), asked, strict=True))
         if cosine >= MIN_COSINE:
             scored.append((-cosine, memory.belief_id))
-    return [belief for _, belief in sorted(scored)][:DEPTH]
+    return [belief for _, belief in sorted(scored)]
 
 
 def fused(rankings: dict[str, list[str]]) -> list[tuple[str, float]]:
@@ -282,20 +289,30 @@ def shown(memory: OMemory, retention: float, state: str, record: dict[Any, Any])
     return read
 
 
+def cut(rankings: dict[str, list[str]], depth: int) -> dict[str, list[str]]:
+    return {name: found[:depth] for name, found in rankings.items()}
+
+
 def choose(
-    view_: View, ranked: list[tuple[str, float]], limit: int, policy: Policy
-) -> list[dict[str, Any]]:
-    """Steps 3 to 5 over fused candidates: scored, the best `limit`, in story order."""
+    view_: View, rankings: dict[str, list[str]], limit: int, policy: Policy
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Steps 2 to 5 over every memory each search found: the candidates, scored, the best
+    `limit`, in story order; and the searches as fused."""
     weights = policy.memory.recall.weights
     by_id = {m.belief_id: m for m in view_.mine}
-    candidates = ranked[: min(DEPTH, policy.memory.recall.over_retrieve * limit)]
-    best = max((score for _, score in candidates), default=0.0) or 1.0
+    wanted = min(DEPTH, policy.memory.recall.over_retrieve * limit)
+    for depth in (DEPTH, DEEP):
+        handed = cut(rankings, depth)
+        candidates = []
+        for belief, relevance in fused(handed):
+            retention, state = view_.held(by_id[belief], policy)
+            if state != "forgotten" and len(candidates) < wanted:
+                candidates.append((by_id[belief], relevance, retention, state))
+        if len(candidates) == wanted or all(len(found) < depth for found in rankings.values()):
+            break
+    best = max((relevance for _, relevance, _, _ in candidates), default=0.0) or 1.0
     chosen = []
-    for belief, relevance in candidates:
-        memory = by_id[belief]
-        retention, state = view_.held(memory, policy)
-        if state == "forgotten":
-            continue
+    for memory, relevance, retention, state in candidates:
         since = story_minutes(memory.game_time)
         recency = (
             1.0
@@ -312,7 +329,7 @@ def choose(
         read = shown(memory, retention, state, view_.folded["record"])
         chosen.append({**read, "retention": round(retention, 4), "score": score})
     chosen.sort(key=lambda one: (-one["score"], one["belief_id"]))
-    return sorted(chosen[:limit], key=story_key)
+    return sorted(chosen[:limit], key=story_key), handed
 
 
 def story_key(one: dict[str, Any]) -> tuple[int, int, str]:
@@ -350,10 +367,10 @@ def recall(
         "words": by_words(seen.mine, seen.every, query_words(text)),
         "vectors": by_meaning(seen.mine, text, embed),
     }
-    memories = choose(seen, fused(rankings), limit, oracle.policy)
+    memories, handed = choose(seen, rankings, limit, oracle.policy)
     return {
         "memories": memories,
-        "searched": {name: len(found) for name, found in rankings.items()},
+        "searched": {name: len(found) for name, found in handed.items()},
     }
 
 
@@ -404,16 +421,15 @@ def decision(
         (line for line in said if isinstance(line, str)),
         " ".join(event.key.replace(".", " ").replace("-", " ").split()),
     )
-    ranked = fused(
-        {
-            "words": by_words(seen.mine, seen.every, query_words(words)),
-            "vectors": by_meaning(seen.mine, words, embed),
-        }
-    )
+    rankings = {
+        "words": by_words(seen.mine, seen.every, query_words(words)),
+        "vectors": by_meaning(seen.mine, words, embed),
+    }
     knowledge = knowledge[:KNOWLEDGE]
     taken = {one["belief_id"] for one in knowledge}
+    recalled, _ = choose(seen, rankings, KNOWLEDGE, policy)
     best = sorted(
-        (one for one in choose(seen, ranked, KNOWLEDGE, policy) if one["belief_id"] not in taken),
+        (one for one in recalled if one["belief_id"] not in taken),
         key=lambda one: (-one["score"], one["belief_id"]),
     )[: KNOWLEDGE - len(knowledge)]
     for one in sorted(best, key=story_key):

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from projections.decision import decision
 from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
@@ -233,3 +234,156 @@ def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
     for npc in ("npc-mara", "npc-tomas"):
         found = recall_of(state, index, "sailor", npc=npc, cues=("player-2",))
         assert found["searched"]["words"] > 0
+
+
+def told_sailors(forgotten: int = 40) -> MemoryState:
+    """Mara was told of `forgotten` sailors on day 1, forgotten by day 300, and of one sailor on
+    day 300, vivid, in a longer sentence (bm25 ranks it below every short one); then Ilse asks
+    her about sailors."""
+
+    def event(seq: int, key: str, **fields: Any) -> bytes:
+        return orjson.dumps(
+            {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key} | fields
+        )
+
+    told = [
+        event(
+            seq,
+            "loreweaver.conversation.told",
+            actor="npc-tomas",
+            target="npc-mara",
+            payload={"content": text},
+            game_time=day,
+        )
+        for seq, text, day in [
+            *((n + 1, f"sailor {n}", "day 1, 09:00") for n in range(forgotten)),
+            (forgotten + 1, VIVID_SAILOR, "day 300, 09:00"),
+        ]
+    ]
+    asked = event(
+        forgotten + 2,
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1"],
+        payload={"text": "Seen any sailor lately?"},
+        game_time="day 300, 10:00",
+    )
+    return replay_lines([*told, asked]).state
+
+
+VIVID_SAILOR = "a long account of the harbour, the ships, the gulls, the nets and one sailor"
+
+
+@pytest.mark.parametrize(("forgotten", "limit"), [(40, 1), (40, 10), (100, 10)])
+def test_forgotten_memories_leave_the_candidate_places_to_held_ones(
+    forgotten: int, limit: int
+) -> None:
+    """Found by a reviewer: forty forgotten sailors took every candidate place (3 x limit)
+    before retention was worked out, so the vivid sailor was never answered. A hundred fill
+    the first 60 each search hands on: the searches go deeper."""
+    state = told_sailors(forgotten)
+    found = recall_of(state, SqliteRecallIndex(), "sailor", limit=limit, as_of_seq=forgotten + 1)
+    assert contents(found) == [VIVID_SAILOR]
+    assert found["memories"][0]["retention"] > 0.5
+
+
+def test_a_decision_recalls_past_forgotten_memories_too() -> None:
+    found = decision(
+        told_sailors(),
+        SqliteRecallIndex(),
+        "default",
+        "save-1",
+        "main",
+        "npc-mara",
+        42,
+        None,
+        Policy(),
+        0,
+    )
+    assert VIVID_SAILOR in [memory.content for memory in found.knowledge]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Die Straße zum Fluss ist gesperrt",
+        "Most w Łodzi ŻÓŁTY i zamknięty",
+        "Le café de Zoë est fermé",
+    ],
+)
+def test_every_word_as_the_content_says_it_finds_the_memory(content: str) -> None:
+    """Found by a reviewer: the query was case folded by Python ("Straße" as "strasse") while
+    the word index only lower-cases what it holds, so "Straße" found nothing ("Fluss" did)."""
+
+    def told(seq: int, text: str) -> bytes:
+        return orjson.dumps(
+            {
+                "world_instance_id": "save-1",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.told",
+                "actor": "npc-tomas",
+                "target": "npc-mara",
+                "payload": {"content": text},
+                "game_time": "day 1, 09:00",
+            }
+        )
+
+    state = replay_lines([told(1, content), told(2, "Nothing of note")]).state
+    for word in content.split():
+        assert contents(recall_of(state, SqliteRecallIndex(), word)) == [content], word
+
+
+def told(seq: int, text: str, listener: str = "npc-mara") -> bytes:
+    """Tomas tells `listener` something, on day 1."""
+    return orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": seq,
+            "key": "loreweaver.conversation.told",
+            "actor": "npc-tomas",
+            "target": listener,
+            "payload": {"content": text},
+            "game_time": "day 1, 09:00",
+        }
+    )
+
+
+LIGHTHOUSE = "The lighthouse keeper vanished"
+
+
+@pytest.mark.parametrize("others", [32, 220])
+def test_every_word_of_a_long_query_counts(others: int) -> None:
+    """Found by a reviewer: only a query's first 32 words were searched, so "lighthouse" after
+    32 others (128 characters of the 1,000 a query may have) found nothing."""
+    state = replay_lines([told(1, LIGHTHOUSE), told(2, "Nothing of note")]).state
+    query = " ".join([*(f"w{n}" for n in range(others)), "lighthouse"])
+    assert len(query) <= 1000
+    assert contents(recall_of(state, SqliteRecallIndex(), query)) == [LIGHTHOUSE]
+
+
+def test_a_decision_on_a_long_line_recalls_by_its_rarest_words() -> None:
+    """A line of 701 words, 700 of them said all over the world: the decision searches the
+    rarest 500 the world holds, "lighthouse" among them (it searched the first 32)."""
+    common = " ".join(f"w{n}" for n in range(700))
+    others = [told(2 + n, common, f"npc-{n}") for n in range(4)]
+    line = orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 6,
+            "key": "loreweaver.conversation.player-said",
+            "actor": "player-1",
+            "target": "npc-mara",
+            "players": ["player-1"],
+            "payload": {"text": f"{common} lighthouse"},
+            "game_time": "day 1, 10:00",
+        }
+    )
+    state = replay_lines([told(1, LIGHTHOUSE), *others, line]).state
+    found = decision(
+        state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", 6, None, Policy(), 0
+    )
+    assert LIGHTHOUSE in [memory.content for memory in found.knowledge]
