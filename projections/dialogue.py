@@ -3,7 +3,8 @@
 Turns are `player-said` (player to character) and `npc-replied` (character to player) lines.
 Each character keeps two scopes, like a persona: the player scope (character, player), which
 follows the player across places, and the place scope (character, location), shared by every
-player there; a `payload.private: true` line skips the place scope. Two characters in one place
+player there (a line without `location` is said where the character in it was last reported
+before it); a `payload.private: true` line skips the place scope. Two characters in one place
 keep separate scopes. Skipped outright: a stop turn (`payload.stopped: true`), a line with no
 text once normalised, and any line of a player declared `privacy: "full"`.
 
@@ -71,8 +72,16 @@ class Turn:
     at_ms: int | None
 
 
-def turn_of(event: Event, declarations: Declarations, policy: DialoguePolicy) -> Turn | None:
-    """The turn an event's line makes, or None when the seed's rules skip it."""
+def turn_of(
+    tx: StateTransaction,
+    event: Event,
+    ancestry: Ancestry,
+    declarations: Declarations,
+    policy: DialoguePolicy,
+) -> Turn | None:
+    """The turn an event's line makes, or None when the seed's rules skip it. A line without
+    `location` is said where the character in it is known to be as of the event (state before
+    it, so a replay keeps it in the same place)."""
     if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
         return None
     if event.actor is None or event.target is None or event.payload.get("stopped") is True:
@@ -92,7 +101,9 @@ def turn_of(event: Event, declarations: Declarations, policy: DialoguePolicy) ->
         player_id=player,
         speaker="player" if said_by_player else "character",
         text=line,
-        location=event.location,
+        location=whereabouts.place_of(
+            tx, event.tenant_id, event.world_instance_id, ancestry, character, event.location
+        ),
         private=event.payload.get("private") is True,
         at_ms=_epoch_ms(event.occurred_at),
     )
@@ -147,7 +158,7 @@ def record_dialogue(
     that asked for something was not recorded (for its ack), else None."""
     if event.key == DIALOGUE_SUMMARISED:
         return _record_summary(tx, event, ancestry)
-    turn = turn_of(event, declarations, policy)
+    turn = turn_of(tx, event, ancestry, declarations, policy)
     if turn is None:
         return None
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)
@@ -318,7 +329,7 @@ def dialogue_read(
     a character of whom nothing is known there and who heard no line."""
     record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     world = (tenant_id, world_id)
-    place = location or whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    place = whereabouts.place_of(tx, tenant_id, world_id, ancestry, npc_id, location)
     player_scope = scope_read(tx, world, ancestry, npc_id, "player", player_id, now_ms, policy)
     place_scope = (
         None

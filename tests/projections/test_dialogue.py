@@ -152,6 +152,20 @@ def test_the_player_scope_follows_the_player_and_the_place_scope_is_shared() -> 
     assert texts(talk.read(location="loc-dock")["place"]) == ["Hello at the dock"]
 
 
+def test_a_line_without_location_reaches_the_place_the_character_is_known_to_be() -> None:
+    """The place is the character's as of the line (not the player's, not a later one)."""
+    talk = Talk()
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-inn")
+    talk.send(key="loreweaver.movement.location-entered", actor="p1", location="loc-dock")
+    talk.player("Where is your son?", location=None)
+    talk.reply("Gone to sea.", location=None)
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-dock")
+    talk.reply("The tide is turning.", location=None)
+    assert texts(talk.read(location="loc-inn")["place"]) == ["Where is your son?", "Gone to sea."]
+    assert texts(talk.read(location=None)["place"]) == ["The tide is turning."]
+    assert talk.read(location=None)["place"]["location"] == "loc-dock"
+
+
 def test_a_private_line_skips_the_place_scope_only() -> None:
     talk = Talk()
     talk.player("A secret", private=True)
