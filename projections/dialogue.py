@@ -311,6 +311,12 @@ def scope_read(
     }
 
 
+def _holds_a_line(scope: dict[str, JsonValue]) -> bool:
+    """Whether a scope read kept any line, shown or expired (a summary needs a turn first): a
+    character heard there stays found once the wall clock hides its turns."""
+    return bool(scope["turns"]) or scope["expired"] is True
+
+
 def dialogue_read(
     tx: StateTransaction,
     tenant_id: str,
@@ -326,7 +332,7 @@ def dialogue_read(
     """Both scopes of a character for one player: the player scope, and the place scope of
     `location` (default: where the character is; none when that is unknown). Expiry is judged
     at real time `now_ms` (the wall clock when served), whatever `as_of_seq` cuts. NotFound for
-    a character of whom nothing is known there and who heard no line."""
+    a character of whom nothing is known there and who heard no line, expired or not."""
     record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     world = (tenant_id, world_id)
     place = whereabouts.place_of(tx, tenant_id, world_id, ancestry, npc_id, location)
@@ -336,7 +342,7 @@ def dialogue_read(
         if place is None
         else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy)
     )
-    heard = any(scope is not None and scope["turns"] for scope in (player_scope, place_scope))
+    heard = any(scope is not None and _holds_a_line(scope) for scope in (player_scope, place_scope))
     if not heard and not known_of(tx, keys, ancestry, npc_id):
         raise nothing_known(npc_id, timeline_id)
     return {

@@ -375,6 +375,25 @@ def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() ->
     assert texts(talk.read(player="p2", minute=2)["player"]) == []
 
 
+def test_a_character_known_only_by_expired_lines_is_still_found_with_its_summary() -> None:
+    """Only a line known the character: once hidden, its scopes answer expired, not a 404."""
+    talk = Talk()
+    talk.player("Let me pass", npc="guard-7", minute=0)
+    talk.send(
+        key="loreweaver.memory.dialogue-summarised",
+        actor="guard-7",
+        target="p1",
+        payload={"scope": "player", "summary": "Wanted through the gate."},
+    )
+    assert talk.acks[-1]["reason"] is None
+    read = talk.read(npc="guard-7", minute=25 * 60)
+    assert (read["player"]["turns"], read["player"]["expired"]) == ([], True)
+    assert read["player"]["summary"] == "Wanted through the gate."
+    assert read["place"] is not None and read["place"]["expired"] is True
+    other = talk.read(npc="guard-7", player="p2", minute=13 * 60)  # the place scope heard it
+    assert (other["player"]["expired"], other["place"]["expired"]) == (False, True)
+
+
 def test_a_line_said_at_the_end_of_time_is_read_with_its_expiry_at_the_last_moment() -> None:
     """The contract takes any time; twelve hours after late 9999 cannot be written, and the
     scope's reads (the dialogue, the decision) answered a 500 for ever."""
