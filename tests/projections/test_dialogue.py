@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -215,6 +216,25 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
     talk = Talk()
     talk.player("y" * 5000)
     assert texts(talk.read()["player"]) == ["y" * 999 + "…"]
+
+
+def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:
+    talk = Talk()
+    talk.player("nested [a [b] c] end")
+    talk.player("[[whispers] [to Mara]] Where is he? [a [b [c]]]")
+    talk.player("a ] lone [ bracket")
+    assert texts(talk.read()["player"]) == ["nested end", "Where is he?", "a ] lone [ bracket"]
+
+
+def test_a_line_of_deeply_nested_annotations_is_stripped_in_time() -> None:
+    """A hostile line well within the event size: stripping the innermost pair again and
+    again took seconds (its length times its depth)."""
+    depth = 50_000
+    talk = Talk()
+    started = time.perf_counter()
+    talk.player("[" * depth + "x" + "]" * depth + " Hello")
+    assert time.perf_counter() - started < 1
+    assert texts(talk.read()["player"]) == ["Hello"]
 
 
 def test_the_eleventh_turn_pushes_out_the_first() -> None:
