@@ -36,7 +36,7 @@ from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
-from projections.whereabouts import location_of
+from projections.whereabouts import place_of
 from schemas.memory import BeliefRead, DecisionRead, Memory, TurnRead, Verdict
 from schemas.policy import Policy
 
@@ -69,7 +69,7 @@ def decision(
     scope = search_scope(keys, ancestry, npc_id)
     now = story_now(tx, tenant_id, world_id, ancestry)
     knowledge: list[Memory] = []
-    place = event.location or location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    place = place_of(tx, tenant_id, world_id, ancestry, npc_id, event.location)
     for entity in (player, place):
         if entity is not None:
             found = index.most_important_about(scope, entity, SEARCH_DEPTH)

@@ -3,7 +3,8 @@
 Turns are `player-said` (player to character) and `npc-replied` (character to player) lines.
 Each character keeps two scopes, like a persona: the player scope (character, player), which
 follows the player across places, and the place scope (character, location), shared by every
-player there; a `payload.private: true` line skips the place scope. Two characters in one place
+player there (a line without `location` is said where the character in it was last reported
+before it); a `payload.private: true` line skips the place scope. Two characters in one place
 keep separate scopes. Skipped outright: a stop turn (`payload.stopped: true`), a line with no
 text once normalised, and any line of a player declared `privacy: "full"`.
 
@@ -35,6 +36,7 @@ from projections.keys import pack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
+from projections.wording import without_brackets
 from schemas import Event
 from schemas.memory import Speaker
 from schemas.policy import DialoguePolicy
@@ -43,16 +45,15 @@ ScopeKind = Literal["player", "place"]
 
 CUSTOM_EMOJI = re.compile(r"<a?:([A-Za-z0-9_~]+):[0-9]+>")
 """A custom emoji as chat platforms send it, `<:name:id>`: kept as `:name:`."""
-STAGE_ANNOTATION = re.compile(r"\[[^\[\]]*\]")
-"""A bracketed annotation injected around a line (`[whispers]`, `[context: ...]`): stripped."""
 ELLIPSIS = "…"
 HOUR_MS = 3_600_000
 
 
 def normalised(text: str, max_chars: int) -> str:
-    """A line as the conversation keeps it: emoji by name, annotations gone, spaces collapsed,
-    cut to `max_chars` (the last one an ellipsis) when longer."""
-    text = " ".join(STAGE_ANNOTATION.sub(" ", CUSTOM_EMOJI.sub(r":\1:", text)).split())
+    """A line as the conversation keeps it: emoji by name, bracketed annotations injected around
+    it (`[whispers]`, `[context: ... [more]]`) gone, spaces collapsed, cut to `max_chars` (the
+    last one an ellipsis) when longer."""
+    text = " ".join(without_brackets(CUSTOM_EMOJI.sub(r":\1:", text), "[", "]", " ").split())
     if len(text) > max_chars:
         return text[: max_chars - 1].rstrip() + ELLIPSIS
     return text
@@ -71,8 +72,16 @@ class Turn:
     at_ms: int | None
 
 
-def turn_of(event: Event, declarations: Declarations, policy: DialoguePolicy) -> Turn | None:
-    """The turn an event's line makes, or None when the seed's rules skip it."""
+def turn_of(
+    tx: StateTransaction,
+    event: Event,
+    ancestry: Ancestry,
+    declarations: Declarations,
+    policy: DialoguePolicy,
+) -> Turn | None:
+    """The turn an event's line makes, or None when the seed's rules skip it. A line without
+    `location` is said where the character in it is known to be as of the event (state before
+    it, so a replay keeps it in the same place)."""
     if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
         return None
     if event.actor is None or event.target is None or event.payload.get("stopped") is True:
@@ -92,7 +101,9 @@ def turn_of(event: Event, declarations: Declarations, policy: DialoguePolicy) ->
         player_id=player,
         speaker="player" if said_by_player else "character",
         text=line,
-        location=event.location,
+        location=whereabouts.place_of(
+            tx, event.tenant_id, event.world_instance_id, ancestry, character, event.location
+        ),
         private=event.payload.get("private") is True,
         at_ms=_epoch_ms(event.occurred_at),
     )
@@ -147,7 +158,7 @@ def record_dialogue(
     that asked for something was not recorded (for its ack), else None."""
     if event.key == DIALOGUE_SUMMARISED:
         return _record_summary(tx, event, ancestry)
-    turn = turn_of(event, declarations, policy)
+    turn = turn_of(tx, event, ancestry, declarations, policy)
     if turn is None:
         return None
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)
@@ -300,6 +311,12 @@ def scope_read(
     }
 
 
+def _holds_a_line(scope: dict[str, JsonValue]) -> bool:
+    """Whether a scope read kept any line, shown or expired (a summary needs a turn first): a
+    character heard there stays found once the wall clock hides its turns."""
+    return bool(scope["turns"]) or scope["expired"] is True
+
+
 def dialogue_read(
     tx: StateTransaction,
     tenant_id: str,
@@ -315,17 +332,17 @@ def dialogue_read(
     """Both scopes of a character for one player: the player scope, and the place scope of
     `location` (default: where the character is; none when that is unknown). Expiry is judged
     at real time `now_ms` (the wall clock when served), whatever `as_of_seq` cuts. NotFound for
-    a character of whom nothing is known there and who heard no line."""
+    a character of whom nothing is known there and who heard no line, expired or not."""
     record, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     world = (tenant_id, world_id)
-    place = location or whereabouts.location_of(tx, tenant_id, world_id, ancestry, npc_id)
+    place = whereabouts.place_of(tx, tenant_id, world_id, ancestry, npc_id, location)
     player_scope = scope_read(tx, world, ancestry, npc_id, "player", player_id, now_ms, policy)
     place_scope = (
         None
         if place is None
         else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy)
     )
-    heard = any(scope is not None and scope["turns"] for scope in (player_scope, place_scope))
+    heard = any(scope is not None and _holds_a_line(scope) for scope in (player_scope, place_scope))
     if not heard and not known_of(tx, keys, ancestry, npc_id):
         raise nothing_known(npc_id, timeline_id)
     return {

@@ -31,6 +31,19 @@ def location_of(
     return None if raw is None else str(orjson.loads(raw))
 
 
+def place_of(
+    tx: StateTransaction,
+    tenant_id: str,
+    world_id: str,
+    ancestry: Ancestry,
+    character: str,
+    stated: str | None,
+) -> str | None:
+    """Where something with `character` happens: the `stated` location, else where the
+    character was last reported on the timeline (an event or read need not say it)."""
+    return stated or location_of(tx, tenant_id, world_id, ancestry, character)
+
+
 def occupants_of(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, place: str
 ) -> set[str]:

@@ -23,7 +23,6 @@ SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
 """The payload field that holds the words of a conversation."""
 
 QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
-PARENTHESISED = re.compile(r"\s*\([^()]*\)")
 
 
 def event_content(event: Event, names: Names) -> str:
@@ -62,10 +61,32 @@ def retell(content: str) -> str:
     Quoted words become "something" and parenthesised details are dropped:
     `Ilse said "give me the key" at the inn (gold: 5)` -> `Ilse said something at the inn`.
     """
-    retold = QUOTED.sub("something", content)
-    while (inner_dropped := PARENTHESISED.sub("", retold)) != retold:  # nested: inside out
-        retold = inner_dropped
+    retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
     return " ".join(retold.split()) or content
+
+
+def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
+    """`text` without each matched `opening` ... `closing` pair, what it encloses (nested pairs
+    too) and the whitespace before it, each leaving `gap`; an unmatched bracket stays.
+
+    A closing matches the nearest opening left before it, as dropping innermost pairs until
+    none is left would, but in one pass: a line nested 10,000 deep costs its length, not its
+    length times its depth (seconds, for a line any event may carry)."""
+    kept: list[str] = []
+    opened: list[int] = []  # where in `kept` each opening not yet matched stands
+    for piece in re.split(f"({re.escape(opening)}|{re.escape(closing)})", text):
+        if piece == opening:
+            opened.append(len(kept))
+        elif piece == closing and opened:
+            del kept[opened.pop() :]
+            while kept and not (trimmed := kept[-1].rstrip()):
+                kept.pop()  # whitespace (or a gap) alone: the space before the pair
+            if kept:
+                kept[-1] = trimmed
+            kept.append(gap)
+            continue
+        kept.append(piece)
+    return "".join(kept)
 
 
 def _detail(value: JsonValue, names: Names) -> str:

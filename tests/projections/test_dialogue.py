@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -152,6 +153,20 @@ def test_the_player_scope_follows_the_player_and_the_place_scope_is_shared() -> 
     assert texts(talk.read(location="loc-dock")["place"]) == ["Hello at the dock"]
 
 
+def test_a_line_without_location_reaches_the_place_the_character_is_known_to_be() -> None:
+    """The place is the character's as of the line (not the player's, not a later one)."""
+    talk = Talk()
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-inn")
+    talk.send(key="loreweaver.movement.location-entered", actor="p1", location="loc-dock")
+    talk.player("Where is your son?", location=None)
+    talk.reply("Gone to sea.", location=None)
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-dock")
+    talk.reply("The tide is turning.", location=None)
+    assert texts(talk.read(location="loc-inn")["place"]) == ["Where is your son?", "Gone to sea."]
+    assert texts(talk.read(location=None)["place"]) == ["The tide is turning."]
+    assert talk.read(location=None)["place"]["location"] == "loc-dock"
+
+
 def test_a_private_line_skips_the_place_scope_only() -> None:
     talk = Talk()
     talk.player("A secret", private=True)
@@ -201,6 +216,25 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
     talk = Talk()
     talk.player("y" * 5000)
     assert texts(talk.read()["player"]) == ["y" * 999 + "…"]
+
+
+def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:
+    talk = Talk()
+    talk.player("nested [a [b] c] end")
+    talk.player("[[whispers] [to Mara]] Where is he? [a [b [c]]]")
+    talk.player("a ] lone [ bracket")
+    assert texts(talk.read()["player"]) == ["nested end", "Where is he?", "a ] lone [ bracket"]
+
+
+def test_a_line_of_deeply_nested_annotations_is_stripped_in_time() -> None:
+    """A hostile line well within the event size: stripping the innermost pair again and
+    again took seconds (its length times its depth)."""
+    depth = 50_000
+    talk = Talk()
+    started = time.perf_counter()
+    talk.player("[" * depth + "x" + "]" * depth + " Hello")
+    assert time.perf_counter() - started < 1
+    assert texts(talk.read()["player"]) == ["Hello"]
 
 
 def test_the_eleventh_turn_pushes_out_the_first() -> None:
@@ -359,6 +393,25 @@ def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() ->
         talk.read(npc="npc-nobody", minute=2)
     # a character who heard nothing here yet is known: an empty conversation, not a 404
     assert texts(talk.read(player="p2", minute=2)["player"]) == []
+
+
+def test_a_character_known_only_by_expired_lines_is_still_found_with_its_summary() -> None:
+    """Only a line known the character: once hidden, its scopes answer expired, not a 404."""
+    talk = Talk()
+    talk.player("Let me pass", npc="guard-7", minute=0)
+    talk.send(
+        key="loreweaver.memory.dialogue-summarised",
+        actor="guard-7",
+        target="p1",
+        payload={"scope": "player", "summary": "Wanted through the gate."},
+    )
+    assert talk.acks[-1]["reason"] is None
+    read = talk.read(npc="guard-7", minute=25 * 60)
+    assert (read["player"]["turns"], read["player"]["expired"]) == ([], True)
+    assert read["player"]["summary"] == "Wanted through the gate."
+    assert read["place"] is not None and read["place"]["expired"] is True
+    other = talk.read(npc="guard-7", player="p2", minute=13 * 60)  # the place scope heard it
+    assert (other["player"]["expired"], other["place"]["expired"]) == (False, True)
 
 
 def test_a_line_said_at_the_end_of_time_is_read_with_its_expiry_at_the_last_moment() -> None:

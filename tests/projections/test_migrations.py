@@ -11,7 +11,15 @@ import pytest
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
-from projections.key_prefixes import KEY_SPACES, NEWS_HEADS, OUTBOX, WAITED_ON, Role
+from projections.event_keys import DIALOGUE_TURN_KEYS
+from projections.key_prefixes import (
+    DIALOGUE_TURNS,
+    KEY_SPACES,
+    NEWS_HEADS,
+    OUTBOX,
+    WAITED_ON,
+    Role,
+)
 from projections.keys import pack, unpack
 from projections.migrations import (
     FORMAT_KEY,
@@ -53,14 +61,32 @@ def previous_release_state() -> MemoryState:
 
 
 def fresh_replay() -> MemoryState:
-    """The fixture's events folded by this release."""
+    """The fixture's events folded by this release, but for what the previous release left out
+    of a store for lack of a rule (a rebuild adds it): see `_unkept_by_the_previous_release`."""
     state = MemoryState()
     upgrade(state)
     projector = Projector(policies=lambda tenant, world: POLICY)
     lines = (PREVIOUS_RELEASE / "events.ndjson").read_bytes().splitlines()
     for offset, raw in enumerate(lines):
         projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
+    for key in _unkept_by_the_previous_release(state, lines):
+        state.delete(key)
     return state
+
+
+def _unkept_by_the_previous_release(state: MemoryState, lines: list[bytes]) -> list[bytes]:
+    """The place-scope turns of dialogue lines said without `location`: the previous release
+    kept them in no place scope; this one keeps them where the character was."""
+    unplaced = set()
+    for raw in lines:
+        event = orjson.loads(raw)
+        if event["key"] in DIALOGUE_TURN_KEYS and event.get("location") is None:
+            unplaced.add((event["world_instance_id"], event["timeline_id"], event["seq"]))
+    return [
+        key
+        for key, _ in state.scan(pack(DIALOGUE_TURNS))
+        if (fields := unpack(key))[5] == "place" and (fields[2], fields[3], fields[7]) in unplaced
+    ]
 
 
 def reads(state: MemoryState) -> list[bytes]:

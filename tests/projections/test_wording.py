@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from projections.wording import retell
@@ -15,7 +17,16 @@ from projections.wording import retell
         ("npc-a happened (note: (3))", "npc-a happened"),
         ("a (b (c (d))) e (f)", "a e"),
         ("(all of it is detail)", "(all of it is detail)"),
+        ("Ilse (the smith)'s hammer", "Ilse's hammer"),
+        ("a ) b (c (d) e", "a ) b (c e"),
     ],
 )
 def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str) -> None:
     assert retell(content) == retold
+
+
+def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_depth() -> None:
+    depth = 50_000
+    started = time.perf_counter()
+    assert retell("Oskar is wanted " + "(" * depth + "x" + ")" * depth) == "Oskar is wanted"
+    assert time.perf_counter() - started < 1
