@@ -22,11 +22,13 @@ from projections.memory_store import load_memory, memory_keys, store_memories
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
+from projections.scratch_state import ScratchState
 from projections.sequencing import Applied
 from projections.state import MemoryState, StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
 from schemas.changes import CHANGE_MODELS, Change, ChangeRecords
+from schemas.policy import Policy
 from schemas.records import OutboxRecord
 from tests import tavern_lies
 from tests.seed import SEED_READ
@@ -36,8 +38,17 @@ TAVERN = (ROOT / "examples" / "tavern.ndjson").read_bytes().splitlines()
 POLICY = resolve(None, {"memory": {"spreading": {"enabled": True}}})
 
 
-def feed(changes: bool = True) -> Projector:
-    return Projector(policies=lambda tenant, world: POLICY, changes=changes)
+def keeping(persistent: dict[str, list[str]]) -> Policy:
+    """`POLICY`, keeping these memories for the whole world, across timelines."""
+    return resolve(None, {"memory": {"spreading": {"enabled": True}, "persistent": persistent}})
+
+
+PERSISTENT = keeping({"characters": ["npc-mara", "npc-tomas"]})
+"""The tavern's characters keep all their memories for the whole world."""
+
+
+def feed(changes: bool = True, policy: Policy = POLICY) -> Projector:
+    return Projector(policies=lambda tenant, world: policy, changes=changes)
 
 
 def take(
@@ -192,6 +203,24 @@ def test_an_event_applied_again_over_its_own_state_gives_the_same_changes() -> N
     assert [c["change_id"] for c in decoded(again.records)] == [
         c["change_id"] for c in changes if c["seq"] == 4
     ]
+
+
+@pytest.mark.parametrize("policy", [POLICY, PERSISTENT], ids=["ordinary", "persistent"])
+def test_a_message_redelivered_after_a_crash_before_its_state_was_stored_repeats_its_changes(
+    policy: Policy,
+) -> None:
+    """The worker stores a batch's state only once its changes are on the feed
+    (`streams.app.Rumourmill.send_changes`): a crash in between loses the state, and the
+    message redelivered is applied again over the state without it."""
+    projector, state = feed(policy=policy), MemoryState()
+    sent: list[Change] = []
+    for offset, line in enumerate(TAVERN):
+        message = SourceMessage("events", 0, offset, world_key(line), line)
+        lost = projector.receive(ScratchState(state), message)  # its state is never stored
+        redelivered = projector.receive(state, message)
+        assert redelivered.changes == lost.changes
+        sent += decoded(redelivered.changes)
+    assert {change["kind"] for change in sent} >= {"belief-formed", "rumour-passed"}
 
 
 def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
