@@ -190,11 +190,17 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
     payload = event.payload
     kind, summary = payload.get("scope"), payload.get("summary")
     categories = payload.get("categories", [])
-    scope_id = event.target if kind == "player" else event.location if kind == "place" else None
+    scope_id = None
+    if event.actor is not None and kind == "player":
+        scope_id = event.target
+    elif event.actor is not None and kind == "place":  # where its lines were said: `turn_of`
+        scope_id = whereabouts.place_of(
+            tx, event.tenant_id, event.world_instance_id, ancestry, event.actor, event.location
+        )
     if event.actor is None or scope_id is None:
         return (
             "dialogue summary not recorded: it needs actor (the character) and payload.scope "
-            "'player' (with target) or 'place' (with location)"
+            "'player' (with target) or 'place' (with location, or the character's known place)"
         )
     if not isinstance(summary, str) or not summary.strip():
         return "dialogue summary not recorded: payload.summary must be non-empty text"

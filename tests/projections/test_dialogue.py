@@ -167,6 +167,16 @@ def test_a_line_without_location_reaches_the_place_the_character_is_known_to_be(
     assert talk.read(location=None)["place"]["location"] == "loc-dock"
 
 
+def test_a_place_summary_without_location_summarises_where_the_character_is() -> None:
+    """As its lines without location are said there; it was refused as malformed."""
+    talk = Talk()
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-inn")
+    talk.player("Where is your son?", location=None)
+    talk.summarise("Asked after her son", scope="place")
+    assert talk.acks[-1]["reason"] is None
+    assert talk.read(location=None)["place"]["summary"] == "Asked after her son"
+
+
 def test_a_private_line_skips_the_place_scope_only() -> None:
     talk = Talk()
     talk.player("A secret", private=True)
@@ -325,7 +335,7 @@ def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothi
             "x",
             {"scope": "guild"},
             "it needs actor (the character) and payload.scope 'player' (with target) or 'place' "
-            "(with location)",
+            "(with location, or the character's known place)",
         ),
         ("  ", {}, "payload.summary must be non-empty text"),
         ("x", {"categories": [1]}, "payload.categories must be a list of strings"),
