@@ -256,14 +256,17 @@ class Judge:
         tenant, world_id = questions[0].position[:2]
         deadline_ms = projector.policies(tenant, world_id).memory.model.deadline_ms
         ends = time.monotonic() + deadline_ms / 1000  # the rounds share the deadline
-        answers = None
+        # every round's records, by position: a round may ask of fewer positions than the one
+        # before (a message filling a gap applies the events it released too)
+        records: dict[Position, EventJudgements] = {}
         for _ in range(ROUNDS):
-            answers = await self.answers(
+            records |= await self.answers(
                 message.partition,
                 questions,
                 deadline_ms,
                 lambda position: tx.get(judgement_key(position)) is not None,
             )
+            answers = RecordedAnswers(records.values(), model_configured=configured)
             if not any(question.judgement in LEADING for question in questions):
                 break
             questions = projector.questions(tx, message, configured, answers)
@@ -278,8 +281,9 @@ class Judge:
         questions: list[Question],
         deadline_ms: int,
         applied: Callable[[Position], bool],
-    ) -> RecordedAnswers:
-        """The answers to `questions` (all of one message), stored on the topic."""
+    ) -> dict[Position, EventJudgements]:
+        """The records of the positions of `questions` (all of one message), each holding its
+        answers: read back from the topic, or asked and stored there."""
         positions = list(dict.fromkeys(question.position for question in questions))
         records = await self.log.read_back(partition, positions, applied)
         known = {
@@ -303,7 +307,7 @@ class Judge:
             ]
             await self.log.keep(partition, new)
             records.update((position_of(record), record) for record in new)
-        return RecordedAnswers(records.values(), model_configured=self.client is not None)
+        return records
 
     async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:
         """Every question asked at once; what has no answer by the deadline gets a reason."""

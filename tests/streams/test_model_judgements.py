@@ -467,6 +467,27 @@ def test_a_round_the_deadline_left_no_time_for_is_recorded_so_a_rebuild_asks_not
     assert rebuilt.digests == live.digests
 
 
+def test_a_message_filling_a_gap_applies_every_rounds_answers_as_recorded() -> None:
+    """Seq 5 before 4: the message of 4 applies both, and its rounds ask of fewer positions
+    than the first one did. Only the last round's positions were applied with their answers:
+    the rest were the rules', the ack said "no answer was recorded" though the topic held
+    them, and a replay from the records told another story than the live worker."""
+    chapters = {"short_term_tokens": 60, "chapter_tokens": 40, "long_term_tokens": 60}
+    chapters["condensed_tokens"] = 60
+    policy = model_policy(spreading={"enabled": True}, chronicle=chapters)
+    tokens = wordllama_tokens()
+    reordered = [TAVERN[index] for index in (0, 1, 2, 4, 3, 5)]
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        live = judged(policy, model.url, topic, lines=reordered, count=tokens)
+    assert [ack.refused_judgements for ack in live.refusals] == []
+    answers = RecordedAnswers(records(topic))
+    replayed = replay_lines(
+        reordered, Projector(lambda tenant, world: policy, answers=answers, count=tokens)
+    )
+    assert replayed.digests == live.digests
+
+
 @pytest.mark.parametrize("url", ["http://a..b/v1", "http://" + "a" * 70 + ".com/v1"])
 def test_a_model_url_whose_host_idna_refuses_is_a_refusal_not_an_exception(url: str) -> None:
     """Settings take such a host; a redirect can name one too. It must not stop the worker."""
