@@ -172,6 +172,24 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     return changelog.cluster_id
 
 
+async def check_judged(target: Settings, live: Settings) -> None:
+    """A target without a model URL would leave the answers recorded on the judgements topic
+    unread where the live worker had a model: the referee and the chronicle ask only with one
+    configured, so the rules would judge what the model judged live, and the digests differ.
+    `RebuildFailed` then says what to set (the model is not asked what was recorded)."""
+    if target.model_url:
+        return
+    topic = live.topics.judgements
+    offsets = await read_changelog(live.bootstrap, topic, range(live.partitions))
+    if any(end > offsets.earliest[partition] for partition, end in offsets.end.items()):
+        raise RebuildFailed(
+            f"the live worker judged with a model ({topic!r} holds its answers): set "
+            "RUMOURMILL_MODEL_URL and RUMOURMILL_MODEL_NAME as the live worker has them, so "
+            "the rebuild reads those answers back; it asks the model only what was never "
+            "recorded, and the model may be down"
+        )
+
+
 def changelog_topic(target: Settings) -> str:
     return f"{target.app_id}-state-changelog"
 
@@ -199,6 +217,7 @@ async def rebuild(
     """
     spans = await events_to_fold(live, world)
     cluster_id = await check_fresh(target, live)
+    await check_judged(target, live)
     on_total(sum(end - first for first, end in spans.values()))
     mill = create_app(target)
     topic = changelog_topic(target)

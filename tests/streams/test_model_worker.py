@@ -113,6 +113,25 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
                 samples = samples_of(reply.read().decode())
             answered = ("rumourmill_model_calls_total", (("outcome", "answered"),))
             assert samples[answered] == 6
+            # without the model's URL a rebuild would leave those answers unread: refused
+            unconfigured = {
+                name: value
+                for name, value in settings_env(settings).items()
+                if name != "RUMOURMILL_MODEL_URL"
+            }
+            refused = subprocess.run(
+                [sys.executable, "-m", "streams", "rebuild", "--into", f"{settings.app_id}-r"],
+                env=unconfigured,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
+            assert refused.returncode == 1
+            assert f"the live worker judged with a model ('{settings.topics.judgements}'" in (
+                refused.stderr
+            )
             # `rumourmill rebuild` reads the answers back: the model is not asked again
             rebuilt = subprocess.run(
                 [sys.executable, "-m", "streams", "rebuild", "--into", f"{settings.app_id}-r"],
