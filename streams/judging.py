@@ -15,7 +15,8 @@ back, or a rebuild, takes a deleted world's answers for none of its positions.
 
 A model that ran out of time on every question of a message is left to rest
 (`streams.model_client.REST_SECONDS`): until then the rules answer at once, so a hanging model
-slows a partition once, not at every event.
+slows a partition once, not at every event. Cut by a world's deadline, it rests for the worlds
+whose deadline is no longer (`Judge._rest`); by the client's own timeout, for all.
 """
 
 from __future__ import annotations
@@ -243,6 +244,10 @@ class Judge:
 
     client: ModelClient | None
     log: JudgementLog
+    resting_until: float = 0.0
+    """Until when (`time.monotonic`) a world that waits no longer than `resting_within_ms` does
+    not ask the model: it gave no answer within that lately."""
+    resting_within_ms: int = 0
 
     async def message(
         self, projector: Projector, tx: StateTransaction, message: SourceMessage
@@ -316,6 +321,12 @@ class Judge:
         if deadline_ms < 1:  # earlier rounds took the time: recorded, so a rebuild agrees
             spent = f"{DEADLINE}: earlier rounds of the event's questions took all its time"
             return [answered(question, spent) for question in questions]
+        if time.monotonic() < self.resting_until and deadline_ms <= self.resting_within_ms:
+            resting = (
+                f"not asked: the model gave no answer within {self.resting_within_ms} ms lately "
+                f"and rests {REST_SECONDS:g} s"
+            )
+            return [answered(question, resting) for question in questions]
         client = self.client
         calls = [
             asyncio.ensure_future(
@@ -331,11 +342,28 @@ class Judge:
         late = f"{DEADLINE}: no answer within {deadline_ms} ms"
         outcomes = [call.result() if call in done else late for call in calls]
         if all(_slow(outcome) for outcome in outcomes):
-            client.rest(REST_SECONDS, "ran out of time lately", str(outcomes[0]))
+            if late in outcomes:  # cut by this world's deadline: rests for worlds as impatient
+                self._rest(deadline_ms, late)
+            else:  # by the client's own timeout, which bounds every call: rests for all
+                client.rest(REST_SECONDS, "ran out of time lately", str(outcomes[0]))
         return [
             answered(question, outcome)
             for question, outcome in zip(questions, outcomes, strict=True)
         ]
+
+    def _rest(self, deadline_ms: int, reason: str) -> None:
+        """Leave the model alone for `REST_SECONDS` in the worlds whose deadline is no longer
+        than `deadline_ms`: one world's short deadline does not rest it for the others."""
+        now = time.monotonic()
+        within = max(deadline_ms, self.resting_within_ms if now < self.resting_until else 0)
+        self.resting_until, self.resting_within_ms = now + REST_SECONDS, within
+        log.warning(
+            "the model answered nothing in time (%s); worlds whose deadline is %d ms or less do "
+            "not ask it for %g s, the rules answer meanwhile",
+            reason,
+            within,
+            REST_SECONDS,
+        )
 
 
 def _slow(outcome: Answer | str) -> bool:

@@ -245,6 +245,36 @@ def test_a_hanging_model_never_holds_a_message_past_the_deadline() -> None:
     assert model.calls == 1  # resting after the first miss: the model is not asked again
 
 
+def test_one_worlds_short_deadline_does_not_rest_the_model_for_the_others() -> None:
+    """Save-1 gives the model 1 ms, which it never makes; save-2 gives it 2 s. The model rested
+    for every world after save-1's first miss, so save-2 was judged by the rules throughout."""
+    impatient, patient = model_policy(deadline_ms=1), model_policy(deadline_ms=2000)
+    both = [
+        line
+        for tavern_line in TAVERN
+        for line in (tavern_line, tavern_line.replace(b'"save-1"', b'"save-2"'))
+    ]
+
+    async def run() -> Replay:
+        client = ModelClient(model.url, "scripted", timeout_seconds=5)
+        topic = MemoryTopic()
+        try:
+            return await replay_judged(
+                both,
+                Projector(lambda tenant, world: impatient if world == "save-1" else patient),
+                Judge(client, JudgementLog(topic.read, topic.send)),
+            )
+        finally:
+            await client.close()
+
+    with scripted_model(delay=0.05) as model:
+        replay = asyncio.run(run())
+    refused = {ack.world_instance_id for ack in replay.refusals}
+    assert refused == {"save-1"}
+    mara = runtime_read(replay.state, "default", "save-2", "main", "npc-mara")
+    assert {belief.feeling for belief in mara.beliefs} == {MODEL_FEELING}
+
+
 def test_a_judgement_cancelled_while_the_model_is_asked_leaves_no_call_running() -> None:
     """As when the worker stops or a rebalance takes the partition during a model wait."""
     left: set[asyncio.Task[Any]] = set()
