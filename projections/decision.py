@@ -158,7 +158,8 @@ def decision_prompt(
     name = display_name(npc_id, declarations)
     player = display_name(player_id, declarations)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
-    lines += [f"- {memory.content}" for memory in knowledge] or ["- nothing"]
+    # one line each, however a memory's words run (a retelling may hold line breaks)
+    lines += [f"- {' '.join(memory.content.split())}" for memory in knowledge] or ["- nothing"]
     lines.append(f"{name} knows nothing beyond this.")
     if turns:
         lines.append(f"What was just said between {name} and {player}, word for word:")

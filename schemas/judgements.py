@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 from schemas.events import Contract, Identifier, Seq
 from schemas.memory import Feeling, Share, Verdict
@@ -34,11 +35,21 @@ class FeelingAnswer(Contract):
     arousal: Share
 
 
+def _said(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank", "holds only white space")
+    return text
+
+
+SAID = AfterValidator(_said)
+"""Words a model gives: a blank answer is none."""
+
+
 class RetellingAnswer(Contract):
     """A rumour as its listener took it in: the words (a detail may shift, blur or grow), and
     how the listener feels about it."""
 
-    content: Annotated[str, StringConstraints(min_length=1, max_length=RETOLD_CHARACTERS)]
+    content: Annotated[str, StringConstraints(max_length=RETOLD_CHARACTERS), SAID]
     feeling: Feeling
     arousal: Share
 
@@ -52,7 +63,7 @@ class VerdictAnswer(Contract):
 class SummaryAnswer(Contract):
     """A chapter of a character's chronicle (or the condensed chapter) in a few words."""
 
-    summary: Annotated[str, StringConstraints(min_length=1, max_length=SUMMARY_CHARACTERS)]
+    summary: Annotated[str, StringConstraints(max_length=SUMMARY_CHARACTERS), SAID]
 
 
 Phrase = Annotated[str, StringConstraints(max_length=200)]

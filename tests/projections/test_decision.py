@@ -145,6 +145,21 @@ def test_the_prompt_holds_the_knowledge_labelled_and_nothing_of_the_world_record
     assert "status" not in context["prompt"]  # the record says the sailor's status: defeated
 
 
+def test_a_memory_whose_words_break_across_lines_is_one_line_of_the_prompt() -> None:
+    """A line break in a memory (a player's words, a model's retelling) began a line of the
+    prompt that was no item of the knowledge."""
+    broken = ASKED.replace(b"Who started the fight?", b"Who started\\n  the fight?")
+    state = replay_lines([*TAVERN.splitlines(), broken]).state
+    context = decide(6, state=state)
+    said = [m["content"] for m in context["knowledge"] if "started" in m["content"]]
+    assert said == ["Who started\n  the fight?"]
+    lines = context["prompt"].splitlines()
+    assert "- Who started the fight?" in lines
+    assert lines[1 : 1 + len(context["knowledge"])] == [
+        f"- {' '.join(m['content'].split())}" for m in context["knowledge"]
+    ]
+
+
 def test_the_player_scopes_recent_turns_come_word_for_word_oldest_first() -> None:
     context = talk(3)
     assert context["recent_turns"] == [

@@ -21,7 +21,7 @@ from projections.memory_store import load_memory, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
-from schemas.judgements import EventJudgements, FeelingAnswer
+from schemas.judgements import EventJudgements, FeelingAnswer, RetellingAnswer, SummaryAnswer
 from schemas.policy import Policy
 from streams import judging
 from streams.judging import Judge, JudgementLog, MemoryTopic
@@ -372,6 +372,10 @@ def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
     assert isinstance(out_of_range, str) and out_of_range.startswith("malformed answer: feeling")
     extra = answer_in(completion('{"feeling": 0, "arousal": 0, "mood": "x"}'), FeelingAnswer)
     assert isinstance(extra, str) and "mood" in extra
+    blank = completion('{"content": " \\n ", "feeling": 0, "arousal": 0}')
+    assert answer_in(blank, RetellingAnswer) == "malformed answer: content: holds only white space"
+    blank_summary = answer_in(completion('{"summary": "\\n\\n   "}'), SummaryAnswer)
+    assert blank_summary == "malformed answer: summary: holds only white space"
     assert answer_in(completion(None, refusal="no"), FeelingAnswer) == "refused: no"
     nested = b"[" * 1000 + b"]" * 1000  # a refusal that is not text, too deep even to print
     too_deep = answer_in(completion(None, refusal=orjson.Fragment(nested)), FeelingAnswer)
