@@ -4,9 +4,11 @@ A character's reply to the event at `after_seq` may name only what its decision 
 character, the player, the place, every entity its knowledge is about or came from (by declared
 name and by id), and the words of its knowledge and of the recent turns. The rules look for
 names: runs of capitalised words. A run at the start of a sentence loses its first word (a
-sentence starts capitalised whatever it is: "Ask Bertram" names Bertram, "Ask" names nobody), as
-does the pronoun "I". A name is known when each of its words is among the given words, case
-aside ("the Crooked Lantern" is given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
+sentence starts capitalised whatever it is: "Ask Bertram" names Bertram, "Ask" names nobody).
+The pronoun "I" ("I'm", "I'll") and a title ("Dr", "Mrs", whose full stop ends no sentence) are
+no part of a name, and a possessive ending is none of its words ("Mara's" names Mara). A name
+is known when each of its words is among the given words, case aside ("the Crooked Lantern" is
+given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
 
 The answer's action is the policy's (`memory.invention`) when anything is invented, else
 `allow`. Unnamed new relations ("her brother") take a model; the rules do not look for them.
@@ -37,6 +39,12 @@ _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
 _PRONOUN = re.compile(r"I(?:['\u2019].*)?")
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+TITLES = frozenset(
+    {"Dr", "Mr", "Mrs", "Ms", "Mx", "Mme", "Mlle", "St", "Sr", "Jr", "Prof", "Capt", "Col", "Gen"}
+    | {"Lt", "Sgt", "Rev", "Fr", "Mt", "Hon"}
+)
+"""Titles before a name, often abbreviated with a full stop that ends no sentence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +63,13 @@ def names_in(text: str) -> list[str]:
 
     def close() -> None:
         kept = run[1:] if run and run[0].opens_sentence else run
-        if kept and not (len(kept) == 1 and _PRONOUN.fullmatch(kept[0].text)):
+        if kept:
             name = text[kept[0].start : kept[-1].end]
             if name not in names:
                 names.append(name)
 
     for word in _words(text):
-        capitalised = word.text[0].isupper()
+        capitalised = word.text[0].isupper() and not _no_name(word.text)
         if (
             capitalised
             and run
@@ -163,22 +171,34 @@ def relations_question(text: str, context: DecisionRead) -> str:
 def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRead:
     """The check with the relations a model found: each once, only what the reply says."""
     inventions = list(check.found.inventions)
-    said = check.reply.casefold()
+    said = " ".join(check.reply.split()).casefold()  # "her\nbrother" says "her brother"
     for relation in relations:
         phrase = " ".join(relation.split())
         known = {invention.name.casefold() for invention in inventions}
-        if phrase and phrase.casefold() in said and phrase.casefold() not in known:
+        whole = re.compile(rf"(?<!\w){re.escape(phrase.casefold())}(?!\w)")  # not in "another"
+        if phrase and whole.search(said) and phrase.casefold() not in known:
             inventions.append(Invention(name=phrase, kind="relation"))
     return InventionRead(inventions=inventions, action=check.action if inventions else "allow")
 
 
+def _no_name(word: str) -> bool:
+    """Whether a capitalised word is no part of a name: the pronoun I, or a title."""
+    return _PRONOUN.fullmatch(word) is not None or word in TITLES
+
+
 def _words(text: str) -> list[_Word]:
-    """The words of `text`, each marked when it opens a sentence."""
+    """The words of `text` (a possessive ending cut off), each marked when it opens a
+    sentence."""
     words: list[_Word] = []
     boundary = 0
     for match in _WORD.finditer(text):
         between = text[boundary : match.start()]
+        if words and words[-1].text in TITLES and between.startswith("."):
+            between = between[1:]  # "Dr. Bertram": the title's full stop
         opens = not words or _SENTENCE_END.search(between) is not None
-        words.append(_Word(match.group(), match.start(), match.end(), opens))
+        word = match.group()
+        if not _PRONOUN.fullmatch(word):
+            word = _POSSESSIVE.sub("", word)
+        words.append(_Word(word, match.start(), match.start() + len(word), opens))
         boundary = match.end()
     return words

@@ -445,6 +445,9 @@ def reply_text(body: bytes | None) -> str:
     text = posted.get("text") if isinstance(posted, dict) else None
     if not isinstance(text, str):
         raise HTTPProblem(400, "'text' must be a string")
+    if len(posted) > 1:
+        unknown = ", ".join(sorted(repr(key) for key in posted if key != "text"))
+        raise HTTPProblem(400, f'the body is {{"text": REPLY}} and nothing else, not {unknown}')
     return text
 
 

@@ -19,6 +19,10 @@ from projections.invention import inventions, names_in
         ("Yes, Mara and I saw him; Mara too.", ["Mara"]),  # each once, the pronoun left out
         ("I\u2019ll ask Jean-Luc of Vell.", ["Jean-Luc", "Vell"]),
         ("nobody here", []),
+        ("Go ask Mara\u2019s cousin, or the Crooked Lantern's cook.", ["Mara", "Crooked Lantern"]),
+        ("Tell Ilse I said so. Tell Ilse I'm sorry.", ["Ilse"]),  # I is no part of a name
+        ("Ask Dr. Bertram, or Mrs Vell.", ["Bertram", "Vell"]),  # a title's stop ends nothing
+        ("Jonas' boat sank.", []),  # the sentence's first word, possessive or not
     ],
 )
 def test_names_are_runs_of_capitalised_words_not_opening_a_sentence(

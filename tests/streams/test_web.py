@@ -519,6 +519,14 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
     assert "The reply: Ask her brother" in asked["messages"][1]["content"]
     model_server.relations = ["her uncle"]  # not what the reply says: never an invention
     assert check("Ask her brother.", model=model()) == (200, {"inventions": [], "action": "allow"})
+    model_server.relations = ["her brother"]  # said across a line break: said all the same
+    broken = {"inventions": [{"name": "her brother", "kind": "relation"}], "action": "flag"}
+    assert check("Ask her\n  brother.", model=model()) == (200, broken)
+    # inside other words ("another brother") it is not said
+    assert check("Ask another brother.", model=model()) == (
+        200,
+        {"inventions": [], "action": "allow"},
+    )
     model_server.behaviour = "error"  # without the model's answer, the rules' check stands
     assert check(reply, model=model()) == (200, {"inventions": names, "action": "flag"})
 
@@ -529,6 +537,7 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
         (REPLY_CHECK, b'{"text": "   "}', "'text' must not be empty"),
         (REPLY_CHECK, orjson.dumps({"text": "a" * 10_001}), "at most 10000 characters"),
         (REPLY_CHECK, b'{"reply": "Hello"}', "'text' must be a string"),
+        (REPLY_CHECK, b'{"text": "Hi", "npc": 1}', "nothing else, not 'npc'"),
         (REPLY_CHECK, b"Hello", "the body must be JSON"),
         (REPLY_CHECK.replace("after_seq=7", "after_seq=99"), b'{"text": "Hi"}', "beyond"),
         (REPLY_CHECK.replace("&after_seq=7", ""), b'{"text": "Hi"}', "'after_seq' is required"),
