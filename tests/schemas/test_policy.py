@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from projections.catalogue import classify
 from schemas.policy import Policy, merge_policy
 
 BUILT_IN = Policy()
@@ -68,6 +69,16 @@ def test_a_list_replaces_the_list_below_it() -> None:
     policy = merge_policy(BUILT_IN, {"memory": {"entity_patterns": {"character": ["guard-*"]}}})
     assert policy.memory.entity_patterns["character"] == ["guard-*"]
     assert policy.memory.entity_patterns["place"] == ["loc-*"]
+
+
+def test_entity_patterns_are_tried_in_the_documents_order() -> None:
+    """ "The first kind that matches wins": the document's order was lost under the defaults',
+    so a place named `*-inn` matched `*` as a character first."""
+    overlay = {"memory": {"entity_patterns": {"place": ["*-inn"], "character": ["*"]}}}
+    policy = merge_policy(Policy(), overlay)
+    assert list(policy.memory.entity_patterns) == ["place", "character", "item"]
+    assert classify("rusty-inn", [], {}, policy) == "place"
+    assert classify("guard-1", [], {}, policy) == "character"
 
 
 def test_merging_leaves_the_base_as_it_was() -> None:
