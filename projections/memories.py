@@ -35,6 +35,7 @@ from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, retell, spoken_words
+from projections.world import canonical_json
 from schemas import Event, Fact
 from schemas.events import MAX_ID_LENGTH, story_minutes
 from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller, Verdict
@@ -94,13 +95,18 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
     """The origin of news told with no known memory behind it: the claim itself.
 
     The same facts about the same entities are the same news, whoever tells it, wherever, in
-    whatever words. News that claims no fact is told apart by its words as well (whitespace and
-    case aside), so two different stories about the same people stay two.
+    whatever words (values compared as the world record compares them: `100` is `100.0`). News
+    that claims no fact is told apart by its words as well (whitespace and case aside), so two
+    different stories about the same people stay two.
     """
     claim = {
         "facts": sorted(
             {
-                (fact.subject, fact.attribute, orjson.dumps(fact.value, option=_SORTED).decode())
+                (
+                    fact.subject,
+                    fact.attribute,
+                    orjson.dumps(canonical_json(fact.value), option=_SORTED).decode(),
+                )
                 for fact in facts
             }
         ),

@@ -58,6 +58,18 @@ def made_by(
     return (segment.timeline_id, seq) if same_json(orjson.loads(raw), fact.value) else None
 
 
+def canonical_json(value: object) -> object:
+    """`value` as `same_json` tells values apart: a whole number written as a float is its int
+    (`1.0` is `1`), at every depth; what no 64-bit int holds stays as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, list):
+        return [canonical_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: canonical_json(item) for key, item in value.items()}
+    return value
+
+
 def same_json(one: object, other: object) -> bool:
     """Equal as JSON values: `true` is not `1`, `1` is `1.0`, and key order does not matter."""
     if isinstance(one, bool) or isinstance(other, bool):

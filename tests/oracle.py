@@ -142,11 +142,26 @@ def claimed_facts(event: Event) -> list[Fact]:
     return facts
 
 
+def whole_as_int(value: Any) -> Any:
+    """A JSON value with each whole float as an int: 100.0 claims what 100 claims."""
+    if isinstance(value, float) and value == int(value) and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, list):
+        return [whole_as_int(item) for item in value]
+    if isinstance(value, dict):
+        return {key: whole_as_int(item) for key, item in value.items()}
+    return value
+
+
 def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
     """The news a `told` starts when no memory of the teller stands behind it: the claim
     itself (its facts and whom it is about; its words too when it claims no fact)."""
     canonical = {
-        (f.subject, f.attribute, json.dumps(f.value, sort_keys=True, separators=(",", ":")))
+        (
+            f.subject,
+            f.attribute,
+            json.dumps(whole_as_int(f.value), sort_keys=True, separators=(",", ":")),
+        )
         for f in facts
     }
     said = spoken(event) or ""
@@ -794,7 +809,7 @@ class Oracle:
             return self._reached(world, line.parent, seq)
         return line.top >= seq
 
-    def _reached_seq(self, world: OWorld, timeline: str) -> int:
+    def reached_seq(self, world: OWorld, timeline: str) -> int:
         """How far `timeline` has come: its processed position, or, while its branch point is
         not made yet, as far as its parent has come towards it."""
         line = world.timelines[timeline]
@@ -806,7 +821,7 @@ class Oracle:
         )
         if waiting:
             assert line.parent is not None
-            return min(line.after, self._reached_seq(world, line.parent))
+            return min(line.after, self.reached_seq(world, line.parent))
         return line.processed
 
     def _can_apply(self, world: OWorld, line: OTimeline, seq: int, branch: Any) -> bool:
@@ -1455,7 +1470,7 @@ class Oracle:
             "timeline_id": timeline,
             "npc_id": npc,
             "acknowledged_seq": line.acknowledged,
-            "processed_seq": self._reached_seq(world, timeline),
+            "processed_seq": self.reached_seq(world, timeline),
             "location": location,
             "beliefs": [m.read(diverging(m)) for m in beliefs[:MAX_BELIEFS]],
             "relations": relations[:MAX_RELATIONS],

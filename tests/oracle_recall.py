@@ -240,8 +240,9 @@ def view(
     if world is None or timeline not in world.timelines:
         raise OracleNotFound(timeline)
     line = world.timelines[timeline]
-    if upto is not None and upto > line.processed:
-        raise OracleBadRead(f"as_of {upto} beyond {line.processed}")
+    reached = oracle.reached_seq(world, timeline)
+    if upto is not None and upto > reached:
+        raise OracleBadRead(f"as_of {upto} beyond {reached}")
     segments = oracle.ancestry(world, timeline, line.processed if upto is None else upto)
     folded = oracle._fold(world, segments)
     limit = line.processed if upto is None else upto

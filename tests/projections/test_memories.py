@@ -500,6 +500,24 @@ def test_news_told_twice_in_other_words_is_taken_in_once() -> None:
     assert (len(first), again) == (1, [])
 
 
+def test_a_claimed_number_is_the_same_news_written_whole_or_as_a_float() -> None:
+    """The world record takes 100 and 100.0 for the same value; the news took them for two."""
+    world = World()
+    told = [
+        world.happen(
+            "loreweaver.conversation.told",
+            actor=teller,
+            target="npc-ada",
+            payload={
+                "content": f"{teller} says the mayor owes gold.",
+                "facts": [{"subject": "npc-mayor", "attribute": "debt", "value": debt}],
+            },
+        )
+        for teller, debt in (("npc-bram", 100), ("npc-oskar", 100.0), ("npc-ilse", [1e2]))
+    ]
+    assert [len(memories) for memories in told] == [1, 0, 1]  # a list of it is other news
+
+
 def test_news_without_facts_is_the_same_news_in_the_same_words() -> None:
     world = World()
 
