@@ -17,11 +17,15 @@ FONT = "DejaVu Sans"
 
 
 class DrawingUnavailable(Exception):
-    """Graphviz's `dot` is not installed where the picture is drawn."""
+    """Graphviz's `dot` is not installed where the picture is drawn, or failed to draw it."""
 
 
 def rumour_svg(rumour: RumourMap) -> bytes:
-    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz."""
+    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz or when it fails.
+
+    Nodes are named by index (n0, n1, ...): an id is any text, which DOT would read as a port
+    (`npc:ada`), an HTML-like id (`<...>`) or a broken string (a final backslash). Ids and
+    names are drawn only in labels."""
     graph = graphviz.Digraph(
         "rumour",
         graph_attr={
@@ -37,16 +41,24 @@ def rumour_svg(rumour: RumourMap) -> bytes:
         node_attr={"fontname": FONT, "shape": "box", "style": "rounded,filled"},
         edge_attr={"fontname": FONT, "fontsize": "10"},
     )
+    nodes = {holder.entity_id: f"n{index}" for index, holder in enumerate(rumour.holders)}
     for holder in rumour.holders:
-        graph.node(holder.entity_id, **_node(holder))
+        graph.node(nodes[holder.entity_id], **_node(holder))
     for number, telling in enumerate(rumour.tellings, start=1):
-        graph.edge(telling.teller, telling.listener, label=_edge_label(number, telling))
+        graph.edge(
+            nodes[telling.teller], nodes[telling.listener], label=_edge_label(number, telling)
+        )
     try:
         svg: bytes = graph.pipe(format="svg")
     except graphviz.ExecutableNotFound:
         raise DrawingUnavailable(
             "Graphviz's `dot` is not installed here (Debian: apt-get install graphviz)"
         ) from None
+    except graphviz.CalledProcessError as failed:
+        reason = (
+            " ".join(failed.stderr.decode(errors="replace").split()) or f"exit {failed.returncode}"
+        )
+        raise DrawingUnavailable(f"Graphviz's `dot` failed to draw the picture: {reason}") from None
     return svg
 
 

@@ -8,6 +8,7 @@ import asyncio
 import shutil
 import subprocess
 import zlib
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, cast
 from xml.etree import ElementTree
@@ -208,3 +209,45 @@ def test_names_are_drawn_as_they_were_declared() -> None:
     shown = texts(rumour_svg(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
     assert set(declared) <= set(shown)
     assert '“said "so"”' in shown
+
+
+def drawn(svg: bytes) -> tuple[list[str], list[tuple[str, str]]]:
+    """The ids on the picture's nodes (each node's second line), and its arrows as (teller id,
+    listener id)."""
+    root = ElementTree.fromstring(svg)
+    ids: dict[str, str] = {}
+    arrows: list[str] = []
+    for group in root.iter(f"{SVG_NAMESPACE}g"):
+        title = group.findtext(f"{SVG_NAMESPACE}title") or ""
+        lines = [element.text or "" for element in group.iter(f"{SVG_NAMESPACE}text")]
+        if group.get("class") == "node":
+            ids[title] = lines[1]
+        elif group.get("class") == "edge":
+            arrows.append(title)
+    return list(ids.values()), [
+        (ids[teller], ids[listener]) for teller, listener in (a.split("->") for a in arrows)
+    ]
+
+
+def test_any_id_is_a_node_of_its_own_with_its_own_arrows() -> None:
+    odd = ["npc:ada", "<npc-bo>", "npc-bo", "npc-cy\\", "node", "a->b"]
+    holders = [Holder(entity, entity.upper(), 1, 0.5, False) for entity in odd]
+    tellings = [
+        Telling(teller, listener, 1, 0.5, n, None)
+        for n, (teller, listener) in enumerate(pairwise(odd), start=1)
+    ]
+    nodes, arrows = drawn(rumour_svg(RumourMap("w", "main", "b", "so", holders, tellings)))
+    assert sorted(nodes) == sorted(odd)
+    assert arrows == [(telling.teller, telling.listener) for telling in tellings]
+
+
+def test_a_graphviz_that_fails_is_a_503_that_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "dot"
+    broken.write_text("#!/bin/sh\necho 'dot: out of memory' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
+    assert status == 503
+    assert body == {"detail": "Graphviz's `dot` failed to draw the picture: dot: out of memory"}
