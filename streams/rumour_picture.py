@@ -8,6 +8,8 @@ story time, hop and confidence. Graphviz lays it out left to right, so news flow
 
 from __future__ import annotations
 
+import re
+
 import graphviz
 
 from projections.rumour_map import Holder, RumourMap, Telling
@@ -18,6 +20,10 @@ FONT = "DejaVu Sans"
 
 class DrawingUnavailable(Exception):
     """Graphviz's `dot` is not installed where the picture is drawn, or failed to draw it."""
+
+
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 forbids: Graphviz would write them into the SVG as they are."""
 
 
 def rumour_svg(rumour: RumourMap) -> bytes:
@@ -91,5 +97,9 @@ def _shade(confidence: float) -> str:
 
 
 def _lines(*lines: str) -> str:
-    """A multi-line Graphviz label, each line taken literally."""
-    return "\\n".join(graphviz.escape(line) for line in lines)
+    """A multi-line Graphviz label, each line taken literally: backslashes and `<...>` escaped
+    (`graphviz.escape`), `&` too (Graphviz decodes entities in labels), and characters XML
+    forbids dropped (they would make the SVG no XML)."""
+    return "\\n".join(
+        graphviz.escape(NOT_XML.sub("", line).replace("&", "&amp;")) for line in lines
+    )

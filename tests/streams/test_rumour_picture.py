@@ -241,6 +241,17 @@ def test_any_id_is_a_node_of_its_own_with_its_own_arrows() -> None:
     assert arrows == [(telling.teller, telling.listener) for telling in tellings]
 
 
+def test_labels_are_drawn_literally_and_the_picture_is_well_formed() -> None:
+    declared = {"npc-a": "Ada\x07\x1b[31m", "npc-b": "&#xD800;", "npc-c": "R&amp;D"}
+    holders = [Holder(entity, name, 1, 0.5, False) for entity, name in declared.items()]
+    tellings = [Telling("npc-a", "npc-b", 1, 0.5, 1, "&lt;dawn&gt;")]
+    svg = rumour_svg(RumourMap("w", "main", "b", "Tom & Jerry &bogus;", holders, tellings))
+    shown = texts(svg)  # parses: well-formed XML
+    assert {"Ada[31m", "&#xD800;", "R&amp;D", "“Tom & Jerry &bogus;”", "1. &lt;dawn&gt;"} <= {
+        *shown
+    }
+
+
 def test_a_graphviz_that_fails_is_a_503_that_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
