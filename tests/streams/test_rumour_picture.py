@@ -20,13 +20,16 @@ from click.testing import CliRunner, Result
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
+from projections.timelines import load
+from schemas.records import TimelineRecord
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
 from streams.web import register_views
-from tests.projections.test_rumour_map import STATE, WORLD, farthest_travelled
+from tests.projections.test_rumour_map import MEMORIES_HELD, STATE, WORLD, farthest_travelled
 from tests.streams.test_web import MemoryReads, serve
 
 SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
+MAIN = "timeline 'main'"
 
 
 def picture_path(belief_id: str, query: str = "") -> str:
@@ -146,6 +149,30 @@ def test_an_unknown_belief_or_timeline_is_a_404_and_a_bad_id_a_400() -> None:
     assert [status for status, _ in answers] == [404, 404, 400]
     assert answers[0][1] == {"detail": f"no memory {'0' * 32!r} in world {WORLD!r}"}
     assert "never received events" in answers[1][1]["detail"]
+
+
+def test_the_picture_is_drawn_as_of_a_position_as_every_read_is() -> None:
+    farthest = farthest_travelled()
+    named = min(  # the rumour's first memory: the news went on after it
+        (m for m in MEMORIES_HELD if m.origin == farthest.origin and m.timeline_id == "main"),
+        key=lambda m: m.seq,
+    )
+    reached = cast(TimelineRecord, load(STATE, "default", WORLD, "main")).processed_seq
+    then = rumour_map(STATE, "default", WORLD, named.belief_id, as_of_seq=named.seq)
+    assert then.tellings != rumour_map(STATE, "default", WORLD, named.belief_id).tellings
+    answers = ask(
+        *(
+            picture_path(named.belief_id, f"?as_of_seq={asked}")
+            for asked in (named.seq, named.seq - 1, "abc", 999, f"2&as_of_seq={named.seq}")
+        )
+    )
+    assert answers[0] == (200, rumour_svg(then).decode())
+    assert answers[1:] == [
+        (404, {"detail": f"{MAIN} does not see memory {named.belief_id!r}"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be a positive integer"}),
+        (400, {"detail": f"as_of_seq 999 is beyond the processed_seq {reached} of {MAIN}"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be given once"}),
+    ]
 
 
 def test_without_graphviz_the_picture_is_a_503_that_says_so(
