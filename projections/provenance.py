@@ -42,9 +42,11 @@ def provenance(
     timeline_id: str,
     npc_id: str,
     belief_id: str,
+    as_of_seq: int | None = None,
 ) -> ProvenanceRead:
-    """Where one of a character's memories came from: the original event and every teller."""
-    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
+    """Where one of a character's memories came from: the original event and every teller
+    (as of a position, as every read may be: `timeline_view`)."""
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     memory = load_memory(tx, keys, npc_id, belief_id)
     if memory is None or not visible(memory, ancestry):
         raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")

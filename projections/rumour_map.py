@@ -69,14 +69,16 @@ def rumour_map(
     world_id: str,
     belief_id: str,
     timeline_id: str | None = None,
+    as_of_seq: int | None = None,
 ) -> RumourMap:
     """The map of the rumour `belief_id` belongs to, on `timeline_id` (default: the timeline
-    the memory was formed on). NotFound for a belief id no one holds there."""
+    the memory was formed on), as of a position if given (`timeline_view`). NotFound for a
+    belief id no one holds there."""
     named = _memory_named(tx, tenant_id, world_id, belief_id)
     if named is None:
         raise NotFound(f"no memory {belief_id!r} in world {world_id!r}")
     timeline_id = timeline_id or named.timeline_id
-    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id)
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     if not visible(named, ancestry):
         raise NotFound(f"timeline {timeline_id!r} does not see memory {belief_id!r}")
     memories = _memories_of_origin(tx, keys, ancestry, named.origin)

@@ -8,6 +8,8 @@ story time, hop and confidence. Graphviz lays it out left to right, so news flow
 
 from __future__ import annotations
 
+import re
+
 import graphviz
 
 from projections.rumour_map import Holder, RumourMap, Telling
@@ -17,11 +19,19 @@ FONT = "DejaVu Sans"
 
 
 class DrawingUnavailable(Exception):
-    """Graphviz's `dot` is not installed where the picture is drawn."""
+    """Graphviz's `dot` is not installed where the picture is drawn, or failed to draw it."""
+
+
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 forbids: Graphviz would write them into the SVG as they are."""
 
 
 def rumour_svg(rumour: RumourMap) -> bytes:
-    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz."""
+    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz or when it fails.
+
+    Nodes are named by index (n0, n1, ...): an id is any text, which DOT would read as a port
+    (`npc:ada`), an HTML-like id (`<...>`) or a broken string (a final backslash). Ids and
+    names are drawn only in labels."""
     graph = graphviz.Digraph(
         "rumour",
         graph_attr={
@@ -37,16 +47,24 @@ def rumour_svg(rumour: RumourMap) -> bytes:
         node_attr={"fontname": FONT, "shape": "box", "style": "rounded,filled"},
         edge_attr={"fontname": FONT, "fontsize": "10"},
     )
+    nodes = {holder.entity_id: f"n{index}" for index, holder in enumerate(rumour.holders)}
     for holder in rumour.holders:
-        graph.node(holder.entity_id, **_node(holder))
+        graph.node(nodes[holder.entity_id], **_node(holder))
     for number, telling in enumerate(rumour.tellings, start=1):
-        graph.edge(telling.teller, telling.listener, label=_edge_label(number, telling))
+        graph.edge(
+            nodes[telling.teller], nodes[telling.listener], label=_edge_label(number, telling)
+        )
     try:
         svg: bytes = graph.pipe(format="svg")
     except graphviz.ExecutableNotFound:
         raise DrawingUnavailable(
             "Graphviz's `dot` is not installed here (Debian: apt-get install graphviz)"
         ) from None
+    except graphviz.CalledProcessError as failed:
+        reason = (
+            " ".join(failed.stderr.decode(errors="replace").split()) or f"exit {failed.returncode}"
+        )
+        raise DrawingUnavailable(f"Graphviz's `dot` failed to draw the picture: {reason}") from None
     return svg
 
 
@@ -79,5 +97,9 @@ def _shade(confidence: float) -> str:
 
 
 def _lines(*lines: str) -> str:
-    """A multi-line Graphviz label, each line taken literally."""
-    return "\\n".join(graphviz.escape(line) for line in lines)
+    """A multi-line Graphviz label, each line taken literally: backslashes and `<...>` escaped
+    (`graphviz.escape`), `&` too (Graphviz decodes entities in labels), and characters XML
+    forbids dropped (they would make the SVG no XML)."""
+    return "\\n".join(
+        graphviz.escape(NOT_XML.sub("", line).replace("&", "&amp;")) for line in lines
+    )

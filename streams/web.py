@@ -502,6 +502,7 @@ class Provenance(WorldRead):
             timeline_id,
             params["npc_id"],
             params["belief_id"],
+            query_position(request, "as_of_seq"),
         )
 
 
@@ -559,7 +560,12 @@ class RumourPicture(WorldRead):
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id", default="")
         return rumour_map(
-            scope.tx, scope.tenant_id, scope.world_id, params["belief_id"], timeline_id or None
+            scope.tx,
+            scope.tenant_id,
+            scope.world_id,
+            params["belief_id"],
+            timeline_id or None,
+            query_position(request, "as_of_seq"),
         )
 
     async def finish(self, found: object) -> object:

@@ -8,6 +8,7 @@ import asyncio
 import shutil
 import subprocess
 import zlib
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, cast
 from xml.etree import ElementTree
@@ -19,13 +20,16 @@ from click.testing import CliRunner, Result
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
+from projections.timelines import load
+from schemas.records import TimelineRecord
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
 from streams.web import register_views
-from tests.projections.test_rumour_map import STATE, WORLD, farthest_travelled
+from tests.projections.test_rumour_map import MEMORIES_HELD, STATE, WORLD, farthest_travelled
 from tests.streams.test_web import MemoryReads, serve
 
 SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
+MAIN = "timeline 'main'"
 
 
 def picture_path(belief_id: str, query: str = "") -> str:
@@ -147,6 +151,30 @@ def test_an_unknown_belief_or_timeline_is_a_404_and_a_bad_id_a_400() -> None:
     assert "never received events" in answers[1][1]["detail"]
 
 
+def test_the_picture_is_drawn_as_of_a_position_as_every_read_is() -> None:
+    farthest = farthest_travelled()
+    named = min(  # the rumour's first memory: the news went on after it
+        (m for m in MEMORIES_HELD if m.origin == farthest.origin and m.timeline_id == "main"),
+        key=lambda m: m.seq,
+    )
+    reached = cast(TimelineRecord, load(STATE, "default", WORLD, "main")).processed_seq
+    then = rumour_map(STATE, "default", WORLD, named.belief_id, as_of_seq=named.seq)
+    assert then.tellings != rumour_map(STATE, "default", WORLD, named.belief_id).tellings
+    answers = ask(
+        *(
+            picture_path(named.belief_id, f"?as_of_seq={asked}")
+            for asked in (named.seq, named.seq - 1, "abc", 999, f"2&as_of_seq={named.seq}")
+        )
+    )
+    assert answers[0] == (200, rumour_svg(then).decode())
+    assert answers[1:] == [
+        (404, {"detail": f"{MAIN} does not see memory {named.belief_id!r}"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be a positive integer"}),
+        (400, {"detail": f"as_of_seq 999 is beyond the processed_seq {reached} of {MAIN}"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be given once"}),
+    ]
+
+
 def test_without_graphviz_the_picture_is_a_503_that_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,3 +236,56 @@ def test_names_are_drawn_as_they_were_declared() -> None:
     shown = texts(rumour_svg(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
     assert set(declared) <= set(shown)
     assert '“said "so"”' in shown
+
+
+def drawn(svg: bytes) -> tuple[list[str], list[tuple[str, str]]]:
+    """The ids on the picture's nodes (each node's second line), and its arrows as (teller id,
+    listener id)."""
+    root = ElementTree.fromstring(svg)
+    ids: dict[str, str] = {}
+    arrows: list[str] = []
+    for group in root.iter(f"{SVG_NAMESPACE}g"):
+        title = group.findtext(f"{SVG_NAMESPACE}title") or ""
+        lines = [element.text or "" for element in group.iter(f"{SVG_NAMESPACE}text")]
+        if group.get("class") == "node":
+            ids[title] = lines[1]
+        elif group.get("class") == "edge":
+            arrows.append(title)
+    return list(ids.values()), [
+        (ids[teller], ids[listener]) for teller, listener in (a.split("->") for a in arrows)
+    ]
+
+
+def test_any_id_is_a_node_of_its_own_with_its_own_arrows() -> None:
+    odd = ["npc:ada", "<npc-bo>", "npc-bo", "npc-cy\\", "node", "a->b"]
+    holders = [Holder(entity, entity.upper(), 1, 0.5, False) for entity in odd]
+    tellings = [
+        Telling(teller, listener, 1, 0.5, n, None)
+        for n, (teller, listener) in enumerate(pairwise(odd), start=1)
+    ]
+    nodes, arrows = drawn(rumour_svg(RumourMap("w", "main", "b", "so", holders, tellings)))
+    assert sorted(nodes) == sorted(odd)
+    assert arrows == [(telling.teller, telling.listener) for telling in tellings]
+
+
+def test_labels_are_drawn_literally_and_the_picture_is_well_formed() -> None:
+    declared = {"npc-a": "Ada\x07\x1b[31m", "npc-b": "&#xD800;", "npc-c": "R&amp;D"}
+    holders = [Holder(entity, name, 1, 0.5, False) for entity, name in declared.items()]
+    tellings = [Telling("npc-a", "npc-b", 1, 0.5, 1, "&lt;dawn&gt;")]
+    svg = rumour_svg(RumourMap("w", "main", "b", "Tom & Jerry &bogus;", holders, tellings))
+    shown = texts(svg)  # parses: well-formed XML
+    assert {"Ada[31m", "&#xD800;", "R&amp;D", "“Tom & Jerry &bogus;”", "1. &lt;dawn&gt;"} <= {
+        *shown
+    }
+
+
+def test_a_graphviz_that_fails_is_a_503_that_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "dot"
+    broken.write_text("#!/bin/sh\necho 'dot: out of memory' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
+    assert status == 503
+    assert body == {"detail": "Graphviz's `dot` failed to draw the picture: dot: out of memory"}

@@ -150,6 +150,31 @@ def test_the_runtime_read_and_provenance_serve_what_the_projector_computed() -> 
     assert reads.worlds_asked == ["save-1", "save-1"]
 
 
+def test_provenance_is_read_as_of_a_position_as_every_read_is() -> None:
+    belief = runtime_read(STATE, "default", "save-1", "main", "npc-tomas").beliefs[0]
+    origin = (
+        f"/v2/memory/runtime/npcs/npc-tomas/beliefs/{belief.belief_id}/provenance"
+        "?world_instance_id=save-1&timeline_id=main&as_of_seq="
+    )
+    answers = serve(
+        MemoryReads(STATE),
+        *(
+            (origin + asked, {})
+            for asked in (str(belief.seq), str(belief.seq - 1), "abc", "6", "2&as_of_seq=3")
+        ),
+    )
+    as_of = provenance(
+        STATE, "default", "save-1", "main", "npc-tomas", belief.belief_id, belief.seq
+    )
+    assert answers == [
+        (200, json_of(as_of)),
+        (404, {"detail": f"'npc-tomas' holds no memory {belief.belief_id!r} on timeline 'main'"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be a positive integer"}),
+        (400, {"detail": "as_of_seq 6 is beyond the processed_seq 5 of timeline 'main'"}),
+        (400, {"detail": "query parameter 'as_of_seq' must be given once"}),
+    ]
+
+
 def test_recall_serves_what_the_projector_and_index_find() -> None:
     expected = recall(
         STATE,
