@@ -340,7 +340,7 @@ def merge_policy(base: Policy, overlay: dict[str, Any]) -> Policy:
 def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     # the overlay's keys first, in its order: a map's order may mean something
     # (`entity_patterns`: the first kind that matches wins)
-    merged = {key: base.get(key) for key in overlay}
+    merged: dict[str, Any] = {key: base.get(key) for key in overlay}
     merged.update((key, value) for key, value in base.items() if key not in overlay)
     for key, value in overlay.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
