@@ -24,8 +24,10 @@ def news_chain(memory: Memory) -> list[ChainLink]:
     tellers = [(t.entity_id, t.hops, t.confidence) for t in memory.lineage]
     if not tellers and memory.source_entity is not None:
         tellers = [(memory.source_entity, memory.hops, memory.confidence)]
-    if not tellers:
-        return [ChainLink(entity_id=memory.character_id, hops=0, confidence=memory.confidence)]
+    if not tellers:  # seen (0 hops), or told by nobody named (a `told` without actor)
+        return [
+            ChainLink(entity_id=memory.character_id, hops=memory.hops, confidence=memory.confidence)
+        ]
     holders = [entity for entity, _, _ in tellers] + [memory.character_id]
     chain = [ChainLink(entity_id=holders[0], hops=tellers[0][1] - 1)]
     for step, (teller, hops, confidence) in enumerate(tellers, start=1):

@@ -149,5 +149,5 @@ def _holder(entity_id: str, name: str, memories: list[Memory]) -> Holder:
         name,
         hops=min(memory.hops for memory in memories),
         confidence=max(memory.confidence for memory in memories),
-        witnessed=any(news_chain(memory)[-1].told_by is None for memory in memories),
+        witnessed=any(memory.source == "seen" for memory in memories),
     )

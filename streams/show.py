@@ -178,8 +178,13 @@ def provenance_chain(found: dict[str, Any]) -> str:
                 f"  -> {link['entity_id']}, told by {link['told_by']}"
                 f" (hops {link['hops']}, confidence {link['confidence']})"
             )
+        elif link["hops"] == 0:
+            lines.append(f"  {link['entity_id']} had it first hand (hops 0)")
         else:
-            lines.append(f"  {link['entity_id']} had it first hand (hops {link['hops']})")
+            lines.append(
+                f"  {link['entity_id']}, told by nobody named"
+                f" (hops {link['hops']}, confidence {link['confidence']})"
+            )
     return "\n".join(lines)
 
 

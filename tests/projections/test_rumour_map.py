@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from projections.delivery import SourceMessage, world_key
@@ -15,6 +16,7 @@ from projections.rumour_map import rumour_map
 from projections.runtime_read import NotFound
 from projections.state import MemoryState
 from schemas.memory import Memory
+from streams.show import provenance_chain
 from tests.streams.noisy_story import story
 
 WORLD = "tavern-5-0"
@@ -75,3 +77,25 @@ def test_an_unknown_belief_or_timeline_is_not_found() -> None:
         rumour_map(STATE, "default", WORLD, "nope")
     with pytest.raises(NotFound, match="never received events"):
         rumour_map(STATE, "default", WORLD, farthest_travelled().belief_id, "elsewhere")
+
+
+def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
+    """A `told` without actor: provenance said the listener had it first hand (hops 0) and the
+    picture drew them as one who saw it, though the memory says told, one hop."""
+    told = (
+        b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, '
+        b'"key": "loreweaver.conversation.told", "target": "npc-cy", '
+        b'"payload": {"content": "the mayor is a thief", "about": ["npc-mayor"]}}'
+    )
+    state = MemoryState()
+    Projector().receive(state, SourceMessage("events", 0, 0, b"w", told))
+    [held] = [DECODED.decode(raw) for _, raw in state.scan(pack(MEMORIES, "default", "w"))]
+    assert (held.source, held.hops) == ("told", 1)
+    found = provenance(state, "default", "w", "main", "npc-cy", held.belief_id)
+    assert [(link.entity_id, link.hops, link.told_by) for link in found.chain] == [
+        ("npc-cy", 1, None)
+    ]
+    shown = provenance_chain(orjson.loads(found.to_json()))
+    assert shown.splitlines()[-1] == "  npc-cy, told by nobody named (hops 1, confidence 0.8)"
+    [holder] = rumour_map(state, "default", "w", held.belief_id).holders
+    assert (holder.entity_id, holder.hops, holder.witnessed) == ("npc-cy", 1, False)
