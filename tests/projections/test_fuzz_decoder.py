@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from projections.delivery import SourceMessage, world_key
@@ -176,6 +177,10 @@ hostile = st.one_of(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(hostile)
+@example(  # rejected, its tenant spelt like the field the state must not keep (failed in CI)
+    raw=b'{"world_instance_id": "w", "timeline_id": "main", "seq": 0, "key": "k", '
+    b'"tenant_id": "_base64"}'
+)
 def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> None:
     offset = OFFSET[0]
     OFFSET[0] += 1
@@ -203,7 +208,8 @@ def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> 
         assert (letter.partition, letter.offset, letter.topic) == (3, offset, "events")
         assert letter.reason  # one plain line: see the xfail below for field names with "\n"
         row = STATE.get(pack(OUTBOX, "events", 3, offset)) or b""
-        assert b"_base64" not in row  # the state keeps none of its bytes
+        stored = set(keys_in(orjson.loads(row)))
+        assert not {key for key in stored if key.endswith("_base64")}  # it keeps none of its bytes
     else:
         document = orjson.loads(raw)
         assert (first.world_instance_id, first.timeline_id, first.seq) == (
@@ -222,6 +228,18 @@ def test_the_decoder_never_raises_and_accounts_for_every_message(raw: bytes) -> 
                 first.timeline_id,
                 "npc-a",
             ).to_json()
+
+
+def keys_in(value: object) -> Iterator[str]:
+    """Every object key of a JSON value, at any depth (a value may itself say "_base64": the
+    fuzzer draws strings from this module's source)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from keys_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from keys_in(item)
 
 
 def test_a_dead_letter_reason_is_one_plain_line() -> None:
