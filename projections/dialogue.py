@@ -190,10 +190,8 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
     payload = event.payload
     kind, summary = payload.get("scope"), payload.get("summary")
     categories = payload.get("categories", [])
-    scope_id = None
-    if event.actor is not None and kind == "player":
-        scope_id = event.target
-    elif event.actor is not None and kind == "place":  # where its lines were said: `turn_of`
+    scope_id = event.target if kind == "player" else None
+    if kind == "place" and event.actor is not None:  # where its lines were said: `turn_of`
         scope_id = whereabouts.place_of(
             tx, event.tenant_id, event.world_instance_id, ancestry, event.actor, event.location
         )

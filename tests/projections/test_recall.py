@@ -31,15 +31,39 @@ FIGHT = "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)"
 EMBEDDER = WordLlamaEmbedder()
 
 
-def later(seq: int, day: int) -> bytes:
+def event(seq: int, key: str, **fields: Any) -> bytes:
+    """An event of save-1's main timeline."""
     return orjson.dumps(
-        {
-            "world_instance_id": "save-1",
-            "timeline_id": "main",
-            "seq": seq,
-            "key": "weather.rain-began",
-            "game_time": f"day {day}, 12:00",
-        }
+        {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key} | fields
+    )
+
+
+def later(seq: int, day: int) -> bytes:
+    return event(seq, "weather.rain-began", game_time=f"day {day}, 12:00")
+
+
+def told(seq: int, text: str, listener: str = "npc-mara", game_time: str = "day 1, 09:00") -> bytes:
+    """Tomas tells `listener` something (on day 1 unless said)."""
+    return event(
+        seq,
+        "loreweaver.conversation.told",
+        actor="npc-tomas",
+        target=listener,
+        payload={"content": text},
+        game_time=game_time,
+    )
+
+
+def said(seq: int, player: str, text: str, game_time: str) -> bytes:
+    """A player's line to Mara."""
+    return event(
+        seq,
+        "loreweaver.conversation.player-said",
+        actor=player,
+        target="npc-mara",
+        players=[player],
+        payload={"text": text},
+        game_time=game_time,
     )
 
 
@@ -216,19 +240,7 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
 def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
     """An undeclared player only Mara met is still an entity of the world for Tomas' recall:
     a cue that finds nothing of his, not a 400."""
-    stranger = orjson.dumps(
-        {
-            "world_instance_id": "save-1",
-            "timeline_id": "main",
-            "seq": 6,
-            "key": "loreweaver.conversation.player-said",
-            "actor": "player-2",
-            "target": "npc-mara",
-            "players": ["player-2"],
-            "payload": {"text": "Have you seen the sailor?"},
-            "game_time": "day 1, 22:00",
-        }
-    )
+    stranger = said(6, "player-2", "Have you seen the sailor?", "day 1, 22:00")
     state = replay_lines([*TAVERN.splitlines()[:5], stranger]).state
     index = SqliteRecallIndex()
     for npc in ("npc-mara", "npc-tomas"):
@@ -240,36 +252,10 @@ def told_sailors(forgotten: int = 40) -> MemoryState:
     """Mara was told of `forgotten` sailors on day 1, forgotten by day 300, and of one sailor on
     day 300, vivid, in a longer sentence (bm25 ranks it below every short one); then Ilse asks
     her about sailors."""
-
-    def event(seq: int, key: str, **fields: Any) -> bytes:
-        return orjson.dumps(
-            {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key} | fields
-        )
-
-    told = [
-        event(
-            seq,
-            "loreweaver.conversation.told",
-            actor="npc-tomas",
-            target="npc-mara",
-            payload={"content": text},
-            game_time=day,
-        )
-        for seq, text, day in [
-            *((n + 1, f"sailor {n}", "day 1, 09:00") for n in range(forgotten)),
-            (forgotten + 1, VIVID_SAILOR, "day 300, 09:00"),
-        ]
-    ]
-    asked = event(
-        forgotten + 2,
-        "loreweaver.conversation.player-said",
-        actor="player-1",
-        target="npc-mara",
-        players=["player-1"],
-        payload={"text": "Seen any sailor lately?"},
-        game_time="day 300, 10:00",
-    )
-    return replay_lines([*told, asked]).state
+    forgotten_sailors = [told(n + 1, f"sailor {n}") for n in range(forgotten)]
+    vivid = told(forgotten + 1, VIVID_SAILOR, game_time="day 300, 09:00")
+    asked = said(forgotten + 2, "player-1", "Seen any sailor lately?", "day 300, 10:00")
+    return replay_lines([*forgotten_sailors, vivid, asked]).state
 
 
 VIVID_SAILOR = "a long account of the harbour, the ships, the gulls, the nets and one sailor"
@@ -315,40 +301,9 @@ def test_a_decision_recalls_past_forgotten_memories_too() -> None:
 def test_every_word_as_the_content_says_it_finds_the_memory(content: str) -> None:
     """Found by a reviewer: the query was case folded by Python ("Straße" as "strasse") while
     the word index only lower-cases what it holds, so "Straße" found nothing ("Fluss" did)."""
-
-    def told(seq: int, text: str) -> bytes:
-        return orjson.dumps(
-            {
-                "world_instance_id": "save-1",
-                "timeline_id": "main",
-                "seq": seq,
-                "key": "loreweaver.conversation.told",
-                "actor": "npc-tomas",
-                "target": "npc-mara",
-                "payload": {"content": text},
-                "game_time": "day 1, 09:00",
-            }
-        )
-
     state = replay_lines([told(1, content), told(2, "Nothing of note")]).state
     for word in content.split():
         assert contents(recall_of(state, SqliteRecallIndex(), word)) == [content], word
-
-
-def told(seq: int, text: str, listener: str = "npc-mara") -> bytes:
-    """Tomas tells `listener` something, on day 1."""
-    return orjson.dumps(
-        {
-            "world_instance_id": "save-1",
-            "timeline_id": "main",
-            "seq": seq,
-            "key": "loreweaver.conversation.told",
-            "actor": "npc-tomas",
-            "target": listener,
-            "payload": {"content": text},
-            "game_time": "day 1, 09:00",
-        }
-    )
 
 
 LIGHTHOUSE = "The lighthouse keeper vanished"
@@ -369,19 +324,7 @@ def test_a_decision_on_a_long_line_recalls_by_its_rarest_words() -> None:
     rarest 500 the world holds, "lighthouse" among them (it searched the first 32)."""
     common = " ".join(f"w{n}" for n in range(700))
     others = [told(2 + n, common, f"npc-{n}") for n in range(4)]
-    line = orjson.dumps(
-        {
-            "world_instance_id": "save-1",
-            "timeline_id": "main",
-            "seq": 6,
-            "key": "loreweaver.conversation.player-said",
-            "actor": "player-1",
-            "target": "npc-mara",
-            "players": ["player-1"],
-            "payload": {"text": f"{common} lighthouse"},
-            "game_time": "day 1, 10:00",
-        }
-    )
+    line = said(6, "player-1", f"{common} lighthouse", "day 1, 10:00")
     state = replay_lines([told(1, LIGHTHOUSE), *others, line]).state
     found = decision(
         state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", 6, None, Policy(), 0

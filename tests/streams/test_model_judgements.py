@@ -462,6 +462,16 @@ def verdict_of(replay: Replay, line_id: str) -> str | None:
     return memory.verdict
 
 
+SHORT_CHAPTERS = {
+    "short_term_tokens": 60,
+    "chapter_tokens": 40,
+    "long_term_tokens": 60,
+    "condensed_tokens": 60,
+}
+"""Chapters of the tavern short enough that Mara's retold rumour, in the model's words, closes
+one: its summary is asked in a second round of the event's questions."""
+
+
 class EveryRoundTakesTheDeadline:
     """A clock on which each round of an event's questions takes the whole deadline."""
 
@@ -479,9 +489,7 @@ def test_a_round_the_deadline_left_no_time_for_is_recorded_so_a_rebuild_asks_not
     """Mara's retold rumour, in the model's words, closes a chronicle chapter: its summary is
     asked in a second round. With no time left for it, the rules summarise, and the record says
     so: unrecorded, a rebuild with time to spare asked the model and told another chronicle."""
-    chapters = {"short_term_tokens": 60, "chapter_tokens": 40, "long_term_tokens": 60}
-    chapters["condensed_tokens"] = 60
-    policy = model_policy(spreading={"enabled": True}, chronicle=chapters)
+    policy = model_policy(spreading={"enabled": True}, chronicle=SHORT_CHAPTERS)
     tokens = wordllama_tokens()
     topic = MemoryTopic()
     with scripted_model() as model:
@@ -506,9 +514,7 @@ def test_a_message_filling_a_gap_applies_every_rounds_answers_as_recorded() -> N
     than the first one did. Only the last round's positions were applied with their answers:
     the rest were the rules', the ack said "no answer was recorded" though the topic held
     them, and a replay from the records told another story than the live worker."""
-    chapters = {"short_term_tokens": 60, "chapter_tokens": 40, "long_term_tokens": 60}
-    chapters["condensed_tokens"] = 60
-    policy = model_policy(spreading={"enabled": True}, chronicle=chapters)
+    policy = model_policy(spreading={"enabled": True}, chronicle=SHORT_CHAPTERS)
     tokens = wordllama_tokens()
     reordered = [TAVERN[index] for index in (0, 1, 2, 4, 3, 5)]
     topic = MemoryTopic()
