@@ -12,6 +12,7 @@ time, and no changes (`projections.delivery`).
 from __future__ import annotations
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from projections.changes import MessageChanges
 from projections.deletion import delete, is_deletion
@@ -21,6 +22,7 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
+from schemas.events import NAMEABLE_ID_PATTERN
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -103,5 +105,13 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
         if item["type"] == "json_invalid":
             return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
         where = ".".join(str(part) for part in item["loc"]) or "message"
-        problems.append(f"{where}: {item['msg']}")
+        problems.append(f"{where}: {_plainly(item)}")
     return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
+
+
+def _plainly(problem: ErrorDetails) -> str:
+    """What is wrong, in words rather than the pattern it failed, where pydantic's are a
+    pattern."""
+    if problem.get("ctx", {}).get("pattern") == NAMEABLE_ID_PATTERN:
+        return "'.' and '..' are no ids: a URL cannot name them"
+    return problem["msg"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     AwareDatetime,
@@ -35,6 +35,17 @@ MAX_ID_LENGTH = 128
 """The most characters of a tenant, world, timeline or entity id."""
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 """A tenant, world, timeline or entity id: 1 to `MAX_ID_LENGTH` characters."""
+
+NAMEABLE_ID_PATTERN = r"^(?:[^.]|\.[^.]|\.\.[\s\S])"
+"""Any id but `.` and `..`: every HTTP client and server folds those away as a URL path's dot
+segments (RFC 3986, 5.2.4), so no read could name a character, timeline or world called so.
+Written without lookaround, which the regex engine pydantic checks patterns with lacks."""
+
+NameableId = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NAMEABLE_ID_PATTERN)
+]
+"""An `Identifier` an event brings in: one a URL can name. Records stored from events keep
+`Identifier`, so a store written before the rule was made still reads."""
 
 
 def _integral(value: object) -> object:
@@ -141,27 +152,37 @@ class EntityDeclaration(Contract):
 class Branch(Contract):
     """Where a new timeline leaves its parent: it sees the parent up to `after_seq`."""
 
-    parent_timeline_id: Identifier
+    parent_timeline_id: NameableId
     after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ - 1), AsInteger]
+
+
+def _names_checked(schema: dict[str, Any]) -> None:
+    """An `entities` schema that refuses a declaration under an id a URL cannot name: pydantic
+    writes a dict's key pattern as `patternProperties`, which lets other keys through."""
+    (declaration,) = schema.pop("patternProperties").values()
+    schema["additionalProperties"] = declaration
+    schema["propertyNames"]["pattern"] = NAMEABLE_ID_PATTERN
 
 
 class Event(Contract):
     """One thing that happened in a game, as the game server reports it."""
 
-    tenant_id: Identifier = "default"
-    world_instance_id: Identifier
-    timeline_id: Identifier
+    tenant_id: NameableId = "default"
+    world_instance_id: NameableId
+    timeline_id: NameableId
     seq: Seq
     key: Annotated[str, StringConstraints(min_length=1, max_length=256)]
-    actor: Identifier | None = None
-    target: Identifier | None = None
-    witnesses: list[Identifier] | None = None
-    location: Identifier | None = None
-    players: list[Identifier] = Field(default_factory=list)
+    actor: NameableId | None = None
+    target: NameableId | None = None
+    witnesses: list[NameableId] | None = None
+    location: NameableId | None = None
+    players: list[NameableId] = Field(default_factory=list)
     payload: dict[str, JsonData] = Field(default_factory=dict)
     facts: list[Fact] = Field(default_factory=list)
     game_time: GameTime | None = None
-    entities: dict[Identifier, EntityDeclaration] = Field(default_factory=dict)
+    entities: dict[NameableId, EntityDeclaration] = Field(
+        default_factory=dict, json_schema_extra=_names_checked
+    )
     branch: Branch | None = None
     occurred_at: AwareDatetime | None = None
     """When it happened in real time (ISO 8601 with a zone); dialogue turns expire by it."""

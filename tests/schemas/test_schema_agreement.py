@@ -115,6 +115,9 @@ def events_accepted() -> dict[str, Any]:
         "only-required": minimal,
         "nulls-where-optional": changed(changed(EVENT, "actor", None), "branch", None),
         "ids-of-128": changed(EVENT, "world_instance_id", "x" * 128),
+        "ids-with-dots": changed(
+            changed(EVENT, "actor", "..."), "witnesses", [".npc", "npc.", "..a"]
+        ),
         "key-of-256": changed(EVENT, "key", "k" * 256),
         "largest-seq": changed(EVENT, "seq", MAX_SEQ),
         "seq-written-3.0": changed(EVENT, "seq", 3.0),
@@ -158,6 +161,11 @@ def events_refused() -> dict[str, Any]:
                 "tenant-too-long": ("tenant_id", LONG_ID),
                 "tenant-null": ("tenant_id", None),
                 "world-number": ("world_instance_id", 1),
+                "world-a-dot": ("world_instance_id", "."),
+                "timeline-two-dots": ("timeline_id", ".."),
+                "witness-a-dot": ("witnesses", ["npc-mara", "."]),
+                "entity-id-two-dots": ("entities", {"..": {"name": "Nobody"}}),
+                "branch-parent-a-dot": ("branch.parent_timeline_id", "."),
                 "timeline-too-long": ("timeline_id", LONG_ID),
                 "seq-zero": ("seq", 0),
                 "seq-beyond-max": ("seq", MAX_SEQ + 1),
