@@ -591,11 +591,7 @@ class Rumourmill:
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """Forward a read to the worker that owns `world_id`; None when that is this one."""
         try:
-            if request.method == "POST":
-                return await self._forward_posted(world_id, web, request)
-            answer: Response = await self.app.router.route_req(
-                self.state.name, world_id, web, request
-            )
+            return await self._forward(world_id, web, request)
         except SameNode:
             return None
         except ServiceUnavailable:
@@ -610,11 +606,11 @@ class Rumourmill:
                 f"the worker that serves world {world_id!r} cannot be reached ({error}); ask"
                 " again once the group has rebalanced",
             ) from None
-        return answer
 
-    async def _forward_posted(self, world_id: str, web: Web, request: Request) -> Response:
-        """Faust's `route_req` for a request with a body (Faust forwards none): the reply check
-        goes to the owner with its reply."""
+    async def _forward(self, world_id: str, web: Web, request: Request) -> Response:
+        """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
+        the owner with its reply), the owner's bytes as they are (not decoded and encoded
+        again) and, answering a HEAD, the length of what a GET would send."""
         try:
             owner = self.app.router.key_store(self.state.name, world_id)
         except KeyError:
@@ -625,11 +621,17 @@ class Rumourmill:
         routed = request.url.with_host(owner.host or "").with_port(owner.port)
         body = await cast(Any, request).read()  # aiohttp keeps the body it read
         async with self.app.http_client.request(
-            method="POST", headers=_forwarded_headers(request), url=routed, data=body
+            method=request.method,
+            headers=_forwarded_headers(request),
+            url=routed,
+            data=body or None,
         ) as response:
-            return web.bytes(
+            answer: Response = web.bytes(
                 await response.read(), content_type=response.content_type, status=response.status
             )
+            if request.method == "HEAD" and "Content-Length" in response.headers:
+                answer.headers["Content-Length"] = response.headers["Content-Length"]
+            return answer
 
 
 def create_app(settings: Settings) -> Rumourmill:

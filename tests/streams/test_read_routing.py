@@ -120,12 +120,23 @@ def reply_check(settings: Settings, body: bytes, *, chunked: bool) -> tuple[int,
         return error.code, error.read()
 
 
-def test_a_reply_check_gets_the_owners_answer_at_either_worker_chunked_or_not(
+def get_and_head(settings: Settings, path: str) -> tuple[bytes, str | None, str | None]:
+    """(a GET's body, its Content-Length, a HEAD's Content-Length) at the worker `settings`
+    runs."""
+    url = f"http://127.0.0.1:{settings.web_port}{path}"
+    with urllib.request.urlopen(url, timeout=30) as got:
+        body, length = got.read(), got.headers["Content-Length"]
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=30) as headed:
+        return body, length, headed.headers["Content-Length"]
+
+
+def test_either_worker_answers_as_the_owner_a_reply_check_chunked_or_not_and_a_head(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """The worker that does not serve the world forwards the POST with its body; the client's
     framing (chunked, or a length) stays on the client's connection: forwarded as it was, the
-    owner refused a chunked one (400, Content-Length with Transfer-Encoding)."""
+    owner refused a chunked one (400, Content-Length with Transfer-Encoding). A forwarded HEAD
+    says the length a GET sends (it said none: the owner's HEAD has no body to measure)."""
     first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
     second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
     tavern = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
@@ -138,5 +149,10 @@ def test_a_reply_check_gets_the_owners_answer_at_either_worker_chunked_or_not(
             for settings in (first, second)  # one serves save-1, the other forwards to it
             for chunked in (False, True)
         ]
+        mara = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+        heads = [get_and_head(settings, mara) for settings in (first, second)]
+    assert heads[0] == heads[1], heads
+    body, length, head_length = heads[0]
+    assert length == head_length == str(len(body)), heads
     assert [status for status, _ in answers] == [200] * 4, answers
     assert all(found["inventions"] == [{"name": "Bertram", "kind": "name"}] for _, found in answers)
