@@ -275,8 +275,9 @@ class MemoryPolicy(Contract):
     """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
 
     world: bool = True
-    """Keep the world record (the facts events make true); false: no fact is recorded, and no
-    memory is ever judged `diverging` (seed 001: "use one part or both")."""
+    """Keep the world record (the facts events make true); false: no fact is recorded, so no
+    memory is judged `diverging` but against facts recorded before it was set (seed 001: "use
+    one part or both")."""
     npc: bool = True
     """Keep the characters' memories; false: no memory is formed, no line refereed and no
     rumour spread, while the world record, whereabouts and dialogue are kept."""
