@@ -30,6 +30,9 @@ NPC_REPLIED = "loreweaver.conversation.npc-replied"
 """A character's line to a player (actor: the character, target: the player; payload `text`)."""
 DIALOGUE_TURN_KEYS = frozenset({PLAYER_SAID, NPC_REPLIED})
 """Lines captured as short-term dialogue (`projections.dialogue`)."""
+SPOKEN_KEYS = CONVERSATION_KEYS | {NPC_REPLIED}
+"""Words said to the target: heard by the target and named witnesses only, never by the
+speaker or by bystanders at the place."""
 
 DIALOGUE_SUMMARISED = "loreweaver.memory.dialogue-summarised"
 """A summary of one dialogue scope (actor: the character); it keeps the scope's turns longer."""

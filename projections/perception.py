@@ -4,8 +4,9 @@
 - Named `witnesses` perceive it, and then nobody else; an empty list says nobody else saw.
 - With no `witnesses` (null), the characters known to be at the event's location perceive it,
   unless `memory.perception_location_fallback` is off.
-- A conversation (`told`, `player-said`) is heard by its listener (the target) and named
-  witnesses only: never by bystanders, and never by the speaker, who knows what they said.
+- Words said (`told`, `player-said`, `npc-replied`) are heard by the listener (the target) and
+  named witnesses only: never by bystanders, and never by the speaker, who knows what they
+  said. A character's reply to a player is heard by no character unless one is named.
 - Movement only teaches where characters are (unless `memory.remember_movement`), and a
   declaration is no story at all: neither forms a memory.
 
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from projections.catalogue import CHARACTER, KindOf
 from projections.event_keys import (
     CHARACTERS_MET,
-    CONVERSATION_KEYS,
     ENTITY_DECLARED,
     MEMORY_RECALLED,
     MOVEMENT_KEYS,
+    SPOKEN_KEYS,
 )
 from schemas import Event
 from schemas.policy import Part, Policy
@@ -44,13 +45,13 @@ def perceivers(
     """The characters who perceive `event`; `occupants` are those known at its location."""
     if not forms_memories(event.key, policy):
         return []
-    conversation = event.key in CONVERSATION_KEYS
+    spoken = event.key in SPOKEN_KEYS
     candidates: list[tuple[str | None, Part]] = [(event.actor, "actor"), (event.target, "target")]
     candidates += [
         (character, "witness") for character in sorted(_bystanders(event, occupants, policy))
     ]
 
-    taken: set[str | None] = {event.actor} if conversation else set()
+    taken: set[str | None] = {event.actor} if spoken else set()
     perceptions = []
     for character, part in candidates:
         if character is None or character in taken or kind_of(character) != CHARACTER:
@@ -71,6 +72,6 @@ def _bystanders(event: Event, occupants: Collection[str], policy: Policy) -> Col
     """Who saw it besides the actor and target: the named witnesses, else those present."""
     if event.witnesses is not None:
         return event.witnesses
-    if event.key in CONVERSATION_KEYS or event.location is None:
+    if event.key in SPOKEN_KEYS or event.location is None:
         return ()
     return occupants if policy.memory.perception_location_fallback else ()

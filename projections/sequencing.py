@@ -47,13 +47,19 @@ def pending_key(record: TimelineRecord, seq: int) -> bytes:
 
 
 def ack(
+    tx: StateTransaction,
     event: Event,
     outcome: Outcome,
     record: TimelineRecord | None,
     reason: str | None = None,
     refused: tuple[RefusedJudgement, ...] = (),
 ) -> Ack:
-    """The ack of `event` with the timeline's positions as they now stand."""
+    """The ack of `event` with the timeline's positions as they now stand: a branch waiting
+    for its branch point has processed only what its parent has (`timelines.reached_seq`), as
+    its reads say."""
+    processed = None if record is None else record.processed_seq
+    if record is not None and record.waiting_for_parent:
+        processed = timelines.reached_seq(tx, record)
     return trusted(  # of a validated event and record: one ack an event, not checked again
         Ack,
         {
@@ -64,7 +70,7 @@ def ack(
             "outcome": outcome,
             "reason": reason,
             "acknowledged_seq": None if record is None else record.acknowledged_seq,
-            "processed_seq": None if record is None else record.processed_seq,
+            "processed_seq": processed,
             "refused_judgements": list(refused),
         },
     )
@@ -85,22 +91,22 @@ def sequence(
     known = timelines.load(tx, event.tenant_id, event.world_instance_id, event.timeline_id)
     record, problem = _place_on_timeline(tx, event, known)
     if problem is not None:
-        return [ack(event, Outcome.REJECTED, known, problem)]
+        return [ack(tx, event, Outcome.REJECTED, known, problem)]
     assert record is not None
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
         # A redelivery after a crash can find events that already follow on still waiting.
         return [
-            ack(event, Outcome.DUPLICATE, known, "already received"),
+            ack(tx, event, Outcome.DUPLICATE, known, "already received"),
             *_release(tx, record, apply),
         ]
 
     acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
         record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
-        return [ack(event, Outcome.PROCESSED, record, *applied), *_release(tx, record, apply)]
+        return [ack(tx, event, Outcome.PROCESSED, record, *applied), *_release(tx, record, apply)]
 
     if record.deferred_events >= policy.max_deferred:
-        return [ack(event, Outcome.REJECTED, known, _buffer_full(record, policy))]
+        return [ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))]
     record = record.model_copy(
         update={"acknowledged_seq": acknowledged, "deferred_events": record.deferred_events + 1}
     )
@@ -108,7 +114,7 @@ def sequence(
     timelines.save(tx, record)
     if record.waiting_for_parent:
         timelines.wait_for_parent(tx, record)
-    return [ack(event, Outcome.DEFERRED, record, _why_waiting(record))]
+    return [ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record))]
 
 
 def _place_on_timeline(
@@ -205,7 +211,7 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
                 tx, current, event, apply, {"deferred_events": current.deferred_events - 1}
             )
             tx.delete(key)
-            acks.append(ack(event, Outcome.PROCESSED, current, *applied))
+            acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
         for child in timelines.children_ready(tx, current):
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)

@@ -66,6 +66,9 @@ MOVEMENT = {LOCATION_ENTERED, CHARACTER_ENTERED}
 TOLD = "loreweaver.conversation.told"
 PLAYER_SAID = "loreweaver.conversation.player-said"
 CONVERSATION = {TOLD, PLAYER_SAID}
+NPC_REPLIED = "loreweaver.conversation.npc-replied"
+SPOKEN = CONVERSATION | {NPC_REPLIED}
+"""Words said to the target: heard by it and named witnesses only, never by the speaker."""
 DECLARED = "world.entity-declared"
 MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
@@ -1229,13 +1232,11 @@ class Oracle:
             return []
         if event.key in MOVEMENT and not memory.remember_movement:
             return []
-        conversation = event.key in CONVERSATION
+        spoken = event.key in SPOKEN
         candidates = [(event.actor, "actor"), (event.target, "target")]
         if event.witnesses is not None:
             candidates += [(w, "witness") for w in sorted(set(event.witnesses))]
-        elif (
-            not conversation and event.location is not None and memory.perception_location_fallback
-        ):
+        elif not spoken and event.location is not None and memory.perception_location_fallback:
             present = sorted(who for who, place in where.items() if place == event.location)
             candidates += [(who, "witness") for who in present]
         out: list[tuple[str, str]] = []
@@ -1243,7 +1244,7 @@ class Oracle:
         for character, part in candidates:
             if character is None or character in taken:
                 continue
-            if conversation and character == event.actor:
+            if spoken and character == event.actor:
                 continue
             if kind(character) != "character":
                 continue

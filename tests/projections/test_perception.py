@@ -135,6 +135,21 @@ def test_a_players_line_is_heard_by_its_listener() -> None:
     assert who(said, TAVERN) == [("npc-mara", "target")]
 
 
+def test_a_characters_reply_to_a_player_is_heard_by_named_characters_only() -> None:
+    """Bystanders took in every reply, a private one too, and the speaker filled her own
+    recollections with her lines, pushing out what she saw."""
+    replied = event(
+        key="loreweaver.conversation.npc-replied",
+        actor="npc-mara",
+        target="player-1",
+        players=["player-1"],
+        payload={"text": "The key is under the mat.", "private": True},
+    )
+    assert who(replied, TAVERN) == []
+    overheard = replied.model_copy(update={"witnesses": ["npc-oskar", "npc-mara"]})
+    assert who(overheard, TAVERN) == [("npc-oskar", "witness")]
+
+
 def test_movement_and_declarations_form_no_memory_by_default() -> None:
     entered = event(key="loreweaver.movement.location-entered", actor="npc-mara")
     assert who(entered, TAVERN) == []

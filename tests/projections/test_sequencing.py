@@ -102,10 +102,14 @@ def test_a_branch_sees_its_parent_up_to_the_branch_point_only() -> None:
 
 
 def test_a_branch_waits_for_its_parent_to_reach_the_branch_point() -> None:
+    """While it waits, its acks say it has processed only what its parent has, as its reads
+    do (they said the branch point, which a read as of it refused)."""
     feed = Feed()
     feed.send(event(1))
     branch = {"parent_timeline_id": "main", "after_seq": 2}
-    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "deferred", 2)]
+    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "deferred", 1)]
+    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "duplicate", 1)]
+    assert timelines.reached_seq(feed.state, feed.timeline("alt")) == 1
     assert feed.send(event(2)) == [("main", 2, "processed", 2), ("alt", 3, "processed", 3)]
 
 
@@ -113,13 +117,13 @@ def test_a_branch_of_a_waiting_branch_waits_only_for_the_history_it_sees() -> No
     feed = Feed()
     feed.send(event(1))
     waiting = {"parent_timeline_id": "main", "after_seq": 3}
-    assert feed.send(event(4, "alt", branch=waiting)) == [("alt", 4, "deferred", 3)]
+    assert feed.send(event(4, "alt", branch=waiting)) == [("alt", 4, "deferred", 1)]
     # a branch of alt at seq 0 sees nothing of alt or main: nothing to wait for
     at_start = {"parent_timeline_id": "alt", "after_seq": 0}
     assert feed.send(event(1, "fresh", branch=at_start)) == [("fresh", 1, "processed", 1)]
     # a branch of alt at seq 2 sees main up to 2: it waits for main, not for alt
     early = {"parent_timeline_id": "alt", "after_seq": 2}
-    assert feed.send(event(3, "early", branch=early)) == [("early", 3, "deferred", 2)]
+    assert feed.send(event(3, "early", branch=early)) == [("early", 3, "deferred", 1)]
     assert feed.send(event(2)) == [("main", 2, "processed", 2), ("early", 3, "processed", 3)]
     assert feed.send(event(3)) == [("main", 3, "processed", 3), ("alt", 4, "processed", 4)]
 
