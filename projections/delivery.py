@@ -9,7 +9,8 @@ recognises a redelivery has its changes on the feed already. Rows of releases th
 still give them back, and they are sent again (the same change ids). A message that
 cannot be taken in is dead-lettered (key and value in base64, a value over the size limit cut
 to it) with a plain reason, and still acked; the outbox keeps its dead letter without the bytes
-(`without_bytes`), which a redelivery brings again.
+(`without_bytes`), which a redelivery brings again. Whatever the message, its acks and dead
+letter fit one record the worker's producer takes (`MOST_RECORD_BYTES`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,33 @@ _ACK_FIELDS = Ack.__pydantic_serializer__.to_python
 """`Ack.model_dump`, without its Python wrapper (an ack or more per message)."""
 OUTBOX_DEPTH = 100_000
 """How many source positions back a redelivery is still recognised, per partition."""
+
+MOST_RECORD_BYTES = 1_000_000
+"""The most one record the worker sends may be, key and value (as aiokafka measures it): its
+producer's request limit (Faust's `producer_max_request_size`, which `streams.app` sets to
+this), under the broker's default `message.max.bytes` (1,048,588). A record over it is refused,
+the worker stops, and every restart stops again on the message that made it: so the bounds
+below keep every ack and dead letter of any message within it. A dead letter's value, at
+`RUMOURMILL_MAX_EVENT_BYTES`' most (700,000 bytes), is 933,336 bytes in base64; its reason at
+most 6,000 in JSON (`MOST_REASON_CHARS`, 6 bytes for a control character's escape), its key at
+most 2,392 (`MOST_KEY_BYTES_KEPT`, as the record's key and in base64), ids, topic and numbers
+under 2,500: under 945,000 bytes in all."""
+MOST_REASON_CHARS = 1_000
+"""The longest reason an ack or dead letter carries: a reason saying everything wrong with a
+message, or quoting it, grows with the message (15,000 numbers out of range made a reason of
+1.2 MB). Longer ones are cut, saying how long they were (`bounded_reason`)."""
+MOST_PROBLEMS_LISTED = 5
+"""The problems of an invalid event a reason lists (`projections.intake.explain`), then how many
+more there are: the first few say what is wrong, and the message is kept whole to see the rest."""
+MOST_QUOTED_CHARS = 100
+"""The most a reason quotes of anything the message chose, its key or where in it a problem is
+(`projections.intake`): longer ones are shown by their start and their length."""
+MOST_KEY_BYTES_KEPT = 1_024
+"""The most of a message's key its dead letter keeps (in `key_base64`, and as the dead letter's
+own key) and its acks naming no world are keyed by (`kept_key`): an event's key is its world id,
+at most 512 bytes, and Kafka takes keys near its whole message limit, whose dead letter (three
+copies, one in base64) could not be sent. A longer key's dead letter says its whole length
+(`key_bytes`); the message itself stays at its topic, partition and offset."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +138,30 @@ KEPT_BYTES = "kept_bytes"
 dead letter carried."""
 
 
+def bounded_reason(reason: str) -> str:
+    """`reason`, or its start and its whole length: at most `MOST_REASON_CHARS` characters."""
+    if len(reason) <= MOST_REASON_CHARS:
+        return reason
+    tail = f"... ({len(reason)} characters in all)"
+    return reason[: MOST_REASON_CHARS - len(tail)] + tail
+
+
+def kept_key(key: bytes | None) -> bytes | None:
+    """A message's key as its dead letter and its acks naming no world carry it: whole, or its
+    first `MOST_KEY_BYTES_KEPT` bytes."""
+    return None if key is None else key[:MOST_KEY_BYTES_KEPT]
+
+
+def _key_fields(key: bytes | None) -> dict[str, Any]:
+    """A dead letter's fields of the message's key: the key it keeps in base64, and the whole
+    length of a key it keeps only the start of."""
+    kept = kept_key(key)
+    return {
+        "key_base64": None if kept is None else base64.b64encode(kept).decode(),
+        "key_bytes": None if key is None or kept == key else len(key),
+    }
+
+
 def without_bytes(stored: dict[str, Any]) -> dict[str, Any]:
     """A dead letter (its JSON fields) as the outbox keeps it: without the message's key and
     value, which a redelivery brings again (its digest says they are the very same bytes). Kept,
@@ -129,10 +181,7 @@ def with_bytes(stored: dict[str, Any], message: SourceMessage) -> dict[str, Any]
         return stored
     kept = stored.get(KEPT_BYTES)
     value = message.value if kept is None else message.value[:kept]
-    return stored | {
-        "key_base64": None if message.key is None else base64.b64encode(message.key).decode(),
-        "value_base64": base64.b64encode(value).decode(),
-    }
+    return stored | _key_fields(message.key) | {"value_base64": base64.b64encode(value).decode()}
 
 
 Output = TypeVar("Output", bound=Contract)
@@ -140,9 +189,12 @@ Output = TypeVar("Output", bound=Contract)
 
 def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     """An ack or dead letter read back from the outbox. It may have been stored by another
-    release: a field this one does not know is dropped, so a redelivery re-sends what this release
-    would send."""
+    release: a field this one does not know is dropped, and a reason longer than this one's
+    bound is cut (a release that did not bound them kept reasons the producer refuses to send),
+    so a redelivery re-sends what this release would send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
+    if isinstance(reason := known.get("reason"), str):
+        known["reason"] = bounded_reason(reason)
     return model.model_validate(known, strict=False)
 
 
@@ -155,27 +207,28 @@ def world_key(value: bytes) -> bytes | None:
 
 def refuse(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> Intake:
     """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can
-    (`dead_letter`, keeping at most `kept_bytes` of its value)."""
-    identity = identity_of(message.value)
+    (`dead_letter`, keeping at most `kept_bytes` of its value); the reason of both is bounded."""
+    letter = dead_letter(message, reason, kept_bytes)
     return Intake(
-        acks=[Ack(outcome=Outcome.REJECTED, reason=reason, **identity)],
-        dead_letters=[dead_letter(message, reason, kept_bytes)],
+        acks=[Ack(outcome=Outcome.REJECTED, reason=letter.reason, **identity_of(message.value))],
+        dead_letters=[letter],
     )
 
 
 def dead_letter(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> DeadLetter:
-    """The message, key and value in base64, with why it was not taken in: the whole value, or
-    its first `kept_bytes` and its whole length (a message over the size limit, whose whole
-    bytes in base64 could be too large for the dead-letter topic)."""
+    """The message, key and value in base64, with why it was not taken in (a bounded reason):
+    the whole value, or its first `kept_bytes` and its whole length (a message over the size
+    limit, whose whole bytes in base64 could be too large for the dead-letter topic); the key
+    whole, or its first `MOST_KEY_BYTES_KEPT` bytes and its whole length."""
     identity = identity_of(message.value)
     value = message.value
     cut = kept_bytes is not None and len(value) > kept_bytes
     return DeadLetter(
-        reason=reason,
+        reason=bounded_reason(reason),
         topic=message.topic,
         partition=message.partition,
         offset=message.offset,
-        key_base64=None if message.key is None else base64.b64encode(message.key).decode(),
+        **_key_fields(message.key),
         value_base64=base64.b64encode(value[:kept_bytes] if cut else value).decode(),
         tenant_id=identity["tenant_id"],
         world_instance_id=identity["world_instance_id"],

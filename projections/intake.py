@@ -16,7 +16,15 @@ from pydantic_core import ErrorDetails
 
 from projections.changes import MessageChanges
 from projections.deletion import delete, is_deletion
-from projections.delivery import Intake, SourceMessage, dead_letter, produce_once, refuse
+from projections.delivery import (
+    MOST_PROBLEMS_LISTED,
+    MOST_QUOTED_CHARS,
+    Intake,
+    SourceMessage,
+    dead_letter,
+    produce_once,
+    refuse,
+)
 from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
@@ -90,22 +98,30 @@ def misrouted_because(key: bytes | None, world_id: str) -> str | None:
     if key is None:
         return f"message has no key: an event must be keyed by its world_instance_id {world_id!r}"
     if key != world_id.encode():
-        shown = key.decode("utf-8", errors="backslashreplace")
+        shown = key[:MOST_QUOTED_CHARS].decode("utf-8", errors="backslashreplace")
+        longer = f"... ({len(key)} bytes)" if len(key) > MOST_QUOTED_CHARS else ""
         return (
-            f"message key {shown!r} is not the event's world_instance_id {world_id!r}: "
+            f"message key {shown!r}{longer} is not the event's world_instance_id {world_id!r}: "
             "an event must be keyed by its world"
         )
     return None
 
 
 def explain(error: ValidationError, what: str = "invalid event") -> str:
-    """A validation error in one plain line: what is wrong, and where."""
-    problems = []
-    for item in error.errors(include_url=False, include_input=False):
+    """A validation error in one plain line: what is wrong, and where; the first
+    `MOST_PROBLEMS_LISTED` problems, then how many more (an event may hold thousands)."""
+    items = error.errors(include_url=False, include_input=False)
+    problems: list[str] = []
+    for item in items:
         if item["type"] == "json_invalid":
             return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
-        where = ".".join(str(part) for part in item["loc"]) or "message"
-        problems.append(f"{where}: {_plainly(item)}")
+        if len(problems) < MOST_PROBLEMS_LISTED:
+            where = ".".join(str(part) for part in item["loc"]) or "message"
+            if len(where) > MOST_QUOTED_CHARS:  # a field name of the payload may be any length
+                where = f"{where[:MOST_QUOTED_CHARS]}... ({len(where)} characters)"
+            problems.append(f"{where}: {_plainly(item)}")
+    if len(items) > MOST_PROBLEMS_LISTED:
+        problems.append(f"and {len(items) - MOST_PROBLEMS_LISTED} more")
     return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
 
 

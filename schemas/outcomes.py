@@ -46,7 +46,8 @@ class Ack(Contract):
 class DeadLetter(Contract):
     """A message that could not be taken in, kept on `rumourmill.deadletter`: whole, or, for a
     message over the size limit, its first limit's worth of bytes and its whole length
-    (`value_bytes`), so that its dead letter fits on the topic; the message itself stays at
+    (`value_bytes`), and for a key over 1,024 bytes its start and its whole length
+    (`key_bytes`), so that its dead letter fits on the topic; the message itself stays at
     `topic`, `partition`, `offset` for the topic's retention."""
 
     reason: str
@@ -62,3 +63,8 @@ class DeadLetter(Contract):
     )
     """The message's whole length when `value_base64` holds only its start; left out when it
     holds the whole message."""
+    key_bytes: Annotated[int, Field(ge=0), AsInteger] | None = Field(
+        default=None, exclude_if=lambda size: size is None
+    )
+    """The key's whole length when `key_base64` holds only its start; left out when it holds
+    the whole key."""

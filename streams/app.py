@@ -32,7 +32,7 @@ from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
-from projections.delivery import Intake, SourceMessage
+from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage, kept_key
 from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
@@ -499,7 +499,7 @@ class Rumourmill:
                 ),
             )
             deliveries.append(
-                await self.deadletters.send(key=message.key, value=letter, force=True)
+                await self.deadletters.send(key=kept_key(message.key), value=letter, force=True)
             )
         return deliveries
 
@@ -516,11 +516,11 @@ class Rumourmill:
 
     async def send_acks_of(self, message: Message, acks: list[Ack]) -> list[Delivery]:
         """A message's acks, keyed by world like the events (so a world's acks stay in order),
-        on the world's partition; an ack that names no world goes with the message's key, on
-        the message's partition."""
+        on the world's partition; an ack that names no world goes with the message's key (its
+        start, `kept_key`), on the message's partition."""
         deliveries: list[Delivery] = []
         for ack in acks:
-            key = _world_key(ack, message.key)
+            key = _world_key(ack, kept_key(message.key))
             partition = (
                 message.partition if key is None else world_partition(key, self.settings.partitions)
             )
@@ -659,6 +659,7 @@ def create_app(settings: Settings) -> Rumourmill:
         TableManager=StateTableManager,
         broker_session_timeout=SESSION_TIMEOUT_SECONDS,
         producer_max_batch_size=settings.changelog_batch_bytes,
+        producer_max_request_size=MOST_RECORD_BYTES,
         stream_buffer_maxsize=MOST_BATCH_EVENTS,
         broker_heartbeat_interval=2.0,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import random
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
@@ -78,8 +80,12 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
 ) -> None:
     """Every bad message is dead-lettered whole with its reason, but one over the size limit,
     whose dead letter keeps its first `max_event_bytes` bytes and names its whole length: a
-    message of 900 KB, whole in base64, would be over the 1 MB a producer sends."""
+    message of 900 KB, whole in base64, would be over the 1 MB a producer sends. Nor does a
+    message whose reason or key made its ack or dead letter over that stop the stream (it did,
+    on every restart): 15,000 numbers out of range, each a problem, and a key of 400 KB (on
+    every partition, each before the events that follow)."""
     too_long = "x" * 129
+    numbers = b",".join([b"1e30"] * 15_000)
     bad: list[bytes] = [
         b"\x00\xff\xfe garbage",
         b'{"world_instance_id": "w-bad", "seq": ',
@@ -96,15 +102,35 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
             )
         ),
         orjson.dumps(event("w-bad", 1, payload={"blob": "y" * (900 * 1024)})),
+        orjson.dumps(event("w-bad", 1, payload={"ids": []})).replace(b"[]", b"[" + numbers + b"]"),
     ]
-    send_events(settings, [*bad, event("w-bad", 1), event("w-bad", 2)])
+    long_key, misrouted = b"k" * 400_000, orjson.dumps(event("w-bad", 1, key="misrouted"))
+    send_events(settings, bad)
+    copies = asyncio.run(
+        send_one(
+            settings.bootstrap, settings.topics.events, long_key, misrouted, every_partition=True
+        )
+    )
+    send_events(settings, [event("w-bad", 1), event("w-bad", 2)])
 
-    letters = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= len(bad))
+    letters = read_topic(
+        settings, settings.topics.deadletter, lambda got: len(got) >= len(bad) + copies
+    )
     limit = settings.max_event_bytes
     kept = {base64.b64decode(letter["value_base64"]): letter for letter in letters}
     oversized = kept.pop(bad[7][:limit])
     assert oversized["value_bytes"] == len(bad[7])
-    assert sorted(kept) == sorted(bad[:7])
+    kept.pop(misrouted)
+    keyed_long = [letter for letter in letters if "key_bytes" in letter]
+    assert len(keyed_long) == copies
+    for letter in keyed_long:
+        assert (letter["key_bytes"], base64.b64decode(letter["key_base64"])) == (
+            len(long_key),
+            long_key[:1024],
+        )
+        assert base64.b64decode(letter["value_base64"]) == misrouted
+        assert letter["reason"].startswith(f"message key '{'k' * 100}'... (400000 bytes) is not")
+    assert sorted(kept) == sorted([*bad[:7], bad[8]])
     assert not any("value_bytes" in letter for letter in kept.values())
     reasons = {value: letter["reason"] for value, letter in kept.items()}
     reasons[bad[7]] = oversized["reason"]
@@ -116,6 +142,8 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
     assert "seq: Input should be greater than or equal to 1" in reasons[bad[5]]
     assert reasons[bad[6]] == "unknown branch parent 'nowhere'"
     assert "over the limit" in reasons[bad[7]]
+    assert reasons[bad[8]].startswith("invalid event: payload.ids.list.0.float: Input should be")
+    assert reasons[bad[8]].endswith("; and 14995 more")
     assert all(letter["topic"] == settings.topics.events for letter in letters)
     assert all(letter["offset"] >= 0 and letter["partition"] >= 0 for letter in letters)
     log = [json.loads(line) for line in worker.log_path.read_text().splitlines()]
@@ -128,8 +156,8 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
         (letter["partition"], letter["offset"], letter["reason"]) for letter in letters
     }
 
-    acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(bad) + 2)
-    assert sum(ack["outcome"] == "rejected" for ack in acks) == len(bad)
+    acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(letters) + 2)
+    assert sum(ack["outcome"] == "rejected" for ack in acks) == len(letters)
     good = [a for a in acks if a["world_instance_id"] == "w-bad" and a["outcome"] == "processed"]
     assert [a["seq"] for a in good] == [1, 2]
 
