@@ -22,23 +22,32 @@ READ_FLAGS = {"web_url": "--url"}
 Done = TypeVar("Done")
 
 
-def _settings_options(function: Any) -> Any:
-    """The flags every broker-facing command shares; each overrides its env var."""
-    for name, kind in reversed(
-        [
-            ("broker", str),
-            ("data-dir", click.Path(path_type=Path)),
-            ("web-port", int),
-            ("app-id", str),
-            ("partitions", int),
-            ("topic-prefix", str),
-        ]
-    ):
-        env = "RUMOURMILL_" + name.replace("-", "_").upper()
-        function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
-            function
-        )
-    return function
+def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
+    """A decorator adding each `--NAME` flag (name, click type), overriding RUMOURMILL_NAME."""
+
+    def add_flags(function: Any) -> Any:
+        for name, kind in reversed(flags):
+            env = "RUMOURMILL_" + name.replace("-", "_").upper()
+            function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
+                function
+            )
+        return function
+
+    return add_flags
+
+
+_settings_options = _overriding_flags(
+    ("broker", str),
+    ("data-dir", click.Path(path_type=Path)),
+    ("web-port", int),
+    ("app-id", str),
+    ("partitions", int),
+    ("topic-prefix", str),
+)
+"""The flags of the worker and `rebuild`."""
+_topic_options = _overriding_flags(("broker", str), ("topic-prefix", str), ("partitions", int))
+"""The flags of the commands that publish to rumourmill's topics: they create those missing,
+and refuse those of another partition count than the settings' (`streams.topics`)."""
 
 
 def _settings(flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
@@ -62,18 +71,22 @@ def _read_settings(url: str | None, api_key: str | None) -> Settings:
 def _on_kafka(
     settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
 ) -> Done:
-    """Run a command's Kafka work; a Kafka that cannot be reached (or fails it) ends the
-    command with one line, as `rebuild` says it, not a traceback. `before_publishing`: nothing
-    was sent yet, and the line says so."""
+    """Run a command's Kafka work; a Kafka that cannot be reached (or fails it), or topics with
+    another partition count than the settings', end the command with one line, as `rebuild`
+    says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
     from aiokafka.errors import KafkaError
 
+    from streams.topics import PartitionsDisagree
+
+    unsent = "; nothing published" if before_publishing else ""
     try:
         return asyncio.run(work)
     except KafkaError as error:
-        unsent = "; nothing published" if before_publishing else ""
         raise click.ClickException(
             f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
         ) from None
+    except PartitionsDisagree as disagreeing:
+        raise click.ClickException(f"{disagreeing}{unsent}") from None
 
 
 @click.group()
@@ -108,14 +121,13 @@ def worker(**flags: Any) -> None:
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def publish(file: Path, raw: bool, **flags: Any) -> None:
     """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
     from streams.publish import publish as send
     from streams.topics import ensure_topics
 
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    settings = _settings(**flags)
     lines = _checked_lines(file, raw=raw)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     sent = _on_kafka(settings, send(settings.bootstrap, settings.topics.events, lines))
@@ -262,11 +274,8 @@ def policy() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--world", default=None, help="the world it governs; omit for the tenant default")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def policy_set(
-    file: Path, world: str | None, tenant: str, broker: str | None, topic_prefix: str | None
-) -> None:
+@_topic_options
+def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None:
     """Validate a (partial) policy document and publish it to the policies topic.
 
     Refused, with nothing published, when it is invalid, or when it and a document in force
@@ -299,7 +308,7 @@ def policy_set(
         document = check_policy_document(file.read_bytes())
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{file}: {refusal}; nothing published") from None
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 
     async def conflicting() -> list[str]:
@@ -334,9 +343,8 @@ def world() -> None:
 @world.command("delete")
 @click.argument("world_id")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def world_delete(world_id: str, tenant: str, **flags: Any) -> None:
     """Publish `world.deleted`: everything of the world goes, persistent memories included."""
     from projections.deletion import ANY
 
@@ -345,7 +353,7 @@ def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: s
             f"bad deletion: world_instance_id {ANY!r} names no world (to delete every world of "
             "a tenant: `rumourmill tenant delete`); nothing published"
         )
-    _publish_deletion(tenant, world_id, broker, topic_prefix)
+    _publish_deletion(tenant, world_id, flags)
 
 
 @main.group()
@@ -355,16 +363,13 @@ def tenant() -> None:
 
 @tenant.command("delete")
 @click.argument("tenant_id")
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def tenant_delete(tenant_id: str, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def tenant_delete(tenant_id: str, **flags: Any) -> None:
     """Publish `tenant.deleted` to every partition: every world of the tenant goes."""
-    _publish_deletion(tenant_id, None, broker, topic_prefix)
+    _publish_deletion(tenant_id, None, flags)
 
 
-def _publish_deletion(
-    tenant_id: str, world_id: str | None, broker: str | None, topic_prefix: str | None
-) -> None:
+def _publish_deletion(tenant_id: str, world_id: str | None, flags: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     from projections.deletion import deletion_event
@@ -376,7 +381,7 @@ def _publish_deletion(
         event = deletion_event(tenant_id, world_id)
     except ValidationError as error:
         raise click.ClickException(explain(error, "bad deletion") + "; nothing published") from None
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     copies = _on_kafka(
         settings,

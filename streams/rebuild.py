@@ -57,6 +57,7 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
+from streams.topics import PartitionsDisagree, check_partitions, partition_counts
 
 POLICIES_TIMEOUT = 60.0
 """How long the rebuild waits to have read the policies topic to its end."""
@@ -114,11 +115,10 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     partitions = await partitions_of(live.bootstrap, topic)
     if not partitions:
         raise RebuildFailed(f"topic {topic!r} does not exist on {live.bootstrap}")
-    if len(partitions) != live.partitions:
-        raise RebuildFailed(
-            f"topic {topic!r} has {len(partitions)} partitions, the settings say "
-            f"{live.partitions} (RUMOURMILL_PARTITIONS)"
-        )
+    try:
+        check_partitions({topic: len(partitions)}, live)
+    except PartitionsDisagree as disagreeing:
+        raise RebuildFailed(str(disagreeing)) from None
     if world is not None:
         partitions = [partition_of(world.encode(), live.partitions)]
     wanted = [TopicPartition(topic, number) for number in partitions]
@@ -142,8 +142,7 @@ async def partitions_of(bootstrap: str, topic: str) -> list[int]:
     try:
         if topic not in set(await admin.list_topics()):
             return []
-        [described] = await admin.describe_topics([topic])
-        return sorted(int(item["partition"]) for item in described["partitions"])
+        return list(range((await partition_counts(admin, [topic]))[topic]))
     finally:
         await admin.close()
 

@@ -166,7 +166,8 @@ class Settings(BaseSettings):
     app_id: TopicName = "rumourmill"
     """Consumer group, table and changelog names."""
     partitions: Positive = 4
-    """Partitions of the events, acks and dead-letter topics."""
+    """Partitions of the events, acks, dead-letter, changes and judgements topics: the count they
+    are made with, and the one they must have (`streams.topics.ensure_topics`)."""
     replication: Positive = 1
     """Replication factor of created topics."""
     standbys: Annotated[int, Field(ge=0)] = 0
