@@ -733,17 +733,11 @@ def rebuild_command(
     **flags: Any,
 ) -> None:
     """Rebuild every projection from the events topic into a fresh app id, then compare each
-    world's digest with the live worker's; exits 1 when some differ."""
+    world's digest with the live worker's; exits 1 when some differ, 3 when none of those
+    compared differs but the API key reads not every rebuilt world's tenant."""
     from rich.console import Console
 
-    from streams.rebuild import (
-        RebuildFailed,
-        check_live,
-        fresh_app_id,
-        live_differences,
-        progress_bar,
-        rebuild,
-    )
+    from streams.rebuild import RebuildFailed, check_live, fresh_app_id, progress_bar, rebuild
 
     live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
     app_id = into or fresh_app_id(live)
@@ -767,7 +761,6 @@ def rebuild_command(
             )
         finally:
             bar.stop()
-        differences = live_differences(live, rebuilt.digests)
     except RebuildFailed as error:
         raise click.ClickException(f"rebuild: {error}") from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
@@ -780,11 +773,6 @@ def rebuild_command(
             f"note: the events topic no longer holds its first {rebuilt.expired} event(s) "
             "(retention); the worlds they touched cannot be rebuilt the same"
         )
-    differing = {difference.world: difference for difference in differences}
-    for (tenant, world_id), digest in sorted(rebuilt.digests.items()):
-        found = differing.get((tenant, world_id))
-        verdict = "same as live" if found is None else f"DIFFERS from live {found.live}"
-        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
     if world is None:
         click.echo(
             f"to switch: stop every worker, then start them with RUMOURMILL_APP_ID={app_id}: "
@@ -794,10 +782,50 @@ def rebuild_command(
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
-    if differences:
-        raise click.ClickException(
-            f"{len(differences)} of {len(rebuilt.digests)} world(s) differ from the live worker"
+    _compare_with_live(live, rebuilt.digests)
+
+
+NOT_ALL_COMPARED = 3
+"""`rebuild`'s exit code when no world compared differs, but some could not be compared."""
+
+
+def _compare_with_live(live: Settings, digests: dict[tuple[str, str], str]) -> None:
+    """Print each rebuilt world's digest and whether the live worker's is the same, as it is
+    asked; end the command (exit 1, or `NOT_ALL_COMPARED`) when some differ, or were not
+    compared: an API key reads one tenant."""
+    from streams.rebuild import NotCompared, RebuildFailed, live_digest
+
+    differing = not_compared = 0
+    for (tenant, world_id), digest in sorted(digests.items()):
+        try:
+            live_one = live_digest(live, tenant, world_id)
+        except NotCompared as refusal:
+            not_compared += 1
+            verdict = f"not compared ({refusal})"
+        except RebuildFailed as error:
+            raise click.ClickException(
+                f"rebuild: {error}; the worlds from {tenant}/{world_id} on were not compared "
+                "(`rumourmill digest --world W` prints a world's live digest)"
+            ) from None
+        else:
+            verdict = "same as live"
+            if live_one != digest:
+                differing += 1
+                verdict = f"DIFFERS from live {live_one}"
+        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
+    problems = []
+    if differing:
+        problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")
+    if not_compared:
+        problems.append(
+            f"{not_compared} of {len(digests)} world(s) not compared: the API key does not read "
+            "their tenants; compare each with the digest `rumourmill digest --world W --api-key "
+            "KEY` prints, KEY one of its tenant"
         )
+    if problems:
+        failure = click.ClickException("; ".join(problems))
+        failure.exit_code = 1 if differing else NOT_ALL_COMPARED
+        raise failure
 
 
 def _data_dir_beside(live: Path, app_id: str) -> Path:
