@@ -71,19 +71,23 @@ def _read_settings(url: str | None, api_key: str | None) -> Settings:
 def _on_kafka(
     settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
 ) -> Done:
-    """Run a command's Kafka work; a Kafka that cannot be reached (or fails it), or topics with
+    """Run a command's Kafka work; a Kafka that cannot be reached or fails it, or topics with
     another partition count than the settings', end the command with one line, as `rebuild`
     says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
-    from aiokafka.errors import KafkaError
+    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
     from streams.topics import PartitionsDisagree
 
     unsent = "; nothing published" if before_publishing else ""
     try:
         return asyncio.run(work)
-    except KafkaError as error:
+    except (KafkaConnectionError, KafkaTimeoutError) as error:
         raise click.ClickException(
             f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
+        ) from None
+    except KafkaError as error:  # reached, but it refused or failed what was asked
+        raise click.ClickException(
+            f"Kafka at {settings.bootstrap} failed: {error}{unsent}"
         ) from None
     except PartitionsDisagree as disagreeing:
         raise click.ClickException(f"{disagreeing}{unsent}") from None
@@ -128,19 +132,22 @@ def publish(file: Path, raw: bool, **flags: Any) -> None:
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
-    lines = _checked_lines(file, raw=raw)
+    lines = _checked_lines(file, settings.max_event_bytes, raw=raw)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     sent = _on_kafka(settings, send(settings.bootstrap, settings.topics.events, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
-def _checked_lines(file: Path, raw: bool = False) -> list[Line]:
+def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[Line]:
     """Every line of an event file, checked (unless `raw`) before anything starts: invalid
-    lines are reported by number, and stop the command with nothing sent."""
+    lines (or those over `max_event_bytes`, which the worker dead-letters) are reported by
+    number, and stop the command with nothing sent."""
     from streams.publish import read_lines
 
     with click.progressbar(
-        list(read_lines(file, raw=raw)), label="validating", file=click.get_text_stream("stderr")
+        list(read_lines(file, raw=raw, max_event_bytes=max_event_bytes)),
+        label="validating",
+        file=click.get_text_stream("stderr"),
     ) as progress:
         lines = list(progress)
     invalid = [line for line in lines if line.problem is not None]
@@ -262,7 +269,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
 
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
-    run_demo(story, _checked_lines(story), settings)
+    run_demo(story, _checked_lines(story, settings.max_event_bytes), settings)
 
 
 @main.group()

@@ -279,6 +279,26 @@ def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
     assert settings.topics.acks not in asyncio.run(topics_on(settings))
 
 
+def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`--raw` sends lines unchecked: one over the producer's request limit (1 MB) is refused
+    by the Kafka client, which was reached."""
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(b'{"x": "' + b"y" * 1_200_000 + b'"}\n')
+    published = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", "--raw", str(story)],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert published.returncode == 1
+    assert published.stderr.splitlines()[-1].startswith(
+        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError: "
+    )
+
+
 async def topics_on(settings: Settings) -> set[str]:
     """The topics the broker has (listed: asking for a missing one's metadata may create it)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
