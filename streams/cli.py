@@ -96,6 +96,17 @@ def _on_kafka(
 @click.group()
 def main() -> None:
     """rumourmill: game characters with a memory, from a stream of game events."""
+    _kafka_client_records_to_the_log_only()
+
+
+def _kafka_client_records_to_the_log_only() -> None:
+    """aiokafka logs each broker it cannot connect to as an error; with no logging set up (every
+    command but the worker, whose log has them), Python would print those records on stderr
+    before the one line the command stops with. They now go to a handler that drops them,
+    still passed on to any log set up."""
+    client = logging.getLogger("aiokafka")
+    if not any(isinstance(handler, logging.NullHandler) for handler in client.handlers):
+        client.addHandler(logging.NullHandler())
 
 
 @main.command()
