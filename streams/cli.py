@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streams.settings import Settings, SettingsError, unknown_variables
+from streams.settings import Settings, SettingsError, unknown_variables, worker_url_problem
 
 if TYPE_CHECKING:
     from streams.publish import Line
@@ -121,6 +121,9 @@ def worker(**flags: Any) -> None:
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
+    problem = worker_url_problem(settings)
+    if problem is not None:
+        raise click.ClickException(f"bad setting:\n{problem}")
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings))
     mill = create_app(settings)

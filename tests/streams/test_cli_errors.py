@@ -72,6 +72,31 @@ def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> No
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:18778/rumourmill", "https://127.0.0.1:18778"])
+def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
+    url: str, tmp_path: Path
+) -> None:
+    """The other workers forward reads to a worker's host and port over plain HTTP, at the path
+    asked: a path or https in its RUMOURMILL_WEB_URL would be taken, and never used."""
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+            "RUMOURMILL_WEB_URL": url,
+        },
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "Error: bad setting:",
+        f"RUMOURMILL_WEB_URL={url!r}: a worker's is http://HOST:PORT, without a path: the other"
+        " workers forward reads to its host and port over plain HTTP",
+    ]
+
+
 @pytest.mark.parametrize("world_id", ["", "*"])
 def test_a_world_deletion_for_no_world_or_every_world_is_refused(world_id: str) -> None:
     """`*` is what a tenant's deletion gives for the world it does not name: a world deletion
