@@ -68,12 +68,9 @@ def _take_in(
     max_event_bytes: int,
     changes: MessageChanges | None,
 ) -> Intake:
-    if len(message.value) > max_event_bytes:
-        return refuse(
-            message,
-            f"message is {len(message.value)} bytes, over the limit of {max_event_bytes}",
-            kept_bytes=max_event_bytes,
-        )
+    oversized = too_large(message.value, max_event_bytes)
+    if oversized is not None:
+        return refuse(message, oversized, kept_bytes=max_event_bytes)
     try:
         event = Event.model_validate_json(message.value)
     except ValidationError as error:
@@ -104,6 +101,14 @@ def misrouted_because(key: bytes | None, world_id: str) -> str | None:
             f"message key {shown!r}{longer} is not the event's world_instance_id {world_id!r}: "
             "an event must be keyed by its world"
         )
+    return None
+
+
+def too_large(value: bytes, max_event_bytes: int) -> str | None:
+    """Why a message is refused for its size (`rumourmill publish` refuses it as the worker
+    does), or None."""
+    if len(value) > max_event_bytes:
+        return f"message is {len(value)} bytes, over the limit of {max_event_bytes}"
     return None
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streams.settings import Settings, SettingsError, unknown_variables
+from streams.settings import Settings, SettingsError, unknown_variables, worker_url_problem
 
 if TYPE_CHECKING:
     from streams.publish import Line
@@ -22,23 +22,32 @@ READ_FLAGS = {"web_url": "--url"}
 Done = TypeVar("Done")
 
 
-def _settings_options(function: Any) -> Any:
-    """The flags every broker-facing command shares; each overrides its env var."""
-    for name, kind in reversed(
-        [
-            ("broker", str),
-            ("data-dir", click.Path(path_type=Path)),
-            ("web-port", int),
-            ("app-id", str),
-            ("partitions", int),
-            ("topic-prefix", str),
-        ]
-    ):
-        env = "RUMOURMILL_" + name.replace("-", "_").upper()
-        function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
-            function
-        )
-    return function
+def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
+    """A decorator adding each `--NAME` flag (name, click type), overriding RUMOURMILL_NAME."""
+
+    def add_flags(function: Any) -> Any:
+        for name, kind in reversed(flags):
+            env = "RUMOURMILL_" + name.replace("-", "_").upper()
+            function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
+                function
+            )
+        return function
+
+    return add_flags
+
+
+_settings_options = _overriding_flags(
+    ("broker", str),
+    ("data-dir", click.Path(path_type=Path)),
+    ("web-port", int),
+    ("app-id", str),
+    ("partitions", int),
+    ("topic-prefix", str),
+)
+"""The flags of the worker and `rebuild`."""
+_topic_options = _overriding_flags(("broker", str), ("topic-prefix", str), ("partitions", int))
+"""The flags of the commands that publish to rumourmill's topics: they create those missing,
+and refuse those of another partition count than the settings' (`streams.topics`)."""
 
 
 def _settings(flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
@@ -62,23 +71,42 @@ def _read_settings(url: str | None, api_key: str | None) -> Settings:
 def _on_kafka(
     settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
 ) -> Done:
-    """Run a command's Kafka work; a Kafka that cannot be reached (or fails it) ends the
-    command with one line, as `rebuild` says it, not a traceback. `before_publishing`: nothing
-    was sent yet, and the line says so."""
-    from aiokafka.errors import KafkaError
+    """Run a command's Kafka work; a Kafka that cannot be reached or fails it, or topics with
+    another partition count than the settings', end the command with one line, as `rebuild`
+    says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
+    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
+    from streams.topics import PartitionsDisagree
+
+    unsent = "; nothing published" if before_publishing else ""
     try:
         return asyncio.run(work)
-    except KafkaError as error:
-        unsent = "; nothing published" if before_publishing else ""
+    except (KafkaConnectionError, KafkaTimeoutError) as error:
         raise click.ClickException(
             f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
         ) from None
+    except KafkaError as error:  # reached, but it refused or failed what was asked
+        raise click.ClickException(
+            f"Kafka at {settings.bootstrap} failed: {error}{unsent}"
+        ) from None
+    except PartitionsDisagree as disagreeing:
+        raise click.ClickException(f"{disagreeing}{unsent}") from None
 
 
 @click.group()
 def main() -> None:
     """rumourmill: game characters with a memory, from a stream of game events."""
+    _kafka_client_records_to_the_log_only()
+
+
+def _kafka_client_records_to_the_log_only() -> None:
+    """aiokafka logs each broker it cannot connect to as an error; with no logging set up (every
+    command but the worker, whose log has them), Python would print those records on stderr
+    before the one line the command stops with. They now go to a handler that drops them,
+    still passed on to any log set up."""
+    client = logging.getLogger("aiokafka")
+    if not any(isinstance(handler, logging.NullHandler) for handler in client.handlers):
+        client.addHandler(logging.NullHandler())
 
 
 @main.command()
@@ -93,6 +121,9 @@ def worker(**flags: Any) -> None:
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
+    problem = worker_url_problem(settings)
+    if problem is not None:
+        raise click.ClickException(f"bad setting:\n{problem}")
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings))
     mill = create_app(settings)
@@ -108,27 +139,29 @@ def worker(**flags: Any) -> None:
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def publish(file: Path, raw: bool, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def publish(file: Path, raw: bool, **flags: Any) -> None:
     """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
     from streams.publish import publish as send
     from streams.topics import ensure_topics
 
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
-    lines = _checked_lines(file, raw=raw)
+    settings = _settings(**flags)
+    lines = _checked_lines(file, settings.max_event_bytes, raw=raw)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     sent = _on_kafka(settings, send(settings.bootstrap, settings.topics.events, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
-def _checked_lines(file: Path, raw: bool = False) -> list[Line]:
+def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[Line]:
     """Every line of an event file, checked (unless `raw`) before anything starts: invalid
-    lines are reported by number, and stop the command with nothing sent."""
+    lines (or those over `max_event_bytes`, which the worker dead-letters) are reported by
+    number, and stop the command with nothing sent."""
     from streams.publish import read_lines
 
     with click.progressbar(
-        list(read_lines(file, raw=raw)), label="validating", file=click.get_text_stream("stderr")
+        list(read_lines(file, raw=raw, max_event_bytes=max_event_bytes)),
+        label="validating",
+        file=click.get_text_stream("stderr"),
     ) as progress:
         lines = list(progress)
     invalid = [line for line in lines if line.problem is not None]
@@ -250,7 +283,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
 
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
-    run_demo(story, _checked_lines(story), settings)
+    run_demo(story, _checked_lines(story, settings.max_event_bytes), settings)
 
 
 @main.group()
@@ -262,11 +295,8 @@ def policy() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--world", default=None, help="the world it governs; omit for the tenant default")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def policy_set(
-    file: Path, world: str | None, tenant: str, broker: str | None, topic_prefix: str | None
-) -> None:
+@_topic_options
+def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None:
     """Validate a (partial) policy document and publish it to the policies topic.
 
     Refused, with nothing published, when it is invalid, or when it and a document in force
@@ -299,7 +329,7 @@ def policy_set(
         document = check_policy_document(file.read_bytes())
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{file}: {refusal}; nothing published") from None
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 
     async def conflicting() -> list[str]:
@@ -334,9 +364,8 @@ def world() -> None:
 @world.command("delete")
 @click.argument("world_id")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def world_delete(world_id: str, tenant: str, **flags: Any) -> None:
     """Publish `world.deleted`: everything of the world goes, persistent memories included."""
     from projections.deletion import ANY
 
@@ -345,7 +374,7 @@ def world_delete(world_id: str, tenant: str, broker: str | None, topic_prefix: s
             f"bad deletion: world_instance_id {ANY!r} names no world (to delete every world of "
             "a tenant: `rumourmill tenant delete`); nothing published"
         )
-    _publish_deletion(tenant, world_id, broker, topic_prefix)
+    _publish_deletion(tenant, world_id, flags)
 
 
 @main.group()
@@ -355,16 +384,13 @@ def tenant() -> None:
 
 @tenant.command("delete")
 @click.argument("tenant_id")
-@click.option("--broker", default=None, help="overrides RUMOURMILL_BROKER")
-@click.option("--topic-prefix", default=None, help="overrides RUMOURMILL_TOPIC_PREFIX")
-def tenant_delete(tenant_id: str, broker: str | None, topic_prefix: str | None) -> None:
+@_topic_options
+def tenant_delete(tenant_id: str, **flags: Any) -> None:
     """Publish `tenant.deleted` to every partition: every world of the tenant goes."""
-    _publish_deletion(tenant_id, None, broker, topic_prefix)
+    _publish_deletion(tenant_id, None, flags)
 
 
-def _publish_deletion(
-    tenant_id: str, world_id: str | None, broker: str | None, topic_prefix: str | None
-) -> None:
+def _publish_deletion(tenant_id: str, world_id: str | None, flags: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     from projections.deletion import deletion_event
@@ -376,7 +402,7 @@ def _publish_deletion(
         event = deletion_event(tenant_id, world_id)
     except ValidationError as error:
         raise click.ClickException(explain(error, "bad deletion") + "; nothing published") from None
-    settings = _settings(broker=broker, topic_prefix=topic_prefix)
+    settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     copies = _on_kafka(
         settings,
@@ -728,17 +754,11 @@ def rebuild_command(
     **flags: Any,
 ) -> None:
     """Rebuild every projection from the events topic into a fresh app id, then compare each
-    world's digest with the live worker's; exits 1 when some differ."""
+    world's digest with the live worker's; exits 1 when some differ, 3 when none of those
+    compared differs but the API key reads not every rebuilt world's tenant."""
     from rich.console import Console
 
-    from streams.rebuild import (
-        RebuildFailed,
-        check_live,
-        fresh_app_id,
-        live_differences,
-        progress_bar,
-        rebuild,
-    )
+    from streams.rebuild import RebuildFailed, check_live, fresh_app_id, progress_bar, rebuild
 
     live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
     app_id = into or fresh_app_id(live)
@@ -762,7 +782,6 @@ def rebuild_command(
             )
         finally:
             bar.stop()
-        differences = live_differences(live, rebuilt.digests)
     except RebuildFailed as error:
         raise click.ClickException(f"rebuild: {error}") from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
@@ -775,11 +794,6 @@ def rebuild_command(
             f"note: the events topic no longer holds its first {rebuilt.expired} event(s) "
             "(retention); the worlds they touched cannot be rebuilt the same"
         )
-    differing = {difference.world: difference for difference in differences}
-    for (tenant, world_id), digest in sorted(rebuilt.digests.items()):
-        found = differing.get((tenant, world_id))
-        verdict = "same as live" if found is None else f"DIFFERS from live {found.live}"
-        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
     if world is None:
         click.echo(
             f"to switch: stop every worker, then start them with RUMOURMILL_APP_ID={app_id}: "
@@ -789,10 +803,50 @@ def rebuild_command(
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
-    if differences:
-        raise click.ClickException(
-            f"{len(differences)} of {len(rebuilt.digests)} world(s) differ from the live worker"
+    _compare_with_live(live, rebuilt.digests)
+
+
+NOT_ALL_COMPARED = 3
+"""`rebuild`'s exit code when no world compared differs, but some could not be compared."""
+
+
+def _compare_with_live(live: Settings, digests: dict[tuple[str, str], str]) -> None:
+    """Print each rebuilt world's digest and whether the live worker's is the same, as it is
+    asked; end the command (exit 1, or `NOT_ALL_COMPARED`) when some differ, or were not
+    compared: an API key reads one tenant."""
+    from streams.rebuild import NotCompared, RebuildFailed, live_digest
+
+    differing = not_compared = 0
+    for (tenant, world_id), digest in sorted(digests.items()):
+        try:
+            live_one = live_digest(live, tenant, world_id)
+        except NotCompared as refusal:
+            not_compared += 1
+            verdict = f"not compared ({refusal})"
+        except RebuildFailed as error:
+            raise click.ClickException(
+                f"rebuild: {error}; the worlds from {tenant}/{world_id} on were not compared "
+                "(`rumourmill digest --world W` prints a world's live digest)"
+            ) from None
+        else:
+            verdict = "same as live"
+            if live_one != digest:
+                differing += 1
+                verdict = f"DIFFERS from live {live_one}"
+        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
+    problems = []
+    if differing:
+        problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")
+    if not_compared:
+        problems.append(
+            f"{not_compared} of {len(digests)} world(s) not compared: the API key does not read "
+            "their tenants; compare each with the digest `rumourmill digest --world W --api-key "
+            "KEY` prints, KEY one of its tenant"
         )
+    if problems:
+        failure = click.ClickException("; ".join(problems))
+        failure.exit_code = 1 if differing else NOT_ALL_COMPARED
+        raise failure
 
 
 def _data_dir_beside(live: Path, app_id: str) -> Path:

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
 from projections.delivery import world_key
-from projections.intake import explain
+from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain, too_large
 from schemas import Event
 
 
@@ -24,17 +24,26 @@ class Line:
     problem: str | None = None
 
 
-def read_lines(path: Path, *, raw: bool = False) -> Iterator[Line]:
+def read_lines(
+    path: Path, *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> Iterator[Line]:
     """Each non-blank line of `path`; validated unless `raw` (sent as it is, for tests)."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             data = line.rstrip(b"\r\n")
             if data.strip():
-                yield parse_line(number, data, raw=raw)
+                yield parse_line(number, data, raw=raw, max_event_bytes=max_event_bytes)
 
 
-def parse_line(number: int, data: bytes, *, raw: bool = False) -> Line:
-    """Key a line by its world; a `raw` line may be anything and is never refused."""
+def parse_line(
+    number: int, data: bytes, *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> Line:
+    """Key a line by its world; refuse one the worker would (over `max_event_bytes`, the
+    worker's `RUMOURMILL_MAX_EVENT_BYTES`, or no valid event). A `raw` line may be anything
+    and is never refused."""
+    oversized = None if raw else too_large(data, max_event_bytes)
+    if oversized is not None:
+        return Line(number, data, None, f"{oversized} (RUMOURMILL_MAX_EVENT_BYTES)")
     try:
         world = Event.model_validate_json(data).world_instance_id
     except ValidationError as error:

@@ -18,6 +18,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -57,6 +58,7 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
+from streams.topics import PartitionsDisagree, check_partitions, partition_counts
 
 POLICIES_TIMEOUT = 60.0
 """How long the rebuild waits to have read the policies topic to its end."""
@@ -91,13 +93,8 @@ class Rebuilt:
     """Events the topic no longer holds (its retention removed them): they were not folded."""
 
 
-@dataclass(frozen=True)
-class Difference:
-    """A world whose rebuilt digest is not the live one."""
-
-    world: World
-    rebuilt: str
-    live: str
+class NotCompared(Exception):
+    """The live worker would not show this world to the API key: why, as it answered."""
 
 
 def fresh_app_id(live: Settings) -> str:
@@ -114,11 +111,10 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     partitions = await partitions_of(live.bootstrap, topic)
     if not partitions:
         raise RebuildFailed(f"topic {topic!r} does not exist on {live.bootstrap}")
-    if len(partitions) != live.partitions:
-        raise RebuildFailed(
-            f"topic {topic!r} has {len(partitions)} partitions, the settings say "
-            f"{live.partitions} (RUMOURMILL_PARTITIONS)"
-        )
+    try:
+        check_partitions({topic: len(partitions)}, live)
+    except PartitionsDisagree as disagreeing:
+        raise RebuildFailed(str(disagreeing)) from None
     if world is not None:
         partitions = [partition_of(world.encode(), live.partitions)]
     wanted = [TopicPartition(topic, number) for number in partitions]
@@ -142,8 +138,7 @@ async def partitions_of(bootstrap: str, topic: str) -> list[int]:
     try:
         if topic not in set(await admin.list_topics()):
             return []
-        [described] = await admin.describe_topics([topic])
-        return sorted(int(item["partition"]) for item in described["partitions"])
+        return list(range((await partition_counts(admin, [topic]))[topic]))
     finally:
         await admin.close()
 
@@ -509,22 +504,22 @@ def recorded_judge(
     )
 
 
-def live_differences(live: Settings, digests: dict[World, str]) -> list[Difference]:
-    """Each rebuilt world whose digest the live worker does not share."""
-    differences = []
-    for (tenant, world_id), rebuilt in sorted(digests.items()):
-        query = {"world_instance_id": world_id, "tenant_id": tenant}
-        try:
-            live_digest = fetch(live, "/v2/admin/digest", query).get("digest")
-        except ReadFailed as error:
-            raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
-        if not isinstance(live_digest, str):
-            raise RebuildFailed(
-                f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
-            )
-        if live_digest != rebuilt:
-            differences.append(Difference((tenant, world_id), rebuilt, live_digest))
-    return differences
+def live_digest(live: Settings, tenant: str, world_id: str) -> str:
+    """The live worker's digest of a world. Raises `NotCompared` when the worker refuses the API
+    key this world (403: a key reads its own tenant only), `RebuildFailed` when it cannot
+    answer."""
+    query = {"world_instance_id": world_id, "tenant_id": tenant}
+    try:
+        digest = fetch(live, "/v2/admin/digest", query).get("digest")
+    except ReadFailed as error:
+        if error.status == HTTPStatus.FORBIDDEN:
+            raise NotCompared(str(error)) from None
+        raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+    if not isinstance(digest, str):
+        raise RebuildFailed(
+            f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
+        )
+    return digest
 
 
 def _read_only(key: bytes, value: bytes | None) -> None:

@@ -162,11 +162,13 @@ class Settings(BaseSettings):
     web_port: Port = 6066
     """The port of the HTTP reads."""
     web_url: str = ""
-    """How other workers (and the read commands) reach this one; empty: http://WEB_HOST:WEB_PORT."""
+    """How other workers (and the read commands) reach this one; empty: http://WEB_HOST:WEB_PORT.
+    A worker's own is http://HOST:PORT (`worker_url_problem`)."""
     app_id: TopicName = "rumourmill"
     """Consumer group, table and changelog names."""
     partitions: Positive = 4
-    """Partitions of the events, acks and dead-letter topics."""
+    """Partitions of the events, acks, dead-letter, changes and judgements topics: the count they
+    are made with, and the one they must have (`streams.topics.ensure_topics`)."""
     replication: Positive = 1
     """Replication factor of created topics."""
     standbys: Annotated[int, Field(ge=0)] = 0
@@ -262,6 +264,17 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL (host, port and path only)")
         return value.rstrip("/")
 
+    @field_validator("web_url")
+    @classmethod
+    def _no_user_or_password(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "must be an http:// or https:// URL (host, port and path only): neither the"
+                " workers nor the read commands send a user and password"
+            )
+        return value
+
     @classmethod
     def from_env(cls, flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
         """Read every `RUMOURMILL_*` variable, with the non-None `flags` (CLI flags) over them.
@@ -308,6 +321,20 @@ class Settings(BaseSettings):
         """The topics of this deployment, all named `PREFIX.KIND` (changes: empty when off)."""
         topics = Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))
         return topics if self.changes else topics._replace(changes="")
+
+
+def worker_url_problem(settings: Settings) -> str | None:
+    """What is wrong with a worker's own `RUMOURMILL_WEB_URL`, if anything. The other workers
+    forward reads to its host and port (`streams.app`), over plain HTTP and at the path asked:
+    a path or https there would be taken and never used. (The read commands' URL may have
+    either: a proxy's.)"""
+    parts = urlsplit(settings.web_url)
+    if parts.scheme == "https" or parts.path:
+        return (
+            f"{ENV_PREFIX}WEB_URL={settings.web_url!r}: a worker's is http://HOST:PORT, without a"
+            " path: the other workers forward reads to its host and port over plain HTTP"
+        )
+    return None
 
 
 TEST_VARIABLES = frozenset({"RUMOURMILL_SOAK", "RUMOURMILL_FAULT_SEED"})

@@ -18,6 +18,11 @@ class ReadFailed(Exception):
     """The worker answered with an error (the message is its `detail`), could not be reached,
     or what answered was not a worker."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status of the error answered; None when none was."""
+
 
 def fetch(
     settings: Settings, path: str, query: dict[str, str], posted: Any = None
@@ -53,7 +58,7 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
             body: bytes = reply.read()
             return body
     except urllib.error.HTTPError as error:
-        raise ReadFailed(f"{error.code}: {_error_detail(error)}") from None
+        raise ReadFailed(f"{error.code}: {_error_detail(error)}", error.code) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None

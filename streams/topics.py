@@ -1,8 +1,10 @@
-"""Creating rumourmill's topics with their partition counts before anything uses them."""
+"""Creating rumourmill's topics with their partition counts before anything uses them, and
+refusing topics that exist with another count than the settings give them."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Mapping
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -10,9 +12,37 @@ from aiokafka.errors import TopicAlreadyExistsError
 from streams.settings import Settings
 
 
+class PartitionsDisagree(Exception):
+    """Topics that exist with another partition count than `RUMOURMILL_PARTITIONS`, in one
+    line. A worker places each world on its key's hash modulo the setting: over fewer
+    partitions it sends acks and dead letters to partitions the topics lack, and stops; over
+    more, it serves the worlds of the wrong partitions, and most reads answer 503."""
+
+
+def check_partitions(counts: Mapping[str, int], settings: Settings) -> None:
+    """Raise `PartitionsDisagree` naming each topic of `counts` (name -> its partitions) whose
+    count is not the settings'."""
+    wrong = [
+        f"{name!r} has {count}" for name, count in counts.items() if count != settings.partitions
+    ]
+    if wrong:
+        raise PartitionsDisagree(
+            f"topic {', '.join(wrong)} partition(s), the settings say {settings.partitions} "
+            "(RUMOURMILL_PARTITIONS); every worker and command of a deployment needs the count "
+            "its topics have"
+        )
+
+
+async def partition_counts(admin: AIOKafkaAdminClient, topics: Iterable[str]) -> dict[str, int]:
+    """How many partitions each of `topics` has, as the broker describes them."""
+    described = await admin.describe_topics(list(topics))
+    return {item["topic"]: len(item["partitions"]) for item in described}
+
+
 async def ensure_topics(settings: Settings) -> None:
     """Create the events, acks, dead-letter, changes (unless the feed is off) and (compacted)
-    judgements and policies topics if missing."""
+    judgements and policies topics if missing; raise `PartitionsDisagree`, creating nothing,
+    when those of them that exist have another partition count than the settings'."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
@@ -35,6 +65,9 @@ async def ensure_topics(settings: Settings) -> None:
                 topic_configs={"cleanup.policy": "compact"},
             )
         )
+        partitioned = [topic.name for topic in wanted if topic.name in existing]
+        if partitioned:
+            check_partitions(await partition_counts(admin, partitioned), settings)
         wanted.append(
             NewTopic(
                 settings.topics.policies,

@@ -44,9 +44,16 @@ def unique_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Setting
     )
 
 
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout under test."""
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment a `rumourmill` subprocess reads the same settings from."""
-    return {**os.environ, **settings.environment()}
+    """The environment a `rumourmill` subprocess reads the same settings from, importing this
+    checkout's code whatever its working directory (from elsewhere, `python -m streams` would
+    import the installed copy, which may be another checkout's)."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, **settings.environment(), "PYTHONPATH": os.pathsep.join(paths)}
 
 
 class WorkerProcess:

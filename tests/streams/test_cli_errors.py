@@ -42,11 +42,20 @@ def refused(*command: str) -> str:
 def test_a_publishing_command_says_kafka_cannot_be_reached_and_nothing_was_published(
     command: list[str], tmp_path: Path
 ) -> None:
+    """In one line: in a process of its own, as Python prints a library's log records when
+    nothing set up a log (aiokafka logs each broker it cannot connect to)."""
     policy = tmp_path / "policy.json"
     policy.write_text("{}")
-    output = refused(*(part.format(policy=policy) for part in command), "--broker", NOWHERE)
-    last = output.splitlines()[-1]  # `publish` shows its validating first
-    assert last.startswith(UNREACHABLE) and last.endswith("; nothing published")
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", *(part.format(policy=policy) for part in command)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RUMOURMILL_BROKER": NOWHERE},
+    )
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if line != "validating"]  # publish's
+    assert line.startswith(UNREACHABLE) and line.endswith("; nothing published")
 
 
 def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> None:
@@ -61,6 +70,31 @@ def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> No
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:18778/rumourmill", "https://127.0.0.1:18778"])
+def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
+    url: str, tmp_path: Path
+) -> None:
+    """The other workers forward reads to a worker's host and port over plain HTTP, at the path
+    asked: a path or https in its RUMOURMILL_WEB_URL would be taken, and never used."""
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+            "RUMOURMILL_WEB_URL": url,
+        },
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "Error: bad setting:",
+        f"RUMOURMILL_WEB_URL={url!r}: a worker's is http://HOST:PORT, without a path: the other"
+        " workers forward reads to its host and port over plain HTTP",
+    ]
 
 
 @pytest.mark.parametrize("world_id", ["", "*"])

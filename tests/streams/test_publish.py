@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,17 +11,22 @@ from streams.publish import read_lines
 
 
 def test_invalid_lines_are_reported_by_number_and_nothing_is_sent(tmp_path: Path) -> None:
+    """Lines over RUMOURMILL_MAX_EVENT_BYTES too: the worker would dead-letter them (and one
+    over the producer's limit would stop the publish halfway)."""
     story = tmp_path / "story.ndjson"
+    oversized = '{"world_instance_id": "w", "timeline_id": "main", "seq": 2, "key": "k", '
+    oversized += '"payload": {"text": "' + "y" * 20_000 + '"}}'
     story.write_text(
         '{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\n'
         "\n"
         '{"world_instance_id": "w", "timeline_id": "main", "seq": 0, "key": "k"}\n'
-        "not json\n"
+        "not json\n" + oversized + "\n"
     )
     result = subprocess.run(
         [sys.executable, "-m", "streams", "publish", str(story), "--broker", "127.0.0.1:9"],
         capture_output=True,
         text=True,
+        env={**os.environ, "RUMOURMILL_MAX_EVENT_BYTES": "16384"},
     )
     assert result.returncode != 0
     assert (
@@ -28,7 +34,11 @@ def test_invalid_lines_are_reported_by_number_and_nothing_is_sent(tmp_path: Path
         in result.stderr
     )
     assert f"{story}:4: not valid JSON" in result.stderr
-    assert "2 invalid line(s); nothing sent" in result.stderr
+    assert (
+        f"{story}:5: message is {len(oversized)} bytes, over the limit of 16384"
+        " (RUMOURMILL_MAX_EVENT_BYTES)" in result.stderr
+    )
+    assert "3 invalid line(s); nothing sent" in result.stderr
 
 
 def test_raw_lines_are_kept_as_they_are_and_keyed_by_world_when_they_name_one(

@@ -24,7 +24,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.cli import main
-from streams.rebuild import RebuildFailed, live_differences
+from streams.rebuild import RebuildFailed, live_digest
 from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.web import register_views
@@ -316,7 +316,7 @@ def test_a_rebuild_whose_live_worker_answers_another_pages_health_stops_before_k
 def test_a_rebuild_compared_with_a_live_answer_holding_no_digest_says_so(other_url: str) -> None:
     live = Settings.from_env(web_url=f"{other_url}/object")
     with pytest.raises(RebuildFailed, match="answered no digest of 'save-1'"):
-        live_differences(live, {("default", "save-1"): "0" * 64})
+        live_digest(live, "default", "save-1")
 
 
 def test_a_rumour_map_into_a_missing_directory_is_refused_by_its_path(

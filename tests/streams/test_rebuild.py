@@ -32,7 +32,14 @@ from tests.streams.noisy_story import story
 from tests.streams.test_deletion import story as story_of
 from tests.streams.test_faults import get_json
 from tests.streams.test_restart import replayed_at_last_start
-from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    send_events,
+    settings_env,
+    unique_settings,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -224,6 +231,36 @@ def test_world_rebuilds_one_world_and_bad_targets_are_refused(
     assert unreachable.returncode == 1
     assert "Traceback" not in unreachable.stderr
     assert unreachable.stderr.startswith("Error: rebuild: the live worker at http://127.0.0.1:9")
+
+
+def test_a_rebuild_compared_with_one_tenants_key_says_which_worlds_it_could_not_compare(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A live worker with API keys and two tenants: a key reads its own tenant only, so the
+    other tenant's worlds are named as not compared (exit 3), after the rebuild's summary,
+    rather than the whole comparison (and the summary) given up for the first of them."""
+    keyed = settings.model_copy(update={"api_keys": {"key-a": "default", "key-b": "other"}})
+    asyncio.run(ensure_topics(keyed))
+    lines = [orjson.dumps(event("mine", 1)), orjson.dumps(event("theirs", 1, tenant_id="other"))]
+    worker = WorkerProcess(keyed, tmp_path / "live.log").start()
+    try:
+        send_events(keyed, lines)
+        wait_for_acks(keyed, lines)
+        done = rebuild(keyed, "--api-key", "key-a", "--into-data-dir", str(tmp_path / "rebuilt"))
+    finally:
+        worker.stop()
+    assert done.returncode == 3, done.stderr
+    verdicts = printed_worlds(done.stdout)
+    assert verdicts["default/mine"].endswith(" same as live")
+    assert verdicts["other/theirs"].endswith(
+        " not compared (403: this API key does not read tenant 'other')"
+    )
+    assert "to switch: stop every worker" in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        "Error: 1 of 2 world(s) not compared: the API key does not read their tenants; compare "
+        "each with the digest `rumourmill digest --world W --api-key KEY` prints, KEY one of "
+        "its tenant"
+    )
 
 
 def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path: Path) -> None:

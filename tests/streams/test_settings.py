@@ -110,6 +110,7 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_WEB_URL", "http://worker:port", "Port could not be cast"),
         ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
+        ("RUMOURMILL_WEB_URL", "http://user:pw@worker:6066", "send a user and password"),
         ("RUMOURMILL_TOPIC_PREFIX", "my topics", "should match pattern"),
         ("RUMOURMILL_KAFKA_VERSION", "latest", "should match pattern"),
     ],

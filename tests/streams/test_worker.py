@@ -6,6 +6,8 @@ import asyncio
 import base64
 import json
 import random
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +15,20 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
-from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    send_events,
+    settings_env,
+    topic_ends,
+    unique_settings,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -256,3 +267,70 @@ def test_sigkill_mid_stream_applies_every_event_exactly_once(
             assert reply["digest"] == digest, f"{world} differs from the run without a kill"
     finally:
         worker.stop()
+
+
+def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A game server published first, and the broker made the events topic with its own count
+    (1 here): a worker of 2 partitions would serve the worlds of the wrong partitions and send
+    acks to partitions the topics lack; it stops before it starts, naming both counts. A
+    publish with those settings is refused too, before it makes the other topics with them."""
+    send_events(settings, [event("w", 1)])  # a producer of its own: the broker's auto-create
+    expected = (
+        f"Error: topic {settings.topics.events!r} has 1 partition(s), the settings say 2 "
+        "(RUMOURMILL_PARTITIONS); every worker and command of a deployment needs the count "
+        "its topics have"
+    )
+    worker = subprocess.run(
+        [sys.executable, "-m", "streams", "worker"],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert worker.returncode == 1
+    assert worker.stderr.splitlines()[-1] == expected
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(orjson.dumps(event("w", 2)) + b"\n")
+    published = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", str(story)],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert published.returncode == 1
+    assert published.stderr.splitlines()[-1] == expected + "; nothing published"
+    assert topic_ends(settings, settings.topics.events) == {0: 1}
+    assert settings.topics.acks not in asyncio.run(topics_on(settings))
+
+
+def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`--raw` sends lines unchecked: one over the producer's request limit (1 MB) is refused
+    by the Kafka client, which was reached."""
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(b'{"x": "' + b"y" * 1_200_000 + b'"}\n')
+    published = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", "--raw", str(story)],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert published.returncode == 1
+    assert published.stderr.splitlines()[-1].startswith(
+        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError: "
+    )
+
+
+async def topics_on(settings: Settings) -> set[str]:
+    """The topics the broker has (listed: asking for a missing one's metadata may create it)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
