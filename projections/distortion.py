@@ -9,9 +9,15 @@ never from chance, so the same stream always tells the same rumours.
   - a number grows: by half again, rounded up ("10 gold" -> "15 gold"), or by 1 to 3 more.
     A fact holding that number grows the same way, so the rumour now contradicts the world
     record and reads as `diverging`;
-  - someone named becomes "a stranger" ("Oskar robbed Mara" -> "A stranger robbed Mara");
-  - the place blurs: "at The Crooked Lantern" -> "somewhere near The Crooked Lantern", or
-    just "somewhere".
+  - someone named becomes "a stranger" ("Oskar robbed Mara" -> "A stranger robbed Mara"):
+    a character or a player, never an item or a place;
+  - a place the words name after "at" or "in" blurs: "at The Crooked Lantern" -> "somewhere
+    near The Crooked Lantern", or just "somewhere" (in "Oskar confided in Ada", Ada is someone,
+    not a place).
+  What an id names is what the world's catalogue says as the retelling's event sees it (its
+  declared kind, else the id patterns), not what the wording suggests. Only an id of no known
+  kind (a player never declared one, say) is taken for what the words make it: a place after
+  "at" or "in", else someone.
 - A blurred name or place changes the telling only: the facts still name them, since "somebody
   did it" is no claim the record could contradict.
 - Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05") is no
@@ -23,15 +29,25 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
+from projections.catalogue import CHARACTER, PLACE, PLAYER, UNKNOWN
 from projections.keys import pack
 from projections.numbers import decimal, hundredths
 from schemas import Fact
 
-Names = Callable[[str], str]
-"""What a character calls an id (`Catalogue.name_of`)."""
+
+class Catalogued(Protocol):
+    """What the world's catalogue tells of an id, as the retelling's event sees it
+    (`projections.catalogue.Catalogue`)."""
+
+    def name_of(self, entity_id: str, /) -> str:
+        """What a character calls the id."""
+
+    def kind_of(self, entity_id: str, /) -> str:
+        """What kind of thing the id names."""
+
 
 Number = int | float
 Rule = Literal["number", "stranger", "place"]
@@ -43,6 +59,8 @@ GROWTH_FACTOR = 1.5
 MOST_ADDED = 3
 """A number growing "by a little" gains 1 to this many."""
 STRANGER = "a stranger"
+PEOPLE = (CHARACTER, PLAYER)
+"""The kinds of what can become "a stranger"."""
 PLACE_WORDS = ("at", "in")
 """The words before a place in an event's wording ("... at The Crooked Lantern")."""
 
@@ -64,14 +82,17 @@ def distortion_seed(origin: str, listener: str, timeline_id: str, seq: int) -> b
 
 
 def distort(
-    content: str, facts: list[Fact], about: Sequence[str], seed: bytes, names: Names
+    content: str, facts: list[Fact], about: Sequence[str], seed: bytes, catalogue: Catalogued
 ) -> tuple[str, list[Fact]]:
     """The content and facts as the listener takes them in, perhaps with one detail shifted."""
     draws = _Draws(seed)
     if draws.below(UNCHANGED_ONE_IN) == 0:
         return content, facts
-    places = _places(content, about, names)
-    people = [name for name in _named(content, about, names) if name not in places]
+    named = _named(content, about, catalogue)
+    people = [name for name, kind in named.items() if kind in PEOPLE]
+    places = [
+        name for name, kind in named.items() if kind == PLACE and _at_place(name).search(content)
+    ]
     numbers = _numbers(content, facts)
     rules: list[Rule] = []
     if numbers:
@@ -166,19 +187,25 @@ def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[F
     return changed
 
 
-def _named(content: str, about: Sequence[str], names: Names) -> list[str]:
-    """The names of what the news is about that the words mention, in `about` order, once each."""
-    found: list[str] = []
+def _named(content: str, about: Sequence[str], catalogue: Catalogued) -> dict[str, str]:
+    """The names of what the news is about that the words mention, in `about` order, once each,
+    with the kind of the first entity so named (`_kind_as_told`)."""
+    found: dict[str, str] = {}
     for entity in about:
-        name = names(entity)
+        name = catalogue.name_of(entity)
         if name not in found and _mention(name).search(content):
-            found.append(name)
+            told_as_place = _at_place(name).search(content) is not None
+            found[name] = _kind_as_told(catalogue.kind_of(entity), told_as_place)
     return found
 
 
-def _places(content: str, about: Sequence[str], names: Names) -> list[str]:
-    """The names among `_named` that the words use as a place ("at X", "in X")."""
-    return [name for name in _named(content, about, names) if _at_place(name).search(content)]
+def _kind_as_told(kind: str, told_as_place: bool) -> str:
+    """The catalogue's kind; for an id of no known kind, what the words make it: a place after
+    "at" or "in", else someone (as a character is). A player is one to the catalogue only at
+    the events listing it, so news of a player's deed names an id of no kind, unless declared."""
+    if kind != UNKNOWN:
+        return kind
+    return PLACE if told_as_place else CHARACTER
 
 
 def _mention(name: str) -> re.Pattern[str]:

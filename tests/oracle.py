@@ -489,20 +489,26 @@ def grown(number: int | float, by_half: bool, more: int) -> int | float:
 
 
 def distorted(
-    content: str, facts: list[Fact], about: list[str], seed: bytes, name: Names
+    content: str, facts: list[Fact], about: list[str], seed: bytes, name: Names, kind: Kinds
 ) -> tuple[str, list[Fact]]:
     """A retelling with maybe one detail shifted (README, `spreading.distortion`): one in four
-    passes unchanged; else a number grows (its facts too), someone named becomes "a
-    stranger", or the place blurs, chosen among the details the telling has."""
+    passes unchanged; else a number grows (its facts too), someone named (a character or a
+    player, by the catalogue) becomes "a stranger", or a place (by the catalogue) named after
+    "at" or "in" blurs, chosen among the details the telling has. An id of no known kind is a
+    place when named after "at" or "in", else someone."""
     draws = Draws(seed)
     if draws.pick(4) == 0:
         return content, facts
-    named: list[str] = []
+    named: dict[str, str] = {}  # name -> kind of the first entity in `about` so called
     for entity in about:
         if name(entity) not in named and mentions(content, name(entity)):
-            named.append(name(entity))
-    places = [n for n in named if mentions(content, f"at {n}") or mentions(content, f"in {n}")]
-    people = [n for n in named if n not in places]
+            named[name(entity)] = kind(entity)
+    said_at = {n for n in named if mentions(content, f"at {n}") or mentions(content, f"in {n}")}
+    for n, k in named.items():
+        if k == "unknown":  # the catalogue cannot say: the words do
+            named[n] = "place" if n in said_at else "character"
+    places = [n for n, k in named.items() if k == "place" and n in said_at]
+    people = [n for n, k in named.items() if k in ("character", "player")]
     numbers: list[int | float] = []
     candidates = [value for _, _, value in story_numbers(content)]
     candidates += [n for n in map(fact_number, facts) if n is not None and n >= 0]
@@ -1106,7 +1112,7 @@ class Oracle:
             return any(m.character == character and m.origin == origin for m in visible + heard)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
-            heard.append(self._retold(memory, teller, listener, event, name))
+            heard.append(self._retold(memory, teller, listener, event, kind, name))
 
         minutes = event.story_minutes
         if minutes is not None:
@@ -1183,7 +1189,7 @@ class Oracle:
             self.reached["group exchange"] += 1 if passed else 0
 
     def _retold(
-        self, memory: OMemory, teller: str, listener: str, event: Event, name: Names
+        self, memory: OMemory, teller: str, listener: str, event: Event, kind: Kinds, name: Names
     ) -> OMemory:
         """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
         one hop further, less sure, weighed as news of what it tells of, the statement without its
@@ -1193,7 +1199,7 @@ class Oracle:
         importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self.policy.memory.spreading.distortion:
             seed = hashed("distortion", memory.origin, listener, event.timeline_id, event.seq)
-            content, facts = distorted(content, facts, memory.about, seed, name)
+            content, facts = distorted(content, facts, memory.about, seed, name, kind)
             if (content, facts) != (retelling(memory.content), memory.facts):
                 self.reached["distortion"] += 1
         return replace(
