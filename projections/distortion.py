@@ -20,8 +20,9 @@ never from chance, so the same stream always tells the same rumours.
   "at" or "in", else someone.
 - A blurred name or place changes the telling only: the facts still name them, since "somebody
   did it" is no claim the record could contradict.
-- Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05") is no
-  number of the story.
+- Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05"), or
+  inside the name of what the news is about ("Agent 47", "The 3 Bells"), is no number of the
+  story.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
 from projections.catalogue import CHARACTER, PLACE, PLAYER, UNKNOWN
@@ -50,6 +51,8 @@ class Catalogued(Protocol):
 
 
 Number = int | float
+Span = tuple[int, int]
+"""Where something stands in the words: its start and end."""
 Rule = Literal["number", "stranger", "place"]
 
 UNCHANGED_ONE_IN = 4
@@ -93,7 +96,8 @@ def distort(
     places = [
         name for name, kind in named.items() if kind == PLACE and _at_place(name).search(content)
     ]
-    numbers = _numbers(content, facts)
+    in_words = _story_numbers(content, _spans(content, named))
+    numbers = _numbers(in_words, facts)
     rules: list[Rule] = []
     if numbers:
         rules.append("number")
@@ -107,7 +111,7 @@ def distort(
     if rule == "number":
         number = numbers[draws.below(len(numbers))]
         bigger = grown(number, by_half=draws.below(2) == 0, more=1 + draws.below(MOST_ADDED))
-        return _with_number(content, number, bigger), _facts_with(facts, number, bigger)
+        return _with_number(content, in_words, number, bigger), _facts_with(facts, number, bigger)
     if rule == "stranger":
         return _as_stranger(content, people[draws.below(len(people))]), facts
     near = draws.below(2) == 0
@@ -141,9 +145,19 @@ class _Draws:
         return int.from_bytes(self._stream[start : start + 2], "big") % count
 
 
-def _numbers(content: str, facts: Sequence[Fact]) -> list[Number]:
+def _story_numbers(content: str, names: Sequence[Span]) -> list[re.Match[str]]:
+    """The numbers the words tell, left to right: none inside a name (`names`), since "Agent 47"
+    or "The 3 Bells" grown is someone or somewhere else, not a bigger story."""
+    return [
+        match
+        for match in NUMBER.finditer(content)
+        if not any(start < match.end() and match.start() < end for start, end in names)
+    ]
+
+
+def _numbers(in_words: Sequence[re.Match[str]], facts: Sequence[Fact]) -> list[Number]:
     """The numbers a rumour could inflate: in the words first, then in the facts; once each."""
-    found: list[Number] = [_parsed(match.group()) for match in NUMBER.finditer(content)]
+    found: list[Number] = [_parsed(match.group()) for match in in_words]
     found += [number for number in map(_number_in, facts) if number is not None and number >= 0]
     unique: list[Number] = []
     for number in found:
@@ -168,12 +182,12 @@ def _written(number: Number) -> str:
     return str(number)
 
 
-def _with_number(content: str, number: Number, bigger: Number) -> str:
-    """Every mention of `number` in the words, grown."""
-    return NUMBER.sub(
-        lambda match: _written(bigger) if _parsed(match.group()) == number else match.group(),
-        content,
-    )
+def _with_number(
+    content: str, in_words: Sequence[re.Match[str]], number: Number, bigger: Number
+) -> str:
+    """Every mention of `number` among the story's numbers (`in_words`), grown."""
+    grows = [match.span() for match in in_words if _parsed(match.group()) == number]
+    return _replaced(content, grows, lambda _: _written(bigger))
 
 
 def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[Fact]:
@@ -206,6 +220,21 @@ def _kind_as_told(kind: str, told_as_place: bool) -> str:
     if kind != UNKNOWN:
         return kind
     return PLACE if told_as_place else CHARACTER
+
+
+def _spans(content: str, names: Iterable[str]) -> list[Span]:
+    """Where each of `names` stands in the words, as whole words."""
+    return [match.span() for name in names for match in _mention(name).finditer(content)]
+
+
+def _replaced(content: str, spans: Iterable[Span], by: Callable[[int], str]) -> str:
+    """`content` with each span (left to right, none overlapping) replaced by `by(its start)`."""
+    told: list[str] = []
+    kept_from = 0
+    for start, end in spans:
+        told += [content[kept_from:start], by(start)]
+        kept_from = end
+    return "".join([*told, content[kept_from:]])
 
 
 def _mention(name: str) -> re.Pattern[str]:

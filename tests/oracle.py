@@ -509,8 +509,15 @@ def distorted(
             named[n] = "place" if n in said_at else "character"
     places = [n for n, k in named.items() if k == "place" and n in said_at]
     people = [n for n, k in named.items() if k in ("character", "player")]
+    # a number inside a name ("Agent 47", "The 3 Bells") is the name's, not the story's
+    in_names = [(at, at + len(n)) for n in named for at in mentions(content, n)]
+    told_numbers = [
+        (start, end, value)
+        for start, end, value in story_numbers(content)
+        if all(end <= first or last <= start for first, last in in_names)
+    ]
     numbers: list[int | float] = []
-    candidates = [value for _, _, value in story_numbers(content)]
+    candidates = [value for _, _, value in told_numbers]
     candidates += [n for n in map(fact_number, facts) if n is not None and n >= 0]
     for number in candidates:
         if number not in numbers:
@@ -529,7 +536,7 @@ def distorted(
         bigger = grown(number, by_half, 1 + draws.pick(3))
         told = ""
         index = 0
-        for start, end, value in story_numbers(content):
+        for start, end, value in told_numbers:
             if value == number:
                 told += content[index:start] + str(bigger)
                 index = end

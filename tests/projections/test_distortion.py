@@ -18,6 +18,8 @@ DECLARED = {
     "item-locket": {"name": "the Golden Locket"},
     "player-1": {"name": "Ilse", "kind": "player"},
     "bells": {"name": "The Bells", "kind": "place"},
+    "npc-agent": {"name": "Agent 47"},
+    "loc-three-bells": {"name": "The 3 Bells"},
 }
 THEFT = "Oskar stole 10 gold from Mara at The Crooked Lantern"
 ABOUT = ["npc-oskar", "npc-mara", "loc-tavern"]
@@ -179,6 +181,22 @@ def test_an_id_of_no_known_kind_is_what_the_words_make_it() -> None:
 def test_ids_and_times_are_not_numbers_to_grow() -> None:
     content = "npc-2 left at 21:05"
     assert heard(content, []) == {content}
+
+
+def test_a_number_inside_a_name_is_no_number_of_the_story() -> None:
+    """ "Agent 47" was told as "Agent 71", and "at The 3 Bells" as "at The 6 Bells"."""
+    content = "Oskar robbed Agent 47 of 10 gold at The 3 Bells"
+    about = ["npc-oskar", "npc-agent", "loc-three-bells"]
+    told = {words for words, _ in retellings(content, GOLD, about)}
+    assert told == {
+        content,
+        *(content.replace("10 gold", f"{more} gold") for more in (11, 12, 13, 15)),
+        "A stranger robbed Agent 47 of 10 gold at The 3 Bells",
+        "Oskar robbed a stranger of 10 gold at The 3 Bells",
+        "Oskar robbed Agent 47 of 10 gold somewhere near The 3 Bells",
+        "Oskar robbed Agent 47 of 10 gold somewhere",
+    }
+    assert heard("Agent 47 left", ["npc-agent"]) == {"Agent 47 left", "A stranger left"}
 
 
 def test_a_number_too_long_to_grow_exactly_stays_as_told() -> None:
