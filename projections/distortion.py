@@ -18,6 +18,8 @@ never from chance, so the same stream always tells the same rumours.
   declared kind, else the id patterns), not what the wording suggests. Only an id of no known
   kind (a player never declared one, say) is taken for what the words make it: a place after
   "at" or "in", else someone.
+- A name is found as whole words, and a longer name first: in "Mara Vell robbed Mara", where
+  the news is about both, Mara is only the last word.
 - A blurred name or place changes the telling only: the facts still name them, since "somebody
   did it" is no claim the record could contradict.
 - Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05"), or
@@ -31,7 +33,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from projections.catalogue import CHARACTER, PLACE, PLAYER, UNKNOWN
 from projections.keys import pack
@@ -66,6 +68,8 @@ PEOPLE = (CHARACTER, PLAYER)
 """The kinds of what can become "a stranger"."""
 PLACE_WORDS = ("at", "in")
 """The words before a place in an event's wording ("... at The Crooked Lantern")."""
+PLACE_BEFORE = re.compile(rf"(?<!\w)(?:{'|'.join(PLACE_WORDS)}) \Z")
+"""A place word, ending where a place's name starts (searched up to the name)."""
 
 MOST_DIGITS = 15
 """The longest number a rumour inflates, on either side of its point: within a float's exact
@@ -91,12 +95,13 @@ def distort(
     draws = _Draws(seed)
     if draws.below(UNCHANGED_ONE_IN) == 0:
         return content, facts
-    named = _named(content, about, catalogue)
-    people = [name for name, kind in named.items() if kind in PEOPLE]
+    mentioned = _mentioned(content, about, catalogue)
+    people = [name for name, mention in mentioned.items() if mention.kind in PEOPLE]
     places = [
-        name for name, kind in named.items() if kind == PLACE and _at_place(name).search(content)
+        name for name, mention in mentioned.items() if mention.kind == PLACE and mention.as_place
     ]
-    in_words = _story_numbers(content, _spans(content, named))
+    in_names = [span for mention in mentioned.values() for span in mention.spans]
+    in_words = _story_numbers(content, in_names)
     numbers = _numbers(in_words, facts)
     rules: list[Rule] = []
     if numbers:
@@ -113,9 +118,11 @@ def distort(
         bigger = grown(number, by_half=draws.below(2) == 0, more=1 + draws.below(MOST_ADDED))
         return _with_number(content, in_words, number, bigger), _facts_with(facts, number, bigger)
     if rule == "stranger":
-        return _as_stranger(content, people[draws.below(len(people))]), facts
+        person = people[draws.below(len(people))]
+        return _as_stranger(content, mentioned[person].spans), facts
     near = draws.below(2) == 0
-    return _blurred(content, places[draws.below(len(places))], near), facts
+    place = places[draws.below(len(places))]
+    return _blurred(content, place, mentioned[place].as_place, near), facts
 
 
 def grown(number: Number, *, by_half: bool, more: int) -> Number:
@@ -145,13 +152,13 @@ class _Draws:
         return int.from_bytes(self._stream[start : start + 2], "big") % count
 
 
-def _story_numbers(content: str, names: Sequence[Span]) -> list[re.Match[str]]:
-    """The numbers the words tell, left to right: none inside a name (`names`), since "Agent 47"
-    or "The 3 Bells" grown is someone or somewhere else, not a bigger story."""
+def _story_numbers(content: str, in_names: Sequence[Span]) -> list[re.Match[str]]:
+    """The numbers the words tell, left to right: none inside a name (`in_names`), since
+    "Agent 47" or "The 3 Bells" grown is someone or somewhere else, not a bigger story."""
     return [
         match
         for match in NUMBER.finditer(content)
-        if not any(start < match.end() and match.start() < end for start, end in names)
+        if not any(_overlap(match.span(), name) for name in in_names)
     ]
 
 
@@ -201,16 +208,42 @@ def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[F
     return changed
 
 
-def _named(content: str, about: Sequence[str], catalogue: Catalogued) -> dict[str, str]:
-    """The names of what the news is about that the words mention, in `about` order, once each,
-    with the kind of the first entity so named (`_kind_as_told`)."""
-    found: dict[str, str] = {}
+class _Mention(NamedTuple):
+    """A name the words mention."""
+
+    kind: str
+    """What the first entity of `about` so called is (`_kind_as_told`)."""
+    spans: list[Span]
+    """Where the name stands, as whole words, left to right."""
+    as_place: list[Span]
+    """The mentions the words use as a place, each with the word before it ("at X", "in X")."""
+
+
+def _mentioned(content: str, about: Sequence[str], catalogue: Catalogued) -> dict[str, _Mention]:
+    """The names of what the news is about that the words mention, in `about` order, once each.
+
+    A longer name claims its words first (of two as long, the first in `about`): in "Mara Vell
+    robbed Mara", Mara is mentioned once, since "Mara Vell" is someone else.
+    """
+    first: dict[str, str] = {}
     for entity in about:
-        name = catalogue.name_of(entity)
-        if name not in found and _mention(name).search(content):
-            told_as_place = _at_place(name).search(content) is not None
-            found[name] = _kind_as_told(catalogue.kind_of(entity), told_as_place)
-    return found
+        first.setdefault(catalogue.name_of(entity), entity)
+    claimed: list[Span] = []
+    spans: dict[str, list[Span]] = {}
+    for name in sorted(first, key=len, reverse=True):  # a stable sort: ties in `about` order
+        spans[name] = [
+            match.span()
+            for match in _mention(name).finditer(content)
+            if not any(_overlap(match.span(), taken) for taken in claimed)
+        ]
+        claimed += spans[name]
+    mentioned: dict[str, _Mention] = {}
+    for name, entity in first.items():
+        if spans[name]:
+            as_place = _as_place(content, spans[name])
+            kind = _kind_as_told(catalogue.kind_of(entity), bool(as_place))
+            mentioned[name] = _Mention(kind, spans[name], as_place)
+    return mentioned
 
 
 def _kind_as_told(kind: str, told_as_place: bool) -> str:
@@ -222,9 +255,8 @@ def _kind_as_told(kind: str, told_as_place: bool) -> str:
     return PLACE if told_as_place else CHARACTER
 
 
-def _spans(content: str, names: Iterable[str]) -> list[Span]:
-    """Where each of `names` stands in the words, as whole words."""
-    return [match.span() for name in names for match in _mention(name).finditer(content)]
+def _overlap(one: Span, other: Span) -> bool:
+    return one[0] < other[1] and other[0] < one[1]
 
 
 def _replaced(content: str, spans: Iterable[Span], by: Callable[[int], str]) -> str:
@@ -241,19 +273,24 @@ def _mention(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
 
 
-def _at_place(name: str) -> re.Pattern[str]:
-    words = "|".join(PLACE_WORDS)
-    return re.compile(rf"(?<!\w)(?:{words}) {re.escape(name)}(?!\w)")
+def _as_place(content: str, spans: Iterable[Span]) -> list[Span]:
+    """The mentions the words use as a place, each with the word before it."""
+    found: list[Span] = []
+    for start, end in spans:
+        before = PLACE_BEFORE.search(content, 0, start)
+        if before is not None:
+            found.append((before.start(), end))
+    return found
 
 
-def _as_stranger(content: str, name: str) -> str:
-    """Every mention of `name` becomes "a stranger" (capitalised to open the sentence)."""
-    return _mention(name).sub(
-        lambda match: STRANGER.capitalize() if match.start() == 0 else STRANGER, content
+def _as_stranger(content: str, spans: Iterable[Span]) -> str:
+    """Each mention becomes "a stranger" (capitalised to open the sentence)."""
+    return _replaced(
+        content, spans, lambda start: STRANGER.capitalize() if start == 0 else STRANGER
     )
 
 
-def _blurred(content: str, place: str, near: bool) -> str:
+def _blurred(content: str, place: str, told_as_place: Iterable[Span], near: bool) -> str:
     """The place blurs: "at X" becomes "somewhere near X", or just "somewhere"."""
     vaguer = f"somewhere near {place}" if near else "somewhere"
-    return _at_place(place).sub(vaguer, content)
+    return _replaced(content, told_as_place, lambda _: vaguer)

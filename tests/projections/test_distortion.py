@@ -13,6 +13,7 @@ from schemas.policy import Policy
 DECLARED = {
     "npc-oskar": {"name": "Oskar"},
     "npc-mara": {"name": "Mara"},
+    "npc-vell": {"name": "Mara Vell"},
     "npc-ada": {"name": "Ada"},
     "loc-tavern": {"name": "The Crooked Lantern"},
     "item-locket": {"name": "the Golden Locket"},
@@ -121,6 +122,17 @@ def test_a_name_becomes_a_stranger() -> None:
         content,
         "A stranger robbed Mara",
         "Oskar robbed a stranger",
+    }
+
+
+def test_a_name_inside_a_longer_name_is_no_mention_of_it() -> None:
+    """Mara and Mara Vell are two people: "Mara Vell robbed Mara" was told as "A stranger Vell
+    robbed a stranger"."""
+    content = "Mara Vell robbed Mara"
+    assert heard(content, ["npc-mara", "npc-vell"]) == {
+        content,
+        "A stranger robbed Mara",
+        "Mara Vell robbed a stranger",
     }
 
 
