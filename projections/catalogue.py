@@ -26,6 +26,7 @@ from schemas.policy import Policy
 
 PLAYER = "player"
 CHARACTER = "character"
+PLACE = "place"
 UNKNOWN = "unknown"
 
 KindOf = Callable[[str], str]

@@ -9,13 +9,22 @@ never from chance, so the same stream always tells the same rumours.
   - a number grows: by half again, rounded up ("10 gold" -> "15 gold"), or by 1 to 3 more.
     A fact holding that number grows the same way, so the rumour now contradicts the world
     record and reads as `diverging`;
-  - someone named becomes "a stranger" ("Oskar robbed Mara" -> "A stranger robbed Mara");
-  - the place blurs: "at The Crooked Lantern" -> "somewhere near The Crooked Lantern", or
-    just "somewhere".
+  - someone named becomes "a stranger" ("Oskar robbed Mara" -> "A stranger robbed Mara"):
+    a character or a player, never an item or a place;
+  - a place the words name after "at" or "in" blurs: "at The Crooked Lantern" -> "somewhere
+    near The Crooked Lantern", or just "somewhere" (in "Oskar confided in Ada", Ada is someone,
+    not a place).
+  What an id names is what the world's catalogue says as the retelling's event sees it (its
+  declared kind, else the id patterns), not what the wording suggests. Only an id of no known
+  kind (a player never declared one, say) is taken for what the words make it: a place after
+  "at" or "in", else someone.
+- A name is found as whole words, and a longer name first: in "Mara Vell robbed Mara", where
+  the news is about both, Mara is only the last word.
 - A blurred name or place changes the telling only: the facts still name them, since "somebody
   did it" is no claim the record could contradict.
-- Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05") is no
-  number of the story.
+- Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05"), or
+  inside the name of what the news is about ("Agent 47", "The 3 Bells"), is no number of the
+  story.
 """
 
 from __future__ import annotations
@@ -23,17 +32,29 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, NamedTuple, Protocol
 
+from projections.catalogue import CHARACTER, PLACE, PLAYER, UNKNOWN
 from projections.keys import pack
 from projections.numbers import decimal, hundredths
 from schemas import Fact
 
-Names = Callable[[str], str]
-"""What a character calls an id (`Catalogue.name_of`)."""
+
+class Catalogued(Protocol):
+    """What the world's catalogue tells of an id, as the retelling's event sees it
+    (`projections.catalogue.Catalogue`)."""
+
+    def name_of(self, entity_id: str, /) -> str:
+        """What a character calls the id."""
+
+    def kind_of(self, entity_id: str, /) -> str:
+        """What kind of thing the id names."""
+
 
 Number = int | float
+Span = tuple[int, int]
+"""Where something stands in the words: its start and end."""
 Rule = Literal["number", "stranger", "place"]
 
 UNCHANGED_ONE_IN = 4
@@ -43,8 +64,12 @@ GROWTH_FACTOR = 1.5
 MOST_ADDED = 3
 """A number growing "by a little" gains 1 to this many."""
 STRANGER = "a stranger"
+PEOPLE = (CHARACTER, PLAYER)
+"""The kinds of what can become "a stranger"."""
 PLACE_WORDS = ("at", "in")
 """The words before a place in an event's wording ("... at The Crooked Lantern")."""
+PLACE_BEFORE = re.compile(rf"(?<!\w)(?:{'|'.join(PLACE_WORDS)}) \Z")
+"""A place word, ending where a place's name starts (searched up to the name)."""
 
 MOST_DIGITS = 15
 """The longest number a rumour inflates, on either side of its point: within a float's exact
@@ -64,15 +89,20 @@ def distortion_seed(origin: str, listener: str, timeline_id: str, seq: int) -> b
 
 
 def distort(
-    content: str, facts: list[Fact], about: Sequence[str], seed: bytes, names: Names
+    content: str, facts: list[Fact], about: Sequence[str], seed: bytes, catalogue: Catalogued
 ) -> tuple[str, list[Fact]]:
     """The content and facts as the listener takes them in, perhaps with one detail shifted."""
     draws = _Draws(seed)
     if draws.below(UNCHANGED_ONE_IN) == 0:
         return content, facts
-    places = _places(content, about, names)
-    people = [name for name in _named(content, about, names) if name not in places]
-    numbers = _numbers(content, facts)
+    mentioned = _mentioned(content, about, catalogue)
+    people = [name for name, mention in mentioned.items() if mention.kind in PEOPLE]
+    places = [
+        name for name, mention in mentioned.items() if mention.kind == PLACE and mention.as_place
+    ]
+    in_names = [span for mention in mentioned.values() for span in mention.spans]
+    in_words = _story_numbers(content, in_names)
+    numbers = _numbers(in_words, facts)
     rules: list[Rule] = []
     if numbers:
         rules.append("number")
@@ -86,11 +116,13 @@ def distort(
     if rule == "number":
         number = numbers[draws.below(len(numbers))]
         bigger = grown(number, by_half=draws.below(2) == 0, more=1 + draws.below(MOST_ADDED))
-        return _with_number(content, number, bigger), _facts_with(facts, number, bigger)
+        return _with_number(content, in_words, number, bigger), _facts_with(facts, number, bigger)
     if rule == "stranger":
-        return _as_stranger(content, people[draws.below(len(people))]), facts
+        person = people[draws.below(len(people))]
+        return _as_stranger(content, mentioned[person].spans), facts
     near = draws.below(2) == 0
-    return _blurred(content, places[draws.below(len(places))], near), facts
+    place = places[draws.below(len(places))]
+    return _blurred(content, place, mentioned[place].as_place, near), facts
 
 
 def grown(number: Number, *, by_half: bool, more: int) -> Number:
@@ -120,9 +152,19 @@ class _Draws:
         return int.from_bytes(self._stream[start : start + 2], "big") % count
 
 
-def _numbers(content: str, facts: Sequence[Fact]) -> list[Number]:
+def _story_numbers(content: str, in_names: Sequence[Span]) -> list[re.Match[str]]:
+    """The numbers the words tell, left to right: none inside a name (`in_names`), since
+    "Agent 47" or "The 3 Bells" grown is someone or somewhere else, not a bigger story."""
+    return [
+        match
+        for match in NUMBER.finditer(content)
+        if not any(_overlap(match.span(), name) for name in in_names)
+    ]
+
+
+def _numbers(in_words: Sequence[re.Match[str]], facts: Sequence[Fact]) -> list[Number]:
     """The numbers a rumour could inflate: in the words first, then in the facts; once each."""
-    found: list[Number] = [_parsed(match.group()) for match in NUMBER.finditer(content)]
+    found: list[Number] = [_parsed(match.group()) for match in in_words]
     found += [number for number in map(_number_in, facts) if number is not None and number >= 0]
     unique: list[Number] = []
     for number in found:
@@ -147,12 +189,12 @@ def _written(number: Number) -> str:
     return str(number)
 
 
-def _with_number(content: str, number: Number, bigger: Number) -> str:
-    """Every mention of `number` in the words, grown."""
-    return NUMBER.sub(
-        lambda match: _written(bigger) if _parsed(match.group()) == number else match.group(),
-        content,
-    )
+def _with_number(
+    content: str, in_words: Sequence[re.Match[str]], number: Number, bigger: Number
+) -> str:
+    """Every mention of `number` among the story's numbers (`in_words`), grown."""
+    grows = [match.span() for match in in_words if _parsed(match.group()) == number]
+    return _replaced(content, grows, lambda _: _written(bigger))
 
 
 def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[Fact]:
@@ -166,38 +208,89 @@ def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[F
     return changed
 
 
-def _named(content: str, about: Sequence[str], names: Names) -> list[str]:
-    """The names of what the news is about that the words mention, in `about` order, once each."""
-    found: list[str] = []
+class _Mention(NamedTuple):
+    """A name the words mention."""
+
+    kind: str
+    """What the first entity of `about` so called is (`_kind_as_told`)."""
+    spans: list[Span]
+    """Where the name stands, as whole words, left to right."""
+    as_place: list[Span]
+    """The mentions the words use as a place, each with the word before it ("at X", "in X")."""
+
+
+def _mentioned(content: str, about: Sequence[str], catalogue: Catalogued) -> dict[str, _Mention]:
+    """The names of what the news is about that the words mention, in `about` order, once each.
+
+    A longer name claims its words first (of two as long, the first in `about`): in "Mara Vell
+    robbed Mara", Mara is mentioned once, since "Mara Vell" is someone else.
+    """
+    first: dict[str, str] = {}
     for entity in about:
-        name = names(entity)
-        if name not in found and _mention(name).search(content):
-            found.append(name)
-    return found
+        first.setdefault(catalogue.name_of(entity), entity)
+    claimed: list[Span] = []
+    spans: dict[str, list[Span]] = {}
+    for name in sorted(first, key=len, reverse=True):  # a stable sort: ties in `about` order
+        spans[name] = [
+            match.span()
+            for match in _mention(name).finditer(content)
+            if not any(_overlap(match.span(), taken) for taken in claimed)
+        ]
+        claimed += spans[name]
+    mentioned: dict[str, _Mention] = {}
+    for name, entity in first.items():
+        if spans[name]:
+            as_place = _as_place(content, spans[name])
+            kind = _kind_as_told(catalogue.kind_of(entity), bool(as_place))
+            mentioned[name] = _Mention(kind, spans[name], as_place)
+    return mentioned
 
 
-def _places(content: str, about: Sequence[str], names: Names) -> list[str]:
-    """The names among `_named` that the words use as a place ("at X", "in X")."""
-    return [name for name in _named(content, about, names) if _at_place(name).search(content)]
+def _kind_as_told(kind: str, told_as_place: bool) -> str:
+    """The catalogue's kind; for an id of no known kind, what the words make it: a place after
+    "at" or "in", else someone (as a character is). A player is one to the catalogue only at
+    the events listing it, so news of a player's deed names an id of no kind, unless declared."""
+    if kind != UNKNOWN:
+        return kind
+    return PLACE if told_as_place else CHARACTER
+
+
+def _overlap(one: Span, other: Span) -> bool:
+    return one[0] < other[1] and other[0] < one[1]
+
+
+def _replaced(content: str, spans: Iterable[Span], by: Callable[[int], str]) -> str:
+    """`content` with each span (left to right, none overlapping) replaced by `by(its start)`."""
+    told: list[str] = []
+    kept_from = 0
+    for start, end in spans:
+        told += [content[kept_from:start], by(start)]
+        kept_from = end
+    return "".join([*told, content[kept_from:]])
 
 
 def _mention(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
 
 
-def _at_place(name: str) -> re.Pattern[str]:
-    words = "|".join(PLACE_WORDS)
-    return re.compile(rf"(?<!\w)(?:{words}) {re.escape(name)}(?!\w)")
+def _as_place(content: str, spans: Iterable[Span]) -> list[Span]:
+    """The mentions the words use as a place, each with the word before it."""
+    found: list[Span] = []
+    for start, end in spans:
+        before = PLACE_BEFORE.search(content, 0, start)
+        if before is not None:
+            found.append((before.start(), end))
+    return found
 
 
-def _as_stranger(content: str, name: str) -> str:
-    """Every mention of `name` becomes "a stranger" (capitalised to open the sentence)."""
-    return _mention(name).sub(
-        lambda match: STRANGER.capitalize() if match.start() == 0 else STRANGER, content
+def _as_stranger(content: str, spans: Iterable[Span]) -> str:
+    """Each mention becomes "a stranger" (capitalised to open the sentence)."""
+    return _replaced(
+        content, spans, lambda start: STRANGER.capitalize() if start == 0 else STRANGER
     )
 
 
-def _blurred(content: str, place: str, near: bool) -> str:
+def _blurred(content: str, place: str, told_as_place: Iterable[Span], near: bool) -> str:
     """The place blurs: "at X" becomes "somewhere near X", or just "somewhere"."""
     vaguer = f"somewhere near {place}" if near else "somewhere"
-    return _at_place(place).sub(vaguer, content)
+    return _replaced(content, told_as_place, lambda _: vaguer)

@@ -37,12 +37,12 @@ from itertools import combinations, islice
 from typing import Any
 
 from projections.catalogue import CHARACTER, KindOf
-from projections.distortion import distort, distortion_seed
+from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
 from projections.memories import memory_at
 from projections.weighing import Weights, told_of, weigh
-from projections.wording import Names, retell
+from projections.wording import retell
 from schemas import EntityDeclaration, Event
 from schemas.memory import EventKind, Memory, Teller
 from schemas.policy import Policy
@@ -233,7 +233,7 @@ def retelling(memory: Memory, teller: str, policy: Policy) -> Retelling:
 
 
 def retold(
-    memory: Memory, teller: str, listener: str, at: Event, policy: Policy, names: Names
+    memory: Memory, teller: str, listener: str, at: Event, policy: Policy, catalogue: Catalogued
 ) -> Memory:
     """The memory `listener` forms when `teller` passes `memory` on at the event `at` (the rule
     for one listener; spreading makes the `retelling` once for all of them, `retold_from`).
@@ -245,16 +245,18 @@ def retold(
     (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
     the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
-    return retold_from(retelling(memory, teller, policy), listener, at, policy, names)
+    return retold_from(retelling(memory, teller, policy), listener, at, policy, catalogue)
 
 
-def retold_from(told: Retelling, listener: str, at: Event, policy: Policy, names: Names) -> Memory:
+def retold_from(
+    told: Retelling, listener: str, at: Event, policy: Policy, catalogue: Catalogued
+) -> Memory:
     """`retold`, given the teller's `retelling` of the memory (made once for its listeners)."""
     memory = told.memory
     content, facts = told.content, memory.facts  # frozen: shared, not copied
     if policy.memory.spreading.distortion:
         seed = distortion_seed(memory.origin, listener, at.timeline_id, at.seq)
-        content, facts = distort(content, list(facts), memory.about, seed, names)
+        content, facts = distort(content, list(facts), memory.about, seed, catalogue)
     return memory_at(
         at,
         listener,

@@ -89,7 +89,7 @@ class Spreading:
             told = self.retellings[(teller, memory.belief_id)] = retelling(
                 memory, teller, self.policy
             )
-        rumour = retold_from(told, listener, self.event, self.policy, self.catalogue.name_of)
+        rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
         self.heard.append(self.judged.retelling(rumour, memory, teller))
         self.known[(listener, memory.origin)] = True
 

@@ -437,12 +437,26 @@ def mentions(text: str, phrase: str) -> list[int]:
     return found
 
 
-def replaced(text: str, phrase: str, by: Callable[[int], str]) -> str:
+def replaced(text: str, spans: list[tuple[int, int]], by: Callable[[int], str]) -> str:
+    """`text` with each (start, end), left to right, replaced by `by(start)`."""
     out, index = "", 0
-    for start in mentions(text, phrase):
+    for start, end in spans:
         out += text[index:start] + by(start)
-        index = start + len(phrase)
+        index = end
     return out + text[index:]
+
+
+def place_word_before(text: str, at: int) -> int | None:
+    """Where a whole word "at " or "in " starts that ends at `at`, if one does."""
+    for word in ("at ", "in "):
+        start = at - len(word)
+        if (
+            start >= 0
+            and text[start:at] == word
+            and (start == 0 or not is_word_char(text[start - 1]))
+        ):
+            return start
+    return None
 
 
 def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
@@ -492,22 +506,50 @@ def grown(number: int | float, by_half: bool, more: int) -> int | float:
 
 
 def distorted(
-    content: str, facts: list[Fact], about: list[str], seed: bytes, name: Names
+    content: str, facts: list[Fact], about: list[str], seed: bytes, name: Names, kind: Kinds
 ) -> tuple[str, list[Fact]]:
     """A retelling with maybe one detail shifted (README, `spreading.distortion`): one in four
-    passes unchanged; else a number grows (its facts too), someone named becomes "a
-    stranger", or the place blurs, chosen among the details the telling has."""
+    passes unchanged; else a number grows (its facts too), someone named (a character or a
+    player, by the catalogue) becomes "a stranger", or a place (by the catalogue) named after
+    "at" or "in" blurs, chosen among the details the telling has. An id of no known kind is a
+    place when named after "at" or "in", else someone."""
     draws = Draws(seed)
     if draws.pick(4) == 0:
         return content, facts
-    named: list[str] = []
+    first: dict[str, str] = {}  # name -> the first entity in `about` so called
     for entity in about:
-        if name(entity) not in named and mentions(content, name(entity)):
-            named.append(name(entity))
-    places = [n for n in named if mentions(content, f"at {n}") or mentions(content, f"in {n}")]
-    people = [n for n in named if n not in places]
+        first.setdefault(name(entity), entity)
+    # where each name stands; longer names take their words first: in "Mara Vell robbed Mara"
+    # Mara is named once (of two names as long, the first in `about` goes first)
+    stands: dict[str, list[int]] = {}
+    in_names: list[tuple[int, int]] = []
+    for n in sorted(first, key=lambda n: -len(n)):
+        stands[n] = [
+            at
+            for at in mentions(content, n)
+            if all(at + len(n) <= start or end <= at for start, end in in_names)
+        ]
+        in_names += [(at, at + len(n)) for at in stands[n]]
+    said_at: dict[str, list[tuple[int, int]]] = {}  # "at X" / "in X"
+    for n in first:
+        for at in stands[n]:
+            start = place_word_before(content, at)
+            if start is not None:
+                said_at.setdefault(n, []).append((start, at + len(n)))
+    named = {n: kind(entity) for n, entity in first.items() if stands[n]}
+    for n, k in named.items():
+        if k == "unknown":  # the catalogue cannot say: the words do
+            named[n] = "place" if n in said_at else "character"
+    places = [n for n, k in named.items() if k == "place" and n in said_at]
+    people = [n for n, k in named.items() if k in ("character", "player")]
+    # a number inside a name ("Agent 47", "The 3 Bells") is the name's, not the story's
+    told_numbers = [
+        (start, end, value)
+        for start, end, value in story_numbers(content)
+        if all(end <= begins or ends <= start for begins, ends in in_names)
+    ]
     numbers: list[int | float] = []
-    candidates = [value for _, _, value in story_numbers(content)]
+    candidates = [value for _, _, value in told_numbers]
     candidates += [n for n in map(fact_number, facts) if n is not None and n >= 0]
     for number in candidates:
         if number not in numbers:
@@ -524,13 +566,8 @@ def distorted(
         number = numbers[draws.pick(len(numbers))]
         by_half = draws.pick(2) == 0
         bigger = grown(number, by_half, 1 + draws.pick(3))
-        told = ""
-        index = 0
-        for start, end, value in story_numbers(content):
-            if value == number:
-                told += content[index:start] + str(bigger)
-                index = end
-        told += content[index:]
+        grows = [(start, end) for start, end, value in told_numbers if value == number]
+        told = replaced(content, grows, lambda at: str(bigger))
         shifted = [
             fact
             if fact_number(fact) != number
@@ -544,15 +581,12 @@ def distorted(
         return told, shifted
     if rule == "stranger":
         person = people[draws.pick(len(people))]
-        return replaced(
-            content, person, lambda at: "A stranger" if at == 0 else "a stranger"
-        ), facts
+        spans = [(at, at + len(person)) for at in stands[person]]
+        return replaced(content, spans, lambda at: "A stranger" if at == 0 else "a stranger"), facts
     near = draws.pick(2) == 0
     place = places[draws.pick(len(places))]
     vaguer = f"somewhere near {place}" if near else "somewhere"
-    for word in ("at", "in"):
-        content = replaced(content, f"{word} {place}", lambda at: vaguer)
-    return content, facts
+    return replaced(content, said_at[place], lambda at: vaguer), facts
 
 
 # ================================================================ memories
@@ -1109,7 +1143,7 @@ class Oracle:
             return any(m.character == character and m.origin == origin for m in visible + heard)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
-            heard.append(self._retold(memory, teller, listener, event, name))
+            heard.append(self._retold(memory, teller, listener, event, kind, name))
 
         minutes = event.story_minutes
         if minutes is not None:
@@ -1186,7 +1220,7 @@ class Oracle:
             self.reached["group exchange"] += 1 if passed else 0
 
     def _retold(
-        self, memory: OMemory, teller: str, listener: str, event: Event, name: Names
+        self, memory: OMemory, teller: str, listener: str, event: Event, kind: Kinds, name: Names
     ) -> OMemory:
         """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
         one hop further, less sure, weighed as news of what it tells of, the statement without its
@@ -1196,7 +1230,7 @@ class Oracle:
         importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self.policy.memory.spreading.distortion:
             seed = hashed("distortion", memory.origin, listener, event.timeline_id, event.seq)
-            content, facts = distorted(content, facts, memory.about, seed, name)
+            content, facts = distorted(content, facts, memory.about, seed, name, kind)
             if (content, facts) != (retelling(memory.content), memory.facts):
                 self.reached["distortion"] += 1
         return replace(

@@ -78,7 +78,7 @@ class Town:
                     self.mind(teller), listener, partial(self.knows, listener), self.policy
                 )
                 self.memories += [
-                    retold(memory, teller, listener, event, self.policy, catalogue.name_of)
+                    retold(memory, teller, listener, event, self.policy, catalogue)
                     for memory in passed
                 ]
         if event.key in MOVEMENT_KEYS and event.actor and event.location:
@@ -118,12 +118,12 @@ def event_at(seq: int, **fields: Any) -> Event:
     )
 
 
+IDS = Catalogue({}, event_at(1), SPREADING)
+"""The catalogue of a world that declared nothing: every id is called by the id itself."""
+
+
 def kind_of(entity_id: str) -> str:
-    return (
-        "player"
-        if entity_id.startswith("player-")
-        else Catalogue({}, event_at(1), SPREADING).kind_of(entity_id)
-    )
+    return "player" if entity_id.startswith("player-") else IDS.kind_of(entity_id)
 
 
 def memory(character: str, origin: str, seq: int, **fields: Any) -> Memory:
@@ -391,15 +391,15 @@ def test_retelling_drops_quoted_words_and_details() -> None:
         1,
         content='Ilse said "I will find your son" at The Crooked Lantern (reward: 5)',
     )
-    heard = retold(said, "npc-bram", "npc-ada", event_at(4), SPREADING, str)
+    heard = retold(said, "npc-bram", "npc-ada", event_at(4), SPREADING, IDS)
     assert heard.content == "Ilse said something at The Crooked Lantern"
     assert heard.content == retell(said.content)
 
 
 def test_rumours_at_one_meeting_have_ids_of_their_own() -> None:
     at = event_at(4)
-    first = retold(memory("npc-bram", "fire", 1), "npc-bram", "npc-ada", at, SPREADING, str)
-    second = retold(memory("npc-bram", "flood", 2), "npc-bram", "npc-ada", at, SPREADING, str)
+    first = retold(memory("npc-bram", "fire", 1), "npc-bram", "npc-ada", at, SPREADING, IDS)
+    second = retold(memory("npc-bram", "flood", 2), "npc-bram", "npc-ada", at, SPREADING, IDS)
     assert first.belief_id != second.belief_id
     assert first.belief_id == rumour_id(at, "npc-ada", "fire")
     assert len(first.belief_id) == 32
@@ -408,10 +408,10 @@ def test_rumours_at_one_meeting_have_ids_of_their_own() -> None:
 def test_persistence_follows_the_listener_and_the_kind() -> None:
     seer = merge_policy(SPREADING, {"memory": {"persistent": {"characters": ["npc-seer"]}}})
     news = memory("npc-bram", "fire", 1, persistent=True)
-    assert retold(news, "npc-bram", "npc-seer", event_at(4), seer, str).persistent is True
-    assert retold(news, "npc-bram", "npc-ada", event_at(4), seer, str).persistent is False
+    assert retold(news, "npc-bram", "npc-seer", event_at(4), seer, IDS).persistent is True
+    assert retold(news, "npc-bram", "npc-ada", event_at(4), seer, IDS).persistent is False
     knowledge = merge_policy(SPREADING, {"memory": {"persistent": {"kinds": ["knowledge"]}}})
-    assert retold(news, "npc-bram", "npc-ada", event_at(4), knowledge, str).persistent is True
+    assert retold(news, "npc-bram", "npc-ada", event_at(4), knowledge, IDS).persistent is True
 
 
 # Distortion
@@ -424,7 +424,7 @@ def test_without_distortion_the_rumour_keeps_its_statement_and_facts() -> None:
     town = Town()
     seen = theft(town)
     listeners = [f"npc-{i}" for i in range(30)]
-    heard = [retold(seen, "npc-bram", who, event_at(5), SPREADING, str) for who in listeners]
+    heard = [retold(seen, "npc-bram", who, event_at(5), SPREADING, IDS) for who in listeners]
     assert {(m.content, tuple(m.facts)) for m in heard} == {
         (retell(seen.content), tuple(seen.facts))
     }
@@ -433,10 +433,10 @@ def test_without_distortion_the_rumour_keeps_its_statement_and_facts() -> None:
 def test_with_distortion_the_same_stream_spreads_the_same_shifted_rumours() -> None:
     town = Town()
     seen = theft(town)
-    names = Catalogue(town.declarations, event_at(5), DISTORTING).name_of
+    catalogue = Catalogue(town.declarations, event_at(5), DISTORTING)
     listeners = [f"npc-{i}" for i in range(30)]
-    heard = [retold(seen, "npc-bram", who, event_at(5), DISTORTING, names) for who in listeners]
-    again = [retold(seen, "npc-bram", who, event_at(5), DISTORTING, names) for who in listeners]
+    heard = [retold(seen, "npc-bram", who, event_at(5), DISTORTING, catalogue) for who in listeners]
+    again = [retold(seen, "npc-bram", who, event_at(5), DISTORTING, catalogue) for who in listeners]
     assert heard == again
     contents = {m.content for m in heard}
     assert retell(seen.content) in contents
@@ -456,10 +456,10 @@ def test_retold_rumours_are_what_validating_their_fields_makes() -> None:
     seen = theft(town)
     further = [*town.meet("npc-bram", "npc-ada"), *town.meet("npc-ada", "npc-zed")]
     seer = merge_policy(DISTORTING, {"memory": {"persistent": {"characters": ["npc-1"]}}})
-    names = Catalogue(town.declarations, event_at(5), seer).name_of
+    catalogue = Catalogue(town.declarations, event_at(5), seer)
     older = memory("npc-bram", "fire", 1, event_kind=None, verdict="doubting")
     rumours = [
-        retold(news, "npc-zed", f"npc-{i}", event_at(5), policy, names)
+        retold(news, "npc-zed", f"npc-{i}", event_at(5), policy, catalogue)
         for news in (seen, *further, older)
         for policy in (SPREADING, seer)
         for i in range(12)
@@ -481,11 +481,11 @@ def test_rumours_of_one_retelling_stay_each_their_own() -> None:
     rumours share the teller's lineage, which none of them adds to)."""
     town = Town()
     seen = theft(town)
-    names = Catalogue(town.declarations, event_at(5), SPREADING).name_of
+    catalogue = Catalogue(town.declarations, event_at(5), SPREADING)
     told = retelling(seen, "npc-bram", SPREADING)
     listeners = ["npc-ada", "npc-zed", "npc-mara"]
-    rumours = [retold_from(told, who, event_at(5), SPREADING, names) for who in listeners]
-    alone = [retold(seen, "npc-bram", who, event_at(5), SPREADING, names) for who in listeners]
+    rumours = [retold_from(told, who, event_at(5), SPREADING, catalogue) for who in listeners]
+    alone = [retold(seen, "npc-bram", who, event_at(5), SPREADING, catalogue) for who in listeners]
     assert [r.model_dump_json() for r in rumours] == [r.model_dump_json() for r in alone]
     assert all(rumour.lineage is told.lineage for rumour in rumours)
     assert [step.entity_id for step in told.lineage] == ["npc-bram"]

@@ -82,6 +82,7 @@ def test_the_pinned_retellings_of_the_distortion_rules() -> None:
             ["npc-oskar", "npc-mara", "loc-tavern"],
             hashed("distortion", "origin-of-the-theft", listener, "main", 1),
             lambda entity: names.get(entity, entity),
+            lambda entity: "place" if entity.startswith("loc-") else "character",
         )
         for listener in ("npc-ada", "npc-bram", "npc-zed", "npc-ulla")
     }

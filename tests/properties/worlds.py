@@ -88,11 +88,13 @@ NAMES = {
     "npc-e": "Eli 2",
     "loc-inn": "The Crooked Lantern",
     "loc-road": "the north road",
-    "loc-well": "Well 7",
+    "loc-well": "Ada's Well 7",
     "harbour": "the harbour",
     "player-1": "Ilse",
     "guard": "the guard",
 }
+"""Some with a number inside ("Eli 2"), and one inside another ("Ada" in "Ada's Well 7"): a
+rumour never grows a name's number, and "Ada's Well 7" is no mention of Ada."""
 
 
 class Choices(Protocol):
