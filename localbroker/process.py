@@ -133,6 +133,11 @@ class LocalBroker(ABC):
             atexit.unregister(self.stop)
             self._atexit_registered = False
 
+    def halt(self, *, kill: bool = False) -> None:
+        """Stop the process but keep its data dir: a broker outage, until `restart()` brings
+        the same broker back (``kill=True`` SIGKILLs it, a crash)."""
+        self._terminate(kill=kill)
+
     def restart(self, *, kill: bool = False) -> None:
         """Stop and start again on the same port(s) and data dir, for fault tests.
 

@@ -114,10 +114,9 @@ def _kafka_client_records_to_the_log_only() -> None:
 @click.option("--log-level", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
 def worker(**flags: Any) -> None:
     """Run a worker: consume events, keep projections, serve the runtime read."""
-    from faust.worker import Worker
-
     from streams.app import create_app
     from streams.logs import logging_config
+    from streams.stopping import BoundedStopWorker
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
@@ -128,7 +127,7 @@ def worker(**flags: Any) -> None:
     _on_kafka(settings, ensure_topics(settings))
     mill = create_app(settings)
     _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
-    Worker(
+    BoundedStopWorker(
         mill.app,
         loglevel=settings.log_level,
         logging_config=logging_config(settings),
