@@ -2,12 +2,15 @@
 
 `RUMOURMILL_LOG_FORMAT=json` formats every record of the process this way (Faust's and
 aiokafka's too); the fields given with `extra=` (a dead letter's topic and offset, a refused
-policy's key...) become keys of the object, so a machine can select on them.
+policy's key...) become keys of the object, so a machine can select on them. The Kafka client's
+complaints are logged once per kind and `QUIET_SECONDS` (`QuietRepeats`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +48,39 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+QUIET_SECONDS = 30.0
+"""How long the Kafka client's same complaint is logged once. With its broker gone, it logs
+every failed connection, fetch, metadata and coordinator request: some 125 lines a second,
+which bury the worker's own (and fill a disk)."""
+KAFKA_CLIENT = "aiokafka"
+
+
+class QuietRepeats(logging.Filter):
+    """Lets one record of each kind of the Kafka client's (its logger, level and message
+    template) through per `QUIET_SECONDS`; the next one let through says how many it held
+    back. Every other record passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: dict[tuple[str, int, object], tuple[float, int]] = {}
+        """Each kind: when one was last let through, and how many were held back since."""
+        self._lock = threading.Lock()  # the client logs from the loop and the consumer thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(KAFKA_CLIENT):
+            return True
+        kind = (record.name, record.levelno, record.msg)
+        with self._lock:
+            shown_at, held = self._shown.get(kind, (-math.inf, 0))
+            if record.created - shown_at < QUIET_SECONDS:
+                self._shown[kind] = (shown_at, held + 1)
+                return False
+            self._shown[kind] = (record.created, 0)
+        if held and isinstance(record.msg, str):
+            record.msg += f" (and {held} more like it since the last one logged)"
+        return True
+
+
 def logging_config(settings: Settings) -> dict[str, Any]:
     """The `logging.config.dictConfig` of a worker: one handler on stderr, in the chosen format."""
     formatter: dict[str, Any] = (
@@ -54,10 +90,12 @@ def logging_config(settings: Settings) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": formatter},
+        "filters": {"quiet_repeats": {"()": QuietRepeats}},
         "handlers": {
             "default": {
                 "class": "logging.StreamHandler",
                 "formatter": "default",
+                "filters": ["quiet_repeats"],
                 "stream": "ext://sys.stderr",
             }
         },

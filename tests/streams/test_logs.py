@@ -51,3 +51,34 @@ def test_text_lines_are_for_people_and_respect_the_level() -> None:
     assert "[ERROR] rumourmill.test: stopping the worker" in lines[0]
     assert lines[-1] == "RuntimeError: the disk is full"
     assert not any("dead letter" in line for line in lines)
+
+
+def test_the_kafka_clients_same_complaint_is_logged_once_per_quiet_spell() -> None:
+    """With its broker gone, aiokafka logged some 125 lines a second (measured on a real
+    broker killed under a worker), burying the worker's own."""
+    began = 1_000_000.0
+
+    def broker_gone(log: logging.Logger) -> None:
+        client = logging.getLogger("aiokafka")
+        for second in range(40):
+            for attempt in range(100):
+                record = client.makeRecord(
+                    client.name,
+                    logging.ERROR,
+                    __file__,
+                    0,
+                    "Unable connect to node with id %s: %s",
+                    (1, f"refused {attempt}"),
+                    None,
+                )
+                record.created = began + second
+                client.handle(record)
+        log.error("the worker's own line")
+
+    lines = logged(Settings(), broker_gone)
+    assert [line.split("aiokafka: ")[-1] for line in lines if "aiokafka" in line] == [
+        "Unable connect to node with id 1: refused 0",
+        "Unable connect to node with id 1: refused 0 (and 2999 more like it since the last one"
+        " logged)",
+    ]
+    assert "the worker's own line" in lines[-1]
