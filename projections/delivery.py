@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,6 +46,11 @@ below keep every ack and dead letter of any message within it. A dead letter's v
 most 6,000 in JSON (`MOST_REASON_CHARS`, 6 bytes for a control character's escape), its key at
 most 2,392 (`MOST_KEY_BYTES_KEPT`, as the record's key and in base64), ids, topic and numbers
 under 2,500: under 945,000 bytes in all."""
+MOST_REFUSALS_LISTED = 100
+"""The most judgements the rules made an ack lists (`Ack.refused_judgements`; then how many
+more, `more_refused_judgements`): an event perceived by thousands of characters in model mode
+raises a judgement each, and 40,000 listed made an ack of 5 MB. Listed, each is at most 7,000
+bytes (a reason at `MOST_REASON_CHARS`, ids of 128 characters), 700,000 in all."""
 MOST_REASON_CHARS = 1_000
 """The longest reason an ack or dead letter carries: a reason saying everything wrong with a
 message, or quoting it, grows with the message (15,000 numbers out of range made a reason of
@@ -146,6 +151,15 @@ def bounded_reason(reason: str) -> str:
     return reason[: MOST_REASON_CHARS - len(tail)] + tail
 
 
+Listed = TypeVar("Listed")
+
+
+def listed_refusals(refused: Sequence[Listed]) -> tuple[list[Listed], int]:
+    """The refused judgements an ack lists (the first `MOST_REFUSALS_LISTED`), and how many
+    more there are."""
+    return list(refused[:MOST_REFUSALS_LISTED]), max(len(refused) - MOST_REFUSALS_LISTED, 0)
+
+
 def kept_key(key: bytes | None) -> bytes | None:
     """A message's key as its dead letter and its acks naming no world carry it: whole, or its
     first `MOST_KEY_BYTES_KEPT` bytes."""
@@ -190,11 +204,15 @@ Output = TypeVar("Output", bound=Contract)
 def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     """An ack or dead letter read back from the outbox. It may have been stored by another
     release: a field this one does not know is dropped, and a reason longer than this one's
-    bound is cut (a release that did not bound them kept reasons the producer refuses to send),
-    so a redelivery re-sends what this release would send."""
+    bound is cut, and so is a list of refused judgements (a release that did not bound them
+    kept acks the producer refuses to send), so a redelivery re-sends what this release would
+    send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
     if isinstance(reason := known.get("reason"), str):
         known["reason"] = bounded_reason(reason)
+    if isinstance(refused := known.get("refused_judgements"), list):
+        known["refused_judgements"], more = listed_refusals(refused)
+        known["more_refused_judgements"] = known.get("more_refused_judgements", 0) + more
     return model.model_validate(known, strict=False)
 
 

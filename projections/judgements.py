@@ -17,17 +17,24 @@ raises by applying it to scratch state with a `QuestionCollector`, asks the mode
 it for real with the answers. Every judgement made, answered or not, is recorded with the state
 it produced (the `judgement` key space, in the digest) and returned for the ack; a replay given
 the same records (`RecordedAnswers`) forms the same state without asking anything.
+
+An event's judgements are kept in records of at most `MOST_PART_BYTES` (`judgement_parts`), in
+the state and on the judgements topic alike, each under a key of its own: an event perceived by
+thousands of characters raises a judgement each, megabytes in all, and a record that large is
+one no producer sends, so the worker stopped on it, and again at every restart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+import orjson
 from pydantic import ValidationError
 
 from projections.deletion import incarnation
+from projections.delivery import bounded_reason
 from projections.key_prefixes import JUDGEMENTS
 from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
@@ -62,6 +69,13 @@ Unfit = Callable[[str], str | None]
 
 NO_MODEL = "no model is configured"
 NOT_RECORDED = "no answer was recorded for it"
+
+MOST_PART_BYTES = 14_000
+"""The most one record of an event's judgements holds, unless a single judgement is larger (only
+a chapter's summary can be): with its key (1,600 bytes at most) and Kafka's overheads, a part
+fits the smallest record batch the state changelog may be given (16 KiB,
+`RUMOURMILL_CHANGELOG_BATCH_BYTES`), and any message the judgements topic takes. A constant, not
+a setting: where the parts fall is state, in the digest, so a rebuild must agree on it."""
 
 FEELING_INSTRUCTIONS = (
     "You judge how a character in a game feels about one of their memories. Answer with one "
@@ -140,6 +154,10 @@ class AnswerSource(Protocol):
         """Whether the event at `position` may have chronicle summaries to answer: only then
         does applying it walk its characters' records for the chapters it closes."""
 
+    def recorded_parts(self, position: Position) -> int:
+        """How many records hold the answers recorded for `position` (on the judgements topic):
+        the state keeps the event's judgements in as many at least (`ModelJudging.record`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Unanswered:
@@ -153,6 +171,9 @@ class Unanswered:
 
     def summaries_at(self, position: Position) -> bool:
         return False  # without a model the rules summarise, at read
+
+    def recorded_parts(self, position: Position) -> int:
+        return 0
 
 
 WITHOUT_MODEL = Unanswered()
@@ -178,9 +199,14 @@ class QuestionCollector:
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found
 
+    def recorded_parts(self, position: Position) -> int:
+        return 0  # what the scratch pass stores is thrown away
+
 
 class RecordedAnswers:
-    """Answers as recorded (by the shell, after asking the model; or by an earlier run)."""
+    """Answers as recorded (by the shell, after asking the model; or by an earlier run): the
+    records of each position, every part of them; of a part given twice (the topic before
+    compaction), the later answers stand."""
 
     def __init__(
         self,
@@ -189,10 +215,13 @@ class RecordedAnswers:
         model_configured: bool = True,
     ) -> None:
         self._made: dict[Position, dict[QuestionKey, RecordedJudgement]] = {}
+        self._parts: dict[Position, int] = {}
         for record in records:
-            self._made[position_of(record)] = {
-                (made.npc_id, made.belief_id, made.judgement): made for made in record.judgements
-            }
+            position = position_of(record)
+            self._made.setdefault(position, {}).update(
+                ((made.npc_id, made.belief_id, made.judgement), made) for made in record.judgements
+            )
+            self._parts[position] = max(self._parts.get(position, 0), record.part + 1)
         self._missing = missing
         self._model_configured = model_configured
 
@@ -207,6 +236,9 @@ class RecordedAnswers:
         rules' (and the walk over the records is spared to every other event)."""
         made = self._made.get(position, {})
         return self._model_configured and any(kind == "summary" for _, _, kind in made)
+
+    def recorded_parts(self, position: Position) -> int:
+        return self._parts.get(position, 0)
 
     @property
     def positions(self) -> list[Position]:
@@ -262,7 +294,9 @@ def answered(question: Question, outcome: Answer | str) -> RecordedJudgement:
     )
 
 
-def event_judgements(position: Position, made: Iterable[RecordedJudgement]) -> EventJudgements:
+def event_judgements(
+    position: Position, made: Iterable[RecordedJudgement], part: int = 0
+) -> EventJudgements:
     tenant, world, timeline, seq, life = position
     return EventJudgements(
         tenant_id=tenant,
@@ -271,7 +305,34 @@ def event_judgements(position: Position, made: Iterable[RecordedJudgement]) -> E
         seq=seq,
         incarnation=life,
         judgements=list(made),
+        part=part,
     )
+
+
+PART_FIELD_BYTES = len(b',"part":') + 20
+"""What a part's number adds to its record, at most (20 digits): the same for every part, so
+where a part ends depends on the judgements alone."""
+
+
+def judgement_parts(
+    position: Position, made: Sequence[RecordedJudgement], at_least: int = 1
+) -> list[EventJudgements]:
+    """The records that keep an event's judgements `made`, in order: each at most
+    `MOST_PART_BYTES` (one judgement at least), then empty ones up to `at_least` records. The
+    same judgements make the same parts, and more judgements after them leave the parts before
+    the last as they were (a record stored again as the event's questions are answered)."""
+    empty = len(event_judgements(position, []).to_bytes()) + PART_FIELD_BYTES
+    parts: list[list[RecordedJudgement]] = [[]]
+    size = empty
+    for judgement in made:
+        cost = len(orjson.dumps(judgement.model_dump(mode="json"))) + 1  # and a comma
+        if parts[-1] and size + cost > MOST_PART_BYTES:
+            parts.append([])
+            size = empty
+        parts[-1].append(judgement)
+        size += cost
+    parts += [[] for _ in range(len(parts), at_least)]
+    return [event_judgements(position, part, index) for index, part in enumerate(parts)]
 
 
 class Judging(Protocol):
@@ -413,18 +474,21 @@ class ModelJudging:
         return self._answers.summaries_at(self._position)
 
     def record(self, tx: StateTransaction) -> list[RefusedJudgement]:
-        """Store the event's judgements under its position; returns those the rules made."""
+        """Store the event's judgements under its position, in parts, as many at least as the
+        judgements topic holds for it (its answers may take more room than the judgements made
+        of them: a summary over its budget is kept as the reason it was not used): a deletion
+        tombstones there the keys the state holds, every part. Returns those the rules made."""
         if not self._made:
             return []
-        tx.put(
-            judgement_key(self._position), event_judgements(self._position, self._made).to_bytes()
-        )
+        recorded = self._answers.recorded_parts(self._position)
+        for part in judgement_parts(self._position, self._made, recorded):
+            tx.put(judgement_key(self._position, part.part), part.to_bytes())
         return [
             RefusedJudgement(
                 npc_id=made.npc_id,
                 belief_id=made.belief_id,
                 judgement=made.judgement,
-                reason=made.reason or NOT_RECORDED,
+                reason=bounded_reason(made.reason or NOT_RECORDED),
             )
             for made in self._made
             if made.answer is None
@@ -439,19 +503,35 @@ def _weights(answer: FeelingAnswer | RetellingAnswer) -> dict[str, float]:
     }
 
 
-def judgement_key(position: Position) -> bytes:
-    """Where a position's judgements are kept: a world never deleted keeps them as a release
-    before incarnations did."""
+def judgement_key(position: Position, part: int = 0) -> bytes:
+    """Where a part of a position's judgements is kept: the first, of a world never deleted, as
+    a release before incarnations kept them; the first of another, as one before parts did."""
     tenant, world, timeline, seq, life = position
+    if part:
+        return pack(JUDGEMENTS, tenant, world, timeline, seq, life, part)
     if not life:
         return pack(JUDGEMENTS, tenant, world, timeline, seq)
     return pack(JUDGEMENTS, tenant, world, timeline, seq, life)
 
 
+def record_key(record: EventJudgements) -> bytes:
+    """The key `record` is kept under (in the state and on the judgements topic)."""
+    return judgement_key(position_of(record), record.part)
+
+
 def position_of_key(key: bytes) -> Position:
-    """The position a `judgement_key` names."""
-    _, tenant, world, timeline, seq, *life = unpack(key)
-    return str(tenant), str(world), str(timeline), int(seq), str(life[0]) if life else ""
+    """The position a `judgement_key` names (of any part)."""
+    _, tenant, world, timeline, seq, *life_and_part = unpack(key)
+    life = str(life_and_part[0]) if life_and_part else ""
+    return str(tenant), str(world), str(timeline), int(seq), life
+
+
+def stored_parts(tx: StateTransaction, position: Position) -> Iterator[bytes]:
+    """The stored records of a position's judgements, part by part."""
+    part = 0
+    while (stored := tx.get(judgement_key(position, part))) is not None:
+        yield stored
+        part += 1
 
 
 def recorded_answer(
@@ -460,16 +540,14 @@ def recorded_answer(
     """The answer recorded for a question at a position, if the model gave one. A world begun
     anew before state format 4 holds its answers under keys that do not name its life: a
     deletion removed the deleted life's, so those are this life's."""
-    stored = tx.get(judgement_key(position))
-    if stored is None and position[4]:
-        stored = tx.get(judgement_key((*position[:4], "")))
-    if stored is None:
-        return None
-    for made in EventJudgements.from_bytes(stored).judgements:  # as stored: plain dicts
-        found = cast(dict[str, Any], made)
-        if (found["npc_id"], found["belief_id"], found["judgement"]) == key:
-            answer: dict[str, Any] | None = found.get("answer")
-            return answer
+    if position[4] and tx.get(judgement_key(position)) is None:
+        position = (*position[:4], "")
+    for stored in stored_parts(tx, position):
+        for made in EventJudgements.from_bytes(stored).judgements:  # as stored: plain dicts
+            found = cast(dict[str, Any], made)
+            if (found["npc_id"], found["belief_id"], found["judgement"]) == key:
+                answer: dict[str, Any] | None = found.get("answer")
+                return answer
     return None
 
 

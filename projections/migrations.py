@@ -22,9 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from projections.delivery import without_bytes
+from projections.judgements import MOST_PART_BYTES, judgement_parts, position_of, record_key
 from projections.key_prefixes import (
     GROUP_EXCHANGE_HEADS,
     GROUP_EXCHANGES,
+    JUDGEMENTS,
     LOCATION_HEADS,
     LOCATIONS,
     OCCUPANT_HEADS,
@@ -37,6 +39,7 @@ from projections.key_prefixes import (
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from projections.versions import head_value
+from schemas.judgements import EventJudgements
 from schemas.records import OutboxRecord
 
 FIRST_FORMAT = 1
@@ -92,6 +95,19 @@ def _dead_letters_without_bytes(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(key, OutboxRecord.encode(row.message_digest, row.acks, letters, row.changes))]
 
 
+def _judgements_in_parts(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 6: an event's judgements over `judgements.MOST_PART_BYTES` kept in parts under keys
+    of their own, as this release keeps them (`judgements.judgement_parts`); a part holding one
+    judgement that large stays as it is."""
+    if len(value) <= MOST_PART_BYTES:
+        return [(key, value)]
+    record = EventJudgements.model_validate_json(value)
+    if record.part:
+        return [(key, value)]
+    parts = judgement_parts(position_of(record), record.judgements)
+    return [(record_key(part), part.to_bytes()) for part in parts]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -121,6 +137,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "message again when it is redelivered",
         (OUTBOX,),
         _dead_letters_without_bytes,
+    ),
+    Migration(
+        6,
+        "an event's judgements kept in parts of at most 14,000 bytes, each under a key of its "
+        "own: thousands of them made a record no producer sends",
+        (JUDGEMENTS,),
+        _judgements_in_parts,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

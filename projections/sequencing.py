@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from projections import timelines
+from projections.delivery import listed_refusals
 from projections.key_prefixes import PENDING
 from projections.keys import pack
 from projections.state import StateTransaction
@@ -56,10 +57,12 @@ def ack(
 ) -> Ack:
     """The ack of `event` with the timeline's positions as they now stand: a branch waiting
     for its branch point has processed only what its parent has (`timelines.reached_seq`), as
-    its reads say."""
+    its reads say. The judgements `refused` are listed as many as an ack holds, then counted
+    (`listed_refusals`)."""
     processed = None if record is None else record.processed_seq
     if record is not None and record.waiting_for_parent:
         processed = timelines.reached_seq(tx, record)
+    listed, more = listed_refusals(refused)
     return trusted(  # of a validated event and record: one ack an event, not checked again
         Ack,
         {
@@ -71,7 +74,8 @@ def ack(
             "reason": reason,
             "acknowledged_seq": None if record is None else record.acknowledged_seq,
             "processed_seq": processed,
-            "refused_judgements": list(refused),
+            "refused_judgements": listed,
+            "more_refused_judgements": more,
         },
     )
 

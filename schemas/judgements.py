@@ -109,8 +109,8 @@ class RecordedJudgement(Record):
 
 
 class EventJudgements(Record):
-    """Every judgement one event raised, kept under the event's position (in the state and on
-    the compacted judgements topic)."""
+    """The judgements one event raised, kept under the event's position (in the state and on
+    the compacted judgements topic): all of them, or one part of them (`part`)."""
 
     tenant_id: Identifier
     world_instance_id: Identifier
@@ -120,9 +120,17 @@ class EventJudgements(Record):
     incarnation: str = ""
     """Which life of the world (`projections.deletion.incarnation`): empty until it, or its
     tenant, is deleted; a world begun anew at the same positions has another."""
+    part: Annotated[int, Field(ge=0)] = 0
+    """Which record of the event's judgements this is: an event perceived by thousands of
+    characters raises a judgement each, megabytes in all, kept in records of a bounded size
+    (`projections.judgements.judgement_parts`), each under a key of its own. The first is 0."""
 
     def to_bytes(self) -> bytes:
-        """The stored form; without `incarnation` in a world never deleted (as a release before
-        incarnations stored it)."""
-        unset = None if self.incarnation else {"incarnation"}
-        return orjson.dumps(self.model_dump(mode="json", exclude=unset))
+        """The stored form; without `incarnation` in a world never deleted and without `part`
+        in the first record (as a release before either stored it)."""
+        unset = {
+            name
+            for name, first in (("incarnation", ""), ("part", 0))
+            if getattr(self, name) == first
+        }
+        return orjson.dumps(self.model_dump(mode="json", exclude=unset or None))

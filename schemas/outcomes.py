@@ -24,8 +24,9 @@ class Ack(Contract):
     """One message on `rumourmill.acks` per event received (keyed by world).
 
     Identity fields are null only for a message too broken to name them. The positions are the
-    timeline's right after this outcome. In model mode, `refused_judgements` lists each
-    judgement of the event that fell back to rules.
+    timeline's right after this outcome. In model mode, `refused_judgements` lists the
+    judgements of the event that fell back to rules: each, or the first
+    `projections.delivery.MOST_REFUSALS_LISTED` and how many more (`more_refused_judgements`).
     """
 
     tenant_id: str | None
@@ -41,6 +42,12 @@ class Ack(Contract):
     )
     """Judgements the model did not make for this event (the rules made them), with why; left
     out when there are none, so an ack reads as it did before model judgements."""
+    more_refused_judgements: Annotated[int, Field(ge=0), AsInteger] = Field(
+        default=0, exclude_if=lambda more: not more
+    )
+    """How many judgements the rules made beyond those `refused_judgements` lists (an event
+    perceived by thousands of characters raises a judgement each: listed, they made an ack of
+    megabytes, which no producer sends); left out when it lists them all."""
 
 
 class DeadLetter(Contract):

@@ -7,11 +7,12 @@ pass over scratch state); answers already on the topic for those positions are r
 message redelivered after a crash, or a rebuild into a fresh app id, asks nothing twice; the
 rest are asked at once, and what has no answer by the world's `memory.model.deadline_ms` is
 made by the rules (a partition never waits longer). The records go to the compacted topic
-`PREFIX.judgements`, keyed by the event's position on the partition of its world, and Kafka
-stores them before the event is applied with them. Applying records them in the state too
-(`projections.judgements`), where a redelivery finds the message's outbox and asks nothing.
-Deleting a world tombstones its records (`JudgementLog.forget`), so a worker reading the topic
-back, or a rebuild, takes a deleted world's answers for none of its positions.
+`PREFIX.judgements`, keyed by the event's position (and part: `judgement_parts`) on the
+partition of its world, and Kafka stores them before the event is applied with them.
+Applying records them in the state too (`projections.judgements`), where a redelivery finds the
+message's outbox and asks nothing. Deleting a world tombstones its records
+(`JudgementLog.forget`), so a worker reading the topic back, or a rebuild, takes a deleted
+world's answers for none of its positions.
 
 A model that ran out of time on every question of a message is left to rest
 (`streams.model_client.REST_SECONDS`): until then the rules answer at once, so a hanging model
@@ -39,10 +40,11 @@ from projections.judgements import (
     Question,
     RecordedAnswers,
     answered,
-    event_judgements,
     judgement_key,
+    judgement_parts,
     position_of,
     position_of_key,
+    record_key,
 )
 from projections.projector import Projector
 from projections.state import StateTransaction
@@ -68,6 +70,17 @@ once Kafka has it."""
 Read = Callable[[int], Awaitable[list[EventJudgements]]]
 """The records of one partition of the judgements topic as compaction leaves them: the latest
 of each key, none of a key whose latest is a tombstone."""
+Parts = list[EventJudgements]
+"""A position's records, part by part (`projections.judgements.judgement_parts`)."""
+
+
+def by_position(records: Iterable[EventJudgements]) -> dict[Position, Parts]:
+    """Records as the parts of each position, in order; of a part given twice, the later."""
+    latest = {(position_of(record), record.part): record for record in records}
+    parts: dict[Position, Parts] = {}
+    for (position, _), record in sorted(latest.items(), key=lambda item: item[0][1]):
+        parts.setdefault(position, []).append(record)
+    return parts
 
 
 @dataclass
@@ -77,22 +90,23 @@ class JudgementLog:
 
     read: Read
     send: Send
-    recorded: dict[int, dict[Position, EventJudgements]] = field(default_factory=dict)
+    recorded: dict[int, dict[Position, Parts]] = field(default_factory=dict)
 
     async def read_back(
         self, partition: int, positions: Collection[Position], applied: Callable[[Position], bool]
-    ) -> dict[Position, EventJudgements]:
+    ) -> dict[Position, Parts]:
         """The records of `positions` on the topic. The partition is read to its end the first
         time; records of positions already `applied` are not kept."""
         if partition not in self.recorded:
             records = await self.read(partition)
             self.recorded[partition] = {
-                position_of(record): record
-                for record in records
-                if not applied(position_of(record))
+                position: parts
+                for position, parts in by_position(records).items()
+                if not applied(position)
             }
             log.info(
-                "judgements topic, partition %d: %d record(s) read back, %d not applied yet",
+                "judgements topic, partition %d: %d record(s) read back, %d position(s) not"
+                " applied yet",
                 partition,
                 len(records),
                 len(self.recorded[partition]),
@@ -100,12 +114,15 @@ class JudgementLog:
         held = self.recorded[partition]
         return {position: held[position] for position in positions if position in held}
 
-    async def keep(self, partition: int, records: Iterable[EventJudgements]) -> None:
-        """Store `records` on the topic (and for the read-back) before they are used."""
-        for record in records:
-            position = position_of(record)
-            await self.send(partition, judgement_key(position), record.to_bytes())
-            self.recorded.setdefault(partition, {})[position] = record
+    async def keep(self, partition: int, held: Parts, parts: Parts) -> Parts:
+        """Store a position's `parts` on the topic (and for the read-back) before they are used,
+        one after the other (a crash leaves the first few, which the next run reads back and
+        stores on): those not `held` there already."""
+        for part in parts:
+            if part.part >= len(held) or held[part.part] != part:
+                await self.send(partition, record_key(part), part.to_bytes())
+        self.recorded.setdefault(partition, {})[position_of(parts[0])] = parts
+        return parts
 
     async def forget(self, partition: int, keys: Sequence[bytes]) -> None:
         """Tombstone `keys` on the topic (the judgements of a deleted world,
@@ -228,9 +245,7 @@ class MemoryTopic:
         """Keep a record; a tombstone takes its key's records away, as compaction would."""
         if value is None:
             self.partitions[partition] = [
-                record
-                for record in self.partitions.get(partition, [])
-                if judgement_key(position_of(record)) != key
+                record for record in self.partitions.get(partition, []) if record_key(record) != key
             ]
         else:
             self.partitions.setdefault(partition, []).append(
@@ -263,7 +278,7 @@ class Judge:
         ends = time.monotonic() + deadline_ms / 1000  # the rounds share the deadline
         # every round's records, by position: a round may ask of fewer positions than the one
         # before (a message filling a gap applies the events it released too)
-        records: dict[Position, EventJudgements] = {}
+        records: dict[Position, Parts] = {}
         for _ in range(ROUNDS):
             records |= await self.answers(
                 message.partition,
@@ -271,7 +286,10 @@ class Judge:
                 deadline_ms,
                 lambda position: tx.get(judgement_key(position)) is not None,
             )
-            answers = RecordedAnswers(records.values(), model_configured=configured)
+            answers = RecordedAnswers(
+                (part for parts in records.values() for part in parts),
+                model_configured=configured,
+            )
             if not any(question.judgement in LEADING for question in questions):
                 break
             questions = projector.questions(tx, message, configured, answers)
@@ -286,15 +304,16 @@ class Judge:
         questions: list[Question],
         deadline_ms: int,
         applied: Callable[[Position], bool],
-    ) -> dict[Position, EventJudgements]:
+    ) -> dict[Position, Parts]:
         """The records of the positions of `questions` (all of one message), each holding its
         answers: read back from the topic, or asked and stored there."""
         positions = list(dict.fromkeys(question.position for question in questions))
         records = await self.log.read_back(partition, positions, applied)
         known = {
             (position, (made.npc_id, made.belief_id, made.judgement))
-            for position, record in records.items()
-            for made in record.judgements
+            for position, parts in records.items()
+            for part in parts
+            for made in part.judgements
         }
         to_ask = [
             question for question in questions if (question.position, question.key) not in known
@@ -303,15 +322,11 @@ class Judge:
             fresh: dict[Position, list[RecordedJudgement]] = {}
             for question, made in zip(to_ask, await self._ask(to_ask, deadline_ms), strict=True):
                 fresh.setdefault(question.position, []).append(made)
-            new = [
-                event_judgements(
-                    position,
-                    [*(records[position].judgements if position in records else []), *made],
-                )
-                for position, made in fresh.items()
-            ]
-            await self.log.keep(partition, new)
-            records.update((position_of(record), record) for record in new)
+            for position, asked in fresh.items():
+                held = records.get(position, [])
+                recorded = [judgement for part in held for judgement in part.judgements]
+                parts = judgement_parts(position, [*recorded, *asked], at_least=len(held))
+                records[position] = await self.log.keep(partition, held, parts)
         return records
 
     async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:

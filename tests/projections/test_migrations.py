@@ -14,6 +14,7 @@ from projections.digest import world_digest
 from projections.event_keys import DIALOGUE_TURN_KEYS
 from projections.key_prefixes import (
     DIALOGUE_TURNS,
+    JUDGEMENTS,
     KEY_SPACES,
     NEWS_HEADS,
     OUTBOX,
@@ -43,6 +44,7 @@ from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
 from tests.streams.noisy_story import CHARACTERS
+from tests.streams.test_judgement_parts import crowd
 
 PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "previous_release"
 POLICY = resolve(None, orjson.loads((PREVIOUS_RELEASE / "policy.json").read_bytes()))
@@ -313,3 +315,27 @@ def test_dead_letters_kept_with_their_bytes_lose_them_and_are_still_resent_whole
     again = [projector.receive(state, message) for message in messages]
     assert [intake.redelivered for intake in again] == [True, True]
     assert [intake.dead_letters for intake in again] == first
+
+
+def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_keeps() -> None:
+    """Format 6: a release before kept an event's judgements in one record (a thousand of them
+    here, 138 KB; 10,000 made one of 1.4 MB, which no producer sends); upgraded, the store holds
+    them in the parts this release writes, and reads and digests as this release's own."""
+    projector = Projector(lambda tenant, world: resolve(None, {"memory": {"weighing": "model"}}))
+    state = MemoryState()
+    upgrade(state)
+    projector.receive(state, SourceMessage("events", 0, 0, b"save-1", crowd(1_000)))
+    [(first_key, first), *more] = parts = list(state.scan(pack(JUDGEMENTS)))
+    assert more
+    whole = [made for _, value in parts for made in orjson.loads(value)["judgements"]]
+    earlier = MemoryState()
+    for key, value in state.items():
+        earlier.put(key, value)
+    for key, _ in more:
+        earlier.delete(key)
+    earlier.put(first_key, orjson.dumps(orjson.loads(first) | {"judgements": whole}))
+    earlier.put(FORMAT_KEY, b"5")
+
+    assert upgrade(earlier) == Upgrade(5, current_format(), 1)
+    assert list(earlier.items()) == list(state.items())
+    assert upgrade(earlier) == Upgrade(current_format(), current_format(), 0)

@@ -1,7 +1,8 @@
 """Model mode end to end: a real worker on Apache Kafka asking a scripted chat-completions
 server; `rumourmill rebuild`, an in-process replay of the judgements topic's records and a
-worker of a fresh app id with the model gone then ask nothing and reach the same digest; the
-chronicle the worker tells in the model's summaries."""
+worker of a fresh app id with the model gone then ask nothing and reach the same digest, for a
+world an event seen by 10,000 characters judged too; the chronicle the worker tells in the
+model's summaries."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import orjson
 import pytest
 
 from projections.chronicle import chronicle_read
+from projections.delivery import MOST_REFUSALS_LISTED
 from projections.judgements import RecordedAnswers
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
@@ -28,6 +30,7 @@ from streams.tokens import wordllama_tokens
 from streams.topics import ensure_topics
 from tests.model_server import MODEL_FEELING, RETOLD_PREFIX, SUMMARY_PREFIX, scripted_model
 from tests.projections.test_chronicle import lines
+from tests.streams.test_judgement_parts import crowd
 from tests.streams.test_model_summaries import POLICY as SUMMARISED
 from tests.streams.test_model_summaries import SHORT_CHAPTERS
 from tests.support import (
@@ -59,6 +62,12 @@ POLICY = {
 }
 
 
+CROWD = 10_000
+"""Characters who see a fight in save-2: their judgements, listed on the ack or kept in one
+record, were megabytes, which the worker could not send; it stopped, and again at each restart."""
+CROWD_POLICY = {"memory": {"weighing": "model", "model": {"deadline_ms": 500}}}
+
+
 def get_json(settings: Settings, path: str) -> Any:
     with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=10) as reply:
         return json.loads(reply.read())
@@ -73,8 +82,8 @@ def processed_acks(settings: Settings) -> list[dict[str, Any]]:
     )
 
 
-def digest(settings: Settings) -> str:
-    found: str = get_json(settings, "/v2/admin/digest?world_instance_id=save-1")["digest"]
+def digest(settings: Settings, world: str = "save-1") -> str:
+    found: str = get_json(settings, f"/v2/admin/digest?world_instance_id={world}")["digest"]
     return found
 
 
@@ -87,10 +96,10 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             kafka_bootstrap, tmp_path / "live", model_url=model.url, model_name="scripted"
         )
         asyncio.run(ensure_topics(settings))
-        key = policy_key("default", "save-1")
-        asyncio.run(
-            send_one(settings.bootstrap, settings.topics.policies, key, json.dumps(POLICY).encode())
-        )
+        for world, document in (("save-1", POLICY), ("save-2", CROWD_POLICY)):
+            key = policy_key("default", world)
+            value = json.dumps(document).encode()
+            asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, value))
         worker = WorkerProcess(settings, tmp_path / "live.log").start()
         try:
             send_events(settings, TAVERN)
@@ -113,6 +122,25 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
                 samples = samples_of(reply.read().decode())
             answered = ("rumourmill_model_calls_total", (("outcome", "answered"),))
             assert samples[answered] == 6
+            # a crowd sees a fight, the model hangs: the rules make 10,000 judgements, the ack
+            # lists the first 100 and counts the rest, the topic keeps them all in parts
+            model.behaviour = "hang"
+            send_events(settings, [crowd(CROWD, "save-2")])
+            [crowded] = [
+                ack
+                for ack in read_topic(
+                    settings,
+                    settings.topics.acks,
+                    lambda acks: any(ack["world_instance_id"] == "save-2" for ack in acks),
+                    timeout=180,
+                )
+                if ack["world_instance_id"] == "save-2"
+            ]
+            assert crowded["outcome"] == "processed"
+            assert len(crowded["refused_judgements"]) == MOST_REFUSALS_LISTED
+            assert crowded["more_refused_judgements"] == CROWD - MOST_REFUSALS_LISTED
+            assert crowded["refused_judgements"][0]["reason"].startswith("deadline")
+            crowd_digest, asked = digest(settings, "save-2"), model.calls
             # without the model's URL a rebuild would leave those answers unread: refused
             unconfigured = {
                 name: value
@@ -144,7 +172,8 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             )
             assert rebuilt.returncode == 0, rebuilt.stderr
             assert f"world default/save-1: {live_digest} same as live" in rebuilt.stdout
-            assert model.calls == 6
+            assert f"world default/save-2: {crowd_digest} same as live" in rebuilt.stdout
+            assert model.calls == asked
         finally:
             worker.stop()
 
@@ -152,7 +181,10 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
     recorded = [
         EventJudgements.model_validate(item)
         for item in read_topic(
-            settings, settings.topics.judgements, lambda got: len(got) >= 5, timeout=60
+            settings,
+            settings.topics.judgements,
+            lambda got: sum(item["world_instance_id"] == "save-1" for item in got) >= 5,
+            timeout=60,
         )
     ]
     policy = resolve(None, POLICY)
@@ -175,11 +207,16 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
         both = read_topic(
             rebuild,
             rebuild.topics.acks,
-            lambda acks: sum(ack["outcome"] == "processed" for ack in acks) >= 2 * len(TAVERN),
+            lambda acks: (
+                sum(ack["outcome"] == "processed" for ack in acks) >= 2 * (len(TAVERN) + 1)
+            ),
             timeout=180,
         )
-        assert [ack["refused_judgements"] for ack in both if "refused_judgements" in ack] == []
+        refusals = [ack for ack in both if "refused_judgements" in ack]
+        assert [ack["world_instance_id"] for ack in refusals] == ["save-2", "save-2"]
+        assert refusals[0] == refusals[1]  # the rules' judgements read back, as recorded
         assert digest(rebuild) == live_digest
+        assert digest(rebuild, "save-2") == crowd_digest
     finally:
         worker.stop()
 
