@@ -122,6 +122,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         (OUTBOX,),
         _dead_letters_without_bytes,
     ),
+    Migration(
+        6,
+        "where the run of a fact said again unchanged began kept with its version "
+        "(`world.made_by`): nothing rewritten, but a release before, deleting a world without "
+        "its runs, would leave them to a world begun anew",
+        (),
+        _unchanged,
+    ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
 

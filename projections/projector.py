@@ -208,7 +208,7 @@ class Projector:
         record_event_at(tx, event)
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
-            world.record_facts(tx, event)
+            world.record_facts(tx, event, ancestry)
         notes = [found for found in (refereed_note, note) if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
