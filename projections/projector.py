@@ -185,7 +185,9 @@ class Projector:
                 judged.referee(rules_judge),
             )
             memories, refereed_note = refereed.memories, refereed.note
-            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present, judged)
+            rumours = spread(
+                tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
+            )
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)

@@ -1104,13 +1104,15 @@ class Oracle:
         kind: Kinds,
         name: Names,
     ) -> list[OMemory]:
-        """The rumours `event` spreads, from what everyone knew just before it."""
+        """The rumours `event` spreads, from what everyone knew just before it: nobody is told
+        news they knew, took in at this very event, or were told at it already."""
         spreading = self.policy.memory.spreading
         visible: list[OMemory] = before["memories"]
         heard: list[OMemory] = []
 
         def knows(character: str, origin: str) -> bool:
-            return any(m.character == character and m.origin == origin for m in visible + heard)
+            known = visible + applied.memories + heard
+            return any(m.character == character and m.origin == origin for m in known)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
             heard.append(self._retold(memory, teller, listener, event, name))
