@@ -86,6 +86,7 @@ JUDGEMENTS = _projection("judgement")  # timeline, seq (, life once deleted): ju
 LOCATION_HEADS = _projection("location-head")  # timeline, character: seq + newest location
 OCCUPANT_HEADS = _projection("occupants-head")  # timeline, place: seq + newest occupants
 GROUP_EXCHANGE_HEADS = _projection("group-exchange-head")  # timeline: seq + newest interval
+FACT_RUNS = _projection("fact-run")  # as `FACTS`, for a value said again: where its run began
 NEWS_HEADS = _shortcut("news-head")  # scope, character: its newest news entries (`NEWS`)
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it

@@ -145,6 +145,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         (JUDGEMENTS,),
         _judgements_in_parts,
     ),
+    Migration(
+        7,
+        "where the run of a fact said again unchanged began kept with its version "
+        "(`world.made_by`): nothing rewritten, but a release before, deleting a world without "
+        "its runs, would leave them to a world begun anew",
+        (),
+        _unchanged,
+    ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
 

@@ -185,7 +185,9 @@ class Projector:
                 judged.referee(rules_judge),
             )
             memories, refereed_note = refereed.memories, refereed.note
-            rumours = spread(tx, context.keys, ancestry, event, policy, catalogue, present, judged)
+            rumours = spread(
+                tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
+            )
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)
@@ -208,7 +210,7 @@ class Projector:
         record_event_at(tx, event)
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
-            world.record_facts(tx, event)
+            world.record_facts(tx, event, ancestry)
         notes = [found for found in (refereed_note, note) if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 

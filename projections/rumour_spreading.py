@@ -4,12 +4,13 @@ News moves when characters meet, or when a group's game-time interval turns.
 
 The rules of who meets and what passes are in `projections.rumour_rules`; this module feeds them
 from state as it stood before the event, so applying an event twice spreads the same news.
-Within one event, news reaches a listener once: what a listener was told at this meeting
-counts as known for the rest of it.
+Within one event, news reaches a listener once: what the event itself gave a listener (a
+`told`), and what they were told at this meeting, counts as known for the rest of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -102,14 +103,17 @@ def spread(
     policy: Policy,
     catalogue: Catalogue,
     present: set[str],
+    formed: Sequence[Memory],
     judged: Judging = RULES,
 ) -> list[Memory]:
     """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`),
-    each retelling `judged` (in model mode, by the model)."""
+    each retelling `judged` (in model mode, by the model); nobody is passed news the event
+    `formed` a memory of for them."""
     spreading = policy.memory.spreading
     if not spreading.enabled:
         return []
-    news = Spreading(tx, keys, ancestry, event, policy, catalogue, judged)
+    known_at_event = {(memory.character_id, memory.origin): True for memory in formed}
+    news = Spreading(tx, keys, ancestry, event, policy, catalogue, judged, known=known_at_event)
     if event.story_minutes is not None:
         _exchange_in_groups(news, event.story_minutes)
     for one, other in meetings(event, present, catalogue.kind_of, policy):

@@ -2,7 +2,8 @@
 
 The world part is never shown to a character and never returned by a read. It follows the
 timeline: a child sees the parent's record up to the branch point. Beliefs are compared with
-it to tell whether they are `diverging`.
+it to tell whether they are `diverging`, and news that claims facts is news of the event that
+made them what the record says (`made_by`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from projections.key_prefixes import FACTS
+from projections.key_prefixes import FACT_RUNS, FACTS
 from projections.keys import pack, pack_scope
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -23,12 +24,21 @@ ABSENT: Any = object()
 """Marks a fact the world record has never set."""
 
 
-def record_facts(tx: StateTransaction, event: Event) -> None:
-    """Write each fact of `event` as a new version at the event's position."""
+def record_facts(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
+    """Write each fact of `event` as a new version at the event's position (`ancestry`: the
+    timeline as it stood before it). A version that says again the value the record holds
+    also keeps where that value's run began: saying it again made nothing (`made_by`)."""
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
-    for fact in event.facts:
-        scope = pack_scope(FACTS, tenant, world, timeline, fact.subject, fact.attribute)
-        tx.put(scope + pack(event.seq), orjson.dumps(fact.value))
+    said = {(fact.subject, fact.attribute): fact for fact in event.facts}  # the last value
+    for (subject, attribute), fact in said.items():
+        began = made_by(tx, tenant, world, ancestry, fact)
+        position = pack(event.seq)
+        scope = pack_scope(FACTS, tenant, world, timeline, subject, attribute)
+        tx.put(scope + position, orjson.dumps(fact.value))
+        if began is not None:
+            tx.put(
+                _runs(tenant, world, timeline, subject, attribute) + position, orjson.dumps(began)
+            )
 
 
 def fact_value(
@@ -48,14 +58,24 @@ def made_by(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, fact: Fact
 ) -> tuple[str, int] | None:
     """The position (timeline, seq) of the event that made the record hold `fact` as it stands
-    on a timeline; None if the record holds another value, or none."""
+    on a timeline: the first of the versions in a row that hold its value (one point lookup
+    for where the run began, however often it was said again); None if the record holds
+    another value, or none. A store of an earlier release kept no runs: there, each version
+    begins one."""
     found = version_through(
         tx, ancestry, _versions(tenant_id, world_id, fact.subject, fact.attribute)
     )
     if found is None:
         return None
     segment, seq, raw = found
-    return (segment.timeline_id, seq) if same_json(orjson.loads(raw), fact.value) else None
+    if not same_json(orjson.loads(raw), fact.value):
+        return None
+    timeline = segment.timeline_id
+    began = tx.get(_runs(tenant_id, world_id, timeline, fact.subject, fact.attribute) + pack(seq))
+    if began is None:
+        return timeline, seq
+    run_timeline, run_seq = orjson.loads(began)
+    return str(run_timeline), int(run_seq)
 
 
 def canonical_json(value: object) -> object:
@@ -88,3 +108,8 @@ def _versions(
 ) -> Callable[[str], bytes]:
     """The scope of a fact's versions on each timeline."""
     return lambda timeline: pack_scope(FACTS, tenant_id, world_id, timeline, subject, attribute)
+
+
+def _runs(tenant_id: str, world_id: str, timeline_id: str, subject: str, attribute: str) -> bytes:
+    """The scope of where the runs of a fact's versions said again on a timeline began."""
+    return pack_scope(FACT_RUNS, tenant_id, world_id, timeline_id, subject, attribute)

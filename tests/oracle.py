@@ -934,7 +934,8 @@ class Oracle:
             return remembered
         where: dict[str, str] = {}
         record: dict[tuple[str, str], Any] = {}
-        written: dict[tuple[str, str], Event] = {}
+        made: dict[tuple[str, str], Event] = {}
+        said_again: set[tuple[str, str]] = set()
         declared: dict[str, dict[str, Any]] = {}
         memories: list[OMemory] = []
         exchange: int | None = None
@@ -944,9 +945,14 @@ class Oracle:
             if event.key in MOVEMENT and event.actor is not None and event.location is not None:
                 where[event.actor] = event.location
             if self.policy.memory.world:
-                for fact in event.facts:
-                    record[(fact.subject, fact.attribute)] = fact.value
-                    written[(fact.subject, fact.attribute)] = event
+                said = {(fact.subject, fact.attribute): fact.value for fact in event.facts}
+                for place, value in said.items():
+                    if place not in record or not json_equal(record[place], value):
+                        made[place] = event
+                        said_again.discard(place)
+                    else:  # a value said again unchanged makes nothing
+                        said_again.add(place)
+                    record[place] = value
             for entity, declaration in event.entities.items():
                 declared[entity] = declared.get(entity, {}) | declaration.model_dump(
                     exclude_none=True
@@ -968,7 +974,8 @@ class Oracle:
         folded = {
             "where": where,
             "record": record,
-            "written": written,
+            "made": made,
+            "said again": said_again,
             "declared": declared,
             "memories": memories,
             "exchange": exchange,
@@ -1134,13 +1141,15 @@ class Oracle:
         kind: Kinds,
         name: Names,
     ) -> list[OMemory]:
-        """The rumours `event` spreads, from what everyone knew just before it."""
+        """The rumours `event` spreads, from what everyone knew just before it: nobody is told
+        news they knew, took in at this very event, or were told at it already."""
         spreading = self.policy.memory.spreading
         visible: list[OMemory] = before["memories"]
         heard: list[OMemory] = []
 
         def knows(character: str, origin: str) -> bool:
-            return any(m.character == character and m.origin == origin for m in visible + heard)
+            known = visible + applied.memories + heard
+            return any(m.character == character and m.origin == origin for m in known)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
             heard.append(self._retold(memory, teller, listener, event, kind, name))
@@ -1405,20 +1414,23 @@ class Oracle:
         return held[0] if held else None
 
     def _claim_origin(self, event: Event, claimed: list[Fact], before: dict[str, Any]) -> str:
-        """Where news told with no known memory behind it started: the one event that wrote
-        every claimed fact as the record has it now, else the claim itself."""
-        record, written = before["record"], before["written"]
-        writers: set[tuple[str, int] | None] = set()
+        """Where news told with no known memory behind it started: the one event that made
+        every claimed fact what the record has now (the first of the events in a row that said
+        its value), else the claim itself."""
+        record, made = before["record"], before["made"]
+        makers: set[tuple[str, int] | None] = set()
         for fact in claimed:
             place = (fact.subject, fact.attribute)
             if place not in record or not json_equal(record[place], fact.value):
-                writers.add(None)
+                makers.add(None)
             else:
-                writer = written[place]
-                writers.add((writer.timeline_id, writer.seq))
-        if claimed and len(writers) == 1 and None not in writers:
+                maker = made[place]
+                makers.add((maker.timeline_id, maker.seq))
+        if claimed and len(makers) == 1 and None not in makers:
             self.reached["news from the record"] += 1
-            return origin_id(written[(claimed[0].subject, claimed[0].attribute)])
+            if any((fact.subject, fact.attribute) in before["said again"] for fact in claimed):
+                self.reached["news of a fact said again"] += 1
+            return origin_id(made[(claimed[0].subject, claimed[0].attribute)])
         about = ids_in([event.payload["about"]]) if "about" in event.payload else []
         return claim_origin(event, claimed, about)
 
@@ -1444,6 +1456,18 @@ class Oracle:
         line = world.timelines[timeline]
         folded = self._fold(world, self.ancestry(world, timeline, line.processed))
         return [m for m in folded["memories"] if m.character == npc]
+
+    def recorded_facts(self, tenant: str, world_id: str, timeline: str) -> list[dict[str, Any]]:
+        """The world record a read on `timeline` sees now, as facts an event could state."""
+        world = self.worlds.get((tenant, world_id))
+        if world is None or timeline not in world.timelines:
+            return []
+        line = world.timelines[timeline]
+        record = self._fold(world, self.ancestry(world, timeline, line.processed))["record"]
+        return [
+            {"subject": subject, "attribute": attribute, "value": value}
+            for (subject, attribute), value in record.items()
+        ]
 
     def read(self, tenant: str, world_id: str, timeline: str, npc: str) -> dict[str, Any]:
         world = self.worlds.get((tenant, world_id))

@@ -12,7 +12,7 @@ from schemas import Fact
 from schemas.memory import Memory
 
 WorldRecord = dict[tuple[str, str], tuple[JsonValue, str]]
-"""(subject, attribute) -> (value, origin of the event that recorded it)."""
+"""(subject, attribute) -> (value, origin of the event that made it the value)."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ def status_recorded(state: MemoryState, seq: int, status: str) -> None:
                 }
             )
         ),
+        (Segment("main", seq - 1),),
     )
 
 

@@ -58,7 +58,9 @@ class World:
         context = Context(catalogue, self.memories, self.record)
         formed = form_memories(event, perceptions, context, self.policy)
         for fact in event.facts:
-            self.record[(fact.subject, fact.attribute)] = (fact.value, origin_of(event))
+            place = (fact.subject, fact.attribute)
+            made = context.fact_origin(fact)  # a value said again unchanged makes nothing
+            self.record[place] = (fact.value, origin_of(event) if made is None else made)
         for entity_id, declared in event.entities.items():
             self.declarations[entity_id] = merge_declaration(
                 self.declarations.get(entity_id), declared

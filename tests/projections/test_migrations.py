@@ -14,6 +14,7 @@ from projections.digest import world_digest
 from projections.event_keys import DIALOGUE_TURN_KEYS
 from projections.key_prefixes import (
     DIALOGUE_TURNS,
+    FACT_RUNS,
     JUDGEMENTS,
     KEY_SPACES,
     NEWS_HEADS,
@@ -78,17 +79,19 @@ def fresh_replay() -> MemoryState:
 
 def _unkept_by_the_previous_release(state: MemoryState, lines: list[bytes]) -> list[bytes]:
     """The place-scope turns of dialogue lines said without `location`: the previous release
-    kept them in no place scope; this one keeps them where the character was."""
+    kept them in no place scope; this one keeps them where the character was. And where the
+    run of a fact said again unchanged began: the previous release kept no runs."""
     unplaced = set()
     for raw in lines:
         event = orjson.loads(raw)
         if event["key"] in DIALOGUE_TURN_KEYS and event.get("location") is None:
             unplaced.add((event["world_instance_id"], event["timeline_id"], event["seq"]))
-    return [
+    turns = [
         key
         for key, _ in state.scan(pack(DIALOGUE_TURNS))
         if (fields := unpack(key))[5] == "place" and (fields[2], fields[3], fields[7]) in unplaced
     ]
+    return [*turns, *(key for key, _ in state.scan(pack(FACT_RUNS)))]
 
 
 def reads(state: MemoryState) -> list[bytes]:

@@ -69,3 +69,77 @@ def test_a_branch_names_where_it_saw_news_start_whatever_the_delivery_order() ->
     assert world_digest(parent_first, "default", "save-1") == world_digest(
         branch_first, "default", "save-1"
     )
+
+
+SAILOR_DOWN = [{"subject": "npc-drunk-sailor", "attribute": "status", "value": "defeated"}]
+TOLD_SAILOR_DOWN = {
+    "content": "The sailor was beaten",
+    "about": ["npc-drunk-sailor"],
+    "facts": SAILOR_DOWN,
+}
+
+
+def happened(seq: int, key: str, timeline: str = "main", **fields: Any) -> bytes:
+    return orjson.dumps(
+        {"world_instance_id": "save-1", "timeline_id": timeline, "seq": seq, "key": key} | fields
+    )
+
+
+def test_a_fact_said_again_unchanged_is_still_news_of_the_event_that_made_it() -> None:
+    """Mara sees Ilse defeat the sailor (1); a guard's round says so again (2), on main and on a
+    branch of it. News claiming it, told to Mara with Tomas listening, is news of the fight:
+    Mara, who saw it, takes nothing in, and Tomas's started at the fight, not at the round."""
+    lines = [
+        happened(
+            1,
+            "combat.enemy-defeated",
+            actor="player-1",
+            target="npc-drunk-sailor",
+            players=["player-1"],
+            witnesses=["npc-mara"],
+            facts=SAILOR_DOWN,
+        )
+    ]
+    branch = {"parent_timeline_id": "main", "after_seq": 1}
+    for timeline, forked in (("main", {}), ("reload", {"branch": branch})):
+        lines += [
+            happened(
+                2, "guard.round-made", timeline, actor="npc-guard", facts=SAILOR_DOWN, **forked
+            ),
+            happened(
+                3,
+                "loreweaver.conversation.told",
+                timeline,
+                actor="npc-ilka",
+                target="npc-mara",
+                witnesses=["npc-tomas"],
+                payload=TOLD_SAILOR_DOWN,
+            ),
+        ]
+    state = replay_lines(lines).state
+    for timeline in ("main", "reload"):
+        mara = answer(runtime_read(state, "default", "save-1", timeline, "npc-mara"))
+        assert mara["beliefs"] == []
+        assert origin_for(state, timeline, "npc-tomas") == ("main", 1, "combat.enemy-defeated")
+
+
+def test_a_fact_changed_and_changed_back_is_news_of_the_change_back() -> None:
+    """The sailor gets up (2) and is beaten again (3), which Mara did not see: she takes news
+    of it in, as news that started at the second fight."""
+    got_up = [{"subject": "npc-drunk-sailor", "attribute": "status", "value": "fine"}]
+    lines = [
+        happened(
+            1, "combat.enemy-defeated", actor="npc-ilse", witnesses=["npc-mara"], facts=SAILOR_DOWN
+        ),
+        happened(2, "combat.recovered", actor="npc-drunk-sailor", facts=got_up),
+        happened(3, "combat.enemy-defeated", actor="npc-bram", facts=SAILOR_DOWN),
+        happened(
+            4,
+            "loreweaver.conversation.told",
+            actor="npc-ilka",
+            target="npc-mara",
+            payload=TOLD_SAILOR_DOWN,
+        ),
+    ]
+    state = replay_lines(lines).state
+    assert origin_for(state, "main", "npc-mara") == ("main", 3, "combat.enemy-defeated")

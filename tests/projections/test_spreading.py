@@ -21,6 +21,7 @@ from streams.replay import replay_lines
 
 ENTERED = "loreweaver.movement.location-entered"
 MET = "loreweaver.social.characters-met"
+TOLD = "loreweaver.conversation.told"
 
 
 class Town:
@@ -150,6 +151,32 @@ def test_nobody_hears_what_they_saw_or_already_know() -> None:
     town.happen(MET, actor="npc-ada", target="npc-cy")
     town.happen(MET, actor="npc-bo", target="npc-cy")  # Cy already knows it from Ada
     assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+
+
+def test_news_told_at_an_event_is_not_passed_again_by_the_group_exchange_it_starts() -> None:
+    """Zed tells Bo the mill burned (at midnight). At four, Yan tells Ada the same; the hour
+    turns, so her guild exchanges news at that very event, and Bo has it to pass on. Ada holds
+    it once, as Yan told it, and counts it once toward what she feels about the mill."""
+    town = Town()
+    news = {
+        "content": "The mill burned down",
+        "about": ["loc-mill"],
+        "facts": [{"subject": "loc-mill", "attribute": "state", "value": "burned"}],
+    }
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town.happen(
+        TOLD,
+        actor="npc-zed",
+        target="npc-bo",
+        payload=news,
+        entities=guild,
+        game_time="day 1, 00:00",
+    )
+    town.happen(TOLD, actor="npc-yan", target="npc-ada", payload=news, game_time="day 1, 04:00")
+    assert town.knowledge("npc-ada") == [("The mill burned down", "told", "npc-yan", 1, 0.8)]
+    read = runtime_read(town.state(), "default", "town", "main", "npc-ada")
+    [mill] = [r for r in read.model_dump(mode="json")["relations"] if r["entity_id"] == "loc-mill"]
+    assert mill["memories"] == 1
 
 
 def test_rumours_stay_on_the_timeline_of_their_meeting() -> None:

@@ -87,7 +87,8 @@ def compare_random_histories(figures: Counter[str], data: st.DataObject) -> None
 def test_every_read_equals_the_oracle() -> None:
     """On random histories that reach what the comparison is for: memories formed and read
     back, messages delivered, rumours spread where spreading is on, group exchanges, distortion,
-    ancestries of four timelines, news told of a fight or a theft."""
+    ancestries of four timelines, news told of a fight or a theft, news of what the world record
+    says."""
     figures: Counter[str] = Counter()
     compare_random_histories(figures)
     print(f"\n[oracle, small worlds] {dict(figures)}")
@@ -104,6 +105,7 @@ def test_every_read_equals_the_oracle() -> None:
         "ancestry of 4 timelines",
         "told news of fight",
         "told news of theft",
+        "news from the record",
     ):
         assert figures[f"reached {what}"] >= histories / 100, figures
 
@@ -122,8 +124,8 @@ def compare_crowded_worlds(figures: Counter[str], seed: int) -> None:
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
     """Long histories around one character: the read's 50/20/50 caps, a meeting's 3, a group's
-    limit, ancestries of four timelines and each of the referee's verdicts are all reached, and
-    still every read agrees."""
+    limit, ancestries of four timelines, each of the referee's verdicts and news of a fact said
+    again unchanged are all reached, and still every read agrees."""
     figures: Counter[str] = Counter()
     compare_crowded_worlds(figures)
     print(f"\n[oracle, crowded worlds] {dict(figures)}")
@@ -140,6 +142,7 @@ def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
         "referee convinced",
         "referee doubting",
         "referee unconvinced",
+        "news of a fact said again",
     ):
         assert figures[f"reached {what}"] >= 1, figures
 

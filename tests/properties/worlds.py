@@ -5,7 +5,8 @@ every kind of weighing (with and without witnesses, payloads of ids, numbers and
 (with and without the `belief_id` of a belief the teller really holds, picked from a
 generation-time oracle), `player-said`, meetings, declarations and groups, branches from random
 points (branches of branches, down to long ancestries), facts of every JSON kind (`0`, `1`,
-`true` and `false` among them), a policy that varies the settings that change what is
+`true` and `false` among them; now and then one the record holds already, said again or claimed
+by news), a policy that varies the settings that change what is
 remembered, then a delivery with duplicated and locally reordered messages.
 
 Small worlds draw each choice from Hypothesis (so a failure shrinks to a short history);
@@ -397,7 +398,8 @@ def _draw_event(
             players.append(actor)  # a player plays this character here: a player, not a mind
         event["payload"] = _draw_payload(choose, cast)
         if choose.integer(0, 1, "facts"):
-            event["facts"] = [_draw_fact(choose, characters)]
+            recorded = scout.recorded_facts(tenant, world, timeline)
+            event["facts"] = [_draw_or_recorded_fact(choose, characters, recorded)]
     elif kind == "deed":  # news about one character alone, which nobody tells them
         event |= {
             "key": choose.pick(GENERIC_KEYS[:-1], "key"),
@@ -444,7 +446,9 @@ def _draw_event(
         if choose.integer(0, 3, "about") == 0:
             payload["about"] = choose.some([*anyone, *cast.things], 2 + len(cast.things), "about")
         if choose.integer(0, 3, "claims") == 0:
-            payload["facts"] = [_draw_fact(choose, characters), {"not": "a fact"}]
+            recorded = scout.recorded_facts(tenant, world, timeline)
+            claimed = _draw_or_recorded_fact(choose, characters, recorded)
+            payload["facts"] = [claimed, {"not": "a fact"}]
         if choose.integer(0, 3, "overheard") == 0:
             event["witnesses"] = choose.some(characters, 2, "overheard by")
         event["payload"] = payload
@@ -500,6 +504,16 @@ def _draw_payload(choose: Choices, cast: Cast) -> dict[str, Any]:
     if shape == 5 and cast.things:
         return {"with": choose.some(cast.things, 15, "things", unique=True, least=3)}
     return {}
+
+
+def _draw_or_recorded_fact(
+    choose: Choices, characters: list[str], recorded: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A fact drawn, or now and then one the world record holds already: said again
+    unchanged, or claimed by news (news of the event that made it what the record says)."""
+    if recorded and choose.integer(0, 2, "from the record") < 2:
+        return choose.pick(recorded, "recorded")
+    return _draw_fact(choose, characters)
 
 
 def _draw_fact(choose: Choices, characters: list[str]) -> dict[str, Any]:
