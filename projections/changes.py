@@ -11,8 +11,8 @@ nothing.
   character who now holds it;
 - `memory_store.revise_confidence` (the referee's `convinced`): a new confidence below the one
   the timeline held the belief with just before is `belief-weakened`;
-- `relations.record_relations`: each relation version written is `relation-changed`, with the
-  relation as it now stands;
+- `relations.record_relations`: each relation an event's memories move, persistent ones too, is
+  `relation-changed`, with the relation as a read at the event's position shows it;
 - a deletion (`MessageChanges.deleting`) is `world-deleted` for each world whose timelines it
   removed.
 

@@ -88,6 +88,8 @@ OCCUPANT_HEADS = _projection("occupants-head")  # timeline, place: seq + newest 
 GROUP_EXCHANGE_HEADS = _projection("group-exchange-head")  # timeline: seq + newest interval
 FACT_RUNS = _projection("fact-run")  # as `FACTS`, for a value said again: where its run began
 NEWS_HEADS = _shortcut("news-head")  # scope, character: its newest news entries (`NEWS`)
+PERSISTENT_RELATIONS = _shortcut("persistent-relation")  # character, entity: feelings summed
+PERSISTENT_COUNTED = _shortcut("persistent-counted")  # the event that counted last, count before
 PENDING = _bookkeeping("pending")  # timeline, seq: an event in the deferral buffer
 WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch waiting for it
 WAITED_ON = _bookkeeping("waited-on")  # timeline: some branch waits for it (no scan per event)
@@ -109,6 +111,7 @@ HEADS = frozenset(
         OCCUPANT_HEADS,
         GROUP_EXCHANGE_HEADS,
         NEWS_HEADS,
+        PERSISTENT_RELATIONS,
     }
 )
 """The spaces of heads: one entry per scope (a pair, an entity, a character, a place, a

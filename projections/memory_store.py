@@ -33,6 +33,7 @@ from projections.key_prefixes import (
     NEWS_HEADS,
     ORIGIN_EVENTS,
     ORIGINS,
+    PERSISTENT_COUNTED,
     PERSISTENT_WORLDS,
     RECOLLECTIONS,
     REVISED_WORLDS,
@@ -111,9 +112,27 @@ def persistent_memories_stored(tx: StateTransaction, tenant_id: str, world_id: s
     return 0 if raw is None else int.from_bytes(raw, "big")
 
 
-def count_persistent_memory(tx: StateTransaction, tenant_id: str, world_id: str) -> None:
-    stored = persistent_memories_stored(tx, tenant_id, world_id)
-    tx.put(pack(PERSISTENT_WORLDS, tenant_id, world_id), (stored + 1).to_bytes(8, "big"))
+def count_persistent_memories(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, seq: int, stored: int
+) -> None:
+    """Count `stored` persistent memories the event at (`timeline_id`, `seq`) stored, on the
+    count as it stood before that event: an event applied again over part of its own writes
+    (the worker is at-least-once) counts them once.
+
+    Which event moved the count last, and the count before it, are kept beside the count
+    (`PERSISTENT_COUNTED`), written before it: a worker killed mid-event keeps a prefix of the
+    event's writes (what its changelog got), so a count it moved has the event's record beside
+    it. The count itself stays 8 bytes, as every release stored it (it is in the digest); a
+    store of a release before counts on from its count."""
+    counted_key = pack(PERSISTENT_COUNTED, tenant_id, world_id)
+    counted = tx.get(counted_key)  # the count before (8 bytes), then the packed position
+    position = pack(timeline_id, seq)
+    if counted is not None and counted[8:] == position:
+        before = int.from_bytes(counted[:8], "big")
+    else:
+        before = persistent_memories_stored(tx, tenant_id, world_id)
+        tx.put(counted_key, before.to_bytes(8, "big") + position)
+    tx.put(pack(PERSISTENT_WORLDS, tenant_id, world_id), (before + stored).to_bytes(8, "big"))
 
 
 def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
@@ -285,11 +304,14 @@ def store_memories(
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
     # a news head's key -> its index's prefix, and the entries this event adds to it
     news_added: dict[bytes, tuple[bytes, list[bytes]]] = {}
+    # (timeline, seq) -> how many persistent memories are stored at that position
+    persistent_at: dict[tuple[str, int], int] = {}
     for memory, first_learned in chain(formed, told):
         character, seq = memory.character_id, memory.seq
         if memory.persistent:
             scope = PERSISTENT_SCOPE
-            count_persistent_memory(tx, tenant, world)
+            where = (memory.timeline_id, seq)
+            persistent_at[where] = persistent_at.get(where, 0) + 1
         else:
             scope = memory.timeline_id
         of_character = _character_prefixes(tenant, world, scope, character)
@@ -322,6 +344,8 @@ def store_memories(
         if is_news(memory):
             tx.put(news + at, b"")
             news_added.setdefault(head, (news, []))[1].append(at)
+    for (timeline, seq), count in persistent_at.items():
+        count_persistent_memories(tx, tenant, world, timeline, seq, count)
     for head, (news, entries) in news_added.items():
         kept_head = tx.get(head)
         if not spreading:

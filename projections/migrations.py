@@ -37,6 +37,7 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, unpack
+from projections.relations import head_persistent_relations
 from projections.state import StateTransaction
 from projections.versions import head_value
 from schemas.judgements import EventJudgements
@@ -60,6 +61,9 @@ class Migration:
     rewrite: Callable[[bytes, bytes], Sequence[StoredRecord]]
     """The records that replace one stored record: itself, unchanged, to keep it as it is;
     none to drop it."""
+    then: Callable[[StateTransaction], int] | None = None
+    """What the step writes once its records are rewritten, from the store as they left it:
+    what no record alone gives (a sum over many). Returns how many records it wrote."""
 
 
 HEADS_OF = {
@@ -153,6 +157,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         (),
         _unchanged,
     ),
+    Migration(
+        8,
+        "what persistent memories add to each relation kept summed in a head per pair, with the "
+        "event that moved it last: the change feed tells the relations they move; a release "
+        "before, adding persistent memories without their heads, would leave them stale",
+        (),
+        _unchanged,
+        head_persistent_relations,
+    ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
 
@@ -209,6 +222,8 @@ def upgrade(tx: StateTransaction, migrations: Sequence[Migration] = MIGRATIONS) 
     rewritten = 0
     for migration in migrations[found - FIRST_FORMAT :]:
         rewritten += _apply(tx, migration)
+        if migration.then is not None:
+            rewritten += migration.then(tx)
         _stamp(tx, migration.version)
     if stored_format(tx) != current:
         _stamp(tx, current)

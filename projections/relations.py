@@ -12,21 +12,30 @@ The rule, whole:
 Storage: the memories of one event add to the character's relations as a cumulative version
 keyed by that event's position on its timeline, the newest also as the timeline's head (one
 point read in the common case). A branch reads its ancestors' versions as of its branch point.
-Persistent memories belong to no timeline: they are counted when read, not stored here.
+Persistent memories belong to no timeline: a read counts them as it reads them. What they add to
+each (character, entity) pair is also kept summed in a head per pair (`PERSISTENT_RELATIONS`),
+for the change feed, which tells every relation an event moves as a read shows it, persistent
+memories included: one point lookup a pair, where a read goes through every persistent memory
+of the character. A head keeps the position of the event that moved it last and what it held
+before, so the event applied again (the worker is at-least-once) adds its memories once. Every
+pair with persistent memories has a head: written with them, and by the migration to format 6
+for a store written before (`head_persistent_relations`).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Protocol
 
 import orjson
 from pydantic import TypeAdapter
 
-from projections.key_prefixes import RELATION_HEADS, RELATIONS
+from projections.key_prefixes import MEMORIES, PERSISTENT_RELATIONS, RELATION_HEADS, RELATIONS
 from projections.keys import pack, pack_scope, unpack
-from projections.memory_store import MemoryKeys, persistent_memories
+from projections.memory_store import DECODED, MemoryKeys, persistent_memories
 from projections.numbers import decimal, hundredths
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
@@ -37,6 +46,11 @@ MAX_RELATIONS = 50
 
 Aggregate = tuple[float, int, int]
 """(sum of feelings, memories, last seq) of one relation."""
+Added = dict[tuple[str, str], Aggregate]
+"""What an event's memories add to each (character, entity) pair, in the order the pairs first
+appear."""
+_PERSISTENT_SUM = struct.Struct(">dqq")
+"""How a persistent relation head stores a sum of feelings, how many memories, the last seq."""
 SUM_PLACES = 9
 """The decimals a sum of feelings is read to: far below any feeling's, far above float noise."""
 
@@ -60,7 +74,7 @@ def mean_feeling(total: float, count: int) -> float:
 
 
 class RelationWrites(Protocol):
-    """Told of each relation version written (the change feed, `projections.changes`)."""
+    """Told of each relation an event moves (the change feed, `projections.changes`)."""
 
     def relation_changed(self, character: str, entity: str, total: float, count: int) -> None:
         """The relation now stands at `count` memories whose feelings sum to `total`."""
@@ -74,14 +88,19 @@ def record_relations(
     changes: RelationWrites | None = None,
 ) -> None:
     """Add the memories one event formed to their characters' relations, on the timeline the
-    memories land on (the first segment of the ancestry). `changes` is told of each version.
+    memories land on (the first segment of the ancestry), and the persistent ones to their
+    pairs' heads. `changes` is told of each relation moved, as a read at the event's position
+    shows it: the timeline's memories and the persistent ones together.
 
     Each (character, entity) pair is read once and written once however many of the event's
     memories add to it (a town's event adds to some forty pairs: these reads and writes are
     most of what relations cost), and each character's key prefixes are packed once.
     """
-    added = _added(memories)
+    added, persistent = _added(memories)
     timeline = ancestry[0].timeline_id
+    for (character, entity), (feelings, count, seq) in persistent.items():
+        head_key = _persistent_key(keys.tenant_id, keys.world_id, character, entity)
+        tx.put(head_key, _moved_head(tx.get(head_key), timeline, seq, feelings, count))
     prefixes: dict[str, tuple[bytes, bytes]] = {}
     versions: dict[int, tuple[bytes, bytes]] = {}
     for (character, entity), (feelings, memories_added, version) in added.items():
@@ -103,27 +122,78 @@ def record_relations(
             written = versions[version] = (pack(version), b",%d]" % version)
         tx.put(scoped[1] + entity_key + written[0], stored)
         if changes is not None:
+            if keys.any_persistent or persistent:
+                kept_total, kept = _persistent_relation(tx, keys, character, entity, version)
+                total, count = total + kept_total, count + kept
             changes.relation_changed(character, entity, total, count)
         tx.put(head_key, stored[:-1] + written[1])  # the version's bytes, and where it was written
+    if changes is not None:
+        for (character, entity), (_, _, seq) in persistent.items():
+            if (character, entity) not in added:  # moved by persistent memories alone
+                total, count, _ = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
+                kept_total, kept = _persistent_relation(tx, keys, character, entity, seq)
+                changes.relation_changed(character, entity, total + kept_total, count + kept)
 
 
-def _added(memories: Iterable[Memory]) -> dict[tuple[str, str], tuple[float, int, int]]:
-    """What the memories add to each (character, entity) pair, in the order the pairs first
-    appear: (their feelings summed in order, as `sum` adds them, how many, the last seq).
-    Persistent memories add nothing: they are counted when read."""
-    added: dict[tuple[str, str], tuple[float, int, int]] = {}
+def _added(memories: Iterable[Memory]) -> tuple[Added, Added]:
+    """What the memories add to each (character, entity) pair: (their feelings summed in
+    order, as `sum` adds them, how many, the last seq), the timeline's memories' apart from
+    the persistent ones'."""
+    added: Added = {}
+    persistent: Added = {}
     for memory in memories:
-        if memory.persistent:
-            continue
+        into = persistent if memory.persistent else added
         character, feeling, seq = memory.character_id, memory.feeling, memory.seq
         for entity in _others(memory.about, memory.source_entity, character):
             pair = (character, entity)
-            before = added.get(pair)
+            before = into.get(pair)
             if before is None:
-                added[pair] = (0 + feeling, 1, seq)
+                into[pair] = (0 + feeling, 1, seq)
             else:
-                added[pair] = (before[0] + feeling, before[1] + 1, max(before[2], seq))
-    return added
+                into[pair] = (before[0] + feeling, before[1] + 1, max(before[2], seq))
+    return added, persistent
+
+
+def _moved_head(raw: bytes | None, timeline: str, seq: int, feelings: float, count: int) -> bytes:
+    """A pair's persistent relation head once the event at (`timeline`, `seq`) added `count`
+    memories whose feelings sum to `feelings`: added to what the head held before that event
+    (what it kept from before, if that event moved it already: the event applied again).
+    Stored as its sum (`_PERSISTENT_SUM`), then the sum before the event that moved it last
+    and that event's packed position; a head the migration made holds its sum alone. Binary:
+    the change feed reads a head for every relation an event moves."""
+    position = pack(timeline, seq)
+    before: Aggregate = (0.0, 0, 0)
+    if raw is not None:
+        applied_again = raw[2 * _PERSISTENT_SUM.size :] == position
+        before = _PERSISTENT_SUM.unpack_from(raw, _PERSISTENT_SUM.size if applied_again else 0)
+    total, memories, last = before
+    now = _PERSISTENT_SUM.pack(total + feelings, memories + count, max(last, seq))
+    return now + _PERSISTENT_SUM.pack(*before) + position
+
+
+def head_persistent_relations(tx: StateTransaction) -> int:
+    """Write the persistent relation head of every pair, summed from every persistent memory
+    stored: for a store written before heads (`projections.migrations`). Returns how many."""
+    heads: dict[bytes, list[float]] = {}
+    for key, raw in tx.scan(pack(MEMORIES)):
+        if b'"persistent":true' not in raw or not (memory := DECODED.decode(raw)).persistent:
+            continue
+        _, tenant, world, *_ = unpack(key)
+        for entity, feeling in relation_contributions(memory):
+            head_key = _persistent_key(str(tenant), str(world), memory.character_id, entity)
+            head = heads.setdefault(head_key, [0.0, 0, 0])
+            head[0] += feeling
+            head[1] += 1
+            head[2] = max(head[2], memory.seq)
+    for head_key, (total, count, last) in heads.items():
+        tx.put(head_key, _PERSISTENT_SUM.pack(total, int(count), int(last)))
+    return len(heads)
+
+
+def persistent_sum(head: bytes) -> Aggregate:
+    """What a persistent relation head sums: the feelings, how many memories, the last seq."""
+    total, count, last = _PERSISTENT_SUM.unpack_from(head)
+    return total, count, last
 
 
 def _others(about: list[str], source: str | None, character: str) -> list[str]:
@@ -178,12 +248,40 @@ def feeling_toward(
     """The character's feeling toward one entity as its relation shows it (0 with none),
     whether or not the relation is among the 50 a read lists."""
     total, count, _ = _relation(tx, keys, ancestry, character, entity) or (0.0, 0, 0)
+    return mean_feeling(*_with_persistent(tx, keys, character, entity, total, count))
+
+
+def _with_persistent(
+    tx: StateTransaction, keys: MemoryKeys, character: str, entity: str, total: float, count: int
+) -> tuple[float, int]:
+    """A relation's sum of feelings and count (`total`, `count`) with what the character's
+    persistent memories (formed up to `keys.persistent_upto`) add to it, read off each."""
     for memory in persistent_memories(tx, keys, character):
         for other, feeling in relation_contributions(memory):
             if other == entity:
                 total += feeling
                 count += 1
-    return mean_feeling(total, count)
+    return total, count
+
+
+def _persistent_relation(
+    tx: StateTransaction, keys: MemoryKeys, character: str, entity: str, upto_seq: int
+) -> tuple[float, int]:
+    """What the character's persistent memories formed up to `upto_seq` add to their relation
+    to `entity` (sum of feelings, count): the pair's head, unless it holds a memory formed at a
+    later position (of another timeline), then read off each memory."""
+    raw = tx.get(_persistent_key(keys.tenant_id, keys.world_id, character, entity))
+    if raw is None:
+        return 0.0, 0
+    total, count, last = persistent_sum(raw)
+    if last <= upto_seq:
+        return total, count
+    return _with_persistent(tx, replace(keys, persistent_upto=upto_seq), character, entity, 0.0, 0)
+
+
+def _persistent_key(tenant_id: str, world_id: str, character: str, entity: str) -> bytes:
+    """The key of a pair's persistent relation head."""
+    return pack_scope(PERSISTENT_RELATIONS, tenant_id, world_id, character, entity)
 
 
 def _relation(

@@ -18,9 +18,10 @@ from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack
-from projections.memory_store import load_memory, memory_keys, store_memories
+from projections.memory_store import formed_between, load_memory, memory_keys, store_memories
 from projections.policy import resolve
 from projections.projector import Projector
+from projections.relations import record_relations
 from projections.runtime_read import runtime_read
 from projections.scratch_state import ScratchState
 from projections.sequencing import Applied
@@ -45,6 +46,8 @@ def keeping(persistent: dict[str, list[str]]) -> Policy:
 
 PERSISTENT = keeping({"characters": ["npc-mara", "npc-tomas"]})
 """The tavern's characters keep all their memories for the whole world."""
+SAILOR = "npc-drunk-sailor"
+TOMAS_OF_MARA = ("npc-tomas", "npc-mara")
 
 
 def feed(changes: bool = True, policy: Policy = POLICY) -> Projector:
@@ -134,20 +137,83 @@ def test_the_last_relation_change_is_what_the_runtime_read_shows() -> None:
     }
 
 
-def test_a_relation_moves_over_story_time_as_the_reads_as_of_each_position_show() -> None:
-    state = MemoryState()
-    changes = take(feed(), state, TAVERN)
-    moves = [
-        change
-        for change in of_kind(changes, "relation-changed")
-        if (change["timeline_id"], change["character_id"], change["entity_id"])
-        == ("main", "npc-tomas", "npc-mara")
+def said_to_mara(timeline: str, seq: int, text: str, game_time: str) -> bytes:
+    """Ilse speaks to Mara: a memory of hers about Ilse."""
+    return orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": timeline,
+            "seq": seq,
+            "key": "loreweaver.conversation.player-said",
+            "actor": "player-1",
+            "target": "npc-mara",
+            "players": ["player-1"],
+            "payload": {"text": text},
+            "game_time": game_time,
+        }
+    )
+
+
+LATER = [
+    said_to_mara("main", 6, "Rest now, Mara.", "day 1, 22:00"),
+    said_to_mara("reload", 4, "Did the locket please you?", "day 1, 20:30"),
+]
+"""After the tavern, Ilse speaks to Mara on main, then on the reload past its gift: at the
+reload's 4th position, main's 6th is still to come."""
+
+
+@pytest.mark.parametrize(
+    ("policy", "mara_of_ilse_on_the_reload"),
+    [
+        pytest.param(POLICY, [(3, 0.47, 3), (4, 0.4, 4)], id="ordinary"),
+        # the gift's impression persistent, then a memory of the timeline's again
+        pytest.param(keeping({"kinds": ["impression"]}), [(3, 0.47, 3), (4, 0.4, 4)], id="mixed"),
+        # main's 3rd event persistent too: past the reload's branch point, it counts there;
+        # main's 6th does not count at the reload's 4th
+        pytest.param(PERSISTENT, [(3, 0.28, 4), (4, 0.26, 5)], id="persistent"),
+    ],
+)
+def test_every_relation_change_is_what_the_read_as_of_its_position_shows(
+    policy: Policy, mara_of_ilse_on_the_reload: list[tuple[int, float, int]]
+) -> None:
+    """Persistent memories too: they belong to no timeline, and a read adds those formed up to
+    its position to the relations of every timeline. Each change is read as its event left the
+    state: a persistent memory another timeline forms later at the same position moves that
+    read too."""
+    projector, state = feed(policy=policy), MemoryState()
+    moves: list[Change] = []
+    for offset, line in enumerate([*TAVERN, *LATER]):
+        for change in of_kind(take(projector, state, [line], offset), "relation-changed"):
+            moves.append(change)
+            read = runtime_read(
+                state,
+                "default",
+                "save-1",
+                change["timeline_id"],
+                change["character_id"],
+                change["seq"],
+            )
+            relation = {shown.entity_id: shown for shown in read.relations}[change["entity_id"]]
+            assert (change["feeling"], change["memories"]) == (relation.feeling, relation.memories)
+    assert fields(moves, "timeline_id", "seq", "character_id", "entity_id") == [
+        ("main", 2, "npc-mara", "player-1"),
+        *[("main", 3, "npc-mara", entity) for entity in ("player-1", "loc-tavern", SAILOR)],
+        *[("main", 4, "npc-tomas", e) for e in ("player-1", "loc-tavern", SAILOR, "npc-mara")],
+        *[("main", 5, "npc-tomas", entity) for entity in ("npc-mara", "player-1", SAILOR)],
+        ("reload", 3, "npc-mara", "player-1"),
+        ("reload", 3, "npc-mara", "item-locket"),
+        ("main", 6, "npc-mara", "player-1"),
+        ("reload", 4, "npc-mara", "player-1"),
     ]
-    assert fields(moves, "seq", "feeling", "memories") == [(4, -0.1, 2), (5, -0.13, 3)]
-    for change in moves:
-        read = runtime_read(state, "default", "save-1", "main", "npc-tomas", change["seq"])
-        shown = {relation.entity_id: relation for relation in read.relations}["npc-mara"]
-        assert (shown.feeling, shown.memories) == (change["feeling"], change["memories"])
+    tomas_of_mara = [c for c in moves if (c["character_id"], c["entity_id"]) == TOMAS_OF_MARA]
+    assert fields(tomas_of_mara, "seq", "feeling", "memories") == [(4, -0.1, 2), (5, -0.13, 3)]
+    mara_of_ilse = [
+        change
+        for change in moves
+        if (change["timeline_id"], change["character_id"], change["entity_id"])
+        == ("reload", "npc-mara", "player-1")
+    ]
+    assert fields(mara_of_ilse, "seq", "feeling", "memories") == mara_of_ilse_on_the_reload
 
 
 def test_every_change_id_is_unique_and_the_same_on_every_replay() -> None:
@@ -203,6 +269,31 @@ def test_an_event_applied_again_over_its_own_state_gives_the_same_changes() -> N
     assert [c["change_id"] for c in decoded(again.records)] == [
         c["change_id"] for c in changes if c["seq"] == 4
     ]
+
+
+def test_persistent_memories_added_to_relations_again_count_once() -> None:
+    """An event's writes laid in again (the worker is at-least-once) write each persistent
+    memory's entries again: the relations it moved, read and told, stand where they stood."""
+    state = MemoryState()
+    told = of_kind(take(feed(policy=PERSISTENT), state, TAVERN[:4]), "relation-changed")
+    read = runtime_read(state, "default", "save-1", "main", "npc-tomas")
+    keys = memory_keys(state, "default", "save-1")
+    formed = list(formed_between(state, keys, "main", 3, 4))
+    assert formed and all(memory.persistent for memory in formed)
+    record = timelines.load(state, "default", "save-1", "main")
+    assert record is not None
+
+    def relations_again(
+        tx: StateTransaction, at: Event, ancestry: Ancestry, *, changes: EventChanges
+    ) -> Applied:
+        record_relations(tx, keys, ancestry, formed, changes)
+        return Applied()
+
+    again = MessageChanges()
+    event = Event.model_validate_json(TAVERN[3])
+    again.around(relations_again)(state, event, timelines.ancestry(state, record, 3))
+    assert decoded(again.records) == [change for change in told if change["seq"] == 4] != []
+    assert runtime_read(state, "default", "save-1", "main", "npc-tomas") == read
 
 
 @pytest.mark.parametrize("policy", [POLICY, PERSISTENT], ids=["ordinary", "persistent"])

@@ -19,6 +19,7 @@ from projections.key_prefixes import (
     KEY_SPACES,
     NEWS_HEADS,
     OUTBOX,
+    PERSISTENT_RELATIONS,
     WAITED_ON,
     Role,
 )
@@ -39,6 +40,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
+from projections.relations import SUM_PLACES, persistent_sum
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
 from schemas.records import OutboxRecord
@@ -120,8 +122,12 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert stored_format(old) is None
     headed = sum(1 for space in MIGRATIONS[0].spaces for _ in old.scan(pack(space)))
     assert headed > 0  # its movements and branches: format 2 heads and marks them
+    assert list(old.scan(pack(PERSISTENT_RELATIONS))) == []
+    pairs = persistent_heads(fresh)
+    assert pairs  # persistent memories: format 6 sums what they add to each relation
     done = upgrade(old)
-    assert done == Upgrade(1, current_format(), headed)
+    assert done == Upgrade(1, current_format(), headed + len(pairs))
+    assert persistent_heads(old) == pairs
     assert stored_format(old) == current_format()
     for world in WORLDS:
         assert world_digest(old, "default", world) == world_digest(fresh, "default", world)
@@ -134,6 +140,17 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert list(old.scan(pack(NEWS_HEADS))) == []
     assert list(fresh.scan(pack(NEWS_HEADS)))
     assert without_shortcuts(old) == without_shortcuts(fresh)  # bookkeeping (the outbox) too
+
+
+def persistent_heads(state: MemoryState) -> dict[bytes, tuple[float, int, int]]:
+    """Each pair's persistent relation head: its memories' feelings summed (to the decimals a
+    read reads them to: added in another order, they may differ past them), how many, the last
+    seq."""
+    heads = {}
+    for key, raw in state.scan(pack(PERSISTENT_RELATIONS)):
+        total, count, last = persistent_sum(raw)
+        heads[key] = (round(total, SUM_PLACES), count, last)
+    return heads
 
 
 def without_shortcuts(state: MemoryState) -> list[tuple[bytes, bytes]]:

@@ -36,7 +36,15 @@ from tests.support import (
     unique_settings,
 )
 
-SPREADING = {"memory": {"spreading": {"enabled": True}}}
+KEEPING = ["npc-008", "npc-011"]
+"""Characters who keep all their memories for the whole world (persistent), as does everyone
+their impressions: the busiest relation is one of theirs."""
+TOWN_POLICY = {
+    "memory": {
+        "spreading": {"enabled": True},
+        "persistent": {"characters": KEEPING, "kinds": ["impression"]},
+    }
+}
 TOWN = encoded(tavern_story(500, seed=12, worlds=("town-0", "town-1"), characters=16, places=3))
 
 WHO_PASSED_MOST = """
@@ -60,8 +68,8 @@ RELATION_OVER_STORY_TIME = """
 
 
 def set_policy(settings: Settings) -> None:
-    """Rumours spread in every world of the tenant."""
-    key, document = policy_key("default", None), orjson.dumps(SPREADING)
+    """`TOWN_POLICY` in every world of the tenant."""
+    key, document = policy_key("default", None), orjson.dumps(TOWN_POLICY)
     asyncio.run(ensure_topics(settings))
     asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, document))
 
@@ -92,7 +100,7 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
     def count_tellers(memories: Sequence[Memory], passed: Sequence[Memory]) -> None:
         rumours.update(str(memory.source_entity) for memory in passed)
 
-    policy = resolve(SPREADING, None)
+    policy = resolve(TOWN_POLICY, None)
     projector = Projector(lambda tenant, world: policy, on_formed=count_tellers, changes=True)
     replayed = replayed_change_ids(TOWN, projector)
 
@@ -120,6 +128,7 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
         assert tellers[0][1] > 1
 
         world, character, entity = db.execute(BUSIEST_RELATION).fetchone() or ()
+        assert character in KEEPING  # moved by persistent memories alone
         moves = db.execute(RELATION_OVER_STORY_TIME, [world, character, entity]).fetchall()
         assert len(moves) > 2
         assert [seq for _, seq, _, _ in moves] == sorted(seq for _, seq, _, _ in moves)
