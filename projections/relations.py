@@ -18,7 +18,7 @@ for the change feed, which tells every relation an event moves as a read shows i
 memories included: one point lookup a pair, where a read goes through every persistent memory
 of the character. A head keeps the position of the event that moved it last and what it held
 before, so the event applied again (the worker is at-least-once) adds its memories once. Every
-pair with persistent memories has a head: written with them, and by the migration to format 6
+pair with persistent memories has a head: written with them, and by the migration to format 8
 for a store written before (`head_persistent_relations`).
 """
 

@@ -124,7 +124,7 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert headed > 0  # its movements and branches: format 2 heads and marks them
     assert list(old.scan(pack(PERSISTENT_RELATIONS))) == []
     pairs = persistent_heads(fresh)
-    assert pairs  # persistent memories: format 6 sums what they add to each relation
+    assert pairs  # persistent memories: format 8 sums what they add to each relation
     done = upgrade(old)
     assert done == Upgrade(1, current_format(), headed + len(pairs))
     assert persistent_heads(old) == pairs
