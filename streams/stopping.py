@@ -39,6 +39,12 @@ class BoundedStopWorker(Worker):
     The deadline is kept by a thread, not the event loop: it fires even while the loop is
     blocked, or past the loop's end when the process has not exited yet."""
 
+    @property
+    def shortlabel(self) -> str:
+        """What the worker's own log lines name it (`[^Worker]: Ready`): Faust's worker's name,
+        which operators (and a test) look for, not this class's."""
+        return "Worker"
+
     async def on_stop(self) -> None:
         """Runs first when the worker stops, whatever stops it."""
         await super().on_stop()
