@@ -127,6 +127,20 @@ class WorkerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def topics_on(settings: Settings) -> set[str]:
+    """The topics the broker has (listed: asking for a missing one's metadata may create it)."""
+
+    async def listed() -> set[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(listed())
+
+
 def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
     """Each partition's end offset of `topic`: the records ever written to it."""
 

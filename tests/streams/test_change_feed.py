@@ -14,7 +14,6 @@ import duckdb
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import RecordMetadata
 
 from benchmarks.story import encoded, tavern_story
@@ -33,6 +32,7 @@ from tests.support import (
     read_topic,
     replayed_change_ids,
     send_events,
+    topics_on,
     unique_settings,
 )
 
@@ -161,16 +161,7 @@ def test_a_worker_with_the_feed_off_has_no_changes_topic(
     finally:
         worker.stop()
     assert settings.topics.changes == ""
-    assert f"{settings.topic_prefix}.changes" not in asyncio.run(topics(settings))
-
-
-async def topics(settings: Settings) -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
+    assert f"{settings.topic_prefix}.changes" not in topics_on(settings)
 
 
 @pytest.mark.integration

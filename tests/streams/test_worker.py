@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.publish import send_one
 from streams.replay import replay_lines
@@ -27,6 +26,7 @@ from tests.support import (
     send_events,
     settings_env,
     topic_ends,
+    topics_on,
     unique_settings,
 )
 
@@ -303,7 +303,7 @@ def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
     assert published.returncode == 1
     assert published.stderr.splitlines()[-1] == expected + "; nothing published"
     assert topic_ends(settings, settings.topics.events) == {0: 1}
-    assert settings.topics.acks not in asyncio.run(topics_on(settings))
+    assert settings.topics.acks not in topics_on(settings)
 
 
 def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
@@ -324,13 +324,3 @@ def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unre
     assert published.stderr.splitlines()[-1].startswith(
         f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError: "
     )
-
-
-async def topics_on(settings: Settings) -> set[str]:
-    """The topics the broker has (listed: asking for a missing one's metadata may create it)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
