@@ -19,12 +19,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from localbroker import ApacheKafkaBroker
 from projections import timelines
 from projections.projector import Projector
 from streams.dev import apache_kafka
@@ -146,9 +150,8 @@ def test_workers_killed_or_stopped_at_random_moments_while_events_flow(
     seed = int(os.environ.get("RUMOURMILL_FAULT_SEED") or random.randrange(1_000_000))
     rng = random.Random(seed)  # the kills'; the publisher draws from its own, so a seed replays
     publishing = random.Random(seed + 1)
-    lines = noisy(story(worlds=4, events_per_world=900 if SOAK else 450, seed=seed), seed)
-    clean = replay_lines(lines)
-    wanted = expected_processed(clean, lines)
+    run = faulted_story(seed, worlds=4, events_per_world=900 if SOAK else 450)
+    lines, clean, wanted = run.lines, run.clean, run.wanted
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     chunks = [lines[i : i + 150] for i in range(0, len(lines), 150)]
@@ -179,28 +182,52 @@ def test_workers_killed_or_stopped_at_random_moments_while_events_flow(
         worker.stop()
 
 
-def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
-    seed = random.randrange(1_000_000)
-    lines = noisy(story(worlds=3, events_per_world=300, seed=seed), seed)
+@dataclass(frozen=True)
+class FaultedStory:
+    """A seeded noisy story a fault test delivers, and what a clean replay of it makes."""
+
+    seed: int
+    lines: list[bytes]
+    clean: Replay
+    wanted: set[tuple[str, str, int]]
+    """Every (world, timeline, seq) the worker must process."""
+
+
+def faulted_story(seed: int, worlds: int, events_per_world: int) -> FaultedStory:
+    lines = noisy(story(worlds=worlds, events_per_world=events_per_world, seed=seed), seed)
     clean = replay_lines(lines)
-    wanted = expected_processed(clean, lines)
+    return FaultedStory(seed, lines, clean, expected_processed(clean, lines))
+
+
+@contextmanager
+def worker_on_its_own_broker(
+    tmp_path: Path, seed: int
+) -> Iterator[tuple[ApacheKafkaBroker, Settings, WorkerProcess]]:
+    """A started worker on a broker of its own, for a test that stops or kills the broker; a
+    failure inside names the seed and shows the worker's log."""
     with apache_kafka(Settings.from_env()) as broker:
         settings = unique_settings(broker.bootstrap, tmp_path / "data")
         worker = WorkerProcess(settings, tmp_path / "worker.log").start()
         try:
-            half = len(lines) // 2
-            send_events(settings, lines[:half])
-            read_topic(settings, settings.topics.acks, lambda got: len(got) >= half // 3, 120)
-            broker.restart()
-            send_events(settings, lines[half:])
-            wait_for_everything(settings, wanted, timeout=300)
-            assert worker.process is not None and worker.process.poll() is None, "worker died"
-            assert_same_as_replay(settings, lines, clean)
-            assert_feed_complete(settings, lines)
+            yield broker, settings, worker
         except BaseException as failure:
             raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
         finally:
             worker.stop()
+
+
+def test_a_broker_restart_mid_stream(tmp_path: Path) -> None:
+    run = faulted_story(random.randrange(1_000_000), worlds=3, events_per_world=300)
+    with worker_on_its_own_broker(tmp_path, run.seed) as (broker, settings, worker):
+        half = len(run.lines) // 2
+        send_events(settings, run.lines[:half])
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= half // 3, 120)
+        broker.restart()
+        send_events(settings, run.lines[half:])
+        wait_for_everything(settings, run.wanted, timeout=300)
+        assert worker.process is not None and worker.process.poll() is None, "worker died"
+        assert_same_as_replay(settings, run.lines, run.clean)
+        assert_feed_complete(settings, run.lines)
 
 
 def test_ctrl_c_while_the_broker_is_gone(tmp_path: Path) -> None:
@@ -208,34 +235,24 @@ def test_ctrl_c_while_the_broker_is_gone(tmp_path: Path) -> None:
     deadline and says why (Faust's stop waited for Kafka without a bound: still running 30
     minutes on). Started again once the broker is back, it loses no event and applies none
     twice."""
-    seed = random.randrange(1_000_000)
-    lines = noisy(story(worlds=3, events_per_world=300, seed=seed), seed)
-    clean = replay_lines(lines)
-    wanted = expected_processed(clean, lines)
-    with apache_kafka(Settings.from_env()) as broker:
-        settings = unique_settings(broker.bootstrap, tmp_path / "data")
-        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    run = faulted_story(random.randrange(1_000_000), worlds=3, events_per_world=300)
+    with worker_on_its_own_broker(tmp_path, run.seed) as (broker, settings, worker):
+        send_events(settings, run.lines)
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(run.lines) // 3)
+        broker.halt(kill=True)
+        assert worker.process is not None
+        worker.process.send_signal(signal.SIGINT)
+        bound = STOP_DEADLINE_SECONDS + 10
         try:
-            send_events(settings, lines)
-            read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(lines) // 3)
-            broker.halt(kill=True)
-            assert worker.process is not None
-            worker.process.send_signal(signal.SIGINT)
-            bound = STOP_DEADLINE_SECONDS + 10
-            try:
-                code = worker.process.wait(bound)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                pytest.fail(f"the worker still ran {bound:.0f} s after Ctrl-C")
-            said = worker.log_path.read_text(errors="replace")
-            assert "is Kafka at" in said and "exiting without the rest of the clean stop" in said
-            assert code == GAVE_UP_EXIT_CODE, "a stop cut short is not a clean exit"
-            broker.restart()
-            worker.start()
-            wait_for_everything(settings, wanted, timeout=300)
-            assert_same_as_replay(settings, lines, clean)
-            assert_feed_complete(settings, lines)
-        except BaseException as failure:
-            raise AssertionError(f"seed {seed}; worker log:\n{worker.log_tail(60)}") from failure
-        finally:
-            worker.stop()
+            code = worker.process.wait(bound)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            pytest.fail(f"the worker still ran {bound:.0f} s after Ctrl-C")
+        said = worker.log_path.read_text(errors="replace")
+        assert "is Kafka at" in said and "exiting without the rest of the clean stop" in said
+        assert code == GAVE_UP_EXIT_CODE, "a stop cut short is not a clean exit"
+        broker.restart()
+        worker.start()
+        wait_for_everything(settings, run.wanted, timeout=300)
+        assert_same_as_replay(settings, run.lines, run.clean)
+        assert_feed_complete(settings, run.lines)
