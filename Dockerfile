@@ -3,7 +3,7 @@ RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends graphviz fonts-dejavu-core \
     && rm -rf /var/lib/apt/lists/*
 # built from /src, then removed: run from /app, `python -m streams` would import the source
-# tree, which lacks the compiled parts (projections/*.c), instead of the install
+# tree, which lacks the compiled parts (projections/*.c, streams/*.c), instead of the install
 COPY pyproject.toml setup.py README.md /src/
 COPY schemas /src/schemas
 COPY projections /src/projections

@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck unit kafka clean bench
 
-# the C parts (projections/*.c) are compiled by the install: edited, they are built again
-$(STAMP): pyproject.toml setup.py projections/change_records.c projections/key_packing.c
+# the C parts (projections/*.c, streams/*.c) are compiled by the install: edited, they are built again
+$(STAMP): pyproject.toml setup.py projections/change_records.c projections/key_packing.c \
+		streams/batch_access.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -41,7 +42,7 @@ bench: $(STAMP) kafka
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) data build projections/*.so .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data build projections/*.so streams/*.so .pytest_cache .mypy_cache .ruff_cache
 
 ## make soak: the oracle, leak, fault and fuzz tests at far larger sizes (RUMOURMILL_SOAK=1)
 .PHONY: soak

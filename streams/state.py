@@ -24,6 +24,7 @@ from rocksdict import (
 from projections.key_prefixes import HEADS
 from projections.keys import pack
 from projections.state import SPACE_END, kept, prefix_end, space_of
+from streams.batch_access import BatchAccess
 from streams.changelog import PartitionWrites
 
 Write = Callable[[bytes, bytes | None], None]
@@ -349,7 +350,7 @@ class ScannedSpaces:
         self.last_scanned[space] = self.transactions
 
 
-class BatchTransaction(RocksTransaction):
+class BatchTransaction(BatchAccess, RocksTransaction):
     """The transaction of one partition's events in a batch the agent takes: each write goes
     into `writes` (the changelog's record batches) and is kept in its `HotValues`, and most wait
     in a RocksDB write batch, laid into the database in one call at the batch's end (`lay_in`).
@@ -365,6 +366,10 @@ class BatchTransaction(RocksTransaction):
     writes are laid in), and a scan because the key spaces ingest scans (a few: who is where,
     waiting timelines) are written straight through. Those are the spaces `scanned` lately: a
     transaction learns one at its first scan, laying in all it held then.
+
+    Its get and put (`BatchAccess`, in C) are the agent's commonest calls. The get is
+    `RocksTransaction.get`; a put keeps the value (`kept`) among the kept values, adds it to the
+    event's writes (`PartitionWrites.write`), and holds it, or writes it through by its space.
     """
 
     def __init__(
@@ -378,20 +383,7 @@ class BatchTransaction(RocksTransaction):
         """The spaces this transaction writes through: those scanned lately when it began, and
         those it learned itself (one another learned since may have writes held here)."""
         self._held = WriteBatch(raw_mode=True)
-
-    def put(self, key: bytes, value: bytes) -> None:
-        # `space_of`, `_keep` and `PartitionWrites.write` spelt out: a put is the commonest call
-        value = kept(value)
-        end = key.find(SPACE_END)
-        space = key if end == -1 else key[: end + 1]
-        (self._heads if space in HEAD_SPACES else self._known)[key] = value
-        event = self._writes.event
-        event.pop(key, None)
-        event[key] = value
-        if space in self._through:
-            self._db.put(key, value)
-        else:
-            self._held.put(key, value)
+        self._head_spaces = HEAD_SPACES
 
     def delete(self, key: bytes) -> None:
         space = space_of(key)

@@ -486,6 +486,28 @@ def test_held_writes_wait_for_the_batch_end_and_scanned_spaces_are_written_throu
         db.close()
 
 
+def test_a_batchs_event_writes_keep_each_key_once_in_the_order_of_its_last_write(
+    tmp_path: Path,
+) -> None:
+    """The changelog sends an event's writes in the order of their last write (a split event's
+    parts each leave a state its redelivery completes); a value that is not bytes is refused
+    before anything is written."""
+    db = rocks_db(tmp_path / "partition-0")
+    try:
+        writes = PartitionWrites()
+        tx = BatchTransaction(db, writes, HotValues(), ScannedSpaces())
+        tx.put(b"a\x00one", b"1")
+        tx.put(b"b\x00two", b"2")
+        tx.put(b"a\x00one", b"3")
+        assert list(writes.event.items()) == [(b"b\x00two", b"2"), (b"a\x00one", b"3")]
+        with pytest.raises(TypeError, match="a state value is bytes, not str"):
+            tx.put(b"c\x00three", "4")  # type: ignore[arg-type]
+        assert tx.get(b"c\x00three") is None
+        assert list(writes.event) == [b"b\x00two", b"a\x00one"]
+    finally:
+        db.close()
+
+
 def test_a_space_another_batch_learned_meanwhile_is_laid_in_before_this_one_scans_it(
     tmp_path: Path,
 ) -> None:
