@@ -25,7 +25,10 @@ once, so a rebuild counts what the live worker counted.
 
 The model's answers (feelings, retold rumours, verdicts, chronicle summaries) are also on the
 shell's judgements topic, keyed as the `JUDGEMENTS` space is: a deletion gives those keys back
-(`Intake.forgotten_judgements`) for the shell to tombstone there.
+(`Intake.forgotten_judgements`) for the shell to tombstone there. And the worker keeps the
+world's memories in memory beside the state, derived from it (the recall index, the read
+cache): a deletion names the worlds it removed (`Intake.deleted_worlds`) for the shell to drop
+from there at once, not when the world is next looked at, which may be never.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def delete(tx: StateTransaction, event: Event, offset: int) -> Intake:
     else:
         scope += (event.world_instance_id,)
         what = f"world {event.world_instance_id!r} of tenant {event.tenant_id!r}"
-    removed = delete_scope(tx, scope, offset)
+    removed, worlds = delete_scope(tx, scope, offset)
     said = f"deleted {len(removed)} records of {what}" if removed else f"{what}: nothing to delete"
     ack = Ack(
         tenant_id=event.tenant_id,
@@ -78,29 +81,37 @@ def delete(tx: StateTransaction, event: Event, offset: int) -> Intake:
     )
     judgements = pack(JUDGEMENTS, *scope)
     return Intake(
-        acks=[ack], forgotten_judgements=tuple(key for key in removed if key.startswith(judgements))
+        acks=[ack],
+        forgotten_judgements=tuple(key for key in removed if key.startswith(judgements)),
+        deleted_worlds=tuple((event.tenant_id, world) for world in worlds),
     )
 
 
-def delete_scope(tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int) -> list[bytes]:
+def delete_scope(
+    tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int
+) -> tuple[list[bytes], list[str]]:
     """Delete every key of every world space under `scope` ((tenant,) or (tenant, world)), for
     the deletion at source `offset`.
 
-    Returns the keys that went; when any did, the scope's deletion count goes up by one, and so
-    does that of each world a tenant's deletion removed (its life ends too), unless this
-    deletion counted already. The counts are written first: a worker killed mid-deletion keeps a
-    prefix of these writes (what its changelog got) and is given the deletion again, which
-    finishes it without counting it twice.
+    Returns the keys that went, and the worlds they were of; when any went, the scope's deletion
+    count goes up by one, and so does that of each world a tenant's deletion removed (its life
+    ends too), unless this deletion counted already. The counts are written first: a worker
+    killed mid-deletion keeps a prefix of these writes (what its changelog got) and is given the
+    deletion again, which finishes it without counting it twice.
     """
     doomed = [key for prefix in WORLD_PREFIXES for key, _ in tx.scan(pack(prefix, *scope))]
+    worlds = []
     if doomed:
         _count(tx, scope, offset)
         if len(scope) == 1:
-            for world in sorted({str(unpack(key)[2]) for key in doomed}):
+            worlds = sorted({str(unpack(key)[2]) for key in doomed})
+            for world in worlds:
                 _count(tx, (*scope, world), offset)
+        else:
+            worlds = [str(scope[1])]
     for key in doomed:
         tx.delete(key)
-    return doomed
+    return doomed, worlds
 
 
 def _count(tx: StateTransaction, scope: tuple[KeyPart, ...], offset: int) -> None:

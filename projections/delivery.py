@@ -100,6 +100,11 @@ class Intake:
     keep the deleted world's answers for ever). Not kept in the outbox: the shell stores the
     tombstones before the state that holds the deletion, so a redelivery it recognises has
     nothing left to tombstone."""
+    deleted_worlds: tuple[tuple[str, str], ...] = ()
+    """A deletion's: the tenant and id of each world it removed, for the shell to drop from what
+    it keeps in memory beside the state (the recall index, the read cache), which holds the
+    world's memories, their words, until the world is looked at again. Not kept in the outbox:
+    a redelivery it recognises comes to a worker that dropped them, or never held them."""
 
 
 def produce_once(

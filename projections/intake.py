@@ -55,6 +55,7 @@ def receive(
             dead_letters=intake.dead_letters,
             changes=changes.records,
             forgotten_judgements=intake.forgotten_judgements,
+            deleted_worlds=intake.deleted_worlds,
         )
 
     return produce_once(tx, message, produce)

@@ -5,7 +5,10 @@ The rules, per `(tenant, world, timeline)`:
 - the next seq is applied, then every waiting seq that now follows on;
 - a seq beyond a gap waits in a bounded buffer (`sequencing.max_deferred`) until the gap fills;
 - the first event of a branch names its parent and `after_seq`; its seq must be
-  `after_seq + 1`, and it waits until the parent has applied `after_seq`.
+  `after_seq + 1`, and it waits until the parent has applied `after_seq`;
+- a branch inherits its positions up to `after_seq`: a seq there is a duplicate, also one that
+  came before the branch's first event and waited (it is acked when the branch is placed, and
+  leaves the buffer, where it would otherwise wait for ever).
 
 Each apply writes the timeline's positions after the state it produced, and every projection
 reads only what lies before the event's position, so re-applying an event whose positions
@@ -20,7 +23,7 @@ from typing import NamedTuple
 from projections import timelines
 from projections.delivery import listed_refusals
 from projections.key_prefixes import PENDING
-from projections.keys import pack
+from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Ack, Event, Outcome
@@ -97,17 +100,29 @@ def sequence(
     if problem is not None:
         return [ack(tx, event, Outcome.REJECTED, known, problem)]
     assert record is not None
+    placing = record.parent_timeline_id is not None and (known is None or not known.started)
+    inherited = _inherited(tx, record) if placing else []
+    if inherited:
+        update = {"deferred_events": record.deferred_events - len(inherited)}
+        record = record.model_copy(update=update)
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
+        if placing:  # the branch's first event, which came before too: the branch is placed
+            _save_waiting(tx, record)
         # A redelivery after a crash can find events that already follow on still waiting.
         return [
-            ack(tx, event, Outcome.DUPLICATE, known, "already received"),
+            ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq)),
+            *_settle_inherited(tx, record, inherited),
             *_release(tx, record, apply),
         ]
 
     acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
         record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
-        return [ack(tx, event, Outcome.PROCESSED, record, *applied), *_release(tx, record, apply)]
+        return [
+            ack(tx, event, Outcome.PROCESSED, record, *applied),
+            *_settle_inherited(tx, record, inherited),
+            *_release(tx, record, apply),
+        ]
 
     if record.deferred_events >= policy.max_deferred:
         return [ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))]
@@ -115,10 +130,11 @@ def sequence(
         update={"acknowledged_seq": acknowledged, "deferred_events": record.deferred_events + 1}
     )
     tx.put(pending_key(record, event.seq), raw)
-    timelines.save(tx, record)
-    if record.waiting_for_parent:
-        timelines.wait_for_parent(tx, record)
-    return [ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record))]
+    _save_waiting(tx, record)
+    return [
+        ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
+        *_settle_inherited(tx, record, inherited),
+    ]
 
 
 def _place_on_timeline(
@@ -169,6 +185,40 @@ def _place_on_timeline(
             "waiting_for_parent": not timelines.has_reached(tx, parent, branch.after_seq),
         }
     ), None
+
+
+def _inherited(tx: StateTransaction, branch: TimelineRecord) -> list[tuple[bytes, Event]]:
+    """The events that waited on a timeline before its first event placed it as `branch`, at
+    positions it inherits from its parent (seq up to `after_seq`): none can ever be applied
+    there, as none arriving now would be. Their pending keys, oldest first."""
+    if branch.deferred_events == 0:
+        return []
+    prefix = pack(PENDING, branch.tenant_id, branch.world_instance_id, branch.timeline_id)
+    found = []
+    for key, raw in tx.scan(prefix):
+        if int(unpack(key)[-1]) > branch.after_seq:
+            break
+        found.append((key, Event.model_validate_json(raw)))
+    return found
+
+
+def _settle_inherited(
+    tx: StateTransaction, branch: TimelineRecord, inherited: list[tuple[bytes, Event]]
+) -> list[Ack]:
+    """Drop the `inherited` events from the buffer (`branch` no longer counts them), each with
+    the `duplicate` ack it would have had arriving now."""
+    acks = []
+    for key, early in inherited:
+        tx.delete(key)
+        acks.append(ack(tx, early, Outcome.DUPLICATE, branch, _why_duplicate(branch, early.seq)))
+    return acks
+
+
+def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
+    """Save the record, and register it with what it waits for (its branch point) if it does."""
+    timelines.save(tx, record)
+    if record.waiting_for_parent:
+        timelines.wait_for_parent(tx, record)
 
 
 def _waiting(tx: StateTransaction, record: TimelineRecord, seq: int) -> bool:
@@ -227,6 +277,15 @@ def _branch_phrase(record: TimelineRecord) -> str:
     if record.parent_timeline_id is None:
         return " as a root timeline"
     return f" as a branch of {record.parent_timeline_id!r} after seq {record.after_seq}"
+
+
+def _why_duplicate(record: TimelineRecord, seq: int) -> str:
+    if record.parent_timeline_id is not None and seq <= record.after_seq:
+        return (
+            f"seq {seq} is at or before the branch point: timeline {record.timeline_id!r} "
+            f"inherits it from {record.parent_timeline_id!r} (after seq {record.after_seq})"
+        )
+    return "already received"
 
 
 def _why_waiting(record: TimelineRecord) -> str:

@@ -53,6 +53,7 @@ from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.policies import PolicyFeed, log_conflict
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
+from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
 from streams.recovery import StateTableManager
 from streams.settings import MOST_BATCH_EVENTS, Settings
@@ -332,6 +333,8 @@ class Rumourmill:
     crashing: set[asyncio.Future[None]] = field(default_factory=set)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     """Derived local state for recall, caught up from the projections as it is searched."""
+    read_cache: ReadCache = field(default_factory=ReadCache)
+    """The runtime reads the web views answered, kept encoded (`streams.read_cache`)."""
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
 
@@ -393,11 +396,21 @@ class Rumourmill:
             raise
         for partition, tx in transactions.items():
             self.state.lay_in(partition, tx, self.metrics.laying_in.observe)
+        self.forget_deleted(intake for intakes in taken.values() for _, intake in intakes)
         try:
             return await self._sent(taken, writes)
         finally:
             for partition in transactions:
                 await self.state.laid(partition)
+
+    def forget_deleted(self, intakes: Iterable[Intake]) -> None:
+        """Drop the worlds these messages deleted from what the worker keeps of them in memory
+        (`Intake.deleted_worlds`), once their state is laid in or being laid: a read waits
+        for it (`read_transaction`), so none brings a deleted world back from the state."""
+        for intake in intakes:
+            for tenant, world in intake.deleted_worlds:
+                self.recall_index.drop_world(tenant, world)
+                self.read_cache.forget_world(tenant, world)
 
     async def _projected(
         self, messages: Sequence[Message], transactions: dict[int, BatchTransaction]

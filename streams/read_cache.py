@@ -5,7 +5,8 @@ ancestor up to the branch point, or the world's persistent scope
 (`projections.runtime_read.read_position`). An answer is kept with that position and served
 again only while the position is the same, so a new event is never hidden by the cache. One
 answer per character and timeline is kept, the least recently read make room first, and the
-encoded bytes held stay under a bound.
+encoded bytes held stay under a bound. A deleted world's answers are dropped as the deletion
+is taken (`forget_world`): they hold its memories, and would stay until pushed out.
 """
 
 from __future__ import annotations
@@ -13,19 +14,24 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable
 
+READ_CACHE_BYTES = 64 * 1024 * 1024
+"""Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 ENTRY_OVERHEAD = 200
 """Bytes counted per entry beyond its body: its key, its position and the dict slot."""
+
+Asked = tuple[Hashable, ...]
+"""What was asked: the tenant and the world first, then what else tells the answer apart."""
 
 
 class ReadCache:
     """Encoded answers by (what was asked, the position it was answered at), bounded in bytes."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int = READ_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self.held_bytes = 0
-        self._answers: OrderedDict[Hashable, tuple[bytes, bytes]] = OrderedDict()
+        self._answers: OrderedDict[Asked, tuple[bytes, bytes]] = OrderedDict()
 
-    def get(self, asked: Hashable, position: bytes) -> bytes | None:
+    def get(self, asked: Asked, position: bytes) -> bytes | None:
         """The answer kept for `asked` if it was computed at `position`, else None."""
         found = self._answers.get(asked)
         if found is None or found[0] != position:
@@ -33,7 +39,7 @@ class ReadCache:
         self._answers.move_to_end(asked)
         return found[1]
 
-    def put(self, asked: Hashable, position: bytes, body: bytes) -> None:
+    def put(self, asked: Asked, position: bytes, body: bytes) -> None:
         """Keep `body` as the answer to `asked` at `position`, replacing an older one."""
         self._forget(asked)
         size = _size(position, body)
@@ -44,10 +50,15 @@ class ReadCache:
         self._answers[asked] = (position, body)
         self.held_bytes += size
 
+    def forget_world(self, tenant_id: str, world_id: str) -> None:
+        """Drop every answer asked of the world (it was deleted)."""
+        for asked in [asked for asked in self._answers if asked[:2] == (tenant_id, world_id)]:
+            self._forget(asked)
+
     def __len__(self) -> int:
         return len(self._answers)
 
-    def _forget(self, asked: Hashable) -> None:
+    def _forget(self, asked: Asked) -> None:
         found = self._answers.pop(asked, None)
         if found is not None:
             self.held_bytes -= _size(*found)

@@ -19,7 +19,9 @@ counted and logged, and cues and words go on finding those memories. Once refuse
 is not run again for that world (it would only be refused again): `embed_one_batch` skips it.
 
 A worker keeps only the worlds of the partitions it is assigned: `drop_world` forgets one
-whose partition moved to another worker (it catches up from 0 if it ever comes back).
+whose partition moved to another worker (it catches up from 0 if it ever comes back), and one
+the worker deleted, as it takes the deletion in (a search of a world deleted since its last
+look starts anew too, `_follow`).
 """
 
 from __future__ import annotations
@@ -226,6 +228,7 @@ class SqliteRecallIndex:
         self._world_vectors.pop((tenant_id, world_id), None)
         self._queued.pop((tenant_id, world_id), None)
         self._unembedded.pop((tenant_id, world_id), None)
+        self._deletions.pop((tenant_id, world_id), None)
 
     def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
         """Queue each content not queued before (most memories of an event share theirs)."""
@@ -603,7 +606,7 @@ class SqliteRecallIndex:
             yield str(row[0]), str(row[1])
 
     def drop_world(self, tenant_id: str, world_id: str) -> None:
-        """Forget everything of a world (its partition moved to another worker)."""
+        """Forget everything of a world (deleted, or its partition moved to another worker)."""
         self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
 

@@ -64,8 +64,6 @@ MAX_REQUEST_LINE_BYTES = 64 * 1024
 at most (aiohttp's default, 8,190 bytes, refused one in Chinese, in plain text)."""
 WEB_APPLICATION_OPTIONS = {"handler_args": {"max_line_size": MAX_REQUEST_LINE_BYTES}}
 """The worker's aiohttp application options (Faust's `web_application_options`)."""
-READ_CACHE_BYTES = 64 * 1024 * 1024
-"""Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 DEFAULT_TENANT = "default"
 
 log = logger("web")
@@ -105,6 +103,11 @@ class WorldReads(Protocol):
     @property
     def recall_index(self) -> RecallIndex:
         """The worker's local recall index (words, cues, vectors)."""
+        ...
+
+    @property
+    def read_cache(self) -> ReadCache:
+        """The worker's encoded runtime reads (`streams.read_cache`)."""
         ...
 
     @property
@@ -305,20 +308,17 @@ class RuntimeRead(WorldRead):
     again until an event moves what it was computed from (`streams.read_cache`).
     """
 
-    def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
-        super().__init__(app, web, reads, endpoint)
-        self.cache = ReadCache(READ_CACHE_BYTES)
-
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
         tenant, world, npc = scope.tenant_id, scope.world_id, params["npc_id"]
         as_of_seq = query_position(request, "as_of_seq")
         asked = (tenant, world, timeline_id, npc, as_of_seq)
         position = read_position(scope.tx, tenant, world, timeline_id)
-        body = self.cache.get(asked, position)
+        cache = self.reads.read_cache
+        body = cache.get(asked, position)
         if body is None:
             body = runtime_read(scope.tx, tenant, world, timeline_id, npc, as_of_seq).to_json()
-            self.cache.put(asked, position, body)
+            cache.put(asked, position, body)
         return Encoded(body)
 
 

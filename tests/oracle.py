@@ -58,6 +58,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas import Event, Fact
+from schemas.events import Branch
 from schemas.policy import Policy
 
 LOCATION_ENTERED = "loreweaver.movement.location-entered"
@@ -804,28 +805,44 @@ class Oracle:
         if line is None:
             line = OTimeline(event.timeline_id)
         known = event.timeline_id in world.timelines
+        placing = branch is not None and not line.attached
+        # what waited at positions the branch inherits: duplicates once it is placed
+        inherited = [seq for seq in line.received if placing and seq <= branch.after_seq]
         if known and (event.seq <= line.processed or event.seq in line.received):
-            return [(*me, "duplicate")]
+            if not placing:
+                return [(*me, "duplicate")]
+            dropped = self._attach(line, branch)
+            released = self._run(world, event.timeline_id)
+            return [(*me, "duplicate"), *dropped, *((t, s, "processed") for t, s in released)]
         if (
             not self._can_apply(world, line, event.seq, branch)
-            and line.waiting_count >= self.policy.sequencing.max_deferred
+            and line.waiting_count - len(inherited) >= self.policy.sequencing.max_deferred
         ):
             return [(*me, "rejected")]
         # accepted: the timeline now exists, attached if this is its branch event
         world.timelines[event.timeline_id] = line
-        if branch is not None and not line.attached:
-            line.parent, line.after, line.attached = (
-                branch.parent_timeline_id,
-                branch.after_seq,
-                True,
-            )
-            line.acknowledged = max(line.acknowledged, branch.after_seq)
+        dropped = self._attach(line, branch) if placing else []
         line.acknowledged = max(line.acknowledged, event.seq)
         line.received[event.seq] = event
         first = "processed" if self._can_apply(world, line, event.seq, None) else "deferred"
         released = self._run(world, event.timeline_id)
         assert (first == "processed") == (me in released)
-        return [(*me, first), *((t, s, "processed") for t, s in released if (t, s) != me)]
+        return [
+            (*me, first),
+            *dropped,
+            *((t, s, "processed") for t, s in released if (t, s) != me),
+        ]
+
+    @staticmethod
+    def _attach(line: OTimeline, branch: Branch) -> list[tuple[str | None, int | None, str]]:
+        """Attach `line` to its parent as `branch` says; what waited on it at a position it
+        inherits leaves, a duplicate each."""
+        line.parent, line.after, line.attached = branch.parent_timeline_id, branch.after_seq, True
+        line.acknowledged = max(line.acknowledged, branch.after_seq)
+        inherited = sorted(seq for seq in line.received if seq <= branch.after_seq)
+        for seq in inherited:
+            del line.received[seq]
+        return [(line.timeline, seq, "duplicate") for seq in inherited]
 
     def _descends(self, world: OWorld, timeline: str, ancestor: str) -> bool:
         current: str | None = timeline

@@ -151,6 +151,27 @@ def test_the_weakened_belief_is_a_version_the_past_and_a_branch_before_it_never_
     assert DEAD not in on_reload
 
 
+def test_a_persistent_belief_weakened_on_a_branch_is_held_as_firmly_as_before_elsewhere() -> None:
+    """Mara keeps her memories for the whole world; Ilse convinces her on a reload. What she
+    learns there is persistent and main sees it, but the lie held less firmly is a version of
+    the reload alone. So a read of main changes only when main's position, an ancestor's or the
+    world's count of persistent memories moves, which is what a cached read is kept by
+    (`runtime_read.read_position`)."""
+    keeps = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    reload = ilse_says(
+        DEAD,
+        [status("defeated")],
+        7,
+        timeline="reload",
+        branch={"parent_timeline_id": "main", "after_seq": 6},
+    )
+    world = Delivered([*MAIN, lie(), reload], keeps)
+    on_main, on_reload = world.beliefs(), world.beliefs("reload")
+    assert on_main[ALIVE]["persistent"] and on_reload[ALIVE]["confidence"] == 0.4
+    assert on_main[ALIVE]["confidence"] == 0.8
+    assert on_main[DEAD] == on_reload[DEAD]
+
+
 def test_the_decision_gets_the_verdict_never_the_record() -> None:
     context = Delivered(LINES).decision(7)
     assert context["verdict"] == "convinced"

@@ -128,6 +128,43 @@ def test_a_branch_of_a_waiting_branch_waits_only_for_the_history_it_sees() -> No
     assert feed.send(event(3)) == [("main", 3, "processed", 3), ("alt", 4, "processed", 4)]
 
 
+def test_an_event_at_a_position_a_branch_inherits_is_a_duplicate_also_if_it_came_first() -> None:
+    """alt's seq 2 comes before alt's first event, which branches from main after seq 2: it
+    waited for seq 1, a gap no event of alt fills once alt is a branch. It is acked as it would
+    be coming after, and leaves the buffer (it waited there for ever, holding a place)."""
+    inherited = (
+        "seq 2 is at or before the branch point: timeline 'alt' inherits it from 'main' "
+        "(after seq 2)"
+    )
+    tight = Policy(sequencing=SequencingPolicy(max_deferred=1))
+    feed = Feed(Projector(policies=lambda tenant, world: tight))
+    feed.send(event(1))
+    assert feed.send(event(2, "alt")) == [("alt", 2, "deferred", 0)]
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    assert feed.send(event(3, "alt", branch=branch)) == [
+        ("alt", 3, "deferred", 1),
+        ("alt", 2, "duplicate", 1),
+    ]
+    assert feed.send(event(2)) == [("main", 2, "processed", 2), ("alt", 3, "processed", 3)]
+    assert feed.send(event(5, "alt")) == [("alt", 5, "deferred", 3)]  # the buffer's one place
+    assert feed.timeline("alt").deferred_events == 1
+    intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 99, b"w", event(2, "alt")))
+    assert [(ack.outcome.value, ack.reason) for ack in intake.acks] == [("duplicate", inherited)]
+
+
+def test_a_branch_placed_by_an_event_already_waiting_releases_it_at_the_branch_point() -> None:
+    """alt's seq 3 came first without its branch, then again with it while main was short of
+    the branch point: a duplicate, but the branch it names is kept, and main reaching seq 2
+    releases alt's seq 3 (it waited for ever, for an alt seq 1 no one sends)."""
+    feed = Feed()
+    feed.send(event(1))
+    assert feed.send(event(3, "alt")) == [("alt", 3, "deferred", 0)]
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    assert feed.send(event(3, "alt", branch=branch)) == [("alt", 3, "duplicate", 1)]
+    assert feed.send(event(2)) == [("main", 2, "processed", 2), ("alt", 3, "processed", 3)]
+    assert feed.timeline("alt").deferred_events == 0
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

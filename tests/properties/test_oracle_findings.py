@@ -125,3 +125,24 @@ def test_a_feeling_on_a_half_counts_as_the_read_shows_it_rounded_up() -> None:
     held = {belief["content"]: belief for belief in read["beliefs"]}
     assert held["The sailor lives"]["uncertain"] is False  # convinced
     assert held["The sailor is dead"]["confidence"] == 0.32  # 0.64, held half as firmly
+
+
+# Finding 4: alt's seq 2 comes before alt's first event, which branches from main after seq 2.
+# It waited for alt's seq 1, which no event fills once alt is a branch: pending for ever, and
+# holding a place in the deferral buffer. It is a duplicate, as when it comes after.
+EARLY_AT_AN_INHERITED_POSITION = [
+    line(1),
+    line(2, "alt"),
+    line(3, "alt", branch={"parent_timeline_id": "main", "after_seq": 2}),
+    line(2),
+]
+
+
+def test_an_event_at_a_position_its_branch_inherits_is_a_duplicate_also_come_first() -> None:
+    _, outcomes, _ = feed(EARLY_AT_AN_INHERITED_POSITION)
+    oracle = Oracle()
+    assert [oracle.deliver(raw) for raw in EARLY_AT_AN_INHERITED_POSITION] == outcomes
+    assert outcomes[2:] == [
+        [("alt", 3, "deferred"), ("alt", 2, "duplicate")],
+        [("main", 2, "processed"), ("alt", 3, "processed")],
+    ]

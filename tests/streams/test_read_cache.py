@@ -21,12 +21,13 @@ def test_the_least_recently_read_make_room_and_the_bound_holds() -> None:
     entry = len(body) + len(b"p") + ENTRY_OVERHEAD
     cache = ReadCache(max_bytes=entry * 3)
     for number in range(3):
-        cache.put(number, b"p", body)
-    assert cache.get(0, b"p") == body  # read again: 1 is now the least recently read
-    cache.put(3, b"p", body)
-    assert [cache.get(number, b"p") is not None for number in range(4)] == [True, False, True, True]
+        cache.put((number,), b"p", body)
+    assert cache.get((0,), b"p") == body  # read again: 1 is now the least recently read
+    cache.put((3,), b"p", body)
+    held = [cache.get((number,), b"p") is not None for number in range(4)]
+    assert held == [True, False, True, True]
     for number in range(100):
         cache.put(("more", number), b"p", body)
     assert cache.held_bytes <= cache.max_bytes and len(cache) == 3
-    cache.put("huge", b"p", b"x" * cache.max_bytes)
-    assert cache.get("huge", b"p") is None and cache.held_bytes <= cache.max_bytes
+    cache.put(("huge",), b"p", b"x" * cache.max_bytes)
+    assert cache.get(("huge",), b"p") is None and cache.held_bytes <= cache.max_bytes

@@ -35,6 +35,7 @@ from schemas.memory import ReadModel
 from schemas.policy import Policy
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
+from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from streams.show import chronicle_tables, diff_tables
@@ -63,6 +64,7 @@ class MemoryReads:
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
+    read_cache: ReadCache = field(default_factory=ReadCache)
     metrics: Metrics = field(default_factory=Metrics)
     policy: Policy = field(default_factory=Policy)
     model: ModelClient | None = None
