@@ -152,9 +152,10 @@ def publish(file: Path, raw: bool, **flags: Any) -> None:
 
 
 def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[Line]:
-    """Every line of an event file, checked (unless `raw`) before anything starts: invalid
-    lines (or those over `max_event_bytes`, which the worker dead-letters) are reported by
-    number, and stop the command with nothing sent."""
+    """Every line of an event file, checked before anything starts: invalid lines (or those
+    over `max_event_bytes`, which the worker dead-letters; of `raw` lines, only those over
+    what Kafka's producer takes) are reported by number, and stop the command with nothing
+    sent."""
     from streams.publish import read_lines
 
     with click.progressbar(

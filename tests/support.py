@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from localbroker import free_port
@@ -139,6 +139,22 @@ def topics_on(settings: Settings) -> set[str]:
             await admin.close()
 
     return asyncio.run(listed())
+
+
+def create_topic(
+    settings: Settings, topic: str, partitions: int, configs: dict[str, str] | None = None
+) -> None:
+    """Make `topic` on the broker as something other than rumourmill would."""
+
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
 
 
 def topic_ends(settings: Settings, topic: str) -> dict[int, int]:

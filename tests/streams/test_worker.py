@@ -21,6 +21,7 @@ from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.support import (
     WorkerProcess,
+    create_topic,
     event,
     read_topic,
     send_events,
@@ -269,6 +270,17 @@ def test_sigkill_mid_stream_applies_every_event_exactly_once(
         worker.stop()
 
 
+def run_command(settings: Settings, *command: str) -> subprocess.CompletedProcess[str]:
+    """`rumourmill COMMAND` in a process of its own, with `settings`."""
+    return subprocess.run(
+        [sys.executable, "-m", "streams", *command],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
 def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -282,45 +294,30 @@ def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
         "(RUMOURMILL_PARTITIONS); every worker and command of a deployment needs the count "
         "its topics have"
     )
-    worker = subprocess.run(
-        [sys.executable, "-m", "streams", "worker"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    worker = run_command(settings, "worker")
     assert worker.returncode == 1
     assert worker.stderr.splitlines()[-1] == expected
     story = tmp_path / "story.ndjson"
     story.write_bytes(orjson.dumps(event("w", 2)) + b"\n")
-    published = subprocess.run(
-        [sys.executable, "-m", "streams", "publish", str(story)],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    published = run_command(settings, "publish", str(story))
     assert published.returncode == 1
     assert published.stderr.splitlines()[-1] == expected + "; nothing published"
     assert topic_ends(settings, settings.topics.events) == {0: 1}
     assert settings.topics.acks not in topics_on(settings)
 
 
-def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
+def test_an_event_the_broker_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
     settings: Settings, tmp_path: Path
 ) -> None:
-    """`--raw` sends lines unchecked: one over the producer's request limit (1 MB) is refused
-    by the Kafka client, which was reached."""
-    story = tmp_path / "story.ndjson"
-    story.write_bytes(b'{"x": "' + b"y" * 1_200_000 + b'"}\n')
-    published = subprocess.run(
-        [sys.executable, "-m", "streams", "publish", "--raw", str(story)],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
+    """An events topic made with a message limit under an event's size (`max.message.bytes`
+    1000 here): the broker, which was reached, refuses the event."""
+    create_topic(
+        settings, settings.topics.events, settings.partitions, {"max.message.bytes": "1000"}
     )
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(orjson.dumps(event("w", 1, payload={"text": "y" * 5000})) + b"\n")
+    published = run_command(settings, "publish", str(story))
     assert published.returncode == 1
-    assert published.stderr.splitlines()[-1].startswith(
-        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError: "
+    assert published.stderr.splitlines()[-1] == (
+        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError"
     )
