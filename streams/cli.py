@@ -781,7 +781,8 @@ def rebuild_command(
                 rebuild(live, target, world, on_total=start, advance=lambda n: bar.advance(task, n))
             )
         finally:
-            bar.stop()
+            if bar.live.is_started:  # one never started prints an empty line when stopped
+                bar.stop()
     except RebuildFailed as error:
         raise click.ClickException(f"rebuild: {error}") from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
