@@ -124,7 +124,7 @@ def worker(**flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
-    _on_kafka(settings, ensure_topics(settings))
+    _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
     _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
     BoundedStopWorker(

@@ -23,10 +23,10 @@ from projections.projector import Projector
 from streams.dev import apache_kafka
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.publish import send_one
-from streams.rebuild import Folder, RebuildFailed, changelog_topic, events_to_fold
+from streams.rebuild import Folder, RebuildFailed, events_to_fold
 from streams.rebuild import rebuild as rebuild_into
 from streams.settings import Settings
-from streams.topics import ensure_topics
+from streams.topics import changelog_topic, ensure_topics
 from tests.properties.worlds import SeededChoices, Shape, draw_history
 from tests.streams.noisy_story import story
 from tests.streams.test_deletion import story as story_of
