@@ -69,10 +69,10 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
+from streams.topics import STATE_TABLE
 from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, Readiness, register_views
 
 log = logger("worker")
-STATE_TABLE = "state"
 Delivery = Awaitable[RecordMetadata]
 """A message handed to the producer; it resolves once Kafka has stored it."""
 BATCH_SECONDS = 0.005

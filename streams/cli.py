@@ -124,7 +124,7 @@ def worker(**flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
-    _on_kafka(settings, ensure_topics(settings))
+    _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
     _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
     BoundedStopWorker(
@@ -152,9 +152,10 @@ def publish(file: Path, raw: bool, **flags: Any) -> None:
 
 
 def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[Line]:
-    """Every line of an event file, checked (unless `raw`) before anything starts: invalid
-    lines (or those over `max_event_bytes`, which the worker dead-letters) are reported by
-    number, and stop the command with nothing sent."""
+    """Every line of an event file, checked before anything starts: invalid lines (or those
+    over `max_event_bytes`, which the worker dead-letters; of `raw` lines, only those over
+    what Kafka's producer takes) are reported by number, and stop the command with nothing
+    sent."""
     from streams.publish import read_lines
 
     with click.progressbar(
@@ -780,7 +781,8 @@ def rebuild_command(
                 rebuild(live, target, world, on_total=start, advance=lambda n: bar.advance(task, n))
             )
         finally:
-            bar.stop()
+            if bar.live.is_started:  # one never started prints an empty line when stopped
+                bar.stop()
     except RebuildFailed as error:
         raise click.ClickException(f"rebuild: {error}") from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0

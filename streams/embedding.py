@@ -26,8 +26,12 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-import wordllama
 from tokenizers import Tokenizer
+
+from streams.logs import root_logger_kept
+
+with root_logger_kept():  # WordLlama calls logging.basicConfig(level=INFO) when imported
+    import wordllama
 
 Vectors = npt.NDArray[np.float32]
 """One row per text, `dimension` columns."""

@@ -8,9 +8,11 @@ complaints are logged once per kind and `QUIET_SECONDS` (`QuietRepeats`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,6 +81,22 @@ class QuietRepeats(logging.Filter):
         if held and isinstance(record.msg, str):
             record.msg += f" (and {held} more like it since the last one logged)"
         return True
+
+
+@contextlib.contextmanager
+def root_logger_kept() -> Iterator[None]:
+    """Imports made inside leave the root logger as it was. WordLlama calls
+    `logging.basicConfig(level=INFO)` when imported: a command, which sets no log up so that
+    it prints its own lines and warnings only, then printed every library's INFO records on
+    stderr (a rebuild, the Kafka client's). `basicConfig` does nothing where the root logger
+    has a handler: it has one meanwhile. (The worker sets its own log up, `logging_config`.)"""
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        yield
+    finally:
+        root.removeHandler(placeholder)
 
 
 def logging_config(settings: Settings) -> dict[str, Any]:

@@ -7,11 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from pydantic import ValidationError
 
 from projections.delivery import world_key
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain, too_large
 from schemas import Event
+
+PRODUCER_REQUEST_BYTES = 1_048_576
+"""The most one record `publish` sends may be, as Kafka's producer measures it (its
+`max_request_size`, aiokafka's default). The producer refuses a larger one only when it comes
+to it, the lines before it sent: a `--raw` line over it is refused with the file's other
+problems, before anything is sent (a checked line is far smaller: `RUMOURMILL_MAX_EVENT_BYTES`)."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,8 @@ class Line:
 def read_lines(
     path: Path, *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 ) -> Iterator[Line]:
-    """Each non-blank line of `path`; validated unless `raw` (sent as it is, for tests)."""
+    """Each non-blank line of `path`; validated unless `raw` (sent as it is, for tests, unless
+    Kafka's producer would refuse it)."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             data = line.rstrip(b"\r\n")
@@ -39,18 +47,30 @@ def parse_line(
     number: int, data: bytes, *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 ) -> Line:
     """Key a line by its world; refuse one the worker would (over `max_event_bytes`, the
-    worker's `RUMOURMILL_MAX_EVENT_BYTES`, or no valid event). A `raw` line may be anything
-    and is never refused."""
-    oversized = None if raw else too_large(data, max_event_bytes)
+    worker's `RUMOURMILL_MAX_EVENT_BYTES`, or no valid event). A `raw` line may be anything,
+    and is refused only over what Kafka's producer takes (`PRODUCER_REQUEST_BYTES`)."""
+    if raw:
+        key = world_key(data)
+        return Line(number, data, key, over_request_limit(key, data))
+    oversized = too_large(data, max_event_bytes)
     if oversized is not None:
         return Line(number, data, None, f"{oversized} (RUMOURMILL_MAX_EVENT_BYTES)")
     try:
         world = Event.model_validate_json(data).world_instance_id
     except ValidationError as error:
-        if not raw:
-            return Line(number, data, None, explain(error))
-        return Line(number, data, world_key(data))
+        return Line(number, data, None, explain(error))
     return Line(number, data, world.encode())
+
+
+def over_request_limit(key: bytes | None, value: bytes) -> str | None:
+    """Why Kafka's producer would refuse this record, or None."""
+    size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, [])
+    if size > PRODUCER_REQUEST_BYTES:
+        return (
+            f"message is {size} bytes as a Kafka record, over the producer's request limit of "
+            f"{PRODUCER_REQUEST_BYTES}"
+        )
+    return None
 
 
 async def send_one(
@@ -71,7 +91,12 @@ async def send_one(
 
 async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:
     """Send lines in order (one partition per world keeps a world's order); returns the count."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        max_request_size=PRODUCER_REQUEST_BYTES,
+    )
     await producer.start()
     try:
         pending = [await producer.send(topic, value=line.raw, key=line.key) for line in lines]

@@ -58,7 +58,7 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
-from streams.topics import PartitionsDisagree, check_partitions, partition_counts
+from streams.topics import PartitionsDisagree, changelog_topic, check_partitions, partition_counts
 
 POLICIES_TIMEOUT = 60.0
 """How long the rebuild waits to have read the policies topic to its end."""
@@ -183,10 +183,6 @@ async def check_judged(target: Settings, live: Settings) -> None:
             "the rebuild reads those answers back; it asks the model only what was never "
             "recorded, and the model may be down"
         )
-
-
-def changelog_topic(target: Settings) -> str:
-    return f"{target.app_id}-state-changelog"
 
 
 def wanted(record: ConsumerRecord[bytes, bytes], world: str | None) -> bool:

@@ -168,7 +168,8 @@ class Settings(BaseSettings):
     """Consumer group, table and changelog names."""
     partitions: Positive = 4
     """Partitions of the events, acks, dead-letter, changes and judgements topics: the count they
-    are made with, and the one they must have (`streams.topics.ensure_topics`)."""
+    are made with, and the one they (and the worker's state changelog) must have
+    (`streams.topics.ensure_topics`)."""
     replication: Positive = 1
     """Replication factor of created topics."""
     standbys: Annotated[int, Field(ge=0)] = 0

@@ -1,5 +1,6 @@
 """Creating rumourmill's topics with their partition counts before anything uses them, and
-refusing topics that exist with another count than the settings give them."""
+refusing topics that exist with another count than the settings give them: the worker's state
+changelog too, which Faust creates."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.settings import Settings
+
+STATE_TABLE = "state"
+"""The worker's one table (`streams.app`), whose changelog holds all its state."""
+
+
+def changelog_topic(settings: Settings) -> str:
+    """The state table's changelog topic, as Faust names it: per app id, not topic prefix."""
+    return f"{settings.app_id}-{STATE_TABLE}-changelog"
 
 
 class PartitionsDisagree(Exception):
@@ -39,10 +48,15 @@ async def partition_counts(admin: AIOKafkaAdminClient, topics: Iterable[str]) ->
     return {item["topic"]: len(item["partitions"]) for item in described}
 
 
-async def ensure_topics(settings: Settings) -> None:
+async def ensure_topics(settings: Settings, *, changelog: bool = False) -> None:
     """Create the events, acks, dead-letter, changes (unless the feed is off) and (compacted)
     judgements and policies topics if missing; raise `PartitionsDisagree`, creating nothing,
-    when those of them that exist have another partition count than the settings'."""
+    when those of them that exist have another partition count than the settings'.
+
+    `changelog` (a worker's): the state changelog topic too, if it exists (Faust creates it
+    with the settings' count otherwise). One of another count, left by a deployment of the app
+    id with another `RUMOURMILL_PARTITIONS`, holds in each partition the state of the worlds
+    that count put there: a worker would restore it as the state of other worlds'."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
@@ -66,6 +80,8 @@ async def ensure_topics(settings: Settings) -> None:
             )
         )
         partitioned = [topic.name for topic in wanted if topic.name in existing]
+        if changelog and changelog_topic(settings) in existing:
+            partitioned.append(changelog_topic(settings))
         if partitioned:
             check_partitions(await partition_counts(admin, partitioned), settings)
         wanted.append(

@@ -16,18 +16,18 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from localbroker import free_port
 from projections.projector import Projector
 from projections.state import MemoryState
-from streams.app import STATE_TABLE
 from streams.dev import NotReady, wait_until_ready
 from streams.durability import Stamp
 from streams.publish import parse_line, publish
 from streams.replay import messages
 from streams.settings import Settings
+from streams.topics import STATE_TABLE, changelog_topic
 
 
 def unique_settings(bootstrap: str, data_dir: Path, **overrides: Any) -> Settings:
@@ -141,6 +141,22 @@ def topics_on(settings: Settings) -> set[str]:
     return asyncio.run(listed())
 
 
+def create_topic(
+    settings: Settings, topic: str, partitions: int, configs: dict[str, str] | None = None
+) -> None:
+    """Make `topic` on the broker as something other than rumourmill would."""
+
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+
+
 def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
     """Each partition's end offset of `topic`: the records ever written to it."""
 
@@ -163,7 +179,7 @@ def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
 
 def changelog_ends(settings: Settings) -> dict[int, int]:
     """Each partition's end offset of the state changelog."""
-    return topic_ends(settings, f"{settings.app_id}-{STATE_TABLE}-changelog")
+    return topic_ends(settings, changelog_topic(settings))
 
 
 def read_all(settings: Settings, topic: str, timeout: float = 60.0) -> list[dict[str, Any]]:

@@ -20,9 +20,10 @@ from rocksdict import AccessType, Options, Rdict
 
 from projections.digest import world_digest
 from projections.state import MemoryState
-from streams.app import STATE_TABLE, partition_of
+from streams.app import partition_of
 from streams.replay import replay_lines
 from streams.settings import Settings
+from streams.topics import STATE_TABLE, changelog_topic
 from tests.streams.noisy_story import story
 from tests.streams.test_deletion import deletion_acks, rumourmill, status_of
 from tests.streams.test_deletion import read as runtime_read
@@ -42,10 +43,6 @@ FAUST_OFFSET_KEY = b"__faust\x00offset__"
 
 Log = dict[int, list[tuple[int, bytes, bytes | None]]]
 """Per partition, the (offset, key, value) records the changelog holds now, in order."""
-
-
-def changelog_topic(settings: Settings) -> str:
-    return f"{settings.app_id}-{STATE_TABLE}-changelog"
 
 
 def create_compacting_changelog(settings: Settings) -> None:

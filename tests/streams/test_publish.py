@@ -54,3 +54,28 @@ def test_raw_lines_are_kept_as_they_are_and_keyed_by_world_when_they_name_one(
         (2, None, None),
     ]
     assert lines[1].raw == b"not json"
+
+
+def test_a_raw_line_over_the_producers_request_limit_is_reported_by_number_and_nothing_is_sent(
+    tmp_path: Path,
+) -> None:
+    """`--raw` sends lines unchecked, but Kafka's producer refuses a record over its request
+    limit (1 MiB): met while sending, the lines before it were sent already. Refused here
+    before Kafka is asked (nothing listens on its address)."""
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(
+        b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\n'
+        b'{"x": "' + b"y" * 1_200_000 + b'"}\nnot json\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", "--raw", str(story)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUMOURMILL_BROKER": "127.0.0.1:9"},
+    )
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if line != "validating"] == [
+        f"{story}:2: message is 1200097 bytes as a Kafka record, over the producer's request "
+        "limit of 1048576",
+        "Error: 1 invalid line(s); nothing sent",
+    ]

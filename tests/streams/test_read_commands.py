@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import http.server
 import socketserver
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -311,6 +313,28 @@ def test_a_rebuild_whose_live_worker_answers_another_pages_health_stops_before_k
         f"Error: rebuild: the live worker at {other_url}/page: 200 from {other_url}/page "
         "(not a worker's JSON answer): <!doctype html>"
     )
+
+
+def test_a_rebuild_that_cannot_reach_kafka_says_so_in_its_one_line_without_the_clients_log(
+    other_url: str, tmp_path: Path
+) -> None:
+    """In a process of its own, as an operator runs it: the rebuild loads WordLlama, whose
+    import set up a log of every library's INFO records on stderr (here the Kafka client's
+    complaint, before the command's own line; on a rebuild that runs, a line per consumer
+    subscription and coordinator found)."""
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "streams", "rebuild", "--url", f"{other_url}/object"),
+            *("--broker", "127.0.0.1:1", "--data-dir", str(tmp_path / "data")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    *before, line = result.stderr.splitlines()
+    assert before == []
+    assert line.startswith("Error: rebuild: cannot reach Kafka at 127.0.0.1:1: ")
 
 
 def test_a_rebuild_compared_with_a_live_answer_holding_no_digest_says_so(other_url: str) -> None:

@@ -20,9 +20,9 @@ from projections.digest import world_digest
 from projections.keys import pack
 from projections.migrations import FORMAT_KEY, current_format
 from projections.runtime_read import runtime_read
-from streams.app import STATE_TABLE
 from streams.settings import Settings
 from streams.state import decode_changes, encode_changes
+from streams.topics import changelog_topic
 from tests.projections.test_migrations import PREVIOUS_RELEASE, WORLDS, fresh_replay
 from tests.streams.test_faults import get_json
 from tests.support import WorkerProcess, unique_settings
@@ -46,7 +46,7 @@ def write_changelog(settings: Settings, changeset: bytes) -> None:
             await admin.create_topics(
                 [
                     NewTopic(
-                        f"{settings.app_id}-{STATE_TABLE}-changelog",
+                        changelog_topic(settings),
                         settings.partitions,
                         settings.replication,
                         topic_configs={"cleanup.policy": "compact"},
@@ -59,7 +59,7 @@ def write_changelog(settings: Settings, changeset: bytes) -> None:
         await producer.start()
         try:
             await producer.send_and_wait(
-                f"{settings.app_id}-{STATE_TABLE}-changelog",
+                changelog_topic(settings),
                 changeset,
                 key=pack("events", 0, 0, 0),
                 partition=0,

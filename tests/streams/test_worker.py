@@ -19,8 +19,10 @@ import pytest
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
+from streams.topics import changelog_topic
 from tests.support import (
     WorkerProcess,
+    create_topic,
     event,
     read_topic,
     send_events,
@@ -269,6 +271,25 @@ def test_sigkill_mid_stream_applies_every_event_exactly_once(
         worker.stop()
 
 
+def partitions_refused(topic: str) -> str:
+    """What a worker or command of 2 partitions says of a topic that has 1."""
+    return (
+        f"Error: topic {topic!r} has 1 partition(s), the settings say 2 (RUMOURMILL_PARTITIONS); "
+        "every worker and command of a deployment needs the count its topics have"
+    )
+
+
+def run_command(settings: Settings, *command: str) -> subprocess.CompletedProcess[str]:
+    """`rumourmill COMMAND` in a process of its own, with `settings`."""
+    return subprocess.run(
+        [sys.executable, "-m", "streams", *command],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
 def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -277,50 +298,42 @@ def test_topics_of_another_partition_count_stop_a_worker_and_a_publish_at_once(
     acks to partitions the topics lack; it stops before it starts, naming both counts. A
     publish with those settings is refused too, before it makes the other topics with them."""
     send_events(settings, [event("w", 1)])  # a producer of its own: the broker's auto-create
-    expected = (
-        f"Error: topic {settings.topics.events!r} has 1 partition(s), the settings say 2 "
-        "(RUMOURMILL_PARTITIONS); every worker and command of a deployment needs the count "
-        "its topics have"
-    )
-    worker = subprocess.run(
-        [sys.executable, "-m", "streams", "worker"],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    expected = partitions_refused(settings.topics.events)
+    worker = run_command(settings, "worker")
     assert worker.returncode == 1
     assert worker.stderr.splitlines()[-1] == expected
     story = tmp_path / "story.ndjson"
     story.write_bytes(orjson.dumps(event("w", 2)) + b"\n")
-    published = subprocess.run(
-        [sys.executable, "-m", "streams", "publish", str(story)],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    published = run_command(settings, "publish", str(story))
     assert published.returncode == 1
     assert published.stderr.splitlines()[-1] == expected + "; nothing published"
     assert topic_ends(settings, settings.topics.events) == {0: 1}
     assert settings.topics.acks not in topics_on(settings)
 
 
-def test_a_raw_line_kafka_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
+def test_a_state_changelog_of_another_partition_count_stops_a_worker(settings: Settings) -> None:
+    """Left by a deployment of the app id with another RUMOURMILL_PARTITIONS (1 here; the
+    topic prefix may be new, the changelog is named by the app id): each of its partitions
+    holds the state of the worlds that count put there, which a worker of 2 would restore as
+    the state of other worlds'. It stops before it starts, naming both counts."""
+    create_topic(settings, changelog_topic(settings), 1)
+    worker = run_command(settings, "worker")
+    assert worker.returncode == 1
+    assert worker.stderr.splitlines()[-1] == partitions_refused(changelog_topic(settings))
+
+
+def test_an_event_the_broker_refuses_stops_the_publish_saying_kafka_failed_not_unreachable(
     settings: Settings, tmp_path: Path
 ) -> None:
-    """`--raw` sends lines unchecked: one over the producer's request limit (1 MB) is refused
-    by the Kafka client, which was reached."""
-    story = tmp_path / "story.ndjson"
-    story.write_bytes(b'{"x": "' + b"y" * 1_200_000 + b'"}\n')
-    published = subprocess.run(
-        [sys.executable, "-m", "streams", "publish", "--raw", str(story)],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
+    """An events topic made with a message limit under an event's size (`max.message.bytes`
+    1000 here): the broker, which was reached, refuses the event."""
+    create_topic(
+        settings, settings.topics.events, settings.partitions, {"max.message.bytes": "1000"}
     )
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(orjson.dumps(event("w", 1, payload={"text": "y" * 5000})) + b"\n")
+    published = run_command(settings, "publish", str(story))
     assert published.returncode == 1
-    assert published.stderr.splitlines()[-1].startswith(
-        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError: "
+    assert published.stderr.splitlines()[-1] == (
+        f"Error: Kafka at {settings.bootstrap} failed: [Error 10] MessageSizeTooLargeError"
     )
