@@ -112,27 +112,104 @@ def persistent_memories_stored(tx: StateTransaction, tenant_id: str, world_id: s
     return 0 if raw is None else int.from_bytes(raw, "big")
 
 
-def count_persistent_memories(
-    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, seq: int, stored: int
-) -> None:
-    """Count `stored` persistent memories the event at (`timeline_id`, `seq`) stored, on the
-    count as it stood before that event: an event applied again over part of its own writes
-    (the worker is at-least-once) counts them once.
+def persistent_count_before(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, seq: int
+) -> int:
+    """The world's count of persistent memories as it stood before the event at
+    (`timeline_id`, `seq`), which is about to store some: an event applied again over part of
+    its own writes (the worker is at-least-once) counts them once on it.
 
-    Which event moved the count last, and the count before it, are kept beside the count
-    (`PERSISTENT_COUNTED`), written before it: a worker killed mid-event keeps a prefix of the
-    event's writes (what its changelog got), so a count it moved has the event's record beside
-    it. The count itself stays 8 bytes, as every release stored it (it is in the digest); a
-    store of a release before counts on from its count."""
+    Which event counted last, and the count before it, are kept beside the count
+    (`PERSISTENT_COUNTED`), written before the event stores any persistent memory: a worker
+    killed mid-event keeps a prefix of the event's writes (what its changelog got), so the
+    count and the memories it moved have the event's record beside them
+    (`forget_persistent_stored_at` reads it too). The count itself stays 8 bytes, as every
+    release stored it (it is in the digest); a store of a release before counts on from its
+    count."""
     counted_key = pack(PERSISTENT_COUNTED, tenant_id, world_id)
     counted = tx.get(counted_key)  # the count before (8 bytes), then the packed position
     position = pack(timeline_id, seq)
     if counted is not None and counted[8:] == position:
-        before = int.from_bytes(counted[:8], "big")
-    else:
-        before = persistent_memories_stored(tx, tenant_id, world_id)
-        tx.put(counted_key, before.to_bytes(8, "big") + position)
-    tx.put(pack(PERSISTENT_WORLDS, tenant_id, world_id), (before + stored).to_bytes(8, "big"))
+        return int.from_bytes(counted[:8], "big")
+    before = persistent_memories_stored(tx, tenant_id, world_id)
+    tx.put(counted_key, before.to_bytes(8, "big") + position)
+    return before
+
+
+def forget_persistent_stored_at(
+    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, seq: int
+) -> None:
+    """Take out the persistent memories the event at (`timeline_id`, `seq`) finds stored at its
+    own position, and put back what they changed in the world-wide scope, before the event reads
+    anything: the event is being applied again over part of its own writes (the worker is
+    at-least-once, and a worker killed mid-event keeps a prefix of them).
+
+    Every timeline reads the persistent scope whole, other timelines' memories of later
+    positions too, so the event's own memories there would tell it that its characters knew
+    already what it is about to teach them: it would form nothing. (Its memories of a timeline
+    need nothing: its reads end before its position.) Only the event that counted persistent
+    memories last can have stored some (`persistent_count_before`): any other pays one point
+    read.
+
+    The first position each character learned each origin at goes back to what the memories
+    left show, first of all; then each memory's entries go, its log entry last: killed again in
+    the middle of this, the event finds what is left of its memories by their log entries once
+    more. The news heads its memories may have moved go too: reads seek the index instead, and
+    storing the event's news makes them again from it (`store_memories`)."""
+    if not keys.any_persistent:
+        return
+    counted = tx.get(pack(PERSISTENT_COUNTED, keys.tenant_id, keys.world_id))
+    if counted is None or counted[8:] != pack(timeline_id, seq):
+        return
+    log = pack_scope(MEMORY_LOG, keys.tenant_id, keys.world_id) + pack(timeline_id, seq)
+    stored = pack_scope(MEMORIES, keys.tenant_id, keys.world_id)
+    own: dict[str, dict[bytes, Memory]] = {}  # character -> log key -> persistent memory
+    for key, _ in tx.scan(log):
+        raw = tx.get(stored + key[len(log) :])
+        if raw is not None and (memory := DECODED.decode(raw)).persistent:
+            own.setdefault(memory.character_id, {})[key] = memory
+    for character, memories in own.items():
+        _learned_without(tx, keys, character, memories.values())
+    for character, memories in own.items():
+        prefixes = _character_prefixes(keys.tenant_id, keys.world_id, PERSISTENT_SCOPE, character)
+        _, memory_prefix, recollections, ranks, _, news, head = prefixes
+        if any(is_news(memory) for memory in memories.values()):
+            tx.delete(head)
+        for log_key, memory in memories.items():
+            belief = pack(memory.belief_id)
+            at = pack(memory.seq) + belief
+            if memory.kind == "event":
+                tx.delete(recollections + at)
+            else:
+                tx.delete(ranks + pack(_rank(memory)) + pack(MAX_SEQ - memory.seq) + belief)
+            if is_news(memory):
+                tx.delete(news + at)
+            tx.delete(memory_prefix + belief)
+            tx.delete(log_key)
+
+
+def _learned_without(
+    tx: StateTransaction, keys: MemoryKeys, character: str, memories: Iterable[Memory]
+) -> None:
+    """Put the first position the character learned each origin of `memories` at, in the
+    persistent scope, back to what their other persistent memories show (none: unlearned)."""
+    left_out = {memory.belief_id: memory.origin for memory in memories}
+    first_learned: dict[str, int] = {}
+    for memory in persistent_memories(tx, keys, character):
+        if memory.belief_id not in left_out:
+            first = first_learned.get(memory.origin, memory.seq)
+            first_learned[memory.origin] = min(first, memory.seq)
+    origins = _character_prefixes(keys.tenant_id, keys.world_id, PERSISTENT_SCOPE, character)[4]
+    for origin in set(left_out.values()):
+        if origin in first_learned:
+            tx.put(origins + pack(origin), first_learned[origin].to_bytes(8, "big"))
+        else:
+            tx.delete(origins + pack(origin))
+
+
+def _rank(memory: Memory) -> int:
+    """Where a belief sorts among its character's (`BELIEF_RANKS`): the most important first."""
+    return _RANK_STEPS - round(memory.importance * _RANK_STEPS)
 
 
 def scopes(keys: MemoryKeys, ancestry: Ancestry) -> Ancestry:
@@ -287,9 +364,11 @@ def store_memories(
     rumours: Iterable[Memory] = (),
     spreading: bool = False,
 ) -> None:
-    """Keep the memories one event formed, then the `rumours` it spread, with their indexes.
-    `changes` is told of each before it is written. News kept with `spreading` on is added
-    to its character's news head; kept without, it drops the head (`NEWS_HEAD_ENTRIES`).
+    """Keep the memories one event formed, then the `rumours` it spread (all at the event's
+    position), with their indexes. `changes` is told of each before it is written. News kept
+    with `spreading` on is added to its character's news head; kept without, it drops the head
+    (`NEWS_HEAD_ENTRIES`). The persistent ones move the world's count of them, the event's
+    record beside it written before the first of them (`persistent_count_before`).
 
     A rumour's listener did not know its news (spreading asked `knows`, once per listener and
     news), so the rumour is the first the listener learned of it: unless a memory of the same
@@ -304,14 +383,17 @@ def store_memories(
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
     # a news head's key -> its index's prefix, and the entries this event adds to it
     news_added: dict[bytes, tuple[bytes, list[bytes]]] = {}
-    # (timeline, seq) -> how many persistent memories are stored at that position
-    persistent_at: dict[tuple[str, int], int] = {}
+    persistent_before: int | None = None  # the world's count before the event, once read
+    persistent_stored = 0
     for memory, first_learned in chain(formed, told):
         character, seq = memory.character_id, memory.seq
         if memory.persistent:
             scope = PERSISTENT_SCOPE
-            where = (memory.timeline_id, seq)
-            persistent_at[where] = persistent_at.get(where, 0) + 1
+            if persistent_before is None:  # the event's record first (`persistent_count_before`)
+                persistent_before = persistent_count_before(
+                    tx, tenant, world, memory.timeline_id, seq
+                )
+            persistent_stored += 1
         else:
             scope = memory.timeline_id
         of_character = _character_prefixes(tenant, world, scope, character)
@@ -335,8 +417,7 @@ def store_memories(
         if memory.kind == "event":
             tx.put(recollections + at, b"")
         else:
-            rank = _RANK_STEPS - round(memory.importance * _RANK_STEPS)
-            tx.put(ranks + pack(rank) + position[2] + belief, b"")
+            tx.put(ranks + pack(_rank(memory)) + position[2] + belief, b"")
         origin = origins + pack(memory.origin)
         first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
@@ -344,8 +425,9 @@ def store_memories(
         if is_news(memory):
             tx.put(news + at, b"")
             news_added.setdefault(head, (news, []))[1].append(at)
-    for (timeline, seq), count in persistent_at.items():
-        count_persistent_memories(tx, tenant, world, timeline, seq, count)
+    if persistent_before is not None:
+        stored_now = persistent_before + persistent_stored
+        tx.put(pack(PERSISTENT_WORLDS, tenant, world), stored_now.to_bytes(8, "big"))
     for head, (news, entries) in news_added.items():
         kept_head = tx.get(head)
         if not spreading:

@@ -34,6 +34,7 @@ from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
+    forget_persistent_stored_at,
     knows,
     load_memory,
     memory_keys,
@@ -170,7 +171,9 @@ class Projector:
                 if event.location is not None
                 else set()
             )
-            context = _StoredMinds(tx, memory_keys(tx, tenant, world_id), ancestry, catalogue)
+            keys = memory_keys(tx, tenant, world_id)
+            forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
+            context = _StoredMinds(tx, keys, ancestry, catalogue)
             refereed = judge_line(
                 event,
                 form_memories(
