@@ -270,3 +270,37 @@ def test_a_redelivery_releases_events_left_waiting_by_a_crash() -> None:
     record = feed.timeline("main").model_copy(update={"processed_seq": 2})
     timelines.save(feed.state, record)
     assert feed.send(event(2)) == [("main", 2, "duplicate", 2), ("main", 3, "processed", 3)]
+
+
+def test_an_event_left_waiting_uncounted_by_a_crash_is_applied_when_the_gap_fills() -> None:
+    """A worker killed in the middle of deferring an event (its writes split over changelog
+    batches) can keep the event's pending entry without the timeline record that counts it.
+    Redelivered, the event is found waiting (a duplicate); filling the gap must apply it too,
+    not leave it waiting for ever with the timeline stuck before it."""
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(3))  # waits for 2, counted
+    counted = feed.timeline("main")
+    feed.send(event(4))  # waits for 2 as well; the crash loses its record's save:
+    timelines.save(feed.state, counted)
+    assert feed.send(event(4)) == [("main", 4, "duplicate", 1)]
+    assert feed.send(event(2)) == [
+        ("main", 2, "processed", 2),
+        ("main", 3, "processed", 3),
+        ("main", 4, "processed", 4),
+    ]
+    assert feed.send(event(5)) == [("main", 5, "processed", 5)]
+    record = feed.timeline("main")
+    assert (record.processed_seq, record.deferred_events) == (5, 0)
+
+
+def test_an_event_left_waiting_uncounted_with_none_counted_is_applied_when_the_gap_fills() -> None:
+    """As above, with no other event waiting: the record counts none at all."""
+    feed = Feed()
+    feed.send(event(1))
+    before = feed.timeline("main")
+    feed.send(event(3))  # the crash loses its record's save:
+    timelines.save(feed.state, before)
+    assert feed.send(event(3)) == [("main", 3, "deferred", 1)]
+    assert feed.send(event(2)) == [("main", 2, "processed", 2), ("main", 3, "processed", 3)]
+    assert feed.timeline("main").deferred_events == 0
