@@ -11,7 +11,7 @@ time, and no changes (`projections.delivery`).
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from projections.changes import MessageChanges
@@ -30,7 +30,7 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
-from schemas.events import NAMEABLE_ID_PATTERN
+from schemas.events import NAMEABLE_ID_PATTERN, NameableId
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -129,6 +129,20 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
     if len(items) > MOST_PROBLEMS_LISTED:
         problems.append(f"and {len(items) - MOST_PROBLEMS_LISTED} more")
     return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
+
+
+_NAMEABLE_ID: TypeAdapter[str] = TypeAdapter(NameableId)
+
+
+def id_problem(value: str) -> str | None:
+    """Why no event could carry `value` as its tenant, world, timeline or entity id, in words;
+    None if one can. For an id named apart from any event (an API key's tenant, a policy's
+    world), which would otherwise govern or serve nothing, for ever."""
+    try:
+        _NAMEABLE_ID.validate_python(value)
+    except ValidationError as error:
+        return _plainly(error.errors(include_url=False)[0])
+    return None
 
 
 def _plainly(problem: ErrorDetails) -> str:

@@ -647,6 +647,15 @@ class Rumourmill:
             return answer
 
 
+def table_dir(app_id: str) -> str:
+    """Where, under `DATA_DIR/v1`, the local copies of `app_id`'s tables are kept: apart from
+    any other app id's. A copy is reused only after checks of its stamp (`streams.durability`),
+    which name no changelog: a worker switched to a rebuild's app id on the same data dir took
+    the old app id's copies for the fresh changelog's, and recovery replayed its tail over them.
+    Named `tables-APP_ID`, never a dot segment (`tables/..`), nor `tables` as before."""
+    return f"tables-{app_id}"
+
+
 def create_app(settings: Settings) -> Rumourmill:
     """Build the worker's Faust app from settings (no I/O until it starts)."""
     if not keep_large_buffers():  # each batch's megabyte buffers reuse the last ones' pages
@@ -656,6 +665,7 @@ def create_app(settings: Settings) -> Rumourmill:
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
         store="rocksdb://",
         datadir=str(settings.data_dir),
+        tabledir=table_dir(settings.app_id),
         web_host=settings.web_host,
         web_bind=settings.web_host,
         web_port=settings.web_port,

@@ -303,8 +303,8 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
     would break a rule between fields together (a world's and its tenant's default)."""
     import orjson
 
+    from projections.intake import id_problem
     from projections.policy import policy_key
-    from schemas.events import MAX_ID_LENGTH
     from streams.policies import (
         InvalidPolicy,
         PoliciesUnread,
@@ -320,10 +320,11 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
             "--world names no world (omit it for the tenant default); nothing published"
         )
     for flag, named in (("--tenant", tenant), ("--world", world)):
-        if named is not None and not 1 <= len(named) <= MAX_ID_LENGTH:
+        problem = None if named is None else id_problem(named)
+        if problem is not None:
             raise click.ClickException(
-                f"{flag} must be 1 to {MAX_ID_LENGTH} characters, as every id of an event"
-                " is (no event could be governed by it); nothing published"
+                f"{flag} names no id an event can carry ({problem}): no event could be governed"
+                " by it; nothing published"
             )
     try:
         document = check_policy_document(file.read_bytes())

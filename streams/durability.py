@@ -2,7 +2,8 @@
 
 Each partition's RocksDB is a cache of the state table's changelog. It may be kept across a
 restart only while it is a prefix of the changelog; it stops being one when the worker writes
-to it ahead of Kafka's confirmation. Hence, per partition, under the table directory:
+to it ahead of Kafka's confirmation. Hence, per partition, under the table directory (the app
+id's own, `streams.app.table_dir`: a stamp names no changelog):
 
 - `state-P.dirty`: created before the first write of the worker's own processing and removed
   only at a clean stop, once every write is confirmed in the changelog and flushed to disk. A

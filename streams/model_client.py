@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from projections.intake import explain
 from streams.logs import logger
-from streams.settings import Settings
+from streams.settings import Settings, without_credentials
 
 log = logger("model")
 
@@ -206,8 +206,9 @@ class ModelClient:
         """Why a POST redirected into another method has no answer (aiohttp, as browsers do,
         follows a 301, 302 or 303 with a GET, which a model's endpoint refuses)."""
         first = response.history[0] if response.history else response
+        endpoint, target = (without_credentials(str(url)) for url in (self.endpoint, response.url))
         return _cut(
-            f"HTTP {first.status} from the model: {self.endpoint} redirects to {response.url}, "
+            f"HTTP {first.status} from the model: {endpoint} redirects to {target}, "
             "and a redirected POST is sent as a GET: set RUMOURMILL_MODEL_URL to where it leads"
         )
 

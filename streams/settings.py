@@ -24,8 +24,10 @@ from pydantic import (
     field_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from yarl import URL
 
 from localbroker import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION
+from projections.intake import id_problem
 
 ENV_PREFIX = "RUMOURMILL_"
 KAFKA_PORT = 9092
@@ -121,12 +123,30 @@ BearerKey = Annotated[str, AfterValidator(lambda key: key and bearer_key(key))]
 """A key sent as `Authorization: Bearer KEY`, or none (empty)."""
 SECRETS = frozenset({"api_keys", "api_key", "model_key"})
 """The settings a bad value of is not shown: it would be a secret in a terminal or a log."""
+URLS = frozenset({"web_url", "model_url"})
+"""The settings a bad value of is shown without its user and password (`without_credentials`)."""
+HIDDEN_URL = "(not shown: it may hold a password)"
+
+
+def without_credentials(url: str) -> str:
+    """`url` as a message or a log may show it: without the user and password a client sends
+    from it (`http://USER:PASSWORD@HOST/v1`, basic auth); not at all when it cannot be read
+    so, or still holds an `@` (a `/` in a password, not written `%2F`, ends the host early)."""
+    if "@" not in url:
+        return url
+    try:
+        shown = str(URL(url).with_user(None))
+    except ValueError:
+        return HIDDEN_URL
+    return HIDDEN_URL if "@" in shown else shown
 
 
 def tenants_by_api_key(value: object) -> object:
     """`key1:tenant1,key2:tenant2` -> {key: tenant}; spaces around a key or a tenant are not
     part of it (a client's `Bearer key` is read stripped too), and a key given twice is refused
-    rather than silently reading the last tenant named."""
+    rather than silently reading the last tenant named. So is a tenant no event can carry (its
+    key would read nothing, for ever), and an entry with a second `:`, which would split a key
+    holding one in two."""
     if not isinstance(value, str):
         return value
     keys: dict[str, str] = {}
@@ -135,6 +155,14 @@ def tenants_by_api_key(value: object) -> object:
         key, separator, tenant = (part.strip() for part in item.partition(":"))
         if not separator or not key or not tenant:
             raise ValueError(f"entry {number} must read KEY:TENANT")
+        if ":" in tenant:
+            raise ValueError(
+                f"entry {number} holds more than one ':': it must read KEY:TENANT, and neither"
+                " may contain ':'"
+            )
+        problem = id_problem(tenant)
+        if problem is not None:
+            raise ValueError(f"entry {number}: its tenant is no id an event can carry ({problem})")
         if key in keys:
             raise ValueError(f"a key is given twice (for {keys[key]!r} and {tenant!r})")
         keys[bearer_key(key)] = tenant
@@ -252,9 +280,11 @@ class Settings(BaseSettings):
             return value
         parts = urlsplit(value)
         try:
-            parts.port  # noqa: B018  # raises for a port that is not a number
-        except ValueError as error:
-            raise ValueError(f"must be an http:// or https:// URL: {error}") from None
+            port = parts.port
+        except ValueError:  # its text is not quoted: it may be part of a password
+            port = 0
+        if port == 0:
+            raise ValueError("must be an http:// or https:// URL: its port is not 1 to 65535")
         if (
             parts.scheme not in ("http", "https")
             or not parts.hostname
@@ -327,13 +357,16 @@ class Settings(BaseSettings):
 def worker_url_problem(settings: Settings) -> str | None:
     """What is wrong with a worker's own `RUMOURMILL_WEB_URL`, if anything. The other workers
     forward reads to its host and port (`streams.app`), over plain HTTP and at the path asked:
-    a path or https there would be taken and never used. (The read commands' URL may have
-    either: a proxy's.)"""
+    a path or https there would be taken and never used, and without a port they would forward
+    to port 80. (The read commands' URL may have all three: a proxy's.)"""
+    if not settings.web_url:
+        return None
     parts = urlsplit(settings.web_url)
-    if parts.scheme == "https" or parts.path:
+    if parts.scheme == "https" or parts.path or parts.port is None:
         return (
-            f"{ENV_PREFIX}WEB_URL={settings.web_url!r}: a worker's is http://HOST:PORT, without a"
-            " path: the other workers forward reads to its host and port over plain HTTP"
+            f"{ENV_PREFIX}WEB_URL={settings.web_url!r}: a worker's is http://HOST:PORT, with its"
+            " port and without a path: the other workers forward reads to its host and port over"
+            " plain HTTP"
         )
     return None
 
@@ -363,6 +396,12 @@ def explain_settings(error: ValidationError, flags: Mapping[str, str]) -> str:
         name = str(item["loc"][0]) if item["loc"] else "settings"
         source = flags.get(name, f"{ENV_PREFIX}{name.upper()}")
         message = item["msg"].removeprefix("Value error, ")
-        value = "(secret, not shown)" if name in SECRETS else repr(item["input"])
+        if name in SECRETS:
+            value = "(secret, not shown)"
+        elif name in URLS and isinstance(item["input"], str):
+            shown = without_credentials(item["input"])
+            value = shown if shown == HIDDEN_URL else repr(shown)
+        else:
+            value = repr(item["input"])
         lines.append(f"{source}={value}: {message}")
     return "\n".join(lines)

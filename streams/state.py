@@ -185,7 +185,8 @@ def state_options(block_cache_mb: int) -> dict[str, int]:
     """RocksDB options of each state partition (Faust's `RocksDBOptions` keywords).
 
     Faust's defaults (a 2 GiB block cache per partition, 3-bit bloom filters) are sized down
-    to the cache asked for and up to useful filters.
+    to the cache asked for and up to useful filters. Faust keeps RocksDB's 3 write buffers, each
+    the cache's size: a partition may hold 4 times it (the README's RUMOURMILL_BLOCK_CACHE_MB).
     """
     size = block_cache_mb * 1024 * 1024
     return {

@@ -72,12 +72,15 @@ def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> No
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:18778/rumourmill", "https://127.0.0.1:18778"])
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:18778/rumourmill", "https://127.0.0.1:18778", "http://127.0.0.1"]
+)
 def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
     url: str, tmp_path: Path
 ) -> None:
     """The other workers forward reads to a worker's host and port over plain HTTP, at the path
-    asked: a path or https in its RUMOURMILL_WEB_URL would be taken, and never used."""
+    asked: a path or https in its RUMOURMILL_WEB_URL would be taken, and never used; without a
+    port they forwarded to port 80, and every read they forwarded failed (503)."""
     result = subprocess.run(
         [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
         capture_output=True,
@@ -92,8 +95,8 @@ def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "Error: bad setting:",
-        f"RUMOURMILL_WEB_URL={url!r}: a worker's is http://HOST:PORT, without a path: the other"
-        " workers forward reads to its host and port over plain HTTP",
+        f"RUMOURMILL_WEB_URL={url!r}: a worker's is http://HOST:PORT, with its port and without"
+        " a path: the other workers forward reads to its host and port over plain HTTP",
     ]
 
 
@@ -163,15 +166,25 @@ def test_a_policy_for_an_empty_world_name_is_refused_not_taken_for_every_world(
     )
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--tenant", ""), ("--world", "w" * 129)])
+@pytest.mark.parametrize(
+    ("flag", "value", "problem"),
+    [
+        ("--tenant", "", "String should have at least 1 character"),
+        ("--world", "w" * 129, "String should have at most 128 characters"),
+        ("--world", ".", "'.' and '..' are no ids: a URL cannot name them"),
+        ("--tenant", "..", "'.' and '..' are no ids: a URL cannot name them"),
+    ],
+)
 def test_a_policy_for_an_id_no_event_can_have_is_refused_before_kafka(
-    tmp_path: Path, flag: str, value: str
+    tmp_path: Path, flag: str, value: str, problem: str
 ) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text("{}")
     output = refused("policy", "set", str(policy), flag, value, "--broker", NOWHERE)
-    assert output.startswith(f"Error: {flag} must be 1 to 128 characters, as every id of an event")
-    assert output.endswith("; nothing published\n")
+    assert output == (
+        f"Error: {flag} names no id an event can carry ({problem}): no event could be governed"
+        " by it; nothing published\n"
+    )
 
 
 def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path: Path) -> None:

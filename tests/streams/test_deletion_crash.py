@@ -19,7 +19,7 @@ from projections.key_prefixes import WORLD_PREFIXES
 from projections.keys import pack
 from projections.policy import policy_key
 from projections.state import MemoryState
-from streams.app import partition_of
+from streams.app import partition_of, table_dir
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -80,7 +80,7 @@ async def kill_once_the_changelog_grows(
 
 def keys_left(settings: Settings, partition: int, world: str) -> list[bytes]:
     """Every key of the world in the stopped worker's RocksDB copy of its partition."""
-    path = settings.data_dir / "v1" / "tables" / f"state-{partition}.db"
+    path = settings.data_dir / "v1" / table_dir(settings.app_id) / f"state-{partition}.db"
     db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
     try:
         left = []

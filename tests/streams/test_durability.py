@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from rocksdict import Checkpoint, Options, Rdict
 
+from streams.app import create_app
 from streams.durability import (
     Changelog,
     PartitionFiles,
@@ -14,6 +15,7 @@ from streams.durability import (
     prepare_partition,
     reason_to_discard,
 )
+from streams.settings import Settings
 
 NOW_MS = 1_000_000_000
 CHANGELOG = Changelog("cluster-a", earliest={0: 0}, end={0: 100}, delete_retention_ms=60_000)
@@ -120,3 +122,25 @@ def test_a_checkpoint_swap_cut_short_by_a_crash_is_finished(tmp_path: Path) -> N
     assert "checkpoint restored" in prepare_partition(files, CHANGELOG, NOW_MS)
     assert value_in(files) == b"before"
     assert not files.with_suffix(files.checkpoint, ".tmp").exists()
+
+
+def test_a_worker_switched_to_another_app_id_never_takes_the_copies_of_the_one_before(
+    tmp_path: Path,
+) -> None:
+    """The switch to a rebuild (README, "Rebuilding") restarts workers on their data dirs with a
+    fresh app id. A copy the old app id left there, stamped by the same cluster at an offset the
+    fresh changelog also reaches, passes every check of its stamp: taken for the fresh app id's,
+    recovery replayed the fresh changelog's tail over the old state, a mix of both. Each app id
+    keeps its copies apart; the old one's stay, for a switch back."""
+    before, after = (
+        create_app(Settings(data_dir=tmp_path, app_id=app_id)).durability
+        for app_id in ("town", "town-rebuilt")
+    )
+    assert before is not None and after is not None
+    old = live_copy(before.files(0).db.parent, checkpointed=True)
+    assert old == before.files(0)
+    assert reason_to_discard(Stamp.read(old.stamp), CHANGELOG, 0, NOW_MS) is None
+    fresh = after.files(0)
+    assert fresh.db == after.store.partition_path(0)  # where Faust opens it
+    assert not fresh.db.exists() and not fresh.checkpoint.exists() and not fresh.stamp.exists()
+    assert "kept" in prepare_partition(old, CHANGELOG, NOW_MS)  # a switch back keeps them

@@ -5,6 +5,7 @@ operator sees of it in the log and in `GET /metrics`' counts."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -134,6 +135,37 @@ def test_a_redirect_that_turns_the_post_into_a_get_says_where_to_point_the_model
         f"HTTP 301 from the model: {endpoint} redirects to {new}, and a redirected POST is sent "
         "as a GET: set RUMOURMILL_MODEL_URL to where it leads"
     )
+
+
+def test_a_user_and_password_in_the_model_url_are_sent_and_never_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`http://USER:PASSWORD@HOST/v1` reaches a model behind basic auth. A refusal's reason goes
+    on the acks, the judgements topic and the log, where a password has no place."""
+    sent: list[str | None] = []
+
+    async def moved(request: web.Request) -> web.Response:
+        sent.append(request.headers.get("Authorization"))
+        raise web.HTTPMovedPermanently("/v2/chat/completions")
+
+    async def run() -> tuple[str, FeelingAnswer | str]:
+        async with serving(moved) as url:
+            client = ModelClient(url.replace("http://", "http://mill:hunter2@"), "m")
+            try:
+                return url, await ask(client)
+            finally:
+                await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        url, refusal = asyncio.run(run())
+    assert sent == [f"Basic {base64.b64encode(b'mill:hunter2').decode()}"]
+    assert refusal == (
+        f"HTTP 301 from the model: {url}/chat/completions redirects to "
+        f"{url.replace('/v1', '/v2')}/chat/completions, and a redirected POST is sent as a GET: "
+        "set RUMOURMILL_MODEL_URL to where it leads"
+    )
+    [warning] = caplog.records
+    assert refusal in warning.getMessage() and "hunter2" not in warning.getMessage()
 
 
 def test_an_answer_whose_encoding_is_broken_is_malformed_not_unreachable() -> None:

@@ -98,6 +98,9 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_API_KEYS", "k1:acme,k1:globex", "a key is given twice"),
         ("RUMOURMILL_API_KEYS", "k1: ", "entry 1 must read KEY:TENANT"),
         ("RUMOURMILL_API_KEYS", "clé:acme", "must be visible ASCII without spaces"),
+        ("RUMOURMILL_API_KEYS", "k1:acme,k2:..", "entry 2: its tenant is no id an event can"),
+        ("RUMOURMILL_API_KEYS", "k1:" + "t" * 129, "String should have at most 128 characters"),
+        ("RUMOURMILL_API_KEYS", "k1:k2:acme", "entry 1 holds more than one ':'"),
         ("RUMOURMILL_API_KEY", "k1\n", "must be visible ASCII without spaces"),
         ("RUMOURMILL_MODEL_KEY", "k1 k2", "must be visible ASCII without spaces"),
         ("RUMOURMILL_WEB_HOST", "", "is not a host name or an IP address"),
@@ -107,7 +110,9 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
         ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
         ("RUMOURMILL_WEB_URL", "127.0.0.1:6066", "an http:// or https:// URL"),
-        ("RUMOURMILL_WEB_URL", "http://worker:port", "Port could not be cast"),
+        ("RUMOURMILL_WEB_URL", "http://worker:port", "its port is not 1 to 65535"),
+        ("RUMOURMILL_WEB_URL", "http://worker-2:0", "its port is not 1 to 65535"),
+        ("RUMOURMILL_MODEL_URL", "http://model:0/v1", "its port is not 1 to 65535"),
         ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
         ("RUMOURMILL_WEB_URL", "http://user:pw@worker:6066", "send a user and password"),
@@ -126,6 +131,28 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
     if "_KEY" in variable:  # a secret is not shown, in a terminal or a log
         assert str(refused.value).startswith(f"{variable}=(secret, not shown): ")
         assert all(key not in str(refused.value) for key in ("k1", "k2", "clé"))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "shown"),
+    [
+        ("MODEL_URL", "http://mill:hunter2@model:8080/v1?x=1", "'http://model:8080/v1?x=1'"),
+        ("MODEL_URL", "https://mill:hunter2@model:port/v1", "(not shown: it may hold a password)"),
+        ("MODEL_URL", "http://mill:hunter/2@model/v1", "(not shown: it may hold a password)"),
+        ("WEB_URL", "http://mill:hunter2@worker:6066", "'http://worker:6066'"),
+    ],
+)
+def test_a_refused_url_is_shown_without_its_user_and_password(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, shown: str
+) -> None:
+    """A model behind basic auth is given as `http://USER:PASSWORD@HOST/v1`: a mistake in it
+    printed the password on the terminal, or in the log of a worker started by a supervisor.
+    (A `/` in a password, not written `%2F`, ends the host: its start reads as a port.)"""
+    monkeypatch.setenv(f"{ENV_PREFIX}{variable}", value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value).startswith(f"{ENV_PREFIX}{variable}={shown}: ")
+    assert "hunter" not in str(refused.value) and "mill" not in str(refused.value)
 
 
 def test_an_ipv6_web_host_makes_a_url_other_workers_can_reach(

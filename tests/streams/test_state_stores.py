@@ -8,6 +8,7 @@ test runs once per store; the RocksDB one is opened the way the worker opens a s
 from __future__ import annotations
 
 import asyncio
+import re
 import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -47,6 +48,8 @@ from streams.state import (
     without_write_ahead_log,
 )
 from tests.reads import answer
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def rocks_db(path: Path) -> Rdict:
@@ -557,6 +560,22 @@ def test_a_partition_created_with_other_options_reopens_with_the_workers(tmp_pat
     assert f"capacity : {4 * 1024 * 1024}" in opened_with
     assert "Options.memtable_whole_key_filtering: 1" in opened_with
     assert f"Options.level0_file_num_compaction_trigger: {LEVEL0_FILES_TO_COMPACT}" in opened_with
+
+
+def test_the_readme_says_how_much_memory_a_partitions_rocksdb_may_hold(tmp_path: Path) -> None:
+    """Besides the block cache, RocksDB writes into write buffers of the same size, and keeps
+    up to `max_write_buffer_number` of them while the full ones are flushed (Faust's 3): the
+    README's "block cache (and write buffer)" told a quarter of it."""
+    path = tmp_path / "partition-0"
+    StateOptions(**state_options(block_cache_mb=1), use_rocksdict=True).open(path).close()
+    opened_with = (path / "LOG").read_text()
+    assert f"Options.write_buffer_size: {1024 * 1024}" in opened_with
+    buffers = re.search(r"Options\.max_write_buffer_number: (\d+)", opened_with)
+    assert buffers is not None
+    [row] = [
+        line for line in README.read_text().splitlines() if "`RUMOURMILL_BLOCK_CACHE_MB`" in line
+    ]
+    assert f"up to {1 + int(buffers[1])} times this per partition" in row
 
 
 def test_a_partition_opened_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
