@@ -50,15 +50,23 @@ _topic_options = _overriding_flags(("broker", str), ("topic-prefix", str), ("par
 and refuse those of another partition count than the settings' (`streams.topics`)."""
 
 
-def _settings(flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+def _settings(
+    flag_names: Mapping[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    **flags: Any,
+) -> Settings:
     """The settings, flags over variables; a bad value stops the command, named as the person
-    typed it (`flag_names`: the flag of a field, where it is not `--field-name`)."""
+    typed it (`flag_names`: the flag of a field, where it is not `--field-name`). A variable
+    that names no setting is warned of, on stderr or by `warn`."""
     try:
         settings = Settings.from_env(flag_names, **flags)
     except SettingsError as error:
         raise click.ClickException(f"bad setting:\n{error}") from None
     for note in unknown_variables(os.environ):
-        click.echo(f"warning: {note}", err=True)
+        if warn is None:
+            click.echo(f"warning: {note}", err=True)
+        else:
+            warn(note)
     return settings
 
 
@@ -114,12 +122,28 @@ def _kafka_client_records_to_the_log_only() -> None:
 @click.option("--log-level", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
 def worker(**flags: Any) -> None:
     """Run a worker: consume events, keep projections, serve the runtime read."""
+    if os.environ.get("RUMOURMILL_LOG_FORMAT", "").lower() != "json":
+        _work(**flags)
+        return
+    # read before the settings, which may be what is wrong: every line of a JSON log is JSON,
+    # the one saying why the worker did not start too
+    from streams.logs import json_line
+
+    try:
+        _work(warn=lambda note: click.echo(json_line("warning", note), err=True), **flags)
+    except click.ClickException as error:
+        click.echo(json_line("critical", error.format_message()), err=True)
+        raise SystemExit(error.exit_code) from None
+
+
+def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
+    """The worker, started as the settings say (`warn`: told of a variable naming no setting)."""
     from streams.app import create_app
     from streams.logs import logging_config
     from streams.stopping import BoundedStopWorker
     from streams.topics import ensure_topics
 
-    settings = _settings(**flags)
+    settings = _settings(warn=warn, **flags)
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")

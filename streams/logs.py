@@ -50,6 +50,14 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+def json_line(level: str, message: str) -> str:
+    """One line of the JSON log said by the worker command itself, before its log is set up
+    (a bad setting, a Kafka it cannot reach): as `JsonFormatter` writes a record."""
+    levelno = logging.getLevelNamesMapping()[level.upper()]
+    record = logging.LogRecord(f"{LOGGER_NAME}.worker", levelno, __file__, 0, message, None, None)
+    return JsonFormatter().format(record)
+
+
 QUIET_SECONDS = 30.0
 """How long the Kafka client's same complaint is logged once. With its broker gone, it logs
 every failed connection, fetch, metadata and coordinator request: some 125 lines a second,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner, Result
 
@@ -70,6 +71,39 @@ def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> No
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
+
+
+@pytest.mark.parametrize("problem", ["kafka", "setting"])
+def test_a_worker_logging_json_says_why_it_did_not_start_in_json(
+    problem: str, tmp_path: Path
+) -> None:
+    """With RUMOURMILL_LOG_FORMAT=json every line of the worker's log is one JSON object, the
+    warning of a misspelt variable and the line saying why it stopped too (a log pipeline
+    that parses JSON lost them, the one line an operator needs)."""
+    env = {
+        **os.environ,
+        "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+        "RUMOURMILL_LOG_FORMAT": "json",
+        "RUMOURMILL_BLOCK_CACHE": "32",
+    }
+    if problem == "setting":
+        env["RUMOURMILL_PARTITIONS"] = "none"
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 1
+    lines = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert [line["level"] for line in lines][-1] == "critical"
+    if problem == "kafka":
+        warning = next(line for line in lines if line["level"] == "warning")
+        assert warning["message"].startswith("RUMOURMILL_BLOCK_CACHE is not a setting")
+        assert lines[-1]["message"].startswith(UNREACHABLE.removeprefix("Error: "))
+    else:
+        assert lines[-1]["message"].startswith("bad setting:\nRUMOURMILL_PARTITIONS")
 
 
 @pytest.mark.parametrize(
