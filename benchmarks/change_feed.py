@@ -159,7 +159,7 @@ def on_kafka(options: Options, bootstrap: str) -> None:
         settings = prepared_settings(bootstrap, workdir / "data", PARTITIONS)
         asyncio.run(
             send_one(
-                bootstrap,
+                settings,
                 settings.topics.policies,
                 policy_key("default", None),
                 orjson.dumps(SPREADING),

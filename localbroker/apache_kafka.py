@@ -10,8 +10,15 @@ from pathlib import Path
 
 from localbroker.kafka_jars import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION, fetch_apache_kafka
 from localbroker.kraft import LOG4J2, cluster_id, server_properties
-from localbroker.network import free_port
+from localbroker.network import HOST, free_port
 from localbroker.process import BrokerStartError, LocalBroker
+from localbroker.security import (
+    CERTIFICATE_FILE,
+    KEYSTORE_FILE,
+    secured_ports,
+    secured_properties,
+    self_signed_certificate,
+)
 
 
 def find_java() -> str:
@@ -58,7 +65,12 @@ class ApacheKafkaBroker(LocalBroker):
         jvm_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
         stop_timeout: float = 30.0,
+        sasl_users: Mapping[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
+        """`sasl_users` (user: password) adds a SASL_PLAINTEXT listener taking their PLAIN
+        logins; `tls`, an SSL listener with a self-signed certificate (`certificate`); both, a
+        SASL_SSL one too. Each has a port of its own (`bootstrap_of`)."""
         super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self.version = version
         self.cache = cache
@@ -68,16 +80,38 @@ class ApacheKafkaBroker(LocalBroker):
         self.heap = heap
         self.jvm_args = list(jvm_args)
         self._libs: Path | None = None
+        self.sasl_users = dict(sasl_users or {})
+        self.tls = tls
+        self.secured_ports = secured_ports(self.sasl_users, tls)
+        """The port of each secured listener, by protocol (`SASL_PLAINTEXT`, `SSL`...)."""
+
+    def bootstrap_of(self, protocol: str) -> str:
+        """The address of the listener of `protocol` (`PLAINTEXT` is `bootstrap`)."""
+        port = self.port if protocol == "PLAINTEXT" else self.secured_ports[protocol]
+        return f"{HOST}:{port}"
+
+    @property
+    def certificate(self) -> Path:
+        """The TLS listeners' self-signed certificate: the CA file their clients trust."""
+        assert self.workdir is not None and self.tls, "no TLS broker started"
+        return self.workdir / CERTIFICATE_FILE
 
     def server_properties(self) -> dict[str, str]:
         """The KRaft single-node config with this broker's ports, data dir and extra config."""
         assert self.workdir is not None
         properties = server_properties(self.port, self.controller_port, self.workdir / "data")
+        if self.secured_ports:
+            keystore = self.workdir / KEYSTORE_FILE if self.tls else None
+            properties |= secured_properties(
+                self.port, self.controller_port, self.secured_ports, self.sasl_users, keystore
+            )
         return properties | self.extra_config
 
     def _prepare(self) -> None:
         assert self.workdir is not None
         self._libs = fetch_apache_kafka(self.version, self.cache)
+        if self.tls:
+            self_signed_certificate(self.workdir)
         lines = "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
         (self.workdir / "server.properties").write_text(lines)
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))

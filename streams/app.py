@@ -48,6 +48,7 @@ from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
 from streams.event_batches import event_batches
 from streams.judging import Judge, JudgementLog, topic_reader
+from streams.kafka_clients import faust_credentials
 from streams.logs import logger
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
@@ -663,6 +664,7 @@ def create_app(settings: Settings) -> Rumourmill:
     app = faust.App(
         settings.app_id,
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
+        broker_credentials=faust_credentials(settings),
         store="rocksdb://",
         datadir=str(settings.data_dir),
         tabledir=table_dir(settings.app_id),
@@ -709,9 +711,9 @@ def create_app(settings: Settings) -> Rumourmill:
             extra_topic_configs=changelog.topic_config(settings.changelog_batch_bytes),
         ),
     )
-    state.durability = LocalDurability(state, settings.bootstrap)
+    state.durability = LocalDurability(state, settings)
     state.batch_bytes = settings.changelog_batch_bytes
-    policies = PolicyFeed(settings.bootstrap, settings.topics.policies)
+    policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)
     metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress.starts))
     projector = Projector(
@@ -730,7 +732,7 @@ def create_app(settings: Settings) -> Rumourmill:
 
     judge = Judge(
         ModelClient.configured(settings, metrics.model_call),
-        JudgementLog(topic_reader(settings.bootstrap, settings.topics.judgements), keep_judgements),
+        JudgementLog(topic_reader(settings, settings.topics.judgements), keep_judgements),
     )
     mill = Rumourmill(
         app,

@@ -84,14 +84,16 @@ def _on_kafka(
     says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
     from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
+    from streams.kafka_clients import refusals_noted, unreachable
     from streams.topics import PartitionsDisagree
 
     unsent = "; nothing published" if before_publishing else ""
     try:
-        return asyncio.run(work)
+        with refusals_noted() as refusals:
+            return asyncio.run(work)
     except (KafkaConnectionError, KafkaTimeoutError) as error:
         raise click.ClickException(
-            f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
+            f"{unreachable(settings, error, refusals.last)}{unsent}"
         ) from None
     except KafkaError as error:  # reached, but it refused or failed what was asked
         raise click.ClickException(
@@ -171,7 +173,7 @@ def publish(file: Path, raw: bool, **flags: Any) -> None:
     settings = _settings(**flags)
     lines = _checked_lines(file, settings.max_event_bytes, raw=raw)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
-    sent = _on_kafka(settings, send(settings.bootstrap, settings.topics.events, lines))
+    sent = _on_kafka(settings, send(settings, settings.topics.events, lines))
     click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
 
 
@@ -358,7 +360,7 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 
     async def conflicting() -> list[str]:
-        async with caught_up(settings.bootstrap, settings.topics.policies, 60) as in_force:
+        async with caught_up(settings, settings.topics.policies, 60) as in_force:
             return conflicts(in_force, tenant, world, document)
 
     try:
@@ -372,7 +374,7 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
     key = policy_key(tenant, world)
     _on_kafka(
         settings,
-        send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document)),
+        send_one(settings, settings.topics.policies, key, orjson.dumps(document)),
     )
     click.echo(
         f"policy for tenant {tenant!r}, "
@@ -432,7 +434,7 @@ def _publish_deletion(tenant_id: str, world_id: str | None, flags: dict[str, Any
     copies = _on_kafka(
         settings,
         send_one(
-            settings.bootstrap,
+            settings,
             settings.topics.events,
             event.world_instance_id.encode(),
             event.model_dump_json(exclude_defaults=True).encode(),

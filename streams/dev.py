@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer
 
 from localbroker import ApacheKafkaBroker, TansuBroker, die_with_parent
 from schemas import Event
+from streams.kafka_clients import kafka_options
 from streams.publish import Line, publish
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch, mind_tables, read_path
@@ -123,7 +124,7 @@ def run_demo(
             except NotReady as error:
                 raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on {settings.canonical_url}")
-            asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
+            asyncio.run(publish(settings, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, len(lines))):
                 click.echo(
@@ -164,7 +165,7 @@ async def _read_acks(
     settings: Settings, count: int, timeout: float = 60.0
 ) -> list[dict[str, object]]:
     consumer = AIOKafkaConsumer(
-        settings.topics.acks, bootstrap_servers=settings.bootstrap, auto_offset_reset="earliest"
+        settings.topics.acks, **kafka_options(settings), auto_offset_reset="earliest"
     )
     await consumer.start()
     acks: list[dict[str, object]] = []

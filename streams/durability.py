@@ -42,7 +42,9 @@ from faust.types import TP, RecordMetadata, TableT
 from rocksdict import Checkpoint, Rdict
 
 from streams.changelog import FORMAT
+from streams.kafka_clients import kafka_options
 from streams.logs import logger
+from streams.settings import Settings
 
 log = logger("durability")
 
@@ -231,9 +233,9 @@ def _write_durably(path: Path, data: bytes) -> None:
         os.fsync(out.fileno())
 
 
-async def read_changelog(bootstrap: str, topic: str, partitions: Iterable[int]) -> Changelog:
+async def read_changelog(settings: Settings, topic: str, partitions: Iterable[int]) -> Changelog:
     """The cluster and the changelog's offsets and delete retention (none if it is missing)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         cluster_id = str((await admin.describe_cluster())["cluster_id"])
@@ -248,7 +250,7 @@ async def read_changelog(bootstrap: str, topic: str, partitions: Iterable[int]) 
                 retention = int(entry["config_value"])
     finally:
         await admin.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**kafka_options(settings), enable_auto_commit=False)
     await consumer.start()
     try:
         wanted = [TopicPartition(topic, partition) for partition in partitions]
@@ -288,9 +290,9 @@ class LocalDurability:
     every write is in the changelog.
     """
 
-    def __init__(self, table: TableT[bytes, bytes], bootstrap: str) -> None:
+    def __init__(self, table: TableT[bytes, bytes], settings: Settings) -> None:
         self.table = table
-        self.bootstrap = bootstrap
+        self.settings = settings
         self.cluster_id = ""
         self.partitions: dict[int, _Partition] = {}
         self.quiet = asyncio.Lock()
@@ -310,7 +312,7 @@ class LocalDurability:
     async def prepare(self, partitions: Sequence[int]) -> None:
         """At start, before Faust opens anything: keep, restore or discard each partition."""
         topic = self.table.changelog_topic.get_topic_name()
-        changelog = await read_changelog(self.bootstrap, topic, partitions)
+        changelog = await read_changelog(self.settings, topic, partitions)
         self.cluster_id = changelog.cluster_id
         now_ms = int(time.time() * 1000)
         for partition in partitions:

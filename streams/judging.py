@@ -49,8 +49,10 @@ from projections.judgements import (
 from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
+from streams.kafka_clients import kafka_options
 from streams.logs import logger
 from streams.model_client import REST_SECONDS, TIMED_OUT, ModelClient
+from streams.settings import Settings
 
 log = logger("judging")
 
@@ -161,14 +163,14 @@ class JudgementLog:
                 del self.recorded[partition]
 
 
-def topic_reader(bootstrap: str, topic: str, stall_seconds: float | None = None) -> Read:
+def topic_reader(settings: Settings, topic: str, stall_seconds: float | None = None) -> Read:
     """Reads a partition of the judgements topic on Kafka from its start to its end
     (`read_to_end`): with `stall_seconds` (a rebuild), a broker gone stops the read; without
     (a worker, whose events wait on the same broker), the read waits for it to come back."""
 
     async def read(partition: int) -> list[EventJudgements]:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **kafka_options(settings),
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -24,7 +24,9 @@ from pydantic import ValidationError
 from projections.intake import explain
 from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve
 from schemas.policy import Policy, merge_policy
+from streams.kafka_clients import kafka_options
 from streams.logs import logger
+from streams.settings import Settings
 
 log = logger("policies")
 
@@ -75,8 +77,8 @@ def log_conflict(tenant_id: str, world_id: str, conflict: ValidationError) -> No
 class PolicyFeed:
     """Valid policy documents by key (see `projections.policy.policy_key`)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, settings: Settings, topic: str) -> None:
+        self.settings = settings
         self.topic = topic
         self.documents: dict[bytes, bytes] = {}
         self.caught_up = asyncio.Event()
@@ -129,7 +131,7 @@ class PolicyFeed:
     async def follow(self) -> None:
         """Read the topic from its start, forever, keeping each record (`take`)."""
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False
+            **kafka_options(self.settings), group_id=None, enable_auto_commit=False
         )
         await consumer.start()
         try:
@@ -160,10 +162,10 @@ class PoliciesUnread(Exception):
 
 
 @contextlib.asynccontextmanager
-async def caught_up(bootstrap: str, topic: str, timeout: float) -> AsyncIterator[PolicyFeed]:
+async def caught_up(settings: Settings, topic: str, timeout: float) -> AsyncIterator[PolicyFeed]:
     """The policies topic read to its end, and followed until the block ends; raises
     `PoliciesUnread` if its end is not reached within `timeout` seconds."""
-    policies = PolicyFeed(bootstrap, topic)
+    policies = PolicyFeed(settings, topic)
     following = asyncio.ensure_future(policies.follow())
     try:
         try:

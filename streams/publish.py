@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from projections.delivery import world_key
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain, too_large
 from schemas import Event
+from streams.kafka_clients import kafka_options
+from streams.settings import Settings
 
 PRODUCER_REQUEST_BYTES = 1_048_576
 """The most one record `publish` sends may be, as Kafka's producer measures it (its
@@ -74,11 +76,11 @@ def over_request_limit(key: bytes | None, value: bytes) -> str | None:
 
 
 async def send_one(
-    bootstrap: str, topic: str, key: bytes, value: bytes, *, every_partition: bool = False
+    settings: Settings, topic: str, key: bytes, value: bytes, *, every_partition: bool = False
 ) -> int:
     """Send one message and wait until the broker has it; with `every_partition`, a copy to
     each partition of the topic (what every worker must see). Returns the copies sent."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**kafka_options(settings), acks="all")
     await producer.start()
     try:
         partitions = sorted(await producer.partitions_for(topic)) if every_partition else [None]
@@ -89,10 +91,10 @@ async def send_one(
     return len(partitions)
 
 
-async def publish(bootstrap: str, topic: str, lines: list[Line]) -> int:
+async def publish(settings: Settings, topic: str, lines: list[Line]) -> int:
     """Send lines in order (one partition per world keeps a world's order); returns the count."""
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **kafka_options(settings),
         acks="all",
         linger_ms=5,
         max_request_size=PRODUCER_REQUEST_BYTES,

@@ -48,6 +48,7 @@ from streams.app import create_app, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
+from streams.kafka_clients import kafka_options
 from streams.model_client import ModelClient
 from streams.policies import PoliciesUnread, PolicyFeed, caught_up, log_conflict
 from streams.settings import Settings
@@ -108,7 +109,7 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     Raises `RebuildFailed` when Kafka cannot be reached or the topic is missing.
     """
     topic = live.topics.events
-    partitions = await partitions_of(live.bootstrap, topic)
+    partitions = await partitions_of(live, topic)
     if not partitions:
         raise RebuildFailed(f"topic {topic!r} does not exist on {live.bootstrap}")
     try:
@@ -118,7 +119,7 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     if world is not None:
         partitions = [partition_of(world.encode(), live.partitions)]
     wanted = [TopicPartition(topic, number) for number in partitions]
-    consumer = AIOKafkaConsumer(bootstrap_servers=live.bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**kafka_options(live), enable_auto_commit=False)
     await consumer.start()
     try:
         first = await consumer.beginning_offsets(wanted)
@@ -128,13 +129,13 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     return {tp.partition: (first[tp], end[tp]) for tp in wanted}
 
 
-async def partitions_of(bootstrap: str, topic: str) -> list[int]:
+async def partitions_of(settings: Settings, topic: str) -> list[int]:
     """The partition numbers of `topic` (none when it does not exist)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     try:
         await admin.start()
     except KafkaError as error:
-        raise RebuildFailed(f"cannot reach Kafka at {bootstrap}: {error}") from None
+        raise RebuildFailed(f"cannot reach Kafka at {settings.bootstrap}: {error}") from None
     try:
         if topic not in set(await admin.list_topics()):
             return []
@@ -161,7 +162,7 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     if target.data_dir.exists() and any(target.data_dir.iterdir()):
         raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
     topic = changelog_topic(target)
-    changelog = await read_changelog(target.bootstrap, topic, range(target.partitions))
+    changelog = await read_changelog(target, topic, range(target.partitions))
     if any(changelog.end.values()):
         raise RebuildFailed(f"app id {target.app_id!r} already has state in {topic!r}")
     return changelog.cluster_id
@@ -175,7 +176,7 @@ async def check_judged(target: Settings, live: Settings) -> None:
     if target.model_url:
         return
     topic = live.topics.judgements
-    offsets = await read_changelog(live.bootstrap, topic, range(live.partitions))
+    offsets = await read_changelog(live, topic, range(live.partitions))
     if any(end > offsets.earliest[partition] for partition, end in offsets.end.items()):
         raise RebuildFailed(
             f"the live worker judged with a model ({topic!r} holds its answers): set "
@@ -413,7 +414,7 @@ class Folder:
 
 async def create_changelog(target: Settings, topic: str) -> None:
     """The fresh app id's changelog topic, configured as the worker's (`streams.changelog`)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=target.bootstrap)
+    admin = AIOKafkaAdminClient(**kafka_options(target))
     await admin.start()
     try:
         if topic not in set(await admin.list_topics()):
@@ -433,9 +434,7 @@ async def create_changelog(target: Settings, topic: str) -> None:
 
 async def commit_group(live: Settings, group: str, spans: dict[int, tuple[int, int]]) -> None:
     """The fresh app id's consumer group starts after the events the rebuild folded."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=live.bootstrap, group_id=group, enable_auto_commit=False
-    )
+    consumer = AIOKafkaConsumer(**kafka_options(live), group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
         offsets = {
@@ -452,7 +451,7 @@ async def commit_group(live: Settings, group: str, spans: dict[int, tuple[int, i
 async def policies_caught_up(live: Settings) -> AsyncIterator[PolicyFeed]:
     """The policies topic read to its end, and followed while the rebuild runs."""
     try:
-        async with caught_up(live.bootstrap, live.topics.policies, POLICIES_TIMEOUT) as policies:
+        async with caught_up(live, live.topics.policies, POLICIES_TIMEOUT) as policies:
             yield policies
     except PoliciesUnread as unread:
         raise RebuildFailed(str(unread)) from None
@@ -463,10 +462,10 @@ async def kafka_clients(
     live: Settings, batch_bytes: int
 ) -> AsyncIterator[tuple[AIOKafkaConsumer, AIOKafkaProducer]]:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=live.bootstrap, enable_auto_commit=False, fetch_max_bytes=16 * 2**20
+        **kafka_options(live), enable_auto_commit=False, fetch_max_bytes=16 * 2**20
     )
     producer = AIOKafkaProducer(
-        bootstrap_servers=live.bootstrap,
+        **kafka_options(live),
         acks="all",
         linger_ms=5,
         max_request_size=2**20,
@@ -496,7 +495,7 @@ def recorded_judge(
 
     return Judge(
         ModelClient.configured(target),
-        JudgementLog(topic_reader(live.bootstrap, live.topics.judgements, stall_seconds), keep),
+        JudgementLog(topic_reader(live, live.topics.judgements, stall_seconds), keep),
     )
 
 

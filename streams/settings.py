@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
@@ -121,7 +122,7 @@ def bearer_key(key: str) -> str:
 
 BearerKey = Annotated[str, AfterValidator(lambda key: key and bearer_key(key))]
 """A key sent as `Authorization: Bearer KEY`, or none (empty)."""
-SECRETS = frozenset({"api_keys", "api_key", "model_key"})
+SECRETS = frozenset({"api_keys", "api_key", "model_key", "kafka_sasl_password"})
 """The settings a bad value of is not shown: it would be a secret in a terminal or a log."""
 URLS = frozenset({"web_url", "model_url"})
 """The settings a bad value of is shown without its user and password (`without_credentials`)."""
@@ -174,6 +175,24 @@ Brokers = Annotated[tuple[str, ...], NoDecode, BeforeValidator(broker_addresses)
 TopicName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,200}$")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Positive = Annotated[int, Field(ge=1)]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SaslSetting = Annotated[str, Field(validate_default=True)]
+"""A SASL setting, checked against the protocol even when not given (`_sasl_as_the_protocol`)."""
+TlsFile = Annotated[str, Field(validate_default=True)]
+"""A file of the TLS settings: empty (none) or a file that exists."""
+
+
+def upper_case(value: object) -> object:
+    """Kafka's names of protocols and mechanisms, however they were typed."""
+    return value.upper() if isinstance(value, str) else value
+
+
+def encrypted_key(*_: object) -> str:
+    """Called by OpenSSL for the password of an encrypted private key: refused, never asked
+    for on the terminal."""
+    raise ValueError("the key is encrypted: give an unencrypted (PKCS#8 or PEM) key file")
 
 
 class Settings(BaseSettings):
@@ -236,6 +255,26 @@ class Settings(BaseSettings):
     """`KEY:TENANT,...`; when set, reads need `Authorization: Bearer KEY` (empty: no auth)."""
     api_key: BearerKey = ""
     """The key the read commands (`npc`, `provenance`, `digest`) send."""
+    kafka_security_protocol: Annotated[SecurityProtocol, BeforeValidator(upper_case)] = "PLAINTEXT"
+    """How every Kafka client of rumourmill (the worker's and the commands') talks to the
+    brokers: in the clear, over TLS, with a SASL login, or both (`streams.kafka_clients`)."""
+    kafka_sasl_mechanism: Annotated[
+        Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+        BeforeValidator(upper_case),
+        Field(validate_default=True),
+    ] = ""
+    """The SASL mechanism of a SASL protocol (required with one, refused without)."""
+    kafka_sasl_username: SaslSetting = ""
+    """The SASL user (Confluent Cloud: the API key)."""
+    kafka_sasl_password: SaslSetting = ""
+    """The SASL password (Confluent Cloud: the API secret); a secret, never shown."""
+    kafka_ssl_keyfile: TlsFile = ""
+    """The private key of `kafka_ssl_certfile`, when that file does not hold it (mutual TLS)."""
+    kafka_ssl_certfile: TlsFile = ""
+    """A client certificate (PEM) rumourmill shows the brokers (mutual TLS); empty: none."""
+    kafka_ssl_cafile: TlsFile = ""
+    """The CA certificates (PEM) the brokers' certificates are checked against; empty: the
+    system's."""
     kafka_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_KAFKA_VERSION
     """The Apache Kafka version `rumourmill broker` and the tests fetch from Maven Central."""
     kafka_cache: Path = DEFAULT_KAFKA_CACHE
@@ -260,6 +299,61 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_case(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+    @classmethod
+    def _sasl_as_the_protocol(cls, value: str, info: ValidationInfo) -> str:
+        protocol = info.data.get("kafka_security_protocol")
+        if protocol is None:  # itself refused
+            return value
+        if protocol in SASL_PROTOCOLS and not value:
+            raise ValueError(f"required with {ENV_PREFIX}KAFKA_SECURITY_PROTOCOL={protocol}")
+        if protocol not in SASL_PROTOCOLS and value:
+            raise ValueError(
+                f"only used with {ENV_PREFIX}KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT or SASL_SSL"
+                f" (it is {protocol})"
+            )
+        return value
+
+    @field_validator("kafka_ssl_keyfile", "kafka_ssl_certfile", "kafka_ssl_cafile")
+    @classmethod
+    def _tls_file(cls, value: str, info: ValidationInfo) -> str:
+        protocol = info.data.get("kafka_security_protocol")
+        if not value or protocol is None:
+            return value
+        if protocol not in TLS_PROTOCOLS:
+            raise ValueError(
+                f"only used with {ENV_PREFIX}KAFKA_SECURITY_PROTOCOL=SSL or SASL_SSL"
+                f" (it is {protocol})"
+            )
+        if not Path(value).is_file():
+            raise ValueError("no such file")
+        return value
+
+    @field_validator("kafka_ssl_certfile")
+    @classmethod
+    def _certificate_with_its_key(cls, value: str, info: ValidationInfo) -> str:
+        keyfile = info.data.get("kafka_ssl_keyfile")
+        if keyfile and not value:
+            raise ValueError(f"required with {ENV_PREFIX}KAFKA_SSL_KEYFILE (the key's certificate)")
+        if value and keyfile is not None:
+            try:
+                ssl.create_default_context().load_cert_chain(
+                    value, keyfile or None, password=encrypted_key
+                )
+            except (ssl.SSLError, OSError, ValueError) as error:
+                raise ValueError(f"not a certificate with its private key: {error}") from None
+        return value
+
+    @field_validator("kafka_ssl_cafile")
+    @classmethod
+    def _certificates(cls, value: str) -> str:
+        if value:
+            try:
+                ssl.create_default_context(cafile=value)
+            except (ssl.SSLError, OSError) as error:
+                raise ValueError(f"no CA certificates (PEM) in it: {error}") from None
+        return value
 
     @field_validator("max_event_bytes")
     @classmethod

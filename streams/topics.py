@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from streams.kafka_clients import kafka_options
 from streams.settings import Settings
 
 STATE_TABLE = "state"
@@ -57,7 +58,7 @@ async def ensure_topics(settings: Settings, *, changelog: bool = False) -> None:
     with the settings' count otherwise). One of another count, left by a deployment of the app
     id with another `RUMOURMILL_PARTITIONS`, holds in each partition the state of the worlds
     that count put there: a worker would restore it as the state of other worlds'."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         existing = set(await admin.list_topics())

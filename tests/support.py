@@ -24,6 +24,7 @@ from projections.projector import Projector
 from projections.state import MemoryState
 from streams.dev import NotReady, wait_until_ready
 from streams.durability import Stamp
+from streams.kafka_clients import kafka_options
 from streams.publish import parse_line, publish
 from streams.replay import messages
 from streams.settings import Settings
@@ -131,7 +132,7 @@ def topics_on(settings: Settings) -> set[str]:
     """The topics the broker has (listed: asking for a missing one's metadata may create it)."""
 
     async def listed() -> set[str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        admin = AIOKafkaAdminClient(**kafka_options(settings))
         await admin.start()
         try:
             return set(await admin.list_topics())
@@ -147,7 +148,7 @@ def create_topic(
     """Make `topic` on the broker as something other than rumourmill would."""
 
     async def create() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        admin = AIOKafkaAdminClient(**kafka_options(settings))
         await admin.start()
         try:
             await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
@@ -161,8 +162,8 @@ def topic_ends(settings: Settings, topic: str) -> dict[int, int]:
     """Each partition's end offset of `topic`: the records ever written to it."""
 
     async def ends() -> dict[int, int]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap)
+        admin = AIOKafkaAdminClient(**kafka_options(settings))
+        consumer = AIOKafkaConsumer(**kafka_options(settings))
         await admin.start()
         await consumer.start()
         try:
@@ -215,7 +216,7 @@ def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) ->
         parse_line(number, item if isinstance(item, bytes) else orjson.dumps(item), raw=True)
         for number, item in enumerate(events, start=1)
     ]
-    return asyncio.run(publish(settings.bootstrap, settings.topics.events, lines))
+    return asyncio.run(publish(settings, settings.topics.events, lines))
 
 
 def read_topic(
@@ -229,7 +230,7 @@ def read_topic(
     async def run() -> list[dict[str, Any]]:
         consumer = AIOKafkaConsumer(
             topic,
-            bootstrap_servers=settings.bootstrap,
+            **kafka_options(settings),
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             group_id=None,

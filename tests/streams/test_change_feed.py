@@ -71,7 +71,7 @@ def set_policy(settings: Settings) -> None:
     """`TOWN_POLICY` in every world of the tenant."""
     key, document = policy_key("default", None), orjson.dumps(TOWN_POLICY)
     asyncio.run(ensure_topics(settings))
-    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, document))
+    asyncio.run(send_one(settings, settings.topics.policies, key, document))
 
 
 def acked(processed: int, duplicates: int) -> Any:

@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
     document = {"memory": {"persistent": {"characters": PERSISTENT, "kinds": ["event"]}}}
     asyncio.run(
         send_one(
-            settings.bootstrap,
+            settings,
             settings.topics.policies,
             policy_key("default", big),
             orjson.dumps(document),
@@ -135,7 +135,7 @@ def test_a_worker_killed_mid_deletion_ends_with_the_world_deleted(
         event = deletion_event("default", big)
         asyncio.run(
             send_one(
-                settings.bootstrap,
+                settings,
                 settings.topics.events,
                 big.encode(),
                 event.model_dump_json(exclude_defaults=True).encode(),

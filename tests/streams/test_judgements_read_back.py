@@ -30,9 +30,7 @@ def published(settings: Settings) -> list[EventJudgements]:
     again = event_judgements(("default", "save-1", "main", 2, ""), [MADE, MADE])
     for record in (*records, again):
         key = judgement_key(position_of(record))
-        asyncio.run(
-            send_one(settings.bootstrap, settings.topics.judgements, key, record.to_bytes())
-        )
+        asyncio.run(send_one(settings, settings.topics.judgements, key, record.to_bytes()))
     return [records[0], again]
 
 

@@ -99,7 +99,7 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
         for world, document in (("save-1", POLICY), ("save-2", CROWD_POLICY)):
             key = policy_key("default", world)
             value = json.dumps(document).encode()
-            asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, value))
+            asyncio.run(send_one(settings, settings.topics.policies, key, value))
         worker = WorkerProcess(settings, tmp_path / "live.log").start()
         try:
             send_events(settings, TAVERN)
@@ -233,9 +233,7 @@ def test_a_worker_with_a_model_tells_the_chronicle_in_the_models_summaries(
         asyncio.run(ensure_topics(settings))
         document = json.dumps(SHORT_CHAPTERS).encode()
         asyncio.run(
-            send_one(
-                settings.bootstrap, settings.topics.policies, policy_key("default", "w"), document
-            )
+            send_one(settings, settings.topics.policies, policy_key("default", "w"), document)
         )
         worker = WorkerProcess(settings, tmp_path / "live.log").start()
         try:

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from projections.policy import PolicyBook, policy_key
 from streams.cli import main
 from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document, log_conflict
+from streams.settings import Settings
 from tests.support import read_all, unique_settings
 
 PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-mara"]}}})
@@ -34,7 +35,7 @@ def test_an_invalid_document_is_refused_with_its_reason(raw: bytes, reason: str)
 def test_the_feed_keeps_the_last_valid_document_and_logs_the_refusal(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    feed = PolicyFeed("127.0.0.1:9", "policies")
+    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
     book = PolicyBook(feed)
     world = policy_key("default", "save-1")
     feed.take(world, PERSISTENT_MARA)
@@ -60,7 +61,7 @@ def test_a_world_document_conflicting_with_its_tenants_leaves_the_tenants_in_for
     """Each document is valid alone; together they break a rule between fields. The world is
     governed by its tenant's policy (its events go on, its reads answer), the operator is told
     once which documents and why, and a corrected document is in force at once."""
-    feed = PolicyFeed("127.0.0.1:9", "policies")
+    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
     book = PolicyBook(feed, log_conflict)
     tenant, world = policy_key("default", None), policy_key("default", "save-1")
     feed.take(tenant, orjson.dumps({"memory": {"referee": {"doubting_from": 0.3}}}))
@@ -91,7 +92,7 @@ def test_a_world_document_conflicting_with_its_tenants_leaves_the_tenants_in_for
 
 def test_the_feed_knows_whether_any_document_in_force_chooses_model_weighing() -> None:
     """Without a model configured, the worker skips the judgement pass while none does."""
-    feed = PolicyFeed("127.0.0.1:9", "policies")
+    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
     tenant, world = policy_key("default", None), policy_key("default", "save-1")
     feed.take(world, PERSISTENT_MARA)
     assert not feed.model_weighing
@@ -147,7 +148,7 @@ def test_a_document_under_a_key_policy_set_never_makes_is_refused_with_its_key(
     key: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Written by another producer, it would be kept and govern nothing, without a word."""
-    feed = PolicyFeed("127.0.0.1:9", "policies")
+    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
     with caplog.at_level(logging.ERROR, logger="rumourmill.policies"):
         feed.take(key, PERSISTENT_MARA)
     assert feed.documents == {}

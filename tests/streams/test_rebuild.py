@@ -73,9 +73,7 @@ def live(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
     for seed, world in ((3, "gen-a"), (8, "gen-b")):
         document, events, tenant = generated_world(seed, world)
         key = policy_key(tenant, world)
-        asyncio.run(
-            send_one(settings.bootstrap, settings.topics.policies, key, orjson.dumps(document))
-        )
+        asyncio.run(send_one(settings, settings.topics.policies, key, orjson.dumps(document)))
         persistent[world] = document["memory"]["persistent"]["characters"]
         lines += events
     worker = WorkerProcess(settings, tmp_path / "live.log").start()

@@ -206,7 +206,7 @@ def test_a_policy_set_from_the_command_line_makes_a_character_persistent(
     # a producer that bypasses the command: the worker refuses it and keeps the last valid one
     invalid = b'{"memory": {"persistent": {"characters": "npc-mara"}}}'
     key = policy_key("default", "save-1")
-    asyncio.run(send_one(settings.bootstrap, settings.topics.policies, key, invalid))
+    asyncio.run(send_one(settings, settings.topics.policies, key, invalid))
 
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:

@@ -120,9 +120,7 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
     long_key, misrouted = b"k" * 400_000, orjson.dumps(event("w-bad", 1, key="misrouted"))
     send_events(settings, bad)
     copies = asyncio.run(
-        send_one(
-            settings.bootstrap, settings.topics.events, long_key, misrouted, every_partition=True
-        )
+        send_one(settings, settings.topics.events, long_key, misrouted, every_partition=True)
     )
     send_events(settings, [event("w-bad", 1), event("w-bad", 2)])
 
