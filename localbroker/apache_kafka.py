@@ -47,6 +47,14 @@ young collections in 12 s, 0.8 s of collecting, and took half of one of the mach
 cores; with these, 2 young collections and none concurrent, and a quarter of a core."""
 
 
+def property_line(item: tuple[str, str]) -> str:
+    """A line of a Java properties file: a backslash of the value kept as written (the file
+    reads one as an escape)."""
+    key, value = item
+    escaped = value.replace("\\", "\\\\")
+    return f"{key}={escaped}\n"
+
+
 class ApacheKafkaBroker(LocalBroker):
     """Apache Kafka 4.x, broker and KRaft controller in one JVM, single node."""
 
@@ -112,7 +120,7 @@ class ApacheKafkaBroker(LocalBroker):
         self._libs = fetch_apache_kafka(self.version, self.cache)
         if self.tls:
             self_signed_certificate(self.workdir)
-        lines = "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
+        lines = "".join(map(property_line, self.server_properties().items()))
         (self.workdir / "server.properties").write_text(lines)
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
         fmt = [

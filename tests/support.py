@@ -57,6 +57,17 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return {**os.environ, **settings.environment(), "PYTHONPATH": os.pathsep.join(paths)}
 
 
+def run_command(settings: Settings, *command: str) -> subprocess.CompletedProcess[str]:
+    """`rumourmill COMMAND` in a process of its own, with `settings`."""
+    return subprocess.run(
+        [sys.executable, "-m", "streams", *command],
+        env=settings_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
 class WorkerProcess:
     """`rumourmill worker` as a child process: started, stopped or SIGKILLed by the test."""
 

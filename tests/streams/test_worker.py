@@ -6,8 +6,6 @@ import asyncio
 import base64
 import json
 import random
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +23,8 @@ from tests.support import (
     create_topic,
     event,
     read_topic,
+    run_command,
     send_events,
-    settings_env,
     topic_ends,
     topics_on,
     unique_settings,
@@ -274,17 +272,6 @@ def partitions_refused(topic: str) -> str:
     return (
         f"Error: topic {topic!r} has 1 partition(s), the settings say 2 (RUMOURMILL_PARTITIONS); "
         "every worker and command of a deployment needs the count its topics have"
-    )
-
-
-def run_command(settings: Settings, *command: str) -> subprocess.CompletedProcess[str]:
-    """`rumourmill COMMAND` in a process of its own, with `settings`."""
-    return subprocess.run(
-        [sys.executable, "-m", "streams", *command],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=90,
     )
 
 

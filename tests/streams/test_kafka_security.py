@@ -1,0 +1,130 @@
+"""A Kafka that wants TLS or a SASL login, as managed services do: the worker and the commands
+reach it with the security settings, on a real Apache Kafka with SASL_PLAINTEXT, SSL and
+SASL_SSL listeners (PLAIN logins, a self-signed certificate); wrong credentials or a certificate
+not trusted end a command with one line saying why, nothing sent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from localbroker import ApacheKafkaBroker
+from streams.dev import apache_kafka
+from streams.settings import Settings
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    run_command,
+    topics_on,
+    unique_settings,
+)
+
+pytestmark = pytest.mark.integration
+
+USER, PASSWORD = "game-studio", 'pa55 "word"'
+"""A login of the broker; the password has a space and quotes, as generated secrets may."""
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[ApacheKafkaBroker]:
+    """An Apache Kafka of this module's own, with secured listeners besides its PLAINTEXT one."""
+    local = apache_kafka(Settings.from_env())
+    with ApacheKafkaBroker(
+        version=local.version,
+        cache=local.cache,
+        java=local.java,
+        sasl_users={USER: PASSWORD},
+        tls=True,
+    ) as started:
+        yield started
+
+
+def secured(broker: ApacheKafkaBroker, protocol: str, data_dir: Path, **overrides: Any) -> Settings:
+    """Settings of a deployment of its own reaching `broker`'s `protocol` listener, with the
+    right login (unless `overrides` say otherwise) and trusting its certificate."""
+    login = (
+        {
+            "kafka_sasl_mechanism": "PLAIN",
+            "kafka_sasl_username": USER,
+            "kafka_sasl_password": PASSWORD,
+        }
+        if protocol.startswith("SASL_")
+        else {}
+    )
+    trust = {"kafka_ssl_cafile": str(broker.certificate)} if protocol.endswith("SSL") else {}
+    return unique_settings(
+        broker.bootstrap_of(protocol),
+        data_dir,
+        kafka_security_protocol=protocol,
+        **(login | trust | overrides),
+    )
+
+
+def story(path: Path) -> Path:
+    path.write_bytes(orjson.dumps(event("w", 1)) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL", "SSL"])
+def test_publish_and_a_worker_reach_a_secured_kafka(
+    broker: ApacheKafkaBroker, protocol: str, tmp_path: Path
+) -> None:
+    """Every client of the command and of the worker (Faust's consumer and producer, the
+    durability and policy readers) talks the listener's protocol: an event published is
+    processed and acked."""
+    settings = secured(broker, protocol, tmp_path / "data")
+    published = run_command(settings, "publish", str(story(tmp_path / "story.ndjson")))
+    assert published.returncode == 0, published.stderr
+    assert published.stdout.startswith("published 1 event(s)")
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        [ack] = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 1)
+    finally:
+        worker.stop()
+    assert (ack["seq"], ack["outcome"], ack["processed_seq"]) == (1, "processed", 1)
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_wrong_password_stops_a_command_and_a_worker_naming_authentication(
+    broker: ApacheKafkaBroker, protocol: str, tmp_path: Path
+) -> None:
+    """One line, naming authentication and the settings, never the password; nothing sent
+    (the publish made no topic)."""
+    wrong = secured(broker, protocol, tmp_path / "data", kafka_sasl_password="not it")
+    published = run_command(wrong, "publish", str(story(tmp_path / "story.ndjson")))
+    worker = run_command(wrong, "worker")
+    for refused in (published, worker):
+        assert refused.returncode == 1
+        assert "Traceback" not in refused.stderr and "not it" not in refused.stderr
+        assert refused.stderr.splitlines()[-1].startswith(
+            f"Error: authentication failed: Kafka at {wrong.bootstrap} refused the SASL login"
+            f" (RUMOURMILL_KAFKA_SASL_MECHANISM=PLAIN, RUMOURMILL_KAFKA_SASL_USERNAME='{USER}'"
+            " and RUMOURMILL_KAFKA_SASL_PASSWORD): [Error 58] SaslAuthenticationFailed"
+        ), refused.stderr
+    assert published.stderr.splitlines()[-1].endswith("; nothing published")
+    right = wrong.model_copy(update={"kafka_sasl_password": PASSWORD})
+    assert not {topic for topic in topics_on(right) if topic.startswith(wrong.topic_prefix)}
+
+
+def test_a_certificate_not_trusted_stops_a_command_naming_the_tls_handshake(
+    broker: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """Without the CA file, the system's CAs do not trust the broker's self-signed
+    certificate: the command says the TLS handshake failed, and why."""
+    untrusting = secured(broker, "SSL", tmp_path / "data", kafka_ssl_cafile="")
+    published = run_command(untrusting, "publish", str(story(tmp_path / "story.ndjson")))
+    assert published.returncode == 1
+    line = published.stderr.splitlines()[-1]
+    assert line.startswith(
+        f"Error: cannot reach Kafka at {untrusting.bootstrap}: the TLS handshake failed"
+        " ([SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate"
+    ), published.stderr
+    assert line.endswith(
+        "; see RUMOURMILL_KAFKA_SECURITY_PROTOCOL=SSL and RUMOURMILL_KAFKA_SSL_CAFILE"
+        "; nothing published"
+    )
