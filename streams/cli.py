@@ -785,6 +785,7 @@ def rebuild_command(
     compared differs but the API key reads not every rebuilt world's tenant."""
     from rich.console import Console
 
+    from streams.kafka_clients import refusals_noted, refused_security
     from streams.rebuild import RebuildFailed, check_live, fresh_app_id, progress_bar, rebuild
 
     live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
@@ -794,24 +795,28 @@ def rebuild_command(
         {"app_id": "--into", "data_dir": "--into-data-dir"},
         **(flags | {"app_id": app_id, "data_dir": data_dir}),
     )
-    try:
-        check_live(live)
-        bar = progress_bar(Console(stderr=True))
-        task = bar.add_task("rebuild", total=None)
-
-        def start(total: int) -> None:
-            bar.update(task, total=total)
-            bar.start()
-
+    with refusals_noted() as refusals:
         try:
-            rebuilt = asyncio.run(
-                rebuild(live, target, world, on_total=start, advance=lambda n: bar.advance(task, n))
-            )
-        finally:
-            if bar.live.is_started:  # one never started prints an empty line when stopped
-                bar.stop()
-    except RebuildFailed as error:
-        raise click.ClickException(f"rebuild: {error}") from None
+            check_live(live)
+            bar = progress_bar(Console(stderr=True))
+            task = bar.add_task("rebuild", total=None)
+
+            def start(total: int) -> None:
+                bar.update(task, total=total)
+                bar.start()
+
+            try:
+                rebuilt = asyncio.run(
+                    rebuild(
+                        live, target, world, on_total=start, advance=lambda n: bar.advance(task, n)
+                    )
+                )
+            finally:
+                if bar.live.is_started:  # one never started prints an empty line when stopped
+                    bar.stop()
+        except RebuildFailed as error:  # a login or a certificate refused made it fail
+            why = refused_security(live, refusals.last)
+            raise click.ClickException(f"rebuild: {why or error}") from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
     click.echo(
         f"rebuilt {rebuilt.events} event(s) in {rebuilt.seconds:.1f} s ({rate:,.0f} events/s) "

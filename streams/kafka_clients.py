@@ -110,10 +110,10 @@ def refusals_noted() -> Iterator[RefusalNotes]:
         client.removeHandler(notes)
 
 
-def unreachable(settings: Settings, error: BaseException, refusal: BaseException | None) -> str:
-    """One line for a Kafka a client could not bootstrap from (`error`), with why the brokers
-    refused it (`refusal`, from `refusals_noted`): a login refused names authentication and
-    the SASL settings, a failed TLS handshake the TLS ones."""
+def refused_security(settings: Settings, refusal: BaseException | None) -> str | None:
+    """What a broker's `refusal` (from `refusals_noted`) says of the security settings, if it
+    is theirs: a login refused names authentication and the SASL settings, a failed TLS
+    handshake the TLS ones."""
     if isinstance(refusal, LOGIN_REFUSED):
         return (
             f"authentication failed: Kafka at {settings.bootstrap} refused the SASL login"
@@ -127,4 +127,13 @@ def unreachable(settings: Settings, error: BaseException, refusal: BaseException
             f" see {ENV_PREFIX}KAFKA_SECURITY_PROTOCOL={settings.kafka_security_protocol} and"
             f" {ENV_PREFIX}KAFKA_SSL_CAFILE"
         )
-    return f"cannot reach Kafka at {settings.bootstrap}: {error}"
+    return None
+
+
+def unreachable(settings: Settings, error: BaseException, refusal: BaseException | None) -> str:
+    """One line for a Kafka a client could not bootstrap from (`error`): why, when the brokers
+    refused the security settings (`refused_security`)."""
+    return (
+        refused_security(settings, refusal)
+        or f"cannot reach Kafka at {settings.bootstrap}: {error}"
+    )

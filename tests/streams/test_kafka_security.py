@@ -71,12 +71,12 @@ def story(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL", "SSL"])
-def test_publish_and_a_worker_reach_a_secured_kafka(
+def test_publish_a_worker_and_rebuild_reach_a_secured_kafka(
     broker: ApacheKafkaBroker, protocol: str, tmp_path: Path
 ) -> None:
-    """Every client of the command and of the worker (Faust's consumer and producer, the
-    durability and policy readers) talks the listener's protocol: an event published is
-    processed and acked."""
+    """Every client of the commands and of the worker (Faust's consumer and producer, the
+    durability and policy readers; the rebuild's admin, readers and producer) talks the
+    listener's protocol: an event published is processed and acked, and rebuilt the same."""
     settings = secured(broker, protocol, tmp_path / "data")
     published = run_command(settings, "publish", str(story(tmp_path / "story.ndjson")))
     assert published.returncode == 0, published.stderr
@@ -84,9 +84,13 @@ def test_publish_and_a_worker_reach_a_secured_kafka(
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         [ack] = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 1)
+        rebuilt = run_command(settings, "rebuild", "--into-data-dir", str(tmp_path / "rebuilt"))
     finally:
         worker.stop()
     assert (ack["seq"], ack["outcome"], ack["processed_seq"]) == (1, "processed", 1)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.stdout.splitlines()[-1].endswith("same as live")
+    assert PASSWORD not in worker.log_path.read_text()
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
@@ -98,6 +102,13 @@ def test_a_wrong_password_stops_a_command_and_a_worker_naming_authentication(
     wrong = secured(broker, protocol, tmp_path / "data", kafka_sasl_password="not it")
     published = run_command(wrong, "publish", str(story(tmp_path / "story.ndjson")))
     worker = run_command(wrong, "worker")
+    live = WorkerProcess(secured(broker, protocol, tmp_path / "live"), tmp_path / "live.log")
+    live.start()  # rebuild asks the live worker first
+    try:
+        rebuilt = run_command(wrong, "rebuild", "--url", live.settings.canonical_url)
+    finally:
+        live.stop()
+    assert rebuilt.stderr.splitlines()[-1].startswith("Error: rebuild: authentication failed")
     for refused in (published, worker):
         assert refused.returncode == 1
         assert "Traceback" not in refused.stderr and "not it" not in refused.stderr
