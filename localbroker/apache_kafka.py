@@ -12,13 +12,7 @@ from localbroker.kafka_jars import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION, f
 from localbroker.kraft import LOG4J2, cluster_id, server_properties
 from localbroker.network import HOST, free_port
 from localbroker.process import BrokerStartError, LocalBroker
-from localbroker.security import (
-    CERTIFICATE_FILE,
-    KEYSTORE_FILE,
-    secured_ports,
-    secured_properties,
-    self_signed_certificate,
-)
+from localbroker.security import Certificate, secured_ports, secured_properties
 
 
 def find_java() -> str:
@@ -77,8 +71,9 @@ class ApacheKafkaBroker(LocalBroker):
         tls: bool = False,
     ) -> None:
         """`sasl_users` (user: password) adds a SASL_PLAINTEXT listener taking their PLAIN
-        logins; `tls`, an SSL listener with a self-signed certificate (`certificate`); both, a
-        SASL_SSL one too. Each has a port of its own (`bootstrap_of`)."""
+        logins; `tls`, an SSL listener with a self-signed certificate (`certificate`) and a
+        MUTUAL_TLS one taking only clients showing `client_certificate`; both, a SASL_SSL one
+        too. Each has a port of its own (`bootstrap_of`)."""
         super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self.version = version
         self.cache = cache
@@ -91,35 +86,49 @@ class ApacheKafkaBroker(LocalBroker):
         self.sasl_users = dict(sasl_users or {})
         self.tls = tls
         self.secured_ports = secured_ports(self.sasl_users, tls)
-        """The port of each secured listener, by protocol (`SASL_PLAINTEXT`, `SSL`...)."""
+        """The port of each secured listener, by name (`SASL_PLAINTEXT`, `SSL`, `MUTUAL_TLS`...)."""
 
-    def bootstrap_of(self, protocol: str) -> str:
-        """The address of the listener of `protocol` (`PLAINTEXT` is `bootstrap`)."""
-        port = self.port if protocol == "PLAINTEXT" else self.secured_ports[protocol]
+    def bootstrap_of(self, listener: str) -> str:
+        """The address of `listener` (`PLAINTEXT` is `bootstrap`)."""
+        port = self.port if listener == "PLAINTEXT" else self.secured_ports[listener]
         return f"{HOST}:{port}"
 
     @property
+    def certificates(self) -> tuple[Certificate, Certificate] | None:
+        """The broker's self-signed certificate (the CA file its clients trust) and the client
+        certificate its MUTUAL_TLS listener takes; none without TLS."""
+        if not self.tls or self.workdir is None:
+            return None
+        return Certificate(self.workdir, "broker"), Certificate(self.workdir, "client")
+
+    @property
     def certificate(self) -> Path:
-        """The TLS listeners' self-signed certificate: the CA file their clients trust."""
-        assert self.workdir is not None and self.tls, "no TLS broker started"
-        return self.workdir / CERTIFICATE_FILE
+        """The broker's certificate: the CA file its TLS clients trust."""
+        assert self.certificates is not None, "no TLS broker started"
+        return self.certificates[0].path
+
+    @property
+    def client_certificate(self) -> Certificate:
+        """The certificate (and key) a client shows the MUTUAL_TLS listener."""
+        assert self.certificates is not None, "no TLS broker started"
+        return self.certificates[1]
 
     def server_properties(self) -> dict[str, str]:
         """The KRaft single-node config with this broker's ports, data dir and extra config."""
         assert self.workdir is not None
         properties = server_properties(self.port, self.controller_port, self.workdir / "data")
         if self.secured_ports:
-            keystore = self.workdir / KEYSTORE_FILE if self.tls else None
             properties |= secured_properties(
-                self.port, self.controller_port, self.secured_ports, self.sasl_users, keystore
-            )
+                self.port, self.controller_port, self.secured_ports, self.sasl_users,
+                self.certificates,
+            )  # fmt: skip
         return properties | self.extra_config
 
     def _prepare(self) -> None:
         assert self.workdir is not None
         self._libs = fetch_apache_kafka(self.version, self.cache)
-        if self.tls:
-            self_signed_certificate(self.workdir)
+        for certificate in self.certificates or ():
+            certificate.make()
         lines = "".join(map(property_line, self.server_properties().items()))
         (self.workdir / "server.properties").write_text(lines)
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))

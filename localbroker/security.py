@@ -1,10 +1,11 @@
 """Secured listeners for a local Apache Kafka: SASL/PLAIN logins and TLS, as managed Kafka
 services ask for, so the clients' security settings are tested against a real broker.
 
-The broker keeps its PLAINTEXT listener (readiness probe, inter-broker traffic) and adds one
-listener per secured protocol, each on a port of its own. TLS uses a self-signed certificate
-for 127.0.0.1 made with the `openssl` command, given to Kafka as a PEM keystore; clients
-trust it as their CA file.
+The broker keeps its PLAINTEXT listener (readiness probe, inter-broker traffic) and adds
+secured listeners, each on a port of its own: SASL_PLAINTEXT, SSL, SASL_SSL, and MUTUAL_TLS
+(TLS taking only clients that show the client certificate). TLS uses self-signed certificates
+for 127.0.0.1 made with the `openssl` command: the broker's, given to Kafka as a PEM keystore
+and to clients as their CA file; the client's, which the MUTUAL_TLS listener trusts.
 """
 
 from __future__ import annotations
@@ -18,21 +19,47 @@ from localbroker.network import HOST, free_port
 from localbroker.process import BrokerStartError
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-CERTIFICATE_FILE = "broker-cert.pem"
-"""The self-signed certificate, in the broker's directory: the CA file its clients trust."""
-KEYSTORE_FILE = "broker-keystore.pem"
-"""Its key and itself in one PEM file: Kafka's keystore."""
+MUTUAL_TLS = "MUTUAL_TLS"
+"""The listener of protocol SSL that requires a client certificate."""
+
+
+class Certificate:
+    """A self-signed certificate for 127.0.0.1 and localhost and its key, as PEM files named
+    after `name` in `directory` (made by `make`)."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.path = directory / f"{name}-cert.pem"
+        self.key = directory / f"{name}-key.pem"
+        self.keystore = directory / f"{name}-keystore.pem"
+        """The key and the certificate in one file: a PEM keystore of Kafka."""
+
+    def make(self) -> Certificate:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise BrokerStartError("a TLS listener needs the openssl command for its certificates")
+        command = [
+            openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST},DNS:localhost",
+            "-keyout", str(self.key), "-out", str(self.path),
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise BrokerStartError(
+                f"openssl could not make a certificate:\n{result.stderr[-2000:]}"
+            )
+        self.keystore.write_text(self.key.read_text() + self.path.read_text())
+        return self
 
 
 def secured_ports(sasl_users: Mapping[str, str], tls: bool) -> dict[str, int]:
-    """A free port for each protocol the broker can secure with these: `SASL_PLAINTEXT` with
-    users, `SSL` with TLS, `SASL_SSL` with both."""
-    protocols = [
+    """A free port for each listener the broker can secure with these: `SASL_PLAINTEXT` with
+    users; `SSL` and `MUTUAL_TLS` with TLS; `SASL_SSL` with both."""
+    listeners = [
         *(["SASL_PLAINTEXT"] if sasl_users else []),
-        *(["SSL"] if tls else []),
+        *(["SSL", MUTUAL_TLS] if tls else []),
         *(["SASL_SSL"] if sasl_users and tls else []),
     ]
-    return {protocol: free_port() for protocol in protocols}
+    return {listener: free_port() for listener in listeners}
 
 
 def jaas_text(text: str) -> str:
@@ -45,10 +72,11 @@ def secured_properties(
     controller_port: int,
     secured: Mapping[str, int],
     sasl_users: Mapping[str, str],
-    keystore: Path | None,
+    certificates: tuple[Certificate, Certificate] | None,
 ) -> dict[str, str]:
-    """The broker properties of the `secured` listeners (protocol: port) beside the PLAINTEXT
-    one on `port` and the controller's, to merge over `kraft.server_properties`."""
+    """The broker properties of the `secured` listeners (name: port) beside the PLAINTEXT one
+    on `port` and the controller's, to merge over `kraft.server_properties`; `certificates`:
+    the broker's and the client's, for the TLS listeners."""
     listeners = {"PLAINTEXT": port, **secured}
     properties = {
         "listeners": ",".join(
@@ -59,7 +87,10 @@ def secured_properties(
             f"{name}://{HOST}:{number}" for name, number in listeners.items()
         ),
         "listener.security.protocol.map": ",".join(
-            [*(f"{name}:{name}" for name in listeners), "CONTROLLER:PLAINTEXT"]
+            [
+                *(f"{name}:{'SSL' if name == MUTUAL_TLS else name}" for name in listeners),
+                "CONTROLLER:PLAINTEXT",
+            ]
         ),
     }
     logins = " ".join(f"user_{user}={jaas_text(password)}" for user, password in sasl_users.items())
@@ -69,24 +100,14 @@ def secured_properties(
             properties[f"listener.name.{name.lower()}.plain.sasl.jaas.config"] = (
                 f"{PLAIN_LOGIN} required {logins};"
             )
-    if keystore is not None:
-        properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
+    if certificates is not None:
+        broker, client = certificates
+        mutual = f"listener.name.{MUTUAL_TLS.lower()}"
+        properties |= {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(broker.keystore),
+            f"{mutual}.ssl.client.auth": "required",
+            f"{mutual}.ssl.truststore.type": "PEM",
+            f"{mutual}.ssl.truststore.location": str(client.path),
+        }
     return properties
-
-
-def self_signed_certificate(directory: Path) -> None:
-    """Write a certificate for 127.0.0.1 and localhost signed by its own key, and the keystore
-    holding both, into `directory` (`CERTIFICATE_FILE`, `KEYSTORE_FILE`)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise BrokerStartError("a TLS listener needs the openssl command to make its certificate")
-    certificate, key = directory / CERTIFICATE_FILE, directory / "broker-key.pem"
-    command = [
-        openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-subj", f"/CN={HOST}", "-addext", f"subjectAltName=IP:{HOST},DNS:localhost",
-        "-keyout", str(key), "-out", str(certificate),
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        raise BrokerStartError(f"openssl could not make a certificate:\n{result.stderr[-2000:]}")
-    (directory / KEYSTORE_FILE).write_text(key.read_text() + certificate.read_text())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-from localbroker.security import CERTIFICATE_FILE, KEYSTORE_FILE, self_signed_certificate
+from localbroker.security import Certificate
 from streams.kafka_clients import faust_credentials, kafka_options, tls_context
 from streams.settings import ENV_PREFIX, Settings, SettingsError
 
@@ -37,11 +37,14 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A self-signed certificate; beside it, the keystore holding it and its key."""
-    directory = tmp_path_factory.mktemp("tls")
-    self_signed_certificate(directory)
-    return directory / CERTIFICATE_FILE
+def made(tmp_path_factory: pytest.TempPathFactory) -> Certificate:
+    """A self-signed certificate and its key."""
+    return Certificate(tmp_path_factory.mktemp("tls"), "test").make()
+
+
+@pytest.fixture
+def certificate(made: Certificate) -> Path:
+    return made.path
 
 
 def settings_of(monkeypatch: pytest.MonkeyPatch, **variables: str) -> Settings:
@@ -125,18 +128,18 @@ def test_tls_files_must_exist_and_hold_what_they_are_for(
 
 
 def test_an_encrypted_key_is_refused_never_asked_for(
-    monkeypatch: pytest.MonkeyPatch, certificate: Path, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, made: Certificate, tmp_path: Path
 ) -> None:
     """OpenSSL would ask for its password on the terminal, and a worker would wait for ever."""
     encrypted = tmp_path / "encrypted-key.pem"
     subprocess.run(
-        ["openssl", "pkey", "-in", str(certificate.with_name(KEYSTORE_FILE)), "-aes256",
+        ["openssl", "pkey", "-in", str(made.key), "-aes256",
          "-passout", "pass:secret", "-out", str(encrypted)],
         check=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     [refused] = refusal(
         monkeypatch, KAFKA_SECURITY_PROTOCOL="SSL", KAFKA_SSL_KEYFILE=str(encrypted),
-        KAFKA_SSL_CERTFILE=str(certificate),
+        KAFKA_SSL_CERTFILE=str(made.path),
     )  # fmt: skip
     assert refused.endswith("the key is encrypted: give an unencrypted (PKCS#8 or PEM) key file")
 
@@ -207,3 +210,16 @@ def comparable(options: dict[str, Any]) -> dict[str, Any]:
         for name, value in options.items()
         if value is not None
     }
+
+
+def test_a_client_certificate_is_taken_with_its_key_apart_or_in_the_same_file(
+    monkeypatch: pytest.MonkeyPatch, made: Certificate
+) -> None:
+    apart = settings_of(
+        monkeypatch, KAFKA_SECURITY_PROTOCOL="SSL", KAFKA_SSL_CERTFILE=str(made.path),
+        KAFKA_SSL_KEYFILE=str(made.key),
+    )  # fmt: skip
+    monkeypatch.delenv(f"{ENV_PREFIX}KAFKA_SSL_KEYFILE")
+    together = settings_of(monkeypatch, KAFKA_SSL_CERTFILE=str(made.keystore))
+    assert (apart.kafka_ssl_keyfile, together.kafka_ssl_keyfile) == (str(made.key), "")
+    assert tls_context(apart) is not None and tls_context(together) is not None

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from localbroker import ApacheKafkaBroker
+from localbroker.security import MUTUAL_TLS
 from streams.dev import apache_kafka
 from streams.settings import Settings
 from tests.support import (
@@ -44,9 +45,11 @@ def broker() -> Iterator[ApacheKafkaBroker]:
         yield started
 
 
-def secured(broker: ApacheKafkaBroker, protocol: str, data_dir: Path, **overrides: Any) -> Settings:
-    """Settings of a deployment of its own reaching `broker`'s `protocol` listener, with the
-    right login (unless `overrides` say otherwise) and trusting its certificate."""
+def secured(broker: ApacheKafkaBroker, listener: str, data_dir: Path, **overrides: Any) -> Settings:
+    """Settings of a deployment of its own reaching `broker`'s `listener` with the right login,
+    trusting its certificate and showing the client certificate the MUTUAL_TLS listener
+    wants, unless `overrides` say otherwise."""
+    protocol = "SSL" if listener == MUTUAL_TLS else listener
     login = (
         {
             "kafka_sasl_mechanism": "PLAIN",
@@ -57,11 +60,17 @@ def secured(broker: ApacheKafkaBroker, protocol: str, data_dir: Path, **override
         else {}
     )
     trust = {"kafka_ssl_cafile": str(broker.certificate)} if protocol.endswith("SSL") else {}
+    client = broker.client_certificate
+    shown = (
+        {"kafka_ssl_certfile": str(client.path), "kafka_ssl_keyfile": str(client.key)}
+        if listener == MUTUAL_TLS
+        else {}
+    )
     return unique_settings(
-        broker.bootstrap_of(protocol),
+        broker.bootstrap_of(listener),
         data_dir,
         kafka_security_protocol=protocol,
-        **(login | trust | overrides),
+        **(login | trust | shown | overrides),
     )
 
 
@@ -70,14 +79,14 @@ def story(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL", "SSL"])
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL", "SSL", MUTUAL_TLS])
 def test_publish_a_worker_and_rebuild_reach_a_secured_kafka(
-    broker: ApacheKafkaBroker, protocol: str, tmp_path: Path
+    broker: ApacheKafkaBroker, listener: str, tmp_path: Path
 ) -> None:
     """Every client of the commands and of the worker (Faust's consumer and producer, the
     durability and policy readers; the rebuild's admin, readers and producer) talks the
     listener's protocol: an event published is processed and acked, and rebuilt the same."""
-    settings = secured(broker, protocol, tmp_path / "data")
+    settings = secured(broker, listener, tmp_path / "data")
     published = run_command(settings, "publish", str(story(tmp_path / "story.ndjson")))
     assert published.returncode == 0, published.stderr
     assert published.stdout.startswith("published 1 event(s)")
@@ -138,4 +147,21 @@ def test_a_certificate_not_trusted_stops_a_command_naming_the_tls_handshake(
     assert line.endswith(
         "; see RUMOURMILL_KAFKA_SECURITY_PROTOCOL=SSL and RUMOURMILL_KAFKA_SSL_CAFILE"
         "; nothing published"
+    )
+
+
+def test_a_listener_wanting_a_client_certificate_refuses_a_client_without(
+    broker: ApacheKafkaBroker, tmp_path: Path
+) -> None:
+    """What makes the MUTUAL_TLS case above show that the client certificate is sent: without
+    it, the broker closes every connection (aiokafka tells no more than that)."""
+    anonymous = secured(
+        broker, MUTUAL_TLS, tmp_path / "data", kafka_ssl_certfile="", kafka_ssl_keyfile=""
+    )
+    published = run_command(anonymous, "publish", str(story(tmp_path / "story.ndjson")))
+    assert published.returncode == 1
+    assert published.stderr.splitlines()[-1] == (
+        f"Error: cannot reach Kafka at {anonymous.bootstrap}: KafkaConnectionError: Unable to"
+        f" bootstrap from [('127.0.0.1', {broker.secured_ports[MUTUAL_TLS]},"
+        " <AddressFamily.AF_INET: 2>)]; nothing published"
     )
