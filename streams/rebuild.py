@@ -64,6 +64,7 @@ from streams.topics import (
     changelog_topic,
     check_partitions,
     create_topics,
+    kafka_trouble,
     partition_counts,
     retention_warning,
     topic_settings,
@@ -142,10 +143,7 @@ async def partitions_of(bootstrap: str, topic: str, warn: Callable[[str], None])
     """The partition numbers of the events topic `topic` (none when it does not exist); its
     retention told to `warn` when it deletes events."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        await admin.start()
-    except KafkaError as error:
-        raise RebuildFailed(f"cannot reach Kafka at {bootstrap}: {error}") from None
+    await admin.start()
     try:
         if topic not in set(await admin.list_topics()):
             return []
@@ -155,6 +153,15 @@ async def partitions_of(bootstrap: str, topic: str, warn: Callable[[str], None])
         return list(range((await partition_counts(admin, [topic]))[topic]))
     finally:
         await admin.close()
+
+
+@contextlib.contextmanager
+def kafka_as_failure(bootstrap: str) -> Iterator[None]:
+    """A Kafka error of the checks before the fold, as the one line `RebuildFailed` gives."""
+    try:
+        yield
+    except KafkaError as error:
+        raise RebuildFailed(kafka_trouble(bootstrap, error)) from None
 
 
 @contextlib.contextmanager
@@ -226,18 +233,20 @@ async def rebuild(
     """Fold the events topic (as far as it reaches now) into `target`'s state and changelog;
     `warn` is told of an events topic whose retention deletes events.
 
-    Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, or Kafka
-    fails partway (or gives no events, or nothing of the judgements topic read back, for
-    `stall_seconds` while some are left): the target then holds part of a rebuild, which the
-    reason says.
+    Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, Kafka
+    cannot be reached or fails before the fold, or Kafka fails partway (or gives no events, or
+    nothing of the judgements topic read back, for `stall_seconds` while some are left): the
+    target then holds part of a rebuild, which the reason says.
     """
-    spans = await events_to_fold(live, world, warn)
-    cluster_id = await check_fresh(target, live)
-    await check_judged(target, live)
+    topic = changelog_topic(target)
+    with kafka_as_failure(live.bootstrap):
+        spans = await events_to_fold(live, world, warn)
+        await check_judged(target, live)
+    with kafka_as_failure(target.bootstrap):
+        cluster_id = await check_fresh(target, live)
+        await create_changelog(target, topic)
     on_total(sum(end - first for first, end in spans.values()))
     mill = create_app(target)
-    topic = changelog_topic(target)
-    await create_changelog(target, topic)
     began = time.perf_counter()
     folder: Folder | None = None
     try:

@@ -321,3 +321,20 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
     assert f"app id {target.app_id!r} holds part of a rebuild" in reason
     assert f"{target.app_id}-state-changelog" in reason and str(target.data_dir) in reason
     assert 0 < sum(folded) <= len(lines)
+
+
+def test_a_kafka_failing_before_the_fold_stops_the_rebuild_in_one_line(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The events topic found, then Kafka unreachable for the checks of the fresh app id: the
+    rebuild stops with the one line the command prints, not a traceback."""
+    asyncio.run(ensure_topics(settings))
+    target = settings.model_copy(
+        update={
+            "app_id": f"{settings.app_id}-rebuilt",
+            "data_dir": tmp_path / "rebuilt",
+            "broker": ("127.0.0.1:1",),
+        }
+    )
+    with pytest.raises(RebuildFailed, match=r"^cannot reach Kafka at 127\.0\.0\.1:1: "):
+        asyncio.run(rebuild_into(settings, target))
