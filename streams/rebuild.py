@@ -234,9 +234,10 @@ async def rebuild(
     `warn` is told of an events topic whose retention deletes events.
 
     Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, Kafka
-    cannot be reached or fails before the fold, or Kafka fails partway (or gives no events, or
-    nothing of the judgements topic read back, for `stall_seconds` while some are left): the
-    target then holds part of a rebuild, which the reason says.
+    cannot be reached or fails before the fold, `world` has no event in the topic (the fresh
+    changelog topic is deleted again), or Kafka fails partway (or gives no events, or nothing
+    of the judgements topic read back, for `stall_seconds` while some are left): the target
+    then holds part of a rebuild, which the reason says.
     """
     topic = changelog_topic(target)
     with kafka_as_failure(live.bootstrap):
@@ -286,6 +287,13 @@ async def rebuild(
             f"and delete this one's changelog topic {topic!r} and data dir {target.data_dir}"
         ) from None
     assert folder is not None  # the fold ran to its end
+    if world is not None and not folder.worlds:
+        with kafka_as_failure(target.bootstrap):
+            await delete_topic(target.bootstrap, topic)
+        raise RebuildFailed(
+            f"the events topic {live.topics.events!r} holds no event of world {world!r}: "
+            "nothing rebuilt"
+        )
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
     store = mill.state.data
@@ -463,6 +471,16 @@ async def create_changelog(target: Settings, topic: str) -> None:
                         )
                     ],
                 )
+    finally:
+        await admin.close()
+
+
+async def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete `topic`: the fresh changelog of a rebuild that made nothing."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
     finally:
         await admin.close()
 
