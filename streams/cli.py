@@ -80,25 +80,20 @@ def _on_kafka(
     settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
 ) -> Done:
     """Run a command's Kafka work; a Kafka that cannot be reached or fails it, or topics with
-    another partition count than the settings', end the command with one line, as `rebuild`
-    says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
-    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+    another partition count than the settings' or that the broker would not create (any
+    `TopicsUnfit`), end the command with one line, as `rebuild` says it, not a traceback.
+    `before_publishing`: nothing was sent yet, and the line says so."""
+    from aiokafka.errors import KafkaError
 
-    from streams.topics import PartitionsDisagree
+    from streams.topics import TopicsUnfit, kafka_trouble
 
     unsent = "; nothing published" if before_publishing else ""
     try:
         return asyncio.run(work)
-    except (KafkaConnectionError, KafkaTimeoutError) as error:
-        raise click.ClickException(
-            f"cannot reach Kafka at {settings.bootstrap}: {error}{unsent}"
-        ) from None
-    except KafkaError as error:  # reached, but it refused or failed what was asked
-        raise click.ClickException(
-            f"Kafka at {settings.bootstrap} failed: {error}{unsent}"
-        ) from None
-    except PartitionsDisagree as disagreeing:
-        raise click.ClickException(f"{disagreeing}{unsent}") from None
+    except KafkaError as error:
+        raise click.ClickException(f"{kafka_trouble(settings.bootstrap, error)}{unsent}") from None
+    except TopicsUnfit as unfit:
+        raise click.ClickException(f"{unfit}{unsent}") from None
 
 
 @click.group()
@@ -803,7 +798,14 @@ def rebuild_command(
 
         try:
             rebuilt = asyncio.run(
-                rebuild(live, target, world, on_total=start, advance=lambda n: bar.advance(task, n))
+                rebuild(
+                    live,
+                    target,
+                    world,
+                    on_total=start,
+                    advance=lambda n: bar.advance(task, n),
+                    warn=lambda line: click.echo(f"warning: {line}", err=True),
+                )
             )
         finally:
             if bar.live.is_started:  # one never started prints an empty line when stopped
