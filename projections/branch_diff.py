@@ -92,7 +92,7 @@ def _held(
     held = {}
     for _, raw in tx.scan(pack(MEMORIES, tenant_id, world_id, npc_id)):
         memory = DECODED.decode(raw)
-        if visible(memory, ancestry) and memory.seq <= keys.persistent_upto:
+        if visible(memory, keys, ancestry):
             held[memory.belief_id] = memory
     return held
 

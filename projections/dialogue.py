@@ -122,15 +122,19 @@ def with_real_time(
     event: Event, raw: bytes, record_timestamp_ms: int | None
 ) -> tuple[Event, bytes]:
     """A dialogue line without `occurred_at` stamped with the Kafka record's timestamp, so that
-    it keeps that time even when it waits in the deferral buffer (stored as `raw`)."""
+    it keeps that time even when it waits in the deferral buffer (stored as `raw`). The time is
+    added to the line as it was sent, which is kept whole: written anew from the event, it lost
+    what no field of ours says (a fact's `value` of null was dropped, and the stored line no
+    longer read as an event)."""
     if event.key not in DIALOGUE_TURN_KEYS or event.occurred_at is not None:
         return event, raw
     if record_timestamp_ms is None or record_timestamp_ms < 0:
         return event, raw
-    stamped = event.model_copy(
-        update={"occurred_at": datetime.fromtimestamp(record_timestamp_ms / 1000, UTC)}
-    )
-    return stamped, stamped.model_dump_json(exclude_none=True).encode()
+    occurred_at = datetime.fromtimestamp(record_timestamp_ms / 1000, UTC)
+    stamped = event.model_copy(update={"occurred_at": occurred_at})
+    sent = orjson.loads(raw)
+    sent["occurred_at"] = occurred_at.isoformat()
+    return stamped, orjson.dumps(sent)
 
 
 def _scope_prefix(
@@ -254,16 +258,19 @@ def _newest_many(
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
 LAST_MS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
-"""The last millisecond a time can be written at (the end of year 9999). A line may say it
-occurred late that year (the contract takes any time): its scope's expiry, hours later, is
-written as this rather than failing every read of the scope."""
+"""The first and last milliseconds a time can be written at (the start of year 1, the end of
+year 9999, in UTC). A line may say it occurred late in 9999, or early in year 1 east of UTC
+(the contract takes any time with an offset): its scope's expiry, hours later, or the line's
+own time in UTC, is written as the nearest of these rather than failing every read of the
+scope."""
 
 
 def _iso(at_ms: int | None) -> str | None:
     if at_ms is None:
         return None
-    moment = EPOCH + timedelta(milliseconds=min(at_ms, LAST_MS))
+    moment = EPOCH + timedelta(milliseconds=max(FIRST_MS, min(at_ms, LAST_MS)))
     return moment.isoformat().replace("+00:00", "Z")
 
 

@@ -314,10 +314,12 @@ busy character's read): every entry is some ten objects that each full garbage c
 walks, and a town stores a dozen memories an event."""
 
 
-def visible(memory: Memory, ancestry: Ancestry) -> bool:
-    """Whether a timeline with this ancestry sees the memory."""
+def visible(memory: Memory, keys: MemoryKeys, ancestry: Ancestry) -> bool:
+    """Whether a timeline with this ancestry sees the memory: a persistent one, whatever
+    timeline formed it, if formed up to `keys.persistent_upto` (a read as of a position stops
+    there, as `scopes` does; an event sees them all)."""
     if memory.persistent:
-        return True
+        return memory.seq <= keys.persistent_upto
     return any(s.timeline_id == memory.timeline_id and memory.seq <= s.upto_seq for s in ancestry)
 
 
@@ -657,13 +659,18 @@ def origin_event(
 ) -> bytes | None:
     """Where news started as a timeline sees it (JSON, as `record_origin` kept it): the first
     event on its ancestry that formed memories of it. News that never started there (a
-    persistent memory from another timeline) names the first event recorded anywhere."""
+    persistent memory from another timeline) names the earliest event recorded anywhere, up
+    to `keys.persistent_upto` as the persistent memory itself is (positions compare across
+    timelines; stored by timeline id, the first stored may be the latest)."""
     everywhere = pack(ORIGIN_EVENTS, keys.tenant_id, keys.world_id, origin)
     for segment in reversed(ancestry):  # the oldest positions first
         for key, value in tx.scan(everywhere + pack(segment.timeline_id)):
             if int.from_bytes(key[-8:], "big") <= segment.upto_seq:
                 return value
             break
-    for _, value in tx.scan(everywhere):
-        return value
-    return None
+    earliest: tuple[int, bytes] | None = None
+    for key, value in tx.scan(everywhere):
+        seq = int.from_bytes(key[-8:], "big")
+        if seq <= keys.persistent_upto and (earliest is None or seq < earliest[0]):
+            earliest = (seq, value)
+    return None if earliest is None else earliest[1]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from projections.delivery import without_bytes
 from projections.judgements import MOST_PART_BYTES, judgement_parts, position_of, record_key
 from projections.key_prefixes import (
@@ -32,6 +34,7 @@ from projections.key_prefixes import (
     OCCUPANT_HEADS,
     OCCUPANTS,
     OUTBOX,
+    PENDING,
     STATE_FORMAT,
     WAITED_ON,
     WAITING_CHILDREN,
@@ -112,6 +115,21 @@ def _judgements_in_parts(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(record_key(part), part.to_bytes()) for part in parts]
 
 
+def _facts_valued(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 9: each fact of a waiting event has its `value`. A release before stored a
+    dialogue line stamped with its record's time without the facts' null values (`value` is
+    required, null allowed), and the line no longer read as an event when its gap filled: the
+    worker stopped on it at every start. Such a fact gets its null back; anything else stays."""
+    if b'"facts"' not in value:
+        return [(key, value)]
+    event = orjson.loads(value)
+    facts = event.get("facts")
+    if not isinstance(facts, list) or all("value" in fact for fact in facts):
+        return [(key, value)]
+    event["facts"] = [fact if "value" in fact else fact | {"value": None} for fact in facts]
+    return [(key, orjson.dumps(event))]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -165,6 +183,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         (),
         _unchanged,
         head_persistent_relations,
+    ),
+    Migration(
+        9,
+        "each fact of a dialogue line waiting for an earlier seq has its value: a release before "
+        "dropped the null ones, and the line stopped the worker when its gap filled",
+        (PENDING,),
+        _facts_valued,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

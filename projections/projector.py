@@ -235,7 +235,7 @@ class _StoredMinds:
 
     def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
         memory = load_memory(self.tx, self.keys, teller, belief_id)
-        if memory is None or not visible(memory, self.ancestry):
+        if memory is None or not visible(memory, self.keys, self.ancestry):
             return None
         return as_revised(self.tx, self.keys, self.ancestry, memory)
 

@@ -50,7 +50,7 @@ def provenance(
     (as of a position, as every read may be: `timeline_view`)."""
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     memory = load_memory(tx, keys, npc_id, belief_id)
-    if memory is None or not visible(memory, ancestry):
+    if memory is None or not visible(memory, keys, ancestry):
         raise NotFound(f"{npc_id!r} holds no memory {belief_id!r} on timeline {timeline_id!r}")
     origin = origin_event(tx, keys, ancestry, memory.origin)
     return ProvenanceRead(

@@ -79,7 +79,7 @@ def rumour_map(
         raise NotFound(f"no memory {belief_id!r} in world {world_id!r}")
     timeline_id = timeline_id or named.timeline_id
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
-    if not visible(named, ancestry):
+    if not visible(named, keys, ancestry):
         raise NotFound(f"timeline {timeline_id!r} does not see memory {belief_id!r}")
     memories = _memories_of_origin(tx, keys, ancestry, named.origin)
     tellings = sorted(
@@ -136,7 +136,7 @@ def _memories_of_origin(
     for character in sorted(holders):
         for _, raw in tx.scan(pack(MEMORIES, keys.tenant_id, keys.world_id, character)):
             memory = DECODED.decode(raw)
-            if memory.origin == origin and visible(memory, ancestry):
+            if memory.origin == origin and visible(memory, keys, ancestry):
                 found.append(memory)
     return found
 

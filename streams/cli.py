@@ -80,27 +80,23 @@ def _on_kafka(
     settings: Settings, work: Coroutine[Any, Any, Done], *, before_publishing: bool = False
 ) -> Done:
     """Run a command's Kafka work; a Kafka that cannot be reached or fails it, or topics with
-    another partition count than the settings', end the command with one line, as `rebuild`
-    says it, not a traceback. `before_publishing`: nothing was sent yet, and the line says so."""
-    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+    another partition count than the settings' or that the broker would not create (any
+    `TopicsUnfit`), end the command with one line, as `rebuild` says it, not a traceback.
+    `before_publishing`: nothing was sent yet, and the line says so."""
+    from aiokafka.errors import KafkaError
 
-    from streams.kafka_clients import refusals_noted, unreachable
-    from streams.topics import PartitionsDisagree
+    from streams.kafka_clients import refusals_noted, refused_security
+    from streams.topics import TopicsUnfit, kafka_trouble
 
     unsent = "; nothing published" if before_publishing else ""
     try:
         with refusals_noted() as refusals:
             return asyncio.run(work)
-    except (KafkaConnectionError, KafkaTimeoutError) as error:
-        raise click.ClickException(
-            f"{unreachable(settings, error, refusals.last)}{unsent}"
-        ) from None
-    except KafkaError as error:  # reached, but it refused or failed what was asked
-        raise click.ClickException(
-            f"Kafka at {settings.bootstrap} failed: {error}{unsent}"
-        ) from None
-    except PartitionsDisagree as disagreeing:
-        raise click.ClickException(f"{disagreeing}{unsent}") from None
+    except KafkaError as error:  # a login or a certificate refused is said as such
+        why = refused_security(settings, refusals.last) or kafka_trouble(settings.bootstrap, error)
+        raise click.ClickException(f"{why}{unsent}") from None
+    except TopicsUnfit as unfit:
+        raise click.ClickException(f"{unfit}{unsent}") from None
 
 
 @click.group()
@@ -808,7 +804,12 @@ def rebuild_command(
             try:
                 rebuilt = asyncio.run(
                     rebuild(
-                        live, target, world, on_total=start, advance=lambda n: bar.advance(task, n)
+                        live,
+                        target,
+                        world,
+                        on_total=start,
+                        advance=lambda n: bar.advance(task, n),
+                        warn=lambda line: click.echo(f"warning: {line}", err=True),
                     )
                 )
             finally:

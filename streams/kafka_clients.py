@@ -128,12 +128,3 @@ def refused_security(settings: Settings, refusal: BaseException | None) -> str |
             f" {ENV_PREFIX}KAFKA_SSL_CAFILE"
         )
     return None
-
-
-def unreachable(settings: Settings, error: BaseException, refusal: BaseException | None) -> str:
-    """One line for a Kafka a client could not bootstrap from (`error`): why, when the brokers
-    refused the security settings (`refused_security`)."""
-    return (
-        refused_security(settings, refusal)
-        or f"cannot reach Kafka at {settings.bootstrap}: {error}"
-    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -59,7 +59,17 @@ from streams.state import (
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
-from streams.topics import PartitionsDisagree, changelog_topic, check_partitions, partition_counts
+from streams.topics import (
+    RETENTION,
+    TopicsUnfit,
+    changelog_topic,
+    check_partitions,
+    create_topics,
+    kafka_trouble,
+    partition_counts,
+    retention_warning,
+    topic_settings,
+)
 
 POLICIES_TIMEOUT = 60.0
 """How long the rebuild waits to have read the policies topic to its end."""
@@ -103,19 +113,20 @@ def fresh_app_id(live: Settings) -> str:
     return f"{live.app_id}-rebuild-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
 
 
-async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[int, int]]:
-    """Per partition of the events topic to read: (first offset, end offset) as of now.
+async def events_to_fold(
+    live: Settings, world: str | None, warn: Callable[[str], None] = lambda line: None
+) -> dict[int, tuple[int, int]]:
+    """Per partition of the events topic to read: (first offset, end offset) as of now. A
+    retention that deletes events is told to `warn`: the rebuild may start mid-history.
 
-    Raises `RebuildFailed` when Kafka cannot be reached or the topic is missing.
+    Raises `RebuildFailed` when the topic is missing or has another partition count.
     """
     topic = live.topics.events
-    partitions = await partitions_of(live, topic)
+    partitions = await partitions_of(live, topic, warn)
     if not partitions:
         raise RebuildFailed(f"topic {topic!r} does not exist on {live.bootstrap}")
-    try:
+    with unfit_as_failure():
         check_partitions({topic: len(partitions)}, live)
-    except PartitionsDisagree as disagreeing:
-        raise RebuildFailed(str(disagreeing)) from None
     if world is not None:
         partitions = [partition_of(world.encode(), live.partitions)]
     wanted = [TopicPartition(topic, number) for number in partitions]
@@ -129,19 +140,38 @@ async def events_to_fold(live: Settings, world: str | None) -> dict[int, tuple[i
     return {tp.partition: (first[tp], end[tp]) for tp in wanted}
 
 
-async def partitions_of(settings: Settings, topic: str) -> list[int]:
-    """The partition numbers of `topic` (none when it does not exist)."""
+async def partitions_of(settings: Settings, topic: str, warn: Callable[[str], None]) -> list[int]:
+    """The partition numbers of the events topic `topic` (none when it does not exist); its
+    retention told to `warn` when it deletes events."""
     admin = AIOKafkaAdminClient(**kafka_options(settings))
-    try:
-        await admin.start()
-    except KafkaError as error:
-        raise RebuildFailed(f"cannot reach Kafka at {settings.bootstrap}: {error}") from None
+    await admin.start()
     try:
         if topic not in set(await admin.list_topics()):
             return []
+        warning = retention_warning(topic, await topic_settings(admin, topic, RETENTION))
+        if warning is not None:
+            warn(warning)
         return list(range((await partition_counts(admin, [topic]))[topic]))
     finally:
         await admin.close()
+
+
+@contextlib.contextmanager
+def kafka_as_failure(bootstrap: str) -> Iterator[None]:
+    """A Kafka error of the checks before the fold, as the one line `RebuildFailed` gives."""
+    try:
+        yield
+    except KafkaError as error:
+        raise RebuildFailed(kafka_trouble(bootstrap, error)) from None
+
+
+@contextlib.contextmanager
+def unfit_as_failure() -> Iterator[None]:
+    """Topics the rebuild cannot use (`TopicsUnfit`), as the one line `RebuildFailed` gives."""
+    try:
+        yield
+    except TopicsUnfit as unfit:
+        raise RebuildFailed(str(unfit)) from None
 
 
 def check_live(live: Settings) -> None:
@@ -199,21 +229,26 @@ async def rebuild(
     on_total: Callable[[int], None] = lambda total: None,
     advance: Advance = lambda done: None,
     stall_seconds: float = STALL_SECONDS,
+    warn: Callable[[str], None] = lambda line: None,
 ) -> Rebuilt:
-    """Fold the events topic (as far as it reaches now) into `target`'s state and changelog.
+    """Fold the events topic (as far as it reaches now) into `target`'s state and changelog;
+    `warn` is told of an events topic whose retention deletes events.
 
-    Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, or Kafka
-    fails partway (or gives no events, or nothing of the judgements topic read back, for
-    `stall_seconds` while some are left): the target then holds part of a rebuild, which the
-    reason says.
+    Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, Kafka
+    cannot be reached or fails before the fold, `world` has no event in the topic (the fresh
+    changelog topic is deleted again), or Kafka fails partway (or gives no events, or nothing
+    of the judgements topic read back, for `stall_seconds` while some are left): the target
+    then holds part of a rebuild, which the reason says.
     """
-    spans = await events_to_fold(live, world)
-    cluster_id = await check_fresh(target, live)
-    await check_judged(target, live)
+    topic = changelog_topic(target)
+    with kafka_as_failure(live.bootstrap):
+        spans = await events_to_fold(live, world, warn)
+        await check_judged(target, live)
+    with kafka_as_failure(target.bootstrap):
+        cluster_id = await check_fresh(target, live)
+        await create_changelog(target, topic)
     on_total(sum(end - first for first, end in spans.values()))
     mill = create_app(target)
-    topic = changelog_topic(target)
-    await create_changelog(target, topic)
     began = time.perf_counter()
     folder: Folder | None = None
     try:
@@ -253,6 +288,13 @@ async def rebuild(
             f"and delete this one's changelog topic {topic!r} and data dir {target.data_dir}"
         ) from None
     assert folder is not None  # the fold ran to its end
+    if world is not None and not folder.worlds:
+        with kafka_as_failure(target.bootstrap):
+            await delete_topic(target, topic)
+        raise RebuildFailed(
+            f"the events topic {live.topics.events!r} holds no event of world {world!r}: "
+            "nothing rebuilt"
+        )
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
     store = mill.state.data
@@ -418,16 +460,28 @@ async def create_changelog(target: Settings, topic: str) -> None:
     await admin.start()
     try:
         if topic not in set(await admin.list_topics()):
-            await admin.create_topics(
-                [
-                    NewTopic(
-                        topic,
-                        target.partitions,
-                        target.replication,
-                        topic_configs=topic_config(target.changelog_batch_bytes),
-                    )
-                ]
-            )
+            with unfit_as_failure():
+                await create_topics(
+                    admin,
+                    [
+                        NewTopic(
+                            topic,
+                            target.partitions,
+                            target.replication,
+                            topic_configs=topic_config(target.changelog_batch_bytes),
+                        )
+                    ],
+                )
+    finally:
+        await admin.close()
+
+
+async def delete_topic(settings: Settings, topic: str) -> None:
+    """Delete `topic`: the fresh changelog of a rebuild that made nothing."""
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
     finally:
         await admin.close()
 

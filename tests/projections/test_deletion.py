@@ -25,6 +25,7 @@ from schemas.judgements import RecordedJudgement
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
+from tests.projections.recorded import Recorded
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 POLICY = resolve(
@@ -196,24 +197,6 @@ def test_a_deletion_names_the_judgements_it_removed_for_the_judgements_topic_onc
     assert judged("default", "save-2") == save_2
 
 
-class _Recorded(MemoryState):
-    """A copy of a state that records every write made to it, in order."""
-
-    def __init__(self, source: MemoryState) -> None:
-        super().__init__()
-        for key, value in source.items():
-            super().put(key, value)
-        self.writes: list[tuple[bytes, bytes | None]] = []
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.writes.append((key, value))
-        super().put(key, value)
-
-    def delete(self, key: bytes) -> None:
-        self.writes.append((key, None))
-        super().delete(key)
-
-
 def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() -> None:
     """A worker killed mid-deletion restarts with a prefix of the deletion's writes (what its
     changelog got) and is sent the deletion again: the world ends deleted, the deletion counted
@@ -224,11 +207,11 @@ def test_a_deletion_cut_short_at_any_write_and_delivered_again_ends_deleted() ->
     position = read_position(before, "default", "save-1", "main")
     message = SourceMessage("events", 0, 10_000, b"save-1", deletion("world.deleted"))
     projector = Projector(policies=lambda tenant, world: POLICY)
-    complete = _Recorded(before)
+    complete = Recorded(before)
     projector.receive(complete, message)
     assert len(complete.writes) > 10
     for cut in range(len(complete.writes)):
-        state = _Recorded(before)
+        state = Recorded(before)
         for key, value in complete.writes[:cut]:
             state.put(key, value) if value is not None else state.delete(key)
         projector.receive(state, message)

@@ -432,3 +432,47 @@ def test_a_line_said_at_the_end_of_time_is_read_with_its_expiry_at_the_last_mome
     assert texts(scope) == ["Hello there"]
     assert scope["turns"][0]["occurred_at"] == "9999-12-31T23:00:00Z"
     assert scope["expires_at"] == "9999-12-31T23:59:59.999000Z"
+
+
+def test_a_line_that_waited_for_an_earlier_seq_keeps_its_facts_of_value_null() -> None:
+    """A line without `occurred_at` waits in the deferral buffer stamped with its record's time.
+    Stored again without its null values, a fact lost its `value` (required: any JSON, null
+    too), and applying it when the gap filled failed on every redelivery: the worker stopped,
+    and every restart stopped again on the same message."""
+    talk = Talk()
+    line = {
+        "key": "loreweaver.conversation.player-said",
+        "actor": "p1",
+        "target": "npc-mara",
+        "players": ["p1"],
+        "payload": {"text": "the door is open"},
+        "facts": [{"subject": "door", "attribute": "state", "value": None}],
+        "ts": START_MS,
+    }
+    talk.send(seq=2, **line)
+    talk.send(seq=1, key="x", actor="npc-mara")
+    assert [(ack["seq"], ack["outcome"]) for ack in talk.acks] == [
+        (2, "deferred"),
+        (1, "processed"),
+        (2, "processed"),
+    ]
+    assert talk.read()["player"]["turns"][0]["occurred_at"] == "2024-05-01T12:00:00Z"
+
+
+def test_a_line_said_before_the_first_moment_in_utc_is_read_at_the_first_moment() -> None:
+    """The contract takes any time with an offset: the first moment of year 1 an hour east of
+    UTC is before it in UTC, which no time can be written as, and every read of the scope (the
+    dialogue, the decision) answered a 500 until the line was pushed out."""
+    talk = Talk()
+    talk.send(
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        payload={"text": "Long ago"},
+        occurred_at="0001-01-01T00:00:00+01:00",
+    )
+    first_ms = int(datetime(1, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    scope = talk.read(minute=(first_ms - START_MS) / MINUTE_MS)["player"]
+    assert texts(scope) == ["Long ago"]
+    assert scope["turns"][0]["occurred_at"] == "0001-01-01T00:00:00Z"

@@ -19,6 +19,7 @@ from projections.key_prefixes import (
     KEY_SPACES,
     NEWS_HEADS,
     OUTBOX,
+    PENDING,
     PERSISTENT_RELATIONS,
     WAITED_ON,
     Role,
@@ -359,3 +360,35 @@ def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_k
     assert upgrade(earlier) == Upgrade(5, current_format(), 1)
     assert list(earlier.items()) == list(state.items())
     assert upgrade(earlier) == Upgrade(current_format(), current_format(), 0)
+
+
+def test_a_waiting_line_whose_null_facts_were_dropped_is_applied_after_the_upgrade() -> None:
+    """Format 9: a release before stored a dialogue line that waited for an earlier seq without
+    its facts' null values, and stopped when the gap filled (the line no longer read as an
+    event), at every start. Upgraded, the line is applied when the gap fills."""
+    projector = Projector()
+    state = MemoryState()
+    upgrade(state)
+    line = {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "seq": 2,
+        "key": "loreweaver.conversation.player-said",
+        "actor": "p1",
+        "target": "npc-mara",
+        "players": ["p1"],
+        "payload": {"text": "the door is open"},
+        "facts": [{"subject": "door", "attribute": "state", "value": None}],
+    }
+    waiting = SourceMessage("events", 0, 0, b"save-1", orjson.dumps(line), 1_700_000_000_000)
+    assert [ack.outcome.value for ack in projector.receive(state, waiting).acks] == ["deferred"]
+    [(key, stored)] = list(state.scan(pack(PENDING)))
+    as_dropped = orjson.loads(stored)
+    as_dropped["facts"] = [{"subject": "door", "attribute": "state"}]
+    state.put(key, orjson.dumps(as_dropped))
+    state.put(FORMAT_KEY, b"8")
+
+    assert upgrade(state) == Upgrade(8, current_format(), 1)
+    first = orjson.dumps(line | {"seq": 1, "key": "x", "facts": []})
+    acks = projector.receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
+    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]

@@ -18,6 +18,7 @@ from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
+from tests.projections.recorded import Recorded
 from tests.reads import answer
 
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
@@ -33,24 +34,6 @@ PROJECTOR = Projector(
     )
 )
 """Rumours spread, and the tavern's characters keep all their memories for the whole world."""
-
-
-class Recorded(MemoryState):
-    """A copy of a state that records every write made to it, in order."""
-
-    def __init__(self, source: MemoryState) -> None:
-        super().__init__()
-        for key, value in source.items():
-            super().put(key, value)
-        self.writes: list[tuple[bytes, bytes | None]] = []
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.writes.append((key, value))
-        super().put(key, value)
-
-    def delete(self, key: bytes) -> None:
-        self.writes.append((key, None))
-        super().delete(key)
 
 
 def projected(state: MemoryState) -> dict[bytes, bytes]:

@@ -9,6 +9,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from tests.support import (
     read_topic,
     send_events,
     settings_env,
+    topics_on,
     unique_settings,
 )
 
@@ -319,3 +321,43 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
     assert f"app id {target.app_id!r} holds part of a rebuild" in reason
     assert f"{target.app_id}-state-changelog" in reason and str(target.data_dir) in reason
     assert 0 < sum(folded) <= len(lines)
+
+
+def test_a_kafka_failing_before_the_fold_stops_the_rebuild_in_one_line(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The events topic found, then Kafka unreachable for the checks of the fresh app id: the
+    rebuild stops with the one line the command prints, not a traceback."""
+    asyncio.run(ensure_topics(settings))
+    target = settings.model_copy(
+        update={
+            "app_id": f"{settings.app_id}-rebuilt",
+            "data_dir": tmp_path / "rebuilt",
+            "broker": ("127.0.0.1:1",),
+        }
+    )
+    with pytest.raises(RebuildFailed, match=r"^cannot reach Kafka at 127\.0\.0\.1:1: "):
+        asyncio.run(rebuild_into(settings, target))
+
+
+def test_a_rebuild_of_a_world_the_events_never_name_stops_and_leaves_no_changelog(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`--world` misspelt: the rebuild stops saying nothing was rebuilt (the command exits 1),
+    and deletes the changelog topic it made for the fresh app id."""
+    asyncio.run(ensure_topics(settings))
+    send_events(settings, [event("tavern", 1)])
+    target = settings.model_copy(
+        update={"app_id": f"{settings.app_id}-typo", "data_dir": tmp_path / "typo"}
+    )
+    with pytest.raises(RebuildFailed) as failed:
+        asyncio.run(rebuild_into(settings, target, "taverm"))
+    assert str(failed.value) == (
+        f"the events topic {settings.topics.events!r} holds no event of world 'taverm': "
+        "nothing rebuilt"
+    )
+    deadline = time.monotonic() + 30
+    while changelog_topic(target) in topics_on(settings) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert changelog_topic(target) not in topics_on(settings)
+    assert not target.data_dir.exists() or not any(target.data_dir.iterdir())

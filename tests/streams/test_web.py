@@ -177,6 +177,30 @@ def test_provenance_is_read_as_of_a_position_as_every_read_is() -> None:
     ]
 
 
+def test_a_persistent_memory_formed_later_is_not_served_as_of_an_earlier_position() -> None:
+    """Mara keeps her memories for the whole world; the locket she is given on the reload at 3
+    is not in her mind on main as of 2, so neither its provenance nor its rumour's map is
+    served there (both were, 200); as of main's 3 it is hers."""
+    policy = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    state = replay_lines(TAVERN.splitlines(), Projector(policies=lambda t, w: policy)).state
+    [locket] = [
+        belief
+        for belief in runtime_read(state, "default", "save-1", "reload", "npc-mara").recollections
+        if "item-locket" in belief.content
+    ]
+    on_main = "world_instance_id=save-1&timeline_id=main&as_of_seq="
+    origin = f"/v2/memory/runtime/npcs/npc-mara/beliefs/{locket.belief_id}/provenance?{on_main}"
+    drawn = f"/v2/memory/worlds/save-1/rumours/{locket.belief_id}.svg?{on_main}"
+    as_of_2 = runtime_read(state, "default", "save-1", "main", "npc-mara", 2)
+    assert locket.belief_id not in {belief.belief_id for belief in as_of_2.recollections}
+    answers = serve(MemoryReads(state), (origin + "2", {}), (drawn + "2", {}), (origin + "3", {}))
+    assert answers[:2] == [
+        (404, {"detail": f"'npc-mara' holds no memory {locket.belief_id!r} on timeline 'main'"}),
+        (404, {"detail": f"timeline 'main' does not see memory {locket.belief_id!r}"}),
+    ]
+    assert answers[2][0] == 200
+
+
 def test_recall_serves_what_the_projector_and_index_find() -> None:
     expected = recall(
         STATE,

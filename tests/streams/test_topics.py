@@ -1,0 +1,134 @@
+"""Rumourmill's topics on a real Apache Kafka broker: made as the settings say (the events
+topic keeping every event), or the worker and the commands stop in one line saying why not."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from streams.changelog import topic_config
+from streams.rebuild import events_to_fold
+from streams.settings import Settings
+from streams.topics import changelog_topic, ensure_topics
+from tests.support import (
+    WorkerProcess,
+    create_topic,
+    event,
+    run_command,
+    topics_on,
+    unique_settings,
+)
+
+pytestmark = pytest.mark.integration
+
+WEEK_MS = 7 * 86_400_000
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    return unique_settings(kafka_bootstrap, tmp_path / "data", log_format="json")
+
+
+def configs_of(settings: Settings, topic: str, names: Iterable[str]) -> dict[str, str]:
+    """The broker's values of `topic`'s configs `names`."""
+
+    async def described() -> dict[str, str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            [response] = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(names))]
+            )
+        finally:
+            await admin.close()
+        entries = response.to_object()["resources"][0]["config_entries"]
+        return {entry["config_names"]: entry["config_value"] for entry in entries}
+
+    return asyncio.run(described())
+
+
+def test_the_events_topic_is_made_to_keep_every_event(settings: Settings) -> None:
+    """The events are the only input, every projection rebuilt from them: a stock broker's
+    retention (7 days) would delete them, and a rebuild would start mid-history."""
+    asyncio.run(ensure_topics(settings))
+    assert configs_of(settings, settings.topics.events, ["retention.ms", "retention.bytes"]) == {
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+    }
+    acks = configs_of(settings, settings.topics.acks, ["retention.ms"])
+    assert acks == {"retention.ms": str(WEEK_MS)}  # the others keep the broker's
+
+
+def test_an_events_topic_that_deletes_events_is_warned_of_by_a_worker_and_a_rebuild(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A studio may keep a week of events on purpose: the worker runs, but its log says, once,
+    what that costs; a rebuild says it too."""
+    create_topic(
+        settings, settings.topics.events, settings.partitions, {"retention.ms": str(WEEK_MS)}
+    )
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    worker.stop()
+    warnings = [
+        record
+        for record in map(orjson.loads, worker.log_path.read_bytes().splitlines())
+        if "keeps events for at most" in record["message"]
+    ]
+    expected = (
+        f"the events topic {settings.topics.events!r} keeps events for at most 7 day(s) "
+        f"(retention.ms={WEEK_MS}): once Kafka deletes the first, `rumourmill rebuild` and any "
+        "replay of the whole topic start mid-history and make other state than the workers "
+        "hold; set its retention.ms and retention.bytes to -1 to keep every event"
+    )
+    assert [(record["level"], record["message"]) for record in warnings] == [("warning", expected)]
+    told: list[str] = []
+    asyncio.run(events_to_fold(settings, None, told.append))
+    assert told == [expected]
+
+
+def test_topics_the_broker_will_not_create_stop_a_publish_and_a_worker_saying_why(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """RUMOURMILL_REPLICATION=3 with one broker: the broker refuses every topic, and says so in
+    its answer rather than raising; a publish went on to send to a topic that did not exist."""
+    replicated = settings.model_copy(update={"replication": 3})
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(orjson.dumps(event("w", 1)) + b"\n")
+    published = run_command(replicated, "publish", str(story))
+    assert published.returncode == 1, published.stdout
+    line = published.stderr.splitlines()[-1]
+    topics = settings.topics
+    named = (topics.events, topics.acks, topics.deadletter, topics.changes, topics.judgements)
+    refused = f"Error: the broker refused to create topic {', '.join(map(repr, named))}, "
+    assert line.startswith(f"{refused}{topics.policies!r}: "), line
+    assert "replication factor of 3 cannot be reached because only 1 broker(s)" in line
+    assert line.endswith("; nothing published")
+    worker = run_command(replicated, "worker")
+    assert worker.returncode == 1
+    assert worker.stderr.splitlines()[-1] == line.removesuffix("; nothing published")
+    assert settings.topics.events not in topics_on(settings)
+
+
+def test_a_changelog_made_for_smaller_batches_stops_a_worker_naming_the_setting(
+    settings: Settings,
+) -> None:
+    """The changelog was made while RUMOURMILL_CHANGELOG_BATCH_BYTES was 100000, and the setting
+    raised since: the broker would refuse the larger batches, and the worker stop on each at
+    every restart. It stops before it starts, saying how to raise the topic's limit."""
+    create_topic(settings, changelog_topic(settings), settings.partitions, topic_config(100_000))
+    worker = run_command(settings, "worker")
+    assert worker.returncode == 1
+    topic = changelog_topic(settings)
+    assert worker.stderr.splitlines()[-1] == (
+        f"Error: the state changelog {topic!r} takes messages of at most 165536 bytes "
+        "(max.message.bytes), RUMOURMILL_CHANGELOG_BATCH_BYTES=1000000 needs 1065536: raise it "
+        f"with `kafka-configs.sh --bootstrap-server {settings.bootstrap} --alter --entity-type "
+        f"topics --entity-name {topic} --add-config max.message.bytes=1065536`, or lower the "
+        "setting"
+    )
