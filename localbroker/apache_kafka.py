@@ -12,7 +12,12 @@ from localbroker.kafka_jars import DEFAULT_KAFKA_CACHE, DEFAULT_KAFKA_VERSION, f
 from localbroker.kraft import LOG4J2, cluster_id, server_properties
 from localbroker.network import HOST, free_port
 from localbroker.process import BrokerStartError, LocalBroker
-from localbroker.security import Certificate, secured_ports, secured_properties
+from localbroker.security import (
+    Certificate,
+    scram_credentials,
+    secured_ports,
+    secured_properties,
+)
 
 
 def find_java() -> str:
@@ -70,10 +75,11 @@ class ApacheKafkaBroker(LocalBroker):
         sasl_users: Mapping[str, str] | None = None,
         tls: bool = False,
     ) -> None:
-        """`sasl_users` (user: password) adds a SASL_PLAINTEXT listener taking their PLAIN
-        logins; `tls`, an SSL listener with a self-signed certificate (`certificate`) and a
-        MUTUAL_TLS one taking only clients showing `client_certificate`; both, a SASL_SSL one
-        too. Each has a port of its own (`bootstrap_of`)."""
+        """`sasl_users` (user: password) adds a SASL_PLAINTEXT listener taking their PLAIN,
+        SCRAM-SHA-256 and SCRAM-SHA-512 logins; `tls`, an SSL listener with a self-signed
+        certificate (`certificate`) and a MUTUAL_TLS one taking only clients showing
+        `client_certificate`; both, a SASL_SSL one too. Each has a port of its own
+        (`bootstrap_of`)."""
         super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self.version = version
         self.cache = cache
@@ -135,6 +141,7 @@ class ApacheKafkaBroker(LocalBroker):
         fmt = [
             *self._java_prefix(), "kafka.tools.StorageTool", "format",
             "-t", cluster_id(), "-c", str(self.workdir / "server.properties"),
+            *scram_credentials(self.sasl_users),
         ]  # fmt: skip
         result = subprocess.run(
             fmt, capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL

@@ -19,6 +19,8 @@ from localbroker.network import HOST, free_port
 from localbroker.process import BrokerStartError
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MUTUAL_TLS = "MUTUAL_TLS"
 """The listener of protocol SSL that requires a client certificate."""
 
@@ -62,6 +64,17 @@ def secured_ports(sasl_users: Mapping[str, str], tls: bool) -> dict[str, int]:
     return {listener: free_port() for listener in listeners}
 
 
+def scram_credentials(sasl_users: Mapping[str, str]) -> list[str]:
+    """The `kafka-storage format` arguments that store each user's SCRAM credentials of both
+    mechanisms (KRaft keeps them in its metadata, written at format)."""
+    return [
+        argument
+        for user, password in sasl_users.items()
+        for mechanism in SCRAM_MECHANISMS
+        for argument in ("--add-scram", f"{mechanism}=[name={user},password={password}]")
+    ]
+
+
 def jaas_text(text: str) -> str:
     """`text` as a quoted JAAS option value."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -96,10 +109,13 @@ def secured_properties(
     logins = " ".join(f"user_{user}={jaas_text(password)}" for user, password in sasl_users.items())
     for name in secured:
         if name.startswith("SASL_"):
-            properties["sasl.enabled.mechanisms"] = "PLAIN"
-            properties[f"listener.name.{name.lower()}.plain.sasl.jaas.config"] = (
-                f"{PLAIN_LOGIN} required {logins};"
-            )
+            listener = f"listener.name.{name.lower()}"
+            properties["sasl.enabled.mechanisms"] = ",".join(["PLAIN", *SCRAM_MECHANISMS])
+            properties[f"{listener}.plain.sasl.jaas.config"] = f"{PLAIN_LOGIN} required {logins};"
+            for mechanism in SCRAM_MECHANISMS:
+                properties[f"{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
+                    f"{SCRAM_LOGIN} required;"
+                )
     if certificates is not None:
         broker, client = certificates
         mutual = f"listener.name.{MUTUAL_TLS.lower()}"

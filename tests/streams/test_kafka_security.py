@@ -1,7 +1,7 @@
 """A Kafka that wants TLS or a SASL login, as managed services do: the worker and the commands
-reach it with the security settings, on a real Apache Kafka with SASL_PLAINTEXT, SSL and
-SASL_SSL listeners (PLAIN logins, a self-signed certificate); wrong credentials or a certificate
-not trusted end a command with one line saying why, nothing sent."""
+reach it with the security settings, on a real Apache Kafka with SASL_PLAINTEXT, SSL, SASL_SSL
+and mutual TLS listeners (PLAIN and SCRAM logins, self-signed certificates); wrong credentials
+or a certificate not trusted end a command with one line saying why, nothing sent."""
 
 from __future__ import annotations
 
@@ -45,14 +45,20 @@ def broker() -> Iterator[ApacheKafkaBroker]:
         yield started
 
 
-def secured(broker: ApacheKafkaBroker, listener: str, data_dir: Path, **overrides: Any) -> Settings:
-    """Settings of a deployment of its own reaching `broker`'s `listener` with the right login,
-    trusting its certificate and showing the client certificate the MUTUAL_TLS listener
-    wants, unless `overrides` say otherwise."""
+def secured(
+    broker: ApacheKafkaBroker,
+    listener: str,
+    data_dir: Path,
+    mechanism: str = "PLAIN",
+    **overrides: Any,
+) -> Settings:
+    """Settings of a deployment of its own reaching `broker`'s `listener` with the right login
+    (of `mechanism`), trusting its certificate and showing the client certificate the
+    MUTUAL_TLS listener wants, unless `overrides` say otherwise."""
     protocol = "SSL" if listener == MUTUAL_TLS else listener
     login = (
         {
-            "kafka_sasl_mechanism": "PLAIN",
+            "kafka_sasl_mechanism": mechanism,
             "kafka_sasl_username": USER,
             "kafka_sasl_password": PASSWORD,
         }
@@ -79,14 +85,23 @@ def story(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL", "SSL", MUTUAL_TLS])
+@pytest.mark.parametrize(
+    ("listener", "mechanism"),
+    [
+        ("SASL_PLAINTEXT", "PLAIN"),
+        ("SASL_SSL", "PLAIN"),  # Confluent Cloud's, Event Hubs'
+        ("SASL_SSL", "SCRAM-SHA-512"),  # MSK's, Aiven's
+        ("SSL", ""),
+        (MUTUAL_TLS, ""),
+    ],
+)
 def test_publish_a_worker_and_rebuild_reach_a_secured_kafka(
-    broker: ApacheKafkaBroker, listener: str, tmp_path: Path
+    broker: ApacheKafkaBroker, listener: str, mechanism: str, tmp_path: Path
 ) -> None:
     """Every client of the commands and of the worker (Faust's consumer and producer, the
     durability and policy readers; the rebuild's admin, readers and producer) talks the
     listener's protocol: an event published is processed and acked, and rebuilt the same."""
-    settings = secured(broker, listener, tmp_path / "data")
+    settings = secured(broker, listener, tmp_path / "data", mechanism)
     published = run_command(settings, "publish", str(story(tmp_path / "story.ndjson")))
     assert published.returncode == 0, published.stderr
     assert published.stdout.startswith("published 1 event(s)")
@@ -102,13 +117,17 @@ def test_publish_a_worker_and_rebuild_reach_a_secured_kafka(
     assert PASSWORD not in worker.log_path.read_text()
 
 
-@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize(
+    ("protocol", "mechanism"), [("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")]
+)
 def test_a_wrong_password_stops_a_command_and_a_worker_naming_authentication(
-    broker: ApacheKafkaBroker, protocol: str, tmp_path: Path
+    broker: ApacheKafkaBroker, protocol: str, mechanism: str, tmp_path: Path
 ) -> None:
     """One line, naming authentication and the settings, never the password; nothing sent
     (the publish made no topic)."""
-    wrong = secured(broker, protocol, tmp_path / "data", kafka_sasl_password="not it")
+    wrong = secured(
+        broker, protocol, tmp_path / "data", mechanism, kafka_sasl_password="wrong-s3cret"
+    )
     published = run_command(wrong, "publish", str(story(tmp_path / "story.ndjson")))
     worker = run_command(wrong, "worker")
     live = WorkerProcess(secured(broker, protocol, tmp_path / "live"), tmp_path / "live.log")
@@ -120,10 +139,11 @@ def test_a_wrong_password_stops_a_command_and_a_worker_naming_authentication(
     assert rebuilt.stderr.splitlines()[-1].startswith("Error: rebuild: authentication failed")
     for refused in (published, worker):
         assert refused.returncode == 1
-        assert "Traceback" not in refused.stderr and "not it" not in refused.stderr
+        assert "Traceback" not in refused.stderr and "wrong-s3cret" not in refused.stderr
         assert refused.stderr.splitlines()[-1].startswith(
             f"Error: authentication failed: Kafka at {wrong.bootstrap} refused the SASL login"
-            f" (RUMOURMILL_KAFKA_SASL_MECHANISM=PLAIN, RUMOURMILL_KAFKA_SASL_USERNAME='{USER}'"
+            f" (RUMOURMILL_KAFKA_SASL_MECHANISM={wrong.kafka_sasl_mechanism},"
+            f" RUMOURMILL_KAFKA_SASL_USERNAME='{USER}'"
             " and RUMOURMILL_KAFKA_SASL_PASSWORD): [Error 58] SaslAuthenticationFailed"
         ), refused.stderr
     assert published.stderr.splitlines()[-1].endswith("; nothing published")
