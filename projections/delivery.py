@@ -18,17 +18,19 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
 from schemas.changes import ChangeRecords, as_records
-from schemas.events import Contract
+from schemas.events import Contract, Seq
 from schemas.records import OutboxRecord
 
 _ACK_FIELDS = Ack.__pydantic_serializer__.to_python
@@ -259,6 +261,10 @@ def dead_letter(message: SourceMessage, reason: str, kept_bytes: int | None = No
     )
 
 
+SEQ = TypeAdapter(Seq, config=ConfigDict(strict=True))
+"""A seq as the contract reads one: `3` and `3.0` alike, never `true` or `"3"`."""
+
+
 def identity_of(value: bytes) -> dict[str, Any]:
     """The identity fields a message names correctly, even when the rest of it is broken."""
     identity: dict[str, Any] = dict.fromkeys(
@@ -274,9 +280,8 @@ def identity_of(value: bytes) -> dict[str, Any]:
         candidate = document.get(name)
         if isinstance(candidate, str) and 1 <= len(candidate) <= 128:
             identity[name] = candidate
-    seq = document.get("seq")
-    if isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq < 2**63:
-        identity["seq"] = seq
+    with suppress(ValidationError):
+        identity["seq"] = SEQ.validate_python(document.get("seq"))
     if identity["world_instance_id"] is not None and identity["tenant_id"] is None:
         identity["tenant_id"] = "default"
     return identity

@@ -19,9 +19,11 @@ a rewrite must give a record already in its new form back unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
 import orjson
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from projections.delivery import without_bytes
 from projections.judgements import MOST_PART_BYTES, judgement_parts, position_of, record_key
@@ -43,6 +45,7 @@ from projections.keys import pack, unpack
 from projections.relations import head_persistent_relations
 from projections.state import StateTransaction
 from projections.versions import head_value
+from schemas.events import DATE_TIME_PATTERN
 from schemas.judgements import EventJudgements
 from schemas.records import OutboxRecord
 
@@ -130,6 +133,30 @@ def _facts_valued(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(key, orjson.dumps(event))]
 
 
+_DATETIME_AS_ONCE_READ = TypeAdapter(AwareDatetime)
+"""A date-time as a release before format 10 took one: any that pydantic's parser reads."""
+
+
+def _times_as_the_contract_writes(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 10: a waiting event's `occurred_at` and `game_time` in the forms the contract now
+    takes. A release before took any date-time pydantic reads (`2024-05-01 21:05Z`, a unix time
+    as text) and a `game_time` with a final line break: such an event, no longer read as one,
+    would stop the worker when its gap filled. The time is written as the moment it named
+    (RFC 3339), the line break dropped; anything else stays."""
+    event = orjson.loads(value)
+    if not isinstance(event, dict):
+        return [(key, value)]
+    rewritten = dict(event)
+    occurred_at, game_time = event.get("occurred_at"), event.get("game_time")
+    if isinstance(occurred_at, str) and DATE_TIME_PATTERN.fullmatch(occurred_at) is None:
+        with suppress(ValidationError):
+            moment = _DATETIME_AS_ONCE_READ.validate_strings(occurred_at)
+            rewritten["occurred_at"] = moment.isoformat()
+    if isinstance(game_time, str) and game_time.endswith("\n"):
+        rewritten["game_time"] = game_time.removesuffix("\n")
+    return [(key, value if rewritten == event else orjson.dumps(rewritten))]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -190,6 +217,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "dropped the null ones, and the line stopped the worker when its gap filled",
         (PENDING,),
         _facts_valued,
+    ),
+    Migration(
+        10,
+        "the real time and story time of an event waiting for an earlier seq in the forms the "
+        "contract now takes (RFC 3339 with an offset; no final line break): a release before "
+        "took others, which no longer read as an event when the gap filled",
+        (PENDING,),
+        _times_as_the_contract_writes,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

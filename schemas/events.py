@@ -12,6 +12,8 @@ no validator of our own that a schema validator could not repeat.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -22,10 +24,15 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     StringConstraints,
     Tag,
+    TypeAdapter,
     WithJsonSchema,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
 MAX_SEQ = 2**63 - 1
@@ -62,12 +69,80 @@ exported schema keeps them."""
 
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), AsInteger]
 
-GAME_TIME_PATTERN = re.compile(r"^day ([0-9]{1,6}), ([01][0-9]|2[0-3]):([0-5][0-9])$")
-"""Story time, `"day D, HH:MM"`. Compiled, so pydantic checks it with Python's `re` as
-`story_minutes` reads it, and as Python's `jsonschema` checks the exported pattern; in an
-ECMA-262 engine `$` also refuses a trailing newline, which Python's lets through."""
 
-GameTime = Annotated[str, StringConstraints(pattern=GAME_TIME_PATTERN)]
+@dataclass(frozen=True)
+class WholeMatch:
+    """A string that `pattern` (anchored `^...$`) matches whole, alike in pydantic and in every
+    JSON Schema validator. Python's `$` also matches before a final line break, ECMA-262's does
+    not: pydantic matches the whole string, and the exported schema refuses any line break
+    (`not`), which Python's `jsonschema`, searching with Python's `re`, would let through."""
+
+    pattern: re.Pattern[str]
+    expected: str
+    """What a string must be, for the error: `should be {expected}`."""
+    read: Callable[[str], object] = str
+    """What a matching string is taken for. The check comes first, so the type's own validation
+    is given a Python value, not JSON: a strict `datetime` takes no string then, and is given
+    one read here as pydantic reads a JSON string (`TypeAdapter.validate_strings`)."""
+
+    def _check(self, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if self.pattern.fullmatch(value) is None:
+            raise PydanticCustomError(
+                "string_pattern_mismatch",
+                "String should be {expected}",
+                {"expected": self.expected},
+            )
+        return self.read(value)
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        exported = handler(schema)
+        exported["pattern"] = self.pattern.pattern
+        exported["not"] = {"pattern": r"\n"}
+        return exported
+
+
+GAME_TIME_PATTERN = re.compile(r"^day ([0-9]{1,6}), ([01][0-9]|2[0-3]):([0-5][0-9])$")
+"""Story time, `"day D, HH:MM"`."""
+
+GameTime = Annotated[
+    str, WholeMatch(GAME_TIME_PATTERN, "story time 'day D, HH:MM' (such as 'day 1, 21:05')")
+]
+
+_YEAR = "(?:000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+_LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_MONTH_AND_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+DATE_TIME_PATTERN = re.compile(
+    f"^(?:{_YEAR}-{_MONTH_AND_DAY}|{_LEAP_YEAR}-02-29)"
+    "[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?"
+    "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+"""An RFC 3339 date-time with its offset (`Z` or `+HH:MM`), on a day the calendar has (February
+29 in leap years alone), in years 1 to 9999: what Python's `datetime` holds. A leap second
+(`23:59:60`), which RFC 3339 allows, is refused: `datetime` cannot hold it. As a pattern, not as
+`format: date-time` alone, which draft 2020-12 makes an annotation most validators do not check."""
+
+RealTime = Annotated[
+    AwareDatetime,
+    WholeMatch(
+        DATE_TIME_PATTERN,
+        "an RFC 3339 date-time with Z or an offset (such as '2024-05-01T21:05:00Z'; "
+        "no leap second)",
+        TypeAdapter(AwareDatetime).validate_strings,
+    ),
+]
 
 SMALLEST_NUMBER, LARGEST_NUMBER = -(2**63), 2**64 - 1
 """What an integral number in a payload or a fact may be (JSON Schema's `integer`: `5` and
@@ -124,7 +199,7 @@ class Contract(BaseModel):
 @lru_cache(maxsize=1 << 12)
 def story_minutes(game_time: str) -> int:
     """Minutes of story time since day 0, 00:00, for a `"day D, HH:MM"` string."""
-    match = GAME_TIME_PATTERN.match(game_time)
+    match = GAME_TIME_PATTERN.fullmatch(game_time)
     if match is None:
         raise ValueError(f"game_time must read 'day D, HH:MM', got {game_time!r}")
     day, hour, minute = (int(part) for part in match.groups())
@@ -184,7 +259,7 @@ class Event(Contract):
         default_factory=dict, json_schema_extra=_names_checked
     )
     branch: Branch | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: RealTime | None = None
     """When it happened in real time (ISO 8601 with a zone); dialogue turns expire by it."""
 
     @property

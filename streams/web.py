@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -254,6 +254,10 @@ class PrometheusMetrics(ReadsView):
 class WorldRead(ReadsView):
     """A read of one world: authenticated, validated, then served here or by its owner."""
 
+    without_as_of: ClassVar[str | None] = None
+    """Why the read takes no `as_of_seq`, for the 400 that refuses it (ignored, the client
+    asking for the past would get the present); None for a read made as of a position."""
+
     async def get(self, request: Request, **params: str) -> Response:
         started = time.perf_counter()
         try:
@@ -271,6 +275,11 @@ class WorldRead(ReadsView):
             world = self.world_of(request, params)
             for name, value in params.items():
                 check_identifier(name, value)
+            if self.without_as_of is not None and "as_of_seq" in request.query:
+                raise HTTPProblem(
+                    400,
+                    f"query parameter 'as_of_seq' is not taken by this read: {self.without_as_of}",
+                )
             forwarded = await self.reads.owner_answer(world, self.web, request)
             if forwarded is not None:
                 return forwarded
@@ -358,6 +367,8 @@ def wall_clock_ms() -> int:
 class Decision(WorldRead):
     """What a decision model may be given when a character answers an event (section 10),
     with the player scope's recent turns judged for expiry against the wall clock."""
+
+    without_as_of = "it reads as of 'after_seq', the event answered"
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
@@ -521,8 +532,13 @@ class BranchDiffRead(WorldRead):
         )
 
 
+ANSWERS_NOW = "it answers as the state stands now"
+
+
 class Timeline(WorldRead):
     """Positions and branch point of one timeline."""
+
+    without_as_of = ANSWERS_NOW
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = params["timeline_id"]
@@ -534,6 +550,8 @@ class Timeline(WorldRead):
 
 class Digest(WorldRead):
     """The state digest of one world: equal digests, equal projections."""
+
+    without_as_of = ANSWERS_NOW
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         return {

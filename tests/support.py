@@ -296,3 +296,14 @@ def samples_of(text: str) -> Samples:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def stopped_saying(result: subprocess.CompletedProcess[str]) -> str:
+    """The line a command stopped with, as click prints it (`Error: ...`): a worker logging
+    JSON says it as the message of its last line, a critical one."""
+    last = result.stderr.splitlines()[-1]
+    if not last.startswith("{"):
+        return last
+    entry = orjson.loads(last)
+    assert entry["level"] == "critical", last
+    return f"Error: {entry['message']}"

@@ -392,3 +392,38 @@ def test_a_waiting_line_whose_null_facts_were_dropped_is_applied_after_the_upgra
     first = orjson.dumps(line | {"seq": 1, "key": "x", "facts": []})
     acks = projector.receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
     assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
+
+
+def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_the_upgrade() -> None:
+    """Format 10: a release before took any date-time pydantic reads and a story time with a
+    final line break; an event so written, waiting for an earlier seq, no longer reads as an
+    event. Upgraded, it waits with the same moment in RFC 3339, and is applied when the gap
+    fills."""
+    projector = Projector()
+    state = MemoryState()
+    upgrade(state)
+    line = {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "seq": 2,
+        "key": "loreweaver.conversation.player-said",
+        "actor": "p1",
+        "target": "npc-mara",
+        "players": ["p1"],
+        "payload": {"text": "the door is open"},
+        "game_time": "day 1, 21:05",
+        "occurred_at": "2024-05-01T21:05:00Z",
+    }
+    waiting = SourceMessage("events", 0, 0, b"save-1", orjson.dumps(line))
+    assert [ack.outcome.value for ack in projector.receive(state, waiting).acks] == ["deferred"]
+    [(key, _)] = list(state.scan(pack(PENDING)))
+    as_once_taken = line | {"occurred_at": "2024-05-01 23:05+02:00", "game_time": "day 1, 21:05\n"}
+    state.put(key, orjson.dumps(as_once_taken))
+    state.put(FORMAT_KEY, b"9")
+
+    assert upgrade(state) == Upgrade(9, current_format(), 1)
+    [(_, stored)] = list(state.scan(pack(PENDING)))
+    assert orjson.loads(stored) == line | {"occurred_at": "2024-05-01T23:05:00+02:00"}
+    first = orjson.dumps(line | {"seq": 1, "key": "x"})
+    acks = projector.receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
+    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]

@@ -227,6 +227,34 @@ def test_an_event_not_keyed_by_its_world_is_rejected_and_dead_lettered(
     assert feed.send(event(1), offset=1) == [("main", 1, "processed", 1)]  # keyed right
 
 
+@pytest.mark.parametrize(
+    ("key", "raw", "seq"),
+    [
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": 3.0}', 3),
+        (
+            b"save-2",
+            b'{"world_instance_id": "w", "timeline_id": "main", "seq": 3.0, "key": "k"}',
+            3,
+        ),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": 3e0}', 3),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": 3.5}', None),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": true}', None),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": "3"}', None),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": 0.0}', None),
+        (b"w", b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1e300}', None),
+    ],
+)
+def test_a_refused_event_is_acked_with_its_seq_as_the_contract_reads_it(
+    key: bytes, raw: bytes, seq: int | None
+) -> None:
+    """The contract takes `3.0` for the seq 3: a refused event (invalid, or keyed by another
+    world) written so is acked with seq 3, not null, so that its producer can match the ack.
+    What the contract takes for no seq is acked null."""
+    feed = Feed()
+    [refused] = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, key, raw)).acks
+    assert (refused.timeline_id, refused.seq, refused.outcome.value) == ("main", seq, "rejected")
+
+
 def test_the_replay_and_the_publisher_key_an_event_by_its_world() -> None:
     assert world_key(event(1)) == b"w"
     assert world_key(b'{"world_instance_id": "save-1", "seq": "broken"}') == b"save-1"

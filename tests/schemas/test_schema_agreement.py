@@ -2,14 +2,21 @@
 
 A producer in another language validates with the exported schema only. So each sample below
 is judged twice, by rumourmill's own validation and by the independent `jsonschema` package
-(draft 2020-12, formats checked), against the committed schema files, and both must give the
-verdict the sample expects. The refused samples each break one constraint of a valid message.
+(draft 2020-12), against the committed schema files, and both must give the verdict the sample
+expects. The refused samples each break one constraint of a valid message. No check rests on
+`format`, an annotation in draft 2020-12 that most validators do not check (nor does
+`jsonschema` without optional packages): a date-time is a `pattern`. The patterns are judged
+again by an ECMA-262 engine (Node.js, where installed), whose regular expressions JSON Schema
+names and most validators in other languages use.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Callable
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -71,6 +78,43 @@ DEAD_LETTER: dict[str, Any] = {
 }
 
 
+REAL_TIMES = [
+    "2024-05-01T21:05:00Z",
+    "2024-05-01T21:05:00.123456789Z",
+    "2024-05-01t21:05:00z",
+    "2024-05-01T21:05:00+02:00",
+    "2024-05-01T21:05:00-00:00",
+    "2024-05-01T21:05:00+23:59",
+    "2024-02-29T00:00:00Z",
+    "2000-02-29T00:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59Z",
+]
+"""RFC 3339 date-times with an offset."""
+
+NO_REAL_TIMES = {
+    "a-weekday": "tuesday",
+    "no-offset": "2024-05-01T21:05:00",
+    "a-date": "2024-05-01",
+    "offset-24-hours": "2024-05-01T21:05:00+24:00",
+    "offset-without-colon": "2024-05-01T21:05:00+2400",
+    "hour-24": "2024-05-01T24:00:00Z",
+    "leap-second": "2016-12-31T23:59:60Z",
+    "space-for-t": "2024-05-01 21:05:00Z",
+    "no-seconds": "2024-05-01T21:05Z",
+    "comma-fraction": "2024-05-01T21:05:00,5Z",
+    "basic-format": "20240501T210500Z",
+    "unix-seconds-as-text": "1700000000",
+    "unix-seconds": 1700000000,
+    "february-29-in-2023": "2023-02-29T00:00:00Z",
+    "february-29-in-1900": "1900-02-29T00:00:00Z",
+    "april-31": "2024-04-31T00:00:00Z",
+    "year-0": "0000-01-01T00:00:00Z",
+    "trailing-line-break": "2024-05-01T21:05:00Z\n",
+}
+"""What pydantic's datetime parsing would take, or `format: date-time` lets through unchecked,
+and the contract refuses."""
+
 MISSING = object()
 """Stands for a field left out."""
 
@@ -107,12 +151,14 @@ def nested(path: str, value: Any) -> dict[str, Any]:
     return result
 
 
+MINIMAL_EVENT = {"world_instance_id": "w", "timeline_id": "t", "seq": 1, "key": "k"}
+
+
 def events_accepted() -> dict[str, Any]:
-    minimal = {"world_instance_id": "w", "timeline_id": "t", "seq": 1, "key": "k"}
     return {
         **{f"tavern-{number}": json.loads(line) for number, line in enumerate(TAVERN, 1)},
         "every-field": EVENT,
-        "only-required": minimal,
+        "only-required": MINIMAL_EVENT,
         "nulls-where-optional": changed(changed(EVENT, "actor", None), "branch", None),
         "ids-of-128": changed(EVENT, "world_instance_id", "x" * 128),
         "ids-with-dots": changed(
@@ -136,6 +182,8 @@ def events_accepted() -> dict[str, Any]:
         ),
         "declaration-extra-fields": changed(EVENT, "entities.player-1.title", "the Bold"),
         "declaration-empty": changed(EVENT, "entities.player-1", {}),
+        **{f"occurred-at-{moment}": changed(EVENT, "occurred_at", moment) for moment in REAL_TIMES},
+        "occurred-at-null": changed(EVENT, "occurred_at", None),
     }
 
 
@@ -197,6 +245,12 @@ def events_refused() -> dict[str, Any]:
                 "game-time-capitalised": ("game_time", "Day 1, 10:00"),
                 "game-time-leading-space": ("game_time", " day 1, 10:00"),
                 "game-time-number": ("game_time", 5),
+                "game-time-trailing-line-break": ("game_time", "day 1, 21:05\n"),
+                "game-time-line-break-inside": ("game_time", "day 1,\n21:05"),
+                **{
+                    f"occurred-at-{name}": ("occurred_at", moment)
+                    for name, moment in NO_REAL_TIMES.items()
+                },
                 "entity-id-empty": ("entities", {"": {"name": "Nobody"}}),
                 "entity-id-too-long": ("entities", {LONG_ID: {"name": "Nobody"}}),
                 "entity-name-empty": ("entities.player-1.name", ""),
@@ -448,3 +502,107 @@ def test_no_check_is_lost_as_a_keyword_validators_ignore(name: str) -> None:
     """A constraint pydantic writes under its own name (`ge` for `minimum`) checks nothing."""
     unknown = keywords(schema_validator(name).schema) - set(Draft202012Validator.VALIDATORS)
     assert unknown <= ANNOTATIONS, sorted(unknown - ANNOTATIONS)
+
+
+def calendar_days() -> list[tuple[int, int, int]]:
+    """Every month and day, past the ends too, of years the leap rules tell apart; and February
+    29 of every year of the first millennium and of every century's first year (what is leap
+    turns on a year's last two digits, and on its first two in a century's first year)."""
+    years = (0, 1, 4, 99, 100, 400, 1900, 2000, 2023, 2024, 2100, 9999)
+    every_day = [(y, m, d) for y in years for m in range(14) for d in range(33)]
+    february_29 = [(y, 2, 29) for y in range(10_000) if y < 1000 or y % 100 == 0]
+    return every_day + february_29
+
+
+def test_every_day_is_a_date_time_exactly_when_the_calendar_has_it() -> None:
+    by_schema = Draft202012Validator(schema_validator("event").schema["properties"]["occurred_at"])
+    judged_otherwise = []
+    for year, month, day in calendar_days():
+        try:
+            has_it = date(year, month, day) is not None
+        except ValueError:
+            has_it = False
+        moment = f"{year:04}-{month:02}-{day:02}T12:00:00Z"
+        try:
+            Event.model_validate_json(json.dumps({**MINIMAL_EVENT, "occurred_at": moment}))
+            by_pydantic = True
+        except ValidationError:
+            by_pydantic = False
+        if (by_pydantic, by_schema.is_valid(moment)) != (has_it, has_it):
+            judged_otherwise.append(moment)
+    assert judged_otherwise == []
+
+
+NODE = shutil.which("node")
+ECMA_262_JUDGES = """
+const [patterns, texts] = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const compiled = patterns.map((pattern) => new RegExp(pattern, "u"));
+console.log(JSON.stringify(compiled.map((regex) => texts.map((text) => regex.test(text)))));
+"""
+"""Compiles each pattern as a validator in JavaScript does (with the `u` flag, as JSON Schema
+asks) and tests each text with each: a SyntaxError fails the run."""
+
+
+def ecma_262_matches(patterns: list[str], texts: list[str]) -> list[list[bool]]:
+    """Whether each pattern matches each text, judged by Node.js."""
+    assert NODE is not None
+    run = subprocess.run(
+        [NODE, "-e", ECMA_262_JUDGES],
+        input=json.dumps([patterns, texts]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    matches: list[list[bool]] = json.loads(run.stdout)
+    return matches
+
+
+def patterns_in(schema: Any) -> list[str]:
+    """Every `pattern` keyword's regular expression in `schema`, at any depth."""
+    if isinstance(schema, list):
+        return [pattern for inner in schema for pattern in patterns_in(inner)]
+    if not isinstance(schema, dict):
+        return []
+    own = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+    return own + [pattern for inner in schema.values() for pattern in patterns_in(inner)]
+
+
+needs_node = pytest.mark.skipif(NODE is None, reason="no Node.js to judge ECMA-262 patterns")
+
+
+@needs_node
+def test_every_pattern_is_an_ecma_262_regular_expression() -> None:
+    patterns = [
+        pattern for name in MESSAGE_MODELS for pattern in patterns_in(schema_validator(name).schema)
+    ]
+    assert len(ecma_262_matches(patterns, [])) == len(patterns)
+
+
+@needs_node
+@pytest.mark.parametrize(
+    ("field", "accepted", "refused"),
+    [
+        (
+            "occurred_at",
+            REAL_TIMES,
+            [text for text in NO_REAL_TIMES.values() if isinstance(text, str)],
+        ),
+        (
+            "game_time",
+            ["day 0, 00:00", "day 1, 21:05", "day 999999, 23:59"],
+            ["day 1, 21:05\n", "day 1, 21:05\r\n", "day 1,\n21:05", "\nday 1, 21:05", "tuesday"],
+        ),
+    ],
+)
+def test_an_ecma_262_engine_judges_the_strings_of_a_pattern_as_pydantic_does(
+    field: str, accepted: list[str], refused: list[str]
+) -> None:
+    """JSON Schema's patterns are ECMA-262's: `$` is the end of the text, where Python's also
+    matches before a final line break (the schema refuses line breaks with `not` for that)."""
+    [string_schema, _] = schema_validator("event").schema["properties"][field]["anyOf"]
+    pattern, refused_inside = string_schema["pattern"], string_schema["not"]["pattern"]
+    texts = [*accepted, *refused]
+    matches, refusals = ecma_262_matches([pattern, refused_inside], texts)
+    by_ecma = [match and not refusal for match, refusal in zip(matches, refusals, strict=True)]
+    by_pydantic = [verdicts("event", json.dumps({**EVENT, field: text}))[0] for text in texts]
+    assert by_ecma == by_pydantic == [True] * len(accepted) + [False] * len(refused)

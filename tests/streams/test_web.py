@@ -508,6 +508,29 @@ REPLY_CHECK = (
 )
 
 
+def test_a_read_made_only_as_the_state_stands_refuses_as_of_seq_by_name() -> None:
+    """The timeline, the digest, the decision and the reply check read no earlier state (the
+    decision and its check read as of `after_seq`): asked `as_of_seq`, each says so, where it
+    answered the present to a client asking for the past."""
+    now = "is not taken by this read: it answers as the state stands now"
+    at_the_event = "is not taken by this read: it reads as of 'after_seq', the event answered"
+    answers = serve(
+        MemoryReads(STATE),
+        ("/v2/timelines/reload?world_instance_id=save-1&as_of_seq=1", {}),
+        ("/v2/admin/digest?world_instance_id=save-1&as_of_seq=1", {}),
+        (DECISION + "&as_of_seq=1", {}),
+        (DECISION + "&as_of_seq=", {}),
+    )
+    replied = post(MemoryReads(LIES), REPLY_CHECK + "&as_of_seq=3", b'{"text": "Hi"}')
+    assert [*answers, replied] == [
+        (400, {"detail": f"query parameter 'as_of_seq' {now}"}),
+        (400, {"detail": f"query parameter 'as_of_seq' {now}"}),
+        (400, {"detail": f"query parameter 'as_of_seq' {at_the_event}"}),
+        (400, {"detail": f"query parameter 'as_of_seq' {at_the_event}"}),
+        (400, {"detail": f"query parameter 'as_of_seq' {at_the_event}"}),
+    ]
+
+
 def post(reads: MemoryReads, path: str, body: bytes) -> tuple[int, Any]:
     """A POST answered by the views over `reads`: (status, JSON body)."""
 
