@@ -107,7 +107,9 @@ def run_demo(
     stop both on the way out."""
     data_dir = Path(tempfile.mkdtemp(prefix="rumourmill-dev-"))
     with TansuBroker() as broker:
-        settings = settings.model_copy(update={"broker": (broker.bootstrap,), "data_dir": data_dir})
+        settings = settings.on_local_broker(broker.bootstrap).model_copy(
+            update={"data_dir": data_dir}
+        )
         click.echo(f"broker: Tansu on {broker.bootstrap} (memory only)")
         log_path = data_dir / "worker.log"
         with log_path.open("wb") as log:

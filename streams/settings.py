@@ -178,6 +178,16 @@ Positive = Annotated[int, Field(ge=1)]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+KAFKA_SECURITY = (
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_sasl_password",
+    "kafka_ssl_keyfile",
+    "kafka_ssl_certfile",
+    "kafka_ssl_cafile",
+)
+"""The settings of how the Kafka clients talk to the brokers (`streams.kafka_clients`)."""
 SaslSetting = Annotated[str, Field(validate_default=True)]
 """A SASL setting, checked against the protocol even when not given (`_sasl_as_the_protocol`)."""
 TlsFile = Annotated[str, Field(validate_default=True)]
@@ -430,6 +440,14 @@ class Settings(BaseSettings):
                 text = str(value)
             values[f"{ENV_PREFIX}{name.upper()}"] = text
         return values
+
+    def on_local_broker(self, bootstrap: str) -> Settings:
+        """These settings for a broker of our own on 127.0.0.1 (`rumourmill dev`'s Tansu):
+        its address, talked to in the clear; the security settings are those of the
+        deployment's Kafka, which that broker is not."""
+        fields = type(self).model_fields
+        plain = {name: fields[name].default for name in KAFKA_SECURITY}
+        return self.model_copy(update={**plain, "broker": (bootstrap,)})
 
     @property
     def bootstrap(self) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -16,11 +18,12 @@ from localbroker import free_port
 TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 
 
-def dev(*flags: str) -> tuple[str, str, int]:
+def dev(*flags: str, environment: Mapping[str, str] | None = None) -> tuple[str, str, int]:
     """Run `rumourmill dev` until it serves, then Ctrl-C: what it printed until then, what
-    after, and its exit code."""
+    after, and its exit code (`environment`: variables set for it)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "streams", "dev", "--web-port", str(free_port()), *flags],
+        env={**os.environ, **(environment or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -56,6 +59,22 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     assert "defeated" not in reload.split("relations")[0], output
     assert "gift given" in reload, output
     assert "stopped" in rest
+    assert code == 0
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_make_run_talks_plainly_to_its_own_broker_whatever_kafka_security_is_set() -> None:
+    """The security settings are the deployment Kafka's (exported in the shell, say): the demo's
+    Tansu on 127.0.0.1 takes no login and no TLS, and its worker and publish talk to it plainly."""
+    managed = {
+        "RUMOURMILL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "RUMOURMILL_KAFKA_SASL_MECHANISM": "PLAIN",
+        "RUMOURMILL_KAFKA_SASL_USERNAME": "API_KEY",
+        "RUMOURMILL_KAFKA_SASL_PASSWORD": "API_SECRET",
+    }
+    output, _, code = dev(environment=managed)
+    assert "published 6 events" in output, output
+    assert "ack main#5: processed (processed_seq 5)" in output, output
     assert code == 0
 
 

@@ -16,7 +16,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from localbroker.security import Certificate
 from streams.kafka_clients import faust_credentials, kafka_options, tls_context
-from streams.settings import ENV_PREFIX, Settings, SettingsError
+from streams.settings import ENV_PREFIX, KAFKA_SECURITY, Settings, SettingsError
 
 STREAMS = Path(__file__).resolve().parents[2] / "streams"
 KAFKA_CLIENTS = {"AIOKafkaConsumer", "AIOKafkaProducer", "AIOKafkaAdminClient"}
@@ -223,3 +223,26 @@ def test_a_client_certificate_is_taken_with_its_key_apart_or_in_the_same_file(
     together = settings_of(monkeypatch, KAFKA_SSL_CERTFILE=str(made.keystore))
     assert (apart.kafka_ssl_keyfile, together.kafka_ssl_keyfile) == (str(made.key), "")
     assert tls_context(apart) is not None and tls_context(together) is not None
+
+
+def test_a_local_broker_of_ours_is_talked_to_plainly_with_every_security_setting_dropped(
+    monkeypatch: pytest.MonkeyPatch, made: Certificate
+) -> None:
+    """`rumourmill dev`'s worker reads the settings back from its environment: one security
+    setting left would be refused there (a login without a SASL protocol), or tried on Tansu."""
+    managed = settings_of(
+        monkeypatch, KAFKA_SECURITY_PROTOCOL="SASL_SSL", KAFKA_SSL_CAFILE=str(made.path),
+        KAFKA_SSL_CERTFILE=str(made.keystore), **LOGIN,
+    )  # fmt: skip
+    local = managed.on_local_broker("127.0.0.1:1")
+    security = ("kafka_security_", "kafka_sasl_", "kafka_ssl_")
+    assert set(KAFKA_SECURITY) == {
+        name for name in Settings.model_fields if name.startswith(security)
+    }
+    for name, value in local.environment().items():
+        monkeypatch.setenv(name, value)
+    assert kafka_options(Settings.from_env()) == {
+        "bootstrap_servers": "127.0.0.1:1",
+        "security_protocol": "PLAINTEXT",
+        "ssl_context": None,
+    }
