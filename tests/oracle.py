@@ -29,7 +29,8 @@ module docstrings); each such choice is named where it is made:
 - a conversation (`told`, `player-said`) is heard by its target and named witnesses only, never
   by bystanders at the location and never by the speaker;
 - declarations go to the catalogue of the timeline they were made on, seen by its descendants
-  up to the branch point (never world-wide); persistent memories join the world-wide scope in
+  up to the branch point (never world-wide), a later one changing the fields it gives (a
+  field given as null is cleared); persistent memories join the world-wide scope in
   the order events are applied;
 - ids are blake2b (16 bytes) over their parts packed as rumourmill packs its keys; a retold
   confidence is shown to 2 decimals (half up); news passed on (a `told`, a rumour) is weighed
@@ -57,7 +58,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas import Event, Fact
+from schemas import EntityDeclaration, Event, Fact
 from schemas.events import Branch
 from schemas.policy import Policy
 
@@ -210,6 +211,13 @@ def entity_kind(
             if fnmatchcase(entity, pattern):
                 return kind
     return "unknown"
+
+
+def redeclared(earlier: dict[str, Any], declaration: EntityDeclaration) -> dict[str, Any]:
+    """A declaration over an earlier one: each field it gives wins, one given as null is
+    cleared, one it leaves out stays."""
+    merged = earlier | declaration.model_dump(exclude_unset=True)
+    return {field: value for field, value in merged.items() if value is not None}
 
 
 def entity_name(entity: str, declared: dict[str, dict[str, Any]]) -> str:
@@ -971,9 +979,7 @@ class Oracle:
                         said_again.add(place)
                     record[place] = value
             for entity, declaration in event.entities.items():
-                declared[entity] = declared.get(entity, {}) | declaration.model_dump(
-                    exclude_none=True
-                )
+                declared[entity] = redeclared(declared.get(entity, {}), declaration)
             memories += [memory for memory in item.memories if not memory.persistent]
             if item.exchange is not None:
                 exchange = item.exchange
@@ -1008,7 +1014,7 @@ class Oracle:
         before = self._fold(world, segments)
         declared = dict(before["declared"])
         for entity, declaration in event.entities.items():
-            declared[entity] = declared.get(entity, {}) | declaration.model_dump(exclude_none=True)
+            declared[entity] = redeclared(declared.get(entity, {}), declaration)
 
         def kind(entity: str) -> str:
             return entity_kind(entity, event.players, declared, policy)

@@ -142,6 +142,29 @@ def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
     assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
 
 
+def test_a_character_declared_with_a_null_group_leaves_it_and_hears_no_more_of_its_news() -> None:
+    town = Town()
+    guild = {
+        "npc-ada": {"group": "guild"},
+        "npc-bo": {"group": "guild"},
+        "npc-cy": {"group": "guild"},
+    }
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+    town.happen(
+        "world.entity-declared", entities={"npc-bo": {"group": None}}, game_time="day 1, 00:20"
+    )
+    town.happen(
+        "crime.purse-stolen",
+        actor="npc-thief",
+        target="npc-ada",
+        location="loc-inn",
+        game_time="day 1, 01:00",
+    )
+    town.happen("weather.rain", location="loc-market", game_time="day 1, 05:00")  # next interval
+    assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+    assert town.knowledge("npc-bo") == []
+
+
 def test_nobody_hears_what_they_saw_or_already_know() -> None:
     town = Town()
     town.happen(ENTERED, actor="npc-bo", location="loc-inn")
