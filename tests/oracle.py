@@ -1429,11 +1429,22 @@ class Oracle:
 
     @staticmethod
     def _teller_memory(event: Event, visible: list[OMemory]) -> OMemory | None:
-        """The teller's memory a `told` names in `belief_id`, if the teller holds it."""
+        """The teller's memory a `told` names in `belief_id`, if the teller holds it; for an
+        impression (no news), the teller's news it was formed beside, if still held."""
         named = event.payload.get("belief_id")
         if event.actor is None or not isinstance(named, str):
             return None
-        held = [m for m in visible if m.character == event.actor and m.belief_id == named]
+        mine = [m for m in visible if m.character == event.actor]
+        held = [m for m in mine if m.belief_id == named]
+        if held and held[0].kind == "impression":
+            impression = held[0]
+            held = [
+                m
+                for m in mine
+                if is_news(m)
+                and (m.timeline, m.seq, m.origin)
+                == (impression.timeline, impression.seq, impression.origin)
+            ]
         return held[0] if held else None
 
     def _claim_origin(self, event: Event, claimed: list[Fact], before: dict[str, Any]) -> str:
