@@ -309,6 +309,17 @@ def test_naming_an_impression_whose_news_the_teller_no_longer_holds_names_no_kno
     assert heard.origin not in (seen.origin, impression.origin)
 
 
+def test_a_theft_whose_key_also_says_the_thief_left_weighs_as_a_theft() -> None:
+    world = World()
+    world.happen("crime.robbed-and-left", actor="npc-oskar", target="npc-mara")
+    victim = world.of("npc-mara")
+    assert [(m.kind, m.event_kind, m.importance, m.feeling) for m in victim] == [
+        ("event", "theft", 0.9, -0.8),
+        ("impression", "theft", 0.9, -0.8),
+    ]
+    assert victim[1].content == "I feel badly about npc-oskar"
+
+
 def test_a_gift_warms_its_target_and_nobody_else() -> None:
     world = World()
     world.happen(

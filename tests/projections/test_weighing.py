@@ -100,6 +100,9 @@ def test_news_heard_of_weighs_less_and_stirs_less_than_the_sight_of_it() -> None
         ("help.gift", "help"),
         ("duel.insulted", "fight"),
         ("giftshop.opened", "generic"),  # whole words only
+        ("crime.robbed-and-left", "theft"),  # the most striking kind named, as in news
+        ("combat.attacked-then-departed", "fight"),
+        ("npc.said-insult", "threat"),
         ("", "generic"),
     ],
 )
