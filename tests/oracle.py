@@ -469,8 +469,9 @@ def place_word_before(text: str, at: int) -> int | None:
 
 
 def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
-    """(start, end, value) of the numbers a story tells: digits, maybe with decimals, not
-    part of a word, an id ("npc-2") or a time ("21:05")."""
+    """(start, end, value) of the numbers a story tells: digits, maybe with commas between
+    groups of three ("1,000" is a thousand) and decimals, not part of a word, an id ("npc-2"),
+    a time ("21:05"), or digits a comma runs on otherwise ("3,4")."""
     found: list[tuple[int, int, int | float]] = []
     index = 0
     while index < len(text):
@@ -480,20 +481,36 @@ def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
         end = index
         while end < len(text) and text[end].isdecimal():
             end += 1
+        if end - index <= 3:
+            while thousands_at(text, end):
+                end += 4
         if end + 1 < len(text) and text[end] == "." and text[end + 1].isdecimal():
             end += 1
             while end < len(text) and text[end].isdecimal():
                 end += 1
         before = text[index - 1] if index > 0 else " "
         after = text[end] if end < len(text) else " "
-        decimal_after = after == "." and end + 1 < len(text) and text[end + 1].isdecimal()
-        if not (is_word_char(before) or before in ".:-") and not (
-            is_word_char(after) or after in ":-" or decimal_after
+        digit_after = after in ".," and end + 1 < len(text) and text[end + 1].isdecimal()
+        if not (is_word_char(before) or before in ".,:-") and not (
+            is_word_char(after) or after in ":-" or digit_after
         ):
-            token = text[index:end]
+            token = text[index:end].replace(",", "")
             found.append((index, end, float(token) if "." in token else int(token)))
         index = end
     return found
+
+
+def thousands_at(text: str, at: int) -> bool:
+    """Whether a comma and exactly three digits stand at `at` (a group of thousands)."""
+    group = text[at : at + 4]
+    after = text[at + 4 : at + 5]
+    return len(group) == 4 and group[0] == "," and group[1:].isdecimal() and not after.isdecimal()
+
+
+def as_written(number: int | float, like: str) -> str:
+    """A grown number in words: with commas between thousands if the number it replaces had
+    them."""
+    return f"{number:,}" if "," in like else str(number)
 
 
 def fact_number(fact: Fact) -> int | float | None:
@@ -576,7 +593,8 @@ def distorted(
         by_half = draws.pick(2) == 0
         bigger = grown(number, by_half, 1 + draws.pick(3))
         grows = [(start, end) for start, end, value in told_numbers if value == number]
-        told = replaced(content, grows, lambda at: str(bigger))
+        grows_to = dict(grows)
+        told = replaced(content, grows, lambda at: as_written(bigger, content[at : grows_to[at]]))
         shifted = [
             fact
             if fact_number(fact) != number

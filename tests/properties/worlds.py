@@ -79,6 +79,7 @@ SAYINGS = [
     "(an aside) it happened",
     "Ilse beat the drunk sailor senseless",
     "Oskar robbed Mara and left",
+    "Oskar stole 1,000 gold, 1000 by his count, on 3,4 nights",
     "   ",
 ]
 NAMES = {
