@@ -405,9 +405,15 @@ def first_confidence(learned: str, policy: Policy) -> float:
 
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
-    """The teller's confidence times `retelling_factor`, to 2 decimals."""
-    exact = Decimal(str(teller_confidence)) * Decimal(str(policy.memory.retelling_factor))
-    return float(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    """The teller's confidence times `retelling_factor`, to 2 decimals, and a factor below 1
+    costs at least 0.01 (never below 0): each retelling loses confidence."""
+    teller = Decimal(str(teller_confidence))
+    factor = Decimal(str(policy.memory.retelling_factor))
+    retold = (teller * factor).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    if factor < 1:
+        least_loss = (teller - Decimal("0.01")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        retold = max(Decimal(0), min(retold, least_loss))
+    return float(retold)
 
 
 # ================================================================ distortion
