@@ -2,10 +2,12 @@
 
 Games declare names, kinds and groups in an event's `entities` (or with
 `world.entity-declared`). A declaration belongs to the timeline it was made on, from its
-position on, like everything else a timeline records: a branch sees its ancestors'
-declarations up to its branch point, never what the abandoned future declared. An id never
-declared is classified by the policy's id patterns. Whoever an event lists in `players` is a
-player, whatever else was declared: players never form memories, and only characters do.
+position on, like everything else a timeline records: a branch sees its ancestors' declarations
+up to its branch point, never what the abandoned future declared. A later declaration changes
+the fields it gives and keeps the others; a field given as null is cleared (`{"group": null}`:
+the character leaves its group). An id never declared is classified by the policy's id patterns.
+Whoever an event lists in `players` is a player, whatever else was declared: players never form
+memories, and only characters do.
 """
 
 from __future__ import annotations
@@ -66,11 +68,14 @@ def display_name(entity_id: str, declarations: Declarations) -> str:
 def merge_declaration(
     earlier: EntityDeclaration | None, later: EntityDeclaration
 ) -> EntityDeclaration:
-    """A later declaration adds to an earlier one: what it sets wins, what it leaves out stays."""
-    if earlier is None:
-        return later
+    """A later declaration adds to an earlier one: what it sets wins, what it leaves out stays,
+    and what it sets to null is cleared (`"group": null` takes a character out of its group,
+    `"name": null` gives back the id): a field left unset and one set to null read alike in a
+    model, so the merge goes by the fields the declaration was given."""
+    given = later.model_dump(exclude_unset=True)
+    merged = ({} if earlier is None else earlier.model_dump(exclude_none=True)) | given
     return EntityDeclaration.model_validate(
-        earlier.model_dump(exclude_none=True) | later.model_dump(exclude_none=True)
+        {field: value for field, value in merged.items() if value is not None}
     )
 
 

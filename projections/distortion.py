@@ -24,7 +24,9 @@ never from chance, so the same stream always tells the same rumours.
   did it" is no claim the record could contradict.
 - Only numbers of zero or more grow; a number inside an id or a time ("npc-2", "21:05"), or
   inside the name of what the news is about ("Agent 47", "The 3 Bells"), is no number of the
-  story.
+  story. Commas between groups of three digits make one number ("1,000" grows to "1,500",
+  written with its commas again); digits a comma runs on otherwise ("3,4", "1,0000") are no
+  number, nor is grouping by other marks read ("1.000" is one, "1 000" one and nought).
 """
 
 from __future__ import annotations
@@ -75,9 +77,14 @@ MOST_DIGITS = 15
 """The longest number a rumour inflates, on either side of its point: within a float's exact
 digits, so growing it stays exact. A longer run of digits (an account number, a 400-digit
 joke) is left as words; as a float it overflowed, and stopped the worker."""
+THOUSANDS = "(?:,\\d{3})"
+"""A group of three digits after a comma: "1,000" is one number, a thousand."""
 NUMBER = re.compile(
-    rf"(?<![\w.:-])\d{{1,{MOST_DIGITS}}}(?:\.\d{{1,{MOST_DIGITS}}})?(?![\w:-]|\.\d)"
+    rf"(?<![\w.,:-])(?:\d{{1,3}}{THOUSANDS}{{1,{(MOST_DIGITS - 1) // 3}}}|\d{{1,{MOST_DIGITS}}})"
+    rf"(?:\.\d{{1,{MOST_DIGITS}}})?(?![\w:-]|[.,]\d)"
 )
+"""A number of the story: digits, with commas between groups of three or none, and a decimal
+point; never digits run on by a comma that is no grouping ("3,4", "1,0000")."""
 LARGEST_GROWN = 10**MOST_DIGITS
 """A number in a fact grows only below this, as in the words."""
 
@@ -182,19 +189,23 @@ def _number_in(fact: Fact) -> Number | None:
 
 
 def _parsed(text: str) -> Number:
-    return float(text) if "." in text else int(text)
+    digits = text.replace(",", "")
+    return float(digits) if "." in digits else int(digits)
 
 
-def _written(number: Number) -> str:
-    return str(number)
+def _written(number: Number, like: str) -> str:
+    """`number` in words, with commas between thousands if the number it replaces had them."""
+    return f"{number:,}" if "," in like else str(number)
 
 
 def _with_number(
     content: str, in_words: Sequence[re.Match[str]], number: Number, bigger: Number
 ) -> str:
-    """Every mention of `number` among the story's numbers (`in_words`), grown."""
-    grows = [match.span() for match in in_words if _parsed(match.group()) == number]
-    return _replaced(content, grows, lambda _: _written(bigger))
+    """Every mention of `number` among the story's numbers (`in_words`), grown, each written
+    as it was ("1,000" grows to "1,500", "1000" to "1500")."""
+    grows = {match.start(): match for match in in_words if _parsed(match.group()) == number}
+    spans = [match.span() for match in grows.values()]
+    return _replaced(content, spans, lambda start: _written(bigger, grows[start].group()))
 
 
 def _facts_with(facts: Sequence[Fact], number: Number, bigger: Number) -> list[Fact]:

@@ -8,7 +8,8 @@
   first hand, a `rumour` beyond. It is weighed by what it tells of, as heard
   (`projections.weighing`), not as the conversation that carried it.
 - The same news is recognised by its origin: the teller's memory's, when the `told` names one
-  (`belief_id`); else the event that made every fact it claims what the world record says;
+  (`belief_id`; an impression names the memory it was formed beside: a feeling is no news);
+  else the event that made every fact it claims what the world record says;
   else the claim itself (`claim_origin`: its facts and whom it is about). Nobody takes in news
   about something they saw or already know.
 - The target of someone else's act forms an `impression` of them when the act moved them
@@ -344,11 +345,31 @@ def memory_at(
 
 
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:
-    """The teller's own memory the `told` event names in `belief_id`, if they hold it."""
-    named = event.payload.get("belief_id")
-    if event.actor is None or not isinstance(named, str):
+    """The teller's own news the `told` event names in `belief_id`, if they hold it.
+
+    An impression is no news (the teller's own feeling, in their own first person): naming one
+    names the memory of what happened that it was formed beside (same position, same origin),
+    if the teller still holds it, else no known belief.
+    """
+    teller, named = event.actor, event.payload.get("belief_id")
+    if teller is None or not isinstance(named, str):
         return None
-    return context.teller_belief(event.actor, named)
+    belief = context.teller_belief(teller, named)
+    if belief is None or belief.kind != "impression":
+        return belief
+    for kind in _IMPRESSED_BY:
+        beside = belief_id(
+            event.tenant_id, event.world_instance_id, belief.timeline_id, belief.seq, teller, kind
+        )
+        news = context.teller_belief(teller, beside)
+        if news is not None:
+            return news
+    return None
+
+
+_IMPRESSED_BY: tuple[MemoryKind, ...] = ("event", "knowledge")
+"""The kinds of memory an impression is formed beside: what its holder saw done to them, or
+what a player said to them."""
 
 
 def _news_origin(event: Event, facts: list[Fact], context: MemoryContext) -> str:

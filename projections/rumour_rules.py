@@ -5,8 +5,8 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
 - **Meetings.** A character entering a place meets every character already there; the game's
   `loreweaver.social.characters-met` makes everyone it names meet everyone else it names; and
   once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
-  (a character's group is the `group` it was declared with, or the field
-  `spreading.group_field` names).
+  (a character's group is the `group` it was declared with, one name, or what the field
+  `spreading.group_field` names holds: a declaration's own field may hold a list of names).
 - **What passes at a meeting.** Each of the two offers the other its newest news, at most
   `spreading.per_meeting` (3) pieces; the listener takes in those worth telling them. Old news
   stops travelling once a character has fresher news to tell: the freshest gossip spreads.
@@ -100,7 +100,9 @@ def groups(members: Mapping[str, EntityDeclaration | None], policy: Policy) -> d
     """Group name -> its characters, by id, read off their declarations.
 
     The group is the declaration's `spreading.group_field` (`group` unless the policy names
-    another field); a list of names puts the character in each. Undeclared: in no group.
+    another field). `group` holds one name (the event contract refuses a list there); a field
+    of the game's own may hold a name or a list of names, which puts the character in each.
+    Undeclared: in no group.
     """
     field = policy.memory.spreading.group_field
     found: dict[str, set[str]] = {}
@@ -307,6 +309,7 @@ def _pair(one: str, other: str) -> Meeting:
 
 
 def _group_names(value: Any) -> list[str]:
-    """The group names a declared value gives: a name, or a list of names."""
+    """The group names a declared value gives: a name, or (in a field of the game's own, as
+    `group` holds only one) a list of names."""
     candidates = value if isinstance(value, list) else [value]
     return [name for name in candidates if isinstance(name, str) and name]

@@ -1,7 +1,8 @@
 """Rules weighing: how much a memory matters to a character, and how sure they are of it.
 
 Importance, feeling and arousal come from the policy's table (`memory.weights`), by the kind
-of event and the character's part in it. Confidence comes from how the character learned it
+of event (read off its key's words: the most striking kind named, as in news) and the
+character's part in it. Confidence comes from how the character learned it
 (`memory.confidence`): with their own eyes, from a player, or from a character; news retold
 from a known belief keeps the teller's confidence times `memory.retelling_factor` instead.
 
@@ -26,8 +27,6 @@ from schemas.memory import EventKind, Memory
 from schemas.policy import Learned, Policy, WeighedPart
 
 KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
-    ("movement", frozenset({"movement", "moved", "entered", "left", "arrived", "departed"})),
-    ("conversation", frozenset({"conversation", "said", "told", "talked", "asked", "spoke"})),
     (
         "theft",
         frozenset(
@@ -85,22 +84,12 @@ KIND_WORDS: tuple[tuple[EventKind, frozenset[str]], ...] = (
         ),
     ),
     ("gift", frozenset({"gift", "gifted", "give", "gave", "given", "donated", "rewarded"})),
+    ("movement", frozenset({"movement", "moved", "entered", "left", "arrived", "departed"})),
+    ("conversation", frozenset({"conversation", "said", "told", "talked", "asked", "spoke"})),
 )
-"""Words of an event key that tell its kind; the first kind with a matching word wins."""
-
-NEWS_KIND_ORDER: tuple[EventKind, ...] = (
-    "theft",
-    "fight",
-    "threat",
-    "help",
-    "gift",
-    "movement",
-    "conversation",
-)
-"""In news, the most striking kind named wins: news is always said by someone, and often says
-where someone went ("Oskar robbed Mara and left" tells of a theft)."""
-
-_WORDS_OF = dict(KIND_WORDS)
+"""Words of an event key, or of news, that tell its kind; the most striking kind named wins,
+in this order: news is always said by someone, and often says where someone went, and so does
+a key ("Oskar robbed Mara and left" and `crime.robbed-and-left` tell of a theft)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +110,7 @@ def event_kind(key: str) -> EventKind:
         return "movement"
     if key in CONVERSATION_KEYS:
         return "conversation"
-    words = set(re.split(r"[.\-_/\s]+", key.lower()))
-    for kind, kind_words in KIND_WORDS:
-        if words & kind_words:
-            return kind
-    return "generic"
+    return _most_striking(set(re.split(r"[.\-_/\s]+", key.lower())))
 
 
 def news_kind(content: str, facts: Iterable[Fact]) -> EventKind:
@@ -134,9 +119,13 @@ def news_kind(content: str, facts: Iterable[Fact]) -> EventKind:
     said = [content]
     for fact in facts:
         said += [fact.attribute, fact.value] if isinstance(fact.value, str) else [fact.attribute]
-    words = set(re.findall(r"[^\W_]+", " ".join(said).lower()))
-    for kind in NEWS_KIND_ORDER:
-        if words & _WORDS_OF[kind]:
+    return _most_striking(set(re.findall(r"[^\W_]+", " ".join(said).lower())))
+
+
+def _most_striking(words: set[str]) -> EventKind:
+    """The first kind of `KIND_WORDS` one of `words` names, else generic."""
+    for kind, kind_words in KIND_WORDS:
+        if words & kind_words:
             return kind
     return "generic"
 
@@ -168,11 +157,25 @@ def weigh(
 
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
-    """How sure a listener is of news: the teller's confidence, less for the retelling."""
+    """How sure a listener is of news: the teller's confidence, less for the retelling.
+
+    The teller's confidence times `retelling_factor`, to hundredths; while the factor is below
+    1, at least a hundredth less than the teller's, down to 0. Rounded alone, a small
+    confidence came back as it was (0.02 x 0.8 reads 0.02, 0.1 x 0.95 reads 0.1), and news
+    passed on for ever without losing any more of it.
+    """
     return _retold(teller_confidence, policy.memory.retelling_factor)
 
 
 @lru_cache(maxsize=1 << 12)
 def _retold(teller_confidence: float, factor: float) -> float:
     """Worked out once per pair: confidences are hundredths, so few pairs recur endlessly."""
-    return hundredths(decimal(teller_confidence) * decimal(factor))
+    teller = decimal(teller_confidence)
+    retold = hundredths(teller * decimal(factor))
+    if factor < 1:
+        retold = min(retold, max(0.0, hundredths(teller - _LEAST_LOSS)))
+    return retold
+
+
+_LEAST_LOSS = decimal(0.01)
+"""What a retelling costs at least, while the factor is below 1."""

@@ -29,7 +29,8 @@ module docstrings); each such choice is named where it is made:
 - a conversation (`told`, `player-said`) is heard by its target and named witnesses only, never
   by bystanders at the location and never by the speaker;
 - declarations go to the catalogue of the timeline they were made on, seen by its descendants
-  up to the branch point (never world-wide); persistent memories join the world-wide scope in
+  up to the branch point (never world-wide), a later one changing the fields it gives (a
+  field given as null is cleared); persistent memories join the world-wide scope in
   the order events are applied;
 - ids are blake2b (16 bytes) over their parts packed as rumourmill packs its keys; a retold
   confidence is shown to 2 decimals (half up); news passed on (a `told`, a rumour) is weighed
@@ -57,7 +58,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas import Event, Fact
+from schemas import EntityDeclaration, Event, Fact
 from schemas.events import Branch
 from schemas.policy import Policy
 
@@ -210,6 +211,13 @@ def entity_kind(
             if fnmatchcase(entity, pattern):
                 return kind
     return "unknown"
+
+
+def redeclared(earlier: dict[str, Any], declaration: EntityDeclaration) -> dict[str, Any]:
+    """A declaration over an earlier one: each field it gives wins, one given as null is
+    cleared, one it leaves out stays."""
+    merged = earlier | declaration.model_dump(exclude_unset=True)
+    return {field: value for field, value in merged.items() if value is not None}
 
 
 def entity_name(entity: str, declared: dict[str, dict[str, Any]]) -> str:
@@ -397,9 +405,15 @@ def first_confidence(learned: str, policy: Policy) -> float:
 
 
 def retold_confidence(teller_confidence: float, policy: Policy) -> float:
-    """The teller's confidence times `retelling_factor`, to 2 decimals."""
-    exact = Decimal(str(teller_confidence)) * Decimal(str(policy.memory.retelling_factor))
-    return float(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    """The teller's confidence times `retelling_factor`, to 2 decimals, and a factor below 1
+    costs at least 0.01 (never below 0): each retelling loses confidence."""
+    teller = Decimal(str(teller_confidence))
+    factor = Decimal(str(policy.memory.retelling_factor))
+    retold = (teller * factor).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    if factor < 1:
+        least_loss = (teller - Decimal("0.01")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        retold = max(Decimal(0), min(retold, least_loss))
+    return float(retold)
 
 
 # ================================================================ distortion
@@ -461,8 +475,9 @@ def place_word_before(text: str, at: int) -> int | None:
 
 
 def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
-    """(start, end, value) of the numbers a story tells: digits, maybe with decimals, not
-    part of a word, an id ("npc-2") or a time ("21:05")."""
+    """(start, end, value) of the numbers a story tells: digits, maybe with commas between
+    groups of three ("1,000" is a thousand) and decimals, not part of a word, an id ("npc-2"),
+    a time ("21:05"), or digits a comma runs on otherwise ("3,4")."""
     found: list[tuple[int, int, int | float]] = []
     index = 0
     while index < len(text):
@@ -472,20 +487,36 @@ def story_numbers(text: str) -> list[tuple[int, int, int | float]]:
         end = index
         while end < len(text) and text[end].isdecimal():
             end += 1
+        if end - index <= 3:
+            while thousands_at(text, end):
+                end += 4
         if end + 1 < len(text) and text[end] == "." and text[end + 1].isdecimal():
             end += 1
             while end < len(text) and text[end].isdecimal():
                 end += 1
         before = text[index - 1] if index > 0 else " "
         after = text[end] if end < len(text) else " "
-        decimal_after = after == "." and end + 1 < len(text) and text[end + 1].isdecimal()
-        if not (is_word_char(before) or before in ".:-") and not (
-            is_word_char(after) or after in ":-" or decimal_after
+        digit_after = after in ".," and end + 1 < len(text) and text[end + 1].isdecimal()
+        if not (is_word_char(before) or before in ".,:-") and not (
+            is_word_char(after) or after in ":-" or digit_after
         ):
-            token = text[index:end]
+            token = text[index:end].replace(",", "")
             found.append((index, end, float(token) if "." in token else int(token)))
         index = end
     return found
+
+
+def thousands_at(text: str, at: int) -> bool:
+    """Whether a comma and exactly three digits stand at `at` (a group of thousands)."""
+    group = text[at : at + 4]
+    after = text[at + 4 : at + 5]
+    return len(group) == 4 and group[0] == "," and group[1:].isdecimal() and not after.isdecimal()
+
+
+def as_written(number: int | float, like: str) -> str:
+    """A grown number in words: with commas between thousands if the number it replaces had
+    them."""
+    return f"{number:,}" if "," in like else str(number)
 
 
 def fact_number(fact: Fact) -> int | float | None:
@@ -568,7 +599,8 @@ def distorted(
         by_half = draws.pick(2) == 0
         bigger = grown(number, by_half, 1 + draws.pick(3))
         grows = [(start, end) for start, end, value in told_numbers if value == number]
-        told = replaced(content, grows, lambda at: str(bigger))
+        grows_to = dict(grows)
+        told = replaced(content, grows, lambda at: as_written(bigger, content[at : grows_to[at]]))
         shifted = [
             fact
             if fact_number(fact) != number
@@ -971,9 +1003,7 @@ class Oracle:
                         said_again.add(place)
                     record[place] = value
             for entity, declaration in event.entities.items():
-                declared[entity] = declared.get(entity, {}) | declaration.model_dump(
-                    exclude_none=True
-                )
+                declared[entity] = redeclared(declared.get(entity, {}), declaration)
             memories += [memory for memory in item.memories if not memory.persistent]
             if item.exchange is not None:
                 exchange = item.exchange
@@ -1008,7 +1038,7 @@ class Oracle:
         before = self._fold(world, segments)
         declared = dict(before["declared"])
         for entity, declaration in event.entities.items():
-            declared[entity] = declared.get(entity, {}) | declaration.model_dump(exclude_none=True)
+            declared[entity] = redeclared(declared.get(entity, {}), declaration)
 
         def kind(entity: str) -> str:
             return entity_kind(entity, event.players, declared, policy)
@@ -1423,11 +1453,22 @@ class Oracle:
 
     @staticmethod
     def _teller_memory(event: Event, visible: list[OMemory]) -> OMemory | None:
-        """The teller's memory a `told` names in `belief_id`, if the teller holds it."""
+        """The teller's memory a `told` names in `belief_id`, if the teller holds it; for an
+        impression (no news), the teller's news it was formed beside, if still held."""
         named = event.payload.get("belief_id")
         if event.actor is None or not isinstance(named, str):
             return None
-        held = [m for m in visible if m.character == event.actor and m.belief_id == named]
+        mine = [m for m in visible if m.character == event.actor]
+        held = [m for m in mine if m.belief_id == named]
+        if held and held[0].kind == "impression":
+            impression = held[0]
+            held = [
+                m
+                for m in mine
+                if is_news(m)
+                and (m.timeline, m.seq, m.origin)
+                == (impression.timeline, impression.seq, impression.origin)
+            ]
         return held[0] if held else None
 
     def _claim_origin(self, event: Event, claimed: list[Fact], before: dict[str, Any]) -> str:

@@ -113,6 +113,37 @@ def test_a_later_declaration_adds_to_an_earlier_one() -> None:
     assert merge_declaration(None, later) == later
 
 
+def test_a_field_declared_null_is_cleared_and_a_field_left_out_stays() -> None:
+    earlier = EntityDeclaration.model_validate(
+        {"name": "Mara", "kind": "item", "group": "staff", "privacy": "full", "mood": "x"}
+    )
+    later = EntityDeclaration.model_validate_json(
+        '{"name": null, "kind": null, "group": null, "privacy": null}'
+    )
+    merged = merge_declaration(earlier, later)
+    assert merged.model_dump(exclude_none=True) == {"mood": "x"}
+    catalogue = Catalogue({"npc-mara": merged}, event(), POLICY)
+    assert catalogue.name_of("npc-mara") == "npc-mara"
+    assert catalogue.kind_of("npc-mara") == "character"  # back to the id pattern
+
+
+def test_a_name_declared_null_names_the_entity_by_its_id_again() -> None:
+    state = replay_lines(
+        [
+            line(1, entities={"npc-ilse": {"name": "Ilse"}}),
+            line(2, key="world.entity-declared", entities={"npc-ilse": {"name": None}}),
+            line(3, key="combat.enemy-defeated", actor="npc-ilse"),
+        ]
+    ).state
+    recollections: Any = answer(runtime_read(state, "default", "w", "main", "npc-ilse"))[
+        "recollections"
+    ]
+    assert recollections[0]["content"] == "npc-ilse enemy defeated"
+    assert StoredDeclarations(state, "default", "w", MAIN).declared() == {
+        "npc-ilse": EntityDeclaration()
+    }
+
+
 MAIN = (Segment("main", MAX_SEQ),)
 
 

@@ -211,6 +211,28 @@ def test_a_number_inside_a_name_is_no_number_of_the_story() -> None:
     assert heard("Agent 47 left", ["npc-agent"]) == {"Agent 47 left", "A stranger left"}
 
 
+def test_a_number_written_with_thousands_grows_as_one_and_keeps_its_commas() -> None:
+    """ "stole 1,000 gold" was told as "stole 1,1 gold": the 000 grew from nought to 1."""
+    content = "Oskar stole 1,000 gold, 1000 by his count, on 3,4 nights"
+    thousand = [Fact(subject="npc-oskar", attribute="gold", value=1000)]
+    told = retellings(content, thousand, ["npc-oskar"])
+    grew = [(words, facts) for words, facts in told if facts != thousand]
+    assert {facts[0].value for _, facts in grew} == {1001, 1002, 1003, 1500}
+    for words, [fact] in grew:
+        assert words == f"Oskar stole {fact.value:,} gold, {fact.value} by his count, on 3,4 nights"
+    assert {words for words, facts in told if facts == thousand} == {
+        content,
+        "A stranger stole 1,000 gold, 1000 by his count, on 3,4 nights",
+    }
+    assert heard("A debt of 1,250,000.5 gold and 1,0000 more", []) == {
+        "A debt of 1,250,000.5 gold and 1,0000 more",
+        "A debt of 1,250,001.5 gold and 1,0000 more",
+        "A debt of 1,250,002.5 gold and 1,0000 more",
+        "A debt of 1,250,003.5 gold and 1,0000 more",
+        "A debt of 1,875,000.75 gold and 1,0000 more",
+    }
+
+
 def test_a_number_too_long_to_grow_exactly_stays_as_told() -> None:
     """A run of digits past MOST_DIGITS (an account number, a joke of 400 nines) is words, not
     a number: growing it overflowed a float and stopped the worker at the meeting."""

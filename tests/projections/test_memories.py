@@ -277,6 +277,49 @@ def test_the_target_of_a_theft_feels_badly_about_the_thief() -> None:
     assert world.relations("npc-mara")["npc-oskar"] == (-0.8, 2, 1)
 
 
+def test_naming_an_impression_in_a_told_passes_on_what_happened_not_the_tellers_feeling() -> None:
+    world = World()
+    saw_a_theft(world)
+    [seen, impression] = world.of("npc-mara")
+    [heard] = world.happen(
+        TOLD, actor="npc-mara", target="npc-ada", payload={"belief_id": impression.belief_id}
+    )
+    assert (heard.content, heard.origin) == (retell(seen.content), seen.origin)
+    assert (heard.source, heard.hops, heard.confidence) == ("told", 1, 0.72)
+    assert heard.event_kind == "theft"
+
+
+def test_naming_an_impression_whose_news_the_teller_no_longer_holds_names_no_known_belief() -> None:
+    world = World()
+    saw_a_theft(world)
+    [seen, impression] = world.of("npc-mara")
+    world.memories.remove(seen)  # forgotten; the feeling stays
+    [heard] = world.happen(
+        TOLD,
+        actor="npc-mara",
+        target="npc-ada",
+        payload={"content": "Oskar robbed me.", "belief_id": impression.belief_id},
+    )
+    assert (heard.content, heard.source, heard.hops, heard.confidence) == (
+        "Oskar robbed me.",
+        "told",
+        1,
+        0.8,
+    )
+    assert heard.origin not in (seen.origin, impression.origin)
+
+
+def test_a_theft_whose_key_also_says_the_thief_left_weighs_as_a_theft() -> None:
+    world = World()
+    world.happen("crime.robbed-and-left", actor="npc-oskar", target="npc-mara")
+    victim = world.of("npc-mara")
+    assert [(m.kind, m.event_kind, m.importance, m.feeling) for m in victim] == [
+        ("event", "theft", 0.9, -0.8),
+        ("impression", "theft", 0.9, -0.8),
+    ]
+    assert victim[1].content == "I feel badly about npc-oskar"
+
+
 def test_a_gift_warms_its_target_and_nobody_else() -> None:
     world = World()
     world.happen(

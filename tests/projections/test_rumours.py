@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from projections.catalogue import Catalogue
 from projections.event_keys import MOVEMENT_KEYS
 from projections.memories import form_memories
@@ -224,6 +227,8 @@ def test_groups_come_from_the_declared_group_or_the_named_field() -> None:
     assert groups(declared, SPREADING) == {"guards": ["npc-ada", "npc-zed"]}
     by_guild = merge_policy(SPREADING, {"memory": {"spreading": {"group_field": "guild"}}})
     assert groups(declared, by_guild) == {"bakers": ["npc-bram"], "smiths": ["npc-bram", "npc-zed"]}
+    with pytest.raises(ValidationError):  # `group` is one name; a list needs a field of one's own
+        EntityDeclaration.model_validate({"group": ["smiths", "bakers"]})
 
 
 # What passes

@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.story import encoded, tavern_story
 from projections import timelines
+from projections.memories import belief_id
 from projections.memory_store import held_in_order, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
@@ -140,6 +141,39 @@ def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
     town.happen("weather.rain", location="loc-market", game_time="day 1, 11:05")
     told = [content for content, *_ in town.knowledge("npc-bo")]
     assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
+
+
+def test_a_character_declared_with_a_null_group_leaves_it_and_hears_no_more_of_its_news() -> None:
+    town = Town()
+    guild = {
+        "npc-ada": {"group": "guild"},
+        "npc-bo": {"group": "guild"},
+        "npc-cy": {"group": "guild"},
+    }
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+    town.happen(
+        "world.entity-declared", entities={"npc-bo": {"group": None}}, game_time="day 1, 00:20"
+    )
+    town.happen(
+        "crime.purse-stolen",
+        actor="npc-thief",
+        target="npc-ada",
+        location="loc-inn",
+        game_time="day 1, 01:00",
+    )
+    town.happen("weather.rain", location="loc-market", game_time="day 1, 05:00")  # next interval
+    assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+    assert town.knowledge("npc-bo") == []
+
+
+def test_a_told_naming_the_tellers_impression_passes_on_the_news_itself() -> None:
+    town = Town()
+    theft_at_the_inn(town)
+    impression = belief_id("default", "town", "main", 2, "npc-ada", "impression")
+    town.happen(TOLD, actor="npc-ada", target="npc-bo", payload={"belief_id": impression})
+    assert town.knowledge("npc-bo") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
+    town.happen(MET, actor="npc-bo", target="npc-cy")
+    assert town.knowledge("npc-cy") == [(STOLEN, "rumour", "npc-bo", 2, 0.58)]
 
 
 def test_nobody_hears_what_they_saw_or_already_know() -> None:

@@ -100,6 +100,9 @@ def test_news_heard_of_weighs_less_and_stirs_less_than_the_sight_of_it() -> None
         ("help.gift", "help"),
         ("duel.insulted", "fight"),
         ("giftshop.opened", "generic"),  # whole words only
+        ("crime.robbed-and-left", "theft"),  # the most striking kind named, as in news
+        ("combat.attacked-then-departed", "fight"),
+        ("npc.said-insult", "threat"),
         ("", "generic"),
     ],
 )
@@ -117,3 +120,22 @@ def test_retold_confidence_rounds_the_decimal_product_halves_up(
     """0.35 x 0.5 is 0.175 and reads 0.18: the binary float (0.17499...) is not what is meant."""
     policy = merge_policy(Policy(), {"memory": {"retelling_factor": factor}})
     assert retold_confidence(teller, policy) == listener
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.8, 0.95, 0.99])
+def test_every_retelling_loses_confidence_until_none_is_left(factor: float) -> None:
+    """Rounded alone, 0.02 x 0.8 read 0.02 again (0.1 at 0.95, 0.5 at 0.99): a rumour passed on
+    for ever at that confidence."""
+    policy = merge_policy(Policy(), {"memory": {"retelling_factor": factor}})
+    confidence, hops = 0.9, 0
+    while confidence > 0:
+        retold = retold_confidence(confidence, policy)
+        assert retold < confidence
+        confidence, hops = retold, hops + 1
+    assert hops <= 90
+    assert retold_confidence(0.0, policy) == 0.0
+
+
+def test_a_retelling_factor_of_one_keeps_the_tellers_confidence() -> None:
+    policy = merge_policy(Policy(), {"memory": {"retelling_factor": 1.0}})
+    assert retold_confidence(0.02, policy) == 0.02

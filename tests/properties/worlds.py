@@ -79,6 +79,7 @@ SAYINGS = [
     "(an aside) it happened",
     "Ilse beat the drunk sailor senseless",
     "Oskar robbed Mara and left",
+    "Oskar stole 1,000 gold, 1000 by his count, on 3,4 nights",
     "   ",
 ]
 NAMES = {
@@ -481,7 +482,10 @@ def _draw_event(
             entities["harbour"]["kind"] = "place"
         if group_field is not None:
             for entity in entities:
-                if entity in characters and choose.integer(0, 3, "grouped") > 0:
+                grouped = choose.integer(0, 7, "grouped") if entity in characters else 0
+                if grouped == 1:  # leaves whatever group it was in
+                    entities[entity][group_field] = None
+                elif grouped > 1:
                     entities[entity][group_field] = _draw_group(choose, group_field)
         if choose.integer(0, 9, "odd kind") == 0:
             entities["npc-d"] = {"kind": "item"}
