@@ -104,6 +104,18 @@ def retention(
     return Retention(value, "faded" if value >= rules.forgotten_below else "forgotten")
 
 
+def vivid_however_recalled(memory: Memory, now: int | None, policy: Policy) -> bool:
+    """Whether `memory` is vivid at `now` whatever recalls named it, known without looking them
+    up: vivid on its own clock, and each recall only restarts the clock later and (with a
+    `reinforcement_factor` of 1 or more) makes the half-life longer. Tellers ask this of every
+    piece of news they offer, and most of it is fresh."""
+    if not policy.memory.flaky or memory.story_minutes is None or now is None:
+        return True  # no clock: nothing fades
+    if policy.memory.retention.reinforcement_factor < 1:
+        return False
+    return retention(memory, now, [], policy).state == "vivid"
+
+
 def as_held(memory: Memory, held: Retention) -> Memory | None:
     """The memory as its character now holds it: whole when vivid, retold and less sure when
     faded (the statement stays, the detail goes; confidence x retention), None when forgotten."""

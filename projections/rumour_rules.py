@@ -7,6 +7,11 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
   once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
   (a character's group is the `group` it was declared with, or the field
   `spreading.group_field` names).
+- **What a character can tell.** Its news as it holds it at the event (section 8, at the
+  event's story time, else the timeline's story "now"): what it has forgotten it cannot tell,
+  and faded news it tells as it holds it, retold and as sure as its confidence x retention
+  (`projections.retention`). Forgotten news takes no place among its newest: it looks deeper,
+  at most `DEEPEST_LOOK` times as deep as the news it would pass.
 - **What passes at a meeting.** Each of the two offers the other its newest news, at most
   `spreading.per_meeting` (3) pieces; the listener takes in those worth telling them. Old news
   stops travelling once a character has fresher news to tell: the freshest gossip spreads.
@@ -55,6 +60,11 @@ Meeting = tuple[str, str]
 """Two characters who meet, the smaller id first."""
 Delivery = tuple[str, str, Memory]
 """(teller, listener, the teller's memory) of one group exchange."""
+
+DEEPEST_LOOK = 16
+"""How many times as deep as the news it would pass a teller looks for news it has not
+forgotten. A bound, so that a character who forgot most of a long life costs a few reads at a
+meeting rather than its whole past (a recall looks as deep for memories not forgotten)."""
 
 _shortened = lru_cache(maxsize=1 << 14)(retell)
 """`retell`, worked out once per wording: the same news is retold again and again."""

@@ -7,7 +7,13 @@ import itertools
 import pytest
 from pydantic import ValidationError
 
-from projections.retention import as_held, half_life_days, retention, variation
+from projections.retention import (
+    as_held,
+    half_life_days,
+    retention,
+    variation,
+    vivid_however_recalled,
+)
 from schemas import story_minutes
 from schemas.memory import Memory, MemoryKind
 from schemas.policy import Policy, merge_policy
@@ -185,3 +191,18 @@ def test_a_retention_setting_out_of_order_or_range_is_refused(
     with pytest.raises(ValidationError) as refused:
         merge_policy(POLICY, {"memory": {"retention": retention_overlay}})
     assert all(error["loc"][:2] == ("memory", "retention") for error in refused.value.errors())
+
+
+def test_a_memory_vivid_on_its_own_clock_is_vivid_however_recalled() -> None:
+    """Tellers skip looking up recalls of news vivid on its own clock: with recalls that hold
+    a memory longer (`reinforcement_factor` 1 or more) every recall leaves it vivid; with a
+    factor under 1 a recall can make it fade sooner, so it must be looked up."""
+    memory = remembered()
+    shortening = merge_policy(POLICY, {"memory": {"retention": {"reinforcement_factor": 0.1}}})
+    assert vivid_however_recalled(memory, on_day(3), POLICY)
+    assert retention(memory, on_day(3), [on_day(2)] * 5, POLICY).state == "vivid"
+    assert not vivid_however_recalled(memory, on_day(3), shortening)
+    assert retention(memory, on_day(3), [on_day(1)] * 5, shortening).state != "vivid"
+    assert not vivid_however_recalled(memory, on_day(12), POLICY)  # faded on its own clock
+    untimed = remembered().model_copy(update={"story_minutes": None})
+    assert vivid_however_recalled(untimed, on_day(90), shortening)  # no clock: nothing fades
