@@ -17,7 +17,10 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
   stops travelling once a character has fresher news to tell: the freshest gossip spreads.
 - **What passes in a group.** At most `spreading.group_exchange_limit` pieces of news per group
   and interval, the newest that some member lacks; each comes from the member who has it
-  freshest (fewest hops, then newest) and reaches every member who lacks it.
+  freshest (fewest hops, then newest) and reaches every member who lacks it. The group looks
+  at each member's newest news, as many pieces as the limit, and deeper (twice as many, and so
+  on) while those hold fewer pieces some member lacks, at most `DEEPEST_LOOK` times the limit
+  (`group_exchange`): older news one member lacks travels once what is newer is shared.
 - **News** (`is_news`): every memory but an impression (a feeling is not news).
 - **Worth telling** (`worth_telling`): only news, never what
   the listener already knows, saw included (the same original event or claim, whatever the
@@ -62,8 +65,9 @@ Delivery = tuple[str, str, Memory]
 """(teller, listener, the teller's memory) of one group exchange."""
 
 DEEPEST_LOOK = 16
-"""How many times as deep as the news it would pass a teller looks for news it has not
-forgotten. A bound, so that a character who forgot most of a long life costs a few reads at a
+"""How many times as deep as the news it would pass a character looks for it: a teller for
+news it has not forgotten, a group for pieces some member lacks. A bound, so that a character
+who forgot most of a long life, or a group that shares all it knows, costs a few reads at a
 meeting rather than its whole past (a recall looks as deep for memories not forgotten)."""
 
 _shortened = lru_cache(maxsize=1 << 14)(retell)
@@ -212,6 +216,26 @@ def passed_in_group(
         if listeners:
             passed += 1
             deliveries.extend((teller, listener, freshest) for listener in listeners)
+    return deliveries
+
+
+def group_exchange(
+    offered: Callable[[int], Mapping[str, Iterable[Memory]]],
+    knows: Callable[[str, str], bool],
+    policy: Policy,
+) -> list[Delivery]:
+    """The deliveries of one group exchange (`passed_in_group`) over each member's newest news,
+    `offered(depth)` pieces of it: `group_exchange_limit` pieces, and when those hold fewer
+    than the limit that some member lacks, twice as many, and so on, up to `DEEPEST_LOOK` times
+    the limit. Old news one member lacks travels once the group shares what is newer."""
+    limit = policy.memory.spreading.group_exchange_limit
+    deliveries: list[Delivery] = []
+    depth = limit
+    while depth:
+        deliveries = passed_in_group(offered(depth), knows, policy)
+        if depth == DEEPEST_LOOK * limit or len({m.origin for _, _, m in deliveries}) == limit:
+            break
+        depth = min(2 * depth, DEEPEST_LOOK * limit)
     return deliveries
 
 

@@ -33,11 +33,11 @@ from projections.retention import vivid_however_recalled
 from projections.rumour_rules import (
     DEEPEST_LOOK,
     Retelling,
+    group_exchange,
     group_interval,
     groups,
     meetings,
     passed_at_meeting,
-    passed_in_group,
     retelling,
     retold_from,
 )
@@ -93,6 +93,10 @@ class Spreading:
                 self.tx, self.keys, self.ancestry, character, count, self.held, within
             )
         return found
+
+    def newest_of(self, members: list[str], depth: int) -> dict[str, list[Memory]]:
+        """What each group member still holds of its newest `depth` pieces of news."""
+        return {member: self.mind(member, depth, depth) for member in members}
 
     def held(self, memory: Memory) -> Memory | None:
         """`memory` as its character holds it now: itself when vivid (most news is fresh: its
@@ -178,10 +182,9 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
         for entity, declaration in declared.items()
         if kinds.kind_of(entity) == CHARACTER
     }
-    limit = news.policy.memory.spreading.group_exchange_limit
     for members in groups(characters, news.policy).values():
         if len(members) < 2:
             continue
-        minds = {member: news.mind(member, limit, limit) for member in members}
-        for teller, listener, memory in passed_in_group(minds, news.knows, news.policy):
+        offered = partial(news.newest_of, members)
+        for teller, listener, memory in group_exchange(offered, news.knows, news.policy):
             news.tell(memory, teller, listener)

@@ -40,7 +40,8 @@ module docstrings); each such choice is named where it is made:
   story's now just before it): forgotten news is left out, faded news told retold at confidence
   x retention; a teller offers the `per_meeting` newest it holds among its 16 x `per_meeting`
   newest at a meeting; in a group each member offers what it holds of its `group_exchange_limit`
-  newest; the group exchange comes first, once
+  newest, then of twice as many, up to 16 x the limit, while fewer than the limit pieces some
+  member lacks are found; the group exchange comes first, once
   per game-time interval on a timeline's ancestry, then the meetings, each pair (a, b) in id
   order, a telling b then b telling a; a listener never takes in news it knows, news that came
   through it, or news about it alone.
@@ -767,8 +768,8 @@ def is_news(memory: OMemory) -> bool:
 
 
 LOOKS_DEEPER = 16
-"""How many times as deep as the news it would pass a teller looks for news it has not
-forgotten, as rumourmill documents."""
+"""How many times as deep as the news it would pass a character looks for news it has not
+forgotten (a teller), or for news some member lacks (a group), as rumourmill documents."""
 
 
 def newest_news(memories: list[OMemory], character: str, limit: int) -> list[OMemory]:
@@ -1317,7 +1318,8 @@ class Oracle:
         `group_exchange_limit` pieces, newest first, each from the member who has it freshest
         (fewest hops, then newest, then smallest id) to every member who lacks it. Members are
         the characters of the timeline's catalogue as it stood before the event. Each member
-        offers what it holds of its newest `limit` pieces of news."""
+        offers what it holds of its newest `limit` pieces of news; while that makes fewer than
+        `limit` pieces some member lacks, twice as many, up to `LOOKS_DEEPER` x `limit`."""
         spreading = self.policy.memory.spreading
         limit = spreading.group_exchange_limit
         groups: dict[str, list[str]] = {}
@@ -1329,9 +1331,25 @@ class Oracle:
             members = sorted(set(groups[group]))
             if len(members) < 2:
                 continue
-            offered = [(who, m) for who in members for m in telling(who, limit, limit)]
-            passed, reached_limit, deliveries = self._group_pieces(offered, members, limit, knows)
-            for what, reached in (("group limit", reached_limit), ("group exchange", passed)):
+            depth, passed, reached_limit = limit, 0, False
+            deliveries: list[tuple[str, str, OMemory]] = []
+            newest_only: set[str] | None = None  # what the newest `limit` of each passed
+            while depth:
+                offered = [(who, m) for who in members for m in telling(who, depth, depth)]
+                passed, reached_limit, deliveries = self._group_pieces(
+                    offered, members, limit, knows
+                )
+                if newest_only is None:
+                    newest_only = {memory.origin for _, _, memory in deliveries}
+                if passed == limit or depth == LOOKS_DEEPER * limit:
+                    break
+                depth = min(2 * depth, LOOKS_DEEPER * limit)
+            deeper = {memory.origin for _, _, memory in deliveries} - (newest_only or set())
+            for what, reached in (
+                ("group limit", reached_limit),
+                ("group exchange", passed),
+                ("group looked deeper", deeper),
+            ):
                 if reached:  # a key counts as reached (`reached`): only when it was
                     self.reached[what] += 1
             yield from deliveries

@@ -146,6 +146,49 @@ def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
     assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
 
 
+def test_old_news_one_member_lacks_travels_in_the_group_once_newer_news_is_shared() -> None:
+    """Ada alone saw her purse stolen; then she and Bo saw three omens together. The hour turns:
+    the group's three newest pieces of news are shared already, so the exchange looks deeper
+    and Bo hears of the theft."""
+    town = Town(group_interval_minutes=60)
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+    town.happen("crime.purse-stolen", actor="npc-thief", target="npc-ada", game_time="day 1, 00:20")
+    for number in range(3):
+        town.happen(
+            f"sight.omen-{number}",
+            actor="npc-ada",
+            witnesses=["npc-bo"],
+            game_time="day 1, 00:30",
+        )
+    assert town.knowledge("npc-bo") == []
+    town.happen("weather.rain", actor="npc-zed", game_time="day 1, 01:05")
+    stolen = "npc-thief purse stolen npc-ada"
+    assert town.knowledge("npc-bo") == [(stolen, "told", "npc-ada", 1, 0.72)]
+
+
+def test_a_group_looks_at_most_sixteen_times_its_limit_deep() -> None:
+    """With a limit of 1, the group looks at each member's 16 newest pieces of news at most:
+    the theft under 15 shared omens travels, under 16 it stays with Ada."""
+    stolen = "npc-thief purse stolen npc-ada"
+    for omens, heard in ((15, [(stolen, "told", "npc-ada", 1, 0.72)]), (16, [])):
+        town = Town(group_interval_minutes=60, group_exchange_limit=1)
+        guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+        town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+        town.happen(
+            "crime.purse-stolen", actor="npc-thief", target="npc-ada", game_time="day 1, 00:20"
+        )
+        for number in range(omens):
+            town.happen(
+                f"sight.omen-{number}",
+                actor="npc-ada",
+                witnesses=["npc-bo"],
+                game_time="day 1, 00:30",
+            )
+        town.happen("weather.rain", actor="npc-zed", game_time="day 1, 01:05")
+        assert town.knowledge("npc-bo") == heard, omens
+
+
 OMEN = "npc-zed omen npc-ada"
 
 

@@ -171,8 +171,8 @@ def compare_forgetful_worlds(figures: Counter[str], seed: int) -> None:
 
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
-    """Weeks of story: news told faded and forgotten news passed over for older news still held,
-    every read agreeing."""
+    """Weeks of story: news told faded, forgotten news passed over for older news still held,
+    and group exchanges that look deeper than each member's newest news, every read agreeing."""
     figures: Counter[str] = Counter()
     compare_forgetful_worlds(figures)
     print(f"\n[oracle, forgetful worlds] {dict(figures)}")
@@ -181,6 +181,7 @@ def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
         "faded news told",
         "forgotten news passed over",
         "group exchange",
+        "group looked deeper",
     ):
         assert figures[f"reached {what}"] >= 1, figures
 
