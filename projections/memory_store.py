@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, islice
@@ -512,10 +512,38 @@ def formed_between(
 
 
 def newest_news(
-    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, limit: int
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    character: str,
+    count: int,
+    held: Callable[[Memory], Memory | None] | None = None,
+    within: int = 0,
 ) -> list[Memory]:
-    """The character's newest news on the timeline (`rumour_rules.is_news`), newest first."""
-    return list(_newest(tx, keys, ancestry, character, NEWS, limit))
+    """The character's newest `count` pieces of news on the timeline (`rumour_rules.is_news`),
+    newest first. With `held`, those it keeps, as it gives them back (None drops one), looked
+    for among the newest `within` (at least `count`): the newest `count` are read first (a news
+    head holds them), deeper only when `held` dropped some of them and there may be more, for a
+    teller's newest news is mostly what it still holds."""
+    if held is None:
+        return list(_newest(tx, keys, ancestry, character, NEWS, count))
+    kept: list[Memory] = []
+    looked_at: set[str] = set()
+    for depth in (count, within) if within > count else (count,):
+        read = 0
+        for memory in _newest(tx, keys, ancestry, character, NEWS, depth):
+            read += 1
+            if memory.belief_id in looked_at:
+                continue
+            looked_at.add(memory.belief_id)
+            as_held = held(memory)
+            if as_held is not None:
+                kept.append(as_held)
+                if len(kept) == count:
+                    return kept
+        if read < depth:  # no more news to look at
+            break
+    return kept
 
 
 def newest_recollections(

@@ -23,11 +23,12 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from projections.wording import retell
 from schemas.memory import Memory, MemoryKind
-from schemas.policy import Policy
+from schemas.policy import Policy, RetentionPolicy
 
 IMPORTANCE_STEPS = 5
 """Importance 0..1 is read on a scale of five steps (seed 000's "importance 5")."""
@@ -102,6 +103,33 @@ def retention(
     if value >= rules.vivid_from:
         return Retention(value, "vivid")
     return Retention(value, "faded" if value >= rules.forgotten_below else "forgotten")
+
+
+def vivid_however_recalled(memory: Memory, now: int | None, policy: Policy) -> bool:
+    """Whether `memory` is vivid at `now` whatever recalls named it, known without looking them
+    up: vivid on its own clock, and each recall only restarts the clock later and (with a
+    `reinforcement_factor` of 1 or more) makes the half-life longer. Tellers ask this of every
+    piece of news they offer, and most of it is fresh."""
+    if not policy.memory.flaky or memory.story_minutes is None or now is None:
+        return True  # no clock: nothing fades
+    rules = policy.memory.retention
+    if rules.reinforcement_factor < 1:
+        return False
+    if now - memory.story_minutes < _young(rules):
+        return True
+    return retention(memory, now, [], policy).state == "vivid"
+
+
+@lru_cache(maxsize=16)
+def _young(rules: RetentionPolicy) -> float:
+    """How many story minutes every memory stays vivid, whatever its importance, kind and
+    variation: the shortest half-life times log2(1 / `vivid_from`), a minute short (float
+    rounding never makes a memory vivid here that `retention` finds faded)."""
+    if rules.vivid_from == 0:
+        return math.inf
+    steps = min(rules.step_factor ** (step - 1) for step in range(1, IMPORTANCE_STEPS + 1))
+    shortest = rules.half_life_days * steps * min(1.0, rules.belief_factor) * rules.variation_low
+    return shortest * math.log2(1 / rules.vivid_from) * MINUTES_PER_DAY - 1
 
 
 def as_held(memory: Memory, held: Retention) -> Memory | None:

@@ -7,12 +7,20 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
   once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
   (a character's group is the `group` it was declared with, one name, or what the field
   `spreading.group_field` names holds: a declaration's own field may hold a list of names).
+- **What a character can tell.** Its news as it holds it at the event (section 8, at the
+  event's story time, else the timeline's story "now"): what it has forgotten it cannot tell,
+  and faded news it tells as it holds it, retold and as sure as its confidence x retention
+  (`projections.retention`). Forgotten news takes no place among its newest: it looks deeper,
+  at most `DEEPEST_LOOK` times as deep as the news it would pass.
 - **What passes at a meeting.** Each of the two offers the other its newest news, at most
   `spreading.per_meeting` (3) pieces; the listener takes in those worth telling them. Old news
   stops travelling once a character has fresher news to tell: the freshest gossip spreads.
 - **What passes in a group.** At most `spreading.group_exchange_limit` pieces of news per group
   and interval, the newest that some member lacks; each comes from the member who has it
-  freshest (fewest hops, then newest) and reaches every member who lacks it.
+  freshest (fewest hops, then newest) and reaches every member who lacks it. The group looks
+  at each member's newest news, as many pieces as the limit, and deeper (twice as many, and so
+  on) while those hold fewer pieces some member lacks, at most `DEEPEST_LOOK` times the limit
+  (`group_exchange`): older news one member lacks travels once what is newer is shared.
 - **News** (`is_news`): every memory but an impression (a feeling is not news).
 - **Worth telling** (`worth_telling`): only news, never what
   the listener already knows, saw included (the same original event or claim, whatever the
@@ -55,6 +63,12 @@ Meeting = tuple[str, str]
 """Two characters who meet, the smaller id first."""
 Delivery = tuple[str, str, Memory]
 """(teller, listener, the teller's memory) of one group exchange."""
+
+DEEPEST_LOOK = 16
+"""How many times as deep as the news it would pass a character looks for it: a teller for
+news it has not forgotten, a group for pieces some member lacks. A bound, so that a character
+who forgot most of a long life, or a group that shares all it knows, costs a few reads at a
+meeting rather than its whole past (a recall looks as deep for memories not forgotten)."""
 
 _shortened = lru_cache(maxsize=1 << 14)(retell)
 """`retell`, worked out once per wording: the same news is retold again and again."""
@@ -204,6 +218,26 @@ def passed_in_group(
         if listeners:
             passed += 1
             deliveries.extend((teller, listener, freshest) for listener in listeners)
+    return deliveries
+
+
+def group_exchange(
+    offered: Callable[[int], Mapping[str, Iterable[Memory]]],
+    knows: Callable[[str, str], bool],
+    policy: Policy,
+) -> list[Delivery]:
+    """The deliveries of one group exchange (`passed_in_group`) over each member's newest news,
+    `offered(depth)` pieces of it: `group_exchange_limit` pieces, and when those hold fewer
+    than the limit that some member lacks, twice as many, and so on, up to `DEEPEST_LOOK` times
+    the limit. Old news one member lacks travels once the group shares what is newer."""
+    limit = policy.memory.spreading.group_exchange_limit
+    deliveries: list[Delivery] = []
+    depth = limit
+    while depth:
+        deliveries = passed_in_group(offered(depth), knows, policy)
+        if depth == DEEPEST_LOOK * limit or len({m.origin for _, _, m in deliveries}) == limit:
+            break
+        depth = min(2 * depth, DEEPEST_LOOK * limit)
     return deliveries
 
 

@@ -1,6 +1,7 @@
 """Rumour spreading: the rumour rules driven from storage, event by event.
 
-News moves when characters meet, or when a group's game-time interval turns.
+News moves when characters meet, or when a group's game-time interval turns. A teller tells
+its news as it holds it at the event (section 8): not what it forgot, and faded news less sure.
 
 The rules of who meets and what passes are in `projections.rumour_rules`; this module feeds them
 from state as it stood before the event, so applying an event twice spreads the same news.
@@ -27,17 +28,21 @@ from projections.memory_store import (
     learned_scopes,
     newest_news,
 )
+from projections.reinforcement import held_now
+from projections.retention import vivid_however_recalled
 from projections.rumour_rules import (
+    DEEPEST_LOOK,
     Retelling,
+    group_exchange,
     group_interval,
     groups,
     meetings,
     passed_at_meeting,
-    passed_in_group,
     retelling,
     retold_from,
 )
 from projections.state import StateTransaction
+from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.versions import read_headed_through, write_headed
 from schemas import Event
@@ -56,9 +61,11 @@ class Spreading:
     policy: Policy
     catalogue: Catalogue
     judged: Judging
+    now: int | None
+    """The story minute tellers hold their news at (None: no story time, nothing fades)."""
     heard: list[Memory] = field(default_factory=list)
     known: dict[tuple[str, str], bool] = field(default_factory=dict)
-    minds: dict[tuple[str, int], list[Memory]] = field(default_factory=dict)
+    minds: dict[tuple[str, int, int], list[Memory]] = field(default_factory=dict)
     learned: dict[str, LearnedScopes] = field(default_factory=dict)
     retellings: dict[tuple[str, str], Retelling] = field(default_factory=dict)
 
@@ -76,13 +83,27 @@ class Spreading:
             found = self.known[pair] = knows_in(self.tx, learned, origin)
         return found
 
-    def mind(self, character: str, limit: int) -> list[Memory]:
-        """A teller's newest news, as it stood before the event (read once per event)."""
-        if (character, limit) not in self.minds:
-            self.minds[(character, limit)] = newest_news(
-                self.tx, self.keys, self.ancestry, character, limit
+    def mind(self, character: str, count: int, within: int) -> list[Memory]:
+        """A teller's newest `count` pieces of news it still holds, as it holds them, looked for
+        among its newest `within`, as they stood before the event (read once per event)."""
+        key = (character, count, within)
+        found = self.minds.get(key)
+        if found is None:
+            found = self.minds[key] = newest_news(
+                self.tx, self.keys, self.ancestry, character, count, self.held, within
             )
-        return self.minds[(character, limit)]
+        return found
+
+    def newest_of(self, members: list[str], depth: int) -> dict[str, list[Memory]]:
+        """What each group member still holds of its newest `depth` pieces of news."""
+        return {member: self.mind(member, depth, depth) for member in members}
+
+    def held(self, memory: Memory) -> Memory | None:
+        """`memory` as its character holds it now: itself when vivid (most news is fresh: its
+        recalls are not looked up then), retold and less sure when faded, None if forgotten."""
+        if vivid_however_recalled(memory, self.now, self.policy):
+            return memory
+        return held_now(self.tx, self.keys, self.ancestry, memory, self.now, self.policy).memory
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         told = self.retellings.get((teller, memory.belief_id))
@@ -113,13 +134,18 @@ def spread(
     if not spreading.enabled:
         return []
     known_at_event = {(memory.character_id, memory.origin): True for memory in formed}
-    news = Spreading(tx, keys, ancestry, event, policy, catalogue, judged, known=known_at_event)
+    now = event.story_minutes
+    if now is None and policy.memory.flaky:
+        now = story_now(tx, event.tenant_id, event.world_instance_id, ancestry)
+    news = Spreading(
+        tx, keys, ancestry, event, policy, catalogue, judged, now, known=known_at_event
+    )
     if event.story_minutes is not None:
         _exchange_in_groups(news, event.story_minutes)
     for one, other in meetings(event, present, catalogue.kind_of, policy):
         for teller, listener in ((one, other), (other, one)):
             told = passed_at_meeting(
-                news.mind(teller, spreading.per_meeting),
+                news.mind(teller, spreading.per_meeting, DEEPEST_LOOK * spreading.per_meeting),
                 listener,
                 partial(news.knows, listener),
                 policy,
@@ -156,10 +182,9 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
         for entity, declaration in declared.items()
         if kinds.kind_of(entity) == CHARACTER
     }
-    limit = news.policy.memory.spreading.group_exchange_limit
     for members in groups(characters, news.policy).values():
         if len(members) < 2:
             continue
-        minds = {member: news.mind(member, limit) for member in members}
-        for teller, listener, memory in passed_in_group(minds, news.knows, news.policy):
+        offered = partial(news.newest_of, members)
+        for teller, listener, memory in group_exchange(offered, news.knows, news.policy):
             news.tell(memory, teller, listener)

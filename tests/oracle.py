@@ -1,8 +1,9 @@
 """A reference oracle: a deliberately naive, obviously-correct model of rumourmill's memory.
 
-Written from SPEC.md (sections 2 to 7), seed 001 and the README ("The rules, in short",
-"Policies"), not from `projections/`: it imports nothing of production but the schemas (the
-event contract, and the policy model with its defaults and weighing table). Every rule it
+Written from SPEC.md (sections 2 to 7, and 8 for what tellers still hold), seed 001 and the
+README ("The rules, in short", "Policies"), not from `projections/`: it imports nothing of
+production but the schemas (the event contract, and the policy model with its defaults and
+weighing table). Every rule it
 checks has its own naive version here, written for plainness, not speed:
 
 - ids: a memory's `belief_id` from its position, holder and kind; the origin of news from the
@@ -14,8 +15,8 @@ checks has its own naive version here, written for plainness, not speed:
 - weighing: the kind read off the key's words, the policy's table by the character's part,
   confidence by how it was learned, a retelling's as the teller's times `retelling_factor`;
 - perception, memory formation, impressions, "already knows", persistence;
-- rumours: who meets, what passes at a meeting and in a group, how a listener keeps it, and
-  seeded distortion;
+- rumours: who meets, what passes at a meeting and in a group, what a teller still holds of
+  its news (retention, SPEC 8), how a listener keeps it, and seeded distortion;
 - sequencing, ancestry folds, the world record, `diverging`, relations, caps, ordering, 404s;
 - the referee (SPEC 11): which beliefs a player's line challenges, the rules verdict, what it
   does to the line and, as of the line's position, to the beliefs it weakens.
@@ -36,8 +37,12 @@ module docstrings); each such choice is named where it is made:
   confidence is shown to 2 decimals (half up); news passed on (a `told`, a rumour) is weighed
   as `heard` by the kind it tells of;
 - rumours: a character's news is its memories but impressions, newest first (by position, then
-  by id, highest first); a teller offers its `per_meeting` newest at a meeting, and in a group
-  each member offers its `group_exchange_limit` newest; the group exchange comes first, once
+  by id, highest first), held as recall holds them (SPEC 8) at the event's story time (else the
+  story's now just before it): forgotten news is left out, faded news told retold at confidence
+  x retention; a teller offers the `per_meeting` newest it holds among its 16 x `per_meeting`
+  newest at a meeting; in a group each member offers what it holds of its `group_exchange_limit`
+  newest, then of twice as many, up to 16 x the limit, while fewer than the limit pieces some
+  member lacks are found; the group exchange comes first, once
   per game-time interval on a timeline's ancestry, then the meetings, each pair (a, b) in id
   order, a telling b then b telling a; a listener never takes in news it knows, news that came
   through it, or news about it alone.
@@ -49,7 +54,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from fnmatch import fnmatchcase
@@ -622,6 +627,56 @@ def distorted(
     return replaced(content, said_at[place], lambda at: vaguer), facts
 
 
+# ================================================================ retention (SPEC 8)
+
+MINUTES_PER_DAY = 24 * 60
+BELIEF_KINDS = {"knowledge", "impression"}
+
+
+def story_minutes(game_time: str | None) -> int | None:
+    """Minutes since day 0, 00:00 of a "day D, HH:MM" (no story time: None)."""
+    if game_time is None:
+        return None
+    day, clock = game_time.removeprefix("day ").split(", ")
+    hours, minutes = clock.split(":")
+    return (int(day) * 24 + int(hours)) * 60 + int(minutes)
+
+
+def step_of(importance: float) -> int:
+    steps = (Decimal(repr(importance)) * 5).to_integral_value(ROUND_CEILING)
+    return max(1, int(steps))
+
+
+def variation(belief_id: str, policy: Policy) -> float:
+    digest = hashlib.blake2b(belief_id.encode(), digest_size=8, person=b"retention").digest()
+    rules = policy.memory.retention
+    share = int.from_bytes(digest, "big") / (2**64 - 1)
+    return rules.variation_low + (rules.variation_high - rules.variation_low) * share
+
+
+def held(
+    memory: OMemory, now: int | None, policy: Policy, recalled: Sequence[int] = ()
+) -> tuple[float, str]:
+    """Retention and state of `memory` at story minute `now`, recalled at `recalled` minutes
+    (each restarts the clock and lengthens the half-life 1.5 times)."""
+    since = story_minutes(memory.game_time)
+    if not policy.memory.flaky or since is None or now is None:
+        return 1.0, "vivid"
+    rules = policy.memory.retention
+    half_life = rules.half_life_days * rules.step_factor ** (step_of(memory.importance) - 1)
+    if memory.kind in BELIEF_KINDS:
+        half_life *= rules.belief_factor
+    half_life *= rules.reinforcement_factor ** len(recalled) * variation(memory.belief_id, policy)
+    since = max([since, *recalled])
+    value = 0.5 ** ((max(0, now - since) / MINUTES_PER_DAY) / half_life)
+    floor = rules.never_forgotten_step
+    if floor is not None and step_of(memory.importance) >= floor:
+        value = max(value, rules.forgotten_below)
+    if value >= rules.vivid_from:
+        return value, "vivid"
+    return value, "faded" if value >= rules.forgotten_below else "forgotten"
+
+
 # ================================================================ memories
 
 
@@ -742,6 +797,11 @@ def ids_in(values: Iterable[Any]) -> list[str]:
 def is_news(memory: OMemory) -> bool:
     """Anything but an impression: a feeling is not news."""
     return memory.kind != "impression"
+
+
+LOOKS_DEEPER = 16
+"""How many times as deep as the news it would pass a character looks for news it has not
+forgotten (a teller), or for news some member lacks (a group), as rumourmill documents."""
 
 
 def newest_news(memories: list[OMemory], character: str, limit: int) -> list[OMemory]:
@@ -989,8 +1049,19 @@ class Oracle:
         memories: list[OMemory] = []
         exchange: int | None = None
         revised: dict[tuple[str, str], float] = {}
+        now: int | None = None
+        recalls: dict[tuple[str, str], list[int]] = {}
         for item in self.history(world, segments):
             event = item.event
+            minute = story_minutes(event.game_time)
+            named = event.payload.get("belief_ids")
+            if event.key == RECALLED and event.actor is not None and isinstance(named, list):
+                at = now if minute is None else minute  # untimed: the story's now just before it
+                for belief in {one for one in named if isinstance(one, str) and one}:
+                    if at is not None:
+                        recalls.setdefault((event.actor, belief), []).append(at)
+            if minute is not None:
+                now = minute
             if event.key in MOVEMENT and event.actor is not None and event.location is not None:
                 where[event.actor] = event.location
             if self.policy.memory.world:
@@ -1026,6 +1097,8 @@ class Oracle:
             "declared": declared,
             "memories": memories,
             "exchange": exchange,
+            "now": now,
+            "recalls": recalls,
         }
         world.folds[(tuple(segments), len(world.applied))] = folded
         return folded
@@ -1189,16 +1262,44 @@ class Oracle:
         name: Names,
     ) -> list[OMemory]:
         """The rumours `event` spreads, from what everyone knew just before it: nobody is told
-        news they knew, took in at this very event, or were told at it already."""
+        news they knew, took in at this very event, or were told at it already. A teller tells
+        news as it holds it at the event's story time (else the story's now just before it):
+        forgotten news takes no place among its newest, faded news is told retold and less sure.
+        """
         spreading = self.policy.memory.spreading
         visible: list[OMemory] = before["memories"]
         heard: list[OMemory] = []
+        now = before["now"] if event.story_minutes is None else event.story_minutes
+
+        forgotten: set[tuple[str, str]] = set()
+        faded: set[tuple[str, str]] = set()
+
+        def telling(teller: str, count: int, within: int) -> list[OMemory]:
+            """The teller's newest `count` pieces of news it holds, among its newest `within`."""
+            kept = []
+            for memory in newest_news(visible, teller, within):
+                recalled = before["recalls"].get((teller, memory.belief_id), [])
+                retention, state = held(memory, now, self.policy, recalled)
+                if state == "forgotten":
+                    forgotten.add((teller, memory.belief_id))
+                    continue
+                if state == "faded":
+                    faded.add((teller, memory.belief_id))
+                    memory = replace(
+                        memory,
+                        content=retelling(memory.content),
+                        confidence=round(memory.confidence * retention, 2),
+                    )
+                kept.append(memory)
+            return kept[:count]
 
         def knows(character: str, origin: str) -> bool:
             known = visible + applied.memories + heard
             return any(m.character == character and m.origin == origin for m in known)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
+            if (teller, memory.belief_id) in faded:
+                self.reached["faded news told"] += 1
             heard.append(self._retold(memory, teller, listener, event, kind, name))
 
         minutes = event.story_minutes
@@ -1206,13 +1307,17 @@ class Oracle:
             interval = minutes // spreading.group_interval_minutes
             if before["exchange"] is None or before["exchange"] < interval:
                 applied.exchange = interval
-                exchange = self._group_exchange(before["declared"], visible, kind, knows)
+                exchange = self._group_exchange(before["declared"], telling, kind, knows)
                 for teller, listener, memory in exchange:
                     tell(memory, teller, listener)
         present = {who for who, place in before["where"].items() if place == event.location}
         for one, other in meeting_pairs(event, present, kind):
             for teller, listener in ((one, other), (other, one)):
-                offered = newest_news(visible, teller, spreading.per_meeting)
+                deepest = LOOKS_DEEPER * spreading.per_meeting
+                offered = telling(teller, spreading.per_meeting, deepest)
+                newest = newest_news(visible, teller, spreading.per_meeting)
+                if any((teller, m.belief_id) in forgotten for m in newest):
+                    self.reached["forgotten news passed over"] += 1
                 taken: list[str] = []
                 for memory in offered:
                     if (
@@ -1225,7 +1330,7 @@ class Oracle:
                 if len(taken) == spreading.per_meeting > 0:
                     wanted = {
                         m.origin
-                        for m in newest_news(visible, teller, len(visible))
+                        for m in telling(teller, len(visible), len(visible))
                         if worth_telling(m, listener) and not knows(listener, m.origin)
                     }
                     if wanted:
@@ -1235,14 +1340,16 @@ class Oracle:
     def _group_exchange(
         self,
         declarations: dict[str, dict[str, Any]],
-        visible: list[OMemory],
+        telling: Callable[[str, int, int], list[OMemory]],
         kind: Kinds,
         knows: Callable[[str, str], bool],
     ) -> Iterable[tuple[str, str, OMemory]]:
         """Each group (by the declared `spreading.group_field`) shares its newest news: at most
         `group_exchange_limit` pieces, newest first, each from the member who has it freshest
         (fewest hops, then newest, then smallest id) to every member who lacks it. Members are
-        the characters of the timeline's catalogue as it stood before the event."""
+        the characters of the timeline's catalogue as it stood before the event. Each member
+        offers what it holds of its newest `limit` pieces of news; while that makes fewer than
+        `limit` pieces some member lacks, twice as many, up to `LOOKS_DEEPER` x `limit`."""
         spreading = self.policy.memory.spreading
         limit = spreading.group_exchange_limit
         groups: dict[str, list[str]] = {}
@@ -1254,26 +1361,55 @@ class Oracle:
             members = sorted(set(groups[group]))
             if len(members) < 2:
                 continue
-            offered = [(who, m) for who in members for m in newest_news(visible, who, limit)]
-            pieces = unique(memory.origin for _, memory in offered)
-            pieces.sort(key=lambda o: (-max(m.seq for _, m in offered if m.origin == o), o))
-            passed = 0
-            for origin in pieces:
-                copies = [(m.hops, -m.seq, who, m) for who, m in offered if m.origin == origin]
-                _, _, teller, freshest = min(copies, key=lambda copy: copy[:3])
-                listeners = []
-                for member in members:
-                    holds = any(who == member for _, _, who, _ in copies)
-                    if holds or knows(member, origin) or not worth_telling(freshest, member):
-                        continue
-                    listeners.append(member)
-                if listeners and passed == limit:
-                    self.reached["group limit"] += 1 if limit else 0
+            depth, passed, reached_limit = limit, 0, False
+            deliveries: list[tuple[str, str, OMemory]] = []
+            newest_only: set[str] | None = None  # what the newest `limit` of each passed
+            while depth:
+                offered = [(who, m) for who in members for m in telling(who, depth, depth)]
+                passed, reached_limit, deliveries = self._group_pieces(
+                    offered, members, limit, knows
+                )
+                if newest_only is None:
+                    newest_only = {memory.origin for _, _, memory in deliveries}
+                if passed == limit or depth == LOOKS_DEEPER * limit:
                     break
-                passed += 1 if listeners else 0
-                for listener in listeners:
-                    yield teller, listener, freshest
-            self.reached["group exchange"] += 1 if passed else 0
+                depth = min(2 * depth, LOOKS_DEEPER * limit)
+            deeper = {memory.origin for _, _, memory in deliveries} - (newest_only or set())
+            for what, reached in (
+                ("group limit", reached_limit),
+                ("group exchange", passed),
+                ("group looked deeper", deeper),
+            ):
+                if reached:  # a key counts as reached (`reached`): only when it was
+                    self.reached[what] += 1
+            yield from deliveries
+
+    @staticmethod
+    def _group_pieces(
+        offered: list[tuple[str, OMemory]],
+        members: list[str],
+        limit: int,
+        knows: Callable[[str, str], bool],
+    ) -> tuple[int, bool, list[tuple[str, str, OMemory]]]:
+        """What a group passes of what its members offer: how many pieces, whether more were
+        left that some member lacks, and the deliveries."""
+        pieces = unique(memory.origin for _, memory in offered)
+        pieces.sort(key=lambda o: (-max(m.seq for _, m in offered if m.origin == o), o))
+        passed, deliveries = 0, list[tuple[str, str, OMemory]]()
+        for origin in pieces:
+            copies = [(m.hops, -m.seq, who, m) for who, m in offered if m.origin == origin]
+            _, _, teller, freshest = min(copies, key=lambda copy: copy[:3])
+            listeners = []
+            for member in members:
+                holds = any(who == member for _, _, who, _ in copies)
+                if holds or knows(member, origin) or not worth_telling(freshest, member):
+                    continue
+                listeners.append(member)
+            if listeners and passed == limit:
+                return passed, limit > 0, deliveries
+            passed += 1 if listeners else 0
+            deliveries += [(teller, listener, freshest) for listener in listeners]
+        return passed, False, deliveries
 
     def _retold(
         self, memory: OMemory, teller: str, listener: str, event: Event, kind: Kinds, name: Names

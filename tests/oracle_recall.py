@@ -9,7 +9,8 @@ What it compares, and what it leaves out:
   event its ancestry saw with one; half-life 6 days x 2^(step-1), x4 for beliefs, x a
   variation in [0.8, 1.2] from the belief id (rumourmill documents the hash: blake2b of the id,
   8 bytes, person "retention", read as a share of 2^64 - 1); vivid / faded (retold, confidence
-  x retention) / forgotten; the importance-5 floor; `memory.flaky` off holds everything exact.
+  x retention) / forgotten; the importance-5 floor; `memory.flaky` off holds everything exact
+  (`tests.oracle.held`: the tellers of rumours hold their news by it too).
   Reinforcement: a `memory.recalled` event by the character naming the memory restarts its
   clock at the event's story time (untimed: the story's "now" just before it) and makes its
   half-life 1.5 times longer, each time.
@@ -39,21 +40,28 @@ What it compares, and what it leaves out:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from schemas import Event
 from schemas.policy import Policy
-from tests.oracle import RECALLED, OMemory, Oracle, OracleNotFound, OWorld, json_equal, retelling
+from tests.oracle import (
+    MINUTES_PER_DAY,
+    RECALLED,
+    OMemory,
+    Oracle,
+    OracleNotFound,
+    OWorld,
+    held,
+    json_equal,
+    retelling,
+    story_minutes,
+)
 
-MINUTES_PER_DAY = 24 * 60
-BELIEF_KINDS = {"knowledge", "impression"}
 SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
 RANK_OFFSET = 60
 DEPTH = 60
@@ -72,53 +80,6 @@ MIN_COSINE = 0.3
 
 class OracleBadRead(Exception):
     """The read is a 400."""
-
-
-# ================================================================ retention
-
-
-def story_minutes(game_time: str | None) -> int | None:
-    """Minutes since day 0, 00:00 of a "day D, HH:MM" (no story time: None)."""
-    if game_time is None:
-        return None
-    day, clock = game_time.removeprefix("day ").split(", ")
-    hours, minutes = clock.split(":")
-    return (int(day) * 24 + int(hours)) * 60 + int(minutes)
-
-
-def step_of(importance: float) -> int:
-    steps = (Decimal(repr(importance)) * 5).to_integral_value(ROUND_CEILING)
-    return max(1, int(steps))
-
-
-def variation(belief_id: str, policy: Policy) -> float:
-    digest = hashlib.blake2b(belief_id.encode(), digest_size=8, person=b"retention").digest()
-    rules = policy.memory.retention
-    share = int.from_bytes(digest, "big") / (2**64 - 1)
-    return rules.variation_low + (rules.variation_high - rules.variation_low) * share
-
-
-def held(
-    memory: OMemory, now: int | None, policy: Policy, recalled: Sequence[int] = ()
-) -> tuple[float, str]:
-    """Retention and state of `memory` at story minute `now`, recalled at `recalled` minutes
-    (each restarts the clock and lengthens the half-life 1.5 times)."""
-    since = story_minutes(memory.game_time)
-    if not policy.memory.flaky or since is None or now is None:
-        return 1.0, "vivid"
-    rules = policy.memory.retention
-    half_life = rules.half_life_days * rules.step_factor ** (step_of(memory.importance) - 1)
-    if memory.kind in BELIEF_KINDS:
-        half_life *= rules.belief_factor
-    half_life *= rules.reinforcement_factor ** len(recalled) * variation(memory.belief_id, policy)
-    since = max([since, *recalled])
-    value = 0.5 ** ((max(0, now - since) / MINUTES_PER_DAY) / half_life)
-    floor = rules.never_forgotten_step
-    if floor is not None and step_of(memory.importance) >= floor:
-        value = max(value, rules.forgotten_below)
-    if value >= rules.vivid_from:
-        return value, "vivid"
-    return value, "faded" if value >= rules.forgotten_below else "forgotten"
 
 
 # ================================================================ searches

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 from pydantic import ValidationError
 
-from projections.retention import as_held, half_life_days, retention, variation
+from projections.retention import (
+    as_held,
+    half_life_days,
+    retention,
+    variation,
+    vivid_however_recalled,
+)
 from schemas import story_minutes
 from schemas.memory import Memory, MemoryKind
 from schemas.policy import Policy, merge_policy
@@ -185,3 +192,50 @@ def test_a_retention_setting_out_of_order_or_range_is_refused(
     with pytest.raises(ValidationError) as refused:
         merge_policy(POLICY, {"memory": {"retention": retention_overlay}})
     assert all(error["loc"][:2] == ("memory", "retention") for error in refused.value.errors())
+
+
+def test_a_memory_vivid_on_its_own_clock_is_vivid_however_recalled() -> None:
+    """Tellers skip looking up recalls of news vivid on its own clock: with recalls that hold
+    a memory longer (`reinforcement_factor` 1 or more) every recall leaves it vivid; with a
+    factor under 1 a recall can make it fade sooner, so it must be looked up."""
+    memory = remembered()
+    shortening = merge_policy(POLICY, {"memory": {"retention": {"reinforcement_factor": 0.1}}})
+    assert vivid_however_recalled(memory, on_day(3), POLICY)
+    assert retention(memory, on_day(3), [on_day(2)] * 5, POLICY).state == "vivid"
+    assert not vivid_however_recalled(memory, on_day(3), shortening)
+    assert retention(memory, on_day(3), [on_day(1)] * 5, shortening).state != "vivid"
+    assert not vivid_however_recalled(memory, on_day(12), POLICY)  # faded on its own clock
+    untimed = remembered().model_copy(update={"story_minutes": None})
+    assert vivid_however_recalled(untimed, on_day(90), shortening)  # no clock: nothing fades
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        {},
+        {"step_factor": 0.5, "belief_factor": 0.25, "half_life_days": 0.5},
+        {"vivid_from": 0.95, "variation_low": 0.1, "variation_high": 3.0},
+        {"vivid_from": 1.0},
+        {"vivid_from": 0.0, "forgotten_below": 0.0},
+    ],
+)
+def test_a_teller_finds_vivid_exactly_what_retention_finds_vivid(rules: dict[str, float]) -> None:
+    """Tellers take news younger than the shortest vivid span any memory can have as vivid
+    without working its retention out: never a memory `retention` finds faded. Checked minute
+    by minute around where each memory stops being vivid, the variation pinned at its lowest
+    too (the shortest span is that of some memory then)."""
+    low = rules.get("variation_low", 0.8)
+    pinned = {**rules, "variation_low": low, "variation_high": low}
+    for retention_rules in (rules, pinned):
+        policy = merge_policy(POLICY, {"memory": {"retention": retention_rules}})
+        vivid_from = policy.memory.retention.vivid_from
+        for belief, kind, importance in itertools.product(
+            MANY_IDS[:20], ["event", "knowledge"], [0.0, 0.4, 0.6, 1.0]
+        ):
+            memory = remembered(belief, kind, importance)
+            span = half_life_days(memory, 0, policy) * 24 * 60
+            ends = span * math.log2(1 / vivid_from) if vivid_from else 0.0
+            for minutes in range(max(0, int(ends) - 20), int(ends) + 20):
+                now = on_day(1) + minutes
+                vivid = retention(memory, now, [], policy).state == "vivid"
+                assert vivid_however_recalled(memory, now, policy) == vivid, (belief, minutes)

@@ -16,6 +16,7 @@ from projections.memories import form_memories
 from projections.perception import perceivers
 from projections.rumour_rules import (
     CHARACTERS_MET,
+    group_exchange,
     group_interval,
     groups,
     meetings,
@@ -293,6 +294,34 @@ def test_a_group_exchange_passes_the_newest_news_from_its_freshest_holder() -> N
     assert everything[3:] == [("npc-ada", "npc-bram", "flood"), ("npc-ada", "npc-zed", "flood")]
     none = merge_policy(SPREADING, {"memory": {"spreading": {"group_exchange_limit": 0}}})
     assert passed_in_group(minds, knows, none) == []
+
+
+def test_a_group_exchange_looks_deeper_only_while_it_finds_too_little() -> None:
+    """Ada and Zed share their newest news; Ada alone holds older news. The exchange looks at
+    each member's newest 3, then 6 and 12, and stops at the depth where it has found 3 pieces
+    Zed lacks (what it looks at of the members' news is asked of storage, depth by depth)."""
+    shared = [memory("npc-ada", f"omen-{number}", 100 - number) for number in range(5)]
+    ada = [*shared, *(memory("npc-ada", f"old-{n}", 50 - n) for n in range(4))]
+    zed = [m.model_copy(update={"character_id": "npc-zed"}) for m in shared]
+    asked: list[int] = []
+
+    def offered(depth: int) -> dict[str, list[Memory]]:
+        asked.append(depth)
+        return {"npc-ada": ada[:depth], "npc-zed": zed[:depth]}
+
+    def knows(member: str, origin: str) -> bool:
+        return any(m.origin == origin for m in (ada if member == "npc-ada" else zed))
+
+    deliveries = group_exchange(offered, knows, SPREADING)
+    assert [(t, who, m.origin) for t, who, m in deliveries] == [
+        ("npc-ada", "npc-zed", "old-0"),
+        ("npc-ada", "npc-zed", "old-1"),
+        ("npc-ada", "npc-zed", "old-2"),
+    ]
+    assert asked == [3, 6, 12]
+    asked.clear()
+    assert group_exchange(offered, lambda member, origin: True, SPREADING) == []
+    assert asked == [3, 6, 12, 24, 48]  # at most 16 times the limit
 
 
 # How a rumour reads

@@ -16,8 +16,11 @@ from projections.memory_store import held_in_order, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
+from projections.retention import retention
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
+from projections.weighing import retold_confidence
+from schemas.memory import Memory
 from streams.replay import replay_lines
 
 ENTERED = "loreweaver.movement.location-entered"
@@ -28,9 +31,10 @@ TOLD = "loreweaver.conversation.told"
 class Town:
     """Events numbered in order on one world; reads by character."""
 
-    def __init__(self, **spreading: Any) -> None:
+    def __init__(self, memory: dict[str, Any] | None = None, **spreading: Any) -> None:
         self.lines: list[bytes] = []
-        self.policy = resolve(None, {"memory": {"spreading": {"enabled": True, **spreading}}})
+        rules = {**(memory or {}), "spreading": {"enabled": True, **spreading}}
+        self.policy = resolve(None, {"memory": rules})
 
     def happen(self, key: str, timeline: str = "main", **fields: Any) -> None:
         seq = fields.pop("seq", None) or sum(1 for _ in self.lines) + 1
@@ -174,6 +178,141 @@ def test_a_told_naming_the_tellers_impression_passes_on_the_news_itself() -> Non
     assert town.knowledge("npc-bo") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
     town.happen(MET, actor="npc-bo", target="npc-cy")
     assert town.knowledge("npc-cy") == [(STOLEN, "rumour", "npc-bo", 2, 0.58)]
+
+
+def test_old_news_one_member_lacks_travels_in_the_group_once_newer_news_is_shared() -> None:
+    """Ada alone saw her purse stolen; then she and Bo saw three omens together. The hour turns:
+    the group's three newest pieces of news are shared already, so the exchange looks deeper
+    and Bo hears of the theft."""
+    town = Town(group_interval_minutes=60)
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+    town.happen("crime.purse-stolen", actor="npc-thief", target="npc-ada", game_time="day 1, 00:20")
+    for number in range(3):
+        town.happen(
+            f"sight.omen-{number}",
+            actor="npc-ada",
+            witnesses=["npc-bo"],
+            game_time="day 1, 00:30",
+        )
+    assert town.knowledge("npc-bo") == []
+    town.happen("weather.rain", actor="npc-zed", game_time="day 1, 01:05")
+    stolen = "npc-thief purse stolen npc-ada"
+    assert town.knowledge("npc-bo") == [(stolen, "told", "npc-ada", 1, 0.72)]
+
+
+def test_a_group_looks_at_most_sixteen_times_its_limit_deep() -> None:
+    """With a limit of 1, the group looks at each member's 16 newest pieces of news at most:
+    the theft under 15 shared omens travels, under 16 it stays with Ada."""
+    stolen = "npc-thief purse stolen npc-ada"
+    for omens, heard in ((15, [(stolen, "told", "npc-ada", 1, 0.72)]), (16, [])):
+        town = Town(group_interval_minutes=60, group_exchange_limit=1)
+        guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+        town.happen("world.entity-declared", entities=guild, game_time="day 1, 00:10")
+        town.happen(
+            "crime.purse-stolen", actor="npc-thief", target="npc-ada", game_time="day 1, 00:20"
+        )
+        for number in range(omens):
+            town.happen(
+                f"sight.omen-{number}",
+                actor="npc-ada",
+                witnesses=["npc-bo"],
+                game_time="day 1, 00:30",
+            )
+        town.happen("weather.rain", actor="npc-zed", game_time="day 1, 01:05")
+        assert town.knowledge("npc-bo") == heard, omens
+
+
+OMEN = "npc-zed omen npc-ada"
+
+
+def omen_then_meeting(town: Town, met_at: str | None) -> None:
+    """Zed shows Ada an omen on day 1 (an event of importance 0.4: a half-life of 12 story days,
+    give or take a fifth); on day 60 the story goes on, and Ada meets Bo at `met_at`."""
+    town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
+    town.happen("weather.rain", actor="npc-zed", game_time="day 60, 10:00")
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time=met_at)
+
+
+def test_a_character_cannot_tell_what_it_has_forgotten() -> None:
+    for met_at in ("day 60, 10:30", None):  # a meeting without story time: the story's now
+        town = Town()
+        omen_then_meeting(town, met_at)
+        assert town.knowledge("npc-bo") == [], met_at
+
+
+def test_without_flaky_memory_nothing_is_forgotten_and_news_passes_whole() -> None:
+    town = Town(memory={"flaky": False})
+    omen_then_meeting(town, "day 60, 10:30")
+    assert town.knowledge("npc-bo") == [(OMEN, "told", "npc-ada", 1, 0.72)]
+
+
+def test_news_without_story_time_never_fades_for_its_teller() -> None:
+    town = Town()
+    town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time=None)
+    town.happen("weather.rain", actor="npc-zed", game_time="day 60, 10:00")
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 60, 10:30")
+    assert town.knowledge("npc-bo") == [(OMEN, "told", "npc-ada", 1, 0.72)]
+
+
+def test_faded_news_is_told_as_sure_as_its_teller_still_is() -> None:
+    """Twenty days on, Ada's memory of the omen has faded: she holds it at her confidence times
+    its retention, and Bo hears it at that, less the retelling's loss."""
+    town = Town()
+    town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 21, 10:00")
+    state = town.state()
+    record = timelines.load(state, "default", "town", "main")
+    assert record is not None
+    ancestry = timelines.ancestry(state, record, 1)
+    [seen] = held_in_order(state, memory_keys(state, "default", "town"), ancestry, "npc-ada")
+    held = retention(seen, 20 * 24 * 60 + seen_minutes(seen), [], town.policy)
+    assert held.state == "faded"
+    faded = round(seen.confidence * held.value, 2)
+    told = retold_confidence(faded, town.policy)
+    assert told < 0.72
+    assert town.knowledge("npc-bo") == [(OMEN, "told", "npc-ada", 1, told)]
+
+
+def seen_minutes(memory: Memory) -> int:
+    assert memory.story_minutes is not None
+    return memory.story_minutes
+
+
+def test_a_recalled_memory_is_still_held_and_told() -> None:
+    """Ada recalled the omen on day 50: its clock restarted then, so on day 60 she still holds
+    it and tells Bo."""
+    town = Town()
+    town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
+    [seen] = runtime_read(town.state(), "default", "town", "main", "npc-ada").recollections
+    town.happen(
+        "loreweaver.memory.recalled",
+        actor="npc-ada",
+        payload={"belief_ids": [seen.belief_id]},
+        game_time="day 50, 10:00",
+    )
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 60, 10:00")
+    [(content, source, teller, hops, confidence)] = town.knowledge("npc-bo")
+    assert (content, source, teller, hops) == (OMEN, "told", "npc-ada", 1)
+    assert 0 < confidence <= 0.72
+
+
+def test_forgotten_news_takes_no_place_among_a_tellers_newest() -> None:
+    """Zed told Ada the mill burned (a belief: it lasts four times as long), then she saw three
+    trivial omens. Forty days on the omens are forgotten and the mill is not: she tells Bo of
+    the mill."""
+    town = Town()
+    town.happen(
+        TOLD,
+        actor="npc-zed",
+        target="npc-ada",
+        payload={"content": "The mill burned down", "about": ["loc-mill"]},
+        game_time="day 1, 10:00",
+    )
+    for number in range(3):
+        town.happen(f"sight.omen-{number}", actor="npc-ada", game_time="day 2, 10:00")
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 40, 10:00")
+    assert [content for content, *_ in town.knowledge("npc-bo")] == ["The mill burned down"]
 
 
 def test_nobody_hears_what_they_saw_or_already_know() -> None:

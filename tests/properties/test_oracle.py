@@ -147,6 +147,45 @@ def test_crowded_worlds_reach_every_cap_and_equal_the_oracle() -> None:
         assert figures[f"reached {what}"] >= 1, figures
 
 
+FORGETFUL = Shape(
+    max_events=60,
+    least_events=20,
+    max_characters=4,
+    spreading=1.0,
+    chatter=2,
+    minutes=3 * 24 * 60,
+    recalls=2,
+)
+"""Worlds whose story runs for weeks, with recalls: tellers hold some news faded and have
+forgotten some (section 8)."""
+FORGETFUL_HISTORIES = 400 if SOAK else 100
+
+
+@settings(max_examples=FORGETFUL_HISTORIES, **SETTINGS)
+@given(seed=st.integers(0, 2**32 - 1))
+def compare_forgetful_worlds(figures: Counter[str], seed: int) -> None:
+    rng = random.Random(seed)
+    history = draw_history(SeededChoices(rng), FORGETFUL)
+    compare(history, rng.randint(0, len(history.delivery)), figures)
+
+
+@pytest.mark.timeout(4 * 3600 if SOAK else 600)
+def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
+    """Weeks of story: news told faded, forgotten news passed over for older news still held,
+    and group exchanges that look deeper than each member's newest news, every read agreeing."""
+    figures: Counter[str] = Counter()
+    compare_forgetful_worlds(figures)
+    print(f"\n[oracle, forgetful worlds] {dict(figures)}")
+    assert figures["histories"] >= FORGETFUL_HISTORIES, figures
+    for what in (
+        "faded news told",
+        "forgotten news passed over",
+        "group exchange",
+        "group looked deeper",
+    ):
+        assert figures[f"reached {what}"] >= 1, figures
+
+
 class DeliveryMachine(RuleBasedStateMachine):
     """One world published step by step; messages delivered, redelivered and held back."""
 
