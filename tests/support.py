@@ -205,10 +205,7 @@ def wait_until_checkpointed(settings: Settings, timeout: float = 60.0) -> None:
     worker takes one once idle, `streams.durability`); raises on timeout."""
     deadline = time.monotonic() + timeout
     while True:
-        stamps = {
-            int(path.parent.name.removeprefix(f"{STATE_TABLE}-")): Stamp.read(path)
-            for path in settings.data_dir.rglob(f"checkpoints/{STATE_TABLE}-*/stamp.json")
-        }
+        stamps = checkpoint_stamps(settings)
         behind = {
             partition: end
             for partition, end in changelog_ends(settings).items()
@@ -219,6 +216,17 @@ def wait_until_checkpointed(settings: Settings, timeout: float = 60.0) -> None:
             return
         assert time.monotonic() < deadline, f"no checkpoint holds these changelog ends: {behind}"
         time.sleep(0.2)
+
+
+def checkpoint_stamps(settings: Settings) -> dict[int, Stamp | None]:
+    """Each partition's checkpoint stamp, as the worker's files hold them now (None: going as
+    it is read): the `.old` and `.tmp` copies beside a checkpoint the worker is swapping in are
+    not checkpoints."""
+    return {
+        int(partition): Stamp.read(path)
+        for path in settings.data_dir.rglob(f"checkpoints/{STATE_TABLE}-*/stamp.json")
+        if (partition := path.parent.name.removeprefix(f"{STATE_TABLE}-")).isdigit()
+    }
 
 
 def send_events(settings: Settings, events: Iterable[dict[str, Any] | bytes]) -> int:
