@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -362,36 +363,49 @@ def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_k
     assert upgrade(earlier) == Upgrade(current_format(), current_format(), 0)
 
 
+WAITING_LINE = {
+    "world_instance_id": "save-1",
+    "timeline_id": "main",
+    "seq": 2,
+    "key": "loreweaver.conversation.player-said",
+    "actor": "p1",
+    "target": "npc-mara",
+    "players": ["p1"],
+    "payload": {"text": "the door is open"},
+}
+"""A dialogue line sent before seq 1: it waits for it."""
+
+
+def waiting(line: dict[str, Any], timestamp_ms: int | None = None) -> tuple[MemoryState, bytes]:
+    """A store of this release in which `line` waits for seq 1, and its pending key."""
+    state = MemoryState()
+    upgrade(state)
+    message = SourceMessage("events", 0, 0, b"save-1", orjson.dumps(line), timestamp_ms)
+    assert [ack.outcome.value for ack in Projector().receive(state, message).acks] == ["deferred"]
+    [(key, _)] = list(state.scan(pack(PENDING)))
+    return state, key
+
+
+def released(state: MemoryState) -> list[tuple[int | None, str]]:
+    """The acks of seq 1 arriving: it, and the line that waited for it."""
+    first = orjson.dumps(WAITING_LINE | {"seq": 1, "key": "x"})
+    acks = Projector().receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
+    return [(ack.seq, ack.outcome.value) for ack in acks]
+
+
 def test_a_waiting_line_whose_null_facts_were_dropped_is_applied_after_the_upgrade() -> None:
     """Format 9: a release before stored a dialogue line that waited for an earlier seq without
     its facts' null values, and stopped when the gap filled (the line no longer read as an
     event), at every start. Upgraded, the line is applied when the gap fills."""
-    projector = Projector()
-    state = MemoryState()
-    upgrade(state)
-    line = {
-        "world_instance_id": "save-1",
-        "timeline_id": "main",
-        "seq": 2,
-        "key": "loreweaver.conversation.player-said",
-        "actor": "p1",
-        "target": "npc-mara",
-        "players": ["p1"],
-        "payload": {"text": "the door is open"},
-        "facts": [{"subject": "door", "attribute": "state", "value": None}],
-    }
-    waiting = SourceMessage("events", 0, 0, b"save-1", orjson.dumps(line), 1_700_000_000_000)
-    assert [ack.outcome.value for ack in projector.receive(state, waiting).acks] == ["deferred"]
-    [(key, stored)] = list(state.scan(pack(PENDING)))
-    as_dropped = orjson.loads(stored)
+    line = WAITING_LINE | {"facts": [{"subject": "door", "attribute": "state", "value": None}]}
+    state, key = waiting(line, 1_700_000_000_000)
+    as_dropped = orjson.loads(state.get(key) or b"")
     as_dropped["facts"] = [{"subject": "door", "attribute": "state"}]
     state.put(key, orjson.dumps(as_dropped))
     state.put(FORMAT_KEY, b"8")
 
     assert upgrade(state) == Upgrade(8, current_format(), 1)
-    first = orjson.dumps(line | {"seq": 1, "key": "x", "facts": []})
-    acks = projector.receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
-    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
+    assert released(state) == [(1, "processed"), (2, "processed")]
 
 
 def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_the_upgrade() -> None:
@@ -399,24 +413,8 @@ def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_th
     final line break; an event so written, waiting for an earlier seq, no longer reads as an
     event. Upgraded, it waits with the same moment in RFC 3339, and is applied when the gap
     fills."""
-    projector = Projector()
-    state = MemoryState()
-    upgrade(state)
-    line = {
-        "world_instance_id": "save-1",
-        "timeline_id": "main",
-        "seq": 2,
-        "key": "loreweaver.conversation.player-said",
-        "actor": "p1",
-        "target": "npc-mara",
-        "players": ["p1"],
-        "payload": {"text": "the door is open"},
-        "game_time": "day 1, 21:05",
-        "occurred_at": "2024-05-01T21:05:00Z",
-    }
-    waiting = SourceMessage("events", 0, 0, b"save-1", orjson.dumps(line))
-    assert [ack.outcome.value for ack in projector.receive(state, waiting).acks] == ["deferred"]
-    [(key, _)] = list(state.scan(pack(PENDING)))
+    line = WAITING_LINE | {"game_time": "day 1, 21:05", "occurred_at": "2024-05-01T21:05:00Z"}
+    state, key = waiting(line)
     as_once_taken = line | {"occurred_at": "2024-05-01 23:05+02:00", "game_time": "day 1, 21:05\n"}
     state.put(key, orjson.dumps(as_once_taken))
     state.put(FORMAT_KEY, b"9")
@@ -424,6 +422,4 @@ def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_th
     assert upgrade(state) == Upgrade(9, current_format(), 1)
     [(_, stored)] = list(state.scan(pack(PENDING)))
     assert orjson.loads(stored) == line | {"occurred_at": "2024-05-01T23:05:00+02:00"}
-    first = orjson.dumps(line | {"seq": 1, "key": "x"})
-    acks = projector.receive(state, SourceMessage("events", 0, 1, b"save-1", first)).acks
-    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
+    assert released(state) == [(1, "processed"), (2, "processed")]
