@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from streams.dev import apache_kafka
-from streams.settings import Settings
+from streams.settings import ENV_PREFIX, Settings
 from tests.model_server import ScriptedModel, scripted_model
 
 
@@ -23,6 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             "these tests use a broker but are not marked integration: " + ", ".join(unmarked)
         )
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `RUMOURMILL_*` variable of the machine running the tests leaks in (modules whose
+    settings must be the defaults use it)."""
+    for name in list(os.environ):
+        if name.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="session")

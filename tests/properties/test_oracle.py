@@ -116,8 +116,13 @@ def test_every_read_equals_the_oracle() -> None:
 @example(seed=164)
 def compare_crowded_worlds(figures: Counter[str], seed: int) -> None:
     """One crowded world, from a seed (too large to draw choice by choice)."""
+    compare_seeded(CROWD, figures, seed)
+
+
+def compare_seeded(shape: Shape, figures: Counter[str], seed: int) -> None:
+    """A world of `shape` drawn from `seed`, compared after a delivery cut the seed chooses."""
     rng = random.Random(seed)
-    history = draw_history(SeededChoices(rng), CROWD)
+    history = draw_history(SeededChoices(rng), shape)
     compare(history, rng.randint(0, len(history.delivery)), figures)
 
 
@@ -164,9 +169,8 @@ FORGETFUL_HISTORIES = 400 if SOAK else 100
 @settings(max_examples=FORGETFUL_HISTORIES, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1))
 def compare_forgetful_worlds(figures: Counter[str], seed: int) -> None:
-    rng = random.Random(seed)
-    history = draw_history(SeededChoices(rng), FORGETFUL)
-    compare(history, rng.randint(0, len(history.delivery)), figures)
+    """One world of weeks of story, from a seed."""
+    compare_seeded(FORGETFUL, figures, seed)
 
 
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)

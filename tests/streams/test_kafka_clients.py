@@ -4,10 +4,8 @@ every Kafka client (each aiokafka client's options, the Faust app's credentials)
 from __future__ import annotations
 
 import ast
-import os
 import ssl
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +25,8 @@ LOGIN = {
 }
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No `RUMOURMILL_*` variable of the machine running the tests leaks in."""
-    for name in list(os.environ):
-        if name.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(name)
-    yield
+pytestmark = pytest.mark.usefixtures("clean_environment")
+"""No `RUMOURMILL_*` variable of the machine running the tests leaks in."""
 
 
 @pytest.fixture(scope="module")

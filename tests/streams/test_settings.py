@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -19,13 +17,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| `(RUMOURMILL_\w+)` \| (?:`(--[\w-]+)`)? *\| ([^|]*) \|", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No `RUMOURMILL_*` variable of the machine running the tests leaks in."""
-    for name in list(os.environ):
-        if name.upper().startswith(ENV_PREFIX):
-            monkeypatch.delenv(name)
-    yield
+pytestmark = pytest.mark.usefixtures("clean_environment")
+"""No `RUMOURMILL_*` variable of the machine running the tests leaks in."""
 
 
 def readme_rows() -> list[tuple[str, str | None, str]]:
