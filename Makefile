@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 # the C parts (projections/*.c, streams/*.c) are compiled by the install: edited, they are built again
 $(STAMP): pyproject.toml setup.py projections/change_records.c projections/key_packing.c \
-		streams/batch_access.c
+		projections/memory_access.c streams/batch_access.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -12,6 +12,8 @@ from typing import Protocol
 
 from sortedcontainers import SortedDict, SortedList
 
+from projections.memory_access import MemoryAccess
+
 
 class StateTransaction(Protocol):
     """Ordered key-value access, as RocksDB and a sorted dict both give it."""
@@ -51,31 +53,20 @@ def kept(value: bytes) -> bytes:
     return b"".join((value, b""))
 
 
-class MemoryState:
+class MemoryState(MemoryAccess):
     """An in-process `StateTransaction` over a dict: replays, tests, benchmarks.
 
     Values live in a plain dict. Key order is kept per key space (a key's first packed part,
     `projections.key_prefixes`), and only when the space is scanned: a new key waits among its
     space's fresh keys until then. Most spaces an event writes (memories, their indexes, the
     outbox) are scanned by reads alone, so the fold pays a dict insert for them and the first
-    scan after a run of writes sorts them in at once."""
+    scan after a run of writes sorts them in at once. Its get and put (`MemoryAccess`, in C)
+    are the fold's commonest calls."""
 
     def __init__(self) -> None:
         self._data: dict[bytes, bytes] = {}
         self._spaces: dict[bytes, _Space] = {}
-
-    def get(self, key: bytes) -> bytes | None:
-        return self._data.get(key)
-
-    def put(self, key: bytes, value: bytes) -> None:
-        if key not in self._data:
-            end = key.find(SPACE_END)  # `space_of`, spelt out: a put is the commonest call
-            name = key if end == -1 else key[: end + 1]
-            space = self._spaces.get(name)
-            if space is None:
-                space = self._spaces[name] = _Space()
-            space.fresh.add(key)
-        self._data[key] = kept(value)
+        self._new_space = _Space
 
     def delete(self, key: bytes) -> None:
         if self._data.pop(key, None) is not None:

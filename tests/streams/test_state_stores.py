@@ -130,6 +130,14 @@ class TestStateStore:
         assert store.get(b"empty") == b""
         assert store.get(b"k\x00") is None
 
+    def test_a_value_that_is_not_bytes_is_refused_and_nothing_is_written(
+        self, store: StateTransaction
+    ) -> None:
+        with pytest.raises(TypeError, match="bytes"):
+            store.put(b"k", "text")  # type: ignore[arg-type]
+        assert store.get(b"k") is None
+        assert list(store.scan(b"k")) == []
+
     def test_a_second_put_replaces_the_first(self, store: StateTransaction) -> None:
         store.put(b"k", b"one")
         store.put(b"k", b"two")
