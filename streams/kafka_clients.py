@@ -20,6 +20,7 @@ import faust
 from aiokafka.errors import (
     AuthenticationFailedError,
     IllegalSaslStateError,
+    KafkaConnectionError,
     SaslAuthenticationFailed,
     UnsupportedSaslMechanismError,
 )
@@ -113,7 +114,9 @@ def refusals_noted() -> Iterator[RefusalNotes]:
 def refused_security(settings: Settings, refusal: BaseException | None) -> str | None:
     """What a broker's `refusal` (from `refusals_noted`) says of the security settings, if it
     is theirs: a login refused names authentication and the SASL settings, a failed TLS
-    handshake the TLS ones."""
+    handshake the TLS ones, and a connection closed over TLS by a client without a
+    certificate the client certificate (a listener wanting one closes the connection after the
+    handshake, and aiokafka is told no more)."""
     if isinstance(refusal, LOGIN_REFUSED):
         return (
             f"authentication failed: Kafka at {settings.bootstrap} refused the SASL login"
@@ -126,5 +129,15 @@ def refused_security(settings: Settings, refusal: BaseException | None) -> str |
             f"cannot reach Kafka at {settings.bootstrap}: the TLS handshake failed ({refusal});"
             f" see {ENV_PREFIX}KAFKA_SECURITY_PROTOCOL={settings.kafka_security_protocol} and"
             f" {ENV_PREFIX}KAFKA_SSL_CAFILE"
+        )
+    if (
+        isinstance(refusal, KafkaConnectionError)
+        and settings.kafka_security_protocol in TLS_PROTOCOLS
+        and not settings.kafka_ssl_certfile
+    ):
+        return (
+            f"cannot reach Kafka at {settings.bootstrap}: the broker closed the connection"
+            f" after the TLS handshake ({refusal}); a listener wanting a client certificate"
+            f" (ssl.client.auth=required) does, and {ENV_PREFIX}KAFKA_SSL_CERTFILE is not set"
         )
     return None
