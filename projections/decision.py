@@ -24,7 +24,6 @@ from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
 from projections.memory_store import MemoryKeys, load_memory
 from projections.recall import (
-    READ_FIELDS,
     SEARCH_DEPTH,
     RecallIndex,
     held_candidates,
@@ -37,10 +36,11 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import place_of
-from schemas.memory import BeliefRead, DecisionRead, Memory, TurnRead, Verdict
+from schemas.memory import DecisionRead, KnowledgeRead, Memory, TurnRead, Verdict
 from schemas.policy import Policy
 
 MAX_KNOWLEDGE = 10
+KNOWLEDGE_FIELDS = set(KnowledgeRead.model_fields)
 TURNS = TypeAdapter(list[TurnRead])
 
 
@@ -137,9 +137,9 @@ def most_important(candidates: Iterable[Candidate], taken: Sequence[Memory]) -> 
     return sorted(kept, key=lambda memory: (-memory.importance, -memory.seq, memory.belief_id))
 
 
-def memory_read(memory: Memory) -> BeliefRead:
-    """A memory's read fields alone."""
-    return BeliefRead.model_validate(memory.model_dump(include=READ_FIELDS))
+def memory_read(memory: Memory) -> KnowledgeRead:
+    """What a decision model may see of a memory (never whether it agrees with the record)."""
+    return KnowledgeRead.model_validate(memory.model_dump(include=KNOWLEDGE_FIELDS))
 
 
 def decision_prompt(

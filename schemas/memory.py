@@ -160,10 +160,33 @@ class TurnRead(Contract):
     """The line's real time (ISO 8601, UTC), or None when it came with none."""
 
 
+class KnowledgeRead(Contract):
+    """One memory as a decision model may be given it: a `BeliefRead` without `diverging`,
+    which says whether the memory agrees with the world record. The record never reaches the
+    model that writes the reply (seed 001, "Memory in a decision"): only the referee's verdict
+    does. `uncertain` is the character's own doubt, and stays."""
+
+    belief_id: str
+    kind: MemoryKind
+    content: str
+    about: list[Identifier]
+    source: Source
+    source_entity: Identifier | None
+    hops: Hops
+    confidence: Share
+    importance: Share
+    feeling: Feeling
+    arousal: Share
+    uncertain: bool
+    seq: Position
+    game_time: str | None
+    persistent: bool
+
+
 class DecisionRead(ReadModel):
     """`GET /v2/memory/runtime/npcs/{npc_id}/decision`: what a decision model may be given."""
 
-    knowledge: list[BeliefRead]
+    knowledge: list[KnowledgeRead]
     recent_turns: list[TurnRead]
     """The player scope's turns as of the event, oldest first (none once expired)."""
     verdict: Verdict | None

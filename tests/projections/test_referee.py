@@ -173,11 +173,18 @@ def test_a_persistent_belief_weakened_on_a_branch_is_held_as_firmly_as_before_el
 
 
 def test_the_decision_gets_the_verdict_never_the_record() -> None:
-    context = Delivered(LINES).decision(7)
+    """Neither in the prompt nor in the knowledge: the lie Mara holds is given as she holds
+    it, never marked as differing from the record (the runtime read marks it)."""
+    world = Delivered(LINES)
+    context = world.decision(7)
     assert context["verdict"] == "convinced"
     prompt = context["prompt"]
     assert prompt.splitlines()[-1] == "The referee's verdict on what Ilse just said: convinced."
     assert "status" not in prompt and "alive" not in prompt.replace(ALIVE, "")
+    [held] = [memory for memory in context["knowledge"] if memory["content"] == ALIVE]
+    assert world.beliefs()[ALIVE]["diverging"]
+    assert "diverging" not in held
+    assert set(held) == set(world.beliefs()[ALIVE]) - {"diverging"}
 
 
 def test_a_line_that_challenges_nothing_gets_no_verdict() -> None:
