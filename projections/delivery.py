@@ -10,16 +10,17 @@ still give them back, and they are sent again (the same change ids). A message t
 cannot be taken in is dead-lettered (key and value in base64, a value over the size limit cut
 to it) with a plain reason, and still acked; the outbox keeps its dead letter without the bytes
 (`without_bytes`), which a redelivery brings again. Whatever the message, its acks and dead
-letter fit one record the worker's producer takes (`MOST_RECORD_BYTES`).
+letter fit one record the worker's producer takes (`MOST_RECORD_BYTES`), and the refused
+judgements its acks list a share of the record size the settings give (`with_refusals_bounded`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import orjson
@@ -31,10 +32,13 @@ from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
 from schemas.changes import ChangeRecords, as_records
 from schemas.events import Contract, Seq
+from schemas.judgements import RefusedJudgement
 from schemas.records import OutboxRecord
 
 _ACK_FIELDS = Ack.__pydantic_serializer__.to_python
 """`Ack.model_dump`, without its Python wrapper (an ack or more per message)."""
+_REFUSED_JSON = RefusedJudgement.__pydantic_serializer__.to_json
+"""A refused judgement as an ack's JSON holds it (its bytes are what an ack's listing costs)."""
 OUTBOX_DEPTH = 100_000
 """How many source positions back a redelivery is still recognised, per partition."""
 
@@ -52,7 +56,17 @@ MOST_REFUSALS_LISTED = 100
 """The most judgements the rules made an ack lists (`Ack.refused_judgements`; then how many
 more, `more_refused_judgements`): an event perceived by thousands of characters in model mode
 raises a judgement each, and 40,000 listed made an ack of 5 MB. Listed, each is at most 7,000
-bytes (a reason at `MOST_REASON_CHARS`, ids of 128 characters), 700,000 in all."""
+bytes (a reason at `MOST_REASON_CHARS`, ids of 128 characters): the bytes bound them too
+(`REFUSALS_SHARE_OF_RECORD`)."""
+REFUSALS_SHARE_OF_RECORD = 0.5
+"""The most the refused judgements the acks of one message list may take, as JSON, of the
+largest record the worker sends and stores (`RUMOURMILL_CHANGELOG_BATCH_BYTES`); the rest are
+counted, not listed. Each ack is a record of the acks topic, and the outbox row that keeps all
+of a message's acks one of the state changelog: 100 listed an ack whatever the setting made
+acks of 110 KB (215 KB seen, 700 KB at most), and the row of a message that filled a gap
+three times that, which a broker the setting was lowered for refused; the worker stopped on
+it, at every restart. Half leaves the row room for the rest of its acks (some 200 bytes each),
+and at the least setting (16,384) still lists a first refusal of 7,000 bytes."""
 MOST_REASON_CHARS = 1_000
 """The longest reason an ack or dead letter carries: a reason saying everything wrong with a
 message, or quoting it, grows with the message (15,000 numbers out of range made a reason of
@@ -110,10 +124,15 @@ class Intake:
 
 
 def produce_once(
-    tx: StateTransaction, message: SourceMessage, produce: Callable[[], Intake]
+    tx: StateTransaction,
+    message: SourceMessage,
+    produce: Callable[[], Intake],
+    record_bytes: int = MOST_RECORD_BYTES,
 ) -> Intake:
     """What `message` produces: worked out by `produce` the first time, and read back from the
-    outbox when the same message comes again at the same source position."""
+    outbox when the same message comes again at the same source position. Either way its acks
+    list the refused judgements that fit records of `record_bytes` (`with_refusals_bounded`):
+    a row of a release that listed more, or of a larger setting, is re-sent bounded."""
     digest = hashlib.blake2b(
         (message.key or b"") + b"\x00" + message.value, digest_size=16
     ).hexdigest()
@@ -123,7 +142,9 @@ def produce_once(
         outbox = OutboxRecord.from_bytes(stored)
         if outbox.message_digest == digest:
             return Intake(
-                acks=[stored_as(Ack, item) for item in outbox.acks],
+                acks=with_refusals_bounded(
+                    [stored_as(Ack, item) for item in outbox.acks], record_bytes
+                ),
                 dead_letters=[
                     stored_as(DeadLetter, with_bytes(item, message)) for item in outbox.dead_letters
                 ],
@@ -131,6 +152,8 @@ def produce_once(
                 changes=as_records(outbox.changes),
             )
     intake = produce()
+    if (acks := with_refusals_bounded(intake.acks, record_bytes)) is not intake.acks:
+        intake = replace(intake, acks=acks)
     tx.put(
         key,
         OutboxRecord.encode(
@@ -158,13 +181,34 @@ def bounded_reason(reason: str) -> str:
     return reason[: MOST_REASON_CHARS - len(tail)] + tail
 
 
-Listed = TypeVar("Listed")
-
-
-def listed_refusals(refused: Sequence[Listed]) -> tuple[list[Listed], int]:
-    """The refused judgements an ack lists (the first `MOST_REFUSALS_LISTED`), and how many
-    more there are."""
-    return list(refused[:MOST_REFUSALS_LISTED]), max(len(refused) - MOST_REFUSALS_LISTED, 0)
+def with_refusals_bounded(acks: list[Ack], record_bytes: int) -> list[Ack]:
+    """The acks of one message, listing the judgements the rules made in their order while
+    they fit: at most `MOST_REFUSALS_LISTED` an ack, and in all (as JSON, a comma each)
+    `REFUSALS_SHARE_OF_RECORD` of `record_bytes`, the most one record may be. Each ack counts
+    those it leaves out in `more_refused_judgements`; all are recorded with the state and on
+    the judgements topic (`projections.judgements`). `acks` themselves when none lists any."""
+    if not any(ack.refused_judgements for ack in acks):
+        return acks
+    room = int(record_bytes * REFUSALS_SHARE_OF_RECORD)
+    bounded = []
+    for ack in acks:
+        listed = 0
+        for refused in ack.refused_judgements[:MOST_REFUSALS_LISTED]:
+            cost = len(_REFUSED_JSON(refused)) + 1
+            if cost > room:
+                room = 0  # the next ones come after it: none is listed past one left out
+                break
+            room -= cost
+            listed += 1
+        left_out = len(ack.refused_judgements) - listed
+        if left_out:
+            more = ack.more_refused_judgements + left_out
+            listing = ack.refused_judgements[:listed]
+            ack = ack.model_copy(
+                update={"refused_judgements": listing, "more_refused_judgements": more}
+            )
+        bounded.append(ack)
+    return bounded
 
 
 def kept_key(key: bytes | None) -> bytes | None:
@@ -211,15 +255,11 @@ Output = TypeVar("Output", bound=Contract)
 def stored_as(model: type[Output], stored: dict[str, Any]) -> Output:
     """An ack or dead letter read back from the outbox. It may have been stored by another
     release: a field this one does not know is dropped, and a reason longer than this one's
-    bound is cut, and so is a list of refused judgements (a release that did not bound them
-    kept acks the producer refuses to send), so a redelivery re-sends what this release would
-    send."""
+    bound is cut (and `produce_once` bounds the refused judgements the acks list), so a
+    redelivery re-sends what this release would send."""
     known = {name: value for name, value in stored.items() if name in model.model_fields}
     if isinstance(reason := known.get("reason"), str):
         known["reason"] = bounded_reason(reason)
-    if isinstance(refused := known.get("refused_judgements"), list):
-        known["refused_judgements"], more = listed_refusals(refused)
-        known["more_refused_judgements"] = known.get("more_refused_judgements", 0) + more
     return model.model_validate(known, strict=False)
 
 

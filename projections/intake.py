@@ -19,6 +19,7 @@ from projections.deletion import delete, is_deletion
 from projections.delivery import (
     MOST_PROBLEMS_LISTED,
     MOST_QUOTED_CHARS,
+    MOST_RECORD_BYTES,
     Intake,
     SourceMessage,
     dead_letter,
@@ -42,9 +43,11 @@ def receive(
     policies: PolicyLookup,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     changes: MessageChanges | None = None,
+    record_bytes: int = MOST_RECORD_BYTES,
 ) -> Intake:
     """Take one message in and say what to publish for it; with `changes` (which `apply`
-    tells of the events it applies), also what it changed, kept and re-sent like its acks."""
+    tells of the events it applies), also what it changed, kept and re-sent like its acks. Its
+    acks list the refused judgements that fit records of `record_bytes` (`produce_once`)."""
 
     def produce() -> Intake:
         intake = _take_in(tx, message, apply, policies, max_event_bytes, changes)
@@ -58,7 +61,7 @@ def receive(
             deleted_worlds=intake.deleted_worlds,
         )
 
-    return produce_once(tx, message, produce)
+    return produce_once(tx, message, produce, record_bytes)
 
 
 def _take_in(

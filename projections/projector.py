@@ -17,7 +17,7 @@ from projections.catalogue import Catalogue, StoredDeclarations
 from projections.changes import EventChanges, MessageChanges
 from projections.chronicle import ask_summaries
 from projections.chronicle_summaries import TokenCounter
-from projections.delivery import Intake, SourceMessage, identity_of
+from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage, identity_of
 from projections.dialogue import record_dialogue
 from projections.divergence import diverging
 from projections.event_log import record_event_at
@@ -78,9 +78,15 @@ class Projector:
         answers: AnswerSource = WITHOUT_MODEL,
         count: TokenCounter | None = None,
         changes: bool = False,
+        record_bytes: int = MOST_RECORD_BYTES,
     ) -> None:
         self.policies = policies
         self.max_event_bytes = max_event_bytes
+        self.record_bytes = record_bytes
+        """The most one record the worker sends or stores may be (the shell's
+        `RUMOURMILL_CHANGELOG_BATCH_BYTES`): an ack, and the outbox row that keeps a message's
+        acks, list the refused judgements that fit in a share of it
+        (`projections.delivery.with_refusals_bounded`)."""
         self.on_formed = on_formed
         self.answers = answers
         """Model judgements (`projections.judgements`): none by default, so the rules make
@@ -119,10 +125,11 @@ class Projector:
         ) -> Applied:
             return self.apply(tx, event, ancestry, judged, changes, observer)
 
-        if not changes:
-            return receive(tx, message, apply, self.policies, self.max_event_bytes)
-        noted = MessageChanges()
-        return receive(tx, message, noted.around(apply), self.policies, self.max_event_bytes, noted)
+        noted = MessageChanges() if changes else None
+        taking = apply if noted is None else noted.around(apply)
+        return receive(
+            tx, message, taking, self.policies, self.max_event_bytes, noted, self.record_bytes
+        )
 
     def questions(
         self,

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from projections import timelines
-from projections.delivery import listed_refusals
 from projections.key_prefixes import PENDING
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
@@ -60,12 +59,11 @@ def ack(
 ) -> Ack:
     """The ack of `event` with the timeline's positions as they now stand: a branch waiting
     for its branch point has processed only what its parent has (`timelines.reached_seq`), as
-    its reads say. The judgements `refused` are listed as many as an ack holds, then counted
-    (`listed_refusals`)."""
+    its reads say. It lists every judgement `refused`: the outbox keeps, and the worker sends,
+    as many as fit (`projections.delivery.with_refusals_bounded`)."""
     processed = None if record is None else record.processed_seq
     if record is not None and record.waiting_for_parent:
         processed = timelines.reached_seq(tx, record)
-    listed, more = listed_refusals(refused)
     return trusted(  # of a validated event and record: one ack an event, not checked again
         Ack,
         {
@@ -77,8 +75,8 @@ def ack(
             "reason": reason,
             "acknowledged_seq": None if record is None else record.acknowledged_seq,
             "processed_seq": processed,
-            "refused_judgements": listed,
-            "more_refused_judgements": more,
+            "refused_judgements": list(refused),
+            "more_refused_judgements": 0,
         },
     )
 

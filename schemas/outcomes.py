@@ -25,8 +25,10 @@ class Ack(Contract):
 
     Identity fields are null only for a message too broken to name them. The positions are the
     timeline's right after this outcome. In model mode, `refused_judgements` lists the
-    judgements of the event that fell back to rules: each, or the first
-    `projections.delivery.MOST_REFUSALS_LISTED` and how many more (`more_refused_judgements`).
+    judgements of the event that fell back to rules: each, or the first that fit (at most
+    `projections.delivery.MOST_REFUSALS_LISTED`, and those of all the acks of one message in
+    half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`) and how many more (`more_refused_judgements`);
+    the judgements topic records every one.
     """
 
     tenant_id: str | None
@@ -47,7 +49,8 @@ class Ack(Contract):
     )
     """How many judgements the rules made beyond those `refused_judgements` lists (an event
     perceived by thousands of characters raises a judgement each: listed, they made an ack of
-    megabytes, which no producer sends); left out when it lists them all."""
+    megabytes, which no producer sends, and 100 an ack over a lowered changelog batch size);
+    left out when it lists them all."""
 
 
 class DeadLetter(Contract):

@@ -722,6 +722,7 @@ def create_app(settings: Settings) -> Rumourmill:
         on_formed=metrics.formed,
         count=wordllama_tokens(),
         changes=bool(settings.topics.changes),
+        record_bytes=settings.changelog_batch_bytes,
     )
     judgements = app.topic(
         settings.topics.judgements, value_type=bytes, value_serializer="raw", **topic_options

@@ -261,6 +261,7 @@ async def rebuild(
                     policies=PolicyBook(policies, log_conflict),
                     max_event_bytes=live.max_event_bytes,
                     count=wordllama_tokens(),
+                    record_bytes=target.changelog_batch_bytes,
                 ),
                 producer,
                 topic,

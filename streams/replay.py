@@ -32,14 +32,14 @@ class Replay:
     digests: dict[tuple[str, str], str] = field(default_factory=dict)
 
     refusals: list[Ack] = field(default_factory=list)
-    """The acks listing judgements the model did not make."""
+    """The acks telling of judgements the model did not make (listed, or counted only)."""
     worlds: set[tuple[str, str]] = field(default_factory=set)
 
     def took(self, intake: Intake) -> None:
         """Count what one message produced."""
         for ack in intake.acks:
             self.outcomes[ack.outcome.value] += 1
-            if ack.refused_judgements:
+            if ack.refused_judgements or ack.more_refused_judgements:
                 self.refusals.append(ack)
             if ack.tenant_id is not None and ack.world_instance_id is not None:
                 self.worlds.add((ack.tenant_id, ack.world_instance_id))
