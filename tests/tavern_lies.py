@@ -7,14 +7,12 @@ says the sailor is dead, she beat him (seq 7), claiming what the record says.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-TAVERN = (Path(__file__).resolve().parents[1] / "examples" / "tavern.ndjson").read_bytes()
-MAIN = TAVERN.splitlines()[:5]
-"""The tavern's main timeline: seq 1 to 5."""
+from tests.tavern import MAIN
+
 SAILOR = "npc-drunk-sailor"
 SAID = "loreweaver.conversation.player-said"
 

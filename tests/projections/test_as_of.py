@@ -3,16 +3,14 @@ SPEC section 8)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
 from projections.runtime_read import BadRead, runtime_read
 from streams.replay import replay_lines
 from tests.reads import answer
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
 
 

@@ -4,7 +4,6 @@ a position shows the persistent memories formed up to it, as the runtime read do
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,19 +25,9 @@ from schemas.policy import ChroniclePolicy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
 from tests.reads import answer
+from tests.tavern import PERSISTENT, TAVERN_LINES
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-KEPT = resolve(
-    None,
-    {
-        "memory": {
-            "spreading": {"enabled": True},
-            "persistent": {"characters": ["npc-mara", "npc-tomas"]},
-        }
-    },
-)
-"""Rumours spread, and Mara and Tomas keep all their memories for the whole world."""
-STATE = replay_lines(TAVERN.splitlines(), Projector(policies=lambda tenant, world: KEPT)).state
+STATE = replay_lines(TAVERN_LINES, Projector(policies=lambda tenant, world: PERSISTENT)).state
 MEMORIES_HELD = [DECODED.decode(raw) for _, raw in STATE.scan(pack(MEMORIES, "default", "save-1"))]
 CHARACTERS = sorted({memory.character_id for memory in MEMORIES_HELD})
 POSITIONS = [("main", seq) for seq in range(1, 6)] + [("reload", seq) for seq in range(1, 4)]
@@ -112,10 +101,9 @@ def test_chronicle_recall_and_diff_as_of_a_position_hold_what_the_runtime_read_s
             chronicled |= {digest.belief_id for digest in told.digests}
         assert chronicled == held
         query = RecallQuery("sailor son locket Ilse Mara", (), 50)
+        index = SqliteRecallIndex()
         try:
-            found = recall(
-                STATE, SqliteRecallIndex(), "default", "save-1", timeline, npc, query, KEPT, seq
-            )
+            found = recall(STATE, index, "default", "save-1", timeline, npc, query, PERSISTENT, seq)
         except NotFound:
             recalled: set[str] = set()
         else:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -12,10 +10,9 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import BadRead, NotFound
 from streams.replay import replay_lines
+from tests.tavern import TAVERN_LINES as LINES
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-STATE = replay_lines(TAVERN.splitlines()).state
-LINES = TAVERN.splitlines()
+STATE = replay_lines(LINES).state
 
 
 def contents(memories: list[HeldMemory]) -> list[str]:

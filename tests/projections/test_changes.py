@@ -33,9 +33,10 @@ from schemas.policy import Policy
 from schemas.records import OutboxRecord
 from tests import tavern_lies
 from tests.seed import SEED_READ
+from tests.tavern import PERSISTENT
+from tests.tavern import TAVERN_LINES as TAVERN
 
 ROOT = Path(__file__).resolve().parents[2]
-TAVERN = (ROOT / "examples" / "tavern.ndjson").read_bytes().splitlines()
 POLICY = resolve(None, {"memory": {"spreading": {"enabled": True}}})
 
 
@@ -44,8 +45,6 @@ def keeping(persistent: dict[str, list[str]]) -> Policy:
     return resolve(None, {"memory": {"spreading": {"enabled": True}, "persistent": persistent}})
 
 
-PERSISTENT = keeping({"characters": ["npc-mara", "npc-tomas"]})
-"""The tavern's characters keep all their memories for the whole world."""
 SAILOR = "npc-drunk-sailor"
 TOMAS_OF_MARA = ("npc-tomas", "npc-mara")
 

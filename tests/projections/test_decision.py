@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,8 +15,8 @@ from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from tests.reads import answer
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 ASKED = orjson.dumps(
     {
         "world_instance_id": "save-1",

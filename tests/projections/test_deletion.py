@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,8 +25,8 @@ from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
 from tests.projections.recorded import Recorded
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 POLICY = resolve(
     None,
     {

@@ -5,7 +5,6 @@ buffer) and to every other world."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,9 +23,8 @@ from projections.timelines import Segment
 from schemas import MAX_SEQ, EntityDeclaration
 from streams.replay import replay_lines
 from tests.reads import answer
+from tests.tavern import TAVERN_LINES as LINES
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-LINES = TAVERN.splitlines()
 CHARACTERS = ("npc-mara", "npc-tomas", "npc-drunk-sailor", "npc-ilka")
 TIMELINES = ("main", "reload", "early", "late")
 RICH = Projector(

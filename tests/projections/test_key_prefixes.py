@@ -3,8 +3,6 @@ digest covers exactly the key spaces it declares projections."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,9 +17,9 @@ from projections.state import MemoryState
 from schemas.policy import Policy
 from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
+from tests.tavern import TAVERN
 from tests.tavern_lies import LINES
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 RECALL = (
     b'{"world_instance_id":"save-1","timeline_id":"main","seq":6,'
     b'"key":"loreweaver.memory.recalled","actor":"npc-mara","payload":{"belief_ids":["b"]}}'

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,11 +26,9 @@ from schemas.memory import BeliefRead, Memory
 from schemas.policy import Policy, merge_policy
 from tests.projections.context import Context, WorldRecord
 from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
+from tests.tavern import TAVERN_LINES
 
 POLICY = Policy()
-TAVERN_LINES = (
-    (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes().splitlines()
-)
 
 
 @dataclass

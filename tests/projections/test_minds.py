@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,13 +12,11 @@ from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
 from streams.replay import replay_lines
 from tests.seed import SEED_READ
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.tavern import TAVERN_LINES
 
 
 def tavern(first: int | None = None) -> list[bytes]:
-    lines = (EXAMPLES / "tavern.ndjson").read_bytes().splitlines()
-    return lines[:first] if first else lines
+    return TAVERN_LINES[:first]
 
 
 def without_ids(read: dict[str, Any]) -> dict[str, Any]:

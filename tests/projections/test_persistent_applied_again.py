@@ -5,35 +5,21 @@ those, the event's own among them once it stored some."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import unpack
-from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
 from tests.projections.recorded import Recorded
 from tests.reads import answer
+from tests.tavern import PERSISTENT, TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-PROJECTOR = Projector(
-    policies=lambda tenant, world: resolve(
-        None,
-        {
-            "memory": {
-                "spreading": {"enabled": True},
-                "persistent": {"characters": ["npc-mara", "npc-tomas"]},
-            }
-        },
-    )
-)
-"""Rumours spread, and the tavern's characters keep all their memories for the whole world."""
+PROJECTOR = Projector(policies=lambda tenant, world: PERSISTENT)
 
 
 def projected(state: MemoryState) -> dict[bytes, bytes]:

@@ -6,27 +6,15 @@ changelog batches of one event leaves a prefix of its writes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
 from projections.memory_store import memory_keys, persistent_memories_stored, store_memories
-from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.memory import Memory
+from tests.tavern import PERSISTENT, TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-POLICY = resolve(
-    None,
-    {
-        "memory": {
-            "spreading": {"enabled": True},
-            "persistent": {"characters": ["npc-mara", "npc-tomas"]},
-        }
-    },
-)
-"""Rumours spread, and the tavern's characters keep all their memories for the whole world."""
 Formed = tuple[Sequence[Memory], Sequence[Memory]]
 """What an event formed: memories perceived or told, then rumours passed."""
 
@@ -51,7 +39,7 @@ def folded(lines: list[bytes]) -> tuple[MemoryState, list[Formed]]:
     """The lines taken in, and what each event formed."""
     formed: list[Formed] = []
     projector = Projector(
-        policies=lambda tenant, world: POLICY,
+        policies=lambda tenant, world: PERSISTENT,
         on_formed=lambda memories, rumours: formed.append((memories, rumours)),
     )
     state = MemoryState()

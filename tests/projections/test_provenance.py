@@ -6,7 +6,6 @@ no memory of hers. The news is its claim; it starts at the first `told` a timeli
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,9 +16,8 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
 from tests.reads import answer
+from tests.tavern import MAIN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
-MAIN = [line for line in TAVERN.splitlines() if orjson.loads(line)["timeline_id"] == "main"]
 THE_NEWS = orjson.loads(MAIN[4])["payload"]
 
 

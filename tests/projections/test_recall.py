@@ -4,7 +4,6 @@ fusion, retention, story order, timelines; bad queries refused."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,8 +23,8 @@ from streams.embedding import Vectors, WordLlamaEmbedder
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from tests.reads import answer
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 PROMISE = "I will find your son. Where was he last seen?"
 FIGHT = "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)"
 EMBEDDER = WordLlamaEmbedder()

@@ -3,8 +3,6 @@ the clock of the memories it names, on its own timeline, from its position on.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 
 from projections.memory_store import load_memory
@@ -15,8 +13,8 @@ from projections.story_clock import story_now
 from schemas import story_minutes
 from schemas.policy import Policy
 from streams.replay import replay_lines
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 FIGHT_ID = (
     runtime_read(replay_lines(TAVERN.splitlines()).state, "default", "save-1", "main", "npc-mara")
     .recollections[0]

@@ -3,20 +3,17 @@ production code involved: the oracle is only worth comparing with if it is right
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from schemas import Fact
 from tests.oracle import Oracle, distorted, event_kind, grown, hashed, json_equal, retelling
 from tests.seed import SEED_READ
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.tavern import TAVERN_LINES
 
 
 def test_the_oracle_reads_seed_001_as_the_contract_shows() -> None:
     oracle = Oracle()
-    for raw in (EXAMPLES / "tavern.ndjson").read_bytes().splitlines()[:3]:
+    for raw in TAVERN_LINES[:3]:
         oracle.deliver(raw)
     read = oracle.read("default", "save-1", "main", "npc-mara")
     for part in ("beliefs", "recollections"):

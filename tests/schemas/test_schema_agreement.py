@@ -28,10 +28,10 @@ from pydantic import ValidationError
 from schemas import MAX_SEQ, Ack, DeadLetter, Event
 from schemas.export import MESSAGE_MODELS, schema_id
 from schemas.policy import Policy, merge_policy
+from tests.tavern import TAVERN_LINES as TAVERN
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "schemas" / "json"
-TAVERN = (ROOT / "examples" / "tavern.ndjson").read_text().splitlines()
 
 LONG_ID = "x" * 129
 """One character over the limit of an id."""

@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 from streams.cli import main
 from streams.rebuild import RebuildFailed, check_fresh
 from streams.settings import Settings
+from tests.tavern import TAVERN_FILE as TAVERN
 
-TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
 NOWHERE = "127.0.0.1:1"
 UNREACHABLE = f"Error: cannot reach Kafka at {NOWHERE}: KafkaConnectionError: Unable to bootstrap"
 

@@ -34,10 +34,9 @@ from tests.support import (
     topic_ends,
     unique_settings,
 )
+from tests.tavern import TAVERN
 
 pytestmark = pytest.mark.integration
-
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 
 
 @pytest.fixture

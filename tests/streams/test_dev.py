@@ -14,8 +14,7 @@ import orjson
 import pytest
 
 from localbroker import free_port
-
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
+from tests.tavern import TAVERN
 
 
 def dev(*flags: str, environment: Mapping[str, str] | None = None) -> tuple[str, str, int]:

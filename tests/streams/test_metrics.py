@@ -33,8 +33,8 @@ from tests.support import (
     settings_env,
     unique_settings,
 )
+from tests.tavern import TAVERN_LINES
 
-TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
 SPREADING = {"memory": {"spreading": {"enabled": True}}}
 
 
@@ -48,7 +48,7 @@ def test_memories_and_rumours_formed_are_counted_as_the_projector_forms_them() -
         metrics.formed(memories, rumours)
 
     replay_lines(
-        TAVERN.read_bytes().splitlines(),
+        TAVERN_LINES,
         Projector(policies=lambda tenant, world: policy, on_formed=observe),
     )
     samples = samples_of(metrics.exposition().decode())
@@ -72,13 +72,13 @@ def test_the_pass_that_finds_model_questions_counts_nothing_formed() -> None:
     projector = Projector(policies=lambda tenant, world: policy, on_formed=count)
     state = MemoryState()
     asked = 0
-    for offset, line in enumerate(TAVERN.read_bytes().splitlines()):
+    for offset, line in enumerate(TAVERN_LINES):
         message = SourceMessage("events", 0, offset, world_key(line), line)
         asked += len(projector.questions(state, message, model_configured=True))
         projector.receive(state, message)
     alone: list[int] = []
     replay_lines(
-        TAVERN.read_bytes().splitlines(),
+        TAVERN_LINES,
         Projector(
             policies=lambda tenant, world: policy,
             on_formed=lambda m, r: alone.append(len(m) + len(r)),
@@ -100,10 +100,9 @@ def test_a_worker_scrape_matches_its_acks_dead_letters_and_what_it_formed(
         check=True,
         capture_output=True,
     )
-    tavern = TAVERN.read_bytes().splitlines()
     expected = Counter[str]()
     replay_lines(
-        tavern,
+        TAVERN_LINES,
         Projector(
             policies=lambda tenant, world: resolve(SPREADING, None),
             on_formed=lambda memories, rumours: expected.update(
@@ -114,8 +113,8 @@ def test_a_worker_scrape_matches_its_acks_dead_letters_and_what_it_formed(
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         sent = [
-            *tavern,
-            *tavern[:2],  # duplicates
+            *TAVERN_LINES,
+            *TAVERN_LINES[:2],  # duplicates
             orjson.dumps(event("w-other", 3)),  # deferred behind a gap
             b"not json",  # rejected and dead-lettered
         ]

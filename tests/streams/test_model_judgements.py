@@ -37,15 +37,9 @@ from tests.model_server import (
     scripted_model,
     serving,
 )
+from tests.tavern import TAVERN_LINES as TAVERN
 from tests.tavern_lies import LINES as LIES
 
-TAVERN = [
-    line
-    for line in (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson")
-    .read_bytes()
-    .splitlines()
-    if line.strip()
-]
 READS = [("npc-mara", "main"), ("npc-mara", "reload"), ("npc-tomas", "main")]
 WORLD = ("default", "save-1")
 

@@ -41,6 +41,7 @@ from tests.support import (
     settings_env,
     unique_settings,
 )
+from tests.tavern import TAVERN_LINES
 
 TAVERN = [
     # the player's line says when it was said: a replay from a file matches the live digest
@@ -48,10 +49,7 @@ TAVERN = [
         b'"game_time":"day 1, 19:41"',
         b'"game_time":"day 1, 19:41","occurred_at":"2026-01-01T19:41:00Z"',
     )
-    for line in (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson")
-    .read_bytes()
-    .splitlines()
-    if line.strip()
+    for line in TAVERN_LINES
 ]
 POLICY = {
     "memory": {

@@ -31,8 +31,8 @@ from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.web import register_views
 from tests.streams.test_web import MemoryReads
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 SAID = "I will find your son. Where was he last seen?"
 
 # (character, world): the tavern's Mara and save-1 renamed to ids a URL path cannot hold as

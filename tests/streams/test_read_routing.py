@@ -18,6 +18,7 @@ from localbroker import free_port
 from streams.app import partition_of
 from streams.settings import Settings
 from tests.support import WorkerProcess, read_topic, send_events, unique_settings
+from tests.tavern import TAVERN_LINES
 
 pytestmark = pytest.mark.integration
 
@@ -139,9 +140,8 @@ def test_either_worker_answers_as_the_owner_a_reply_check_chunked_or_not_and_a_h
     says the length a GET sends (it said none: the owner's HEAD has no body to measure)."""
     first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
     second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
-    tavern = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
     with two_workers(first, second, tmp_path):
-        send_events(first, tavern.splitlines())
+        send_events(first, TAVERN_LINES)
         read_topic(first, first.topics.acks, lambda acks: len(acks) >= 6, timeout=120)
         body = b'{"text": "Ask Bertram at the harbour."}'
         answers = [

@@ -5,7 +5,6 @@ memories do not change what the word search finds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import orjson
@@ -26,8 +25,8 @@ from streams.replay import replay_lines
 from streams.settings import Settings
 from tests import oracle_recall
 from tests.oracle import Oracle
+from tests.tavern import TAVERN
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 WORLDS = ("save-1", "save-2")
 STATE = replay_lines(
     [*TAVERN.splitlines(), *TAVERN.replace(b'"save-1"', b'"save-2"').splitlines()]

@@ -11,9 +11,8 @@ import orjson
 from click.testing import CliRunner
 
 from streams.cli import main
-
-TAVERN = Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson"
-LINES = TAVERN.read_bytes().splitlines()
+from tests.tavern import TAVERN_FILE as TAVERN
+from tests.tavern import TAVERN_LINES as LINES
 
 
 def replay(path: Path) -> tuple[dict[str, int], dict[str, str]]:

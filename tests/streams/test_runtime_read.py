@@ -24,11 +24,10 @@ from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.support import WorkerProcess, read_topic, send_events, settings_env, unique_settings
+from tests.tavern import TAVERN_LINES as TAVERN
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-TAVERN = (EXAMPLES / "tavern.ndjson").read_bytes().splitlines()
 READ = "/v2/memory/runtime/npcs/{npc}?world_instance_id={world}&timeline_id={timeline}"
 
 

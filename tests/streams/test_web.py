@@ -44,9 +44,9 @@ from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, register_vie
 from tests.model_server import ScriptedModel
 from tests.reads import answer
 from tests.support import samples_of
+from tests.tavern import TAVERN
 from tests.tavern_lies import LINES
 
-TAVERN = (Path(__file__).resolve().parents[2] / "examples" / "tavern.ndjson").read_bytes()
 STATE = replay_lines(TAVERN.splitlines()).state
 READ = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
 RECALL = READ.replace("npc-mara?", "npc-mara/recall?q=son&")
