@@ -3,6 +3,7 @@ run in order and again without harm, and a store from a newer release is refused
 
 from __future__ import annotations
 
+import base64
 import gzip
 from pathlib import Path
 from typing import Any
@@ -423,3 +424,31 @@ def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_th
     [(_, stored)] = list(state.scan(pack(PENDING)))
     assert orjson.loads(stored) == line | {"occurred_at": "2024-05-01T23:05:00+02:00"}
     assert released(state) == [(1, "processed"), (2, "processed")]
+
+
+def test_a_waiting_event_naming_an_id_no_longer_taken_is_dead_lettered_when_its_gap_fills() -> None:
+    """A release before took `.` and `..` as ids: a line naming one that waits for an earlier
+    seq no longer reads as an event, and the worker stopped on it when the gap filled, at every
+    start. It is refused then: acked `rejected`, dead-lettered with the bytes it waited as (at
+    the position of the message that filled the gap), a redelivery of that message sends the
+    same dead letter, and its seq is open to an event that reads."""
+    state, key = waiting(WAITING_LINE)
+    as_once_taken = orjson.dumps(WAITING_LINE | {"target": ".."})
+    state.put(key, as_once_taken)
+    first = orjson.dumps(WAITING_LINE | {"seq": 1, "key": "x"})
+    message = SourceMessage("events", 0, 1, b"save-1", first)
+
+    intake = Projector().receive(state, message)
+    assert [(ack.seq, ack.outcome.value, ack.processed_seq) for ack in intake.acks] == [
+        (1, "processed", 1),
+        (2, "rejected", 1),
+    ]
+    [letter] = intake.dead_letters
+    assert base64.b64decode(letter.value_base64) == as_once_taken
+    assert (letter.topic, letter.partition, letter.offset) == ("events", 0, 1)
+    assert letter.reason == intake.acks[1].reason
+    assert "target: '.' and '..' are no ids" in letter.reason
+    assert list(state.scan(pack(PENDING))) == []
+    assert Projector().receive(state, message).dead_letters == [letter]
+    line = SourceMessage("events", 0, 2, b"save-1", orjson.dumps(WAITING_LINE))
+    assert [ack.outcome.value for ack in Projector().receive(state, line).acks] == ["processed"]
