@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from projections import timelines
 from projections.delivery import bounded_reason, explain, listed_refusals
-from projections.key_prefixes import PENDING
+from projections.key_prefixes import PENDING, TIMELINES
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -182,6 +182,24 @@ def sequence(
             *_settle_inherited(tx, record, inherited),
         ]
     )
+
+
+def settle_inherited_everywhere(tx: StateTransaction) -> list[Ack]:
+    """Take every event waiting at a position its branch inherits out of the deferral buffer,
+    with its `duplicate` ack: a release before placed branches without them (they waited for
+    ever, and each held a place in the buffer). For a store of such a release
+    (`projections.migrations`); this release never leaves one there."""
+    acks: list[Ack] = []
+    for _, raw in list(tx.scan(pack(TIMELINES))):
+        if b'"parent_timeline_id":"' not in raw:  # a root timeline's: nothing to decode
+            continue
+        record = TimelineRecord.from_bytes(raw)
+        inherited = _inherited(tx, record)
+        if inherited:
+            record = _without(record, inherited)
+            timelines.save(tx, record)
+            acks += _settle_inherited(tx, record, inherited)
+    return acks
 
 
 def _place_on_timeline(
