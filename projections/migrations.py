@@ -45,7 +45,8 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, unpack
-from projections.relations import head_persistent_relations
+from projections.memory_store import forget_persistent, half_applied_persistent, recount_persistent
+from projections.relations import head_persistent_relations, head_persistent_relations_without
 from projections.sequencing import settle_inherited_everywhere
 from projections.state import StateTransaction
 from projections.versions import head_value
@@ -165,6 +166,24 @@ def _times_as_the_contract_writes(key: bytes, value: bytes) -> list[StoredRecord
     return [(key, value if rewritten == event else orjson.dumps(rewritten))]
 
 
+def _half_applied_persistent_taken_out(tx: StateTransaction) -> int:
+    """Format 12: the persistent memories a worker of a release before stored of an event
+    before it was killed in its middle (`memory_store.half_applied_persistent`) are taken out,
+    with what they changed: the event, applied again, forms them as applying it once does.
+    Where it had counted them, or the migration to format 8 summed them into relation heads,
+    the count and those heads are made again from the memories left. Returns how many memories
+    and heads it rewrote."""
+    rewritten = 0
+    for keys, memories in half_applied_persistent(tx).items():
+        forget_persistent(tx, keys, memories)
+        recount_persistent(tx, keys.tenant_id, keys.world_id)
+        taken_out = [
+            memory for of_character in memories.values() for memory in of_character.values()
+        ]
+        rewritten += len(taken_out) + head_persistent_relations_without(tx, keys, taken_out)
+    return rewritten
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -242,6 +261,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         (),
         _unchanged,
         settles=settle_inherited_everywhere,
+    ),
+    Migration(
+        12,
+        "the persistent memories of an event a worker of a release before was killed in the "
+        "middle of are taken out until the event is applied again: that release kept no record "
+        "of the event before them, and the event, applied again, found its characters knowing "
+        "already what it was about to teach them",
+        (),
+        _unchanged,
+        _half_applied_persistent_taken_out,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
