@@ -9,9 +9,10 @@ recognises a redelivery has its changes on the feed already. Rows of releases th
 still give them back, and they are sent again (the same change ids). A message that
 cannot be taken in is dead-lettered (key and value in base64, a value over the size limit cut
 to it) with a plain reason, and still acked; the outbox keeps its dead letter without the bytes
-(`without_bytes`), which a redelivery brings again. Whatever the message, its acks and dead
-letter fit one record the worker's producer takes (`MOST_RECORD_BYTES`), and the refused
-judgements its acks list a share of the record size the settings give (`with_refusals_bounded`).
+(`without_bytes`), which a redelivery brings again (but for a waiting event's it released:
+`kept_in_outbox`). Whatever the message, its acks and dead letter fit one record the
+worker's producer takes (`MOST_RECORD_BYTES`), and the refused judgements its acks list a
+share of the record size the settings give (`with_refusals_bounded`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from typing import Any, TypeVar
 
 import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
 from schemas.changes import ChangeRecords, as_records
-from schemas.events import Contract, Seq
+from schemas.events import NAMEABLE_ID_PATTERN, Contract, Seq
 from schemas.judgements import RefusedJudgement
 from schemas.records import OutboxRecord
 
@@ -72,7 +74,7 @@ MOST_REASON_CHARS = 1_000
 message, or quoting it, grows with the message (15,000 numbers out of range made a reason of
 1.2 MB). Longer ones are cut, saying how long they were (`bounded_reason`)."""
 MOST_PROBLEMS_LISTED = 5
-"""The problems of an invalid event a reason lists (`projections.intake.explain`), then how many
+"""The problems of an invalid event a reason lists (`explain`), then how many
 more there are: the first few say what is wrong, and the message is kept whole to see the rest."""
 MOST_QUOTED_CHARS = 100
 """The most a reason quotes of anything the message chose, its key or where in it a problem is
@@ -159,7 +161,7 @@ def produce_once(
         OutboxRecord.encode(
             digest,
             [_ACK_FIELDS(item, mode="json") for item in intake.acks],
-            [without_bytes(item.model_dump(mode="json")) for item in intake.dead_letters],
+            [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters],
         ),
     )
     if message.offset >= OUTBOX_DEPTH:
@@ -237,6 +239,15 @@ def without_bytes(stored: dict[str, Any]) -> dict[str, Any]:
     if stored.get("value_bytes") is not None and "value_base64" in stored:
         kept[KEPT_BYTES] = len(base64.b64decode(stored["value_base64"]))
     return kept
+
+
+def kept_in_outbox(letter: dict[str, Any], message: SourceMessage) -> dict[str, Any]:
+    """A dead letter (its JSON fields) as the outbox keeps it: `without_bytes` when they are
+    the message's, which a redelivery brings again; whole when they are not (a waiting event
+    refused as the message released it: the redelivery finds it gone from the buffer)."""
+    kept = without_bytes(letter)
+    brought = with_bytes(kept, message)
+    return kept if all(brought[name] == letter[name] for name in _MESSAGE_BYTES) else letter
 
 
 def with_bytes(stored: dict[str, Any], message: SourceMessage) -> dict[str, Any]:
@@ -325,3 +336,29 @@ def identity_of(value: bytes) -> dict[str, Any]:
     if identity["world_instance_id"] is not None and identity["tenant_id"] is None:
         identity["tenant_id"] = "default"
     return identity
+
+
+def explain(error: ValidationError, what: str = "invalid event") -> str:
+    """A validation error in one plain line: what is wrong, and where; the first
+    `MOST_PROBLEMS_LISTED` problems, then how many more (an event may hold thousands)."""
+    items = error.errors(include_url=False, include_input=False)
+    problems: list[str] = []
+    for item in items:
+        if item["type"] == "json_invalid":
+            return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
+        if len(problems) < MOST_PROBLEMS_LISTED:
+            where = ".".join(str(part) for part in item["loc"]) or "message"
+            if len(where) > MOST_QUOTED_CHARS:  # a field name of the payload may be any length
+                where = f"{where[:MOST_QUOTED_CHARS]}... ({len(where)} characters)"
+            problems.append(f"{where}: {plainly(item)}")
+    if len(items) > MOST_PROBLEMS_LISTED:
+        problems.append(f"and {len(items) - MOST_PROBLEMS_LISTED} more")
+    return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
+
+
+def plainly(problem: ErrorDetails) -> str:
+    """What is wrong, in words rather than the pattern it failed, where pydantic's are a
+    pattern."""
+    if problem.get("ctx", {}).get("pattern") == NAMEABLE_ID_PATTERN:
+        return "'.' and '..' are no ids: a URL cannot name them"
+    return problem["msg"]

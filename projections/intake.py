@@ -4,25 +4,29 @@ Bad input is never lost and never stops the stream: a message too large, undecod
 invalid is refused with a plain reason (`projections.delivery` dead-letters it whole), and an
 event the sequencer rejects is dead-lettered too. So is an event not keyed by its world id:
 the broker put it on a partition chosen by another key (or none), where reads of its world
-never look. A valid event goes to the sequencer, which
-applies it in order. A redelivered message gives the acks and dead letters it gave the first
-time, and no changes (`projections.delivery`).
+never look. A valid event goes to the sequencer, which applies it in order; a waiting event it
+refuses as the event releases it (stored by a release before, it no longer reads as one) is
+dead-lettered with its own bytes, at the position of the message that released it. A
+redelivered message gives the acks and dead letters it gave the first time, and no changes
+(`projections.delivery`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
 
 from projections.changes import MessageChanges
 from projections.deletion import delete, is_deletion
 from projections.delivery import (
-    MOST_PROBLEMS_LISTED,
     MOST_QUOTED_CHARS,
     MOST_RECORD_BYTES,
     Intake,
     SourceMessage,
     dead_letter,
+    explain,
+    plainly,
     produce_once,
     refuse,
 )
@@ -31,7 +35,7 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
-from schemas.events import NAMEABLE_ID_PATTERN, NameableId
+from schemas.events import NameableId
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -88,9 +92,12 @@ def _take_in(
         return changes.deleting(tx, event, message.offset)
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
-    acks = sequence(tx, event, raw, apply, policy.sequencing)
+    acks, refused = sequence(tx, event, raw, apply, policy.sequencing)
     if acks[0].outcome is Outcome.REJECTED:
         return Intake(acks=acks, dead_letters=[dead_letter(message, acks[0].reason or "rejected")])
+    if refused:  # waiting events it released, refused: their bytes at this message's position
+        letters = [dead_letter(replace(message, value=raw), reason) for raw, reason in refused]
+        return Intake(acks=acks, dead_letters=letters)
     return Intake(acks=acks)
 
 
@@ -116,24 +123,6 @@ def too_large(value: bytes, max_event_bytes: int) -> str | None:
     return None
 
 
-def explain(error: ValidationError, what: str = "invalid event") -> str:
-    """A validation error in one plain line: what is wrong, and where; the first
-    `MOST_PROBLEMS_LISTED` problems, then how many more (an event may hold thousands)."""
-    items = error.errors(include_url=False, include_input=False)
-    problems: list[str] = []
-    for item in items:
-        if item["type"] == "json_invalid":
-            return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
-        if len(problems) < MOST_PROBLEMS_LISTED:
-            where = ".".join(str(part) for part in item["loc"]) or "message"
-            if len(where) > MOST_QUOTED_CHARS:  # a field name of the payload may be any length
-                where = f"{where[:MOST_QUOTED_CHARS]}... ({len(where)} characters)"
-            problems.append(f"{where}: {_plainly(item)}")
-    if len(items) > MOST_PROBLEMS_LISTED:
-        problems.append(f"and {len(items) - MOST_PROBLEMS_LISTED} more")
-    return " ".join(f"{what}: {'; '.join(problems)}".split())  # one line, whatever names it quotes
-
-
 _NAMEABLE_ID: TypeAdapter[str] = TypeAdapter(NameableId)
 
 
@@ -144,13 +133,5 @@ def id_problem(value: str) -> str | None:
     try:
         _NAMEABLE_ID.validate_python(value)
     except ValidationError as error:
-        return _plainly(error.errors(include_url=False)[0])
+        return plainly(error.errors(include_url=False)[0])
     return None
-
-
-def _plainly(problem: ErrorDetails) -> str:
-    """What is wrong, in words rather than the pattern it failed, where pydantic's are a
-    pattern."""
-    if problem.get("ctx", {}).get("pattern") == NAMEABLE_ID_PATTERN:
-        return "'.' and '..' are no ids: a URL cannot name them"
-    return problem["msg"]

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import orjson
 
+from projections import timelines
 from projections.key_prefixes import (
     BELIEF_RANKS,
     BELIEF_VERSIONS,
@@ -149,13 +150,8 @@ def forget_persistent_stored_at(
     already what it is about to teach them: it would form nothing. (Its memories of a timeline
     need nothing: its reads end before its position.) Only the event that counted persistent
     memories last can have stored some (`persistent_count_before`): any other pays one point
-    read.
-
-    The first position each character learned each origin at goes back to what the memories
-    left show, first of all; then each memory's entries go, its log entry last: killed again in
-    the middle of this, the event finds what is left of its memories by their log entries once
-    more. The news heads its memories may have moved go too: reads seek the index instead, and
-    storing the event's news makes them again from it (`store_memories`)."""
+    read. Killed again in the middle of taking them out, the event finds what is left of its
+    memories by their log entries once more (`forget_persistent`)."""
     if not keys.any_persistent:
         return
     counted = tx.get(pack(PERSISTENT_COUNTED, keys.tenant_id, keys.world_id))
@@ -168,6 +164,19 @@ def forget_persistent_stored_at(
         raw = tx.get(stored + key[len(log) :])
         if raw is not None and (memory := DECODED.decode(raw)).persistent:
             own.setdefault(memory.character_id, {})[key] = memory
+    forget_persistent(tx, keys, own)
+
+
+PersistentByCharacter = dict[str, dict[bytes, Memory]]
+"""Persistent memories of one world: by character, under their memory log keys."""
+
+
+def forget_persistent(tx: StateTransaction, keys: MemoryKeys, own: PersistentByCharacter) -> None:
+    """Take these persistent memories out of the world, and put back what they changed in the
+    world-wide scope. The first position each character learned each origin at goes back to
+    what the memories left show, first of all; then each memory's entries go, its log entry
+    last. The news heads the memories may have moved go too: reads seek the index instead, and
+    storing news makes them again from it (`store_memories`)."""
     for character, memories in own.items():
         _learned_without(tx, keys, character, memories.values())
     for character, memories in own.items():
@@ -186,6 +195,54 @@ def forget_persistent_stored_at(
                 tx.delete(news + at)
             tx.delete(memory_prefix + belief)
             tx.delete(log_key)
+
+
+def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, PersistentByCharacter]:
+    """Per world, the persistent memories stored at a position their timeline has not reached:
+    what a worker of a release before stored of an event before it was killed in its middle.
+
+    That release wrote the record of the event that counted persistent memories last
+    (`PERSISTENT_COUNTED`) after the event's memories, where this one writes it before them,
+    so no record names them, and the event, applied again, would find its characters knowing
+    already what it was about to teach them (`forget_persistent_stored_at` takes out only what
+    a record names). An event's timeline position is saved after everything it stores, so a
+    memory past it belongs to an event not yet applied whole. Reads every stored memory once:
+    for a store of such a release (`projections.migrations`)."""
+    reached: dict[tuple[str, str, str], int] = {}
+    found: dict[MemoryKeys, PersistentByCharacter] = {}
+    for key, raw in tx.scan(pack(MEMORIES)):
+        if b'"persistent":true' not in raw or not (memory := DECODED.decode(raw)).persistent:
+            continue
+        _, tenant, world, *_ = unpack(key)
+        timeline = (str(tenant), str(world), memory.timeline_id)
+        if timeline not in reached:
+            record = timelines.load(tx, *timeline)
+            reached[timeline] = 0 if record is None else record.processed_seq
+        if memory.seq > reached[timeline]:
+            log_key = (
+                pack_scope(MEMORY_LOG, tenant, world)
+                + pack(memory.timeline_id, memory.seq)
+                + pack_scope(memory.character_id)
+                + pack(memory.belief_id)
+            )
+            of_world = found.setdefault(MemoryKeys(str(tenant), str(world)), {})
+            of_world.setdefault(memory.character_id, {})[log_key] = memory
+    return found
+
+
+def recount_persistent(tx: StateTransaction, tenant_id: str, world_id: str) -> None:
+    """Set the world's count of persistent memories (where it keeps one) to how many it
+    stores: a worker of a release before, killed after counting an event's memories and
+    before its position was saved, left a count the event, applied again, counts on from."""
+    count_key = pack(PERSISTENT_WORLDS, tenant_id, world_id)
+    if tx.get(count_key) is None:
+        return
+    stored = sum(
+        1
+        for _, raw in tx.scan(pack_scope(MEMORIES, tenant_id, world_id))
+        if b'"persistent":true' in raw and DECODED.decode(raw).persistent
+    )
+    tx.put(count_key, stored.to_bytes(8, "big"))
 
 
 def _learned_without(

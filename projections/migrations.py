@@ -13,7 +13,10 @@ keeps reading from a fixture of that release (`tests/fixtures/previous_release`)
 store is stamped with the current format at once: there is nothing in it to upgrade.
 
 A crash in the middle of a step runs the step again, over records it partly rewrote already:
-a rewrite must give a record already in its new form back unchanged.
+a rewrite must give a record already in its new form back unchanged. A step may take events
+out of the deferral buffer that a release before left there for ever (`Migration.settles`):
+their acks come with the upgrade, and the worker sends them before the upgraded state, so a
+crash in between sends them again (acks are at-least-once, as every ack is).
 """
 
 from __future__ import annotations
@@ -42,9 +45,12 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, unpack
-from projections.relations import head_persistent_relations
+from projections.memory_store import forget_persistent, half_applied_persistent, recount_persistent
+from projections.relations import head_persistent_relations, head_persistent_relations_without
+from projections.sequencing import settle_inherited_everywhere
 from projections.state import StateTransaction
 from projections.versions import head_value
+from schemas import Ack
 from schemas.events import DATE_TIME_PATTERN
 from schemas.judgements import EventJudgements
 from schemas.records import OutboxRecord
@@ -70,6 +76,9 @@ class Migration:
     then: Callable[[StateTransaction], int] | None = None
     """What the step writes once its records are rewritten, from the store as they left it:
     what no record alone gives (a sum over many). Returns how many records it wrote."""
+    settles: Callable[[StateTransaction], list[Ack]] | None = None
+    """The events the step takes out of the deferral buffer, once its records are rewritten,
+    each with the ack it has now: their producers had none to come (the worker sends them)."""
 
 
 HEADS_OF = {
@@ -157,6 +166,24 @@ def _times_as_the_contract_writes(key: bytes, value: bytes) -> list[StoredRecord
     return [(key, value if rewritten == event else orjson.dumps(rewritten))]
 
 
+def _half_applied_persistent_taken_out(tx: StateTransaction) -> int:
+    """Format 12: the persistent memories a worker of a release before stored of an event
+    before it was killed in its middle (`memory_store.half_applied_persistent`) are taken out,
+    with what they changed: the event, applied again, forms them as applying it once does.
+    Where it had counted them, or the migration to format 8 summed them into relation heads,
+    the count and those heads are made again from the memories left. Returns how many memories
+    and heads it rewrote."""
+    rewritten = 0
+    for keys, memories in half_applied_persistent(tx).items():
+        forget_persistent(tx, keys, memories)
+        recount_persistent(tx, keys.tenant_id, keys.world_id)
+        taken_out = [
+            memory for of_character in memories.values() for memory in of_character.values()
+        ]
+        rewritten += len(taken_out) + head_persistent_relations_without(tx, keys, taken_out)
+    return rewritten
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -226,6 +253,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         (PENDING,),
         _times_as_the_contract_writes,
     ),
+    Migration(
+        11,
+        "an event that waited on a timeline before its first event made it a branch, at a "
+        "position the branch inherits, leaves the deferral buffer with its `duplicate` ack: a "
+        "release before left it waiting for ever, holding a place in the buffer",
+        (),
+        _unchanged,
+        settles=settle_inherited_everywhere,
+    ),
+    Migration(
+        12,
+        "the persistent memories of an event a worker of a release before was killed in the "
+        "middle of are taken out until the event is applied again: that release kept no record "
+        "of the event before them, and the event, applied again, found its characters knowing "
+        "already what it was about to teach them",
+        (),
+        _unchanged,
+        _half_applied_persistent_taken_out,
+    ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
 
@@ -241,13 +287,17 @@ class Upgrade:
     from_format: int
     to_format: int
     records_rewritten: int
+    acks: tuple[Ack, ...] = ()
+    """The acks of the events the steps took out of the deferral buffer (`Migration.settles`),
+    for the worker to send before the upgraded state."""
 
     def __str__(self) -> str:
         if self.from_format == self.to_format:
             return f"state in format {self.to_format}"
+        acked = f", {len(self.acks)} waiting event(s) acked" if self.acks else ""
         return (
             f"state upgraded from format {self.from_format} to {self.to_format} "
-            f"({self.records_rewritten} record(s) rewritten)"
+            f"({self.records_rewritten} record(s) rewritten{acked})"
         )
 
 
@@ -280,14 +330,17 @@ def upgrade(tx: StateTransaction, migrations: Sequence[Migration] = MIGRATIONS) 
             f"rebuild the state from the events topic into a fresh app id"
         )
     rewritten = 0
+    acks: list[Ack] = []
     for migration in migrations[found - FIRST_FORMAT :]:
         rewritten += _apply(tx, migration)
         if migration.then is not None:
             rewritten += migration.then(tx)
+        if migration.settles is not None:
+            acks += migration.settles(tx)
         _stamp(tx, migration.version)
     if stored_format(tx) != current:
         _stamp(tx, current)
-    return Upgrade(found, current, rewritten)
+    return Upgrade(found, current, rewritten, tuple(acks))
 
 
 def _check_chain(migrations: Sequence[Migration]) -> None:

@@ -174,20 +174,64 @@ def _moved_head(raw: bytes | None, timeline: str, seq: int, feelings: float, cou
 def head_persistent_relations(tx: StateTransaction) -> int:
     """Write the persistent relation head of every pair, summed from every persistent memory
     stored: for a store written before heads (`projections.migrations`). Returns how many."""
-    heads: dict[bytes, list[float]] = {}
-    for key, raw in tx.scan(pack(MEMORIES)):
+    heads = _persistent_sums(tx.scan(pack(MEMORIES)))
+    for head_key, head in heads.items():
+        tx.put(head_key, head)
+    return len(heads)
+
+
+def head_persistent_relations_without(
+    tx: StateTransaction, keys: MemoryKeys, taken_out: Iterable[Memory]
+) -> int:
+    """Sum again, from the persistent memories stored, the heads `head_persistent_relations`
+    made (their sum alone) of the pairs the `taken_out` memories add to: made from a store that
+    held them, they count them. A head an event moved since is left as it is: it holds what it
+    held before that event, with the event's position (`_moved_head`), and events move heads
+    only once their memories are all stored; the event that moved it, applied again, adds to
+    what it held before. Returns how many heads it rewrote."""
+    pairs: dict[str, set[bytes]] = {}
+    for memory in taken_out:
+        character = memory.character_id
+        for entity, _ in relation_contributions(memory):
+            head_key = _persistent_key(keys.tenant_id, keys.world_id, character, entity)
+            pairs.setdefault(character, set()).add(head_key)
+    rewritten = 0
+    for character, head_keys in pairs.items():
+        summed_whole = [
+            head_key
+            for head_key in sorted(head_keys)
+            if (head := tx.get(head_key)) is not None and len(head) == _PERSISTENT_SUM.size
+        ]
+        if not summed_whole:
+            continue
+        heads = _persistent_sums(tx.scan(keys.held_by(character)))
+        for head_key in summed_whole:
+            if head_key in heads:
+                tx.put(head_key, heads[head_key])
+            else:
+                tx.delete(head_key)
+            rewritten += 1
+    return rewritten
+
+
+def _persistent_sums(stored: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """The persistent relation heads the `stored` memories (keys and values, in key order) make,
+    each holding its sum alone: by head key."""
+    sums: dict[bytes, list[float]] = {}
+    for key, raw in stored:
         if b'"persistent":true' not in raw or not (memory := DECODED.decode(raw)).persistent:
             continue
         _, tenant, world, *_ = unpack(key)
         for entity, feeling in relation_contributions(memory):
             head_key = _persistent_key(str(tenant), str(world), memory.character_id, entity)
-            head = heads.setdefault(head_key, [0.0, 0, 0])
+            head = sums.setdefault(head_key, [0.0, 0, 0])
             head[0] += feeling
             head[1] += 1
             head[2] = max(head[2], memory.seq)
-    for head_key, (total, count, last) in heads.items():
-        tx.put(head_key, _PERSISTENT_SUM.pack(total, int(count), int(last)))
-    return len(heads)
+    return {
+        head_key: _PERSISTENT_SUM.pack(total, int(count), int(last))
+        for head_key, (total, count, last) in sums.items()
+    }
 
 
 def persistent_sum(head: bytes) -> Aggregate:

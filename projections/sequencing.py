@@ -8,7 +8,10 @@ The rules, per `(tenant, world, timeline)`:
   `after_seq + 1`, and it waits until the parent has applied `after_seq`;
 - a branch inherits its positions up to `after_seq`: a seq there is a duplicate, also one that
   came before the branch's first event and waited (it is acked when the branch is placed, and
-  leaves the buffer, where it would otherwise wait for ever).
+  leaves the buffer, where it would otherwise wait for ever);
+- a waiting event that no longer reads as an event when its gap fills (a release before stored
+  it, under a contract that took more) is refused then: acked `rejected` and handed back with
+  its bytes and why (`Sequenced.refused`), and its seq is open again.
 
 Each apply writes the timeline's positions after the state it produced, and every projection
 reads only what lies before the event's position, so re-applying an event whose positions
@@ -18,10 +21,13 @@ were not yet saved (a crash in between) writes the very same state again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
+
+from pydantic import ValidationError
 
 from projections import timelines
-from projections.key_prefixes import PENDING
+from projections.delivery import bounded_reason, explain
+from projections.key_prefixes import PENDING, TIMELINES
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -45,13 +51,55 @@ ApplyEvent = Callable[[StateTransaction, Event, Ancestry], Applied]
 """Applies one event's effects, given the ancestry as it stood just before the event."""
 
 
+class Refused(NamedTuple):
+    """A waiting event refused as it left the deferral buffer: its stored bytes, and why."""
+
+    raw: bytes
+    reason: str
+
+
+class Sequenced(NamedTuple):
+    """What taking one event in gives: its acks (its own first), and the waiting events it
+    refused, to be dead-lettered."""
+
+    acks: list[Ack]
+    refused: tuple[Refused, ...] = ()
+
+
+class EventIdentity(Protocol):
+    """What an ack names an event by: an event, or a position of the deferral buffer."""
+
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def world_instance_id(self) -> str: ...
+    @property
+    def timeline_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+
+
+class WaitingAt(NamedTuple):
+    """A position of the deferral buffer, as its key names it."""
+
+    tenant_id: str
+    world_instance_id: str
+    timeline_id: str
+    seq: int
+
+    @classmethod
+    def of(cls, key: bytes) -> WaitingAt:
+        _, tenant, world, timeline, seq = unpack(key)
+        return cls(str(tenant), str(world), str(timeline), int(seq))
+
+
 def pending_key(record: TimelineRecord, seq: int) -> bytes:
     return pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id, seq)
 
 
 def ack(
     tx: StateTransaction,
-    event: Event,
+    event: EventIdentity,
     outcome: Outcome,
     record: TimelineRecord | None,
     reason: str | None = None,
@@ -87,52 +135,70 @@ def sequence(
     raw: bytes,
     apply: ApplyEvent,
     policy: SequencingPolicy,
-) -> list[Ack]:
-    """Take one event in: apply, defer, drop as duplicate or reject it. Returns its acks.
+) -> Sequenced:
+    """Take one event in: apply, defer, drop as duplicate or reject it.
 
-    The first ack is this event's; any that follow are `processed` acks of deferred events it
-    released.
+    The first ack is this event's; any that follow are those of deferred events it released
+    (`processed`, or `rejected` for one refused) and of events that waited at a position the
+    branch it places inherits (`duplicate`).
     """
     known = timelines.load(tx, event.tenant_id, event.world_instance_id, event.timeline_id)
     record, problem = _place_on_timeline(tx, event, known)
     if problem is not None:
-        return [ack(tx, event, Outcome.REJECTED, known, problem)]
+        return Sequenced([ack(tx, event, Outcome.REJECTED, known, problem)])
     assert record is not None
     placing = record.parent_timeline_id is not None and (known is None or not known.started)
     inherited = _inherited(tx, record) if placing else []
     if inherited:
-        update = {"deferred_events": record.deferred_events - len(inherited)}
-        record = record.model_copy(update=update)
+        record = _without(record, inherited)
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
         if placing:  # the branch's first event, which came before too: the branch is placed
             _save_waiting(tx, record)
         # A redelivery after a crash can find events that already follow on still waiting.
-        return [
-            ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq)),
-            *_settle_inherited(tx, record, inherited),
-            *_release(tx, record, apply),
-        ]
+        duplicate = ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq))
+        settled = _settle_inherited(tx, record, inherited)
+        released = _release(tx, record, apply)
+        return Sequenced([duplicate, *settled, *released.acks], released.refused)
 
     acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
         record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
-        return [
-            ack(tx, event, Outcome.PROCESSED, record, *applied),
-            *_settle_inherited(tx, record, inherited),
-            *_release(tx, record, apply),
-        ]
+        processed = ack(tx, event, Outcome.PROCESSED, record, *applied)
+        settled = _settle_inherited(tx, record, inherited)
+        released = _release(tx, record, apply)
+        return Sequenced([processed, *settled, *released.acks], released.refused)
 
     if record.deferred_events >= policy.max_deferred:
-        return [ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))]
+        return Sequenced([ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))])
     record = record.model_copy(
         update={"acknowledged_seq": acknowledged, "deferred_events": record.deferred_events + 1}
     )
     tx.put(pending_key(record, event.seq), raw)
     _save_waiting(tx, record)
-    return [
-        ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
-        *_settle_inherited(tx, record, inherited),
-    ]
+    return Sequenced(
+        [
+            ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
+            *_settle_inherited(tx, record, inherited),
+        ]
+    )
+
+
+def settle_inherited_everywhere(tx: StateTransaction) -> list[Ack]:
+    """Take every event waiting at a position its branch inherits out of the deferral buffer,
+    with its `duplicate` ack: a release before placed branches without them (they waited for
+    ever, and each held a place in the buffer). For a store of such a release
+    (`projections.migrations`); this release never leaves one there."""
+    acks: list[Ack] = []
+    for _, raw in list(tx.scan(pack(TIMELINES))):
+        if b'"parent_timeline_id":"' not in raw:  # a root timeline's: nothing to decode
+            continue
+        record = TimelineRecord.from_bytes(raw)
+        inherited = _inherited(tx, record)
+        if inherited:
+            record = _without(record, inherited)
+            timelines.save(tx, record)
+            acks += _settle_inherited(tx, record, inherited)
+    return acks
 
 
 def _place_on_timeline(
@@ -185,7 +251,7 @@ def _place_on_timeline(
     ), None
 
 
-def _inherited(tx: StateTransaction, branch: TimelineRecord) -> list[tuple[bytes, Event]]:
+def _inherited(tx: StateTransaction, branch: TimelineRecord) -> list[bytes]:
     """The events that waited on a timeline before its first event placed it as `branch`, at
     positions it inherits from its parent (seq up to `after_seq`): none can ever be applied
     there, as none arriving now would be. Their pending keys, oldest first."""
@@ -193,21 +259,28 @@ def _inherited(tx: StateTransaction, branch: TimelineRecord) -> list[tuple[bytes
         return []
     prefix = pack(PENDING, branch.tenant_id, branch.world_instance_id, branch.timeline_id)
     found = []
-    for key, raw in tx.scan(prefix):
+    for key, _ in tx.scan(prefix):
         if int(unpack(key)[-1]) > branch.after_seq:
             break
-        found.append((key, Event.model_validate_json(raw)))
+        found.append(key)
     return found
 
 
+def _without(branch: TimelineRecord, inherited: list[bytes]) -> TimelineRecord:
+    """`branch` no longer counting the `inherited` events in its deferral buffer."""
+    waiting = max(0, branch.deferred_events - len(inherited))
+    return branch.model_copy(update={"deferred_events": waiting})
+
+
 def _settle_inherited(
-    tx: StateTransaction, branch: TimelineRecord, inherited: list[tuple[bytes, Event]]
+    tx: StateTransaction, branch: TimelineRecord, inherited: list[bytes]
 ) -> list[Ack]:
     """Drop the `inherited` events from the buffer (`branch` no longer counts them), each with
-    the `duplicate` ack it would have had arriving now."""
+    the `duplicate` ack it would have had arriving now (whatever it holds: it has no effect)."""
     acks = []
-    for key, early in inherited:
+    for key in inherited:
         tx.delete(key)
+        early = WaitingAt.of(key)
         acks.append(ack(tx, early, Outcome.DUPLICATE, branch, _why_duplicate(branch, early.seq)))
     return acks
 
@@ -247,15 +320,17 @@ def _apply(
     return record, applied
 
 
-def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) -> list[Ack]:
+def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) -> Sequenced:
     """Apply every waiting event that now follows on, here and on waiting child timelines.
 
     The next position is looked up even where the record counts no waiting event: a worker
     killed while deferring an event (its writes split over changelog batches) may have kept
     the event's pending entry and not the record that counts it, and the event, redelivered,
     is found waiting. Counted or not, it is applied as the gap fills (one point read an
-    event, answered by the bloom filter nearly always)."""
+    event, answered by the bloom filter nearly always). One that no longer reads as an event
+    is refused instead (`_refuse_waiting`), and its timeline waits again for its seq."""
     acks: list[Ack] = []
+    refused: list[Refused] = []
     ready = [record]
     while ready:
         current = ready.pop(0)
@@ -264,8 +339,15 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             raw = tx.get(key)
             if raw is None:
                 break
-            event = Event.model_validate_json(raw)
             waiting = max(0, current.deferred_events - 1)
+            try:
+                event = Event.model_validate_json(raw)
+            except ValidationError as error:
+                current = current.model_copy(update={"deferred_events": waiting})
+                rejected, refusal = _refuse_waiting(tx, current, key, raw, error)
+                acks.append(rejected)
+                refused.append(refusal)
+                break
             current, applied = _apply(tx, current, event, apply, {"deferred_events": waiting})
             tx.delete(key)
             acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
@@ -273,7 +355,25 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)
             ready.append(child)
-    return acks
+    return Sequenced(acks, tuple(refused))
+
+
+def _refuse_waiting(
+    tx: StateTransaction, record: TimelineRecord, key: bytes, raw: bytes, error: ValidationError
+) -> tuple[Ack, Refused]:
+    """Refuse the waiting event at `key`, which no longer reads as an event (a release before
+    took it, under a contract that took more: an id `.`, a time in another form), where it
+    stopped the worker at every start: out of the buffer (`record` no longer counts it), its
+    `rejected` ack, and its bytes with why."""
+    timelines.save(tx, record)
+    tx.delete(key)
+    at = WaitingAt.of(key)
+    reason = bounded_reason(
+        f"seq {at.seq} of timeline {at.timeline_id!r} waited for an earlier seq, stored by an "
+        f"earlier release, and no longer reads as an event ({explain(error)}): refused as "
+        f"this message filled the gap; send it again as the contract now takes it"
+    )
+    return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason)
 
 
 def _branch_phrase(record: TimelineRecord) -> str:

@@ -101,6 +101,8 @@ class StateTable(faust.Table[bytes, bytes]):
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
     """Closes the local copies cleanly at a stop (set by `create_app`)."""
+    send_acks: Callable[[Sequence[Ack]], Awaitable[list[Delivery]]] | None
+    """Sends the acks an upgrade gives (`Rumourmill.send_world_acks`; set by `create_app`)."""
     batch_bytes: int = changelog.BATCH_BYTES
     """The most one changelog record batch holds (`Settings.changelog_batch_bytes`)."""
     writer: changelog.ChangelogWriter
@@ -123,6 +125,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.recovered = Counter()
         self.reported_at = 0.0
         self.durability = None
+        self.send_acks = None
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
@@ -245,7 +248,8 @@ class StateTable(faust.Table[bytes, bytes]):
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
-        (`projections.migrations`); its rewrites reach the changelog as one event's do. A
+        (`projections.migrations`); its rewrites reach the changelog as one event's do, once
+        the acks the upgrade gives are stored (a crash in between upgrades and acks again). A
         partition written by a newer release stops the worker, unchanged."""
         for partition in partitions:
             writes = changelog.PartitionWrites(self.batch_bytes)
@@ -257,13 +261,21 @@ class StateTable(faust.Table[bytes, bytes]):
                 async with self.local_durability.writing({partition: 1}):
                     done = upgrade(tx)
                     writes.end_event()
-                    deliveries = await self.send_writes(partition, writes.batches)
+                    acked = await self.send_upgrade_acks(done.acks)
+                    deliveries = await self.send_writes(partition, writes.batches, acked)
                 await asyncio.gather(*deliveries)
             except StateFormatError as refusal:
                 log.critical("partition %d: %s", partition, refusal, extra={"partition": partition})
                 await self.app.crash(refusal)
                 return
             log.info("partition %d: %s", partition, done, extra={"partition": partition})
+
+    async def send_upgrade_acks(self, acks: Sequence[Ack]) -> list[Delivery]:
+        """Send the acks an upgrade gave (`projections.migrations.Upgrade.acks`)."""
+        if not acks:
+            return []
+        assert self.send_acks is not None, "set by create_app"
+        return await self.send_acks(acks)
 
     async def retire_changesets(self, partitions: Iterable[int]) -> None:
         """Rewrite, as per-key records, the state of each partition whose changelog still holds
@@ -532,11 +544,22 @@ class Rumourmill:
         """A message's acks, keyed by world like the events (so a world's acks stay in order),
         on the world's partition; an ack that names no world goes with the message's key (its
         start, `kept_key`), on the message's partition."""
+        return await self._send_acks(acks, kept_key(message.key), message.partition)
+
+    async def send_world_acks(self, acks: Sequence[Ack]) -> list[Delivery]:
+        """Acks that each name their world (an upgrade's), as `send_acks_of` sends them."""
+        return await self._send_acks(acks, None, 0)
+
+    async def _send_acks(
+        self, acks: Sequence[Ack], fallback_key: bytes | None, fallback_partition: int
+    ) -> list[Delivery]:
         deliveries: list[Delivery] = []
         for ack in acks:
-            key = _world_key(ack, kept_key(message.key))
+            key = _world_key(ack, fallback_key)
             partition = (
-                message.partition if key is None else world_partition(key, self.settings.partitions)
+                fallback_partition
+                if key is None
+                else world_partition(key, self.settings.partitions)
             )
             deliveries += await self.ack_sender.send(partition, key, [_ack_bytes(ack)])
         return deliveries
@@ -748,6 +771,7 @@ def create_app(settings: Settings) -> Rumourmill:
         metrics=metrics,
         changes=settings.topics.changes,
     )
+    state.send_acks = mill.send_world_acks
     register_views(app, mill)
 
     @app.on_partitions_assigned.connect

@@ -417,7 +417,7 @@ def _publish_deletion(tenant_id: str, world_id: str | None, flags: dict[str, Any
     from pydantic import ValidationError
 
     from projections.deletion import deletion_event
-    from projections.intake import explain
+    from projections.delivery import explain
     from streams.publish import send_one
     from streams.topics import ensure_topics
 

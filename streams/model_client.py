@@ -34,7 +34,7 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from projections.intake import explain
+from projections.delivery import explain
 from streams.logs import logger
 from streams.settings import Settings, without_credentials
 

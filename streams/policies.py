@@ -21,7 +21,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from projections.intake import explain
+from projections.delivery import explain
 from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve
 from schemas.policy import Policy, merge_policy
 from streams.kafka_clients import kafka_options

@@ -10,8 +10,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from pydantic import ValidationError
 
-from projections.delivery import world_key
-from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain, too_large
+from projections.delivery import explain, world_key
+from projections.intake import DEFAULT_MAX_EVENT_BYTES, too_large
 from schemas import Event
 from streams.kafka_clients import kafka_options
 from streams.settings import Settings

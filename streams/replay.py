@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from projections.delivery import Intake, SourceMessage, world_key
+from projections.delivery import Intake, SourceMessage, explain, world_key
 from projections.digest import world_digest
-from projections.intake import DEFAULT_MAX_EVENT_BYTES, explain
+from projections.intake import DEFAULT_MAX_EVENT_BYTES
 from projections.judgements import RecordedAnswers
 from projections.policy import resolve
 from projections.projector import Projector

@@ -3,6 +3,7 @@ run in order and again without harm, and a store from a newer release is refused
 
 from __future__ import annotations
 
+import base64
 import gzip
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ from projections.recall import RecallQuery, recall
 from projections.relations import SUM_PLACES, persistent_sum
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
+from projections.timelines import load as load_timeline
+from projections.timelines import save as save_timeline
 from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
@@ -423,3 +426,82 @@ def test_a_waiting_event_with_times_in_forms_no_longer_taken_is_applied_after_th
     [(_, stored)] = list(state.scan(pack(PENDING)))
     assert orjson.loads(stored) == line | {"occurred_at": "2024-05-01T23:05:00+02:00"}
     assert released(state) == [(1, "processed"), (2, "processed")]
+
+
+def test_a_waiting_event_naming_an_id_no_longer_taken_is_dead_lettered_when_its_gap_fills() -> None:
+    """A release before took `.` and `..` as ids: a line naming one that waits for an earlier
+    seq no longer reads as an event, and the worker stopped on it when the gap filled, at every
+    start. It is refused then: acked `rejected`, dead-lettered with the bytes it waited as (at
+    the position of the message that filled the gap), a redelivery of that message sends the
+    same dead letter, and its seq is open to an event that reads."""
+    state, key = waiting(WAITING_LINE)
+    as_once_taken = orjson.dumps(WAITING_LINE | {"target": ".."})
+    state.put(key, as_once_taken)
+    first = orjson.dumps(WAITING_LINE | {"seq": 1, "key": "x"})
+    message = SourceMessage("events", 0, 1, b"save-1", first)
+
+    intake = Projector().receive(state, message)
+    assert [(ack.seq, ack.outcome.value, ack.processed_seq) for ack in intake.acks] == [
+        (1, "processed", 1),
+        (2, "rejected", 1),
+    ]
+    [letter] = intake.dead_letters
+    assert base64.b64decode(letter.value_base64) == as_once_taken
+    assert (letter.topic, letter.partition, letter.offset) == ("events", 0, 1)
+    assert letter.reason == intake.acks[1].reason
+    assert "target: '.' and '..' are no ids" in letter.reason
+    assert list(state.scan(pack(PENDING))) == []
+    assert Projector().receive(state, message).dead_letters == [letter]
+    line = SourceMessage("events", 0, 2, b"save-1", orjson.dumps(WAITING_LINE))
+    assert [ack.outcome.value for ack in Projector().receive(state, line).acks] == ["processed"]
+
+
+def inherited_waiting_as_an_earlier_release_left_it() -> tuple[MemoryState, MemoryState]:
+    """alt's seq 2 came before alt's first event, which branched from main after seq 2; main is
+    at seq 1. A store of this release, and the same store as a release before left it: alt's
+    seq 2 still waiting, counted in the deferral buffer, at a position alt inherits."""
+
+    def event(seq: int, timeline: str = "main", **fields: object) -> SourceMessage:
+        document = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": "k"}
+        raw = orjson.dumps(document | fields)
+        return SourceMessage("events", 0, seq * 10 + len(timeline), b"w", raw)
+
+    state = MemoryState()
+    upgrade(state)
+    Projector().receive(state, event(1))
+    Projector().receive(state, event(2, "alt"))
+    [(early_key, early)] = list(state.scan(pack(PENDING)))
+    branch = {"parent_timeline_id": "main", "after_seq": 2}
+    acks = Projector().receive(state, event(3, "alt", branch=branch)).acks
+    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(3, "deferred"), (2, "duplicate")]
+    earlier = MemoryState()
+    for key, value in state.items():
+        earlier.put(key, value)
+    earlier.put(early_key, early)
+    alt = load_timeline(earlier, "default", "w", "alt")
+    assert alt is not None
+    save_timeline(earlier, alt.model_copy(update={"deferred_events": alt.deferred_events + 1}))
+    earlier.put(FORMAT_KEY, b"10")
+    return state, earlier
+
+
+def test_an_event_waiting_at_a_position_its_branch_inherits_is_acked_by_the_upgrade() -> None:
+    """A release before placed a branch without the events that waited on its timeline at
+    positions it inherits: they waited for ever, their producer never had their last ack, and
+    each held a place in the deferral buffer. Upgraded, the store is this release's, and the
+    upgrade gives each event the `duplicate` ack it has now, for the worker to send."""
+    state, earlier = inherited_waiting_as_an_earlier_release_left_it()
+    done = upgrade(earlier)
+    assert (done.from_format, done.to_format) == (10, current_format())
+    assert [(ack.timeline_id, ack.seq, ack.outcome.value, ack.reason) for ack in done.acks] == [
+        (
+            "alt",
+            2,
+            "duplicate",
+            "seq 2 is at or before the branch point: timeline 'alt' inherits it from 'main' "
+            "(after seq 2)",
+        )
+    ]
+    assert "1 waiting event(s) acked" in str(done)
+    assert list(earlier.items()) == list(state.items())
+    assert upgrade(earlier).acks == ()

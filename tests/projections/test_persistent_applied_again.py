@@ -6,11 +6,20 @@ those, the event's own among them once it stored some."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
-from projections.key_prefixes import KEY_SPACES, Role
-from projections.keys import unpack
+from projections.key_prefixes import (
+    KEY_SPACES,
+    PERSISTENT_COUNTED,
+    PERSISTENT_RELATIONS,
+    PERSISTENT_WORLDS,
+    TIMELINES,
+    Role,
+)
+from projections.keys import pack, unpack
+from projections.migrations import FORMAT_KEY, upgrade
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -84,3 +93,69 @@ def test_an_event_reads_the_persistent_memories_another_timeline_formed_at_later
     read = answer(runtime_read(state, "default", "save-1", "reload", "npc-tomas"))
     told = [belief for belief in read["beliefs"] if "sailor" in belief["content"]]
     assert [(belief["seq"], belief["persistent"]) for belief in told] == [(5, True)]
+
+
+def as_an_earlier_release_wrote(
+    writes: list[tuple[bytes, bytes | None]], heads: bool
+) -> list[tuple[bytes, bytes | None]]:
+    """An event's writes in the order a release before this one made them: the persistent
+    count's record (the event that counted last) with the count, after the event's memories,
+    where this release writes it before the first of them; without `heads`, as a release before
+    format 8 did, no count's record and no persistent relation heads at all."""
+    counted = pack(PERSISTENT_COUNTED)
+    left_out = (counted,) if heads else (counted, pack(PERSISTENT_RELATIONS))
+    records = [(key, value) for key, value in writes if key.startswith(counted)]
+    earlier: list[tuple[bytes, bytes | None]] = []
+    for key, value in writes:
+        if key.startswith(pack(PERSISTENT_WORLDS)) and heads:
+            earlier += records
+        if not key.startswith(left_out):
+            earlier.append((key, value))
+    return earlier
+
+
+def of_format(state: MemoryState, version: int) -> MemoryState:
+    """`state` as a release of that format left it: before format 8, without the persistent
+    relation heads and the count's record (that release kept neither)."""
+    old = MemoryState()
+    for key, value in state.items():
+        if version >= 8 or not key.startswith(
+            (pack(PERSISTENT_COUNTED), pack(PERSISTENT_RELATIONS))
+        ):
+            old.put(key, value)
+    old.put(FORMAT_KEY, b"%d" % version)
+    return old
+
+
+@pytest.mark.parametrize("version", [7, 10])
+def test_an_event_an_earlier_release_left_half_applied_ends_as_applied_once_after_upgrade(
+    version: int,
+) -> None:
+    """A release before wrote the record of the event that counted persistent memories last
+    after the event's memories (or none): a worker of it killed mid-event left memories no
+    record names, and the event, applied again, found its characters knowing already what it
+    was about to teach them. Upgraded, the store holds none of the memories the event's first
+    part stored (they are at a position its timeline has not reached), and applied again, the
+    event ends where applying it once does, for every prefix of its writes; the persistent
+    relation heads the upgrade from before format 8 sums (from the memories stored, those left
+    half-applied too) come out as for a store that never held them."""
+    lines = TAVERN.splitlines()
+    before = MemoryState()
+    for offset, line in enumerate(lines):
+        message = SourceMessage("events", 0, offset, world_key(line), line)
+        once = Recorded(before)
+        PROJECTOR.receive(once, message)
+        earlier_writes = as_an_earlier_release_wrote(once.writes, heads=version >= 8)
+        clean = of_format(before, version)
+        upgrade(clean)
+        PROJECTOR.receive(clean, message)
+        entries = projected(clean)
+        # every prefix without the event's position (saved last): that release applied the rest
+        timeline = pack(TIMELINES)
+        saved = [index for index, (key, _) in enumerate(earlier_writes) if key.startswith(timeline)]
+        for cut in range(saved[-1] + 1):
+            partly = laid_in(of_format(before, version), earlier_writes[:cut])
+            upgrade(partly)
+            PROJECTOR.receive(partly, message)
+            assert projected(partly) == entries, (offset, cut)
+        before = once

@@ -1,6 +1,7 @@
 """A worker upgrades the state it restores from the changelog before serving, on a real Apache
-Kafka broker: the changelog the previous release wrote reads as this release's replay, and a
-changelog of a newer release stops the worker with a clear error.
+Kafka broker: the changelog the previous release wrote reads as this release's replay, the
+acks an upgrade gives are sent, and a changelog of a newer release stops the worker with a
+clear error.
 """
 
 from __future__ import annotations
@@ -23,9 +24,14 @@ from projections.runtime_read import runtime_read
 from streams.settings import Settings
 from streams.state import decode_changes, encode_changes
 from streams.topics import changelog_topic
-from tests.projections.test_migrations import PREVIOUS_RELEASE, WORLDS, fresh_replay
+from tests.projections.test_migrations import (
+    PREVIOUS_RELEASE,
+    WORLDS,
+    fresh_replay,
+    inherited_waiting_as_an_earlier_release_left_it,
+)
 from tests.streams.test_faults import get_json
-from tests.support import WorkerProcess, unique_settings
+from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 UPGRADED = f"partition 0: state upgraded from format 1 to {current_format()}"
@@ -119,3 +125,31 @@ def test_a_changelog_of_a_newer_release_stops_the_worker_with_the_reason(
         assert "the stored state is in format 99" in worker.log_path.read_text(), worker.log_tail()
     finally:
         worker.kill()
+
+
+def test_an_event_an_earlier_release_left_waiting_for_ever_is_acked_at_the_upgrade(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A store a release before left with alt's seq 2 waiting at a position alt inherits (it
+    came before alt's first event): the worker upgrading it sends that event's `duplicate`
+    ack, its last, which its producer never had; and the branch goes on as this release's."""
+    _, earlier = inherited_waiting_as_an_earlier_release_left_it()
+    write_changelog(settings, encode_changes(list(earlier.items())))
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 1)
+        assert [(ack["timeline_id"], ack["seq"], ack["outcome"]) for ack in acks] == [
+            ("alt", 2, "duplicate")
+        ]
+        send_events(settings, [event("w", 2)])
+        acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 3)
+        assert [(ack["timeline_id"], ack["seq"], ack["outcome"]) for ack in acks[1:]] == [
+            ("main", 2, "processed"),
+            ("alt", 3, "processed"),
+        ]
+        worker.stop()
+        upgraded = f"state upgraded from format 10 to {current_format()}"
+        assert f"{upgraded} (" in worker.log_path.read_text(), worker.log_tail()
+        assert "1 waiting event(s) acked)" in worker.log_path.read_text(), worker.log_tail()
+    finally:
+        worker.stop()
