@@ -34,8 +34,8 @@ What it compares, and what it leaves out:
   actor or target; knowledge = the most important memories about the player, then about the
   place (the event's, else where the character is), each from the 60 most important about it
   (then newest), then the best scored recall of the event's words in story order, at most 10,
-  forgotten never. The verdict, the recent turns and the prompt's wording are
-  left to their own tests.
+  forgotten never, none marked `diverging` (the record never reaches the model). The verdict,
+  the recent turns and the prompt's wording are left to their own tests.
 """
 
 from __future__ import annotations
@@ -394,9 +394,13 @@ def decision(
         (one for one in recalled if one["belief_id"] not in taken),
         key=lambda one: (-one["score"], one["belief_id"]),
     )[: KNOWLEDGE - len(knowledge)]
-    for one in sorted(best, key=story_key):
-        knowledge.append({k: v for k, v in one.items() if k not in ("retention", "score")})
-    return knowledge
+    knowledge += sorted(best, key=story_key)
+    return [{k: v for k, v in one.items() if k not in NOT_GIVEN} for one in knowledge]
+
+
+NOT_GIVEN = ("retention", "score", "diverging")
+"""What a decision model is not given of a memory: how it was chosen, and whether it agrees
+with the world record (the record never reaches the model)."""
 
 
 def importance_order(memory: OMemory) -> tuple[float, int, str]:
