@@ -33,6 +33,7 @@ from projections.key_prefixes import (
     JUDGEMENTS,
     LOCATION_HEADS,
     LOCATIONS,
+    MEMORIES,
     OCCUPANT_HEADS,
     OCCUPANTS,
     OUTBOX,
@@ -42,6 +43,7 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, unpack
+from projections.memory_store import DECODED, memory_lookups
 from projections.relations import head_persistent_relations
 from projections.state import StateTransaction
 from projections.versions import head_value
@@ -157,6 +159,14 @@ def _times_as_the_contract_writes(key: bytes, value: bytes) -> list[StoredRecord
     return [(key, value if rewritten == event else orjson.dumps(rewritten))]
 
 
+def _memory_with_lookups(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 11: a stored memory, and the entries that find it again among the memories of its
+    origin and by its belief id alone (`memory_store.memory_lookups`)."""
+    _, tenant, world, *_ = unpack(key)
+    memory = DECODED.decode(value)
+    return [(key, value), *memory_lookups(str(tenant), str(world), memory)]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -225,6 +235,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "took others, which no longer read as an event when the gap filled",
         (PENDING,),
         _times_as_the_contract_writes,
+    ),
+    Migration(
+        11,
+        "every memory findable among its origin's and by its belief id alone: a listener who "
+        "forgot news can be told it again, and a rumour's map reads what it draws, not every "
+        "memory of its world",
+        (MEMORIES,),
+        _memory_with_lookups,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""
