@@ -11,7 +11,7 @@
   (`belief_id`; an impression names the memory it was formed beside: a feeling is no news);
   else the event that made every fact it claims what the world record says;
   else the claim itself (`claim_origin`: its facts and whom it is about). Nobody takes in news
-  about something they saw or already know.
+  about something they saw or already know, and have not forgotten (`projections.knowing`).
 - The target of someone else's act forms an `impression` of them when the act moved them
   enough (`memory.impression_threshold`); news of someone else's act moves no one that way.
 
@@ -59,7 +59,7 @@ class MemoryContext(Protocol):
         """The teller's own memory `belief_id` on this timeline, or None if they hold none."""
 
     def knows(self, character: str, origin: str) -> bool:
-        """Whether the character already holds a memory of this origin."""
+        """Whether the character holds news of this origin at the event (not forgotten)."""
 
     def fact_origin(self, fact: Fact) -> str | None:
         """The origin of the event that made the world record hold `fact` as it stands; None if

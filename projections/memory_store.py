@@ -3,8 +3,11 @@
 Every memory is stored once under its belief id, with small index entries that make a read
 cost what it returns: recollections by position, beliefs by importance, news by position (its
 newest entries repeated in a head per character and scope: tellers are read at every meeting),
-and origins for "already knows". A timeline's reads fold its own entries with each ancestor's up
-to the branch point; persistent memories live in a world-wide scope that every timeline reads.
+origins for "already knows" (the first position each was learned at), the memories of each
+origin (who holds the news, and whether a listener still does), and the holder of each belief
+id (a rumour's map is asked for by belief id alone). A timeline's reads fold its own entries
+with each ancestor's up to the branch point; persistent memories live in a world-wide scope
+that every timeline reads.
 
 A belief held less firmly later (the referee's `convinced`, section 11) is not rewritten: its
 new confidence is a version at the position that changed it, on that timeline
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, islice
@@ -26,6 +29,7 @@ import orjson
 
 from projections import timelines
 from projections.key_prefixes import (
+    BELIEF_HOLDERS,
     BELIEF_RANKS,
     BELIEF_VERSIONS,
     MEMORIES,
@@ -33,6 +37,7 @@ from projections.key_prefixes import (
     NEWS,
     NEWS_HEADS,
     ORIGIN_EVENTS,
+    ORIGIN_MEMORIES,
     ORIGINS,
     PERSISTENT_COUNTED,
     PERSISTENT_WORLDS,
@@ -193,6 +198,8 @@ def forget_persistent(tx: StateTransaction, keys: MemoryKeys, own: PersistentByC
                 tx.delete(ranks + pack(_rank(memory)) + pack(MAX_SEQ - memory.seq) + belief)
             if is_news(memory):
                 tx.delete(news + at)
+            for lookup, _ in memory_lookups(keys.tenant_id, keys.world_id, memory):
+                tx.delete(lookup)
             tx.delete(memory_prefix + belief)
             tx.delete(log_key)
 
@@ -380,15 +387,16 @@ def visible(memory: Memory, keys: MemoryKeys, ancestry: Ancestry) -> bool:
     return any(s.timeline_id == memory.timeline_id and memory.seq <= s.upto_seq for s in ancestry)
 
 
-def knows(
+def ever_learned(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, character: str, origin: str
 ) -> bool:
-    """Whether `character` holds any memory of this origin on the timeline.
+    """Whether `character` ever learned this origin on the timeline: holds a memory of it,
+    forgotten or not (whether it still holds it: `projections.knowing`).
 
     One point read per scope: each scope keeps the first position the character learned the
     origin at, and an ancestor's counts if it is at or before the branch point.
     """
-    return knows_in(tx, learned_scopes(keys, ancestry, character), origin)
+    return ever_learned_in(tx, learned_scopes(keys, ancestry, character), origin)
 
 
 LearnedScopes = list[tuple[bytes, int]]
@@ -405,14 +413,47 @@ def learned_scopes(keys: MemoryKeys, ancestry: Ancestry, character: str) -> Lear
     ]
 
 
-def knows_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
-    """`knows`, given the character's `learned_scopes`."""
+def ever_learned_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
+    """`ever_learned`, given the character's `learned_scopes`."""
     suffix = pack(origin)
     for prefix, upto_seq in learned:
         first = tx.get(prefix + suffix)
         if first is not None and int.from_bytes(first, "big") <= upto_seq:
             return True
     return False
+
+
+def memories_of_origin(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    origin: str,
+    character: str | None = None,
+) -> list[Memory]:
+    """Every memory of the news `origin` the timeline sees, whoever holds it (or `character`
+    alone), as stored: one scan of the origin's entries per scope, not of the world's."""
+    found = []
+    for segment in scopes(keys, ancestry):
+        prefix = pack_scope(ORIGIN_MEMORIES, keys.tenant_id, keys.world_id) + pack(
+            origin, segment.timeline_id
+        )
+        if character is not None:
+            prefix += pack(character)
+        for key, _ in tx.scan(prefix):
+            *holder, seq, belief_id = unpack(key[len(prefix) :])
+            if int(seq) <= segment.upto_seq:
+                holds = str(holder[0]) if character is None else character
+                memory = load_memory(tx, keys, holds, str(belief_id))
+                if memory is not None:
+                    found.append(memory)
+    return found
+
+
+def memory_named(tx: StateTransaction, keys: MemoryKeys, belief_id: str) -> Memory | None:
+    """The stored memory with this belief id, whoever holds it (a belief id names one memory):
+    two point lookups."""
+    holder = tx.get(pack_scope(BELIEF_HOLDERS, keys.tenant_id, keys.world_id) + pack(belief_id))
+    return None if holder is None else load_memory(tx, keys, holder.decode(), belief_id)
 
 
 def store_memories(
@@ -422,6 +463,7 @@ def store_memories(
     changes: MemoryWrites | None = None,
     rumours: Iterable[Memory] = (),
     spreading: bool = False,
+    forgotten: Collection[tuple[str, str]] = (),
 ) -> None:
     """Keep the memories one event formed, then the `rumours` it spread (all at the event's
     position), with their indexes. `changes` is told of each before it is written. News kept
@@ -431,12 +473,16 @@ def store_memories(
 
     A rumour's listener did not know its news (spreading asked `knows`, once per listener and
     news), so the rumour is the first the listener learned of it: unless a memory of the same
-    event taught them, its origin index is written without reading it first.
+    event taught them, or they had learned it before and forgotten it (`forgotten`: (listener,
+    origin) pairs), its origin index is written without reading it first.
     """
     tenant, world = keys.tenant_id, keys.world_id
     formed = [(memory, False) for memory in memories]
-    taught = {(memory.character_id, memory.origin) for memory, _ in formed}
-    told = [(rumour, (rumour.character_id, rumour.origin) not in taught) for rumour in rumours]
+    learned_before = {(memory.character_id, memory.origin) for memory, _ in formed}
+    learned_before.update(forgotten)
+    told = [
+        (rumour, (rumour.character_id, rumour.origin) not in learned_before) for rumour in rumours
+    ]
     # (timeline, seq) -> the packed start of its memory log keys, seq, and MAX_SEQ - seq: the
     # same for every memory an event forms or spreads
     positions: dict[tuple[str, int], tuple[bytes, bytes, bytes]] = {}
@@ -481,6 +527,8 @@ def store_memories(
         first = None if first_learned else tx.get(origin)
         if first is None or int.from_bytes(first, "big") > seq:
             tx.put(origin, seq.to_bytes(8, "big"))
+        for lookup, value in memory_lookups(tenant, world, memory):
+            tx.put(lookup, value)
         if is_news(memory):
             tx.put(news + at, b"")
             news_added.setdefault(head, (news, []))[1].append(at)
@@ -498,6 +546,19 @@ def store_memories(
             tx.put(head, news_head(key[len(news) :] for key, _ in newest))
         else:
             tx.put(head, news_head([*entries, *head_entries(kept_head)]))
+
+
+def memory_lookups(tenant: str, world: str, memory: Memory) -> list[tuple[bytes, bytes]]:
+    """The entries that find a stored memory again: among the memories of its origin
+    (`ORIGIN_MEMORIES`, by scope and holder, then position), and by its belief id alone
+    (`BELIEF_HOLDERS`, which holds its character)."""
+    scope = PERSISTENT_SCOPE if memory.persistent else memory.timeline_id
+    character, belief = memory.character_id, memory.belief_id
+    of_origin = pack(memory.origin, scope, character, memory.seq, belief)
+    return [
+        (pack_scope(ORIGIN_MEMORIES, tenant, world) + of_origin, b""),
+        (pack_scope(BELIEF_HOLDERS, tenant, world) + pack(belief), character.encode()),
+    ]
 
 
 def news_head(entries: Iterable[bytes]) -> bytes:

@@ -36,6 +36,7 @@ from projections.key_prefixes import (
     JUDGEMENTS,
     LOCATION_HEADS,
     LOCATIONS,
+    MEMORIES,
     OCCUPANT_HEADS,
     OCCUPANTS,
     OUTBOX,
@@ -45,7 +46,13 @@ from projections.key_prefixes import (
     WAITING_CHILDREN,
 )
 from projections.keys import pack, unpack
-from projections.memory_store import forget_persistent, half_applied_persistent, recount_persistent
+from projections.memory_store import (
+    DECODED,
+    forget_persistent,
+    half_applied_persistent,
+    memory_lookups,
+    recount_persistent,
+)
 from projections.relations import head_persistent_relations, head_persistent_relations_without
 from projections.sequencing import settle_inherited_everywhere
 from projections.state import StateTransaction
@@ -184,6 +191,14 @@ def _half_applied_persistent_taken_out(tx: StateTransaction) -> int:
     return rewritten
 
 
+def _memory_with_lookups(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 13: a stored memory, and the entries that find it again among the memories of its
+    origin and by its belief id alone (`memory_store.memory_lookups`)."""
+    _, tenant, world, *_ = unpack(key)
+    memory = DECODED.decode(value)
+    return [(key, value), *memory_lookups(str(tenant), str(world), memory)]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -271,6 +286,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         (),
         _unchanged,
         _half_applied_persistent_taken_out,
+    ),
+    Migration(
+        13,
+        "every memory findable among its origin's and by its belief id alone: a listener who "
+        "forgot news can be told it again, and a rumour's map reads what it draws, not every "
+        "memory of its world",
+        (MEMORIES,),
+        _memory_with_lookups,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

@@ -30,12 +30,13 @@ from projections.judgements import (
     RecordedAnswers,
     judging,
 )
+from projections.knowing import holds_news_of, minute_held_at
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
+    ever_learned,
     forget_persistent_stored_at,
-    knows,
     load_memory,
     memory_keys,
     most_important_beliefs,
@@ -58,6 +59,7 @@ from projections.story_clock import record_story_time
 from projections.timelines import Ancestry
 from schemas import Event, Fact
 from schemas.memory import Memory
+from schemas.policy import Policy
 
 FormationObserver = Callable[[Sequence[Memory], Sequence[Memory]], None]
 """Told of what each applied event formed: memories perceived or told, then rumours passed."""
@@ -180,7 +182,7 @@ class Projector:
             )
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
-            context = _StoredMinds(tx, keys, ancestry, catalogue)
+            context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy)
             refereed = judge_line(
                 event,
                 form_memories(
@@ -195,14 +197,14 @@ class Projector:
                 judged.referee(rules_judge),
             )
             memories, refereed_note = refereed.memories, refereed.note
-            rumours = spread(
+            rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)
             spreading = policy.memory.spreading.enabled
-            store_memories(tx, context.keys, memories, changes, rumours, spreading)
+            store_memories(tx, context.keys, memories, changes, rumours, spreading, forgotten)
             weakened = refereed.weakened
             revise_confidence(tx, context.keys, event.timeline_id, event.seq, weakened, changes)
             record_relations(tx, context.keys, ancestry, formed, changes)
@@ -233,6 +235,8 @@ class _StoredMinds:
     keys: MemoryKeys
     ancestry: Ancestry
     catalogue: Catalogue
+    event: Event
+    policy: Policy
 
     def kind_of(self, entity_id: str) -> str:
         return self.catalogue.kind_of(entity_id)
@@ -247,7 +251,12 @@ class _StoredMinds:
         return as_revised(self.tx, self.keys, self.ancestry, memory)
 
     def knows(self, character: str, origin: str) -> bool:
-        return knows(self.tx, self.keys, self.ancestry, character, origin)
+        """Whether the character holds news of `origin` at the event (`projections.knowing`):
+        what it never learned is one point read per scope."""
+        if not ever_learned(self.tx, self.keys, self.ancestry, character, origin):
+            return False
+        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
+        return holds_news_of(self.tx, self.keys, self.ancestry, character, origin, now, self.policy)
 
     def held_beliefs(self, character: str) -> list[Memory]:
         held = most_important_beliefs(self.tx, self.keys, self.ancestry, character, MAX_BELIEFS)

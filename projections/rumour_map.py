@@ -1,8 +1,9 @@
 """A rumour's map: who told whom the news one memory holds, in story time, with hops and
 confidence.
 
-A rumour is named by any one of its memories (a belief id); the map follows that memory's
-origin through every memory of the same origin the timeline sees, whoever holds it. Each
+A rumour is named by any one of its memories (a belief id, found by a point lookup); the map
+follows that memory's origin through every memory of the same origin the timeline sees, whoever
+holds it (the origin's own index entries: a map costs what it draws, not the world's memories). Each
 memory someone was told is one telling, from its last teller (`provenance.news_chain`) to its
 holder, at the position and story time it was formed, with the hops and confidence it arrived
 with; a memory of what its holder saw is where the news starts on the map. Drawing the map is
@@ -14,13 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.catalogue import StoredDeclarations, display_name
-from projections.key_prefixes import MEMORIES, ORIGINS
-from projections.keys import pack, unpack
-from projections.memory_store import DECODED, MemoryKeys, scopes, visible
+from projections.memory_store import MemoryKeys, memories_of_origin, memory_named, visible
 from projections.provenance import news_chain
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
-from projections.timelines import Ancestry
 from schemas.memory import Memory
 
 
@@ -74,14 +72,14 @@ def rumour_map(
     """The map of the rumour `belief_id` belongs to, on `timeline_id` (default: the timeline
     the memory was formed on), as of a position if given (`timeline_view`). NotFound for a
     belief id no one holds there."""
-    named = _memory_named(tx, tenant_id, world_id, belief_id)
+    named = memory_named(tx, MemoryKeys(tenant_id, world_id), belief_id)
     if named is None:
         raise NotFound(f"no memory {belief_id!r} in world {world_id!r}")
     timeline_id = timeline_id or named.timeline_id
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     if not visible(named, keys, ancestry):
         raise NotFound(f"timeline {timeline_id!r} does not see memory {belief_id!r}")
-    memories = _memories_of_origin(tx, keys, ancestry, named.origin)
+    memories = memories_of_origin(tx, keys, ancestry, named.origin)
     tellings = sorted(
         (
             Telling(teller, m.character_id, m.hops, m.confidence, m.seq, m.game_time)
@@ -106,39 +104,6 @@ def rumour_map(
         ],
         tellings=tellings,
     )
-
-
-def _memory_named(
-    tx: StateTransaction, tenant_id: str, world_id: str, belief_id: str
-) -> Memory | None:
-    """The memory with this belief id, whoever holds it (a belief id names one memory)."""
-    prefix = pack(MEMORIES, tenant_id, world_id)
-    for key, raw in tx.scan(prefix):
-        _, belief = unpack(key[len(prefix) :])
-        if belief == belief_id:
-            return DECODED.decode(raw)
-    return None
-
-
-def _memories_of_origin(
-    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, origin: str
-) -> list[Memory]:
-    """Every memory of `origin` the timeline sees: the holders from the origins index, then
-    their memories."""
-    holders: set[str] = set()
-    for segment in scopes(keys, ancestry):
-        prefix = pack(ORIGINS, keys.tenant_id, keys.world_id, segment.timeline_id)
-        for key, first in tx.scan(prefix):
-            character, known = unpack(key[len(prefix) :])
-            if known == origin and int.from_bytes(first, "big") <= segment.upto_seq:
-                holders.add(str(character))
-    found = []
-    for character in sorted(holders):
-        for _, raw in tx.scan(pack(MEMORIES, keys.tenant_id, keys.world_id, character)):
-            memory = DECODED.decode(raw)
-            if memory.origin == origin and visible(memory, keys, ancestry):
-                found.append(memory)
-    return found
 
 
 def _holder(entity_id: str, name: str, memories: list[Memory]) -> Holder:

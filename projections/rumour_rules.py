@@ -22,9 +22,10 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
   on) while those hold fewer pieces some member lacks, at most `DEEPEST_LOOK` times the limit
   (`group_exchange`): older news one member lacks travels once what is newer is shared.
 - **News** (`is_news`): every memory but an impression (a feeling is not news).
-- **Worth telling** (`worth_telling`): only news, never what
-  the listener already knows, saw included (the same original event or claim, whatever the
-  words), never news that came from the listener, never news about the listener alone.
+- **Worth telling** (`worth_telling`): only news, never what the listener already knows,
+  saw included (the same original event or claim, whatever the words; known while held, not
+  forgotten: `projections.knowing`), never news that came from the listener, never news about
+  the listener alone.
 - **How the listener keeps it** (`retold`): as `knowledge`, one hop further, `told` when the
   teller saw it and `rumour` when the teller had it from others, the teller's confidence times
   `memory.retelling_factor`, the statement without its detail (quoted words, parenthesised

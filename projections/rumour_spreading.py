@@ -2,6 +2,7 @@
 
 News moves when characters meet, or when a group's game-time interval turns. A teller tells
 its news as it holds it at the event (section 8): not what it forgot, and faded news less sure.
+A listener who forgot news can be told it again (`projections.knowing`).
 
 The rules of who meets and what passes are in `projections.rumour_rules`; this module feeds them
 from state as it stood before the event, so applying an event twice spreads the same news.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import orjson
 
@@ -21,15 +23,14 @@ from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGE_HEADS, GROUP_EXCHANGES
 from projections.keys import pack_scope
+from projections.knowing import held_at, holds_news_of, minute_held_at
 from projections.memory_store import (
     LearnedScopes,
     MemoryKeys,
-    knows_in,
+    ever_learned_in,
     learned_scopes,
     newest_news,
 )
-from projections.reinforcement import held_now
-from projections.retention import vivid_however_recalled
 from projections.rumour_rules import (
     DEEPEST_LOOK,
     Retelling,
@@ -42,7 +43,6 @@ from projections.rumour_rules import (
     retold_from,
 )
 from projections.state import StateTransaction
-from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.versions import read_headed_through, write_headed
 from schemas import Event
@@ -62,16 +62,18 @@ class Spreading:
     catalogue: Catalogue
     judged: Judging
     now: int | None
-    """The story minute tellers hold their news at (None: no story time, nothing fades)."""
+    """The story minute characters hold their news at (None: nothing fades)."""
     heard: list[Memory] = field(default_factory=list)
     known: dict[tuple[str, str], bool] = field(default_factory=dict)
+    forgotten: set[tuple[str, str]] = field(default_factory=set)
+    """(character, origin): news the character learned before and holds no more."""
     minds: dict[tuple[str, int, int], list[Memory]] = field(default_factory=dict)
     learned: dict[str, LearnedScopes] = field(default_factory=dict)
     retellings: dict[tuple[str, str], Retelling] = field(default_factory=dict)
 
     def knows(self, character: str, origin: str) -> bool:
-        """Whether `character` knows the news, told at this event included (read once: several
-        tellers offer the same news to the same listener)."""
+        """Whether `character` holds the news, told at this event included (read once: several
+        tellers offer the same news to the same listener); news it forgot it knows no more."""
         pair = (character, origin)
         found = self.known.get(pair)
         if found is None:
@@ -80,7 +82,13 @@ class Spreading:
                 learned = self.learned[character] = learned_scopes(
                     self.keys, self.ancestry, character
                 )
-            found = self.known[pair] = knows_in(self.tx, learned, origin)
+            found = ever_learned_in(self.tx, learned, origin)
+            if found and not holds_news_of(
+                self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
+            ):
+                found = False
+                self.forgotten.add(pair)
+            self.known[pair] = found
         return found
 
     def mind(self, character: str, count: int, within: int) -> list[Memory]:
@@ -99,11 +107,8 @@ class Spreading:
         return {member: self.mind(member, depth, depth) for member in members}
 
     def held(self, memory: Memory) -> Memory | None:
-        """`memory` as its character holds it now: itself when vivid (most news is fresh: its
-        recalls are not looked up then), retold and less sure when faded, None if forgotten."""
-        if vivid_however_recalled(memory, self.now, self.policy):
-            return memory
-        return held_now(self.tx, self.keys, self.ancestry, memory, self.now, self.policy).memory
+        """`memory` as its character holds it at the event (`knowing.held_at`)."""
+        return held_at(self.tx, self.keys, self.ancestry, memory, self.now, self.policy)
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         told = self.retellings.get((teller, memory.belief_id))
@@ -116,6 +121,15 @@ class Spreading:
         self.known[(listener, memory.origin)] = True
 
 
+class Spread(NamedTuple):
+    """The rumours an event spreads, and the news it found forgotten: a rumour of it brings
+    back news its listener learned before (the position they first learned it at stays)."""
+
+    rumours: list[Memory]
+    forgotten: set[tuple[str, str]]
+    """(character, origin): news the character learned before the event and holds no more."""
+
+
 def spread(
     tx: StateTransaction,
     keys: MemoryKeys,
@@ -126,17 +140,15 @@ def spread(
     present: set[str],
     formed: Sequence[Memory],
     judged: Judging = RULES,
-) -> list[Memory]:
+) -> Spread:
     """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`),
     each retelling `judged` (in model mode, by the model); nobody is passed news the event
     `formed` a memory of for them."""
     spreading = policy.memory.spreading
     if not spreading.enabled:
-        return []
+        return Spread([], set())
     known_at_event = {(memory.character_id, memory.origin): True for memory in formed}
-    now = event.story_minutes
-    if now is None and policy.memory.flaky:
-        now = story_now(tx, event.tenant_id, event.world_instance_id, ancestry)
+    now = minute_held_at(tx, event, ancestry, policy)
     news = Spreading(
         tx, keys, ancestry, event, policy, catalogue, judged, now, known=known_at_event
     )
@@ -152,7 +164,7 @@ def spread(
             )
             for memory in told:
                 news.tell(memory, teller, listener)
-    return news.heard
+    return Spread(news.heard, news.forgotten)
 
 
 def _exchange_in_groups(news: Spreading, minutes: int) -> None:

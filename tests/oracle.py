@@ -45,7 +45,10 @@ module docstrings); each such choice is named where it is made:
   member lacks are found; the group exchange comes first, once
   per game-time interval on a timeline's ancestry, then the meetings, each pair (a, b) in id
   order, a telling b then b telling a; a listener never takes in news it knows, news that came
-  through it, or news about it alone.
+  through it, or news about it alone;
+- "already knows" (a `told`, a rumour): the listener holds a memory of the news, not an
+  impression, that it has not forgotten at the event's story time (else the story's now just
+  before it): news it forgot can reach it again.
 """
 
 from __future__ import annotations
@@ -1294,12 +1297,16 @@ class Oracle:
             return kept[:count]
 
         def knows(character: str, origin: str) -> bool:
-            known = visible + applied.memories + heard
-            return any(m.character == character and m.origin == origin for m in known)
+            told_now = applied.memories + heard
+            if any(m.character == character and m.origin == origin for m in told_now):
+                return True
+            return self._holds_news(before, character, origin, now)
 
         def tell(memory: OMemory, teller: str, listener: str) -> None:
             if (teller, memory.belief_id) in faded:
                 self.reached["faded news told"] += 1
+            if self._held_once(before, listener, memory.origin):
+                self.reached["forgotten news told again"] += 1
             heard.append(self._retold(memory, teller, listener, event, kind, name))
 
         minutes = event.story_minutes
@@ -1548,8 +1555,11 @@ class Oracle:
             confidence = retold_confidence(teller.confidence, self.policy)
             told_of = tells_of(teller)
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
-        if any(m.character == character and m.origin == origin for m in visible):
+        now = before["now"] if event.story_minutes is None else event.story_minutes
+        if self._holds_news(before, character, origin, now):
             return None
+        if self._held_once(before, character, origin):
+            self.reached["forgotten news told again"] += 1
         if teller is not None and spoken(event) is None:
             content = retelling(teller.content)
         else:
@@ -1606,6 +1616,29 @@ class Oracle:
                 == (impression.timeline, impression.seq, impression.origin)
             ]
         return held[0] if held else None
+
+    def _holds_news(
+        self, before: dict[str, Any], character: str, origin: str, now: int | None
+    ) -> bool:
+        """Whether `character` knows the news `origin` at story minute `now`, as rumourmill
+        documents it: it holds a memory of it, not an impression (a feeling is no news), that
+        it has not forgotten (its recalls counted); news it forgot can reach it again."""
+        return any(
+            m.character == character
+            and m.origin == origin
+            and m.kind != "impression"
+            and held(m, now, self.policy, before["recalls"].get((character, m.belief_id), []))[1]
+            != "forgotten"
+            for m in before["memories"]
+        )
+
+    @staticmethod
+    def _held_once(before: dict[str, Any], character: str, origin: str) -> bool:
+        """Whether `character` learned the news `origin` before (it may have forgotten it)."""
+        return any(
+            m.character == character and m.origin == origin and m.kind != "impression"
+            for m in before["memories"]
+        )
 
     def _claim_origin(self, event: Event, claimed: list[Fact], before: dict[str, Any]) -> str:
         """Where news told with no known memory behind it started: the one event that made

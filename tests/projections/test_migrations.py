@@ -19,7 +19,9 @@ from projections.key_prefixes import (
     FACT_RUNS,
     JUDGEMENTS,
     KEY_SPACES,
+    MEMORIES,
     NEWS_HEADS,
+    ORIGIN_MEMORIES,
     OUTBOX,
     PENDING,
     PERSISTENT_RELATIONS,
@@ -130,8 +132,10 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert list(old.scan(pack(PERSISTENT_RELATIONS))) == []
     pairs = persistent_heads(fresh)
     assert pairs  # persistent memories: format 8 sums what they add to each relation
+    memories = sum(1 for _ in old.scan(pack(MEMORIES)))
+    assert list(old.scan(pack(ORIGIN_MEMORIES))) == []  # format 13 finds them by origin
     done = upgrade(old)
-    assert done == Upgrade(1, current_format(), headed + len(pairs))
+    assert done == Upgrade(1, current_format(), headed + len(pairs) + memories)
     assert persistent_heads(old) == pairs
     assert stored_format(old) == current_format()
     for world in WORLDS:
@@ -361,7 +365,8 @@ def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_k
     earlier.put(first_key, orjson.dumps(orjson.loads(first) | {"judgements": whole}))
     earlier.put(FORMAT_KEY, b"5")
 
-    assert upgrade(earlier) == Upgrade(5, current_format(), 1)
+    memories = sum(1 for _ in earlier.scan(pack(MEMORIES)))  # format 13 indexes them again
+    assert upgrade(earlier) == Upgrade(5, current_format(), 1 + memories)
     assert list(earlier.items()) == list(state.items())
     assert upgrade(earlier) == Upgrade(current_format(), current_format(), 0)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import orjson
 import pytest
 
@@ -13,13 +15,14 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
 from projections.rumour_map import rumour_map
-from projections.runtime_read import NotFound
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.memory import Memory
 from streams.show import provenance_chain
 from tests.streams.noisy_story import story
 
 WORLD = "tavern-5-0"
+MET = "loreweaver.social.characters-met"
 POLICY = resolve(None, {"memory": {"spreading": {"enabled": True}}})
 
 
@@ -99,3 +102,57 @@ def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
     assert shown.splitlines()[-1] == "  npc-cy, told by nobody named (hops 1, confidence 0.8)"
     [holder] = rumour_map(state, "default", "w", held.belief_id).holders
     assert (holder.entity_id, holder.hops, holder.witnessed) == ("npc-cy", 1, False)
+
+
+class CountedReads(MemoryState):
+    """A `MemoryState` that counts what reads look at: each point lookup, each entry a scan
+    passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked_at = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        self.looked_at += 1
+        return super().get(key)
+
+    def scan(
+        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        for entry in super().scan(prefix, reverse=reverse, start=start):
+            self.looked_at += 1
+            yield entry
+
+
+def theft_among_omens(omens: int) -> tuple[CountedReads, str]:
+    """Ada is robbed and tells Bo, who tells Cy, among `omens` sights that other characters
+    see, each of them alone; the state, and the belief id of what Cy heard."""
+    events = [
+        {"key": "crime.purse-stolen", "actor": "npc-thief", "target": "npc-ada"},
+        {"key": MET, "actor": "npc-ada", "target": "npc-bo"},
+        {"key": MET, "actor": "npc-bo", "target": "npc-cy"},
+        *({"key": "sight.omen", "actor": f"npc-seer-{n}"} for n in range(omens)),
+    ]
+    state = CountedReads()
+    projector = Projector(policies=lambda tenant, world: POLICY)
+    for seq, event in enumerate(events, start=1):
+        raw = orjson.dumps({"world_instance_id": "w", "timeline_id": "main", "seq": seq, **event})
+        projector.receive(state, SourceMessage("events", 0, seq, b"w", raw))
+    [heard] = runtime_read(state, "default", "w", "main", "npc-cy").beliefs
+    return state, heard.belief_id
+
+
+def test_a_rumour_map_reads_what_it_draws_not_every_memory_of_its_world() -> None:
+    """The same map in a world of 5 other memories and of 500: it looks at as much in both (it
+    looked at every memory of the world, and every origin each character learned)."""
+    looked_at = []
+    for omens in (5, 500):
+        state, heard = theft_among_omens(omens)
+        state.looked_at = 0
+        found = rumour_map(state, "default", "w", heard)
+        assert [(t.teller, t.listener) for t in found.tellings] == [
+            ("npc-ada", "npc-bo"),
+            ("npc-bo", "npc-cy"),
+        ]
+        looked_at.append(state.looked_at)
+    assert looked_at[0] == looked_at[1]

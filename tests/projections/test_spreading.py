@@ -326,6 +326,63 @@ def test_nobody_hears_what_they_saw_or_already_know() -> None:
     assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
 
 
+def omen_told_then_forgotten(town: Town) -> str:
+    """Zed shows Ada an omen on day 1 and she tells Bo within the hour. On day 299 Zed recalls
+    it (his clock starts again); Bo, who was told it 298 days before (a belief of importance
+    0.4: a half-life of some 48 story days), has long forgotten it. Zed's memory's id."""
+    town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
+    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 1, 11:00")
+    [seen] = runtime_read(town.state(), "default", "town", "main", "npc-zed").recollections
+    town.happen(
+        "loreweaver.memory.recalled",
+        actor="npc-zed",
+        payload={"belief_ids": [seen.belief_id]},
+        game_time="day 299, 10:00",
+    )
+    return seen.belief_id
+
+
+@pytest.mark.parametrize("how", ["met", "told"])
+def test_news_a_listener_forgot_reaches_them_again(how: str) -> None:
+    town = Town()
+    zeds = omen_told_then_forgotten(town)
+    day_300 = "day 300, 10:00"
+    if how == "met":
+        town.happen(MET, actor="npc-zed", target="npc-bo", game_time=day_300)
+    else:
+        town.happen(
+            TOLD, actor="npc-zed", target="npc-bo", payload={"belief_id": zeds}, game_time=day_300
+        )
+    read = runtime_read(town.state(), "default", "town", "main", "npc-bo")
+    first = next(m for m in read.beliefs if m.source_entity == "npc-ada")
+    assert (
+        retention(first, 299 * 24 * 60 + seen_minutes(first), [], town.policy).state == "forgotten"
+    )
+    assert town.knowledge("npc-bo") == [
+        (OMEN, "told", "npc-ada", 1, 0.72),
+        (OMEN, "told", "npc-zed", 1, 0.72),
+    ]
+
+
+def test_news_relearned_on_a_timeline_is_still_known_on_a_branch_from_before() -> None:
+    """Bo learns the omen again on day 300 on main; on a branch that left main the day Ada told
+    him, he still holds it, and nobody tells him again there."""
+    town = Town()
+    omen_told_then_forgotten(town)
+    town.happen(MET, actor="npc-zed", target="npc-bo", game_time="day 300, 10:00")
+    town.happen(
+        MET,
+        actor="npc-ada",
+        target="npc-bo",
+        timeline="alt",
+        seq=3,
+        branch={"parent_timeline_id": "main", "after_seq": 2},
+        game_time="day 1, 12:00",
+    )
+    assert len(town.knowledge("npc-bo", "main")) == 2
+    assert town.knowledge("npc-bo", "alt") == [(OMEN, "told", "npc-ada", 1, 0.72)]
+
+
 def test_news_told_at_an_event_is_not_passed_again_by_the_group_exchange_it_starts() -> None:
     """Zed tells Bo the mill burned (at midnight). At four, Yan tells Ada the same; the hour
     turns, so her guild exchanges news at that very event, and Bo has it to pass on. Ada holds

@@ -176,7 +176,8 @@ def compare_forgetful_worlds(figures: Counter[str], seed: int) -> None:
 @pytest.mark.timeout(4 * 3600 if SOAK else 600)
 def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
     """Weeks of story: news told faded, forgotten news passed over for older news still held,
-    and group exchanges that look deeper than each member's newest news, every read agreeing."""
+    news a listener forgot told to them again, and group exchanges that look deeper than each
+    member's newest news, every read agreeing."""
     figures: Counter[str] = Counter()
     compare_forgetful_worlds(figures)
     print(f"\n[oracle, forgetful worlds] {dict(figures)}")
@@ -184,6 +185,7 @@ def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
     for what in (
         "faded news told",
         "forgotten news passed over",
+        "forgotten news told again",
         "group exchange",
         "group looked deeper",
     ):

@@ -1,0 +1,67 @@
+"""Knowing news: what a character still holds of it at an event (sections 4, 5 and 8).
+
+Nobody takes in news they already know. A character knows news while it holds a memory of it
+that it has not forgotten at the event (`projections.retention`, its recalls counted); an
+impression is none (a feeling formed beside the news is no news). News it learned and forgot
+can reach it again, from a `told` or a rumour. Whether it ever learned the news is one point
+read per scope (`memory_store.ever_learned`); only then are its memories of it read.
+"""
+
+from __future__ import annotations
+
+from projections.memory_store import MemoryKeys, memories_of_origin
+from projections.reinforcement import held_now
+from projections.retention import vivid_however_recalled
+from projections.rumour_rules import is_news
+from projections.state import StateTransaction
+from projections.story_clock import story_now
+from projections.timelines import Ancestry
+from schemas import Event
+from schemas.memory import Memory
+from schemas.policy import Policy
+
+
+def minute_held_at(
+    tx: StateTransaction, event: Event, ancestry: Ancestry, policy: Policy
+) -> int | None:
+    """The story minute characters hold their memories at during `event`: its own story time,
+    else the timeline's story "now" just before it; None when nothing fades (`memory.flaky`
+    off, or no story time yet)."""
+    if not policy.memory.flaky:
+        return None
+    if event.story_minutes is not None:
+        return event.story_minutes
+    return story_now(tx, event.tenant_id, event.world_instance_id, ancestry)
+
+
+def held_at(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    memory: Memory,
+    now: int | None,
+    policy: Policy,
+) -> Memory | None:
+    """`memory` as its character holds it at story minute `now`: itself when vivid however it
+    was recalled (most news is fresh: its recalls are not looked up then), retold and less sure
+    when faded, None when forgotten."""
+    if vivid_however_recalled(memory, now, policy):
+        return memory
+    return held_now(tx, keys, ancestry, memory, now, policy).memory
+
+
+def holds_news_of(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    character: str,
+    origin: str,
+    now: int | None,
+    policy: Policy,
+) -> bool:
+    """Whether `character` holds news of `origin` at story minute `now`: a memory of it, not an
+    impression, that it has not forgotten."""
+    return any(
+        is_news(memory) and held_at(tx, keys, ancestry, memory, now, policy) is not None
+        for memory in memories_of_origin(tx, keys, ancestry, origin, character)
+    )
