@@ -13,13 +13,15 @@ to it) with a plain reason, and still acked; the outbox keeps its dead letter wi
 `kept_in_outbox`). Whatever the message, its acks and dead letter fit one record the
 worker's producer takes (`MOST_RECORD_BYTES`), and the refused judgements its acks list a
 share of the record size the settings give (`with_refusals_bounded`).
+An outbox row too large for one record of the state changelog (a message that fills a gap keeps
+an ack for each event it releases) is kept in parts (`outbox_parts`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -29,7 +31,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from projections.key_prefixes import OUTBOX
-from projections.keys import pack
+from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
 from schemas.changes import ChangeRecords, as_records
@@ -69,6 +71,20 @@ acks of 110 KB (215 KB seen, 700 KB at most), and the row of a message that fill
 three times that, which a broker the setting was lowered for refused; the worker stopped on
 it, at every restart. Half leaves the row room for the rest of its acks (some 200 bytes each),
 and at the least setting (16,384) still lists a first refusal of 7,000 bytes."""
+OUTBOX_PART_BYTES = 14_000
+"""The most one record of an outbox row holds, unless a single ack is larger (one listing the
+refused judgements of half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`, `REFUSALS_SHARE_OF_RECORD`,
+which fits a record of the setting's changelog topic). A message that fills a gap keeps an ack
+for each event it releases (up to `sequencing.max_deferred`, 100,000 at most), some 160 bytes
+each: kept whole, 500 of them made a row of 80 KB, which the changelog topic of the least
+setting (16,384, the topic taking 64 KiB more) refused, and the worker stopped on the message
+at every restart. With its key (a topic's name is 249 characters at most) and Kafka's
+overheads, a part fits a record batch of the least setting, as a part of an event's judgements
+does (`projections.judgements.MOST_PART_BYTES`). A constant, not the setting: an upgrade splits
+the rows of earlier releases (`projections.migrations`) without knowing it."""
+_PART_FIELD_BYTES = len(b',"changes":[],"parts":') + 20
+"""What a part's record may add to a row of no ack beyond its digest: a list of changes, and
+how many parts there are (20 digits at most)."""
 MOST_REASON_CHARS = 1_000
 """The longest reason an ack or dead letter carries: a reason saying everything wrong with a
 message, or quoting it, grows with the message (15,000 numbers out of range made a reason of
@@ -143,6 +159,7 @@ def produce_once(
     if stored is not None:
         outbox = OutboxRecord.from_bytes(stored)
         if outbox.message_digest == digest:
+            outbox = whole_row(tx, key, outbox)
             return Intake(
                 acks=with_refusals_bounded(
                     [stored_as(Ack, item) for item in outbox.acks], record_bytes
@@ -156,17 +173,125 @@ def produce_once(
     intake = produce()
     if (acks := with_refusals_bounded(intake.acks, record_bytes)) is not intake.acks:
         intake = replace(intake, acks=acks)
-    tx.put(
+    if message.offset >= OUTBOX_DEPTH:
+        forget_row(
+            tx, pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH)
+        )
+    keep_row(
+        tx,
         key,
-        OutboxRecord.encode(
+        outbox_parts(
             digest,
             [_ACK_FIELDS(item, mode="json") for item in intake.acks],
             [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters],
         ),
     )
-    if message.offset >= OUTBOX_DEPTH:
-        tx.delete(pack(OUTBOX, message.topic, message.partition, message.offset - OUTBOX_DEPTH))
     return intake
+
+
+Item = TypeVar("Item")
+
+
+def in_parts(items: Iterable[Item], cost: Callable[[Item], int], room: int) -> list[list[Item]]:
+    """`items` in their order, in parts whose items `cost` at most `room` in all (an item alone
+    may cost more): what keeps something too large for one record in several. One part at
+    least, empty for no items."""
+    parts: list[list[Item]] = [[]]
+    spent = 0
+    for item in items:
+        price = cost(item)
+        if parts[-1] and spent + price > room:
+            parts.append([])
+            spent = 0
+        parts[-1].append(item)
+        spent += price
+    return parts
+
+
+def outbox_parts(
+    digest: str,
+    acks: list[dict[str, Any]],
+    dead_letters: list[dict[str, Any]],
+    changes: list[dict[str, Any]] | None = None,
+) -> list[bytes]:
+    """The records that keep a message's outbox row, the first saying how many there are: the
+    row whole (the bytes of the releases before parts) while it fits `OUTBOX_PART_BYTES`, else
+    its acks, dead letters and changes in their order, in parts each within it (but for one
+    larger item alone), and the same row always in the same parts."""
+    whole = OutboxRecord.encode(digest, acks, dead_letters, changes)
+    if len(whole) <= OUTBOX_PART_BYTES:
+        return [whole]
+    room = OUTBOX_PART_BYTES - len(OutboxRecord.encode(digest, [], [])) - _PART_FIELD_BYTES
+    items = [
+        *(("acks", item) for item in acks),
+        *(("dead_letters", item) for item in dead_letters),
+        *(("changes", item) for item in changes or ()),
+    ]
+    parts = in_parts(items, lambda named: len(orjson.dumps(named[1])) + 1, room)  # and a comma
+    records = []
+    for number, part in enumerate(parts):
+        fields: dict[str, list[dict[str, Any]]] = {"acks": [], "dead_letters": [], "changes": []}
+        for name, item in part:
+            fields[name].append(item)
+        count = len(parts) if number == 0 else 1
+        records.append(OutboxRecord.encode(digest, **fields, parts=count))
+    return records
+
+
+def part_key(row: bytes, part: int) -> bytes:
+    """Where part `part` of the outbox row kept at `row` is: the first at `row` itself, the
+    others under `row`'s tuple and their number (keys of no other row: a packed tuple's scope
+    holds only the keys of the longer tuples that start with it)."""
+    return row + pack(part) if part else row
+
+
+def keep_row(tx: StateTransaction, row: bytes, parts: list[bytes]) -> None:
+    """Store the records of an outbox row (`outbox_parts`) at `row`, the first last: the
+    changelog keeps a message's writes in the order of their last (an event's split over record
+    batches too, `streams.changelog`), so a state holding the first holds every other, and a
+    crash between them leaves the message unrecognised, to be taken in again."""
+    for part, record in enumerate(parts[1:], start=1):
+        tx.put(part_key(row, part), record)
+    tx.put(row, parts[0])
+
+
+def whole_row(tx: StateTransaction, row: bytes, first: OutboxRecord) -> OutboxRecord:
+    """The outbox row kept at `row` whose first record is `first`, with its other parts' acks,
+    dead letters and changes after its own. A part missing, or of another message, is damage
+    no crash leaves (`keep_row`, `forget_row`): an error, not a redelivery re-sending part of
+    what the message produced."""
+    if first.parts == 1:
+        return first
+    acks, letters, changes = [*first.acks], [*first.dead_letters], [*first.changes]
+    for part in range(1, first.parts):
+        stored = tx.get(part_key(row, part))
+        record = None if stored is None else OutboxRecord.from_bytes(stored)
+        if record is None or record.message_digest != first.message_digest:
+            raise ValueError(
+                f"the outbox row at {unpack(row)[1:]} is kept in {first.parts} parts, and part "
+                f"{part} is {'missing' if record is None else 'of another message'}: the state "
+                f"is damaged; rebuild it from the events topic into a fresh app id"
+            )
+        acks += record.acks
+        letters += record.dead_letters
+        changes += record.changes
+    return OutboxRecord.model_construct(
+        message_digest=first.message_digest, acks=acks, dead_letters=letters, changes=changes
+    )
+
+
+def forget_row(tx: StateTransaction, row: bytes) -> None:
+    """Delete the outbox row kept at `row`, every part of it: the first first (a state without
+    it reads none of the others), then the others from the last, so a crash in between leaves
+    those from the second on, which the message taken in again (`produce_once` forgets before
+    it keeps) finds and deletes. Parts of an attempt a crash cut short, past those the row
+    says, go with them. One read (of a key mostly absent) for a row kept whole."""
+    tx.delete(row)
+    parts = 1
+    while tx.get(part_key(row, parts)) is not None:
+        parts += 1
+    for part in reversed(range(1, parts)):
+        tx.delete(part_key(row, part))
 
 
 _MESSAGE_BYTES = frozenset({"key_base64", "value_base64"})

@@ -34,7 +34,7 @@ import orjson
 from pydantic import ValidationError
 
 from projections.deletion import incarnation
-from projections.delivery import bounded_reason
+from projections.delivery import bounded_reason, in_parts
 from projections.key_prefixes import JUDGEMENTS
 from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
@@ -322,17 +322,14 @@ def judgement_parts(
     same judgements make the same parts, and more judgements after them leave the parts before
     the last as they were (a record stored again as the event's questions are answered)."""
     empty = len(event_judgements(position, []).to_bytes()) + PART_FIELD_BYTES
-    parts: list[list[RecordedJudgement]] = [[]]
-    size = empty
-    for judgement in made:
-        cost = len(orjson.dumps(judgement.model_dump(mode="json"))) + 1  # and a comma
-        if parts[-1] and size + cost > MOST_PART_BYTES:
-            parts.append([])
-            size = empty
-        parts[-1].append(judgement)
-        size += cost
+    parts = in_parts(made, _stored_bytes, MOST_PART_BYTES - empty)
     parts += [[] for _ in range(len(parts), at_least)]
     return [event_judgements(position, part, index) for index, part in enumerate(parts)]
+
+
+def _stored_bytes(judgement: RecordedJudgement) -> int:
+    """What a judgement adds to the record of its part: its JSON, and a comma."""
+    return len(orjson.dumps(judgement.model_dump(mode="json"))) + 1
 
 
 class Judging(Protocol):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import orjson
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from projections.delivery import without_bytes
+from projections.delivery import OUTBOX_PART_BYTES, outbox_parts, part_key, without_bytes
 from projections.judgements import MOST_PART_BYTES, judgement_parts, position_of, record_key
 from projections.key_prefixes import (
     GROUP_EXCHANGE_HEADS,
@@ -199,6 +199,21 @@ def _memory_with_lookups(key: bytes, value: bytes) -> list[StoredRecord]:
     return [(key, value), *memory_lookups(str(tenant), str(world), memory)]
 
 
+def _outbox_rows_in_parts(key: bytes, value: bytes) -> list[StoredRecord]:
+    """Format 14: an outbox row over `delivery.OUTBOX_PART_BYTES` kept in the parts this release
+    keeps (`delivery.outbox_parts`), the first written last (`delivery.keep_row`); a row that
+    fits, a part, and a first part already saying how many there are (a step run again after a
+    crash) stay as they are."""
+    if len(value) <= OUTBOX_PART_BYTES:
+        return [(key, value)]
+    _, _, _, _, *number = unpack(key)  # outbox, topic, partition, offset (, a part's number)
+    row = OutboxRecord.from_bytes(value)
+    if number or row.parts > 1:
+        return [(key, value)]
+    first, *others = outbox_parts(row.message_digest, row.acks, row.dead_letters, row.changes)
+    return [*((part_key(key, part), record) for part, record in enumerate(others, 1)), (key, first)]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
@@ -294,6 +309,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "memory of its world",
         (MEMORIES,),
         _memory_with_lookups,
+    ),
+    Migration(
+        14,
+        "an outbox row over 14,000 bytes kept in parts, each under a key of its own: a message "
+        "that filled a gap, keeping an ack for each event it released, made a row the state "
+        "changelog refused; a release before would read the first part alone",
+        (OUTBOX,),
+        _outbox_rows_in_parts,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

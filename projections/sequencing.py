@@ -328,9 +328,18 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     the event's pending entry and not the record that counts it, and the event, redelivered,
     is found waiting. Counted or not, it is applied as the gap fills (one point read an
     event, answered by the bloom filter nearly always). One that no longer reads as an event
-    is refused instead (`_refuse_waiting`), and its timeline waits again for its seq."""
+    is refused instead (`_refuse_waiting`), and its timeline waits again for its seq.
+
+    The events applied leave the buffer once all are, after the last save of the positions
+    that count them: the changelog keeps a message's writes in the order of their last, in
+    several record batches when they fill more than one, and a worker killed between two must
+    find every event its recovered positions do not count still waiting. Deleted as each was
+    applied, those of the first batches were gone while the positions (saved again at every
+    event, so last at the end) counted none: the gap, filled again, released nothing, and the
+    timeline waited for ever."""
     acks: list[Ack] = []
     refused: list[Refused] = []
+    applied_keys: list[bytes] = []
     ready = [record]
     while ready:
         current = ready.pop(0)
@@ -349,12 +358,14 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
                 refused.append(refusal)
                 break
             current, applied = _apply(tx, current, event, apply, {"deferred_events": waiting})
-            tx.delete(key)
+            applied_keys.append(key)
             acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
         for child in timelines.children_ready(tx, current):
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)
             ready.append(child)
+    for key in applied_keys:
+        tx.delete(key)
     return Sequenced(acks, tuple(refused))
 
 

@@ -74,9 +74,15 @@ class OutboxRecord(Record):
     changes: list[dict[str, Any]] = Field(default_factory=list)
     """Its change feed messages (`schemas.changes`), in records of the releases that kept them
     (this one stores them on the feed before the record leaves: `projections.delivery`)."""
+    parts: int = 1
+    """How many records keep the row: this one, the first, and the others after it under keys
+    of their own, each holding the acks, dead letters and changes that follow on
+    (`projections.delivery.outbox_parts`); left out of a row kept whole."""
 
     def to_bytes(self) -> bytes:
-        return self.encode(self.message_digest, self.acks, self.dead_letters, self.changes)
+        return self.encode(
+            self.message_digest, self.acks, self.dead_letters, self.changes, self.parts
+        )
 
     @staticmethod
     def encode(
@@ -84,11 +90,12 @@ class OutboxRecord(Record):
         acks: list[dict[str, Any]],
         dead_letters: list[dict[str, Any]],
         changes: list[dict[str, Any]] | None = None,
+        parts: int = 1,
     ) -> bytes:
         """The stored form of the record of these fields, without making the record (once
         per message: `model_construct` alone costs more than the encoding). Every field holds
-        JSON-ready data already: written as it is. Without changes (this release keeps none),
-        the very bytes of the releases before the change feed."""
+        JSON-ready data already: written as it is. Without changes (this release keeps none)
+        and kept whole, the very bytes of the releases before the change feed."""
         fields: dict[str, Any] = {
             "message_digest": message_digest,
             "acks": acks,
@@ -96,4 +103,6 @@ class OutboxRecord(Record):
         }
         if changes:
             fields["changes"] = changes
+        if parts > 1:
+            fields["parts"] = parts
         return orjson.dumps(fields)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.delivery import SourceMessage, world_key
+from projections.delivery import OUTBOX_PART_BYTES, SourceMessage, world_key
 from projections.digest import world_digest
 from projections.event_keys import DIALOGUE_TURN_KEYS
 from projections.key_prefixes import (
@@ -510,3 +510,68 @@ def test_an_event_waiting_at_a_position_its_branch_inherits_is_acked_by_the_upgr
     assert "1 waiting event(s) acked" in str(done)
     assert list(earlier.items()) == list(state.items())
     assert upgrade(earlier).acks == ()
+
+
+def test_an_outbox_row_kept_whole_is_split_into_the_parts_this_release_keeps() -> None:
+    """Format 11: a release before kept a message's outbox row whole (here the 32 KB of the acks
+    of a message releasing 200 events; 500 made one the changelog of the least batch setting
+    refused); upgraded, the store holds it in the parts this release writes, and a redelivery
+    re-sends the very acks."""
+    state = MemoryState()
+    upgrade(state)
+    projector = Projector()
+    for offset in range(200):
+        projector.receive(state, SourceMessage("events", 0, offset, b"w", seq_event(offset + 2)))
+    gap = SourceMessage("events", 0, 200, b"w", seq_event(1))
+    first = projector.receive(state, gap)
+    [(row_key, row), *parts] = list(state.scan(pack(OUTBOX, "events", 0, 200)))
+    assert len(parts) == 2
+    stored = OutboxRecord.from_bytes(row)
+    acks = [
+        ack for part in (row, *(value for _, value in parts)) for ack in orjson.loads(part)["acks"]
+    ]
+    assert len(acks) == len(first.acks) == 201
+    earlier = MemoryState()
+    for key, value in state.items():
+        earlier.put(key, value)
+    for key, _ in parts:
+        earlier.delete(key)
+    earlier.put(row_key, OutboxRecord.encode(stored.message_digest, acks, []))
+    earlier.put(FORMAT_KEY, b"10")
+
+    assert upgrade(earlier) == Upgrade(10, current_format(), 1)
+    assert list(earlier.items()) == list(state.items())
+    earlier.put(FORMAT_KEY, b"10")  # split, not stamped: a crash; the step again splits nothing
+    assert upgrade(earlier) == Upgrade(10, current_format(), 0)
+    assert list(earlier.items()) == list(state.items())
+    again = projector.receive(earlier, gap)
+    assert again.redelivered and again.acks == first.acks
+
+
+def seq_event(seq: int) -> bytes:
+    """An event of world `w` at `seq` of its main timeline."""
+    return orjson.dumps({"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": "k"})
+
+
+def test_an_outbox_row_keeping_changes_is_split_with_them_and_gives_them_back_in_order() -> None:
+    """Format 11: releases before this one kept a message's changes in its row too (300 here,
+    22 KB): split, a redelivery gives them back, in their order, with the acks."""
+    state = MemoryState()
+    upgrade(state)
+    message = SourceMessage("events", 0, 0, b"w", seq_event(1))
+    first = Projector().receive(state, message)
+    key = pack(OUTBOX, "events", 0, 0)
+    row = OutboxRecord.from_bytes(state.get(key) or b"")
+    kept = [
+        {"change_id": f"w:{number}", "world_instance_id": "w", "content": "the mill burned"}
+        for number in range(300)
+    ]
+    state.put(key, OutboxRecord.encode(row.message_digest, row.acks, [], kept))
+    state.put(FORMAT_KEY, b"10")
+
+    assert upgrade(state) == Upgrade(10, current_format(), 1)
+    parts = [value for _, value in state.scan(key)]
+    assert len(parts) == 2 and max(map(len, parts)) <= OUTBOX_PART_BYTES
+    again = Projector().receive(state, message)
+    assert again.redelivered and again.acks == first.acks
+    assert again.changes == {"w": [orjson.dumps(change) for change in kept]}

@@ -196,6 +196,38 @@ def test_a_branch_continues_the_parent_numbering_and_ignores_its_later_seqs(
     assert main["processed_seq"] == 4
 
 
+RELEASED = 600
+"""Events waiting behind a gap: kept whole, the outbox row of the message filling it (an ack
+each) took some 95 KB."""
+
+
+def test_a_message_releasing_hundreds_of_events_fits_the_changelog_of_the_least_batch_setting(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The outbox row of a message that fills a gap keeps an ack for each event it releases:
+    kept whole, it was more than the state changelog takes at the least changelog batch setting
+    (16,384 bytes, the topic taking 64 KiB more), and the worker stopped on the message at every
+    restart. Kept in parts, every event is acked, and after a restart the timeline goes on."""
+    settings = unique_settings(
+        kafka_bootstrap, tmp_path / "data", changelog_batch_bytes=16_384, max_event_bytes=8192
+    )
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        waiting = [event("w-many", seq) for seq in range(2, RELEASED + 2)]
+        send_events(settings, [*waiting, event("w-many", 1)])
+        released = acks_for(settings, "w-many", 2 * RELEASED + 1)[RELEASED:]
+        assert [(ack["seq"], ack["outcome"]) for ack in released] == [
+            (seq, "processed") for seq in range(1, RELEASED + 2)
+        ]
+        worker.stop()
+        worker.start()
+        send_events(settings, [event("w-many", RELEASED + 2)])
+        *_, last = acks_for(settings, "w-many", 2 * RELEASED + 2)
+        assert (last["seq"], last["outcome"]) == (RELEASED + 2, "processed")
+    finally:
+        worker.stop()
+
+
 def story(worlds: int, events_per_world: int, seed: int) -> list[bytes]:
     """A reproducible interleaving of worlds, with a branch in each and facts to fold."""
     rng = random.Random(seed)

@@ -1,0 +1,190 @@
+"""A message that fills a gap releases every event waiting behind it: its writes fill several
+record batches of the state changelog, and its outbox row keeps an ack for each released event.
+
+Kept whole, the row of 500 acks took 80 KB, which the changelog topic of the least
+`RUMOURMILL_CHANGELOG_BATCH_BYTES` refused, and the worker stopped on the message at every
+restart: it is kept in parts, each within a record batch of that setting, and a redelivery reads
+them all back and re-sends the very acks; the outbox's pruning deletes every part. A crash
+between two of the message's batches leaves no part of the row read, and a state the message,
+taken in again, completes as a clean run would.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import orjson
+import pytest
+
+from projections.delivery import OUTBOX_DEPTH, Intake, SourceMessage
+from projections.digest import world_digest
+from projections.key_prefixes import OUTBOX
+from projections.keys import pack
+from projections.projector import Projector
+from projections.state import MemoryState
+from streams.changelog import PartitionWrites, Records
+from tests.streams.test_judgement_parts import SMALLEST_BATCH_BYTES, record_bytes
+
+TOPIC = "rumourmill.events"
+RELEASED = 500
+"""Events waiting behind a gap: the acks of the message filling it made a row of 79 KB."""
+
+
+def event(seq: int) -> bytes:
+    return orjson.dumps(
+        {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": "trade.done"}
+    )
+
+
+def message(offset: int, seq: int) -> SourceMessage:
+    return SourceMessage(TOPIC, 0, offset, b"save-1", event(seq))
+
+
+class WritesNoted(MemoryState):
+    """A state that notes each of its writes, with the largest record one made, as the worker
+    hands them to the changelog (`streams.changelog.PartitionWrites`)."""
+
+    def __init__(self, limit: int = SMALLEST_BATCH_BYTES) -> None:
+        super().__init__()
+        self.writes = PartitionWrites(limit)
+        self.largest = 0
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.largest = max(self.largest, record_bytes(key, value))
+        self.writes.write(key, value)
+        super().put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self.writes.write(key, None)
+        super().delete(key)
+
+
+PROJECTOR = Projector(record_bytes=SMALLEST_BATCH_BYTES)
+
+
+def gap_waited_on(released: int, state: MemoryState) -> SourceMessage:
+    """`released` events taken into `state`, waiting for seq 1 (at offsets 0 on); the message
+    of seq 1 that fills the gap, at the next offset."""
+    for offset in range(released):
+        [ack] = PROJECTOR.receive(state, message(offset, offset + 2)).acks
+        assert ack.outcome.value == "deferred"
+    return message(released, 1)
+
+
+def filled(state: WritesNoted) -> tuple[SourceMessage, Intake]:
+    """The gap of `RELEASED` events filled in `state`: the message, and what it produced."""
+    gap = gap_waited_on(RELEASED, state)
+    state.largest = 0
+    return gap, PROJECTOR.receive(state, gap)
+
+
+def row_records(state: MemoryState, offset: int) -> list[tuple[bytes, bytes]]:
+    """The records of the outbox row of the message at `offset`."""
+    return list(state.scan(pack(OUTBOX, TOPIC, 0, offset)))
+
+
+def test_a_message_releasing_hundreds_of_events_writes_no_value_over_a_record_batch() -> None:
+    state = WritesNoted()
+    gap, intake = filled(state)
+    assert [ack.seq for ack in intake.acks] == list(range(1, RELEASED + 2))
+    assert 1_000 < state.largest <= SMALLEST_BATCH_BYTES  # the whole row took 80 KB
+    assert len(row_records(state, RELEASED)) == 6
+    again = PROJECTOR.receive(state, gap)
+    assert again.redelivered
+    assert again.acks == intake.acks
+
+
+class SplitOverBatches(NamedTuple):
+    """The message filling a gap of `RELEASED` events, its writes in the record batches of the
+    least setting, and what the state was before it and after it."""
+
+    gap: SourceMessage
+    first: Intake
+    before: list[tuple[bytes, bytes]]
+    batches: list[Records]
+    after: MemoryState
+
+
+def split_over_batches() -> SplitOverBatches:
+    state = WritesNoted()
+    gap = gap_waited_on(RELEASED, state)
+    before = list(state.items())
+    state.writes = PartitionWrites(SMALLEST_BATCH_BYTES)
+    first = PROJECTOR.receive(state, gap)
+    state.writes.end_event()
+    assert len(state.writes.batches) > 2
+    return SplitOverBatches(gap, first, before, state.writes.batches, state)
+
+
+def test_a_crash_between_its_changelog_batches_leaves_no_part_of_its_outbox_row_read() -> None:
+    """Recovered from any of the message's record batches but the last, the state lacks the
+    row's first record (written last), so the message is taken in again: no redelivery re-sends
+    a part of its acks."""
+    split = split_over_batches()
+    row = pack(OUTBOX, TOPIC, 0, RELEASED)
+    assert [row in batch for batch in split.batches] == [False] * (len(split.batches) - 1) + [True]
+    for stored in range(len(split.batches)):
+        recovered = recovered_from(split.before, split.batches[:stored])
+        again = PROJECTOR.receive(recovered, split.gap)
+        assert not again.redelivered
+        once_more = PROJECTOR.receive(recovered, split.gap)  # its row is whole now
+        assert once_more.redelivered and once_more.acks == again.acks
+    whole = PROJECTOR.receive(recovered_from(split.before, split.batches), split.gap)
+    assert whole.redelivered and whole.acks == split.first.acks
+
+
+def test_a_crash_between_the_changelog_batches_of_a_release_leaves_no_event_waiting() -> None:
+    """The events a gap released left the deferral buffer as each was applied, the positions
+    counting them saved last: recovered from the first batches, the state had lost the first
+    released events from the buffer, and not counted them. The gap filled again released
+    nothing, and the timeline's next event waited for ever. Now the message taken in again
+    completes the state a clean run makes: with every ack, or, once the positions are stored,
+    as a duplicate."""
+    split = split_over_batches()
+    digest = world_digest(split.after, "default", "save-1")
+    outcomes = set()
+    for stored in range(len(split.batches)):
+        recovered = recovered_from(split.before, split.batches[:stored])
+        again = PROJECTOR.receive(recovered, split.gap)
+        assert world_digest(recovered, "default", "save-1") == digest
+        if again.acks != split.first.acks:
+            assert [(ack.seq, ack.outcome.value) for ack in again.acks] == [(1, "duplicate")]
+        outcomes.add(again.acks[0].outcome.value)
+        [after] = PROJECTOR.receive(recovered, message(RELEASED + 1, RELEASED + 2)).acks
+        assert (after.outcome.value, after.processed_seq) == ("processed", RELEASED + 2)
+    assert outcomes == {"processed", "duplicate"}
+
+
+def recovered_from(before: list[tuple[bytes, bytes]], batches: list[Records]) -> MemoryState:
+    """The state `before`, with `batches` laid over it as recovery lays them."""
+    state = MemoryState()
+    for key, value in before:
+        state.put(key, value)
+    for batch in batches:
+        for key, written in batch.items():
+            if written is None:
+                state.delete(key)
+            else:
+                state.put(key, written)
+    return state
+
+
+def test_pruning_deletes_every_part_of_a_row_and_those_a_crash_left_past_it() -> None:
+    state = WritesNoted()
+    gap, _ = filled(state)
+    parts = row_records(state, RELEASED)
+    past = pack(OUTBOX, TOPIC, 0, RELEASED, len(parts))
+    state.put(past, parts[-1][1])  # of an attempt a crash cut short, in more parts
+    later = OUTBOX_DEPTH + RELEASED
+    PROJECTOR.receive(state, message(later, RELEASED + 2))
+    assert row_records(state, RELEASED) == []
+    assert len(row_records(state, later)) == 1
+    assert not PROJECTOR.receive(state, gap).redelivered  # as any message that far back
+
+
+def test_a_row_missing_a_part_stops_its_redelivery_with_why() -> None:
+    state = WritesNoted()
+    gap, _ = filled(state)
+    state.delete(pack(OUTBOX, TOPIC, 0, RELEASED, 2))
+    with pytest.raises(ValueError, match=r"kept in 6 parts, and part 2 is missing"):
+        PROJECTOR.receive(state, gap)
