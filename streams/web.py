@@ -417,7 +417,7 @@ class ReplyCheck(Decision):
             return checked.found
         try:
             answer = await asyncio.wait_for(
-                model.ask(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
+                model.ask_aside(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
                 checked.deadline_ms / 1000,
             )
         except TimeoutError:
