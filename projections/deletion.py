@@ -33,6 +33,8 @@ from there at once, not when the world is next looked at, which may be never.
 
 from __future__ import annotations
 
+import orjson
+
 from projections.delivery import Intake
 from projections.event_keys import DELETION_KEYS, TENANT_DELETED, WORLD_DELETED
 from projections.key_prefixes import DELETIONS, JUDGEMENTS, WORLD_PREFIXES
@@ -58,6 +60,17 @@ def deletion_event(tenant_id: str, world_id: str | None) -> Event:
 
 def is_deletion(event: Event) -> bool:
     return event.key in DELETION_KEYS
+
+
+def deletes_tenant(value: bytes) -> bool:
+    """Whether a message's bytes are a `tenant.deleted` event. It names the world `ANY`, and so
+    do its acks, as the events of a world called `*` do (an id like any other): what tells a
+    tenant's deletion from that world's events is its key."""
+    try:
+        document = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(document, dict) and document.get("key") == TENANT_DELETED
 
 
 def delete(tx: StateTransaction, event: Event, offset: int) -> Intake:

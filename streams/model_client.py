@@ -4,7 +4,9 @@ Ollama, vLLM, llama.cpp's server and hosted APIs all speak it: rumourmill posts 
 `RUMOURMILL_MODEL_URL/chat/completions` with the model's instructions, the question and
 `response_format: json_object`. One client per worker holds one HTTP session; at most
 `RUMOURMILL_MODEL_CONCURRENCY` calls are in flight and each gives up after
-`RUMOURMILL_MODEL_TIMEOUT_SECONDS`.
+`RUMOURMILL_MODEL_TIMEOUT_SECONDS`. A read (the reply check) asks through `ask_aside`: reads hold
+half the slots at most and never queue for one, so no tenant's reads take the model from the
+events of every tenant, whose answers become state.
 
 An answer is the JSON object the model was asked for, validated by its pydantic model. Anything
 else is a refusal, returned as the plain reason the ack will carry: the model could not be
@@ -79,6 +81,7 @@ class Outcome(StrEnum):
     UNREACHABLE = "unreachable"
     TIMEOUT = "timeout"
     RESTING = "resting"
+    BUSY = "busy"
     CANCELLED = "cancelled"
 
 
@@ -114,6 +117,9 @@ class ModelClient:
         self._rest_reason = ""
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._slots = asyncio.Semaphore(concurrency)
+        self.read_slots = max(1, concurrency // 2)
+        """The calls reads may have in flight (`ask_aside`): the other slots are the events'."""
+        self._reads = 0
         self._session: aiohttp.ClientSession | None = None
         self._warned: dict[Outcome, tuple[float, int]] = {}
         """Per kind: when it was last warned of, and how many calls ended so since."""
@@ -160,6 +166,25 @@ class ModelClient:
         if outcome in WARNED:
             self._warn(outcome, str(answer))
         return answer
+
+    async def ask_aside(
+        self, instructions: str, prompt: str, answer_type: type[AnswerModel]
+    ) -> AnswerModel | str:
+        """`ask`, for a read: only while fewer than `read_slots` reads ask, else at once why
+        not. Reads come as fast as clients send them, of any tenant; queued for the slots with
+        the events' questions, a flood of one tenant's reads pushed every tenant's questions
+        past their deadline, to be judged by the rules for good and the model rested for all."""
+        if self._reads >= self.read_slots:
+            self.count(Outcome.BUSY)
+            return (
+                f"{NOT_ASKED}: {self._reads} read(s) are asking the model already, as many as"
+                " reads may (half of RUMOURMILL_MODEL_CONCURRENCY, the rest is the events')"
+            )
+        self._reads += 1
+        try:
+            return await self.ask(instructions, prompt, answer_type)
+        finally:
+            self._reads -= 1
 
     async def _call(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]

@@ -38,7 +38,7 @@ from rich.progress import (
 from rich.text import Text
 from rocksdict import Rdict
 
-from projections.deletion import ANY
+from projections.deletion import ANY, deletes_tenant
 from projections.delivery import SourceMessage, identity_of
 from projections.digest import world_digest
 from projections.migrations import upgrade
@@ -218,8 +218,12 @@ async def check_judged(target: Settings, live: Settings) -> None:
 
 def wanted(record: ConsumerRecord[bytes, bytes], world: str | None) -> bool:
     """Whether a `--world` rebuild folds this record: the world's events, and deletions of
-    its whole tenant (`world_instance_id` `*`)."""
-    return world is None or identity_of(record.value or b"")["world_instance_id"] in (world, ANY)
+    whole tenants (`tenant.deleted`, naming the world `*`; a world called `*` is folded only
+    for `--world '*'`)."""
+    value = record.value or b""
+    return (
+        world is None or identity_of(value)["world_instance_id"] == world or deletes_tenant(value)
+    )
 
 
 async def rebuild(
@@ -428,8 +432,11 @@ class Folder:
         self.stored_judgements.difference_update(stored)
         self.events += 1
         for ack in intake.acks:
-            if ack.tenant_id is not None and ack.world_instance_id not in (None, ANY):
-                self.worlds.add((ack.tenant_id, str(ack.world_instance_id)))
+            world = ack.world_instance_id
+            if ack.tenant_id is None or world is None:
+                continue
+            if world != ANY or not deletes_tenant(message.value):  # a world called `*` too
+                self.worlds.add((ack.tenant_id, world))
         writes.end_event()
         if self.events % BATCH_EVENTS == 0:
             await self.send()

@@ -4,11 +4,17 @@ The map is `projections.rumour_map`'s; this module only lays it out. Everyone it
 node (name, id, fewest hops, best confidence; a double border for a witness, dashed for a
 teller who holds none), each telling an arrow numbered in story order and labelled with its
 story time, hop and confidence. Graphviz lays it out left to right, so news flows forward.
+
+`dot` runs as a process of its own, awaited, not in a thread, and is stopped past
+`DRAWING_SECONDS` (or when the drawing is cancelled): a map thousands of characters reached
+takes it seconds of a core (3,000 holders: 7 s), which the worker's events need.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from asyncio.subprocess import PIPE
 
 import graphviz
 
@@ -19,15 +25,59 @@ FONT = "DejaVu Sans"
 
 
 class DrawingUnavailable(Exception):
-    """Graphviz's `dot` is not installed where the picture is drawn, or failed to draw it."""
+    """Graphviz's `dot` is not installed where the picture is drawn, failed to draw it, or
+    took too long."""
+
+
+DRAWING_SECONDS = 10.0
+"""The longest `dot` may take to draw one picture before it is stopped (and the picture
+refused): its time grows faster than the map (1,000 holders: 0.5 s, 3,000: 7 s)."""
 
 
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 """Characters XML 1.0 forbids: Graphviz would write them into the SVG as they are."""
 
 
-def rumour_svg(rumour: RumourMap) -> bytes:
-    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz or when it fails.
+async def rumour_svg(rumour: RumourMap) -> bytes:
+    """The SVG picture of a rumour's map; DrawingUnavailable without Graphviz, when it fails,
+    or past `DRAWING_SECONDS`."""
+    return await _drawn(
+        rumour_source(rumour).encode(),
+        f"{len(rumour.holders)} holders, {len(rumour.tellings)} tellings",
+    )
+
+
+async def _drawn(source: bytes, size: str) -> bytes:
+    """`source` (DOT) drawn as SVG by `dot`, which is stopped, if it still runs, when the
+    drawing ends: past `DRAWING_SECONDS`, or the request cancelled."""
+    try:
+        dot = await asyncio.create_subprocess_exec(
+            "dot", "-Tsvg", stdin=PIPE, stdout=PIPE, stderr=PIPE
+        )
+    except FileNotFoundError:
+        raise DrawingUnavailable(
+            "Graphviz's `dot` is not installed here (Debian: apt-get install graphviz)"
+        ) from None
+    try:
+        async with asyncio.timeout(DRAWING_SECONDS):
+            svg, complaint = await dot.communicate(source)
+    except TimeoutError:
+        raise DrawingUnavailable(
+            f"Graphviz's `dot` was stopped after {DRAWING_SECONDS:g} s drawing the picture "
+            f"({size}): ask for it on a timeline, or as of a position, where it reached fewer"
+        ) from None
+    finally:
+        if dot.returncode is None:
+            dot.kill()
+            await dot.wait()
+    if dot.returncode != 0:
+        reason = " ".join(complaint.decode(errors="replace").split()) or f"exit {dot.returncode}"
+        raise DrawingUnavailable(f"Graphviz's `dot` failed to draw the picture: {reason}")
+    return svg
+
+
+def rumour_source(rumour: RumourMap) -> str:
+    """The picture of a rumour's map as Graphviz's DOT source.
 
     Nodes are named by index (n0, n1, ...): an id is any text, which DOT would read as a port
     (`npc:ada`), an HTML-like id (`<...>`) or a broken string (a final backslash). Ids and
@@ -54,18 +104,8 @@ def rumour_svg(rumour: RumourMap) -> bytes:
         graph.edge(
             nodes[telling.teller], nodes[telling.listener], label=_edge_label(number, telling)
         )
-    try:
-        svg: bytes = graph.pipe(format="svg")
-    except graphviz.ExecutableNotFound:
-        raise DrawingUnavailable(
-            "Graphviz's `dot` is not installed here (Debian: apt-get install graphviz)"
-        ) from None
-    except graphviz.CalledProcessError as failed:
-        reason = (
-            " ".join(failed.stderr.decode(errors="replace").split()) or f"exit {failed.returncode}"
-        )
-        raise DrawingUnavailable(f"Graphviz's `dot` failed to draw the picture: {reason}") from None
-    return svg
+    source: str = graph.source
+    return source
 
 
 def _node(holder: Holder) -> dict[str, str]:

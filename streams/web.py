@@ -417,7 +417,7 @@ class ReplyCheck(Decision):
             return checked.found
         try:
             answer = await asyncio.wait_for(
-                model.ask(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
+                model.ask_aside(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
                 checked.deadline_ms / 1000,
             )
         except TimeoutError:
@@ -572,6 +572,13 @@ class RumourPicture(WorldRead):
     """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
     the world is named in the path, the timeline by an optional `timeline_id`."""
 
+    def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
+        super().__init__(app, web, reads, endpoint)
+        self.drawing = asyncio.Lock()
+        """Held while a picture is drawn: one at a time per worker. Each request for a large
+        rumour ran a `dot` of its own, as many at once as were asked for, so one tenant's
+        requests could take every core from the events of all tenants."""
+
     def world_of(self, request: Request, params: Mapping[str, str]) -> str:
         return params["world"]
 
@@ -587,9 +594,11 @@ class RumourPicture(WorldRead):
         )
 
     async def finish(self, found: object) -> object:
-        """Graphviz draws in a thread: events go on being projected meanwhile."""
+        """Graphviz draws in a process of its own, once no other picture is being drawn:
+        events go on being projected meanwhile."""
         try:
-            return Picture(await asyncio.to_thread(rumour_svg, cast(RumourMap, found)))
+            async with self.drawing:
+                return Picture(await rumour_svg(cast(RumourMap, found)))
         except DrawingUnavailable as missing:
             raise HTTPProblem(503, str(missing)) from None
 

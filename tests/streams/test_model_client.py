@@ -223,6 +223,7 @@ def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
         "answered": 1,
         "http_error": 6,
         "resting": 1,
+        "busy": 0,
         "refused": 0,
         "malformed": 0,
         "unreachable": 0,

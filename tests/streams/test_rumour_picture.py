@@ -5,6 +5,7 @@ writes the same picture to a file. Bad requests and a missing `dot` get clear er
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import zlib
@@ -22,11 +23,12 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
 from projections.timelines import load
 from schemas.records import TimelineRecord
+from streams import rumour_picture
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
 from streams.web import register_views
 from tests.projections.test_rumour_map import MEMORIES_HELD, STATE, WORLD, farthest_travelled
-from tests.streams.test_web import MemoryReads, serve
+from tests.streams.test_web import MemoryReads, serve, served_client
 
 SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
 MAIN = "timeline 'main'"
@@ -40,6 +42,11 @@ def ask(*paths: str) -> list[tuple[int, Any]]:
     """Each path answered by the views over the story's state: status, and the JSON body or
     the text of another (the picture)."""
     return serve(MemoryReads(STATE), *((path, {}) for path in paths))
+
+
+def drawn_now(rumour: RumourMap) -> bytes:
+    """The picture of `rumour`, drawn in a loop of its own."""
+    return asyncio.run(rumour_svg(rumour))
 
 
 def texts(svg: bytes) -> list[str]:
@@ -166,7 +173,7 @@ def test_the_picture_is_drawn_as_of_a_position_as_every_read_is() -> None:
             for asked in (named.seq, named.seq - 1, "abc", 999, f"2&as_of_seq={named.seq}")
         )
     )
-    assert answers[0] == (200, rumour_svg(then).decode())
+    assert answers[0] == (200, drawn_now(then).decode())
     assert answers[1:] == [
         (404, {"detail": f"{MAIN} does not see memory {named.belief_id!r}"}),
         (400, {"detail": "query parameter 'as_of_seq' must be a positive integer"}),
@@ -233,7 +240,7 @@ def test_names_are_drawn_as_they_were_declared() -> None:
         Telling(f"npc-{n}", f"npc-{n + 1}", 1, 0.5, n + 1, f"day {n}")
         for n in range(len(declared) - 1)
     ]
-    shown = texts(rumour_svg(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
+    shown = texts(drawn_now(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
     assert set(declared) <= set(shown)
     assert '“said "so"”' in shown
 
@@ -263,7 +270,7 @@ def test_any_id_is_a_node_of_its_own_with_its_own_arrows() -> None:
         Telling(teller, listener, 1, 0.5, n, None)
         for n, (teller, listener) in enumerate(pairwise(odd), start=1)
     ]
-    nodes, arrows = drawn(rumour_svg(RumourMap("w", "main", "b", "so", holders, tellings)))
+    nodes, arrows = drawn(drawn_now(RumourMap("w", "main", "b", "so", holders, tellings)))
     assert sorted(nodes) == sorted(odd)
     assert arrows == [(telling.teller, telling.listener) for telling in tellings]
 
@@ -272,7 +279,7 @@ def test_labels_are_drawn_literally_and_the_picture_is_well_formed() -> None:
     declared = {"npc-a": "Ada\x07\x1b[31m", "npc-b": "&#xD800;", "npc-c": "R&amp;D"}
     holders = [Holder(entity, name, 1, 0.5, False) for entity, name in declared.items()]
     tellings = [Telling("npc-a", "npc-b", 1, 0.5, 1, "&lt;dawn&gt;")]
-    svg = rumour_svg(RumourMap("w", "main", "b", "Tom & Jerry &bogus;", holders, tellings))
+    svg = drawn_now(RumourMap("w", "main", "b", "Tom & Jerry &bogus;", holders, tellings))
     shown = texts(svg)  # parses: well-formed XML
     assert {"Ada[31m", "&#xD800;", "R&amp;D", "“Tom & Jerry &bogus;”", "1. &lt;dawn&gt;"} <= {
         *shown
@@ -289,3 +296,52 @@ def test_a_graphviz_that_fails_is_a_503_that_says_so(
     [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
     assert status == 503
     assert body == {"detail": "Graphviz's `dot` failed to draw the picture: dot: out of memory"}
+
+
+def fake_dot(directory: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `dot` on the PATH running `script` (sh) in `directory`; returns its log file there."""
+    dot = directory / "dot"
+    dot.write_text(f"#!/bin/sh\ncd {directory}\n{script}\n")
+    dot.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}:/usr/bin:/bin")
+    return directory / "log"
+
+
+def test_a_picture_that_takes_dot_too_long_is_a_503_and_dot_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Graphviz drew a picture for as long as it took (a rumour 3,000 characters heard: 7 s
+    of a core, and more the larger it was), after its client had gone too."""
+    fake_dot(tmp_path, "echo $$ > pid\nexec sleep 5", monkeypatch)
+    monkeypatch.setattr(rumour_picture, "DRAWING_SECONDS", 0.3)
+    [(status, body)] = ask(picture_path(farthest_travelled().belief_id))
+    assert status == 503
+    assert body["detail"].startswith(
+        "Graphviz's `dot` was stopped after 0.3 s drawing the picture (4 holders, 3 tellings)"
+    )
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+def test_pictures_are_drawn_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request ran a `dot` of its own at once: however many a tenant sent, all drawing
+    together, every core was theirs and the events of every tenant waited."""
+    log = fake_dot(
+        tmp_path,
+        "echo start >> log\ncat > /dev/null\nsleep 0.2\necho end >> log\n"
+        "echo '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'",
+        monkeypatch,
+    )
+
+    async def run() -> list[int]:
+        client = served_client(MemoryReads(STATE))
+        await client.start_server()
+        try:
+            path = picture_path(farthest_travelled().belief_id)
+            answers = await asyncio.gather(*(client.get(path) for _ in range(3)))
+            return [answer.status for answer in answers]
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()) == [200, 200, 200]
+    assert log.read_text().split() == ["start", "end"] * 3

@@ -33,18 +33,19 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas.memory import ReadModel
 from schemas.policy import Policy
+from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
-from streams.replay import replay_lines
+from streams.replay import Replay, replay_judged, replay_lines
 from streams.show import chronicle_tables, diff_tables
 from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, register_views
-from tests.model_server import ScriptedModel
+from tests.model_server import MODEL_FEELING, ScriptedModel, serving
 from tests.reads import answer
 from tests.support import samples_of
-from tests.tavern import TAVERN
+from tests.tavern import TAVERN, TAVERN_LINES
 from tests.tavern_lies import LINES
 
 STATE = replay_lines(TAVERN.splitlines()).state
@@ -603,6 +604,59 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
     )
     model_server.behaviour = "error"  # without the model's answer, the rules' check stands
     assert check(reply, model=model()) == (200, {"inventions": names, "action": "flag"})
+
+
+def test_one_tenants_reply_checks_leave_the_model_to_every_tenants_events() -> None:
+    """Reply checks of tenant `default` that the model leaves hanging, eight at once, while an
+    event of tenant `b` asks the same model for its feelings: reads hold one of its two slots
+    at most and the rest are checked by the rules at once, so `b`'s four feelings are the
+    model's. Queued for the slots as the events' questions were, the reads held both, every
+    question of `b` ran into its deadline (1 s), and the rules' feelings became `b`'s state
+    for good, the model rested for every world."""
+    event_of_b = [orjson.dumps({**orjson.loads(line), "tenant_id": "b"}) for line in TAVERN_LINES]
+    model_policy = resolve(None, {"memory": {"weighing": "model", "model": {"deadline_ms": 1000}}})
+    checking = asyncio.Event()
+    checks_asked: list[dict[str, Any]] = []
+
+    async def model(request: aiohttp_web.Request) -> aiohttp_web.Response:
+        body = await request.json()
+        if '"relations"' in body["messages"][0]["content"]:
+            checks_asked.append(body)
+            checking.set()
+            await asyncio.Event().wait()  # a reply check's question: never answered
+        return aiohttp_web.json_response(
+            {"choices": [{"message": {"content": ScriptedModel().answer(body)}}]}
+        )
+
+    async def run() -> tuple[list[int], Replay]:
+        async with serving(model) as url:
+            client = ModelClient(url, "scripted", concurrency=2)
+            http = served_client(MemoryReads(LIES, model=client))
+            await http.start_server()
+            try:
+                checks = [
+                    asyncio.ensure_future(http.post(REPLY_CHECK, data=b'{"text": "Ask Bertram."}'))
+                    for _ in range(8)
+                ]
+                await asyncio.wait_for(checking.wait(), 10)
+                topic = MemoryTopic()
+                judged = await replay_judged(
+                    event_of_b,
+                    Projector(policies=lambda tenant, world: model_policy),
+                    Judge(client, JudgementLog(topic.read, topic.send)),
+                )
+                return [(await check).status for check in checks], judged
+            finally:
+                await http.close()
+                await client.close()
+
+    statuses, judged = asyncio.run(run())
+    assert statuses == [200] * 8  # each by the rules: the model answered none of them
+    assert len(checks_asked) == 1, "the other checks did not wait in line for a slot"
+    refused = [ack.refused_judgements for ack in judged.refusals]
+    assert refused == [], "b's feelings were judged by the rules, not the model"
+    mara = runtime_read(judged.state, "b", "save-1", "main", "npc-mara")
+    assert {belief.feeling for belief in mara.beliefs} == {MODEL_FEELING}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,65 @@
+"""Which worlds a rebuild folds and compares: a world may be called `*`, as a tenant's deletion
+names the world it does not name."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+from aiokafka.structs import ConsumerRecord
+from rocksdict import Rdict
+
+from projections.deletion import deletion_event
+from projections.projector import Projector
+from streams.judging import Judge, JudgementLog
+from streams.rebuild import Folder, wanted
+
+STAR_WORLD = orjson.dumps(
+    {
+        "tenant_id": "acme",
+        "world_instance_id": "*",
+        "timeline_id": "main",
+        "seq": 1,
+        "key": "loreweaver.movement.location-entered",
+        "actor": "npc-ada",
+        "location": "loc-inn",
+    }
+)
+OTHER_TENANT_DELETED = deletion_event("other", None).model_dump_json().encode()
+
+
+async def _never(*_: Any) -> Any:
+    raise AssertionError("rules mode asks the judgements topic nothing")
+
+
+def record(offset: int, value: bytes) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord("events", 0, offset, 0, 0, b"*", value, None, 1, len(value), ())
+
+
+def test_a_world_called_star_is_compared_and_a_tenants_deletion_is_no_world(
+    tmp_path: Path,
+) -> None:
+    """The acks of a world called `*` were taken for a tenant's deletion's: a rebuild left the
+    world out of its comparison and said every world it rebuilt was the same (exit 0)."""
+    db = Rdict(str(tmp_path / "partition-0"))
+    folder = Folder(
+        Projector(),
+        cast(Any, None),  # no send before `BATCH_EVENTS` events
+        "changelog",
+        lambda partition: db,
+        Judge(None, JudgementLog(_never, _never)),
+        1_000_000,
+    )
+    for offset, value in enumerate((STAR_WORLD, OTHER_TENANT_DELETED)):
+        asyncio.run(folder.take(record(offset, value)))
+    db.close()
+    assert folder.worlds == {("acme", "*")}
+
+
+def test_a_rebuild_of_one_world_folds_tenant_deletions_but_not_a_world_called_star() -> None:
+    assert wanted(record(0, OTHER_TENANT_DELETED), "save-1")
+    assert not wanted(record(0, STAR_WORLD), "save-1")
+    assert wanted(record(0, STAR_WORLD), "*")
+    assert wanted(record(0, STAR_WORLD), None)
