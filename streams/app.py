@@ -37,6 +37,7 @@ from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
+from projections.state import StateTransaction
 from schemas import Ack, DeadLetter
 from schemas.changes import ChangeRecords
 from schemas.policy import Policy
@@ -61,11 +62,14 @@ from streams.settings import MOST_BATCH_EVENTS, Settings
 from streams.state import (
     BatchTransaction,
     HotValues,
+    Read,
     RocksTransaction,
     ScannedSpaces,
+    SnapshotReads,
     StateOptions,
     decode_changes,
     recording_transaction,
+    refuse_writes,
     state_options,
     without_write_ahead_log,
 )
@@ -119,6 +123,8 @@ class StateTable(faust.Table[bytes, bytes]):
     (`streams.state.BatchTransaction`)."""
     laying: dict[int, Future[None]]
     """Per partition, its last batch's held writes being laid into its database."""
+    snapshot_reads: SnapshotReads
+    """The reads made off the event loop (`streams.state.SnapshotReads`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,6 +138,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.scanned = ScannedSpaces()
         self.laying = {}
         self._layer = ThreadPoolExecutor(1, thread_name_prefix="state-writes")
+        self.snapshot_reads = SnapshotReads()
 
     def _new_store(self) -> StoreT[bytes, bytes]:
         """Faust's RocksDB store, opening each partition with `StateOptions`.
@@ -189,16 +196,19 @@ class StateTable(faust.Table[bytes, bytes]):
     ) -> None:
         self.hot.clear()
         await self.all_settled()  # before Faust lets any database go
+        await self.snapshot_reads.finished()  # a snapshot keeps its database open
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     async def on_stop(self) -> None:
         """Runs once every event is acked and before Faust lets go of the databases."""
         try:
+            await self.snapshot_reads.finished()
             if self.durability is not None:
                 await self.durability.finish()
             await self.writer.stop()
         finally:
             self._layer.shutdown()
+            self.snapshot_reads.stop()
         await super().on_stop()
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
@@ -364,7 +374,7 @@ class Rumourmill:
             return None
         for tx in transactions:
             tx.lay_in()
-        read = RocksTransaction(partition_db(self.state, message.partition), _read_only)
+        read = RocksTransaction(partition_db(self.state, message.partition), refuse_writes)
         return await self.judge.message(self.projector, read, message)
 
     async def forget_judgements(
@@ -615,6 +625,16 @@ class Rumourmill:
         """Read-only state access for the partition that holds `world_id`, once the writes of
         the batch being sent are in: read before the next await, it never sees a batch's events
         half laid in."""
+        return RocksTransaction(await self._settled_db(world_id), refuse_writes)
+
+    async def read_aside(self, world_id: str, read: Callable[[StateTransaction], Read]) -> Read:
+        """`read` of a snapshot of the partition that holds `world_id`, taken as
+        `read_transaction` would give it, on the state reads' thread (`SnapshotReads`)."""
+        return await self.state.snapshot_reads.read(await self._settled_db(world_id), read)
+
+    async def _settled_db(self, world_id: str) -> Rdict:
+        """The database of the partition that holds `world_id`, once no batch's writes are
+        being laid into it (to be read before the next await)."""
         partition = partition_of(world_id.encode(), self.settings.partitions)
         if not self.app.assignor.is_active(TP(self.settings.topics.events, partition)):
             raise HTTPProblem(  # its owner could not be told apart from this worker
@@ -623,7 +643,7 @@ class Rumourmill:
                 " serve: give each worker its own RUMOURMILL_WEB_URL, then ask again",
             )
         await self.state.settled(partition)
-        return RocksTransaction(partition_db(self.state, partition), _read_only)
+        return partition_db(self.state, partition)
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """Forward a read to the worker that owns `world_id`; None when that is this one."""
@@ -951,10 +971,6 @@ def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
 
 world_partition = lru_cache(maxsize=1 << 12)(partition_of)
 """`partition_of` for the worlds of this worker, worked out once each."""
-
-
-def _read_only(key: bytes, value: bytes | None) -> None:
-    raise PermissionError("reads never write state")
 
 
 FORWARDED_HEADERS = ("Authorization", "Content-Type")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -65,6 +65,7 @@ at most (aiohttp's default, 8,190 bytes, refused one in Chinese, in plain text).
 WEB_APPLICATION_OPTIONS = {"handler_args": {"max_line_size": MAX_REQUEST_LINE_BYTES}}
 """The worker's aiohttp application options (Faust's `web_application_options`)."""
 DEFAULT_TENANT = "default"
+Read = TypeVar("Read")
 
 log = logger("web")
 
@@ -90,6 +91,12 @@ class WorldReads(Protocol):
     async def read_transaction(self, world_id: str) -> StateTransaction:
         """Read-only access to the state that holds `world_id`, to be read before the next
         await."""
+        ...
+
+    async def read_aside(self, world_id: str, read: Callable[[StateTransaction], Read]) -> Read:
+        """`read` of the state that holds `world_id` as `read_transaction` would give it now,
+        made without holding the event loop where the state allows (RocksDB: over a snapshot,
+        on another thread), for a read long enough to hold up every tenant's events."""
         ...
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
@@ -257,6 +264,9 @@ class WorldRead(ReadsView):
     without_as_of: ClassVar[str | None] = None
     """Why the read takes no `as_of_seq`, for the 400 that refuses it (ignored, the client
     asking for the past would get the present); None for a read made as of a position."""
+    aside: ClassVar[bool] = False
+    """Whether `read` is made off the event loop (`WorldReads.read_aside`): one that takes
+    seconds in a large world, and touches nothing but its scope's state."""
 
     async def get(self, request: Request, **params: str) -> Response:
         started = time.perf_counter()
@@ -283,9 +293,10 @@ class WorldRead(ReadsView):
             forwarded = await self.reads.owner_answer(world, self.web, request)
             if forwarded is not None:
                 return forwarded
-            scope = ReadScope(tenant, world, await self.reads.read_transaction(world))
             try:
-                return self.answer(await self.finish(self.read(request, scope, params)))
+                return self.answer(
+                    await self.finish(await self.found(request, tenant, world, params))
+                )
             except NotFound as missing:
                 raise HTTPProblem(404, str(missing)) from None
             except BadRead as bad:
@@ -295,6 +306,17 @@ class WorldRead(ReadsView):
             if problem.status == 401:  # RFC 9110: a 401 names the scheme it wants
                 response.headers["WWW-Authenticate"] = 'Bearer realm="rumourmill"'
             return response
+
+    async def found(
+        self, request: Request, tenant: str, world: str, params: Mapping[str, str]
+    ) -> object:
+        """What `read` finds: on the event loop, or aside from it (`aside`)."""
+        if self.aside:
+            return await self.reads.read_aside(
+                world, lambda tx: self.read(request, ReadScope(tenant, world, tx), params)
+            )
+        scope = ReadScope(tenant, world, await self.reads.read_transaction(world))
+        return self.read(request, scope, params)
 
     def world_of(self, request: Request, params: Mapping[str, str]) -> str:
         """The world asked about: the `world_instance_id` query parameter."""
@@ -549,9 +571,11 @@ class Timeline(WorldRead):
 
 
 class Digest(WorldRead):
-    """The state digest of one world: equal digests, equal projections."""
+    """The state digest of one world: equal digests, equal projections. It reads every key of
+    the world (2 to 2.5 s in a world of 175,000 memories), off the event loop."""
 
     without_as_of = ANSWERS_NOW
+    aside = True
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         return {
