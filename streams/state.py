@@ -19,8 +19,8 @@ from rocksdict import (
     DBCompressionType,
     Options,
     Rdict,
+    RdictIter,
     ReadOptions,
-    Snapshot,
     WriteBatch,
     WriteOptions,
 )
@@ -164,15 +164,16 @@ class RocksTransaction:
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        return ordered_scan(self._db, prefix, reverse=reverse, start=start)
+        return ordered_scan(self._db.iter, prefix, reverse=reverse, start=start)
 
 
 def ordered_scan(
-    source: Rdict | Snapshot, prefix: bytes, *, reverse: bool, start: bytes | None
+    iterator_of: Callable[[], RdictIter], prefix: bytes, *, reverse: bool, start: bytes | None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """A `StateTransaction.scan` of a database or of a snapshot of one, by ordered seeks."""
+    """A `StateTransaction.scan` by ordered seeks of the iterator `iterator_of` gives once the
+    scan begins."""
     end = prefix_end(prefix)
-    iterator = source.iter()
+    iterator = iterator_of()
     if reverse:
         iterator.seek_for_prev(end if start is None or start >= end else start)
         if iterator.valid() and iterator.key() == end:
@@ -193,15 +194,25 @@ def refuse_writes(key: bytes, value: bytes | None) -> None:
 
 
 class SnapshotTransaction:
-    """A read-only `StateTransaction` over a RocksDB snapshot: the partition as it stood when
-    the snapshot was taken, whatever is written since, readable from any thread."""
+    """A read-only `StateTransaction` over a RocksDB database as it stood when this was made,
+    whatever is written since, readable from another thread.
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
+    rocksdict's own snapshots (0.3.29) honour the snapshot in a lookup but not in a scan, which
+    reads the live database. A RocksDB iterator reads as of its creation: every get and scan
+    here seeks one iterator, made with this. So one at a time: a get or scan inside another
+    scan's loop would move the iterator under it, and is refused."""
+
+    def __init__(self, db: Rdict) -> None:
+        self._iterator = db.iter()
+        self._scanning = False
+
+    def _free_iterator(self) -> RdictIter:
+        if self._scanning:
+            raise RuntimeError("a snapshot is read by one get or scan at a time")
+        return self._iterator
 
     def get(self, key: bytes) -> bytes | None:
-        """By a seek: a snapshot's own lookup raises a bare `Exception` for a missing key."""
-        iterator = self._snapshot.iter()
+        iterator = self._free_iterator()
         iterator.seek(key)
         if iterator.valid() and iterator.key() == key:
             value: bytes = iterator.value()
@@ -217,7 +228,12 @@ class SnapshotTransaction:
     def scan(
         self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        return ordered_scan(self._snapshot, prefix, reverse=reverse, start=start)
+        iterator = self._free_iterator()
+        self._scanning = True
+        try:
+            yield from ordered_scan(lambda: iterator, prefix, reverse=reverse, start=start)
+        finally:
+            self._scanning = False
 
 
 Read = TypeVar("Read")
@@ -228,10 +244,11 @@ class SnapshotReads:
     tenant's events and reads on the worker (a world's digest reads every key of the world: 2 to
     2.5 s in a world of 175,000 memories).
 
-    Each reads a snapshot taken when it is asked, so it sees what a read on the loop would have
-    seen then, on a thread of its own, one at a time (as a rumour's pictures are drawn): the
-    loop goes on meanwhile, waiting for the GIL at most a switch interval at a time. A snapshot
-    keeps its database open: a partition is let go only once the reads are `finished`.
+    Each reads the partition as it stood when it was asked (`SnapshotTransaction`), so it sees
+    what a read on the loop would have seen then, on a thread of its own, one at a time (as a
+    rumour's pictures are drawn): the loop goes on meanwhile, waiting for the GIL at most a
+    switch interval at a time. A read keeps its database open: a partition is let go only once
+    the reads are `finished`.
     """
 
     def __init__(self) -> None:
@@ -240,7 +257,7 @@ class SnapshotReads:
 
     async def read(self, db: Rdict, read: Callable[[StateTransaction], Read]) -> Read:
         """`read` of `db` as it stands now (taken before this awaits anything)."""
-        reading = self._reader.submit(read, SnapshotTransaction(db.snapshot()))
+        reading = self._reader.submit(read, SnapshotTransaction(db))
         self._running.add(reading)
         reading.add_done_callback(self._running.discard)
         return await asyncio.wrap_future(reading)

@@ -42,6 +42,7 @@ from streams.state import (
     HotValues,
     RocksTransaction,
     ScannedSpaces,
+    SnapshotTransaction,
     StateOptions,
     recording_transaction,
     state_options,
@@ -280,6 +281,41 @@ def test_keys_that_go_on_from_the_prefix_with_xff_lie_outside_its_scope_in_both_
         filled(rocks, scope)
         assert list(rocks.scan(b"p", reverse=True)) == list(memory.scan(b"p", reverse=True))
         assert list(rocks.scan(b"p")) == list(memory.scan(b"p"))
+
+
+def test_a_snapshot_reads_the_partition_as_it_stood_when_taken_and_never_writes(
+    tmp_path: Path,
+) -> None:
+    """A read made off the event loop (`SnapshotReads`, a digest) reads what a read on the
+    loop would have when it was asked: neither a key written nor one deleted since (a scan of
+    a rocksdict snapshot saw both)."""
+    db = rocks_db(tmp_path / "partition-0")
+    try:
+        live = filled(recording_transaction(db, lambda key, value: None), SCOPE)
+        snapshot = SnapshotTransaction(db)
+        live.put(b"b\x03", b"value of b\x03")
+        live.delete(b"b\x01")
+        as_asked = filled(MemoryState(), SCOPE)
+        assert snapshot.get(b"b\x01") == b"value of b\x01"
+        assert snapshot.get(b"b\x03") is None
+        assert snapshot.get(b"b\x00\x00") is None
+        for reverse in (False, True):
+            for start in (None, b"b\x01\x00"):
+                scanned = snapshot.scan(b"b", reverse=reverse, start=start)
+                assert list(scanned) == list(as_asked.scan(b"b", reverse=reverse, start=start))
+        with pytest.raises(PermissionError, match="never write"):
+            snapshot.put(b"b\x04", b"value")
+        with pytest.raises(PermissionError, match="never write"):
+            snapshot.delete(b"b")
+        assert snapshot.get(b"b") == b"value of b"
+        outer = snapshot.scan(b"b")
+        next(outer)
+        with pytest.raises(RuntimeError, match="one get or scan at a time"):
+            snapshot.get(b"a")
+        outer.close()
+        assert snapshot.get(b"a") == b"value of a"
+    finally:
+        db.close()
 
 
 def test_an_id_that_extends_another_by_a_nul_stays_apart_in_both_stores(
