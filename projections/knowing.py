@@ -5,11 +5,15 @@ that it has not forgotten at the event (`projections.retention`, its recalls cou
 impression is none (a feeling formed beside the news is no news). News it learned and forgot
 can reach it again, from a `told` or a rumour. Whether it ever learned the news is one point
 read per scope (`memory_store.ever_learned`); only then are its memories of it read.
+
+A teller who tells news without naming its memory of it (a `told` without `belief_id`) passes
+on the memory of that news it holds (`news_passed_on`), as a `told` naming it would: the news is
+known by its origin for "already knows", so it is the same news for how far it travelled.
 """
 
 from __future__ import annotations
 
-from projections.memory_store import MemoryKeys, memories_of_origin
+from projections.memory_store import MemoryKeys, as_revised, memories_of_origin
 from projections.reinforcement import held_now
 from projections.retention import vivid_however_recalled
 from projections.rumour_rules import is_news
@@ -65,3 +69,36 @@ def holds_news_of(
         is_news(memory) and held_at(tx, keys, ancestry, memory, now, policy) is not None
         for memory in memories_of_origin(tx, keys, ancestry, origin, character)
     )
+
+
+def news_passed_on(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    ancestry: Ancestry,
+    teller: str,
+    origin: str,
+    now: int | None,
+    policy: Policy,
+) -> Memory | None:
+    """The memory of news `origin` that `teller` passes on when it tells the news without naming
+    a memory (a `told` without `belief_id`), as it holds it at story minute `now` (its confidence
+    as last revised, faded as retention has it); None when it holds none (news it never learned,
+    a lie, or forgot).
+
+    Of the memories it still holds: the fewest hops, then the surest (the listener gets the news
+    as close to its start and as sure as the teller can give it), then the newest (position,
+    then id: a total order, so a replay passes the same one), as a group exchange picks its
+    teller's copy. A teller mostly holds one: a second forms only once the first is forgotten,
+    and a recall can bring the first back.
+    """
+    held = (
+        held_at(tx, keys, ancestry, as_revised(tx, keys, ancestry, memory), now, policy)
+        for memory in memories_of_origin(tx, keys, ancestry, origin, teller)
+        if is_news(memory)
+    )
+    return min((memory for memory in held if memory is not None), key=_passed_first, default=None)
+
+
+def _passed_first(memory: Memory) -> tuple[int, float, int, str]:
+    """Sorts the memory a teller passes on first (`news_passed_on`)."""
+    return (memory.hops, -memory.confidence, -memory.seq, memory.belief_id)

@@ -12,6 +12,14 @@
   else the event that made every fact it claims what the world record says;
   else the claim itself (`claim_origin`: its facts and whom it is about). Nobody takes in news
   about something they saw or already know, and have not forgotten (`projections.knowing`).
+- A `told` without `belief_id` passes on the teller's memory of that origin, if it holds one
+  (`knowing.news_passed_on`: not forgotten; the fewest hops, then the surest, then the newest),
+  exactly as a `told` naming it would: the listener holds it one hop further than the teller,
+  as sure as a retelling of the teller's, through the teller's chain. The news is the same by
+  its origin when the listener is asked whether it knows it, so it is the same for how far it
+  travelled and how sure it is: otherwise news the teller had third-hand would reach the
+  listener as if the teller had seen it. A teller who holds none (a lie, its own words, news it
+  forgot) tells it as news of its own: one hop, the `told` confidence, nobody before it.
 - The target of someone else's act forms an `impression` of them when the act moved them
   enough (`memory.impression_threshold`); news of someone else's act moves no one that way.
 
@@ -60,6 +68,10 @@ class MemoryContext(Protocol):
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether the character holds news of this origin at the event (not forgotten)."""
+
+    def teller_news(self, teller: str, origin: str) -> Memory | None:
+        """The teller's memory of news of this origin it passes on when it names none, as it
+        holds it at the event (`knowing.news_passed_on`); None if it holds none."""
 
     def fact_origin(self, fact: Fact) -> str | None:
         """The origin of the event that made the world record hold `fact` as it stands; None if
@@ -133,9 +145,11 @@ def form_memories(
     follows the feeling so judged."""
     formed = []
     sight: _Sight | None = None
+    passed: _Passed | None = None
     for perception in perceptions:
         if event.key in CONVERSATION_KEYS:
-            memory = _heard(event, perception, context, policy)
+            passed = passed or _passed_on(event, context)
+            memory = _heard(event, perception, passed, context, policy)
         else:
             sight = sight or _sight(event, context)
             memory = _seen(event, perception, sight, policy)
@@ -191,31 +205,56 @@ def _seen(event: Event, perception: Perception, sight: _Sight, policy: Policy) -
     )
 
 
+class _Passed(NamedTuple):
+    """The news a conversation passes on, alike for every listener: worked out once per event."""
+
+    teller_belief: Memory | None
+    """The teller's memory of it, when one stands behind it."""
+    origin: str
+
+
+def _passed_on(event: Event, context: MemoryContext) -> _Passed:
+    """What a conversation passes on: a player's line, news of its own; a `told`, the teller's
+    memory it names (`_teller_belief`), else the news its claim is of (`_news_origin`), through
+    the teller's memory of that news when it names none (`MemoryContext.teller_news`)."""
+    if event.key == PLAYER_SAID:
+        return _Passed(None, origin_of(event))
+    teller_belief = _teller_belief(event, context)
+    if teller_belief is not None:
+        return _Passed(teller_belief, teller_belief.origin)
+    origin = _news_origin(event, _claimed_facts(event, None), context)
+    if event.actor is None or isinstance(event.payload.get("belief_id"), str):
+        return _Passed(None, origin)  # no teller, or a named memory it does not hold
+    return _Passed(context.teller_news(event.actor, origin), origin)
+
+
 def _heard(
-    event: Event, perception: Perception, context: MemoryContext, policy: Policy
+    event: Event,
+    perception: Perception,
+    passed: _Passed,
+    context: MemoryContext,
+    policy: Policy,
 ) -> Memory | None:
     """What a listener (or a named witness) took from a conversation; None if known already.
 
     A player's line is a conversation with its listener, weighed as one; news told by a
     character is weighed by what it tells of, as heard.
     """
-    speaker = event.actor
-    teller_belief = None if event.key == PLAYER_SAID else _teller_belief(event, context)
+    speaker, teller_belief = event.actor, passed.teller_belief
     content = _heard_content(event, teller_belief, context)
     facts = _claimed_facts(event, teller_belief)
     kind = news_kind(content, facts) if teller_belief is None else told_of(teller_belief)
     source: Source
     if event.key == PLAYER_SAID:
-        source, origin = "player", origin_of(event)
+        source = "player"
         weights = weigh("conversation", perception.part, "player", policy)
     elif teller_belief is None:
-        source, origin = "told", _news_origin(event, facts, context)
+        source = "told"
         weights = weigh(kind, "heard", "told", policy)
     else:
         source = "rumour" if teller_belief.hops > 0 else "told"
-        origin = teller_belief.origin
         weights = weigh(kind, "heard", "told", policy, teller_belief.confidence)
-    if context.knows(perception.character_id, origin):
+    if context.knows(perception.character_id, passed.origin):
         return None
 
     hops = 1 if teller_belief is None else teller_belief.hops + 1
@@ -236,7 +275,7 @@ def _heard(
         source_entity=speaker,
         hops=hops,
         lineage=[*earlier_tellers, *this_teller],
-        origin=origin,
+        origin=passed.origin,
         content=content,
         about=_unique([speaker, event.target, *_heard_about(event, teller_belief)]),
         facts=facts,

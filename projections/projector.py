@@ -30,7 +30,7 @@ from projections.judgements import (
     RecordedAnswers,
     judging,
 )
-from projections.knowing import holds_news_of, minute_held_at
+from projections.knowing import holds_news_of, minute_held_at, news_passed_on
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
@@ -257,6 +257,14 @@ class _StoredMinds:
             return False
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         return holds_news_of(self.tx, self.keys, self.ancestry, character, origin, now, self.policy)
+
+    def teller_news(self, teller: str, origin: str) -> Memory | None:
+        """The teller's memory of news `origin` it passes on (`knowing.news_passed_on`): news
+        it never learned (a lie, its own words) is one point read per scope."""
+        if not ever_learned(self.tx, self.keys, self.ancestry, teller, origin):
+            return None
+        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
+        return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
 
     def held_beliefs(self, character: str) -> list[Memory]:
         held = most_important_beliefs(self.tx, self.keys, self.ancestry, character, MAX_BELIEFS)

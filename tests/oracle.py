@@ -48,7 +48,12 @@ module docstrings); each such choice is named where it is made:
   through it, or news about it alone;
 - "already knows" (a `told`, a rumour): the listener holds a memory of the news, not an
   impression, that it has not forgotten at the event's story time (else the story's now just
-  before it): news it forgot can reach it again.
+  before it): news it forgot can reach it again;
+- a `told` without `belief_id` passes on the teller's memory of the news its claim is of, as a
+  `told` naming it would: of the teller's memories of that origin, not impressions, those it
+  has not forgotten at the event's story time, as it holds them (faded: retold, confidence x
+  retention), the fewest hops, then the surest, then the newest (by position, then the smallest
+  id); a teller holding none tells it as news of its own (one hop, the `told` confidence).
 """
 
 from __future__ import annotations
@@ -1537,15 +1542,21 @@ class Oracle:
         """What a listener takes from a conversation: a player's line as a conversation; a
         `told` as news of what the teller's memory is of, or of what the claim suggests."""
         visible: list[OMemory] = before["memories"]
+        now = before["now"] if event.story_minutes is None else event.story_minutes
         teller = None if event.key == PLAYER_SAID else self._teller_memory(event, visible)
         claimed = claimed_facts(event)
+        claim = ""
+        if event.key == TOLD and teller is None:
+            claim = self._claim_origin(event, claimed, before)
+            if event.actor is not None and not isinstance(event.payload.get("belief_id"), str):
+                teller = self._news_passed_on(before, event.actor, claim, now)
         if event.key == PLAYER_SAID:
             source, origin = "player", origin_id(event)
             confidence = first_confidence("player", self.policy)
             told_of = news_kind(sentence(event, name), claimed)
             importance, feeling, arousal = impact("conversation", part, self.policy)
         elif teller is None:
-            source, origin = "told", self._claim_origin(event, claimed, before)
+            source, origin = "told", claim
             confidence = first_confidence("told", self.policy)
             told_of = news_kind(sentence(event, name), claimed)
             self.reached[f"told news of {told_of}"] += 1
@@ -1555,7 +1566,6 @@ class Oracle:
             confidence = retold_confidence(teller.confidence, self.policy)
             told_of = tells_of(teller)
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
-        now = before["now"] if event.story_minutes is None else event.story_minutes
         if self._holds_news(before, character, origin, now):
             return None
         if self._held_once(before, character, origin):
@@ -1616,6 +1626,38 @@ class Oracle:
                 == (impression.timeline, impression.seq, impression.origin)
             ]
         return held[0] if held else None
+
+    def _news_passed_on(
+        self, before: dict[str, Any], teller: str, origin: str, now: int | None
+    ) -> OMemory | None:
+        """The teller's memory of the news `origin` that a `told` naming no memory passes on, as
+        rumourmill documents it: of its memories of it, not impressions, those it has not
+        forgotten at story minute `now`, as it holds them; the fewest hops, then the surest,
+        then the newest (by position, then the smallest id). None if it holds none."""
+        kept = []
+        for memory in before["memories"]:
+            if memory.character != teller or memory.origin != origin:
+                continue
+            if memory.kind == "impression":
+                continue
+            recalled = before["recalls"].get((teller, memory.belief_id), [])
+            retention, state = held(memory, now, self.policy, recalled)
+            if state == "forgotten":
+                continue
+            if state == "faded":
+                memory = replace(
+                    memory,
+                    content=retelling(memory.content),
+                    confidence=round(memory.confidence * retention, 2),
+                )
+            kept.append(memory)
+        if not kept:
+            return None
+        passed = min(kept, key=lambda m: (m.hops, -m.confidence, -m.seq, m.belief_id))
+        self.reached["told news its teller held"] += 1
+        if passed.hops > 0:
+            self.reached["told news its teller had second-hand"] += 1
+        return passed
 
     def _holds_news(
         self, before: dict[str, Any], character: str, origin: str, now: int | None

@@ -44,6 +44,16 @@ class Context:
             memory.character_id == character and memory.origin == origin for memory in self.memories
         )
 
+    def teller_news(self, teller: str, origin: str) -> Memory | None:
+        held = [
+            memory
+            for memory in self.memories
+            if memory.character_id == teller
+            and memory.origin == origin
+            and memory.kind != "impression"
+        ]
+        return min(held, key=lambda memory: (memory.hops, -memory.confidence), default=None)
+
     def fact_origin(self, fact: Fact) -> str | None:
         recorded = self.record.get((fact.subject, fact.attribute))
         if recorded is None or not same_json(recorded[0], fact.value):

@@ -232,6 +232,29 @@ def test_news_from_an_unknown_belief_is_told_first_hand() -> None:
     assert [(fact.subject, fact.value) for fact in heard.facts] == [("loc-well", False)]
 
 
+def test_news_told_without_naming_a_memory_is_retold_from_the_tellers_memory_of_it() -> None:
+    """Ada had "Oskar is a thief" from Bram, who stood behind nothing; telling Zed the same
+    words of Oskar, naming no memory, she passes on hers: Zed holds it two hops away, through
+    Bram and Ada, as sure as a retelling of her 0.8 (he held it one hop away, from Ada alone,
+    at 0.8, as if she had made it up)."""
+    world = World()
+    claim = {"content": "Oskar is a thief.", "about": ["npc-oskar"]}
+    [heard] = world.happen(TOLD, actor="npc-bram", target="npc-ada", payload=claim)
+    assert (heard.source, heard.hops, heard.confidence) == ("told", 1, 0.8)
+    [rumour] = world.happen(TOLD, actor="npc-ada", target="npc-zed", payload=claim)
+    assert (rumour.source, rumour.source_entity, rumour.hops, rumour.confidence) == (
+        "rumour",
+        "npc-ada",
+        2,
+        0.64,
+    )
+    assert rumour.origin == heard.origin
+    assert [(step.entity_id, step.hops, step.confidence) for step in rumour.lineage] == [
+        ("npc-bram", 1, 0.8),
+        ("npc-ada", 2, 0.64),
+    ]
+
+
 def test_nobody_takes_in_news_of_what_they_saw_or_already_know() -> None:
     world = World()
     seen = saw_a_theft(world)

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from projections.digest import world_digest
+from projections.memories import belief_id
 from projections.provenance import provenance
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -141,3 +142,63 @@ def test_a_fact_changed_and_changed_back_is_news_of_the_change_back() -> None:
     ]
     state = replay_lines(lines).state
     assert origin_for(state, "main", "npc-mara") == ("main", 3, "combat.enemy-defeated")
+
+
+def sailor_news_passed_on(named: bool) -> MemoryState:
+    """Mara sees Ilse defeat the sailor (1), tells Tomas (2), who tells Ilka (3): each `told`
+    claims the fight's fact, naming the teller's memory of it when `named`."""
+    mara_saw = belief_id("default", "save-1", "main", 1, "npc-mara", "event")
+    tomas_heard = belief_id("default", "save-1", "main", 2, "npc-tomas", "knowledge")
+    lines = [
+        happened(
+            1,
+            "combat.enemy-defeated",
+            actor="player-1",
+            target="npc-drunk-sailor",
+            players=["player-1"],
+            witnesses=["npc-mara"],
+            facts=SAILOR_DOWN,
+        )
+    ]
+    for seq, teller, listener, belief in (
+        (2, "npc-mara", "npc-tomas", mara_saw),
+        (3, "npc-tomas", "npc-ilka", tomas_heard),
+    ):
+        payload = TOLD_SAILOR_DOWN | ({"belief_id": belief} if named else {})
+        lines.append(
+            happened(
+                seq,
+                "loreweaver.conversation.told",
+                actor=teller,
+                target=listener,
+                payload=payload,
+            )
+        )
+    return replay_lines(lines).state
+
+
+def test_news_told_without_naming_a_memory_travels_on_from_the_tellers_own() -> None:
+    """Tomas had the fight from Mara, who saw it: told on to Ilka without naming his memory, it
+    reaches her two hops from the fight, as sure as a retelling of his (0.72 x 0.8), through
+    Mara and Tomas, exactly as naming his memory passes it. (She held it one hop away, at the
+    0.8 of news nobody stood behind, told by Tomas alone.)"""
+    state = sailor_news_passed_on(named=False)
+    [belief] = answer(runtime_read(state, "default", "save-1", "main", "npc-ilka"))["beliefs"]
+    assert (belief["source"], belief["source_entity"], belief["hops"], belief["confidence"]) == (
+        "rumour",
+        "npc-tomas",
+        2,
+        0.58,
+    )
+    found = answer(provenance(state, "default", "save-1", "main", "npc-ilka", belief["belief_id"]))
+    assert (found["origin"]["seq"], found["origin"]["key"]) == (1, "combat.enemy-defeated")
+    assert found["chain"] == [
+        {"entity_id": "npc-mara", "hops": 0},
+        {"entity_id": "npc-tomas", "hops": 1, "confidence": 0.72, "told_by": "npc-mara"},
+        {"entity_id": "npc-ilka", "hops": 2, "confidence": 0.58, "told_by": "npc-tomas"},
+    ]
+    named = sailor_news_passed_on(named=True)
+    for npc in ("npc-tomas", "npc-ilka"):
+        assert answer(runtime_read(state, "default", "save-1", "main", npc)) == answer(
+            runtime_read(named, "default", "save-1", "main", npc)
+        )

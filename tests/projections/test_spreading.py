@@ -26,6 +26,7 @@ from streams.replay import replay_lines
 ENTERED = "loreweaver.movement.location-entered"
 MET = "loreweaver.social.characters-met"
 TOLD = "loreweaver.conversation.told"
+RECALLED = "loreweaver.memory.recalled"
 
 
 class Town:
@@ -362,6 +363,77 @@ def test_news_a_listener_forgot_reaches_them_again(how: str) -> None:
         (OMEN, "told", "npc-ada", 1, 0.72),
         (OMEN, "told", "npc-zed", 1, 0.72),
     ]
+
+
+CURSED = {
+    "content": "Ada is cursed",
+    "facts": [{"subject": "npc-ada", "attribute": "cursed", "value": True}],
+}
+"""News of the omen, told naming no memory: the omen made its fact what the record says."""
+
+
+def cursed_omen_told_to_bo_then_forgotten(town: Town) -> None:
+    """Zed shows Ada a cursed omen on day 1, and she tells Bo of it (naming her memory) within
+    the hour; by day 300 Bo has forgotten it."""
+    town.happen(
+        "sight.omen",
+        actor="npc-zed",
+        target="npc-ada",
+        facts=CURSED["facts"],
+        game_time="day 1, 10:00",
+    )
+    adas = belief_id("default", "town", "main", 1, "npc-ada", "event")
+    town.happen(
+        TOLD,
+        actor="npc-ada",
+        target="npc-bo",
+        payload={"belief_id": adas},
+        game_time="day 1, 11:00",
+    )
+
+
+def test_news_told_naming_no_memory_passes_on_the_tellers_closest_memory_of_it() -> None:
+    """Bo forgot what Ada told him of the omen; on day 300 Cy, who had it from Zed, tells him
+    again (two hops from the omen), and then he recalls Ada's telling (its clock restarts). He
+    holds both; telling Dee, naming neither, he passes on the one fewer hops from the omen: she
+    holds it two hops away, through Ada and Bo, as a retelling of his 0.72. Before, she held it
+    one hop away, from Bo alone, at the 0.8 of news nobody stood behind."""
+    town = Town()
+    cursed_omen_told_to_bo_then_forgotten(town)
+    zeds = belief_id("default", "town", "main", 1, "npc-zed", "event")
+    day_300 = "day 300, 10:00"
+    town.happen(RECALLED, actor="npc-zed", payload={"belief_ids": [zeds]}, game_time=day_300)
+    town.happen(
+        TOLD, actor="npc-zed", target="npc-cy", payload={"belief_id": zeds}, game_time=day_300
+    )
+    cys = belief_id("default", "town", "main", 4, "npc-cy", "knowledge")
+    town.happen(
+        TOLD, actor="npc-cy", target="npc-bo", payload={"belief_id": cys}, game_time=day_300
+    )
+    from_ada = belief_id("default", "town", "main", 2, "npc-bo", "knowledge")
+    town.happen(RECALLED, actor="npc-bo", payload={"belief_ids": [from_ada]}, game_time=day_300)
+    assert town.knowledge("npc-bo") == [
+        ("npc-zed omen npc-ada", "rumour", "npc-cy", 2, 0.58),
+        ("npc-zed omen npc-ada", "told", "npc-ada", 1, 0.72),
+    ]
+    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=CURSED, game_time=day_300)
+    assert town.knowledge("npc-dee") == [("Ada is cursed", "rumour", "npc-bo", 2, 0.58)]
+    [heard] = runtime_read(town.state(), "default", "town", "main", "npc-dee").beliefs
+    chain = provenance(town.state(), "default", "town", "main", "npc-dee", heard.belief_id).chain
+    assert [(link.entity_id, link.told_by) for link in chain] == [
+        ("npc-ada", None),
+        ("npc-bo", "npc-ada"),
+        ("npc-dee", "npc-bo"),
+    ]
+
+
+def test_news_told_naming_no_memory_is_the_tellers_own_once_it_has_forgotten_it() -> None:
+    """Bo has forgotten the omen by day 300: what he tells Dee of it, naming no memory, is his
+    own news, one hop away, at the 0.8 of news nobody stood behind."""
+    town = Town()
+    cursed_omen_told_to_bo_then_forgotten(town)
+    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=CURSED, game_time="day 300, 10:00")
+    assert town.knowledge("npc-dee") == [("Ada is cursed", "told", "npc-bo", 1, 0.8)]
 
 
 def test_news_relearned_on_a_timeline_is_still_known_on_a_branch_from_before() -> None:

@@ -3,10 +3,11 @@
 A history is drawn choice by choice: characters, places, players, movements, generic events of
 every kind of weighing (with and without witnesses, payloads of ids, numbers and JSON), `told`
 (with and without the `belief_id` of a belief the teller really holds, picked from a
-generation-time oracle), `player-said`, meetings, declarations and groups, branches from random
-points (branches of branches, down to long ancestries), facts of every JSON kind (`0`, `1`,
-`true` and `false` among them; now and then one the record holds already, said again or claimed
-by news), a policy that varies the settings that change what is
+generation-time oracle; without one, now and then claiming the facts of news the teller
+holds), `player-said`, meetings, declarations and groups, branches from random points
+(branches of branches, down to long ancestries), facts of every JSON kind (`0`, `1`, `true` and
+`false` among them; now and then one the record holds already, said again or claimed by news),
+a policy that varies the settings that change what is
 remembered, then a delivery with duplicated and locally reordered messages.
 
 Small worlds draw each choice from Hypothesis (so a failure shrinks to a short history);
@@ -446,10 +447,17 @@ def _draw_event(
             )
         if choose.integer(0, 3, "about") == 0:
             payload["about"] = choose.some([*anyone, *cast.things], 2 + len(cast.things), "about")
-        if choose.integer(0, 3, "claims") == 0:
+        claims = choose.integer(0, 3, "claims")
+        if claims == 0:
             recorded = scout.recorded_facts(tenant, world, timeline)
             claimed = _draw_or_recorded_fact(choose, characters, recorded)
             payload["facts"] = [claimed, {"not": "a fact"}]
+        elif claims == 1 and "belief_id" not in payload:
+            # news the teller holds, told in its own words, naming no memory of it
+            known = [m.facts for m in held if m.facts]
+            if known:
+                retold = choose.pick(known, "retold")
+                payload["facts"] = [fact.model_dump(mode="json") for fact in retold]
         if choose.integer(0, 3, "overheard") == 0:
             event["witnesses"] = choose.some(characters, 2, "overheard by")
         event["payload"] = payload
