@@ -108,6 +108,8 @@ def reason_to_discard(
         return "it has no stamp"
     if stamp.changelog_format != FORMAT:
         return f"it was written with changelog format {stamp.changelog_format}, not {FORMAT}"
+    if stamp.changelog_offset < 0:
+        return "it holds no changelog offset"
     if stamp.cluster_id != changelog.cluster_id:
         return f"it comes from Kafka cluster {stamp.cluster_id}, not {changelog.cluster_id}"
     end = changelog.end.get(partition, 0)
@@ -393,14 +395,18 @@ class LocalDurability:
         if db is None or not await self._confirmed(state):
             return
         started = time.monotonic()
-        self._persist_offset(partition, state.confirmed_offset)
+        offset = self._held_offset(partition, state.confirmed_offset)
+        if offset is None:  # it holds nothing of the changelog: nothing to restore
+            state.events_since_checkpoint = 0
+            return
+        self._persist_offset(partition, offset)
         files = self.files(partition)
         final = files.checkpoint
         old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
         final.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         Checkpoint(db).create_checkpoint(str(tmp))
-        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(state).to_bytes())
+        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(offset).to_bytes())
         _fsync_directory(tmp)
         if final.exists():
             final.rename(old)
@@ -412,12 +418,21 @@ class LocalDurability:
         log.debug(
             "partition %d checkpointed at changelog offset %d in %.0f ms",
             partition,
-            state.confirmed_offset,
+            offset,
             (state.last_checkpoint - started) * 1000,
         )
 
-    def _stamp(self, state: _Partition) -> Stamp:
-        return Stamp(self.cluster_id, state.confirmed_offset, int(time.time() * 1000))
+    def _held_offset(self, partition: int, confirmed_offset: int) -> int | None:
+        """The changelog offset the partition's database holds everything up to: the last of
+        its own writes confirmed, or what recovery laid in before them (a partition given only
+        events it held already, redelivered after a kill, sent nothing); None if neither."""
+        topic = self.table.changelog_topic.get_topic_name()
+        recovered = self.store.persisted_offset(TP(topic, partition))
+        held = max(confirmed_offset, -1 if recovered is None else recovered)
+        return None if held < 0 else held
+
+    def _stamp(self, offset: int) -> Stamp:
+        return Stamp(self.cluster_id, offset, int(time.time() * 1000))
 
     async def finish(self) -> None:
         """At a clean stop: every open partition flushed and stamped; dirty ones marked clean
@@ -437,22 +452,17 @@ class LocalDurability:
 
     async def _close_cleanly(self, partition: int, db: Rdict) -> None:
         files = self.files(partition)
-        state = self.partitions.get(partition)
-        if state is not None and state.dirty:
-            if not await self._confirmed(state, STOP_TIMEOUT):
-                log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
-                return
-            self._persist_offset(partition, state.confirmed_offset)
-            stamp = self._stamp(state)
-        else:
-            topic = self.table.changelog_topic.get_topic_name()
-            offset = self.store.persisted_offset(TP(topic, partition))
-            if offset is None or not self.cluster_id:
-                return
-            stamp = Stamp(self.cluster_id, offset, int(time.time() * 1000))
+        state = self.partitions.get(partition) or _Partition()  # not written to: clean
+        if state.dirty and not await self._confirmed(state, STOP_TIMEOUT):
+            log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
+            return
+        offset = self._held_offset(partition, state.confirmed_offset)
+        if offset is None or not self.cluster_id:
+            return
+        self._persist_offset(partition, offset)
         db.flush()
-        _write_durably(files.stamp, stamp.to_bytes())
-        if state is not None and state.dirty:
+        _write_durably(files.stamp, self._stamp(offset).to_bytes())
+        if state.dirty:
             files.dirty.unlink(missing_ok=True)
             state.dirty = False
         _fsync_directory(files.db.parent)

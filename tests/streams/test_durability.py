@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from faust.types import TP
 from rocksdict import Checkpoint, Options, Rdict
 
-from streams.app import create_app
+from streams.app import create_app, partition_db
 from streams.durability import (
     Changelog,
     PartitionFiles,
@@ -38,6 +40,7 @@ def test_a_recent_copy_of_the_same_cluster_within_the_changelog_is_kept() -> Non
         (stamp(offset=100), "changelog ends at 100"),
         (stamp(age_ms=59_000), "deletes are kept"),
         (Stamp("cluster-a", 50, NOW_MS - 1_000, changelog_format=1), "changelog format 1"),
+        (stamp(offset=-1), "no changelog offset"),  # what a release before stamped, wrongly
     ],
 )
 def test_a_copy_that_could_be_wrong_is_discarded(kept: Stamp | None, why: str) -> None:
@@ -144,3 +147,31 @@ def test_a_worker_switched_to_another_app_id_never_takes_the_copies_of_the_one_b
     assert fresh.db == after.store.partition_path(0)  # where Faust opens it
     assert not fresh.db.exists() and not fresh.checkpoint.exists() and not fresh.stamp.exists()
     assert "kept" in prepare_partition(old, CHANGELOG, NOW_MS)  # a switch back keeps them
+
+
+def test_a_partition_given_only_events_it_held_already_is_stamped_at_what_recovery_laid_in(
+    tmp_path: Path,
+) -> None:
+    """Events given again after a kill (their offsets not committed, their state in the
+    changelog) write nothing, so no changelog offset is confirmed. The checkpoint and the clean
+    stop that followed stamped the copy as holding offset -1 (and put -1 in the database as
+    Faust's recovery offset): the next start replayed the whole changelog."""
+
+    async def given_again() -> tuple[int | None, Stamp | None, Stamp | None]:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept = mill.durability
+        kept.cluster_id = "cluster-a"
+        changelog = TP(mill.state.changelog_topic.get_topic_name(), 0)
+        partition_db(mill.state, 0).put(b"key", b"recovered")
+        kept.store.set_persisted_offset(changelog, 41)  # recovery laid in up to 41
+        async with kept.writing({0: 3}):  # three events recognised: nothing written, sent
+            kept.sent(0, [])
+        await kept.take_checkpoint(0, kept.partitions[0])
+        checkpointed = Stamp.read(kept.files(0).checkpoint_stamp)
+        await kept.finish()
+        return kept.store.persisted_offset(changelog), checkpointed, Stamp.read(kept.files(0).stamp)
+
+    recovery_offset, checkpointed, stopped = asyncio.run(given_again())
+    assert recovery_offset == 41
+    assert checkpointed is not None and checkpointed.changelog_offset == 41
+    assert stopped is not None and stopped.changelog_offset == 41
