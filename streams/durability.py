@@ -19,12 +19,17 @@ id's own, `streams.app.table_dir`: a stamp names no changelog):
 
 Faust keeps its recovery offset inside each database (`set_persisted_offset`); this module
 writes it at the same quiescent points, so Faust's recovery itself replays only the tail.
+
+The table directory is one worker's: it holds `worker.lock` (`hold_table_dir`) from before it
+looks at any copy until the process ends. A second worker of the app id on the same data dir
+would otherwise take the first's dirty markers for a crash's, and throw its live databases away.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import shutil
 import time
@@ -45,6 +50,7 @@ from streams.changelog import FORMAT
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
 from streams.settings import Settings
+from streams.stopping import STOP_DEADLINE_SECONDS
 
 log = logger("durability")
 
@@ -59,6 +65,12 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 """Kafka's default `delete.retention.ms`, when the topic does not say."""
 STOP_TIMEOUT = 10.0
 """How long a clean stop waits for the changelog to confirm the last writes."""
+LOCK_FILE = "worker.lock"
+"""Held (`flock`) in the table directory by the worker that uses it."""
+LOCK_WAIT_SECONDS = STOP_DEADLINE_SECONDS + 5.0
+"""How long a start waits for the worker holding the table directory to stop (a restart
+that began before the worker it replaces had ended its stop)."""
+LOCK_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,40 @@ def reason_to_discard(
             f"{changelog.delete_retention_ms // 1000} s"
         )
     return None
+
+
+class TableDirInUse(Exception):
+    """Another worker holds the table directory; the message says what to do."""
+
+
+async def hold_table_dir(tabledir: Path, wait_seconds: float) -> int:
+    """Lock `tabledir` for this process (the lock goes with it, however it ends); returns the
+    lock file's descriptor, to keep open. Waits up to `wait_seconds` for another holder to
+    stop, then raises `TableDirInUse`."""
+    tabledir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(tabledir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    if _locked(descriptor):
+        return descriptor
+    log.info("waiting up to %.0f s for the worker using %s to stop", wait_seconds, tabledir)
+    deadline = time.monotonic() + wait_seconds
+    while not _locked(descriptor):
+        if time.monotonic() >= deadline:
+            os.close(descriptor)
+            raise TableDirInUse(
+                f"another worker uses {tabledir} (it holds {LOCK_FILE} there): give each "
+                "worker its own RUMOURMILL_DATA_DIR; nothing in it was touched"
+            )
+        await asyncio.sleep(LOCK_POLL_SECONDS)
+    return descriptor
+
+
+def _locked(descriptor: int) -> bool:
+    """Take the lock of `descriptor` if no other holds it."""
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -299,6 +345,8 @@ class LocalDurability:
         self.partitions: dict[int, _Partition] = {}
         self.quiet = asyncio.Lock()
         """Held while an event is projected; a checkpoint or a stop holds it in between."""
+        self.lock: int | None = None
+        """The table directory's lock file, held open for as long as the process runs."""
 
     @property
     def store(self) -> Store:
@@ -312,7 +360,10 @@ class LocalDurability:
         return PartitionFiles(tabledir / f"{self.table.name}-{partition}.db")
 
     async def prepare(self, partitions: Sequence[int]) -> None:
-        """At start, before Faust opens anything: keep, restore or discard each partition."""
+        """At start, before Faust opens anything: hold the table directory (`hold_table_dir`),
+        then keep, restore or discard each partition."""
+        if self.lock is None:
+            self.lock = await hold_table_dir(Path(self.table.app.conf.tabledir), LOCK_WAIT_SECONDS)
         topic = self.table.changelog_topic.get_topic_name()
         changelog = await read_changelog(self.settings, topic, partitions)
         self.cluster_id = changelog.cluster_id

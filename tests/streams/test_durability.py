@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 from faust.types import TP
 from rocksdict import Checkpoint, Options, Rdict
 
+from streams import durability
 from streams.app import create_app, partition_db
 from streams.durability import (
     Changelog,
     PartitionFiles,
     Stamp,
+    TableDirInUse,
+    hold_table_dir,
     prepare_partition,
     reason_to_discard,
 )
@@ -175,3 +179,35 @@ def test_a_partition_given_only_events_it_held_already_is_stamped_at_what_recove
     assert recovery_offset == 41
     assert checkpointed is not None and checkpointed.changelog_offset == 41
     assert stopped is not None and stopped.changelog_offset == 41
+
+
+def test_a_second_worker_of_the_app_id_on_the_same_data_dir_is_refused_and_touches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers given one RUMOURMILL_DATA_DIR (a restart begun before the worker it replaces
+    had stopped, two containers on one volume): the second took the first's dirty markers for a
+    crash's and threw its live databases away, restoring checkpoints under it."""
+    monkeypatch.setattr(durability, "LOCK_WAIT_SECONDS", 0.3)
+    settings = Settings(data_dir=tmp_path, app_id="town")
+    first, second = (create_app(settings).durability for _ in range(2))
+    tabledir = first.files(0).db.parent
+    first.lock = asyncio.run(hold_table_dir(tabledir, 0))
+    files = live_copy(tabledir, checkpointed=True)
+    files.dirty.touch()  # the first worker is writing to it
+    with pytest.raises(TableDirInUse, match="RUMOURMILL_DATA_DIR"):
+        asyncio.run(second.prepare([0]))
+    assert files.dirty.exists() and value_in(files) == b"after, never confirmed"
+
+
+def test_a_start_waits_for_the_worker_before_it_to_stop(tmp_path: Path) -> None:
+    """The lock goes with the process holding it, however it ends (a stop, a kill): a start
+    that found it held goes on once it is free."""
+
+    async def start_after_a_stop() -> None:
+        held = await hold_table_dir(tmp_path, 0)
+        with pytest.raises(TableDirInUse):
+            await hold_table_dir(tmp_path, 0.3)
+        asyncio.get_running_loop().call_later(0.3, os.close, held)  # the worker before stops
+        os.close(await hold_table_dir(tmp_path, 5))
+
+    asyncio.run(start_after_a_stop())

@@ -16,8 +16,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from localbroker import free_port
 from streams.app import CHECKPOINT_TICK
-from streams.durability import IDLE_SECONDS
+from streams.durability import IDLE_SECONDS, LOCK_WAIT_SECONDS
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import story
@@ -190,3 +191,39 @@ def test_a_start_given_only_events_it_holds_already_keeps_its_copy_for_the_next_
         assert_same_as_replay(settings, lines, replay_lines(lines))
     finally:
         worker.stop()
+
+
+def test_a_second_worker_on_the_data_dir_of_a_running_one_stops_and_leaves_its_state(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A second worker of the app id given the same RUMOURMILL_DATA_DIR (a restart begun before
+    the worker it replaces had stopped, two containers on one volume) took the running one's
+    dirty markers for a crash's: it removed them and restored checkpoints over its live
+    databases. It now waits for the data dir (the running one's stop), then stops, saying why."""
+    lines = story(worlds=2, events_per_world=200, seed=13)
+    first = WorkerProcess(settings, tmp_path / "first.log").start()
+    second = WorkerProcess(
+        settings.model_copy(update={"web_port": free_port()}), tmp_path / "second.log"
+    )
+    try:
+        send_events(settings, lines[:200])
+        wait_for_everything(
+            settings, expected_processed(replay_lines(lines[:200]), lines[:200]), 120
+        )
+        markers = sorted(settings.data_dir.rglob("*.dirty"))
+        assert markers, "the running worker wrote to no partition"
+        assert second.spawn().process is not None
+        exit_code = second.process.wait(LOCK_WAIT_SECONDS + 60)
+        assert exit_code == 1 and "give each worker its own RUMOURMILL_DATA_DIR" in (
+            second.log_tail()
+        ), second.log_tail()
+        assert sorted(settings.data_dir.rglob("*.dirty")) == markers
+        send_events(settings, lines[200:])
+        clean = replay_lines(lines)
+        wait_for_everything(settings, expected_processed(clean, lines), 120)
+        first.stop()
+        first.start()
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        second.kill()
+        first.stop()
