@@ -96,7 +96,9 @@ class StateTable(faust.Table[bytes, bytes]):
     """
 
     recovered: Counter[int]
-    """Changelog records laid into each partition since recovery last finished."""
+    """Changelog records recovery laid into each active partition since it last finished. Those
+    a standby copy lays in all along are not counted (a takeover told them as replayed): at a
+    takeover, the count is what the promoted copies still lacked."""
     reported_at: float
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
@@ -201,6 +203,8 @@ class StateTable(faust.Table[bytes, bytes]):
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
         writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
+        standbys = cast(TableManager, self.app.tables).recovery.standby_tps
+        recovering = False
         for event in batch:
             message = event.message
             tp = message.tp
@@ -216,12 +220,14 @@ class StateTable(faust.Table[bytes, bytes]):
                     _write_to(tp_writes, state_key, value)
                 self.changesets[tp.partition][key] = None
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
-            self.recovered[message.partition] += 1
+            if tp not in standbys:
+                self.recovered[message.partition] += 1
+                recovering = True
         for tp, tp_writes in writes.items():
             self.hot.pop(tp.partition, None)
             without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
             self.data.set_persisted_offset(tp, offsets[tp])
-        if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
+        if recovering and time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
             self.reported_at = time.monotonic()
             log.info(
                 "recovering state: %d record(s) laid so far",
