@@ -188,12 +188,32 @@ class StateTable(faust.Table[bytes, bytes]):
     ) -> None:
         self.hot.clear()
         await self.all_settled()  # before Faust lets any database go
+        changelog = self.changelog_topic.get_topic_name()
+        self.local_durability.rebalanced(
+            [tp.partition for tp in revoked if tp.topic == changelog],
+            [tp.partition for tp in newly_assigned if tp.topic == changelog],
+            self.standbys_caught_up(),
+        )
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
+    def standbys_caught_up(self) -> set[int]:
+        """The standby partitions whose copies read the changelog up to where it ended at the
+        last rebalance (Faust's recovery reads them on from there)."""
+        recovery = cast(TableManager, self.app.tables).recovery
+        return {
+            tp.partition
+            for tp in recovery.standby_tps
+            if (read := recovery.standby_offsets.get(tp)) is not None
+            and (end := recovery.standby_highwaters.get(tp)) is not None
+            and read >= end  # Faust's highwaters are the last offsets
+        }
+
     async def on_stop(self) -> None:
-        """Runs once every event is acked and before Faust lets go of the databases."""
+        """Runs once every event is acked and before Faust lets go of the databases (the
+        standby records read and not laid in yet first laid in, as Faust's recovery would)."""
         try:
             if self.durability is not None:
+                cast(TableManager, self.app.tables).recovery.flush_buffers()
                 await self.durability.finish()
             await self.writer.stop()
         finally:
@@ -238,6 +258,7 @@ class StateTable(faust.Table[bytes, bytes]):
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
         partitions = sorted(tp.partition for tp in active_tps)
+        self.local_durability.recovered = set(partitions)
         log.info(
             "state recovered: %d record(s) laid; serving partitions %s",
             self.recovered.total(),

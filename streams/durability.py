@@ -13,9 +13,12 @@ id's own, `streams.app.table_dir`: a stamp names no changelog):
   for `IDLE_SECONDS`. After a crash the start restores it (hard links) and recovery replays
   only the changelog past it;
 - `state-P.stamp.json` (and `stamp.json` inside a checkpoint): the Kafka cluster, the changelog
-  offset the copy holds everything up to, and when. A start keeps a copy only if it belongs to
-  the same cluster, its offset is still in the changelog, and it is younger than the
-  changelog's `delete.retention.ms` (an older copy could miss a delete that compaction dropped).
+  offset the copy holds everything up to, and when it last followed the changelog to its end. A
+  start keeps a copy only if it belongs to the same cluster, its offset is still in the
+  changelog, and it followed the changelog within its `delete.retention.ms` (a copy left longer
+  could miss a delete that compaction dropped). A rebalance that gives the worker a partition
+  back checks its copy the same way before Faust opens it (`LocalDurability.rebalanced`): a copy
+  let go at a rebalance, or kept at start and first used later, stops following meanwhile.
 
 Faust keeps its recovery offset inside each database (`set_persisted_offset`); this module
 writes it at the same quiescent points, so Faust's recovery itself replays only the tail.
@@ -33,7 +36,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -42,6 +45,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from faust.exceptions import ConsumerNotStarted
 from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
 from rocksdict import Checkpoint, Rdict
@@ -347,6 +351,14 @@ class LocalDurability:
         """Held while an event is projected; a checkpoint or a stop holds it in between."""
         self.lock: int | None = None
         """The table directory's lock file, held open for as long as the process runs."""
+        self.delete_retention_ms = DEFAULT_DELETE_RETENTION_MS
+        """The changelog's, as `prepare` read it."""
+        self.followed_at: dict[int, int] = {}
+        """Per partition, when (ms) its copy last followed the changelog to its end, as far as
+        known: a kept copy's stamp, when a copy was let go at the end, or begun afresh."""
+        self.recovered: set[int] = set()
+        """The active partitions whose recovery completed: at the changelog's end, which only
+        this worker writes to."""
 
     @property
     def store(self) -> Store:
@@ -367,12 +379,65 @@ class LocalDurability:
         topic = self.table.changelog_topic.get_topic_name()
         changelog = await read_changelog(self.settings, topic, partitions)
         self.cluster_id = changelog.cluster_id
+        self.delete_retention_ms = changelog.delete_retention_ms
         now_ms = int(time.time() * 1000)
         for partition in partitions:
             files = self.files(partition)
             if files.db.exists() or files.dirty.exists() or files.checkpoint.exists():
                 outcome = prepare_partition(files, changelog, now_ms)
                 log.info("partition %d: %s", partition, outcome, extra={"partition": partition})
+            kept = Stamp.read(files.stamp) if files.db.exists() else None
+            self.followed_at[partition] = now_ms if kept is None else kept.taken_at_ms
+
+    def rebalanced(
+        self, revoked: Iterable[int], assigned: Iterable[int], standbys_caught_up: Set[int]
+    ) -> None:
+        """At a rebalance, before Faust lets go of a database or opens one: note when each
+        copy let go last followed the changelog (now, if it was recovered or a standby that
+        caught up with it, `standbys_caught_up`, and read on since), and throw away each copy
+        given to the worker that stopped following it longer ago than a start would keep it
+        (`reason_to_discard`): compaction may have dropped deletes it never saw."""
+        now_ms = int(time.time() * 1000)
+        for partition in revoked:
+            if partition in self.recovered or partition in standbys_caught_up:
+                self.followed_at[partition] = now_ms
+            self.recovered.discard(partition)
+        for partition in assigned:
+            files = self.files(partition)
+            age_ms = now_ms - self.followed_at.get(partition, now_ms)
+            if files.db.exists() and age_ms > self.delete_retention_ms * RETENTION_SHARE:
+                _remove(files.db, files.stamp)
+                files.dirty.unlink(missing_ok=True)
+                _fsync_directory(files.db.parent)
+                self.partitions.pop(partition, None)
+                log.warning(
+                    "partition %d: local state discarded (it last followed the changelog %d s"
+                    " ago; deletes are kept in the changelog for %d s): recovery replays the"
+                    " whole changelog",
+                    partition,
+                    age_ms // 1000,
+                    self.delete_retention_ms // 1000,
+                    extra={"partition": partition},
+                )
+            if not files.db.exists():
+                self.followed_at[partition] = now_ms  # a copy begun afresh
+
+    def at_changelog_end(self, partition: int) -> bool:
+        """Whether the partition's open copy holds the whole changelog: an active partition
+        once recovered, another that laid in everything up to the end the consumer last
+        fetched (a standby, all it read laid in)."""
+        if partition in self.recovered:
+            return True
+        db = self._open_db(partition)
+        if db is None:
+            return False
+        tp = TP(self.table.changelog_topic.get_topic_name(), partition)
+        try:
+            highwater = self.table.app.consumer.highwater(tp)
+        except (AssertionError, KeyError, ConsumerNotStarted):  # not assigned now, or stopped
+            return False
+        laid = db.get(self.store.offset_key)
+        return highwater is not None and laid is not None and int(laid) >= highwater - 1
 
     @contextlib.asynccontextmanager
     async def writing(self, events: Mapping[int, int]) -> AsyncIterator[None]:
@@ -443,7 +508,7 @@ class LocalDurability:
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
         """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
         db = self._open_db(partition)
-        if db is None or not await self._confirmed(state):
+        if db is None or not self.at_changelog_end(partition) or not await self._confirmed(state):
             return
         started = time.monotonic()
         offset = self._held_offset(partition, state.confirmed_offset)
@@ -482,8 +547,10 @@ class LocalDurability:
         held = max(confirmed_offset, -1 if recovered is None else recovered)
         return None if held < 0 else held
 
-    def _stamp(self, offset: int) -> Stamp:
-        return Stamp(self.cluster_id, offset, int(time.time() * 1000))
+    def _stamp(self, offset: int, followed_at_ms: int | None = None) -> Stamp:
+        """A stamp of a copy at the changelog's end now, or last at `followed_at_ms`."""
+        taken_at_ms = int(time.time() * 1000) if followed_at_ms is None else followed_at_ms
+        return Stamp(self.cluster_id, offset, taken_at_ms)
 
     async def finish(self) -> None:
         """At a clean stop: every open partition flushed and stamped; dirty ones marked clean
@@ -502,17 +569,24 @@ class LocalDurability:
             self.quiet.release()
 
     async def _close_cleanly(self, partition: int, db: Rdict) -> None:
+        """Flush and stamp the copy: as of now if it is at the changelog's end, else as of when
+        it last was (a standby behind, a copy whose recovery the stop cut short)."""
         files = self.files(partition)
         state = self.partitions.get(partition) or _Partition()  # not written to: clean
+        at_end = self.at_changelog_end(partition)
+        if state.dirty and not at_end:  # let go at a rebalance, given back as a standby
+            log.info("partition %d: behind the changelog, its checkpoint is used", partition)
+            return
         if state.dirty and not await self._confirmed(state, STOP_TIMEOUT):
             log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
             return
         offset = self._held_offset(partition, state.confirmed_offset)
-        if offset is None or not self.cluster_id:
+        followed_at = None if at_end else self.followed_at.get(partition)
+        if offset is None or not self.cluster_id or not (at_end or followed_at is not None):
             return
         self._persist_offset(partition, offset)
         db.flush()
-        _write_durably(files.stamp, self._stamp(offset).to_bytes())
+        _write_durably(files.stamp, self._stamp(offset, followed_at).to_bytes())
         if state.dirty:
             files.dirty.unlink(missing_ok=True)
             state.dirty = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,9 @@ def open_db(path: Path) -> Rdict:
     return Rdict(str(path), options=options)
 
 
-def live_copy(tmp_path: Path, checkpointed: bool) -> PartitionFiles:
+def live_copy(tmp_path: Path, checkpointed: bool, partition: int = 0) -> PartitionFiles:
     """A partition database; `checkpointed`: with a checkpoint holding only `before`."""
-    files = PartitionFiles(tmp_path / "state-0.db")
+    files = PartitionFiles(tmp_path / f"state-{partition}.db")
     db = open_db(files.db)
     db.put(b"key", b"before")
     if checkpointed:
@@ -168,6 +169,7 @@ def test_a_partition_given_only_events_it_held_already_is_stamped_at_what_recove
         changelog = TP(mill.state.changelog_topic.get_topic_name(), 0)
         partition_db(mill.state, 0).put(b"key", b"recovered")
         kept.store.set_persisted_offset(changelog, 41)  # recovery laid in up to 41
+        kept.recovered = {0}
         async with kept.writing({0: 3}):  # three events recognised: nothing written, sent
             kept.sent(0, [])
         await kept.take_checkpoint(0, kept.partitions[0])
@@ -211,3 +213,49 @@ def test_a_start_waits_for_the_worker_before_it_to_stop(tmp_path: Path) -> None:
         os.close(await hold_table_dir(tmp_path, 5))
 
     asyncio.run(start_after_a_stop())
+
+
+DAY_MS = 86_400_000
+
+
+def test_a_copy_a_stop_caught_behind_the_changelog_keeps_the_time_it_last_followed_it(
+    tmp_path: Path,
+) -> None:
+    """A clean stop stamped every open copy as of the stop, one whose recovery it cut short too
+    (or a standby behind): a copy kept six days, stopped a minute into replaying those days,
+    read as a minute old at the next start, and was kept past the week deletes are kept, with
+    deletes compaction dropped meanwhile missing from it."""
+
+    async def stopped_mid_recovery() -> Stamp | None:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept = mill.durability
+        kept.cluster_id = "cluster-a"
+        kept.followed_at[0] = NOW_MS - 6 * DAY_MS  # as `prepare` found its stamp
+        changelog = TP(mill.state.changelog_topic.get_topic_name(), 0)
+        partition_db(mill.state, 0).put(b"key", b"recovered so far")
+        kept.store.set_persisted_offset(changelog, 41)  # the changelog goes on past 41
+        await kept.finish()
+        return Stamp.read(kept.files(0).stamp)
+
+    stopped = asyncio.run(stopped_mid_recovery())
+    assert stopped == Stamp("cluster-a", 41, NOW_MS - 6 * DAY_MS)
+
+
+def test_a_copy_given_back_after_deletes_could_be_dropped_is_thrown_away_before_it_opens(
+    tmp_path: Path,
+) -> None:
+    """The copy of a partition a rebalance took from the worker stays on disk, and so does one
+    kept at start for a partition first given to the worker later: Faust opened either as it
+    was, whenever the partition came (back), and recovery resumed it past deletes compaction
+    had dropped (`test_compaction`). Given back within the time a start would keep it, it is
+    used; later, it is thrown away and recovery replays the whole changelog."""
+    mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+    kept = mill.durability
+    retention_ms = kept.delete_retention_ms
+    for partition, left_ms_ago in ((0, retention_ms // 2), (1, retention_ms)):
+        files = live_copy(kept.files(partition).db.parent, checkpointed=False, partition=partition)
+        files.dirty.touch()
+        kept.followed_at[partition] = int(time.time() * 1000) - left_ms_ago
+    kept.rebalanced([], [0, 1], set())
+    assert value_in(kept.files(0)) == b"after, never confirmed" and kept.files(0).dirty.exists()
+    assert not kept.files(1).db.exists() and not kept.files(1).dirty.exists()
