@@ -65,6 +65,9 @@ IDLE_SECONDS = 1.0
 crash after a burst replays nothing of it."""
 RETENTION_SHARE = 0.9
 """A kept copy is trusted for this share of the changelog's `delete.retention.ms`."""
+CLOCK_SLACK_MS = 60_000
+"""How far a stamp may be ahead of this machine's clock (a clock stepped back a little); a copy
+stamped further ahead has an age nobody can tell, and is not reused."""
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 """Kafka's default `delete.retention.ms`, when the topic does not say."""
 STOP_TIMEOUT = 10.0
@@ -134,11 +137,21 @@ def reason_to_discard(
     earliest = changelog.earliest.get(partition, 0)
     if stamp.changelog_offset + 1 < earliest:
         return f"the changelog no longer holds the offsets after {stamp.changelog_offset}"
-    age_ms = now_ms - stamp.taken_at_ms
-    if age_ms > changelog.delete_retention_ms * RETENTION_SHARE:
+    return reason_of_age(now_ms - stamp.taken_at_ms, changelog.delete_retention_ms)
+
+
+def reason_of_age(age_ms: int, delete_retention_ms: int) -> str | None:
+    """Why a copy that last followed the changelog `age_ms` ago must not be reused (None: it
+    may be): compaction may have dropped deletes it never saw, or its age cannot be told."""
+    if age_ms < -CLOCK_SLACK_MS:
         return (
-            f"it is {age_ms // 1000} s old; deletes are kept in the changelog for "
-            f"{changelog.delete_retention_ms // 1000} s"
+            f"it is stamped {-age_ms // 1000} s ahead of this machine's clock, which went back:"
+            " its age cannot be told"
+        )
+    if age_ms > delete_retention_ms * RETENTION_SHARE:
+        return (
+            f"it last followed the changelog {age_ms // 1000} s ago; deletes are kept in the"
+            f" changelog for {delete_retention_ms // 1000} s"
         )
     return None
 
@@ -405,18 +418,17 @@ class LocalDurability:
         for partition in assigned:
             files = self.files(partition)
             age_ms = now_ms - self.followed_at.get(partition, now_ms)
-            if files.db.exists() and age_ms > self.delete_retention_ms * RETENTION_SHARE:
+            reason = reason_of_age(age_ms, self.delete_retention_ms)
+            if files.db.exists() and reason is not None:
                 _remove(files.db, files.stamp)
                 files.dirty.unlink(missing_ok=True)
                 _fsync_directory(files.db.parent)
                 self.partitions.pop(partition, None)
                 log.warning(
-                    "partition %d: local state discarded (it last followed the changelog %d s"
-                    " ago; deletes are kept in the changelog for %d s): recovery replays the"
-                    " whole changelog",
+                    "partition %d: local state discarded (%s): recovery replays the whole"
+                    " changelog",
                     partition,
-                    age_ms // 1000,
-                    self.delete_retention_ms // 1000,
+                    reason,
                     extra={"partition": partition},
                 )
             if not files.db.exists():
