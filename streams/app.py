@@ -100,7 +100,9 @@ class StateTable(faust.Table[bytes, bytes]):
     """
 
     recovered: Counter[int]
-    """Changelog records laid into each partition since recovery last finished."""
+    """Changelog records recovery laid into each active partition since it last finished. Those
+    a standby copy lays in all along are not counted (a takeover told them as replayed): at a
+    takeover, the count is what the promoted copies still lacked."""
     reported_at: float
     """When recovery last reported its progress (`time.monotonic`)."""
     durability: LocalDurability | None
@@ -197,13 +199,33 @@ class StateTable(faust.Table[bytes, bytes]):
         self.hot.clear()
         await self.all_settled()  # before Faust lets any database go
         await self.snapshot_reads.finished()  # a snapshot keeps its database open
+        changelog = self.changelog_topic.get_topic_name()
+        self.local_durability.rebalanced(
+            [tp.partition for tp in revoked if tp.topic == changelog],
+            [tp.partition for tp in newly_assigned if tp.topic == changelog],
+            self.standbys_caught_up(),
+        )
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
+    def standbys_caught_up(self) -> set[int]:
+        """The standby partitions whose copies read the changelog up to where it ended at the
+        last rebalance (Faust's recovery reads them on from there)."""
+        recovery = cast(TableManager, self.app.tables).recovery
+        return {
+            tp.partition
+            for tp in recovery.standby_tps
+            if (read := recovery.standby_offsets.get(tp)) is not None
+            and (end := recovery.standby_highwaters.get(tp)) is not None
+            and read >= end  # Faust's highwaters are the last offsets
+        }
+
     async def on_stop(self) -> None:
-        """Runs once every event is acked and before Faust lets go of the databases."""
+        """Runs once every event is acked and before Faust lets go of the databases (the
+        standby records read and not laid in yet first laid in, as Faust's recovery would)."""
         try:
             await self.snapshot_reads.finished()
             if self.durability is not None:
+                cast(TableManager, self.app.tables).recovery.flush_buffers()
                 await self.durability.finish()
             await self.writer.stop()
         finally:
@@ -214,6 +236,8 @@ class StateTable(faust.Table[bytes, bytes]):
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
         writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
+        standbys = cast(TableManager, self.app.tables).recovery.standby_tps
+        recovering = False
         for event in batch:
             message = event.message
             tp = message.tp
@@ -229,12 +253,14 @@ class StateTable(faust.Table[bytes, bytes]):
                     _write_to(tp_writes, state_key, value)
                 self.changesets[tp.partition][key] = None
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
-            self.recovered[message.partition] += 1
+            if tp not in standbys:
+                self.recovered[message.partition] += 1
+                recovering = True
         for tp, tp_writes in writes.items():
             self.hot.pop(tp.partition, None)
             without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
             self.data.set_persisted_offset(tp, offsets[tp])
-        if time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
+        if recovering and time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
             self.reported_at = time.monotonic()
             log.info(
                 "recovering state: %d record(s) laid so far",
@@ -245,6 +271,7 @@ class StateTable(faust.Table[bytes, bytes]):
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
         await super().on_recovery_completed(active_tps, standby_tps)
         partitions = sorted(tp.partition for tp in active_tps)
+        self.local_durability.recovered = set(partitions)
         log.info(
             "state recovered: %d record(s) laid; serving partitions %s",
             self.recovered.total(),

@@ -137,6 +137,7 @@ def worker(**flags: Any) -> None:
 def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     """The worker, started as the settings say (`warn`: told of a variable naming no setting)."""
     from streams.app import create_app
+    from streams.durability import TableDirInUse
     from streams.logs import logging_config
     from streams.stopping import BoundedStopWorker
     from streams.topics import ensure_topics
@@ -148,7 +149,10 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
-    _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
+    try:
+        _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
+    except TableDirInUse as in_use:
+        raise click.ClickException(str(in_use)) from None
     BoundedStopWorker(
         mill.app,
         loglevel=settings.log_level,

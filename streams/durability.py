@@ -13,22 +13,30 @@ id's own, `streams.app.table_dir`: a stamp names no changelog):
   for `IDLE_SECONDS`. After a crash the start restores it (hard links) and recovery replays
   only the changelog past it;
 - `state-P.stamp.json` (and `stamp.json` inside a checkpoint): the Kafka cluster, the changelog
-  offset the copy holds everything up to, and when. A start keeps a copy only if it belongs to
-  the same cluster, its offset is still in the changelog, and it is younger than the
-  changelog's `delete.retention.ms` (an older copy could miss a delete that compaction dropped).
+  offset the copy holds everything up to, and when it last followed the changelog to its end. A
+  start keeps a copy only if it belongs to the same cluster, its offset is still in the
+  changelog, and it followed the changelog within its `delete.retention.ms` (a copy left longer
+  could miss a delete that compaction dropped). A rebalance that gives the worker a partition
+  back checks its copy the same way before Faust opens it (`LocalDurability.rebalanced`): a copy
+  let go at a rebalance, or kept at start and first used later, stops following meanwhile.
 
 Faust keeps its recovery offset inside each database (`set_persisted_offset`); this module
 writes it at the same quiescent points, so Faust's recovery itself replays only the tail.
+
+The table directory is one worker's: it holds `worker.lock` (`hold_table_dir`) from before it
+looks at any copy until the process ends. A second worker of the app id on the same data dir
+would otherwise take the first's dirty markers for a crash's, and throw its live databases away.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -37,6 +45,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from faust.exceptions import ConsumerNotStarted
 from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
 from rocksdict import Checkpoint, Rdict
@@ -45,6 +54,7 @@ from streams.changelog import FORMAT
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
 from streams.settings import Settings
+from streams.stopping import STOP_DEADLINE_SECONDS
 
 log = logger("durability")
 
@@ -55,10 +65,19 @@ IDLE_SECONDS = 1.0
 crash after a burst replays nothing of it."""
 RETENTION_SHARE = 0.9
 """A kept copy is trusted for this share of the changelog's `delete.retention.ms`."""
+CLOCK_SLACK_MS = 60_000
+"""How far a stamp may be ahead of this machine's clock (a clock stepped back a little); a copy
+stamped further ahead has an age nobody can tell, and is not reused."""
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 """Kafka's default `delete.retention.ms`, when the topic does not say."""
 STOP_TIMEOUT = 10.0
 """How long a clean stop waits for the changelog to confirm the last writes."""
+LOCK_FILE = "worker.lock"
+"""Held (`flock`) in the table directory by the worker that uses it."""
+LOCK_WAIT_SECONDS = STOP_DEADLINE_SECONDS + 5.0
+"""How long a start waits for the worker holding the table directory to stop (a restart
+that began before the worker it replaces had ended its stop)."""
+LOCK_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,8 @@ def reason_to_discard(
         return "it has no stamp"
     if stamp.changelog_format != FORMAT:
         return f"it was written with changelog format {stamp.changelog_format}, not {FORMAT}"
+    if stamp.changelog_offset < 0:
+        return "it holds no changelog offset"
     if stamp.cluster_id != changelog.cluster_id:
         return f"it comes from Kafka cluster {stamp.cluster_id}, not {changelog.cluster_id}"
     end = changelog.end.get(partition, 0)
@@ -116,13 +137,57 @@ def reason_to_discard(
     earliest = changelog.earliest.get(partition, 0)
     if stamp.changelog_offset + 1 < earliest:
         return f"the changelog no longer holds the offsets after {stamp.changelog_offset}"
-    age_ms = now_ms - stamp.taken_at_ms
-    if age_ms > changelog.delete_retention_ms * RETENTION_SHARE:
+    return reason_of_age(now_ms - stamp.taken_at_ms, changelog.delete_retention_ms)
+
+
+def reason_of_age(age_ms: int, delete_retention_ms: int) -> str | None:
+    """Why a copy that last followed the changelog `age_ms` ago must not be reused (None: it
+    may be): compaction may have dropped deletes it never saw, or its age cannot be told."""
+    if age_ms < -CLOCK_SLACK_MS:
         return (
-            f"it is {age_ms // 1000} s old; deletes are kept in the changelog for "
-            f"{changelog.delete_retention_ms // 1000} s"
+            f"it is stamped {-age_ms // 1000} s ahead of this machine's clock, which went back:"
+            " its age cannot be told"
+        )
+    if age_ms > delete_retention_ms * RETENTION_SHARE:
+        return (
+            f"it last followed the changelog {age_ms // 1000} s ago; deletes are kept in the"
+            f" changelog for {delete_retention_ms // 1000} s"
         )
     return None
+
+
+class TableDirInUse(Exception):
+    """Another worker holds the table directory; the message says what to do."""
+
+
+async def hold_table_dir(tabledir: Path, wait_seconds: float) -> int:
+    """Lock `tabledir` for this process (the lock goes with it, however it ends); returns the
+    lock file's descriptor, to keep open. Waits up to `wait_seconds` for another holder to
+    stop, then raises `TableDirInUse`."""
+    tabledir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(tabledir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    if _locked(descriptor):
+        return descriptor
+    log.info("waiting up to %.0f s for the worker using %s to stop", wait_seconds, tabledir)
+    deadline = time.monotonic() + wait_seconds
+    while not _locked(descriptor):
+        if time.monotonic() >= deadline:
+            os.close(descriptor)
+            raise TableDirInUse(
+                f"another worker uses {tabledir} (it holds {LOCK_FILE} there): give each "
+                "worker its own RUMOURMILL_DATA_DIR; nothing in it was touched"
+            )
+        await asyncio.sleep(LOCK_POLL_SECONDS)
+    return descriptor
+
+
+def _locked(descriptor: int) -> bool:
+    """Take the lock of `descriptor` if no other holds it."""
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -297,6 +362,16 @@ class LocalDurability:
         self.partitions: dict[int, _Partition] = {}
         self.quiet = asyncio.Lock()
         """Held while an event is projected; a checkpoint or a stop holds it in between."""
+        self.lock: int | None = None
+        """The table directory's lock file, held open for as long as the process runs."""
+        self.delete_retention_ms = DEFAULT_DELETE_RETENTION_MS
+        """The changelog's, as `prepare` read it."""
+        self.followed_at: dict[int, int] = {}
+        """Per partition, when (ms) its copy last followed the changelog to its end, as far as
+        known: a kept copy's stamp, when a copy was let go at the end, or begun afresh."""
+        self.recovered: set[int] = set()
+        """The active partitions whose recovery completed: at the changelog's end, which only
+        this worker writes to."""
 
     @property
     def store(self) -> Store:
@@ -310,16 +385,71 @@ class LocalDurability:
         return PartitionFiles(tabledir / f"{self.table.name}-{partition}.db")
 
     async def prepare(self, partitions: Sequence[int]) -> None:
-        """At start, before Faust opens anything: keep, restore or discard each partition."""
+        """At start, before Faust opens anything: hold the table directory (`hold_table_dir`),
+        then keep, restore or discard each partition."""
+        if self.lock is None:
+            self.lock = await hold_table_dir(Path(self.table.app.conf.tabledir), LOCK_WAIT_SECONDS)
         topic = self.table.changelog_topic.get_topic_name()
         changelog = await read_changelog(self.settings, topic, partitions)
         self.cluster_id = changelog.cluster_id
+        self.delete_retention_ms = changelog.delete_retention_ms
         now_ms = int(time.time() * 1000)
         for partition in partitions:
             files = self.files(partition)
             if files.db.exists() or files.dirty.exists() or files.checkpoint.exists():
                 outcome = prepare_partition(files, changelog, now_ms)
                 log.info("partition %d: %s", partition, outcome, extra={"partition": partition})
+            kept = Stamp.read(files.stamp) if files.db.exists() else None
+            self.followed_at[partition] = now_ms if kept is None else kept.taken_at_ms
+
+    def rebalanced(
+        self, revoked: Iterable[int], assigned: Iterable[int], standbys_caught_up: Set[int]
+    ) -> None:
+        """At a rebalance, before Faust lets go of a database or opens one: note when each
+        copy let go last followed the changelog (now, if it was recovered or a standby that
+        caught up with it, `standbys_caught_up`, and read on since), and throw away each copy
+        given to the worker that stopped following it longer ago than a start would keep it
+        (`reason_to_discard`): compaction may have dropped deletes it never saw."""
+        now_ms = int(time.time() * 1000)
+        for partition in revoked:
+            if partition in self.recovered or partition in standbys_caught_up:
+                self.followed_at[partition] = now_ms
+            self.recovered.discard(partition)
+        for partition in assigned:
+            files = self.files(partition)
+            age_ms = now_ms - self.followed_at.get(partition, now_ms)
+            reason = reason_of_age(age_ms, self.delete_retention_ms)
+            if files.db.exists() and reason is not None:
+                _remove(files.db, files.stamp)
+                files.dirty.unlink(missing_ok=True)
+                _fsync_directory(files.db.parent)
+                self.partitions.pop(partition, None)
+                log.warning(
+                    "partition %d: local state discarded (%s): recovery replays the whole"
+                    " changelog",
+                    partition,
+                    reason,
+                    extra={"partition": partition},
+                )
+            if not files.db.exists():
+                self.followed_at[partition] = now_ms  # a copy begun afresh
+
+    def at_changelog_end(self, partition: int) -> bool:
+        """Whether the partition's open copy holds the whole changelog: an active partition
+        once recovered, another that laid in everything up to the end the consumer last
+        fetched (a standby, all it read laid in)."""
+        if partition in self.recovered:
+            return True
+        db = self._open_db(partition)
+        if db is None:
+            return False
+        tp = TP(self.table.changelog_topic.get_topic_name(), partition)
+        try:
+            highwater = self.table.app.consumer.highwater(tp)
+        except (AssertionError, KeyError, ConsumerNotStarted):  # not assigned now, or stopped
+            return False
+        laid = db.get(self.store.offset_key)
+        return highwater is not None and laid is not None and int(laid) >= highwater - 1
 
     @contextlib.asynccontextmanager
     async def writing(self, events: Mapping[int, int]) -> AsyncIterator[None]:
@@ -390,17 +520,21 @@ class LocalDurability:
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
         """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
         db = self._open_db(partition)
-        if db is None or not await self._confirmed(state):
+        if db is None or not self.at_changelog_end(partition) or not await self._confirmed(state):
             return
         started = time.monotonic()
-        self._persist_offset(partition, state.confirmed_offset)
+        offset = self._held_offset(partition, state.confirmed_offset)
+        if offset is None:  # it holds nothing of the changelog: nothing to restore
+            state.events_since_checkpoint = 0
+            return
+        self._persist_offset(partition, offset)
         files = self.files(partition)
         final = files.checkpoint
         old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
         final.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         Checkpoint(db).create_checkpoint(str(tmp))
-        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(state).to_bytes())
+        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(offset).to_bytes())
         _fsync_directory(tmp)
         if final.exists():
             final.rename(old)
@@ -412,12 +546,23 @@ class LocalDurability:
         log.debug(
             "partition %d checkpointed at changelog offset %d in %.0f ms",
             partition,
-            state.confirmed_offset,
+            offset,
             (state.last_checkpoint - started) * 1000,
         )
 
-    def _stamp(self, state: _Partition) -> Stamp:
-        return Stamp(self.cluster_id, state.confirmed_offset, int(time.time() * 1000))
+    def _held_offset(self, partition: int, confirmed_offset: int) -> int | None:
+        """The changelog offset the partition's database holds everything up to: the last of
+        its own writes confirmed, or what recovery laid in before them (a partition given only
+        events it held already, redelivered after a kill, sent nothing); None if neither."""
+        topic = self.table.changelog_topic.get_topic_name()
+        recovered = self.store.persisted_offset(TP(topic, partition))
+        held = max(confirmed_offset, -1 if recovered is None else recovered)
+        return None if held < 0 else held
+
+    def _stamp(self, offset: int, followed_at_ms: int | None = None) -> Stamp:
+        """A stamp of a copy at the changelog's end now, or last at `followed_at_ms`."""
+        taken_at_ms = int(time.time() * 1000) if followed_at_ms is None else followed_at_ms
+        return Stamp(self.cluster_id, offset, taken_at_ms)
 
     async def finish(self) -> None:
         """At a clean stop: every open partition flushed and stamped; dirty ones marked clean
@@ -436,23 +581,25 @@ class LocalDurability:
             self.quiet.release()
 
     async def _close_cleanly(self, partition: int, db: Rdict) -> None:
+        """Flush and stamp the copy: as of now if it is at the changelog's end, else as of when
+        it last was (a standby behind, a copy whose recovery the stop cut short)."""
         files = self.files(partition)
-        state = self.partitions.get(partition)
-        if state is not None and state.dirty:
-            if not await self._confirmed(state, STOP_TIMEOUT):
-                log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
-                return
-            self._persist_offset(partition, state.confirmed_offset)
-            stamp = self._stamp(state)
-        else:
-            topic = self.table.changelog_topic.get_topic_name()
-            offset = self.store.persisted_offset(TP(topic, partition))
-            if offset is None or not self.cluster_id:
-                return
-            stamp = Stamp(self.cluster_id, offset, int(time.time() * 1000))
+        state = self.partitions.get(partition) or _Partition()  # not written to: clean
+        at_end = self.at_changelog_end(partition)
+        if state.dirty and not at_end:  # let go at a rebalance, given back as a standby
+            log.info("partition %d: behind the changelog, its checkpoint is used", partition)
+            return
+        if state.dirty and not await self._confirmed(state, STOP_TIMEOUT):
+            log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
+            return
+        offset = self._held_offset(partition, state.confirmed_offset)
+        followed_at = None if at_end else self.followed_at.get(partition)
+        if offset is None or not self.cluster_id or not (at_end or followed_at is not None):
+            return
+        self._persist_offset(partition, offset)
         db.flush()
-        _write_durably(files.stamp, stamp.to_bytes())
-        if state is not None and state.dirty:
+        _write_durably(files.stamp, self._stamp(offset, followed_at).to_bytes())
+        if state.dirty:
             files.dirty.unlink(missing_ok=True)
             state.dirty = False
         _fsync_directory(files.db.parent)

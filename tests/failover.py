@@ -16,6 +16,8 @@ from streams.settings import Settings
 from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
 
 WORLDS = 8
+SURVIVOR_LOG = "staying.log"
+"""The surviving worker's log, in the directory given to `failover_seconds`."""
 TIMELINE_READ = "/v2/timelines/main?world_instance_id={world}"
 
 
@@ -31,7 +33,7 @@ def failover_seconds(
     )
     worlds = [f"world-{number}" for number in range(WORLDS)]
     rounds = max(1, history // WORLDS)
-    staying = WorkerProcess(staying_settings, base / "staying.log").start()
+    staying = WorkerProcess(staying_settings, base / SURVIVOR_LOG).start()
     killed = WorkerProcess(killed_settings, base / "killed.log").start()
     try:
         send_events(

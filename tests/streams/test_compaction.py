@@ -9,8 +9,10 @@ for work every 15 s.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rocksdict import AccessType, Options, Rdict
 
+from localbroker import free_port
 from projections.digest import world_digest
 from projections.state import MemoryState
 from streams.app import partition_of
@@ -45,7 +48,7 @@ Log = dict[int, list[tuple[int, bytes, bytes | None]]]
 """Per partition, the (offset, key, value) records the changelog holds now, in order."""
 
 
-def create_compacting_changelog(settings: Settings) -> None:
+def create_compacting_changelog(settings: Settings, delete_retention_ms: int = 3_600_000) -> None:
     async def create() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
         await admin.start()
@@ -60,7 +63,7 @@ def create_compacting_changelog(settings: Settings) -> None:
                             "cleanup.policy": "compact",
                             "segment.ms": "100",
                             "min.cleanable.dirty.ratio": "0.01",
-                            "delete.retention.ms": "3600000",
+                            "delete.retention.ms": str(delete_retention_ms),
                         },
                     )
                 ]
@@ -242,3 +245,68 @@ def after_tombstones_of(settings: Settings, world: str, partition: int) -> dict[
 
 def digest_of(settings: Settings, world: str) -> str:
     return str(get_json(settings, f"/v2/admin/digest?world_instance_id={world}")["digest"])
+
+
+def test_a_partition_given_back_after_its_tombstones_were_compacted_away_is_recovered_whole(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A worker keeps the copy of a partition a rebalance took from it; given the partition
+    back, it resumed that copy from its changelog offset. Once compaction had dropped the
+    tombstones written meanwhile (`delete.retention.ms` after they were cleaned: a week, here a
+    second), the keys they deleted stayed: a world deleted by the other worker came back. A copy
+    that stopped following the changelog longer ago than deletes are kept is now thrown away
+    before it is opened again, as a start throws it away."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "first")
+    create_compacting_changelog(settings, delete_retention_ms=1_000)
+    other = settings.model_copy(update={"data_dir": tmp_path / "second", "web_port": free_port()})
+    worlds = {partition: world_on(settings, partition, "save") for partition in range(2)}
+    events = tavern(worlds[0]) + tavern(worlds[1])
+    first = WorkerProcess(settings, tmp_path / "first.log").start()
+    second = WorkerProcess(other, tmp_path / "second.log")
+    try:
+        send_events(settings, events)
+        read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(events))
+        second.start()
+        wait_for(lambda: len(first.owned_partitions()) == len(second.owned_partitions()) == 1)
+        [moved] = second.owned_partitions()
+        deleted = worlds[moved]
+        rumourmill(settings, "world", "delete", deleted)
+        deletion_acks(settings, 1)
+        wait_until_tombstones_are_gone(settings, deleted, moved)
+        second.stop()
+        wait_for(lambda: first.owned_partitions() == [0, 1])  # the moved partition given back
+        assert status_of(settings, runtime_read(deleted)) == 404
+        assert digest_of(settings, deleted) == world_digest(MemoryState(), "default", deleted)
+    finally:
+        second.stop()
+        first.stop()
+
+
+def world_on(settings: Settings, partition: int, name: str) -> str:
+    """A world id `name-N` that the worker places on `partition`."""
+    return next(
+        world
+        for number in range(1000)
+        if partition_of((world := f"{name}-{number}").encode(), settings.partitions) == partition
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the workers did not share the partitions so"
+        time.sleep(0.5)
+
+
+def wait_until_tombstones_are_gone(settings: Settings, world: str, partition: int) -> None:
+    """Until compaction has dropped every tombstone of `world`'s keys from the changelog (its
+    deletion count is left), publishing an event now and then so that segments roll."""
+    deadline = time.monotonic() + COMPACTION_TIMEOUT * 2
+    for rolls in itertools.count():
+        log, _ = read_changelog(settings)
+        held = [(key, value) for _, key, value in log[partition] if world.encode() in key]
+        if all(value is not None for _, value in held) and len(held) == len(dict(held)):
+            return
+        assert time.monotonic() < deadline, f"tombstones left: {held[:3]}"
+        send_events(settings, tavern(world_on(settings, partition, f"roll-{rolls}"))[:1])
+        time.sleep(3)

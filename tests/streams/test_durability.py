@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
 from pathlib import Path
 
 import pytest
+from faust.types import TP
 from rocksdict import Checkpoint, Options, Rdict
 
-from streams.app import create_app
+from streams import durability
+from streams.app import create_app, partition_db
 from streams.durability import (
     Changelog,
     PartitionFiles,
     Stamp,
+    TableDirInUse,
+    hold_table_dir,
     prepare_partition,
     reason_to_discard,
 )
@@ -28,6 +35,7 @@ def stamp(offset: int = 50, cluster: str = "cluster-a", age_ms: int = 1_000) -> 
 def test_a_recent_copy_of_the_same_cluster_within_the_changelog_is_kept() -> None:
     assert reason_to_discard(stamp(), CHANGELOG, 0, NOW_MS) is None
     assert reason_to_discard(stamp(offset=99), CHANGELOG, 0, NOW_MS) is None
+    assert reason_to_discard(stamp(age_ms=-5_000), CHANGELOG, 0, NOW_MS) is None  # clock slack
 
 
 @pytest.mark.parametrize(
@@ -38,6 +46,8 @@ def test_a_recent_copy_of_the_same_cluster_within_the_changelog_is_kept() -> Non
         (stamp(offset=100), "changelog ends at 100"),
         (stamp(age_ms=59_000), "deletes are kept"),
         (Stamp("cluster-a", 50, NOW_MS - 1_000, changelog_format=1), "changelog format 1"),
+        (stamp(offset=-1), "no changelog offset"),  # what a release before stamped, wrongly
+        (stamp(age_ms=-30 * 86_400_000), "ahead of this machine's clock"),  # the clock went back
     ],
 )
 def test_a_copy_that_could_be_wrong_is_discarded(kept: Stamp | None, why: str) -> None:
@@ -63,9 +73,9 @@ def open_db(path: Path) -> Rdict:
     return Rdict(str(path), options=options)
 
 
-def live_copy(tmp_path: Path, checkpointed: bool) -> PartitionFiles:
+def live_copy(tmp_path: Path, checkpointed: bool, partition: int = 0) -> PartitionFiles:
     """A partition database; `checkpointed`: with a checkpoint holding only `before`."""
-    files = PartitionFiles(tmp_path / "state-0.db")
+    files = PartitionFiles(tmp_path / f"state-{partition}.db")
     db = open_db(files.db)
     db.put(b"key", b"before")
     if checkpointed:
@@ -144,3 +154,110 @@ def test_a_worker_switched_to_another_app_id_never_takes_the_copies_of_the_one_b
     assert fresh.db == after.store.partition_path(0)  # where Faust opens it
     assert not fresh.db.exists() and not fresh.checkpoint.exists() and not fresh.stamp.exists()
     assert "kept" in prepare_partition(old, CHANGELOG, NOW_MS)  # a switch back keeps them
+
+
+def test_a_partition_given_only_events_it_held_already_is_stamped_at_what_recovery_laid_in(
+    tmp_path: Path,
+) -> None:
+    """Events given again after a kill (their offsets not committed, their state in the
+    changelog) write nothing, so no changelog offset is confirmed. The checkpoint and the clean
+    stop that followed stamped the copy as holding offset -1 (and put -1 in the database as
+    Faust's recovery offset): the next start replayed the whole changelog."""
+
+    async def given_again() -> tuple[int | None, Stamp | None, Stamp | None]:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept = mill.durability
+        kept.cluster_id = "cluster-a"
+        changelog = TP(mill.state.changelog_topic.get_topic_name(), 0)
+        partition_db(mill.state, 0).put(b"key", b"recovered")
+        kept.store.set_persisted_offset(changelog, 41)  # recovery laid in up to 41
+        kept.recovered = {0}
+        async with kept.writing({0: 3}):  # three events recognised: nothing written, sent
+            kept.sent(0, [])
+        await kept.take_checkpoint(0, kept.partitions[0])
+        checkpointed = Stamp.read(kept.files(0).checkpoint_stamp)
+        await kept.finish()
+        return kept.store.persisted_offset(changelog), checkpointed, Stamp.read(kept.files(0).stamp)
+
+    recovery_offset, checkpointed, stopped = asyncio.run(given_again())
+    assert recovery_offset == 41
+    assert checkpointed is not None and checkpointed.changelog_offset == 41
+    assert stopped is not None and stopped.changelog_offset == 41
+
+
+def test_a_second_worker_of_the_app_id_on_the_same_data_dir_is_refused_and_touches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers given one RUMOURMILL_DATA_DIR (a restart begun before the worker it replaces
+    had stopped, two containers on one volume): the second took the first's dirty markers for a
+    crash's and threw its live databases away, restoring checkpoints under it."""
+    monkeypatch.setattr(durability, "LOCK_WAIT_SECONDS", 0.3)
+    settings = Settings(data_dir=tmp_path, app_id="town")
+    first, second = (create_app(settings).durability for _ in range(2))
+    tabledir = first.files(0).db.parent
+    first.lock = asyncio.run(hold_table_dir(tabledir, 0))
+    files = live_copy(tabledir, checkpointed=True)
+    files.dirty.touch()  # the first worker is writing to it
+    with pytest.raises(TableDirInUse, match="RUMOURMILL_DATA_DIR"):
+        asyncio.run(second.prepare([0]))
+    assert files.dirty.exists() and value_in(files) == b"after, never confirmed"
+
+
+def test_a_start_waits_for_the_worker_before_it_to_stop(tmp_path: Path) -> None:
+    """The lock goes with the process holding it, however it ends (a stop, a kill): a start
+    that found it held goes on once it is free."""
+
+    async def start_after_a_stop() -> None:
+        held = await hold_table_dir(tmp_path, 0)
+        with pytest.raises(TableDirInUse):
+            await hold_table_dir(tmp_path, 0.3)
+        asyncio.get_running_loop().call_later(0.3, os.close, held)  # the worker before stops
+        os.close(await hold_table_dir(tmp_path, 5))
+
+    asyncio.run(start_after_a_stop())
+
+
+DAY_MS = 86_400_000
+
+
+def test_a_copy_a_stop_caught_behind_the_changelog_keeps_the_time_it_last_followed_it(
+    tmp_path: Path,
+) -> None:
+    """A clean stop stamped every open copy as of the stop, one whose recovery it cut short too
+    (or a standby behind): a copy kept six days, stopped a minute into replaying those days,
+    read as a minute old at the next start, and was kept past the week deletes are kept, with
+    deletes compaction dropped meanwhile missing from it."""
+
+    async def stopped_mid_recovery() -> Stamp | None:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept = mill.durability
+        kept.cluster_id = "cluster-a"
+        kept.followed_at[0] = NOW_MS - 6 * DAY_MS  # as `prepare` found its stamp
+        changelog = TP(mill.state.changelog_topic.get_topic_name(), 0)
+        partition_db(mill.state, 0).put(b"key", b"recovered so far")
+        kept.store.set_persisted_offset(changelog, 41)  # the changelog goes on past 41
+        await kept.finish()
+        return Stamp.read(kept.files(0).stamp)
+
+    stopped = asyncio.run(stopped_mid_recovery())
+    assert stopped == Stamp("cluster-a", 41, NOW_MS - 6 * DAY_MS)
+
+
+def test_a_copy_given_back_after_deletes_could_be_dropped_is_thrown_away_before_it_opens(
+    tmp_path: Path,
+) -> None:
+    """The copy of a partition a rebalance took from the worker stays on disk, and so does one
+    kept at start for a partition first given to the worker later: Faust opened either as it
+    was, whenever the partition came (back), and recovery resumed it past deletes compaction
+    had dropped (`test_compaction`). Given back within the time a start would keep it, it is
+    used; later, it is thrown away and recovery replays the whole changelog."""
+    mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+    kept = mill.durability
+    retention_ms = kept.delete_retention_ms
+    for partition, left_ms_ago in ((0, retention_ms // 2), (1, retention_ms)):
+        files = live_copy(kept.files(partition).db.parent, checkpointed=False, partition=partition)
+        files.dirty.touch()
+        kept.followed_at[partition] = int(time.time() * 1000) - left_ms_ago
+    kept.rebalanced([], [0, 1], set())
+    assert value_in(kept.files(0)) == b"after, never confirmed" and kept.files(0).dirty.exists()
+    assert not kept.files(1).db.exists() and not kept.files(1).dirty.exists()

@@ -13,8 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from localbroker import free_port
+from streams.app import CHECKPOINT_TICK
+from streams.durability import IDLE_SECONDS, LOCK_WAIT_SECONDS
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests.streams.noisy_story import story
@@ -138,3 +142,88 @@ def test_a_kill_while_events_flow_restores_a_checkpoint_and_ends_on_the_replay(
         assert_same_as_replay(settings, lines, clean)
     finally:
         worker.stop()
+
+
+def rewind_group(settings: Settings) -> None:
+    """Commit offset 0 on every partition of the events topic for the worker's group (stopped):
+    its next start is given every event again, as after a kill before its commits."""
+
+    partitions = topic_ends(settings, settings.topics.events)
+
+    async def rewind() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap,
+            group_id=settings.app_id,
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        tps = [TopicPartition(settings.topics.events, partition) for partition in partitions]
+        consumer.assign(tps)
+        try:
+            await consumer.commit(dict.fromkeys(tps, 0))
+        finally:
+            await consumer.stop()
+
+    asyncio.run(rewind())
+
+
+def test_a_start_given_only_events_it_holds_already_keeps_its_copy_for_the_next_start(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Events a worker is given again (committed offsets behind its state: a kill between a
+    batch's changelog records and its commit) write nothing. A partition that took only those
+    was checkpointed and stopped as holding changelog offset -1: the next start replayed its
+    whole changelog, the copy kept for nothing."""
+    lines = story(worlds=2, events_per_world=200, seed=3)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, lines)
+        wait_for_everything(settings, expected_processed(replay_lines(lines), lines), 120)
+        wait_until_committed(settings)
+        worker.stop()
+        rewind_group(settings)
+        worker.start()
+        wait_until_committed(settings)  # every event taken again, recognised, nothing written
+        time.sleep(2 * IDLE_SECONDS + 2 * CHECKPOINT_TICK)  # the idle checkpoint
+        worker.stop()
+        worker.start()
+        assert replayed_at_last_start(worker) == 0
+        assert_same_as_replay(settings, lines, replay_lines(lines))
+    finally:
+        worker.stop()
+
+
+def test_a_second_worker_on_the_data_dir_of_a_running_one_stops_and_leaves_its_state(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A second worker of the app id given the same RUMOURMILL_DATA_DIR (a restart begun before
+    the worker it replaces had stopped, two containers on one volume) took the running one's
+    dirty markers for a crash's: it removed them and restored checkpoints over its live
+    databases. It now waits for the data dir (the running one's stop), then stops, saying why."""
+    lines = story(worlds=2, events_per_world=200, seed=13)
+    first = WorkerProcess(settings, tmp_path / "first.log").start()
+    second = WorkerProcess(
+        settings.model_copy(update={"web_port": free_port()}), tmp_path / "second.log"
+    )
+    try:
+        send_events(settings, lines[:200])
+        wait_for_everything(
+            settings, expected_processed(replay_lines(lines[:200]), lines[:200]), 120
+        )
+        markers = sorted(settings.data_dir.rglob("*.dirty"))
+        assert markers, "the running worker wrote to no partition"
+        assert second.spawn().process is not None
+        exit_code = second.process.wait(LOCK_WAIT_SECONDS + 60)
+        assert exit_code == 1 and "give each worker its own RUMOURMILL_DATA_DIR" in (
+            second.log_tail()
+        ), second.log_tail()
+        assert sorted(settings.data_dir.rglob("*.dirty")) == markers
+        send_events(settings, lines[200:])
+        clean = replay_lines(lines)
+        wait_for_everything(settings, expected_processed(clean, lines), 120)
+        first.stop()
+        first.start()
+        assert_same_as_replay(settings, lines, clean)
+    finally:
+        second.kill()
+        first.stop()
