@@ -612,7 +612,40 @@ def formed_between(
     tx: StateTransaction, keys: MemoryKeys, timeline_id: str, after_seq: int, upto_seq: int
 ) -> Iterator[Memory]:
     """The memories formed on a timeline at positions after `after_seq` up to `upto_seq`, in
-    order: what a derived index (words, vectors) catches up on.
+    order: what a derived index (words, vectors) catches up on."""
+    return (memory for _, memory in _formed(tx, keys, timeline_id, after_seq, upto_seq))
+
+
+def formed_upto(
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    timeline_id: str,
+    after_seq: int,
+    upto_seq: int,
+    most: int,
+) -> tuple[list[Memory], int]:
+    """The first `most` memories `formed_between` the positions (more when the last position
+    taken formed more: a position is taken whole), and the position they reach: what a
+    derived index catches up on a slice at a time, without a world's whole history at once."""
+    if most < 1:
+        raise ValueError(f"a slice of {most} memories takes none")
+    taken: list[Memory] = []
+    last = b""
+    for position, memory in _formed(tx, keys, timeline_id, after_seq, upto_seq):
+        if len(taken) >= most and position != last:
+            reached = unpack(last)[0]
+            assert isinstance(reached, int)  # the packed position of a log key
+            return taken, reached
+        taken.append(memory)
+        last = position
+    return taken, upto_seq
+
+
+def _formed(
+    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, after_seq: int, upto_seq: int
+) -> Iterator[tuple[bytes, Memory]]:
+    """Each memory formed on a timeline after `after_seq` up to `upto_seq`, in order, with the
+    packed position it was formed at.
 
     A log key ends with the packed (character, belief id) the memory is stored under, so the
     memory's key is put together from it, not unpacked and packed again (the embedding agent
@@ -626,7 +659,7 @@ def formed_between(
             break
         raw = tx.get(stored + key[after_position:])
         if raw is not None:
-            yield DECODED.decode(raw)
+            yield key[len(prefix) : after_position], DECODED.decode(raw)
 
 
 def newest_news(

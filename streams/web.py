@@ -44,7 +44,7 @@ from projections.invention import (
     with_relations,
 )
 from projections.provenance import provenance
-from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallIndex, RecallQuery, recall
+from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallQuery, recall
 from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
 from projections.state import StateTransaction
@@ -56,6 +56,7 @@ from streams.logs import logger
 from streams.metrics import CONTENT_TYPE, Metrics
 from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
+from streams.recall_index import SqliteRecallIndex, catch_up_in_slices
 from streams.rumour_picture import DrawingUnavailable, rumour_svg
 from streams.tokens import wordllama_tokens
 
@@ -108,7 +109,7 @@ class WorldReads(Protocol):
         ...
 
     @property
-    def recall_index(self) -> RecallIndex:
+    def recall_index(self) -> SqliteRecallIndex:
         """The worker's local recall index (words, cues, vectors)."""
         ...
 
@@ -267,6 +268,10 @@ class WorldRead(ReadsView):
     aside: ClassVar[bool] = False
     """Whether `read` is made off the event loop (`WorldReads.read_aside`): one that takes
     seconds in a large world, and touches nothing but its scope's state."""
+    searches: ClassVar[bool] = False
+    """Whether `read` searches the recall index: it is caught up with the world beforehand, a
+    slice at a time (`catch_up_in_slices`), so the read that finds it far behind waits for it
+    without holding the event loop."""
 
     async def get(self, request: Request, **params: str) -> Response:
         started = time.perf_counter()
@@ -311,6 +316,9 @@ class WorldRead(ReadsView):
         self, request: Request, tenant: str, world: str, params: Mapping[str, str]
     ) -> object:
         """What `read` finds: on the event loop, or aside from it (`aside`)."""
+        if self.searches:
+            reads = self.reads
+            await catch_up_in_slices(reads.recall_index, reads.read_transaction, tenant, world)
         if self.aside:
             return await self.reads.read_aside(
                 world, lambda tx: self.read(request, ReadScope(tenant, world, tx), params)
@@ -356,6 +364,8 @@ class RuntimeRead(WorldRead):
 class Recall(WorldRead):
     """What a character recalls for a query (section 9)."""
 
+    searches = True
+
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
         text = query_text(request, "q")
@@ -391,6 +401,7 @@ class Decision(WorldRead):
     with the player scope's recent turns judged for expiry against the wall clock."""
 
     without_as_of = "it reads as of 'after_seq', the event answered"
+    searches = True
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")

@@ -14,13 +14,14 @@ from benchmarks.recall import KEEPER, labelled_queries, told_story
 from benchmarks.story import encoded, tavern_story
 from projections import timelines
 from projections.event_keys import TOLD
-from projections.memory_store import formed_between, load_memory, memory_keys
+from projections.memory_store import formed_between, formed_upto, load_memory, memory_keys
 from projections.recall import RecallQuery, recall, search_scope
 from projections.runtime_read import timeline_view
+from schemas.memory import Memory
 from schemas.policy import Policy
 from streams.app import keep_assigned_worlds, partition_of
 from streams.embedding import Vectors
-from streams.recall_index import SqliteRecallIndex, embed_pending
+from streams.recall_index import CATCH_UP_SLICE, SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests import oracle_recall
@@ -98,6 +99,35 @@ def test_each_different_content_is_embedded_once_however_many_memories_hold_it()
     assert embedded == counting.embedded == len(contents)
     assert embed_pending(index, counting, whole, keys) == 0
     assert counting.embedded == len(contents)
+
+
+def test_a_catch_up_in_slices_takes_every_memory_once_each_position_whole() -> None:
+    """A slice ends at a position: a memory formed there in the next slice would be missed,
+    the mark being past it. A recall after slices answers as after one catch up."""
+    busy = replay_lines(encoded(tavern_story(400, seed=3, worlds=("busy",)))).state
+    keys = memory_keys(busy, "default", "busy")
+    main = timelines.load(busy, "default", "busy", "main")
+    assert main is not None
+    whole = list(formed_between(busy, keys, "main", 0, main.processed_seq))
+    done, sliced, widest = 0, list[Memory](), 0
+    while done < main.processed_seq:
+        taken, reached = formed_upto(busy, keys, "main", done, main.processed_seq, most=1)
+        assert taken == list(formed_between(busy, keys, "main", done, reached))
+        done, sliced, widest = reached, [*sliced, *taken], max(widest, len(taken))
+    assert sliced == whole
+    assert widest > 1  # an event its witnesses all remember
+
+    in_slices, slices = SqliteRecallIndex(), 1
+    while in_slices.catch_up_slice(busy, keys):
+        slices += 1
+    assert slices > 1 and len(whole) > CATCH_UP_SLICE
+    asked = RecallQuery("drink shared at The Drowned Rat", limit=20)
+    for character in ("npc-000", "npc-001", "npc-002"):
+        answers = [
+            recall(busy, index, "default", "busy", "main", character, asked, Policy())
+            for index in (in_slices, SqliteRecallIndex())
+        ]
+        assert answers[0] == answers[1] and answers[0].memories
 
 
 def test_a_dropped_world_is_forgotten_and_comes_back_from_the_start() -> None:
