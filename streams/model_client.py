@@ -170,15 +170,22 @@ class ModelClient:
     async def ask_aside(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
     ) -> AnswerModel | str:
-        """`ask`, for a read: only while fewer than `read_slots` reads ask, else at once why
-        not. Reads come as fast as clients send them, of any tenant; queued for the slots with
-        the events' questions, a flood of one tenant's reads pushed every tenant's questions
-        past their deadline, to be judged by the rules for good and the model rested for all."""
+        """`ask`, for a read: only while fewer than `read_slots` reads ask and a slot is free
+        now, else at once why not. Reads come as fast as clients send them, of any tenant;
+        queued for the slots with the events' questions, a flood of one tenant's reads pushed
+        every tenant's questions past their deadline, to be judged by the rules for good and
+        the model rested for all (and a read waited behind every question of the events)."""
         if self._reads >= self.read_slots:
             self.count(Outcome.BUSY)
             return (
                 f"{NOT_ASKED}: {self._reads} read(s) are asking the model already, as many as"
                 " reads may (half of RUMOURMILL_MODEL_CONCURRENCY, the rest is the events')"
+            )
+        if self._slots.locked():  # taken: `ask` takes one free now, with no await before it
+            self.count(Outcome.BUSY)
+            return (
+                f"{NOT_ASKED}: every one of the RUMOURMILL_MODEL_CONCURRENCY calls is in flight"
+                " (the events' questions), and a read never waits for one"
             )
         self._reads += 1
         try:

@@ -230,3 +230,35 @@ def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
         "timeout": 0,
         "cancelled": 0,
     }
+
+
+def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
+    """Both slots held by events' questions the model leaves hanging: a read (the reply check)
+    is told at once that the model is busy, and counted so; it waited in line behind them,
+    until their timeout."""
+    hanging = asyncio.Event()
+    metrics = Metrics()
+
+    async def never_answers(request: web.Request) -> web.Response:
+        hanging.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    async def use(client: ModelClient) -> FeelingAnswer | str:
+        client.count = metrics.model_call
+        events = [asyncio.ensure_future(ask(client)) for _ in range(2)]
+        await asyncio.wait_for(hanging.wait(), 10)
+        await asyncio.sleep(0.1)  # both calls hold their slots
+        try:
+            return await asyncio.wait_for(
+                client.ask_aside("instructions", "prompt", FeelingAnswer), 5
+            )
+        finally:
+            for event in events:
+                event.cancel()
+            await asyncio.gather(*events, return_exceptions=True)
+
+    answer = asking(never_answers, use, concurrency=2, timeout_seconds=60)
+    assert isinstance(answer, str) and "a read never waits for one" in answer
+    samples = samples_of(metrics.exposition().decode())
+    assert samples[("rumourmill_model_calls_total", (("outcome", "busy"),))] == 1
