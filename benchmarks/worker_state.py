@@ -24,6 +24,7 @@ from streams.state import (
     RocksTransaction,
     ScannedSpaces,
     StateOptions,
+    refuse_writes,
     state_options,
     without_write_ahead_log,
 )
@@ -53,8 +54,4 @@ class WorkerPartition:
 
     def reader(self) -> RocksTransaction:
         """A read-only transaction, as a worker's HTTP reads have (no kept values)."""
-        return RocksTransaction(self.db, _read_only)
-
-
-def _read_only(key: bytes, value: bytes | None) -> None:
-    raise PermissionError("a benchmark's read never writes")
+        return RocksTransaction(self.db, refuse_writes)

@@ -56,6 +56,7 @@ from streams.show import ReadFailed, fetch
 from streams.state import (
     RocksTransaction,
     recording_transaction,
+    refuse_writes,
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
@@ -310,7 +311,7 @@ async def rebuild(
         mill.durability.files(partition).stamp.write_bytes(stamp.to_bytes())
     for tenant, world_id in sorted(folder.worlds):
         db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
-        tx = RocksTransaction(db, _read_only)
+        tx = RocksTransaction(db, refuse_writes)
         result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
     for db in list(store._dbs.values()):  # type: ignore[attr-defined]
         db.close()
@@ -577,10 +578,6 @@ def live_digest(live: Settings, tenant: str, world_id: str) -> str:
             f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
         )
     return digest
-
-
-def _read_only(key: bytes, value: bytes | None) -> None:
-    raise PermissionError("digests never write state")
 
 
 class EventRate(ProgressColumn):
