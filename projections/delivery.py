@@ -139,6 +139,11 @@ class Intake:
     it keeps in memory beside the state (the recall index, the read cache), which holds the
     world's memories, their words, until the world is looked at again. Not kept in the outbox:
     a redelivery it recognises comes to a worker that dropped them, or never held them."""
+    refused_waiting: tuple[bytes, ...] = ()
+    """The pending keys of the waiting events it refused (`projections.sequencing.Refused`),
+    which `produce_once` deletes after the outbox row keeping their dead letters: a worker
+    killed before the row finds them still waiting, and refuses them again, with their bytes.
+    Not kept in the outbox."""
 
 
 def produce_once(
@@ -186,6 +191,8 @@ def produce_once(
             [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters],
         ),
     )
+    for waited in intake.refused_waiting:
+        tx.delete(waited)
     return intake
 
 

@@ -63,6 +63,7 @@ def receive(
             changes=changes.records,
             forgotten_judgements=intake.forgotten_judgements,
             deleted_worlds=intake.deleted_worlds,
+            refused_waiting=intake.refused_waiting,
         )
 
     return produce_once(tx, message, produce, record_bytes)
@@ -96,8 +97,12 @@ def _take_in(
     if acks[0].outcome is Outcome.REJECTED:
         return Intake(acks=acks, dead_letters=[dead_letter(message, acks[0].reason or "rejected")])
     if refused:  # waiting events it released, refused: their bytes at this message's position
-        letters = [dead_letter(replace(message, value=raw), reason) for raw, reason in refused]
-        return Intake(acks=acks, dead_letters=letters)
+        letters = [
+            dead_letter(replace(message, value=waited.raw), waited.reason) for waited in refused
+        ]
+        return Intake(
+            acks=acks, dead_letters=letters, refused_waiting=tuple(waited.key for waited in refused)
+        )
     return Intake(acks=acks)
 
 

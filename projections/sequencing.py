@@ -52,10 +52,14 @@ ApplyEvent = Callable[[StateTransaction, Event, Ancestry], Applied]
 
 
 class Refused(NamedTuple):
-    """A waiting event refused as it left the deferral buffer: its stored bytes, and why."""
+    """A waiting event refused as it left the deferral buffer: its stored bytes, why, and its
+    pending key, which the caller deletes only after the outbox row that keeps its dead letter
+    (`projections.delivery.produce_once`): a worker killed before the row must find the event
+    still waiting, for the message taken in again to refuse it again, with its bytes."""
 
     raw: bytes
     reason: str
+    key: bytes
 
 
 class Sequenced(NamedTuple):
@@ -154,7 +158,9 @@ def sequence(
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
         if placing:  # the branch's first event, which came before too: the branch is placed
             _save_waiting(tx, record)
-        # A redelivery after a crash can find events that already follow on still waiting.
+        # A redelivery after a crash can find events that already follow on still waiting,
+        # and events its positions count still in the buffer.
+        _forget_processed(tx, record)
         duplicate = ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq))
         settled = _settle_inherited(tx, record, inherited)
         released = _release(tx, record, apply)
@@ -285,6 +291,19 @@ def _settle_inherited(
     return acks
 
 
+def _forget_processed(tx: StateTransaction, record: TimelineRecord) -> None:
+    """Delete the pending entries at or below the timeline's `processed_seq`: a worker killed
+    between the changelog batches of a release can keep the positions that count its events and
+    not their deletes (`_release`), and nothing else would ever remove them. Taken on a
+    duplicate only, as the message taken in again after such a crash is one: one seek where
+    none is left."""
+    prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+    for key, _ in list(tx.scan(prefix)):
+        if int(unpack(key)[-1]) > record.processed_seq:
+            break
+        tx.delete(key)
+
+
 def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
     """Save the record, and register it with what it waits for (its branch point) if it does."""
     timelines.save(tx, record)
@@ -293,8 +312,29 @@ def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
 
 
 def _waiting(tx: StateTransaction, record: TimelineRecord, seq: int) -> bool:
-    """Whether the event at `seq` waits in the deferral buffer (none can, with none counted)."""
-    return record.deferred_events > 0 and tx.get(pending_key(record, seq)) is not None
+    """Whether the event at `seq` waits in the deferral buffer (none can, with none counted).
+
+    An entry at the next seq that does not read as an event is one a release refused, whose
+    delete a worker killed just after the outbox row of the refusal lost (`Refused`): its dead
+    letter is sent, and the event sent again at its seq is taken in, the entry deleted."""
+    if record.deferred_events == 0:
+        return False
+    key = pending_key(record, seq)
+    raw = tx.get(key)
+    if raw is None:
+        return False
+    if seq == record.processed_seq + 1 and not _reads_as_event(raw):
+        tx.delete(key)
+        return False
+    return True
+
+
+def _reads_as_event(raw: bytes) -> bool:
+    try:
+        Event.model_validate_json(raw)
+    except ValidationError:
+        return False
+    return True
 
 
 def _apply(
@@ -336,7 +376,9 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     find every event its recovered positions do not count still waiting. Deleted as each was
     applied, those of the first batches were gone while the positions (saved again at every
     event, so last at the end) counted none: the gap, filled again, released nothing, and the
-    timeline waited for ever."""
+    timeline waited for ever. A refused event's entry is not deleted here at all (`Refused`).
+    Positions kept without the deletes leave entries below them, which the message taken in
+    again, a duplicate, deletes (`_forget_processed`)."""
     acks: list[Ack] = []
     refused: list[Refused] = []
     applied_keys: list[bytes] = []
@@ -374,17 +416,17 @@ def _refuse_waiting(
 ) -> tuple[Ack, Refused]:
     """Refuse the waiting event at `key`, which no longer reads as an event (a release before
     took it, under a contract that took more: an id `.`, a time in another form), where it
-    stopped the worker at every start: out of the buffer (`record` no longer counts it), its
-    `rejected` ack, and its bytes with why."""
+    stopped the worker at every start: out of the buffer (`record` no longer counts it; its
+    entry is deleted after the outbox row, `Refused`), its `rejected` ack, and its bytes with
+    why."""
     timelines.save(tx, record)
-    tx.delete(key)
     at = WaitingAt.of(key)
     reason = bounded_reason(
         f"seq {at.seq} of timeline {at.timeline_id!r} waited for an earlier seq, stored by an "
         f"earlier release, and no longer reads as an event ({explain(error)}): refused as "
         f"this message filled the gap; send it again as the contract now takes it"
     )
-    return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason)
+    return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason, key)
 
 
 def _branch_phrase(record: TimelineRecord) -> str:

@@ -11,6 +11,7 @@ taken in again, completes as a clean run would.
 
 from __future__ import annotations
 
+import base64
 from typing import NamedTuple
 
 import orjson
@@ -18,8 +19,8 @@ import pytest
 
 from projections.delivery import OUTBOX_DEPTH, Intake, SourceMessage
 from projections.digest import world_digest
-from projections.key_prefixes import OUTBOX
-from projections.keys import pack
+from projections.key_prefixes import OUTBOX, PENDING
+from projections.keys import pack, unpack
 from projections.projector import Projector
 from projections.state import MemoryState
 from streams.changelog import PartitionWrites, Records
@@ -105,9 +106,13 @@ class SplitOverBatches(NamedTuple):
     after: MemoryState
 
 
-def split_over_batches() -> SplitOverBatches:
+def split_over_batches(refused_at: int | None = None) -> SplitOverBatches:
+    """`refused_at`: the seq whose waiting event is rewritten as a release before could have
+    stored it, no longer reading as an event (refused as the gap fills)."""
     state = WritesNoted()
     gap = gap_waited_on(RELEASED, state)
+    if refused_at is not None:
+        state.put(waiting_key(refused_at), as_once_taken(refused_at))
     before = list(state.items())
     state.writes = PartitionWrites(SMALLEST_BATCH_BYTES)
     first = PROJECTOR.receive(state, gap)
@@ -153,6 +158,79 @@ def test_a_crash_between_the_changelog_batches_of_a_release_leaves_no_event_wait
         [after] = PROJECTOR.receive(recovered, message(RELEASED + 1, RELEASED + 2)).acks
         assert (after.outcome.value, after.processed_seq) == ("processed", RELEASED + 2)
     assert outcomes == {"processed", "duplicate"}
+
+
+def waiting_key(seq: int) -> bytes:
+    return pack(PENDING, "default", "save-1", "main", seq)
+
+
+def as_once_taken(seq: int) -> bytes:
+    """An event at `seq` naming `..`, which a release before took as an id."""
+    return orjson.dumps(orjson.loads(event(seq)) | {"target": ".."})
+
+
+def waiting_seqs(state: MemoryState) -> list[int]:
+    return [int(unpack(key)[-1]) for key, _ in state.scan(pack(PENDING))]
+
+
+def test_a_crash_between_the_changelog_batches_of_a_release_leaves_no_applied_event_waiting() -> (
+    None
+):
+    """Recovered from batches that kept the positions counting the released events and not
+    their deletes, the state kept hundreds of them waiting at seqs already applied, for ever
+    (nothing but deleting the world removed them). The message taken in again, a duplicate,
+    deletes them."""
+    split = split_over_batches()
+    for stored in range(len(split.batches) + 1):
+        recovered = recovered_from(split.before, split.batches[:stored])
+        PROJECTOR.receive(recovered, split.gap)
+        assert list(recovered.scan(pack(PENDING))) == [], stored
+
+
+def test_a_crash_before_the_outbox_row_of_a_refusal_keeps_the_refused_event_to_refuse_again() -> (
+    None
+):
+    """A waiting event refused as the gap filled left the buffer before the outbox row that
+    keeps its dead letter: recovered from batches that kept its delete and not the row, the
+    message taken in again was a plain duplicate, with no `rejected` ack and no dead letter, and
+    the event's bytes were lost. Now every crash leaves either the row, or the event waiting to
+    be refused again; and no event waits at or below the positions."""
+    refused = 450
+    split = split_over_batches(refused_at=refused)
+    [letter] = split.first.dead_letters
+    assert base64.b64decode(letter.value_base64) == as_once_taken(refused)
+    assert waiting_seqs(split.after) == list(range(refused + 1, RELEASED + 2))
+    for stored in range(len(split.batches) + 1):
+        recovered = recovered_from(split.before, split.batches[:stored])
+        again = PROJECTOR.receive(recovered, split.gap)
+        assert (refused, "rejected") in [(ack.seq, ack.outcome.value) for ack in again.acks], stored
+        assert again.dead_letters == [letter], stored
+        assert waiting_seqs(recovered) == waiting_seqs(split.after), stored
+        line = message(RELEASED + 1, refused)
+        taken = PROJECTOR.receive(recovered, line).acks
+        assert (taken[0].outcome.value, taken[-1].processed_seq) == ("processed", RELEASED + 1)
+        assert waiting_seqs(recovered) == [], stored
+
+
+def test_an_event_sent_again_at_a_refused_seq_is_taken_in_after_a_crash_that_kept_the_refused() -> (
+    None
+):
+    """A worker killed after the outbox row of a refusal and before the delete of the refused
+    event (written after it) keeps that event waiting at the next seq: the event sent again
+    there, as the dead letter asks, was acked `duplicate` and lost, and the old bytes refused
+    once more. Now it is applied."""
+    refused = 450
+    split = split_over_batches(refused_at=refused)
+    recovered = recovered_from(split.before, split.batches)
+    recovered.put(waiting_key(refused), as_once_taken(refused))  # its delete not kept
+    assert PROJECTOR.receive(recovered, split.gap).redelivered
+    taken = PROJECTOR.receive(recovered, message(RELEASED + 1, refused))
+    assert [(ack.seq, ack.outcome.value) for ack in taken.acks[:2]] == [
+        (refused, "processed"),
+        (refused + 1, "processed"),
+    ]
+    assert (taken.acks[-1].processed_seq, taken.dead_letters) == (RELEASED + 1, [])
+    assert waiting_seqs(recovered) == []
 
 
 def recovered_from(before: list[tuple[bytes, bytes]], batches: list[Records]) -> MemoryState:
