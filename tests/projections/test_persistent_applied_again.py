@@ -24,7 +24,7 @@ from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
-from tests.projections.recorded import Recorded
+from tests.projections.recorded import Recorded, laid_in
 from tests.reads import answer
 from tests.tavern import PERSISTENT, TAVERN
 
@@ -38,15 +38,6 @@ def projected(state: MemoryState) -> dict[bytes, bytes]:
         for key, value in state.items()
         if KEY_SPACES.get(str(unpack(key)[0])) is not Role.BOOKKEEPING
     }
-
-
-def laid_in(state: MemoryState, writes: list[tuple[bytes, bytes | None]]) -> Recorded:
-    """A copy of `state` with `writes` made to it: what a worker killed mid-event restarts
-    from."""
-    copy = Recorded(state)
-    for key, value in writes:
-        copy.put(key, value) if value is not None else copy.delete(key)
-    return copy
 
 
 def test_an_event_applied_again_over_any_prefix_of_its_writes_ends_as_applied_once() -> None:
