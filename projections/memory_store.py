@@ -169,18 +169,22 @@ def forget_persistent_stored_at(
         raw = tx.get(stored + key[len(log) :])
         if raw is not None and (memory := DECODED.decode(raw)).persistent:
             own.setdefault(memory.character_id, {})[key] = memory
-    forget_persistent(tx, keys, own)
+    forget_persistent(tx, keys, own, found_by_log=True)
 
 
 PersistentByCharacter = dict[str, dict[bytes, Memory]]
 """Persistent memories of one world: by character, under their memory log keys."""
 
 
-def forget_persistent(tx: StateTransaction, keys: MemoryKeys, own: PersistentByCharacter) -> None:
+def forget_persistent(
+    tx: StateTransaction, keys: MemoryKeys, own: PersistentByCharacter, *, found_by_log: bool
+) -> None:
     """Take these persistent memories out of the world, and put back what they changed in the
     world-wide scope. The first position each character learned each origin at goes back to
-    what the memories left show, first of all; then each memory's entries go, its log entry
-    last. The news heads the memories may have moved go too: reads seek the index instead, and
+    what the memories left show, first of all; then each memory's entries go, last the one the
+    caller found it by (its log entry, `found_by_log`, or the memory itself): killed in the
+    middle (a crash keeps a prefix of the writes), the caller finds what is left once more.
+    The news heads the memories may have moved go too: reads seek the index instead, and
     storing news makes them again from it (`store_memories`)."""
     for character, memories in own.items():
         _learned_without(tx, keys, character, memories.values())
@@ -200,8 +204,10 @@ def forget_persistent(tx: StateTransaction, keys: MemoryKeys, own: PersistentByC
                 tx.delete(news + at)
             for lookup, _ in memory_lookups(keys.tenant_id, keys.world_id, memory):
                 tx.delete(lookup)
-            tx.delete(memory_prefix + belief)
-            tx.delete(log_key)
+            stored = memory_prefix + belief
+            last_but_one, last = (stored, log_key) if found_by_log else (log_key, stored)
+            tx.delete(last_but_one)
+            tx.delete(last)
 
 
 def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, PersistentByCharacter]:
@@ -237,10 +243,15 @@ def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, Persistent
     return found
 
 
-def recount_persistent(tx: StateTransaction, tenant_id: str, world_id: str) -> None:
+def recount_persistent(
+    tx: StateTransaction, tenant_id: str, world_id: str, about_to_go: int
+) -> None:
     """Set the world's count of persistent memories (where it keeps one) to how many it
-    stores: a worker of a release before, killed after counting an event's memories and
-    before its position was saved, left a count the event, applied again, counts on from."""
+    stores, but the `about_to_go` of them the caller takes out next: a worker of a release
+    before, killed after counting an event's memories and before its position was saved, left
+    a count the event, applied again, counts on from. Set before they go, so a caller killed in
+    the middle of taking them out counts what is left again, less what it finds left to take
+    out: the same count."""
     count_key = pack(PERSISTENT_WORLDS, tenant_id, world_id)
     if tx.get(count_key) is None:
         return
@@ -249,7 +260,7 @@ def recount_persistent(tx: StateTransaction, tenant_id: str, world_id: str) -> N
         for _, raw in tx.scan(pack_scope(MEMORIES, tenant_id, world_id))
         if b'"persistent":true' in raw and DECODED.decode(raw).persistent
     )
-    tx.put(count_key, stored.to_bytes(8, "big"))
+    tx.put(count_key, (stored - about_to_go).to_bytes(8, "big"))
 
 
 def _learned_without(

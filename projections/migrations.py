@@ -178,16 +178,20 @@ def _half_applied_persistent_taken_out(tx: StateTransaction) -> int:
     before it was killed in its middle (`memory_store.half_applied_persistent`) are taken out,
     with what they changed: the event, applied again, forms them as applying it once does.
     Where it had counted them, or the migration to format 8 summed them into relation heads,
-    the count and those heads are made again from the memories left. Returns how many memories
-    and heads it rewrote."""
+    the count and those heads are made again from the memories left.
+
+    The count and heads are written first, each memory itself last: run again after a crash
+    that kept a prefix of the writes (the worker sends them in the order of their last write),
+    the step finds the memories not yet taken out, and counts and sums the same from what is
+    left without them. Returns how many memories and heads it rewrote."""
     rewritten = 0
     for keys, memories in half_applied_persistent(tx).items():
-        forget_persistent(tx, keys, memories)
-        recount_persistent(tx, keys.tenant_id, keys.world_id)
         taken_out = [
             memory for of_character in memories.values() for memory in of_character.values()
         ]
+        recount_persistent(tx, keys.tenant_id, keys.world_id, len(taken_out))
         rewritten += len(taken_out) + head_persistent_relations_without(tx, keys, taken_out)
+        forget_persistent(tx, keys, memories, found_by_log=False)
     return rewritten
 
 

@@ -183,13 +183,16 @@ def head_persistent_relations(tx: StateTransaction) -> int:
 def head_persistent_relations_without(
     tx: StateTransaction, keys: MemoryKeys, taken_out: Iterable[Memory]
 ) -> int:
-    """Sum again, from the persistent memories stored, the heads `head_persistent_relations`
-    made (their sum alone) of the pairs the `taken_out` memories add to: made from a store that
-    held them, they count them. A head an event moved since is left as it is: it holds what it
-    held before that event, with the event's position (`_moved_head`), and events move heads
-    only once their memories are all stored; the event that moved it, applied again, adds to
-    what it held before. Returns how many heads it rewrote."""
+    """Sum again, from the persistent memories stored but the `taken_out` ones, the heads
+    `head_persistent_relations` made (their sum alone) of the pairs those add to: made from a
+    store that held them, they count them. Summed before they go, so a caller killed in the
+    middle of taking them out sums the same again from what is left. A head an event moved
+    since is left as it is: it holds what it held before that event, with the event's position
+    (`_moved_head`), and events move heads only once their memories are all stored; the event
+    that moved it, applied again, adds to what it held before. Returns how many heads it
+    rewrote."""
     pairs: dict[str, set[bytes]] = {}
+    leaving = {keys.memory(memory.character_id, memory.belief_id) for memory in taken_out}
     for memory in taken_out:
         character = memory.character_id
         for entity, _ in relation_contributions(memory):
@@ -204,7 +207,8 @@ def head_persistent_relations_without(
         ]
         if not summed_whole:
             continue
-        heads = _persistent_sums(tx.scan(keys.held_by(character)))
+        stored = tx.scan(keys.held_by(character))
+        heads = _persistent_sums((key, raw) for key, raw in stored if key not in leaving)
         for head_key in summed_whole:
             if head_key in heads:
                 tx.put(head_key, heads[head_key])

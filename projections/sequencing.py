@@ -193,17 +193,23 @@ def settle_inherited_everywhere(tx: StateTransaction) -> list[Ack]:
     """Take every event waiting at a position its branch inherits out of the deferral buffer,
     with its `duplicate` ack: a release before placed branches without them (they waited for
     ever, and each held a place in the buffer). For a store of such a release
-    (`projections.migrations`); this release never leaves one there."""
+    (`projections.migrations`); this release never leaves one there.
+
+    Run again after a crash that kept part of its writes, it ends as run once: the events go
+    first, whatever the count says, and the count is saved last, set to the events left
+    waiting, so one already lowered is not lowered again, and one not yet lowered is."""
     acks: list[Ack] = []
     for _, raw in list(tx.scan(pack(TIMELINES))):
         if b'"parent_timeline_id":"' not in raw:  # a root timeline's: nothing to decode
             continue
         record = TimelineRecord.from_bytes(raw)
-        inherited = _inherited(tx, record)
-        if inherited:
-            record = _without(record, inherited)
-            timelines.save(tx, record)
-            acks += _settle_inherited(tx, record, inherited)
+        prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+        waiting = [key for key, _ in tx.scan(prefix)]
+        inherited = [key for key in waiting if int(unpack(key)[-1]) <= record.after_seq]
+        left = record.model_copy(update={"deferred_events": len(waiting) - len(inherited)})
+        acks += _settle_inherited(tx, left, inherited)
+        if left != record:
+            timelines.save(tx, left)
     return acks
 
 

@@ -53,6 +53,7 @@ from projections.timelines import save as save_timeline
 from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
+from tests.projections.recorded import Recorded, laid_in
 from tests.streams.noisy_story import CHARACTERS
 from tests.streams.test_judgement_parts import crowd
 
@@ -512,8 +513,23 @@ def test_an_event_waiting_at_a_position_its_branch_inherits_is_acked_by_the_upgr
     assert upgrade(earlier).acks == ()
 
 
+def test_the_step_settling_inherited_events_run_again_after_a_crash_ends_as_run_once() -> None:
+    """Format 11 run again after a crash that kept any prefix of the upgrade's writes (as the
+    worker sends them: in the order of their last write) leaves the store a whole upgrade
+    leaves: a release before lowered alt's count a second time for the event already taken out
+    of the buffer, and counted none waiting while seq 3 still waited."""
+    state, earlier = inherited_waiting_as_an_earlier_release_left_it()
+    whole = Recorded(earlier)
+    upgrade(whole)
+    writes = whole.last_writes()
+    for cut in range(len(writes)):
+        crashed = laid_in(earlier, writes[:cut])
+        upgrade(crashed)
+        assert list(crashed.items()) == list(state.items()), cut
+
+
 def test_an_outbox_row_kept_whole_is_split_into_the_parts_this_release_keeps() -> None:
-    """Format 11: a release before kept a message's outbox row whole (here the 32 KB of the acks
+    """Format 14: a release before kept a message's outbox row whole (here the 32 KB of the acks
     of a message releasing 200 events; 500 made one the changelog of the least batch setting
     refused); upgraded, the store holds it in the parts this release writes, and a redelivery
     re-sends the very acks."""
@@ -554,7 +570,7 @@ def seq_event(seq: int) -> bytes:
 
 
 def test_an_outbox_row_keeping_changes_is_split_with_them_and_gives_them_back_in_order() -> None:
-    """Format 11: releases before this one kept a message's changes in its row too (300 here,
+    """Format 14: releases before this one kept a message's changes in its row too (300 here,
     22 KB): split, a redelivery gives them back, in their order, with the acks."""
     state = MemoryState()
     upgrade(state)

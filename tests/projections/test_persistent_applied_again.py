@@ -24,7 +24,7 @@ from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from streams.replay import replay_lines
-from tests.projections.recorded import Recorded
+from tests.projections.recorded import Recorded, laid_in
 from tests.reads import answer
 from tests.tavern import PERSISTENT, TAVERN
 
@@ -38,15 +38,6 @@ def projected(state: MemoryState) -> dict[bytes, bytes]:
         for key, value in state.items()
         if KEY_SPACES.get(str(unpack(key)[0])) is not Role.BOOKKEEPING
     }
-
-
-def laid_in(state: MemoryState, writes: list[tuple[bytes, bytes | None]]) -> Recorded:
-    """A copy of `state` with `writes` made to it: what a worker killed mid-event restarts
-    from."""
-    copy = Recorded(state)
-    for key, value in writes:
-        copy.put(key, value) if value is not None else copy.delete(key)
-    return copy
 
 
 def test_an_event_applied_again_over_any_prefix_of_its_writes_ends_as_applied_once() -> None:
@@ -158,4 +149,42 @@ def test_an_event_an_earlier_release_left_half_applied_ends_as_applied_once_afte
             upgrade(partly)
             PROJECTOR.receive(partly, message)
             assert projected(partly) == entries, (offset, cut)
+        before = once
+
+
+@pytest.mark.parametrize("version", [7, 10])
+def test_the_upgrade_taking_out_half_applied_memories_run_again_after_a_crash_ends_as_run_once(
+    version: int,
+) -> None:
+    """The upgrade of such a store, run again after a crash that kept any prefix of its writes
+    (as the worker sends them: in the order of their last write), leaves the store a whole
+    upgrade leaves, and the event applied again ends where applying it once does. The step once
+    took the memories out before it counted those left, and each memory before its log entry:
+    run again, it found none to take out, kept the stale count (the event counted on from it)
+    and the log entries of memories gone."""
+    lines = TAVERN.splitlines()
+    before = MemoryState()
+    for offset, line in enumerate(lines):
+        message = SourceMessage("events", 0, offset, world_key(line), line)
+        once = Recorded(before)
+        PROJECTOR.receive(once, message)
+        earlier_writes = as_an_earlier_release_wrote(once.writes, heads=version >= 8)
+        clean = of_format(before, version)
+        upgrade(clean)
+        PROJECTOR.receive(clean, message)
+        digest = world_digest(clean, "default", "save-1")
+        for cut in range(len(earlier_writes)):
+            partly = laid_in(of_format(before, version), earlier_writes[:cut])
+            whole = Recorded(partly)
+            upgrade(whole)
+            if not whole.writes:
+                continue
+            upgraded = list(whole.items())
+            writes = whole.last_writes()
+            for kept in range(len(writes)):
+                crashed = laid_in(partly, writes[:kept])
+                upgrade(crashed)
+                assert list(crashed.items()) == upgraded, (offset, cut, kept)
+                PROJECTOR.receive(crashed, message)
+                assert world_digest(crashed, "default", "save-1") == digest, (offset, cut, kept)
         before = once
