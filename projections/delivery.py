@@ -72,16 +72,17 @@ three times that, which a broker the setting was lowered for refused; the worker
 it, at every restart. Half leaves the row room for the rest of its acks (some 200 bytes each),
 and at the least setting (16,384) still lists a first refusal of 7,000 bytes."""
 OUTBOX_PART_BYTES = 14_000
-"""The most one record of an outbox row holds, unless a single ack is larger (one listing the
-refused judgements of half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`, `REFUSALS_SHARE_OF_RECORD`,
-which fits a record of the setting's changelog topic). A message that fills a gap keeps an ack
-for each event it releases (up to `sequencing.max_deferred`, 100,000 at most), some 160 bytes
-each: kept whole, 500 of them made a row of 80 KB, which the changelog topic of the least
-setting (16,384, the topic taking 64 KiB more) refused, and the worker stopped on the message
-at every restart. With its key (a topic's name is 249 characters at most) and Kafka's
-overheads, a part fits a record batch of the least setting, as a part of an event's judgements
-does (`projections.judgements.MOST_PART_BYTES`). A constant, not the setting: an upgrade splits
-the rows of earlier releases (`projections.migrations`) without knowing it."""
+"""The most one record of an outbox row holds, unless a single ack or dead letter is larger (an ack
+listing the refused judgements of half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`,
+`REFUSALS_SHARE_OF_RECORD`, or the dead letter of a refused waiting event with its bytes, at most
+70% of the setting: either fits a record of the setting's changelog topic). A message that fills a
+gap keeps an ack for each event it releases (up to `sequencing.max_deferred`, 100,000 at most), some
+160 bytes each: kept whole, 500 of them made a row of 80 KB, which the changelog topic of the least
+setting (16,384, the topic taking 64 KiB more) refused, and the worker stopped on the message at
+every restart. With its key (a topic's name is 249 characters at most) and Kafka's overheads, a part
+fits a record batch of the least setting, as a part of an event's judgements does
+(`projections.judgements.MOST_PART_BYTES`). A constant, not the setting: an upgrade splits the rows
+of earlier releases (`projections.migrations`) without knowing it."""
 _PART_FIELD_BYTES = len(b',"changes":[],"parts":') + 20
 """What a part's record may add to a row of no ack beyond its digest: a list of changes, and
 how many parts there are (20 digits at most)."""
