@@ -21,16 +21,22 @@ async def _never(*_: Any) -> Any:
     raise AssertionError("rules mode asks the judgements topic nothing")
 
 
-def test_a_rebuilt_store_is_stamped_and_its_worker_has_nothing_to_migrate(tmp_path: Path) -> None:
-    db = Rdict(str(tmp_path / "partition-0"))
-    folder = Folder(
+def rules_folder(db: Rdict) -> Folder:
+    """A rebuild's folder in rules mode, writing every partition into `db`, sending nothing
+    before `BATCH_EVENTS` events."""
+    return Folder(
         Projector(),
-        cast(Any, None),  # no send before `BATCH_EVENTS` events
+        cast(Any, None),
         "changelog",
         lambda partition: db,
         Judge(None, JudgementLog(_never, _never)),
         1_000_000,
     )
+
+
+def test_a_rebuilt_store_is_stamped_and_its_worker_has_nothing_to_migrate(tmp_path: Path) -> None:
+    db = Rdict(str(tmp_path / "partition-0"))
+    folder = rules_folder(db)
     raw = orjson.dumps(
         {
             "key": "loreweaver.movement.location-entered",

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, cast
 
 import orjson
 from aiokafka.structs import ConsumerRecord
 from rocksdict import Rdict
 
 from projections.deletion import deletion_event
-from projections.projector import Projector
-from streams.judging import Judge, JudgementLog
-from streams.rebuild import Folder, wanted
+from streams.rebuild import wanted
+from tests.streams.test_rebuild_format import rules_folder
 
 STAR_WORLD = orjson.dumps(
     {
@@ -30,10 +28,6 @@ STAR_WORLD = orjson.dumps(
 OTHER_TENANT_DELETED = deletion_event("other", None).model_dump_json().encode()
 
 
-async def _never(*_: Any) -> Any:
-    raise AssertionError("rules mode asks the judgements topic nothing")
-
-
 def record(offset: int, value: bytes) -> ConsumerRecord[bytes, bytes]:
     return ConsumerRecord("events", 0, offset, 0, 0, b"*", value, None, 1, len(value), ())
 
@@ -44,14 +38,7 @@ def test_a_world_called_star_is_compared_and_a_tenants_deletion_is_no_world(
     """The acks of a world called `*` were taken for a tenant's deletion's: a rebuild left the
     world out of its comparison and said every world it rebuilt was the same (exit 0)."""
     db = Rdict(str(tmp_path / "partition-0"))
-    folder = Folder(
-        Projector(),
-        cast(Any, None),  # no send before `BATCH_EVENTS` events
-        "changelog",
-        lambda partition: db,
-        Judge(None, JudgementLog(_never, _never)),
-        1_000_000,
-    )
+    folder = rules_folder(db)
     for offset, value in enumerate((STAR_WORLD, OTHER_TENANT_DELETED)):
         asyncio.run(folder.take(record(offset, value)))
     db.close()
