@@ -5,6 +5,8 @@ those, the event's own among them once it stored some."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import orjson
 import pytest
 
@@ -118,6 +120,28 @@ def of_format(state: MemoryState, version: int) -> MemoryState:
     return old
 
 
+def each_event_of_an_earlier_release(
+    version: int,
+) -> Iterator[
+    tuple[int, SourceMessage, list[tuple[bytes, bytes | None]], MemoryState, MemoryState]
+]:
+    """Each tavern event in turn: its offset and message, its writes as a release of format
+    `version` wrote them, the store just before it (of this release: `of_format` makes the
+    earlier one from it), and the store of that format upgraded whole with the event applied
+    once."""
+    before = MemoryState()
+    for offset, line in enumerate(TAVERN.splitlines()):
+        message = SourceMessage("events", 0, offset, world_key(line), line)
+        once = Recorded(before)
+        PROJECTOR.receive(once, message)
+        earlier_writes = as_an_earlier_release_wrote(once.writes, heads=version >= 8)
+        clean = of_format(before, version)
+        upgrade(clean)
+        PROJECTOR.receive(clean, message)
+        yield offset, message, earlier_writes, before, clean
+        before = once
+
+
 @pytest.mark.parametrize("version", [7, 10])
 def test_an_event_an_earlier_release_left_half_applied_ends_as_applied_once_after_upgrade(
     version: int,
@@ -130,16 +154,7 @@ def test_an_event_an_earlier_release_left_half_applied_ends_as_applied_once_afte
     event ends where applying it once does, for every prefix of its writes; the persistent
     relation heads the upgrade from before format 8 sums (from the memories stored, those left
     half-applied too) come out as for a store that never held them."""
-    lines = TAVERN.splitlines()
-    before = MemoryState()
-    for offset, line in enumerate(lines):
-        message = SourceMessage("events", 0, offset, world_key(line), line)
-        once = Recorded(before)
-        PROJECTOR.receive(once, message)
-        earlier_writes = as_an_earlier_release_wrote(once.writes, heads=version >= 8)
-        clean = of_format(before, version)
-        upgrade(clean)
-        PROJECTOR.receive(clean, message)
+    for offset, message, earlier_writes, before, clean in each_event_of_an_earlier_release(version):
         entries = projected(clean)
         # every prefix without the event's position (saved last): that release applied the rest
         timeline = pack(TIMELINES)
@@ -149,7 +164,6 @@ def test_an_event_an_earlier_release_left_half_applied_ends_as_applied_once_afte
             upgrade(partly)
             PROJECTOR.receive(partly, message)
             assert projected(partly) == entries, (offset, cut)
-        before = once
 
 
 @pytest.mark.parametrize("version", [7, 10])
@@ -162,16 +176,7 @@ def test_the_upgrade_taking_out_half_applied_memories_run_again_after_a_crash_en
     took the memories out before it counted those left, and each memory before its log entry:
     run again, it found none to take out, kept the stale count (the event counted on from it)
     and the log entries of memories gone."""
-    lines = TAVERN.splitlines()
-    before = MemoryState()
-    for offset, line in enumerate(lines):
-        message = SourceMessage("events", 0, offset, world_key(line), line)
-        once = Recorded(before)
-        PROJECTOR.receive(once, message)
-        earlier_writes = as_an_earlier_release_wrote(once.writes, heads=version >= 8)
-        clean = of_format(before, version)
-        upgrade(clean)
-        PROJECTOR.receive(clean, message)
+    for offset, message, earlier_writes, before, clean in each_event_of_an_earlier_release(version):
         digest = world_digest(clean, "default", "save-1")
         for cut in range(len(earlier_writes)):
             partly = laid_in(of_format(before, version), earlier_writes[:cut])
@@ -187,4 +192,3 @@ def test_the_upgrade_taking_out_half_applied_memories_run_again_after_a_crash_en
                 assert list(crashed.items()) == upgraded, (offset, cut, kept)
                 PROJECTOR.receive(crashed, message)
                 assert world_digest(crashed, "default", "save-1") == digest, (offset, cut, kept)
-        before = once
