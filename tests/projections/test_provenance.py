@@ -84,21 +84,23 @@ def happened(seq: int, key: str, timeline: str = "main", **fields: Any) -> bytes
     )
 
 
+MARA_SEES_THE_FIGHT = happened(
+    1,
+    "combat.enemy-defeated",
+    actor="player-1",
+    target="npc-drunk-sailor",
+    players=["player-1"],
+    witnesses=["npc-mara"],
+    facts=SAILOR_DOWN,
+)
+"""Mara sees Ilse defeat the sailor, at seq 1 of main."""
+
+
 def test_a_fact_said_again_unchanged_is_still_news_of_the_event_that_made_it() -> None:
     """Mara sees Ilse defeat the sailor (1); a guard's round says so again (2), on main and on a
     branch of it. News claiming it, told to Mara with Tomas listening, is news of the fight:
     Mara, who saw it, takes nothing in, and Tomas's started at the fight, not at the round."""
-    lines = [
-        happened(
-            1,
-            "combat.enemy-defeated",
-            actor="player-1",
-            target="npc-drunk-sailor",
-            players=["player-1"],
-            witnesses=["npc-mara"],
-            facts=SAILOR_DOWN,
-        )
-    ]
+    lines = [MARA_SEES_THE_FIGHT]
     branch = {"parent_timeline_id": "main", "after_seq": 1}
     for timeline, forked in (("main", {}), ("reload", {"branch": branch})):
         lines += [
@@ -149,17 +151,7 @@ def sailor_news_passed_on(named: bool) -> MemoryState:
     claims the fight's fact, naming the teller's memory of it when `named`."""
     mara_saw = belief_id("default", "save-1", "main", 1, "npc-mara", "event")
     tomas_heard = belief_id("default", "save-1", "main", 2, "npc-tomas", "knowledge")
-    lines = [
-        happened(
-            1,
-            "combat.enemy-defeated",
-            actor="player-1",
-            target="npc-drunk-sailor",
-            players=["player-1"],
-            witnesses=["npc-mara"],
-            facts=SAILOR_DOWN,
-        )
-    ]
+    lines = [MARA_SEES_THE_FIGHT]
     for seq, teller, listener, belief in (
         (2, "npc-mara", "npc-tomas", mara_saw),
         (3, "npc-tomas", "npc-ilka", tomas_heard),
