@@ -224,7 +224,7 @@ def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, Persistent
     reached: dict[tuple[str, str, str], int] = {}
     found: dict[MemoryKeys, PersistentByCharacter] = {}
     for key, raw in tx.scan(pack(MEMORIES)):
-        if b'"persistent":true' not in raw or not (memory := DECODED.decode(raw)).persistent:
+        if (memory := DECODED.persistent(raw)) is None:
             continue
         _, tenant, world, *_ = unpack(key)
         timeline = (str(tenant), str(world), memory.timeline_id)
@@ -258,7 +258,7 @@ def recount_persistent(
     stored = sum(
         1
         for _, raw in tx.scan(pack_scope(MEMORIES, tenant_id, world_id))
-        if b'"persistent":true' in raw and DECODED.decode(raw).persistent
+        if DECODED.persistent(raw) is not None
     )
     tx.put(count_key, (stored - about_to_go).to_bytes(8, "big"))
 
@@ -376,6 +376,14 @@ class DecodedMemories:
             memory = Memory.model_validate_json(raw)
             self.remember(raw, memory)
         return memory
+
+    def persistent(self, raw: bytes) -> Memory | None:
+        """The stored memory if it is persistent, else None: the bytes are looked at first, so a
+        scan over every memory of a store decodes only the persistent ones."""
+        if b'"persistent":true' not in raw:
+            return None
+        memory = self.decode(raw)
+        return memory if memory.persistent else None
 
     def remember(self, raw: bytes, memory: Memory) -> None:
         if len(self._decoded) >= self._size:  # the oldest entry makes room

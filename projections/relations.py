@@ -223,7 +223,7 @@ def _persistent_sums(stored: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes
     each holding its sum alone: by head key."""
     sums: dict[bytes, list[float]] = {}
     for key, raw in stored:
-        if b'"persistent":true' not in raw or not (memory := DECODED.decode(raw)).persistent:
+        if (memory := DECODED.persistent(raw)) is None:
             continue
         _, tenant, world, *_ = unpack(key)
         for entity, feeling in relation_contributions(memory):
