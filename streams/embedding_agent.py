@@ -3,11 +3,12 @@
 The ingest agent notes the worlds each batch it takes in names (`MemoryEmbedding.note`, from
 the batch's acks) and goes on; this agent, a task of its own on the worker's loop, embeds what
 those worlds formed since they were last looked at: each content that has no vector yet, once,
-a batch of contents at a time (`embed_one_batch`), letting ingest go on after each batch. No
-ack waits for it. The recall index lives in memory, so a restart catches a world up from
-position 0 at its next event, its whole history waiting for vectors; until a memory has its
-vector, cues and words still find it, and the word and cue searches catch themselves up when a
-recall needs them. A rebalance that moves a world's partition away forgets it (`keep`).
+a step at a time (`embed_one_batch`: a slice of the memory log read, or a batch of contents
+embedded), letting ingest go on after each step. No ack waits for it. The recall index lives in
+memory, so a restart catches a world up from position 0 at its next event, its whole history
+waiting for vectors; until a memory has its vector, cues and words still find it, and the word
+and cue searches catch themselves up when a recall needs them. A rebalance that moves a world's
+partition away forgets it (`keep`).
 
 It used to read the worker's own acks back from Kafka: a second fetch, decode and commit of a
 record per event, for a set of worlds the ingest agent already holds.
@@ -61,7 +62,7 @@ class MemoryEmbedding:
 
     async def run(self) -> None:
         """The agent: load the embedder, then embed the noted worlds whenever there are some,
-        letting ingest go on between one batch of contents and the next."""
+        letting ingest go on between one step and the next."""
         await self.load()
         while True:
             await self.noted.wait()
@@ -86,19 +87,22 @@ class MemoryEmbedding:
         self.worlds -= {noted for noted in self.worlds if not assigned(noted[1])}
 
     async def embed_noted(self) -> None:
-        """Embed what the noted worlds formed that has no vector yet, one batch of contents at
-        a time, letting ingest go on after each."""
+        """Embed what the noted worlds formed that has no vector yet, one step at a time (a
+        slice of a world's memory log read, or a batch of its contents embedded), letting
+        ingest go on after each: a world's whole history, after a start, is read 500 memories
+        a step, not at once."""
         if (embedder := self.worker.recall_index.embedder) is None:  # `run` loads it first
             self.worlds.clear()
             return
         while self.worlds:
             tenant, world = self.worlds.pop()
-            if await self.embed_batch(embedder, tenant, world):
+            if await self.embed_step(embedder, tenant, world):
                 self.worlds.add((tenant, world))  # so that `keep` can still forget it
-            await asyncio.sleep(0)  # ingest goes on between batches
+            await asyncio.sleep(0)  # ingest goes on between steps
 
-    async def embed_batch(self, embedder: Embedder, tenant: str, world: str) -> bool:
-        """Embed a batch of what the world formed that has no vector yet; whether more wait.
+    async def embed_step(self, embedder: Embedder, tenant: str, world: str) -> bool:
+        """Take a step of the world's embedding: read a slice of what it formed, or embed a
+        batch of what has no vector yet; whether more wait.
         An error is logged and leaves those memories to cues and words, as a world's refused
         model does."""
         index = self.worker.recall_index

@@ -1,22 +1,26 @@
 """The embedding agent: the worlds the ingest agent's batches name (their acks) get vectors for
 what they formed, by the agent's own task and not by the batch, which goes on between each batch
-of contents the agent embeds; other worlds, acks that name no world, and worlds a rebalance moved
-away get none; an embedder that fails to load leaves recall to cues and words and stops
-nothing."""
+of contents the agent embeds and each slice of a world's history it reads; other worlds, acks
+that name no world, and worlds a rebalance moved away get none; an embedder that fails to load
+leaves recall to cues and words and stops nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Sequence
+from itertools import pairwise
 
 from benchmarks.story import encoded, tavern_story
+from projections.memory_store import memory_keys
+from projections.recall import search_scope
+from projections.runtime_read import timeline_view
 from projections.state import StateTransaction
 from schemas import Ack
 from schemas.outcomes import Outcome
-from streams.embedding import Embedder, Vectors
+from streams.embedding import Embedder, Vectors, WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
-from streams.recall_index import EMBED_BATCH, SqliteRecallIndex
+from streams.recall_index import EMBED_BATCH, SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from tests.streams.test_recall_index import STATE, CountingEmbedder
 
@@ -27,11 +31,13 @@ BUSY = replay_lines(encoded(tavern_story(400, seed=3, worlds=("busy",)))).state
 class Worker:
     """The recall index and the state reads a worker gives the embedding."""
 
-    def __init__(self) -> None:
+    def __init__(self, busy: StateTransaction = BUSY) -> None:
         self.recall_index = SqliteRecallIndex()
+        self.busy = busy
+        """The state of world "busy"."""
 
     async def read_transaction(self, world_id: str) -> StateTransaction:
-        return BUSY if world_id == "busy" else STATE
+        return self.busy if world_id == "busy" else STATE
 
 
 def ack(world: str | None) -> Ack:
@@ -160,3 +166,67 @@ def test_the_worlds_a_rebalance_moved_away_are_embedded_no_further() -> None:
     assert counting.embedded == EMBED_BATCH
     assert worker.recall_index.pending("default", "busy", limit=1) != []
     assert not has_vectors(worker.recall_index, "save-1")
+
+
+class Recording:
+    """WordLlama's vectors, and the batches of texts it was given, in order."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.model, self.dimension = embedder.model, embedder.dimension
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        return self.embedder.embed(texts)
+
+    def noted(self, index: SqliteRecallIndex) -> int:
+        """The contents of "busy" the index has queued so far: embedded, or waiting."""
+        waiting = index.pending("default", "busy", limit=1 << 20)
+        return sum(map(len, self.batches)) + len(waiting)
+
+
+def found_by_meaning(index: SqliteRecallIndex, busy: StateTransaction) -> list[list[str] | None]:
+    _, keys, ancestry = timeline_view(busy, "default", "busy", "main")
+    index.catch_up(busy, keys)
+    asked = "drink shared at The Drowned Rat"
+    return [
+        index.by_meaning(search_scope(keys, ancestry, character), asked, 20)
+        for character in ("npc-000", "npc-001", "npc-002")
+    ]
+
+
+def test_a_worlds_history_is_read_a_slice_at_a_time_the_loop_going_on_between() -> None:
+    """A restart's first event of a world sends the agent through its whole memory log: read at
+    once, it held the worker's loop, and every tenant's events and reads, 1.7 s in a world of
+    94,000 memories. Read a slice at a time, it gives the vectors a reading at once gives."""
+    busy = replay_lines(encoded(tavern_story(2_000, seed=3, worlds=("busy",)))).state
+    wordllama = WordLlamaEmbedder()
+    worker, sliced = Worker(busy), Recording(wordllama)
+    embedding = MemoryEmbedding(worker, lambda: sliced)
+    noted_at_each_turn: list[int] = []  # what another task on the loop sees at each of its turns
+
+    async def catch_up_while_the_loop_goes_on() -> None:
+        await embedding.load()
+        embedding.note([ack("busy")])
+        catching_up = asyncio.ensure_future(embedding.embed_noted())
+        while not catching_up.done():
+            noted_at_each_turn.append(sliced.noted(worker.recall_index))
+            await asyncio.sleep(0)
+        await catching_up
+
+    asyncio.run(catch_up_while_the_loop_goes_on())
+    whole = Recording(wordllama)
+    at_once = SqliteRecallIndex(whole)
+    keys = memory_keys(busy, "default", "busy")
+    at_once.note_formed(busy, keys)
+    embed_pending(at_once, whole, busy, keys)
+
+    contents = whole.noted(at_once)
+    assert sliced.noted(worker.recall_index) == contents > EMBED_BATCH
+    most_in_one_turn = max(b - a for a, b in pairwise([0, *noted_at_each_turn]))
+    assert most_in_one_turn < contents / 4  # the log was read in several steps
+    assert sliced.batches == whole.batches  # the same texts, in the same batches
+    assert worker.recall_index.pending("default", "busy", limit=1) == []
+    found = found_by_meaning(at_once, busy)
+    assert found_by_meaning(worker.recall_index, busy) == found and any(found)
