@@ -140,11 +140,12 @@ class Intake:
     it keeps in memory beside the state (the recall index, the read cache), which holds the
     world's memories, their words, until the world is looked at again. Not kept in the outbox:
     a redelivery it recognises comes to a worker that dropped them, or never held them."""
-    refused_waiting: tuple[bytes, ...] = ()
-    """The pending keys of the waiting events it refused (`projections.sequencing.Refused`),
-    which `produce_once` deletes after the outbox row keeping their dead letters: a worker
-    killed before the row finds them still waiting, and refuses them again, with their bytes.
-    Not kept in the outbox."""
+    deleted_after_outbox: tuple[bytes, ...] = ()
+    """Keys `produce_once` deletes only after the outbox row: the deferral buffer's entries of
+    the events the message took out (applied, refused, inherited by a branch) and the
+    registrations of the branches it released, which a worker killed before the row must find
+    still there for the message taken in again to ack those events (refuse them, with their
+    bytes) again (`projections.sequencing.Sequenced`). Not kept in the outbox."""
 
 
 def produce_once(
@@ -192,8 +193,8 @@ def produce_once(
             [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters],
         ),
     )
-    for waited in intake.refused_waiting:
-        tx.delete(waited)
+    for taken_out in intake.deleted_after_outbox:
+        tx.delete(taken_out)
     return intake
 
 

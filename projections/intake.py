@@ -32,7 +32,7 @@ from projections.delivery import (
 )
 from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
-from projections.sequencing import ApplyEvent, sequence
+from projections.sequencing import ApplyEvent, forget_taken_out, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
 from schemas.events import NameableId
@@ -51,7 +51,9 @@ def receive(
 ) -> Intake:
     """Take one message in and say what to publish for it; with `changes` (which `apply`
     tells of the events it applies), also what it changed, kept and re-sent like its acks. Its
-    acks list the refused judgements that fit records of `record_bytes` (`produce_once`)."""
+    acks list the refused judgements that fit records of `record_bytes` (`produce_once`). A
+    redelivery re-sent from the outbox deletes what a crash just after the row left of the
+    message in the deferral buffer (`forget_taken_out`)."""
 
     def produce() -> Intake:
         intake = _take_in(tx, message, apply, policies, max_event_bytes, changes)
@@ -63,10 +65,13 @@ def receive(
             changes=changes.records,
             forgotten_judgements=intake.forgotten_judgements,
             deleted_worlds=intake.deleted_worlds,
-            refused_waiting=intake.refused_waiting,
+            deleted_after_outbox=intake.deleted_after_outbox,
         )
 
-    return produce_once(tx, message, produce, record_bytes)
+    intake = produce_once(tx, message, produce, record_bytes)
+    if intake.redelivered:
+        forget_taken_out(tx, intake.acks)
+    return intake
 
 
 def _take_in(
@@ -93,17 +98,12 @@ def _take_in(
         return changes.deleting(tx, event, message.offset)
     policy = policies(event.tenant_id, event.world_instance_id)
     event, raw = with_real_time(event, message.value, message.timestamp_ms)
-    acks, refused = sequence(tx, event, raw, apply, policy.sequencing)
+    acks, refused, taken_out = sequence(tx, event, raw, apply, policy.sequencing)
     if acks[0].outcome is Outcome.REJECTED:
         return Intake(acks=acks, dead_letters=[dead_letter(message, acks[0].reason or "rejected")])
-    if refused:  # waiting events it released, refused: their bytes at this message's position
-        letters = [
-            dead_letter(replace(message, value=waited.raw), waited.reason) for waited in refused
-        ]
-        return Intake(
-            acks=acks, dead_letters=letters, refused_waiting=tuple(waited.key for waited in refused)
-        )
-    return Intake(acks=acks)
+    # waiting events it released, refused: their bytes at this message's position
+    letters = [dead_letter(replace(message, value=waited.raw), waited.reason) for waited in refused]
+    return Intake(acks=acks, dead_letters=letters, deleted_after_outbox=taken_out)
 
 
 def misrouted_because(key: bytes | None, world_id: str) -> str | None:

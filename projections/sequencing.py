@@ -15,7 +15,9 @@ The rules, per `(tenant, world, timeline)`:
 
 Each apply writes the timeline's positions after the state it produced, and every projection
 reads only what lies before the event's position, so re-applying an event whose positions
-were not yet saved (a crash in between) writes the very same state again.
+were not yet saved (a crash in between) writes the very same state again. What a message takes
+out of the deferral buffer leaves it after the outbox row that keeps its acks (`Sequenced`), so
+a crash after the positions and before the row leaves those events to ack again.
 """
 
 from __future__ import annotations
@@ -52,22 +54,29 @@ ApplyEvent = Callable[[StateTransaction, Event, Ancestry], Applied]
 
 
 class Refused(NamedTuple):
-    """A waiting event refused as it left the deferral buffer: its stored bytes, why, and its
-    pending key, which the caller deletes only after the outbox row that keeps its dead letter
-    (`projections.delivery.produce_once`): a worker killed before the row must find the event
-    still waiting, for the message taken in again to refuse it again, with its bytes."""
+    """A waiting event refused as it left the deferral buffer: its stored bytes and why."""
 
     raw: bytes
     reason: str
-    key: bytes
 
 
 class Sequenced(NamedTuple):
-    """What taking one event in gives: its acks (its own first), and the waiting events it
-    refused, to be dead-lettered."""
+    """What taking one event in gives: its acks (its own first), the waiting events it
+    refused, to be dead-lettered, and the keys to delete after the outbox row that keeps those
+    acks and dead letters (`projections.delivery.produce_once`): the deferral buffer's entries
+    of the events it took out (applied, refused, or at positions the branch it placed inherits)
+    and the registrations of the branches it released.
+
+    The changelog keeps a message's writes in the order of their last, in several record batches
+    when they fill more than one. A worker killed between two must find, in a state that lacks
+    the outbox row, every event the message took out still in the buffer: those its recovered
+    positions do not count to apply again, those they count to ack again as the message, a
+    duplicate now, is taken in again (`_taken_out_before`). Deleted before the row, the acks of
+    the events applied were lost: the redelivery, a duplicate, had nothing left to ack."""
 
     acks: list[Ack]
     refused: tuple[Refused, ...] = ()
+    deleted_after_outbox: tuple[bytes, ...] = ()
 
 
 class EventIdentity(Protocol):
@@ -144,7 +153,8 @@ def sequence(
 
     The first ack is this event's; any that follow are those of deferred events it released
     (`processed`, or `rejected` for one refused) and of events that waited at a position the
-    branch it places inherits (`duplicate`).
+    branch it places inherits (`duplicate`); a duplicate's, those of events a crash left in the
+    buffer at positions already counted (`_taken_out_before`).
     """
     known = timelines.load(tx, event.tenant_id, event.world_instance_id, event.timeline_id)
     record, problem = _place_on_timeline(tx, event, known)
@@ -159,12 +169,15 @@ def sequence(
         if placing:  # the branch's first event, which came before too: the branch is placed
             _save_waiting(tx, record)
         # A redelivery after a crash can find events that already follow on still waiting,
-        # and events its positions count still in the buffer.
-        _forget_processed(tx, record)
+        # and events its positions count (the inherited ones too) still in the buffer.
         duplicate = ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq))
-        settled = _settle_inherited(tx, record, inherited)
+        counted = _taken_out_before(tx, record)
         released = _release(tx, record, apply)
-        return Sequenced([duplicate, *settled, *released.acks], released.refused)
+        return Sequenced(
+            [duplicate, *counted.acks, *released.acks],
+            released.refused,
+            (*counted.deleted_after_outbox, *released.deleted_after_outbox),
+        )
 
     acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
@@ -172,7 +185,11 @@ def sequence(
         processed = ack(tx, event, Outcome.PROCESSED, record, *applied)
         settled = _settle_inherited(tx, record, inherited)
         released = _release(tx, record, apply)
-        return Sequenced([processed, *settled, *released.acks], released.refused)
+        return Sequenced(
+            [processed, *settled, *released.acks],
+            released.refused,
+            (*inherited, *released.deleted_after_outbox),
+        )
 
     if record.deferred_events >= policy.max_deferred:
         return Sequenced([ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))])
@@ -185,7 +202,8 @@ def sequence(
         [
             ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
             *_settle_inherited(tx, record, inherited),
-        ]
+        ],
+        deleted_after_outbox=tuple(inherited),
     )
 
 
@@ -208,6 +226,8 @@ def settle_inherited_everywhere(tx: StateTransaction) -> list[Ack]:
         inherited = [key for key in waiting if int(unpack(key)[-1]) <= record.after_seq]
         left = record.model_copy(update={"deferred_events": len(waiting) - len(inherited)})
         acks += _settle_inherited(tx, left, inherited)
+        for key in inherited:
+            tx.delete(key)
         if left != record:
             timelines.save(tx, left)
     return acks
@@ -287,27 +307,56 @@ def _without(branch: TimelineRecord, inherited: list[bytes]) -> TimelineRecord:
 def _settle_inherited(
     tx: StateTransaction, branch: TimelineRecord, inherited: list[bytes]
 ) -> list[Ack]:
-    """Drop the `inherited` events from the buffer (`branch` no longer counts them), each with
-    the `duplicate` ack it would have had arriving now (whatever it holds: it has no effect)."""
-    acks = []
-    for key in inherited:
-        tx.delete(key)
-        early = WaitingAt.of(key)
-        acks.append(ack(tx, early, Outcome.DUPLICATE, branch, _why_duplicate(branch, early.seq)))
-    return acks
+    """The `duplicate` ack each of the `inherited` events would have had arriving now (whatever
+    it holds: it has no effect), which leave the buffer (`branch` no longer counts them): the
+    caller deletes them."""
+    return [_ack_counted(tx, branch, WaitingAt.of(key)) for key in inherited]
 
 
-def _forget_processed(tx: StateTransaction, record: TimelineRecord) -> None:
-    """Delete the pending entries at or below the timeline's `processed_seq`: a worker killed
-    between the changelog batches of a release can keep the positions that count its events and
-    not their deletes (`_release`), and nothing else would ever remove them. Taken on a
-    duplicate only, as the message taken in again after such a crash is one: one seek where
-    none is left."""
+def _ack_counted(tx: StateTransaction, record: TimelineRecord, counted: WaitingAt) -> Ack:
+    """The ack of an event that waited at a position `record` counts: `duplicate` at one it
+    inherits, `processed` past its branch point (applied)."""
+    if counted.seq <= record.after_seq:
+        return ack(tx, counted, Outcome.DUPLICATE, record, _why_duplicate(record, counted.seq))
+    return ack(tx, counted, Outcome.PROCESSED, record)
+
+
+def _taken_out_before(tx: StateTransaction, record: TimelineRecord) -> Sequenced:
+    """The events still in the buffer at or below the timeline's `processed_seq`, with the ack
+    each had (`_ack_counted`; a `processed` one without the note or the refused judgements the
+    first lists) and its key to delete: a message whose record batches a worker killed after
+    those of the positions and before the outbox row leaves them (`Sequenced`), and, taken in
+    again, is a duplicate on its own timeline and releases the branches it released again
+    (their registrations left with them): nothing else sends their acks. Taken on a duplicate
+    and as a branch is released only: one seek where none is left."""
     prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
-    for key, _ in list(tx.scan(prefix)):
-        if int(unpack(key)[-1]) > record.processed_seq:
+    acks, keys = [], []
+    for key, _ in tx.scan(prefix):
+        counted = WaitingAt.of(key)
+        if counted.seq > record.processed_seq:
             break
-        tx.delete(key)
+        acks.append(_ack_counted(tx, record, counted))
+        keys.append(key)
+    return Sequenced(acks, deleted_after_outbox=tuple(keys))
+
+
+def forget_taken_out(tx: StateTransaction, acks: list[Ack]) -> None:
+    """Delete what a redelivered message's record batches left in the buffer behind its outbox
+    row (`Sequenced`): a worker killed after the row and before the deletes written after it
+    keeps the entries of the events the message applied, at or below the positions of the
+    timelines its acks name. Their acks are in the row, re-sent."""
+    named = {
+        (item.tenant_id, item.world_instance_id, item.timeline_id)
+        for item in acks
+        if item.outcome in (Outcome.PROCESSED, Outcome.DUPLICATE)
+    }
+    for tenant, world, timeline in named:
+        if tenant is None or world is None or timeline is None:
+            continue
+        record = timelines.load(tx, tenant, world, timeline)
+        if record is not None:
+            for key in _taken_out_before(tx, record).deleted_after_outbox:
+                tx.delete(key)
 
 
 def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
@@ -376,18 +425,15 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     event, answered by the bloom filter nearly always). One that no longer reads as an event
     is refused instead (`_refuse_waiting`), and its timeline waits again for its seq.
 
-    The events applied leave the buffer once all are, after the last save of the positions
-    that count them: the changelog keeps a message's writes in the order of their last, in
-    several record batches when they fill more than one, and a worker killed between two must
-    find every event its recovered positions do not count still waiting. Deleted as each was
-    applied, those of the first batches were gone while the positions (saved again at every
-    event, so last at the end) counted none: the gap, filled again, released nothing, and the
-    timeline waited for ever. A refused event's entry is not deleted here at all (`Refused`).
-    Positions kept without the deletes leave entries below them, which the message taken in
-    again, a duplicate, deletes (`_forget_processed`)."""
+    The events it takes out leave the buffer only after the outbox row (`Sequenced`): deleted
+    as each was applied, those of the first record batches were gone while the positions (saved
+    again at every event, so last at the end) counted none, the gap, filled again, released
+    nothing, and the timeline waited for ever. A branch it releases may hold events a worker
+    killed before the row applied: they are acked and deleted as a duplicate's are
+    (`_taken_out_before`)."""
     acks: list[Ack] = []
     refused: list[Refused] = []
-    applied_keys: list[bytes] = []
+    taken_out: list[bytes] = []
     ready = [record]
     while ready:
         current = ready.pop(0)
@@ -404,17 +450,21 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
                 rejected, refusal = _refuse_waiting(tx, current, key, raw, error)
                 acks.append(rejected)
                 refused.append(refusal)
+                taken_out.append(key)
                 break
             current, applied = _apply(tx, current, event, apply, {"deferred_events": waiting})
-            applied_keys.append(key)
+            taken_out.append(key)
             acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
-        for child in timelines.children_ready(tx, current):
+        children, registrations = timelines.children_ready(tx, current)
+        taken_out += registrations
+        for child in children:
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)
+            counted = _taken_out_before(tx, child)
+            acks += counted.acks
+            taken_out += counted.deleted_after_outbox
             ready.append(child)
-    for key in applied_keys:
-        tx.delete(key)
-    return Sequenced(acks, tuple(refused))
+    return Sequenced(acks, tuple(refused), tuple(taken_out))
 
 
 def _refuse_waiting(
@@ -423,8 +473,9 @@ def _refuse_waiting(
     """Refuse the waiting event at `key`, which no longer reads as an event (a release before
     took it, under a contract that took more: an id `.`, a time in another form), where it
     stopped the worker at every start: out of the buffer (`record` no longer counts it; its
-    entry is deleted after the outbox row, `Refused`), its `rejected` ack, and its bytes with
-    why."""
+    entry is deleted after the outbox row, `Sequenced`: a worker killed before the row finds
+    it still waiting, and the message taken in again refuses it again, with its bytes), its
+    `rejected` ack, and its bytes with why."""
     timelines.save(tx, record)
     at = WaitingAt.of(key)
     reason = bounded_reason(
@@ -432,7 +483,7 @@ def _refuse_waiting(
         f"earlier release, and no longer reads as an event ({explain(error)}): refused as "
         f"this message filled the gap; send it again as the contract now takes it"
     )
-    return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason, key)
+    return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason)
 
 
 def _branch_phrase(record: TimelineRecord) -> str:

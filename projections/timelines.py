@@ -9,6 +9,7 @@ a timeline means reading its own records, then each ancestor's up to the branch 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from projections.key_prefixes import TIMELINES, WAITED_ON, WAITING_CHILDREN
 from projections.keys import pack, pack_scope, unpack
@@ -131,29 +132,41 @@ def wait_for_parent(tx: StateTransaction, child: TimelineRecord) -> None:
     tx.put(pack_scope(WAITED_ON, child.tenant_id, child.world_instance_id, source), b"1")
 
 
-def children_ready(tx: StateTransaction, parent: TimelineRecord) -> list[TimelineRecord]:
+class Ready(NamedTuple):
+    """The waiting children a parent has released, and the keys that registered them, which the
+    caller deletes (`children_ready`)."""
+
+    children: list[TimelineRecord]
+    registrations: list[bytes]
+
+
+def children_ready(tx: StateTransaction, parent: TimelineRecord) -> Ready:
     """Waiting children whose branch point `parent` has now made; they stop waiting.
 
     The children waiting here are those whose branch point `parent`'s own events make (see
     `provider`). A parent that is itself still waiting for its own parent has made nothing yet.
+    Their registrations (and the parent's mark, once no child waits here) are left for the
+    caller to delete: the sequencer deletes them only after the outbox row that keeps the acks
+    of the children's events, so that a worker killed before it finds the children again, and
+    the message taken in again acks those events again (`projections.sequencing`).
     """
     if parent.waiting_for_parent:
-        return []
+        return Ready([], [])
     tenant, world, timeline = parent.tenant_id, parent.world_instance_id, parent.timeline_id
     waited_on = pack_scope(WAITED_ON, tenant, world, timeline)
     if tx.get(waited_on) is None:  # the common case, read on every event: one point lookup
-        return []
-    ready, waiting = [], 0
+        return Ready([], [])
+    ready, registrations, waiting = [], [], 0
     for key, _ in list(tx.scan(pack_scope(WAITING_CHILDREN, tenant, world, timeline))):
         child = load(tx, tenant, world, str(unpack(key)[-1]))
         if child is not None and child.after_seq <= parent.processed_seq:
-            tx.delete(key)
+            registrations.append(key)
             ready.append(child)
         else:
             waiting += 1
     if not waiting:
-        tx.delete(waited_on)
-    return ready
+        registrations.append(waited_on)
+    return Ready(ready, registrations)
 
 
 def of_world(tx: StateTransaction, tenant_id: str, world_id: str) -> list[TimelineRecord]:

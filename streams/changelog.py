@@ -35,9 +35,9 @@ BATCH_BYTES = 1_000_000
 """The most a record batch holds, below Kafka's default 1 MiB message limit (the producer's
 `max_batch_size` is set to it). A batch is cut between events; an event larger than this is
 split in the order of its last writes (the projector writes positions after the state they
-produced, takes the events a gap released out of the deferral buffer after the positions that
-count them, and writes the outbox row last, its first record last of all: so each part leaves
-a state a redelivery completes)."""
+produced, the outbox row after them, its first record last of all, and only then takes the
+events the message released out of the deferral buffer: so each part leaves a state a
+redelivery completes, and acks again what the lost outbox row would have re-sent)."""
 FORMAT = 2
 """The changelog format this release writes: 1 was a changeset per event, 2 a record per key.
 A local copy stamped with an earlier format is not reused (`streams.durability`): recovery must

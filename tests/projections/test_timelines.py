@@ -147,13 +147,21 @@ def test_a_waiting_branch_is_released_by_the_timeline_that_makes_its_branch_poin
     timelines.wait_for_parent(state, loaded(state, "b2"))  # its point 15 is b1's own
     timelines.wait_for_parent(state, loaded(state, "b3"))  # its point 5 is main's
     timelines.save(state, record("b1", processed_seq=14))
-    assert timelines.children_ready(state, loaded(state, "b1")) == []
-    assert [r.timeline_id for r in timelines.children_ready(state, loaded(state, "main"))] == ["b3"]
-    assert timelines.children_ready(state, loaded(state, "main")) == []  # released once
+    assert released(state, "b1") == []
+    assert released(state, "main") == ["b3"]
+    assert released(state, "main") == []  # released once
     timelines.save(state, record("b1", processed_seq=15, waiting_for_parent=True))
-    assert timelines.children_ready(state, loaded(state, "b1")) == []
+    assert released(state, "b1") == []
     timelines.save(state, record("b1", processed_seq=15))
-    assert [r.timeline_id for r in timelines.children_ready(state, loaded(state, "b1"))] == ["b2"]
+    assert released(state, "b1") == ["b2"]
+
+
+def released(state: MemoryState, parent: str) -> list[str]:
+    """The children `parent` releases, their registrations deleted as the sequencer does."""
+    children, registrations = timelines.children_ready(state, loaded(state, parent))
+    for key in registrations:
+        state.delete(key)
+    return [child.timeline_id for child in children]
 
 
 def happened(timeline_id: str, seq: int) -> bytes:
