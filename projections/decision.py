@@ -62,9 +62,9 @@ def decision(
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     if event is None:
         raise BadRead(f"after_seq {after_seq} names no event on timeline {timeline_id!r}")
-    player = the_player(event, player_id, after_seq)
     if npc_id not in (event.target, event.actor):
         raise NotFound(f"the event at {after_seq} is neither by nor to {npc_id!r}")
+    player = the_player(event, player_id, after_seq)
     index.catch_up(tx, keys)
     scope = search_scope(keys, ancestry, npc_id)
     now = story_now(tx, tenant_id, world_id, ancestry)
@@ -114,7 +114,10 @@ def verdict_at(
 
 
 def the_player(event: EventAt, player_id: str | None, after_seq: int) -> str:
-    """The player the decision answers: the event's only one, or the one named among them."""
+    """The player the decision answers: the event's only one, or the one named among them. An
+    event of no player is refused as such: no `player_id` can name one there."""
+    if not event.players:
+        raise BadRead(f"the event at {after_seq} names no player: a decision answers a player")
     if player_id is not None:
         if player_id not in event.players:
             raise BadRead(f"player_id {player_id!r} is not a player of the event at {after_seq}")

@@ -61,7 +61,7 @@ def timeline_view(
     """
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
-        raise NotFound(f"timeline {timeline_id!r} has never received events")
+        raise timeline_never_seen(tenant_id, world_id, timeline_id)
     keys = memory_keys(tx, tenant_id, world_id)
     reached = timelines.reached_seq(tx, record)
     if as_of_seq is None:
@@ -87,6 +87,15 @@ def known_of(tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id:
         newest_recollections(tx, keys, ancestry, npc_id, 1)
         or most_important_beliefs(tx, keys, ancestry, npc_id, 1)
         or whereabouts.location_of(tx, keys.tenant_id, keys.world_id, ancestry, npc_id)
+    )
+
+
+def timeline_never_seen(tenant_id: str, world_id: str, timeline_id: str) -> NotFound:
+    """The 404 of a timeline never seen, naming the world and tenant read: a misspelt world, or
+    a key of another tenant, reads as no timeline at all."""
+    return NotFound(
+        f"timeline {timeline_id!r} of world {world_id!r} (tenant {tenant_id!r}) "
+        "has never received events"
     )
 
 

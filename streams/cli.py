@@ -249,7 +249,10 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
         raise click.ClickException(f"{policy}: {refusal}") from None
     except ReplayInputError as error:
         raise click.ClickException(str(error)) from None
-    result = replay_file(file, projector)
+    result, line_numbers = replay_file(file, projector)
+    for offset, ack in result.rejected:
+        position = "" if ack.seq is None else f" ({ack.timeline_id}#{ack.seq})"
+        click.echo(f"{file}:{line_numbers[offset]}: rejected{position}: {ack.reason}", err=True)
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):

@@ -135,7 +135,10 @@ def run_demo(
                 )
             show_minds(settings, minds_of(lines))
             stop_signals = block_stop_signals()
-            click.echo(f"worker log: {log_path}\nserving until Ctrl-C")
+            click.echo(
+                f"more events: RUMOURMILL_BROKER={broker.bootstrap} rumourmill publish FILE.ndjson"
+                f"\nworker log: {log_path}\nserving until Ctrl-C"
+            )
             signal.sigwait(stop_signals)
         finally:
             worker.send_signal(signal.SIGTERM)
@@ -146,13 +149,23 @@ def run_demo(
             click.echo("stopped")
 
 
+def reading_as(settings: Settings, tenant: str) -> Settings:
+    """The settings a read of `tenant` is made with: `RUMOURMILL_API_KEY` when given, else, with
+    `RUMOURMILL_API_KEYS` set, a key of that tenant (the worker answers 401 without one)."""
+    if settings.api_key:
+        return settings
+    key = next((key for key, owner in settings.api_keys.items() if owner == tenant), "")
+    return settings.model_copy(update={"api_key": key})
+
+
 def show_minds(settings: Settings, minds: list[Mind]) -> None:
     """Print the first minds as tables, then how to read one; a read that fails is printed
     and the demo goes on serving."""
     for mind in minds[:MINDS_SHOWN]:
         path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=mind.npc)
         try:
-            click.echo(f"\n{mind_tables(fetch(settings, path, mind.query()))}\n")
+            answer = fetch(reading_as(settings, mind.tenant), path, mind.query())
+            click.echo(f"\n{mind_tables(answer)}\n")
         except ReadFailed as error:
             click.echo(f"\n{mind.npc} on {mind.world}/{mind.timeline}: {error}\n")
     if len(minds) > MINDS_SHOWN:
@@ -160,7 +173,10 @@ def show_minds(settings: Settings, minds: list[Mind]) -> None:
     if minds:
         path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=minds[0].npc)
         query = urllib.parse.urlencode(minds[0].query())
-        click.echo(f"try: curl '{settings.canonical_url}{path}?{query}'")
+        header = " -H 'Authorization: Bearer KEY'" if settings.api_keys else ""
+        click.echo(f"try: curl{header} '{settings.canonical_url}{path}?{query}'")
+        if header:
+            click.echo(f"  (KEY: a key of tenant {minds[0].tenant!r} in RUMOURMILL_API_KEYS)")
 
 
 async def _read_acks(

@@ -44,7 +44,6 @@ from typing import cast
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from faust.exceptions import ConsumerNotStarted
 from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
@@ -55,6 +54,7 @@ from streams.kafka_clients import kafka_options
 from streams.logs import logger
 from streams.settings import Settings
 from streams.stopping import STOP_DEADLINE_SECONDS
+from streams.topics import topic_settings
 
 log = logger("durability")
 
@@ -68,6 +68,7 @@ RETENTION_SHARE = 0.9
 CLOCK_SLACK_MS = 60_000
 """How far a stamp may be ahead of this machine's clock (a clock stepped back a little); a copy
 stamped further ahead has an age nobody can tell, and is not reused."""
+DELETE_RETENTION = "delete.retention.ms"
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 """Kafka's default `delete.retention.ms`, when the topic does not say."""
 STOP_TIMEOUT = 10.0
@@ -306,13 +307,8 @@ async def read_changelog(settings: Settings, topic: str, partitions: Iterable[in
         cluster_id = str((await admin.describe_cluster())["cluster_id"])
         if topic not in set(await admin.list_topics()):
             return Changelog(cluster_id, {}, {}, DEFAULT_DELETE_RETENTION_MS)
-        [response] = await admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic, {"delete.retention.ms": None})]
-        )
-        retention = DEFAULT_DELETE_RETENTION_MS
-        for entry in response.to_object()["resources"][0]["config_entries"]:
-            if entry["config_names"] == "delete.retention.ms":
-                retention = int(entry["config_value"])
+        configs = await topic_settings(admin, topic, [DELETE_RETENTION])
+        retention = int(configs.get(DELETE_RETENTION, DEFAULT_DELETE_RETENTION_MS))
     finally:
         await admin.close()
     consumer = AIOKafkaConsumer(**kafka_options(settings), enable_auto_commit=False)

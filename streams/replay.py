@@ -16,7 +16,7 @@ from projections.judgements import RecordedAnswers
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
-from schemas import Ack
+from schemas import Ack, Outcome
 from schemas.judgements import EventJudgements
 from streams.judging import Judge
 from streams.policies import check_policy_document
@@ -33,12 +33,16 @@ class Replay:
 
     refusals: list[Ack] = field(default_factory=list)
     """The acks telling of judgements the model did not make (listed, or counted only)."""
+    rejected: list[tuple[int, Ack]] = field(default_factory=list)
+    """Each `rejected` ack, with the offset (the line's index) of the message that gave it."""
     worlds: set[tuple[str, str]] = field(default_factory=set)
 
-    def took(self, intake: Intake) -> None:
+    def took(self, message: SourceMessage, intake: Intake) -> None:
         """Count what one message produced."""
         for ack in intake.acks:
             self.outcomes[ack.outcome.value] += 1
+            if ack.outcome is Outcome.REJECTED:
+                self.rejected.append((message.offset, ack))
             if ack.refused_judgements or ack.more_refused_judgements:
                 self.refusals.append(ack)
             if ack.tenant_id is not None and ack.world_instance_id is not None:
@@ -57,7 +61,7 @@ def replay_lines(lines: list[bytes], projector: Projector | None = None) -> Repl
     projector = projector or Projector()
     result = Replay()
     for message in messages(lines):
-        result.took(projector.receive(result.state, message))
+        result.took(message, projector.receive(result.state, message))
     return result.finish()
 
 
@@ -70,7 +74,7 @@ async def replay_judged(lines: list[bytes], projector: Projector, judge: Judge) 
         answers = await judge.message(projector, result.state, message)
         intake = projector.receive(result.state, message, answers)
         await judge.log.forget(message.partition, intake.forgotten_judgements)
-        result.took(intake)
+        result.took(message, intake)
     return result.finish()
 
 
@@ -80,10 +84,16 @@ def messages(lines: list[bytes]) -> Iterator[SourceMessage]:
         yield SourceMessage("replay", 0, offset, world_key(raw), raw)
 
 
-def replay_file(path: Path, projector: Projector | None = None) -> Replay:
-    """`replay_lines` over the non-blank lines of an NDJSON file."""
-    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
-    return replay_lines(lines, projector)
+def replay_file(path: Path, projector: Projector | None = None) -> tuple[Replay, list[int]]:
+    """`replay_lines` over the non-blank lines of an NDJSON file; with the file's line number
+    of each message (its offset's), by which a rejected one is reported."""
+    numbered = [
+        (number, line)
+        for number, line in enumerate(path.read_bytes().splitlines(), start=1)
+        if line.strip()
+    ]
+    replayed = replay_lines([line for _, line in numbered], projector)
+    return replayed, [number for number, _ in numbered]
 
 
 TOMBSTONE = b"null"

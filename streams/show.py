@@ -58,7 +58,8 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
             body: bytes = reply.read()
             return body
     except urllib.error.HTTPError as error:
-        raise ReadFailed(f"{error.code}: {_error_detail(error)}", error.code) from None
+        detail = _error_detail(error) + (_key_hint(settings) if error.code == 401 else "")
+        raise ReadFailed(f"{error.code}: {detail}", error.code) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise ReadFailed(f"cannot reach {settings.canonical_url}: {reason}") from None
@@ -66,6 +67,17 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
         raise ReadFailed(
             f"no HTTP answer from {settings.canonical_url} ({type(error).__name__}: {error})"
         ) from None
+
+
+def _key_hint(settings: Settings) -> str:
+    """What a read command refused with 401 lacks: the worker's 401 cannot say where a command
+    takes its key from."""
+    if settings.api_key:
+        return (
+            " (the key sent, --api-key or RUMOURMILL_API_KEY, is not one of its "
+            "RUMOURMILL_API_KEYS)"
+        )
+    return " (give a key of its RUMOURMILL_API_KEYS with --api-key or RUMOURMILL_API_KEY)"
 
 
 def read_path(route: str, **segments: str) -> str:

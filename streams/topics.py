@@ -175,12 +175,18 @@ async def topic_settings(
     admin: AIOKafkaAdminClient, topic: str, names: Iterable[str]
 ) -> dict[str, str]:
     """The values of the configs `names` of `topic`, as the broker describes them (its defaults
-    for those the topic does not set)."""
+    for those the topic does not set). Every config is asked for and `names` kept: Tansu,
+    `rumourmill dev`'s broker, closes the connection on a request naming configs."""
     [response] = await admin.describe_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(names))]
+        [ConfigResource(ConfigResourceType.TOPIC, topic, None)]
     )
     entries = response.to_object()["resources"][0]["config_entries"]
-    return {entry["config_names"]: entry["config_value"] for entry in entries}
+    wanted = set(names)
+    return {
+        entry["config_names"]: entry["config_value"]
+        for entry in entries
+        if entry["config_names"] in wanted
+    }
 
 
 def retention_warning(topic: str, configs: Mapping[str, str]) -> str | None:

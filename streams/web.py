@@ -46,7 +46,13 @@ from projections.invention import (
 from projections.provenance import provenance
 from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallQuery, recall
 from projections.rumour_map import RumourMap, rumour_map
-from projections.runtime_read import BadRead, NotFound, read_position, runtime_read
+from projections.runtime_read import (
+    BadRead,
+    NotFound,
+    read_position,
+    runtime_read,
+    timeline_never_seen,
+)
 from projections.state import StateTransaction
 from schemas.events import MAX_ID_LENGTH
 from schemas.judgements import RelationsAnswer
@@ -577,7 +583,7 @@ class Timeline(WorldRead):
         timeline_id = params["timeline_id"]
         record = timelines.load(scope.tx, scope.tenant_id, scope.world_id, timeline_id)
         if record is None:
-            raise NotFound(f"timeline {timeline_id!r} has never received events")
+            raise timeline_never_seen(scope.tenant_id, scope.world_id, timeline_id)
         return record.model_dump(mode="json")
 
 

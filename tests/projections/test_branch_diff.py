@@ -70,7 +70,10 @@ def test_as_of_a_position_each_timeline_holds_what_it_held_then() -> None:
 
 
 def test_unknown_timelines_and_a_character_holding_nothing_are_not_found() -> None:
-    with pytest.raises(NotFound, match="timeline 'nowhere' has never received events"):
+    with pytest.raises(
+        NotFound,
+        match=r"timeline 'nowhere' of world 'save-1' \(tenant 'default'\) has never received",
+    ):
         branch_diff(STATE, "default", "save-1", "npc-mara", "main", "nowhere")
     with pytest.raises(NotFound, match="timeline 'nowhere'"):
         branch_diff(STATE, "default", "save-1", "npc-mara", "nowhere", "main")

@@ -210,7 +210,9 @@ def test_the_context_is_as_of_the_event() -> None:
 @pytest.mark.parametrize(
     ("after_seq", "npc", "player", "error", "detail"),
     [
-        (5, "npc-mara", None, BadRead, "names 0 players"),
+        (5, "npc-mara", None, BadRead, "at 5 names no player: a decision answers a player$"),
+        (5, "npc-mara", "player-1", BadRead, "at 5 names no player: a decision answers a player$"),
+        (4, "npc-mara", None, NotFound, "the event at 4 is neither by nor to 'npc-mara'"),
         (6, "npc-mara", "player-2", BadRead, "'player-2' is not a player"),
         (6, "npc-tomas", None, NotFound, "neither by nor to 'npc-tomas'"),
         (7, "npc-mara", None, BadRead, "beyond the processed_seq 6"),

@@ -10,7 +10,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localbroker import LocalBroker, TansuBroker, port_open
 from streams.dev import apache_kafka
+from streams.durability import read_changelog
+from streams.rebuild import events_to_fold
 from streams.settings import Settings
+from streams.topics import ensure_topics
 
 
 async def _produce(bootstrap: str, topic: str, value: bytes) -> None:
@@ -75,3 +78,19 @@ def test_tansu_produce_consume() -> None:
         assert _roundtrip(broker, topic, "g2", b"again") == b"again"
         port = broker.port
     assert not port_open(port)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_tansu_takes_a_second_worker_start_and_a_rebuild_look_at_existing_topics() -> None:
+    """`make run`'s broker: a worker started again, or `rumourmill rebuild`, reads the existing
+    topics' configs, its state changelog's too (Tansu closed the connection when a request
+    named them)."""
+    with TansuBroker() as broker:
+        settings = Settings(broker=broker.bootstrap)
+        asyncio.run(ensure_topics(settings, changelog=True))  # the first start: topics made
+        asyncio.run(ensure_topics(settings, changelog=True))  # again: their configs checked
+        to_fold = asyncio.run(events_to_fold(settings, None))
+        changelog = asyncio.run(read_changelog(settings, settings.topics.events, [0]))
+    assert to_fold == {partition: (0, 0) for partition in range(settings.partitions)}
+    assert changelog.end == {0: 0}  # a start's check of its local copies reads it so

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,6 +75,25 @@ def test_make_run_talks_plainly_to_its_own_broker_whatever_kafka_security_is_set
     output, _, code = dev(environment=managed)
     assert "published 6 events" in output, output
     assert "ack main#5: processed (processed_seq 5)" in output, output
+    assert code == 0
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_make_run_with_api_keys_reads_its_minds_with_the_tenants_key_and_says_how_to_publish() -> (
+    None
+):
+    """A studio that exported its `RUMOURMILL_API_KEYS`: the demo's reads send a key of the
+    story's tenant (they were refused, 401), and it says where more events go (its Tansu is on a
+    port of its own, not the default 127.0.0.1:9092 `rumourmill publish` would try)."""
+    output, _, code = dev(environment={"RUMOURMILL_API_KEYS": "other-key:acme,studio-key:default"})
+    assert "npc-mara on save-1/main: at loc-tavern; processed 5 of 5 received" in output, output
+    assert "401" not in output, output
+    assert "try: curl -H 'Authorization: Bearer KEY' 'http://127.0.0.1:" in output, output
+    assert "studio-key" not in output, "a key is a secret: never printed"
+    [hint] = [line for line in output.splitlines() if line.startswith("more events: ")]
+    assert re.fullmatch(
+        r"more events: RUMOURMILL_BROKER=127\.0\.0\.1:\d+ rumourmill publish FILE\.ndjson", hint
+    )
     assert code == 0
 
 

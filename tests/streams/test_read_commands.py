@@ -223,6 +223,44 @@ def test_an_error_that_is_not_json_stops_the_command_with_its_status_and_start(
     assert len(result.output) < 300  # the start of the page, not all of it
 
 
+class KeyedWorker(http.server.BaseHTTPRequestHandler):
+    """A worker with `RUMOURMILL_API_KEYS` set, to a command that sends no key or a wrong one:
+    its 401, as `streams.web` answers it."""
+
+    def do_GET(self) -> None:
+        body = b'{"detail":"a valid bearer API key is required"}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("WWW-Authenticate", 'Bearer realm="rumourmill"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ([], "(give a key of its RUMOURMILL_API_KEYS with --api-key or RUMOURMILL_API_KEY)"),
+        (
+            ["--api-key", "not-a-key"],
+            "(the key sent, --api-key or RUMOURMILL_API_KEY, is not one of its "
+            "RUMOURMILL_API_KEYS)",
+        ),
+    ],
+)
+def test_a_read_refused_for_its_key_says_where_a_command_takes_one(
+    key: list[str], hint: str
+) -> None:
+    with serving(KeyedWorker) as url:
+        command = ["npc", "npc-mara", "--world", "save-1", "--url", url, *key]
+        result = CliRunner().invoke(main, command)
+    assert result.exit_code == 1
+    assert result.output == f"Error: 401: a valid bearer API key is required {hint}\n"
+
+
 OTHER_ANSWERS = {
     "page": b"<!doctype html><html><title>Welcome to nginx!</title></html>",
     "empty": b"",

@@ -21,7 +21,7 @@ def replay(path: Path) -> tuple[dict[str, int], dict[str, str]]:
     assert result.exit_code == 0, result.output
     counts: dict[str, int] = {}
     digests: dict[str, str] = {}
-    for line in result.output.splitlines():
+    for line in result.stdout.splitlines():
         name, value = line.split(": ")
         if name.startswith("digest "):
             digests[name.removeprefix("digest ")] = value
@@ -75,9 +75,15 @@ def test_a_bad_line_is_rejected_and_the_rest_of_the_story_is_processed(tmp_path:
     _, clean = replay(TAVERN)
     not_json = b'{"world_instance_id": "save-1", "seq": '
     no_key = orjson.dumps({"world_instance_id": "save-1", "timeline_id": "main", "seq": 9})
-    counts, digests = replay(story(tmp_path, [*LINES[:2], not_json, *LINES[2:], no_key]))
+    path = story(tmp_path, [b"", *LINES[:2], not_json, *LINES[2:], no_key])  # numbered as read
+    counts, digests = replay(path)
     assert counts == {"processed": 6, "rejected": 2}
     assert digests == clean
+    refused = CliRunner().invoke(main, ["replay", str(path)]).stderr.splitlines()
+    assert refused == [
+        f"{path}:4: rejected: not valid JSON: EOF while parsing a value at line 1 column 39",
+        f"{path}:9: rejected (main#9): invalid event: key: Field required",
+    ]
 
 
 def test_a_story_of_two_worlds_prints_a_digest_for_each(tmp_path: Path) -> None:

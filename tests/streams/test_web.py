@@ -459,6 +459,11 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
         (READ.replace("save-1", "save-%E9"), 400, "the URL is not UTF-8"),
         (READ.replace("npc-mara", "npc-%C3%A9"), 404, "nothing is known of 'npc-\u00e9'"),
         (READ.replace("main", "nowhere"), 404, "never received events"),
+        (
+            READ.replace("save-1", "save-2"),
+            404,
+            "timeline 'main' of world 'save-2' (tenant 'default') has never received events",
+        ),
         (READ.replace("npc-mara", "npc-ghost"), 404, "nothing is known"),
         ("/v2/timelines/nowhere?world_instance_id=save-1", 404, "never received events"),
         (READ + "&as_of_seq=0", 400, "'as_of_seq' must be a positive integer"),
@@ -477,7 +482,7 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
         (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
         (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
         (DECISION.replace("after_seq=2", "after_seq=x"), 400, "'after_seq' must be a positive"),
-        (DECISION.replace("after_seq=2", "after_seq=5"), 400, "names 0 players"),
+        (DECISION.replace("after_seq=2", "after_seq=5"), 400, "at 5 names no player"),
         (DECISION + "&player_id=player-9", 400, "'player-9' is not a player"),
         (DECISION.replace("after_seq=2", "after_seq=9"), 400, "after_seq 9 is beyond the"),
         (DECISION.replace("npc-mara", "npc-tomas"), 404, "neither by nor to 'npc-tomas'"),
@@ -508,6 +513,7 @@ def test_api_keys_are_required_and_read_only_their_own_tenant() -> None:
         (READ, {"Authorization": "Bearer key-acme"}),
     )
     assert [status for status, _ in answers] == [401, 401, 404, 403, 200]
+    assert "(tenant 'other')" in answers[2][1]["detail"], "the key's tenant has no such world"
     assert reads.worlds_asked == ["save-1", "save-1"], "refused requests are never forwarded"
     [(_, _, unauthorised)] = exchange(reads, (READ, {}))
     assert unauthorised["WWW-Authenticate"] == 'Bearer realm="rumourmill"'  # RFC 9110
@@ -606,7 +612,13 @@ def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_miss
     as_of_2 = branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload", 2)
     assert answers == [
         (200, json_of(branch_diff(STATE, "default", "save-1", "npc-mara", "main", "reload"))),
-        (404, {"detail": "timeline 'nowhere' has never received events"}),
+        (
+            404,
+            {
+                "detail": "timeline 'nowhere' of world 'save-1' (tenant 'default') "
+                "has never received events"
+            },
+        ),
         (400, {"detail": "query parameter 'other_timeline_id' is required"}),
         (400, {"detail": "query parameter 'timeline_id' is required"}),
         (200, json_of(as_of_2)),
