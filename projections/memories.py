@@ -64,7 +64,8 @@ class MemoryContext(Protocol):
         """What a character calls an id (`Catalogue.name_of`)."""
 
     def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
-        """The teller's own memory `belief_id` on this timeline, or None if they hold none."""
+        """The teller's own memory `belief_id` on this timeline as it holds it at the event
+        (faded, retold and less sure), or None if they hold none or have forgotten it."""
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether the character holds news of this origin at the event (not forgotten)."""

@@ -30,7 +30,7 @@ from projections.judgements import (
     RecordedAnswers,
     judging,
 )
-from projections.knowing import holds_news_of, minute_held_at, news_passed_on
+from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
 from projections.memories import form_memories, origin_at
 from projections.memory_store import (
     MemoryKeys,
@@ -245,10 +245,17 @@ class _StoredMinds:
         return self.catalogue.name_of(entity_id)
 
     def teller_belief(self, teller: str, belief_id: str) -> Memory | None:
+        """The named memory as the teller holds it at the event (`knowing.held_at`): faded,
+        retold and less sure; forgotten, none, as news it forgot and names none of. An
+        impression as stored: naming one names the news it was formed beside."""
         memory = load_memory(self.tx, self.keys, teller, belief_id)
         if memory is None or not visible(memory, self.keys, self.ancestry):
             return None
-        return as_revised(self.tx, self.keys, self.ancestry, memory)
+        memory = as_revised(self.tx, self.keys, self.ancestry, memory)
+        if memory.kind == "impression":
+            return memory
+        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
+        return held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether the character holds news of `origin` at the event (`projections.knowing`):

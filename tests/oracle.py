@@ -53,7 +53,9 @@ module docstrings); each such choice is named where it is made:
   `told` naming it would: of the teller's memories of that origin, not impressions, those it
   has not forgotten at the event's story time, as it holds them (faded: retold, confidence x
   retention), the fewest hops, then the surest, then the newest (by position, then the smallest
-  id); a teller holding none tells it as news of its own (one hop, the `told` confidence).
+  id); a teller holding none tells it as news of its own (one hop, the `told` confidence);
+  a `told` naming a memory passes it on as its teller holds it at the event likewise (faded:
+  retold, confidence x retention; forgotten: as news of its own).
 """
 
 from __future__ import annotations
@@ -1541,9 +1543,8 @@ class Oracle:
     ) -> OMemory | None:
         """What a listener takes from a conversation: a player's line as a conversation; a
         `told` as news of what the teller's memory is of, or of what the claim suggests."""
-        visible: list[OMemory] = before["memories"]
         now = before["now"] if event.story_minutes is None else event.story_minutes
-        teller = None if event.key == PLAYER_SAID else self._teller_memory(event, visible)
+        teller = None if event.key == PLAYER_SAID else self._teller_memory(event, before, now)
         claimed = claimed_facts(event)
         claim = ""
         if event.key == TOLD and teller is None:
@@ -1607,25 +1608,49 @@ class Oracle:
             event_kind=told_of,
         )
 
-    @staticmethod
-    def _teller_memory(event: Event, visible: list[OMemory]) -> OMemory | None:
-        """The teller's memory a `told` names in `belief_id`, if the teller holds it; for an
-        impression (no news), the teller's news it was formed beside, if still held."""
+    def _teller_memory(
+        self, event: Event, before: dict[str, Any], now: int | None
+    ) -> OMemory | None:
+        """The teller's memory a `told` names in `belief_id`, as the teller holds it at story
+        minute `now` (`_as_held`); for an impression (no news), the teller's news it was formed
+        beside, so held. None if it holds none, or has forgotten it."""
         named = event.payload.get("belief_id")
         if event.actor is None or not isinstance(named, str):
             return None
-        mine = [m for m in visible if m.character == event.actor]
-        held = [m for m in mine if m.belief_id == named]
-        if held and held[0].kind == "impression":
-            impression = held[0]
-            held = [
+        mine = [m for m in before["memories"] if m.character == event.actor]
+        named_ones = [m for m in mine if m.belief_id == named]
+        if named_ones and named_ones[0].kind == "impression":
+            impression = named_ones[0]
+            named_ones = [
                 m
                 for m in mine
                 if is_news(m)
                 and (m.timeline, m.seq, m.origin)
                 == (impression.timeline, impression.seq, impression.origin)
             ]
-        return held[0] if held else None
+        if not named_ones:
+            return None
+        as_held = self._as_held(before, named_ones[0], now)
+        if as_held is None:
+            self.reached["named news forgotten"] += 1
+        elif as_held is not named_ones[0]:
+            self.reached["named news told faded"] += 1
+        return as_held
+
+    def _as_held(self, before: dict[str, Any], memory: OMemory, now: int | None) -> OMemory | None:
+        """`memory` as its character holds it at story minute `now` (SPEC 8): None when
+        forgotten, retold at confidence x retention when faded."""
+        recalled = before["recalls"].get((memory.character, memory.belief_id), [])
+        retention, state = held(memory, now, self.policy, recalled)
+        if state == "forgotten":
+            return None
+        if state == "faded":
+            return replace(
+                memory,
+                content=retelling(memory.content),
+                confidence=round(memory.confidence * retention, 2),
+            )
+        return memory
 
     def _news_passed_on(
         self, before: dict[str, Any], teller: str, origin: str, now: int | None
@@ -1640,17 +1665,9 @@ class Oracle:
                 continue
             if memory.kind == "impression":
                 continue
-            recalled = before["recalls"].get((teller, memory.belief_id), [])
-            retention, state = held(memory, now, self.policy, recalled)
-            if state == "forgotten":
-                continue
-            if state == "faded":
-                memory = replace(
-                    memory,
-                    content=retelling(memory.content),
-                    confidence=round(memory.confidence * retention, 2),
-                )
-            kept.append(memory)
+            as_held = self._as_held(before, memory, now)
+            if as_held is not None:
+                kept.append(as_held)
         if not kept:
             return None
         passed = min(kept, key=lambda m: (m.hops, -m.confidence, -m.seq, m.belief_id))

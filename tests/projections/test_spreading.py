@@ -20,6 +20,7 @@ from projections.retention import retention
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from projections.weighing import retold_confidence
+from schemas.events import story_minutes
 from schemas.memory import Memory
 from streams.replay import replay_lines
 
@@ -434,6 +435,37 @@ def test_news_told_naming_no_memory_is_the_tellers_own_once_it_has_forgotten_it(
     cursed_omen_told_to_bo_then_forgotten(town)
     town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=CURSED, game_time="day 300, 10:00")
     assert town.knowledge("npc-dee") == [("Ada is cursed", "told", "npc-bo", 1, 0.8)]
+
+
+def test_news_told_naming_a_memory_the_teller_has_forgotten_is_its_own() -> None:
+    """Bo has forgotten by day 300 what Ada told him of the omen: telling Dee of it, naming that
+    very memory, he stands behind nothing he holds, as when he names none (above). She holds it
+    one hop away, at the 0.8 of news nobody stood behind. Before, she held it as he had stored
+    it, two hops away and sure, however long ago he forgot it."""
+    town = Town()
+    cursed_omen_told_to_bo_then_forgotten(town)
+    from_ada = belief_id("default", "town", "main", 2, "npc-bo", "knowledge")
+    told = {**CURSED, "belief_id": from_ada}
+    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=told, game_time="day 300, 10:00")
+    assert town.knowledge("npc-dee") == [("Ada is cursed", "told", "npc-bo", 1, 0.8)]
+
+
+def test_news_told_naming_a_faded_memory_passes_on_what_the_teller_still_holds() -> None:
+    """On day 40 Bo's memory of Ada's telling has faded: named, it passes on as he holds it, as
+    sure as his confidence times what he retains, less the retelling's loss. Before, it passed
+    on as sure as the day he learned it."""
+    town = Town()
+    cursed_omen_told_to_bo_then_forgotten(town)
+    read = runtime_read(town.state(), "default", "town", "main", "npc-bo")
+    [from_ada] = [memory for memory in read.beliefs if memory.source_entity == "npc-ada"]
+    day_40 = "day 40, 10:00"
+    held = retention(from_ada, story_minutes(day_40), [], town.policy)
+    assert held.state == "faded"
+    told = retold_confidence(round(from_ada.confidence * held.value, 2), town.policy)
+    assert told < retold_confidence(from_ada.confidence, town.policy)
+    named = {"belief_id": from_ada.belief_id}
+    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=named, game_time=day_40)
+    assert town.knowledge("npc-dee") == [(from_ada.content, "rumour", "npc-bo", 2, told)]
 
 
 def test_news_relearned_on_a_timeline_is_still_known_on_a_branch_from_before() -> None:
