@@ -180,8 +180,8 @@ def compare_forgetful_worlds(figures: Counter[str], seed: int) -> None:
 def test_tellers_tell_news_as_they_hold_it_as_the_oracle_does() -> None:
     """Weeks of story: news told faded, forgotten news passed over for older news still held,
     news a listener forgot told to them again, news told naming no memory of a teller who still
-    held it, news told naming a memory its teller holds faded or forgot, and group exchanges that look deeper than each member's newest news, every read
-    agreeing."""
+    held it, news told naming a memory its teller holds faded or forgot, and group exchanges
+    that look deeper than each member's newest news, every read agreeing."""
     figures: Counter[str] = Counter()
     compare_forgetful_worlds(figures)
     print(f"\n[oracle, forgetful worlds] {dict(figures)}")
