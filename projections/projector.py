@@ -47,6 +47,7 @@ from projections.memory_store import (
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.record_bounds import refuse_too_large
 from projections.referee import judge_line, rules_judge
 from projections.reinforcement import record_recalls
 from projections.relations import feeling_toward, record_relations
@@ -172,14 +173,25 @@ class Projector:
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
         source = self.answers if answers is None else answers
-        judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
-        refereed_note, present = None, None
+        present: set[str] | None = None
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
                 if event.location is not None
                 else set()
             )
+        growing = [
+            *(
+                declarations.declaration(entity, declared)
+                for entity, declared in event.entities.items()
+            ),
+            *whereabouts.movement(tx, event, ancestry, present),
+        ]
+        for value in growing:  # before any write: a refusal keeps none
+            refuse_too_large(value.what, value.largest_record(event.seq), self.record_bytes)
+        judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
+        refereed_note = None
+        if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
             context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy)
@@ -215,9 +227,8 @@ class Projector:
                 record_origin(tx, context.keys, origin, event)
             (self.on_formed if observer is None else observer)(memories, rumours)
         note = record_dialogue(tx, event, ancestry, catalogue, policy.memory.dialogue)
-        for entity_id, declaration in event.entities.items():
-            declarations.declare(entity_id, declaration, event.seq)
-        whereabouts.record_movement(tx, event, ancestry, present)
+        for value in growing:
+            value.write(tx, event.seq)
         record_story_time(tx, event)
         record_event_at(tx, event)
         record_recalls(tx, event, ancestry)
