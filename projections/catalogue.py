@@ -166,10 +166,11 @@ class StoredDeclarations:
         return dict(sorted(found.items()))
 
     def declaration(self, entity_id: str, declaration: EntityDeclaration) -> Headed:
-        """What declaring `entity_id` so writes at the tip of the timeline (the ancestry's first
-        segment): the declaration merged in, worked out before the event writes anything (its
-        fields add up over the events that declare it, and an event that would make it too
-        large for a record is refused whole, `projections.record_bounds`)."""
+        """What declaring `entity_id` as `declaration` writes at the tip of the timeline (the
+        ancestry's first segment): the stored declaration with it merged in. Worked out before
+        the event writes anything: its fields add up over the events that declare it, and an
+        event that would make it too large for a record is refused whole
+        (`projections.record_bounds`)."""
         merged = merge_declaration(self.get(entity_id), declaration)
         timeline = self.ancestry[0].timeline_id
         return Headed(

@@ -47,7 +47,7 @@ from projections.memory_store import (
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
-from projections.record_bounds import refuse_too_large
+from projections.record_bounds import TooLarge, most_record_bytes
 from projections.referee import judge_line, rules_judge
 from projections.reinforcement import record_recalls
 from projections.relations import feeling_toward, record_relations
@@ -90,6 +90,9 @@ class Projector:
         `RUMOURMILL_CHANGELOG_BATCH_BYTES`): an ack, and the outbox row that keeps a message's
         acks, list the refused judgements that fit in a share of it
         (`projections.delivery.with_refusals_bounded`)."""
+        self.most_record_bytes = most_record_bytes(record_bytes)
+        """The most one state record may take, key and value: an event that would write a larger
+        one is refused whole (`projections.record_bounds`)."""
         self.on_formed = on_formed
         self.answers = answers
         """Model judgements (`projections.judgements`): none by default, so the rules make
@@ -188,7 +191,8 @@ class Projector:
             *whereabouts.movement(tx, event, ancestry, present),
         ]
         for value in growing:  # before any write: a refusal keeps none
-            refuse_too_large(value.what, value.largest_record(event.seq), self.record_bytes)
+            if (size := value.largest_record(event.seq)) > self.most_record_bytes:
+                raise TooLarge(value.what, size, self.record_bytes)
         judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
         refereed_note = None
         if present is not None:  # the policy's `memory.npc`

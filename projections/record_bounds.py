@@ -38,17 +38,12 @@ class TooLarge(Exception):
     """An event would write a state record over `most_record_bytes`: raised before any of its
     writes, so the event is refused whole and none of them is kept."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def refuse_too_large(what: str, record_bytes: int, batch_bytes: int) -> None:
-    """Raise `TooLarge` if `what` (a state value, in words) would take a record of
-    `record_bytes` (key and value), more than the changelog of `batch_bytes` takes."""
-    most = most_record_bytes(batch_bytes)
-    if record_bytes > most:
-        raise TooLarge(
+    def __init__(self, what: str, record_bytes: int, batch_bytes: int) -> None:
+        """`what` (a state value, in words) would take a record of `record_bytes` (key and
+        value), more than the changelog of `batch_bytes` takes."""
+        most = most_record_bytes(batch_bytes)
+        self.reason = (
             f"{what} would take {record_bytes:,} bytes, {record_bytes - most:,} more than a state "
             f"record takes ({most:,} at RUMOURMILL_CHANGELOG_BATCH_BYTES={batch_bytes})"
         )
+        super().__init__(self.reason)

@@ -94,5 +94,5 @@ def _occupants(event: Event, place: str, occupants: set[str]) -> Headed:
         pack_scope(OCCUPANTS, tenant, world, timeline, place),
         pack_scope(OCCUPANT_HEADS, tenant, world, timeline, place),
         orjson.dumps(sorted(occupants)),
-        f"the list of who is at {place!r} ({len(occupants):,} ids)",
+        f"the list of who is at {place!r} ({len(occupants)} ids)",
     )
