@@ -22,7 +22,7 @@ from projections.key_prefixes import ENTITIES, ENTITY_HEADS
 from projections.keys import pack, pack_scope, unpack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.versions import at_or_before, head_at, read_headed_through, write_headed
+from projections.versions import Headed, at_or_before, head_at, read_headed_through
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy
 
@@ -165,18 +165,19 @@ class StoredDeclarations:
                     found[entity_id] = _decode_declaration(raw)
         return dict(sorted(found.items()))
 
-    def declare(self, entity_id: str, declaration: EntityDeclaration, seq: int) -> None:
-        """Merge a declaration in at position `seq` of the timeline (the ancestry's first
-        segment); declaring the same thing again changes nothing."""
+    def declaration(self, entity_id: str, declaration: EntityDeclaration) -> Headed:
+        """What declaring `entity_id` as `declaration` writes at the tip of the timeline (the
+        ancestry's first segment): the stored declaration with it merged in. Worked out before
+        the event writes anything: its fields add up over the events that declare it, and an
+        event that would make it too large for a record is refused whole
+        (`projections.record_bounds`)."""
         merged = merge_declaration(self.get(entity_id), declaration)
-        self._looked_up[entity_id] = merged
         timeline = self.ancestry[0].timeline_id
-        write_headed(
-            self.tx,
+        return Headed(
             self._versions(timeline, entity_id),
             self._head(timeline, entity_id),
-            seq,
             merged.model_dump_json(exclude_none=True).encode(),
+            f"the declaration of entity {entity_id!r}",
         )
 
     def _versions(self, timeline_id: str, entity_id: str) -> bytes:

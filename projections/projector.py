@@ -47,6 +47,7 @@ from projections.memory_store import (
 )
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
+from projections.record_bounds import TooLarge, most_record_bytes
 from projections.referee import judge_line, rules_judge
 from projections.reinforcement import record_recalls
 from projections.relations import feeling_toward, record_relations
@@ -89,6 +90,9 @@ class Projector:
         `RUMOURMILL_CHANGELOG_BATCH_BYTES`): an ack, and the outbox row that keeps a message's
         acks, list the refused judgements that fit in a share of it
         (`projections.delivery.with_refusals_bounded`)."""
+        self.most_record_bytes = most_record_bytes(record_bytes)
+        """The most one state record may take, key and value: an event that would write a larger
+        one is refused whole (`projections.record_bounds`)."""
         self.on_formed = on_formed
         self.answers = answers
         """Model judgements (`projections.judgements`): none by default, so the rules make
@@ -172,14 +176,26 @@ class Projector:
         declarations = StoredDeclarations(tx, tenant, world_id, ancestry)
         catalogue = Catalogue(declarations, event, policy)
         source = self.answers if answers is None else answers
-        judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
-        refereed_note, present = None, None
+        present: set[str] | None = None
         if policy.memory.npc:
             present = (
                 whereabouts.occupants_of(tx, tenant, world_id, ancestry, event.location)
                 if event.location is not None
                 else set()
             )
+        growing = [
+            *(
+                declarations.declaration(entity, declared)
+                for entity, declared in event.entities.items()
+            ),
+            *whereabouts.movement(tx, event, ancestry, present),
+        ]
+        for value in growing:  # before any write: a refusal keeps none
+            if (size := value.largest_record(event.seq)) > self.most_record_bytes:
+                raise TooLarge(value.what, size, self.record_bytes)
+        judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
+        refereed_note = None
+        if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
             context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy)
@@ -215,9 +231,8 @@ class Projector:
                 record_origin(tx, context.keys, origin, event)
             (self.on_formed if observer is None else observer)(memories, rumours)
         note = record_dialogue(tx, event, ancestry, catalogue, policy.memory.dialogue)
-        for entity_id, declaration in event.entities.items():
-            declarations.declare(entity_id, declaration, event.seq)
-        whereabouts.record_movement(tx, event, ancestry, present)
+        for value in growing:
+            value.write(tx, event.seq)
         record_story_time(tx, event)
         record_event_at(tx, event)
         record_recalls(tx, event, ancestry)

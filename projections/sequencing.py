@@ -31,6 +31,7 @@ from projections import timelines
 from projections.delivery import bounded_reason, explain
 from projections.key_prefixes import PENDING, TIMELINES
 from projections.keys import pack, unpack
+from projections.record_bounds import TooLarge
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
 from schemas import Ack, Event, Outcome
@@ -181,7 +182,10 @@ def sequence(
 
     acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
-        record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
+        try:
+            record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
+        except TooLarge as refusal:  # raised before the event wrote anything
+            return Sequenced([ack(tx, event, Outcome.REJECTED, known, refusal.reason)])
         processed = ack(tx, event, Outcome.PROCESSED, record, *applied)
         settled = _settle_inherited(tx, record, inherited)
         released = _release(tx, record, apply)
@@ -446,15 +450,24 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             try:
                 event = Event.model_validate_json(raw)
             except ValidationError as error:
-                current = current.model_copy(update={"deferred_events": waiting})
-                rejected, refusal = _refuse_waiting(tx, current, key, raw, error)
-                acks.append(rejected)
-                refused.append(refusal)
-                taken_out.append(key)
-                break
-            current, applied = _apply(tx, current, event, apply, {"deferred_events": waiting})
+                why = _no_longer_an_event(error)
+            else:
+                try:
+                    current, applied = _apply(
+                        tx, current, event, apply, {"deferred_events": waiting}
+                    )
+                except TooLarge as too_large:  # raised before the event wrote anything
+                    why = f"{too_large.reason}: refused as this message filled the gap"
+                else:
+                    taken_out.append(key)
+                    acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
+                    continue
+            current = current.model_copy(update={"deferred_events": waiting})
+            rejected, refusal = _refuse_waiting(tx, current, key, raw, why)
+            acks.append(rejected)
+            refused.append(refusal)
             taken_out.append(key)
-            acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
+            break
         children, registrations = timelines.children_ready(tx, current)
         taken_out += registrations
         for child in children:
@@ -467,21 +480,29 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     return Sequenced(acks, tuple(refused), tuple(taken_out))
 
 
+def _no_longer_an_event(error: ValidationError) -> str:
+    """Why a waiting event stored by an earlier release cannot be applied, and what to do."""
+    return (
+        f"stored by an earlier release, it no longer reads as an event ({explain(error)}): "
+        f"refused as this message filled the gap; send it again as the contract now takes it"
+    )
+
+
 def _refuse_waiting(
-    tx: StateTransaction, record: TimelineRecord, key: bytes, raw: bytes, error: ValidationError
+    tx: StateTransaction, record: TimelineRecord, key: bytes, raw: bytes, why: str
 ) -> tuple[Ack, Refused]:
-    """Refuse the waiting event at `key`, which no longer reads as an event (a release before
-    took it, under a contract that took more: an id `.`, a time in another form), where it
-    stopped the worker at every start: out of the buffer (`record` no longer counts it; its
-    entry is deleted after the outbox row, `Sequenced`: a worker killed before the row finds
-    it still waiting, and the message taken in again refuses it again, with its bytes), its
+    """Refuse the waiting event at `key`, which cannot be applied `why`: it no longer reads as
+    an event (a release before took it, under a contract that took more: an id `.`, a time in
+    another form), or would write a record too large for the changelog
+    (`projections.record_bounds`); either stopped the worker at every start. Out of the buffer
+    (`record` no longer counts it; its entry is deleted after the outbox row, `Sequenced`: a
+    worker killed before the row finds it still waiting, and the message taken in again refuses
+    it again, with its bytes), its
     `rejected` ack, and its bytes with why."""
     timelines.save(tx, record)
     at = WaitingAt.of(key)
     reason = bounded_reason(
-        f"seq {at.seq} of timeline {at.timeline_id!r} waited for an earlier seq, stored by an "
-        f"earlier release, and no longer reads as an event ({explain(error)}): refused as "
-        f"this message filled the gap; send it again as the contract now takes it"
+        f"seq {at.seq} of timeline {at.timeline_id!r} waited for an earlier seq; {why}"
     )
     return ack(tx, at, Outcome.REJECTED, record, reason), Refused(raw, reason)
 

@@ -14,6 +14,7 @@ only into those whose bloom filter holds the key.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from projections.keys import pack
 from projections.state import StateTransaction
@@ -53,6 +54,25 @@ def write_headed(tx: StateTransaction, scope: bytes, head: bytes, seq: int, valu
     """Write `value` as the version at `seq` in `scope`, and as its timeline's head."""
     tx.put(scope + pack(seq), value)
     tx.put(head, head_value(seq, value))
+
+
+class Headed(NamedTuple):
+    """A value to write with `write_headed`, worked out before the event writes anything: an
+    event that would make a record too large is refused whole (`projections.record_bounds`)."""
+
+    scope: bytes
+    head: bytes
+    value: bytes
+    what: str
+    """The value in words, for the reason of a refusal."""
+
+    def largest_record(self, seq: int) -> int:
+        """The bytes (key and value) of the larger of its two records: the version at `seq`,
+        or the head, which repeats it after the seq."""
+        return len(self.value) + max(len(self.scope) + len(pack(seq)), len(self.head) + _SEQ_BYTES)
+
+    def write(self, tx: StateTransaction, seq: int) -> None:
+        write_headed(tx, self.scope, self.head, seq, self.value)
 
 
 def head_value(seq: int, value: bytes) -> bytes:

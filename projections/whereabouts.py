@@ -14,7 +14,7 @@ from projections.key_prefixes import LOCATION_HEADS, LOCATIONS, OCCUPANT_HEADS, 
 from projections.keys import pack_scope
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.versions import read_headed_through, write_headed
+from projections.versions import Headed, read_headed_through
 from schemas import Event
 
 
@@ -57,38 +57,42 @@ def occupants_of(
     return set() if raw is None else set(orjson.loads(raw))
 
 
-def record_movement(
+def movement(
     tx: StateTransaction, event: Event, ancestry: Ancestry, present: set[str] | None = None
-) -> None:
-    """A movement event moves its actor to its location, as of the event's position.
+) -> list[Headed]:
+    """What a movement event writes, as of its position (nothing for another event): its actor
+    at its location, and the occupants of the place the actor left and of the location. Worked
+    out before the event writes anything: a crowd's list grows with every arrival, and an event
+    that would make it too large for a record is refused whole (`projections.record_bounds`).
     `present`: the occupants of that location as this event read them already, if it did."""
     if event.key not in MOVEMENT_KEYS or event.actor is None or event.location is None:
-        return
+        return []
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
     mover = event.actor
     previous = location_of(tx, tenant, world, ancestry, mover)
-    write_headed(
-        tx,
-        pack_scope(LOCATIONS, tenant, world, timeline, mover),
-        pack_scope(LOCATION_HEADS, tenant, world, timeline, mover),
-        event.seq,
-        orjson.dumps(event.location),
-    )
+    writes = [
+        Headed(
+            pack_scope(LOCATIONS, tenant, world, timeline, mover),
+            pack_scope(LOCATION_HEADS, tenant, world, timeline, mover),
+            orjson.dumps(event.location),
+            f"the location of {mover!r}",
+        )
+    ]
     if previous is not None and previous != event.location:
         left = occupants_of(tx, tenant, world, ancestry, previous) - {mover}
-        _write_occupants(tx, event, previous, left)
+        writes.append(_occupants(event, previous, left))
     if present is None:
         present = occupants_of(tx, tenant, world, ancestry, event.location)
-    _write_occupants(tx, event, event.location, present | {mover})
+    writes.append(_occupants(event, event.location, present | {mover}))
+    return writes
 
 
-def _write_occupants(tx: StateTransaction, event: Event, place: str, occupants: set[str]) -> None:
+def _occupants(event: Event, place: str, occupants: set[str]) -> Headed:
     """The occupants of `place` as of the event's position on its timeline."""
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
-    write_headed(
-        tx,
+    return Headed(
         pack_scope(OCCUPANTS, tenant, world, timeline, place),
         pack_scope(OCCUPANT_HEADS, tenant, world, timeline, place),
-        event.seq,
         orjson.dumps(sorted(occupants)),
+        f"the list of who is at {place!r} ({len(occupants)} ids)",
     )

@@ -27,6 +27,8 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from faust.types import RecordMetadata
 from faust.types.core import HeadersArg
 
+from projections.record_bounds import BATCH_OVERHEAD, CHANGELOG_HEADROOM, RECORD_OVERHEAD
+
 Records = dict[bytes, bytes | None]
 """State keys and their last value in a batch (None: deleted), in the order of their last
 write."""
@@ -44,11 +46,6 @@ A local copy stamped with an earlier format is not reused (`streams.durability`)
 read the whole changelog to find every changeset to retire."""
 RECORD_HEADER = ("r", b"")
 """Marks a per-key record (4 bytes a record)."""
-_RECORD_OVERHEAD = 40
-"""At most what the record format adds to a key and a value (aiokafka's
-`MAX_RECORD_OVERHEAD`, two length varints, the header count and `RECORD_HEADER`)."""
-_BATCH_OVERHEAD = 61
-"""The record batch header."""
 
 
 def topic_config(batch_bytes: int = BATCH_BYTES) -> dict[str, str]:
@@ -65,13 +62,13 @@ def topic_config(batch_bytes: int = BATCH_BYTES) -> dict[str, str]:
         "segment.ms": str(3_600_000),
         "segment.bytes": str(64 * 1024 * 1024),
         "delete.retention.ms": str(7 * 86_400_000),
-        "max.message.bytes": str(batch_bytes + 64 * 1024),
+        "max.message.bytes": str(batch_bytes + CHANGELOG_HEADROOM),
     }
 
 
 def record_size(key: bytes, value: bytes | None) -> int:
     """An upper bound of the bytes one record takes in a batch."""
-    return len(key) + len(value or b"") + _RECORD_OVERHEAD
+    return len(key) + len(value or b"") + RECORD_OVERHEAD
 
 
 class PartitionWrites:
@@ -99,7 +96,7 @@ class PartitionWrites:
         if not event:  # a redelivered event: its outputs come from the outbox, nothing changes
             return
         size = (
-            _RECORD_OVERHEAD * len(event)
+            RECORD_OVERHEAD * len(event)
             + sum(map(len, event))
             + sum(map(len, filter(None, event.values())))
         )  # `record_size` of each, summed in C
@@ -109,9 +106,9 @@ class PartitionWrites:
                 del last[key]
             last.update(event)
             self._open_size += size
-        elif _BATCH_OVERHEAD + size <= self.limit:
+        elif BATCH_OVERHEAD + size <= self.limit:
             self.batches.append(event)
-            self._open_size = _BATCH_OVERHEAD + size
+            self._open_size = BATCH_OVERHEAD + size
         else:
             self.batches.extend(_split(event, self.limit))
             self._open_size = self.limit
@@ -120,12 +117,12 @@ class PartitionWrites:
 def _split(event: Records, limit: int) -> Iterator[Records]:
     """An event too large for one batch, in parts of at most `limit` (one record at least)."""
     part: Records = {}
-    size = _BATCH_OVERHEAD
+    size = BATCH_OVERHEAD
     for key, value in event.items():
         cost = record_size(key, value)
         if part and size + cost > limit:
             yield part
-            part, size = {}, _BATCH_OVERHEAD
+            part, size = {}, BATCH_OVERHEAD
         part[key] = value
         size += cost
     if part:

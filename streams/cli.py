@@ -244,7 +244,10 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     from streams.replay import ReplayInputError, replay_file, replay_projector
 
     try:
-        projector = replay_projector(policy, judgements, _settings().max_event_bytes)
+        settings = _settings()
+        projector = replay_projector(
+            policy, judgements, settings.max_event_bytes, settings.changelog_batch_bytes
+        )
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{policy}: {refusal}") from None
     except ReplayInputError as error:

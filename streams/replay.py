@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from projections.delivery import Intake, SourceMessage, explain, world_key
+from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage, explain, world_key
 from projections.digest import world_digest
 from projections.intake import DEFAULT_MAX_EVENT_BYTES
 from projections.judgements import RecordedAnswers
@@ -108,16 +108,25 @@ class ReplayInputError(ValueError):
 
 
 def replay_projector(
-    policy: Path | None, judgements: Path | None, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    policy: Path | None,
+    judgements: Path | None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    record_bytes: int = MOST_RECORD_BYTES,
 ) -> Projector:
     """The projector of a replay: `policy` for every world (else the built-in one), model
     judgements answered from `judgements` (the judgements topic's records, one per line, its
     tombstones skipped; else none, and the rules make each), never by a model; messages over
-    `max_event_bytes` rejected as the worker given that setting rejects them."""
+    `max_event_bytes`, and events that would write a state record too large for the changelog
+    of `record_bytes` batches (`projections.record_bounds`), rejected as the worker given those
+    settings rejects them."""
     document = {} if policy is None else check_policy_document(policy.read_bytes())
     resolved = resolve(None, document)
     if judgements is None:
-        return Projector(policies=lambda tenant, world: resolved, max_event_bytes=max_event_bytes)
+        return Projector(
+            policies=lambda tenant, world: resolved,
+            max_event_bytes=max_event_bytes,
+            record_bytes=record_bytes,
+        )
     records = []
     for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
         if line.strip() in (b"", TOMBSTONE):
@@ -131,6 +140,7 @@ def replay_projector(
     return Projector(
         policies=lambda tenant, world: resolved,
         max_event_bytes=max_event_bytes,
+        record_bytes=record_bytes,
         answers=RecordedAnswers(records),
         count=wordllama_tokens(),
     )

@@ -155,7 +155,7 @@ def branch_after(after_seq: int) -> Ancestry:
 def declare(state: MemoryState, seq: int, entity_id: str, **fields: Any) -> None:
     """Declare on main at `seq`, as an event there would."""
     declarations = StoredDeclarations(state, "default", "w", (Segment("main", seq - 1),))
-    declarations.declare(entity_id, EntityDeclaration(**fields), seq=seq)
+    declarations.declaration(entity_id, EntityDeclaration(**fields)).write(state, seq)
 
 
 def test_declarations_persist_for_the_world_and_only_for_it() -> None:
@@ -198,8 +198,8 @@ def test_a_branch_sees_its_parents_declarations_up_to_the_branch_point_and_keeps
     on_alt = StoredDeclarations(state, "default", "w", branch_after(2))
     assert on_alt.get("npc-mara") == EntityDeclaration(name="Mara")
     assert on_alt.get("npc-bram") is None
-    on_alt.declare("npc-mara", EntityDeclaration(group="staff"), seq=3)
-    on_alt.declare("npc-ilse", EntityDeclaration(name="Ilse"), seq=3)
+    on_alt.declaration("npc-mara", EntityDeclaration(group="staff")).write(state, 3)
+    on_alt.declaration("npc-ilse", EntityDeclaration(name="Ilse")).write(state, 3)
 
     alt = StoredDeclarations(state, "default", "w", branch_after(2))
     assert alt.declared() == {

@@ -132,9 +132,9 @@ def test_a_declaration_or_a_timeline_position_alone_changes_the_digest() -> None
     state = replay_lines(LINES).state
     before = digest(state)
     declared = copy_of(state)
-    StoredDeclarations(declared, "default", "save-1", (Segment("main", MAX_SEQ),)).declare(
-        "npc-tomas", EntityDeclaration(name="Tomas the Younger"), seq=5
-    )
+    StoredDeclarations(declared, "default", "save-1", (Segment("main", MAX_SEQ),)).declaration(
+        "npc-tomas", EntityDeclaration(name="Tomas the Younger")
+    ).write(declared, 5)
     assert digest(declared) != before
     moved = copy_of(state)
     main = timelines.load(moved, "default", "save-1", "main")

@@ -111,3 +111,26 @@ def test_the_largest_message_the_worker_takes_is_the_replays_too(tmp_path: Path)
     over = sum(1 for line in LINES if len(line) > 250)
     assert 0 < over < len(LINES)
     assert f"rejected: {over}" in result.output.splitlines()
+
+
+def test_a_replay_refuses_the_records_too_large_for_the_workers_changelog(tmp_path: Path) -> None:
+    """RUMOURMILL_CHANGELOG_BATCH_BYTES bounds the state records an event may write in a replay
+    as in the worker (`projections.record_bounds`): the declaration the twelfth note would grow
+    past the least setting's record is refused in both, so the replay's digest is the live
+    one's."""
+    noted = [
+        orjson.dumps(
+            {
+                "world_instance_id": "save-1",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "trade.done",
+                "entities": {"npc-mara": {f"note_{seq}": "x" * 7_000}},
+            }
+        )
+        for seq in range(1, 13)
+    ]
+    settings = {"RUMOURMILL_CHANGELOG_BATCH_BYTES": "16384", "RUMOURMILL_MAX_EVENT_BYTES": "8192"}
+    result = CliRunner().invoke(main, ["replay", str(story(tmp_path, noted))], env=settings)
+    assert result.exit_code == 0, result.output
+    assert {"processed: 11", "rejected: 1"} <= set(result.output.splitlines())

@@ -228,6 +228,43 @@ def test_a_message_releasing_hundreds_of_events_fits_the_changelog_of_the_least_
         worker.stop()
 
 
+def test_an_event_growing_a_declaration_past_what_the_changelog_takes_is_dead_lettered(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """An entity's declaration adds up the fields of the events that declare it: the event that
+    made it larger than the state changelog takes (at the least changelog batch setting, 16,384
+    bytes, the topic taking 64 KiB more) was refused by the broker, and the worker stopped on it
+    at every restart, for every world of its partition. It is dead-lettered with its bytes and
+    what grew too large, and the world goes on, after a restart too."""
+    settings = unique_settings(
+        kafka_bootstrap, tmp_path / "data", changelog_batch_bytes=16_384, max_event_bytes=8192
+    )
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        declaring = [
+            event("w-noted", seq, entities={"npc-mara": {f"note_{seq}": "x" * 7_000}})
+            for seq in range(1, 13)
+        ]
+        send_events(settings, [*declaring, event("w-noted", 12)])
+        acks = acks_for(settings, "w-noted", 13)
+        assert [(ack["seq"], ack["outcome"]) for ack in acks] == [
+            *((seq, "processed") for seq in range(1, 12)),
+            (12, "rejected"),
+            (12, "processed"),
+        ]
+        [letter] = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= 1)
+        assert orjson.loads(base64.b64decode(letter["value_base64"])) == declaring[-1]
+        assert letter["reason"].startswith("the declaration of entity 'npc-mara' would take 84,")
+        assert letter["reason"] == acks[11]["reason"]
+        worker.stop()
+        worker.start()
+        send_events(settings, [event("w-noted", 13)])
+        *_, last = acks_for(settings, "w-noted", 14)
+        assert (last["seq"], last["outcome"]) == (13, "processed")
+    finally:
+        worker.stop()
+
+
 def story(worlds: int, events_per_world: int, seed: int) -> list[bytes]:
     """A reproducible interleaving of worlds, with a branch in each and facts to fold."""
     rng = random.Random(seed)
