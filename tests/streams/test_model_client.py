@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -137,6 +138,49 @@ def test_a_redirect_that_turns_the_post_into_a_get_says_where_to_point_the_model
     )
 
 
+def test_a_redirect_to_another_host_takes_no_key_along() -> None:
+    """A 307 keeps the POST: the host it leads to gets the question, not the model's key."""
+    seen: list[str | None] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    async def run() -> FeelingAnswer | str:
+        async with serving(elsewhere) as other:
+            target = other.replace("127.0.0.1", "localhost") + "/chat/completions"
+
+            async def moved(request: web.Request) -> web.Response:
+                raise web.HTTPTemporaryRedirect(target)
+
+            async with serving(moved) as url:
+                client = ModelClient(url, "m", "sk-secret")
+                try:
+                    return await ask(client)
+                finally:
+                    await client.close()
+
+    assert asyncio.run(run()) == FeelingAnswer(feeling=0.5, arousal=0.25)
+    assert seen == [None]
+
+
+def test_a_redirect_loop_says_so() -> None:
+    """aiohttp gives up after 10 redirects with `0, message='', url=...`, which the reason
+    quoted as the model being out of reach."""
+
+    async def loop(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(str(request.url))
+
+    async def use(client: ModelClient) -> tuple[str, FeelingAnswer | str]:
+        return client.endpoint, await ask(client)
+
+    endpoint, refusal = asking(loop, use)
+    assert refusal == (
+        f"HTTP 307 from the model: {endpoint} redirects 10 times without an answer: set "
+        "RUMOURMILL_MODEL_URL to the endpoint itself"
+    )
+
+
 def test_a_user_and_password_in_the_model_url_are_sent_and_never_shown(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -262,3 +306,146 @@ def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
     assert isinstance(answer, str) and "a read never waits for one" in answer
     samples = samples_of(metrics.exposition().decode())
     assert samples[("rumourmill_model_calls_total", (("outcome", "busy"),))] == 1
+
+
+def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait() -> None:
+    """Twelve questions, two slots: the two in flight are told 429. The ten waiting for a slot
+    went out one after the other all the same, each told 429 again: a rate-limited hosted API
+    pressed as hard as ever (and one rest warning a call)."""
+    calls: list[float] = []
+
+    async def rate_limited(request: web.Request) -> web.Response:
+        calls.append(time.monotonic())
+        await asyncio.sleep(0.1)  # both slots taken, the other calls waiting
+        return web.Response(status=429, text="rate limit", headers={"Retry-After": "60"})
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        return list(await asyncio.gather(*(ask(client) for _ in range(12))))
+
+    answers = asking(rate_limited, use, concurrency=2)
+    assert len(calls) == 2
+    assert answers[:2] == ["HTTP 429 from the model: rate limit"] * 2
+    assert answers[2:] == ["not asked: the model asked to wait (HTTP 429) and rests 60 s"] * 10
+
+
+@pytest.mark.parametrize(
+    ("key", "credentials"),
+    [("sk-proj-" + "k3y" * 40, ""), ("", "mill:hunter2-" + "p4ss" * 20)],
+    ids=["bearer-key", "password-in-url"],
+)
+def test_a_server_quoting_the_credentials_sent_has_them_hidden_in_every_reason(
+    key: str, credentials: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Some servers and proxies quote the `Authorization` header they were sent in an error;
+    a reason quoting it goes on acks, the judgements topic and the log, cut to 300 characters
+    (these bodies say enough first that a cut falls inside the secret)."""
+    sent: list[str] = []
+    padding = "x" * 200
+
+    async def quoting(request: web.Request) -> web.Response:
+        sent.append(request.headers["Authorization"])
+        if len(sent) == 1:
+            return web.Response(status=401, text=f"{padding} bad credentials: {sent[-1]}")
+        return web.Response(body=f"{padding} not allowed: {sent[-1]}".encode())
+
+    async def run() -> list[FeelingAnswer | str]:
+        async with serving(quoting) as url:
+            client = ModelClient(url.replace("http://", f"http://{credentials}@"), "m", key)
+            try:
+                return [await ask(client), await ask(client)]
+            finally:
+                await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        unauthorised, unreadable = asyncio.run(run())
+    scheme, token = sent[0].split()
+    shown = [str(unauthorised), str(unreadable), *(r.getMessage() for r in caplog.records)]
+    assert not [text for text in shown if token[:12] in text]
+    assert unauthorised == f"HTTP 401 from the model: {padding} bad credentials: {scheme} (hidden)"
+    assert unreadable == (
+        f"malformed answer: not a chat completion: {padding} not allowed: {scheme} (hidden)"
+    )
+
+
+async def tool_calls(request: web.Request) -> web.Response:
+    message = {"content": None, "tool_calls": [{"id": "1", "type": "function"}]}
+    return web.json_response({"choices": [{"message": message, "finish_reason": "tool_calls"}]})
+
+
+async def cut_at_token_limit(request: web.Request) -> web.Response:
+    message = {"content": '{"feeling": 0.5, "aro'}
+    return web.json_response({"choices": [{"message": message, "finish_reason": "length"}]})
+
+
+async def no_choices(request: web.Request) -> web.Response:
+    return web.json_response({"choices": []})
+
+
+async def streamed(request: web.Request) -> web.Response:
+    body = b'data: {"choices": [{"delta": {"content": "{}"}}]}\n\ndata: [DONE]\n\n'
+    return web.Response(body=body, content_type="text/event-stream")
+
+
+async def text_plain(request: web.Request) -> web.Response:
+    return web.Response(body=ANSWER, content_type="text/plain")
+
+
+async def gzipped(request: web.Request) -> web.Response:
+    body = gzip.compress(ANSWER)
+    return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+
+async def reset_mid_body(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Length": str(len(ANSWER))})
+    await response.prepare(request)
+    await response.write(ANSWER[:20])
+    assert request.transport is not None
+    request.transport.close()
+    return response
+
+
+async def trickling(request: web.Request) -> web.StreamResponse:
+    """A byte every 50 ms, for 30 s: each read gets something, the answer never comes."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    for _ in range(600):
+        await response.write(b" ")
+        await asyncio.sleep(0.05)
+    return response
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [
+        (tool_calls, "refused: the model gave no answer (finish_reason tool_calls)"),
+        (
+            cut_at_token_limit,
+            "malformed answer (finish_reason length): not valid JSON: EOF while parsing a string "
+            "at line 1 column 21",
+        ),
+        (no_choices, 'malformed answer: not a chat completion: {"choices": []}'),
+        (
+            streamed,
+            'malformed answer: not a chat completion: data: {"choices": [{"delta": {"content": '
+            '"{}"}}]} data: [DONE]',
+        ),
+        (text_plain, FeelingAnswer(feeling=0.5, arousal=0.25)),
+        (gzipped, FeelingAnswer(feeling=0.5, arousal=0.25)),
+        (reset_mid_body, "malformed answer: the body cannot be read: Response payload is not"),
+        (trickling, "timeout: no answer within 0.5 s"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "expected"),
+)
+def test_what_real_servers_answer_is_an_answer_or_a_reason_saying_what_happened(
+    handler: Handler, expected: FeelingAnswer | str
+) -> None:
+    async def use(client: ModelClient) -> tuple[FeelingAnswer | str, float]:
+        started = time.monotonic()
+        return await ask(client), time.monotonic() - started
+
+    answer, took = asking(handler, use, timeout_seconds=0.5)
+    if isinstance(expected, str):
+        assert isinstance(answer, str) and answer.startswith(expected)
+    else:
+        assert answer == expected
+    assert took < 2  # a trickle of bytes does not stretch the timeout
