@@ -232,6 +232,9 @@ class ModelClient:
                 return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
             except aiohttp.TooManyRedirects as error:
                 return Outcome.HTTP_ERROR, self._redirected_too_often(error)
+            except aiohttp.ClientResponseError as error:  # not HTTP: another service's port...
+                reason = f"{MALFORMED}: not a readable HTTP response: {error.message}"
+                return Outcome.MALFORMED, _cut(reason)
             except aiohttp.ClientPayloadError as error:  # a body cut short, an encoding broken
                 return Outcome.MALFORMED, _cut(f"{MALFORMED}: the body cannot be read: {error}")
             except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses

@@ -449,3 +449,27 @@ def test_what_real_servers_answer_is_an_answer_or_a_reason_saying_what_happened(
     else:
         assert answer == expected
     assert took < 2  # a trickle of bytes does not stretch the timeout
+
+
+def test_a_port_that_does_not_speak_http_is_a_malformed_answer_not_an_http_400() -> None:
+    """RUMOURMILL_MODEL_URL pointing at another service's port: aiohttp reads its greeting as a
+    `400`, which the reason quoted as the model out of reach with an HTTP 400 it never sent."""
+
+    async def run() -> FeelingAnswer | str:
+        async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(greet, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        try:
+            return await ask(client)
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(run()) == (
+        "malformed answer: not a readable HTTP response: Bad status line: Expected HTTP/, RTSP/ "
+        "or ICE/: b'SSH-2.0-OpenSSH_9.6' ^"
+    )
