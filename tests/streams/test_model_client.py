@@ -276,6 +276,37 @@ def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
     }
 
 
+def test_a_model_that_never_answers_holds_no_more_connections_than_the_calls_allowed() -> None:
+    """Twelve calls, three at a time, to a model that never answers: each call's connection
+    closes with its timeout, so the model never holds more than three."""
+    connections: list[asyncio.BaseTransport] = []
+    most_open = 0
+
+    def open_now() -> int:
+        return sum(not transport.is_closing() for transport in connections)
+
+    async def never_answers(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        connections.append(request.transport)
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        nonlocal most_open
+        calls = asyncio.gather(*(ask(client) for _ in range(12)))
+        while not calls.done():
+            most_open = max(most_open, open_now())
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        return await calls
+
+    answers = asking(never_answers, use, concurrency=3, timeout_seconds=0.3)
+    assert answers == ["timeout: no answer within 0.3 s"] * 12
+    assert len(connections) == 12
+    assert most_open == 3
+    assert open_now() == 0
+
+
 def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
     """Both slots held by events' questions the model leaves hanging: a read (the reply check)
     is told at once that the model is busy, and counted so; it waited in line behind them,
