@@ -150,11 +150,16 @@ class ModelClient:
         until = time.monotonic() + seconds
         if seconds <= 0 or until <= self.resting_until:
             return
+        begins = not self.resting  # the other calls in flight as it began end so too
         self.resting_until = until
         self._rest_reason = f"{NOT_ASKED}: the model {why} and rests {seconds:g} s"
-        log.warning(
-            "the model %s (%s); resting it %g s, the rules answer meanwhile", why, detail, seconds
-        )
+        if begins:
+            log.warning(
+                "the model %s (%s); resting it %g s, the rules answer meanwhile",
+                why,
+                detail,
+                seconds,
+            )
 
     async def ask(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
@@ -334,7 +339,7 @@ def rest_asked(retry_after: str | None) -> float:
     """The seconds a busy model asked to be left alone for: its `Retry-After`, in seconds or as
     an HTTP date, within 0 and `MAX_REST_SECONDS`; `REST_SECONDS` when it said nothing readable."""
     text = (retry_after or "").strip()
-    if re.fullmatch(r"[0-9]+", text):
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):  # whole seconds, or (some APIs) decimals
         seconds = float(text)
     else:
         try:

@@ -95,6 +95,7 @@ def test_retry_after_is_read_in_seconds_or_as_a_date_within_bounds() -> None:
     in_90_seconds = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     assert 88 <= rest_asked(in_90_seconds) <= 90
     assert rest_asked("12") == 12
+    assert rest_asked("1.5") == 1.5  # not the 30 s of a Retry-After it could not read
     assert rest_asked("0") == 0
     assert rest_asked("86400") == MAX_REST_SECONDS  # a day of rules only: not granted
     past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
@@ -362,7 +363,9 @@ def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
     assert samples[("rumourmill_model_calls_total", (("outcome", "busy"),))] == 1
 
 
-def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait() -> None:
+def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Twelve questions, two slots: the two in flight are told 429. The ten waiting for a slot
     went out one after the other all the same, each told 429 again: a rate-limited hosted API
     pressed as hard as ever (and one rest warning a call)."""
@@ -376,8 +379,14 @@ def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait() ->
     async def use(client: ModelClient) -> list[FeelingAnswer | str]:
         return list(await asyncio.gather(*(ask(client) for _ in range(12))))
 
-    answers = asking(rate_limited, use, concurrency=2)
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        answers = asking(rate_limited, use, concurrency=2)
     assert len(calls) == 2
+    rests = [record.getMessage() for record in caplog.records if "resting" in record.getMessage()]
+    assert rests == [
+        "the model asked to wait (HTTP 429) (HTTP 429 from the model: rate limit); resting it "
+        "60 s, the rules answer meanwhile"
+    ]
     assert answers[:2] == ["HTTP 429 from the model: rate limit"] * 2
     assert answers[2:] == ["not asked: the model asked to wait (HTTP 429) and rests 60 s"] * 10
 
