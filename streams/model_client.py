@@ -70,6 +70,14 @@ REST_SECONDS = 30.0
 """How long a model rests that ran out of time, or asked to wait without saying how long."""
 MAX_REST_SECONDS = 300.0
 """The longest rest a model's `Retry-After` is granted: the rules answer meanwhile."""
+DROPPED = (
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientConnectionResetError,
+)
+"""A connection closed under a call: a server closes a kept-alive connection it found idle
+long enough (uvicorn, as vLLM runs it, after 5 s; aiohttp keeps one 15 s), and a call that
+takes it up as it does is sent again once, on a new one, else it lost its judgement for good."""
 BUSY = frozenset({429, 503})
 """The statuses of a model asking to be left alone for a while."""
 WARNING_INTERVAL = 60.0
@@ -226,13 +234,12 @@ class ModelClient:
                 return Outcome.RESTING, self._rest_reason
             try:
                 async with asyncio.timeout(self.timeout_seconds):
-                    async with self._open().post(
-                        self.endpoint, data=orjson.dumps(body), headers=self._headers
-                    ) as response:
-                        if response.method != "POST":
-                            return Outcome.HTTP_ERROR, self._redirected(response)
-                        status, text = response.status, await _read(response)
-                        retry_after = response.headers.get("Retry-After")
+                    try:
+                        exchanged = await self._exchange(orjson.dumps(body))
+                    except DROPPED as error:
+                        if isinstance(error, aiohttp.ClientConnectorError):
+                            raise  # no connection at all: no kept-alive one gone stale
+                        exchanged = await self._exchange(orjson.dumps(body))
             except TimeoutError:
                 return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
             except aiohttp.TooManyRedirects as error:
@@ -245,6 +252,9 @@ class ModelClient:
             except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses
                 reason = f"the model could not be reached: {error or type(error).__name__}"
                 return Outcome.UNREACHABLE, _cut(reason)
+        if isinstance(exchanged, str):
+            return Outcome.HTTP_ERROR, exchanged
+        status, text, retry_after = exchanged
         if len(text) > MAX_ANSWER_BYTES:
             return Outcome.MALFORMED, f"{MALFORMED}: over {MAX_ANSWER_BYTES:,} bytes"
         if status != 200:
@@ -259,6 +269,14 @@ class ModelClient:
         if isinstance(answer, str):
             return (Outcome.REFUSED if answer.startswith(REFUSED) else Outcome.MALFORMED), answer
         return Outcome.ANSWERED, answer
+
+    async def _exchange(self, body: bytes) -> tuple[int, bytes, str | None] | str:
+        """One POST of `body`: the answer's status, body and `Retry-After`; or why a redirect
+        leaves it without one."""
+        async with self._open().post(self.endpoint, data=body, headers=self._headers) as response:
+            if response.method != "POST":
+                return self._redirected(response)
+            return response.status, await _read(response), response.headers.get("Retry-After")
 
     def _redirected(self, response: aiohttp.ClientResponse) -> str:
         """Why a POST redirected into another method has no answer (aiohttp, as browsers do,

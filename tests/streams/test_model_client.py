@@ -536,3 +536,46 @@ def test_a_port_that_does_not_speak_http_is_a_malformed_answer_not_an_http_400()
     assert isinstance(refusal, str)
     assert refusal.startswith("malformed answer: not a readable HTTP response: ")
     assert "b'SSH-2.0-OpenSSH_9.6'" in refusal  # aiohttp's words around it vary by release
+
+
+def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_judgement() -> None:
+    """A server closes a connection it kept alive once idle long enough (uvicorn, as vLLM runs
+    it, after 5 s); a call taking it up just then was told `the model could not be reached:
+    Server disconnected`, and its judgement went to the rules for good (it is recorded)."""
+    connections: list[int] = []  # the requests each connection carried
+
+    async def closing_the_second(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        connections.append(0)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.lower().splitlines()
+                    if line.startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                connections[-1] += 1
+                if connections[-1] == 2:  # its idle time out as the call came
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+                )
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def run() -> list[FeelingAnswer | str]:
+        server = await asyncio.start_server(closing_the_second, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        try:
+            return [await ask(client), await ask(client)]
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(run()) == [FeelingAnswer(feeling=0.5, arousal=0.25)] * 2
+    assert connections == [2, 1]  # the second call again, on a connection of its own
