@@ -17,6 +17,7 @@ A model that asks to be left alone (HTTP 429 or 503, for its `Retry-After` or `R
 or that ran out of time on every question of an event (`streams.judging`), rests: until then
 every call is refused at once, those already waiting for a slot too, so the rules answer without
 a wait and the model is not pressed. An answer quoting the key or password sent shows `HIDDEN`.
+A call whose kept-alive connection the server closed under it is sent again once (`DROPPED`).
 Each call is counted by how it ended (`Outcome`, `rumourmill_model_calls_total`), and what an
 operator must mend (an HTTP error, a model out of reach, an answer that is not the object asked
 for) is logged, once a minute at most for each kind.
@@ -158,7 +159,7 @@ class ModelClient:
         until = time.monotonic() + seconds
         if seconds <= 0 or until <= self.resting_until:
             return
-        begins = not self.resting  # the other calls in flight as it began end so too
+        begins = not self.resting  # the calls in flight with the one that began it: no warning
         self.resting_until = until
         self._rest_reason = f"{NOT_ASKED}: the model {why} and rests {seconds:g} s"
         if begins:
