@@ -15,7 +15,9 @@ object asked for. The rules then make that judgement.
 
 A model that asks to be left alone (HTTP 429 or 503, for its `Retry-After` or `REST_SECONDS`),
 or that ran out of time on every question of an event (`streams.judging`), rests: until then
-every call is refused at once, so the rules answer without a wait and the model is not pressed.
+every call is refused at once, those already waiting for a slot too, so the rules answer without
+a wait and the model is not pressed. An answer quoting the key or password sent shows `HIDDEN`.
+A call whose kept-alive connection the server closed under it is sent again once (`DROPPED`).
 Each call is counted by how it ended (`Outcome`, `rumourmill_model_calls_total`), and what an
 operator must mend (an HTTP error, a model out of reach, an answer that is not the object asked
 for) is logged, once a minute at most for each kind.
@@ -26,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from base64 import b64encode
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import orjson
@@ -54,6 +58,8 @@ REFUSED = "refused"
 """How the reason of an answer the model refused (or left empty) begins."""
 NOT_ASKED = "not asked"
 """How the reason of a call refused while the model rests begins."""
+HIDDEN = "(hidden)"
+"""What an answer's quote of the credentials sent shows instead (`credentials_sent`)."""
 FENCED = re.compile(r"^```(?:json)?(.*)```$", re.DOTALL)
 """A JSON object wrapped in a Markdown code fence, as small local models like to answer (its
 inside stripped afterwards: a lazy middle between optional spaces backtracked for a minute over
@@ -65,6 +71,14 @@ REST_SECONDS = 30.0
 """How long a model rests that ran out of time, or asked to wait without saying how long."""
 MAX_REST_SECONDS = 300.0
 """The longest rest a model's `Retry-After` is granted: the rules answer meanwhile."""
+DROPPED = (
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientConnectionResetError,
+)
+"""A connection closed under a call: a server closes a kept-alive connection it found idle
+long enough (uvicorn, as vLLM runs it, after 5 s; aiohttp keeps one 15 s), and a call that
+takes it up as it does is sent again once, on a new one, else it lost its judgement for good."""
 BUSY = frozenset({429, 503})
 """The statuses of a model asking to be left alone for a while."""
 WARNING_INTERVAL = 60.0
@@ -116,6 +130,7 @@ class ModelClient:
         """Until when (`time.monotonic`) every call is refused at once."""
         self._rest_reason = ""
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._secrets = credentials_sent(url, key)
         self._slots = asyncio.Semaphore(concurrency)
         self.read_slots = max(1, concurrency // 2)
         """The calls reads may have in flight (`ask_aside`): the other slots are the events'."""
@@ -144,17 +159,22 @@ class ModelClient:
         until = time.monotonic() + seconds
         if seconds <= 0 or until <= self.resting_until:
             return
+        begins = not self.resting  # the calls in flight with the one that began it: no warning
         self.resting_until = until
         self._rest_reason = f"{NOT_ASKED}: the model {why} and rests {seconds:g} s"
-        log.warning(
-            "the model %s (%s); resting it %g s, the rules answer meanwhile", why, detail, seconds
-        )
+        if begins:
+            log.warning(
+                "the model %s (%s); resting it %g s, the rules answer meanwhile",
+                why,
+                detail,
+                seconds,
+            )
 
     async def ask(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
     ) -> AnswerModel | str:
         """The model's answer to `prompt`, validated as `answer_type`; or why there is none."""
-        if time.monotonic() < self.resting_until:
+        if self.resting:
             self.count(Outcome.RESTING)
             return self._rest_reason
         try:
@@ -166,6 +186,11 @@ class ModelClient:
         if outcome in WARNED:
             self._warn(outcome, str(answer))
         return answer
+
+    @property
+    def resting(self) -> bool:
+        """Whether every call is refused at once now (`rest`)."""
+        return time.monotonic() < self.resting_until
 
     async def ask_aside(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
@@ -206,33 +231,53 @@ class ModelClient:
             "response_format": {"type": "json_object"},
         }
         async with self._slots:
+            if self.resting:  # it asked to wait while this call waited for its slot
+                return Outcome.RESTING, self._rest_reason
             try:
                 async with asyncio.timeout(self.timeout_seconds):
-                    async with self._open().post(
-                        self.endpoint, data=orjson.dumps(body), headers=self._headers
-                    ) as response:
-                        if response.method != "POST":
-                            return Outcome.HTTP_ERROR, self._redirected(response)
-                        status, text = response.status, await _read(response)
-                        retry_after = response.headers.get("Retry-After")
+                    try:
+                        exchanged = await self._exchange(orjson.dumps(body))
+                    except DROPPED as error:
+                        if isinstance(error, aiohttp.ClientConnectorError):
+                            raise  # no connection at all: no kept-alive one gone stale
+                        exchanged = await self._exchange(orjson.dumps(body))
             except TimeoutError:
                 return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
+            except aiohttp.TooManyRedirects as error:
+                return Outcome.HTTP_ERROR, self._redirected_too_often(error)
+            except aiohttp.ClientResponseError as error:  # not HTTP: another service's port...
+                reason = f"{MALFORMED}: not a readable HTTP response: {error.message}"
+                return Outcome.MALFORMED, _cut(reason)
             except aiohttp.ClientPayloadError as error:  # a body cut short, an encoding broken
                 return Outcome.MALFORMED, _cut(f"{MALFORMED}: the body cannot be read: {error}")
             except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses
                 reason = f"the model could not be reached: {error or type(error).__name__}"
                 return Outcome.UNREACHABLE, _cut(reason)
+        if isinstance(exchanged, str):
+            return Outcome.HTTP_ERROR, exchanged
+        status, text, retry_after = exchanged
         if len(text) > MAX_ANSWER_BYTES:
             return Outcome.MALFORMED, f"{MALFORMED}: over {MAX_ANSWER_BYTES:,} bytes"
         if status != 200:
-            reason = _cut(f"HTTP {status} from the model: {text.decode(errors='replace')}")
+            quoted = self._hidden(text).decode(errors="replace")
+            reason = _cut(f"HTTP {status} from the model: {quoted}")
             if status in BUSY:
                 self.rest(rest_asked(retry_after), f"asked to wait (HTTP {status})", reason)
             return Outcome.HTTP_ERROR, reason
         answer = answer_in(text, answer_type)
+        if isinstance(answer, str):  # why, which may quote the body (not a chat completion...)
+            answer = answer_in(self._hidden(text), answer_type)
         if isinstance(answer, str):
             return (Outcome.REFUSED if answer.startswith(REFUSED) else Outcome.MALFORMED), answer
         return Outcome.ANSWERED, answer
+
+    async def _exchange(self, body: bytes) -> tuple[int, bytes, str | None] | str:
+        """One POST of `body`: the answer's status, body and `Retry-After`; or why a redirect
+        leaves it without one."""
+        async with self._open().post(self.endpoint, data=body, headers=self._headers) as response:
+            if response.method != "POST":
+                return self._redirected(response)
+            return response.status, await _read(response), response.headers.get("Retry-After")
 
     def _redirected(self, response: aiohttp.ClientResponse) -> str:
         """Why a POST redirected into another method has no answer (aiohttp, as browsers do,
@@ -243,6 +288,24 @@ class ModelClient:
             f"HTTP {first.status} from the model: {endpoint} redirects to {target}, "
             "and a redirected POST is sent as a GET: set RUMOURMILL_MODEL_URL to where it leads"
         )
+
+    def _redirected_too_often(self, error: aiohttp.TooManyRedirects) -> str:
+        """Why a redirect loop has no answer (aiohttp's own message says only `0, message=''`
+        and a URL)."""
+        first = error.history[0].status if error.history else error.status
+        return _cut(
+            f"HTTP {first} from the model: {without_credentials(self.endpoint)} redirects "
+            f"{len(error.history)} times without an answer: set RUMOURMILL_MODEL_URL to the "
+            "endpoint itself"
+        )
+
+    def _hidden(self, body: bytes) -> bytes:
+        """`body` with the credentials sent hidden, for a reason to quote: some servers quote
+        the `Authorization` header in their 401, and a reason goes on acks, a topic and the log
+        (hidden before the reason is cut, so no part of a secret is left either)."""
+        for secret in self._secrets:
+            body = body.replace(secret, HIDDEN.encode())
+        return body
 
     def _warn(self, outcome: Outcome, reason: str) -> None:
         """Log `reason`, unless a call of the same kind was logged less than
@@ -280,11 +343,22 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
     return bytes(body)
 
 
+def credentials_sent(url: str, key: str) -> tuple[bytes, ...]:
+    """What the model is sent of the key and of the URL's user and password: the key, the
+    password, and the basic-auth token they make (longest first, so none is left in part)."""
+    sent = [key]
+    parts = urlsplit(url)
+    if parts.password:
+        user, password = unquote(parts.username or ""), unquote(parts.password)
+        sent += [password, b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()]
+    return tuple(sorted({secret.encode() for secret in sent if secret}, key=len, reverse=True))
+
+
 def rest_asked(retry_after: str | None) -> float:
     """The seconds a busy model asked to be left alone for: its `Retry-After`, in seconds or as
     an HTTP date, within 0 and `MAX_REST_SECONDS`; `REST_SECONDS` when it said nothing readable."""
     text = (retry_after or "").strip()
-    if re.fullmatch(r"[0-9]+", text):
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):  # whole seconds, or (some APIs) decimals
         seconds = float(text)
     else:
         try:
@@ -309,14 +383,24 @@ def answer_in(body: bytes, answer_type: type[AnswerModel]) -> AnswerModel | str:
     if choice.get("finish_reason") == "content_filter":
         return f"{REFUSED}: the answer was filtered"
     content: str | None = message.get("content")
+    ended = _ended_early(choice)
     if content is None or not content.strip():
-        return f"{REFUSED}: the model gave no answer"
+        return _cut(f"{REFUSED}: the model gave no answer{ended}")
     fenced = FENCED.match(content.strip())
     try:
         return answer_type.model_validate_json(fenced.group(1).strip() if fenced else content)
     except ValidationError as error:
-        problem = explain(error, MALFORMED)
-        return _cut(problem if problem.startswith(MALFORMED) else f"{MALFORMED}: {problem}")
+        problem = explain(error, MALFORMED).removeprefix(f"{MALFORMED}: ")
+        return _cut(f"{MALFORMED}{ended}: {problem}")
+
+
+def _ended_early(choice: dict[str, Any]) -> str:
+    """Why the model stopped, when not of itself: an answer cut at its token limit (`length`),
+    or tool calls instead of content, is otherwise told as a broken or empty answer."""
+    finish_reason = choice.get("finish_reason")
+    if not isinstance(finish_reason, str) or finish_reason in ("", "stop"):
+        return ""
+    return f" (finish_reason {finish_reason})"
 
 
 def _first_message(body: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:

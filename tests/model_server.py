@@ -7,6 +7,7 @@ test, a benchmark or a worker in another process can call it), and behaves as it
   `relations` a reply brings in, or a chronicle chapter's `summary`), after `delay`;
 - `slow`: the same, only after `delay` seconds (past a client's timeout);
 - `error`: HTTP 500;
+- `busy`: HTTP 429, asking for a minute's rest (`Retry-After: 60`), as rate-limited hosted APIs do;
 - `refuse`: a refusal (`message.refusal`, no content);
 - `malformed`: prose instead of the JSON object asked for;
 - `hang`: never answers (until the server stops).
@@ -26,7 +27,7 @@ from typing import Any, Literal
 import orjson
 from aiohttp import web
 
-Behaviour = Literal["answer", "slow", "error", "refuse", "malformed", "hang"]
+Behaviour = Literal["answer", "slow", "error", "busy", "refuse", "malformed", "hang"]
 
 MODEL_FEELING = -0.9
 MODEL_AROUSAL = 0.95
@@ -78,6 +79,8 @@ class ScriptedModel:
             await asyncio.sleep(delay)
         if behaviour == "error":
             return web.Response(status=500, text="internal error")
+        if behaviour == "busy":
+            return web.Response(status=429, text="rate limited", headers={"Retry-After": "60"})
         if behaviour == "refuse":
             return _completion({"role": "assistant", "content": None, "refusal": "I can't."})
         if behaviour == "malformed":

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import logging
 import time
+import tracemalloc
+import zlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -92,6 +95,7 @@ def test_retry_after_is_read_in_seconds_or_as_a_date_within_bounds() -> None:
     in_90_seconds = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     assert 88 <= rest_asked(in_90_seconds) <= 90
     assert rest_asked("12") == 12
+    assert rest_asked("1.5") == 1.5  # not the 30 s of a Retry-After it could not read
     assert rest_asked("0") == 0
     assert rest_asked("86400") == MAX_REST_SECONDS  # a day of rules only: not granted
     past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
@@ -122,6 +126,27 @@ def test_an_endless_answer_is_refused_after_its_first_megabyte_not_read_to_the_t
     assert took < 10  # not the 30 s timeout
 
 
+def test_a_compressed_answer_is_bounded_as_it_is_inflated_not_after() -> None:
+    """A gzip body of 200 KB that inflates to 200 MB: aiohttp before 3.13.3 inflated each read
+    whole (CVE-2025-69223), so the megabyte bound came after the memory was taken."""
+    squeeze = zlib.compressobj(wbits=31)  # gzip
+    zeros = bytes(1 << 20)
+    bomb = b"".join(squeeze.compress(zeros) for _ in range(200)) + squeeze.flush()
+
+    async def inflating(request: web.Request) -> web.Response:
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        return web.Response(body=bomb, headers=headers)
+
+    tracemalloc.start()
+    try:
+        refusal = asking(inflating, ask)
+        _, most_held = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert refusal == f"malformed answer: over {MAX_ANSWER_BYTES:,} bytes"
+    assert most_held < 32 << 20
+
+
 def test_a_redirect_that_turns_the_post_into_a_get_says_where_to_point_the_model() -> None:
     async def moved(request: web.Request) -> web.Response:
         raise web.HTTPMovedPermanently("/v2/chat/completions")
@@ -134,6 +159,49 @@ def test_a_redirect_that_turns_the_post_into_a_get_says_where_to_point_the_model
     assert refusal == (
         f"HTTP 301 from the model: {endpoint} redirects to {new}, and a redirected POST is sent "
         "as a GET: set RUMOURMILL_MODEL_URL to where it leads"
+    )
+
+
+def test_a_redirect_to_another_host_takes_no_key_along() -> None:
+    """A 307 keeps the POST: the host it leads to gets the question, not the model's key."""
+    seen: list[str | None] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    async def run() -> FeelingAnswer | str:
+        async with serving(elsewhere) as other:
+            target = other.replace("127.0.0.1", "localhost") + "/chat/completions"
+
+            async def moved(request: web.Request) -> web.Response:
+                raise web.HTTPTemporaryRedirect(target)
+
+            async with serving(moved) as url:
+                client = ModelClient(url, "m", "sk-secret")
+                try:
+                    return await ask(client)
+                finally:
+                    await client.close()
+
+    assert asyncio.run(run()) == FeelingAnswer(feeling=0.5, arousal=0.25)
+    assert seen == [None]
+
+
+def test_a_redirect_loop_says_so() -> None:
+    """aiohttp gives up after 10 redirects with `0, message='', url=...`, which the reason
+    quoted as the model being out of reach."""
+
+    async def loop(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(str(request.url))
+
+    async def use(client: ModelClient) -> tuple[str, FeelingAnswer | str]:
+        return client.endpoint, await ask(client)
+
+    endpoint, refusal = asking(loop, use)
+    assert refusal == (
+        f"HTTP 307 from the model: {endpoint} redirects 10 times without an answer: set "
+        "RUMOURMILL_MODEL_URL to the endpoint itself"
     )
 
 
@@ -232,6 +300,37 @@ def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
     }
 
 
+def test_a_model_that_never_answers_holds_no_more_connections_than_the_calls_allowed() -> None:
+    """Twelve calls, three at a time, to a model that never answers: each call's connection
+    closes with its timeout, so the model never holds more than three."""
+    connections: list[asyncio.BaseTransport] = []
+    most_open = 0
+
+    def open_now() -> int:
+        return sum(not transport.is_closing() for transport in connections)
+
+    async def never_answers(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        connections.append(request.transport)
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        nonlocal most_open
+        calls = asyncio.gather(*(ask(client) for _ in range(12)))
+        while not calls.done():
+            most_open = max(most_open, open_now())
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        return await calls
+
+    answers = asking(never_answers, use, concurrency=3, timeout_seconds=0.3)
+    assert answers == ["timeout: no answer within 0.3 s"] * 12
+    assert len(connections) == 12
+    assert most_open == 3
+    assert open_now() == 0
+
+
 def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
     """Both slots held by events' questions the model leaves hanging: a read (the reply check)
     is told at once that the model is busy, and counted so; it waited in line behind them,
@@ -262,3 +361,221 @@ def test_a_read_never_waits_for_a_slot_the_events_questions_hold() -> None:
     assert isinstance(answer, str) and "a read never waits for one" in answer
     samples = samples_of(metrics.exposition().decode())
     assert samples[("rumourmill_model_calls_total", (("outcome", "busy"),))] == 1
+
+
+def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Twelve questions, two slots: the two in flight are told 429. The ten waiting for a slot
+    went out one after the other all the same, each told 429 again: a rate-limited hosted API
+    pressed as hard as ever (and one rest warning a call)."""
+    calls: list[float] = []
+
+    async def rate_limited(request: web.Request) -> web.Response:
+        calls.append(time.monotonic())
+        await asyncio.sleep(0.1)  # both slots taken, the other calls waiting
+        return web.Response(status=429, text="rate limit", headers={"Retry-After": "60"})
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        return list(await asyncio.gather(*(ask(client) for _ in range(12))))
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        answers = asking(rate_limited, use, concurrency=2)
+    assert len(calls) == 2
+    rests = [record.getMessage() for record in caplog.records if "resting" in record.getMessage()]
+    assert rests == [
+        "the model asked to wait (HTTP 429) (HTTP 429 from the model: rate limit); resting it "
+        "60 s, the rules answer meanwhile"
+    ]
+    assert answers[:2] == ["HTTP 429 from the model: rate limit"] * 2
+    assert answers[2:] == ["not asked: the model asked to wait (HTTP 429) and rests 60 s"] * 10
+
+
+@pytest.mark.parametrize(
+    ("key", "credentials"),
+    [("sk-proj-" + "k3y" * 40, ""), ("", "mill:hunter2-" + "p4ss" * 20)],
+    ids=["bearer-key", "password-in-url"],
+)
+def test_a_server_quoting_the_credentials_sent_has_them_hidden_in_every_reason(
+    key: str, credentials: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Some servers and proxies quote the `Authorization` header they were sent in an error;
+    a reason quoting it goes on acks, the judgements topic and the log, cut to 300 characters
+    (these bodies say enough first that a cut falls inside the secret)."""
+    sent: list[str] = []
+    padding = "x" * 200
+
+    async def quoting(request: web.Request) -> web.Response:
+        sent.append(request.headers["Authorization"])
+        if len(sent) == 1:
+            return web.Response(status=401, text=f"{padding} bad credentials: {sent[-1]}")
+        return web.Response(body=f"{padding} not allowed: {sent[-1]}".encode())
+
+    async def run() -> list[FeelingAnswer | str]:
+        async with serving(quoting) as url:
+            client = ModelClient(url.replace("http://", f"http://{credentials}@"), "m", key)
+            try:
+                return [await ask(client), await ask(client)]
+            finally:
+                await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
+        unauthorised, unreadable = asyncio.run(run())
+    scheme, token = sent[0].split()
+    shown = [str(unauthorised), str(unreadable), *(r.getMessage() for r in caplog.records)]
+    assert not [text for text in shown if token[:12] in text]
+    assert unauthorised == f"HTTP 401 from the model: {padding} bad credentials: {scheme} (hidden)"
+    assert unreadable == (
+        f"malformed answer: not a chat completion: {padding} not allowed: {scheme} (hidden)"
+    )
+
+
+async def tool_calls(request: web.Request) -> web.Response:
+    message = {"content": None, "tool_calls": [{"id": "1", "type": "function"}]}
+    return web.json_response({"choices": [{"message": message, "finish_reason": "tool_calls"}]})
+
+
+async def cut_at_token_limit(request: web.Request) -> web.Response:
+    message = {"content": '{"feeling": 0.5, "aro'}
+    return web.json_response({"choices": [{"message": message, "finish_reason": "length"}]})
+
+
+async def no_choices(request: web.Request) -> web.Response:
+    return web.json_response({"choices": []})
+
+
+async def streamed(request: web.Request) -> web.Response:
+    body = b'data: {"choices": [{"delta": {"content": "{}"}}]}\n\ndata: [DONE]\n\n'
+    return web.Response(body=body, content_type="text/event-stream")
+
+
+async def text_plain(request: web.Request) -> web.Response:
+    return web.Response(body=ANSWER, content_type="text/plain")
+
+
+async def gzipped(request: web.Request) -> web.Response:
+    body = gzip.compress(ANSWER)
+    return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+
+async def reset_mid_body(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Length": str(len(ANSWER))})
+    await response.prepare(request)
+    await response.write(ANSWER[:20])
+    assert request.transport is not None
+    request.transport.close()
+    return response
+
+
+async def trickling(request: web.Request) -> web.StreamResponse:
+    """A byte every 50 ms, for 30 s: each read gets something, the answer never comes."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    for _ in range(600):
+        await response.write(b" ")
+        await asyncio.sleep(0.05)
+    return response
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [
+        (tool_calls, "refused: the model gave no answer (finish_reason tool_calls)"),
+        (
+            cut_at_token_limit,
+            "malformed answer (finish_reason length): not valid JSON: EOF while parsing a string "
+            "at line 1 column 21",
+        ),
+        (no_choices, 'malformed answer: not a chat completion: {"choices": []}'),
+        (
+            streamed,
+            'malformed answer: not a chat completion: data: {"choices": [{"delta": {"content": '
+            '"{}"}}]} data: [DONE]',
+        ),
+        (text_plain, FeelingAnswer(feeling=0.5, arousal=0.25)),
+        (gzipped, FeelingAnswer(feeling=0.5, arousal=0.25)),
+        (reset_mid_body, "malformed answer: the body cannot be read: Response payload is not"),
+        (trickling, "timeout: no answer within 0.5 s"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "expected"),
+)
+def test_what_real_servers_answer_is_an_answer_or_a_reason_saying_what_happened(
+    handler: Handler, expected: FeelingAnswer | str
+) -> None:
+    async def use(client: ModelClient) -> tuple[FeelingAnswer | str, float]:
+        started = time.monotonic()
+        return await ask(client), time.monotonic() - started
+
+    answer, took = asking(handler, use, timeout_seconds=0.5)
+    if isinstance(expected, str):
+        assert isinstance(answer, str) and answer.startswith(expected)
+    else:
+        assert answer == expected
+    assert took < 2  # a trickle of bytes does not stretch the timeout
+
+
+def test_a_port_that_does_not_speak_http_is_a_malformed_answer_not_an_http_400() -> None:
+    """RUMOURMILL_MODEL_URL pointing at another service's port: aiohttp reads its greeting as a
+    `400`, which the reason quoted as the model out of reach with an HTTP 400 it never sent."""
+
+    async def run() -> FeelingAnswer | str:
+        async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(greet, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        try:
+            return await ask(client)
+        finally:
+            await client.close()
+            server.close()
+
+    refusal = asyncio.run(run())
+    assert isinstance(refusal, str)
+    assert refusal.startswith("malformed answer: not a readable HTTP response: ")
+    assert "b'SSH-2.0-OpenSSH_9.6'" in refusal  # aiohttp's words around it vary by release
+
+
+def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_judgement() -> None:
+    """A server closes a connection it kept alive once idle long enough (uvicorn, as vLLM runs
+    it, after 5 s); a call taking it up just then was told `the model could not be reached:
+    Server disconnected`, and its judgement went to the rules for good (it is recorded)."""
+    connections: list[int] = []  # the requests each connection carried
+
+    async def closing_the_second(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        connections.append(0)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.lower().splitlines()
+                    if line.startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                connections[-1] += 1
+                if connections[-1] == 2:  # its idle time out as the call came
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+                )
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def run() -> list[FeelingAnswer | str]:
+        server = await asyncio.start_server(closing_the_second, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        try:
+            return [await ask(client), await ask(client)]
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(run()) == [FeelingAnswer(feeling=0.5, arousal=0.25)] * 2
+    assert connections == [2, 1]  # the second call again, on a connection of its own
