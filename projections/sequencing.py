@@ -347,20 +347,24 @@ def _taken_out_before(tx: StateTransaction, record: TimelineRecord) -> Sequenced
 def forget_taken_out(tx: StateTransaction, acks: list[Ack]) -> None:
     """Delete what a redelivered message's record batches left in the buffer behind its outbox
     row (`Sequenced`): a worker killed after the row and before the deletes written after it
-    keeps the entries of the events the message applied, at or below the positions of the
-    timelines its acks name. Their acks are in the row, re-sent."""
-    named = {
-        (item.tenant_id, item.world_instance_id, item.timeline_id)
-        for item in acks
-        if item.outcome in (Outcome.PROCESSED, Outcome.DUPLICATE)
-    }
-    for tenant, world, timeline in named:
-        if tenant is None or world is None or timeline is None:
+    keeps the entries of the events the message took out (applied, inherited, refused), whose
+    acks, those after its own, are in the row, re-sent. Only those: a message before it, taken
+    in again first after a restart, leaves what a later message's lost row did not ack for that
+    one, a duplicate now, to ack (`_taken_out_before`). No event waits at those positions
+    again: the timeline counts them, or waits at a refused one for an event sent anew, which is
+    taken in at once (it is the next), and no longer taken for one already waiting."""
+    for item in acks[1:]:
+        tenant, world, timeline, seq = (
+            item.tenant_id,
+            item.world_instance_id,
+            item.timeline_id,
+            item.seq,
+        )
+        if tenant is None or world is None or timeline is None or seq is None:
             continue
-        record = timelines.load(tx, tenant, world, timeline)
-        if record is not None:
-            for key in _taken_out_before(tx, record).deleted_after_outbox:
-                tx.delete(key)
+        key = pack(PENDING, tenant, world, timeline, seq)
+        if tx.get(key) is not None:
+            tx.delete(key)
 
 
 def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
@@ -373,9 +377,11 @@ def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:
 def _waiting(tx: StateTransaction, record: TimelineRecord, seq: int) -> bool:
     """Whether the event at `seq` waits in the deferral buffer (none can, with none counted).
 
-    An entry at the next seq that does not read as an event is one a release refused, whose
-    delete a worker killed just after the outbox row of the refusal lost (`Refused`): its dead
-    letter is sent, and the event sent again at its seq is taken in, the entry deleted."""
+    An entry at the next seq that does not read as an event is one a release of an earlier
+    release refused, whose delete a worker killed just after the outbox row of the refusal lost:
+    its dead letter is sent, and the event sent again at its seq is taken in, the entry deleted.
+    This release's message, redelivered after such a crash, deletes it first
+    (`forget_taken_out`), whatever it holds."""
     if record.deferred_events == 0:
         return False
     key = pending_key(record, seq)

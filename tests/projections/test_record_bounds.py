@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from projections.delivery import Intake, SourceMessage
-from projections.key_prefixes import OUTBOX
+from projections.key_prefixes import OUTBOX, PENDING
 from projections.keys import pack
 from projections.projector import Projector
 from projections.record_bounds import most_record_bytes
@@ -135,3 +135,30 @@ def test_a_waiting_event_too_large_is_refused_as_its_gap_fills() -> None:
         (12, Outcome.PROCESSED),
         (13, Outcome.PROCESSED),
     ]
+
+
+def test_a_waiting_event_refused_too_large_and_left_by_a_crash_takes_no_place_of_the_next() -> None:
+    """A worker killed after the outbox row of the message that refused it, and before the
+    delete written after the row, keeps the refused event waiting: it reads as an event, so the
+    corrected event sent at its seq was acked `duplicate` and lost, and the refused one refused
+    again. The message, taken in again after the crash, deletes it now."""
+    story = Story()
+    for seq in range(1, 11):
+        story.take(noted(seq))
+    for value in (noted(12), event(13)):
+        story.take(value)
+    gap, _ = story.take(noted(11))
+    story.state.put(pack(PENDING, "default", "save-1", "main", 12), noted(12))  # delete lost
+    again = PROJECTOR.receive(story.state, gap)
+    assert again.redelivered
+    assert [(ack.seq, ack.outcome) for ack in again.acks] == [
+        (11, Outcome.PROCESSED),
+        (12, Outcome.REJECTED),
+    ]
+
+    _, intake = story.take(event(12))
+    assert [(ack.seq, ack.outcome) for ack in intake.acks] == [
+        (12, Outcome.PROCESSED),
+        (13, Outcome.PROCESSED),
+    ]
+    assert intake.dead_letters == []

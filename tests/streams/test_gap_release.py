@@ -185,6 +185,33 @@ def test_a_crash_between_the_changelog_batches_of_a_release_loses_no_ack() -> No
     assert outcomes == {(1, "processed"), (1, "duplicate")}
 
 
+def test_a_restart_taking_earlier_messages_in_again_first_loses_no_ack_of_a_release() -> None:
+    """A restart takes in again every message past the committed offset, those before the one
+    that filled the gap first: seq 1, re-sent from its outbox row, deleted the waiting events
+    at or below the recovered positions, and the message filling the gap, a duplicate, had
+    none left to ack. Now a redelivery deletes only what its own row acks."""
+    state = WritesNoted()
+    taken = [message(0, 1), *(message(offset, offset + 2) for offset in range(1, RELEASED + 1))]
+    for sent in taken:
+        PROJECTOR.receive(state, sent)
+    gap = message(RELEASED + 1, 2)
+    before = list(state.items())
+    state.writes = PartitionWrites(SMALLEST_BATCH_BYTES)
+    PROJECTOR.receive(state, gap)
+    state.writes.end_event()
+    released = {(seq, "processed") for seq in range(3, RELEASED + 3)}
+    for stored in range(len(state.writes.batches) + 1):
+        recovered = recovered_from(before, state.writes.batches[:stored])
+        acked = {
+            (ack.seq, ack.outcome.value)
+            for sent in [*taken, gap]
+            for ack in PROJECTOR.receive(recovered, sent).acks
+        }
+        assert released <= acked, stored
+        assert acked & {(2, "processed"), (2, "duplicate")}, stored  # the gap's own
+        assert waiting_seqs(recovered) == [], stored
+
+
 def test_a_crash_between_the_changelog_batches_of_a_release_loses_no_ack_of_a_branch() -> None:
     """A gap filled on `main` lets it reach the branch point of `alt`, whose events waited for
     it: recovered from batches that kept the positions of both and not the outbox row, the
