@@ -30,6 +30,7 @@ from aiohttp.web import (
 from aiohttp.web import Request as AiohttpRequest
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
+from faust.web.base import BlueprintManager
 
 from projections import timelines
 from projections.branch_diff import branch_diff
@@ -688,7 +689,11 @@ def _json_text(document: object) -> str:
 
 
 def register_views(app: AppT, reads: WorldReads) -> None:
-    """Serve every route on `app`'s web server, each view built over `reads`."""
+    """Serve every route on `app`'s web server, each view built over `reads`, and nothing
+    else: Faust's own views (`/`, `/router/`, `/table/...`) answered without a key, and
+    `/table/state/KEY/` gave any state key's value, of every tenant. Its blueprints are
+    dropped, not switched off by setting: Faust lets an `APP_WEB_*` variable override one."""
+    app.web.blueprints = BlueprintManager()
     cast(Any, app.web).web_app.middlewares.append(json_refusals)
     for path, view_class in ROUTES.items():
         app.web.route(path, view_class(app, app.web, reads, path))

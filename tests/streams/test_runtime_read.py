@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import orjson
 import pytest
@@ -20,6 +21,7 @@ from localbroker import free_port
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
+from projections.timelines import timeline_key
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
@@ -132,6 +134,21 @@ def test_api_keys_are_required_and_see_only_their_tenant(tavern_worker: WorkerPr
     assert get(port, path, "key-other")[0] == 404
     assert get(port, path + "&tenant_id=default", "key-other")[0] == 403
     assert get(port, path, "key-acme")[0] == 200
+
+
+def test_only_the_documented_routes_are_served_and_only_probes_need_no_key(
+    tavern_worker: WorkerProcess,
+) -> None:
+    """Faust's own views were served beside ours, without a key: `/table/state/KEY/` gave any
+    state key's value, of every tenant (here `default`'s timeline record, to nobody), `/router/`
+    the addresses of the workers and their partitions."""
+    port = tavern_worker.settings.web_port
+    state_key = quote(timeline_key("default", "save-1", "main"), safe="")
+    for path in ["/", "/table/", "/table/state/", f"/table/state/{state_key}/", "/router/"]:
+        assert get(port, path) == (404, {"detail": f"no route {unquote(path)!r}"}), path
+    for probe in ["/health", "/ready", "/metrics"]:  # for probes and Prometheus: no tenant's
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe}", timeout=10) as reply:
+            assert reply.status == 200, probe
 
 
 def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_path: Path) -> None:
