@@ -666,7 +666,9 @@ ROUTES: dict[str, type[ReadsView]] = {
 async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResponse:
     """aiohttp's own refusals (no such route, a method the route does not answer, a body over
     its size limit) as every other answer of ours is: JSON with a plain `detail`, the `Allow`
-    header of a 405 kept."""
+    header of a 405 kept. A view that fails unexpectedly is a 500 saying only that: aiohttp's
+    own 500 was plain text and, the loop in debug mode, held the traceback (the worker's files,
+    the error's text); the traceback goes to the log, with the path but not the query."""
     try:
         return await handler(request)
     except HTTPException as refusal:
@@ -682,6 +684,10 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         return web.json_response(
             {"detail": detail}, status=refusal.status, headers=headers, dumps=_json_text
         )
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        detail = "the request failed on the worker; its log says why"
+        return web.json_response({"detail": detail}, status=500, dumps=_json_text)
 
 
 def _json_text(document: object) -> str:

@@ -843,3 +843,32 @@ def test_a_query_of_the_longest_length_in_any_script_is_read() -> None:
     line (8,190 bytes), which refused them in plain text."""
     [(status, body)] = serve(MemoryReads(STATE), (RECALL.replace("son", "猫" * 1000), {}))
     assert status == 200, body
+
+
+@dataclass
+class BrokenReads(MemoryReads):
+    """`WorldReads` whose state cannot be read: a bug, or a disk gone bad."""
+
+    async def read_transaction(self, world_id: str) -> MemoryState:
+        raise OSError(f"IO error: {Path(__file__).parent}/state/000042.sst: corrupted")
+
+
+@pytest.mark.parametrize("debugging", [False, True])
+def test_a_read_that_fails_unexpectedly_is_a_json_500_that_shows_nothing_of_the_worker(
+    debugging: bool,
+) -> None:
+    """aiohttp answered in plain text, and with the loop in debug mode (`PYTHONASYNCIODEBUG=1`)
+    sent the client the traceback: the worker's files, the error's text."""
+
+    async def run() -> tuple[int, str, bytes]:
+        client = served_client(BrokenReads(STATE))
+        await client.start_server()
+        try:
+            reply = await client.get(READ)
+            return reply.status, reply.content_type, await reply.read()
+        finally:
+            await client.close()
+
+    status, content_type, body = asyncio.run(run(), debug=debugging)
+    assert (status, content_type) == (500, "application/json")
+    assert orjson.loads(body) == {"detail": "the request failed on the worker; its log says why"}
