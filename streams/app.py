@@ -685,10 +685,12 @@ class Rumourmill:
                 " has rebalanced",
             ) from None
         except (TimeoutError, aiohttp.ClientError) as error:
+            # the error names the owner's address: for the log, not for a client
+            log.warning("a read of world %r could not be forwarded: %s", world_id, error)
             raise HTTPProblem(
                 503,
-                f"the worker that serves world {world_id!r} cannot be reached ({error}); ask"
-                " again once the group has rebalanced",
+                f"the worker that serves world {world_id!r} cannot be reached; ask again once"
+                " the group has rebalanced",
             ) from None
 
     async def _forward(self, world_id: str, web: Web, request: Request) -> Response:

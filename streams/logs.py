@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from aiohttp.http_exceptions import HttpProcessingError
 
 from streams.settings import Settings
 
@@ -91,6 +92,28 @@ class QuietRepeats(logging.Filter):
         return True
 
 
+AIOHTTP_SERVER = "aiohttp.server"
+
+
+class UnparsedRequests(logging.Filter):
+    """aiohttp's record of a request it could not parse (a header over 8 KB, a control
+    character in one, a path that is not UTF-8) as one INFO line naming what was wrong, not
+    an ERROR with a traceback and the line itself: that line could be a careless client's
+    `Authorization` header, its API key in the log. Every other record passes as it is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        unparsed = record.exc_info[1] if record.exc_info else None
+        if record.name != AIOHTTP_SERVER or not isinstance(unparsed, HttpProcessingError):
+            return True
+        remote = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        record.msg = "refused a request it could not parse from %s: %s"
+        record.args = (remote or "an unknown address", type(unparsed).__name__)
+        record.exc_info = record.exc_text = None
+        if record.levelno > logging.INFO:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger(record.name).isEnabledFor(record.levelno)
+
+
 @contextlib.contextmanager
 def root_logger_kept() -> Iterator[None]:
     """Imports made inside leave the root logger as it was. WordLlama calls
@@ -116,12 +139,15 @@ def logging_config(settings: Settings) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": formatter},
-        "filters": {"quiet_repeats": {"()": QuietRepeats}},
+        "filters": {
+            "quiet_repeats": {"()": QuietRepeats},
+            "unparsed_requests": {"()": UnparsedRequests},
+        },
         "handlers": {
             "default": {
                 "class": "logging.StreamHandler",
                 "formatter": "default",
-                "filters": ["quiet_repeats"],
+                "filters": ["quiet_repeats", "unparsed_requests"],
                 "stream": "ext://sys.stderr",
             }
         },

@@ -30,6 +30,7 @@ from aiohttp.web import (
 from aiohttp.web import Request as AiohttpRequest
 from faust.types import AppT
 from faust.web import Request, Response, View, Web
+from faust.web.base import BlueprintManager
 
 from projections import timelines
 from projections.branch_diff import branch_diff
@@ -671,7 +672,9 @@ ROUTES: dict[str, type[ReadsView]] = {
 async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResponse:
     """aiohttp's own refusals (no such route, a method the route does not answer, a body over
     its size limit) as every other answer of ours is: JSON with a plain `detail`, the `Allow`
-    header of a 405 kept."""
+    header of a 405 kept. A view that fails unexpectedly is a 500 saying only that: aiohttp's
+    own 500 was plain text and, the loop in debug mode, held the traceback (the worker's files,
+    the error's text); the traceback goes to the log, with the path but not the query."""
     try:
         return await handler(request)
     except HTTPException as refusal:
@@ -687,6 +690,10 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         return web.json_response(
             {"detail": detail}, status=refusal.status, headers=headers, dumps=_json_text
         )
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        detail = "the request failed on the worker; its log says why"
+        return web.json_response({"detail": detail}, status=500, dumps=_json_text)
 
 
 def _json_text(document: object) -> str:
@@ -694,7 +701,11 @@ def _json_text(document: object) -> str:
 
 
 def register_views(app: AppT, reads: WorldReads) -> None:
-    """Serve every route on `app`'s web server, each view built over `reads`."""
+    """Serve every route on `app`'s web server, each view built over `reads`, and nothing
+    else: Faust's own views (`/`, `/router/`, `/table/...`) answered without a key, and
+    `/table/state/KEY/` gave any state key's value, of every tenant. Its blueprints are
+    dropped, not switched off by setting: Faust lets an `APP_WEB_*` variable override one."""
+    app.web.blueprints = BlueprintManager()
     cast(Any, app.web).web_app.middlewares.append(json_refusals)
     for path, view_class in ROUTES.items():
         app.web.route(path, view_class(app, app.web, reads, path))

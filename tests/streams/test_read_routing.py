@@ -4,6 +4,7 @@ says so with a 503 and why, instead of a 500 or another partition's state."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -88,16 +89,22 @@ def test_a_read_whose_owner_is_gone_is_a_503_until_the_group_rebalances(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """Killed, a worker still owns its partitions until its session times out: a read of its
-    worlds forwarded to it meanwhile is refused as unavailable, not failed with a 500."""
+    worlds forwarded to it meanwhile is refused as unavailable, not failed with a 500, and
+    without the address the client could not reach it at (the worker's log has it)."""
     first = unique_settings(kafka_bootstrap, tmp_path / "one", partitions=PARTITIONS)
     second = first.model_copy(update={"data_dir": tmp_path / "two", "web_port": free_port()})
     with two_workers(first, second, tmp_path) as (staying, leaving):
         [gone] = leaving.owned_partitions()
         leaving.kill()
-        status, body = read(first, world_on(gone))
+        world = world_on(gone)
+        status, body = read(first, world)
         assert status == 503, body
         assert "cannot be reached" in body["detail"]
-        del staying
+        assert str(second.web_port) not in body["detail"]
+        not_forwarded = f"a read of world {world!r} could not be forwarded: "
+        staying.wait_for_log(not_forwarded.encode())
+        [logged] = re.findall(re.escape(not_forwarded) + ".*", staying.log_tail())
+        assert f"127.0.0.1:{second.web_port}" in logged
 
 
 def reply_check(settings: Settings, body: bytes, *, chunked: bool) -> tuple[int, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -12,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import orjson
 import pytest
@@ -20,6 +22,7 @@ from localbroker import free_port
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
+from projections.timelines import timeline_key
 from streams.publish import send_one
 from streams.replay import replay_lines
 from streams.settings import Settings
@@ -132,6 +135,44 @@ def test_api_keys_are_required_and_see_only_their_tenant(tavern_worker: WorkerPr
     assert get(port, path, "key-other")[0] == 404
     assert get(port, path + "&tenant_id=default", "key-other")[0] == 403
     assert get(port, path, "key-acme")[0] == 200
+
+
+def test_only_the_documented_routes_are_served_and_only_probes_need_no_key(
+    tavern_worker: WorkerProcess,
+) -> None:
+    """Faust's own views were served beside ours, without a key: `/table/state/KEY/` gave any
+    state key's value, of every tenant (here `default`'s timeline record, to nobody), `/router/`
+    the addresses of the workers and their partitions."""
+    port = tavern_worker.settings.web_port
+    state_key = quote(timeline_key("default", "save-1", "main"), safe="")
+    for path in ["/", "/table/", "/table/state/", f"/table/state/{state_key}/", "/router/"]:
+        assert get(port, path) == (404, {"detail": f"no route {unquote(path)!r}"}), path
+    for probe in ["/health", "/ready", "/metrics"]:  # for probes and Prometheus: no tenant's
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe}", timeout=10) as reply:
+            assert reply.status == 200, probe
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Authorization: Bearer key-acme\x01",  # a control character after the key
+        b"Authorization : Bearer key-acme",  # a space before the colon
+        b"Authorization: Bearer key-acme" + b"=" * 9000,  # over aiohttp's 8 KB a header
+    ],
+)
+def test_a_request_aiohttp_cannot_parse_is_refused_without_its_key_reaching_the_log(
+    tavern_worker: WorkerProcess, header: bytes
+) -> None:
+    """aiohttp logged each such request at ERROR with a traceback and the line it could not
+    parse: a careless client's valid API key, in the worker's log."""
+    port = tavern_worker.settings.web_port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"GET /health HTTP/1.1\r\nHost: mill\r\n" + header + b"\r\n\r\n")
+        assert client.recv(1024).split(b"\r\n")[0].endswith(b" 400 Bad Request")
+    tavern_worker.wait_for_log(b"refused a request it could not parse from 127.0.0.1")
+    log = tavern_worker.log_path.read_bytes()
+    assert b"key-acme" not in log
+    assert b"Traceback" not in log
 
 
 def test_two_workers_answer_for_each_others_worlds(kafka_bootstrap: str, tmp_path: Path) -> None:

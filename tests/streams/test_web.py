@@ -55,7 +55,7 @@ from streams.state import (
     state_options,
 )
 from streams.tokens import wordllama_tokens
-from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, register_views
+from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, WorldRead, register_views
 from tests.model_server import MODEL_FEELING, ScriptedModel, serving
 from tests.reads import answer
 from tests.support import samples_of
@@ -855,3 +855,53 @@ def test_a_query_of_the_longest_length_in_any_script_is_read() -> None:
     line (8,190 bytes), which refused them in plain text."""
     [(status, body)] = serve(MemoryReads(STATE), (RECALL.replace("son", "猫" * 1000), {}))
     assert status == 200, body
+
+
+@dataclass
+class BrokenReads(MemoryReads):
+    """`WorldReads` whose state cannot be read: a bug, or a disk gone bad."""
+
+    async def read_transaction(self, world_id: str) -> MemoryState:
+        raise OSError(f"IO error: {Path(__file__).parent}/state/000042.sst: corrupted")
+
+
+@pytest.mark.parametrize("debugging", [False, True])
+def test_a_read_that_fails_unexpectedly_is_a_json_500_that_shows_nothing_of_the_worker(
+    debugging: bool,
+) -> None:
+    """aiohttp answered in plain text, and with the loop in debug mode (`PYTHONASYNCIODEBUG=1`)
+    sent the client the traceback: the worker's files, the error's text."""
+
+    async def run() -> tuple[int, str, bytes]:
+        client = served_client(BrokenReads(STATE))
+        await client.start_server()
+        try:
+            reply = await client.get(READ)
+            return reply.status, reply.content_type, await reply.read()
+        finally:
+            await client.close()
+
+    status, content_type, body = asyncio.run(run(), debug=debugging)
+    assert (status, content_type) == (500, "application/json")
+    assert orjson.loads(body) == {"detail": "the request failed on the worker; its log says why"}
+
+
+WORLD_ROUTES = [path for path, view in ROUTES.items() if issubclass(view, WorldRead)]
+
+
+@pytest.mark.parametrize("route", WORLD_ROUTES)
+def test_every_read_of_a_world_takes_its_tenant_from_the_key_alone(route: str) -> None:
+    """Whatever it reads, no route lets a key read another tenant's worlds, nor any without
+    a key: the tenant is checked before the parameters, and before any forward."""
+    reads = MemoryReads(STATE, tenants_by_api_key={"key-acme": "default", "key-other": "other"})
+    path = route.format(npc_id="npc-mara", belief_id="b", timeline_id="main", world="save-1")
+    path += "?world_instance_id=save-1&timeline_id=main"
+    answers = serve(
+        reads,
+        (path, {}),
+        (path, {"Authorization": "Bearer key-acme"}),
+        (path + "&tenant_id=default", {"Authorization": "Bearer key-other"}),
+    )
+    assert [status for status, _ in answers[::2]] == [401, 403]
+    assert answers[1][0] not in (401, 403)
+    assert reads.worlds_asked == ["save-1"], "only the keyed request of its tenant went on"
