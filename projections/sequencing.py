@@ -468,7 +468,10 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
                     taken_out.append(key)
                     acks.append(ack(tx, event, Outcome.PROCESSED, current, *applied))
                     continue
-            current = current.model_copy(update={"deferred_events": waiting})
+            # counted from the buffer, not from the count: a crash before the outbox row keeps
+            # the count this refusal lowered and the entry it refuses again (`Sequenced`)
+            still_waiting = _waiting_past(tx, current) - 1
+            current = current.model_copy(update={"deferred_events": still_waiting})
             rejected, refusal = _refuse_waiting(tx, current, key, raw, why)
             acks.append(rejected)
             refused.append(refusal)
@@ -492,6 +495,14 @@ def _no_longer_an_event(error: ValidationError) -> str:
         f"stored by an earlier release, it no longer reads as an event ({explain(error)}): "
         f"refused as this message filled the gap; send it again as the contract now takes it"
     )
+
+
+def _waiting_past(tx: StateTransaction, record: TimelineRecord) -> int:
+    """How many events wait in the buffer past the timeline's `processed_seq` (a scan: taken
+    only as a release refuses one, which is rare)."""
+    prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+    past = prefix + pack(record.processed_seq + 1)
+    return sum(1 for _ in tx.scan(prefix, start=past))
 
 
 def _refuse_waiting(
