@@ -149,6 +149,18 @@ def _counted(raw: bytes | None) -> tuple[int, int | None]:
     return int(count), int(offset) if offset else None
 
 
+def deleted_since(tx: StateTransaction, tenant_id: str, world_id: str, offset: int) -> bool:
+    """Whether the world, or its tenant, was deleted by a message past source `offset` (or by
+    one a store of an earlier release kept no offset of): what the message at `offset` did
+    belongs to a life of the world that is gone, and its redelivery changes nothing of the
+    world begun anew."""
+    for count_key in (pack(DELETIONS, tenant_id), pack(DELETIONS, tenant_id, world_id)):
+        count, deleted_at = _counted(tx.get(count_key))
+        if count and (deleted_at is None or deleted_at > offset):
+            return True
+    return False
+
+
 def deletion_marks(tx: StateTransaction, tenant_id: str, world_id: str) -> bytes:
     """How often the tenant and the world were deleted, as bytes a read cache keys on."""
     return b"%d/%d" % (

@@ -30,6 +30,7 @@ from projections.delivery import (
     produce_once,
     refuse,
 )
+from projections.deletion import deleted_since
 from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, forget_taken_out, sequence
@@ -53,7 +54,8 @@ def receive(
     tells of the events it applies), also what it changed, kept and re-sent like its acks. Its
     acks list the refused judgements that fit records of `record_bytes` (`produce_once`). A
     redelivery re-sent from the outbox deletes what a crash just after the row left of the
-    message in the deferral buffer (`forget_taken_out`)."""
+    message in the deferral buffer (`forget_taken_out`), unless its world was deleted since:
+    what waits then is the world begun anew's."""
 
     def produce() -> Intake:
         intake = _take_in(tx, message, apply, policies, max_event_bytes, changes)
@@ -69,8 +71,12 @@ def receive(
         )
 
     intake = produce_once(tx, message, produce, record_bytes)
-    if intake.redelivered:
-        forget_taken_out(tx, intake.acks)
+    if intake.redelivered and intake.acks:
+        own = intake.acks[0]  # names the message's world, which a deletion since leaves alone
+        tenant, world = own.tenant_id, own.world_instance_id
+        if tenant is not None and world is not None:
+            if not deleted_since(tx, tenant, world, message.offset):
+                forget_taken_out(tx, intake.acks)
     return intake
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -78,7 +79,11 @@ DROPPED = (
 )
 """A connection closed under a call: a server closes a kept-alive connection it found idle
 long enough (uvicorn, as vLLM runs it, after 5 s; aiohttp keeps one 15 s), and a call that
-takes it up as it does is sent again once, on a new one, else it lost its judgement for good."""
+takes it up as it does is sent again once, on a new one, else it lost its judgement for good.
+A call on a new connection is not: the model may have read it, and worked on it (or billed
+it), before it went."""
+REUSED = "reused"
+"""The mark a call's `trace_request_ctx` gets when it takes up a kept-alive connection."""
 BUSY = frozenset({429, 503})
 """The statuses of a model asking to be left alone for a while."""
 WARNING_INTERVAL = 60.0
@@ -235,12 +240,13 @@ class ModelClient:
                 return Outcome.RESTING, self._rest_reason
             try:
                 async with asyncio.timeout(self.timeout_seconds):
+                    taken: dict[str, bool] = {}
                     try:
-                        exchanged = await self._exchange(orjson.dumps(body))
-                    except DROPPED as error:
-                        if isinstance(error, aiohttp.ClientConnectorError):
-                            raise  # no connection at all: no kept-alive one gone stale
-                        exchanged = await self._exchange(orjson.dumps(body))
+                        exchanged = await self._exchange(orjson.dumps(body), taken)
+                    except DROPPED:
+                        if not taken.get(REUSED):
+                            raise  # a new connection: the model may have the question already
+                        exchanged = await self._exchange(orjson.dumps(body), {})
             except TimeoutError:
                 return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
             except aiohttp.TooManyRedirects as error:
@@ -271,10 +277,16 @@ class ModelClient:
             return (Outcome.REFUSED if answer.startswith(REFUSED) else Outcome.MALFORMED), answer
         return Outcome.ANSWERED, answer
 
-    async def _exchange(self, body: bytes) -> tuple[int, bytes, str | None] | str:
+    async def _exchange(
+        self, body: bytes, taken: dict[str, bool]
+    ) -> tuple[int, bytes, str | None] | str:
         """One POST of `body`: the answer's status, body and `Retry-After`; or why a redirect
-        leaves it without one."""
-        async with self._open().post(self.endpoint, data=body, headers=self._headers) as response:
+        leaves it without one. `taken` learns whether it went on a kept-alive connection
+        (`REUSED`)."""
+        post = self._open().post(
+            self.endpoint, data=body, headers=self._headers, trace_request_ctx=taken
+        )
+        async with post as response:
             if response.method != "POST":
                 return self._redirected(response)
             return response.status, await _read(response), response.headers.get("Retry-After")
@@ -324,12 +336,29 @@ class ModelClient:
             self._session = aiohttp.ClientSession(
                 headers={"Content-Type": "application/json"},
                 timeout=aiohttp.ClientTimeout(total=None),  # `ask` bounds each call itself
+                trace_configs=[_reuse_noted()],
             )
         return self._session
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _reuse_noted() -> aiohttp.TraceConfig:
+    """Notes in a call's `trace_request_ctx` that it took up a kept-alive connection (`REUSED`):
+    only such a call is sent again when its connection drops (`DROPPED`)."""
+
+    async def reused(
+        session: aiohttp.ClientSession,
+        context: SimpleNamespace,
+        params: aiohttp.TraceConnectionReuseconnParams,
+    ) -> None:
+        context.trace_request_ctx[REUSED] = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(reused)
+    return trace
 
 
 async def _read(response: aiohttp.ClientResponse) -> bytes:
@@ -344,14 +373,19 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
 
 
 def credentials_sent(url: str, key: str) -> tuple[bytes, ...]:
-    """What the model is sent of the key and of the URL's user and password: the key, the
-    password, and the basic-auth token they make (longest first, so none is left in part)."""
+    """What the model is sent of the key and of the URL's user and password: the key, the user
+    and the password (a token given as the user alone is sent as the user, with no password),
+    the basic-auth token they make, and each as a JSON encoder that escapes `/` quotes it
+    (longest first, so none is left in part)."""
     sent = [key]
     parts = urlsplit(url)
-    if parts.password:
-        user, password = unquote(parts.username or ""), unquote(parts.password)
-        sent += [password, b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()]
-    return tuple(sorted({secret.encode() for secret in sent if secret}, key=len, reverse=True))
+    if parts.username is not None or parts.password is not None:
+        user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        token = b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()
+        sent += [user, password, token]
+    secrets = {secret.encode() for secret in sent if secret}
+    secrets |= {secret.replace(b"/", b"\\/") for secret in secrets}
+    return tuple(sorted(secrets, key=len, reverse=True))
 
 
 def rest_asked(retry_after: str | None) -> float:

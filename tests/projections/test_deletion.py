@@ -251,3 +251,28 @@ def test_a_world_begun_anew_before_its_life_was_kept_reads_the_answers_its_state
     position = ("default", "save-1", "main", 7, incarnation(state, "default", "save-1"))
     assert position[4] == "1"
     assert recorded_answer(state, position, ("npc-mara", "part", "summary")) == {"summary": "Kept."}
+
+
+@pytest.mark.parametrize("key", ["world.deleted", "tenant.deleted"])
+def test_a_redelivery_from_before_a_deletion_leaves_the_world_begun_anew_waiting(key: str) -> None:
+    """Seq 2 waits, seq 1 releases it, the world is deleted, and begun anew seq 2 waits again.
+    A restart takes in again the messages past the committed offset: the one that released
+    seq 2 in the deleted world, re-sent from its outbox row, deleted the new world's waiting
+    seq 2, and the new world's seq 1 released nothing. It changes nothing of the world now."""
+    projector = Projector()
+    state = MemoryState()
+
+    def event(seq: int) -> bytes:
+        return orjson.dumps(
+            {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": "x"}
+        )
+
+    log = [event(2), event(1), deletion(key), event(2)]
+    messages = [SourceMessage("events", 0, offset, b"save-1", v) for offset, v in enumerate(log)]
+    for message in messages:
+        projector.receive(state, message)
+    for message in messages[1:]:  # the restart
+        assert projector.receive(state, message).redelivered
+    begun_anew = SourceMessage("events", 0, len(log), b"save-1", event(1))
+    acks = projector.receive(state, begun_anew).acks
+    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]

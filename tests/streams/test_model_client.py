@@ -392,24 +392,33 @@ def test_calls_waiting_for_a_slot_are_not_sent_once_the_model_asked_to_wait(
 
 
 @pytest.mark.parametrize(
-    ("key", "credentials"),
-    [("sk-proj-" + "k3y" * 40, ""), ("", "mill:hunter2-" + "p4ss" * 20)],
-    ids=["bearer-key", "password-in-url"],
+    ("key", "credentials", "escaped"),
+    [
+        ("sk-proj-" + "k3y" * 40, "", False),
+        ("", "mill:hunter2-" + "p4ss" * 20, False),
+        ("", "gw-token-" + "t0k" * 20, False),
+        ("sk-proj-Ab/cD+ef/" + "k3y" * 40, "", True),
+        ("", "mill:s3cr3t%3F%3E" + "p4ss" * 20, True),
+    ],
+    ids=["bearer-key", "password-in-url", "user-alone", "escaped-key", "escaped-basic"],
 )
 def test_a_server_quoting_the_credentials_sent_has_them_hidden_in_every_reason(
-    key: str, credentials: str, caplog: pytest.LogCaptureFixture
+    key: str, credentials: str, escaped: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Some servers and proxies quote the `Authorization` header they were sent in an error;
     a reason quoting it goes on acks, the judgements topic and the log, cut to 300 characters
-    (these bodies say enough first that a cut falls inside the secret)."""
+    (these bodies say enough first that a cut falls inside the secret). A token given as the
+    URL's user alone is sent as basic auth with no password, and a JSON encoder of PHP's or
+    some Java library's quotes a `/` as `\\/` (a key, a basic-auth token, holds them)."""
     sent: list[str] = []
     padding = "x" * 200
 
     async def quoting(request: web.Request) -> web.Response:
         sent.append(request.headers["Authorization"])
+        quoted = sent[-1].replace("/", "\\/") if escaped else sent[-1]
         if len(sent) == 1:
-            return web.Response(status=401, text=f"{padding} bad credentials: {sent[-1]}")
-        return web.Response(body=f"{padding} not allowed: {sent[-1]}".encode())
+            return web.Response(status=401, text=f"{padding} bad credentials: {quoted}")
+        return web.Response(body=f"{padding} not allowed: {quoted}".encode())
 
     async def run() -> list[FeelingAnswer | str]:
         async with serving(quoting) as url:
@@ -422,7 +431,9 @@ def test_a_server_quoting_the_credentials_sent_has_them_hidden_in_every_reason(
     with caplog.at_level(logging.WARNING, logger="rumourmill.model"):
         unauthorised, unreadable = asyncio.run(run())
     scheme, token = sent[0].split()
+    assert "/" in token if escaped else True
     shown = [str(unauthorised), str(unreadable), *(r.getMessage() for r in caplog.records)]
+    assert not [text for text in shown if token[:12].replace("/", "\\/") in text]
     assert not [text for text in shown if token[:12] in text]
     assert unauthorised == f"HTTP 401 from the model: {padding} bad credentials: {scheme} (hidden)"
     assert unreadable == (
@@ -579,3 +590,36 @@ def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_
 
     assert asyncio.run(run()) == [FeelingAnswer(feeling=0.5, arousal=0.25)] * 2
     assert connections == [2, 1]  # the second call again, on a connection of its own
+
+
+def test_a_call_whose_new_connection_the_model_drops_is_not_sent_again() -> None:
+    """A model that read the whole question on a new connection, then dropped it without an
+    answer (crashed mid-answer, a proxy cut it), was sent it a second time: a model that
+    crashes on a question crashed twice, and a paid one billed twice. Only a call that took up
+    a kept-alive connection is sent again (above)."""
+    questions: list[int] = []
+
+    async def reading_then_dropping(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.lower().splitlines()
+            if line.startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        questions.append(length)
+        writer.close()
+
+    async def run() -> FeelingAnswer | str:
+        server = await asyncio.start_server(reading_then_dropping, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        try:
+            return await ask(client)
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(run()) == "the model could not be reached: Server disconnected"
+    assert len(questions) == 1
