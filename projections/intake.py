@@ -18,7 +18,7 @@ from dataclasses import replace
 from pydantic import TypeAdapter, ValidationError
 
 from projections.changes import MessageChanges
-from projections.deletion import delete, is_deletion
+from projections.deletion import delete, deleted_since, is_deletion
 from projections.delivery import (
     MOST_QUOTED_CHARS,
     MOST_RECORD_BYTES,
@@ -30,7 +30,6 @@ from projections.delivery import (
     produce_once,
     refuse,
 )
-from projections.deletion import deleted_since
 from projections.dialogue import with_real_time
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, forget_taken_out, sequence
