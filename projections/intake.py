@@ -73,9 +73,12 @@ def receive(
     if intake.redelivered and intake.acks:
         own = intake.acks[0]  # names the message's world, which a deletion since leaves alone
         tenant, world = own.tenant_id, own.world_instance_id
-        if tenant is not None and world is not None:
-            if not deleted_since(tx, tenant, world, message.offset):
-                forget_taken_out(tx, intake.acks)
+        if (
+            tenant is not None
+            and world is not None
+            and not deleted_since(tx, tenant, world, message.offset)
+        ):
+            forget_taken_out(tx, intake.acks)
     return intake
 
 
