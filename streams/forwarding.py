@@ -20,6 +20,12 @@ FORWARDED_HEADERS = ("Authorization", "Content-Type")
 """What a request forwarded to a world's owner carries of the client's headers: the rest (its
 framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
 connection, not the one to the owner, which would refuse the request over them."""
+FORWARD_MARK = "X-Rumourmill-Forwarded"
+"""The header of a request one worker forwarded to another: the worker it reaches answers it,
+or says the group is rebalancing, and never forwards it again. Two workers whose partition
+maps disagreed for a moment sent a read back and forth, a connection and a task each hop,
+until they agreed. It lets nothing past: a client that sends it only loses the forward, and
+the key is checked before it is looked at, on each worker the request reaches."""
 
 log = logger("forwarding")
 
@@ -42,6 +48,12 @@ async def owner_answer(
         )
     if _address(owner) == _address(here):
         return None
+    if FORWARD_MARK in request.headers:
+        raise HTTPProblem(
+            503,
+            f"the workers do not yet agree which of them serves world {world_id!r}: the group"
+            " is rebalancing; ask again once it has",
+        )
     try:
         return await _forward(owner, client, web, request)
     except (TimeoutError, aiohttp.ClientError) as error:
@@ -82,4 +94,5 @@ async def _forward(
 
 
 def _forwarded_headers(request: Request) -> dict[str, str]:
-    return {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
+    kept = {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
+    return {**kept, FORWARD_MARK: "1"}
