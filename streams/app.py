@@ -19,16 +19,14 @@ from functools import cached_property, lru_cache
 from itertools import chain
 from typing import Any, Protocol, cast
 
-import aiohttp
 import faust
 from aiokafka.partitioner import murmur2
-from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured, SameNode
+from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured
 from faust.stores.rocksdb import Store as RocksDBStore
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
 from faust.types import TP, EventT, Message, RecordMetadata, StoreT, TableT, TopicT
 from faust.web import Request, Response, Web
-from faust.web.exceptions import ServiceUnavailable
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
@@ -41,7 +39,7 @@ from projections.state import StateTransaction
 from schemas import Ack, DeadLetter
 from schemas.changes import ChangeRecords
 from schemas.policy import Policy
-from streams import changelog, codec, kafka_consumer
+from streams import changelog, codec, forwarding, kafka_consumer
 from streams.allocator import keep_large_buffers
 from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
@@ -673,51 +671,16 @@ class Rumourmill:
         return partition_db(self.state, partition)
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
-        """Forward a read to the worker that owns `world_id`; None when that is this one."""
+        """The answer of the worker that owns `world_id` by this worker's partition map (None
+        when that is this one), forwarded to it (`streams.forwarding`)."""
         try:
-            return await self._forward(world_id, web, request)
-        except SameNode:
-            return None
-        except ServiceUnavailable:
-            raise HTTPProblem(
-                503,
-                f"no worker is known to serve world {world_id!r} yet; ask again once the group"
-                " has rebalanced",
-            ) from None
-        except (TimeoutError, aiohttp.ClientError) as error:
-            # the error names the owner's address: for the log, not for a client
-            log.warning("a read of world %r could not be forwarded: %s", world_id, error)
-            raise HTTPProblem(
-                503,
-                f"the worker that serves world {world_id!r} cannot be reached; ask again once"
-                " the group has rebalanced",
-            ) from None
-
-    async def _forward(self, world_id: str, web: Web, request: Request) -> Response:
-        """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
-        the owner with its reply), the owner's bytes as they are (not decoded and encoded
-        again) and, answering a HEAD, the length of what a GET would send."""
-        try:
-            owner = self.app.router.key_store(self.state.name, world_id)
+            owner: URL | None = self.app.router.key_store(self.state.name, world_id)
         except KeyError:
-            raise ServiceUnavailable() from None
+            owner = None
         here = URL(self.app.conf.canonical_url)
-        if (owner.host, owner.port or 80) == (here.host, here.port or 80):
-            raise SameNode()
-        routed = request.url.with_host(owner.host or "").with_port(owner.port)
-        body = await cast(Any, request).read()  # aiohttp keeps the body it read
-        async with self.app.http_client.request(
-            method=request.method,
-            headers=_forwarded_headers(request),
-            url=routed,
-            data=body or None,
-        ) as response:
-            answer: Response = web.bytes(
-                await response.read(), content_type=response.content_type, status=response.status
-            )
-            if request.method == "HEAD" and "Content-Length" in response.headers:
-                answer.headers["Content-Length"] = response.headers["Content-Length"]
-            return answer
+        return await forwarding.owner_answer(
+            world_id, owner, here, self.app.http_client, web, request
+        )
 
 
 def table_dir(app_id: str) -> str:
@@ -1000,16 +963,6 @@ def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
 
 world_partition = lru_cache(maxsize=1 << 12)(partition_of)
 """`partition_of` for the worlds of this worker, worked out once each."""
-
-
-FORWARDED_HEADERS = ("Authorization", "Content-Type")
-"""What a request forwarded to a world's owner carries of the client's headers: the rest (its
-framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
-connection, not the one to the owner, which would refuse the request over them."""
-
-
-def _forwarded_headers(request: Request) -> dict[str, str]:
-    return {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
 
 
 _ack_bytes = Ack.__pydantic_serializer__.to_json

@@ -302,6 +302,7 @@ class WorldRead(ReadsView):
                     400,
                     f"query parameter 'as_of_seq' is not taken by this read: {self.without_as_of}",
                 )
+            await self.receive(request)
             forwarded = await self.reads.owner_answer(world, self.web, request)
             if forwarded is not None:
                 return forwarded
@@ -318,6 +319,10 @@ class WorldRead(ReadsView):
             if problem.status == 401:  # RFC 9110: a 401 names the scheme it wants
                 response.headers["WWW-Authenticate"] = 'Bearer realm="rumourmill"'
             return response
+
+    async def receive(self, request: Request) -> None:
+        """Take in what the request posted, once its key, tenant and parameters are checked;
+        by default nothing."""
 
     async def found(
         self, request: Request, tenant: str, world: str, params: Mapping[str, str]
@@ -440,13 +445,20 @@ class ReplyCheck(Decision):
     `{"text": REPLY}` and the decision's parameters; the world's owner answers."""
 
     async def post(self, request: Request, **params: str) -> Response:
+        return await self.get(request, **params)
+
+    async def receive(self, request: Request) -> None:
+        """The posted reply, read only once the key lets the request in: read first, a client
+        without a key had the worker take in up to 1 MB for each of its 401s (and wait for a
+        body that never came to the end)."""
+        if request.method != "POST":
+            return  # a GET is told to post (`reply_text`)
         try:
             body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
         except RequestPayloadError as unreadable:  # a body its Content-Encoding does not decode
             reason = " ".join(str(unreadable).split())  # one plain line
-            return self.answer({"detail": f"the body cannot be read: {reason}"}, 400)
+            raise HTTPProblem(400, f"the body cannot be read: {reason}") from None
         cast(Any, request)[REPLY] = body
-        return await self.get(request, **params)
 
     async def finish(self, found: object) -> object:
         """With a model configured, the model adds the relations the reply brings in; without

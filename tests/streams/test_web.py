@@ -850,6 +850,50 @@ def test_a_body_its_content_encoding_does_not_decode_is_a_plain_400() -> None:
     assert "\n" not in body["detail"]
 
 
+PATIENCE_SECONDS = 10.0
+"""How long a test waits for an answer the views give in milliseconds."""
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "status"),
+    [(REPLY_CHECK, "", 401), (REPLY_CHECK + "&tenant_id=default", "Bearer key-other", 403)],
+)
+def test_a_reply_check_without_its_key_is_refused_before_its_body_is_read(
+    path: str, key: str, status: int
+) -> None:
+    """With keys set, a client without one (or with another tenant's) is refused once it has
+    sent its headers: the body was read first, so the worker took in up to 1 MB for each
+    refusal, and a body that never came to its end held the request open unanswered."""
+    reads = MemoryReads(LIES, tenants_by_api_key={"key-acme": "default", "key-other": "other"})
+
+    async def status_line() -> bytes:
+        client = served_client(reads)
+        await client.start_server()
+        try:
+            reader, writer = await asyncio.open_connection(client.host, client.port)
+            authorization = f"Authorization: {key}\r\n" if key else ""
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: rumourmill\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {1024 * 1024}\r\n{authorization}\r\n".encode()
+                + b'{"text": "'
+            )  # and no more of the megabyte announced
+            await writer.drain()
+            try:
+                async with asyncio.timeout(PATIENCE_SECONDS):
+                    return await reader.readline()
+            finally:
+                writer.close()
+        finally:
+            await client.close()
+
+    try:
+        answered = asyncio.run(status_line())
+    except TimeoutError:
+        pytest.fail(f"no answer in {PATIENCE_SECONDS} s: the worker waits for the body")
+    assert answered.startswith(f"HTTP/1.1 {status} ".encode()), answered
+    assert reads.worlds_asked == []
+
+
 def test_a_query_of_the_longest_length_in_any_script_is_read() -> None:
     """1,000 characters of Chinese are 9 KB percent-encoded: over aiohttp's default request
     line (8,190 bytes), which refused them in plain text."""

@@ -1,0 +1,98 @@
+"""A read sent on to the worker that owns its world, and the owner's answer brought back.
+
+Which worker owns a world is the worker's partition map (`Rumourmill.owner_answer`); this is
+what is done with the owner once it is known, apart from Faust, over a real HTTP client, so a
+test can forward between servers of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import aiohttp
+from faust.web import Request, Response, Web
+from yarl import URL
+
+from streams.logs import logger
+from streams.web import HTTPProblem
+
+FORWARDED_HEADERS = ("Authorization", "Content-Type")
+"""What a request forwarded to a world's owner carries of the client's headers: the rest (its
+framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
+connection, not the one to the owner, which would refuse the request over them."""
+FORWARD_MARK = "X-Rumourmill-Forwarded"
+"""The header of a request one worker forwarded to another: the worker it reaches answers it,
+or says the group is rebalancing, and never forwards it again. Two workers whose partition
+maps disagreed for a moment sent a read back and forth, a connection and a task each hop,
+until they agreed. It lets nothing past: a client that sends it only loses the forward, and
+the key is checked before it is looked at, on each worker the request reaches."""
+
+log = logger("forwarding")
+
+
+async def owner_answer(
+    world_id: str,
+    owner: URL | None,
+    here: URL,
+    client: aiohttp.ClientSession,
+    web: Web,
+    request: Request,
+) -> Response | None:
+    """The answer of `owner` (None: no worker is known to own `world_id`), forwarded from the
+    worker at `here`; None when that is this one. Its failures are 503s that name no address."""
+    if owner is None:
+        raise HTTPProblem(
+            503,
+            f"no worker is known to serve world {world_id!r} yet; ask again once the group has"
+            " rebalanced",
+        )
+    if _address(owner) == _address(here):
+        return None
+    if FORWARD_MARK in request.headers:
+        raise HTTPProblem(
+            503,
+            f"the workers do not yet agree which of them serves world {world_id!r}: the group"
+            " is rebalancing; ask again once it has",
+        )
+    try:
+        return await _forward(owner, client, web, request)
+    except (TimeoutError, aiohttp.ClientError) as error:
+        # the error names the owner's address: for the log, not for a client
+        log.warning("a read of world %r could not be forwarded: %s", world_id, error)
+        raise HTTPProblem(
+            503,
+            f"the worker that serves world {world_id!r} cannot be reached; ask again once"
+            " the group has rebalanced",
+        ) from None
+
+
+def _address(url: URL) -> tuple[str, int]:
+    """Where a worker is reached, as Faust's router compares them (no port: 80)."""
+    return url.host or "", url.port or 80
+
+
+async def _forward(
+    owner: URL, client: aiohttp.ClientSession, web: Web, request: Request
+) -> Response:
+    """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
+    the owner with its reply), the owner's bytes as they are (not decoded and encoded
+    again) and, answering a HEAD, the length of what a GET would send."""
+    routed = request.url.with_host(owner.host or "").with_port(owner.port)
+    body = await cast(Any, request).read()  # aiohttp keeps the body it read
+    async with client.request(
+        method=request.method,
+        headers=_forwarded_headers(request),
+        url=routed,
+        data=body or None,
+    ) as response:
+        answer: Response = web.bytes(
+            await response.read(), content_type=response.content_type, status=response.status
+        )
+        if request.method == "HEAD" and "Content-Length" in response.headers:
+            answer.headers["Content-Length"] = response.headers["Content-Length"]
+        return answer
+
+
+def _forwarded_headers(request: Request) -> dict[str, str]:
+    kept = {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
+    return {**kept, FORWARD_MARK: "1"}

@@ -1,0 +1,141 @@
+"""A read forwarded between two real HTTP servers on loopback, each serving the worker's views
+and forwarding as a worker does (`streams.forwarding`), each with a partition map of its own:
+so the maps can disagree, as two workers' do for a moment during a rebalance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import aiohttp
+import faust
+import orjson
+import pytest
+from aiohttp import web as aiohttp_web
+from aiohttp.test_utils import TestServer
+from faust.web import Request, Response, Web
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
+from yarl import URL
+
+from localbroker import free_port
+from streams import forwarding
+from streams.web import WEB_APPLICATION_OPTIONS, register_views
+from tests.streams.test_web import READ, STATE, MemoryReads
+
+WORKERS = ("one", "two")
+PATIENCE_SECONDS = 10.0
+"""How long a test waits for an answer: a loopback forward takes milliseconds."""
+ACME = {"Authorization": "Bearer key-acme"}
+
+
+@dataclass
+class MappedReads(MemoryReads):
+    """`WorldReads` over an in-memory state whose partition map gives every world to the
+    worker at `owner_at`, forwarding to it as a worker does."""
+
+    here: URL = field(kw_only=True)
+    owner_at: URL = field(kw_only=True)
+    client: aiohttp.ClientSession = field(kw_only=True)
+
+    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+        self.worlds_asked.append(world_id)
+        return await forwarding.owner_answer(
+            world_id, self.owner_at, self.here, self.client, web, request
+        )
+
+
+def views_of(reads: MemoryReads) -> aiohttp_web.Application:
+    app = faust.App(
+        "forwarding-test", autodiscover=False, web_application_options=WEB_APPLICATION_OPTIONS
+    )
+    register_views(app, reads)
+    return cast(AiohttpWeb, app.web).web_app
+
+
+def ask(
+    owners: Mapping[str, str],
+    keys: Mapping[str, Mapping[str, str]],
+    *requests: tuple[str, dict[str, str]],
+) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
+    """Each (worker, headers) read of Mara answered, with two workers up whose maps give every
+    world to `owners[worker]`, holding `keys[worker]`: (status, JSON body) each, and the
+    worlds each worker was asked to find the owner of."""
+
+    async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
+        ports = {name: free_port() for name in WORKERS}
+        urls = {name: URL(f"http://127.0.0.1:{port}") for name, port in ports.items()}
+        async with aiohttp.ClientSession() as between, aiohttp.ClientSession() as client:
+            reads = {
+                name: MappedReads(
+                    STATE,
+                    tenants_by_api_key=keys[name],
+                    here=urls[name],
+                    owner_at=urls[owners[name]],
+                    client=between,
+                )
+                for name in WORKERS
+            }
+            servers = [
+                TestServer(views_of(reads[name]), host="127.0.0.1", port=ports[name])
+                for name in WORKERS
+            ]
+            for server in servers:
+                await server.start_server()
+            try:
+                answers = []
+                for worker, headers in requests:
+                    url = f"{urls[worker]}{READ}"
+                    try:
+                        async with asyncio.timeout(PATIENCE_SECONDS):
+                            async with client.get(url, headers=headers) as reply:
+                                assert reply.content_type == "application/json"
+                                answers.append((reply.status, orjson.loads(await reply.read())))
+                    except TimeoutError:
+                        hops = {name: len(reads[name].worlds_asked) for name in WORKERS}
+                        pytest.fail(f"no answer in {PATIENCE_SECONDS} s; reads per worker: {hops}")
+                return answers, {name: reads[name].worlds_asked for name in WORKERS}
+            finally:
+                for server in servers:
+                    await server.close()
+
+    return asyncio.run(run())
+
+
+def test_workers_whose_maps_disagree_forward_a_read_once_and_answer_503() -> None:
+    """Each takes the other for the owner: the read goes from one to two, and two, asked by a
+    worker, does not send it back (it went back and forth, a connection and a task held each
+    hop, until the maps agreed). The client is told why, in JSON, and no worker's address."""
+    owners = {"one": "two", "two": "one"}
+    keys = {name: {"key-acme": "default"} for name in WORKERS}
+    [(status, body)], asked = ask(owners, keys, ("one", ACME))
+    assert status == 503, body
+    assert body == {
+        "detail": "the workers do not yet agree which of them serves world 'save-1': the group"
+        " is rebalancing; ask again once it has"
+    }
+    assert asked == {"one": ["save-1"], "two": ["save-1"]}
+
+
+def test_the_forward_mark_lets_a_client_past_nothing() -> None:
+    """A client sending the mark itself is still asked for its key first, and only loses the
+    forward; the owner answers a marked read as any other. A forwarded read carries the
+    client's key, and the owner checks it again."""
+    marked = {forwarding.FORWARD_MARK: "1"}
+    owners = {"one": "two", "two": "two"}
+    keys = {"one": {"key-acme": "default", "key-old": "default"}, "two": {"key-acme": "default"}}
+    answers, asked = ask(
+        owners,
+        keys,
+        ("one", marked),
+        ("one", {**marked, **ACME}),
+        ("two", {**marked, **ACME}),
+        ("one", {"Authorization": "Bearer key-old"}),
+        ("one", ACME),
+    )
+    assert [status for status, _ in answers] == [401, 503, 200, 401, 200], answers
+    assert "the group is rebalancing" in answers[1][1]["detail"]
+    assert answers[2][1]["npc_id"] == "npc-mara"
+    assert answers[4] == answers[2]
+    assert asked == {"one": ["save-1"] * 3, "two": ["save-1"] * 2}
