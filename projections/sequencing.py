@@ -169,6 +169,8 @@ def sequence(
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
         if placing:  # the branch's first event, which came before too: the branch is placed
             _save_waiting(tx, record)
+        elif record.waiting_for_parent:
+            record = _waiting_again(tx, record)
         # A redelivery after a crash can find events that already follow on still waiting,
         # and events its positions count (the inherited ones too) still in the buffer.
         duplicate = ack(tx, event, Outcome.DUPLICATE, record, _why_duplicate(record, event.seq))
@@ -365,6 +367,22 @@ def forget_taken_out(tx: StateTransaction, acks: list[Ack]) -> None:
         key = pack(PENDING, tenant, world, timeline, seq)
         if tx.get(key) is not None:
             tx.delete(key)
+
+
+def _waiting_again(tx: StateTransaction, branch: TimelineRecord) -> TimelineRecord:
+    """A waiting branch an event of which came again: registered with its parent again, or
+    waiting no more if the parent has reached its branch point. A worker killed between the
+    record of the branch's first event and its registration (another record batch) kept a
+    branch the parent, reaching the point, never released: it waited for ever."""
+    parent = None
+    if branch.parent_timeline_id is not None:
+        parent = timelines.load(
+            tx, branch.tenant_id, branch.world_instance_id, branch.parent_timeline_id
+        )
+    reached = parent is not None and timelines.has_reached(tx, parent, branch.after_seq)
+    record = branch.model_copy(update={"waiting_for_parent": not reached})
+    _save_waiting(tx, record)
+    return record
 
 
 def _save_waiting(tx: StateTransaction, record: TimelineRecord) -> None:

@@ -362,3 +362,35 @@ def test_a_row_missing_a_part_stops_its_redelivery_with_why() -> None:
     state.delete(pack(OUTBOX, TOPIC, 0, RELEASED, 2))
     with pytest.raises(ValueError, match=r"kept in 6 parts, and part 2 is missing"):
         PROJECTOR.receive(state, gap)
+
+
+def test_a_crash_between_a_waiting_branchs_record_and_its_registration_leaves_it_no_orphan() -> (
+    None
+):
+    """The first event of `alt` waits for `main` to reach seq 3. A worker killed after the
+    changelog batch of alt's record and before the one of its registration with `main` (every
+    write its own batch here) kept a branch `main` never released: alt's event, taken in again
+    after the restart, was a duplicate, and alt waited for ever, `main` long past seq 3. Now
+    the duplicate registers it again, and `main` releases it as it reaches seq 3."""
+    branch = {"parent_timeline_id": "main", "after_seq": 3}
+    log = [
+        message(0, 2),
+        message(1, 4, "alt", branch=branch),
+        message(2, 1),
+        message(3, 3),
+    ]
+    state = WritesNoted(limit=1)
+    ends = []
+    for sent in log:
+        PROJECTOR.receive(state, sent)
+        state.writes.end_event()
+        ends.append(len(state.writes.batches))
+    for stored in range(ends[0], ends[1] + 1):  # every crash within alt's first message
+        recovered = recovered_from([], state.writes.batches[:stored])
+        acked = {
+            (ack.timeline_id, ack.seq, ack.outcome.value)
+            for sent in log[1:]  # the restart, from the committed offset
+            for ack in PROJECTOR.receive(recovered, sent).acks
+        }
+        assert ("alt", 4, "processed") in acked, stored
+        assert waiting_seqs(recovered) == [], stored
