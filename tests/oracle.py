@@ -93,6 +93,8 @@ RECALLED = "loreweaver.memory.recalled"
 """The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
+FARTHEST_HOPS = 32
+"""News this many hops from its start is passed on no further, by a `told` or a meeting."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
 MAX_EVENT_BYTES = 256 * 1024
 MAX_BELIEFS, MAX_RECOLLECTIONS, MAX_RELATIONS = 50, 20, 50
@@ -822,8 +824,9 @@ def newest_news(memories: list[OMemory], character: str, limit: int) -> list[OMe
 
 
 def worth_telling(memory: OMemory, listener: str) -> bool:
-    """News that is not the listener's own, did not come through it, is not about it alone."""
-    if not is_news(memory) or memory.character == listener:
+    """News not yet `FARTHEST_HOPS` from its start that is not the listener's own, did not come
+    through it, is not about it alone."""
+    if not is_news(memory) or memory.hops >= FARTHEST_HOPS or memory.character == listener:
         return False
     if listener == memory.source_entity or listener in memory.tellers:
         return False
@@ -1568,6 +1571,8 @@ class Oracle:
             told_of = tells_of(teller)
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self._holds_news(before, character, origin, now):
+            return None
+        if teller is not None and teller.hops >= FARTHEST_HOPS:
             return None
         if self._held_once(before, character, origin):
             self.reached["forgotten news told again"] += 1
