@@ -36,7 +36,7 @@ from projections.keys import pack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.wording import without_brackets
+from projections.wording import cut, without_brackets
 from schemas import Event
 from schemas.memory import Speaker
 from schemas.policy import DialoguePolicy
@@ -45,7 +45,6 @@ ScopeKind = Literal["player", "place"]
 
 CUSTOM_EMOJI = re.compile(r"<a?:([A-Za-z0-9_~]+):[0-9]+>")
 """A custom emoji as chat platforms send it, `<:name:id>`: kept as `:name:`."""
-ELLIPSIS = "…"
 HOUR_MS = 3_600_000
 
 
@@ -54,9 +53,7 @@ def normalised(text: str, max_chars: int) -> str:
     it (`[whispers]`, `[context: ... [more]]`) gone, spaces collapsed, cut to `max_chars` (the
     last one an ellipsis) when longer."""
     text = " ".join(without_brackets(CUSTOM_EMOJI.sub(r":\1:", text), "[", "]", " ").split())
-    if len(text) > max_chars:
-        return text[: max_chars - 1].rstrip() + ELLIPSIS
-    return text
+    return cut(text, max_chars)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,10 @@
   travelled and how sure it is: otherwise news the teller had third-hand would reach the
   listener as if the teller had seen it. A teller who holds none (a lie, its own words, news it
   forgot) tells it as news of its own: one hop, the `told` confidence, nobody before it.
+- News passes through at most `MAX_HOPS` tellers: a `told` of news the teller holds that far
+  from its start forms nothing for the listener (as news spreading passes, `worth_telling`).
+  Each hop adds its teller to the memory's chain and the listener to whom it is about, so the
+  news would otherwise grow, hop by hop, past what one state record may hold.
 - The target of someone else's act forms an `impression` of them when the act moved them
   enough (`memory.impression_threshold`); news of someone else's act moves no one that way.
 
@@ -52,6 +56,15 @@ from schemas.policy import Policy
 from schemas.trusted import trusted
 
 _SORTED = orjson.OPT_SORT_KEYS
+
+MAX_HOPS = 32
+"""The farthest news travels: a memory this many hops from the news's start is passed on no
+further (by a `told` or a meeting). Each hop adds a teller to its chain (`lineage`) and the
+listener to whom it is about, up to some 1,600 bytes with the longest ids: without a bound, a
+rumour passed round a town for years grew past the largest state record (81,819 bytes at the
+least `RUMOURMILL_CHANGELOG_BATCH_BYTES`), and the worker stopped at every restart. At 32 the
+chain and the ids stay near 50 KB; at the default retelling factor news that far is held with
+no confidence left (0.8 ** 32 rounds to 0.00)."""
 
 
 class MemoryContext(Protocol):
@@ -236,7 +249,8 @@ def _heard(
     context: MemoryContext,
     policy: Policy,
 ) -> Memory | None:
-    """What a listener (or a named witness) took from a conversation; None if known already.
+    """What a listener (or a named witness) took from a conversation; None if known already,
+    or travelled `MAX_HOPS` already.
 
     A player's line is a conversation with its listener, weighed as one; news told by a
     character is weighed by what it tells of, as heard.
@@ -257,6 +271,8 @@ def _heard(
         weights = weigh(kind, "heard", "told", policy, teller_belief.confidence)
     if context.knows(perception.character_id, passed.origin):
         return None
+    if teller_belief is not None and teller_belief.hops >= MAX_HOPS:
+        return None  # travelled as far as news goes
 
     hops = 1 if teller_belief is None else teller_belief.hops + 1
     earlier_tellers = [] if teller_belief is None else teller_belief.lineage

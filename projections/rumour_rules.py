@@ -25,7 +25,7 @@ With `memory.spreading.enabled` (off by default), characters pass memories on wh
 - **Worth telling** (`worth_telling`): only news, never what the listener already knows,
   saw included (the same original event or claim, whatever the words; known while held, not
   forgotten: `projections.knowing`), never news that came from the listener, never news about
-  the listener alone.
+  the listener alone, nor news already `MAX_HOPS` from its start (`projections.memories`).
 - **How the listener keeps it** (`retold`): as `knowledge`, one hop further, `told` when the
   teller saw it and `rumour` when the teller had it from others, the teller's confidence times
   `memory.retelling_factor`, the statement without its detail (quoted words, parenthesised
@@ -49,7 +49,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import memory_at
+from projections.memories import MAX_HOPS, memory_at
 from projections.weighing import Weights, told_of, weigh
 from projections.wording import retell
 from schemas import EntityDeclaration, Event
@@ -136,10 +136,11 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     """Whether `memory` is news a character would pass to `listener` (before asking whether
     the listener knows it already).
 
-    News, not the listener's own memory, not news that came through the listener, and not
-    news about the listener alone (nobody gossips to you about you).
+    News not yet `MAX_HOPS` from its start, not the listener's own memory, not news that came
+    through the listener, and not news about the listener alone (nobody gossips to you about
+    you).
     """
-    if not is_news(memory):
+    if not is_news(memory) or memory.hops >= MAX_HOPS:
         return False
     if memory.character_id == listener or memory.source_entity == listener:
         return False

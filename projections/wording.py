@@ -2,7 +2,8 @@
 
 An event reads as a plain sentence: `combat.enemy-defeated` by Ilse at the tavern reads
 "Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)". Choose readable keys
-and names. What was said (`player-said` text, `told` content) is remembered as said.
+and names. What was said (`player-said` text, `told` content) is remembered as said; an event
+described in words reads at most `MOST_DESCRIBED_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -23,13 +24,20 @@ SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
 """The payload field that holds the words of a conversation."""
 
 QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
+ELLIPSIS = "…"
+MOST_DESCRIBED_CHARS = 2000
+"""The longest an event's description may be (the last character an ellipsis). Each id it names
+reads as the name declared for it, up to 256 characters: a payload listing an item of a short id
+many times made a memory a hundred times the event's size (a loot list of 7.6 KB, one of 388 KB),
+which no state record takes, and the worker stopped at every restart."""
 
 
 def event_content(event: Event, names: Names) -> str:
     """The event as a character remembers it.
 
     "{actor} {last key segment, hyphens to spaces}[ {target}][ at {place}][ ({key: value, ...})]",
-    names in place of ids; for a conversation, the words said.
+    names in place of ids, at most `MOST_DESCRIBED_CHARS` long; for a conversation, the words
+    said.
     """
     spoken = spoken_words(event)
     if spoken is not None:
@@ -45,7 +53,14 @@ def event_content(event: Event, names: Names) -> str:
             f"{key}: {_detail(value, names)}" for key, value in event.payload.items()
         )
         words.append(f"({details})")
-    return " ".join(words)
+    return cut(" ".join(words), MOST_DESCRIBED_CHARS)
+
+
+def cut(text: str, max_chars: int) -> str:
+    """`text`, or when it is longer than `max_chars`, its start ending in an ellipsis."""
+    if len(text) > max_chars:
+        return text[: max_chars - 1].rstrip() + ELLIPSIS
+    return text
 
 
 def spoken_words(event: Event) -> str | None:

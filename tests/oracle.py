@@ -93,6 +93,10 @@ RECALLED = "loreweaver.memory.recalled"
 """The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
+FARTHEST_HOPS = 32
+"""News this many hops from its start is passed on no further, by a `told` or a meeting."""
+DESCRIBED_AT_MOST = 2000
+"""The most characters an event described in words takes (names in place of ids)."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
 MAX_EVENT_BYTES = 256 * 1024
 MAX_BELIEFS, MAX_RECOLLECTIONS, MAX_RELATIONS = 50, 20, 50
@@ -254,7 +258,8 @@ def spoken(event: Event) -> str | None:
 
 def sentence(event: Event, name: Names) -> str:
     """An event in words (seed 001): actor, the key's last part, target, "at" place, then the
-    payload in brackets, names for ids; a conversation is remembered as what was said."""
+    payload in brackets, names for ids, cut to `DESCRIBED_AT_MOST` characters (the last an
+    ellipsis); a conversation is remembered as what was said."""
     said = spoken(event)
     if said is not None:
         return said
@@ -270,7 +275,10 @@ def sentence(event: Event, name: Names) -> str:
     if event.payload:
         details = [f"{field}: {in_words(value, name)}" for field, value in event.payload.items()]
         words.append("(" + ", ".join(details) + ")")
-    return " ".join(words)
+    described = " ".join(words)
+    if len(described) > DESCRIBED_AT_MOST:
+        return described[: DESCRIBED_AT_MOST - 1].rstrip() + "…"
+    return described
 
 
 def in_words(value: Any, name: Names) -> str:
@@ -822,8 +830,9 @@ def newest_news(memories: list[OMemory], character: str, limit: int) -> list[OMe
 
 
 def worth_telling(memory: OMemory, listener: str) -> bool:
-    """News that is not the listener's own, did not come through it, is not about it alone."""
-    if not is_news(memory) or memory.character == listener:
+    """News not yet `FARTHEST_HOPS` from its start that is not the listener's own, did not come
+    through it, is not about it alone."""
+    if not is_news(memory) or memory.hops >= FARTHEST_HOPS or memory.character == listener:
         return False
     if listener == memory.source_entity or listener in memory.tellers:
         return False
@@ -1568,6 +1577,8 @@ class Oracle:
             told_of = tells_of(teller)
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self._holds_news(before, character, origin, now):
+            return None
+        if teller is not None and teller.hops >= FARTHEST_HOPS:
             return None
         if self._held_once(before, character, origin):
             self.reached["forgotten news told again"] += 1
