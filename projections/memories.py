@@ -60,10 +60,10 @@ _SORTED = orjson.OPT_SORT_KEYS
 MAX_HOPS = 32
 """The farthest news travels: a memory this many hops from the news's start is passed on no
 further (by a `told` or a meeting). Each hop adds a teller to its chain (`lineage`) and the
-listener to whom it is about, up to some 1,600 bytes with the longest ids: without a bound, a
-rumour passed round a town for years grew past the largest state record (81,819 bytes at the
-least `RUMOURMILL_CHANGELOG_BATCH_BYTES`), and the worker stopped at every restart. At 32 the
-chain and the ids stay near 50 KB; at the default retelling factor news that far is held with
+listener to whom it is about, some 300 bytes with the longest ids: without a bound, a rumour
+passed round a town for years grew past the largest state record (81,819 bytes at the least
+`RUMOURMILL_CHANGELOG_BATCH_BYTES`), and the worker stopped at every restart. At 32 hops such
+a memory stays near 11 KB; at the default retelling factor news that far is held with
 no confidence left (0.8 ** 32 rounds to 0.00)."""
 
 

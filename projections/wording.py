@@ -53,7 +53,7 @@ def event_content(event: Event, names: Names) -> str:
             f"{key}: {_detail(value, names)}" for key, value in event.payload.items()
         )
         words.append(f"({details})")
-    return cut(" ".join(words), MOST_DESCRIBED_CHARS)
+    return _described_at_most(" ".join(words))
 
 
 def cut(text: str, max_chars: int) -> str:
@@ -61,6 +61,35 @@ def cut(text: str, max_chars: int) -> str:
     if len(text) > max_chars:
         return text[: max_chars - 1].rstrip() + ELLIPSIS
     return text
+
+
+def _described_at_most(text: str) -> str:
+    """`text` cut as `cut` cuts it to `MOST_DESCRIBED_CHARS`, each parenthesis the cut left open
+    closed after the ellipsis: a retelling (`retell`) drops the details whole, as it drops a
+    shorter event's (left open, they were kept: all 2,000 characters of them, numbers and
+    names for distortion to take up)."""
+    if len(text) <= MOST_DESCRIBED_CHARS:
+        return text
+    end = MOST_DESCRIBED_CHARS - 1
+    while True:
+        shown = text[:end].rstrip()
+        unclosed = _unclosed(shown)
+        over = len(shown) + len(ELLIPSIS) + unclosed - MOST_DESCRIBED_CHARS
+        if over <= 0:
+            return shown + ELLIPSIS + ")" * unclosed
+        end = len(shown) - over
+
+
+def _unclosed(text: str) -> int:
+    """How many of the parentheses in `text` no later one closes (as `without_brackets` pairs
+    them)."""
+    depth = 0
+    for character in text:
+        if character == "(":
+            depth += 1
+        elif character == ")" and depth:
+            depth -= 1
+    return depth
 
 
 def spoken_words(event: Event) -> str | None:

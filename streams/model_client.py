@@ -373,16 +373,16 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
 
 
 def credentials_sent(url: str, key: str) -> tuple[bytes, ...]:
-    """What the model is sent of the key and of the URL's user and password: the key, the user
-    and the password (a token given as the user alone is sent as the user, with no password),
-    the basic-auth token they make, and each as a JSON encoder that escapes `/` quotes it
-    (longest first, so none is left in part)."""
+    """What the model is sent of the key and of the URL's user and password: the key, the
+    password (or, with none, the user: a token given as the user alone; a user beside a password
+    is an account's name, as often an ordinary word as not), the basic-auth token they make, and
+    each as a JSON encoder that escapes `/` quotes it (longest first, so none is left in part)."""
     sent = [key]
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None:
         user, password = unquote(parts.username or ""), unquote(parts.password or "")
         token = b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()
-        sent += [user, password, token]
+        sent += [password or user, token]
     secrets = {secret.encode() for secret in sent if secret}
     secrets |= {secret.replace(b"/", b"\\/") for secret in secrets}
     return tuple(sorted(secrets, key=len, reverse=True))

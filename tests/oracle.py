@@ -258,8 +258,8 @@ def spoken(event: Event) -> str | None:
 
 def sentence(event: Event, name: Names) -> str:
     """An event in words (seed 001): actor, the key's last part, target, "at" place, then the
-    payload in brackets, names for ids, cut to `DESCRIBED_AT_MOST` characters (the last an
-    ellipsis); a conversation is remembered as what was said."""
+    payload in brackets, names for ids, cut to `DESCRIBED_AT_MOST` characters (an ellipsis, then
+    the parentheses the cut left open closed); a conversation is remembered as what was said."""
     said = spoken(event)
     if said is not None:
         return said
@@ -276,9 +276,19 @@ def sentence(event: Event, name: Names) -> str:
         details = [f"{field}: {in_words(value, name)}" for field, value in event.payload.items()]
         words.append("(" + ", ".join(details) + ")")
     described = " ".join(words)
-    if len(described) > DESCRIBED_AT_MOST:
-        return described[: DESCRIBED_AT_MOST - 1].rstrip() + "…"
-    return described
+    if len(described) <= DESCRIBED_AT_MOST:
+        return described
+    for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # the open parentheses closed after "…"
+        shown = described[:end].rstrip()
+        depth = 0
+        for character in shown:
+            if character == "(":
+                depth += 1
+            elif character == ")":
+                depth = max(0, depth - 1)
+        if len(shown) + 1 + depth <= DESCRIBED_AT_MOST:
+            return shown + "…" + ")" * depth
+    return "…"
 
 
 def in_words(value: Any, name: Names) -> str:

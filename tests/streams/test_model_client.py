@@ -27,6 +27,7 @@ from streams.model_client import (
     MAX_REST_SECONDS,
     REST_SECONDS,
     ModelClient,
+    credentials_sent,
     rest_asked,
 )
 from tests.model_server import Handler, serving
@@ -623,3 +624,12 @@ def test_a_call_whose_new_connection_the_model_drops_is_not_sent_again() -> None
 
     assert asyncio.run(run()) == "the model could not be reached: Server disconnected"
     assert len(questions) == 1
+
+
+def test_a_user_beside_a_password_is_an_account_name_and_shows() -> None:
+    """Hidden, an account name such as `openai` blanked every mention of the word in a reason
+    (`invalid model for (hidden) account`), and a user `a` every letter a; alone, with no
+    password, the user is a token and is hidden."""
+    hidden = credentials_sent("http://openai:sk-longsecret123@127.0.0.1/v1", "")
+    assert b"sk-longsecret123" in hidden and b"openai" not in hidden
+    assert b"gw-token-0123" in credentials_sent("http://gw-token-0123@127.0.0.1/v1", "")
