@@ -526,25 +526,43 @@ def test_what_real_servers_answer_is_an_answer_or_a_reason_saying_what_happened(
     assert took < 2  # a trickle of bytes does not stretch the timeout
 
 
+async def asked_over_a_socket(
+    serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], calls: int
+) -> list[FeelingAnswer | str]:
+    """`calls` questions, one after the other, of a model that `serve` plays byte by byte on a
+    socket of its own (what no HTTP server library lets a test do: close mid-exchange, speak
+    another protocol)."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+    try:
+        return [await ask(client) for _ in range(calls)]
+    finally:
+        await client.close()
+        server.close()
+
+
+async def question_read(reader: asyncio.StreamReader) -> int:
+    """Read one POST off `reader`, its head and body: the body's length."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.lower().splitlines()
+        if line.startswith(b"content-length:")
+    )
+    await reader.readexactly(length)
+    return length
+
+
 def test_a_port_that_does_not_speak_http_is_a_malformed_answer_not_an_http_400() -> None:
     """RUMOURMILL_MODEL_URL pointing at another service's port: aiohttp reads its greeting as a
     `400`, which the reason quoted as the model out of reach with an HTTP 400 it never sent."""
 
-    async def run() -> FeelingAnswer | str:
-        async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
-            await writer.drain()
-            writer.close()
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+        await writer.drain()
+        writer.close()
 
-        server = await asyncio.start_server(greet, "127.0.0.1", 0)
-        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
-        try:
-            return await ask(client)
-        finally:
-            await client.close()
-            server.close()
-
-    refusal = asyncio.run(run())
+    [refusal] = asyncio.run(asked_over_a_socket(greet, 1))
     assert isinstance(refusal, str)
     assert refusal.startswith("malformed answer: not a readable HTTP response: ")
     assert "b'SSH-2.0-OpenSSH_9.6'" in refusal  # aiohttp's words around it vary by release
@@ -562,13 +580,7 @@ def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_
         connections.append(0)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.lower().splitlines()
-                    if line.startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
+                await question_read(reader)
                 connections[-1] += 1
                 if connections[-1] == 2:  # its idle time out as the call came
                     return
@@ -580,16 +592,8 @@ def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_
         finally:
             writer.close()
 
-    async def run() -> list[FeelingAnswer | str]:
-        server = await asyncio.start_server(closing_the_second, "127.0.0.1", 0)
-        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
-        try:
-            return [await ask(client), await ask(client)]
-        finally:
-            await client.close()
-            server.close()
-
-    assert asyncio.run(run()) == [FeelingAnswer(feeling=0.5, arousal=0.25)] * 2
+    answers = asyncio.run(asked_over_a_socket(closing_the_second, 2))
+    assert answers == [FeelingAnswer(feeling=0.5, arousal=0.25)] * 2
     assert connections == [2, 1]  # the second call again, on a connection of its own
 
 
@@ -603,26 +607,11 @@ def test_a_call_whose_new_connection_the_model_drops_is_not_sent_again() -> None
     async def reading_then_dropping(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1])
-            for line in head.lower().splitlines()
-            if line.startswith(b"content-length:")
-        )
-        await reader.readexactly(length)
-        questions.append(length)
+        questions.append(await question_read(reader))
         writer.close()
 
-    async def run() -> FeelingAnswer | str:
-        server = await asyncio.start_server(reading_then_dropping, "127.0.0.1", 0)
-        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
-        try:
-            return await ask(client)
-        finally:
-            await client.close()
-            server.close()
-
-    assert asyncio.run(run()) == "the model could not be reached: Server disconnected"
+    answers = asyncio.run(asked_over_a_socket(reading_then_dropping, 1))
+    assert answers == ["the model could not be reached: Server disconnected"]
     assert len(questions) == 1
 
 
