@@ -108,7 +108,12 @@ class WaitingAt(NamedTuple):
 
 
 def pending_key(record: TimelineRecord, seq: int) -> bytes:
-    return pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id, seq)
+    return _pending_of(record) + pack(seq)
+
+
+def _pending_of(record: TimelineRecord) -> bytes:
+    """The prefix of the timeline's entries in the deferral buffer, in seq order."""
+    return pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
 
 
 def ack(
@@ -227,7 +232,7 @@ def settle_inherited_everywhere(tx: StateTransaction) -> list[Ack]:
         if b'"parent_timeline_id":"' not in raw:  # a root timeline's: nothing to decode
             continue
         record = TimelineRecord.from_bytes(raw)
-        prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+        prefix = _pending_of(record)
         waiting = [key for key, _ in tx.scan(prefix)]
         inherited = [key for key in waiting if int(unpack(key)[-1]) <= record.after_seq]
         left = record.model_copy(update={"deferred_events": len(waiting) - len(inherited)})
@@ -295,7 +300,7 @@ def _inherited(tx: StateTransaction, branch: TimelineRecord) -> list[bytes]:
     there, as none arriving now would be. Their pending keys, oldest first."""
     if branch.deferred_events == 0:
         return []
-    prefix = pack(PENDING, branch.tenant_id, branch.world_instance_id, branch.timeline_id)
+    prefix = _pending_of(branch)
     found = []
     for key, _ in tx.scan(prefix):
         if int(unpack(key)[-1]) > branch.after_seq:
@@ -335,7 +340,7 @@ def _taken_out_before(tx: StateTransaction, record: TimelineRecord) -> Sequenced
     again, is a duplicate on its own timeline and releases the branches it released again
     (their registrations left with them): nothing else sends their acks. Taken on a duplicate
     and as a branch is released only: one seek where none is left."""
-    prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+    prefix = _pending_of(record)
     acks, keys = [], []
     for key, _ in tx.scan(prefix):
         counted = WaitingAt.of(key)
@@ -518,7 +523,7 @@ def _no_longer_an_event(error: ValidationError) -> str:
 def _waiting_past(tx: StateTransaction, record: TimelineRecord) -> int:
     """How many events wait in the buffer past the timeline's `processed_seq` (a scan: taken
     only as a release refuses one, which is rare)."""
-    prefix = pack(PENDING, record.tenant_id, record.world_instance_id, record.timeline_id)
+    prefix = _pending_of(record)
     past = prefix + pack(record.processed_seq + 1)
     return sum(1 for _ in tx.scan(prefix, start=past))
 
@@ -532,8 +537,7 @@ def _refuse_waiting(
     (`projections.record_bounds`); either stopped the worker at every start. Out of the buffer
     (`record` no longer counts it; its entry is deleted after the outbox row, `Sequenced`: a
     worker killed before the row finds it still waiting, and the message taken in again refuses
-    it again, with its bytes), its
-    `rejected` ack, and its bytes with why."""
+    it again, with its bytes), its `rejected` ack, and its bytes with why."""
     timelines.save(tx, record)
     at = WaitingAt.of(key)
     reason = bounded_reason(
