@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check setup.py schemas projections streams localbroker tests benchmarks
 
 typecheck: $(STAMP)
-	$(BIN)/mypy schemas projections streams localbroker
+	$(BIN)/mypy schemas projections streams localbroker benchmarks
 
 ## fetch the Apache Kafka jars into the cache (~/.cache/rumourmill) once
 kafka: $(STAMP)

@@ -30,16 +30,15 @@ from benchmarks.story import tavern_story
 from benchmarks.support import (
     Options,
     WorkerProcess,
-    cpu_seconds,
     median,
     prepared_settings,
     report,
     run_main,
     send_events,
     spread_worlds,
+    wait_until_idle,
 )
 from benchmarks.worker_throughput import end_offsets
-from streams.durability import IDLE_SECONDS
 from streams.settings import Settings
 from tests.support import read_topic
 
@@ -63,27 +62,6 @@ class Restarts:
     after_kill: list[float]
     rss_after_history_mb: float
     rss_after_restarts_mb: float
-
-
-IDLE_CPU_SHARE = 0.05
-"""Below this share of one core over `IDLE_WINDOW` seconds, the worker counts as idle."""
-IDLE_WINDOW = 3.0
-IDLE_TIMEOUT = 600.0
-
-
-def wait_until_idle(worker: WorkerProcess) -> None:
-    """Until the worker uses under `IDLE_CPU_SHARE` of a core for `IDLE_WINDOW` seconds (after
-    the idle checkpoint, and once the memories it formed are embedded)."""
-    assert worker.process is not None
-    pid = worker.process.pid
-    time.sleep(IDLE_SECONDS + 1)
-    deadline = time.monotonic() + IDLE_TIMEOUT
-    while time.monotonic() < deadline:
-        used = cpu_seconds(pid)
-        time.sleep(IDLE_WINDOW)
-        if cpu_seconds(pid) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
-            return
-    raise TimeoutError(f"the worker was still busy after {IDLE_TIMEOUT:.0f} s")
 
 
 def resident_mb(worker: WorkerProcess) -> float:

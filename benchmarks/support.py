@@ -17,6 +17,7 @@ from typing import TypeVar
 from localbroker import free_port
 from streams.app import partition_of
 from streams.dev import apache_kafka
+from streams.durability import IDLE_SECONDS
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.support import WorkerProcess, samples_of, send_events, unique_settings
@@ -37,6 +38,7 @@ __all__ = [
     "samples_of",
     "send_events",
     "spread_worlds",
+    "wait_until_idle",
     "worker_settings",
 ]
 
@@ -162,3 +164,24 @@ def worker_settings(settings: Settings, name: str, data_dir: Path) -> Settings:
             "web_port": free_port(),
         }
     )
+
+
+IDLE_CPU_SHARE = 0.05
+"""Below this share of one core over `IDLE_WINDOW` seconds, the worker counts as idle."""
+IDLE_WINDOW = 3.0
+IDLE_TIMEOUT = 600.0
+
+
+def wait_until_idle(worker: WorkerProcess) -> None:
+    """Until the worker uses under `IDLE_CPU_SHARE` of a core for `IDLE_WINDOW` seconds (after
+    the idle checkpoint, and once the memories it formed are embedded)."""
+    assert worker.process is not None
+    pid = worker.process.pid
+    time.sleep(IDLE_SECONDS + 1)
+    deadline = time.monotonic() + IDLE_TIMEOUT
+    while time.monotonic() < deadline:
+        used = cpu_seconds(pid)
+        time.sleep(IDLE_WINDOW)
+        if cpu_seconds(pid) - used < IDLE_CPU_SHARE * IDLE_WINDOW:
+            return
+    raise TimeoutError(f"the worker was still busy after {IDLE_TIMEOUT:.0f} s")
