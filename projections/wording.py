@@ -26,7 +26,8 @@ SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
 QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
 ELLIPSIS = "…"
 MOST_DESCRIBED_CHARS = 2000
-"""The longest an event's description may be (the last character an ellipsis). Each id it names
+"""The longest an event's description may be (cut, it ends in an ellipsis, then what closes the
+quotation and the parentheses the cut left open). Each id it names
 reads as the name declared for it, up to 256 characters: a payload listing an item of a short id
 many times made a memory a hundred times the event's size (a loot list of 7.6 KB, one of 388 KB),
 which no state record takes, and the worker stopped at every restart."""
@@ -64,32 +65,41 @@ def cut(text: str, max_chars: int) -> str:
 
 
 def _described_at_most(text: str) -> str:
-    """`text` cut as `cut` cuts it to `MOST_DESCRIBED_CHARS`, each parenthesis the cut left open
-    closed after the ellipsis: a retelling (`retell`) drops the details whole, as it drops a
-    shorter event's (left open, they were kept: all 2,000 characters of them, numbers and
-    names for distortion to take up)."""
+    """`text` cut as `cut` cuts it, to the longest start that fits in `MOST_DESCRIBED_CHARS`
+    with the ellipsis and what closes whatever the cut left open after it: a quotation, then
+    each parenthesis. A retelling (`retell`) then drops the details whole, as it drops a shorter
+    event's (left open, they were kept: all 2,000 characters of them, numbers and names for
+    distortion to take up); parentheses within quotations are not counted, as `retell` takes
+    each quotation for "something" before it pairs them."""
     if len(text) <= MOST_DESCRIBED_CHARS:
         return text
-    end = MOST_DESCRIBED_CHARS - 1
-    while True:
-        shown = text[:end].rstrip()
-        unclosed = _unclosed(shown)
-        over = len(shown) + len(ELLIPSIS) + unclosed - MOST_DESCRIBED_CHARS
-        if over <= 0:
-            return shown + ELLIPSIS + ")" * unclosed
-        end = len(shown) - over
-
-
-def _unclosed(text: str) -> int:
-    """How many of the parentheses in `text` no later one closes (as `without_brackets` pairs
-    them)."""
+    # By the length of a start of `text`: the parentheses it leaves open (quotations skipped),
+    # what closes the quotation it ends in (if any), its length without trailing whitespace.
+    depths = [0] * MOST_DESCRIBED_CHARS
+    closings = [""] * MOST_DESCRIBED_CHARS
+    trimmed = [0] * MOST_DESCRIBED_CHARS
     depth = 0
-    for character in text:
-        if character == "(":
+    spans = (match.span() for match in QUOTED.finditer(text))
+    span = next(spans, None)
+    for length in range(1, MOST_DESCRIBED_CHARS):
+        character = text[length - 1]
+        while span is not None and span[1] < length:
+            span = next(spans, None)
+        if span is not None and span[0] < length:
+            if length < span[1]:
+                closings[length] = "”" if text[span[0]] == "“" else '"'
+        elif character == "(":
             depth += 1
         elif character == ")" and depth:
             depth -= 1
-    return depth
+        depths[length] = depth
+        trimmed[length] = trimmed[length - 1] if character.isspace() else length
+    for end in range(MOST_DESCRIBED_CHARS - 1, 0, -1):
+        shown = trimmed[end]
+        closing = closings[shown] + ")" * depths[shown]
+        if shown + len(ELLIPSIS) + len(closing) <= MOST_DESCRIBED_CHARS:
+            return text[:shown] + ELLIPSIS + closing
+    return ELLIPSIS
 
 
 def spoken_words(event: Event) -> str | None:

@@ -259,7 +259,8 @@ def spoken(event: Event) -> str | None:
 def sentence(event: Event, name: Names) -> str:
     """An event in words (seed 001): actor, the key's last part, target, "at" place, then the
     payload in brackets, names for ids, cut to `DESCRIBED_AT_MOST` characters (an ellipsis, then
-    the parentheses the cut left open closed); a conversation is remembered as what was said."""
+    the quotation and the parentheses the cut left open closed); a conversation is remembered as
+    what was said."""
     said = spoken(event)
     if said is not None:
         return said
@@ -278,16 +279,28 @@ def sentence(event: Event, name: Names) -> str:
     described = " ".join(words)
     if len(described) <= DESCRIBED_AT_MOST:
         return described
-    for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # the open parentheses closed after "…"
+    quotes = {'"': '"', "“": "”"}
+    for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # what the cut left open closed after "…"
         shown = described[:end].rstrip()
         depth = 0
-        for character in shown:
-            if character == "(":
-                depth += 1
-            elif character == ")":
-                depth = max(0, depth - 1)
-        if len(shown) + 1 + depth <= DESCRIBED_AT_MOST:
-            return shown + "…" + ")" * depth
+        closing = ""
+        index = 0
+        while index < len(shown):
+            close = quotes.get(shown[index])
+            close_at = -1 if close is None else described.find(close, index + 1)
+            if close_at == -1:  # not a quotation: a parenthesis counts
+                if shown[index] == "(":
+                    depth += 1
+                elif shown[index] == ")":
+                    depth = max(0, depth - 1)
+                index += 1
+            elif close_at >= len(shown):  # the cut is inside this quotation
+                closing = close
+                break
+            else:
+                index = close_at + 1
+        if len(shown) + 1 + len(closing) + depth <= DESCRIBED_AT_MOST:
+            return shown + "…" + closing + ")" * depth
     return "…"
 
 

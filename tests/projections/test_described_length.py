@@ -9,6 +9,7 @@ thirty times over); the broker refused it and the worker stopped on it at every 
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -16,8 +17,10 @@ import orjson
 from projections.projector import Projector
 from projections.record_bounds import most_record_bytes
 from projections.runtime_read import runtime_read
-from projections.wording import MOST_DESCRIBED_CHARS, retell
+from projections.wording import MOST_DESCRIBED_CHARS, event_content, retell
+from schemas import Event
 from streams.replay import replay_lines
+from tests.oracle import sentence
 from tests.streams.test_judgement_parts import SMALLEST_BATCH_BYTES
 
 COIN = "A gleaming gold coin of the old kingdom".ljust(256, ".")
@@ -48,3 +51,59 @@ def test_a_loot_list_of_declared_items_makes_a_memory_a_record_holds() -> None:
     # the parenthesis the cut left open is closed: a retelling drops the details whole, as it
     # does a shorter event's (left open, all 2,000 characters were retold)
     assert retell(described) == "npc-mara loot taken"
+
+
+def memory_of(payload: dict[str, Any]) -> str:
+    """What npc-mara remembers of her taking the loot of `payload`."""
+    replayed = replay_lines(
+        [event(1, "trade.loot-taken", actor="npc-mara", payload=payload)], Projector()
+    )
+    read = runtime_read(replayed.state, "default", "save-1", "main", "npc-mara")
+    [recollection] = read.model_dump(mode="json")["recollections"]
+    content: str = recollection["content"]
+    return content
+
+
+def test_a_parenthesis_within_quoted_words_leaves_the_cut_details_to_be_closed() -> None:
+    # the mood is written as JSON, quoted: its ")" closes nothing a retelling sees
+    described = memory_of({"mood": {"face": ":)"}, "items": [f"coin-{i}" for i in range(400)]})
+    assert len(described) <= MOST_DESCRIBED_CHARS and described.endswith("…)")
+    assert retell(described) == "npc-mara loot taken"
+
+
+def test_a_cut_inside_quoted_words_closes_the_quotation_then_the_details() -> None:
+    described = memory_of({"note": {"text": "(" * 10 + "x" * 3000}})
+    assert len(described) == MOST_DESCRIBED_CHARS and described.endswith('…")')
+    assert retell(described) == "npc-mara loot taken"
+
+
+def test_a_cut_keeps_the_longest_start_that_fits_with_what_it_closes() -> None:
+    # each item reads with a parenthesis of its own, left open: the cut keeps as much as fits
+    # with a closing parenthesis for each one, no less
+    items = [f"sword (rusty{index}" for index in range(400)]
+    described = memory_of({"items": items})
+    shown = described[: described.index("…")]
+    assert len(described) == MOST_DESCRIBED_CHARS
+    assert described == shown + "…" + ")" * (shown.count("(") - shown.count(")"))
+
+
+def test_every_cut_is_the_oracles() -> None:
+    """Long payloads of words, quotations (straight and curly, some never closed) and
+    parentheses, cut by the worker and by the oracle alike."""
+    choose = random.Random(30)
+    for _ in range(300):
+        words = "".join(choose.choice('ab  ()"“”') for _ in range(choose.randint(1900, 2400)))
+        note = choose.choice([{"text": words}, words.replace('"', "'")])
+        happened = Event.model_validate(
+            {
+                "world_instance_id": "save-1",
+                "timeline_id": "main",
+                "seq": 1,
+                "key": "trade.loot-taken",
+                "actor": "npc-mara",
+                "payload": {"note": note},
+            }
+        )
+        described = event_content(happened, str)
+        assert described == sentence(happened, str)
+        assert len(described) <= MOST_DESCRIBED_CHARS
