@@ -135,7 +135,7 @@ class ModelClient:
         """Until when (`time.monotonic`) every call is refused at once."""
         self._rest_reason = ""
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._secrets = credentials_sent(url, key)
+        self._secrets = quoted_anyhow(credentials_sent(url, key))
         self._slots = asyncio.Semaphore(concurrency)
         self.read_slots = max(1, concurrency // 2)
         """The calls reads may have in flight (`ask_aside`): the other slots are the events'."""
@@ -315,9 +315,9 @@ class ModelClient:
         """`body` with the credentials sent hidden, for a reason to quote: some servers quote
         the `Authorization` header in their 401, and a reason goes on acks, a topic and the log
         (hidden before the reason is cut, so no part of a secret is left either)."""
-        for secret in self._secrets:
-            body = body.replace(secret, HIDDEN.encode())
-        return body
+        if self._secrets is None:
+            return body
+        return self._secrets.sub(HIDDEN.encode(), body)
 
     def _warn(self, outcome: Outcome, reason: str) -> None:
         """Log `reason`, unless a call of the same kind was logged less than
@@ -375,17 +375,38 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
 def credentials_sent(url: str, key: str) -> tuple[bytes, ...]:
     """What the model is sent of the key and of the URL's user and password: the key, the
     password (or, with none, the user: a token given as the user alone; a user beside a password
-    is an account's name, as often an ordinary word as not), the basic-auth token they make, and
-    each as a JSON encoder that escapes `/` quotes it (longest first, so none is left in part)."""
+    is an account's name, as often an ordinary word as not), and the basic-auth token they make."""
     sent = [key]
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None:
         user, password = unquote(parts.username or ""), unquote(parts.password or "")
         token = b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()
         sent += [password or user, token]
-    secrets = {secret.encode() for secret in sent if secret}
-    secrets |= {secret.replace(b"/", b"\\/") for secret in secrets}
-    return tuple(sorted(secrets, key=len, reverse=True))
+    return tuple({secret.encode(): None for secret in sent if secret})
+
+
+JSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/"}
+"""The characters of a secret a JSON encoder may write as a backslash and the character."""
+
+
+def quoted_anyhow(secrets: tuple[bytes, ...]) -> re.Pattern[bytes] | None:
+    """`secrets` as a quote of them may write them: as sent, or with any character escaped as
+    JSON allows (`\\u002B` for `+`, as .NET's encoder writes it; `\\/` for `/`, as PHP's
+    does), longest first, so none is left in part; None when nothing is sent."""
+    if not secrets:
+        return None
+    ordered = sorted(secrets, key=len, reverse=True)
+    return re.compile(b"|".join(b"".join(map(_escaped_anyhow, s.decode())) for s in ordered))
+
+
+def _escaped_anyhow(character: str) -> bytes:
+    """A pattern of `character` as written, or as JSON may escape it (hex of either case)."""
+    code = ord(character)
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + (code & 0x3FF)]
+    choices = [re.escape(character.encode()), b"".join(rb"\\u(?i:%04x)" % unit for unit in units)]
+    if character in JSON_SHORT_ESCAPES:
+        choices.append(re.escape(JSON_SHORT_ESCAPES[character].encode()))
+    return b"(?:" + b"|".join(choices) + b")"
 
 
 def rest_asked(retry_after: str | None) -> float:
