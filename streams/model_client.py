@@ -401,8 +401,8 @@ def quoted_anyhow(secrets: tuple[bytes, ...]) -> re.Pattern[bytes] | None:
 
 def _escaped_anyhow(character: str) -> bytes:
     """A pattern of `character` as written, or as JSON may escape it (hex of either case)."""
-    code = ord(character)
-    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + (code & 0x3FF)]
+    utf16 = character.encode("utf-16-be")  # a surrogate pair beyond the first plane
+    units = [int.from_bytes(utf16[at : at + 2], "big") for at in range(0, len(utf16), 2)]
     choices = [re.escape(character.encode()), b"".join(rb"\\u(?i:%04x)" % unit for unit in units)]
     if character in JSON_SHORT_ESCAPES:
         choices.append(re.escape(JSON_SHORT_ESCAPES[character].encode()))
