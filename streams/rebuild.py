@@ -86,7 +86,8 @@ stand still for ever."""
 World = tuple[str, str]
 """(tenant_id, world_instance_id)"""
 Advance = Callable[[int], None]
-"""Told how many events were folded since it was last told."""
+"""Told how many offsets of the events topic were read since it was last told (its events,
+and the markers of a transactional producer's commits, which take offsets too)."""
 
 
 class RebuildFailed(Exception):
@@ -374,15 +375,18 @@ class Folder:
         stall_seconds: float = STALL_SECONDS,
     ) -> None:
         """Read each partition from its first offset to its end (as of the start); raises
-        `RebuildFailed` when no event comes for `stall_seconds` while some are left."""
+        `RebuildFailed` when no event comes for `stall_seconds` while some are left. A partition
+        is done once the consumer's position reaches its end: a transactional producer's commit
+        marker takes the last offset, and no consumer is ever given it."""
         remaining = {
             TopicPartition(topic, partition): end
             for partition, (first, end) in spans.items()
             if end > first
         }
+        read = {tp: spans[tp.partition][0] for tp in remaining}
         consumer.assign(list(remaining))
-        for tp in remaining:
-            consumer.seek(tp, spans[tp.partition][0])
+        for tp, first in read.items():
+            consumer.seek(tp, first)
         last_fetched = time.monotonic()
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)
@@ -393,14 +397,14 @@ class Folder:
                 )
             for tp, records in batch.items():
                 end = remaining.get(tp)
-                if end is None:
-                    continue
-                taken = [record for record in records if record.offset < end]
-                for record in taken:
-                    if wanted(record, world):
+                for record in records if end is not None else ():
+                    if record.offset < end and wanted(record, world):
                         await self.take(record)
-                advance(len(taken))
-                if taken and taken[-1].offset >= end - 1:
+            for tp, end in list(remaining.items()):
+                reached = min(await consumer.position(tp), end)
+                advance(reached - read[tp])
+                read[tp] = reached
+                if reached == end:
                     del remaining[tp]
             if any(batch.values()):  # from the end of their folding: it may wait on a model
                 last_fetched = time.monotonic()

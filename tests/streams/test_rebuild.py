@@ -19,13 +19,16 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from rocksdict import Rdict
 
+from projections.digest import world_digest
 from projections.policy import policy_key
 from projections.projector import Projector
 from streams.dev import apache_kafka
 from streams.judging import Judge, JudgementLog, MemoryTopic
+from streams.kafka_clients import kafka_options
 from streams.publish import send_one
 from streams.rebuild import Folder, RebuildFailed, events_to_fold
 from streams.rebuild import rebuild as rebuild_into
+from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.topics import changelog_topic, ensure_topics
 from tests.properties.worlds import SeededChoices, Shape, draw_history
@@ -361,3 +364,41 @@ def test_a_rebuild_of_a_world_the_events_never_name_stops_and_leaves_no_changelo
         time.sleep(0.2)
     assert changelog_topic(target) not in topics_on(settings)
     assert not target.data_dir.exists() or not any(target.data_dir.iterdir())
+
+
+def test_a_rebuild_of_events_a_transactional_producer_wrote_ends_on_their_digest(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A game backend writing its events exactly once (a transactional producer) ends each
+    partition with a commit marker, which takes the last offset and is never given to a
+    consumer: the rebuild waited for it until it stalled, and failed at every try. It ends as
+    soon as its consumer's position reaches each end, its progress told of every offset."""
+    asyncio.run(ensure_topics(settings))
+    events = [event("save-1", seq) for seq in (1, 2, 3)]
+
+    async def send_in_a_transaction() -> None:
+        producer = AIOKafkaProducer(**kafka_options(settings), transactional_id="game-backend")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in events:
+                    await producer.send(settings.topics.events, orjson.dumps(value), key=b"save-1")
+        finally:
+            await producer.stop()
+
+    asyncio.run(send_in_a_transaction())
+    target = settings.model_copy(
+        update={"app_id": f"{settings.app_id}-txn", "data_dir": tmp_path / "txn"}
+    )
+    totals: list[int] = []
+    advanced: list[int] = []
+    rebuilt = asyncio.run(
+        rebuild_into(
+            settings, target, on_total=totals.append, advance=advanced.append, stall_seconds=20
+        )
+    )
+    assert rebuilt.events == len(events)
+    assert totals == [len(events) + 1] and sum(advanced) == totals[0]  # the marker: one offset
+    replayed = replay_lines([orjson.dumps(value) for value in events])
+    digest = world_digest(replayed.state, "default", "save-1")
+    assert rebuilt.digests == {("default", "save-1"): digest}
