@@ -29,9 +29,13 @@ def most_record_bytes(batch_bytes: int) -> int:
     record batches of `batch_bytes` (`RUMOURMILL_CHANGELOG_BATCH_BYTES`): alone in a batch, it
     must fit what the topic takes, and what the worker's producer sends (`MOST_RECORD_BYTES`).
     81,819 at the least setting (16,384), 999,899 at the default."""
-    return (
-        min(batch_bytes + CHANGELOG_HEADROOM, MOST_RECORD_BYTES) - BATCH_OVERHEAD - RECORD_OVERHEAD
-    )
+    return changelog_message_bytes(batch_bytes) - BATCH_OVERHEAD - RECORD_OVERHEAD
+
+
+def changelog_message_bytes(batch_bytes: int) -> int:
+    """The largest message the state changelog must take with record batches of `batch_bytes`:
+    one of them, or one record alone up to `most_record_bytes`, with its batch's overheads."""
+    return max(batch_bytes, min(batch_bytes + CHANGELOG_HEADROOM, MOST_RECORD_BYTES))
 
 
 class TooLarge(Exception):

@@ -17,6 +17,7 @@ from aiokafka.errors import (
     for_code,
 )
 
+from projections.record_bounds import changelog_message_bytes
 from streams.changelog import topic_config
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
@@ -212,17 +213,21 @@ def retention_warning(topic: str, configs: Mapping[str, str]) -> str | None:
 def check_changelog_limit(configs: Mapping[str, str], settings: Settings) -> None:
     """Raise `ChangelogLimitTooLow` when the state changelog's `max.message.bytes` (in
     `configs`) is under what the settings' changelog batches need: a batch is at most
-    `RUMOURMILL_CHANGELOG_BATCH_BYTES`, overheads counted (`streams.changelog`). A topic made
-    without the limit a new one gets (the broker's default, 1,048,588, by a release before or
-    by Faust) takes the default 1,000,000; the fix suggested is what a new topic is made with."""
+    `RUMOURMILL_CHANGELOG_BATCH_BYTES`, and one record alone may take up to 64 KiB more
+    (`projections.record_bounds`; compared with the batch alone, a setting raised by less than
+    that since the topic was made passed, and the broker refused such a record, the worker
+    stopping on it at every restart). A topic made without the limit a new one gets (the
+    broker's default, 1,048,588, by a release before or by Faust) takes the default 1,000,000;
+    the fix suggested is what a new topic is made with."""
     limit = int(configs[MAX_MESSAGE_BYTES])
-    if limit < settings.changelog_batch_bytes:
+    needed = changelog_message_bytes(settings.changelog_batch_bytes)
+    if limit < needed:
         topic = changelog_topic(settings)
         suggested = topic_config(settings.changelog_batch_bytes)[MAX_MESSAGE_BYTES]
         raise ChangelogLimitTooLow(
             f"the state changelog {topic!r} takes messages of at most {limit} bytes "
-            f"(max.message.bytes), under RUMOURMILL_CHANGELOG_BATCH_BYTES="
-            f"{settings.changelog_batch_bytes}: raise it with `kafka-configs.sh "
+            f"(max.message.bytes), under the {needed} that RUMOURMILL_CHANGELOG_BATCH_BYTES="
+            f"{settings.changelog_batch_bytes} needs: raise it with `kafka-configs.sh "
             f"--bootstrap-server {settings.bootstrap} --alter --entity-type topics "
             f"--entity-name {topic} --add-config {MAX_MESSAGE_BYTES}={suggested}`, or lower the "
             "setting"

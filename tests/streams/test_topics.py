@@ -116,20 +116,25 @@ def test_topics_the_broker_will_not_create_stop_a_publish_and_a_worker_saying_wh
     assert settings.topics.events not in topics_on(settings)
 
 
+@pytest.mark.parametrize(("batch_bytes", "needed"), [(1_000_000, 1_000_000), (150_000, 215_536)])
 def test_a_changelog_made_for_smaller_batches_stops_a_worker_naming_the_setting(
-    settings: Settings,
+    settings: Settings, batch_bytes: int, needed: int
 ) -> None:
     """The changelog was made while RUMOURMILL_CHANGELOG_BATCH_BYTES was 100000, and the setting
-    raised since: the broker would refuse the larger batches, and the worker stop on each at
+    raised since: the broker would refuse the larger batches, or a record alone up to 64 KiB
+    over a batch (raised by less than that, the setting passed), and the worker stop on each at
     every restart. It stops before it starts, saying how to raise the topic's limit."""
     create_topic(settings, changelog_topic(settings), settings.partitions, topic_config(100_000))
-    worker = run_command(settings, "worker")
+    raised = settings.model_copy(
+        update={"changelog_batch_bytes": batch_bytes, "max_event_bytes": 64 * 1024}
+    )
+    worker = run_command(raised, "worker")
     assert worker.returncode == 1
     topic = changelog_topic(settings)
     assert stopped_saying(worker) == (
         f"Error: the state changelog {topic!r} takes messages of at most 165536 bytes "
-        "(max.message.bytes), under RUMOURMILL_CHANGELOG_BATCH_BYTES=1000000: raise it "
-        f"with `kafka-configs.sh --bootstrap-server {settings.bootstrap} --alter --entity-type "
-        f"topics --entity-name {topic} --add-config max.message.bytes=1065536`, or lower the "
-        "setting"
+        f"(max.message.bytes), under the {needed} that RUMOURMILL_CHANGELOG_BATCH_BYTES="
+        f"{batch_bytes} needs: raise it with `kafka-configs.sh --bootstrap-server "
+        f"{settings.bootstrap} --alter --entity-type topics --entity-name {topic} --add-config "
+        f"max.message.bytes={batch_bytes + 65536}`, or lower the setting"
     )
