@@ -73,6 +73,16 @@ def deletes_tenant(value: bytes) -> bool:
     return isinstance(document, dict) and document.get("key") == TENANT_DELETED
 
 
+def world_acked(ack: Ack, value: bytes) -> tuple[str, str] | None:
+    """The tenant and the world `ack` tells of, given the bytes of the message acked: None for
+    an ack naming no world, and for a tenant's deletion (its world `*` is no world, unless a
+    world is called so: `deletes_tenant`)."""
+    tenant, world = ack.tenant_id, ack.world_instance_id
+    if tenant is None or world is None or (world == ANY and deletes_tenant(value)):
+        return None
+    return tenant, world
+
+
 def delete(tx: StateTransaction, event: Event, offset: int) -> Intake:
     """Remove what the deletion event names (given at source `offset`); its ack says how much
     went, and the keys of the judgements removed are the judgements topic's to tombstone."""

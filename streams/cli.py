@@ -399,14 +399,8 @@ def world() -> None:
 @click.option("--tenant", default="default", show_default=True)
 @_topic_options
 def world_delete(world_id: str, tenant: str, **flags: Any) -> None:
-    """Publish `world.deleted`: everything of the world goes, persistent memories included."""
-    from projections.deletion import ANY
-
-    if world_id == ANY:
-        raise click.ClickException(
-            f"bad deletion: world_instance_id {ANY!r} names no world (to delete every world of "
-            "a tenant: `rumourmill tenant delete`); nothing published"
-        )
+    """Publish `world.deleted`: everything of the world goes, persistent memories included (a
+    world called `*` too: its key tells a tenant's deletion apart)."""
     _publish_deletion(tenant, world_id, flags)
 
 

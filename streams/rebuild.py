@@ -38,7 +38,7 @@ from rich.progress import (
 from rich.text import Text
 from rocksdict import Rdict
 
-from projections.deletion import ANY, deletes_tenant
+from projections.deletion import deletes_tenant, world_acked
 from projections.delivery import SourceMessage, identity_of
 from projections.digest import world_digest
 from projections.migrations import upgrade
@@ -437,11 +437,8 @@ class Folder:
         self.stored_judgements.difference_update(stored)
         self.events += 1
         for ack in intake.acks:
-            world = ack.world_instance_id
-            if ack.tenant_id is None or world is None:
-                continue
-            if world != ANY or not deletes_tenant(message.value):  # a world called `*` too
-                self.worlds.add((ack.tenant_id, world))
+            if (acked := world_acked(ack, message.value)) is not None:
+                self.worlds.add(acked)
         writes.end_event()
         if self.events % BATCH_EVENTS == 0:
             await self.send()

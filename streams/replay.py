@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from projections.deletion import world_acked
 from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage, explain, world_key
 from projections.digest import world_digest
 from projections.intake import DEFAULT_MAX_EVENT_BYTES
@@ -45,8 +46,8 @@ class Replay:
                 self.rejected.append((message.offset, ack))
             if ack.refused_judgements or ack.more_refused_judgements:
                 self.refusals.append(ack)
-            if ack.tenant_id is not None and ack.world_instance_id is not None:
-                self.worlds.add((ack.tenant_id, ack.world_instance_id))
+            if (acked := world_acked(ack, message.value)) is not None:
+                self.worlds.add(acked)
 
     def finish(self) -> Replay:
         """Digest every world an ack named."""

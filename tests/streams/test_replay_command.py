@@ -95,6 +95,21 @@ def test_a_story_of_two_worlds_prints_a_digest_for_each(tmp_path: Path) -> None:
     assert digests["default/save-2"] != digests["default/save-1"]  # the world id is in every key
 
 
+def test_a_tenants_deletion_prints_a_digest_for_no_world_but_a_world_called_star_has_one(
+    tmp_path: Path,
+) -> None:
+    """A tenant's deletion is acked naming the world `*`: no world of that name was folded, and
+    the replay printed a digest for it (rebuild does not); a world called `*` has its own."""
+    deleted = orjson.dumps(
+        {"world_instance_id": "*", "timeline_id": "*", "seq": 1, "key": "tenant.deleted"}
+    )
+    counts, digests = replay(story(tmp_path, [*LINES, deleted]))
+    assert counts == {"processed": 7}
+    assert sorted(digests) == ["default/save-1"]
+    starred = [line.replace(b'"save-1"', b'"*"') for line in LINES]
+    assert sorted(replay(story(tmp_path, starred, "starred.ndjson"))[1]) == ["default/*"]
+
+
 def test_a_missing_file_is_refused_by_name(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["replay", str(tmp_path / "nowhere.ndjson")])
     assert result.exit_code == 2
