@@ -75,6 +75,21 @@ class Stalls:
             del self.progress[tp]
 
 
+async def only_markers_left(consumer: RewindingConsumer, tp: TP, committed: int, end: int) -> bool:
+    """Whether the offsets of `tp` from `committed` to `end` hold no event: the consumer has
+    been handed every record up to the end, and committed all it was handed. A transactional
+    producer's commit marker takes an offset, and no consumer is given it: past the last
+    event of a transaction, the partition looked one event short of its end, and was reported
+    standing still every `STALL_SECONDS`, for as long as no other event came."""
+    if committed >= end:
+        return False
+    read = cast(Mapping[TP, int | None], consumer._read_offset).get(tp)
+    if read is not None and read >= committed:
+        return False
+    position = await consumer.position(tp)
+    return position is not None and position >= end
+
+
 class ProgressWatch:
     """Reports a rebalance that does not end, and assigned partitions of `topic` that stand
     still with events waiting."""
@@ -114,6 +129,8 @@ class ProgressWatch:
                 continue
             offset = committed.get(tp)
             start = self.starts.get(tp, 0)
+            if offset is not None and await only_markers_left(consumer, tp, offset, end):
+                end = offset
             if still := self.stalls.observe(now, tp, offset, start, end):
                 log.warning(
                     "partition %d of %s: %d event(s) waiting, nothing committed for %.0f s "

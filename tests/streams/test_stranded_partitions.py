@@ -17,7 +17,7 @@ from faust.types import TP, Message
 
 from streams.app import create_app
 from streams.kafka_consumer import RewindingConsumer
-from streams.progress_watch import ProgressWatch, Stalls
+from streams.progress_watch import ProgressWatch, Stalls, only_markers_left
 from streams.settings import Settings
 
 EVENTS = TP("events", 0)
@@ -156,6 +156,36 @@ def test_a_never_committed_partition_counts_from_its_log_start() -> None:
     assert stalls.observe(31, EVENTS, None, 40, 40) == 0.0  # nothing past its start
     assert stalls.observe(32, EVENTS, None, 40, 41) == 0.0
     assert stalls.observe(62, EVENTS, None, 40, 41) == 31  # since it last had nothing waiting
+
+
+@pytest.mark.parametrize(
+    ("read", "position", "left"),
+    [
+        (99, 101, True),  # handed the event at 99, committed it, and the marker at 100 passed
+        (None, 101, True),  # since a restart at 100, handed nothing, and the fetch passed 100
+        (99, 100, False),  # not fetched to the end: what lies at 100 is not known
+        (100, 101, False),  # handed the event at 100, not committed yet
+    ],
+)
+def test_a_transactions_commit_marker_is_not_an_event_waiting(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    read: int | None,
+    position: int,
+    left: bool,
+) -> None:
+    """Committed at 100 with the log's end at 101: the offset left is a transactional
+    producer's commit marker, which no consumer is given, once the consumer has been handed
+    everything to the end and committed all of it."""
+    consumer = consumer_of(settings)
+
+    async def fetched_to(tp: TP) -> int:
+        return position
+
+    monkeypatch.setattr(consumer, "position", fetched_to)
+    consumer._read_offset[EVENTS] = read
+    assert asyncio.run(only_markers_left(consumer, EVENTS, 100, 101)) is left
+    assert asyncio.run(only_markers_left(consumer, EVENTS, 101, 101)) is False
 
 
 def test_a_stalled_partition_is_described_with_the_consumer_and_recovery_state(
