@@ -588,7 +588,8 @@ ANSWERS_NOW = "it answers as the state stands now"
 
 
 class Timeline(WorldRead):
-    """Positions and branch point of one timeline."""
+    """Positions and branch point of one timeline: its `processed_seq` what it has reached, as
+    acks and reads tell it (a branch waiting for its branch point has not reached it)."""
 
     without_as_of = ANSWERS_NOW
 
@@ -597,7 +598,8 @@ class Timeline(WorldRead):
         record = timelines.load(scope.tx, scope.tenant_id, scope.world_id, timeline_id)
         if record is None:
             raise timeline_never_seen(scope.tenant_id, scope.world_id, timeline_id)
-        return record.model_dump(mode="json")
+        reached = timelines.reached_seq(scope.tx, record)
+        return record.model_dump(mode="json") | {"processed_seq": reached}
 
 
 class Digest(WorldRead):

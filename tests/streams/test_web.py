@@ -364,6 +364,24 @@ LARGE_WORLD_KEYS = 2_500_000
 took 2 to 2.5 s on 2 shared cores)."""
 
 
+def test_a_branch_waiting_for_its_branch_point_has_reached_what_its_parent_has() -> None:
+    """Branched after seq 3 of a main that has only seq 1: the stored record placed the branch
+    at 3, and the route said so (`processed_seq` 3), where its acks and every read say 1."""
+
+    def line(timeline: str, seq: int, **fields: Any) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": "x"}
+        return orjson.dumps(event | fields)
+
+    branch = {"parent_timeline_id": "main", "after_seq": 3}
+    replayed = replay_lines([line("main", 1), line("load", 4, branch=branch)])
+    [(status, timeline)] = serve(
+        MemoryReads(replayed.state), ("/v2/timelines/load?world_instance_id=w", {})
+    )
+    assert status == 200
+    assert (timeline["after_seq"], timeline["waiting_for_parent"]) == (3, True)
+    assert timeline["processed_seq"] == 1
+
+
 def test_a_digest_of_a_large_world_leaves_the_worker_answering_meanwhile(tmp_path: Path) -> None:
     """The digest reads every key of its world: made on the event loop, every read and event
     of every tenant on the worker waited for it. It reads what the state held when it was
