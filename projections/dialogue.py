@@ -158,6 +158,8 @@ def record_dialogue(
     """Keep the event's line in its scopes, or a summary for its scope. Returns why an event
     that asked for something was not recorded (for its ack), else None."""
     if event.key == DIALOGUE_SUMMARISED:
+        if not policy.enabled:
+            return "dialogue summary not recorded: memory.dialogue.enabled is false in this world"
         return _record_summary(tx, event, ancestry)
     turn = turn_of(tx, event, ancestry, declarations, policy)
     if turn is None:

@@ -33,7 +33,9 @@ class Talk:
 
     def __init__(self) -> None:
         self.state = MemoryState()
-        self.projector = Projector()
+        self.policy = resolve(None, {})
+        """The policy of the world (every event takes it as it stands)."""
+        self.projector = Projector(lambda tenant, world: self.policy)
         self.offset = 0
         self.seq: dict[str, int] = {}
         self.acks: list[dict[str, Any]] = []
@@ -312,6 +314,23 @@ def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() ->
     gone = talk.read(minute=2 + 24 * 60)["player"]
     assert gone["turns"] == [] and gone["summary"] == "Asked about the son."
     assert talk.read(minute=3)["place"]["summary"] is None  # the place scope has none
+
+
+def test_a_summary_sent_while_dialogue_is_off_records_nothing() -> None:
+    """`memory.dialogue.enabled: false` captures nothing: a scope that had turns while it was
+    on took a summary sent after it was turned off, and the read (a decision's too) showed it."""
+    talk = Talk()
+    talk.player("hello")
+    talk.policy = resolve(None, {"memory": {"dialogue": {"enabled": False}}})
+    talk.player("said while off")
+    talk.summarise("p1 confessed to the murder", categories=["crime"])
+    assert talk.acks[-1]["outcome"] == "processed"
+    assert talk.acks[-1]["reason"] == (
+        "dialogue summary not recorded: memory.dialogue.enabled is false in this world"
+    )
+    talk.policy = resolve(None, {})
+    read = talk.read()["player"]
+    assert (texts(read), read["summary"]) == (["hello"], None)
 
 
 def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothing() -> None:
