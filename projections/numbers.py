@@ -17,5 +17,6 @@ def decimal(number: float) -> Decimal:
 
 
 def hundredths(exact: Decimal) -> float:
-    """`exact` to two decimals, halves up."""
-    return float(exact.quantize(_HUNDREDTHS, rounding=ROUND_HALF_UP))
+    """`exact` to two decimals, halves up; never -0.0 (a model's feeling of -0.004 was kept and
+    served as `-0.0`, which no rule writes)."""
+    return float(exact.quantize(_HUNDREDTHS, rounding=ROUND_HALF_UP)) + 0.0

@@ -111,6 +111,14 @@ def test_in_model_mode_each_memory_feels_as_the_model_judged_it() -> None:
     assert by_rules.beliefs == [by_rules.beliefs[0]]  # the rules' mild words formed none
 
 
+def test_a_model_feeling_just_under_zero_reads_zero() -> None:
+    with scripted_model() as model:
+        model.feeling = -0.004
+        replay = judged(model_policy(), model.url)
+    read = runtime_read(replay.state, *WORLD, "main", "npc-mara").to_json()
+    assert b'"feeling":0.0' in read and b"-0.0" not in read
+
+
 def test_in_model_mode_the_model_retells_rumours(model_server: ScriptedModel) -> None:
     replay = judged(model_policy(spreading={"enabled": True}), model_server.url)
     tomas = runtime_read(replay.state, *WORLD, "main", "npc-tomas")
