@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from projections.deletion import incarnation
 from projections.judgements import Judging, recorded_answer
 from projections.state import StateTransaction
+from projections.timelines import Ancestry, sees
 from schemas.judgements import SummaryAnswer
 
 TokenCounter = Callable[[str], int]
@@ -148,13 +149,21 @@ class Summaries(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RecordedSummaries:
-    """The summaries the model made as the parts closed, as recorded in a world's state."""
+    """The summaries the model made as the parts closed, as recorded in a world's state, for
+    a timeline of `ancestry`: a part's summary is taken only where the timeline holds the
+    event that closed it (its own, or an ancestor's before the branch point). Elsewhere its
+    last record is a persistent memory of another timeline, and the records before it are
+    this timeline's, not those the model summarised: a chapter on `main` showed the summary
+    made on a branch, naming what only the branch's characters had heard."""
 
     tx: StateTransaction
     tenant_id: str
     world_id: str
+    ancestry: Ancestry
 
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
+        if not sees(self.ancestry, part.timeline_id, part.to_seq):
+            return None
         life = incarnation(self.tx, self.tenant_id, self.world_id)
         position = (self.tenant_id, self.world_id, part.timeline_id, part.to_seq, life)
         answer = recorded_answer(self.tx, position, (part.npc_id, part.name, "summary"))

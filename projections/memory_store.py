@@ -47,7 +47,7 @@ from projections.key_prefixes import (
 from projections.keys import pack, pack_scope, unpack
 from projections.rumour_rules import is_news
 from projections.state import StateTransaction
-from projections.timelines import Ancestry, Segment
+from projections.timelines import Ancestry, Segment, sees
 from projections.versions import read_through
 from schemas import MAX_SEQ, Event
 from schemas.memory import Memory
@@ -403,7 +403,7 @@ def visible(memory: Memory, keys: MemoryKeys, ancestry: Ancestry) -> bool:
     there, as `scopes` does; an event sees them all)."""
     if memory.persistent:
         return memory.seq <= keys.persistent_upto
-    return any(s.timeline_id == memory.timeline_id and memory.seq <= s.upto_seq for s in ancestry)
+    return sees(ancestry, memory.timeline_id, memory.seq)
 
 
 def ever_learned(

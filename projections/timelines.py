@@ -29,6 +29,12 @@ class Segment:
 Ancestry = tuple[Segment, ...]
 
 
+def sees(ancestry: Ancestry, timeline_id: str, seq: int) -> bool:
+    """Whether a timeline of this ancestry holds position `seq` of `timeline_id`: one of its
+    own, or an ancestor's up to the branch point."""
+    return any(s.timeline_id == timeline_id and seq <= s.upto_seq for s in ancestry)
+
+
 def timeline_key(tenant_id: str, world_id: str, timeline_id: str) -> bytes:
     return pack_scope(TIMELINES, tenant_id, world_id, timeline_id)
 

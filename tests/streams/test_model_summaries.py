@@ -23,7 +23,7 @@ from streams.model_client import ModelClient
 from streams.replay import Replay, replay_judged, replay_lines
 from streams.tokens import wordllama_tokens
 from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
-from tests.projections.test_chronicle import lines
+from tests.projections.test_chronicle import line_text, lines, said, words
 
 SHORT_CHAPTERS: dict[str, Any] = {
     "memory": {
@@ -164,3 +164,51 @@ def test_without_a_model_no_summary_is_asked_and_none_is_refused() -> None:
     replay = judged(None, MemoryTopic())
     assert replay.refusals == []  # the rules summariser is the norm, not a fallback
     assert chronicle(replay) == rules_chronicle()
+
+
+def test_a_chapter_closed_by_another_timelines_persistent_memory_is_not_its_summary() -> None:
+    """Branched after seq 14, `b` hears a secret at 15 where `main` hears a greeting; a line
+    Mara keeps as persistent knowledge at `b`'s 16 closes a chapter 1-16 on both timelines.
+    The model summarised `b`'s chapter, and `main`'s chapter (its own seq 15 in it) showed
+    that summary, naming the secret only `b` heard; the rules summarise `main`'s now."""
+    policy = resolve(None, {"memory": {"persistent": {"kinds": ["knowledge"]}}})
+
+    def heard(seq: int, timeline: str, actor: str, key: str, **fields: Any) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": key}
+        return orjson.dumps(
+            event | {"actor": actor, "target": "npc-mara", "location": "loc-inn"} | fields
+        )
+
+    story = [said(seq, line_text(seq)) for seq in range(1, 15)]
+    story.append(heard(15, "main", "npc-ilse", "npc.greeted"))
+    branch = {"parent_timeline_id": "main", "after_seq": 14}
+    story.append(heard(15, "b", "npc-bruno", "npc.whispered-secretplan", branch=branch))
+    story.append(said(16, line_text(16), timeline="b"))
+
+    async def run(url: str) -> Replay:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        topic = MemoryTopic()
+        try:
+            return await replay_judged(
+                story,
+                Projector(lambda tenant, world: policy, count=words),
+                Judge(client, JudgementLog(topic.read, topic.send)),
+            )
+        finally:
+            await client.close()
+
+    with scripted_model() as model:
+        replay = asyncio.run(run(model.url))
+
+    def chapters(timeline: str) -> list[dict[str, Any]]:
+        read = chronicle_read(
+            replay.state, "default", "w", timeline, "npc-mara", policy.memory.chronicle, words
+        )
+        found: list[dict[str, Any]] = orjson.loads(orjson.dumps(read))["chapters"]
+        return found
+
+    [on_b] = chapters("b")
+    [on_main] = chapters("main")
+    assert (on_b["from_seq"], on_b["to_seq"]) == (on_main["from_seq"], on_main["to_seq"]) == (1, 16)
+    assert on_b["summarised_by"] == "model" and "npc-bruno" in on_b["text"]
+    assert on_main["summarised_by"] == "rules" and "npc-bruno" not in on_main["text"]
