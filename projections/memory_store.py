@@ -564,7 +564,7 @@ def store_memories(
             newest = islice(tx.scan(news, reverse=True), NEWS_HEAD_ENTRIES)
             tx.put(head, news_head(key[len(news) :] for key, _ in newest))
         else:
-            tx.put(head, news_head([*entries, *head_entries(kept_head)]))
+            tx.put(head, with_news(kept_head, entries))
 
 
 def memory_lookups(tenant: str, world: str, memory: Memory) -> list[tuple[bytes, bytes]]:
@@ -585,6 +585,21 @@ def news_head(entries: Iterable[bytes]) -> bytes:
     and belief id that end a news index key), newest first, each after its length (2 bytes)."""
     newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
     return b"".join([_length(len(entry)) + entry for entry in newest])
+
+
+def with_news(head: bytes, entries: list[bytes]) -> bytes:
+    """The `news_head` of `entries` and those `head` holds. An event's news is mostly newer
+    than all the head holds (its position is past theirs): it goes before the newest the head
+    holds, kept as stored, not read apart and put together again (each listener of a rumour
+    has its head moved)."""
+    newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
+    if not head or newest[-1] <= head[2 : 2 + (head[0] << 8 | head[1])]:
+        return news_head([*entries, *head_entries(head)])  # among them (an event applied again)
+    end, kept = 0, len(newest)
+    while end < len(head) and kept < NEWS_HEAD_ENTRIES:
+        end += 2 + (head[end] << 8 | head[end + 1])
+        kept += 1
+    return news_head(newest) + head[:end]
 
 
 def head_entries(head: bytes) -> list[bytes]:

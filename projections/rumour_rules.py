@@ -49,7 +49,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import MAX_HOPS, memory_at
+from projections.memories import MAX_HOPS, is_persistent, memory_at
 from projections.weighing import Weights, told_of, weigh
 from projections.wording import retell
 from schemas import EntityDeclaration, Event
@@ -313,6 +313,26 @@ def retold_from(
         origin=memory.origin,
         lineage=told.lineage,
         verdict=memory.verdict,  # travels as it is, as the origin does
+    )
+
+
+def retold_alike(
+    told: Retelling, first: Memory, listener: str, at: Event, policy: Policy, catalogue: Catalogued
+) -> Memory:
+    """`retold_from` for another listener of the retelling `first` was made of at the same
+    event: undistorted, each listener's rumour is `first`'s but for its id, its character and
+    whether the policy keeps it for the whole world, so it is made from `first`'s fields (a
+    group exchange tells one memory to dozens of listeners)."""
+    if policy.memory.spreading.distortion:  # each listener hears its own words
+        return retold_from(told, listener, at, policy, catalogue)
+    return trusted(  # the same fields, in the same order: the same bytes stored
+        Memory,
+        {
+            **first.__dict__,
+            "belief_id": rumour_id(at, listener, first.origin),
+            "persistent": is_persistent(listener, "knowledge", policy),
+            "character_id": listener,
+        },
     )
 
 

@@ -40,6 +40,7 @@ from projections.rumour_rules import (
     meetings,
     passed_at_meeting,
     retelling,
+    retold_alike,
     retold_from,
 )
 from projections.state import StateTransaction
@@ -69,7 +70,9 @@ class Spreading:
     """(character, origin): news the character learned before and holds no more."""
     minds: dict[tuple[str, int, int], list[Memory]] = field(default_factory=dict)
     learned: dict[str, LearnedScopes] = field(default_factory=dict)
-    retellings: dict[tuple[str, str], Retelling] = field(default_factory=dict)
+    retellings: dict[tuple[str, str], tuple[Retelling, Memory]] = field(default_factory=dict)
+    """(teller, belief id) -> the teller's retelling of the memory, and the first rumour made
+    of it at the event (the others are made alike: `retold_alike`)."""
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether `character` holds the news, told at this event included (read once: several
@@ -93,13 +96,20 @@ class Spreading:
 
     def mind(self, character: str, count: int, within: int) -> list[Memory]:
         """A teller's newest `count` pieces of news it still holds, as it holds them, looked for
-        among its newest `within`, as they stood before the event (read once per event)."""
+        among its newest `within`, as they stood before the event (read once per event).
+
+        The character knows what it holds (`knows`: held is held however sure), so met again as
+        a listener it is not asked again: at a meeting each is both, and asking whether a
+        listener still holds news it learned scans the memories of the news."""
         key = (character, count, within)
         found = self.minds.get(key)
         if found is None:
             found = self.minds[key] = newest_news(
                 self.tx, self.keys, self.ancestry, character, count, self.held, within
             )
+            known = self.known
+            for memory in found:
+                known[(character, memory.origin)] = True
         return found
 
     def newest_of(self, members: list[str], depth: int) -> dict[str, list[Memory]]:
@@ -111,12 +121,14 @@ class Spreading:
         return held_at(self.tx, self.keys, self.ancestry, memory, self.now, self.policy)
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
-        told = self.retellings.get((teller, memory.belief_id))
-        if told is None:  # once per teller's memory: a group exchange tells it to dozens
-            told = self.retellings[(teller, memory.belief_id)] = retelling(
-                memory, teller, self.policy
-            )
-        rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
+        made = self.retellings.get((teller, memory.belief_id))
+        if made is None:  # once per teller's memory: a group exchange tells it to dozens
+            told = retelling(memory, teller, self.policy)
+            rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
+            self.retellings[(teller, memory.belief_id)] = (told, rumour)
+        else:
+            told, first = made
+            rumour = retold_alike(told, first, listener, self.event, self.policy, self.catalogue)
         self.heard.append(self.judged.retelling(rumour, memory, teller))
         self.known[(listener, memory.origin)] = True
 
