@@ -418,28 +418,41 @@ def ever_learned(
     return ever_learned_in(tx, learned_scopes(keys, ancestry, character), origin)
 
 
-LearnedScopes = list[tuple[bytes, int]]
-"""Where a character's first learning of each origin is kept: each scope's key prefix, and the
-last position of the scope the timeline sees."""
+LearnedScopes = list[tuple[bytes, int, str]]
+"""Where a character's first learning of each origin is kept: each scope's key prefix, the
+last position of the scope the timeline sees, and the scope (a timeline id, or the persistent
+scope)."""
 
 
 def learned_scopes(keys: MemoryKeys, ancestry: Ancestry, character: str) -> LearnedScopes:
     """The character's `LearnedScopes` on the timeline (packed once for the many origins a
     listener is offered at one event)."""
     return [
-        (keys.scoped(ORIGINS, segment.timeline_id, character), segment.upto_seq)
+        (
+            keys.scoped(ORIGINS, segment.timeline_id, character),
+            segment.upto_seq,
+            segment.timeline_id,
+        )
         for segment in scopes(keys, ancestry)
     ]
 
 
 def ever_learned_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
     """`ever_learned`, given the character's `learned_scopes`."""
+    return first_learned_in(tx, learned, origin) is not None
+
+
+def first_learned_in(
+    tx: StateTransaction, learned: LearnedScopes, origin: str
+) -> tuple[str, int] | None:
+    """The scope and the first position the character learned the origin at there, of the
+    first of its `learned_scopes` that saw it learned; None if it never learned it."""
     suffix = pack(origin)
-    for prefix, upto_seq in learned:
+    for prefix, upto_seq, scope in learned:
         first = tx.get(prefix + suffix)
-        if first is not None and int.from_bytes(first, "big") <= upto_seq:
-            return True
-    return False
+        if first is not None and (position := int.from_bytes(first, "big")) <= upto_seq:
+            return scope, position
+    return None
 
 
 def memories_of_origin(

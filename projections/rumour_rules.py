@@ -340,9 +340,16 @@ def rumour_id(at: Event, listener: str, origin: str) -> str:
     """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
     (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
     """
-    key = _rumour_position(at.tenant_id, at.world_instance_id, at.timeline_id, at.seq) + pack(
-        listener, origin
+    return rumour_id_at(
+        at.tenant_id, at.world_instance_id, at.timeline_id, at.seq, listener, origin
     )
+
+
+def rumour_id_at(
+    tenant_id: str, world_id: str, timeline_id: str, seq: int, listener: str, origin: str
+) -> str:
+    """`rumour_id` of a position: what a listener heard there is found by it again."""
+    key = _rumour_position(tenant_id, world_id, timeline_id, seq) + pack(listener, origin)
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
 

@@ -25,10 +25,12 @@ from projections.key_prefixes import GROUP_EXCHANGE_HEADS, GROUP_EXCHANGES
 from projections.keys import pack_scope
 from projections.knowing import held_at, holds_news_of, minute_held_at
 from projections.memory_store import (
+    PERSISTENT_SCOPE,
     LearnedScopes,
     MemoryKeys,
-    ever_learned_in,
+    first_learned_in,
     learned_scopes,
+    load_memory,
     newest_news,
 )
 from projections.rumour_rules import (
@@ -37,11 +39,13 @@ from projections.rumour_rules import (
     group_exchange,
     group_interval,
     groups,
+    is_news,
     meetings,
     passed_at_meeting,
     retelling,
     retold_alike,
     retold_from,
+    rumour_id_at,
 )
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -85,14 +89,33 @@ class Spreading:
                 learned = self.learned[character] = learned_scopes(
                     self.keys, self.ancestry, character
                 )
-            found = ever_learned_in(self.tx, learned, origin)
-            if found and not holds_news_of(
-                self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
-            ):
-                found = False
+            first = first_learned_in(self.tx, learned, origin)
+            found = first is not None and (
+                self.holds_heard(character, origin, *first)
+                or holds_news_of(
+                    self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
+                )
+            )
+            if first is not None and not found:
                 self.forgotten.add(pair)
             self.known[pair] = found
         return found
+
+    def holds_heard(self, character: str, origin: str, scope: str, seq: int) -> bool:
+        """Whether `character` still holds the rumour it heard the news by at `seq` of the
+        timeline `scope` (where it learned the news first), if it learned it so: one point read
+        (news reaches most who know it as a rumour), where finding its memories of the news
+        scans them (`knowing.holds_news_of`, asked when this says no)."""
+        if scope == PERSISTENT_SCOPE:
+            return False  # a persistent rumour keeps the position of its own timeline
+        event = self.event
+        heard = load_memory(
+            self.tx,
+            self.keys,
+            character,
+            rumour_id_at(event.tenant_id, event.world_instance_id, scope, seq, character, origin),
+        )
+        return heard is not None and is_news(heard) and self.held(heard) is not None
 
     def mind(self, character: str, count: int, within: int) -> list[Memory]:
         """A teller's newest `count` pieces of news it still holds, as it holds them, looked for
