@@ -418,28 +418,41 @@ def ever_learned(
     return ever_learned_in(tx, learned_scopes(keys, ancestry, character), origin)
 
 
-LearnedScopes = list[tuple[bytes, int]]
-"""Where a character's first learning of each origin is kept: each scope's key prefix, and the
-last position of the scope the timeline sees."""
+LearnedScopes = list[tuple[bytes, int, str]]
+"""Where a character's first learning of each origin is kept: each scope's key prefix, the
+last position of the scope the timeline sees, and the scope (a timeline id, or the persistent
+scope)."""
 
 
 def learned_scopes(keys: MemoryKeys, ancestry: Ancestry, character: str) -> LearnedScopes:
     """The character's `LearnedScopes` on the timeline (packed once for the many origins a
     listener is offered at one event)."""
     return [
-        (keys.scoped(ORIGINS, segment.timeline_id, character), segment.upto_seq)
+        (
+            keys.scoped(ORIGINS, segment.timeline_id, character),
+            segment.upto_seq,
+            segment.timeline_id,
+        )
         for segment in scopes(keys, ancestry)
     ]
 
 
 def ever_learned_in(tx: StateTransaction, learned: LearnedScopes, origin: str) -> bool:
     """`ever_learned`, given the character's `learned_scopes`."""
+    return first_learned_in(tx, learned, origin) is not None
+
+
+def first_learned_in(
+    tx: StateTransaction, learned: LearnedScopes, origin: str
+) -> tuple[str, int] | None:
+    """The scope and the first position the character learned the origin at there, of the
+    first of its `learned_scopes` that saw it learned; None if it never learned it."""
     suffix = pack(origin)
-    for prefix, upto_seq in learned:
+    for prefix, upto_seq, scope in learned:
         first = tx.get(prefix + suffix)
-        if first is not None and int.from_bytes(first, "big") <= upto_seq:
-            return True
-    return False
+        if first is not None and (position := int.from_bytes(first, "big")) <= upto_seq:
+            return scope, position
+    return None
 
 
 def memories_of_origin(
@@ -564,7 +577,7 @@ def store_memories(
             newest = islice(tx.scan(news, reverse=True), NEWS_HEAD_ENTRIES)
             tx.put(head, news_head(key[len(news) :] for key, _ in newest))
         else:
-            tx.put(head, news_head([*entries, *head_entries(kept_head)]))
+            tx.put(head, with_news(kept_head, entries))
 
 
 def memory_lookups(tenant: str, world: str, memory: Memory) -> list[tuple[bytes, bytes]]:
@@ -585,6 +598,21 @@ def news_head(entries: Iterable[bytes]) -> bytes:
     and belief id that end a news index key), newest first, each after its length (2 bytes)."""
     newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
     return b"".join([_length(len(entry)) + entry for entry in newest])
+
+
+def with_news(head: bytes, entries: list[bytes]) -> bytes:
+    """The `news_head` of `entries` and those `head` holds. An event's news is mostly newer
+    than all the head holds (its position is past theirs): it goes before the newest the head
+    holds, kept as stored, not read apart and put together again (each listener of a rumour
+    has its head moved)."""
+    newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
+    if not head or newest[-1] <= head[2 : 2 + (head[0] << 8 | head[1])]:
+        return news_head([*entries, *head_entries(head)])  # among them (an event applied again)
+    end, kept = 0, len(newest)
+    while end < len(head) and kept < NEWS_HEAD_ENTRIES:
+        end += 2 + (head[end] << 8 | head[end + 1])
+        kept += 1
+    return news_head(newest) + head[:end]
 
 
 def head_entries(head: bytes) -> list[bytes]:

@@ -49,7 +49,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import MAX_HOPS, memory_at
+from projections.memories import MAX_HOPS, is_persistent, memory_at
 from projections.weighing import Weights, told_of, weigh
 from projections.wording import retell
 from schemas import EntityDeclaration, Event
@@ -316,13 +316,40 @@ def retold_from(
     )
 
 
+def retold_alike(
+    told: Retelling, first: Memory, listener: str, at: Event, policy: Policy, catalogue: Catalogued
+) -> Memory:
+    """`retold_from` for another listener of the retelling `first` was made of at the same
+    event: undistorted, each listener's rumour is `first`'s but for its id, its character and
+    whether the policy keeps it for the whole world, so it is made from `first`'s fields (a
+    group exchange tells one memory to dozens of listeners)."""
+    if policy.memory.spreading.distortion:  # each listener hears its own words
+        return retold_from(told, listener, at, policy, catalogue)
+    return trusted(  # the same fields, in the same order: the same bytes stored
+        Memory,
+        {
+            **first.__dict__,
+            "belief_id": rumour_id(at, listener, first.origin),
+            "persistent": is_persistent(listener, "knowledge", policy),
+            "character_id": listener,
+        },
+    )
+
+
 def rumour_id(at: Event, listener: str, origin: str) -> str:
     """The id of the rumour `listener` heard at `at`: 32 hex characters, one per piece of news
     (several can reach one listener at one meeting), never a `belief_id` of a formed memory.
     """
-    key = _rumour_position(at.tenant_id, at.world_instance_id, at.timeline_id, at.seq) + pack(
-        listener, origin
+    return rumour_id_at(
+        at.tenant_id, at.world_instance_id, at.timeline_id, at.seq, listener, origin
     )
+
+
+def rumour_id_at(
+    tenant_id: str, world_id: str, timeline_id: str, seq: int, listener: str, origin: str
+) -> str:
+    """`rumour_id` of a position: what a listener heard there is found by it again."""
+    key = _rumour_position(tenant_id, world_id, timeline_id, seq) + pack(listener, origin)
     return hashlib.blake2b(key, digest_size=16).hexdigest()
 
 

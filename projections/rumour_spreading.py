@@ -25,10 +25,12 @@ from projections.key_prefixes import GROUP_EXCHANGE_HEADS, GROUP_EXCHANGES
 from projections.keys import pack_scope
 from projections.knowing import held_at, holds_news_of, minute_held_at
 from projections.memory_store import (
+    PERSISTENT_SCOPE,
     LearnedScopes,
     MemoryKeys,
-    ever_learned_in,
+    first_learned_in,
     learned_scopes,
+    load_memory,
     newest_news,
 )
 from projections.rumour_rules import (
@@ -37,10 +39,13 @@ from projections.rumour_rules import (
     group_exchange,
     group_interval,
     groups,
+    is_news,
     meetings,
     passed_at_meeting,
     retelling,
+    retold_alike,
     retold_from,
+    rumour_id_at,
 )
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -69,7 +74,9 @@ class Spreading:
     """(character, origin): news the character learned before and holds no more."""
     minds: dict[tuple[str, int, int], list[Memory]] = field(default_factory=dict)
     learned: dict[str, LearnedScopes] = field(default_factory=dict)
-    retellings: dict[tuple[str, str], Retelling] = field(default_factory=dict)
+    retellings: dict[tuple[str, str], tuple[Retelling, Memory]] = field(default_factory=dict)
+    """(teller, belief id) -> the teller's retelling of the memory, and the first rumour made
+    of it at the event (the others are made alike: `retold_alike`)."""
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether `character` holds the news, told at this event included (read once: several
@@ -82,24 +89,50 @@ class Spreading:
                 learned = self.learned[character] = learned_scopes(
                     self.keys, self.ancestry, character
                 )
-            found = ever_learned_in(self.tx, learned, origin)
-            if found and not holds_news_of(
-                self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
-            ):
-                found = False
+            first = first_learned_in(self.tx, learned, origin)
+            found = first is not None and (
+                self.holds_heard(character, origin, *first)
+                or holds_news_of(
+                    self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
+                )
+            )
+            if first is not None and not found:
                 self.forgotten.add(pair)
             self.known[pair] = found
         return found
 
+    def holds_heard(self, character: str, origin: str, scope: str, seq: int) -> bool:
+        """Whether `character` still holds the rumour it heard the news by at `seq` of the
+        timeline `scope` (where it learned the news first), if it learned it so: one point read
+        (news reaches most who know it as a rumour), where finding its memories of the news
+        scans them (`knowing.holds_news_of`, asked when this says no)."""
+        if scope == PERSISTENT_SCOPE:
+            return False  # a persistent rumour keeps the position of its own timeline
+        event = self.event
+        heard = load_memory(
+            self.tx,
+            self.keys,
+            character,
+            rumour_id_at(event.tenant_id, event.world_instance_id, scope, seq, character, origin),
+        )
+        return heard is not None and is_news(heard) and self.held(heard) is not None
+
     def mind(self, character: str, count: int, within: int) -> list[Memory]:
         """A teller's newest `count` pieces of news it still holds, as it holds them, looked for
-        among its newest `within`, as they stood before the event (read once per event)."""
+        among its newest `within`, as they stood before the event (read once per event).
+
+        The character knows what it holds (`knows`: held is held however sure), so met again as
+        a listener it is not asked again: at a meeting each is both, and asking whether a
+        listener still holds news it learned scans the memories of the news."""
         key = (character, count, within)
         found = self.minds.get(key)
         if found is None:
             found = self.minds[key] = newest_news(
                 self.tx, self.keys, self.ancestry, character, count, self.held, within
             )
+            known = self.known
+            for memory in found:
+                known[(character, memory.origin)] = True
         return found
 
     def newest_of(self, members: list[str], depth: int) -> dict[str, list[Memory]]:
@@ -111,12 +144,14 @@ class Spreading:
         return held_at(self.tx, self.keys, self.ancestry, memory, self.now, self.policy)
 
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
-        told = self.retellings.get((teller, memory.belief_id))
-        if told is None:  # once per teller's memory: a group exchange tells it to dozens
-            told = self.retellings[(teller, memory.belief_id)] = retelling(
-                memory, teller, self.policy
-            )
-        rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
+        made = self.retellings.get((teller, memory.belief_id))
+        if made is None:  # once per teller's memory: a group exchange tells it to dozens
+            told = retelling(memory, teller, self.policy)
+            rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
+            self.retellings[(teller, memory.belief_id)] = (told, rumour)
+        else:
+            told, first = made
+            rumour = retold_alike(told, first, listener, self.event, self.policy, self.catalogue)
         self.heard.append(self.judged.retelling(rumour, memory, teller))
         self.known[(listener, memory.origin)] = True
 

@@ -31,7 +31,9 @@ from projections.memory_store import (
     head_entries,
     memory_keys,
     newest_news,
+    news_head,
     scopes,
+    with_news,
 )
 from projections.migrations import FORMAT_KEY, upgrade
 from projections.policy import resolve
@@ -228,3 +230,16 @@ def test_news_heads_dropped_while_spreading_is_off_are_made_again_from_the_index
         if record is not None:
             tellers_read_as_the_index(state, timelines.ancestry(state, record))
     assert dropped  # a head was dropped, and made again where spreading came back
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_head_moved_by_news_is_the_head_of_that_news_and_what_it_held(seed: int) -> None:
+    """Storing news moves its character's head to the newest of the news and of what the head
+    held (`with_news`): newer news, older, the same again (an event applied again), and some
+    of each."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        pool = [pack(rng.randrange(12), rng.choice("abc") * rng.randrange(1, 4)) for _ in range(9)]
+        held = news_head(rng.sample(pool, rng.randrange(1, 7)))
+        news = rng.sample(pool, rng.randrange(1, 6))
+        assert with_news(held, news) == news_head([*news, *head_entries(held)])

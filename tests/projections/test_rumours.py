@@ -24,6 +24,7 @@ from projections.rumour_rules import (
     passed_in_group,
     retelling,
     retold,
+    retold_alike,
     retold_from,
     rumour_id,
 )
@@ -523,3 +524,27 @@ def test_rumours_of_one_retelling_stay_each_their_own() -> None:
     assert [r.model_dump_json() for r in rumours] == [r.model_dump_json() for r in alone]
     assert all(rumour.lineage is told.lineage for rumour in rumours)
     assert [step.entity_id for step in told.lineage] == ["npc-bram"]
+
+
+@pytest.mark.parametrize("distorting", [False, True])
+def test_a_rumour_made_alike_another_listeners_is_the_one_retold_for_its_own_listener(
+    distorting: bool,
+) -> None:
+    """Spreading makes the first listener's rumour of a retelling at an event and the others'
+    from its fields (`retold_alike`): each is stored as the very rumour `retold` makes for that
+    listener alone, its id, its persistence and (distorted) its words its own."""
+    town = Town()
+    seen = theft(town)
+    policy = merge_policy(
+        DISTORTING if distorting else SPREADING,
+        {"memory": {"persistent": {"characters": ["npc-zed"]}}},
+    )
+    catalogue = Catalogue(town.declarations, event_at(5), policy)
+    told = retelling(seen, "npc-bram", policy)
+    first = retold_from(told, "npc-ada", event_at(5), policy, catalogue)
+    listeners = ["npc-zed", "npc-mara", "npc-oskar"]
+    alike = [retold_alike(told, first, who, event_at(5), policy, catalogue) for who in listeners]
+    alone = [retold(seen, "npc-bram", who, event_at(5), policy, catalogue) for who in listeners]
+    assert [r.model_dump_json() for r in alike] == [r.model_dump_json() for r in alone]
+    assert [r.persistent for r in alike] == [True, False, False]
+    assert len({r.belief_id for r in [first, *alike]}) == 4
