@@ -27,6 +27,7 @@ from projections.catalogue import StoredDeclarations, display_name
 from projections.event_log import event_at
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
+from projections.whereabouts import place_of
 from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import InventionPolicy, Policy
 
@@ -116,7 +117,8 @@ def reply_check(
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     entities = {npc_id, *(event.players if event is not None else [])}
     if event is not None:
-        entities |= {e for e in (event.actor, event.target, event.location) if e is not None}
+        place = place_of(tx, tenant_id, world_id, ancestry, npc_id, event.location)
+        entities |= {e for e in (event.actor, event.target, place) if e is not None}
     for memory in context.knowledge:
         entities |= {*memory.about, *([memory.source_entity] if memory.source_entity else [])}
     declarations = StoredDeclarations(tx, tenant_id, world_id, ancestry)

@@ -719,6 +719,37 @@ def test_a_reply_naming_only_what_the_decision_was_given_passes() -> None:
     assert check(reply) == (200, {"inventions": [], "action": "allow"})
 
 
+def test_a_reply_naming_the_place_its_character_is_at_passes_when_the_line_names_none() -> None:
+    """A player's line without `location` is answered where the character is: the decision is
+    made about that place, and the check took its name for an invention."""
+    inn = {"npc-mara": {"name": "Mara"}, "loc-inn": {"name": "Golden Goose", "kind": "place"}}
+
+    def line(seq: int, key: str, **fields: Any) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key}
+        return orjson.dumps(event | fields)
+
+    state = replay_lines(
+        [
+            line(1, "loreweaver.movement.location-entered", actor="npc-mara", location="loc-inn"),
+            line(2, "world.entity-declared", entities=inn),
+            line(
+                3,
+                "loreweaver.conversation.player-said",
+                actor="player-1",
+                target="npc-mara",
+                players=["player-1"],
+                payload={"text": "Good morning!"},
+            ),
+        ]
+    ).state
+    path = "/v2/memory/runtime/npcs/npc-mara/reply-check?world_instance_id=w&timeline_id=main"
+    reply = b'{"text": "Good morning. Welcome to the Golden Goose, stranger."}'
+    assert post(MemoryReads(state), path + "&after_seq=3", reply) == (
+        200,
+        {"inventions": [], "action": "allow"},
+    )
+
+
 def test_the_policy_decides_what_an_invention_gets() -> None:
     reply = "Old Bertram knows, and Captain Vell."
     rejecting = resolve(None, {"memory": {"invention": "reject"}})
