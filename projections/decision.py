@@ -3,7 +3,8 @@
 The event at `after_seq` names the player and the character who answers. The character's
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
 important about the player, then about the place (the event's, else where the character is),
-then the best recall for the event's words. Beside them come the recent turns of the player
+then the best recall for the event's words (and the entities whose declared names they say, as
+recall takes a query's). Beside them come the recent turns of the player
 scope (section 13) as of the event, word for word, unless expired at real time `now_ms`.
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
@@ -27,6 +28,7 @@ from projections.recall import (
     SEARCH_DEPTH,
     RecallIndex,
     held_candidates,
+    named_in,
     search_and_choose,
     search_scope,
 )
@@ -78,7 +80,10 @@ def decision(
             knowledge += most_important(held, knowledge)
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
-    chosen, _ = search_and_choose(tx, index, keys, scope, words, [], MAX_KNOWLEDGE, policy)
+    declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
+    names = {entity: found.name for entity, found in declared.items() if found.name is not None}
+    cues = named_in(words, names)  # as recall takes a query's: "Where is Rook now?" asks of Rook
+    chosen, _ = search_and_choose(tx, index, keys, scope, words, cues, MAX_KNOWLEDGE, policy)
     taken = ids(knowledge)
     best = sorted((one for one in chosen if one.memory.belief_id not in taken), key=best_first)
     knowledge += [

@@ -383,7 +383,10 @@ def decision(
         (line for line in said if isinstance(line, str)),
         " ".join(event.key.replace(".", " ").replace("-", " ").split()),
     )
+    declared = seen.folded["declared"]
+    names = {entity: d["name"] for entity, d in declared.items() if d.get("name") is not None}
     rankings = {
+        "cues": by_cues(seen.mine, names_said(words, names)),
         "words": by_words(seen.mine, seen.every, query_words(words)),
         "vectors": by_meaning(seen.mine, words, embed),
     }

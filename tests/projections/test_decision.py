@@ -292,3 +292,30 @@ def test_the_most_important_memory_of_the_player_is_brought_however_old() -> Non
     state = replay_lines(lines).state
     found = decide(71, state=state)
     assert any("purse stolen" in one["content"] for one in found["knowledge"])
+
+
+def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_names() -> None:
+    """"Where is Rook now?": Rook is `npc-thief`, declared after the theft Mara remembers by
+    his id; recall takes the name for a cue and finds the theft, and the decision took the
+    words alone and brought only the question."""
+    state = replay_lines(
+        [
+            line(1, "crime.purse-stolen", actor="npc-thief", target="npc-mara", players=[]),
+            line(2, "world.entity-declared", entities={"npc-thief": {"name": "Rook"}}),
+            line(3, SAID, payload={"text": "Where is Rook now?"}, location="loc-road", **TO_MARA),
+        ]
+    ).state
+    asked = recall(
+        state,
+        SqliteRecallIndex(),
+        "default",
+        "talk",
+        "main",
+        "npc-mara",
+        RecallQuery("Where is Rook now?"),
+        Policy(),
+    )
+    recalled = {memory.content for memory in asked.memories}
+    known = {memory["content"] for memory in decide(3, state=state, world="talk")["knowledge"]}
+    assert "npc-thief purse stolen npc-mara at loc-inn" in recalled
+    assert recalled <= known
