@@ -295,7 +295,7 @@ def test_the_most_important_memory_of_the_player_is_brought_however_old() -> Non
 
 
 def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_names() -> None:
-    """"Where is Rook now?": Rook is `npc-thief`, declared after the theft Mara remembers by
+    """ "Where is Rook now?": Rook is `npc-thief`, declared after the theft Mara remembers by
     his id; recall takes the name for a cue and finds the theft, and the decision took the
     words alone and brought only the question."""
     state = replay_lines(
