@@ -289,7 +289,17 @@ class _StoredMinds:
         return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
 
     def held_beliefs(self, character: str) -> list[Memory]:
-        held = most_important_beliefs(self.tx, self.keys, self.ancestry, character, MAX_BELIEFS)
+        """The read's beliefs but those the character has forgotten at the event: a forgotten
+        memory is absent from decisions (section 8), and the referee's verdict is one (a
+        belief forgotten for a year was judged, weakened and reported weakened)."""
+        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
+        held = [
+            memory
+            for memory in most_important_beliefs(
+                self.tx, self.keys, self.ancestry, character, MAX_BELIEFS
+            )
+            if held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy) is not None
+        ]
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
         return [
             memory.model_copy(update={"diverging": True})

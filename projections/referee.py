@@ -61,8 +61,8 @@ class RefereeContext(Protocol):
         """The kind of an id in this event (`Catalogue.kind_of`); `UNKNOWN` if none."""
 
     def held_beliefs(self, character: str) -> list[Memory]:
-        """The beliefs the character holds (the read's, most important first), each with
-        `diverging` judged against the world record."""
+        """The beliefs the character holds (the read's, most important first, but those it
+        has forgotten at the line), each with `diverging` judged against the world record."""
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
         """The character's feeling toward an entity, as its relation shows it (0 if none),

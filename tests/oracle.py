@@ -1212,7 +1212,8 @@ class Oracle:
         challenges (SPEC 11): the line as kept, and the beliefs weakened.
 
         Choices the oracle takes from `projections/referee.py`'s docstring: the beliefs are
-        those the read shows (at most 50, kinds knowledge and impression); a belief is
+        those the read shows (at most 50, kinds knowledge and impression) but those forgotten
+        at the line (the story's now just before it without a story time); a belief is
         challenged by a claimed fact of the same subject and attribute, or by being about an
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
         listener: a fact claimed of them still challenges), unless the line confirms it; the
@@ -1233,6 +1234,13 @@ class Oracle:
             (m for m in mine if m.kind != "event"),
             key=lambda m: (-m.importance, -m.seq, m.belief_id),
         )[:MAX_BELIEFS]
+        now = before["now"] if event.story_minutes is None else event.story_minutes
+        shown = [  # a forgotten belief is absent from decisions, the referee's verdict one
+            m
+            for m in shown
+            if held(m, now, self.policy, before["recalls"].get((listener, m.belief_id), []))[1]
+            != "forgotten"
+        ]
 
         def wrong(memory: OMemory) -> bool:
             return any(

@@ -52,8 +52,7 @@ def ilse_says(text: str, facts: list[dict[str, str]], seq: int = 7, **fields: An
         target="npc-mara",
         players=["player-1"],
         payload={"text": text, "facts": facts},
-        game_time="day 1, 22:00",
-        **fields,
+        **{"game_time": "day 1, 22:00"} | fields,
     )
 
 

@@ -135,6 +135,19 @@ def test_ilse_convinces_mara_who_now_believes_her_and_holds_the_lie_less_firmly(
     assert world.acks[-1].outcome == "processed" and world.acks[-1].reason is None
 
 
+def test_a_lie_mara_has_forgotten_is_neither_judged_nor_weakened() -> None:
+    """Rook's lie is told on day 1, Ilse contradicts it on day 400: Mara forgot it long ago (a
+    forgotten memory is absent from decisions, and the verdict is one). It was judged as held,
+    `convinced` beside a decision whose knowledge no longer had it, and weakened 0.8 to 0.4."""
+    world = Delivered(
+        [*MAIN, lie(), ilse_says(DEAD, [status("defeated")], game_time="day 400, 12:00")]
+    )
+    stored = world.stored(7)
+    assert stored is not None and stored.verdict is None
+    assert world.beliefs()[ALIVE]["confidence"] == 0.8
+    assert world.decision(7)["verdict"] is None
+
+
 def test_the_weakened_belief_is_a_version_the_past_and_a_branch_before_it_never_see() -> None:
     reload = ilse_says(
         "I bought you a drink",
