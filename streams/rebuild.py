@@ -22,7 +22,7 @@ from http import HTTPStatus
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.structs import ConsumerRecord, RecordMetadata
 from faust.types import TP
 from rich.console import Console
@@ -377,7 +377,8 @@ class Folder:
         """Read each partition from its first offset to its end (as of the start); raises
         `RebuildFailed` when no event comes for `stall_seconds` while some are left. A partition
         is done once the consumer's position reaches its end: a transactional producer's commit
-        marker takes the last offset, and no consumer is ever given it."""
+        marker takes the last offset, and no consumer is ever given it (the consumer refuses to
+        jump past events retention removed meanwhile: the fold fails, as it did before)."""
         remaining = {
             TopicPartition(topic, partition): end
             for partition, (first, end) in spans.items()
@@ -389,7 +390,13 @@ class Folder:
             consumer.seek(tp, first)
         last_fetched = time.monotonic()
         while remaining:
-            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            try:
+                batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            except OffsetOutOfRangeError as error:  # its position would jump past them
+                raise RebuildFailed(
+                    "the events topic's retention removed events the rebuild had still to read"
+                    f" ({error}): keep every event (retention.ms and retention.bytes -1)"
+                ) from None
             if not any(batch.values()) and time.monotonic() - last_fetched > stall_seconds:
                 short = sorted(tp.partition for tp in remaining)
                 raise RebuildFailed(
@@ -525,8 +532,11 @@ async def policies_caught_up(live: Settings) -> AsyncIterator[PolicyFeed]:
 async def kafka_clients(
     live: Settings, batch_bytes: int
 ) -> AsyncIterator[tuple[AIOKafkaConsumer, AIOKafkaProducer]]:
-    consumer = AIOKafkaConsumer(
-        **kafka_options(live), enable_auto_commit=False, fetch_max_bytes=16 * 2**20
+    consumer = AIOKafkaConsumer(  # an offset retention removed is an error, never a jump
+        **kafka_options(live),
+        enable_auto_commit=False,
+        fetch_max_bytes=16 * 2**20,
+        auto_offset_reset="none",
     )
     producer = AIOKafkaProducer(
         **kafka_options(live),

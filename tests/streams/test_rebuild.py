@@ -9,6 +9,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from rocksdict import Rdict
 
 from projections.digest import world_digest
@@ -402,3 +404,35 @@ def test_a_rebuild_of_events_a_transactional_producer_wrote_ends_on_their_digest
     replayed = replay_lines([orjson.dumps(value) for value in events])
     digest = world_digest(replayed.state, "default", "save-1")
     assert rebuilt.digests == {("default", "save-1"): digest}
+
+
+def test_events_retention_removes_while_a_rebuild_reads_stop_it_saying_so(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The rebuild looked up each partition's first and last offsets; retention then removed
+    the first events before they were read. Its consumer jumped past them to the end (aiokafka's
+    default), and the fold, done once its position reached the end, ended without them."""
+    settings = settings.model_copy(update={"partitions": 1})
+    asyncio.run(ensure_topics(settings))
+    send_events(settings, [event("save-1", seq) for seq in range(1, 6)])
+    events = TopicPartition(settings.topics.events, 0)
+
+    async def remove_the_first_three() -> None:
+        admin = AIOKafkaAdminClient(**kafka_options(settings))
+        await admin.start()
+        try:
+            await admin.delete_records({events: RecordsToDelete(before_offset=3)})
+        finally:
+            await admin.close()
+
+    def retention_runs(total: int) -> None:  # called once the offsets are looked up
+        removing = threading.Thread(target=asyncio.run, args=(remove_the_first_three(),))
+        removing.start()
+        removing.join()
+
+    target = settings.model_copy(
+        update={"app_id": f"{settings.app_id}-late", "data_dir": tmp_path / "late"}
+    )
+    with pytest.raises(RebuildFailed) as failed:
+        asyncio.run(rebuild_into(settings, target, on_total=retention_runs, stall_seconds=20))
+    assert "retention removed events the rebuild had still to read" in str(failed.value)
