@@ -160,16 +160,13 @@ def _counted(raw: bytes | None) -> tuple[int, int | None]:
 
 
 def deleted_since(tx: StateTransaction, tenant_id: str, world_id: str, offset: int) -> bool:
-    """Whether the world, or its tenant, was deleted by a message past source `offset`: what
-    the message at `offset` did belongs to a life of the world that is gone, and its redelivery
-    changes nothing of the world begun anew. A deletion a store of an earlier release kept no
-    offset of was taken before this release's first message: taken for one past every offset,
-    a redelivery in the world begun anew never counted its released events out of the deferral
-    buffer, and each was acked `processed` again by the next duplicate, for as long as the
-    world lived."""
+    """Whether the world, or its tenant, was deleted by a message past source `offset` (or by
+    one a store of an earlier release kept no offset of): what the message at `offset` did
+    belongs to a life of the world that is gone, and its redelivery changes nothing of the
+    world begun anew."""
     for count_key in (pack(DELETIONS, tenant_id), pack(DELETIONS, tenant_id, world_id)):
         count, deleted_at = _counted(tx.get(count_key))
-        if count and deleted_at is not None and deleted_at > offset:
+        if count and (deleted_at is None or deleted_at > offset):
             return True
     return False
 

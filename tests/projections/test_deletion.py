@@ -12,7 +12,7 @@ from projections.deletion import deletion_event, deletion_marks, incarnation
 from projections.delivery import SourceMessage
 from projections.digest import world_digest
 from projections.judgements import event_judgements, judgement_key, position_of, recorded_answer
-from projections.key_prefixes import DELETIONS, JUDGEMENTS, OUTBOX, PENDING, WORLD_PREFIXES
+from projections.key_prefixes import DELETIONS, JUDGEMENTS, OUTBOX, WORLD_PREFIXES
 from projections.keys import pack, unpack
 from projections.memory_store import persistent_memories_stored
 from projections.policy import resolve
@@ -276,31 +276,3 @@ def test_a_redelivery_from_before_a_deletion_leaves_the_world_begun_anew_waiting
     begun_anew = SourceMessage("events", 0, len(log), b"save-1", event(1))
     acks = projector.receive(state, begun_anew).acks
     assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
-
-
-def test_a_redelivery_in_a_world_deleted_by_an_earlier_release_counts_out_what_it_released() -> (
-    None
-):
-    """A store of a release before state format 4 counted the world's deletion without its
-    offset. Begun anew, seq 2 waits and seq 1 releases it; a crash just after seq 1's outbox row
-    lost the deletion of seq 2's waiting entry, and the restart takes seq 1 in again. The
-    redelivery counts seq 2 out of the buffer (it took the old deletion for a later one and left
-    it), and a later duplicate of seq 1 acks only itself (seq 2 was acked `processed` again)."""
-    projector = Projector()
-    state = MemoryState()
-    state.put(pack(DELETIONS, "default", "save-1"), b"1")
-
-    def message(offset: int, seq: int) -> SourceMessage:
-        event = {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": "x"}
-        return SourceMessage("events", 0, offset, b"save-1", orjson.dumps(event))
-
-    projector.receive(state, message(100, 2))
-    waiting = [(key, value) for key, value in state.items() if key.startswith(pack(PENDING))]
-    assert waiting
-    projector.receive(state, message(101, 1))
-    for key, value in waiting:  # the crash: what followed the outbox row was lost
-        state.put(key, value)
-    assert projector.receive(state, message(101, 1)).redelivered
-    assert not [key for key, _ in state.items() if key.startswith(pack(PENDING))]
-    acks = projector.receive(state, message(102, 1)).acks
-    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "duplicate")]
