@@ -163,7 +163,11 @@ def deleted_since(tx: StateTransaction, tenant_id: str, world_id: str, offset: i
     """Whether the world, or its tenant, was deleted by a message past source `offset` (or by
     one a store of an earlier release kept no offset of): what the message at `offset` did
     belongs to a life of the world that is gone, and its redelivery changes nothing of the
-    world begun anew."""
+    world begun anew. A deletion kept without its offset counts as later than every message:
+    taken for an earlier one, a message from before it, taken in again after the upgrade,
+    deleted a waiting event of the world begun anew, which was never released; so taken, a
+    redelivery after a crash in the world begun anew leaves what it released in the deferral
+    buffer, acked `processed` again by the next duplicate (README, "Known limits")."""
     for count_key in (pack(DELETIONS, tenant_id), pack(DELETIONS, tenant_id, world_id)):
         count, deleted_at = _counted(tx.get(count_key))
         if count and (deleted_at is None or deleted_at > offset):
