@@ -385,8 +385,17 @@ def credentials_sent(url: str, key: str) -> tuple[bytes, ...]:
     return tuple({secret.encode(): None for secret in sent if secret})
 
 
-JSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/"}
-"""The characters of a secret a JSON encoder may write as a backslash and the character."""
+JSON_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+"""The characters of a secret a JSON encoder may write as a backslash and one more character."""
 
 
 def quoted_anyhow(secrets: tuple[bytes, ...]) -> re.Pattern[bytes] | None:

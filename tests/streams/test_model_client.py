@@ -28,6 +28,7 @@ from streams.model_client import (
     REST_SECONDS,
     ModelClient,
     credentials_sent,
+    quoted_anyhow,
     rest_asked,
 )
 from tests.model_server import Handler, serving
@@ -642,3 +643,18 @@ def test_a_user_beside_a_password_is_an_account_name_and_shows() -> None:
     hidden = credentials_sent("http://openai:sk-longsecret123@127.0.0.1/v1", "")
     assert b"sk-longsecret123" in hidden and b"openai" not in hidden
     assert b"gw-token-0123" in credentials_sent("http://gw-token-0123@127.0.0.1/v1", "")
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        b"pa\tss+w/rd",  # as sent
+        b"pa\\tss+w/rd",  # the tab written short, as every JSON encoder writes it
+        b"pa\\u0009ss\\u002Bw\\/rd",  # each escaped otherwise, hex of either case
+        b"p\\u0061\\tss\\u002bw\\u002Frd",
+    ],
+)
+def test_a_secret_is_hidden_however_json_escapes_its_characters(quoted: bytes) -> None:
+    hidden = quoted_anyhow(credentials_sent("http://mill:pa%09ss%2Bw%2Frd@127.0.0.1/v1", ""))
+    assert hidden is not None
+    assert hidden.sub(b"(hidden)", b"bad password " + quoted + b"!") == b"bad password (hidden)!"
