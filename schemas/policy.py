@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Self
 
 import orjson
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from schemas.events import AsInteger, Contract, Identifier
 from schemas.memory import EventKind, Feeling, MemoryKind, Share
@@ -40,6 +40,12 @@ class Impact(Contract):
     importance: Share
     feeling: Feeling
     arousal: Share
+
+    @field_validator("importance", "feeling", "arousal")
+    @classmethod
+    def _zero_unsigned(cls, value: float) -> float:
+        """-0.0 as 0.0: a memory weighed so was stored and served as `-0.0`."""
+        return value + 0.0
 
 
 class Impacts(Contract):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from pydantic import ValidationError
 
@@ -143,3 +145,11 @@ def test_the_referees_settings_default_to_believable_lies_and_halved_beliefs() -
 def test_referee_thresholds_out_of_order_are_refused() -> None:
     crossed = {"memory": {"referee": {"convinced_from": 0.1, "doubting_from": 0.4}}}
     assert refusal(crossed) == "memory.referee"
+
+
+def test_a_weight_of_minus_zero_is_zero() -> None:
+    """-0.0 is a float JSON may carry: a memory weighed by it was stored and read `-0.0`."""
+    target = {"importance": 0.5, "feeling": -0.0, "arousal": -0.0}
+    policy = merge_policy(Policy(), {"memory": {"weights": {"gift": {"target": target}}}})
+    impact = policy.memory.weights.for_kind("gift").for_part("target")
+    assert [math.copysign(1.0, value) for value in (impact.feeling, impact.arousal)] == [1.0, 1.0]
