@@ -41,8 +41,23 @@ SCHEME = "rumourmill"
 drivers.TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
 
 
+class CommittedReadsThread(aiokafka_driver.AIOKafkaConsumerThread):
+    """Faust's consumer thread, its consumer reading committed records only: a game backend
+    writing its events in transactions (exactly once) aborts some, and Faust's consumer read
+    them (`read_uncommitted`, unless Faust's own exactly-once is on), so an aborted action
+    became memories. Topics no transaction writes read as before."""
+
+    def _create_worker_consumer(
+        self, transport: aiokafka_driver.Transport
+    ) -> aiokafka.AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._isolation_level = "read_committed"  # aiokafka reads it as it starts
+        return consumer
+
+
 class RewindingConsumer(aiokafka_driver.Consumer):
-    """Faust's aiokafka consumer that never moves past a record it did not deliver."""
+    """Faust's aiokafka consumer that never moves past a record it did not deliver, and reads
+    only what transactions committed (`CommittedReadsThread`)."""
 
     held: set[TP]
     """Stream partitions resumed by recovery, kept paused until `perform_seek` rewound them."""
@@ -53,6 +68,9 @@ class RewindingConsumer(aiokafka_driver.Consumer):
         super().__init__(*args, **kwargs)
         self.held = set()
         self.placed = set()
+
+    def _new_consumer_thread(self) -> CommittedReadsThread:
+        return CommittedReadsThread(self, loop=self.loop, beacon=self.beacon)
 
     async def _getmany(self, active_partitions: Set[TP] | None, timeout: float) -> RecordMap:
         wanted = None if active_partitions is None else set(active_partitions)

@@ -537,6 +537,7 @@ async def kafka_clients(
         enable_auto_commit=False,
         fetch_max_bytes=16 * 2**20,
         auto_offset_reset="none",
+        isolation_level="read_committed",  # as the worker reads: no aborted transaction's event
     )
     producer = AIOKafkaProducer(
         **kafka_options(live),
