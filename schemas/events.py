@@ -250,6 +250,8 @@ class Event(Contract):
     actor: NameableId | None = None
     target: NameableId | None = None
     witnesses: list[NameableId] | None = None
+    """Who else perceives it, and nobody more (`[]`: nobody else saw it); None: the
+    characters known to be at `location`."""
     location: NameableId | None = None
     players: list[NameableId] = Field(default_factory=list)
     payload: dict[str, JsonData] = Field(default_factory=dict)
