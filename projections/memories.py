@@ -469,6 +469,29 @@ def _claimed_facts(event: Event, teller_belief: Memory | None) -> list[Fact]:
     return facts
 
 
+def unread_claims(event: Event) -> str | None:
+    """The ack's note for the claims of a conversation's `payload.facts` that do not read as
+    facts (left out: `_claimed_facts`); None if every one does. A claim with a typo ("attr")
+    was dropped without a word, and its line never diverged from the record."""
+    claims = event.payload.get("facts")
+    if event.key not in CONVERSATION_KEYS or claims is None:
+        return None
+    if not isinstance(claims, list):
+        return "payload.facts is not a list of claimed facts: no claim taken"
+    unread = []
+    for number, claim in enumerate(claims, 1):
+        try:
+            Fact.model_validate(claim)
+        except ValidationError:
+            unread.append(number)
+    if not unread:
+        return None
+    return (
+        f"claimed facts {', '.join(map(str, unread))} of {len(claims)} do not read as a fact "
+        "(subject, attribute and value): left out"
+    )
+
+
 def is_persistent(character_id: str, kind: MemoryKind, policy: Policy) -> bool:
     """Whether the policy keeps this memory for the whole world, across timelines."""
     persistent = policy.memory.persistent

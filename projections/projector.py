@@ -31,7 +31,7 @@ from projections.judgements import (
     judging,
 )
 from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
-from projections.memories import form_memories, origin_at
+from projections.memories import form_memories, origin_at, unread_claims
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
@@ -238,7 +238,8 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
-        notes = [found for found in (refereed_note, note) if found is not None]
+        claims = unread_claims(event)
+        notes = [found for found in (claims, refereed_note, note) if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
 

@@ -247,6 +247,29 @@ def test_claimed_facts_about_unknown_entities_are_kept_named_in_the_ack_and_not_
     assert stored.verdict == "convinced"  # judged on the fact it could weigh
 
 
+@pytest.mark.parametrize(
+    ("claims", "reason"),
+    [
+        (
+            [
+                {"subject": "npc-drunk-sailor", "attr": "status", "value": "fled"},
+                status("defeated"),
+            ],
+            "claimed facts 1 of 2 do not read as a fact (subject, attribute and value): left out",
+        ),
+        (
+            {"subject": "npc-drunk-sailor", "attribute": "status", "value": "fled"},
+            "payload.facts is not a list of claimed facts: no claim taken",
+        ),
+    ],
+)
+def test_a_claim_that_does_not_read_as_a_fact_is_named_in_the_ack(claims: Any, reason: str) -> None:
+    """A typo (`attr`), or one fact given without its list: the claim was left out without a
+    word, and a lie so told never diverged from the record."""
+    world = Delivered([*MAIN, ilse_says("The sailor fled", claims, seq=6)])
+    assert (world.acks[-1].outcome, world.acks[-1].reason) == ("processed", reason)
+
+
 def test_a_line_claiming_only_unknown_entities_is_not_judged() -> None:
     ghost = status("restless", subject="ghost-of-the-mill")
     world = Delivered([*MAIN, lie(), ilse_says("The ghost walks", [ghost])])
