@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Self
 
 import orjson
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from schemas.events import AsInteger, Contract, Identifier
 from schemas.memory import EventKind, Feeling, MemoryKind, Share
@@ -34,18 +34,23 @@ class SequencingPolicy(Contract):
     max_deferred: Annotated[int, Field(ge=0, le=100_000), AsInteger] = 1000
 
 
+def _unsigned_zero(value: float) -> float:
+    """-0.0 as 0.0: JSON may carry it, and a memory given it was stored and read `-0.0`."""
+    return value + 0.0
+
+
+GivenShare = Annotated[Share, AfterValidator(_unsigned_zero)]
+"""A share the policy gives memories: an importance, an arousal, a confidence."""
+GivenFeeling = Annotated[Feeling, AfterValidator(_unsigned_zero)]
+"""A feeling the policy gives memories."""
+
+
 class Impact(Contract):
     """How an event hits a character: how much it matters, how it feels, how it stirs."""
 
-    importance: Share
-    feeling: Feeling
-    arousal: Share
-
-    @field_validator("importance", "feeling", "arousal")
-    @classmethod
-    def _zero_unsigned(cls, value: float) -> float:
-        """-0.0 as 0.0: a memory weighed so was stored and served as `-0.0`."""
-        return value + 0.0
+    importance: GivenShare
+    feeling: GivenFeeling
+    arousal: GivenShare
 
 
 class Impacts(Contract):
@@ -109,10 +114,10 @@ class WeighingTable(Contract):
 class ConfidencePolicy(Contract):
     """How sure a character is of what it learned, by how it learned it."""
 
-    seen: Share = 0.9
-    told: Share = 0.8
+    seen: GivenShare = 0.9
+    told: GivenShare = 0.8
     """Told by a character whose own belief is unknown; a known belief is retold instead."""
-    player: Share = 0.7
+    player: GivenShare = 0.7
 
     def of(self, learned: Learned) -> float:
         """The confidence of something learned that way."""

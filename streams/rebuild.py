@@ -132,7 +132,11 @@ async def events_to_fold(
     if world is not None:
         partitions = [partition_of(world.encode(), live.partitions)]
     wanted = [TopicPartition(topic, number) for number in partitions]
-    consumer = AIOKafkaConsumer(**kafka_options(live), enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(  # its ends what the fold reads up to: what transactions
+        **kafka_options(live),  # committed (one still open kept them short of the log's end)
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
     await consumer.start()
     try:
         first = await consumer.beginning_offsets(wanted)

@@ -147,9 +147,12 @@ def test_referee_thresholds_out_of_order_are_refused() -> None:
     assert refusal(crossed) == "memory.referee"
 
 
-def test_a_weight_of_minus_zero_is_zero() -> None:
-    """-0.0 is a float JSON may carry: a memory weighed by it was stored and read `-0.0`."""
-    target = {"importance": 0.5, "feeling": -0.0, "arousal": -0.0}
-    policy = merge_policy(Policy(), {"memory": {"weights": {"gift": {"target": target}}}})
+def test_a_weight_or_a_confidence_of_minus_zero_is_zero() -> None:
+    """-0.0 is a float JSON may carry: a memory weighed or made as sure by it was stored and
+    read `-0.0`."""
+    target = {"importance": -0.0, "feeling": -0.0, "arousal": -0.0}
+    document = {"weights": {"gift": {"target": target}}, "confidence": {"seen": -0.0}}
+    policy = merge_policy(Policy(), {"memory": document})
     impact = policy.memory.weights.for_kind("gift").for_part("target")
-    assert [math.copysign(1.0, value) for value in (impact.feeling, impact.arousal)] == [1.0, 1.0]
+    given = [impact.importance, impact.feeling, impact.arousal, policy.memory.confidence.seen]
+    assert [math.copysign(1.0, value) for value in given] == [1.0] * 4

@@ -69,3 +69,34 @@ def test_an_aborted_transactions_events_are_never_taken_in(
     rebuilt = asyncio.run(rebuild(settings, target, stall_seconds=20))
     assert rebuilt.events == len(COMMITTED)
     assert rebuilt.digests == {("default", "save-1"): digest}
+
+
+def test_a_rebuild_folds_what_was_committed_while_a_transaction_is_open(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The game is mid-transaction as the rebuild starts: the log's end holds its event, which
+    no committed read reaches until the transaction ends; the rebuild waited for it, stalled and
+    failed. It folds what was committed."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", partitions=1)
+    asyncio.run(ensure_topics(settings))
+    target = settings.model_copy(
+        update={"app_id": f"{settings.app_id}-rebuilt", "data_dir": tmp_path / "rebuilt"}
+    )
+
+    async def rebuild_while_open() -> int:
+        producer = AIOKafkaProducer(**kafka_options(settings), transactional_id=settings.app_id)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in COMMITTED:
+                    await producer.send(settings.topics.events, orjson.dumps(value), key=b"save-1")
+            await producer.begin_transaction()
+            await producer.send(settings.topics.events, orjson.dumps(ABORTED), key=b"save-1")
+            await producer.flush()
+            rebuilt = await rebuild(settings, target, stall_seconds=10)
+            await producer.abort_transaction()
+            return rebuilt.events
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(rebuild_while_open()) == len(COMMITTED)
