@@ -27,8 +27,8 @@ from projections.memory_store import MemoryKeys, load_memory
 from projections.recall import (
     SEARCH_DEPTH,
     RecallIndex,
+    declared_named_in,
     held_candidates,
-    named_in,
     search_and_choose,
     search_scope,
 )
@@ -81,8 +81,7 @@ def decision(
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
-    names = {entity: found.name for entity, found in declared.items() if found.name is not None}
-    cues = named_in(words, names)  # as recall takes a query's: "Where is Rook now?" asks of Rook
+    cues = declared_named_in(words, declared)  # "Where is Rook now?" asks of Rook, as in recall
     chosen, _ = search_and_choose(tx, index, keys, scope, words, cues, MAX_KNOWLEDGE, policy)
     taken = ids(knowledge)
     best = sorted((one for one in chosen if one.memory.belief_id not in taken), key=best_first)

@@ -460,13 +460,19 @@ def _claimed_facts(event: Event, teller_belief: Memory | None) -> list[Fact]:
     claims = event.payload.get("facts")
     if claims is None:
         return [] if teller_belief is None else list(teller_belief.facts)
-    facts = []
-    for claim in claims if isinstance(claims, list) else []:
+    return _read_claims(claims)[0]
+
+
+def _read_claims(claims: object) -> tuple[list[Fact], list[int]]:
+    """The claims of a `payload.facts` that read as facts, and the numbers (from 1) of those
+    that do not; none of either when it is no list."""
+    facts, unread = [], []
+    for number, claim in enumerate(claims if isinstance(claims, list) else [], 1):
         try:
             facts.append(Fact.model_validate(claim))
         except ValidationError:
-            continue
-    return facts
+            unread.append(number)
+    return facts, unread
 
 
 def unread_claims(event: Event) -> str | None:
@@ -478,12 +484,7 @@ def unread_claims(event: Event) -> str | None:
         return None
     if not isinstance(claims, list):
         return "payload.facts is not a list of claimed facts: no claim taken"
-    unread = []
-    for number, claim in enumerate(claims, 1):
-        try:
-            Fact.model_validate(claim)
-        except ValidationError:
-            unread.append(number)
+    unread = _read_claims(claims)[1]
     if not unread:
         return None
     return (

@@ -33,6 +33,7 @@ from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
+from schemas import EntityDeclaration
 from schemas.memory import BeliefRead, RecalledMemory, RecallRead, SearchCounts
 from schemas.policy import Policy
 
@@ -135,6 +136,13 @@ def named_in(text: str, names: Mapping[str, str]) -> list[str]:
     return found
 
 
+def declared_named_in(text: str, declared: Mapping[str, EntityDeclaration]) -> list[str]:
+    """`named_in` over the names `declared` gives (an entity declared without one is named by
+    none): the cues a recall's query, or a decision's line, says."""
+    names = {entity: found.name for entity, found in declared.items() if found.name is not None}
+    return named_in(text, names)
+
+
 def search_scope(keys: MemoryKeys, ancestry: Ancestry, character: str) -> SearchScope:
     return SearchScope(keys.tenant_id, keys.world_id, character, ancestry, keys.persistent_upto)
 
@@ -161,8 +169,7 @@ def recall(
     for cue in query.cues:
         if cue not in declared and not index.mentions(tenant_id, world_id, cue):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
-    names = {entity: d.name for entity, d in declared.items() if d.name is not None}
-    cues = list(dict.fromkeys([*query.cues, *named_in(query.text, names)]))
+    cues = list(dict.fromkeys([*query.cues, *declared_named_in(query.text, declared)]))
     chosen, searched = search_and_choose(
         tx, index, keys, scope, query.text, cues, query.limit, policy
     )

@@ -408,7 +408,9 @@ class Folder:
                 )
             for tp, records in batch.items():
                 end = remaining.get(tp)
-                for record in records if end is not None else ():
+                if end is None:
+                    continue
+                for record in records:
                     if record.offset < end and wanted(record, world):
                         await self.take(record)
             for tp, end in list(remaining.items()):
