@@ -65,6 +65,10 @@ say a rarer word first (`SqliteRecallIndex.by_words`)."""
 BM25_K1 = 1.2
 IDF_FLOOR = 1e-6
 """FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
+BM25_DECIMALS = 9
+"""Word scores are ranked to this many decimals: two rows whose words weigh alike score alike
+but for the order FTS5 adds the words in (a last-digit difference), and rank as a tie, by
+belief id."""
 
 _TOKENIZE = "unicode61 remove_diacritics 2"
 """How the word tables split and fold text into terms, and a query with them (`temp.asked`, a
@@ -467,7 +471,8 @@ class SqliteRecallIndex:
             [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
             limit,
         )
-        if len(found) < limit or -found[-1][1] <= sum(_most_added(common[word]) for word in said):
+        most_common_only = sum(_most_added(common[word]) for word in said)
+        if len(found) < limit or -found[-1][1] <= most_common_only + 10**-BM25_DECIMALS:
             rest = self._ranked(scope, table, block, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
@@ -500,11 +505,12 @@ class SqliteRecallIndex:
     ) -> list[tuple[str, float]]:
         """The first `limit` rows the scope sees that match any of the (disjoint) match
         `expressions` in the world's word `table`, among the rows of the character's `block`:
-        belief id and bm25 score, best (lowest) first, then by belief id."""
+        belief id and bm25 score (to `BM25_DECIMALS`), best (lowest) first, then by belief id."""
         visible, parameters = self._visible(scope)
         parameters = [*block, *parameters]
         select = (
-            f"SELECT i.belief_id AS belief_id, bm25({table}) AS score FROM {table} "
+            f"SELECT i.belief_id AS belief_id, round(bm25({table}), {BM25_DECIMALS}) AS score "
+            f"FROM {table} "
             f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? "
             f"AND {table}.rowid BETWEEN ? AND ? AND {visible}"
         )

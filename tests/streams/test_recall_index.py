@@ -259,6 +259,31 @@ def test_the_word_search_ranks_by_bm25_over_every_word_as_the_oracle_does() -> N
         assert index.by_words(scope, query.text, 60) == expected, query.text
 
 
+def test_memories_whose_words_weigh_alike_tie_and_rank_by_belief_id() -> None:
+    """ "fox" twice in 15 words and three times in 24 (the world's rows 9 words long on average)
+    weigh 22/19 of its idf each; FTS5's arithmetic left them a last digit apart, so the tie went
+    by that digit, not by belief id as the oracle ranks ties (found by the oracle, seed 66188)."""
+
+    def words(count: int, tag: str) -> str:
+        return " ".join(f"{tag}{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(count))
+
+    contents = [
+        words(2, "a"),
+        "fox fox " + words(13, "w"),
+        "fox fox fox " + words(21, "v"),
+        words(2, "b"),
+        words(2, "c"),
+    ]
+    state = replay_lines(told_to_the_keeper(contents)).state
+    index = SqliteRecallIndex()
+    index.catch_up(state, memory_keys(state, "default", "gossip"))
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+    found = index.by_words(search_scope(keys, ancestry, "npc-keeper"), "fox", 10)
+    held = [load_memory(state, keys, "npc-keeper", one) for one in found]
+    assert [memory.content.count("fox") for memory in held if memory] in ([2, 3], [3, 2])
+    assert found == sorted(found)
+
+
 def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in() -> None:
     """Found by the oracle: ties went by the order memories reached the index, so a worker that
     caught up at once and one that caught up event by event could answer differently."""
