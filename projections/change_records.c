@@ -251,6 +251,18 @@ typedef struct {
     PyObject *floats; /* float -> its encoding: feelings and confidences recur */
 } ModuleState;
 
+/* Remembers `encoded` for `value` in bytes of its own length: orjson (3.12 on) hands each
+   document back in a buffer of 4 KB or more, which 65,536 kept floats would hold whole
+   (270 MB for a world of tuned policies). */
+static int keep_float(ModuleState *state, PyObject *value, PyObject *encoded) {
+    PyObject *own =
+        PyBytes_FromStringAndSize(PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded));
+    if (own == NULL) return -1;
+    int failed = PyDict_SetItem(state->floats, value, own) < 0;
+    Py_DECREF(own);
+    return failed ? -1 : 0;
+}
+
 /* `value` as orjson.dumps writes it (or refuses it), remembered in `floats` when `kept`. */
 static int append_dumped(Buffer *buffer, ModuleState *state, PyObject *value, int kept) {
     PyObject *encoded = PyObject_CallOneArg(state->dumps, value);
@@ -261,7 +273,7 @@ static int append_dumped(Buffer *buffer, ModuleState *state, PyObject *value, in
         return -1;
     }
     int failed = kept && PyDict_GET_SIZE(state->floats) < MOST_FLOATS_KEPT &&
-                 PyDict_SetItem(state->floats, value, encoded) < 0;
+                 keep_float(state, value, encoded) < 0;
     failed = failed || append_bytes(buffer, encoded) < 0;
     Py_DECREF(encoded);
     return failed ? -1 : 0;

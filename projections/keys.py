@@ -41,6 +41,8 @@ def unpack(key: bytes) -> tuple[KeyPart, ...]:
         tag = key[index : index + 1]
         index += 1
         if tag == _INTEGER:
+            if index + _INTEGER_BYTES > len(key):
+                raise ValueError(f"not a packed key: an integer at {index - 1} is cut short")
             parts.append(int.from_bytes(key[index : index + _INTEGER_BYTES], "big"))
             index += _INTEGER_BYTES
             continue

@@ -247,7 +247,12 @@ class StateTable(faust.Table[bytes, bytes]):
                 if message.value is None and (retiring := self.changesets.get(tp.partition)):
                     retiring.pop(key, None)  # a changeset already retired
             else:
-                for state_key, value in decode_changes(message.value or b""):
+                try:
+                    changes = list(decode_changes(message.value or b""))
+                except ValueError as error:
+                    where = f"{tp.topic}[{tp.partition}] at offset {message.offset}"
+                    raise ValueError(f"changelog {where}: {error}") from error
+                for state_key, value in changes:
                     _write_to(tp_writes, state_key, value)
                 self.changesets[tp.partition][key] = None
             offsets[tp] = max(message.offset, offsets.get(tp, -1))

@@ -393,19 +393,30 @@ def encode_changes(changes: Changes) -> bytes:
 
 
 def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
-    """The writes `encode_changes` packed, in order."""
+    """The writes `encode_changes` packed, in order; ValueError for bytes cut short (a length
+    announcing more than follows), which would otherwise be laid into the store as keys."""
     index = 0
     while index < len(data):
-        size = int.from_bytes(data[index : index + 4], "big")
-        key = data[index + 4 : index + 4 + size]
-        index += 4 + size
-        size = int.from_bytes(data[index : index + 4], "big")
-        index += 4
-        if size == _DELETED:
+        key = _sized(data, index)
+        index += 4 + len(key)
+        if data[index : index + 4] == _DELETED.to_bytes(4, "big"):
             yield key, None
+            index += 4
         else:
-            yield key, data[index : index + size]
-            index += size
+            value = _sized(data, index)
+            yield key, value
+            index += 4 + len(value)
+
+
+def _sized(data: bytes, index: int) -> bytes:
+    """The bytes whose 4-byte length starts at `index` of a changeset."""
+    size = int.from_bytes(data[index : index + 4], "big")
+    if index + 4 + size > len(data):
+        raise ValueError(
+            f"not a changeset: {size} byte(s) announced at byte {index}, "
+            f"{max(len(data) - index - 4, 0)} follow"
+        )
+    return data[index + 4 : index + 4 + size]
 
 
 class RecordingTransaction(RocksTransaction):

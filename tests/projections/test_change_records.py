@@ -3,6 +3,8 @@ writes for the whole change, its id what `changes.change_id` gives, whatever the
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import orjson
@@ -125,3 +127,30 @@ def test_what_cannot_be_a_field_is_refused(values: Any, error: type[Exception]) 
     shape = (b'","kind":"belief-weakened",', pack("belief-weakened"), (b'"confidence":',))
     with pytest.raises(error):
         record(position, shape, "a", "b", values)
+
+
+def test_the_floats_it_remembers_take_the_memory_of_their_encodings_alone() -> None:
+    """Confidences and feelings recur, so the builder remembers each float's encoding (65,536
+    at most). It kept orjson's own result, a buffer of 4 KB or more for a few bytes: 20,000
+    floats of tuned policies held 80 MB, and a worker up to 270 MB, never freed."""
+    measure = """
+import gc
+from projections.change_records import record
+from projections.keys import pack
+
+def resident_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4
+position = (pack("change", "t", "w", "main") + pack(1), b'"seq":1,')
+shape = (b'","kind":"belief-weakened",', pack("belief-weakened"), (b'"confidence":',))
+gc.collect()
+before = resident_kib()
+for n in range(20_000):
+    record(position, shape, "npc-a", "belief-1", (n * 0.37 + 0.01,))
+gc.collect()
+print(resident_kib() - before)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", measure], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert int(done.stdout) < 20_000, f"{done.stdout.strip()} KiB for 20,000 floats"

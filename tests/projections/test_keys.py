@@ -65,3 +65,10 @@ def test_what_cannot_be_a_key_part_is_refused(part: object, error: type[Exceptio
 def test_a_string_that_is_not_unicode_text_is_refused() -> None:
     with pytest.raises(UnicodeEncodeError):
         pack("\ud800")
+
+
+def test_a_key_cut_inside_an_integer_is_refused_not_read_as_a_smaller_number() -> None:
+    key = pack("memories", "tenant", 7)
+    for cut in range(len(key) - 8, len(key)):
+        with pytest.raises(ValueError, match="cut short"):
+            unpack(key[:cut])

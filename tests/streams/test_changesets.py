@@ -8,6 +8,9 @@ deletes, an empty value as an empty value and the writes in their order.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,3 +48,24 @@ def test_a_delete_and_an_empty_value_are_told_apart() -> None:
 )
 def test_any_writes_round_trip(changes: Changes) -> None:
     assert list(decode_changes(encode_changes(changes))) == changes
+
+
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=300)), min_size=1),
+    st.data(),
+)
+def test_a_changeset_cut_short_is_refused_not_laid_in_as_other_keys(
+    changes: Changes, data: st.DataObject
+) -> None:
+    """Recovery lays an earlier release's changesets into the store: bytes cut short (a copy
+    that lost its end, or a per-key record whose headers a tool dropped) became keys and
+    values no event wrote, without a word."""
+    whole = encode_changes(changes)
+    cut = data.draw(st.integers(1, len(whole) - 1))
+    ends = set(accumulate(4 + len(key) + 4 + len(value or b"") for key, value in changes))
+    if cut in ends:  # a whole changeset of fewer writes
+        return
+    with pytest.raises(ValueError, match="not a changeset"):
+        list(decode_changes(whole[:cut]))
+    with pytest.raises(ValueError, match="not a changeset"):
+        list(decode_changes(b'{"confidence":0.9}'))
