@@ -606,11 +606,11 @@ def with_news(head: bytes, entries: list[bytes]) -> bytes:
     holds, kept as stored, not read apart and put together again (each listener of a rumour
     has its head moved)."""
     newest = sorted(set(entries), reverse=True)[:NEWS_HEAD_ENTRIES]
-    if not head or newest[-1] <= head[2 : 2 + (head[0] << 8 | head[1])]:
+    if not head or newest[-1] <= _entry_at(head, 0)[0]:
         return news_head([*entries, *head_entries(head)])  # among them (an event applied again)
     end, kept = 0, len(newest)
     while end < len(head) and kept < NEWS_HEAD_ENTRIES:
-        end += 2 + (head[end] << 8 | head[end + 1])
+        end = _entry_at(head, end)[1]
         kept += 1
     return news_head(newest) + head[:end]
 
@@ -618,13 +618,17 @@ def with_news(head: bytes, entries: list[bytes]) -> bytes:
 def head_entries(head: bytes) -> list[bytes]:
     """The entries a news head stores, newest first (`news_head`)."""
     entries = []
-    index, end = 0, len(head)
-    while index < end:
-        size = head[index] << 8 | head[index + 1]
-        index += 2
-        entries.append(head[index : index + size])
-        index += size
+    index = 0
+    while index < len(head):
+        entry, index = _entry_at(head, index)
+        entries.append(entry)
     return entries
+
+
+def _entry_at(head: bytes, index: int) -> tuple[bytes, int]:
+    """The entry of a news head whose length starts at `index`, and where the next one's does."""
+    end = index + 2 + (head[index] << 8 | head[index + 1])
+    return head[index + 2 : end], end
 
 
 @lru_cache(maxsize=64)
