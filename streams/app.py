@@ -587,7 +587,9 @@ class Rumourmill:
         return await self._send_acks(acks, kept_key(message.key), message.partition)
 
     async def send_world_acks(self, acks: Sequence[Ack]) -> list[Delivery]:
-        """Acks that each name their world (an upgrade's), as `send_acks_of` sends them."""
+        """Acks that each name their world (an upgrade's), as `send_acks_of` sends them,
+        counted among the events by outcome as a batch's are."""
+        self.metrics.sent(acks, 0)
         return await self._send_acks(acks, None, 0)
 
     async def _send_acks(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging.config
 import os
+import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -134,6 +135,20 @@ def worker(**flags: Any) -> None:
         raise SystemExit(error.exit_code) from None
 
 
+def _check_data_dir(data_dir: Path) -> None:
+    """Stop the worker at once, saying why, when `data_dir` cannot hold its state: a file, a
+    path that cannot be made, a read-only volume (each was a traceback, after Kafka's topics)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as error:
+        why = "it is a file" if isinstance(error, FileExistsError) else error.strerror or error
+        raise click.ClickException(
+            f"RUMOURMILL_DATA_DIR={str(data_dir)!r} cannot hold the state: {why}"
+        ) from None
+
+
 def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     """The worker, started as the settings say (`warn`: told of a variable naming no setting)."""
     from streams.app import create_app
@@ -146,6 +161,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
+    _check_data_dir(settings.data_dir)
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)

@@ -4,7 +4,8 @@ A character's runtime read cannot change until something it folds moves: its tim
 ancestor up to the branch point, or the world's persistent scope
 (`projections.runtime_read.read_position`). An answer is kept with that position and served
 again only while the position is the same, so a new event is never hidden by the cache. One
-answer per character and timeline is kept, the least recently read make room first, and the
+answer per read asked (the character and timeline, and the position it is asked as of) is
+kept, the least recently read make room first, and the
 encoded bytes held stay under a bound. A deleted world's answers are dropped as the deletion
 is taken (`forget_world`): they hold its memories, and would stay until pushed out.
 """

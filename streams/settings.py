@@ -68,6 +68,11 @@ def broker_addresses(value: object) -> object:
 
 
 def _broker_address(item: str) -> str:
+    if "@" in item:  # a user and password, not quoted back: SASL settings carry them
+        raise ValueError(
+            "a broker address holds no user or password: "
+            "RUMOURMILL_KAFKA_SASL_USERNAME and RUMOURMILL_KAFKA_SASL_PASSWORD carry them"
+        )
     scheme, separator, rest = item.rpartition("://")
     if separator and scheme.lower() != "kafka":
         raise ValueError(f"{item!r} is not host:port or kafka://host:port")
@@ -84,7 +89,6 @@ def _broker_address(item: str) -> str:
         or parts.path
         or parts.query
         or parts.fragment
-        or parts.username
     ):
         raise ValueError(f"{item!r} is not host:port or kafka://host:port")
     return f"{url_host(parts.hostname)}:{port}"
@@ -124,8 +128,9 @@ BearerKey = Annotated[str, AfterValidator(lambda key: key and bearer_key(key))]
 """A key sent as `Authorization: Bearer KEY`, or none (empty)."""
 SECRETS = frozenset({"api_keys", "api_key", "model_key", "kafka_sasl_password"})
 """The settings a bad value of is not shown: it would be a secret in a terminal or a log."""
-URLS = frozenset({"web_url", "model_url"})
-"""The settings a bad value of is shown without its user and password (`without_credentials`)."""
+URLS = frozenset({"web_url", "model_url", "broker", "test_broker"})
+"""The settings a bad value of is shown without its user and password (`without_credentials`):
+a broker address holds none, but one written so is refused without its password shown."""
 HIDDEN_URL = "(not shown: it may hold a password)"
 
 

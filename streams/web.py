@@ -690,7 +690,7 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
     own 500 was plain text and, the loop in debug mode, held the traceback (the worker's files,
     the error's text); the traceback goes to the log, with the path but not the query."""
     try:
-        return await handler(request)
+        response = await handler(request)
     except HTTPException as refusal:
         if refusal.status < 400:
             raise
@@ -701,13 +701,32 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         else:
             detail = refusal.text or refusal.reason
         headers = {name: value for name, value in refusal.headers.items() if name == "Allow"}
-        return web.json_response(
+        response = web.json_response(
             {"detail": detail}, status=refusal.status, headers=headers, dumps=_json_text
         )
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         detail = "the request failed on the worker; its log says why"
-        return web.json_response({"detail": detail}, status=500, dumps=_json_text)
+        response = web.json_response({"detail": detail}, status=500, dumps=_json_text)
+    await _closing_after_an_undecodable_body(request, response)
+    return response
+
+
+async def _closing_after_an_undecodable_body(
+    request: AiohttpRequest, response: StreamResponse
+) -> None:
+    """A body its `Content-Encoding` does not decode, left unread (or read and refused) by the
+    view: read to its end here, and the connection closed after the answer. aiohttp read it
+    after the answer, logged the failure as an unhandled exception with its traceback, and cut
+    the connection the client, told nothing, sent its next request on."""
+    if "Content-Encoding" not in request.headers or request.content.is_eof():
+        return
+    try:
+        while await request.content.readany():
+            pass
+    except RequestPayloadError:
+        request.content.feed_eof()  # nothing more of it is read
+        response.force_close()
 
 
 def _json_text(document: object) -> str:

@@ -260,3 +260,27 @@ def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_pa
     target = live.model_copy(update={"app_id": "rebuilt", "data_dir": taken})
     with pytest.raises(RebuildFailed, match=f"^the data dir {taken} is a file; name a fresh"):
         asyncio.run(check_fresh(target, live))
+
+
+@pytest.mark.parametrize(
+    ("data_dir", "why"),
+    [("{file}", "it is a file"), ("{file}/state", "Not a directory"), ("/proc/no", "No such file")],
+)
+def test_a_worker_whose_data_dir_cannot_hold_state_says_so_in_one_line_before_kafka(
+    tmp_path: Path, data_dir: str, why: str
+) -> None:
+    """A data dir that is a file, or on a volume not mounted or read-only, ended the worker in a
+    traceback (not JSON with `RUMOURMILL_LOG_FORMAT=json`), after it had made Kafka's topics."""
+    file = tmp_path / "taken"
+    file.write_text("")
+    named = data_dir.format(file=file)
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RUMOURMILL_BROKER": NOWHERE, "RUMOURMILL_DATA_DIR": named},
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: RUMOURMILL_DATA_DIR={named!r} cannot hold the state: {why}")

@@ -133,6 +133,9 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
         ("MODEL_URL", "https://mill:hunter2@model:port/v1", "(not shown: it may hold a password)"),
         ("MODEL_URL", "http://mill:hunter/2@model/v1", "(not shown: it may hold a password)"),
         ("WEB_URL", "http://mill:hunter2@worker:6066", "'http://worker:6066'"),
+        ("BROKER", "kafka://mill:hunter2@kafka:9092", "'kafka://kafka:9092'"),
+        ("BROKER", "mill:hunter2@kafka:9092", "(not shown: it may hold a password)"),
+        ("BROKER", "k1:9092,kafka://mill:hunter2@k2:9092", "(not shown: it may hold a password)"),
     ],
 )
 def test_a_refused_url_is_shown_without_its_user_and_password(
@@ -140,7 +143,8 @@ def test_a_refused_url_is_shown_without_its_user_and_password(
 ) -> None:
     """A model behind basic auth is given as `http://USER:PASSWORD@HOST/v1`: a mistake in it
     printed the password on the terminal, or in the log of a worker started by a supervisor.
-    (A `/` in a password, not written `%2F`, ends the host: its start reads as a port.)"""
+    (A `/` in a password, not written `%2F`, ends the host: its start reads as a port.) A broker
+    address holds no password, but `kafka://USER:PASSWORD@HOST` is a natural mistake."""
     monkeypatch.setenv(f"{ENV_PREFIX}{variable}", value)
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()

@@ -10,6 +10,7 @@ import asyncio
 import gzip
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 
 import orjson
@@ -31,7 +32,14 @@ from tests.projections.test_migrations import (
     inherited_waiting_as_an_earlier_release_left_it,
 )
 from tests.streams.test_faults import get_json
-from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    samples_of,
+    send_events,
+    unique_settings,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 UPGRADED = f"partition 0: state upgraded from format 1 to {current_format()}"
@@ -141,6 +149,10 @@ def test_an_event_an_earlier_release_left_waiting_for_ever_is_acked_at_the_upgra
         assert [(ack["timeline_id"], ack["seq"], ack["outcome"]) for ack in acks] == [
             ("alt", 2, "duplicate")
         ]
+        url = f"http://127.0.0.1:{settings.web_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:  # counted as the acks it sent
+            counted = samples_of(reply.read().decode())
+        assert counted[("rumourmill_events_total", (("outcome", "duplicate"),))] == 1
         send_events(settings, [event("w", 2)])
         acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 3)
         assert [(ack["timeline_id"], ack["seq"], ack["outcome"]) for ack in acks[1:]] == [

@@ -7,6 +7,7 @@ state a replay of the tavern story built.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -882,21 +883,45 @@ def test_a_limit_with_leading_zeros_is_its_number_as_a_position_is() -> None:
     assert answers[0][0] == 200
 
 
-def test_a_body_its_content_encoding_does_not_decode_is_a_plain_400() -> None:
-    async def run() -> tuple[int, Any]:
+def test_a_body_its_content_encoding_does_not_decode_is_a_plain_400_and_ends_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The answer says the connection closes: aiohttp read such a body again after answering,
+    logged an unhandled exception with its traceback, and cut the connection, so the client's
+    next request on it failed (a read ignoring its body too)."""
+    garbled = {"Content-Encoding": "gzip"}
+
+    async def run() -> list[tuple[int, str | None, Any]]:
         client = served_client(MemoryReads(LIES))
         await client.start_server()
+        answers = []
         try:
-            headers = {"Content-Encoding": "gzip"}
-            reply = await client.post(REPLY_CHECK, data=b"not gzip", headers=headers)
-            return reply.status, orjson.loads(await reply.read())
+            for method, path, body, headers in [
+                ("POST", REPLY_CHECK, b"not gzip", garbled),
+                ("POST", REPLY_CHECK, b'{"text": "Zorro did it"}', {}),
+                ("GET", READ, b"not gzip", garbled),
+                ("GET", READ, None, {}),
+            ]:
+                reply = await client.request(method, path, data=body, headers=headers)
+                answers.append(
+                    (
+                        reply.status,
+                        reply.headers.get("Connection"),
+                        orjson.loads(await reply.read()),
+                    )
+                )
         finally:
             await client.close()
+        return answers
 
-    status, body = asyncio.run(run())
-    assert status == 400
+    with caplog.at_level(logging.ERROR, logger="aiohttp"):
+        answers = asyncio.run(run())
+    [(refused, closed, body), checked, (ignored, closed_too, _), read] = answers
+    assert (refused, closed, closed_too) == (400, "close", "close")
     assert body["detail"].startswith("the body cannot be read: ")
     assert "\n" not in body["detail"]
+    assert [checked[0], ignored, read[0]] == [200, 200, 200]
+    assert not [record for record in caplog.records if record.name.startswith("aiohttp")]
 
 
 PATIENCE_SECONDS = 10.0
