@@ -117,6 +117,17 @@ def named_directory(value: object) -> object:
     return value
 
 
+Directory = Annotated[Path, BeforeValidator(named_directory)]
+"""A directory's path, never empty."""
+
+
+def named_program(value: str) -> str:
+    """A program's path, or empty (the default); never blank, which no program is."""
+    if value and not value.strip():
+        raise ValueError("must name a program, or be empty for the default")
+    return value
+
+
 def bearer_key(key: str) -> str:
     """An API key a client can send as `Authorization: Bearer KEY`: visible ASCII only."""
     if not key.isascii() or not key.isprintable() or " " in key:
@@ -217,7 +228,7 @@ class Settings(BaseSettings):
 
     broker: Annotated[Brokers, Field(min_length=1)] = ("127.0.0.1:9092",)
     """Kafka bootstrap brokers: `host:port` or `kafka://host:port`, several separated by `,`."""
-    data_dir: Annotated[Path, BeforeValidator(named_directory)] = Path("data")
+    data_dir: Directory = Path("data")
     """RocksDB tables of this worker."""
     web_host: Annotated[str, BeforeValidator(bind_address)] = "127.0.0.1"
     """The address the web server binds."""
@@ -292,9 +303,9 @@ class Settings(BaseSettings):
     system's."""
     kafka_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = DEFAULT_KAFKA_VERSION
     """The Apache Kafka version `rumourmill broker` and the tests fetch from Maven Central."""
-    kafka_cache: Path = DEFAULT_KAFKA_CACHE
+    kafka_cache: Directory = DEFAULT_KAFKA_CACHE
     """Where the Kafka jars are kept (in CACHE/kafka-VERSION)."""
-    java: str = ""
+    java: Annotated[str, AfterValidator(named_program)] = ""
     """The java that runs Apache Kafka; empty: $JAVA_HOME/bin/java, else java on the PATH."""
     test_broker: Brokers = ()
     """Tests and benchmarks: use this broker instead of starting Apache Kafka."""

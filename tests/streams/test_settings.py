@@ -98,6 +98,8 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_MODEL_KEY", "k1 k2", "must be visible ASCII without spaces"),
         ("RUMOURMILL_WEB_HOST", "", "is not a host name or an IP address"),
         ("RUMOURMILL_DATA_DIR", "", "must name a directory"),
+        ("RUMOURMILL_KAFKA_CACHE", " ", "must name a directory"),
+        ("RUMOURMILL_JAVA", "  ", "must name a program, or be empty"),
         ("RUMOURMILL_MODEL_TIMEOUT_SECONDS", "nan", "should be a finite number"),
         ("RUMOURMILL_WEB_HOST", "my host", "is not a host name or an IP address"),
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
