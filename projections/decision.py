@@ -93,7 +93,8 @@ def decision(
         tx, (tenant_id, world_id), ancestry, npc_id, "player", player, now_ms, dialogue
     )
     turns = TURNS.validate_python(player_scope["turns"])
-    verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq)
+    # the referee judged what the event's actor said: another player of the scene said nothing
+    verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq) if player == event.actor else None
     return DecisionRead(
         knowledge=[memory_read(memory) for memory in knowledge],
         recent_turns=turns,

@@ -192,7 +192,8 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
     """Keep a scope's summary; a summary of a scope with no turns on the timeline is refused."""
     payload = event.payload
     kind, summary = payload.get("scope"), payload.get("summary")
-    categories = payload.get("categories", [])
+    categories = payload.get("categories")
+    categories = [] if categories is None else categories  # optional: absent or null, none
     scope_id = event.target if kind == "player" else None
     if kind == "place" and event.actor is not None:  # where its lines were said: `turn_of`
         scope_id = whereabouts.place_of(

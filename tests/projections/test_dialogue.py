@@ -297,6 +297,21 @@ def test_turns_are_hidden_twelve_hours_after_the_last_turn_of_the_scope() -> Non
     assert hidden["expires_at"] == "2024-05-02T01:00:00Z"
 
 
+def test_a_summary_of_null_categories_is_kept_as_one_of_none() -> None:
+    """`categories` is optional: a game sending it as JSON null had its summary refused, and
+    the scope expired after 12 hours instead of 24."""
+    talk = Talk()
+    talk.player("one", minute=0)
+    talk.summarise("Asked about the son.", categories=None)
+    assert talk.acks[-1]["reason"] is None
+    scope = talk.read(minute=13 * 60)["player"]
+    assert (scope["summary"], scope["categories"], texts(scope)) == (
+        "Asked about the son.",
+        [],
+        ["one"],
+    )
+
+
 def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() -> None:
     talk = Talk()
     talk.player("one", minute=0)
@@ -356,6 +371,7 @@ def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothi
         ),
         ("  ", {}, "payload.summary must be non-empty text"),
         ("x", {"categories": [1]}, "payload.categories must be a list of strings"),
+        ("x", {"categories": ""}, "payload.categories must be a list of strings"),
     ],
 )
 def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(

@@ -50,7 +50,7 @@ class Delivered:
         found = belief_id("default", "save-1", timeline, seq, "npc-mara", "knowledge")
         return load_memory(self.state, keys, "npc-mara", found)
 
-    def decision(self, after_seq: int) -> Any:
+    def decision(self, after_seq: int, player_id: str | None = None) -> Any:
         found = decision(
             self.state,
             SqliteRecallIndex(),
@@ -59,7 +59,7 @@ class Delivered:
             "main",
             "npc-mara",
             after_seq,
-            None,
+            player_id,
             self.policy,
             0,
         )
@@ -198,6 +198,27 @@ def test_the_decision_gets_the_verdict_never_the_record() -> None:
     assert world.beliefs()[ALIVE]["diverging"]
     assert "diverging" not in held
     assert set(held) == set(world.beliefs()[ALIVE]) - {"diverging"}
+
+
+def test_a_decision_for_another_player_of_the_scene_gets_no_verdict_on_a_line_not_theirs() -> None:
+    """Bo stands by while Ilse convinces Mara: the decision answering Bo said the referee's
+    verdict on what Bo just said was `convinced` (it looked only at the position)."""
+    both = line(
+        7,
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1", "player-2"],
+        payload={"text": DEAD, "facts": [status("defeated")]},
+        game_time="day 1, 22:00",
+        entities={"player-2": {"name": "Bo"}},
+    )
+    world = Delivered([*MAIN, lie(), both])
+    asked = {player: world.decision(7, player) for player in ("player-1", "player-2")}
+    assert asked["player-1"]["verdict"] == "convinced"
+    assert asked["player-2"]["verdict"] is None
+    last = asked["player-2"]["prompt"].splitlines()[-1]
+    assert last == "The referee's verdict on what Bo just said: none."
 
 
 def test_a_line_that_challenges_nothing_gets_no_verdict() -> None:
