@@ -51,6 +51,7 @@ from projections.record_bounds import TooLarge, most_record_bytes
 from projections.referee import judge_line, rules_judge
 from projections.reinforcement import record_recalls
 from projections.relations import feeling_toward, record_relations
+from projections.rumour_rules import crowd_note
 from projections.rumour_spreading import spread
 from projections.runtime_read import MAX_BELIEFS
 from projections.scratch_state import ScratchState
@@ -238,8 +239,8 @@ class Projector:
         record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
-        claims = unread_claims(event)
-        notes = [found for found in (claims, refereed_note, note) if found is not None]
+        claims, crowd = unread_claims(event), crowd_note(event, policy)
+        notes = [found for found in (claims, refereed_note, crowd, note) if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
 

@@ -3,7 +3,8 @@
 With `memory.spreading.enabled` (off by default), characters pass memories on when they meet:
 
 - **Meetings.** A character entering a place meets every character already there; the game's
-  `loreweaver.social.characters-met` makes everyone it names meet everyone else it names; and
+  `loreweaver.social.characters-met` makes everyone it names meet everyone else it names (at
+  most `MOST_MET` names: a larger one is no meeting, and its ack says why); and
   once per game-time interval (`spreading.group_interval_minutes`) each group exchanges news
   (a character's group is the `group` it was declared with, one name, or what the field
   `spreading.group_field` names holds: a declaration's own field may hold a list of names).
@@ -59,6 +60,10 @@ from schemas.trusted import trusted
 
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
+MOST_MET = 32
+"""The most ids one `characters-met` may name (its actor and target among them): everyone it
+names meets everyone else, so N names form up to 3 N (N - 1) rumours in one event (500 names
+in 5 KB formed 750,000 memories, 26 s and 3 GB). A larger one is no meeting (`crowd_note`)."""
 
 Meeting = tuple[str, str]
 """Two characters who meet, the smaller id first."""
@@ -95,15 +100,31 @@ def meetings(
         present = {other for other in occupants_before if kind_of(other) == CHARACTER}
         return sorted(_pair(mover, other) for other in present)
     if event.key == CHARACTERS_MET:
-        named = event.payload.get(MET_FIELD)
-        extra = [item for item in named if isinstance(item, str)] if isinstance(named, list) else []
-        met = {
-            who
-            for who in (event.actor, event.target, *extra)
-            if who is not None and kind_of(who) == CHARACTER
-        }
-        return list(combinations(sorted(met), 2))
+        named = met_names(event)
+        if len(named) > MOST_MET:
+            return []
+        return list(combinations(sorted(who for who in named if kind_of(who) == CHARACTER), 2))
     return []
+
+
+def met_names(event: Event) -> set[str]:
+    """The ids a `characters-met` names: its actor, target and `payload.characters`."""
+    named = event.payload.get(MET_FIELD)
+    extra = [item for item in named if isinstance(item, str)] if isinstance(named, list) else []
+    return {who for who in (event.actor, event.target, *extra) if who is not None}
+
+
+def crowd_note(event: Event, policy: Policy) -> str | None:
+    """Why a `characters-met` of more than `MOST_MET` names, spreading on, was no meeting."""
+    if event.key != CHARACTERS_MET or not policy.memory.spreading.enabled:
+        return None
+    named = len(met_names(event))
+    if named <= MOST_MET:
+        return None
+    return (
+        f"no meeting recorded: a characters-met names at most {MOST_MET} ids "
+        f"(everyone meets everyone), this one {named}"
+    )
 
 
 def group_interval(story_minutes: int, policy: Policy) -> int:

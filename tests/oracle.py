@@ -93,6 +93,8 @@ RECALLED = "loreweaver.memory.recalled"
 """The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
+MOST_MET = 32
+"""A `characters-met` naming more ids than this is no meeting (everyone would meet everyone)."""
 FARTHEST_HOPS = 32
 """News this many hops from its start is passed on no further, by a `told` or a meeting."""
 DESCRIBED_AT_MOST = 2000
@@ -865,7 +867,7 @@ def worth_telling(memory: OMemory, listener: str) -> bool:
 def meeting_pairs(event: Event, present: set[str], kind: Kinds) -> list[tuple[str, str]]:
     """Who meets at an event, each pair once, the smaller id first, in order: a character
     entering a place meets every character already there; `characters-met` makes everyone
-    it names meet everyone else it names."""
+    it names meet everyone else it names, unless it names more than `MOST_MET` ids."""
     if event.key in MOVEMENT:
         mover = event.actor
         if mover is None or event.location is None or mover in present:
@@ -881,13 +883,10 @@ def meeting_pairs(event: Event, present: set[str], kind: Kinds) -> list[tuple[st
     if event.key == MET:
         named = event.payload.get(MET_FIELD)
         more = [item for item in named if isinstance(item, str)] if isinstance(named, list) else []
-        met = sorted(
-            {
-                who
-                for who in [event.actor, event.target, *more]
-                if who is not None and kind(who) == "character"
-            }
-        )
+        ids = {who for who in [event.actor, event.target, *more] if who is not None}
+        if len(ids) > MOST_MET:
+            return []
+        met = sorted(who for who in ids if kind(who) == "character")
         return [(one, other) for i, one in enumerate(met) for other in met[i + 1 :]]
     return []
 

@@ -22,7 +22,7 @@ from projections.state import MemoryState
 from projections.weighing import retold_confidence
 from schemas.events import story_minutes
 from schemas.memory import Memory
-from streams.replay import replay_lines
+from streams.replay import messages, replay_lines
 
 ENTERED = "loreweaver.movement.location-entered"
 MET = "loreweaver.social.characters-met"
@@ -131,6 +131,31 @@ def test_a_meeting_passes_at_most_three_memories_the_newest() -> None:
         "npc-ada omen 3 at loc-inn",
         "npc-ada omen 4 at loc-inn",
     ]
+
+
+@pytest.mark.parametrize("named", [32, 33])
+def test_a_characters_met_of_more_than_32_names_is_no_meeting_and_its_ack_says_so(
+    named: int,
+) -> None:
+    """Everyone it names meets everyone else: 500 names in a 5 KB event formed 750,000
+    rumours in one transaction (26 s, 3 GB), stalling the partition's worlds at every
+    redelivery. At most 32 meet; a larger one passes nothing on, and says why."""
+    town = Town()
+    crowd = [f"npc-{number:03}" for number in range(named)]
+    theft_at_the_inn(town)
+    town.happen(MET, actor="npc-ada", target=crowd[1], payload={"characters": crowd[2:]})
+    projector, state = Projector(policies=lambda t, w: town.policy), MemoryState()
+    acks = [ack for line in messages(town.lines) for ack in projector.receive(state, line).acks]
+    [ack] = [ack for ack in acks if ack.seq == 3]
+    told = [npc for npc in crowd[1:] if town.knowledge(npc)]
+    if named <= 32:
+        assert ack.reason is None and told == crowd[1:]
+    else:
+        assert ack.reason == (
+            "no meeting recorded: a characters-met names at most 32 ids (everyone meets "
+            "everyone), this one 33"
+        )
+        assert told == []
 
 
 def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
