@@ -89,11 +89,11 @@ what its last look kept)."""
 @dataclass(frozen=True, slots=True)
 class _Resolved:
     """The policy a pair of documents gives, why the world's could not lie over its tenant's
-    (None: it could), and the document keys the pair was first read from."""
+    (None: it could), and the world (tenant, world id) the pair was first read for."""
 
     policy: Policy
     conflict: ValidationError | None
-    keys: tuple[bytes, bytes]
+    world: tuple[str, str]
 
 
 class PolicyBook:
@@ -114,48 +114,55 @@ class PolicyBook:
         self._conflicting = conflicting
         self._resolved: dict[DocumentPair, _Resolved] = {}
         self._sweep_above = SWEEP_FLOOR
-        self._told: set[tuple[str, str, bytes | None, bytes | None]] = set()
+        self._told: dict[tuple[str, str], DocumentPair] = {}
+        """The documents each world in conflict was told of."""
 
     def __call__(self, tenant_id: str, world_id: str) -> Policy:
-        keys = (policy_key(tenant_id, None), policy_key(tenant_id, world_id))
-        documents = (self._documents.get(keys[0]), self._documents.get(keys[1]))
+        documents = self._documents_of(tenant_id, world_id)
         found = self._resolved.get(documents)
         if found is None:
-            found = self._resolve(documents, keys)
+            found = self._resolve(documents, (tenant_id, world_id))
         if found.conflict is not None:
             self._tell(tenant_id, world_id, documents, found.conflict)
         return found.policy
 
-    def _resolve(self, documents: DocumentPair, keys: tuple[bytes, bytes]) -> _Resolved:
+    def _documents_of(self, tenant_id: str, world_id: str) -> DocumentPair:
+        get = self._documents.get
+        return get(policy_key(tenant_id, None)), get(policy_key(tenant_id, world_id))
+
+    def _resolve(self, documents: DocumentPair, world: tuple[str, str]) -> _Resolved:
         tenant_document = _document(documents[0])
         try:
-            found = _Resolved(resolve(tenant_document, _document(documents[1])), None, keys)
+            found = _Resolved(resolve(tenant_document, _document(documents[1])), None, world)
         except ValidationError as conflict:
-            found = _Resolved(resolve(tenant_document, None), conflict, keys)
+            found = _Resolved(resolve(tenant_document, None), conflict, world)
         self._resolved[documents] = found
         if len(self._resolved) > self._sweep_above:
             self._sweep()
         return found
 
     def _sweep(self) -> None:
-        """Let go of the pairs the keys they were read from no longer hold. One still in force
+        """Let go of the pairs the world they were read for no longer has. One still in force
         for other worlds (a tenant's document, for its worlds without their own) is resolved
-        again at its next use: correct, and rare."""
+        again at its next use: correct, and rare. So for the worlds told of a conflict."""
         self._resolved = {
             documents: found
             for documents, found in self._resolved.items()
-            if tuple(self._documents.get(key) for key in found.keys) == documents
+            if self._documents_of(*found.world) == documents
         }
         self._sweep_above = max(SWEEP_FLOOR, 2 * len(self._resolved))
-        self._told = {told for told in self._told if told[2:] in self._resolved}
+        self._told = {
+            world: documents
+            for world, documents in self._told.items()
+            if self._documents_of(*world) == documents
+        }
 
     def _tell(
         self, tenant_id: str, world_id: str, documents: DocumentPair, conflict: ValidationError
     ) -> None:
         """`conflicting` told of this world, once while these documents are in force."""
-        told = (tenant_id, world_id, *documents)
-        if self._conflicting is not None and told not in self._told:
-            self._told.add(told)
+        if self._conflicting is not None and self._told.get((tenant_id, world_id)) != documents:
+            self._told[(tenant_id, world_id)] = documents
             self._conflicting(tenant_id, world_id, conflict)
 
 

@@ -76,9 +76,11 @@ async def _forward(
 ) -> Response:
     """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
     the owner with its reply), the owner's bytes as they are (not decoded and encoded
-    again) and, answering a HEAD, the length of what a GET would send."""
+    again) and, answering a HEAD, the length of what a GET would send. A read's body, which
+    no read looks at, is not sent (nor read: one that does not decode made a 500)."""
     routed = request.url.with_host(owner.host or "").with_port(owner.port)
-    body = await cast(Any, request).read()  # aiohttp keeps the body it read
+    posted = request.method == "POST"  # read by the view already (`ReplyCheck.receive`)
+    body = await cast(Any, request).read() if posted else b""
     async with client.request(
         method=request.method,
         headers=_forwarded_headers(request),

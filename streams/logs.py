@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web import RequestPayloadError
 
 from streams.settings import Settings
 
@@ -97,17 +98,24 @@ AIOHTTP_SERVER = "aiohttp.server"
 
 class UnparsedRequests(logging.Filter):
     """aiohttp's record of a request it could not parse (a header over 8 KB, a control
-    character in one, a path that is not UTF-8) as one INFO line naming what was wrong, not
-    an ERROR with a traceback and the line itself: that line could be a careless client's
-    `Authorization` header, its API key in the log. Every other record passes as it is."""
+    character in one, a path that is not UTF-8), or of a body its `Content-Encoding` did not
+    decode, as one INFO line naming what was wrong, not an ERROR with a traceback and the line
+    itself: that line could be a careless client's `Authorization` header, its API key in the
+    log. Every other record passes as it is."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         unparsed = record.exc_info[1] if record.exc_info else None
-        if record.name != AIOHTTP_SERVER or not isinstance(unparsed, HttpProcessingError):
+        if record.name != AIOHTTP_SERVER:
             return True
-        remote = record.args[0] if isinstance(record.args, tuple) and record.args else None
-        record.msg = "refused a request it could not parse from %s: %s"
-        record.args = (remote or "an unknown address", type(unparsed).__name__)
+        if isinstance(unparsed, HttpProcessingError):
+            remote = record.args[0] if isinstance(record.args, tuple) and record.args else None
+            record.msg = "refused a request it could not parse from %s: %s"
+            record.args = (remote or "an unknown address", type(unparsed).__name__)
+        elif isinstance(unparsed, RequestPayloadError):  # read after the answer (`streams.web`)
+            record.msg = "closed a connection whose request body did not decode: %s"
+            record.args = (type(unparsed.__cause__ or unparsed).__name__,)
+        else:
+            return True
         record.exc_info = record.exc_text = None
         if record.levelno > logging.INFO:
             record.levelno, record.levelname = logging.INFO, "INFO"

@@ -65,10 +65,11 @@ say a rarer word first (`SqliteRecallIndex.by_words`)."""
 BM25_K1 = 1.2
 IDF_FLOOR = 1e-6
 """FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
-BM25_DECIMALS = 9
-"""Word scores are ranked to this many decimals: two rows whose words weigh alike score alike
-but for the order FTS5 adds the words in (a last-digit difference), and rank as a tie, by
-belief id."""
+BM25_GRID = 10**9
+"""Word scores are ranked in billionths (SQLite's `round(X)`, half away from zero, exact where
+its `round(X, 9)` goes through decimal text and is not): two rows whose words weigh alike score
+alike but for the order FTS5 adds the words in (a last-digit difference), and rank as a tie,
+by belief id."""
 
 _TOKENIZE = "unicode61 remove_diacritics 2"
 """How the word tables split and fold text into terms, and a query with them (`temp.asked`, a
@@ -471,8 +472,8 @@ class SqliteRecallIndex:
             [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
             limit,
         )
-        most_common_only = sum(_most_added(common[word]) for word in said)
-        if len(found) < limit or -found[-1][1] <= most_common_only + 10**-BM25_DECIMALS:
+        most_common_only = sum(_most_added(common[word]) for word in said) * BM25_GRID
+        if len(found) < limit or -found[-1][1] <= most_common_only + 1:
             rest = self._ranked(scope, table, block, [f"{common_words} NOT {rare_words}"], limit)
             found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
@@ -502,14 +503,14 @@ class SqliteRecallIndex:
         block: tuple[int, int],
         expressions: Sequence[str],
         limit: int,
-    ) -> list[tuple[str, float]]:
+    ) -> list[tuple[str, int]]:
         """The first `limit` rows the scope sees that match any of the (disjoint) match
         `expressions` in the world's word `table`, among the rows of the character's `block`:
-        belief id and bm25 score (to `BM25_DECIMALS`), best (lowest) first, then by belief id."""
+        belief id and bm25 score (in `BM25_GRID`ths), best (lowest) first, then by belief id."""
         visible, parameters = self._visible(scope)
         parameters = [*block, *parameters]
         select = (
-            f"SELECT i.belief_id AS belief_id, round(bm25({table}), {BM25_DECIMALS}) AS score "
+            f"SELECT i.belief_id AS belief_id, round(bm25({table}) * {BM25_GRID}) AS score "
             f"FROM {table} "
             f"JOIN items i ON i.id = {table}.rowid WHERE {table} MATCH ? "
             f"AND {table}.rowid BETWEEN ? AND ? AND {visible}"
@@ -518,7 +519,7 @@ class SqliteRecallIndex:
             " UNION ALL ".join(select for _ in expressions) + " ORDER BY score, belief_id LIMIT ?",
             [*chain.from_iterable((expression, *parameters) for expression in expressions), limit],
         )
-        return [(str(row[0]), float(row[1])) for row in rows]
+        return [(str(row[0]), int(row[1])) for row in rows]
 
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         model = self.world_model(scope.tenant_id, scope.world_id)

@@ -708,24 +708,17 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         log.exception("%s %s failed", request.method, request.path)
         detail = "the request failed on the worker; its log says why"
         response = web.json_response({"detail": detail}, status=500, dumps=_json_text)
-    await _closing_after_an_undecodable_body(request, response)
+    _closing_after_an_undecodable_body(request, response)
     return response
 
 
-async def _closing_after_an_undecodable_body(
-    request: AiohttpRequest, response: StreamResponse
-) -> None:
-    """A body its `Content-Encoding` does not decode, left unread (or read and refused) by the
-    view: read to its end here, and the connection closed after the answer. aiohttp read it
-    after the answer, logged the failure as an unhandled exception with its traceback, and cut
-    the connection the client, told nothing, sent its next request on."""
-    if "Content-Encoding" not in request.headers or request.content.is_eof():
-        return
-    try:
-        while await request.content.readany():
-            pass
-    except RequestPayloadError:
-        request.content.feed_eof()  # nothing more of it is read
+def _closing_after_an_undecodable_body(request: AiohttpRequest, response: StreamResponse) -> None:
+    """A compressed body the view left unread (or read and refused): the connection closes
+    after the answer. aiohttp reads such a body after answering, for at most 10 s; one its
+    `Content-Encoding` does not decode then cut the connection the client, told nothing, sent
+    its next request on (and logged a traceback: `streams.logs.UnparsedRequests` makes it a
+    line)."""
+    if "Content-Encoding" in request.headers and not request.content.is_eof():
         response.force_close()
 
 

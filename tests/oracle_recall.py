@@ -17,7 +17,7 @@ What it compares, and what it leaves out:
 - the searches: cues (the asked ids plus every declared name the query says as words, against
   `about`; most cues matched, then newest, then id); words, SQLite FTS5's bm25 written out
   (unicode61 tokens, k1 1.2, b 0.75, idf floored at 1e-6, over every memory of the world, best
-  to 9 decimals then id: rows whose words weigh alike tie whatever order the sum takes): the
+  in billionths then id: rows whose words weigh alike tie whatever order the sum takes): the
   engine the spec asks for ranks by it, so the oracle names the formula instead of inventing
   another ranking; vectors: both sides are fed the same test vectors (`Embed`, a
   one-hot bucket per text, so every cosine is exactly 0 or 1), cosine below 0.3 finds nothing,
@@ -71,7 +71,7 @@ DEEP = 16 * DEPTH
 """When forgotten memories leave too few candidates and a search found 60 or more, the
 searches hand on this many and the fused ranking is walked again."""
 KNOWLEDGE = 10
-BM25_K1, BM25_B, IDF_FLOOR, BM25_DECIMALS = 1.2, 0.75, 1e-6, 9
+BM25_K1, BM25_B, IDF_FLOOR, BM25_GRID = 1.2, 0.75, 1e-6, 10**9
 
 
 Embed = Callable[[str], Sequence[float]]
@@ -148,8 +148,14 @@ def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) ->
         for weight, freq in zip(idf, frequencies, strict=True):
             length_norm = 1 - BM25_B + BM25_B * len(tokens) / average
             score += weight * ((freq * (BM25_K1 + 1.0)) / (freq + BM25_K1 * length_norm))
-        scored.append((round(-score, BM25_DECIMALS), memory.belief_id))
+        scored.append((on_grid(-score), memory.belief_id))
     return [belief for _, belief in sorted(scored)]
+
+
+def on_grid(score: float) -> int:
+    """A bm25 score in billionths, as SQLite's `round(X)` rounds: half away from zero."""
+    scaled = score * BM25_GRID
+    return int(scaled - 0.5) if scaled < 0 else int(scaled + 0.5)
 
 
 def by_meaning(mine: list[OMemory], text: str, embed: Embed | None) -> list[str]:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from projections.policy import PolicyBook, policy_key
+from projections.policy import SWEEP_FLOOR, PolicyBook, policy_key
 from streams.cli import main
 from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document, log_conflict
 from streams.settings import Settings
@@ -177,3 +177,27 @@ def test_a_worker_lets_go_of_the_policies_of_documents_since_replaced() -> None:
     finally:
         tracemalloc.stop()
     assert held < 16 * 1024 * 1024, f"{held / 2**20:.0f} MB held"
+
+
+def test_a_world_is_told_of_its_conflict_once_while_its_documents_stand() -> None:
+    """Two worlds of one conflicting document; the first is corrected, and the worker lets go of
+    what no world reads any more: the second, its documents unchanged, was told again."""
+    told: list[str] = []
+    documents: dict[bytes, bytes] = {}
+    book = PolicyBook(documents, lambda tenant, world, why: told.append(world))
+    documents[policy_key("t", None)] = orjson.dumps({"memory": {"referee": {"doubting_from": 0.3}}})
+    conflicting = orjson.dumps({"memory": {"referee": {"convinced_from": 0.2}}})
+    documents[policy_key("t", "a")] = documents[policy_key("t", "b")] = conflicting
+    for _ in range(3):
+        book("t", "a"), book("t", "b")
+    corrected = orjson.dumps({"memory": {"referee": {"convinced_from": 0.5}}})
+    documents[policy_key("t", "a")] = corrected
+    book("t", "a")
+    for number in range(3 * SWEEP_FLOOR):  # worlds of their own documents: the book sweeps
+        own = {"memory": {"retention": {"half_life_days": 6 + number / 100}}}
+        documents[policy_key("t", f"w{number}")] = orjson.dumps(own)
+        book("t", f"w{number}")
+    book("t", "b")
+    documents[policy_key("t", "a")] = conflicting  # in conflict again: told again
+    book("t", "a"), book("t", "b")
+    assert told == ["a", "b", "a"]

@@ -284,6 +284,30 @@ def test_memories_whose_words_weigh_alike_tie_and_rank_by_belief_id() -> None:
     assert found == sorted(found)
 
 
+def test_memories_whose_words_weigh_alike_tie_where_a_decimal_rounding_parts_them() -> None:
+    """The same two memories among 1,785 (143 say "fox"): FTS5's scores, a last digit apart,
+    sat either side of a half in the 9th decimal, and SQLite's `round(X, 9)` (through decimal
+    text) parted them where an exact rounding does not."""
+
+    def words(count: int, tag: str) -> str:
+        return " ".join(f"{tag}q{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(count))
+
+    def tag(number: int) -> str:
+        return "".join(chr(97 + (number // 26**place) % 26) for place in range(3))
+
+    contents = ["fox fox fox " + words(21, "zb"), "fox fox " + words(13, "za")]
+    contents += ["fox " + words(8, tag(number)) for number in range(141)]
+    contents += [words(8 if number < 21 else 9, tag(1000 + number)) for number in range(1642)]
+    state = replay_lines(told_to_the_keeper(contents)).state
+    index = SqliteRecallIndex()
+    index.catch_up(state, memory_keys(state, "default", "gossip"))
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+    found = index.by_words(search_scope(keys, ancestry, "npc-keeper"), "fox", 2)
+    held = [load_memory(state, keys, "npc-keeper", one) for one in found]
+    assert sorted(memory.content.count("fox") for memory in held if memory) == [2, 3]
+    assert found == sorted(found)
+
+
 def test_equal_cosines_rank_by_belief_id_whatever_order_the_index_took_them_in() -> None:
     """Found by the oracle: ties went by the order memories reached the index, so a worker that
     caught up at once and one that caught up event by event could answer differently."""
