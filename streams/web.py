@@ -624,6 +624,10 @@ class Picture:
     svg: bytes
 
 
+MOST_PICTURES_WAITING = 4
+"""Rumour picture requests that may wait for the one being drawn (`RumourPicture`)."""
+
+
 class RumourPicture(WorldRead):
     """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
     the world is named in the path, the timeline by an optional `timeline_id`."""
@@ -634,6 +638,8 @@ class RumourPicture(WorldRead):
         """Held while a picture is drawn: one at a time per worker. Each request for a large
         rumour ran a `dot` of its own, as many at once as were asked for, so one tenant's
         requests could take every core from the events of all tenants."""
+        self.waiting = 0
+        """Requests waiting for `drawing`: at most `MOST_PICTURES_WAITING`."""
 
     def world_of(self, request: Request, params: Mapping[str, str]) -> str:
         return params["world"]
@@ -651,12 +657,26 @@ class RumourPicture(WorldRead):
 
     async def finish(self, found: object) -> object:
         """Graphviz draws in a process of its own, once no other picture is being drawn:
-        events go on being projected meanwhile."""
+        events go on being projected meanwhile. A request finding `MOST_PICTURES_WAITING`
+        waiting already is a 503 at once: each waited for every picture ahead of it (up to
+        `DRAWING_SECONDS` each), its map held meanwhile, however many were sent."""
+        if self.drawing.locked() and self.waiting >= MOST_PICTURES_WAITING:
+            raise HTTPProblem(
+                503,
+                f"{self.waiting} pictures wait to be drawn on this worker already; "
+                "ask again once they are",
+            )
+        self.waiting += 1
         try:
-            async with self.drawing:
-                return Picture(await rumour_svg(cast(RumourMap, found)))
+            await self.drawing.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return Picture(await rumour_svg(cast(RumourMap, found)))
         except DrawingUnavailable as missing:
             raise HTTPProblem(503, str(missing)) from None
+        finally:
+            self.drawing.release()
 
     def answer(self, found: ReadModel | Encoded | object, status: int = 200) -> Response:
         if isinstance(found, Picture):

@@ -15,6 +15,7 @@ from typing import Any, cast
 from xml.etree import ElementTree
 
 import faust
+import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner, Result
@@ -26,7 +27,7 @@ from schemas.records import TimelineRecord
 from streams import rumour_picture
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
-from streams.web import register_views
+from streams.web import MOST_PICTURES_WAITING, register_views
 from tests.projections.test_rumour_map import MEMORIES_HELD, STATE, WORLD, farthest_travelled
 from tests.streams.test_web import MemoryReads, serve, served_client
 
@@ -345,3 +346,39 @@ def test_pictures_are_drawn_one_at_a_time(tmp_path: Path, monkeypatch: pytest.Mo
 
     assert asyncio.run(run()) == [200, 200, 200]
     assert log.read_text().split() == ["start", "end"] * 3
+
+
+def test_pictures_past_those_already_waiting_are_a_503_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests queued for the one `dot` without end: the tenth waited for nine pictures, up
+    to 10 s each, its rumour map held all along. Four may wait; the rest are told to come
+    back, and every picture asked is drawn once the queue has room."""
+    fake_dot(
+        tmp_path,
+        "cat > /dev/null\nsleep 0.3\necho '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'",
+        monkeypatch,
+    )
+
+    async def run() -> tuple[list[tuple[int, Any]], int]:
+        client = served_client(MemoryReads(STATE))
+        await client.start_server()
+        try:
+            path = picture_path(farthest_travelled().belief_id)
+            asked = [asyncio.ensure_future(client.get(path))]
+            await asyncio.sleep(0.1)  # drawing the first
+            asked += [asyncio.ensure_future(client.get(path)) for _ in range(6)]
+            answers = [
+                (answer.status, await answer.read()) for answer in await asyncio.gather(*asked)
+            ]
+            again = await client.get(path)
+            return answers, again.status
+        finally:
+            await client.close()
+
+    answers, again = asyncio.run(run())
+    assert [status for status, _ in answers].count(200) == 1 + MOST_PICTURES_WAITING
+    refused = [orjson.loads(body) for status, body in answers if status == 503]
+    busy = "4 pictures wait to be drawn on this worker already; ask again once they are"
+    assert refused == [{"detail": busy}] * 2
+    assert again == 200
