@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.catalogue import StoredDeclarations, display_name
-from projections.memory_store import MemoryKeys, memories_of_origin, memory_named, visible
+from projections.memory_store import (
+    MemoryKeys,
+    as_revised,
+    memories_of_origin,
+    memory_named,
+    visible,
+)
 from projections.provenance import news_chain
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
@@ -90,8 +96,8 @@ def rumour_map(
     )
     names = StoredDeclarations(tx, tenant_id, world_id, ancestry)
     held: dict[str, list[Memory]] = {}
-    for memory in memories:
-        held.setdefault(memory.character_id, []).append(memory)
+    for memory in memories:  # held as revised (a referee weakened it); told as it was then
+        held.setdefault(memory.character_id, []).append(as_revised(tx, keys, ancestry, memory))
     everyone = sorted({*held, *(telling.teller for telling in tellings)})
     return RumourMap(
         world_id=world_id,

@@ -16,6 +16,7 @@ from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
 from projections.referee import Agreement, believable, challenged_beliefs, rules_verdict
+from projections.rumour_map import rumour_map
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from schemas import Ack, Fact
@@ -386,3 +387,15 @@ def test_recall_provenance_and_retelling_hold_the_weakened_belief_too() -> None:
     tomas = answer(runtime_read(world.state, "default", "save-1", "main", "npc-tomas"))
     heard = [b for b in tomas["beliefs"] if b["seq"] == 8]
     assert [b["confidence"] for b in heard] == [0.32]  # 0.4 x retelling_factor 0.8
+
+
+def test_the_rumour_map_shows_a_holder_as_sure_as_the_referee_left_them() -> None:
+    """Ilse's truth weakened Mara's lie to 0.4: her runtime read and provenance said so, and
+    the rumour's picture still drew her at 0.8, as told."""
+    world = Delivered(LINES)
+    held = world.beliefs()[ALIVE]
+    drawn = rumour_map(world.state, "default", "save-1", held["belief_id"])
+    [mara] = [holder for holder in drawn.holders if holder.entity_id == "npc-mara"]
+    assert mara.confidence == held["confidence"] == 0.4
+    [telling] = [one for one in drawn.tellings if one.listener == "npc-mara"]
+    assert telling.confidence == 0.8  # as she was told it
