@@ -121,7 +121,8 @@ def _kafka_client_records_to_the_log_only() -> None:
 @click.option("--log-level", default=None, help="overrides RUMOURMILL_LOG_LEVEL")
 def worker(**flags: Any) -> None:
     """Run a worker: consume events, keep projections, serve the runtime read."""
-    if os.environ.get("RUMOURMILL_LOG_FORMAT", "").lower() != "json":
+    named = {name.upper(): value for name, value in os.environ.items()}  # as settings read them
+    if named.get("RUMOURMILL_LOG_FORMAT", "").lower() != "json":
         _work(**flags)
         return
     # read before the settings, which may be what is wrong: every line of a JSON log is JSON,

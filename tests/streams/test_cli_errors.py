@@ -73,17 +73,25 @@ def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> No
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
 
 
-@pytest.mark.parametrize("problem", ["kafka", "setting"])
+@pytest.mark.parametrize(
+    ("problem", "variable"),
+    [
+        ("kafka", "RUMOURMILL_LOG_FORMAT"),
+        ("setting", "RUMOURMILL_LOG_FORMAT"),
+        ("setting", "rumourmill_log_format"),
+    ],
+)
 def test_a_worker_logging_json_says_why_it_did_not_start_in_json(
-    problem: str, tmp_path: Path
+    problem: str, variable: str, tmp_path: Path
 ) -> None:
     """With RUMOURMILL_LOG_FORMAT=json every line of the worker's log is one JSON object, the
     warning of a misspelt variable and the line saying why it stopped too (a log pipeline
-    that parses JSON lost them, the one line an operator needs)."""
+    that parses JSON lost them, the one line an operator needs). Settings are read whatever
+    the case of their names: written in lower case, the line saying why was plain text."""
     env = {
         **os.environ,
         "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-        "RUMOURMILL_LOG_FORMAT": "json",
+        variable: "json",
         "RUMOURMILL_BLOCK_CACHE": "32",
     }
     if problem == "setting":
