@@ -394,3 +394,15 @@ def test_a_crash_between_a_waiting_branchs_record_and_its_registration_leaves_it
         }
         assert ("alt", 4, "processed") in acked, stored
         assert waiting_seqs(recovered) == [], stored
+
+
+def test_rows_whose_later_position_never_comes_are_pruned_all_the_same() -> None:
+    """A transactional topic's commit markers (and aborted events) take offsets no message is
+    delivered at: a row was forgotten only by the message `OUTBOX_DEPTH` positions after it,
+    so a row whose position there was a marker stayed for ever (a third of them, with
+    transactions of two events)."""
+    state = MemoryState()
+    for offset, seq in [(0, 1), (1, 2), (3, 3), (OUTBOX_DEPTH + 3, 4), (OUTBOX_DEPTH + 4, 5)]:
+        PROJECTOR.receive(state, message(offset, seq))  # offsets 2 and DEPTH + 2: markers
+    kept = sorted({int(unpack(key)[3]) for key, _ in state.scan(pack(OUTBOX, TOPIC, 0))})
+    assert kept == [OUTBOX_DEPTH + 3, OUTBOX_DEPTH + 4]
