@@ -467,7 +467,7 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     acks: list[Ack] = []
     refused: list[Refused] = []
     taken_out: list[bytes] = []
-    ready = [record]
+    ready, released = [record], {record.timeline_id}
     while ready:
         current = ready.pop(0)
         while not current.waiting_for_parent:
@@ -503,6 +503,9 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
         children, registrations = timelines.children_ready(tx, current)
         taken_out += registrations
         for child in children:
+            if child.timeline_id in released:  # registered twice: found again (`_waiting_again`)
+                continue
+            released.add(child.timeline_id)
             child = child.model_copy(update={"waiting_for_parent": False})
             timelines.save(tx, child)
             counted = _taken_out_before(tx, child)

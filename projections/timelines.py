@@ -149,29 +149,38 @@ class Ready(NamedTuple):
 def children_ready(tx: StateTransaction, parent: TimelineRecord) -> Ready:
     """Waiting children whose branch point `parent` has now made; they stop waiting.
 
-    The children waiting here are those whose branch point `parent`'s own events make (see
-    `provider`). A parent that is itself still waiting for its own parent has made nothing yet.
-    Their registrations (and the parent's mark, once no child waits here) are left for the
-    caller to delete: the sequencer deletes them only after the outbox row that keeps the acks
-    of the children's events, so that a worker killed before it finds the children again, and
-    the message taken in again acks those events again (`projections.sequencing`).
+    The children waiting here are those whose branch point `parent`'s own events made, as far
+    as was known when each began to wait (see `provider`): a parent that became a branch since
+    inherits some of those points from an ancestor, and a child waits no more once that
+    ancestor makes its point, the parent still waiting or not. So each waiting child that is
+    itself a parent is looked into too (a branch waiting on a timeline that was only deferred
+    events then was released only with that timeline, or never). Their registrations (and a
+    parent's mark, once no child waits there) are left for the caller to delete: the sequencer
+    deletes them only after the outbox row that keeps the acks of the children's events, so
+    that a worker killed before it finds the children again, and the message taken in again
+    acks those events again (`projections.sequencing`).
     """
-    if parent.waiting_for_parent:
-        return Ready([], [])
-    tenant, world, timeline = parent.tenant_id, parent.world_instance_id, parent.timeline_id
-    waited_on = pack_scope(WAITED_ON, tenant, world, timeline)
-    if tx.get(waited_on) is None:  # the common case, read on every event: one point lookup
-        return Ready([], [])
-    ready, registrations, waiting = [], [], 0
-    for key, _ in list(tx.scan(pack_scope(WAITING_CHILDREN, tenant, world, timeline))):
-        child = load(tx, tenant, world, str(unpack(key)[-1]))
-        if child is not None and child.after_seq <= parent.processed_seq:
-            registrations.append(key)
-            ready.append(child)
-        else:
+    tenant, world = parent.tenant_id, parent.world_instance_id
+    ready, registrations = [], []
+    looked_into = [parent]
+    while looked_into:
+        current = looked_into.pop()
+        waited_on = pack_scope(WAITED_ON, tenant, world, current.timeline_id)
+        if tx.get(waited_on) is None:  # the common case, read on every event: one point lookup
+            continue
+        waiting = 0
+        registered = pack_scope(WAITING_CHILDREN, tenant, world, current.timeline_id)
+        for key, _ in list(tx.scan(registered)):
+            child = load(tx, tenant, world, str(unpack(key)[-1]))
+            if child is not None and has_reached(tx, current, child.after_seq):
+                registrations.append(key)
+                ready.append(child)
+                continue
             waiting += 1
-    if not waiting:
-        registrations.append(waited_on)
+            if child is not None and child.waiting_for_parent:
+                looked_into.append(child)
+        if not waiting:
+            registrations.append(waited_on)
     return Ready(ready, registrations)
 
 

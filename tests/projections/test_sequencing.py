@@ -113,6 +113,42 @@ def test_a_branch_waits_for_its_parent_to_reach_the_branch_point() -> None:
     assert feed.send(event(2)) == [("main", 2, "processed", 2), ("alt", 3, "processed", 3)]
 
 
+def test_a_branch_of_a_timeline_that_becomes_a_branch_later_waits_on_the_history_it_inherits() -> (
+    None
+):
+    """C branches from B after 2 while B is only a deferred event; then B branches from A
+    after 5. C's point is A's seq 2: C waited for B's release instead (A reaching 5), or for
+    ever if A never did."""
+    feed = Feed()
+    feed.send(event(1, "A"))
+    feed.send(event(7, "B"))
+    assert feed.send(event(3, "C", branch={"parent_timeline_id": "B", "after_seq": 2})) == [
+        ("C", 3, "deferred", 0)
+    ]
+    feed.send(event(6, "B", branch={"parent_timeline_id": "A", "after_seq": 5}))
+    assert feed.send(event(2, "A")) == [("A", 2, "processed", 2), ("C", 3, "processed", 3)]
+    assert feed.send(event(3, "A")) == [("A", 3, "processed", 3)]
+
+
+def test_a_branch_registered_twice_is_released_once() -> None:
+    """t2 branches from t1 after 2 and waits; t1 then branches from main after 2, and t2's event
+    comes again, registering it with main too: filling main's gap acked t2's events twice."""
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(4, "t1"))
+    feed.send(event(3, "t2", branch={"parent_timeline_id": "t1", "after_seq": 2}))
+    feed.send(event(3, "t1", branch={"parent_timeline_id": "main", "after_seq": 2}))
+    feed.send(event(3, "t2", branch={"parent_timeline_id": "t1", "after_seq": 2}))
+    feed.send(event(4, "t2"))
+    assert feed.send(event(2)) == [
+        ("main", 2, "processed", 2),
+        ("t1", 3, "processed", 3),
+        ("t1", 4, "processed", 4),
+        ("t2", 3, "processed", 3),
+        ("t2", 4, "processed", 4),
+    ]
+
+
 def test_a_branch_of_a_waiting_branch_waits_only_for_the_history_it_sees() -> None:
     feed = Feed()
     feed.send(event(1))
