@@ -172,6 +172,8 @@ def sequence(
     if inherited:
         record = _without(record, inherited)
     if event.seq <= record.processed_seq or _waiting(tx, record, event.seq):
+        if event.seq > record.processed_seq:  # waiting: a crash may have kept it, not its count
+            record = _counting_waiting(tx, record, event.seq)
         if placing:  # the branch's first event, which came before too: the branch is placed
             _save_waiting(tx, record)
         elif record.waiting_for_parent:
@@ -187,10 +189,9 @@ def sequence(
             (*counted.deleted_after_outbox, *released.deleted_after_outbox),
         )
 
-    acknowledged = max(record.acknowledged_seq, event.seq)
     if event.seq == record.processed_seq + 1 and not record.waiting_for_parent:
         try:
-            record, applied = _apply(tx, record, event, apply, {"acknowledged_seq": acknowledged})
+            record, applied = _apply(tx, record, event, apply, {})
         except TooLarge as refusal:  # raised before the event wrote anything
             return Sequenced([ack(tx, event, Outcome.REJECTED, known, refusal.reason)])
         processed = ack(tx, event, Outcome.PROCESSED, record, *applied)
@@ -204,6 +205,7 @@ def sequence(
 
     if record.deferred_events >= policy.max_deferred:
         return Sequenced([ack(tx, event, Outcome.REJECTED, known, _buffer_full(record, policy))])
+    acknowledged = max(record.acknowledged_seq, event.seq)
     record = record.model_copy(
         update={"acknowledged_seq": acknowledged, "deferred_events": record.deferred_events + 1}
     )
@@ -374,6 +376,22 @@ def forget_taken_out(tx: StateTransaction, acks: list[Ack]) -> None:
             tx.delete(key)
 
 
+def _counting_waiting(tx: StateTransaction, record: TimelineRecord, seq: int) -> TimelineRecord:
+    """The record counting the event waiting at `seq` as received and waiting, saved if it did
+    not: a worker killed while deferring an event (its writes split over record batches) kept
+    the event and not the record counting it, and its redelivery, a duplicate, left the count
+    of the buffer (its bound) and `acknowledged_seq` short for good."""
+    counted = {
+        "acknowledged_seq": max(record.acknowledged_seq, seq),
+        "deferred_events": _waiting_past(tx, record),
+    }
+    if all(getattr(record, name) == value for name, value in counted.items()):
+        return record
+    record = record.model_copy(update=counted)
+    timelines.save(tx, record)
+    return record
+
+
 def _waiting_again(tx: StateTransaction, branch: TimelineRecord) -> TimelineRecord:
     """A waiting branch an event of which came again: registered with its parent again, or
     waiting no more if the parent has reached its branch point. A worker killed between the
@@ -433,13 +451,16 @@ def _apply(
     update: dict[str, int],
 ) -> tuple[TimelineRecord, Applied]:
     """Apply `event`, then save the positions it produced, with `update`'s (in that order);
-    with what it says."""
+    with what it says. The event counts as received too: one a worker killed while deferring
+    it kept waiting without its record's count is applied as the gap fills, and left the
+    timeline's `acknowledged_seq` behind its `processed_seq` for good."""
     applied = apply(tx, event, timelines.ancestry(tx, record, event.seq - 1))
     record = trusted(  # `model_copy`, without its copying of what is replaced anyway
         TimelineRecord,
         {
             **record.__dict__,
             **update,
+            "acknowledged_seq": max(record.acknowledged_seq, event.seq),
             "processed_seq": event.seq,
             "applied_events": record.applied_events + 1,
         },

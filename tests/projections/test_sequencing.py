@@ -358,6 +358,24 @@ def test_an_event_left_waiting_uncounted_by_a_crash_is_applied_when_the_gap_fill
     assert (record.processed_seq, record.deferred_events) == (5, 0)
 
 
+def test_an_event_left_waiting_uncounted_is_counted_again_as_it_comes_again() -> None:
+    """Its redelivery, a duplicate, left the record short: the buffer's count (its bound) one
+    low, and `acknowledged_seq` behind `processed_seq` for good once the gap filled (the world's
+    digest not a clean replay's)."""
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(3))
+    counted = feed.timeline("main")
+    feed.send(event(4))
+    timelines.save(feed.state, counted)  # the crash loses the record counting seq 4
+    assert feed.send(event(4)) == [("main", 4, "duplicate", 1)]
+    record = feed.timeline("main")
+    assert (record.acknowledged_seq, record.deferred_events) == (4, 2)
+    feed.send(event(2))
+    record = feed.timeline("main")
+    assert (record.acknowledged_seq, record.processed_seq, record.deferred_events) == (4, 4, 0)
+
+
 def test_an_event_left_waiting_uncounted_with_none_counted_is_applied_when_the_gap_fills() -> None:
     """As above, with no other event waiting: the record counts none at all."""
     feed = Feed()
