@@ -125,6 +125,8 @@ class StateTable(faust.Table[bytes, bytes]):
     """Per partition, its last batch's held writes being laid into its database."""
     snapshot_reads: SnapshotReads
     """The reads made off the event loop (`streams.state.SnapshotReads`)."""
+    stopping: asyncio.Future[None] | None
+    """The worker's stop on a changelog it cannot recover from (`unrecoverable`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,6 +134,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.reported_at = 0.0
         self.durability = None
         self.send_acks = None
+        self.stopping = None
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
@@ -231,6 +234,18 @@ class StateTable(faust.Table[bytes, bytes]):
             self.snapshot_reads.stop()
         await super().on_stop()
 
+    def unrecoverable(self, error: ValueError) -> ValueError:
+        """Stop the worker on a changelog it cannot lay in, saying where and what to do; returns
+        `error` to raise. Faust's recovery logs a failed batch as a warning and lays the same
+        batch again with the next record, for ever."""
+        log.critical(
+            "stopping the worker: %s; the state cannot be recovered from this changelog: "
+            "`rumourmill rebuild` makes it again from the events topic",
+            error,
+        )
+        self.stopping = asyncio.ensure_future(self.app.crash(error))
+        return error
+
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
         writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
@@ -251,7 +266,7 @@ class StateTable(faust.Table[bytes, bytes]):
                     changes = list(decode_changes(message.value or b""))
                 except ValueError as error:
                     where = f"{tp.topic}[{tp.partition}] at offset {message.offset}"
-                    raise ValueError(f"changelog {where}: {error}") from error
+                    raise self.unrecoverable(ValueError(f"changelog {where}: {error}")) from error
                 for state_key, value in changes:
                     _write_to(tp_writes, state_key, value)
                 self.changesets[tp.partition][key] = None

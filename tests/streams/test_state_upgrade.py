@@ -165,3 +165,22 @@ def test_an_event_an_earlier_release_left_waiting_for_ever_is_acked_at_the_upgra
         assert "1 waiting event(s) acked)" in worker.log_path.read_text(), worker.log_tail()
     finally:
         worker.stop()
+
+
+def test_a_changeset_cut_short_stops_the_worker_saying_where_and_what_to_do(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Its bytes were laid into the store as keys no event wrote; refused, Faust's recovery
+    logged a warning and laid the same batch again at every record, for ever."""
+    whole = encode_changes([(b"\x02memory\x00k", b'{"confidence":0.9}')])
+    write_changelog(settings, whole[:-5])
+    worker = WorkerProcess(settings, tmp_path / "worker.log").spawn()
+    try:
+        assert worker.process is not None
+        worker.process.wait(90)
+    finally:
+        worker.kill()
+    logged = worker.log_path.read_text()
+    topic = changelog_topic(settings)
+    assert f"stopping the worker: changelog {topic}[0] at offset 0: not a changeset" in logged
+    assert "`rumourmill rebuild` makes it again from the events topic" in logged
