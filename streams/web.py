@@ -655,11 +655,14 @@ class RumourPicture(WorldRead):
             query_position(request, "as_of_seq"),
         )
 
-    async def finish(self, found: object) -> object:
-        """Graphviz draws in a process of its own, once no other picture is being drawn:
-        events go on being projected meanwhile. A request finding `MOST_PICTURES_WAITING`
-        waiting already is a 503 at once: each waited for every picture ahead of it (up to
-        `DRAWING_SECONDS` each), its map held meanwhile, however many were sent."""
+    async def found(
+        self, request: Request, tenant: str, world: str, params: Mapping[str, str]
+    ) -> object:
+        """The rumour's map read, and drawn by Graphviz in a process of its own, once no other
+        picture is being read or drawn: events go on being projected meanwhile. A request
+        finding `MOST_PICTURES_WAITING` waiting already is a 503 at once, before any read: each
+        waited for every picture ahead of it (up to `DRAWING_SECONDS` each), however many were
+        sent, and each read its map first (0.1 s of the event loop for 3,000 holders)."""
         if self.drawing.locked() and self.waiting >= MOST_PICTURES_WAITING:
             raise HTTPProblem(
                 503,
@@ -672,7 +675,8 @@ class RumourPicture(WorldRead):
         finally:
             self.waiting -= 1
         try:
-            return Picture(await rumour_svg(cast(RumourMap, found)))
+            rumour = cast(RumourMap, await super().found(request, tenant, world, params))
+            return Picture(await rumour_svg(rumour))
         except DrawingUnavailable as missing:
             raise HTTPProblem(503, str(missing)) from None
         finally:

@@ -24,7 +24,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from projections.rumour_map import Holder, RumourMap, Telling, rumour_map
 from projections.timelines import load
 from schemas.records import TimelineRecord
-from streams import rumour_picture
+from streams import rumour_picture, web
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
 from streams.web import MOST_PICTURES_WAITING, register_views
@@ -353,7 +353,15 @@ def test_pictures_past_those_already_waiting_are_a_503_at_once(
 ) -> None:
     """Requests queued for the one `dot` without end: the tenth waited for nine pictures, up
     to 10 s each, its rumour map held all along. Four may wait; the rest are told to come
-    back, and every picture asked is drawn once the queue has room."""
+    back, before their maps are read (each read its map first), and every picture asked is
+    drawn once the queue has room."""
+    drawn_maps: list[RumourMap] = []
+
+    def counted_map(*args: Any) -> RumourMap:
+        drawn_maps.append(rumour_map(*args))
+        return drawn_maps[-1]
+
+    monkeypatch.setattr(web, "rumour_map", counted_map)
     fake_dot(
         tmp_path,
         "cat > /dev/null\nsleep 0.3\necho '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'",
@@ -382,3 +390,4 @@ def test_pictures_past_those_already_waiting_are_a_503_at_once(
     busy = "4 pictures wait to be drawn on this worker already; ask again once they are"
     assert refused == [{"detail": busy}] * 2
     assert again == 200
+    assert len(drawn_maps) == 1 + MOST_PICTURES_WAITING + 1
