@@ -62,8 +62,10 @@ MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
 MOST_MET = 32
 """The most ids one `characters-met` may name (its actor and target among them): everyone it
-names meets everyone else, so N names form up to 3 N (N - 1) rumours in one event (500 names
-in 5 KB formed 750,000 memories, 26 s and 3 GB). A larger one is no meeting (`crowd_note`)."""
+names meets everyone else, so N names form up to `per_meeting` x N (N - 1) rumours in one
+event (500 names in 5 KB formed 750,000 memories, 26 s and 3 GB). A larger one is no meeting
+(`crowd_note`). 32 names form at most 2,976 at the default `per_meeting` of 3; a policy
+raising it raises that bound with it (992,000 at its most, 1,000)."""
 
 Meeting = tuple[str, str]
 """Two characters who meet, the smaller id first."""
