@@ -31,7 +31,7 @@ import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
-from projections.key_prefixes import OUTBOX
+from projections.key_prefixes import OUTBOX, OUTBOX_PRUNED
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
@@ -297,9 +297,15 @@ def forget_rows_upto(tx: StateTransaction, topic: str, partition: int, offset: i
     if tx.get(row) is not None:
         forget_row(tx, row)
         return
-    kept = (key for key, _ in tx.scan(pack(OUTBOX, topic, partition)))
+    # from where the last such pruning ended: before it, only what deleted rows left behind,
+    # which a scan from the partition's first row walked at every pruning (5 ms a message)
+    pruned = pack(OUTBOX_PRUNED, topic, partition)
+    below = int.from_bytes(tx.get(pruned) or b"", "big")
+    prefix = pack(OUTBOX, topic, partition)
+    kept = (key for key, _ in tx.scan(prefix, start=prefix + pack(below)))
     for key in list(takewhile(lambda key: key < row, kept)):  # each row before its parts
         tx.delete(key)
+    tx.put(pruned, (offset + 1).to_bytes(8, "big"))
 
 
 def forget_row(tx: StateTransaction, row: bytes) -> None:

@@ -97,6 +97,7 @@ WAITING_CHILDREN = _bookkeeping("waiting-child")  # timeline, child: a branch wa
 WAITED_ON = _bookkeeping("waited-on")  # timeline: some branch waits for it (no scan per event)
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
 DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times deleted@offset
+OUTBOX_PRUNED = _bookkeeping("outbox-pruned")  # topic, partition: no row kept below (8 bytes)
 STATE_FORMAT = _declare("state-format", Role.FORMAT)  # nothing after it: the store's format
 
 PROJECTION_PREFIXES = tuple(
@@ -121,7 +122,7 @@ timeline), its newest version (or newest entries), read by every event that touc
 They grow with a world's size, not with its history: what a worker keeps in memory between
 batches (`streams.state.HotValues`)."""
 
-NOT_OF_A_WORLD = frozenset({OUTBOX, DELETIONS, STATE_FORMAT})
+NOT_OF_A_WORLD = frozenset({OUTBOX, OUTBOX_PRUNED, DELETIONS, STATE_FORMAT})
 """Spaces a deletion keeps: the outbox (keyed by source position, so redeliveries of events from
 before a deletion stay recognised), the deletion counts themselves and the store's format."""
 WORLD_PREFIXES = tuple(prefix for prefix in KEY_SPACES if prefix not in NOT_OF_A_WORLD)

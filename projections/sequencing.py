@@ -211,12 +211,16 @@ def sequence(
     )
     tx.put(pending_key(record, event.seq), raw)
     _save_waiting(tx, record)
+    # a branch placed here waiting may hold children whose point an ancestor made already
+    released = _release(tx, record, apply) if placing else Sequenced([])
     return Sequenced(
         [
             ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
             *_settle_inherited(tx, record, inherited),
+            *released.acks,
         ],
-        deleted_after_outbox=tuple(inherited),
+        released.refused,
+        (*inherited, *released.deleted_after_outbox),
     )
 
 

@@ -153,18 +153,26 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> Ready:
     as was known when each began to wait (see `provider`): a parent that became a branch since
     inherits some of those points from an ancestor, and a child waits no more once that
     ancestor makes its point, the parent still waiting or not. So each waiting child that is
-    itself a parent is looked into too (a branch waiting on a timeline that was only deferred
-    events then was released only with that timeline, or never). Their registrations (and a
+    itself a parent is looked into too, with how far it sees what `parent` sees (up to its
+    branch point, and its parent's): a branch waiting on a timeline that was only deferred
+    events then was released only with that timeline, or never. Their registrations (and a
     parent's mark, once no child waits there) are left for the caller to delete: the sequencer
     deletes them only after the outbox row that keeps the acks of the children's events, so
     that a worker killed before it finds the children again, and the message taken in again
     acks those events again (`projections.sequencing`).
     """
     tenant, world = parent.tenant_id, parent.world_instance_id
+    reached: dict[int, bool] = {}  # by seq: `has_reached` walks the ancestry once per point
+
+    def parent_reached(seq: int) -> bool:
+        if seq not in reached:
+            reached[seq] = has_reached(tx, parent, seq)
+        return reached[seq]
+
     ready, registrations = [], []
-    looked_into = [parent]
+    looked_into = [(parent, MAX_SEQ)]  # a timeline, and up to where it sees what `parent` sees
     while looked_into:
-        current = looked_into.pop()
+        current, seen_alike = looked_into.pop()
         waited_on = pack_scope(WAITED_ON, tenant, world, current.timeline_id)
         if tx.get(waited_on) is None:  # the common case, read on every event: one point lookup
             continue
@@ -172,13 +180,17 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> Ready:
         registered = pack_scope(WAITING_CHILDREN, tenant, world, current.timeline_id)
         for key, _ in list(tx.scan(registered)):
             child = load(tx, tenant, world, str(unpack(key)[-1]))
-            if child is not None and has_reached(tx, current, child.after_seq):
+            if (
+                child is not None
+                and child.after_seq <= seen_alike
+                and parent_reached(child.after_seq)
+            ):
                 registrations.append(key)
                 ready.append(child)
                 continue
             waiting += 1
             if child is not None and child.waiting_for_parent:
-                looked_into.append(child)
+                looked_into.append((child, min(seen_alike, child.after_seq)))
         if not waiting:
             registrations.append(waited_on)
     return Ready(ready, registrations)

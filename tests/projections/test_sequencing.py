@@ -130,6 +130,21 @@ def test_a_branch_of_a_timeline_that_becomes_a_branch_later_waits_on_the_history
     assert feed.send(event(3, "A")) == [("A", 3, "processed", 3)]
 
 
+def test_a_branch_placed_waiting_releases_the_branches_whose_point_its_parent_made() -> None:
+    """t2 waits on t1 for seq 1; t1 then becomes a branch of main after 4, and waits for main's
+    seq 4: t2's point, main's seq 1, was made long before, yet t2 waited with t1."""
+    feed = Feed()
+    for seq in (1, 2, 3):
+        feed.send(event(seq))
+    feed.send(event(6, "t1"))
+    feed.send(event(2, "t2", branch={"parent_timeline_id": "t1", "after_seq": 1}))
+    assert feed.send(event(5, "t1", branch={"parent_timeline_id": "main", "after_seq": 4})) == [
+        ("t1", 5, "deferred", 3),  # as far as main has come
+        ("t2", 2, "processed", 2),
+    ]
+    assert feed.send(event(3, "t2")) == [("t2", 3, "processed", 3)]
+
+
 def test_a_branch_registered_twice_is_released_once() -> None:
     """t2 branches from t1 after 2 and waits; t1 then branches from main after 2, and t2's event
     comes again, registering it with main too: filling main's gap acked t2's events twice."""
