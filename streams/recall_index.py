@@ -214,11 +214,14 @@ class SqliteRecallIndex:
         (a world deleted since the last look starts anew); with `most`, only about that many
         memories (`formed_upto`): whether more may wait."""
         world = (keys.tenant_id, keys.world_id)
+        records = timelines.of_world(tx, keys.tenant_id, keys.world_id)
+        if not records and world not in self._deletions:
+            return False  # nothing there, nor known: no mark kept (a read of any id kept one)
         marks = deletion_marks(tx, *world)
         if self._deletions.setdefault(world, marks) != marks:
             self._forget_world(*world)
             self._deletions[world] = marks
-        for record in timelines.of_world(tx, keys.tenant_id, keys.world_id):
+        for record in records:
             row = self._db.execute(
                 f"SELECT upto_seq FROM {watermarks} "
                 "WHERE tenant = ? AND world = ? AND timeline_id = ?",

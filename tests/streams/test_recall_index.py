@@ -4,6 +4,8 @@ memories do not change what the word search finds."""
 
 from __future__ import annotations
 
+import asyncio
+import tracemalloc
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,11 +19,17 @@ from projections.event_keys import TOLD
 from projections.memory_store import formed_between, formed_upto, load_memory, memory_keys
 from projections.recall import RecallQuery, recall, search_scope
 from projections.runtime_read import timeline_view
+from projections.state import MemoryState
 from schemas.memory import Memory
 from schemas.policy import Policy
 from streams.app import keep_assigned_worlds, partition_of
 from streams.embedding import Vectors
-from streams.recall_index import CATCH_UP_SLICE, SqliteRecallIndex, embed_pending
+from streams.recall_index import (
+    CATCH_UP_SLICE,
+    SqliteRecallIndex,
+    catch_up_in_slices,
+    embed_pending,
+)
 from streams.replay import replay_lines
 from streams.settings import Settings
 from tests import oracle_recall
@@ -373,3 +381,26 @@ def test_a_memory_whose_words_another_holds_already_is_found_by_meaning_at_once(
     assert found is not None and len(found) == 1
     memory = load_memory(state, keys, "npc-other", found[0])
     assert memory is not None and memory.content == "news number 1"
+
+
+def test_reads_of_worlds_that_hold_nothing_leave_nothing_behind() -> None:
+    """Each recall or decision catches the index up first: one asking of a world id holding
+    nothing kept a mark for it, for the worker's life (200 B each, any id a client names)."""
+    index = SqliteRecallIndex()
+
+    async def state(world: str) -> MemoryState:
+        return STATE
+
+    async def asked(count: int) -> None:
+        for number in range(count):
+            await catch_up_in_slices(index, state, "default", f"no-such-save-{number}")
+
+    asyncio.run(asked(100))  # warmed up
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        asyncio.run(asked(20_000))
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 256 * 1024, f"{(after - before) / 1024:.0f} KiB kept"
