@@ -406,3 +406,16 @@ def test_rows_whose_later_position_never_comes_are_pruned_all_the_same() -> None
         PROJECTOR.receive(state, message(offset, seq))  # offsets 2 and DEPTH + 2: markers
     kept = sorted({int(unpack(key)[3]) for key, _ in state.scan(pack(OUTBOX, TOPIC, 0))})
     assert kept == [OUTBOX_DEPTH + 3, OUTBOX_DEPTH + 4]
+
+
+def test_the_parts_a_crash_left_of_a_row_being_pruned_go_with_the_next_pruning() -> None:
+    """A worker killed after the delete of a row's first record keeps its other parts: the
+    message taken in again finds no row there, and the pruning that scans from the last one
+    stopped before them, and moved past them for good."""
+    state = WritesNoted()
+    filled(state)
+    [(head, _), *parts] = row_records(state, RELEASED)
+    assert parts
+    state.delete(head)  # all the crash kept of the row's pruning
+    PROJECTOR.receive(state, message(OUTBOX_DEPTH + RELEASED, RELEASED + 2))
+    assert row_records(state, RELEASED) == []
