@@ -267,14 +267,27 @@ def test_the_word_search_ranks_by_bm25_over_every_word_as_the_oracle_does() -> N
         assert index.by_words(scope, query.text, 60) == expected, query.text
 
 
+def words(count: int, tag: str) -> str:
+    """`count` words no other memory says, each `tag` and two letters."""
+    return " ".join(f"{tag}{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(count))
+
+
+def foxes_found(contents: list[str], limit: int) -> tuple[list[str], list[int]]:
+    """The keeper told `contents`: the belief ids the word search finds for "fox", and how many
+    times each memory found says it."""
+    state = replay_lines(told_to_the_keeper(contents)).state
+    index = SqliteRecallIndex()
+    index.catch_up(state, memory_keys(state, "default", "gossip"))
+    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
+    found = index.by_words(search_scope(keys, ancestry, "npc-keeper"), "fox", limit)
+    held = [load_memory(state, keys, "npc-keeper", one) for one in found]
+    return found, [memory.content.count("fox") for memory in held if memory]
+
+
 def test_memories_whose_words_weigh_alike_tie_and_rank_by_belief_id() -> None:
     """ "fox" twice in 15 words and three times in 24 (the world's rows 9 words long on average)
     weigh 22/19 of its idf each; FTS5's arithmetic left them a last digit apart, so the tie went
     by that digit, not by belief id as the oracle ranks ties (found by the oracle, seed 66188)."""
-
-    def words(count: int, tag: str) -> str:
-        return " ".join(f"{tag}{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(count))
-
     contents = [
         words(2, "a"),
         "fox fox " + words(13, "w"),
@@ -282,13 +295,8 @@ def test_memories_whose_words_weigh_alike_tie_and_rank_by_belief_id() -> None:
         words(2, "b"),
         words(2, "c"),
     ]
-    state = replay_lines(told_to_the_keeper(contents)).state
-    index = SqliteRecallIndex()
-    index.catch_up(state, memory_keys(state, "default", "gossip"))
-    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
-    found = index.by_words(search_scope(keys, ancestry, "npc-keeper"), "fox", 10)
-    held = [load_memory(state, keys, "npc-keeper", one) for one in found]
-    assert [memory.content.count("fox") for memory in held if memory] in ([2, 3], [3, 2])
+    found, foxes = foxes_found(contents, 10)
+    assert foxes in ([2, 3], [3, 2])
     assert found == sorted(found)
 
 
@@ -297,22 +305,14 @@ def test_memories_whose_words_weigh_alike_tie_where_a_decimal_rounding_parts_the
     sat either side of a half in the 9th decimal, and SQLite's `round(X, 9)` (through decimal
     text) parted them where an exact rounding does not."""
 
-    def words(count: int, tag: str) -> str:
-        return " ".join(f"{tag}q{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(count))
-
     def tag(number: int) -> str:
-        return "".join(chr(97 + (number // 26**place) % 26) for place in range(3))
+        return "".join(chr(97 + (number // 26**place) % 26) for place in range(3)) + "q"
 
-    contents = ["fox fox fox " + words(21, "zb"), "fox fox " + words(13, "za")]
+    contents = ["fox fox fox " + words(21, "zbq"), "fox fox " + words(13, "zaq")]
     contents += ["fox " + words(8, tag(number)) for number in range(141)]
     contents += [words(8 if number < 21 else 9, tag(1000 + number)) for number in range(1642)]
-    state = replay_lines(told_to_the_keeper(contents)).state
-    index = SqliteRecallIndex()
-    index.catch_up(state, memory_keys(state, "default", "gossip"))
-    _, keys, ancestry = timeline_view(state, "default", "gossip", "main")
-    found = index.by_words(search_scope(keys, ancestry, "npc-keeper"), "fox", 2)
-    held = [load_memory(state, keys, "npc-keeper", one) for one in found]
-    assert sorted(memory.content.count("fox") for memory in held if memory) == [2, 3]
+    found, foxes = foxes_found(contents, 2)
+    assert sorted(foxes) == [2, 3]
     assert found == sorted(found)
 
 
