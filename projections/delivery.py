@@ -297,14 +297,15 @@ def forget_rows_upto(tx: StateTransaction, topic: str, partition: int, offset: i
     if tx.get(row) is not None:
         forget_row(tx, row)
         return
-    # from where the last such pruning ended: before it, only what deleted rows left behind,
-    # which a scan from the partition's first row walked at every pruning (5 ms a message)
-    # (from the partition's first row when its offsets were read again from further back)
+    # The scan starts where the last such pruning ended (from the first row, each walked the
+    # partition's deleted rows: 5 ms a message), or at the first row when the partition's
+    # offsets were read again from further back. It deletes each row before its parts, and
+    # what a crash left of the row at `offset` (its parts, past it).
     pruned = pack(OUTBOX_PRUNED, topic, partition)
     below = int.from_bytes(tx.get(pruned) or b"", "big")
     prefix, end = pack(OUTBOX, topic, partition), pack(OUTBOX, topic, partition, offset + 1)
-    kept = (key for key, _ in tx.scan(prefix, start=prefix + pack(below if below <= offset else 0)))
-    # each row before its parts, and what a crash left of the row at `offset` (parts past it)
+    start = prefix + pack(below if below <= offset else 0)
+    kept = (key for key, _ in tx.scan(prefix, start=start))
     for key in list(takewhile(lambda key: key < end, kept)):
         tx.delete(key)
     tx.put(pruned, (offset + 1).to_bytes(8, "big"))

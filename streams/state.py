@@ -375,7 +375,8 @@ def without_write_ahead_log(db: Rdict) -> Rdict:
 Changes = list[tuple[bytes, bytes | None]]
 """The writes of one event, in order (None deletes)."""
 
-_DELETED = 0xFFFFFFFF
+_DELETED = (0xFFFFFFFF).to_bytes(4, "big")
+"""In a changeset, where a value's length would be: the key is deleted."""
 
 
 def encode_changes(changes: Changes) -> bytes:
@@ -386,7 +387,7 @@ def encode_changes(changes: Changes) -> bytes:
     for key, value in changes:
         out += len(key).to_bytes(4, "big") + key
         if value is None:
-            out += _DELETED.to_bytes(4, "big")
+            out += _DELETED
         else:
             out += len(value).to_bytes(4, "big") + value
     return bytes(out)
@@ -399,7 +400,7 @@ def decode_changes(data: bytes) -> Iterator[tuple[bytes, bytes | None]]:
     while index < len(data):
         key = _sized(data, index)
         index += 4 + len(key)
-        if data[index : index + 4] == _DELETED.to_bytes(4, "big"):
+        if data[index : index + 4] == _DELETED:
             yield key, None
             index += 4
         else:

@@ -732,11 +732,13 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         log.exception("%s %s failed", request.method, request.path)
         detail = "the request failed on the worker; its log says why"
         response = web.json_response({"detail": detail}, status=500, dumps=_json_text)
-    _closing_after_an_undecodable_body(request, response)
+    _closing_after_an_unread_compressed_body(request, response)
     return response
 
 
-def _closing_after_an_undecodable_body(request: AiohttpRequest, response: StreamResponse) -> None:
+def _closing_after_an_unread_compressed_body(
+    request: AiohttpRequest, response: StreamResponse
+) -> None:
     """A compressed body the view left unread (or read and refused): the connection closes
     after the answer. aiohttp reads such a body after answering, for at most 10 s; one its
     `Content-Encoding` does not decode then cut the connection the client, told nothing, sent
