@@ -1,7 +1,10 @@
 """Reinforcement: a recall restarts a memory's clock (section 8).
 
 A `loreweaver.memory.recalled` event (actor: the character, `payload.belief_ids`) is kept per
-timeline by position, with the story minute it happened at. A read through the ancestry finds
+timeline by position, with the story minute it happened at, for each memory it names that the
+character held before it: an id of a memory not formed yet (a belief id is a function of its
+position, so a game can name one before it forms, or keep one from a world deleted and begun
+anew) or held by someone else reinforces nothing. A read through the ancestry finds
 the recalls it sees and hands them to `projections.retention`, which restarts the clock at the
 latest and lengthens the half-life per recall. Reads never write: a read that recalls does not
 reinforce; only the stream does.
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from projections.event_keys import MEMORY_RECALLED
 from projections.key_prefixes import RECALLS
 from projections.keys import pack, unpack
-from projections.memory_store import MemoryKeys
+from projections.memory_store import MemoryKeys, load_memory, memory_keys, visible
 from projections.retention import Retention, as_held, retention
 from projections.state import StateTransaction
 from projections.story_clock import story_now
@@ -34,12 +37,14 @@ def recalled_ids(event: Event) -> list[str]:
 
 
 def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
-    """Keep each memory a recall event names, at its position and story minute (the event's,
-    else the timeline's story "now" just before it)."""
-    belief_ids = recalled_ids(event)
-    if not belief_ids:
+    """Keep each memory a recall event names that its actor held before it, at its position and
+    story minute (the event's, else the timeline's story "now" just before it)."""
+    named = recalled_ids(event)
+    if not named:
         return
     tenant, world = event.tenant_id, event.world_instance_id
+    keys = memory_keys(tx, tenant, world)
+    belief_ids = [one for one in named if _held_before(tx, keys, ancestry, event, one)]
     minutes = event.story_minutes
     if minutes is None:
         minutes = story_now(tx, tenant, world, ancestry)
@@ -50,6 +55,19 @@ def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> No
             + pack(event.seq),
             stored,
         )
+
+
+def _held_before(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, event: Event, belief_id: str
+) -> bool:
+    """Whether the recall event's actor held the memory `belief_id` before the event: stored,
+    seen by its timeline, and formed by an earlier event (this one's are stored already)."""
+    memory = load_memory(tx, keys, str(event.actor), belief_id)
+    return (
+        memory is not None
+        and visible(memory, keys, ancestry)
+        and (memory.timeline_id, memory.seq) != (event.timeline_id, event.seq)
+    )
 
 
 def reinforced_at(

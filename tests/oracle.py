@@ -64,7 +64,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from fnmatch import fnmatchcase
@@ -1077,6 +1077,14 @@ class Oracle:
         ]
         return sorted(seen, key=lambda item: item.event.seq)
 
+    @staticmethod
+    def _persistent_before(world: OWorld, item: Applied) -> Iterator[OMemory]:
+        """The persistent memories stored before `item` was applied, by any timeline."""
+        for earlier in world.applied:
+            if earlier is item:
+                return
+            yield from (memory for memory in earlier.memories if memory.persistent)
+
     def _fold(self, world: OWorld, segments: list[tuple[str, int]]) -> dict[str, Any]:
         """One pass over the visible history: where everyone is, the record, the memories."""
         remembered = world.folds.get((tuple(segments), len(world.applied)))
@@ -1098,7 +1106,12 @@ class Oracle:
             named = event.payload.get("belief_ids")
             if event.key == RECALLED and event.actor is not None and isinstance(named, list):
                 at = now if minute is None else minute  # untimed: the story's now just before it
-                for belief in {one for one in named if isinstance(one, str) and one}:
+                held = {  # a recall counts for what its actor held before it
+                    memory.belief_id
+                    for memory in [*memories, *self._persistent_before(world, item)]
+                    if memory.character == event.actor
+                }
+                for belief in {one for one in named if isinstance(one, str) and one} & held:
                     if at is not None:
                         recalls.setdefault((event.actor, belief), []).append(at)
             if minute is not None:

@@ -52,7 +52,6 @@ from schemas import Event
 from schemas.policy import Policy
 from tests.oracle import (
     MINUTES_PER_DAY,
-    RECALLED,
     OMemory,
     Oracle,
     OracleNotFound,
@@ -221,25 +220,15 @@ def view(
     for item in world.applied:
         for memory in item.memories:
             every.setdefault((memory.character, memory.belief_id), memory)
-    now: int | None = None
-    recalls: dict[str, list[int]] = {}
-    for item in oracle.history(world, segments):
-        event = item.event
-        named = event.payload.get("belief_ids")
-        minute = story_minutes(event.game_time)
-        if event.key == RECALLED and event.actor == npc and isinstance(named, list):
-            at = now if minute is None else minute  # untimed: the story's now just before it
-            for belief in sorted({one for one in named if isinstance(one, str) and one})[:50]:
-                if at is not None:
-                    recalls.setdefault(belief, []).append(at)
-        if minute is not None:
-            now = minute
+    recalls = {  # the oracle's: for what `npc` held before each recall of it
+        belief: minutes for (actor, belief), minutes in folded["recalls"].items() if actor == npc
+    }
     return View(
         world,
         [m for m in visible if m.character == npc],
         list(every.values()),
         folded,
-        now,
+        folded["now"],
         segments,
         recalls,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from projections.memories import belief_id
 from projections.memory_store import load_memory
 from projections.reinforcement import held_now
 from projections.runtime_read import runtime_read, timeline_view
@@ -13,7 +14,7 @@ from projections.story_clock import story_now
 from schemas import story_minutes
 from schemas.policy import Policy
 from streams.replay import replay_lines
-from tests.tavern import TAVERN
+from tests.tavern import MAIN, TAVERN
 
 FIGHT_ID = (
     runtime_read(replay_lines(TAVERN.splitlines()).state, "default", "save-1", "main", "npc-mara")
@@ -79,6 +80,34 @@ def test_a_recall_naming_many_memories_reinforces_every_one() -> None:
     sorting_first = [f"!{n:02d}" for n in range(59)]
     many = state_of(recalled(6, 29, [*sorting_first, FIGHT_ID]), event(7, "weather.rain-began", 30))
     assert fight_held(many, "main") == "vivid"
+
+
+def test_a_recall_of_a_memory_not_formed_yet_reinforces_nothing() -> None:
+    """A belief id is a function of its position: a game could name the fight's before it
+    happened (or keep one from a world deleted and begun anew), and the fight, once formed,
+    faded half as slowly again for a recall before it."""
+    fight = orjson.dumps(orjson.loads(MAIN[2]) | {"seq": 4})
+    fight_id = belief_id("default", "save-1", "main", 4, "npc-mara", "event")
+
+    def held(early: bytes) -> str:
+        later = event(5, "weather.rain-began", 30)
+        state = replay_lines([*MAIN[:2], early, fight, later]).state
+        _, keys, ancestry = timeline_view(state, "default", "save-1", "main")
+        memory = load_memory(state, keys, "npc-mara", fight_id)
+        assert memory is not None
+        now = story_now(state, "default", "save-1", ancestry)
+        return held_now(state, keys, ancestry, memory, now, Policy()).retention.state
+
+    assert held(event(3, "weather.rain-began", 1)) == "faded"
+    assert held(recalled(3, 1, [fight_id])) == "faded"
+
+
+def test_a_recall_counts_only_for_its_actor() -> None:
+    """Tomas recalling Mara's fight reinforces nothing of hers (nor stores anything)."""
+    tomas = event(
+        6, "loreweaver.memory.recalled", 29, actor="npc-tomas", payload={"belief_ids": [FIGHT_ID]}
+    )
+    assert fight_held(state_of(tomas, event(7, "weather.rain-began", 30)), "main") == "faded"
 
 
 def test_a_recall_forms_no_memory_and_stays_on_its_timeline() -> None:

@@ -411,7 +411,9 @@ def _draw_event(
     elif kind == "recall":  # the character brings memories to mind: their clocks restart
         who = choose.pick(characters, "recaller")
         own = [m.belief_id for m in scout.visible_memories(tenant, world, timeline, who)]
-        recalled = choose.some([*own, *own, "not-a-memory"], 3, "recalled")
+        # and one not formed yet, which the next event may form: a recall before it is none
+        coming = belief_id(tenant, world, timeline, seq + 1, who, "event")
+        recalled = choose.some([*own, *own, "not-a-memory", coming], 3, "recalled")
         event |= {"key": RECALLED, "actor": who, "payload": {"belief_ids": recalled}}
     elif kind == "meet":
         event |= {
