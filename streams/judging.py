@@ -17,7 +17,8 @@ world's answers for none of its positions.
 A model that ran out of time on every question of a message is left to rest
 (`streams.model_client.REST_SECONDS`): until then the rules answer at once, so a hanging model
 slows a partition once, not at every event. Cut by a world's deadline, it rests for the worlds
-whose deadline is no longer (`Judge._rest`); by the client's own timeout, for all.
+whose deadline is no longer, and for the reply checks as impatient (`ModelClient.out_of_time`);
+by the client's own timeout, for all.
 """
 
 from __future__ import annotations
@@ -261,10 +262,6 @@ class Judge:
 
     client: ModelClient | None
     log: JudgementLog
-    resting_until: float = 0.0
-    """Until when (`time.monotonic`) a world that waits no longer than `resting_within_ms` does
-    not ask the model: it gave no answer within that lately."""
-    resting_within_ms: int = 0
 
     async def message(
         self, projector: Projector, tx: StateTransaction, message: SourceMessage
@@ -338,13 +335,9 @@ class Judge:
         if deadline_ms < 1:  # earlier rounds took the time: recorded, so a rebuild agrees
             spent = f"{DEADLINE}: earlier rounds of the event's questions took all its time"
             return [answered(question, spent) for question in questions]
-        if time.monotonic() < self.resting_until and deadline_ms <= self.resting_within_ms:
-            resting = (
-                f"not asked: the model gave no answer within {self.resting_within_ms} ms lately "
-                f"and rests {REST_SECONDS:g} s"
-            )
-            return [answered(question, resting) for question in questions]
         client = self.client
+        if (resting := client.rests_for(deadline_ms)) is not None:
+            return [answered(question, resting) for question in questions]
         calls = [
             asyncio.ensure_future(
                 client.ask(question.instructions, question.prompt, question.answer_type)
@@ -360,27 +353,13 @@ class Judge:
         outcomes = [call.result() if call in done else late for call in calls]
         if all(_slow(outcome) for outcome in outcomes):
             if late in outcomes:  # cut by this world's deadline: rests for worlds as impatient
-                self._rest(deadline_ms, late)
+                client.out_of_time(deadline_ms, late)
             else:  # by the client's own timeout, which bounds every call: rests for all
                 client.rest(REST_SECONDS, "ran out of time lately", str(outcomes[0]))
         return [
             answered(question, outcome)
             for question, outcome in zip(questions, outcomes, strict=True)
         ]
-
-    def _rest(self, deadline_ms: int, reason: str) -> None:
-        """Leave the model alone for `REST_SECONDS` in the worlds whose deadline is no longer
-        than `deadline_ms`: one world's short deadline does not rest it for the others."""
-        now = time.monotonic()
-        within = max(deadline_ms, self.resting_within_ms if now < self.resting_until else 0)
-        self.resting_until, self.resting_within_ms = now + REST_SECONDS, within
-        log.warning(
-            "the model answered nothing in time (%s); worlds whose deadline is %d ms or less do "
-            "not ask it for %g s, the rules answer meanwhile",
-            reason,
-            within,
-            REST_SECONDS,
-        )
 
 
 def _slow(outcome: Answer | str) -> bool:

@@ -82,6 +82,10 @@ long enough (uvicorn, as vLLM runs it, after 5 s; aiohttp keeps one 15 s), and a
 takes it up as it does is sent again once, on a new one, else it lost its judgement for good.
 A call on a new connection is not: the model may have read it, and worked on it (or billed
 it), before it went."""
+CLOSED_IDLE_SECONDS = 0.5
+"""How soon after it was sent a call on a kept-alive connection is dropped when the server had
+closed that connection idle (`DROPPED`): sent again then; dropped later, the server read the
+question and worked on it (a model that crashes on it), and it is not."""
 REUSED = "reused"
 """The mark a call's `trace_request_ctx` gets when it takes up a kept-alive connection."""
 BUSY = frozenset({429, 503})
@@ -134,6 +138,10 @@ class ModelClient:
         self.resting_until = 0.0
         """Until when (`time.monotonic`) every call is refused at once."""
         self._rest_reason = ""
+        self._impatient: dict[bool, tuple[float, int]] = {False: (0.0, 0), True: (0.0, 0)}
+        """For the events' questions (False) and for the reads' (True): until when
+        (`time.monotonic`) a caller that waits no longer than how many ms does not ask, the
+        model having given no answer within that lately (`out_of_time`)."""
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._secrets = quoted_anyhow(credentials_sent(url, key))
         self._slots = asyncio.Semaphore(concurrency)
@@ -174,6 +182,38 @@ class ModelClient:
                 detail,
                 seconds,
             )
+
+    def out_of_time(self, deadline_ms: int, reason: str, read: bool = False) -> None:
+        """Leave the model alone for `REST_SECONDS` for the callers whose deadline is no longer
+        than `deadline_ms`: it answered nothing within that (`reason`). One world's short
+        deadline does not rest it for the others, nor does a `read` (a reply check) rest it for
+        the events, whose questions one tenant's reads must not leave to the rules; an event's
+        rests it for the reads too. The client's own timeout, which bounds every call, rests it
+        for all (`rest`)."""
+        now = time.monotonic()
+        for resting in {read, True}:
+            until, within = self._impatient[resting]
+            within = max(deadline_ms, within if now < until else 0)
+            self._impatient[resting] = (now + REST_SECONDS, within)
+        log.warning(
+            "the model answered nothing in time (%s); %s whose deadline is %d ms or less do not"
+            " ask it for %g s, the rules answer meanwhile",
+            reason,
+            "reply checks" if read else "worlds and reply checks",
+            self._impatient[read][1],
+            REST_SECONDS,
+        )
+
+    def rests_for(self, deadline_ms: int, read: bool = False) -> str | None:
+        """Why a caller waiting `deadline_ms` (a `read`, or an event) does not ask now
+        (`out_of_time`); None if it may."""
+        until, within = self._impatient[read]
+        if time.monotonic() < until and deadline_ms <= within:
+            return (
+                f"{NOT_ASKED}: the model gave no answer within {within} ms lately and rests"
+                f" {REST_SECONDS:g} s"
+            )
+        return None
 
     async def ask(
         self, instructions: str, prompt: str, answer_type: type[AnswerModel]
@@ -241,11 +281,12 @@ class ModelClient:
             try:
                 async with asyncio.timeout(self.timeout_seconds):
                     taken: dict[str, bool] = {}
+                    sent = time.monotonic()
                     try:
                         exchanged = await self._exchange(orjson.dumps(body), taken)
                     except DROPPED:
-                        if not taken.get(REUSED):
-                            raise  # a new connection: the model may have the question already
+                        if not taken.get(REUSED) or time.monotonic() - sent > CLOSED_IDLE_SECONDS:
+                            raise  # the model may have the question already
                         exchanged = await self._exchange(orjson.dumps(body), {})
             except TimeoutError:
                 return Outcome.TIMEOUT, f"{TIMED_OUT}: no answer within {self.timeout_seconds:g} s"
@@ -253,23 +294,23 @@ class ModelClient:
                 return Outcome.HTTP_ERROR, self._redirected_too_often(error)
             except aiohttp.ClientResponseError as error:  # not HTTP: another service's port...
                 reason = f"{MALFORMED}: not a readable HTTP response: {error.message}"
-                return Outcome.MALFORMED, _cut(reason)
+                return Outcome.MALFORMED, self._quoted(reason)
             except aiohttp.ClientPayloadError as error:  # a body cut short, an encoding broken
-                return Outcome.MALFORMED, _cut(f"{MALFORMED}: the body cannot be read: {error}")
+                reason = f"{MALFORMED}: the body cannot be read: {error}"
+                return Outcome.MALFORMED, self._quoted(reason)
             except (aiohttp.ClientError, ValueError) as error:  # ValueError: a host IDNA refuses
                 reason = f"the model could not be reached: {error or type(error).__name__}"
-                return Outcome.UNREACHABLE, _cut(reason)
+                return Outcome.UNREACHABLE, self._quoted(reason)
         if isinstance(exchanged, str):
             return Outcome.HTTP_ERROR, exchanged
         status, text, retry_after = exchanged
-        if len(text) > MAX_ANSWER_BYTES:
-            return Outcome.MALFORMED, f"{MALFORMED}: over {MAX_ANSWER_BYTES:,} bytes"
-        if status != 200:
-            quoted = self._hidden(text).decode(errors="replace")
-            reason = _cut(f"HTTP {status} from the model: {quoted}")
+        if status != 200:  # a busy model's wait is kept however long the body it sent
+            reason = self._quoted(f"HTTP {status} from the model: {text.decode(errors='replace')}")
             if status in BUSY:
                 self.rest(rest_asked(retry_after), f"asked to wait (HTTP {status})", reason)
             return Outcome.HTTP_ERROR, reason
+        if len(text) > MAX_ANSWER_BYTES:
+            return Outcome.MALFORMED, f"{MALFORMED}: over {MAX_ANSWER_BYTES:,} bytes"
         answer = answer_in(text, answer_type)
         if isinstance(answer, str):  # why, which may quote the body (not a chat completion...)
             answer = answer_in(self._hidden(text), answer_type)
@@ -310,6 +351,11 @@ class ModelClient:
             f"{len(error.history)} times without an answer: set RUMOURMILL_MODEL_URL to the "
             "endpoint itself"
         )
+
+    def _quoted(self, reason: str) -> str:
+        """`reason`, which may quote what the server sent (a body, a header, a status line),
+        with the credentials sent hidden, then cut (`_hidden`)."""
+        return _cut(self._hidden(reason.encode()).decode(errors="replace"))
 
     def _hidden(self, body: bytes) -> bytes:
         """`body` with the credentials sent hidden, for a reason to quote: some servers quote

@@ -426,6 +426,18 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("model_key")
+    @classmethod
+    def _one_credential(cls, value: str, info: ValidationInfo) -> str:
+        parts = urlsplit(info.data.get("model_url") or "")
+        if value and (parts.username is not None or parts.password is not None):
+            raise ValueError(
+                "is set, and RUMOURMILL_MODEL_URL has a user and password: a call sends one"
+                " Authorization header, and with both every call failed before it was sent:"
+                " keep one of the two"
+            )
+        return value
+
     @classmethod
     def from_env(cls, flag_names: Mapping[str, str] | None = None, **flags: Any) -> Settings:
         """Read every `RUMOURMILL_*` variable, with the non-None `flags` (CLI flags) over them.

@@ -462,19 +462,24 @@ class ReplyCheck(Decision):
 
     async def finish(self, found: object) -> object:
         """With a model configured, the model adds the relations the reply brings in; without
-        its answer in time, the rules' check stands."""
+        its answer in time, the rules' check stands. A model that answered nothing within the
+        deadline lately (an event's or a check's) is not asked meanwhile: a hanging model held
+        every check the whole deadline, asking it again (`ModelClient.out_of_time`)."""
         checked = cast(CheckedReply, found)
         model = self.reads.model
         if model is None:
             return checked.found
-        try:
-            answer = await asyncio.wait_for(
-                model.ask_aside(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
-                checked.deadline_ms / 1000,
-            )
-        except TimeoutError:
-            answer = f"deadline: no answer within {checked.deadline_ms} ms"
-        if isinstance(answer, str):
+        answer: RelationsAnswer | str | None = model.rests_for(checked.deadline_ms, read=True)
+        if answer is None:
+            try:
+                answer = await asyncio.wait_for(
+                    model.ask_aside(RELATIONS_INSTRUCTIONS, checked.prompt, RelationsAnswer),
+                    checked.deadline_ms / 1000,
+                )
+            except TimeoutError:
+                answer = f"deadline: no answer within {checked.deadline_ms} ms"
+                model.out_of_time(checked.deadline_ms, answer, read=True)
+        if not isinstance(answer, RelationsAnswer):
             log.info("reply check by the rules alone: %s", answer)
             return checked.found
         return with_relations(checked, answer.relations)

@@ -658,3 +658,88 @@ def test_a_secret_is_hidden_however_json_escapes_its_characters(quoted: bytes) -
     hidden = quoted_anyhow(credentials_sent("http://mill:pa%09ss%2Bw%2Frd@127.0.0.1/v1", ""))
     assert hidden is not None
     assert hidden.sub(b"(hidden)", b"bad password " + quoted + b"!") == b"bad password (hidden)!"
+
+
+def test_a_kept_alive_call_the_model_drops_after_working_on_it_is_not_sent_again() -> None:
+    """A model that read a question on a kept-alive connection, worked on it and crashed was
+    sent it again as if the server had closed the connection idle: a question that crashes the
+    model crashed it twice (and a paid one billed twice). Only a drop right after sending
+    (`CLOSED_IDLE_SECONDS`) is an idle close."""
+    questions: list[int] = []
+
+    async def crashing_on_the_second(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while True:
+                questions.append(await question_read(reader))
+                if len(questions) >= 2:  # works on it, then crashes
+                    await asyncio.sleep(model_client.CLOSED_IDLE_SECONDS + 0.3)
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+                )
+                await writer.drain()
+        finally:
+            writer.close()
+
+    answers = asyncio.run(asked_over_a_socket(crashing_on_the_second, 2))
+    assert answers == [
+        FeelingAnswer(feeling=0.5, arousal=0.25),
+        "the model could not be reached: Server disconnected",
+    ]
+    assert len(questions) == 2
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        b"HTTP/1.1 401 Unauthorized\r\nTransfer-Encoding: chunked\r\n\r\n%s\r\n",
+        b"%s\r\n\r\n",
+    ],
+    ids=["broken-chunking", "no-status-line"],
+)
+def test_a_response_that_is_not_http_quoting_the_key_has_it_hidden(unreadable: bytes) -> None:
+    """A reason quoting what aiohttp could not parse (a chunk size, a status line) showed the key
+    a server echoed there, on the ack, the judgements topic and the log."""
+    key = "sk-live-0123456789abcdef"
+
+    async def echoing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        sent = next(line for line in head.splitlines() if line.startswith(b"Authorization:"))
+        writer.write(unreadable % (b'{"error": "invalid key: %s"}' % sent.split(b": ", 1)[1]))
+        await writer.drain()
+        writer.close()
+
+    async def run() -> FeelingAnswer | str:
+        server = await asyncio.start_server(echoing, "127.0.0.1", 0)
+        client = ModelClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "m", key)
+        try:
+            return await ask(client)
+        finally:
+            await client.close()
+            server.close()
+
+    reason = asyncio.run(run())
+    assert isinstance(reason, str) and reason.startswith("malformed answer: not a readable HTTP")
+    assert key[:8] not in reason and "(hidden)" in reason
+
+
+def test_a_busy_model_sending_a_long_body_is_left_alone_as_long_as_it_asked() -> None:
+    """A 429 whose body is over the megabyte an answer may take was a malformed answer: its
+    `Retry-After` was not kept, and the busy model was asked again at once."""
+    calls: list[float] = []
+
+    async def busy(request: web.Request) -> web.Response:
+        calls.append(time.monotonic())
+        body = b"x" * (MAX_ANSWER_BYTES + 10)
+        return web.Response(status=429, body=body, headers={"Retry-After": "60"})
+
+    async def use(client: ModelClient) -> list[FeelingAnswer | str]:
+        return [await ask(client), await ask(client)]
+
+    refused, resting = asking(busy, use)
+    assert isinstance(refused, str) and refused.startswith("HTTP 429 from the model: xxx")
+    assert resting == "not asked: the model asked to wait (HTTP 429) and rests 60 s"
+    assert len(calls) == 1

@@ -175,6 +175,22 @@ def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
     assert Settings.from_env().max_event_bytes == 11468
 
 
+def test_a_model_key_beside_a_user_and_password_in_the_model_url_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both were taken, and every call to the model failed before it was sent (a request has
+    one Authorization header), each judgement left to the rules with 'could not be reached'."""
+    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://user:pass@127.0.0.1:8000/v1")
+    monkeypatch.setenv("RUMOURMILL_MODEL_KEY", "sk-0123")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert str(refused.value).startswith(
+        "RUMOURMILL_MODEL_KEY=(secret, not shown): is set, and RUMOURMILL_MODEL_URL has a user"
+    )
+    monkeypatch.delenv("RUMOURMILL_MODEL_KEY")
+    assert Settings.from_env().model_url == "http://user:pass@127.0.0.1:8000/v1"
+
+
 def test_flags_override_variables_and_are_named_when_wrong(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

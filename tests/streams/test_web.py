@@ -790,6 +790,54 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
     assert check(reply, model=model()) == (200, {"inventions": names, "action": "flag"})
 
 
+def test_a_model_that_hangs_holds_one_reply_check_its_deadline_not_every_one() -> None:
+    """A hanging model: the first reply check waits its deadline (0.5 s) for the rules' check,
+    and the model rests for the checks as impatient, which answer at once without asking it
+    (each waited the whole deadline and asked it again, for as long as it hung); the events,
+    which one tenant's reads must not leave to the rules, still ask it. A deadline an event's
+    questions ran into rests it for the checks as well."""
+    policy = resolve(None, {"memory": {"model": {"deadline_ms": 500}}})
+    asked: list[str] = []
+
+    async def hanging(request: aiohttp_web.Request) -> aiohttp_web.Response:
+        asked.append((await request.json())["messages"][0]["content"])
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def checks(event_cut: bool, count: int) -> tuple[list[float], str | None, int]:
+        """Seconds each of `count` checks took, why an event of the same deadline would not
+        ask, and how often the model was asked (a check not asking waits for nothing);
+        `event_cut`: an event's questions (of a longer deadline) ran out of time first."""
+        asked.clear()
+        async with serving(hanging) as url:
+            client = ModelClient(url, "m")
+            if event_cut:
+                client.out_of_time(2000, "an event's questions ran out of time")
+            http = served_client(MemoryReads(LIES, model=client, policy=policy))
+            await http.start_server()
+            took = []
+            try:
+                for _ in range(count):
+                    began = time.monotonic()
+                    reply = await http.post(REPLY_CHECK, data=b'{"text": "Ask Bertram."}')
+                    assert reply.status == 200
+                    took.append(time.monotonic() - began)
+                return took, client.rests_for(500), len(asked)
+            finally:
+                await http.close()
+                await client.close()
+
+    took, event_refused, asked_times = asyncio.run(checks(event_cut=False, count=3))
+    assert took[0] >= 0.5
+    assert asked_times == 1, "every check asked the hanging model and waited its deadline"
+    assert event_refused is None, "a reply check rested the model for the events' questions"
+    took, event_refused, asked_times = asyncio.run(checks(event_cut=True, count=1))
+    assert asked_times == 0
+    assert event_refused == (
+        "not asked: the model gave no answer within 2000 ms lately and rests 30 s"
+    )
+
+
 def test_one_tenants_reply_checks_leave_the_model_to_every_tenants_events() -> None:
     """Reply checks of tenant `default` that the model leaves hanging, eight at once, while an
     event of tenant `b` asks the same model for its feelings: reads hold one of its two slots
