@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from projections.delivery import OUTBOX_DEPTH, SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import pack, unpack
+from projections.memories import belief_id
 from projections.migrations import upgrade
 from projections.policy import resolve
 from projections.projector import Projector
@@ -22,11 +24,17 @@ from tests.streams.noisy_story import noisy, story
 from tests.tavern import TAVERN
 from tests.tavern_lies import LINES
 
-RECALL = (
-    b'{"world_instance_id":"save-1","timeline_id":"main","seq":6,'
-    b'"key":"loreweaver.memory.recalled","actor":"npc-mara","payload":{"belief_ids":["b"]}}'
+RECALL = orjson.dumps(
+    {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "seq": 6,
+        "key": "loreweaver.memory.recalled",
+        "actor": "npc-mara",
+        "payload": {"belief_ids": [belief_id("default", "save-1", "main", 3, "npc-mara", "event")]},
+    }
 )
-"""A recall (it names a belief id: reinforcement is kept whether or not the id is known)."""
+"""A recall of the fight Mara saw (only a memory its actor holds is reinforced)."""
 SUMMARY = (
     b'{"world_instance_id":"save-1","timeline_id":"main","seq":7,'
     b'"key":"loreweaver.memory.dialogue-summarised","actor":"npc-mara","target":"player-1",'

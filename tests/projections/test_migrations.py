@@ -25,10 +25,12 @@ from projections.key_prefixes import (
     OUTBOX,
     PENDING,
     PERSISTENT_RELATIONS,
+    RECALLS,
     WAITED_ON,
     Role,
 )
 from projections.keys import pack, unpack
+from projections.memory_store import MemoryKeys
 from projections.migrations import (
     FORMAT_KEY,
     HEADS_OF,
@@ -104,6 +106,18 @@ def _unkept_by_the_previous_release(state: MemoryState, lines: list[bytes]) -> l
     return [*turns, *(key for key, _ in state.scan(pack(FACT_RUNS)))]
 
 
+def _kept_by_the_previous_release_alone(state: MemoryState) -> list[bytes]:
+    """The recalls of memories their actor did not hold (the fixture's recall names `b`): the
+    previous release kept them, and a recall now counts only for what its actor held before
+    it; a store keeps them until rebuilt (README, "Upgrading")."""
+    unheld = []
+    for key, _ in state.scan(pack(RECALLS)):
+        _, tenant, world, _, actor, belief, _ = map(str, unpack(key))
+        if state.get(MemoryKeys(tenant, world).memory(actor, belief)) is None:
+            unheld.append(key)
+    return unheld
+
+
 def reads(state: MemoryState) -> list[bytes]:
     """Every runtime read, a recall and the provenance of every memory, as clients get them."""
     answers = []
@@ -137,6 +151,8 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert list(old.scan(pack(ORIGIN_MEMORIES))) == []  # format 13 finds them by origin
     done = upgrade(old)
     assert done == Upgrade(1, current_format(), headed + len(pairs) + memories)
+    for key in _kept_by_the_previous_release_alone(old):
+        old.delete(key)
     assert persistent_heads(old) == pairs
     assert stored_format(old) == current_format()
     for world in WORLDS:
