@@ -2,10 +2,12 @@
 
 The event at `after_seq` names the player and the character who answers. The character's
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
-important about the player, then about the place (the event's, else where the character is),
-then the best recall for the event's words (and the entities whose declared names they say, as
-recall takes a query's). Beside them come the recent turns of the player
-scope (section 13) as of the event, word for word, unless expired at real time `now_ms`.
+important about the player, then about the place (the event's, else where the character is;
+each looked for past the forgotten ones as recall does, `DEEP_SEARCH_DEPTH` deep when they fill
+the first `SEARCH_DEPTH`), then the best recall for the event's words (and the entities whose
+declared names they say, as recall takes a query's). Beside them come the recent turns of the
+player scope (section 13) as of the event, word for word, unless expired at real time `now_ms`.
+The player who spoke is no character to decide for: a decision for a player's id is a 404.
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
 verdict. It is made of memories and heard lines alone: the world record never reaches it.
@@ -25,6 +27,7 @@ from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
 from projections.memory_store import MemoryKeys, load_memory
 from projections.recall import (
+    DEEP_SEARCH_DEPTH,
     SEARCH_DEPTH,
     RecallIndex,
     declared_named_in,
@@ -66,6 +69,10 @@ def decision(
         raise BadRead(f"after_seq {after_seq} names no event on timeline {timeline_id!r}")
     if npc_id not in (event.target, event.actor):
         raise NotFound(f"the event at {after_seq} is neither by nor to {npc_id!r}")
+    if npc_id in event.players:  # the player who spoke: no mind to decide with
+        raise NotFound(
+            f"{npc_id!r} is a player of the event at {after_seq}: players hold no memory"
+        )
     player = the_player(event, player_id, after_seq)
     index.catch_up(tx, keys)
     scope = search_scope(keys, ancestry, npc_id)
@@ -73,11 +80,16 @@ def decision(
     knowledge: list[Memory] = []
     place = place_of(tx, tenant_id, world_id, ancestry, npc_id, event.location)
     for entity in (player, place):
-        if entity is not None:
-            found = index.most_important_about(scope, entity, SEARCH_DEPTH)
+        if entity is None:
+            continue
+        for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):  # as recall, past forgotten ones
+            found = index.most_important_about(scope, entity, depth)
             scored = [(belief_id, 0.0) for belief_id in found]
             held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
-            knowledge += most_important(held, knowledge)
+            more = most_important(held, knowledge)
+            if len(knowledge) + len(more) >= MAX_KNOWLEDGE or len(found) < depth:
+                break
+        knowledge += more
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()

@@ -117,6 +117,10 @@ class SourceMessage:
     timestamp_ms: int | None = None
     """The record's timestamp (ms since the epoch) where the broker gives one; dialogue lines
     without `occurred_at` keep it as their real time."""
+    home_partition: int | None = None
+    """The partition Kafka's default partitioner gives its key, where the reads and the
+    deletion of its world look: an event on another is refused. None where nothing routes by
+    partition (a replayed file)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from projections.delivery import (
     refuse,
 )
 from projections.dialogue import with_real_time
+from projections.event_keys import TENANT_DELETED
 from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, forget_taken_out, sequence
 from projections.state import StateTransaction
@@ -98,6 +99,8 @@ def _take_in(
     except ValidationError as error:
         return refuse(message, explain(error))
     misrouted = misrouted_because(message.key, event.world_instance_id)
+    if misrouted is None and event.key != TENANT_DELETED:  # a tenant's goes to every partition
+        misrouted = off_home_because(message)
     if misrouted is not None:
         return refuse(message, misrouted)
     if is_deletion(event):
@@ -126,6 +129,20 @@ def misrouted_because(key: bytes | None, world_id: str) -> str | None:
             "an event must be keyed by its world"
         )
     return None
+
+
+def off_home_because(message: SourceMessage) -> str | None:
+    """Why a message is on a partition other than its key's (`SourceMessage.home_partition`),
+    or None: applied there, its world's reads never saw it, nor its deletion took it away."""
+    home = message.home_partition
+    if home is None or message.partition == home:
+        return None
+    return (
+        f"message is on partition {message.partition} of {message.topic}, and its key belongs"
+        f" on partition {home}, where its world is read: Kafka's default partitioner (murmur2)"
+        " places it there; a producer on librdkafka (C, C++, Go, .NET, Python's"
+        " confluent-kafka) must set partitioner=murmur2_random"
+    )
 
 
 def too_large(value: bytes, max_event_bytes: int) -> str | None:

@@ -48,7 +48,7 @@ from projections.memory_store import (
 from projections.perception import perceivers
 from projections.policy import PolicyLookup, default_policies
 from projections.record_bounds import TooLarge, most_record_bytes
-from projections.referee import judge_line, rules_judge
+from projections.referee import HeldBelief, judge_line, rules_judge
 from projections.reinforcement import record_recalls
 from projections.relations import feeling_toward, record_relations
 from projections.rumour_rules import crowd_note
@@ -290,25 +290,26 @@ class _StoredMinds:
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
 
-    def held_beliefs(self, character: str) -> list[Memory]:
-        """The read's beliefs but those the character has forgotten at the event: a forgotten
+    def held_beliefs(self, character: str) -> list[HeldBelief]:
+        """The read's beliefs as the character holds them at the event (faded: retold and less
+        sure), each beside itself as stored, but those it has forgotten then: a forgotten
         memory is absent from decisions (section 8), and the referee's verdict is one (a
         belief forgotten for a year was judged, weakened and reported weakened)."""
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
-        held = [
-            memory
-            for memory in most_important_beliefs(
-                self.tx, self.keys, self.ancestry, character, MAX_BELIEFS
-            )
-            if held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy) is not None
-        ]
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
-        return [
-            memory.model_copy(update={"diverging": True})
-            if diverging(self.tx, tenant, world_id, self.ancestry, memory)
-            else memory
-            for memory in held
-        ]
+        beliefs = []
+        for memory in most_important_beliefs(
+            self.tx, self.keys, self.ancestry, character, MAX_BELIEFS
+        ):
+            held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
+            if held is None:
+                continue
+            if diverging(self.tx, tenant, world_id, self.ancestry, memory):
+                memory, held = (
+                    one.model_copy(update={"diverging": True}) for one in (memory, held)
+                )
+            beliefs.append(HeldBelief(stored=memory, held=held))
+        return beliefs
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
         return feeling_toward(self.tx, self.keys, self.ancestry, character, entity_id)

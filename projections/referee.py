@@ -9,7 +9,9 @@ them) that is `uncertain` or `diverging`:
   of its claimed facts), the player and the listener aside (every line is about them);
 - a belief the line confirms (every fact of it the line speaks of, the line claims alike) is
   not challenged.
-The firmest challenged belief is the one judged, once, while the event is processed.
+Beliefs are weighed as the character holds them at the line (section 8: faded, retold and
+less sure, confidence x retention; forgotten, not at all): the firmest challenged belief, so
+held, is the one judged, once, while the event is processed.
 
 The rules verdict (`rules_verdict`) weighs the line's pull: how loosely the belief is held
 (1 - confidence), the listener's feeling toward the player (its relation, to 2 decimals, listed
@@ -19,7 +21,8 @@ world record (taken off when any contradicts it). `memory.lies_believable: false
 judged.
 
 What a verdict does (`apply_verdict`): the line's memory keeps the verdict; `convinced`: believed
-(not uncertain, its facts asserted), and every challenged belief held `weaken` times as firmly,
+(not uncertain, its facts asserted), and every challenged belief held `weaken` times as firmly
+(its stored confidence: fading goes on from there),
 as a version at the line's position (`memory_store.revise_confidence`); `doubting`: kept
 uncertain at `weaken` times the line's confidence; `unconvinced`: kept as said, confidence 0, the
 old belief untouched.
@@ -60,7 +63,7 @@ class RefereeContext(Protocol):
     def kind_of(self, entity_id: str) -> str:
         """The kind of an id in this event (`Catalogue.kind_of`); `UNKNOWN` if none."""
 
-    def held_beliefs(self, character: str) -> list[Memory]:
+    def held_beliefs(self, character: str) -> list[HeldBelief]:
         """The beliefs the character holds (the read's, most important first, but those it
         has forgotten at the line), each with `diverging` judged against the world record."""
 
@@ -70,6 +73,16 @@ class RefereeContext(Protocol):
 
     def recorded(self, fact: Fact) -> Any:
         """The world record's value of the fact's subject and attribute, or `ABSENT`."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBelief:
+    """A belief as its character holds it at the line, and as stored."""
+
+    stored: Memory
+    """What a `convinced` verdict weakens: fading goes on from its confidence."""
+    held: Memory
+    """As held at the line (`projections.retention.as_held`): what a judge weighs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +98,10 @@ class Case:
     claimed: tuple[Fact, ...]
     """The claimed facts the referee weighs (those about known entities)."""
     belief: Memory
-    """The firmest belief the line challenges: the one judged."""
+    """The firmest belief the line challenges, as held at the line: the one judged."""
     challenged: tuple[Memory, ...]
-    """Every belief the line challenges (the judged one first): what `convinced` weakens."""
+    """Every belief the line challenges, as stored (the judged one first): what `convinced`
+    weakens."""
     feeling: float
     agreement: Agreement
 
@@ -153,24 +167,26 @@ def agreement_of(claimed: Sequence[Fact], recorded: Sequence[Any]) -> Agreement:
 
 
 def challenged_beliefs(
-    beliefs: Sequence[Memory], claimed: Sequence[Fact], named: Sequence[str]
-) -> list[Memory]:
+    beliefs: Sequence[HeldBelief], claimed: Sequence[Fact], named: Sequence[str]
+) -> list[HeldBelief]:
     """The uncertain or diverging beliefs a line claiming `claimed`, naming `named`, challenges,
-    firmest first (then newest, then by id)."""
+    firmest as held first (then newest, then by id)."""
     said = {(fact.subject, fact.attribute): fact.value for fact in claimed}
     challenged = []
     for belief in beliefs:
-        if belief.kind not in JUDGED_KINDS or not (belief.uncertain or belief.diverging):
+        held = belief.held
+        if held.kind not in JUDGED_KINDS or not (held.uncertain or held.diverging):
             continue
-        spoken_of = [fact for fact in belief.facts if (fact.subject, fact.attribute) in said]
+        spoken_of = [fact for fact in held.facts if (fact.subject, fact.attribute) in said]
         if spoken_of and all(
             same_json(fact.value, said[(fact.subject, fact.attribute)]) for fact in spoken_of
         ):
             continue  # confirmed, not challenged
-        if spoken_of or any(entity in named for entity in belief.about):
+        if spoken_of or any(entity in named for entity in held.about):
             challenged.append(belief)
     return sorted(
-        challenged, key=lambda memory: (-memory.confidence, -memory.seq, memory.belief_id)
+        challenged,
+        key=lambda belief: (-belief.held.confidence, -belief.held.seq, belief.held.belief_id),
     )
 
 
@@ -197,8 +213,8 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
         line_id=line.belief_id,
         words=line.content,
         claimed=tuple(claimed),
-        belief=challenged[0],
-        challenged=tuple(challenged),
+        belief=challenged[0].held,
+        challenged=tuple(belief.stored for belief in challenged),
         feeling=context.feeling_toward(listener, player),
         agreement=agreement_of(claimed, [context.recorded(fact) for fact in claimed]),
     )

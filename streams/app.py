@@ -500,7 +500,7 @@ class Rumourmill:
                 tx = transactions[partition] = BatchTransaction(
                     db, partition_writes, hot[partition], self.state.scanned
                 )
-            source = source_message(message)
+            source = source_message(message, self.settings.partitions)
             answers = await self.judged(transactions.values(), source)
             if answers is not None:  # the model was waited for: what was known may be stale
                 hot[partition].forget()
@@ -984,7 +984,8 @@ def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
 
 
 world_partition = lru_cache(maxsize=1 << 12)(partition_of)
-"""`partition_of` for the worlds of this worker, worked out once each."""
+"""`partition_of` for the worlds of this worker, worked out once each (for every event taken
+in, every ack sent)."""
 
 
 _ack_bytes = Ack.__pydantic_serializer__.to_json
@@ -998,8 +999,8 @@ def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
     return fallback if world is None else world.encode()
 
 
-def source_message(message: Message) -> SourceMessage:
-    """A Kafka message as the projector takes it."""
+def source_message(message: Message, partitions: int) -> SourceMessage:
+    """A Kafka message of a topic of `partitions` partitions as the projector takes it."""
     return SourceMessage(
         topic=message.topic,
         partition=message.partition,
@@ -1007,7 +1008,13 @@ def source_message(message: Message) -> SourceMessage:
         key=message.key,
         value=message.value or b"",
         timestamp_ms=record_timestamp_ms(message.timestamp),
+        home_partition=home_partition(message.key, partitions),
     )
+
+
+def home_partition(key: bytes | None, partitions: int) -> int | None:
+    """Where a message keyed `key` belongs (`SourceMessage.home_partition`): None unkeyed."""
+    return None if key is None else world_partition(key, partitions)
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:

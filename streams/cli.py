@@ -804,9 +804,11 @@ def rebuild_command(
 
     from streams.kafka_clients import refusals_noted, refused_security
     from streams.rebuild import RebuildFailed, check_live, fresh_app_id, progress_bar, rebuild
+    from streams.topics import changelog_topic
 
     live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
-    app_id = into or fresh_app_id(live)
+    app_id = fresh_app_id(live) if into is None else into
+    _settings({"app_id": "--into"}, **(flags | {"app_id": app_id}))  # before a dir is named so
     data_dir = into_data_dir or _data_dir_beside(live.data_dir, app_id)
     target = _settings(
         {"app_id": "--into", "data_dir": "--into-data-dir"},
@@ -839,6 +841,15 @@ def rebuild_command(
         except RebuildFailed as error:  # a login or a certificate refused made it fail
             why = refused_security(live, refusals.last)
             raise click.ClickException(f"rebuild: {why or error}") from None
+        except KeyboardInterrupt:
+            topic = changelog_topic(target)
+            click.echo(
+                f"rebuild: interrupted; app id {app_id!r} may hold part of a rebuild: rebuild into"
+                f" a fresh app id, and delete this one's changelog topic {topic!r} and data dir"
+                f" {data_dir}",
+                err=True,
+            )
+            raise SystemExit(130) from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
     click.echo(
         f"rebuilt {rebuilt.events} event(s) in {rebuilt.seconds:.1f} s ({rate:,.0f} events/s) "

@@ -44,7 +44,7 @@ from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from streams.app import create_app, partition_db, partition_of
+from streams.app import create_app, home_partition, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
@@ -180,12 +180,22 @@ def unfit_as_failure() -> Iterator[None]:
         raise RebuildFailed(str(unfit)) from None
 
 
+KEY_CHECK_WORLD = "rebuild-key-check"
+"""The world whose live digest `check_live` asks for: a world never seen digests at once, and
+the answer is not used."""
+
+
 def check_live(live: Settings) -> None:
-    """The live worker answers its health check, or `RebuildFailed` says why not."""
+    """The live worker answers its health check, and a digest to the API key the comparison
+    will send, or `RebuildFailed` says why not, before anything is folded: a key missing or
+    refused (401) was found at the first comparison, the whole fold thrown away. A key of one
+    tenant (403 for another) compares that tenant's worlds (`live_digest`)."""
     try:
         fetch(live, "/health", {})
+        fetch(live, "/v2/admin/digest", {"world_instance_id": KEY_CHECK_WORLD})
     except ReadFailed as error:
-        raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+        if error.status != HTTPStatus.FORBIDDEN:
+            raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
 
 
 async def check_fresh(target: Settings, live: Settings) -> str:
@@ -278,6 +288,7 @@ async def rebuild(
                 lambda partition: without_write_ahead_log(partition_db(mill.state, partition)),
                 recorded_judge(target, live, producer, stall_seconds),
                 target.changelog_batch_bytes,
+                live.partitions,
             )
             try:
                 await folder.fold(
@@ -335,12 +346,16 @@ class Folder:
         database: Callable[[int], Rdict],
         judge: Judge,
         batch_bytes: int,
+        partitions: int,
     ) -> None:
         self.projector = projector
         self.producer = producer
         self.changelog = changelog
         self.database = database
         self.batch_bytes = batch_bytes
+        self.partitions = partitions
+        """The events topic's: an event on a partition other than its key's is refused, as the
+        worker refuses it (`SourceMessage.home_partition`)."""
         self.judge = judge
         """Model judgements, as a worker of the fresh app id makes them (`streams.judging`):
         read back from the judgements topic, so the model is not asked again."""
@@ -438,6 +453,7 @@ class Folder:
             record.key,
             record.value or b"",
             None if record.timestamp < 0 else record.timestamp,
+            home_partition(record.key, self.partitions),
         )
         answers = await self.judge.message(self.projector, tx, message)
         intake = self.projector.receive(tx, message, answers)

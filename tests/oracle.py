@@ -1229,10 +1229,12 @@ class Oracle:
         challenged by a claimed fact of the same subject and attribute, or by being about an
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
         listener: a fact claimed of them still challenges), unless the line confirms it; the
-        firmest (then the newest, then by id) is judged; pull = (1 - confidence) + trust_weight
+        firmest as held at the line (then the newest, then by id) is judged; pull = (1 - its
+        confidence as held: x retention when faded) + trust_weight
         x feeling toward the player (the relation as the read shows it, 2 decimals, halves up)
         + truth_weight x (+1 agrees with the record, -1 contradicts, 0 neither); facts about
-        unknown entities are left out.
+        unknown entities are left out; `convinced` weakens each challenged belief's stored
+        confidence.
         """
         player, listener = str(event.actor), line.character
         referee = self.policy.memory.referee
@@ -1247,12 +1249,15 @@ class Oracle:
             key=lambda m: (-m.importance, -m.seq, m.belief_id),
         )[:MAX_BELIEFS]
         now = before["now"] if event.story_minutes is None else event.story_minutes
-        shown = [  # a forgotten belief is absent from decisions, the referee's verdict one
-            m
-            for m in shown
-            if held(m, now, self.policy, before["recalls"].get((listener, m.belief_id), []))[1]
-            != "forgotten"
-        ]
+        firmly: dict[str, float] = {}  # each belief's confidence as held at the line
+        for m in shown:
+            retention, state = held(
+                m, now, self.policy, before["recalls"].get((listener, m.belief_id), [])
+            )
+            if state != "forgotten":  # a forgotten belief is absent from decisions, the verdict
+                vivid = state == "vivid"
+                firmly[m.belief_id] = m.confidence if vivid else round(m.confidence * retention, 2)
+        shown = [m for m in shown if m.belief_id in firmly]
 
         def wrong(memory: OMemory) -> bool:
             return any(
@@ -1275,7 +1280,7 @@ class Oracle:
                 challenged.append(memory)
         if not challenged:
             return line, []
-        challenged.sort(key=lambda m: (-m.confidence, -m.seq, m.belief_id))
+        challenged.sort(key=lambda m: (-firmly[m.belief_id], -m.seq, m.belief_id))
         feelings = [m.feeling for m in mine if player in unique([*m.about, m.source_entity])]
         feeling = shown_feeling(mean_feeling(feelings)) if feelings else 0.0
         recorded = [
@@ -1286,7 +1291,7 @@ class Oracle:
         truth = 0 if not recorded else (1 if all(recorded) else -1)
         pull = (
             1
-            - Decimal(str(challenged[0].confidence))
+            - Decimal(str(firmly[challenged[0].belief_id]))
             + Decimal(str(referee.trust_weight)) * Decimal(str(feeling))
             + Decimal(str(referee.truth_weight)) * truth
         )

@@ -354,9 +354,9 @@ def decision(
     )
     if event is None:
         raise OracleBadRead(f"no event at {after_seq}")
+    if npc not in (event.target, event.actor) or npc in event.players:
+        raise OracleNotFound(npc)  # before the player is looked for: no character to decide
     player = the_player(event, player_id)
-    if npc not in (event.target, event.actor):
-        raise OracleNotFound(npc)
     policy = oracle.policy
     knowledge: list[dict[str, Any]] = []
     place = event.location or seen.folded["where"].get(npc)
@@ -365,14 +365,17 @@ def decision(
             continue
         taken = {one["belief_id"] for one in knowledge}
         about = [m for m in seen.mine if entity in m.about]
-        found = {m.belief_id for m in sorted(about, key=importance_order)[:DEPTH]}
-        kept = []
-        for memory in seen.mine:
-            if memory.belief_id not in found or memory.belief_id in taken:
-                continue
-            retention, state = seen.held(memory, policy)
-            if state != "forgotten":
-                kept.append(shown(memory, retention, state, seen.folded["record"]))
+        for depth in (DEPTH, DEEP):  # deeper when forgotten ones leave too few
+            found = {m.belief_id for m in sorted(about, key=importance_order)[:depth]}
+            kept = []
+            for memory in seen.mine:
+                if memory.belief_id not in found or memory.belief_id in taken:
+                    continue
+                retention, state = seen.held(memory, policy)
+                if state != "forgotten":
+                    kept.append(shown(memory, retention, state, seen.folded["record"]))
+            if len(knowledge) + len(kept) >= KNOWLEDGE or len(about) <= depth:
+                break
         knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
     said = [event.payload.get(name) for name in ("text", "content")]
     words = next(

@@ -215,6 +215,7 @@ def test_the_context_is_as_of_the_event() -> None:
         (4, "npc-mara", None, NotFound, "the event at 4 is neither by nor to 'npc-mara'"),
         (6, "npc-mara", "player-2", BadRead, "'player-2' is not a player"),
         (6, "npc-tomas", None, NotFound, "neither by nor to 'npc-tomas'"),
+        (6, "player-1", None, NotFound, "'player-1' is a player of the event at 6"),
         (7, "npc-mara", None, BadRead, "beyond the processed_seq 6"),
     ],
 )
@@ -292,6 +293,31 @@ def test_the_most_important_memory_of_the_player_is_brought_however_old() -> Non
     state = replay_lines(lines).state
     found = decide(71, state=state)
     assert any("purse stolen" in one["content"] for one in found["knowledge"])
+
+
+def test_what_the_character_still_holds_of_the_player_comes_past_many_forgotten_memories() -> None:
+    """Seventy gifts of long ago, all forgotten, filled the sixty memories the search about the
+    player handed on: what the player told Mara last week never reached the decision."""
+    gifts = [
+        orjson.loads(ASKED)
+        | {"seq": seq, "key": "trade.gift-given", "payload": {}, "game_time": "day 1, 09:00"}
+        for seq in range(1, 71)
+    ]
+    told = ["my sister Greta lives by the mill", "the northern pass is snowed in"]
+    lately = [
+        orjson.loads(ASKED)
+        | {"seq": 71 + n, "payload": {"text": text}, "game_time": "day 2000, 09:00"}
+        for n, text in enumerate(told)
+    ]
+    question = orjson.loads(ASKED) | {
+        "seq": 73,
+        "payload": {"text": "Well then?"},  # no word a recall would find them by
+        "game_time": "day 2000, 10:00",
+    }
+    state = replay_lines([orjson.dumps(one) for one in [*gifts, *lately, question]]).state
+    found = [one["content"] for one in decide(73, state=state)["knowledge"]]
+    assert set(told) <= set(found)
+    assert not any("gift" in content for content in found)  # forgotten, as before
 
 
 def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_names() -> None:

@@ -15,7 +15,13 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
-from projections.referee import Agreement, believable, challenged_beliefs, rules_verdict
+from projections.referee import (
+    Agreement,
+    HeldBelief,
+    believable,
+    challenged_beliefs,
+    rules_verdict,
+)
 from projections.rumour_map import rumour_map
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -24,7 +30,7 @@ from schemas.memory import Memory
 from schemas.policy import Policy, RefereePolicy
 from streams.recall_index import SqliteRecallIndex
 from tests.reads import answer
-from tests.tavern_lies import A_LIE, DEAD, LINES, MAIN, ilse_says, lie, line, status
+from tests.tavern_lies import A_LIE, DEAD, FLED, LINES, MAIN, ilse_says, lie, line, status
 
 
 class Delivered:
@@ -147,6 +153,21 @@ def test_a_lie_mara_has_forgotten_is_neither_judged_nor_weakened() -> None:
     assert stored is not None and stored.verdict is None
     assert world.beliefs()[ALIVE]["confidence"] == 0.8
     assert world.decision(7)["verdict"] is None
+
+
+def test_a_faded_belief_is_weighed_as_held_and_weakened_as_stored() -> None:
+    """Rook's lie (0.8 when told) fades with story time: Ilse's own lie on day 20 leaves Mara
+    unconvinced; on day 30, held at about half, doubting; on day 40, held at a quarter,
+    convinced, and the lie is kept at 0.4 as stored (0.8 x weaken; fading goes on from there).
+    A belief held at 0.2 was judged as if at 0.8, however faded: unconvinced for ever."""
+    verdicts = {}
+    for day in (20, 30, 40):
+        said = ilse_says(FLED, [status("fled")], game_time=f"day {day}, 12:00")
+        world = Delivered([*MAIN, lie(), said])
+        stored = world.stored(7)
+        assert stored is not None
+        verdicts[day] = (stored.verdict, world.beliefs()[ALIVE]["confidence"])
+    assert verdicts == {20: ("unconvinced", 0.8), 30: ("doubting", 0.8), 40: ("convinced", 0.4)}
 
 
 def test_the_weakened_belief_is_a_version_the_past_and_a_branch_before_it_never_see() -> None:
@@ -315,16 +336,19 @@ def test_a_line_challenges_uncertain_beliefs_about_what_it_names_unless_it_confi
     ancestry = timelines.ancestry(
         world.state, timelines.load(world.state, "default", "save-1", "main")
     )
-    held = most_important_beliefs(world.state, keys, ancestry, "npc-tomas", 50)
-    assert sorted(memory.content for memory in held) == [
+    shown = most_important_beliefs(world.state, keys, ancestry, "npc-tomas", 50)
+    assert sorted(memory.content for memory in shown) == [
         "Ilse beat the drunk sailor senseless",  # Mara's news (seq 5): about the sailor
         "Ilse floored the sailor",  # Rook's: asserts what Ilse will claim
     ]
+    held = [HeldBelief(stored=memory, held=memory) for memory in shown]  # vivid: the same
     claimed = [Fact.model_validate(status("defeated"))]
     challenged = challenged_beliefs(held, claimed, ["npc-drunk-sailor"])
-    assert [memory.content for memory in challenged] == ["Ilse beat the drunk sailor senseless"]
+    assert [belief.held.content for belief in challenged] == [
+        "Ilse beat the drunk sailor senseless"
+    ]
     contradicted = challenged_beliefs(held, [Fact.model_validate(status("alive"))], [])
-    assert [memory.content for memory in contradicted] == ["Ilse floored the sailor"]
+    assert [belief.held.content for belief in contradicted] == ["Ilse floored the sailor"]
 
 
 def test_a_line_claiming_a_fact_about_the_player_challenges_what_was_said_of_them() -> None:

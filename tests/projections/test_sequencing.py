@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections import timelines
+from projections.deletion import deletion_event
 from projections.delivery import SourceMessage, world_key
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack, unpack
@@ -276,6 +277,33 @@ def test_an_event_not_keyed_by_its_world_is_rejected_and_dead_lettered(
     assert (letter.reason, letter.offset, letter.world_instance_id) == (reason, 0, "w")
     assert timelines.load(feed.state, "default", "w", "main") is None
     assert feed.send(event(1), offset=1) == [("main", 1, "processed", 1)]  # keyed right
+
+
+def test_an_event_on_a_partition_other_than_its_keys_is_rejected_and_dead_lettered() -> None:
+    """A producer whose partitioner is not Kafka's default (librdkafka's is CRC32) keys the event
+    by its world and puts it on another partition: it was acked `processed`, then no read of
+    its world saw it and its world's deletion found nothing to delete. A tenant's deletion goes
+    to every partition and is taken on each."""
+    feed = Feed()
+    off_home = SourceMessage("events", 3, 0, b"w", event(1), home_partition=1)
+    intake = feed.projector.receive(feed.state, off_home)
+    [refused] = intake.acks
+    assert (refused.seq, refused.outcome.value) == (1, "rejected")
+    assert refused.reason is not None and refused.reason.startswith(
+        "message is on partition 3 of events, and its key belongs on partition 1,"
+    )
+    assert "partitioner=murmur2_random" in refused.reason
+    assert [letter.reason for letter in intake.dead_letters] == [refused.reason]
+    assert timelines.load(feed.state, "default", "w", "main") is None
+    home = SourceMessage("events", 1, 1, b"w", event(1), home_partition=1)
+    assert [ack.outcome.value for ack in feed.projector.receive(feed.state, home).acks] == [
+        "processed"
+    ]
+    everywhere = deletion_event("default", None).model_dump_json().encode()
+    tenant_gone = SourceMessage("events", 3, 2, b"*", everywhere, home_partition=0)
+    assert [ack.outcome.value for ack in feed.projector.receive(feed.state, tenant_gone).acks] == [
+        "processed"
+    ]
 
 
 @pytest.mark.parametrize(

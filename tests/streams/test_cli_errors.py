@@ -185,6 +185,8 @@ def test_schemas_exported_into_a_path_under_a_file_name_it(tmp_path: Path) -> No
         (["npc", "npc-mara", "--world", "w", "--url", "127.0.0.1:18778"], "--url="),
         (["rebuild", "--url", "127.0.0.1:18778"], "--url="),
         (["rebuild", "--into", "bad id"], "--into='bad id'"),
+        (["rebuild", "--into", "bad/x"], "--into='bad/x'"),  # a traceback naming its data dir
+        (["rebuild", "--into", ""], "--into=''"),  # the default app id, silently
         (["rebuild", "--into-data-dir", "x", "--partitions", "0"], "--partitions=0"),
     ],
 )

@@ -94,6 +94,7 @@ def folded(url: str, topic: MemoryTopic, lines: list[bytes], directory: Path) ->
             lambda partition: db,
             Judge(client, JudgementLog(topic.read, topic.send)),
             1_000_000,
+            1,
         )
         try:
             for offset, line in enumerate(lines):

@@ -225,13 +225,17 @@ def test_an_error_that_is_not_json_stops_the_command_with_its_status_and_start(
 
 class KeyedWorker(http.server.BaseHTTPRequestHandler):
     """A worker with `RUMOURMILL_API_KEYS` set, to a command that sends no key or a wrong one:
-    its 401, as `streams.web` answers it."""
+    its 401, as `streams.web` answers it, to all but its health check."""
 
     def do_GET(self) -> None:
-        body = b'{"detail":"a valid bearer API key is required"}'
-        self.send_response(401)
+        if self.path.startswith("/health"):
+            body = b'{"status":"ok"}'
+            self.send_response(200)
+        else:
+            body = b'{"detail":"a valid bearer API key is required"}'
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="rumourmill"')
         self.send_header("Content-Type", "application/json")
-        self.send_header("WWW-Authenticate", 'Bearer realm="rumourmill"')
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -414,3 +418,18 @@ def test_a_rumour_map_from_a_server_that_draws_none_writes_nothing(
         f"Error: 200 from {other_url}/{answer} (not a worker's SVG picture): {shown}"
     )
     assert not out.exists()
+
+
+def test_a_rebuild_without_the_key_the_comparison_needs_stops_before_folding(
+    tmp_path: Path,
+) -> None:
+    """The live worker's key was asked for only once every event was folded (hours, on a
+    production topic), to compare the digests: a 401 then threw the whole fold away."""
+    with serving(KeyedWorker) as url:
+        result = CliRunner().invoke(
+            main,
+            ["rebuild", "--url", url, "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path)],
+        )
+    assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
+    assert result.output.startswith(f"Error: rebuild: the live worker at {url}: 401: ")
+    assert "Kafka" not in result.output  # nothing folded: Kafka was not even asked

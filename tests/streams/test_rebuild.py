@@ -298,6 +298,7 @@ def test_a_rebuild_that_loses_its_broker_partway_stops_with_the_reason(tmp_path:
                 lambda partition: Rdict(str(tmp_path / f"fold-{partition}")),
                 Judge(None, JudgementLog(topic.read, topic.send)),
                 target.changelog_batch_bytes,
+                live.partitions,
             )
             try:
                 await folder.fold(consumer, live.topics.events, spans, None, lambda _: None, 3)

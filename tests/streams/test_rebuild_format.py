@@ -31,6 +31,7 @@ def rules_folder(db: Rdict) -> Folder:
         lambda partition: db,
         Judge(None, JudgementLog(_never, _never)),
         1_000_000,
+        1,
     )
 
 

@@ -172,6 +172,29 @@ def test_bad_input_is_dead_lettered_and_the_stream_goes_on(
     assert [a["seq"] for a in good] == [1, 2]
 
 
+def test_an_event_on_a_partition_other_than_its_worlds_is_dead_lettered(
+    settings: Settings, worker: WorkerProcess
+) -> None:
+    """A producer whose partitioner is not Kafka's default (librdkafka's, under the C, C++, Go
+    and .NET clients, is CRC32) put a world's events on another partition: each was acked
+    `processed`, and no read of the world ever saw it. A copy of the event on every partition:
+    the one on its world's is taken, each other one refused saying which partitioner to set."""
+    world = "w-partitioned"
+    raw = orjson.dumps(event(world, 1))
+    copies = asyncio.run(
+        send_one(settings, settings.topics.events, world.encode(), raw, every_partition=True)
+    )
+    assert copies == settings.partitions == 2
+    acks = acks_for(settings, world, copies)
+    assert sorted(ack["outcome"] for ack in acks) == ["processed", "rejected"]
+    [refused] = [ack for ack in acks if ack["outcome"] == "rejected"]
+    assert "partitioner=murmur2_random" in refused["reason"]
+    [letter] = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= 1)
+    assert (letter["reason"], base64.b64decode(letter["value_base64"])) == (refused["reason"], raw)
+    timeline = get_json(settings, f"/v2/timelines/main?world_instance_id={world}")
+    assert (timeline["processed_seq"], timeline["applied_events"]) == (1, 1)
+
+
 def test_a_branch_continues_the_parent_numbering_and_ignores_its_later_seqs(
     settings: Settings, worker: WorkerProcess
 ) -> None:
