@@ -11,6 +11,7 @@ processed, the ancestry cut there (and persistent memories formed up to it), nev
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import orjson
@@ -108,7 +109,8 @@ def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_
     answer can: the stored record of the timeline and of each ancestor (their positions), and
     how many persistent memories the world holds, and how often it was deleted. Every memory,
     relation, whereabouts and world fact a read folds is written by an event that moves one of
-    them."""
+    them. Their digest (32 bytes), not the records: a cached answer keeps it, and a timeline
+    loaded from a save a thousand times over kept 220 KB of records beside each answer."""
     parts = [
         deletion_marks(tx, tenant_id, world_id),
         b"%d" % persistent_memories_stored(tx, tenant_id, world_id),
@@ -120,7 +122,8 @@ def read_position(tx: StateTransaction, tenant_id: str, world_id: str, timeline_
             break
         parts.append(raw)
         current = orjson.loads(raw).get("parent_timeline_id")  # no record built: a read's cost
-    return b"\n".join(parts)  # stored records are compact JSON: never a raw line break
+    joined = b"\n".join(parts)  # stored records are compact JSON: never a raw line break
+    return hashlib.blake2b(joined, digest_size=32).digest()
 
 
 def runtime_read(

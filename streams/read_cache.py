@@ -18,7 +18,7 @@ from collections.abc import Hashable
 READ_CACHE_BYTES = 64 * 1024 * 1024
 """Encoded runtime reads a worker keeps (about 3,500 busy characters of 18 KB)."""
 ENTRY_OVERHEAD = 200
-"""Bytes counted per entry beyond its body: its key, its position and the dict slot."""
+"""Bytes counted per entry beyond its body and its position: its key and the dict slot."""
 
 Asked = tuple[Hashable, ...]
 """What was asked: the tenant and the world first, then what else tells the answer apart."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import orjson
+
+from projections.runtime_read import read_position
 from streams.read_cache import ENTRY_OVERHEAD, ReadCache
+from streams.replay import replay_lines
+from tests.support import event
 
 
 def test_an_answer_is_served_only_at_the_position_it_was_computed_at() -> None:
@@ -31,3 +36,18 @@ def test_the_least_recently_read_make_room_and_the_bound_holds() -> None:
     assert cache.held_bytes <= cache.max_bytes and len(cache) == 3
     cache.put(("huge",), b"p", b"x" * cache.max_bytes)
     assert cache.get(("huge",), b"p") is None and cache.held_bytes <= cache.max_bytes
+
+
+def test_a_position_is_as_small_on_a_save_loaded_two_hundred_times_over() -> None:
+    """Each load branches from the timeline before: the position a cached answer keeps held
+    every ancestor's record (44 KB at 200 loads, 220 KB at 1,000), so the cache held a
+    fraction of the characters its bound promises. It moves with each of them all the same."""
+    lines = [orjson.dumps(event("w", 1, timeline="t0"))]
+    for depth in range(1, 201):
+        branch = {"parent_timeline_id": f"t{depth - 1}", "after_seq": depth}
+        lines.append(orjson.dumps(event("w", depth + 1, timeline=f"t{depth}", branch=branch)))
+    state = replay_lines(lines).state
+    deep = read_position(state, "default", "w", "t200")
+    assert len(deep) == len(read_position(state, "default", "w", "t0")) == 32
+    moved = replay_lines([*lines, orjson.dumps(event("w", 2, timeline="t0"))]).state
+    assert read_position(moved, "default", "w", "t200") != deep  # an ancestor moved
