@@ -415,6 +415,16 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL (host, port and path only)")
         return value.rstrip("/")
 
+    @field_validator("model_url")
+    @classmethod
+    def _the_api_not_its_endpoint(cls, value: str) -> str:
+        if urlsplit(value).path.rstrip("/").endswith("/chat/completions"):
+            raise ValueError(
+                "names the endpoint: give the API's URL it is under (`http://HOST:PORT/v1`):"
+                " rumourmill posts to URL/chat/completions (this one had every call a 404)"
+            )
+        return value
+
     @field_validator("web_url")
     @classmethod
     def _no_user_or_password(cls, value: str) -> str:

@@ -191,6 +191,19 @@ def test_a_model_key_beside_a_user_and_password_in_the_model_url_is_refused(
     assert Settings.from_env().model_url == "http://user:pass@127.0.0.1:8000/v1"
 
 
+def test_a_model_url_naming_the_endpoint_itself_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rumourmill posts to MODEL_URL/chat/completions: a URL copied with the endpoint on it
+    was posted to .../chat/completions/chat/completions, a 404 at every call."""
+    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1/chat/completions/")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    assert "names the endpoint: give the API's URL it is under" in str(refused.value)
+    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1")
+    assert Settings.from_env().model_url == "http://127.0.0.1:11434/v1"
+
+
 def test_flags_override_variables_and_are_named_when_wrong(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
