@@ -77,8 +77,18 @@ async def _forward(
     """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
     the owner with its reply), the owner's bytes as they are (not decoded and encoded
     again) and, answering a HEAD, the length of what a GET would send. A read's body, which
-    no read looks at, is not sent (nor read: one that does not decode made a 500)."""
-    routed = request.url.with_host(owner.host or "").with_port(owner.port)
+    no read looks at, is not sent (nor read: one that does not decode made a 500). The owner's
+    URL is the request's target (its path and query as sent) at the owner's address: the one
+    `request.url` makes from the client's `Host` made a 500 where that is empty or no address."""
+    target = request.rel_url
+    routed = URL.build(
+        scheme=owner.scheme or "http",
+        host=owner.host or "",
+        port=owner.port,
+        path=target.raw_path,
+        query_string=target.raw_query_string,
+        encoded=True,
+    )
     posted = request.method == "POST"  # read by the view already (`ReplyCheck.receive`)
     body = await cast(Any, request).read() if posted else b""
     async with client.request(

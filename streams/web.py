@@ -70,8 +70,20 @@ from streams.tokens import wordllama_tokens
 MAX_REQUEST_LINE_BYTES = 64 * 1024
 """The longest request line served: a recall's `q` of 1,000 characters is 12 KB percent-encoded
 at most (aiohttp's default, 8,190 bytes, refused one in Chinese, in plain text)."""
-WEB_APPLICATION_OPTIONS = {"handler_args": {"max_line_size": MAX_REQUEST_LINE_BYTES}}
+IDLE_CONNECTION_SECONDS = 75.0
+"""How long a connection may sit without a whole request (before its first, or between two):
+aiohttp's own bound is an hour, so a client that sent half its headers held a connection that
+long, and a thousand such held every file descriptor of a worker. As long as nginx's: longer
+than the 15 s a client such as aiohttp keeps an idle connection, so it closes first."""
+WEB_APPLICATION_OPTIONS = {
+    "handler_args": {
+        "max_line_size": MAX_REQUEST_LINE_BYTES,
+        "keepalive_timeout": IDLE_CONNECTION_SECONDS,
+    }
+}
 """The worker's aiohttp application options (Faust's `web_application_options`)."""
+BODY_SECONDS = 10.0
+"""How long a posted body may take to arrive (a reply check's: 256 KB at most)."""
 DEFAULT_TENANT = "default"
 Read = TypeVar("Read")
 
@@ -454,10 +466,13 @@ class ReplyCheck(Decision):
         if request.method != "POST":
             return  # a GET is told to post (`reply_text`)
         try:
-            body = await cast(Any, request).read()  # aiohttp keeps it for a forward to the owner
+            async with asyncio.timeout(BODY_SECONDS):  # a body trickling in held it for ever
+                body = await cast(Any, request).read()  # kept by aiohttp for a forward
         except RequestPayloadError as unreadable:  # a body its Content-Encoding does not decode
             reason = " ".join(str(unreadable).split())  # one plain line
             raise HTTPProblem(400, f"the body cannot be read: {reason}") from None
+        except TimeoutError:
+            raise HTTPProblem(408, f"the body took over {BODY_SECONDS:g} s to arrive") from None
         cast(Any, request)[REPLY] = body
 
     async def finish(self, found: object) -> object:

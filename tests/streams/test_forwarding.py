@@ -150,3 +150,14 @@ def test_a_read_forwarded_with_a_body_it_ignores_is_answered_as_without() -> Non
     garbled = {**ACME, "Content-Encoding": "gzip"}
     answers, _ = ask(owners, keys, ("one", ACME), ("one", garbled, b"not gzip"))
     assert answers[1] == answers[0] and answers[0][0] == 200
+
+
+def test_a_read_forwarded_whatever_its_host_header_is_answered_as_the_owner_answers() -> None:
+    """The forward built the owner's URL from the one the client's `Host` makes: an empty
+    `Host` (which HTTP/1.1 allows) or one that is no address (`game-api:70000`) made a 500,
+    its traceback in the log, where the owner itself answered 200."""
+    owners = {"one": "two", "two": "two"}
+    keys = {name: {"key-acme": "default"} for name in WORKERS}
+    hosts = ("", "game-api:70000", "user@game-api")
+    answers, _ = ask(owners, keys, ("two", ACME), *(("one", {**ACME, "Host": h}) for h in hosts))
+    assert answers == [answers[0]] * 4 and answers[0][0] == 200

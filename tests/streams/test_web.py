@@ -40,6 +40,7 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState, StateTransaction
 from schemas.memory import ReadModel
 from schemas.policy import Policy
+from streams import web
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.logs import UnparsedRequests
 from streams.metrics import Metrics
@@ -1081,3 +1082,42 @@ def test_every_read_of_a_world_takes_its_tenant_from_the_key_alone(route: str) -
     assert [status for status, _ in answers[::2]] == [401, 403]
     assert answers[1][0] not in (401, 403)
     assert reads.worlds_asked == ["save-1"], "only the keyed request of its tenant went on"
+
+
+async def half_sent(sent: bytes, patience: float) -> bytes:
+    """What a worker's views first answer, within `patience` seconds, to a connection that
+    sends `sent` and then nothing more; b"" when the worker closed it unanswered."""
+    http = served_client(MemoryReads(LIES))
+    await http.start_server()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", cast(int, http.port))
+        writer.write(sent)
+        await writer.drain()
+        try:
+            async with asyncio.timeout(patience):
+                return await reader.read(1 << 16)
+        finally:
+            writer.close()
+    finally:
+        await http.close()
+
+
+def test_a_reply_check_whose_body_stops_coming_is_a_408(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client with a key could start a reply check's body and never end it: the connection
+    was held for ever (and a thousand such held every file descriptor)."""
+    monkeypatch.setattr(web, "BODY_SECONDS", 0.5)
+    head = f"POST {REPLY_CHECK} HTTP/1.1\r\nHost: w\r\nContent-Length: 100\r\n\r\n".encode()
+    answer = asyncio.run(half_sent(head + b'{"te', patience=10))
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"the body took over 0.5 s to arrive" in answer
+
+
+def test_a_connection_that_never_sends_a_whole_request_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Half a request line's headers, then nothing: aiohttp waits an hour by default, so no
+    key was needed to hold a worker's connections (`IDLE_CONNECTION_SECONDS`, here 0.5 s)."""
+    options = WEB_APPLICATION_OPTIONS["handler_args"]
+    assert options["keepalive_timeout"] <= 120  # what a worker serves with: minutes, not an hour
+    monkeypatch.setitem(options, "keepalive_timeout", 0.5)  # what the test waits
+    assert asyncio.run(half_sent(b"GET /health HTTP/1.1\r\nHost: w\r\nX-A", patience=10)) == b""
