@@ -244,6 +244,11 @@ class Projector:
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
 
+DEEP_BELIEFS = 16 * MAX_BELIEFS
+"""How deep the referee looks for the beliefs a character still holds when forgotten ones
+leave fewer than `MAX_BELIEFS` among the most important (`_StoredMinds.held_beliefs`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _StoredMinds:
     """What memory formation looks up, answered from state as of just before the event."""
@@ -291,24 +296,29 @@ class _StoredMinds:
         return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
 
     def held_beliefs(self, character: str) -> list[HeldBelief]:
-        """The read's beliefs as the character holds them at the event (faded: retold and less
-        sure), each beside itself as stored, but those it has forgotten then: a forgotten
-        memory is absent from decisions (section 8), and the referee's verdict is one (a
-        belief forgotten for a year was judged, weakened and reported weakened)."""
+        """The `MAX_BELIEFS` most important beliefs the character holds at the event, as held
+        (faded: retold and less sure), each beside itself as stored: a forgotten memory is
+        absent from decisions (section 8), and the referee's verdict is one (a belief
+        forgotten for a year was judged, weakened and reported weakened). Looked for past the
+        forgotten ones, `DEEP_BELIEFS` deep, as a decision does: fifty forgotten ones pushed a
+        lie still held vivid out of the referee's sight."""
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
-        beliefs = []
-        for memory in most_important_beliefs(
-            self.tx, self.keys, self.ancestry, character, MAX_BELIEFS
-        ):
-            held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
-            if held is None:
-                continue
-            if diverging(self.tx, tenant, world_id, self.ancestry, memory):
-                memory, held = (
-                    one.model_copy(update={"diverging": True}) for one in (memory, held)
-                )
-            beliefs.append(HeldBelief(stored=memory, held=held))
+        for depth in (MAX_BELIEFS, DEEP_BELIEFS):
+            found = most_important_beliefs(self.tx, self.keys, self.ancestry, character, depth)
+            beliefs = []
+            for memory in found:
+                held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
+                if held is None:
+                    continue
+                if diverging(self.tx, tenant, world_id, self.ancestry, memory):
+                    wrong = {"diverging": True}
+                    memory, held = memory.model_copy(update=wrong), held.model_copy(update=wrong)
+                beliefs.append(HeldBelief(stored=memory, held=held))
+                if len(beliefs) == MAX_BELIEFS:
+                    return beliefs
+            if len(found) < depth:
+                break
         return beliefs
 
     def feeling_toward(self, character: str, entity_id: str) -> float:

@@ -38,6 +38,7 @@ from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter
 from schemas.changes import ChangeRecords
+from schemas.events import MAX_ID_LENGTH
 from schemas.policy import Policy
 from streams import changelog, codec, forwarding, kafka_consumer
 from streams.allocator import keep_large_buffers
@@ -983,6 +984,8 @@ def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
         writes.put(key, value)
 
 
+MOST_ID_BYTES = 4 * MAX_ID_LENGTH
+"""The longest a world id is in UTF-8: the longest key an event can be keyed by."""
 world_partition = lru_cache(maxsize=1 << 12)(partition_of)
 """`partition_of` for the worlds of this worker, worked out once each (for every event taken
 in, every ack sent)."""
@@ -1013,8 +1016,12 @@ def source_message(message: Message, partitions: int) -> SourceMessage:
 
 
 def home_partition(key: bytes | None, partitions: int) -> int | None:
-    """Where a message keyed `key` belongs (`SourceMessage.home_partition`): None unkeyed."""
-    return None if key is None else world_partition(key, partitions)
+    """Where a message keyed `key` belongs (`SourceMessage.home_partition`): None unkeyed, or
+    keyed longer than any world id (refused for its key: hashed and kept, a producer keying
+    each message by its own 900 KB held the loop 0.1 s a message and the cache 4 GB)."""
+    if key is None or len(key) > MOST_ID_BYTES:
+        return None
+    return world_partition(key, partitions)
 
 
 def record_timestamp_ms(timestamp: float | None) -> int | None:

@@ -814,6 +814,7 @@ def rebuild_command(
         {"app_id": "--into", "data_dir": "--into-data-dir"},
         **(flags | {"app_id": app_id, "data_dir": data_dir}),
     )
+    writing = False  # once the fresh app id's changelog topic is made, before the fold
     with refusals_noted() as refusals:
         try:
             check_live(live)
@@ -821,6 +822,8 @@ def rebuild_command(
             task = bar.add_task("rebuild", total=None)
 
             def start(total: int) -> None:
+                nonlocal writing
+                writing = True
                 bar.update(task, total=total)
                 bar.start()
 
@@ -842,13 +845,14 @@ def rebuild_command(
             why = refused_security(live, refusals.last)
             raise click.ClickException(f"rebuild: {why or error}") from None
         except KeyboardInterrupt:
-            topic = changelog_topic(target)
-            click.echo(
-                f"rebuild: interrupted; app id {app_id!r} may hold part of a rebuild: rebuild into"
-                f" a fresh app id, and delete this one's changelog topic {topic!r} and data dir"
-                f" {data_dir}",
-                err=True,
-            )
+            left = "nothing was written"  # nor is `--into` known to be fresh: it may be live
+            if writing:
+                topic = changelog_topic(target)
+                left = (
+                    f"app id {app_id!r} holds part of a rebuild: rebuild into a fresh app id,"
+                    f" and delete this one's changelog topic {topic!r} and data dir {data_dir}"
+                )
+            click.echo(f"rebuild: interrupted; {left}", err=True)
             raise SystemExit(130) from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
     click.echo(

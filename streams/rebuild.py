@@ -189,12 +189,13 @@ def check_live(live: Settings) -> None:
     """The live worker answers its health check, and a digest to the API key the comparison
     will send, or `RebuildFailed` says why not, before anything is folded: a key missing or
     refused (401) was found at the first comparison, the whole fold thrown away. A key of one
-    tenant (403 for another) compares that tenant's worlds (`live_digest`)."""
+    tenant (403 for another) compares that tenant's worlds (`live_digest`); a worker that
+    cannot answer the digest yet (503, rebalancing) may by the comparison."""
     try:
         fetch(live, "/health", {})
         fetch(live, "/v2/admin/digest", {"world_instance_id": KEY_CHECK_WORLD})
-    except ReadFailed as error:
-        if error.status != HTTPStatus.FORBIDDEN:
+    except ReadFailed as error:  # but a 403, or a 503 while the group rebalances
+        if error.status in (None, HTTPStatus.UNAUTHORIZED):
             raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
 
 

@@ -1224,8 +1224,9 @@ class Oracle:
         challenges (SPEC 11): the line as kept, and the beliefs weakened.
 
         Choices the oracle takes from `projections/referee.py`'s docstring: the beliefs are
-        those the read shows (at most 50, kinds knowledge and impression) but those forgotten
-        at the line (the story's now just before it without a story time); a belief is
+        the 50 most important the character holds at the line (kinds knowledge and impression,
+        looked for 800 deep past those forgotten by the line's story time, or the story's now
+        just before it without one); a belief is
         challenged by a claimed fact of the same subject and attribute, or by being about an
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
         listener: a fact claimed of them still challenges), unless the line confirms it; the
@@ -1247,7 +1248,7 @@ class Oracle:
         shown = sorted(
             (m for m in mine if m.kind != "event"),
             key=lambda m: (-m.importance, -m.seq, m.belief_id),
-        )[:MAX_BELIEFS]
+        )[: 16 * MAX_BELIEFS]  # looked for past forgotten ones, so deep
         now = before["now"] if event.story_minutes is None else event.story_minutes
         firmly: dict[str, float] = {}  # each belief's confidence as held at the line
         for m in shown:
@@ -1257,7 +1258,7 @@ class Oracle:
             if state != "forgotten":  # a forgotten belief is absent from decisions, the verdict
                 vivid = state == "vivid"
                 firmly[m.belief_id] = m.confidence if vivid else round(m.confidence * retention, 2)
-        shown = [m for m in shown if m.belief_id in firmly]
+        shown = [m for m in shown if m.belief_id in firmly][:MAX_BELIEFS]
 
         def wrong(memory: OMemory) -> bool:
             return any(

@@ -170,6 +170,36 @@ def test_a_faded_belief_is_weighed_as_held_and_weakened_as_stored() -> None:
     assert verdicts == {20: ("unconvinced", 0.8), 30: ("doubting", 0.8), 40: ("convinced", 0.4)}
 
 
+def test_a_belief_still_held_behind_fifty_forgotten_ones_is_judged() -> None:
+    """Rook's lie, recalled the day before Ilse's line on day 400, is held vivid; sixty newer
+    told memories of day 2 are forgotten by then. The referee took the fifty most important
+    beliefs as stored, dropped the forgotten ones and found nothing to judge: the line went
+    unjudged, as the decision, which looks past forgotten ones, did not."""
+    lie_id = belief_id("default", "save-1", "main", 6, "npc-mara", "knowledge")
+    wells = [
+        line(
+            7 + n,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            payload={"content": f"The well number {n} ran dry", "about": ["loc-inn"]},
+            game_time="day 2, 10:00",
+        )
+        for n in range(60)
+    ]
+    recalled = line(
+        67,
+        "loreweaver.memory.recalled",
+        actor="npc-mara",
+        payload={"belief_ids": [lie_id]},
+        game_time="day 399, 12:00",
+    )
+    said = ilse_says(FLED, [status("fled")], seq=68, game_time="day 400, 12:00")
+    world = Delivered([*MAIN, lie(), *wells, recalled, said])
+    stored = world.stored(68)
+    assert stored is not None and stored.verdict == "unconvinced"  # held at 0.8: not moved
+
+
 def test_the_weakened_belief_is_a_version_the_past_and_a_branch_before_it_never_see() -> None:
     reload = ilse_says(
         "I bought you a drink",

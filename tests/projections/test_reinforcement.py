@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import orjson
 
+from projections.key_prefixes import RECALLS
+from projections.keys import pack
 from projections.memories import belief_id
 from projections.memory_store import load_memory
 from projections.reinforcement import held_now
@@ -103,11 +105,14 @@ def test_a_recall_of_a_memory_not_formed_yet_reinforces_nothing() -> None:
 
 
 def test_a_recall_counts_only_for_its_actor() -> None:
-    """Tomas recalling Mara's fight reinforces nothing of hers (nor stores anything)."""
+    """Tomas recalling Mara's fight reinforces nothing of hers, nor is kept: he holds no memory
+    of that id (a recall of one was kept, whoever held it)."""
     tomas = event(
         6, "loreweaver.memory.recalled", 29, actor="npc-tomas", payload={"belief_ids": [FIGHT_ID]}
     )
-    assert fight_held(state_of(tomas, event(7, "weather.rain-began", 30)), "main") == "faded"
+    state = state_of(tomas, event(7, "weather.rain-began", 30))
+    assert fight_held(state, "main") == "faded"
+    assert list(state.scan(pack(RECALLS))) == []
 
 
 def test_a_recall_forms_no_memory_and_stays_on_its_timeline() -> None:

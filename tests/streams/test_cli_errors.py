@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -294,3 +296,29 @@ def test_a_worker_whose_data_dir_cannot_hold_state_says_so_in_one_line_before_ka
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith(f"Error: RUMOURMILL_DATA_DIR={named!r} cannot hold the state: {why}")
+
+
+def test_a_rebuild_interrupted_before_it_wrote_anything_says_so(tmp_path: Path) -> None:
+    """Ctrl-C while the live worker was still being asked (it answers nothing here) told the
+    operator to delete the `--into` app id's changelog topic, which nothing had checked was
+    not the live one's; it said so with a traceback."""
+    silent = socket.create_server(("127.0.0.1", 0))  # takes connections, answers nothing
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        rebuild = subprocess.Popen(
+            [sys.executable, "-m", "streams", "rebuild", "--into", "rumourmill", "--url", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "RUMOURMILL_DATA_DIR": str(tmp_path / "data")},
+        )
+        silent.settimeout(60)
+        asked, _ = silent.accept()  # the rebuild is asking the live worker: interrupt it
+        rebuild.send_signal(signal.SIGINT)
+        _, err = rebuild.communicate(timeout=60)
+        asked.close()
+    finally:
+        silent.close()
+    assert rebuild.returncode == 130
+    assert err.splitlines()[-1] == "rebuild: interrupted; nothing was written"
+    assert "Traceback" not in err
