@@ -163,7 +163,7 @@ def tenants_by_api_key(value: object) -> object:
     part of it (a client's `Bearer key` is read stripped too), and a key given twice is refused
     rather than silently reading the last tenant named. So is a tenant no event can carry (its
     key would read nothing, for ever), and an entry with a second `:`, which would split a key
-    holding one in two."""
+    holding one in two. A value of separators alone (`,`) is refused, not taken for no keys."""
     if not isinstance(value, str):
         return value
     keys: dict[str, str] = {}
@@ -183,6 +183,11 @@ def tenants_by_api_key(value: object) -> object:
         if key in keys:
             raise ValueError(f"a key is given twice (for {keys[key]!r} and {tenant!r})")
         keys[bearer_key(key)] = tenant
+    if value.strip() and not keys:  # `${A},${B}` with both unset: reads would need no key
+        raise ValueError(
+            "names no KEY:TENANT entry, which would let every read in without a key: give"
+            " entries, or leave it empty for a worker that serves every tenant unkeyed"
+        )
     return keys
 
 

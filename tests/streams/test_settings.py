@@ -204,6 +204,19 @@ def test_a_model_url_naming_the_endpoint_itself_is_refused(
     assert Settings.from_env().model_url == "http://127.0.0.1:11434/v1"
 
 
+@pytest.mark.parametrize("value", [",", " , , ", ",,"])
+def test_api_keys_of_separators_alone_are_refused_not_taken_for_none(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`RUMOURMILL_API_KEYS="${A},${B}"` with both unset read as no keys at all: every read in,
+    any tenant named by `tenant_id`, and nothing said."""
+    monkeypatch.setenv("RUMOURMILL_API_KEYS", value)
+    with pytest.raises(SettingsError, match="names no KEY:TENANT entry"):
+        Settings.from_env()
+    monkeypatch.setenv("RUMOURMILL_API_KEYS", "")
+    assert Settings.from_env().api_keys == {}
+
+
 def test_flags_override_variables_and_are_named_when_wrong(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
