@@ -225,21 +225,43 @@ class _Passed(NamedTuple):
     teller_belief: Memory | None
     """The teller's memory of it, when one stands behind it."""
     origin: str
+    also: str | None = None
+    """The news's other origin, when its facts were made true by one event: the claim's own
+    (`claim_origin`) beside that event's, either of which a listener who knows it holds (told
+    the claim before the record held it, or saw what made it true)."""
 
 
 def _passed_on(event: Event, context: MemoryContext) -> _Passed:
     """What a conversation passes on: a player's line, news of its own; a `told`, the teller's
-    memory it names (`_teller_belief`), else the news its claim is of (`_news_origin`), through
-    the teller's memory of that news when it names none (`MemoryContext.teller_news`)."""
+    memory it names (`_teller_belief`), else the news its claim is of (`_made_true_by`), through
+    the teller's memory of that news when it names none (`MemoryContext.teller_news`): of the
+    event that made it true, else of the claim (as the teller learned it before)."""
     if event.key == PLAYER_SAID:
         return _Passed(None, origin_of(event))
     teller_belief = _teller_belief(event, context)
     if teller_belief is not None:
         return _Passed(teller_belief, teller_belief.origin)
-    origin = _news_origin(event, _claimed_facts(event, None), context)
+    facts = _claimed_facts(event, None)
+    claim = claim_origin(event, facts, _heard_about(event, None))
+    made = _made_true_by(facts, context)
+    origin, also = (claim, None) if made is None else (made, claim)
     if event.actor is None or isinstance(event.payload.get("belief_id"), str):
-        return _Passed(None, origin)  # no teller, or a named memory it does not hold
-    return _Passed(context.teller_news(event.actor, origin), origin)
+        return _Passed(None, origin, also)  # no teller, or a named memory it does not hold
+    told = context.teller_news(event.actor, origin)
+    if told is None and also is not None:
+        learned_before = context.teller_news(event.actor, also)  # the claim, before it was so
+        if learned_before is not None:  # whoever saw what made it true knows it too
+            return _Passed(learned_before, also, origin)
+    return _Passed(told, origin, also)
+
+
+def came_through(memory: Memory, character: str) -> bool:
+    """Whether the news `memory` holds came through `character`: told by them, or by anyone
+    they told it to (its lineage). Told back to them, it is their own story: none they take in
+    (at a meeting, or a `told`)."""
+    if memory.source_entity == character:
+        return True
+    return any(step.entity_id == character for step in memory.lineage)
 
 
 def _heard(
@@ -250,7 +272,7 @@ def _heard(
     policy: Policy,
 ) -> Memory | None:
     """What a listener (or a named witness) took from a conversation; None if known already,
-    or travelled `MAX_HOPS` already.
+    travelled `MAX_HOPS` already, or come through the listener (their own story told back).
 
     A player's line is a conversation with its listener, weighed as one; news told by a
     character is weighed by what it tells of, as heard.
@@ -269,10 +291,15 @@ def _heard(
     else:
         source = "rumour" if teller_belief.hops > 0 else "told"
         weights = weigh(kind, "heard", "told", policy, teller_belief.confidence)
-    if context.knows(perception.character_id, passed.origin):
+    listener = perception.character_id
+    if context.knows(listener, passed.origin) or (
+        passed.also is not None and context.knows(listener, passed.also)
+    ):
         return None
     if teller_belief is not None and teller_belief.hops >= MAX_HOPS:
         return None  # travelled as far as news goes
+    if teller_belief is not None and came_through(teller_belief, perception.character_id):
+        return None  # their own story back: they told it, as at a meeting (`worth_telling`)
 
     hops = 1 if teller_belief is None else teller_belief.hops + 1
     earlier_tellers = [] if teller_belief is None else teller_belief.lineage
@@ -428,14 +455,12 @@ _IMPRESSED_BY: tuple[MemoryKind, ...] = ("event", "knowledge")
 what a player said to them."""
 
 
-def _news_origin(event: Event, facts: list[Fact], context: MemoryContext) -> str:
-    """Where news told with no known memory behind it started: the event that made every fact
-    it claims what the world record says, if one event did (whoever saw it knows the news
-    already), else the claim itself."""
+def _made_true_by(facts: list[Fact], context: MemoryContext) -> str | None:
+    """The origin of the one event that made every fact news claims what the world record
+    says, if one did: news told with no known memory behind it is news of that event (whoever
+    saw it knows it already), else of the claim itself (`claim_origin`)."""
     made = {context.fact_origin(fact) for fact in facts}
-    if len(made) == 1 and (origin := made.pop()) is not None:
-        return origin
-    return claim_origin(event, facts, _heard_about(event, None))
+    return made.pop() if len(made) == 1 else None
 
 
 def _heard_content(event: Event, teller_belief: Memory | None, context: MemoryContext) -> str:

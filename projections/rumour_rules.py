@@ -50,7 +50,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import MAX_HOPS, is_persistent, memory_at
+from projections.memories import MAX_HOPS, came_through, is_persistent, memory_at
 from projections.weighing import Weights, told_of, weigh
 from projections.wording import retell
 from schemas import EntityDeclaration, Event
@@ -165,11 +165,8 @@ def worth_telling(memory: Memory, listener: str) -> bool:
     """
     if not is_news(memory) or memory.hops >= MAX_HOPS:
         return False
-    if memory.character_id == listener or memory.source_entity == listener:
+    if memory.character_id == listener or came_through(memory, listener):
         return False
-    for step in memory.lineage:  # asked of every member a group exchange could tell
-        if step.entity_id == listener:
-            return False
     about = memory.about
     return not about or about.count(listener) < len(about)
 

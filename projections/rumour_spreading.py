@@ -203,7 +203,8 @@ def spread(
 
 
 def _exchange_in_groups(news: Spreading, minutes: int) -> None:
-    """Once per game-time interval and timeline, each group shares its newest news."""
+    """Once per game-time interval and timeline, each group shares its newest news: at the
+    first event of an interval other than the last exchange's."""
     interval = group_interval(minutes, news.policy)
     tenant, world = news.event.tenant_id, news.event.world_instance_id
     last = read_headed_through(
@@ -212,8 +213,10 @@ def _exchange_in_groups(news: Spreading, minutes: int) -> None:
         lambda timeline: pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
         lambda timeline: pack_scope(GROUP_EXCHANGE_HEADS, tenant, world, timeline),
     )
-    if last is not None and orjson.loads(last) >= interval:
-        return
+    if last is not None and orjson.loads(last) == interval:
+        return  # a later one is a new interval, and so is an earlier: the last was counted in
+        # another length (a policy that made them longer stopped exchanges for as many more)
+        # or at a story time ahead of this one (a mistyped day stopped them until it came)
     timeline = news.event.timeline_id
     write_headed(
         news.tx,

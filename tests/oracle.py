@@ -1377,7 +1377,7 @@ class Oracle:
         minutes = event.story_minutes
         if minutes is not None:
             interval = minutes // spreading.group_interval_minutes
-            if before["exchange"] is None or before["exchange"] < interval:
+            if before["exchange"] != interval:  # an interval other than the last's
                 applied.exchange = interval
                 exchange = self._group_exchange(before["declared"], telling, kind, knows)
                 for teller, listener, memory in exchange:
@@ -1604,11 +1604,15 @@ class Oracle:
         now = before["now"] if event.story_minutes is None else event.story_minutes
         teller = None if event.key == PLAYER_SAID else self._teller_memory(event, before, now)
         claimed = claimed_facts(event)
-        claim = ""
+        claim = bare = ""
         if event.key == TOLD and teller is None:
             claim = self._claim_origin(event, claimed, before)
+            about = ids_in([event.payload["about"]]) if "about" in event.payload else []
+            bare = claim_origin(event, claimed, about)  # the claim itself, the record aside
             if event.actor is not None and not isinstance(event.payload.get("belief_id"), str):
                 teller = self._news_passed_on(before, event.actor, claim, now)
+                if teller is None and bare != claim:  # learned before the record held it
+                    teller = self._news_passed_on(before, event.actor, bare, now)
         if event.key == PLAYER_SAID:
             source, origin = "player", origin_id(event)
             confidence = first_confidence("player", self.policy)
@@ -1627,8 +1631,21 @@ class Oracle:
             importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self._holds_news(before, character, origin, now):
             return None
+        if (
+            bare
+            and bare != claim
+            and (
+                self._holds_news(before, character, bare, now)
+                or self._holds_news(before, character, claim, now)
+            )
+        ):
+            return None  # SPEC 4, already known: told the claim, or saw what made it true
         if teller is not None and teller.hops >= FARTHEST_HOPS:
             return None
+        if teller is not None and (
+            character == teller.source_entity or character in teller.tellers
+        ):
+            return None  # SPEC 4: news they know, their own story told back
         if self._held_once(before, character, origin):
             self.reached["forgotten news told again"] += 1
         if teller is not None and spoken(event) is None:

@@ -18,12 +18,14 @@ from projections.memories import belief_id, claim_origin, form_memories, origin_
 from projections.perception import perceivers
 from projections.projector import Projector
 from projections.relations import relation_contributions
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from projections.weighing import event_kind, news_kind, told_of
 from projections.wording import event_content, retell
 from schemas import EntityDeclaration, Event, Fact
 from schemas.memory import BeliefRead, Memory
 from schemas.policy import Policy, merge_policy
+from streams.replay import replay_lines
 from tests.projections.context import Context, WorldRecord
 from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
 from tests.tavern import TAVERN_LINES
@@ -285,6 +287,60 @@ def test_nobody_takes_in_news_of_what_they_saw_or_already_know() -> None:
         )
         == []
     )
+
+
+@pytest.mark.parametrize("naming", [False, True])
+def test_nobody_takes_their_own_story_back_from_whom_they_told_it(naming: bool) -> None:
+    """Mara told Tomas of the fight (seq 5); Tomas telling her the same words back, naming his
+    memory of it or not, gave her a rumour of her own story (hops 2) and moved her relation to
+    the sailor (at a meeting, news never goes back through whom it came)."""
+    told = {
+        "content": "Ilse beat the drunk sailor senseless",
+        "about": ["player-1", "npc-drunk-sailor"],
+    }
+    if naming:
+        told["belief_id"] = belief_id("default", "save-1", "main", 5, "npc-tomas", "knowledge")
+    back = orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 6,
+            "key": "loreweaver.conversation.told",
+            "actor": "npc-tomas",
+            "target": "npc-mara",
+            "payload": told,
+            "game_time": "day 1, 21:50",
+        }
+    )
+    state = replay_lines([*TAVERN_LINES[:5], back]).state
+    mara = runtime_read(state, "default", "save-1", "main", "npc-mara")
+    assert [belief.seq for belief in [*mara.beliefs, *mara.recollections]] == [2, 3]
+
+
+def test_news_told_before_and_after_the_record_holds_it_is_one_piece_of_news() -> None:
+    """Bo tells Ada the sailor is dead before the record says so, Cai then kills him, and Bo
+    tells Ada again: news of a claim became news of Cai's deed once the record held it, and
+    Ada took it in twice; Ada passing it to Cai, who did it, gave him a rumour of his deed."""
+    dead = [{"subject": "npc-sailor", "attribute": "status", "value": "dead"}]
+
+    def line(seq: int, key: str, **fields: Any) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key}
+        return orjson.dumps(event | {"game_time": "day 1, 10:00"} | fields)
+
+    def told(seq: int, teller: str, listener: str) -> bytes:
+        said = {"content": "the sailor is dead", "facts": dead}
+        return line(seq, TOLD, actor=teller, target=listener, payload=said)
+
+    lines = [
+        told(1, "npc-bo", "npc-ada"),
+        line(2, "combat.enemy-defeated", actor="npc-cai", witnesses=[], facts=dead),
+        told(3, "npc-bo", "npc-ada"),
+        told(4, "npc-ada", "npc-cai"),
+    ]
+    state = replay_lines(lines).state
+    ada, cai = (runtime_read(state, "default", "w", "main", npc) for npc in ("npc-ada", "npc-cai"))
+    assert [(belief.seq, belief.source) for belief in ada.beliefs] == [(1, "told")]
+    assert [one.seq for one in [*cai.beliefs, *cai.recollections]] == [2]
 
 
 def test_the_target_of_a_theft_feels_badly_about_the_thief() -> None:

@@ -174,6 +174,32 @@ def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
     assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
 
 
+def test_group_exchanges_go_on_once_their_interval_is_made_longer() -> None:
+    """The last exchange's interval was counted in minutes of the old length: made hourly at
+    10:01 on day 1 (minute 2,041 of the story), exchanges stopped until the 2,041st hour, day
+    86. A story time ahead of the others (a mistyped day) stopped them so until it came."""
+    every = {length: Town(group_interval_minutes=length).policy for length in (1, 60)}
+    policy = {"now": every[1]}
+    projector, state = Projector(policies=lambda tenant, world: policy["now"]), MemoryState()
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town = Town()
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 10:00")
+    town.happen("sight.omen", actor="npc-ada", witnesses=[], game_time="day 1, 10:00")
+    town.happen("weather.rain", location="loc-x", game_time="day 1, 10:01")  # exchanged
+    for message in messages(town.lines):
+        projector.receive(state, message)
+    policy["now"] = every[60]
+    town.happen("sight.comet", actor="npc-ada", witnesses=[], game_time="day 1, 10:02")
+    town.happen("weather.rain", location="loc-x", game_time="day 1, 11:00")
+    for message in list(messages(town.lines))[3:]:
+        projector.receive(state, message)
+    read = runtime_read(state, "default", "town", "main", "npc-bo")
+    assert sorted(belief.content for belief in read.beliefs if belief.kind == "knowledge") == [
+        "npc-ada comet",
+        "npc-ada omen",
+    ]
+
+
 def test_a_character_declared_with_a_null_group_leaves_it_and_hears_no_more_of_its_news() -> None:
     town = Town()
     guild = {
