@@ -48,8 +48,9 @@ from projections.rumour_rules import (
     rumour_id_at,
 )
 from projections.state import StateTransaction
+from projections.story_clock import story_minute_at
 from projections.timelines import Ancestry
-from projections.versions import read_headed_through, write_headed
+from projections.versions import headed_version_through, write_headed
 from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
@@ -204,26 +205,29 @@ def spread(
 
 def _exchange_in_groups(news: Spreading, minutes: int) -> None:
     """Once per game-time interval and timeline, each group shares its newest news: at the
-    first event of an interval other than the last exchange's."""
+    first event of an interval later than the last exchange's, both counted in the interval's
+    length now (the last exchange's is kept as a position, whose story minute tells its
+    interval: counted in the length then, an interval made longer stopped exchanges for as many
+    more intervals)."""
     interval = group_interval(minutes, news.policy)
     tenant, world = news.event.tenant_id, news.event.world_instance_id
-    last = read_headed_through(
+    last = headed_version_through(
         news.tx,
         news.ancestry,
         lambda timeline: pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
         lambda timeline: pack_scope(GROUP_EXCHANGE_HEADS, tenant, world, timeline),
     )
-    if last is not None and orjson.loads(last) == interval:
-        return  # a later one is a new interval, and so is an earlier: the last was counted in
-        # another length (a policy that made them longer stopped exchanges for as many more)
-        # or at a story time ahead of this one (a mistyped day stopped them until it came)
+    if last is not None:
+        last_minutes = story_minute_at(news.tx, tenant, world, last[0], last[1])
+        if last_minutes is not None and group_interval(last_minutes, news.policy) >= interval:
+            return
     timeline = news.event.timeline_id
     write_headed(
         news.tx,
         pack_scope(GROUP_EXCHANGES, tenant, world, timeline),
         pack_scope(GROUP_EXCHANGE_HEADS, tenant, world, timeline),
         news.event.seq,
-        orjson.dumps(interval),
+        orjson.dumps(interval),  # kept as ever: the rule reads the position (`story_minute_at`)
     )
     declared = StoredDeclarations(news.tx, tenant, world, news.ancestry).declared()
     kinds = Catalogue(declared, news.event, news.policy)  # the event's, without reading again

@@ -26,6 +26,14 @@ def record_story_time(tx: StateTransaction, event: Event) -> None:
         )
 
 
+def story_minute_at(
+    tx: StateTransaction, tenant_id: str, world_id: str, timeline_id: str, seq: int
+) -> int | None:
+    """The story minute of the event at a position, if it had one."""
+    raw = tx.get(pack(STORY_TIMES, tenant_id, world_id, timeline_id, seq))
+    return None if raw is None else int.from_bytes(raw, "big")
+
+
 def story_now(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry
 ) -> int | None:

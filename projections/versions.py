@@ -95,14 +95,25 @@ def read_headed_through(
 ) -> bytes | None:
     """`read_through` for values written with `write_headed`: a timeline without a head has no
     version, and a head at or before the segment's end is its newest version."""
+    found = headed_version_through(tx, ancestry, scope_of, head_of)
+    return None if found is None else found[2]
+
+
+def headed_version_through(
+    tx: StateTransaction,
+    ancestry: Ancestry,
+    scope_of: Callable[[str], bytes],
+    head_of: Callable[[str], bytes],
+) -> tuple[str, int, bytes] | None:
+    """`read_headed_through`, with the timeline and the seq that wrote the value."""
     for segment in ancestry:
         head = tx.get(head_of(segment.timeline_id))
         if head is None:
             continue
-        value = head_at(head, segment)
-        if value is None:
-            found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)
-            value = None if found is None else found[1]
-        if value is not None:
-            return value
+        written = int.from_bytes(head[:_SEQ_BYTES], "big")
+        if written <= segment.upto_seq:
+            return segment.timeline_id, written, head[_SEQ_BYTES:]
+        found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)
+        if found is not None:
+            return segment.timeline_id, found[0], found[1]
     return None

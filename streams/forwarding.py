@@ -83,8 +83,7 @@ async def _forward(
     target = request.rel_url
     routed = URL.build(
         scheme=owner.scheme or "http",
-        host=owner.host or "",
-        port=owner.port,
+        authority=owner.raw_authority,  # an IPv6 host keeps its brackets (`[::1]:6066`)
         path=target.raw_path,
         query_string=target.raw_query_string,
         encoded=True,

@@ -180,6 +180,9 @@ def unfit_as_failure() -> Iterator[None]:
         raise RebuildFailed(str(unfit)) from None
 
 
+DIGEST_LATER = frozenset({HTTPStatus.FORBIDDEN, HTTPStatus.SERVICE_UNAVAILABLE})
+"""What a live worker may answer `check_live`'s digest and still be compared with: a key of
+one tenant (403 for others), or a group rebalancing (503): the health check said it is one."""
 KEY_CHECK_WORLD = "rebuild-key-check"
 """The world whose live digest `check_live` asks for: a world never seen digests at once, and
 the answer is not used."""
@@ -191,12 +194,15 @@ def check_live(live: Settings) -> None:
     refused (401) was found at the first comparison, the whole fold thrown away. A key of one
     tenant (403 for another) compares that tenant's worlds (`live_digest`); a worker that
     cannot answer the digest yet (503, rebalancing) may by the comparison."""
-    try:
-        fetch(live, "/health", {})
-        fetch(live, "/v2/admin/digest", {"world_instance_id": KEY_CHECK_WORLD})
-    except ReadFailed as error:  # but a 403, or a 503 while the group rebalances
-        if error.status in (None, HTTPStatus.UNAUTHORIZED):
-            raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+    for path, query, later in (
+        ("/health", {}, frozenset[int]()),
+        ("/v2/admin/digest", {"world_instance_id": KEY_CHECK_WORLD}, DIGEST_LATER),
+    ):
+        try:
+            fetch(live, path, query)
+        except ReadFailed as error:  # another server than a worker answers too (404, 502...)
+            if error.status not in later:
+                raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
 
 
 async def check_fresh(target: Settings, live: Settings) -> str:

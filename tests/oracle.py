@@ -771,7 +771,7 @@ class Applied:
     rumours: int = 0
     """How many of `memories` are rumours spread at the event (they come last)."""
     exchange: int | None = None
-    """The game-time interval of the group exchange this event held, if it held one."""
+    """The story minute of the group exchange this event held, if it held one."""
     weakened: list[tuple[str, str, float]] = field(default_factory=list)
     """(character, belief id, new confidence) of each belief the referee weakened here."""
 
@@ -1376,9 +1376,10 @@ class Oracle:
 
         minutes = event.story_minutes
         if minutes is not None:
-            interval = minutes // spreading.group_interval_minutes
-            if before["exchange"] != interval:  # an interval other than the last's
-                applied.exchange = interval
+            length = spreading.group_interval_minutes
+            last = before["exchange"]  # its story minute: its interval in today's length
+            if last is None or last // length < minutes // length:
+                applied.exchange = minutes
                 exchange = self._group_exchange(before["declared"], telling, kind, knows)
                 for teller, listener, memory in exchange:
                     tell(memory, teller, listener)

@@ -200,6 +200,20 @@ def test_group_exchanges_go_on_once_their_interval_is_made_longer() -> None:
     ]
 
 
+def test_scenes_whose_clocks_cross_an_interval_out_of_order_exchange_once_per_interval() -> None:
+    """Two scenes a minute apart either side of 11:00 (10:59, 11:00, 10:59, ...): counting an
+    exchange at any interval other than the last's made one at every event."""
+    town = Town(group_interval_minutes=60, group_exchange_limit=1)
+    guild = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+    town.happen("world.entity-declared", entities=guild, game_time="day 1, 10:00")
+    for number, minute in enumerate(("11:00", "10:59", "11:00", "10:59")):
+        town.happen(
+            f"sight.omen-{number}", actor="npc-ada", witnesses=[], game_time=f"day 1, {minute}"
+        )
+    town.happen("weather.rain", location="loc-x", game_time="day 1, 11:30")
+    assert [content for content, *_ in town.knowledge("npc-bo")] == []  # 11:00 exchanged first
+
+
 def test_a_character_declared_with_a_null_group_leaves_it_and_hears_no_more_of_its_news() -> None:
     town = Town()
     guild = {

@@ -58,14 +58,16 @@ def ask(
     owners: Mapping[str, str],
     keys: Mapping[str, Mapping[str, str]],
     *requests: tuple[str, dict[str, str]] | tuple[str, dict[str, str], bytes],
+    host: str = "127.0.0.1",
 ) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
-    """Each (worker, headers[, body]) read of Mara answered, with two workers up whose maps
-    give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON body) each,
-    and the worlds each worker was asked to find the owner of."""
+    """Each (worker, headers[, body]) read of Mara answered, with two workers up on `host`
+    whose maps give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON
+    body) each, and the worlds each worker was asked to find the owner of."""
 
     async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
         ports = {name: free_port() for name in WORKERS}
-        urls = {name: URL(f"http://127.0.0.1:{port}") for name, port in ports.items()}
+        authority = f"[{host}]" if ":" in host else host
+        urls = {name: URL(f"http://{authority}:{port}") for name, port in ports.items()}
         async with aiohttp.ClientSession() as between, aiohttp.ClientSession() as client:
             reads = {
                 name: MappedReads(
@@ -78,8 +80,7 @@ def ask(
                 for name in WORKERS
             }
             servers = [
-                TestServer(views_of(reads[name]), host="127.0.0.1", port=ports[name])
-                for name in WORKERS
+                TestServer(views_of(reads[name]), host=host, port=ports[name]) for name in WORKERS
             ]
             for server in servers:
                 await server.start_server()
@@ -161,3 +162,13 @@ def test_a_read_forwarded_whatever_its_host_header_is_answered_as_the_owner_answ
     hosts = ("", "game-api:70000", "user@game-api")
     answers, _ = ask(owners, keys, ("two", ACME), *(("one", {**ACME, "Host": h}) for h in hosts))
     assert answers == [answers[0]] * 4 and answers[0][0] == 200
+
+
+def test_a_read_is_forwarded_between_workers_on_ipv6_addresses() -> None:
+    """A worker's URL on IPv6 is `http://[::1]:PORT`: the owner's URL built of its host alone
+    lost the brackets, and every forwarded read was a 500."""
+    owners = {"one": "two", "two": "two"}
+    keys = {name: {"key-acme": "default"} for name in WORKERS}
+    answers, asked = ask(owners, keys, ("two", ACME), ("one", ACME), host="::1")
+    assert answers[1] == answers[0] and answers[0][0] == 200
+    assert asked["one"] == ["save-1"]  # forwarded, not answered where it came in

@@ -433,3 +433,28 @@ def test_a_rebuild_without_the_key_the_comparison_needs_stops_before_folding(
     assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
     assert result.output.startswith(f"Error: rebuild: the live worker at {url}: 401: ")
     assert "Kafka" not in result.output  # nothing folded: Kafka was not even asked
+
+
+class NotAWorker(http.server.BaseHTTPRequestHandler):
+    """Another web server at the URL given for the worker: a 404 page for every path."""
+
+    def do_GET(self) -> None:
+        body = b"<html>Not Found</html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+def test_a_rebuild_whose_url_reaches_no_worker_stops_before_folding(tmp_path: Path) -> None:
+    with serving(NotAWorker) as url:
+        result = CliRunner().invoke(
+            main,
+            ["rebuild", "--url", url, "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path)],
+        )
+    assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
+    assert result.output.startswith(f"Error: rebuild: the live worker at {url}: 404: ")
