@@ -28,7 +28,7 @@ from streams.topics import changelog_topic
 from tests.projections.test_migrations import (
     PREVIOUS_RELEASE,
     WORLDS,
-    fresh_replay,
+    fresh_replay_as_upgraded,
     inherited_waiting_as_an_earlier_release_left_it,
 )
 from tests.streams.test_faults import get_json
@@ -93,7 +93,7 @@ def test_a_changelog_of_the_previous_release_is_upgraded_and_reads_as_a_replay(
     settings: Settings, tmp_path: Path
 ) -> None:
     write_changelog(settings, previous_release_changelog())
-    fresh = fresh_replay()
+    fresh = fresh_replay_as_upgraded()
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         for world in WORLDS:
