@@ -86,7 +86,8 @@ RECOVERY_LOG_SECONDS = 5.0
 SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
 CHECKPOINT_TICK = 0.5
-"""How often the worker looks for partitions to checkpoint (`LocalDurability.checkpoint_due`)."""
+"""How often the worker looks for partitions to checkpoint, or to stamp
+(`LocalDurability.checkpoint_due`, `stamp_due`)."""
 FULL_COLLECTION_SECONDS = 60.0
 """How often the ingest agent lets the collector walk the whole heap (`YoungGarbageOnly`)."""
 
@@ -828,6 +829,7 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
         await mill.durability.checkpoint_due()
+        await mill.durability.stamp_due()
 
     @app.timer(WATCH_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_progress() -> None:

@@ -368,6 +368,9 @@ class LocalDurability:
         self.recovered: set[int] = set()
         """The active partitions whose recovery completed: at the changelog's end, which only
         this worker writes to."""
+        self.stamped_at: dict[int, float] = {}
+        """Per partition the worker has not written to, when (`time.monotonic`) `stamp_due`
+        last stamped its copy."""
 
     @property
     def store(self) -> Store:
@@ -512,6 +515,24 @@ class LocalDurability:
             if due and not state.broken:
                 async with self.quiet:
                     await self.take_checkpoint(partition, state)
+
+    async def stamp_due(self) -> None:
+        """Flush and stamp each open copy the worker has not written to, at the changelog's
+        end, every `CHECKPOINT_SECONDS`, as a clean stop does (`_close_cleanly`): a copy
+        recovered whole that no event reached since (or a standby) was stamped only at a clean
+        stop, and every crash threw it away, its whole changelog replayed again. Written to,
+        a copy's checkpoints serve it instead."""
+        now = time.monotonic()
+        for partition, db in list(self.store._dbs.items()):
+            state = self.partitions.get(partition)
+            if state is not None and state.dirty:
+                continue
+            if now - self.stamped_at.get(partition, -CHECKPOINT_SECONDS) < CHECKPOINT_SECONDS:
+                continue
+            if self.at_changelog_end(partition):
+                async with self.quiet:
+                    await self._close_cleanly(partition, db)
+                self.stamped_at[partition] = now
 
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
         """At a quiescent point: the offset into the database, then a checkpoint swapped in."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -17,15 +18,17 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from localbroker import free_port
-from streams.app import CHECKPOINT_TICK
+from streams.app import CHECKPOINT_TICK, partition_of
 from streams.durability import IDLE_SECONDS, LOCK_WAIT_SECONDS
 from streams.replay import replay_lines
 from streams.settings import Settings
+from streams.topics import STATE_TABLE
 from tests.streams.noisy_story import story
 from tests.streams.test_faults import assert_same_as_replay, expected_processed, wait_for_everything
 from tests.support import (
     WorkerProcess,
     changelog_ends,
+    checkpoint_stamps,
     send_events,
     topic_ends,
     unique_settings,
@@ -188,6 +191,48 @@ def test_a_start_given_only_events_it_holds_already_keeps_its_copy_for_the_next_
         worker.stop()
         worker.start()
         assert replayed_at_last_start(worker) == 0
+        assert_same_as_replay(settings, lines, replay_lines(lines))
+    finally:
+        worker.stop()
+
+
+def test_a_copy_recovered_whole_that_no_event_reaches_is_kept_across_a_kill(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A data dir lost (or a copy thrown away after a crash): the start recovers every
+    partition whole. A partition no event reached since was stamped only at a clean stop, so
+    each kill after replayed its whole changelog again (a worker crashing in a loop paid it at
+    every start). Two worlds on the two partitions; after the recovery, events of one only."""
+    lines = story(worlds=2, events_per_world=200, seed=1)
+    busy = [line for line in lines if b'"tavern-1-0"' in line]
+    quiet = [line for line in lines if line not in busy]
+    history, later = [*quiet, *busy[:150]], busy[150:]
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, history)
+        wait_for_everything(settings, expected_processed(replay_lines(history), history), 120)
+        worker.stop()
+        shutil.rmtree(settings.data_dir)
+        worker.start()
+        assert replayed_at_last_start(worker) == changelog_records(settings)
+        quiet_stamp = f"{STATE_TABLE}-{partition_of(b'tavern-1-1', settings.partitions)}.stamp.json"
+        deadline = time.monotonic() + 30
+        while not list(settings.data_dir.rglob(quiet_stamp)):  # stamped at a checkpoint tick
+            assert time.monotonic() < deadline, "the quiet partition's copy was never stamped"
+            time.sleep(CHECKPOINT_TICK)
+        before = changelog_records(settings)
+        send_events(settings, later)
+        wait_for_everything(settings, expected_processed(replay_lines(lines), lines), 120)
+        busy_partition = partition_of(b"tavern-1-0", settings.partitions)
+        end, deadline = changelog_ends(settings)[busy_partition], time.monotonic() + 60
+        while (held := checkpoint_stamps(settings).get(busy_partition)) is None or (
+            held.changelog_offset < end - 1
+        ):  # the busy partition's idle checkpoint (the quiet one is stamped, not checkpointed)
+            assert time.monotonic() < deadline, "the busy partition was never checkpointed"
+            time.sleep(CHECKPOINT_TICK)
+        worker.kill()
+        worker.start()
+        assert replayed_at_last_start(worker) <= changelog_records(settings) - before
         assert_same_as_replay(settings, lines, replay_lines(lines))
     finally:
         worker.stop()
