@@ -82,13 +82,16 @@ def decision(
     for entity in (player, place):
         if entity is None:
             continue
+        more: list[Memory] = []
+        looked = 0  # the deeper search goes on where the first stopped (the same order)
         for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):  # as recall, past forgotten ones
             found = index.most_important_about(scope, entity, depth)
-            scored = [(belief_id, 0.0) for belief_id in found]
+            scored = [(belief_id, 0.0) for belief_id in found[looked:]]
             held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
-            more = most_important(held, knowledge)
+            more += most_important(held, knowledge)
             if len(knowledge) + len(more) >= MAX_KNOWLEDGE or len(found) < depth:
                 break
+            looked = len(found)
         knowledge += more
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]

@@ -304,10 +304,11 @@ class _StoredMinds:
         lie still held vivid out of the referee's sight."""
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
+        beliefs: list[HeldBelief] = []
+        looked = 0  # the deeper look goes on where the first stopped (the same order)
         for depth in (MAX_BELIEFS, DEEP_BELIEFS):
             found = most_important_beliefs(self.tx, self.keys, self.ancestry, character, depth)
-            beliefs = []
-            for memory in found:
+            for memory in found[looked:]:
                 held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
                 if held is None:
                     continue
@@ -319,6 +320,7 @@ class _StoredMinds:
                     return beliefs
             if len(found) < depth:
                 break
+            looked = len(found)
         return beliefs
 
     def feeling_toward(self, character: str, entity_id: str) -> float:

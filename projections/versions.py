@@ -82,9 +82,12 @@ def head_value(seq: int, value: bytes) -> bytes:
 
 def head_at(head: bytes, segment: Segment) -> bytes | None:
     """A head's value, if it was written at or before the segment's end."""
-    return (
-        head[_SEQ_BYTES:] if int.from_bytes(head[:_SEQ_BYTES], "big") <= segment.upto_seq else None
-    )
+    return head[_SEQ_BYTES:] if head_seq(head) <= segment.upto_seq else None
+
+
+def head_seq(head: bytes) -> int:
+    """The seq of the version a head repeats (`head_value`)."""
+    return int.from_bytes(head[:_SEQ_BYTES], "big")
 
 
 def read_headed_through(
@@ -110,7 +113,7 @@ def headed_version_through(
         head = tx.get(head_of(segment.timeline_id))
         if head is None:
             continue
-        written = int.from_bytes(head[:_SEQ_BYTES], "big")
+        written = head_seq(head)
         if written <= segment.upto_seq:
             return segment.timeline_id, written, head[_SEQ_BYTES:]
         found = at_or_before(tx, scope_of(segment.timeline_id), segment.upto_seq)

@@ -26,6 +26,7 @@ from schemas import EntityDeclaration, Event, Fact
 from schemas.memory import BeliefRead, Memory
 from schemas.policy import Policy, merge_policy
 from streams.replay import replay_lines
+from tests import tavern_lies
 from tests.projections.context import Context, WorldRecord
 from tests.seed import SEED_BELIEF, SEED_RECOLLECTION
 from tests.tavern import TAVERN_LINES
@@ -300,17 +301,8 @@ def test_nobody_takes_their_own_story_back_from_whom_they_told_it(naming: bool) 
     }
     if naming:
         told["belief_id"] = belief_id("default", "save-1", "main", 5, "npc-tomas", "knowledge")
-    back = orjson.dumps(
-        {
-            "world_instance_id": "save-1",
-            "timeline_id": "main",
-            "seq": 6,
-            "key": "loreweaver.conversation.told",
-            "actor": "npc-tomas",
-            "target": "npc-mara",
-            "payload": told,
-            "game_time": "day 1, 21:50",
-        }
+    back = tavern_lies.line(
+        6, TOLD, actor="npc-tomas", target="npc-mara", payload=told, game_time="day 1, 21:50"
     )
     state = replay_lines([*TAVERN_LINES[:5], back]).state
     mara = runtime_read(state, "default", "save-1", "main", "npc-mara")
@@ -323,17 +315,17 @@ def test_news_told_before_and_after_the_record_holds_it_is_one_piece_of_news() -
     Ada took it in twice; Ada passing it to Cai, who did it, gave him a rumour of his deed."""
     dead = [{"subject": "npc-sailor", "attribute": "status", "value": "dead"}]
 
-    def line(seq: int, key: str, **fields: Any) -> bytes:
+    def in_w(seq: int, key: str, **fields: Any) -> bytes:
         event = {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key}
         return orjson.dumps(event | {"game_time": "day 1, 10:00"} | fields)
 
     def told(seq: int, teller: str, listener: str) -> bytes:
         said = {"content": "the sailor is dead", "facts": dead}
-        return line(seq, TOLD, actor=teller, target=listener, payload=said)
+        return in_w(seq, TOLD, actor=teller, target=listener, payload=said)
 
     lines = [
         told(1, "npc-bo", "npc-ada"),
-        line(2, "combat.enemy-defeated", actor="npc-cai", witnesses=[], facts=dead),
+        in_w(2, "combat.enemy-defeated", actor="npc-cai", witnesses=[], facts=dead),
         told(3, "npc-bo", "npc-ada"),
         told(4, "npc-ada", "npc-cai"),
     ]

@@ -574,6 +574,15 @@ async def question_read(reader: asyncio.StreamReader) -> int:
     return length
 
 
+async def answered(writer: asyncio.StreamWriter) -> None:
+    """Answer the question read off a socket with `ANSWER`, keeping the connection alive."""
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+    )
+    await writer.drain()
+
+
 def test_a_port_that_does_not_speak_http_is_a_malformed_answer_not_an_http_400() -> None:
     """RUMOURMILL_MODEL_URL pointing at another service's port: aiohttp reads its greeting as a
     `400`, which the reason quoted as the model out of reach with an HTTP 400 it never sent."""
@@ -605,11 +614,7 @@ def test_a_kept_alive_connection_the_model_closes_as_it_is_reused_is_not_a_lost_
                 connections[-1] += 1
                 if connections[-1] == 2:  # its idle time out as the call came
                     return
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
-                )
-                await writer.drain()
+                await answered(writer)
         finally:
             writer.close()
 
@@ -676,11 +681,7 @@ def test_a_kept_alive_call_the_model_drops_after_working_on_it_is_not_sent_again
                 if len(questions) >= 2:  # works on it, then crashes
                     await asyncio.sleep(model_client.CLOSED_IDLE_SECONDS + 0.3)
                     return
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
-                )
-                await writer.drain()
+                await answered(writer)
         finally:
             writer.close()
 

@@ -420,21 +420,6 @@ def test_a_rumour_map_from_a_server_that_draws_none_writes_nothing(
     assert not out.exists()
 
 
-def test_a_rebuild_without_the_key_the_comparison_needs_stops_before_folding(
-    tmp_path: Path,
-) -> None:
-    """The live worker's key was asked for only once every event was folded (hours, on a
-    production topic), to compare the digests: a 401 then threw the whole fold away."""
-    with serving(KeyedWorker) as url:
-        result = CliRunner().invoke(
-            main,
-            ["rebuild", "--url", url, "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path)],
-        )
-    assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
-    assert result.output.startswith(f"Error: rebuild: the live worker at {url}: 401: ")
-    assert "Kafka" not in result.output  # nothing folded: Kafka was not even asked
-
-
 class NotAWorker(http.server.BaseHTTPRequestHandler):
     """Another web server at the URL given for the worker: a 404 page for every path."""
 
@@ -450,11 +435,23 @@ class NotAWorker(http.server.BaseHTTPRequestHandler):
         """Quiet: the test reads what the command prints."""
 
 
-def test_a_rebuild_whose_url_reaches_no_worker_stops_before_folding(tmp_path: Path) -> None:
-    with serving(NotAWorker) as url:
+@pytest.mark.parametrize(
+    ("worker", "status"),
+    [(KeyedWorker, 401), (NotAWorker, 404)],
+    ids=["key-missing", "no-worker"],
+)
+def test_a_rebuild_the_live_worker_cannot_compare_with_stops_before_folding(
+    worker: type[http.server.BaseHTTPRequestHandler], status: int, tmp_path: Path
+) -> None:
+    """The live worker's key was asked for only once every event was folded (hours, on a
+    production topic), to compare the digests: a 401 then threw the whole fold away. A URL
+    where another web server answers (a mistyped port, a proxy with no worker behind it) is
+    refused as early."""
+    with serving(worker) as url:
         result = CliRunner().invoke(
             main,
             ["rebuild", "--url", url, "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path)],
         )
     assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
-    assert result.output.startswith(f"Error: rebuild: the live worker at {url}: 404: ")
+    assert result.output.startswith(f"Error: rebuild: the live worker at {url}: {status}: ")
+    assert "Kafka" not in result.output  # nothing folded: Kafka was not even asked
