@@ -16,7 +16,6 @@ RUN apt-get update -qq \
     && apt-get purge -y -qq gcc libc6-dev && apt-get autoremove -y -qq \
     && rm -rf /var/lib/apt/lists/* /src
 WORKDIR /app
-COPY examples ./examples
 ENV RUMOURMILL_DATA_DIR=/var/lib/rumourmill \
     RUMOURMILL_WEB_HOST=0.0.0.0 \
     RUMOURMILL_WEB_PORT=6066

@@ -175,14 +175,20 @@ def decision_prompt(
     turns: Sequence[TurnRead],
     verdict: Verdict | None,
 ) -> str:
-    """The prompt text: memory contents labelled as possibly wrong, nothing beyond, then the
-    recent lines quoted word for word when there are any."""
+    """The prompt text: memory contents labelled as possibly wrong, what the character does not
+    believe at all said so (a line it was left unconvinced of, and what was passed on of it:
+    listed bare, a lie the referee rejected read to the model as something known), nothing
+    beyond, then the recent lines quoted word for word when there are any."""
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
     name = display_name(npc_id, declarations)
     player = display_name(player_id, declarations)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
     # one line each, however a memory's words run (a retelling may hold line breaks)
-    lines += [f"- {' '.join(memory.content.split())}" for memory in knowledge] or ["- nothing"]
+    lines += [
+        f"- {' '.join(memory.content.split())}"
+        + (f" ({name} does not believe it)" if memory.confidence == 0 else "")
+        for memory in knowledge
+    ] or ["- nothing"]
     lines.append(f"{name} knows nothing beyond this.")
     if turns:
         lines.append(f"What was just said between {name} and {player}, word for word:")

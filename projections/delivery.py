@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -481,21 +482,54 @@ def identity_of(value: bytes) -> dict[str, Any]:
     identity: dict[str, Any] = dict.fromkeys(
         ("tenant_id", "world_instance_id", "timeline_id", "seq")
     )
-    try:
-        document = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return identity
+    document = _document(value)
     if not isinstance(document, dict):
         return identity
     for name in ("world_instance_id", "timeline_id", "tenant_id"):
         candidate = document.get(name)
-        if isinstance(candidate, str) and 1 <= len(candidate) <= 128:
+        if isinstance(candidate, str) and 1 <= len(candidate) <= 128 and _encodable(candidate):
             identity[name] = candidate
     with suppress(ValidationError):
         identity["seq"] = SEQ.validate_python(document.get("seq"))
     if identity["world_instance_id"] is not None and identity["tenant_id"] is None:
         identity["tenant_id"] = "default"
     return identity
+
+
+def _document(value: bytes) -> Any:
+    """The JSON a message holds, None if none: NaN and Infinity too, which the event parser
+    reads (and refuses where they stand) and orjson does not (an event refused for a NaN in
+    its payload was acked naming no world, timeline or seq)."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
+        return None
+
+
+def _encodable(text: str) -> bool:
+    """Whether `text` is UTF-8 text (a lone surrogate, `\\ud800`, is read by `json` alone)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def invalid_because(value: bytes, error: ValidationError) -> str:
+    """Why a message is no event: `explain`, but for NaN and Infinity, which the event parser
+    reads and then refuses with a range error that names neither."""
+    constants: list[str] = []
+    try:
+        json.loads(value, parse_constant=constants.append)
+    except (ValueError, RecursionError):
+        constants.clear()
+    if constants:
+        return f"not valid JSON: {constants[0]} is no JSON number (RFC 8259): send null or a string"
+    return explain(error)
 
 
 def explain(error: ValidationError, what: str = "invalid event") -> str:

@@ -21,8 +21,10 @@ its scope never expires (a file replay of lines without `occurred_at`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any, Literal
 
 import orjson
@@ -32,7 +34,7 @@ from projections import whereabouts
 from projections.catalogue import Declarations
 from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS, PLAYER_SAID
 from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS
-from projections.keys import pack
+from projections.keys import pack, unpack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
@@ -125,8 +127,8 @@ def with_real_time(
     longer read as an event)."""
     if event.key not in DIALOGUE_TURN_KEYS or event.occurred_at is not None:
         return event, raw
-    if record_timestamp_ms is None or record_timestamp_ms < 0:
-        return event, raw
+    if record_timestamp_ms is None or not 0 <= record_timestamp_ms <= LAST_MS:
+        return event, raw  # none, or no clock's (microseconds sent as milliseconds): no time
     occurred_at = datetime.fromtimestamp(record_timestamp_ms / 1000, UTC)
     stamped = event.model_copy(update={"occurred_at": occurred_at})
     sent = orjson.loads(raw)
@@ -169,9 +171,9 @@ def record_dialogue(
     for kind, scope_id in _scopes_of(turn):
         newest = _newest(tx, seen, ancestry, DIALOGUE_TURNS, turn.character_id, kind, scope_id)
         summary = _newest(tx, seen, ancestry, DIALOGUE_SUMMARIES, turn.character_id, kind, scope_id)
-        since = 1
+        since = int(turn.speaker == "character")  # the seed's count: one per reply
         if newest is not None and (summary is None or int(summary["seq"]) < int(newest["seq"])):
-            since = int(newest["since_summary"]) + 1
+            since += int(newest["since_summary"])
         stored: dict[str, JsonValue] = {
             "seq": event.seq,
             "speaker": turn.speaker,
@@ -284,18 +286,35 @@ def scope_read(
     now_ms: int,
     policy: DialoguePolicy,
 ) -> dict[str, JsonValue]:
-    """One scope as a read shows it at real time `now_ms`: its newest turns (oldest first),
-    unless expired, its summary, and how many turns came since the summary."""
+    """One scope as a read shows it at real time `now_ms`: its newest turns (oldest first) of
+    the conversation still going on, unless that expired too, its summary, and how many
+    replies came since the summary. The scope's last turn is its latest in real time (two
+    clocks may stamp a reply before the line it answers)."""
     turns = _newest_many(
         tx, world, ancestry, DIALOGUE_TURNS, character, kind, scope_id, policy.turns_kept
     )
     summary = _newest(tx, world, ancestry, DIALOGUE_SUMMARIES, character, kind, scope_id)
+
+    def expiry_ms_at(turn: dict[str, Any]) -> int:
+        """How long the scope lived after a turn before `turn`: longer once summarised."""
+        seq = int(turn["seq"])
+        before = summary
+        if before is not None and int(before["seq"]) > seq:  # the one in force at `turn`
+            earlier = tuple(
+                replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry
+            )
+            before = _newest(tx, world, earlier, DIALOGUE_SUMMARIES, character, kind, scope_id)
+        hours = policy.expiry_hours if before is None else policy.summarised_expiry_hours
+        return int(hours * HOUR_MS)
+
+    turns = turns[: 1 + _same_conversation(turns, expiry_ms_at)]
     last = turns[0] if turns else None
     since = 0
     if last is not None and (summary is None or int(summary["seq"]) < int(last["seq"])):
         since = int(last["since_summary"])
     hours = policy.expiry_hours if summary is None else policy.summarised_expiry_hours
-    last_at = None if last is None or last["at_ms"] is None else int(last["at_ms"])
+    times = [int(turn["at_ms"]) for turn in turns if turn["at_ms"] is not None]
+    last_at = max(times, default=None)
     expires_ms = None if last_at is None else last_at + int(hours * HOUR_MS)
     expired = expires_ms is not None and now_ms >= expires_ms
     return {
@@ -322,10 +341,32 @@ def scope_read(
     }
 
 
-def _holds_a_line(scope: dict[str, JsonValue]) -> bool:
-    """Whether a scope read kept any line, shown or expired (a summary needs a turn first): a
-    character heard there stays found once the wall clock hides its turns."""
-    return bool(scope["turns"]) or scope["expired"] is True
+def _same_conversation(
+    newest_first: list[dict[str, Any]], expiry_ms_at: Callable[[dict[str, Any]], int]
+) -> int:
+    """How many of the turns after the newest belong to its conversation: an older turn whose
+    scope had expired by the next turn belongs to one that ended (the seed's cache had dropped
+    it: a player back days later was shown the last visit's lines again)."""
+    for kept, (newer, older) in enumerate(pairwise(newest_first)):
+        if newer["at_ms"] is None or older["at_ms"] is None:
+            continue
+        if int(newer["at_ms"]) - int(older["at_ms"]) >= expiry_ms_at(newer):
+            return kept
+    return max(0, len(newest_first) - 1)
+
+
+def _spoke_or_heard(
+    tx: StateTransaction, world: tuple[str, str], ancestry: Ancestry, character: str
+) -> bool:
+    """Whether the timeline kept any line of the character's, in any scope, expired or not:
+    known to one player, it is known to all (a character who spoke to one player alone was
+    a 404 to the others)."""
+    for segment in ancestry:
+        prefix = pack(DIALOGUE_TURNS, *world, segment.timeline_id, character)
+        for key, _ in tx.scan(prefix):
+            if int(unpack(key[len(prefix) :])[-1]) <= segment.upto_seq:
+                return True
+    return False
 
 
 def dialogue_read(
@@ -353,8 +394,9 @@ def dialogue_read(
         if place is None
         else scope_read(tx, world, ancestry, npc_id, "place", place, now_ms, policy)
     )
-    heard = any(scope is not None and _holds_a_line(scope) for scope in (player_scope, place_scope))
-    if not heard and not known_of(tx, keys, ancestry, npc_id):
+    if not known_of(tx, keys, ancestry, npc_id) and not _spoke_or_heard(
+        tx, world, ancestry, npc_id
+    ):
         raise nothing_known(npc_id, timeline_id)
     return {
         "world_instance_id": world_id,

@@ -25,7 +25,7 @@ from projections.delivery import (
     Intake,
     SourceMessage,
     dead_letter,
-    explain,
+    invalid_because,
     plainly,
     produce_once,
     refuse,
@@ -97,7 +97,7 @@ def _take_in(
     try:
         event = Event.model_validate_json(message.value)
     except ValidationError as error:
-        return refuse(message, explain(error))
+        return refuse(message, invalid_because(message.value, error))
     misrouted = misrouted_because(message.key, event.world_instance_id)
     if misrouted is None and event.key != TENANT_DELETED:  # a tenant's goes to every partition
         misrouted = off_home_because(message)

@@ -47,7 +47,7 @@ from projections.judgements import RULES, Judging
 from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
-from projections.wording import event_content, retell, spoken_words
+from projections.wording import event_content, passed_on, spoken_words
 from projections.world import canonical_json
 from schemas import Event, Fact
 from schemas.events import MAX_ID_LENGTH, story_minutes
@@ -464,9 +464,9 @@ def _made_true_by(facts: list[Fact], context: MemoryContext) -> str | None:
 
 
 def _heard_content(event: Event, teller_belief: Memory | None, context: MemoryContext) -> str:
-    """The words said; when the game gave none, the teller's belief as a retelling keeps it."""
+    """The words said; when the game gave none, the teller's belief as it passes it on."""
     if teller_belief is not None and spoken_words(event) is None:
-        return retell(teller_belief.content)
+        return passed_on(teller_belief, context.name_of)
     return event_content(event, context.name_of)
 
 

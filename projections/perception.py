@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from projections.catalogue import CHARACTER, KindOf
 from projections.event_keys import (
     CHARACTERS_MET,
+    DIALOGUE_SUMMARISED,
     ENTITY_DECLARED,
     MEMORY_RECALLED,
     MOVEMENT_KEYS,
@@ -61,9 +62,17 @@ def perceivers(
     return perceptions
 
 
+BOOKKEEPING_KEYS = frozenset(
+    {ENTITY_DECLARED, CHARACTERS_MET, MEMORY_RECALLED, DIALOGUE_SUMMARISED}
+)
+"""Events that tell the projections something and form no memory."""
+
+
 def forms_memories(key: str, policy: Policy) -> bool:
-    """Whether an event with `key` can form memories at all under `policy`."""
-    if not policy.memory.npc or key in (ENTITY_DECLARED, CHARACTERS_MET, MEMORY_RECALLED):
+    """Whether an event with `key` can form memories at all under `policy`: declarations,
+    meetings, recalls and dialogue summaries are bookkeeping, not deeds anyone sees (a summary
+    seen by everyone at the place put a private conversation's gist in their memories)."""
+    if not policy.memory.npc or key in BOOKKEEPING_KEYS:
         return False
     return key not in MOVEMENT_KEYS or policy.memory.remember_movement
 

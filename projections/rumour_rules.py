@@ -52,7 +52,7 @@ from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
 from projections.memories import MAX_HOPS, came_through, is_persistent, memory_at
 from projections.weighing import Weights, told_of, weigh
-from projections.wording import retell
+from projections.wording import passed_on
 from schemas import EntityDeclaration, Event
 from schemas.memory import EventKind, Memory, Teller
 from schemas.policy import Policy
@@ -77,9 +77,6 @@ DEEPEST_LOOK = 16
 news it has not forgotten, a group for pieces some member lacks. A bound, so that a character
 who forgot most of a long life, or a group that shares all it knows, costs a few reads at a
 meeting rather than its whole past (a recall looks as deep for memories not forgotten)."""
-
-_shortened = lru_cache(maxsize=1 << 14)(retell)
-"""`retell`, worked out once per wording: the same news is retold again and again."""
 
 
 def meetings(
@@ -279,15 +276,17 @@ class Retelling:
     """Shared by the rumours made of it (frozen, as their `about` and `facts` are)."""
 
 
-def retelling(memory: Memory, teller: str, policy: Policy) -> Retelling:
-    """The part of `retold` that does not depend on the listener or the event."""
+def retelling(
+    memory: Memory, teller: str, policy: Policy, name_of: Callable[[str], str]
+) -> Retelling:
+    """The part of `retold` that does not depend on the listener or the event (made once for
+    all of them: the words are worked out once per memory and teller)."""
     kind = told_of(memory)
     weights = weigh(kind, "heard", "told", policy, memory.confidence)
     hops = memory.hops + 1
     step = _step(teller, hops, weights.confidence)
-    return Retelling(
-        memory, teller, hops, kind, weights, _shortened(memory.content), [*memory.lineage, step]
-    )
+    content = passed_on(memory, name_of)
+    return Retelling(memory, teller, hops, kind, weights, content, [*memory.lineage, step])
 
 
 def retold(
@@ -303,7 +302,8 @@ def retold(
     (as a `told` event weighs it), whatever the teller felt. The lineage adds the teller, with
     the hops and confidence the news arrived with (as a `told` event's lineage does).
     """
-    return retold_from(retelling(memory, teller, policy), listener, at, policy, catalogue)
+    told = retelling(memory, teller, policy, catalogue.name_of)
+    return retold_from(told, listener, at, policy, catalogue)
 
 
 def retold_from(

@@ -147,7 +147,7 @@ class Spreading:
     def tell(self, memory: Memory, teller: str, listener: str) -> None:
         made = self.retellings.get((teller, memory.belief_id))
         if made is None:  # once per teller's memory: a group exchange tells it to dozens
-            told = retelling(memory, teller, self.policy)
+            told = retelling(memory, teller, self.policy, self.catalogue.name_of)
             rumour = retold_from(told, listener, self.event, self.policy, self.catalogue)
             self.retellings[(teller, memory.belief_id)] = (told, rumour)
         else:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 import orjson
 from pydantic import JsonValue
 
 from projections.event_keys import PLAYER_SAID, TOLD
 from schemas import Event
+from schemas.memory import Memory
 
 Names = Callable[[str], str]
 """What a character calls an id (`Catalogue.name_of`): its declared name, else the id."""
@@ -117,6 +119,19 @@ def retell(content: str) -> str:
     """
     retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
     return " ".join(retold.split()) or content
+
+
+_retold = lru_cache(maxsize=1 << 14)(retell)
+"""`retell`, worked out once per wording: the same news is retold again and again."""
+
+
+def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
+    """What a memory's words become when its holder passes it on (`retell`): a player's line,
+    which its listener keeps as said, in the player's name (`Ilse said: I beat him`: retold
+    bare, "I" was the teller, or the listener)."""
+    if memory.source == "player" and memory.source_entity is not None:
+        return _retold(f"{name_of(memory.source_entity)} said: {memory.content}")
+    return _retold(memory.content)
 
 
 def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:

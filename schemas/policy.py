@@ -214,7 +214,13 @@ class DialoguePolicy(Contract):
     expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 12.0
     """A scope's turns are hidden this long (real time) after its last turn."""
     summarised_expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 24.0
-    """The same, once the scope has a summary."""
+    """The same, once the scope has a summary: no shorter (a summary extends the lifetime)."""
+
+    @model_validator(mode="after")
+    def _a_summary_extends(self) -> Self:
+        if self.summarised_expiry_hours < self.expiry_hours:
+            raise ValueError("summarised_expiry_hours must not be less than expiry_hours")
+        return self
 
 
 Tokens = Annotated[int, Field(ge=10, le=1_000_000), AsInteger]

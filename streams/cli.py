@@ -17,7 +17,9 @@ from streams.settings import Settings, SettingsError, unknown_variables, worker_
 if TYPE_CHECKING:
     from streams.publish import Line
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas" / "json"
+SCHEMA_DIR = Path("schemas", "json")
+"""Where `schemas export` writes by default, from where it runs: a checkout's root holds the
+ones committed (an install's package dir was written to, wherever the command ran)."""
 READ_FLAGS = {"web_url": "--url"}
 """The settings the read commands (and `rebuild`) take by a flag named otherwise."""
 Done = TypeVar("Done")

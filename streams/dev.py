@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +31,9 @@ from streams.publish import Line, publish
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch, mind_tables, read_path
 
-DEMO_STORY = Path(__file__).resolve().parent.parent / "examples" / "tavern.ndjson"
+DEMO_STORY = Path(__file__).resolve().parent / "demo" / "tavern.ndjson"
+"""The demo story, installed with the package (`make run` in a checkout, `rumourmill dev` in
+an install or the image alike)."""
 MINDS_SHOWN = 6
 """The most characters' minds printed after the story (a long story names many)."""
 
@@ -81,11 +84,13 @@ class NotReady(Exception):
 def wait_until_ready(
     worker: subprocess.Popen[bytes], settings: Settings, timeout: float
 ) -> dict[str, Any]:
-    """Poll the worker's `GET /ready` until it answers 200.
+    """Poll the worker's `GET /ready` until it answers 200, where it listens
+    (`RUMOURMILL_WEB_HOST`: 127.0.0.1 was polled, and a worker on `::1` or a LAN address was
+    never seen ready).
 
     Returns the answer; raises `NotReady` if the worker exits or the time runs out.
     """
-    url = f"http://127.0.0.1:{settings.web_port}/ready"
+    url = f"{settings.canonical_url}/ready"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if worker.poll() is not None:
@@ -104,11 +109,13 @@ def run_demo(
     story: Path, lines: list[Line], settings: Settings, ready_timeout: float = 120.0
 ) -> None:
     """Run broker, worker and the story's `lines` (checked already) until Ctrl-C (or SIGTERM);
-    stop both on the way out."""
+    stop both on the way out, and remove the worker's state (its broker kept the rest in
+    memory), keeping its log. The worker is reached where it listens: a `RUMOURMILL_WEB_URL`
+    exported for the read commands (a proxy's, say) is not this worker's."""
     data_dir = Path(tempfile.mkdtemp(prefix="rumourmill-dev-"))
     with TansuBroker() as broker:
         settings = settings.on_local_broker(broker.bootstrap).model_copy(
-            update={"data_dir": data_dir}
+            update={"data_dir": data_dir, "web_url": ""}
         )
         click.echo(f"broker: Tansu on {broker.bootstrap} (memory only)")
         log_path = data_dir / "worker.log"
@@ -146,7 +153,13 @@ def run_demo(
                 worker.wait(30)
             except subprocess.TimeoutExpired:
                 worker.kill()
-            click.echo("stopped")
+                worker.wait()
+            for written in data_dir.iterdir():
+                if written.is_dir():
+                    shutil.rmtree(written)
+                elif written != log_path:
+                    written.unlink()
+            click.echo(f"stopped (worker log kept: {log_path})")
 
 
 def reading_as(settings: Settings, tenant: str) -> Settings:

@@ -9,6 +9,7 @@ the two together.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 import ssl
 from collections.abc import Mapping
@@ -85,7 +86,7 @@ def _broker_address(item: str) -> str:
         raise ValueError(f"{item!r}: port 0 is no broker's")
     if (
         not parts.hostname
-        or not HOST.fullmatch(parts.hostname)
+        or not is_host(parts.hostname)
         or parts.path
         or parts.query
         or parts.fragment
@@ -94,8 +95,22 @@ def _broker_address(item: str) -> str:
     return f"{url_host(parts.hostname)}:{port}"
 
 
-HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
-"""A host name, an IPv4 address or an IPv6 one (unbracketed)."""
+HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+"""One dot-separated label of a host name (an underscore as container networks name them)."""
+
+
+def is_host(value: str) -> bool:
+    """Whether `value` is a host name, an IPv4 address or an IPv6 one (unbracketed): an
+    address with a port (`127.0.0.1:6066`) or an IPv4 address out of range (`999.1.1.1`) was
+    taken for an IPv6 one or a name, and the worker failed binding it, naming no setting."""
+    labels = value.split(".")
+    if ":" in value or all(label.isdigit() for label in labels):
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            return False
+        return True
+    return len(value) <= 253 and all(HOST_LABEL.fullmatch(label) for label in labels)
 
 
 def url_host(host: str) -> str:
@@ -105,7 +120,7 @@ def url_host(host: str) -> str:
 
 def bind_address(value: object) -> object:
     """The address the web server binds: a host name or an IP address, nothing else."""
-    if isinstance(value, str) and not HOST.fullmatch(value.strip("[]")):
+    if isinstance(value, str) and not is_host(value.strip("[]")):
         raise ValueError(f"{value!r} is not a host name or an IP address")
     return value.strip("[]") if isinstance(value, str) else value
 
@@ -274,7 +289,7 @@ class Settings(BaseSettings):
     changes: bool = True
     """Publish the change feed (PREFIX.changes): beliefs formed and weakened, relations changed,
     rumours passed, worlds deleted. `false`: no topic, no change worked out or sent."""
-    block_cache_mb: Positive = 16
+    block_cache_mb: Annotated[int, Field(ge=1, le=1 << 20)] = 16
     """RocksDB block cache (and write buffer) per partition."""
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     """The worker's log level."""
@@ -413,7 +428,7 @@ class Settings(BaseSettings):
         if (
             parts.scheme not in ("http", "https")
             or not parts.hostname
-            or not HOST.fullmatch(parts.hostname)
+            or not is_host(parts.hostname)
             or parts.query
             or parts.fragment
         ):
@@ -438,6 +453,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "must be an http:// or https:// URL (host, port and path only): neither the"
                 " workers nor the read commands send a user and password"
+            )
+        return value
+
+    @field_validator("model_name")
+    @classmethod
+    def _a_model_named(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("model_url") and not value.strip():
+            raise ValueError(
+                "is empty, and RUMOURMILL_MODEL_URL is set: name the model it serves (the"
+                " request's `model`; any name for a server of one model, as llama.cpp's):"
+                " Ollama, vLLM and hosted APIs refused every call, and the rules judged all"
             )
         return value
 

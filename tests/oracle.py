@@ -91,6 +91,8 @@ MET = "loreweaver.social.characters-met"
 """A meeting: with spreading on it passes news on; it is not news itself (no memory)."""
 RECALLED = "loreweaver.memory.recalled"
 """The actor brought `payload.belief_ids` to mind (their clocks restart): no memory either."""
+SUMMARISED = "loreweaver.memory.dialogue-summarised"
+"""A dialogue scope's summary (short-term dialogue's bookkeeping): no memory."""
 MET_FIELD = "characters"
 """The payload field of `characters-met` that may name more characters who met."""
 MOST_MET = 32
@@ -315,6 +317,13 @@ def in_words(value: Any, name: Names) -> str:
             return items[0]
         return ", ".join(items[:-1]) + " and " + items[-1]
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def passed_on(memory: OMemory, name: Names) -> str:
+    """A memory's words as its holder passes them on: a player's line in the player's name."""
+    if memory.source == "player" and memory.source_entity is not None:
+        return retelling(f"{name(memory.source_entity)} said: {memory.content}")
+    return retelling(memory.content)
 
 
 def retelling(content: str) -> str:
@@ -1490,7 +1499,7 @@ class Oracle:
         """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
         one hop further, less sure, weighed as news of what it tells of, the statement without its
         detail (maybe distorted)."""
-        content, facts = retelling(memory.content), list(memory.facts)
+        content, facts = passed_on(memory, name), list(memory.facts)
         told_of = tells_of(memory)
         importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self.policy.memory.spreading.distortion:
@@ -1527,7 +1536,7 @@ class Oracle:
         self, event: Event, kind: Kinds, where: dict[str, str]
     ) -> list[tuple[str, str]]:
         memory = self.policy.memory
-        if not memory.npc or event.key in (DECLARED, MET, RECALLED):
+        if not memory.npc or event.key in (DECLARED, MET, RECALLED, SUMMARISED):
             return []
         if event.key in MOVEMENT and not memory.remember_movement:
             return []
@@ -1650,7 +1659,7 @@ class Oracle:
         if self._held_once(before, character, origin):
             self.reached["forgotten news told again"] += 1
         if teller is not None and spoken(event) is None:
-            content = retelling(teller.content)
+            content = passed_on(teller, name)
         else:
             content = sentence(event, name)
         if "about" in event.payload:

@@ -1,14 +1,13 @@
-"""Seed 001's tavern (`examples/tavern.ndjson`), the story most tests replay, read once: Mara
+"""Seed 001's tavern (`streams/demo/tavern.ndjson`), the story most tests replay, read once: Mara
 in The Crooked Lantern, Ilse's promise and fight, Tomas told of it on main, and a reload that
 branches from main after seq 2, where Ilse gives Mara a locket instead."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from projections.policy import resolve
+from streams.dev import DEMO_STORY
 
-TAVERN_FILE = Path(__file__).resolve().parents[1] / "examples" / "tavern.ndjson"
+TAVERN_FILE = DEMO_STORY
 """The seed as a file, for the commands that read one."""
 TAVERN = TAVERN_FILE.read_bytes()
 """The seed's bytes, one event a line."""

@@ -297,6 +297,45 @@ def test_turns_are_hidden_twelve_hours_after_the_last_turn_of_the_scope() -> Non
     assert hidden["expires_at"] == "2024-05-02T01:00:00Z"
 
 
+def test_a_player_back_after_the_scope_expired_starts_a_new_conversation() -> None:
+    """The seed's cache drops an expired entry: the last visit's lines came back word for word
+    beside the new one (and into a decision's recent turns)."""
+    talk = Talk()
+    talk.player("My password for the vault is swordfish", minute=0)
+    talk.reply("I'll keep it safe.", minute=1)
+    talk.player("Hello again", minute=3 * 24 * 60)
+    scope = talk.read(minute=3 * 24 * 60 + 1)["player"]
+    assert (texts(scope), scope["expired"]) == (["Hello again"], False)
+    # a summary before the gap made it 24 hours: 20 hours later it is the same conversation
+    talk.summarise("Came back to talk.")
+    talk.reply("Welcome back.", minute=3 * 24 * 60 + 20 * 60)
+    talk.player("Still here.", minute=4 * 24 * 60 + 19 * 60)
+    assert texts(talk.read(minute=4 * 24 * 60 + 19 * 60)["player"]) == [
+        "Hello again",
+        "Welcome back.",
+        "Still here.",
+    ]
+    # a summary after the gap does not bring back what had expired before it
+    later = Talk()
+    later.player("one", minute=0)
+    later.player("two", minute=20 * 60)
+    later.summarise("Two visits.")
+    assert texts(later.read(minute=20 * 60 + 1)["player"]) == ["two"]
+
+
+def test_the_latest_line_in_real_time_keeps_the_scope_alive() -> None:
+    """A reply stamped before the line it answers (two clocks) made the scope expire an hour
+    after a line said a minute ago."""
+    talk = Talk()
+    talk.player("fresh", minute=24 * 60)
+    talk.reply("an hour-old clock", minute=23 * 60)
+    scope = talk.read(minute=24 * 60 + 1)["player"]
+    assert (texts(scope), scope["last_turn_at"]) == (
+        ["fresh", "an hour-old clock"],
+        "2024-05-02T12:00:00Z",
+    )
+
+
 def test_a_summary_of_null_categories_is_kept_as_one_of_none() -> None:
     """`categories` is optional: a game sending it as JSON null had its summary refused, and
     the scope expired after 12 hours instead of 24."""
@@ -312,15 +351,20 @@ def test_a_summary_of_null_categories_is_kept_as_one_of_none() -> None:
     )
 
 
-def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_turns_since() -> None:
+def test_a_summary_keeps_turns_for_twenty_four_hours_and_counts_replies_since() -> None:
+    """The seed counts one turn per participation of the character (a line and its reply
+    were two)."""
     talk = Talk()
     talk.player("one", minute=0)
-    talk.player("two", minute=1)
+    talk.reply("two", minute=1)
     talk.summarise("Asked about the son.", categories=["quest"])
     assert talk.acks[-1]["reason"] is None
     talk.player("three", minute=2)
+    assert talk.read(minute=2)["player"]["turns_since_summary"] == 0
+    talk.reply("four", minute=2)
+    talk.player("five", minute=2)
     scope = talk.read(minute=2 + 13 * 60)["player"]
-    assert texts(scope) == ["one", "two", "three"]
+    assert texts(scope) == ["one", "two", "three", "four", "five"]
     assert (scope["summary"], scope["categories"], scope["turns_since_summary"]) == (
         "Asked about the son.",
         ["quest"],
@@ -346,6 +390,36 @@ def test_a_summary_sent_while_dialogue_is_off_records_nothing() -> None:
     talk.policy = resolve(None, {})
     read = talk.read()["player"]
     assert (texts(read), read["summary"]) == (["hello"], None)
+
+
+def test_a_summary_is_bookkeeping_no_character_remembers_it() -> None:
+    """A summary of a private line, sent at the place: the summarising character and everyone
+    there held a memory of it, its words in it, a bystander too (and a summary refused as not
+    recorded was remembered all the same)."""
+    talk = Talk()
+    for character in ("npc-tomas", "npc-mara"):
+        talk.send(key="loreweaver.movement.location-entered", actor=character, location="loc-inn")
+    talk.player("I poisoned the mayor. Tell no one.", private=True)
+    for player, summary in (("p1", "p1 admitted poisoning the mayor"), ("p7", "p7 is a spy")):
+        talk.send(
+            key="loreweaver.memory.dialogue-summarised",
+            actor="npc-mara",
+            target=player,
+            location="loc-inn",
+            payload={"scope": "player", "summary": summary},
+        )
+    assert [ack["reason"] is None for ack in talk.acks[-2:]] == [True, False]
+    held = {
+        character: [
+            memory.content
+            for memory in (read.beliefs + read.recollections)
+            if "summarised" in memory.content
+        ]
+        for character in ("npc-tomas", "npc-mara")
+        for read in [runtime_read(talk.state, "default", "w", "main", character)]
+    }
+    assert held == {"npc-tomas": [], "npc-mara": []}
+    assert talk.read()["player"]["summary"] == "p1 admitted poisoning the mayor"
 
 
 def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothing() -> None:
@@ -398,6 +472,24 @@ def test_the_kafka_record_time_stands_in_for_a_missing_occurred_at() -> None:
     assert talk.read()["player"]["turns"][0]["occurred_at"] == "2024-05-01T12:05:00Z"
 
 
+@pytest.mark.parametrize("timestamp_ms", [10**15, 2**62], ids=["microseconds", "2**62"])
+def test_a_record_time_no_clock_can_give_is_no_time(timestamp_ms: int) -> None:
+    """A producer stamping microseconds as milliseconds (year 33658): the line's stamp raised
+    out of the projector, and the worker stopped at it, again at every restart."""
+    talk = Talk()
+    talk.send(
+        key="loreweaver.conversation.player-said",
+        actor="p1",
+        target="npc-mara",
+        players=["p1"],
+        payload={"text": "from the far future"},
+        ts=timestamp_ms,
+    )
+    assert talk.acks[-1]["outcome"] == "processed"
+    [turn] = talk.read()["player"]["turns"]
+    assert (turn["text"], turn["occurred_at"]) == ("from the far future", None)
+
+
 def test_a_reload_before_a_line_forgets_it() -> None:
     talk = Talk()
     talk.player("before the save", minute=0)
@@ -436,6 +528,16 @@ def test_a_character_of_whom_nothing_is_known_is_not_found_as_in_every_read() ->
         talk.read(npc="npc-nobody", minute=2)
     # a character who heard nothing here yet is known: an empty conversation, not a 404
     assert texts(talk.read(player="p2", minute=2)["player"]) == []
+
+
+def test_a_character_known_only_by_a_private_line_to_one_player_is_known_to_all() -> None:
+    """It was a 200 to the player it spoke to and a 404 to every other."""
+    talk = Talk()
+    talk.reply("Psst, the gate opens at midnight.", private=True)
+    assert texts(talk.read()["player"]) == ["Psst, the gate opens at midnight."]
+    assert talk.read(player="p2")["player"]["turns"] == []
+    with pytest.raises(NotFound):
+        talk.read(player="p2", npc="npc-tomas")
 
 
 def test_a_character_known_only_by_expired_lines_is_still_found_with_its_summary() -> None:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import base64
 import gzip
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
+from unittest.mock import patch
 
 import orjson
 import pytest
 
+from projections import memories, perception, rumour_rules
 from projections.delivery import OUTBOX_PART_BYTES, SourceMessage, world_key
 from projections.digest import world_digest
-from projections.event_keys import DIALOGUE_TURN_KEYS
+from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS
 from projections.key_prefixes import (
     DIALOGUE_TURNS,
     FACT_RUNS,
@@ -52,6 +56,8 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
 from projections.timelines import load as load_timeline
 from projections.timelines import save as save_timeline
+from projections.wording import retell
+from schemas.memory import Memory
 from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
 from streams.state import decode_changes
@@ -79,6 +85,11 @@ def fresh_replay() -> MemoryState:
     """The fixture's events folded by this release, but for what the previous release left out
     of a store for lack of a rule (a rebuild adds it): see `_unkept_by_the_previous_release`."""
     state = MemoryState()
+    _fold_fixture_events(state)
+    return state
+
+
+def _fold_fixture_events(state: MemoryState) -> None:
     upgrade(state)
     projector = Projector(policies=lambda tenant, world: POLICY)
     lines = (PREVIOUS_RELEASE / "events.ndjson").read_bytes().splitlines()
@@ -86,7 +97,6 @@ def fresh_replay() -> MemoryState:
         projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
     for key in _unkept_by_the_previous_release(state, lines):
         state.delete(key)
-    return state
 
 
 def _unkept_by_the_previous_release(state: MemoryState, lines: list[bytes]) -> list[bytes]:
@@ -109,10 +119,32 @@ def _unkept_by_the_previous_release(state: MemoryState, lines: list[bytes]) -> l
 def fresh_replay_as_upgraded() -> MemoryState:
     """`fresh_replay`, with what the previous release alone kept, which a store it wrote keeps
     until rebuilt (README, "Upgrading"): what its upgrade holds."""
-    fresh, old = fresh_replay(), previous_release_state()
+    fresh, old = MemoryState(), previous_release_state()
+    with _previous_release_rules():
+        _fold_fixture_events(fresh)
     for key in _kept_by_the_previous_release_alone(old):
         fresh.put(key, cast(bytes, old.get(key)))
+    for key, _ in fresh.scan(pack(DIALOGUE_TURNS)):  # each counted every line since a summary
+        fresh.put(key, cast(bytes, old.get(key)))
     return fresh
+
+
+@contextmanager
+def _previous_release_rules() -> Iterator[None]:
+    """The previous release's rules where a store it wrote keeps what they made until rebuilt:
+    a dialogue summary formed memories (its character's, and those of everyone at its place),
+    and a player's line was passed on bare, not in the player's name."""
+
+    def passed_bare(memory: Memory, name_of: Callable[[str], str]) -> str:
+        return retell(memory.content)
+
+    remembered = perception.BOOKKEEPING_KEYS - {DIALOGUE_SUMMARISED}
+    with (
+        patch.object(perception, "BOOKKEEPING_KEYS", remembered),
+        patch.object(rumour_rules, "passed_on", passed_bare),
+        patch.object(memories, "passed_on", passed_bare),
+    ):
+        yield
 
 
 def _kept_by_the_previous_release_alone(state: MemoryState) -> list[bytes]:

@@ -289,6 +289,10 @@ def test_a_lie_mara_holds_firmer_than_her_trust_in_ilse_leaves_her_unconvinced()
     assert (said["confidence"], said["uncertain"]) == (0.0, True)  # kept as said, not believed
     assert world.beliefs()[ALIVE]["confidence"] == 0.8  # untouched
     assert world.decision(7)["verdict"] == "unconvinced"
+    # the decision model is told: it read the rejected lie as something Mara knew
+    prompt = world.decision(7)["prompt"].splitlines()
+    assert "- The sailor fled to the harbour (Mara does not believe it)" in prompt
+    assert f"- {ALIVE}" in prompt
 
 
 def test_a_convincing_lie_is_believed_unless_lies_are_not_believable() -> None:
@@ -453,3 +457,29 @@ def test_the_rumour_map_shows_a_holder_as_sure_as_the_referee_left_them() -> Non
     assert mara.confidence == held["confidence"] == 0.4
     [telling] = [one for one in drawn.tellings if one.listener == "npc-mara"]
     assert telling.confidence == 0.8  # as she was told it
+
+
+@pytest.mark.parametrize("passed_by", ["meeting", "told"])
+def test_a_players_line_passed_on_is_told_in_the_players_name(passed_by: str) -> None:
+    """Ilse's "I beat him", passed on bare by Mara, reached Bo as Bo's own first person (and
+    his decision model read it as something Bo did)."""
+    bo = {"npc-bo": {"name": "Bo", "kind": "character"}}
+    passing = (
+        line(8, "loreweaver.social.characters-met", actor="npc-mara", target="npc-bo", entities=bo)
+        if passed_by == "meeting"
+        else line(
+            8,
+            "loreweaver.conversation.told",
+            actor="npc-mara",
+            target="npc-bo",
+            payload={
+                "belief_id": belief_id("default", "save-1", "main", 7, "npc-mara", "knowledge")
+            },
+            entities=bo,
+        )
+    )
+    spreading = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+    world = Delivered([*LINES, passing], spreading)
+    bo_holds = runtime_read(world.state, "default", "save-1", "main", "npc-bo")
+    assert f"Ilse said: {DEAD}" in [belief.content for belief in bo_holds.beliefs]
+    assert DEAD in world.beliefs()  # Mara keeps the line as said (seed 001)

@@ -517,7 +517,7 @@ def test_rumours_of_one_retelling_stay_each_their_own() -> None:
     town = Town()
     seen = theft(town)
     catalogue = Catalogue(town.declarations, event_at(5), SPREADING)
-    told = retelling(seen, "npc-bram", SPREADING)
+    told = retelling(seen, "npc-bram", SPREADING, catalogue.name_of)
     listeners = ["npc-ada", "npc-zed", "npc-mara"]
     rumours = [retold_from(told, who, event_at(5), SPREADING, catalogue) for who in listeners]
     alone = [retold(seen, "npc-bram", who, event_at(5), SPREADING, catalogue) for who in listeners]
@@ -540,7 +540,7 @@ def test_a_rumour_made_alike_another_listeners_is_the_one_retold_for_its_own_lis
         {"memory": {"persistent": {"characters": ["npc-zed"]}}},
     )
     catalogue = Catalogue(town.declarations, event_at(5), policy)
-    told = retelling(seen, "npc-bram", policy)
+    told = retelling(seen, "npc-bram", policy, catalogue.name_of)
     first = retold_from(told, "npc-ada", event_at(5), policy, catalogue)
     listeners = ["npc-zed", "npc-mara", "npc-oskar"]
     alike = [retold_alike(told, first, who, event_at(5), policy, catalogue) for who in listeners]

@@ -334,6 +334,23 @@ def test_a_refused_event_is_acked_with_its_seq_as_the_contract_reads_it(
     assert (refused.timeline_id, refused.seq, refused.outcome.value) == ("main", seq, "rejected")
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(constant: str) -> None:
+    """The event parser reads NaN and refused it as out of range ("Input should be less than
+    18446744073709552000"), and the ack and dead letter named no world, timeline or seq."""
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k","payload":{"v":%s}}'
+    feed = Feed()
+    taken = feed.projector.receive(
+        feed.state, SourceMessage("t", 0, 0, b"w", raw % constant.encode())
+    )
+    [refused], [letter] = taken.acks, taken.dead_letters
+    assert (refused.world_instance_id, refused.timeline_id, refused.seq) == ("w", "main", 7)
+    assert letter.world_instance_id == "w"
+    assert letter.reason == (
+        f"not valid JSON: {constant} is no JSON number (RFC 8259): send null or a string"
+    )
+
+
 def test_the_replay_and_the_publisher_key_an_event_by_its_world() -> None:
     assert world_key(event(1)) == b"w"
     assert world_key(b'{"world_instance_id": "save-1", "seq": "broken"}') == b"save-1"

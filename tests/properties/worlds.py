@@ -52,6 +52,7 @@ GENERIC_KEYS = [
     "travel.arrived",
     "tavern.said-hello",
     "happened",
+    "loreweaver.memory.dialogue-summarised",  # bookkeeping: forms no memory
     "loreweaver.social.characters-met",
 ]
 MOVES = ["loreweaver.movement.location-entered", "loreweaver.movement.character-entered-location"]

@@ -180,6 +180,15 @@ def test_schemas_exported_into_a_path_under_a_file_name_it(tmp_path: Path) -> No
     )
 
 
+def test_schemas_are_exported_under_the_directory_it_runs_in(tmp_path: Path) -> None:
+    """The default was the package's own directory, in an install wherever the command ran."""
+    with CliRunner().isolated_filesystem(temp_dir=tmp_path) as here:
+        result = CliRunner().invoke(main, ["schemas", "export"])
+        written = sorted(path.name for path in (Path(here) / "schemas" / "json").iterdir())
+    assert result.exit_code == 0, result.output
+    assert "event.schema.json" in written
+
+
 @pytest.mark.parametrize(
     ("command", "flag"),
     [

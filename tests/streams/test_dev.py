@@ -8,13 +8,16 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
 import pytest
 
+import streams as streams_package
 from localbroker import free_port
+from streams.dev import DEMO_STORY
 from tests.tavern import TAVERN
 
 
@@ -58,7 +61,9 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     reload = output[output.index("npc-mara on save-1/reload") :]
     assert "defeated" not in reload.split("relations")[0], output
     assert "gift given" in reload, output
-    assert "stopped" in rest
+    [log] = re.findall(r"stopped \(worker log kept: (\S+)\)", rest)
+    # the broker kept the story in memory: the worker's state goes with it, its log stays
+    assert [path.name for path in Path(log).parent.iterdir()] == ["worker.log"]
     assert code == 0
 
 
@@ -76,6 +81,30 @@ def test_make_run_talks_plainly_to_its_own_broker_whatever_kafka_security_is_set
     assert "published 6 events" in output, output
     assert "ack main#5: processed (processed_seq 5)" in output, output
     assert code == 0
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_make_run_reaches_its_worker_where_it_listens_whatever_web_url_is_exported() -> None:
+    """A read commands' URL exported (a proxy's) was taken as the demo worker's own, which
+    refused it and exited; a worker on `::1` was polled on 127.0.0.1, never seen ready."""
+    exported = {
+        "RUMOURMILL_WEB_URL": "https://rumourmill.studio.example/api",
+        "RUMOURMILL_WEB_HOST": "::1",
+    }
+    output, _, code = dev(environment=exported)
+    assert "npc-mara on save-1/main: at loc-tavern; processed 5 of 5 received" in output, output
+    assert re.search(r"try: curl 'http://\[::1\]:\d+/v2/memory/runtime/npcs/npc-mara", output)
+    assert code == 0
+
+
+def test_the_demo_story_is_installed_with_the_package() -> None:
+    """An install (a wheel, the image) holds the packages alone: the story beside them was
+    missing, and `rumourmill dev` ended in a traceback."""
+    streams = Path(streams_package.__file__).parent
+    pyproject = tomllib.loads((streams.parent / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]["streams"]
+    assert DEMO_STORY.read_bytes() == TAVERN
+    assert any(DEMO_STORY in set(streams.glob(pattern)) for pattern in package_data)
 
 
 @pytest.mark.integration  # starts the embedded Tansu broker

@@ -102,6 +102,16 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_JAVA", "  ", "must name a program, or be empty"),
         ("RUMOURMILL_MODEL_TIMEOUT_SECONDS", "nan", "should be a finite number"),
         ("RUMOURMILL_WEB_HOST", "my host", "is not a host name or an IP address"),
+        # an address with its port was an IPv6 one, an IPv4 out of range a name: both accepted,
+        # and the worker failed binding them with a traceback naming no setting
+        ("RUMOURMILL_WEB_HOST", "127.0.0.1:6066", "is not a host name or an IP address"),
+        ("RUMOURMILL_WEB_HOST", "999.999.999.999", "is not a host name or an IP address"),
+        ("RUMOURMILL_WEB_HOST", ":", "is not a host name or an IP address"),
+        ("RUMOURMILL_WEB_HOST", "-", "is not a host name or an IP address"),
+        ("RUMOURMILL_WEB_HOST", "...", "is not a host name or an IP address"),
+        ("RUMOURMILL_BROKER", "999.1.1.1:9092", "is not host:port or kafka://host:port"),
+        # a cache of 2**44 MB was taken, and the worker failed opening a partition
+        ("RUMOURMILL_BLOCK_CACHE_MB", str(1 << 44), "less than or equal to 1048576"),
         ("RUMOURMILL_LOG_FORMAT", "xml", "'text' or 'json'"),
         ("RUMOURMILL_LOG_LEVEL", "loud", "'debug', 'info'"),
         ("RUMOURMILL_WEB_URL", "127.0.0.1:6066", "an http:// or https:// URL"),
@@ -126,6 +136,16 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
     if "_KEY" in variable:  # a secret is not shown, in a terminal or a log
         assert str(refused.value).startswith(f"{variable}=(secret, not shown): ")
         assert all(key not in str(refused.value) for key in ("k1", "k2", "clé"))
+
+
+def test_a_model_url_without_a_model_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ollama, vLLM and hosted APIs refuse a call naming no model: every judgement fell back to
+    the rules, the log saying only that the model gave no answer."""
+    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1")
+    with pytest.raises(SettingsError, match=r"^RUMOURMILL_MODEL_NAME='': is empty, and RUMOURMILL"):
+        Settings.from_env()
+    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "llama3.2")
+    assert Settings.from_env().model_name == "llama3.2"
 
 
 @pytest.mark.parametrize(
@@ -181,6 +201,7 @@ def test_a_model_key_beside_a_user_and_password_in_the_model_url_is_refused(
     """Both were taken, and every call to the model failed before it was sent (a request has
     one Authorization header), each judgement left to the rules with 'could not be reached'."""
     monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://user:pass@127.0.0.1:8000/v1")
+    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "local")
     monkeypatch.setenv("RUMOURMILL_MODEL_KEY", "sk-0123")
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()
@@ -196,6 +217,7 @@ def test_a_model_url_naming_the_endpoint_itself_is_refused(
 ) -> None:
     """rumourmill posts to MODEL_URL/chat/completions: a URL copied with the endpoint on it
     was posted to .../chat/completions/chat/completions, a 404 at every call."""
+    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "llama3.2")
     monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1/chat/completions/")
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()

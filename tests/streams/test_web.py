@@ -280,7 +280,7 @@ def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wa
         [
             b'{"world_instance_id":"w","timeline_id":"main","seq":1,'
             b'"key":"loreweaver.movement.location-entered","actor":"npc-mara","location":"loc-inn"}',
-            line(2, "p2", "Long ago <:wave:42>", hours_ago=13),
+            line(2, "p2", "Long ago <:wave:42>", hours_ago=12.5),  # 11.5 h before the next
             line(3, "p1", "[leans in] Just now", hours_ago=1),
         ]
     ).state
