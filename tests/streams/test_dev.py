@@ -21,6 +21,12 @@ from streams.dev import DEMO_STORY
 from tests.tavern import TAVERN
 
 
+@pytest.fixture(autouse=True)
+def temporary_files_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rumourmill dev` keeps its worker's log in a temporary directory: the test's own."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 def dev(*flags: str, environment: Mapping[str, str] | None = None) -> tuple[str, str, int]:
     """Run `rumourmill dev` until it serves, then Ctrl-C: what it printed until then, what
     after, and its exit code (`environment`: variables set for it)."""
