@@ -27,14 +27,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from projections.change_records import record
 from projections.deletion import delete, incarnation
 from projections.delivery import Intake
-from projections.event_keys import TENANT_DELETED
+from projections.event_keys import TENANT_DELETED, TOLD
 from projections.key_prefixes import TIMELINES
 from projections.keys import KeyPart, pack, pack_scope, unpack
 from projections.memory_store import DECODED, MemoryKeys, load_held
@@ -166,6 +166,16 @@ class EventChanges:
         each is a `rumour-passed` from its teller too."""
         self._rumours = frozenset(memory.belief_id for memory in rumours)
 
+    def _told_here(self, held: dict[str, Any]) -> bool:
+        """Whether a memory is news the event's `told` passed to its listener (its witnesses
+        remember the exchange as an event they saw): a rumour passed, as at a meeting (the
+        feed had only those, and "who passed the most rumours" missed every `told`)."""
+        return (
+            self.event.key == TOLD
+            and held["seq"] == self.event.seq
+            and held["source"] in ("told", "rumour")
+        )
+
     def memory_stored(self, memory: Memory, raw: bytes, key: bytes) -> None:
         """`memory` is about to be stored as `raw` at `key`: a belief formed if the key holds
         nothing, or the same bytes formed at this very event (the event applied again over its
@@ -204,7 +214,7 @@ class EventChanges:
                     ),
                 )
             )
-            if teller is not None and belief in self._rumours:
+            if teller is not None and (belief in self._rumours or self._told_here(held)):
                 self._memories.append(
                     record(
                         self._position or self._locate(),

@@ -79,7 +79,8 @@ class RelationChanged(_ChangeAtEvent):
 
 
 class RumourPassed(_ChangeAtEvent):
-    """A teller passed news on to a listener, who now holds it as `belief_id`."""
+    """A teller passed news on to a listener (at a meeting, in a group, or by a `told`), who
+    now holds it as `belief_id`."""
 
     kind: Literal["rumour-passed"]
     teller_id: Identifier

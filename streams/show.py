@@ -195,13 +195,11 @@ def provenance_chain(found: dict[str, Any]) -> str:
                 f"  -> {link['entity_id']}, told by {link['told_by']}"
                 f" (hops {link['hops']}, confidence {link['confidence']})"
             )
-        elif link["hops"] == 0:
-            lines.append(f"  {link['entity_id']} had it first hand (hops 0)")
-        else:
-            lines.append(
-                f"  {link['entity_id']}, told by nobody named"
-                f" (hops {link['hops']}, confidence {link['confidence']})"
-            )
+        elif link["hops"] == 0:  # who saw it, or told it holding none of it (a lie, forgotten)
+            lines.append(f"  {link['entity_id']} started this chain (hops 0)")
+        else:  # the first holder's confidence is the next link's to tell, when there is one
+            sure = f", confidence {link['confidence']}" if "confidence" in link else ""
+            lines.append(f"  {link['entity_id']}, told by nobody named (hops {link['hops']}{sure})")
     return "\n".join(lines)
 
 
@@ -281,15 +279,17 @@ def diff_tables(found: dict[str, Any]) -> str:
         [
             f"{found['npc_id']} in {found['world_instance_id']}: {one} against {other}"
             f" ({found['held_on_both']} memories held on both)",
-            table(f"only on {one}", columns, rows(found["only_on_timeline"])),
-            table(f"only on {other}", columns, rows(found["only_on_other"])),
+            table(f"on {one}, not on {other}", columns, rows(found["only_on_timeline"])),
+            table(f"on {other}, not on {one}", columns, rows(found["only_on_other"])),
             table(
-                f"words only on {one}",
+                f"words on {one}, not on {other}",
                 ["content"],
                 [[c] for c in found["content_only_on_timeline"]],
             ),
             table(
-                f"words only on {other}", ["content"], [[c] for c in found["content_only_on_other"]]
+                f"words on {other}, not on {one}",
+                ["content"],
+                [[c] for c in found["content_only_on_other"]],
             ),
         ]
     )

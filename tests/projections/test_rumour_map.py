@@ -102,6 +102,18 @@ def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
     assert shown.splitlines()[-1] == "  npc-cy, told by nobody named (hops 1, confidence 0.8)"
     [holder] = rumour_map(state, "default", "w", held.belief_id).holders
     assert (holder.entity_id, holder.hops, holder.witnessed) == ("npc-cy", 1, False)
+    # passed on at a meeting: the command failed on the first link, which has no confidence
+    met = (
+        b'{"world_instance_id": "w", "timeline_id": "main", "seq": 2, '
+        b'"key": "loreweaver.social.characters-met", "actor": "npc-cy", "target": "npc-di"}'
+    )
+    Projector(lambda tenant, world: POLICY).receive(state, SourceMessage("events", 0, 1, b"w", met))
+    [heard] = runtime_read(state, "default", "w", "main", "npc-di").beliefs
+    passed = provenance(state, "default", "w", "main", "npc-di", heard.belief_id)
+    assert provenance_chain(orjson.loads(passed.to_json())).splitlines()[-2:] == [
+        "  npc-cy, told by nobody named (hops 1)",
+        "  -> npc-di, told by npc-cy (hops 2, confidence 0.64)",
+    ]
 
 
 class CountedReads(MemoryState):

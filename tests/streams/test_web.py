@@ -650,9 +650,10 @@ def test_the_branch_diff_serves_both_ways_and_refuses_unknown_timelines_and_miss
         "I feel warmly about player-1",
     ]
     printed = diff_tables(answers[0][1])  # what `rumourmill diff` prints
-    only_on_main, only_on_reload = printed.split("only on reload", 1)
+    only_on_main, only_on_reload = printed.split("on reload, not on main", 1)
+    assert "on main, not on reload" in only_on_main
     assert "Ilse enemy defeated at The Crooked Lantern" in only_on_main
-    assert "player-1 gift given Mara" in only_on_reload.split("words only on")[0]
+    assert "player-1 gift given Mara" in only_on_reload.split("words on main")[0]
     assert "(1 memories held on both)" in printed
 
 
