@@ -98,7 +98,11 @@ def test_the_change_feed_in_duckdb_answers_who_passed_rumours_and_how_a_relation
     rumours = Counter[str]()
 
     def count_tellers(memories: Sequence[Memory], passed: Sequence[Memory]) -> None:
-        rumours.update(str(memory.source_entity) for memory in passed)
+        """The rumours spread at the event, and the news a `told` passed its listener."""
+        told = [memory for memory in memories if memory.source in ("told", "rumour")]
+        rumours.update(
+            memory.source_entity for memory in [*passed, *told] if memory.source_entity is not None
+        )
 
     policy = resolve(TOWN_POLICY, None)
     projector = Projector(lambda tenant, world: policy, on_formed=count_tellers, changes=True)
