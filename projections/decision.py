@@ -25,7 +25,7 @@ from projections.catalogue import StoredDeclarations, display_name
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
-from projections.memory_store import MemoryKeys, load_memory
+from projections.memory_store import MemoryKeys, load_held, load_memory
 from projections.recall import (
     DEEP_SEARCH_DEPTH,
     SEARCH_DEPTH,
@@ -183,12 +183,17 @@ def decision_prompt(
     name = display_name(npc_id, declarations)
     player = display_name(player_id, declarations)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
-    # one line each, however a memory's words run (a retelling may hold line breaks)
-    lines += [
-        f"- {' '.join(memory.content.split())}"
-        + (f" ({name} does not believe it)" if memory.confidence == 0 else "")
-        for memory in knowledge
-    ] or ["- nothing"]
+    for memory in knowledge:
+        # one line each, however a memory's words run (a retelling may hold line breaks)
+        said = " ".join(memory.content.split())
+        if memory.source == "player" and memory.source_entity is not None:
+            said = f"{display_name(memory.source_entity, declarations)} said: {said}"  # not "I"
+        stored = load_held(tx, keys, ancestry, npc_id, memory.belief_id)
+        if stored is not None and stored.confidence == 0:  # as held unfaded: faded is no doubt
+            said += f" ({name} does not believe it)"
+        lines.append(f"- {said}")
+    if not knowledge:
+        lines.append("- nothing")
     lines.append(f"{name} knows nothing beyond this.")
     if turns:
         lines.append(f"What was just said between {name} and {player}, word for word:")

@@ -12,7 +12,7 @@ A reply to a player who never spoke is kept like any line: a character may speak
 greeting), and what the player heard is part of the conversation. Turns are stored by position
 and read through the ancestry (`projections.versions`' way), so loading a save forgets what
 was said after it. A scope shows its newest `turns_kept` turns; they are hidden once
-`expiry_hours` of real time have passed since its last turn (`summarised_expiry_hours` once a
+`expiry_hours` of real time have passed since its last turn (`summarised_hours` once a
 `dialogue-summarised` event gave the scope a summary). Real time is the event's `occurred_at`,
 else the Kafka record's timestamp (`with_real_time`); a turn known by neither has no time and
 its scope never expires (a file replay of lines without `occurred_at`).
@@ -24,7 +24,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 from typing import Any, Literal
 
 import orjson
@@ -288,9 +287,10 @@ def scope_read(
 ) -> dict[str, JsonValue]:
     """One scope as a read shows it at real time `now_ms`: its newest turns (oldest first) of
     the conversation still going on, unless that expired too, its summary, and how many
-    replies came since the summary. The scope's last turn is its latest in real time (two
-    clocks may stamp a reply before the line it answers)."""
-    turns = _newest_many(
+    replies came since the summary. The scope lives on from its latest turn in real time (two
+    clocks may stamp a reply before the line it answers); a newest turn with no time keeps it
+    alive for good, as a scope of such turns alone."""
+    newest_first = _newest_many(
         tx, world, ancestry, DIALOGUE_TURNS, character, kind, scope_id, policy.turns_kept
     )
     summary = _newest(tx, world, ancestry, DIALOGUE_SUMMARIES, character, kind, scope_id)
@@ -304,17 +304,17 @@ def scope_read(
                 replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry
             )
             before = _newest(tx, world, earlier, DIALOGUE_SUMMARIES, character, kind, scope_id)
-        hours = policy.expiry_hours if before is None else policy.summarised_expiry_hours
+        hours = policy.expiry_hours if before is None else policy.summarised_hours
         return int(hours * HOUR_MS)
 
-    turns = turns[: 1 + _same_conversation(turns, expiry_ms_at)]
-    last = turns[0] if turns else None
+    turns = _conversation(newest_first[::-1], expiry_ms_at)
+    last = turns[-1] if turns else None
     since = 0
     if last is not None and (summary is None or int(summary["seq"]) < int(last["seq"])):
         since = int(last["since_summary"])
-    hours = policy.expiry_hours if summary is None else policy.summarised_expiry_hours
+    hours = policy.expiry_hours if summary is None else policy.summarised_hours
     times = [int(turn["at_ms"]) for turn in turns if turn["at_ms"] is not None]
-    last_at = max(times, default=None)
+    last_at = None if last is None or last["at_ms"] is None else max(times)
     expires_ms = None if last_at is None else last_at + int(hours * HOUR_MS)
     expired = expires_ms is not None and now_ms >= expires_ms
     return {
@@ -330,7 +330,7 @@ def scope_read(
                 "text": turn["text"],
                 "occurred_at": _iso(None if turn["at_ms"] is None else int(turn["at_ms"])),
             }
-            for turn in reversed(turns)
+            for turn in turns
         ],
         "expired": expired,
         "last_turn_at": _iso(last_at),
@@ -341,18 +341,22 @@ def scope_read(
     }
 
 
-def _same_conversation(
-    newest_first: list[dict[str, Any]], expiry_ms_at: Callable[[dict[str, Any]], int]
-) -> int:
-    """How many of the turns after the newest belong to its conversation: an older turn whose
-    scope had expired by the next turn belongs to one that ended (the seed's cache had dropped
-    it: a player back days later was shown the last visit's lines again)."""
-    for kept, (newer, older) in enumerate(pairwise(newest_first)):
-        if newer["at_ms"] is None or older["at_ms"] is None:
+def _conversation(
+    oldest_first: list[dict[str, Any]], expiry_ms_at: Callable[[dict[str, Any]], int]
+) -> list[dict[str, Any]]:
+    """The turns of the conversation still going on: from the last turn said once the scope had
+    expired, past every turn before it in real time (the seed's cache had dropped those: a
+    player back days later was shown the last visit's lines again). Turns with no time neither
+    end a conversation nor start one."""
+    start, latest = 0, None
+    for index, turn in enumerate(oldest_first):
+        if turn["at_ms"] is None:
             continue
-        if int(newer["at_ms"]) - int(older["at_ms"]) >= expiry_ms_at(newer):
-            return kept
-    return max(0, len(newest_first) - 1)
+        at = int(turn["at_ms"])
+        if latest is not None and at - latest >= expiry_ms_at(turn):
+            start = index
+        latest = at if latest is None else max(latest, at)
+    return oldest_first[start:]
 
 
 def _spoke_or_heard(

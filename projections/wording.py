@@ -130,7 +130,7 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     which its listener keeps as said, in the player's name (`Ilse said: I beat him`: retold
     bare, "I" was the teller, or the listener)."""
     if memory.source == "player" and memory.source_entity is not None:
-        return _retold(f"{name_of(memory.source_entity)} said: {memory.content}")
+        return f"{name_of(memory.source_entity)} said: {_retold(memory.content)}"  # a name as is
     return _retold(memory.content)
 
 

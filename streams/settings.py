@@ -103,7 +103,7 @@ def is_host(value: str) -> bool:
     """Whether `value` is a host name, an IPv4 address or an IPv6 one (unbracketed): an
     address with a port (`127.0.0.1:6066`) or an IPv4 address out of range (`999.1.1.1`) was
     taken for an IPv6 one or a name, and the worker failed binding it, naming no setting."""
-    labels = value.split(".")
+    labels = value.removesuffix(".").split(".")  # a trailing dot: a fully qualified name
     if ":" in value or all(label.isdigit() for label in labels):
         try:
             ipaddress.ip_address(value)

@@ -322,7 +322,7 @@ def in_words(value: Any, name: Names) -> str:
 def passed_on(memory: OMemory, name: Names) -> str:
     """A memory's words as its holder passes them on: a player's line in the player's name."""
     if memory.source == "player" and memory.source_entity is not None:
-        return retelling(f"{name(memory.source_entity)} said: {memory.content}")
+        return f"{name(memory.source_entity)} said: {retelling(memory.content)}"
     return retelling(memory.content)
 
 
@@ -1499,13 +1499,14 @@ class Oracle:
         """What `listener` keeps when `teller` passes `memory` on at `event`: knowledge, unsure,
         one hop further, less sure, weighed as news of what it tells of, the statement without its
         detail (maybe distorted)."""
-        content, facts = passed_on(memory, name), list(memory.facts)
+        retold = passed_on(memory, name)
+        content, facts = retold, list(memory.facts)
         told_of = tells_of(memory)
         importance, feeling, arousal = impact(told_of, "heard", self.policy)
         if self.policy.memory.spreading.distortion:
             seed = hashed("distortion", memory.origin, listener, event.timeline_id, event.seq)
             content, facts = distorted(content, facts, memory.about, seed, name, kind)
-            if (content, facts) != (retelling(memory.content), memory.facts):
+            if (content, facts) != (retold, memory.facts):
                 self.reached["distortion"] += 1
         return replace(
             memory,

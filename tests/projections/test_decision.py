@@ -116,6 +116,12 @@ def turn(seq: int, speaker: str, speaker_id: str, text: str, minute: int) -> dic
     }
 
 
+def prompt_line(memory: dict[str, Any]) -> str:
+    """A knowledge item as the prompt lists it: on one line, a player's words in her name."""
+    said = " ".join(memory["content"].split())
+    return f"- Ilse said: {said}" if memory["source"] == "player" else f"- {said}"
+
+
 def test_maras_memories_about_ilse_and_the_tavern_come_first() -> None:
     context = decide(6)
     knowledge = context["knowledge"]
@@ -133,7 +139,8 @@ def test_the_prompt_holds_the_knowledge_labelled_and_nothing_of_the_world_record
     context = decide(6)
     lines = context["prompt"].splitlines()
     assert lines[0] == "What Mara knows (from memory; any of it may be wrong):"
-    assert lines[1:-5] == [f"- {m['content']}" for m in context["knowledge"]]
+    assert lines[1:-5] == [prompt_line(m) for m in context["knowledge"]]
+    assert "- Ilse said: Who started the fight?" in lines  # her words, not Mara's "I"
     assert lines[-5:] == [
         "Mara knows nothing beyond this.",
         "What was just said between Mara and Ilse, word for word:",
@@ -153,9 +160,9 @@ def test_a_memory_whose_words_break_across_lines_is_one_line_of_the_prompt() -> 
     said = [m["content"] for m in context["knowledge"] if "started" in m["content"]]
     assert said == ["Who started\n  the fight?"]
     lines = context["prompt"].splitlines()
-    assert "- Who started the fight?" in lines
+    assert "- Ilse said: Who started the fight?" in lines
     assert lines[1 : 1 + len(context["knowledge"])] == [
-        f"- {' '.join(m['content'].split())}" for m in context["knowledge"]
+        prompt_line(m) for m in context["knowledge"]
     ]
 
 
@@ -178,7 +185,7 @@ def test_without_turns_the_context_has_none_and_the_prompt_says_nothing_of_them(
     assert context["recent_turns"] == []
     assert context["prompt"].splitlines() == [
         "What Mara knows (from memory; any of it may be wrong):",
-        *[f"- {m['content']}" for m in context["knowledge"]],
+        *[prompt_line(m) for m in context["knowledge"]],
         "Mara knows nothing beyond this.",
         "The referee's verdict on what Ilse just said: none.",
     ]

@@ -325,7 +325,8 @@ def test_a_player_back_after_the_scope_expired_starts_a_new_conversation() -> No
 
 def test_the_latest_line_in_real_time_keeps_the_scope_alive() -> None:
     """A reply stamped before the line it answers (two clocks) made the scope expire an hour
-    after a line said a minute ago."""
+    after a line said a minute ago, and a line 11.5 hours after the latest began a new
+    conversation (each turn was compared with the one before it, not with the latest)."""
     talk = Talk()
     talk.player("fresh", minute=24 * 60)
     talk.reply("an hour-old clock", minute=23 * 60)
@@ -334,6 +335,46 @@ def test_the_latest_line_in_real_time_keeps_the_scope_alive() -> None:
         ["fresh", "an hour-old clock"],
         "2024-05-02T12:00:00Z",
     )
+    talk.player("11.5 h later", minute=35 * 60 + 30)
+    assert texts(talk.read(minute=35 * 60 + 31)["player"]) == [
+        "fresh",
+        "an hour-old clock",
+        "11.5 h later",
+    ]
+
+
+def test_lines_without_time_neither_end_a_conversation_nor_let_the_scope_expire() -> None:
+    """A line with no time (a file replay without `occurred_at`) between two visits bridged them,
+    and as the newest line it no longer kept the scope alive, as documented."""
+    talk = Talk()
+    talk.player("Visit 1", minute=0)
+    talk.send(
+        key="loreweaver.conversation.npc-replied",
+        actor="npc-mara",
+        target="p1",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "no clock"},
+    )
+    assert talk.read(minute=13 * 60)["player"]["expired"] is False
+    assert texts(talk.read(minute=13 * 60)["player"]) == ["Visit 1", "no clock"]
+    talk.player("Visit 2", minute=3 * 24 * 60)
+    assert texts(talk.read(minute=3 * 24 * 60 + 1)["player"]) == ["Visit 2"]
+
+
+def test_a_longer_expiry_alone_keeps_a_summarised_scope_as_long() -> None:
+    """`expiry_hours: 36` beside the summarised default of 24: a summary shortened the scope's
+    life to 24 hours (and refusing such a policy dropped documents a release had taken)."""
+    talk = Talk()
+    talk.policy = resolve(None, {"memory": {"dialogue": {"expiry_hours": 36}}})
+    talk.player("one", minute=0)
+    talk.summarise("Asked about the son.")
+    policy = DialoguePolicy(expiry_hours=36)
+    scope = dialogue_read(
+        talk.state, "default", "w", "main", "npc-mara", "p1", "loc-inn",
+        START_MS + 30 * HOUR_MS, policy,
+    )  # fmt: skip
+    assert texts(scope["player"]) == ["one"]
 
 
 def test_a_summary_of_null_categories_is_kept_as_one_of_none() -> None:

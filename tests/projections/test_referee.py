@@ -291,7 +291,7 @@ def test_a_lie_mara_holds_firmer_than_her_trust_in_ilse_leaves_her_unconvinced()
     assert world.decision(7)["verdict"] == "unconvinced"
     # the decision model is told: it read the rejected lie as something Mara knew
     prompt = world.decision(7)["prompt"].splitlines()
-    assert "- The sailor fled to the harbour (Mara does not believe it)" in prompt
+    assert "- Ilse said: The sailor fled to the harbour (Mara does not believe it)" in prompt
     assert f"- {ALIVE}" in prompt
 
 
@@ -483,3 +483,33 @@ def test_a_players_line_passed_on_is_told_in_the_players_name(passed_by: str) ->
     bo_holds = runtime_read(world.state, "default", "save-1", "main", "npc-bo")
     assert f"Ilse said: {DEAD}" in [belief.content for belief in bo_holds.beliefs]
     assert DEAD in world.beliefs()  # Mara keeps the line as said (seed 001)
+
+
+def test_a_memory_faded_to_nothing_is_not_marked_as_disbelieved() -> None:
+    """Only what the character holds at confidence 0 unfaded is marked: a fight Mara saw, held at
+    0.0 two hundred days on (fading, never forgotten), read as a lie she did not believe."""
+    policy = resolve(None, {"memory": {"retention": {"forgotten_below": 0.0}}})
+    fight = line(
+        2,
+        "combat.enemy-defeated",
+        actor="player-1",
+        location="loc-tavern",
+        players=["player-1"],
+        payload={"enemy": "npc-drunk-sailor"},
+        game_time="day 1, 21:05",
+    )
+    asks = line(
+        3,
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1"],
+        location="loc-tavern",
+        payload={"text": "Remember me?"},
+        game_time="day 200, 12:00",
+    )
+    world = Delivered([MAIN[0], fight, asks], policy)
+    context = world.decision(3)
+    [seen] = [m for m in context["knowledge"] if m["source"] == "seen"]
+    assert seen["confidence"] == 0.0  # faded to nothing as held
+    assert "does not believe" not in context["prompt"]

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from projections.wording import retell
+from projections.wording import passed_on, retell
+from tests.projections.test_rumours import memory
 
 
 @pytest.mark.parametrize(
@@ -30,3 +31,15 @@ def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_d
     started = time.perf_counter()
     assert retell("Oskar is wanted " + "(" * depth + "x" + ")" * depth) == "Oskar is wanted"
     assert time.perf_counter() - started < 1
+
+
+@pytest.mark.parametrize("name", ['Ilse "Red" Vell', "Ilse “Red” Vell", "Ilse (the smith)"])
+def test_a_players_line_is_passed_on_in_the_players_name_as_declared(name: str) -> None:
+    """The line's words are retold, the name is not: a quoted nickname became "something"."""
+    heard = memory("npc-mara", "o", 2, kind="knowledge", source="player")
+    heard = heard.model_copy(
+        update={"source_entity": "player-1", "content": 'I beat him "senseless" (twice)'}
+    )
+    assert passed_on(heard, {"player-1": name}.__getitem__) == (
+        f"{name} said: I beat him something"
+    )

@@ -127,8 +127,6 @@ def test_a_misspelt_key_is_refused_where_it_is() -> None:
         ),
         ({"memory": {"chronicle": {"chapter_tokens": 2000}}}, "memory.chronicle"),
         ({"memory": {"chronicle": {"long_term_tokens": 500}}}, "memory.chronicle"),
-        # a summary extends a scope's life (seed 003): it made turns vanish 11 h early
-        ({"memory": {"dialogue": {"summarised_expiry_hours": 1}}}, "memory.dialogue"),
     ],
 )
 def test_a_bad_value_is_refused_where_it_is(overlay: dict[str, object], location: str) -> None:

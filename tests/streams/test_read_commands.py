@@ -106,7 +106,7 @@ def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
     assert printed(diff).startswith(f"{npc_id} in {world_id}: main against reload")
     assert printed(provenance).startswith(f"{npc_id} believes: {SAID}")
     assert SAID in printed(recall)  # only this character heard it
-    assert f"- {SAID}" in printed(decision)
+    assert f"- player-1 said: {SAID}" in printed(decision)  # no name declared: the id
     assert printed(reply_check).splitlines()[3:] == ["Bertram  name", "", "action: flag"]
     assert SAID in printed(dialogue)
     printed(rumour_map)

@@ -138,6 +138,23 @@ def test_a_bad_value_is_refused_with_the_variable_and_what_is_wrong(
         assert all(key not in str(refused.value) for key in ("k1", "k2", "clé"))
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RUMOURMILL_WEB_HOST", "localhost."),  # fully qualified, as Kubernetes names them
+        ("RUMOURMILL_BROKER", "kafka.internal.:9092"),
+        ("RUMOURMILL_WEB_URL", "http://worker-1.rumourmill.svc.cluster.local.:6066"),
+        ("RUMOURMILL_WEB_HOST", "fe80::1%eth0"),
+        ("RUMOURMILL_WEB_HOST", "my_service"),
+    ],
+)
+def test_host_names_as_deployments_write_them_are_taken(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    Settings.from_env()
+
+
 def test_a_model_url_without_a_model_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ollama, vLLM and hosted APIs refuse a call naming no model: every judgement fell back to
     the rules, the log saying only that the model gave no answer."""
