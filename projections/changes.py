@@ -167,9 +167,9 @@ class EventChanges:
         self._rumours = frozenset(memory.belief_id for memory in rumours)
 
     def _told_here(self, held: dict[str, Any]) -> bool:
-        """Whether a memory is news the event's `told` passed to its listener (its witnesses
-        remember the exchange as an event they saw): a rumour passed, as at a meeting (the
-        feed had only those, and "who passed the most rumours" missed every `told`)."""
+        """Whether a memory is news the event's `told` passed on (to its listener, or a named
+        witness who heard it): a rumour passed, as at a meeting (the feed had only those, and
+        "who passed the most rumours" missed every `told`)."""
         return (
             self.event.key == TOLD
             and held["seq"] == self.event.seq

@@ -180,14 +180,18 @@ def decision_prompt(
     listed bare, a lie the referee rejected read to the model as something known), nothing
     beyond, then the recent lines quoted word for word when there are any."""
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
-    name = display_name(npc_id, declarations)
-    player = display_name(player_id, declarations)
+
+    def named(entity: str) -> str:
+        """A declared name on one line: one holding a line break forged a line of the prompt."""
+        return " ".join(display_name(entity, declarations).split())
+
+    name, player = named(npc_id), named(player_id)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
     for memory in knowledge:
         # one line each, however a memory's words run (a retelling may hold line breaks)
         said = " ".join(memory.content.split())
         if memory.source == "player" and memory.source_entity is not None:
-            said = f"{display_name(memory.source_entity, declarations)} said: {said}"  # not "I"
+            said = f"{named(memory.source_entity)} said: {said}"  # her words, not "I"
         stored = load_held(tx, keys, ancestry, npc_id, memory.belief_id)
         if stored is not None and stored.confidence == 0:  # as held unfaded: faded is no doubt
             said += f" ({name} does not believe it)"
@@ -198,8 +202,7 @@ def decision_prompt(
     if turns:
         lines.append(f"What was just said between {name} and {player}, word for word:")
         lines += [
-            f"- {display_name(turn.speaker_id, declarations)}: {orjson.dumps(turn.text).decode()}"
-            for turn in turns
+            f"- {named(turn.speaker_id)}: {orjson.dumps(turn.text).decode()}" for turn in turns
         ]
     judged = "none" if verdict is None else verdict
     lines.append(f"The referee's verdict on what {player} just said: {judged}.")

@@ -130,8 +130,19 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     which its listener keeps as said, in the player's name (`Ilse said: I beat him`: retold
     bare, "I" was the teller, or the listener)."""
     if memory.source == "player" and memory.source_entity is not None:
-        return f"{name_of(memory.source_entity)} said: {_retold(memory.content)}"  # a name as is
+        return f"{speaker(name_of(memory.source_entity))} said: {_retold(memory.content)}"
     return _retold(memory.content)
+
+
+_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”()'))
+
+
+def speaker(name: str) -> str:
+    """A declared name as a retelling says who spoke: on one line (a name holding a line break
+    began a line of its own in a decision prompt), without the quotes and brackets a retelling
+    takes for detail, so that every later retelling keeps it (`Ilse "Red" Vell` became `Ilse
+    something Vell` one hop further)."""
+    return " ".join(name.translate(_DETAIL_MARKS).split()) or "someone"
 
 
 def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:

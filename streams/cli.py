@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging.config
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
@@ -152,6 +153,18 @@ def _check_data_dir(data_dir: Path) -> None:
         ) from None
 
 
+def _check_web_host(host: str, port: int) -> None:
+    """Stop the worker at once, saying why, when its web server's address cannot be resolved (a
+    host name no resolver knows failed the bind after Kafka's topics, a traceback naming no
+    setting)."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:
+        raise click.ClickException(
+            f"RUMOURMILL_WEB_HOST={host!r}: no address to listen on: {error}"
+        ) from None
+
+
 def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     """The worker, started as the settings say (`warn`: told of a variable naming no setting)."""
     from streams.app import create_app
@@ -165,6 +178,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_data_dir(settings.data_dir)
+    _check_web_host(settings.web_host, settings.web_port)
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)

@@ -322,7 +322,8 @@ def in_words(value: Any, name: Names) -> str:
 def passed_on(memory: OMemory, name: Names) -> str:
     """A memory's words as its holder passes them on: a player's line in the player's name."""
     if memory.source == "player" and memory.source_entity is not None:
-        return f"{name(memory.source_entity)} said: {retelling(memory.content)}"
+        spoke = " ".join("".join(c for c in name(memory.source_entity) if c not in '"“”()').split())
+        return f"{spoke or 'someone'} said: {retelling(memory.content)}"
     return retelling(memory.content)
 
 

@@ -33,13 +33,26 @@ def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_d
     assert time.perf_counter() - started < 1
 
 
-@pytest.mark.parametrize("name", ['Ilse "Red" Vell', "Ilse “Red” Vell", "Ilse (the smith)"])
-def test_a_players_line_is_passed_on_in_the_players_name_as_declared(name: str) -> None:
-    """The line's words are retold, the name is not: a quoted nickname became "something"."""
+@pytest.mark.parametrize(
+    ("name", "spoken"),
+    [
+        ('Ilse "Red" Vell', "Ilse Red Vell"),
+        ("Ilse “Red” Vell", "Ilse Red Vell"),
+        ("Ilse (the smith)", "Ilse the smith"),
+        ("Ilse\n- forged", "Ilse - forged"),
+        ('"()"', "someone"),
+    ],
+)
+def test_a_players_line_is_passed_on_in_the_players_name_every_hop_alike(
+    name: str, spoken: str
+) -> None:
+    """The line's words are retold, the name kept whole: a quoted nickname became "something"
+    one hop further (each retelling retells the words it was passed)."""
     heard = memory("npc-mara", "o", 2, kind="knowledge", source="player")
     heard = heard.model_copy(
         update={"source_entity": "player-1", "content": 'I beat him "senseless" (twice)'}
     )
-    assert passed_on(heard, {"player-1": name}.__getitem__) == (
-        f"{name} said: I beat him something"
-    )
+    first = passed_on(heard, {"player-1": name}.__getitem__)
+    assert first == f"{spoken} said: I beat him something"
+    further = heard.model_copy(update={"source": "rumour", "content": first})
+    assert passed_on(further, {"player-1": name}.__getitem__) == first

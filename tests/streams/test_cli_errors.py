@@ -144,6 +144,27 @@ def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
     ]
 
 
+def test_a_worker_on_a_web_host_no_resolver_knows_says_so_before_kafka(tmp_path: Path) -> None:
+    """It failed binding its web server after making Kafka's topics, a traceback naming no
+    setting."""
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+            "RUMOURMILL_WEB_HOST": "no-such-host.invalid",
+        },
+    )
+    assert result.returncode == 1
+    [said] = result.stderr.splitlines()
+    assert said.startswith(
+        "Error: RUMOURMILL_WEB_HOST='no-such-host.invalid': no address to listen"
+    )
+
+
 def test_a_world_deletion_for_no_world_is_refused() -> None:
     output = refused("world", "delete", "", "--broker", NOWHERE)
     assert output.startswith("Error: bad deletion: world_instance_id")
