@@ -101,7 +101,7 @@ def test_recall_and_decision_commands_print_tables(
     ]
     assert "I will find your son. Where was he last seen?" in printed
     printed = rumourmill("decision", "npc-mara", "--after-seq", "2", *where)
-    assert "- I will find your son. Where was he last seen?" in printed
+    assert "- player-1 said: I will find your son. Where was he last seen?" in printed
     assert "verdict: none" in printed
     printed = rumourmill(
         "reply-check", "npc-mara", "Ask Bertram. Ilse knows.", "--after-seq", "2", *where
