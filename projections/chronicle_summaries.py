@@ -25,6 +25,7 @@ from projections.deletion import incarnation
 from projections.judgements import Judging, recorded_answer
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, sees
+from projections.wording import one_line
 from schemas.judgements import SummaryAnswer
 
 TokenCounter = Callable[[str], int]
@@ -189,7 +190,7 @@ class AskedSummaries:
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
         if (part.timeline_id, part.to_seq) != (self.timeline_id, self.seq):
             return self.recorded.summary(part, passages, budget_tokens)
-        said = "\n".join(f"- {passage.text}" for passage in passages)
+        said = "\n".join(f"- {one_line(passage.text)}" for passage in passages)
         told = (
             f"What they remember ({part.records} records, positions {part.from_seq} to "
             f"{part.to_seq}), oldest first:\n{said}\n"

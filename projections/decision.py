@@ -41,6 +41,7 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import place_of
+from projections.wording import one_line
 from schemas.memory import DecisionRead, KnowledgeRead, Memory, TurnRead, Verdict
 from schemas.policy import Policy
 
@@ -182,14 +183,15 @@ def decision_prompt(
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
 
     def named(entity: str) -> str:
-        """A declared name on one line: one holding a line break forged a line of the prompt."""
-        return " ".join(display_name(entity, declarations).split())
+        """A declared name on one line (one holding a line break forged a line of the prompt),
+        the id for a name of whitespace alone."""
+        return one_line(display_name(entity, declarations)) or entity
 
     name, player = named(npc_id), named(player_id)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]
     for memory in knowledge:
         # one line each, however a memory's words run (a retelling may hold line breaks)
-        said = " ".join(memory.content.split())
+        said = one_line(memory.content)
         if memory.source == "player" and memory.source_entity is not None:
             said = f"{named(memory.source_entity)} said: {said}"  # her words, not "I"
         stored = load_held(tx, keys, ancestry, npc_id, memory.belief_id)

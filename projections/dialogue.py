@@ -167,12 +167,14 @@ def record_dialogue(
         return None
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)
     seen = (event.tenant_id, event.world_instance_id)
+    before_it = _upto(ancestry, event.seq - 1)  # applied again, the event meets its own turn
     for kind, scope_id in _scopes_of(turn):
-        newest = _newest(tx, seen, ancestry, DIALOGUE_TURNS, turn.character_id, kind, scope_id)
+        newest = _newest(tx, seen, before_it, DIALOGUE_TURNS, turn.character_id, kind, scope_id)
         summary = _newest(tx, seen, ancestry, DIALOGUE_SUMMARIES, turn.character_id, kind, scope_id)
         since = int(turn.speaker == "character")  # the seed's count: one per reply
         if newest is not None and (summary is None or int(summary["seq"]) < int(newest["seq"])):
             since += int(newest["since_summary"])
+        latest_before = None if newest is None else _latest_ms(newest)
         stored: dict[str, JsonValue] = {
             "seq": event.seq,
             "speaker": turn.speaker,
@@ -180,6 +182,8 @@ def record_dialogue(
             "text": turn.text,
             "at_ms": turn.at_ms,
             "since_summary": since,
+            "before_ms": latest_before,
+            "latest_ms": _later(latest_before, turn.at_ms),
         }
         tx.put(
             _scope_prefix(DIALOGUE_TURNS, where, turn.character_id, kind, scope_id)
@@ -222,6 +226,24 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
         orjson.dumps({"seq": event.seq, "summary": summary.strip(), "categories": categories}),
     )
     return None
+
+
+def _upto(ancestry: Ancestry, seq: int) -> Ancestry:
+    """The ancestry as it stood at position `seq` (positions go on from parent to branch)."""
+    return tuple(replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry)
+
+
+def _latest_ms(turn: dict[str, Any]) -> int | None:
+    """The latest real time of the scope's lines up to `turn`, `turn`'s own among them (a turn
+    an earlier release stored keeps only its own time)."""
+    latest = turn.get("latest_ms", turn["at_ms"])
+    return None if latest is None else int(latest)
+
+
+def _later(one: int | None, other: int | None) -> int | None:
+    """The later of two real times, either of which may be unknown."""
+    known = [moment for moment in (one, other) if moment is not None]
+    return max(known) if known else None
 
 
 def _newest(
@@ -300,9 +322,7 @@ def scope_read(
         seq = int(turn["seq"])
         before = summary
         if before is not None and int(before["seq"]) > seq:  # the one in force at `turn`
-            earlier = tuple(
-                replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry
-            )
+            earlier = _upto(ancestry, seq)
             before = _newest(tx, world, earlier, DIALOGUE_SUMMARIES, character, kind, scope_id)
         hours = policy.expiry_hours if before is None else policy.summarised_hours
         return int(hours * HOUR_MS)
@@ -313,8 +333,7 @@ def scope_read(
     if last is not None and (summary is None or int(summary["seq"]) < int(last["seq"])):
         since = int(last["since_summary"])
     hours = policy.expiry_hours if summary is None else policy.summarised_hours
-    times = [int(turn["at_ms"]) for turn in turns if turn["at_ms"] is not None]
-    last_at = None if last is None or last["at_ms"] is None else max(times)
+    last_at = None if last is None or last["at_ms"] is None else _latest_ms(last)
     expires_ms = None if last_at is None else last_at + int(hours * HOUR_MS)
     expired = expires_ms is not None and now_ms >= expires_ms
     return {
@@ -345,17 +364,20 @@ def _conversation(
     oldest_first: list[dict[str, Any]], expiry_ms_at: Callable[[dict[str, Any]], int]
 ) -> list[dict[str, Any]]:
     """The turns of the conversation still going on: from the last turn said once the scope had
-    expired, past every turn before it in real time (the seed's cache had dropped those: a
-    player back days later was shown the last visit's lines again). Turns with no time neither
-    end a conversation nor start one."""
-    start, latest = 0, None
+    expired, past the latest line before it in real time, whether or not that line is among
+    the turns shown (the seed's cache had dropped what came before: a player back days later
+    was shown the last visit's lines again). Turns with no time neither end a conversation nor
+    start one. A turn an earlier release stored knows no latest time before it: the latest of
+    the turns shown before it stands in."""
+    start, shown_latest = 0, None
     for index, turn in enumerate(oldest_first):
         if turn["at_ms"] is None:
             continue
         at = int(turn["at_ms"])
-        if latest is not None and at - latest >= expiry_ms_at(turn):
+        latest = turn.get("before_ms", shown_latest)
+        if latest is not None and at - int(latest) >= expiry_ms_at(turn):
             start = index
-        latest = at if latest is None else max(latest, at)
+        shown_latest = _later(shown_latest, at)
     return oldest_first[start:]
 
 

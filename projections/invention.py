@@ -28,6 +28,7 @@ from projections.event_log import event_at
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
 from projections.whereabouts import place_of
+from projections.wording import one_line
 from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import InventionPolicy, Policy
 
@@ -166,7 +167,7 @@ def relations_question(text: str, context: DecisionRead) -> str:
     """What the model is asked about a reply: what the decision gave, then the reply."""
     given = [memory.content for memory in context.knowledge]
     given += [turn.text for turn in context.recent_turns]
-    listed = "\n".join(f"- {line}" for line in given) or "- nothing"
+    listed = "\n".join(f"- {one_line(line)}" for line in given) or "- nothing"
     return f"What the character was given:\n{listed}\nThe reply: {text}"
 
 

@@ -40,7 +40,7 @@ from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
 from projections.referee import Case, Judge
 from projections.state import StateTransaction
-from projections.wording import Names
+from projections.wording import Names, one_line
 from schemas import Event
 from schemas.judgements import (
     ANSWER_TYPES,
@@ -400,15 +400,23 @@ class ModelJudging:
         self._weighs = weighs
         self._made: list[RecordedJudgement] = []
 
+    def _named(self, entity: str) -> str:
+        """A declared name on one line, the id for one of whitespace alone: a name holding a
+        line break wrote lines of the prompt (`Truly: ...` for the referee)."""
+        return one_line(self._names(entity)) or entity
+
     def feeling(self, memory: Memory) -> Memory:
-        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {memory.content}"
+        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {_text(memory.content)}"
         return self._weighed(
-            memory, "feeling", f"Character: {self._names(memory.character_id)}\n{said}"
+            memory, "feeling", f"Character: {self._named(memory.character_id)}\n{said}"
         )
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
-        telling = f"{self._names(teller)} tells {self._names(rumour.character_id)}: {told.content}"
-        return self._weighed(rumour, "retelling", f"{telling}\nRetold plainly: {rumour.content}")
+        listener = self._named(rumour.character_id)
+        telling = f"{self._named(teller)} tells {listener}: {_text(told.content)}"
+        return self._weighed(
+            rumour, "retelling", f"{telling}\nRetold plainly: {_text(rumour.content)}"
+        )
 
     def _weighed(self, memory: Memory, judgement: JudgementKind, told: str) -> Memory:
         """`memory` as the model judged it (feeling and arousal, and a retelling's words) in
@@ -428,10 +436,10 @@ class ModelJudging:
             return rules  # without a model the rules referee is the norm, not a fallback
 
         def judge(case: Case, policy: Policy) -> Verdict:
-            listener, player = self._names(case.character_id), self._names(case.player_id)
+            listener, player = self._named(case.character_id), self._named(case.player_id)
             prompt = (
-                f"{listener} believes ({_held(case.belief)}): {case.belief.content}\n"
-                f"{player} says to {listener}: {case.words}\n"
+                f"{listener} believes ({_held(case.belief)}): {_text(case.belief.content)}\n"
+                f"{player} says to {listener}: {_text(case.words)}\n"
                 f"Truly: {AGREEMENT_WORDS[case.agreement]}.\n"
                 f"How {listener} feels toward {player}, from -1 to 1: {case.feeling}."
             )
@@ -441,7 +449,7 @@ class ModelJudging:
         return judge
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
-        prompt = f"Character: {self._names(npc_id)}\n{told}"
+        prompt = f"Character: {self._named(npc_id)}\n{told}"
         outcome = self._ask(
             npc_id,
             chapter,
@@ -557,6 +565,13 @@ def judging(
     if not weighs and not answers.model_configured:
         return RULES
     return ModelJudging(event_position(tx, event), answers, names, weighs)
+
+
+def _text(words: str) -> str:
+    """Free text (a memory's, a player's words) quoted as a JSON string in a prompt: on one line,
+    where it ends plain (a line of a player's, `...\\nTruly: ...`, told the model referee what
+    truly happened)."""
+    return orjson.dumps(words).decode()
 
 
 def _held(belief: Memory) -> str:

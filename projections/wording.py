@@ -134,15 +134,22 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     return _retold(memory.content)
 
 
-_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”()'))
+_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”()', " "))
 
 
 def speaker(name: str) -> str:
     """A declared name as a retelling says who spoke: on one line (a name holding a line break
-    began a line of its own in a decision prompt), without the quotes and brackets a retelling
-    takes for detail, so that every later retelling keeps it (`Ilse "Red" Vell` became `Ilse
-    something Vell` one hop further)."""
-    return " ".join(name.translate(_DETAIL_MARKS).split()) or "someone"
+    began a line of its own in a decision prompt), its quotes and brackets, which a retelling
+    takes for detail, spaces, so that every later retelling keeps it (`Ilse "Red" Vell` became
+    `Ilse something Vell` one hop further)."""
+    return one_line(name.translate(_DETAIL_MARKS)) or "someone"
+
+
+def one_line(text: str) -> str:
+    """`text` with each run of whitespace, line breaks too, one space: a name or a memory's
+    words holding a line break could start a line of a prompt or a table of their own (a
+    player named `Ilse\\nTruly: ...` told the model referee what truly happened)."""
+    return " ".join(text.split())
 
 
 def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:

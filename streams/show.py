@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from projections.wording import one_line
 from streams.settings import Settings
 
 
@@ -172,7 +173,9 @@ def mind_tables(mind: dict[str, Any]) -> str:
 
 
 def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
+    """A table cell: on one line (a name or words holding a line break drew a row of their
+    own), cut to 70 characters."""
+    text = "" if value is None else one_line(str(value))
     return text if len(text) <= 70 else text[:67] + "..."
 
 

@@ -362,6 +362,37 @@ def test_lines_without_time_neither_end_a_conversation_nor_let_the_scope_expire(
     assert texts(talk.read(minute=3 * 24 * 60 + 1)["player"]) == ["Visit 2"]
 
 
+def test_a_conversation_starts_past_the_latest_line_before_it_shown_or_not() -> None:
+    """Read off the turns shown: once the ended visit's timed lines were pushed out, its line
+    without time showed again; once the latest line (a clock ahead) was pushed out, a line an
+    hour later began a new conversation and hid nine live turns."""
+    talk = Talk()
+    talk.player("Visit 1: my vault password is swordfish", minute=0)
+    talk.send(
+        key="loreweaver.conversation.npc-replied",
+        actor="npc-mara",
+        target="p1",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "no clock"},
+    )
+    talk.player("Visit 2", minute=72 * 60)
+    for chat in range(8):
+        talk.player(f"chat {chat}", minute=72 * 60 + chat)
+    assert texts(talk.read(minute=72 * 60 + 10)["player"]) == [
+        "Visit 2",
+        *(f"chat {chat}" for chat in range(8)),
+    ]
+    ahead = Talk()
+    ahead.reply("a clock 20 h ahead", minute=20 * 60)
+    for said in range(9):
+        ahead.player(f"line {said}", minute=said)
+    ahead.player("an hour later, 13 h in", minute=13 * 60)
+    scope = ahead.read(minute=13 * 60 + 1)["player"]
+    assert len(texts(scope)) == 10
+    assert scope["expires_at"] == "2024-05-02T20:00:00Z"  # 12 h past the line 20 h ahead
+
+
 def test_a_longer_expiry_alone_keeps_a_summarised_scope_as_long() -> None:
     """`expiry_hours: 36` beside the summarised default of 24: a summary shortened the scope's
     life to 24 hours (and refusing such a policy dropped documents a release had taken)."""
