@@ -153,12 +153,15 @@ def _check_data_dir(data_dir: Path) -> None:
         ) from None
 
 
-def _check_web_host(host: str, port: int) -> None:
-    """Stop the worker at once, saying why, when its web server's address cannot be resolved (a
-    host name no resolver knows failed the bind after Kafka's topics, a traceback naming no
-    setting)."""
+def _check_web_host(host: str) -> None:
+    """Stop the worker at once, saying why, when its web server cannot listen on its host: a
+    name no resolver knows, or an address not this machine's (either failed the bind after
+    Kafka's topics, a traceback naming no setting). Tried on a port of the system's choosing:
+    whether the web port is free is the worker's to find."""
     try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        for family, kind, proto, _, address in socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM):
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)
     except (OSError, UnicodeError) as error:
         raise click.ClickException(
             f"RUMOURMILL_WEB_HOST={host!r}: no address to listen on: {error}"
@@ -178,7 +181,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_data_dir(settings.data_dir)
-    _check_web_host(settings.web_host, settings.web_port)
+    _check_web_host(settings.web_host)
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)

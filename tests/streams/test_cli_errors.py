@@ -144,9 +144,12 @@ def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
     ]
 
 
-def test_a_worker_on_a_web_host_no_resolver_knows_says_so_before_kafka(tmp_path: Path) -> None:
-    """It failed binding its web server after making Kafka's topics, a traceback naming no
-    setting."""
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.99"])
+def test_a_worker_on_a_web_host_it_cannot_listen_on_says_so_before_kafka(
+    host: str, tmp_path: Path
+) -> None:
+    """A name no resolver knows, an address of another machine (TEST-NET-1): it failed binding
+    its web server after making Kafka's topics, a traceback naming no setting."""
     result = subprocess.run(
         [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
         capture_output=True,
@@ -155,14 +158,12 @@ def test_a_worker_on_a_web_host_no_resolver_knows_says_so_before_kafka(tmp_path:
         env={
             **os.environ,
             "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-            "RUMOURMILL_WEB_HOST": "no-such-host.invalid",
+            "RUMOURMILL_WEB_HOST": host,
         },
     )
     assert result.returncode == 1
     [said] = result.stderr.splitlines()
-    assert said.startswith(
-        "Error: RUMOURMILL_WEB_HOST='no-such-host.invalid': no address to listen"
-    )
+    assert said.startswith(f"Error: RUMOURMILL_WEB_HOST={host!r}: no address to listen on")
 
 
 def test_a_world_deletion_for_no_world_is_refused() -> None:
