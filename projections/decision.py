@@ -41,7 +41,7 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import place_of
-from projections.wording import one_line
+from projections.wording import named_on_one_line, one_line
 from schemas.memory import DecisionRead, KnowledgeRead, Memory, TurnRead, Verdict
 from schemas.policy import Policy
 
@@ -183,9 +183,7 @@ def decision_prompt(
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
 
     def named(entity: str) -> str:
-        """A declared name on one line (one holding a line break forged a line of the prompt),
-        the id for a name of whitespace alone."""
-        return one_line(display_name(entity, declarations)) or entity
+        return named_on_one_line(lambda named: display_name(named, declarations), entity)
 
     name, player = named(npc_id), named(player_id)
     lines = [f"What {name} knows (from memory; any of it may be wrong):"]

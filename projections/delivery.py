@@ -496,16 +496,16 @@ def identity_of(value: bytes) -> dict[str, Any]:
     return identity
 
 
-def _document(value: bytes) -> Any:
+def _document(value: bytes, constant: Callable[[str], Any] = float) -> Any:
     """The JSON a message holds, None if none: NaN and Infinity too, which the event parser
     reads (and refuses where they stand) and orjson does not (an event refused for a NaN in
-    its payload was acked naming no world, timeline or seq)."""
+    its payload was acked naming no world, timeline or seq); `constant` is given each."""
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(value)
+        return json.loads(value, parse_constant=constant)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return None
 
@@ -523,11 +523,12 @@ def invalid_because(value: bytes, error: ValidationError) -> str:
     """Why a message is no event: `explain`, but for NaN and Infinity, which the event parser
     reads and then refuses with a range error that names neither."""
     constants: list[str] = []
-    try:
-        json.loads(value, parse_constant=constants.append)
-    except (ValueError, RecursionError):
-        constants.clear()
-    if constants:
+
+    def noted(constant: str) -> float:
+        constants.append(constant)
+        return float(constant)
+
+    if _document(value, noted) is not None and constants:  # parsed whole, NaN and all
         return f"not valid JSON: {constants[0]} is no JSON number (RFC 8259): send null or a string"
     return explain(error)
 

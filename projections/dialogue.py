@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -36,7 +36,7 @@ from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS
 from projections.keys import pack, unpack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
-from projections.timelines import Ancestry
+from projections.timelines import Ancestry, as_of
 from projections.wording import cut, without_brackets
 from schemas import Event
 from schemas.memory import Speaker
@@ -167,7 +167,7 @@ def record_dialogue(
         return None
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)
     seen = (event.tenant_id, event.world_instance_id)
-    before_it = _upto(ancestry, event.seq - 1)  # applied again, the event meets its own turn
+    before_it = as_of(ancestry, event.seq - 1)  # applied again, the event meets its own turn
     for kind, scope_id in _scopes_of(turn):
         newest = _newest(tx, seen, before_it, DIALOGUE_TURNS, turn.character_id, kind, scope_id)
         summary = _newest(tx, seen, ancestry, DIALOGUE_SUMMARIES, turn.character_id, kind, scope_id)
@@ -226,11 +226,6 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
         orjson.dumps({"seq": event.seq, "summary": summary.strip(), "categories": categories}),
     )
     return None
-
-
-def _upto(ancestry: Ancestry, seq: int) -> Ancestry:
-    """The ancestry as it stood at position `seq` (positions go on from parent to branch)."""
-    return tuple(replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry)
 
 
 def _latest_ms(turn: dict[str, Any]) -> int | None:
@@ -322,7 +317,7 @@ def scope_read(
         seq = int(turn["seq"])
         before = summary
         if before is not None and int(before["seq"]) > seq:  # the one in force at `turn`
-            earlier = _upto(ancestry, seq)
+            earlier = as_of(ancestry, seq)
             before = _newest(tx, world, earlier, DIALOGUE_SUMMARIES, character, kind, scope_id)
         hours = policy.expiry_hours if before is None else policy.summarised_hours
         return int(hours * HOUR_MS)

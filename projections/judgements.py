@@ -40,7 +40,7 @@ from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
 from projections.referee import Case, Judge
 from projections.state import StateTransaction
-from projections.wording import Names, one_line
+from projections.wording import Names, named_on_one_line
 from schemas import Event
 from schemas.judgements import (
     ANSWER_TYPES,
@@ -401,9 +401,7 @@ class ModelJudging:
         self._made: list[RecordedJudgement] = []
 
     def _named(self, entity: str) -> str:
-        """A declared name on one line, the id for one of whitespace alone: a name holding a
-        line break wrote lines of the prompt (`Truly: ...` for the referee)."""
-        return one_line(self._names(entity)) or entity
+        return named_on_one_line(self._names, entity)
 
     def feeling(self, memory: Memory) -> Memory:
         said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {_text(memory.content)}"

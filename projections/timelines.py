@@ -8,7 +8,7 @@ a timeline means reading its own records, then each ancestor's up to the branch 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from projections.key_prefixes import TIMELINES, WAITED_ON, WAITING_CHILDREN
@@ -33,6 +33,11 @@ def sees(ancestry: Ancestry, timeline_id: str, seq: int) -> bool:
     """Whether a timeline of this ancestry holds position `seq` of `timeline_id`: one of its
     own, or an ancestor's up to the branch point."""
     return any(s.timeline_id == timeline_id and seq <= s.upto_seq for s in ancestry)
+
+
+def as_of(ancestry: Ancestry, seq: int) -> Ancestry:
+    """The ancestry as it stood at position `seq` (positions go on from parent to branch)."""
+    return tuple(replace(segment, upto_seq=min(segment.upto_seq, seq)) for segment in ancestry)
 
 
 def timeline_key(tenant_id: str, world_id: str, timeline_id: str) -> bytes:

@@ -145,6 +145,13 @@ def speaker(name: str) -> str:
     return one_line(name.translate(_DETAIL_MARKS)) or "someone"
 
 
+def named_on_one_line(names: Names, entity: str) -> str:
+    """An entity's declared name as a prompt writes it: on one line (a name holding a line break
+    wrote lines of a prompt: `Truly: ...` for the referee, items of a character's knowledge),
+    the id for a name of whitespace alone."""
+    return one_line(names(entity)) or entity
+
+
 def one_line(text: str) -> str:
     """`text` with each run of whitespace, line breaks too, one space: a name or a memory's
     words holding a line break could start a line of a prompt or a table of their own (a

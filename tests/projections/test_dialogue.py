@@ -11,6 +11,7 @@ import pytest
 
 from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read, normalised
+from projections.event_keys import NPC_REPLIED, PLAYER_SAID
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
@@ -57,19 +58,13 @@ class Talk:
         *,
         player: str = "p1",
         npc: str = "npc-mara",
-        minute: int = 0,
+        minute: int | None = 0,
         location: str | None = "loc-inn",
+        record_ms: int | None = None,
         **payload: Any,
     ) -> int:
-        return self.send(
-            key="loreweaver.conversation.player-said",
-            actor=player,
-            target=npc,
-            players=[player],
-            location=location,
-            payload={"text": text} | payload,
-            occurred_at=at(minute),
-        )
+        """The player's line to the character (see `line`)."""
+        return self.line(PLAYER_SAID, player, npc, text, minute, location, record_ms, payload)
 
     def reply(
         self,
@@ -77,18 +72,38 @@ class Talk:
         *,
         player: str = "p1",
         npc: str = "npc-mara",
-        minute: int = 0,
+        minute: int | None = 0,
         location: str | None = "loc-inn",
+        record_ms: int | None = None,
         **payload: Any,
     ) -> int:
+        """The character's line to the player (see `line`)."""
+        return self.line(NPC_REPLIED, npc, player, text, minute, location, record_ms, payload)
+
+    def line(
+        self,
+        key: str,
+        actor: str,
+        target: str,
+        text: str,
+        minute: int | None,
+        location: str | None,
+        record_ms: int | None,
+        payload: dict[str, Any],
+    ) -> int:
+        """A line at `minute` of the story's real time; None: one with no `occurred_at`, timed
+        by its Kafka record (`record_ms`), if any (a file replay's has neither)."""
+        player = actor if key == PLAYER_SAID else target
+        said = {} if minute is None else {"occurred_at": at(minute)}
         return self.send(
-            key="loreweaver.conversation.npc-replied",
-            actor=npc,
-            target=player,
+            key=key,
+            actor=actor,
+            target=target,
             players=[player],
             location=location,
             payload={"text": text} | payload,
-            occurred_at=at(minute),
+            ts=record_ms,
+            **said,
         )
 
     def summarise(self, summary: str, *, player: str = "p1", **payload: Any) -> int:
@@ -348,14 +363,7 @@ def test_lines_without_time_neither_end_a_conversation_nor_let_the_scope_expire(
     and as the newest line it no longer kept the scope alive, as documented."""
     talk = Talk()
     talk.player("Visit 1", minute=0)
-    talk.send(
-        key="loreweaver.conversation.npc-replied",
-        actor="npc-mara",
-        target="p1",
-        players=["p1"],
-        location="loc-inn",
-        payload={"text": "no clock"},
-    )
+    talk.reply("no clock", minute=None)
     assert talk.read(minute=13 * 60)["player"]["expired"] is False
     assert texts(talk.read(minute=13 * 60)["player"]) == ["Visit 1", "no clock"]
     talk.player("Visit 2", minute=3 * 24 * 60)
@@ -368,14 +376,7 @@ def test_a_conversation_starts_past_the_latest_line_before_it_shown_or_not() -> 
     hour later began a new conversation and hid nine live turns."""
     talk = Talk()
     talk.player("Visit 1: my vault password is swordfish", minute=0)
-    talk.send(
-        key="loreweaver.conversation.npc-replied",
-        actor="npc-mara",
-        target="p1",
-        players=["p1"],
-        location="loc-inn",
-        payload={"text": "no clock"},
-    )
+    talk.reply("no clock", minute=None)
     talk.player("Visit 2", minute=72 * 60)
     for chat in range(8):
         talk.player(f"chat {chat}", minute=72 * 60 + chat)
@@ -533,14 +534,7 @@ def test_a_malformed_summary_is_acked_with_why_and_the_turns_stay(
 
 def test_the_kafka_record_time_stands_in_for_a_missing_occurred_at() -> None:
     talk = Talk()
-    talk.send(
-        key="loreweaver.conversation.player-said",
-        actor="p1",
-        target="npc-mara",
-        players=["p1"],
-        payload={"text": "no clock"},
-        ts=START_MS + 5 * MINUTE_MS,
-    )
+    talk.player("no clock", minute=None, location=None, record_ms=START_MS + 5 * MINUTE_MS)
     assert talk.read()["player"]["turns"][0]["occurred_at"] == "2024-05-01T12:05:00Z"
 
 
@@ -549,14 +543,7 @@ def test_a_record_time_no_clock_can_give_is_no_time(timestamp_ms: int) -> None:
     """A producer stamping microseconds as milliseconds (year 33658): the line's stamp raised
     out of the projector, and the worker stopped at it, again at every restart."""
     talk = Talk()
-    talk.send(
-        key="loreweaver.conversation.player-said",
-        actor="p1",
-        target="npc-mara",
-        players=["p1"],
-        payload={"text": "from the far future"},
-        ts=timestamp_ms,
-    )
+    talk.player("from the far future", minute=None, location=None, record_ms=timestamp_ms)
     assert talk.acks[-1]["outcome"] == "processed"
     [turn] = talk.read()["player"]["turns"]
     assert (turn["text"], turn["occurred_at"]) == ("from the far future", None)

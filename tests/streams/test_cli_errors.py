@@ -61,16 +61,28 @@ def test_a_publishing_command_says_kafka_cannot_be_reached_and_nothing_was_publi
     assert line.startswith(UNREACHABLE) and line.endswith("; nothing published")
 
 
-def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> None:
-    """In a process of its own: the worker sets up the process's logging."""
+def stopped_worker(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
+    """A worker started on no broker with a data dir of the test's and `variables` set, in a
+    process of its own (it sets up the process's logging), once it stopped: it must have
+    stopped, exit code 1."""
     result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
+        [sys.executable, "-m", "streams", "worker"],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "RUMOURMILL_DATA_DIR": str(tmp_path / "data")},
+        env={
+            **os.environ,
+            "RUMOURMILL_BROKER": NOWHERE,
+            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+            **variables,
+        },
     )
     assert result.returncode == 1
+    return result
+
+
+def test_a_worker_says_kafka_cannot_be_reached_in_one_line(tmp_path: Path) -> None:
+    result = stopped_worker(tmp_path)
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
 
@@ -90,22 +102,10 @@ def test_a_worker_logging_json_says_why_it_did_not_start_in_json(
     warning of a misspelt variable and the line saying why it stopped too (a log pipeline
     that parses JSON lost them, the one line an operator needs). Settings are read whatever
     the case of their names: written in lower case, the line saying why was plain text."""
-    env = {
-        **os.environ,
-        "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-        variable: "json",
-        "RUMOURMILL_BLOCK_CACHE": "32",
-    }
+    variables = {variable: "json", "RUMOURMILL_BLOCK_CACHE": "32"}
     if problem == "setting":
-        env["RUMOURMILL_PARTITIONS"] = "none"
-    result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert result.returncode == 1
+        variables["RUMOURMILL_PARTITIONS"] = "none"
+    result = stopped_worker(tmp_path, **variables)
     lines = [orjson.loads(line) for line in result.stderr.splitlines()]
     assert [line["level"] for line in lines][-1] == "critical"
     if problem == "kafka":
@@ -125,18 +125,7 @@ def test_a_worker_refuses_a_url_of_its_own_the_others_would_not_use(
     """The other workers forward reads to a worker's host and port over plain HTTP, at the path
     asked: a path or https in its RUMOURMILL_WEB_URL would be taken, and never used; without a
     port they forwarded to port 80, and every read they forwarded failed (503)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-            "RUMOURMILL_WEB_URL": url,
-        },
-    )
-    assert result.returncode == 1
+    result = stopped_worker(tmp_path, RUMOURMILL_WEB_URL=url)
     assert result.stderr.splitlines() == [
         "Error: bad setting:",
         f"RUMOURMILL_WEB_URL={url!r}: a worker's is http://HOST:PORT, with its port and without"
@@ -150,18 +139,7 @@ def test_a_worker_on_a_web_host_it_cannot_listen_on_says_so_before_kafka(
 ) -> None:
     """A name no resolver knows, an address of another machine (TEST-NET-1): it failed binding
     its web server after making Kafka's topics, a traceback naming no setting."""
-    result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker", "--broker", NOWHERE],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-            "RUMOURMILL_WEB_HOST": host,
-        },
-    )
-    assert result.returncode == 1
+    result = stopped_worker(tmp_path, RUMOURMILL_WEB_HOST=host)
     [said] = result.stderr.splitlines()
     assert said.startswith(f"Error: RUMOURMILL_WEB_HOST={host!r}: no address to listen on")
 
@@ -317,14 +295,7 @@ def test_a_worker_whose_data_dir_cannot_hold_state_says_so_in_one_line_before_ka
     file = tmp_path / "taken"
     file.write_text("")
     named = data_dir.format(file=file)
-    result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "RUMOURMILL_BROKER": NOWHERE, "RUMOURMILL_DATA_DIR": named},
-    )
-    assert result.returncode == 1
+    result = stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=named)
     [line] = result.stderr.splitlines()
     assert line.startswith(f"Error: RUMOURMILL_DATA_DIR={named!r} cannot hold the state: {why}")
 
