@@ -349,7 +349,7 @@ class Keeper:
     def recall(self, index: RecallIndex, text: str) -> list[str]:
         found = recall(
             self.state, index, TENANT, self.world, TIMELINE, KEEPER, RecallQuery(text), POLICY
-        )
+        ).read()
         return [memory.belief_id for memory in found.memories]
 
     def fused_ranking(self, text: str, limit: int) -> list[str]:

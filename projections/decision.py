@@ -32,10 +32,10 @@ from projections.recall import (
     RecallIndex,
     declared_named_in,
     held_candidates,
-    search_and_choose,
+    search,
     search_scope,
 )
-from projections.recall_choice import Candidate, best_first, story_order
+from projections.recall_choice import Candidate, best_first, choose, story_order
 from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
@@ -98,7 +98,8 @@ def decision(
     knowledge = knowledge[:MAX_KNOWLEDGE]
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
     cues = declared_named_in(words, declared)  # "Where is Rook now?" asks of Rook, as in recall
-    chosen, _ = search_and_choose(tx, index, keys, scope, words, cues, MAX_KNOWLEDGE, policy)
+    candidates, _, _ = search(tx, index, keys, scope, words, cues, MAX_KNOWLEDGE, policy)
+    chosen = choose(candidates, now, MAX_KNOWLEDGE, policy)
     taken = ids(knowledge)
     best = sorted((one for one in chosen if one.memory.belief_id not in taken), key=best_first)
     knowledge += [

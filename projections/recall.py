@@ -6,8 +6,10 @@
 2. Fuse the rankings (`projections.recall_fusion`).
 3. Apply retention with the timeline's story "now" and its recalls (`projections.reinforcement`)
    down the fused ranking, keeping the first over_retrieve x limit memories not forgotten as the
-   candidates (a forgotten memory is absent from recall, so it takes no candidate's place), then
-   choose and order (`projections.recall_choice`).
+   candidates (a forgotten memory is absent from recall, so it takes no candidate's place).
+4. With a reranker (the worker's, over HTTP: `streams.reranker`), score the candidates again
+   (`Recalling`: the searched recall, waiting for it), then
+5. choose and order (`projections.recall_choice`).
 
 The searches run over a `RecallIndex`: derived, rebuildable local state that the worker (and an
 in-process replay) keeps beside the projections, caught up from the memory log before each
@@ -44,7 +46,7 @@ SEARCH_DEPTH = 60
 """Each search hands at most this many memories to fusion (the candidate cap)."""
 DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
 """How deep the searches run again when forgotten memories left fewer candidates than wanted
-while a search had more to give (`search_and_choose`)."""
+while a search had more to give (`search`)."""
 MAX_WORDS = MAX_QUERY_CHARACTERS // 2
 """The most words the word search takes of a text: every word of a query (1,000 characters
 hold at most 500); of a longer text (a decision's line) the rarest in the world."""
@@ -147,6 +149,33 @@ def search_scope(keys: MemoryKeys, ancestry: Ancestry, character: str) -> Search
     return SearchScope(keys.tenant_id, keys.world_id, character, ancestry, keys.persistent_upto)
 
 
+@dataclass(frozen=True, slots=True)
+class Recalling:
+    """A recall searched (steps 1 to 3), before its choice (step 5): the candidates a reranker
+    may score (step 4), as the character holds them now."""
+
+    text: str
+    candidates: list[Candidate]
+    now: int | None
+    limit: int
+    policy: Policy
+    searched: SearchCounts
+
+    def documents(self) -> list[str]:
+        """What a reranker is shown of each candidate: its content as the character holds it
+        (retold when faded: the detail a faded memory lost does not make it relevant)."""
+        return [candidate.memory.content for candidate in self.candidates]
+
+    def read(self, reranked: Sequence[float] | None = None) -> RecallRead:
+        """The answer: chosen by the fused scores, or with `reranked`, a reranker's score of
+        each candidate (`documents`), in their order."""
+        chosen = choose(self.candidates, self.now, self.limit, self.policy, reranked)
+        searched = self.searched
+        if reranked is not None:
+            searched = searched.model_copy(update={"reranked": len(reranked)})
+        return RecallRead(memories=[recalled(one) for one in chosen], searched=searched)
+
+
 def recall(
     tx: StateTransaction,
     index: RecallIndex,
@@ -157,8 +186,9 @@ def recall(
     query: RecallQuery,
     policy: Policy,
     as_of_seq: int | None = None,
-) -> RecallRead:
-    """What `npc_id` recalls for `query` on the timeline (as of a position)."""
+) -> Recalling:
+    """What `npc_id` recalls for `query` on the timeline (as of a position), up to its choice:
+    `Recalling.read` chooses, with the scores of a reranker or without."""
     query.check()
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
     index.catch_up(tx, keys)
@@ -170,13 +200,13 @@ def recall(
         if cue not in declared and not index.mentions(tenant_id, world_id, cue):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
     cues = list(dict.fromkeys([*query.cues, *declared_named_in(query.text, declared)]))
-    chosen, searched = search_and_choose(
+    candidates, now, searched = search(
         tx, index, keys, scope, query.text, cues, query.limit, policy
     )
-    return RecallRead(memories=[recalled(one) for one in chosen], searched=searched)
+    return Recalling(query.text, candidates, now, query.limit, policy, searched)
 
 
-def search_and_choose(
+def search(
     tx: StateTransaction,
     index: RecallIndex,
     keys: MemoryKeys,
@@ -185,8 +215,9 @@ def search_and_choose(
     cues: Sequence[str],
     limit: int,
     policy: Policy,
-) -> tuple[list[Chosen], SearchCounts]:
-    """Steps 1 to 5 for a caught-up index: the chosen memories, and what each search found.
+) -> tuple[list[Candidate], int | None, SearchCounts]:
+    """Steps 1 to 3 for a caught-up index: the candidates, the timeline's story now, and what
+    each search found.
 
     Each search hands `SEARCH_DEPTH` memories on. When forgotten ones leave fewer candidates
     than wanted and a search had more to give, the searches run once more, `DEEP_SEARCH_DEPTH`
@@ -209,7 +240,7 @@ def search_and_choose(
     searched = SearchCounts(
         cues=len(rankings["cues"]), words=len(rankings["words"]), vectors=len(rankings["vectors"])
     )
-    return choose(candidates, now, limit, policy), searched
+    return candidates, now, searched
 
 
 def held_candidates(

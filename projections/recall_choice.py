@@ -1,20 +1,25 @@
-"""Recall's choice (section 9, step 5): the memories worth answering, chronologically.
+"""Recall's choice (section 9, steps 4 and 5): the memories worth answering, chronologically.
 
-Each candidate is scored by relevance (its fused score over the best one's), importance,
-retention (section 8) and recency (1 / (1 + story days since it happened)), weighted by the
-policy's `memory.recall.weights`. Forgotten memories are never candidates
+Each candidate is scored by relevance (its fused score over the best one's; with a reranker's
+scores, 70% the reranker's relevance and 30% that), importance, retention (section 8) and
+recency (1 / (1 + story days since it happened)), weighted by the policy's
+`memory.recall.weights`. Forgotten memories are never candidates
 (`projections.recall.held_candidates`), so never chosen. The best `limit` are
 presented in story order (story time, then position), as a character tells what happened.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from projections.retention import MINUTES_PER_DAY, Retention
 from schemas.memory import Memory
 from schemas.policy import Policy
+
+RERANKER_SHARE = 0.7
+"""What a reranker's relevance weighs in a reranked candidate's relevance (step 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,25 +46,54 @@ def recency(memory: Memory, now: int | None) -> float:
     return 1.0 / (1.0 + max(0, now - memory.story_minutes) / MINUTES_PER_DAY)
 
 
-def choose(
-    candidates: Sequence[Candidate], now: int | None, limit: int, policy: Policy
-) -> list[Chosen]:
-    """The best `limit` candidates, in story order."""
-    weights = policy.memory.recall.weights
+def reranked_relevance(scores: Sequence[float]) -> list[float]:
+    """A reranker's scores as relevances from 0 to 1: as given when all are in that range (a
+    cross-encoder's probability, as Cohere, Jina and vLLM answer), else each through the
+    logistic function (raw logits, as llama.cpp's server answers), so every score keeps its
+    meaning whatever else was asked beside it."""
+    if all(0.0 <= score <= 1.0 for score in scores):
+        return list(scores)
+    return [0.5 * (1.0 + math.tanh(score / 2)) for score in scores]  # 1 / (1 + e^-x), no overflow
+
+
+def relevances(candidates: Sequence[Candidate], reranked: Sequence[float] | None) -> list[float]:
+    """Each candidate's relevance: its fused score over the best one's (step 2), or with a
+    reranker's scores (step 4, one per candidate) `RERANKER_SHARE` of the reranker's relevance
+    and the rest the fused one."""
     best = max((candidate.fused for candidate in candidates), default=0.0) or 1.0
+    fused = [candidate.fused / best for candidate in candidates]
+    if reranked is None:
+        return fused
+    if len(reranked) != len(candidates):
+        raise ValueError(f"{len(reranked)} reranker scores for {len(candidates)} candidates")
+    return [
+        RERANKER_SHARE * score + (1 - RERANKER_SHARE) * relevance
+        for score, relevance in zip(reranked_relevance(reranked), fused, strict=True)
+    ]
+
+
+def choose(
+    candidates: Sequence[Candidate],
+    now: int | None,
+    limit: int,
+    policy: Policy,
+    reranked: Sequence[float] | None = None,
+) -> list[Chosen]:
+    """The best `limit` candidates, in story order; `reranked`: a reranker's score of each."""
+    weights = policy.memory.recall.weights
     scored = [
         Chosen(
             candidate.memory,
             candidate.retention.value,
             round(
-                weights.relevance * candidate.fused / best
+                weights.relevance * relevance
                 + weights.importance * candidate.memory.importance
                 + weights.retention * candidate.retention.value
                 + weights.recency * recency(candidate.memory, now),
                 6,
             ),
         )
-        for candidate in candidates
+        for candidate, relevance in zip(candidates, relevances(candidates, reranked), strict=True)
     ]
     scored.sort(key=best_first)
     return sorted(scored[:limit], key=story_order)

@@ -130,11 +130,13 @@ class RecalledMemory(BeliefRead):
 
 
 class SearchCounts(Contract):
-    """How many candidates each search of a recall found (0 for a search that did not run)."""
+    """How many candidates each search of a recall found (0 for a search that did not run),
+    and how many of the candidates a reranker scored (0 without one, or without its answer)."""
 
     cues: Annotated[int, Field(ge=0)]
     words: Annotated[int, Field(ge=0)]
     vectors: Annotated[int, Field(ge=0)]
+    reranked: Annotated[int, Field(ge=0)] = 0
 
 
 class RecallRead(ReadModel):

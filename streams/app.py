@@ -57,6 +57,7 @@ from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
 from streams.recovery import StateTableManager
+from streams.reranker import Reranker
 from streams.settings import MOST_BATCH_EVENTS, Settings
 from streams.state import (
     BatchTransaction,
@@ -407,6 +408,8 @@ class Rumourmill:
     """The runtime reads the web views answered, kept encoded (`streams.read_cache`)."""
     changes: str = ""
     """The change feed's topic; empty when the feed is off."""
+    reranker: Reranker | None = None
+    """Recall's reranker (section 9, step 4); None when none is configured."""
 
     async def judged(
         self, transactions: Iterable[BatchTransaction], message: SourceMessage
@@ -806,6 +809,7 @@ def create_app(settings: Settings) -> Rumourmill:
         judge,
         metrics=metrics,
         changes=settings.topics.changes,
+        reranker=Reranker.configured(settings, metrics.rerank_call),
     )
     state.send_acks = mill.send_world_acks
     register_views(app, mill)

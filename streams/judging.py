@@ -15,7 +15,7 @@ message's outbox and asks nothing. Deleting a world tombstones its records
 world's answers for none of its positions.
 
 A model that ran out of time on every question of a message is left to rest
-(`streams.model_client.REST_SECONDS`): until then the rules answer at once, so a hanging model
+(`streams.json_service.REST_SECONDS`): until then the rules answer at once, so a hanging model
 slows a partition once, not at every event. Cut by a world's deadline, it rests for the worlds
 whose deadline is no longer, and for the reply checks as impatient (`ModelClient.out_of_time`);
 by the client's own timeout, for all.
@@ -50,9 +50,10 @@ from projections.judgements import (
 from projections.projector import Projector
 from projections.state import StateTransaction
 from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
+from streams.json_service import REST_SECONDS, TIMED_OUT
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
-from streams.model_client import REST_SECONDS, TIMED_OUT, ModelClient
+from streams.model_client import ModelClient
 from streams.settings import Settings
 
 log = logger("judging")

@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from schemas import Ack, Outcome
 from schemas.memory import Memory
-from streams.model_client import Outcome as ModelOutcome
+from streams.json_service import Outcome as CallOutcome
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The Prometheus text exposition format's content type."""
@@ -108,8 +108,17 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
-        for model_outcome in ModelOutcome:
-            self.model_calls.labels(outcome=model_outcome.value)
+        self.rerank_calls = PrometheusCounter(
+            "rumourmill_rerank_calls",
+            "Calls to the reranker, by how they ended (answered; refused, malformed, http_error, "
+            "unreachable, timeout: recall chose by its searches; resting, busy: not asked; "
+            "cancelled: the recall's client went).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for call_outcome in CallOutcome:
+            self.model_calls.labels(outcome=call_outcome.value)
+            self.rerank_calls.labels(outcome=call_outcome.value)
         self.reads = Histogram(
             "rumourmill_read_seconds",
             "Time to answer an HTTP read, by endpoint (route template).",
@@ -131,9 +140,13 @@ class Metrics:
         self.memories_formed.inc(len(memories))
         self.rumours_passed.inc(len(rumours))
 
-    def model_call(self, outcome: ModelOutcome) -> None:
-        """Count one call to the model (`streams.model_client.Count`)."""
+    def model_call(self, outcome: CallOutcome) -> None:
+        """Count one call to the model (`streams.json_service.Count`)."""
         self.model_calls.labels(outcome=outcome.value).inc()
+
+    def rerank_call(self, outcome: CallOutcome) -> None:
+        """Count one call to the reranker (`streams.json_service.Count`)."""
+        self.rerank_calls.labels(outcome=outcome.value).inc()
 
     def exposition(self) -> bytes:
         """Every metric in the Prometheus text format."""

@@ -152,12 +152,14 @@ def bearer_key(key: str) -> str:
 
 BearerKey = Annotated[str, AfterValidator(lambda key: key and bearer_key(key))]
 """A key sent as `Authorization: Bearer KEY`, or none (empty)."""
-SECRETS = frozenset({"api_keys", "api_key", "model_key", "kafka_sasl_password"})
+SECRETS = frozenset({"api_keys", "api_key", "model_key", "rerank_key", "kafka_sasl_password"})
 """The settings a bad value of is not shown: it would be a secret in a terminal or a log."""
-URLS = frozenset({"web_url", "model_url", "broker", "test_broker"})
+URLS = frozenset({"web_url", "model_url", "rerank_url", "broker", "test_broker"})
 """The settings a bad value of is shown without its user and password (`without_credentials`):
 a broker address holds none, but one written so is refused without its password shown."""
 HIDDEN_URL = "(not shown: it may hold a password)"
+ENDPOINTS = {"model_url": "chat/completions", "rerank_url": "rerank"}
+"""The endpoint each service's URL is the API of: rumourmill posts to URL/ENDPOINT."""
 
 
 def without_credentials(url: str) -> str:
@@ -340,6 +342,19 @@ class Settings(BaseSettings):
     """One call's limit; each world's `memory.model.deadline_ms` also bounds an event's calls."""
     model_concurrency: Positive = 8
     """Calls to the model in flight at once, per worker."""
+    rerank_url: str = ""
+    """A reranking API of the Cohere and Jina protocol (`http://127.0.0.1:8000/v1`: rumourmill
+    posts to `RERANK_URL/rerank`, as vLLM, llama.cpp's server, Infinity, Jina and Cohere serve
+    it); empty: no reranker, recall chooses by its searches' fused ranking (section 9, step 4)."""
+    rerank_model: str = ""
+    """The reranking model asked (the request's `model`)."""
+    rerank_key: BearerKey = ""
+    """Sent as `Authorization: Bearer KEY` when set."""
+    rerank_timeout_seconds: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = 2.0
+    """One reranking's limit: a recall waits for it that long at most, then answers without it."""
+    rerank_concurrency: Positive = 4
+    """Rerankings in flight at once, per worker: a recall finding every one taken answers
+    without one rather than wait."""
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
@@ -413,7 +428,7 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("web_url", "model_url")
+    @field_validator("web_url", "model_url", "rerank_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value:
@@ -435,13 +450,14 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL (host, port and path only)")
         return value.rstrip("/")
 
-    @field_validator("model_url")
+    @field_validator("model_url", "rerank_url")
     @classmethod
-    def _the_api_not_its_endpoint(cls, value: str) -> str:
-        if urlsplit(value).path.rstrip("/").endswith("/chat/completions"):
+    def _the_api_not_its_endpoint(cls, value: str, info: ValidationInfo) -> str:
+        endpoint = ENDPOINTS[str(info.field_name)]
+        if urlsplit(value).path.rstrip("/").endswith(f"/{endpoint}"):
             raise ValueError(
                 "names the endpoint: give the API's URL it is under (`http://HOST:PORT/v1`):"
-                " rumourmill posts to URL/chat/completions (this one had every call a 404)"
+                f" rumourmill posts to URL/{endpoint} (this one had every call a 404)"
             )
         return value
 
@@ -456,25 +472,27 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("model_name")
+    @field_validator("model_name", "rerank_model")
     @classmethod
     def _a_model_named(cls, value: str, info: ValidationInfo) -> str:
-        if info.data.get("model_url") and not value.strip():
+        url = f"{str(info.field_name).split('_')[0]}_url"
+        if info.data.get(url) and not value.strip():
             raise ValueError(
-                "is empty, and RUMOURMILL_MODEL_URL is set: name the model it serves (the"
+                f"is empty, and {ENV_PREFIX}{url.upper()} is set: name the model it serves (the"
                 " request's `model`; any name for a server of one model, as llama.cpp's):"
-                " Ollama, vLLM and hosted APIs refused every call, and the rules judged all"
+                " Ollama, vLLM and hosted APIs refused every call"
             )
         return value
 
-    @field_validator("model_key")
+    @field_validator("model_key", "rerank_key")
     @classmethod
     def _one_credential(cls, value: str, info: ValidationInfo) -> str:
-        parts = urlsplit(info.data.get("model_url") or "")
+        url = f"{str(info.field_name).split('_')[0]}_url"
+        parts = urlsplit(info.data.get(url) or "")
         if value and (parts.username is not None or parts.password is not None):
             raise ValueError(
-                "is set, and RUMOURMILL_MODEL_URL has a user and password: a call sends one"
-                " Authorization header, and with both every call failed before it was sent:"
+                f"is set, and {ENV_PREFIX}{url.upper()} has a user and password: a call sends"
+                " one Authorization header, and with both every call failed before it was sent:"
                 " keep one of the two"
             )
         return value

@@ -213,6 +213,8 @@ def recall_table(found: dict[str, Any]) -> str:
         f"searched: {searched['cues']} by cues, {searched['words']} by words, "
         f"{searched['vectors']} by vectors"
     )
+    if reranked := searched.get("reranked"):  # a worker of an earlier release says nothing
+        header += f"; {reranked} reranked"
     rows = [
         [m["seq"], m["game_time"] or "", m["kind"], m["retention"], m["score"], m["content"]]
         for m in found["memories"]

@@ -45,7 +45,7 @@ from projections.invention import (
     with_relations,
 )
 from projections.provenance import provenance
-from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, RecallQuery, recall
+from projections.recall import DEFAULT_LIMIT, MAX_LIMIT, Recalling, RecallQuery, recall
 from projections.rumour_map import RumourMap, rumour_map
 from projections.runtime_read import (
     BadRead,
@@ -64,6 +64,7 @@ from streams.metrics import CONTENT_TYPE, Metrics
 from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex, catch_up_in_slices
+from streams.reranker import Reranker
 from streams.rumour_picture import DrawingUnavailable, rumour_svg
 from streams.tokens import wordllama_tokens
 
@@ -145,6 +146,11 @@ class WorldReads(Protocol):
     @property
     def model(self) -> ModelClient | None:
         """The model the invention check asks about relations; None when none is configured."""
+        ...
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """Recall's reranker (section 9, step 4); None when none is configured."""
         ...
 
 
@@ -386,9 +392,20 @@ class RuntimeRead(WorldRead):
 
 
 class Recall(WorldRead):
-    """What a character recalls for a query (section 9)."""
+    """What a character recalls for a query (section 9): searched on the worker's state, then,
+    with a reranker configured, its candidates scored by it without holding the event loop."""
 
     searches = True
+
+    async def finish(self, found: object) -> object:
+        """The recall chosen, with the reranker's scores when it gives them in time (else by
+        the fused ranking alone: `streams.reranker` logs and counts why)."""
+        recalling = cast(Recalling, found)
+        reranker = self.reads.reranker
+        if reranker is None or not recalling.candidates:
+            return recalling.read()
+        scores = await reranker.rerank(recalling.text, recalling.documents())
+        return recalling.read(None if isinstance(scores, str) else scores)
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")

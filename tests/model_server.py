@@ -12,6 +12,8 @@ test, a benchmark or a worker in another process can call it), and behaves as it
 - `malformed`: prose instead of the JSON object asked for;
 - `hang`: never answers (until the server stops).
 
+It reranks too (`/v1/rerank`, the Cohere and Jina protocol), whatever its behaviour.
+
 Every request is kept (`requests`), so a test can count the calls the model got.
 """
 
@@ -55,6 +57,8 @@ class ScriptedModel:
     summary_padding: int = 0
     """Words added to every summary (enough of them make it over its budget)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    rerankings: list[dict[str, Any]] = field(default_factory=list)
+    """The rerank requests it got (`/v1/rerank`), apart from the chat completions."""
     port: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,6 +90,19 @@ class ScriptedModel:
         if behaviour == "malformed":
             return _completion({"role": "assistant", "content": "She feels rather cross."})
         return _completion({"role": "assistant", "content": self.answer(body)})
+
+    async def rerank(self, request: web.Request) -> web.Response:
+        """A reranker of the Cohere and Jina protocol that finds the last document it is sent
+        the most relevant, and each one before it less (the recall's candidates come best fused
+        first: it turns their order round)."""
+        body = await request.json()
+        with self._lock:
+            self.rerankings.append(body)
+        count = len(body["documents"])
+        scores = [
+            {"index": index, "relevance_score": (index + 1) / count} for index in range(count)
+        ]
+        return web.json_response({"results": scores})
 
     def answer(self, body: dict[str, Any]) -> str:
         """The JSON answer to a request: a verdict when asked to referee, a retelling when
@@ -125,6 +142,7 @@ def scripted_model(behaviour: Behaviour = "answer", delay: float = 0.0) -> Itera
     ready = threading.Event()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", model.chat_completions)
+    app.router.add_post("/v1/rerank", model.rerank)
     runner = web.AppRunner(app, shutdown_timeout=0.1, access_log=None)
 
     async def start() -> None:
@@ -160,11 +178,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def serving(chat_completions: Handler) -> AsyncIterator[str]:
-    """A chat-completions server on 127.0.0.1, in the running loop, whose every call
-    `chat_completions` answers (shapes `ScriptedModel` never sends); yields the base URL."""
+async def serving(handler: Handler, endpoint: str = "chat/completions") -> AsyncIterator[str]:
+    """A server on 127.0.0.1, in the running loop, whose every call to `endpoint` (by default
+    chat completions, in shapes `ScriptedModel` never sends) `handler` answers; yields the
+    base URL."""
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post(f"/v1/{endpoint}", handler)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -328,7 +328,7 @@ def recall(
     memories, handed = choose(seen, rankings, limit, oracle.policy)
     return {
         "memories": memories,
-        "searched": {name: len(found) for name, found in handed.items()},
+        "searched": {**{name: len(found) for name, found in handed.items()}, "reranked": 0},
     }
 
 

@@ -103,7 +103,9 @@ def test_chronicle_recall_and_diff_as_of_a_position_hold_what_the_runtime_read_s
         query = RecallQuery("sailor son locket Ilse Mara", (), 50)
         index = SqliteRecallIndex()
         try:
-            found = recall(STATE, index, "default", "save-1", timeline, npc, query, PERSISTENT, seq)
+            found = recall(
+                STATE, index, "default", "save-1", timeline, npc, query, PERSISTENT, seq
+            ).read()
         except NotFound:
             recalled: set[str] = set()
         else:
@@ -183,3 +185,19 @@ def test_provenance_as_of_a_position_names_the_earliest_origin_up_to_it() -> Non
     for as_of in (3, 6):
         found = answer(provenance(state, "default", "w", "reload", "npc-mara", heard, as_of))
         assert (found["origin"]["timeline_id"], found["origin"]["seq"]) == ("main", 2)
+
+
+def test_a_read_as_of_the_position_reached_is_the_read_now() -> None:
+    """Found by a reviewer: a game pinning its reads to the `processed_seq` it was given (the
+    reload's 3) lost the persistent memories main formed at 4 and 5 from each of them."""
+    later = {m.belief_id for m in MEMORIES_HELD if m.persistent and m.timeline_id == "main"}
+    for npc in CHARACTERS:
+        now = answer(runtime_read(STATE, "default", "save-1", "reload", npc))
+        as_of = answer(runtime_read(STATE, "default", "save-1", "reload", npc, 3))
+        assert as_of == now
+    shown_now = {
+        memory["belief_id"]
+        for npc in CHARACTERS
+        for memory in answer(runtime_read(STATE, "default", "save-1", "reload", npc))["beliefs"]
+    }
+    assert shown_now & later - {m.belief_id for m in MEMORIES_HELD if m.seq <= 3}

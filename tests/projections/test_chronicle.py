@@ -199,7 +199,7 @@ def test_a_summary_never_replaces_a_record_in_any_read() -> None:
     recalled = recall(
         state, SqliteRecallIndex(), "default", "w", "main", "npc-mara",
         RecallQuery("line3 word3", (), 1), Policy(),
-    )  # fmt: skip
+    ).read()  # fmt: skip
     assert [m.content for m in recalled.memories] == [line_text(3)]
     told = provenance(state, "default", "w", "main", "npc-mara", recalled.memories[0].belief_id)
     assert told.memory.content == line_text(3)

@@ -271,7 +271,7 @@ def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     asked = RecallQuery("What did the dragon burn?", (), 10)
     recalled = recall(
         state, SqliteRecallIndex(), "default", "w", "main", "npc-mara", asked, Policy()
-    )
+    ).read()
     farms = [one for one in recalled.memories if "farm" in one.content]
     found = decide(20, state=state, world="w")
     taken = [one["content"] for one in found["knowledge"] if "farm" in one["content"]]
@@ -347,7 +347,7 @@ def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_nam
         "npc-mara",
         RecallQuery("Where is Rook now?"),
         Policy(),
-    )
+    ).read()
     recalled = {memory.content for memory in asked.memories}
     known = {memory["content"] for memory in decide(3, state=state, world="talk")["knowledge"]}
     assert "npc-thief purse stolen npc-mara at loc-inn" in recalled

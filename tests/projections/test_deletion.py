@@ -151,7 +151,7 @@ def test_the_recall_index_forgets_a_deleted_world_and_finds_what_it_holds_anew()
             "npc-mara",
             RecallQuery(text, (), 10),
             Policy(),
-        )
+        ).read()
         return [memory.content for memory in found.memories]
 
     assert any("son" in content for content in recalled(replay(story()), "son"))

@@ -169,7 +169,7 @@ def reads(state: MemoryState) -> list[bytes]:
                 mind = runtime_read(state, "default", world, timeline, npc)
                 answers.append(mind.to_json())
                 query = RecallQuery("tavern", (), 10)
-                found = recall(state, index, "default", world, timeline, npc, query, POLICY)
+                found = recall(state, index, "default", world, timeline, npc, query, POLICY).read()
                 answers.append(found.to_json())
                 for belief in [*mind.beliefs, *mind.recollections]:
                     answers.append(

@@ -88,7 +88,7 @@ def recall_of(
         RecallQuery(text, cues, limit),
         policy or Policy(),
         as_of_seq,
-    )
+    ).read()
     return answer(found)
 
 
@@ -117,13 +117,13 @@ def test_a_cue_finds_the_memories_about_it() -> None:
 def test_a_declared_name_in_the_query_is_a_cue() -> None:
     found = recall_of(STATE, SqliteRecallIndex(), "tell me about The Crooked Lantern")
     assert contents(found) == [FIGHT]
-    assert found["searched"] == {"cues": 1, "words": 1, "vectors": 0}
+    assert found["searched"] == {"cues": 1, "words": 1, "vectors": 0, "reranked": 0}
 
 
 def test_a_word_of_the_content_finds_it() -> None:
     found = recall_of(STATE, SqliteRecallIndex(), "son")
     assert contents(found) == [PROMISE]
-    assert found["searched"] == {"cues": 0, "words": 1, "vectors": 0}
+    assert found["searched"] == {"cues": 0, "words": 1, "vectors": 0, "reranked": 0}
 
 
 def test_a_paraphrase_sharing_no_word_is_found_by_its_meaning() -> None:

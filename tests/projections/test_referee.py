@@ -437,7 +437,7 @@ def test_recall_provenance_and_retelling_hold_the_weakened_belief_too() -> None:
             "npc-mara",
             RecallQuery("sailor alive harbour", (), 5),
             world.policy,
-        )
+        ).read()
     )
     assert [m["confidence"] for m in recalled["memories"] if m["content"] == ALIVE] == [0.4]
     found = answer(provenance(world.state, "default", "save-1", "main", "npc-mara", lie_held))

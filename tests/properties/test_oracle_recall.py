@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from projections.decision import decision
 from projections.memory_store import memory_keys
-from projections.recall import RecallQuery, recall
+from projections.recall import Recalling, RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound
-from schemas.memory import DecisionRead, RecallRead
+from schemas.memory import DecisionRead
 from streams.embedding import Vectors
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from tests.oracle import OracleNotFound
@@ -83,7 +83,9 @@ def answer(call: Callable[..., Any], *args: Any) -> Any:
         return "400"
     if isinstance(answered, DecisionRead):
         return [memory.model_dump(mode="json") for memory in answered.knowledge]
-    return answered.model_dump(mode="json") if isinstance(answered, RecallRead) else answered
+    if isinstance(answered, Recalling):  # chosen as a worker without a reranker chooses
+        return answered.read().model_dump(mode="json")
+    return answered
 
 
 def differences(actual: Any, expected: Any, where: str) -> list[str]:

@@ -39,7 +39,7 @@ def served(state: MemoryState) -> Rumourmill:
             "npc-mara",
             RecallQuery("son"),
             Policy(),
-        )
+        ).read()
         assert any("your son" in memory.content for memory in found.memories)
         mill.read_cache.put(
             (tenant, world, "main", "npc-mara", None),

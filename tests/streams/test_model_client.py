@@ -20,17 +20,17 @@ import pytest
 from aiohttp import web
 
 from schemas.judgements import FeelingAnswer
-from streams import model_client
-from streams.metrics import Metrics
-from streams.model_client import (
+from streams import json_service
+from streams.json_service import (
     MAX_ANSWER_BYTES,
     MAX_REST_SECONDS,
     REST_SECONDS,
-    ModelClient,
     credentials_sent,
     quoted_anyhow,
     rest_asked,
 )
+from streams.metrics import Metrics
+from streams.model_client import ModelClient
 from tests.model_server import Handler, serving
 from tests.support import samples_of
 
@@ -253,7 +253,7 @@ def test_an_answer_whose_encoding_is_broken_is_malformed_not_unreachable() -> No
 def test_failures_are_logged_once_a_minute_a_kind_and_every_call_is_counted(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model_client, "WARNING_INTERVAL", 2.0)
+    monkeypatch.setattr(json_service, "WARNING_INTERVAL", 2.0)
     metrics = Metrics()
     status = [500]
 
@@ -679,7 +679,7 @@ def test_a_kept_alive_call_the_model_drops_after_working_on_it_is_not_sent_again
             while True:
                 questions.append(await question_read(reader))
                 if len(questions) >= 2:  # works on it, then crashes
-                    await asyncio.sleep(model_client.CLOSED_IDLE_SECONDS + 0.3)
+                    await asyncio.sleep(json_service.CLOSED_IDLE_SECONDS + 0.3)
                     return
                 await answered(writer)
         finally:

@@ -24,8 +24,9 @@ from projections.runtime_read import runtime_read
 from schemas.judgements import EventJudgements, FeelingAnswer, RetellingAnswer, SummaryAnswer
 from schemas.policy import Policy
 from streams import judging
+from streams.json_service import MALFORMED
 from streams.judging import Judge, JudgementLog, MemoryTopic
-from streams.model_client import MALFORMED, ModelClient, answer_in
+from streams.model_client import ModelClient, answer_in
 from streams.replay import Replay, messages, replay_judged, replay_lines
 from streams.tokens import wordllama_tokens
 from tests.model_server import (

@@ -91,7 +91,12 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
 ) -> None:
     with scripted_model() as model:
         settings = unique_settings(
-            kafka_bootstrap, tmp_path / "live", model_url=model.url, model_name="scripted"
+            kafka_bootstrap,
+            tmp_path / "live",
+            model_url=model.url,
+            model_name="scripted",
+            rerank_url=model.url,
+            rerank_model="scripted-reranker",
         )
         asyncio.run(ensure_topics(settings))
         for world, document in (("save-1", POLICY), ("save-2", CROWD_POLICY)):
@@ -120,6 +125,19 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
                 samples = samples_of(reply.read().decode())
             answered = ("rumourmill_model_calls_total", (("outcome", "answered"),))
             assert samples[answered] == 6
+            # recall asks the reranker, which turns the searches' order round
+            recalled = get_json(
+                settings,
+                "/v2/memory/runtime/npcs/npc-mara/recall?world_instance_id=save-1"
+                "&timeline_id=main&q=the+sailor+and+the+son&limit=1",
+            )
+            [reranking] = model.rerankings
+            assert recalled["searched"]["reranked"] == len(reranking["documents"]) >= 2
+            assert [m["content"] for m in recalled["memories"]] == reranking["documents"][-1:]
+            assert reranking["model"] == "scripted-reranker"
+            with urllib.request.urlopen(scrape, timeout=10) as reply:
+                samples = samples_of(reply.read().decode())
+            assert samples[("rumourmill_rerank_calls_total", (("outcome", "answered"),))] == 1
             # a crowd sees a fight, the model hangs: the rules make 10,000 judgements, the ack
             # lists the first 100 and counts the rest, the topic keeps them all in parts
             model.behaviour = "hang"

@@ -63,7 +63,9 @@ def caught_up(index: SqliteRecallIndex) -> SqliteRecallIndex:
 
 
 def words_find_the_promise(index: SqliteRecallIndex, world: str) -> bool:
-    found = recall(STATE, index, "default", world, "main", "npc-mara", RecallQuery("son"), Policy())
+    found = recall(
+        STATE, index, "default", world, "main", "npc-mara", RecallQuery("son"), Policy()
+    ).read()
     return any("your son" in memory.content for memory in found.memories)
 
 
@@ -132,7 +134,7 @@ def test_a_catch_up_in_slices_takes_every_memory_once_each_position_whole() -> N
     asked = RecallQuery("drink shared at The Drowned Rat", limit=20)
     for character in ("npc-000", "npc-001", "npc-002"):
         answers = [
-            recall(busy, index, "default", "busy", "main", character, asked, Policy())
+            recall(busy, index, "default", "busy", "main", character, asked, Policy()).read()
             for index in (in_slices, SqliteRecallIndex())
         ]
         assert answers[0] == answers[1] and answers[0].memories

@@ -64,7 +64,7 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
             "npc-mara",
             RecallQuery("the sailor at the lantern", (), 5),
             Policy(),
-        )
+        ).read()
         assert status == 200
         assert body["memories"] == orjson.loads(want.to_json())["memories"]
     on_main = get(port, RECALL.format(timeline="main", q="sailor"), "key-acme")[1]

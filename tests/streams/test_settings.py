@@ -155,14 +155,27 @@ def test_host_names_as_deployments_write_them_are_taken(
     Settings.from_env()
 
 
-def test_a_model_url_without_a_model_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+SERVICES = pytest.mark.parametrize(
+    ("service", "endpoint", "named"),
+    [("MODEL", "chat/completions", "NAME"), ("RERANK", "rerank", "MODEL")],
+)
+"""The services asked over HTTP: the endpoint each one's URL is the API of, and the variable
+after the service's name that names the model asked."""
+
+
+@SERVICES
+def test_a_service_url_without_a_model_name_is_refused(
+    monkeypatch: pytest.MonkeyPatch, service: str, endpoint: str, named: str
+) -> None:
     """Ollama, vLLM and hosted APIs refuse a call naming no model: every judgement fell back to
     the rules, the log saying only that the model gave no answer."""
-    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1")
-    with pytest.raises(SettingsError, match=r"^RUMOURMILL_MODEL_NAME='': is empty, and RUMOURMILL"):
+    monkeypatch.setenv(f"RUMOURMILL_{service}_URL", "http://127.0.0.1:11434/v1")
+    with pytest.raises(
+        SettingsError, match=rf"^RUMOURMILL_{service}_{named}='': is empty, and RUMOURMILL"
+    ):
         Settings.from_env()
-    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "llama3.2")
-    assert Settings.from_env().model_name == "llama3.2"
+    monkeypatch.setenv(f"RUMOURMILL_{service}_{named}", "llama3.2")
+    assert getattr(Settings.from_env(), f"{service}_{named}".lower()) == "llama3.2"
 
 
 @pytest.mark.parametrize(
@@ -212,35 +225,39 @@ def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
     assert Settings.from_env().max_event_bytes == 11468
 
 
-def test_a_model_key_beside_a_user_and_password_in_the_model_url_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
+@SERVICES
+def test_a_key_beside_a_user_and_password_in_the_service_url_is_refused(
+    monkeypatch: pytest.MonkeyPatch, service: str, endpoint: str, named: str
 ) -> None:
     """Both were taken, and every call to the model failed before it was sent (a request has
     one Authorization header), each judgement left to the rules with 'could not be reached'."""
-    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://user:pass@127.0.0.1:8000/v1")
-    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "local")
-    monkeypatch.setenv("RUMOURMILL_MODEL_KEY", "sk-0123")
+    monkeypatch.setenv(f"RUMOURMILL_{service}_URL", "http://user:pass@127.0.0.1:8000/v1")
+    monkeypatch.setenv(f"RUMOURMILL_{service}_{named}", "m")
+    monkeypatch.setenv(f"RUMOURMILL_{service}_KEY", "sk-0123")
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()
     assert str(refused.value).startswith(
-        "RUMOURMILL_MODEL_KEY=(secret, not shown): is set, and RUMOURMILL_MODEL_URL has a user"
+        f"RUMOURMILL_{service}_KEY=(secret, not shown): is set, and RUMOURMILL_{service}_URL has"
     )
-    monkeypatch.delenv("RUMOURMILL_MODEL_KEY")
-    assert Settings.from_env().model_url == "http://user:pass@127.0.0.1:8000/v1"
+    monkeypatch.delenv(f"RUMOURMILL_{service}_KEY")
+    settings = Settings.from_env()
+    assert getattr(settings, f"{service.lower()}_url") == "http://user:pass@127.0.0.1:8000/v1"
 
 
-def test_a_model_url_naming_the_endpoint_itself_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
+@SERVICES
+def test_a_service_url_naming_the_endpoint_itself_is_refused(
+    monkeypatch: pytest.MonkeyPatch, service: str, endpoint: str, named: str
 ) -> None:
-    """rumourmill posts to MODEL_URL/chat/completions: a URL copied with the endpoint on it
-    was posted to .../chat/completions/chat/completions, a 404 at every call."""
-    monkeypatch.setenv("RUMOURMILL_MODEL_NAME", "llama3.2")
-    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1/chat/completions/")
+    """rumourmill posts to MODEL_URL/chat/completions (RERANK_URL/rerank): a URL copied with the
+    endpoint on it was posted to .../chat/completions/chat/completions, a 404 at every call."""
+    monkeypatch.setenv(f"RUMOURMILL_{service}_{named}", "m")
+    monkeypatch.setenv(f"RUMOURMILL_{service}_URL", f"http://127.0.0.1:11434/v1/{endpoint}/")
     with pytest.raises(SettingsError) as refused:
         Settings.from_env()
     assert "names the endpoint: give the API's URL it is under" in str(refused.value)
-    monkeypatch.setenv("RUMOURMILL_MODEL_URL", "http://127.0.0.1:11434/v1")
-    assert Settings.from_env().model_url == "http://127.0.0.1:11434/v1"
+    assert f"rumourmill posts to URL/{endpoint} " in str(refused.value)
+    monkeypatch.setenv(f"RUMOURMILL_{service}_URL", "http://127.0.0.1:11434/v1")
+    assert getattr(Settings.from_env(), f"{service.lower()}_url") == "http://127.0.0.1:11434/v1"
 
 
 @pytest.mark.parametrize("value", [",", " , , ", ",,"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import Replay, replay_judged, replay_lines
+from streams.reranker import Reranker
 from streams.show import chronicle_tables, diff_tables
 from streams.state import (
     Read,
@@ -86,6 +88,7 @@ class MemoryReads:
     metrics: Metrics = field(default_factory=Metrics)
     policy: Policy = field(default_factory=Policy)
     model: ModelClient | None = None
+    reranker: Reranker | None = None
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
         return self.policy
@@ -246,7 +249,7 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
         "npc-mara",
         RecallQuery("son", ("npc-drunk-sailor",), 5),
         Policy(),
-    )
+    ).read()
     [(status, body)] = serve(MemoryReads(STATE), (RECALL + "&cues=npc-drunk-sailor&limit=5", {}))
     assert (status, body) == (200, json_of(expected))
     assert len(body["memories"]) == 2
@@ -437,7 +440,7 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
     query = RecallQuery("drink shared at The Drowned Rat", limit=20)
     at_once = recall(
         state, SqliteRecallIndex(), "default", "tavern-0", "main", "npc-020", query, Policy()
-    )
+    ).read()
     asked = (
         "/v2/memory/runtime/npcs/npc-020/recall?world_instance_id=tavern-0&timeline_id=main"
         "&q=drink+shared+at+The+Drowned+Rat&limit=20"
@@ -465,9 +468,11 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
     assert answer == orjson.loads(at_once.to_json())
     assert len(answer["memories"]) == 20
     # held by the catch up, the loop answered twice: once before it, once after it all; a slice
-    # at a time, it answers once in every few slices (each of a request's steps waits for one)
+    # at a time, it answers once in every few slices (each of a request's steps waits for one).
+    # The typical wait, not the longest: a shared machine stalls any one of them now and then
     assert len(health_waits) > 5, f"/health answered {len(health_waits)} times in {took:.2f} s"
-    assert max(health_waits) < took / 4, f"/health waited {max(health_waits):.2f} s of {took:.2f} s"
+    typical = statistics.median(health_waits)
+    assert typical < took / 8, f"/health waited {typical:.2f} s (median) of {took:.2f} s"
 
 
 @pytest.mark.parametrize(
