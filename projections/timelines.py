@@ -205,3 +205,11 @@ def of_world(tx: StateTransaction, tenant_id: str, world_id: str) -> list[Timeli
     """Every timeline of a world, by id."""
     prefix = pack(TIMELINES, tenant_id, world_id)
     return [TimelineRecord.from_bytes(raw) for _, raw in tx.scan(prefix)]
+
+
+def reached_positions(tx: StateTransaction, tenant_id: str, world_id: str) -> dict[str, int]:
+    """Each timeline of a world and the position it has reached (`reached_seq`): two states of
+    a world at the same positions, from the same events, hold the same."""
+    return {
+        record.timeline_id: reached_seq(tx, record) for record in of_world(tx, tenant_id, world_id)
+    }

@@ -17,6 +17,7 @@ from streams.settings import Settings, SettingsError, unknown_variables, worker_
 
 if TYPE_CHECKING:
     from streams.publish import Line
+    from streams.rebuild import Rebuilt
 
 SCHEMA_DIR = Path("schemas", "json")
 """Where `schemas export` writes by default, from where it runs: a checkout's root holds the
@@ -843,7 +844,7 @@ def rebuild_command(
             def start(total: int) -> None:
                 nonlocal writing
                 writing = True
-                bar.update(task, total=total)
+                bar.reset(task, total=total)  # its clock starts with the fold
                 bar.start()
 
             try:
@@ -892,25 +893,28 @@ def rebuild_command(
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
-    _compare_with_live(live, rebuilt.digests)
+    _compare_with_live(live, rebuilt)
 
 
 NOT_ALL_COMPARED = 3
 """`rebuild`'s exit code when no world compared differs, but some could not be compared."""
 
 
-def _compare_with_live(live: Settings, digests: dict[tuple[str, str], str]) -> None:
+def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     """Print each rebuilt world's digest and whether the live worker's is the same, as it is
     asked; end the command (exit 1, or `NOT_ALL_COMPARED`) when some differ, or were not
-    compared: an API key reads one tenant."""
-    from streams.rebuild import NotCompared, RebuildFailed, live_digest
+    compared: an API key reads one tenant, and a world whose timelines the live worker had
+    taken elsewhere (events published since the rebuild began, or not processed yet) holds
+    another state."""
+    from streams.rebuild import NotCompared, RebuildFailed, live_digest, positions_apart
 
-    differing = not_compared = 0
+    digests = rebuilt.digests
+    differing = refused = moved = 0
     for (tenant, world_id), digest in sorted(digests.items()):
         try:
             live_one = live_digest(live, tenant, world_id)
         except NotCompared as refusal:
-            not_compared += 1
+            refused += 1
             verdict = f"not compared ({refusal})"
         except RebuildFailed as error:
             raise click.ClickException(
@@ -918,19 +922,30 @@ def _compare_with_live(live: Settings, digests: dict[tuple[str, str], str]) -> N
                 "(`rumourmill digest --world W` prints a world's live digest)"
             ) from None
         else:
-            verdict = "same as live"
-            if live_one != digest:
+            apart = positions_apart(rebuilt.positions[(tenant, world_id)], live_one.positions or {})
+            if live_one.positions is not None and apart:
+                moved += 1
+                verdict = f"not compared (the live worker stands elsewhere: {apart})"
+            elif live_one.digest != digest:
                 differing += 1
-                verdict = f"DIFFERS from live {live_one}"
+                verdict = f"DIFFERS from live {live_one.digest}"
+            else:
+                verdict = "same as live"
         click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
     problems = []
     if differing:
         problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")
-    if not_compared:
+    if refused:
         problems.append(
-            f"{not_compared} of {len(digests)} world(s) not compared: the API key does not read "
+            f"{refused} of {len(digests)} world(s) not compared: the API key does not read "
             "their tenants; compare each with the digest `rumourmill digest --world W --api-key "
             "KEY` prints, KEY one of its tenant"
+        )
+    if moved:
+        problems.append(
+            f"{moved} of {len(digests)} world(s) not compared: the live worker had processed "
+            "other events of them than the rebuild folded (published since it began, or not "
+            "processed yet); rebuild such a world again with --world W while no game plays it"
         )
     if problems:
         failure = click.ClickException("; ".join(problems))

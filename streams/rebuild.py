@@ -33,7 +33,6 @@ from rich.progress import (
     ProgressColumn,
     Task,
     TextColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 from rocksdict import Rdict
@@ -44,6 +43,7 @@ from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
+from projections.timelines import reached_positions
 from streams.app import create_app, home_partition, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
@@ -84,6 +84,8 @@ the broker gone, the consumer fetches nothing and raises nothing, and the progre
 stand still for ever."""
 
 World = tuple[str, str]
+Positions = dict[str, int]
+"""A world's timelines and the position each has reached."""
 """(tenant_id, world_instance_id)"""
 Advance = Callable[[int], None]
 """Told how many offsets of the events topic were read since it was last told (its events,
@@ -101,6 +103,9 @@ class Rebuilt:
     events: int = 0
     seconds: float = 0.0
     digests: dict[World, str] = field(default_factory=dict)
+    positions: dict[World, Positions] = field(default_factory=dict)
+    """Each world's timelines and the positions they reached in the rebuild: what its digest
+    was made at."""
     changelog_topic: str = ""
     expired: int = 0
     """Events the topic no longer holds (its retention removed them): they were not folded."""
@@ -336,6 +341,7 @@ async def rebuild(
         db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
         tx = RocksTransaction(db, refuse_writes)
         result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
+        result.positions[(tenant, world_id)] = reached_positions(tx, tenant, world_id)
     for db in list(store._dbs.values()):  # type: ignore[attr-defined]
         db.close()
     return result
@@ -603,30 +609,72 @@ def recorded_judge(
     )
 
 
-def live_digest(live: Settings, tenant: str, world_id: str) -> str:
+@dataclass(frozen=True)
+class LiveDigest:
+    """A world's digest as the live worker answered it, and the positions its timelines had
+    reached then (None from a worker of a release before it said them)."""
+
+    digest: str
+    positions: Positions | None
+
+
+def live_digest(live: Settings, tenant: str, world_id: str) -> LiveDigest:
     """The live worker's digest of a world. Raises `NotCompared` when the worker refuses the API
     key this world (403: a key reads its own tenant only), `RebuildFailed` when it cannot
     answer."""
     query = {"world_instance_id": world_id, "tenant_id": tenant}
     try:
-        digest = fetch(live, "/v2/admin/digest", query).get("digest")
+        answered = fetch(live, "/v2/admin/digest", query)
     except ReadFailed as error:
         if error.status == HTTPStatus.FORBIDDEN:
             raise NotCompared(str(error)) from None
         raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
-    if not isinstance(digest, str):
+    digest, positions = answered.get("digest"), answered.get("processed_seqs")
+    if not isinstance(digest, str) or not isinstance(positions, dict | None):
         raise RebuildFailed(
             f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
         )
-    return digest
+    return LiveDigest(digest, positions)
+
+
+def positions_apart(rebuilt: Positions, live: Positions) -> str:
+    """Where the live worker's timelines stand apart from the rebuild's (`main: 34 live, 6
+    rebuilt`), or nothing when they stand alike: a world is compared only there, for events
+    published since the rebuild began (or not yet processed live) make another state."""
+    apart = [
+        f"{timeline}: {live.get(timeline, 0)} live, {rebuilt.get(timeline, 0)} rebuilt"
+        for timeline in sorted(rebuilt.keys() | live.keys())
+        if rebuilt.get(timeline) != live.get(timeline)
+    ]
+    return "; ".join(apart)
+
+
+def fold_rate(task: Task) -> float | None:
+    """Events per second since the fold began; None before any. Not rich's speed, measured
+    between its last samples: the fold advances once per partition per fetch, thousands of
+    events microseconds after the other partition's, and rich showed millions a second (and
+    as little time left)."""
+    elapsed = task.finished_time if task.finished else task.elapsed
+    return task.completed / elapsed if elapsed and task.completed else None
 
 
 class EventRate(ProgressColumn):
-    """Events per second, as rich measures the task's speed."""
+    """Events per second (`fold_rate`)."""
 
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f} events/s")
+        rate = fold_rate(task)
+        return Text("" if rate is None else f"{rate:,.0f} events/s")
+
+
+class TimeLeft(ProgressColumn):
+    """The time the events left take at the rate so far (`fold_rate`)."""
+
+    def render(self, task: Task) -> Text:
+        rate = fold_rate(task)
+        if rate is None or task.total is None:
+            return Text("-:--:--")
+        left = int((task.total - task.completed) / rate)
+        return Text(f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}")
 
 
 def progress_bar(console: Console) -> Progress:
@@ -636,7 +684,7 @@ def progress_bar(console: Console) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         EventRate(),
-        TimeRemainingColumn(),
+        TimeLeft(),
         console=console,
         transient=False,
     )
