@@ -233,3 +233,16 @@ def test_a_partition_whose_events_retention_removed_lags_nothing_before_any_comm
     finally:
         worker.stop()
     assert lags[-1] == 0 and set(lags) <= {-1.0, 0.0}, lags
+
+
+def test_a_slow_event_and_a_slow_read_fall_in_buckets_of_their_own() -> None:
+    """An event waits for the model up to its world's deadline, a recall for its reranker up to
+    2 s: past the last bucket (2.5 s, 1 s), every slow one was counted in +Inf alone."""
+    metrics = Metrics()
+    metrics.processing.observe(4.0)
+    metrics.reads.labels(endpoint="/v2/memory/runtime/npcs/{npc_id}/recall").observe(1.9)
+    samples = samples_of(metrics.exposition().decode())
+    assert samples[("rumourmill_processing_seconds_bucket", (("le", "5.0"),))] == 1
+    assert samples[("rumourmill_processing_seconds_bucket", (("le", "2.5"),))] == 0
+    recall = (("endpoint", "/v2/memory/runtime/npcs/{npc_id}/recall"), ("le", "2.5"))
+    assert samples[("rumourmill_read_seconds_bucket", recall)] == 1
