@@ -49,8 +49,8 @@ def recency(memory: Memory, now: int | None) -> float:
 def reranked_relevance(scores: Sequence[float]) -> list[float]:
     """A reranker's scores as relevances from 0 to 1: as given when all are in that range (a
     cross-encoder's probability, as Cohere, Jina and vLLM answer), else each through the
-    logistic function (raw logits, as llama.cpp's server answers), so every score keeps its
-    meaning whatever else was asked beside it."""
+    logistic function (raw logits, as llama.cpp's server answers). Logits that all happen to
+    fall between 0 and 1 are taken as probabilities: the answer says not which they are."""
     if all(0.0 <= score <= 1.0 for score in scores):
         return list(scores)
     return [0.5 * (1.0 + math.tanh(score / 2)) for score in scores]  # 1 / (1 + e^-x), no overflow

@@ -57,10 +57,8 @@ def timeline_view(
     The record's `processed_seq` is the position the timeline has reached
     (`timelines.reached_seq`: a branch waiting for its branch point has reached only what its
     parent has). As of a position, the record says that position was the last processed and
-    acknowledged, and the ancestry and persistent memories are cut there (but at the position
-    reached, which is the present: its persistent memories are the read's now, whatever other
-    timelines formed past it); BadRead for a position not reached yet, naming it as the read's
-    parameter (`position_name`) does.
+    acknowledged, and the ancestry and persistent memories are cut there; BadRead for a
+    position not reached yet, naming it as the read's parameter (`position_name`) does.
     """
     record = timelines.load(tx, tenant_id, world_id, timeline_id)
     if record is None:
@@ -78,7 +76,7 @@ def timeline_view(
         )
     return (
         record.model_copy(update={"processed_seq": as_of_seq, "acknowledged_seq": as_of_seq}),
-        keys if as_of_seq == reached else replace(keys, persistent_upto=as_of_seq),
+        replace(keys, persistent_upto=as_of_seq),
         timelines.ancestry(tx, record, as_of_seq),
     )
 

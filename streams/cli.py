@@ -922,15 +922,22 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
                 "(`rumourmill digest --world W` prints a world's live digest)"
             ) from None
         else:
-            apart = positions_apart(rebuilt.positions[(tenant, world_id)], live_one.positions or {})
-            if live_one.positions is not None and apart:
+            live_positions = live_one.positions
+            apart = positions_apart(rebuilt.positions[(tenant, world_id)], live_positions or {})
+            if live_one.digest == digest:
+                verdict = "same as live"
+            elif live_positions is None:  # a worker of an earlier release: it may have moved on
+                moved += 1
+                verdict = (
+                    f"not compared (live {live_one.digest}, from a worker of an earlier release,"
+                    " which does not say where its timelines stand)"
+                )
+            elif apart:
                 moved += 1
                 verdict = f"not compared (the live worker stands elsewhere: {apart})"
-            elif live_one.digest != digest:
+            else:
                 differing += 1
                 verdict = f"DIFFERS from live {live_one.digest}"
-            else:
-                verdict = "same as live"
         click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
     problems = []
     if differing:
@@ -943,9 +950,10 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
         )
     if moved:
         problems.append(
-            f"{moved} of {len(digests)} world(s) not compared: the live worker had processed "
-            "other events of them than the rebuild folded (published since it began, or not "
-            "processed yet); rebuild such a world again with --world W while no game plays it"
+            f"{moved} of {len(digests)} world(s) not compared: the live worker had taken other "
+            "events of them than the rebuild folded (published since it began, not processed "
+            "yet, or waiting for a gap), or does not say; rebuild such a world again with "
+            "--world W while no game plays it"
         )
     if problems:
         failure = click.ClickException("; ".join(problems))

@@ -43,7 +43,7 @@ from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from projections.timelines import reached_positions
+from projections.timelines import world_positions
 from streams.app import create_app, home_partition, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
@@ -84,8 +84,8 @@ the broker gone, the consumer fetches nothing and raises nothing, and the progre
 stand still for ever."""
 
 World = tuple[str, str]
-Positions = dict[str, int]
-"""A world's timelines and the position each has reached."""
+Positions = dict[str, dict[str, int]]
+"""A world's timelines and where each stands (`projections.timelines.world_positions`)."""
 """(tenant_id, world_instance_id)"""
 Advance = Callable[[int], None]
 """Told how many offsets of the events topic were read since it was last told (its events,
@@ -104,8 +104,8 @@ class Rebuilt:
     seconds: float = 0.0
     digests: dict[World, str] = field(default_factory=dict)
     positions: dict[World, Positions] = field(default_factory=dict)
-    """Each world's timelines and the positions they reached in the rebuild: what its digest
-    was made at."""
+    """Each world's timelines and where they stood in the rebuild: what its digest was made
+    at."""
     changelog_topic: str = ""
     expired: int = 0
     """Events the topic no longer holds (its retention removed them): they were not folded."""
@@ -341,7 +341,7 @@ async def rebuild(
         db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
         tx = RocksTransaction(db, refuse_writes)
         result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
-        result.positions[(tenant, world_id)] = reached_positions(tx, tenant, world_id)
+        result.positions[(tenant, world_id)] = world_positions(tx, tenant, world_id)
     for db in list(store._dbs.values()):  # type: ignore[attr-defined]
         db.close()
     return result
@@ -611,8 +611,8 @@ def recorded_judge(
 
 @dataclass(frozen=True)
 class LiveDigest:
-    """A world's digest as the live worker answered it, and the positions its timelines had
-    reached then (None from a worker of a release before it said them)."""
+    """A world's digest as the live worker answered it, and where its timelines stood then
+    (None from a worker of a release before it said so)."""
 
     digest: str
     positions: Positions | None
@@ -629,7 +629,7 @@ def live_digest(live: Settings, tenant: str, world_id: str) -> LiveDigest:
         if error.status == HTTPStatus.FORBIDDEN:
             raise NotCompared(str(error)) from None
         raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
-    digest, positions = answered.get("digest"), answered.get("processed_seqs")
+    digest, positions = answered.get("digest"), answered.get("timelines")
     if not isinstance(digest, str) or not isinstance(positions, dict | None):
         raise RebuildFailed(
             f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
@@ -638,15 +638,30 @@ def live_digest(live: Settings, tenant: str, world_id: str) -> LiveDigest:
 
 
 def positions_apart(rebuilt: Positions, live: Positions) -> str:
-    """Where the live worker's timelines stand apart from the rebuild's (`main: 34 live, 6
-    rebuilt`), or nothing when they stand alike: a world is compared only there, for events
-    published since the rebuild began (or not yet processed live) make another state."""
+    """Where the live worker's timelines stand apart from the rebuild's (`main: live at 34,
+    rebuilt at 6`), or nothing when they stand alike: a world is compared only there, for
+    events published since the rebuild began (or not yet processed live, or waiting for a gap
+    there) make another state."""
     apart = [
-        f"{timeline}: {live.get(timeline, 0)} live, {rebuilt.get(timeline, 0)} rebuilt"
+        (timeline, live.get(timeline), rebuilt.get(timeline))
         for timeline in sorted(rebuilt.keys() | live.keys())
         if rebuilt.get(timeline) != live.get(timeline)
     ]
-    return "; ".join(apart)
+    return "; ".join(
+        f"{timeline}: live {_standing(there)}, rebuilt {_standing(here)}"
+        for timeline, there, here in apart
+    )
+
+
+def _standing(position: dict[str, int] | None) -> str:
+    """Where one timeline stands, in words: `at 5 (7 sent, 1 waiting)`, or `absent`."""
+    if position is None:
+        return "absent"
+    reached = position.get("processed_seq")
+    sent, waiting = position.get("acknowledged_seq"), position.get("deferred_events")
+    return f"at {reached}" + (
+        f" ({sent} sent, {waiting} waiting)" if waiting or sent != reached else ""
+    )
 
 
 def fold_rate(task: Task) -> float | None:

@@ -81,7 +81,7 @@ class Reranker(JsonService):
         """The reranker's score of each document for `query`, in their order; or why there is
         none. Never waits for a slot: a recall is a read, and answers without the reranker
         rather than queue behind others."""
-        if self._slots.locked():
+        if self._slots.locked() and not self.resting:  # resting: `answer` says so
             self.count(Outcome.BUSY)
             return (
                 f"{NOT_ASKED}: every one of the RUMOURMILL_RERANK_CONCURRENCY rerankings is in"

@@ -187,17 +187,18 @@ def test_provenance_as_of_a_position_names_the_earliest_origin_up_to_it() -> Non
         assert (found["origin"]["timeline_id"], found["origin"]["seq"]) == ("main", 2)
 
 
-def test_a_read_as_of_the_position_reached_is_the_read_now() -> None:
-    """Found by a reviewer: a game pinning its reads to the `processed_seq` it was given (the
-    reload's 3) lost the persistent memories main formed at 4 and 5 from each of them."""
-    later = {m.belief_id for m in MEMORIES_HELD if m.persistent and m.timeline_id == "main"}
+def test_a_read_as_of_a_position_answers_alike_before_and_after_the_timeline_moves_on() -> None:
+    """A reviewer asked that a read as of the position reached be the read now, which shows the
+    persistent memories main formed at 4 and 5; so answered, the same read pinned to the
+    reload's 3 lost them once the reload went on. As of a position never shows them."""
+    later = {m.belief_id for m in MEMORIES_HELD if m.persistent and m.seq > 3}
+    gift = orjson.loads(TAVERN_LINES[-1])
+    del gift["branch"]
+    moved_on = [*TAVERN_LINES, orjson.dumps(gift | {"seq": 4, "game_time": "day 1, 20:30"})]
+    past = replay_lines(moved_on, Projector(policies=lambda tenant, world: PERSISTENT)).state
     for npc in CHARACTERS:
-        now = answer(runtime_read(STATE, "default", "save-1", "reload", npc))
-        as_of = answer(runtime_read(STATE, "default", "save-1", "reload", npc, 3))
-        assert as_of == now
-    shown_now = {
-        memory["belief_id"]
-        for npc in CHARACTERS
-        for memory in answer(runtime_read(STATE, "default", "save-1", "reload", npc))["beliefs"]
-    }
-    assert shown_now & later - {m.belief_id for m in MEMORIES_HELD if m.seq <= 3}
+        pinned = shown(STATE, "save-1", "reload", npc, 3)  # the reload has reached 3
+        assert pinned == shown(past, "save-1", "reload", npc, 3)  # and has gone past it
+        assert not pinned & later
+    now = answer(runtime_read(STATE, "default", "save-1", "reload", "npc-tomas"))
+    assert {memory["belief_id"] for memory in now["beliefs"]} & later  # the read now shows them

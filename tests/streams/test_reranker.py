@@ -192,3 +192,19 @@ def test_a_rerank_answer_must_score_every_document_once(body: Any, why: str) -> 
         "results": [{"index": 1, "relevance_score": 2}, {"index": 0, "relevance_score": -1}]
     }
     assert scores_in(orjson.dumps(answered), documents=2) == [-1.0, 2.0]
+
+
+def test_a_resting_reranker_is_counted_resting_with_every_slot_taken_too() -> None:
+    """Found by a reviewer: counted `busy`, as though it had been asked for too much."""
+    metrics = Metrics()
+    reranker = Reranker("http://127.0.0.1:9/v1", "bge-reranker", "", 1.0, 0, metrics.rerank_call)
+    reranker.rest(30, "asked to wait (HTTP 429)", "HTTP 429 from the reranker")
+    why = asyncio.run(reranker.rerank("the son", ["I will find your son."]))
+    assert why == "not asked: the reranker asked to wait (HTTP 429) and rests 30 s"
+    samples = samples_of(metrics.exposition().decode())
+    counted = {
+        labels[0][1]: value
+        for (name, labels), value in samples.items()
+        if name == "rumourmill_rerank_calls_total" and value
+    }
+    assert counted == {"resting": 1}
