@@ -205,19 +205,3 @@ def of_world(tx: StateTransaction, tenant_id: str, world_id: str) -> list[Timeli
     """Every timeline of a world, by id."""
     prefix = pack(TIMELINES, tenant_id, world_id)
     return [TimelineRecord.from_bytes(raw) for _, raw in tx.scan(prefix)]
-
-
-def world_positions(
-    tx: StateTransaction, tenant_id: str, world_id: str
-) -> dict[str, dict[str, int]]:
-    """Each timeline of a world and where it stands: the position it has reached
-    (`reached_seq`), the highest it was sent, and how many events wait for a gap. Two states of
-    a world standing alike, made from the same events, hold the same."""
-    return {
-        record.timeline_id: {
-            "processed_seq": reached_seq(tx, record),
-            "acknowledged_seq": record.acknowledged_seq,
-            "deferred_events": record.deferred_events,
-        }
-        for record in of_world(tx, tenant_id, world_id)
-    }

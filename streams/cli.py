@@ -8,6 +8,7 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,7 +18,7 @@ from streams.settings import Settings, SettingsError, unknown_variables, worker_
 
 if TYPE_CHECKING:
     from streams.publish import Line
-    from streams.rebuild import Rebuilt
+    from streams.rebuild import Named, Rebuilt, World
 
 SCHEMA_DIR = Path("schemas", "json")
 """Where `schemas export` writes by default, from where it runs: a checkout's root holds the
@@ -903,42 +904,80 @@ NOT_ALL_COMPARED = 3
 def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     """Print each rebuilt world's digest and whether the live worker's is the same, as it is
     asked; end the command (exit 1, or `NOT_ALL_COMPARED`) when some differ, or were not
-    compared: an API key reads one tenant, and a world whose timelines the live worker had
-    taken elsewhere (events published since the rebuild began, or not processed yet) holds
-    another state."""
-    from streams.rebuild import NotCompared, RebuildFailed, live_digest, positions_apart
+    compared: an API key reads one tenant, and the live workers may hold other events of a
+    world than the rebuild folded (`Outside`)."""
+    from aiokafka.errors import KafkaError
 
-    digests = rebuilt.digests
-    differing = refused = moved = 0
-    for (tenant, world_id), digest in sorted(digests.items()):
+    from streams.rebuild import (
+        NotCompared,
+        RebuildFailed,
+        events_not_processed_live,
+        events_since,
+        live_digest,
+    )
+
+    def on_kafka(events: Coroutine[Any, Any, Named]) -> Named:
         try:
-            live_one = live_digest(live, tenant, world_id)
+            return asyncio.run(events)
+        except KafkaError as error:
+            raise click.ClickException(
+                f"rebuild: Kafka at {live.bootstrap} failed as the worlds were compared: {error}"
+            ) from None
+
+    not_processed = on_kafka(events_not_processed_live(live, rebuilt.folded))  # before the digests
+    answers: dict[World, str | NotCompared] = {}
+    for world in sorted(rebuilt.digests):
+        try:
+            answers[world] = live_digest(live, *world)
         except NotCompared as refusal:
-            refused += 1
-            verdict = f"not compared ({refusal})"
+            answers[world] = refusal
         except RebuildFailed as error:
             raise click.ClickException(
-                f"rebuild: {error}; the worlds from {tenant}/{world_id} on were not compared "
+                f"rebuild: {error}; the worlds from {world[0]}/{world[1]} on were not compared "
                 "(`rumourmill digest --world W` prints a world's live digest)"
             ) from None
+    since = on_kafka(events_since(live, rebuilt.folded))  # after them: what they may hold
+    _print_comparison(rebuilt.digests, answers, Outside(since, not_processed))
+
+
+@dataclass(frozen=True)
+class Outside:
+    """The events of the events topic the rebuild did not fold and the live workers may have
+    (published since it took the topic's ends), and those it folded they may not have yet
+    (past their committed offsets): a world either names holds another state live."""
+
+    since: Named
+    not_processed: Named
+
+    def why_not(self, world: World) -> str | None:
+        """Why `world` is not compared; None when it is."""
+        since, waiting = self.since.events_of(world), self.not_processed.events_of(world)
+        reasons = [
+            *([f"{since} event(s) of it published since the rebuild began"] if since else []),
+            *([f"{waiting} event(s) of it not processed live yet"] if waiting else []),
+        ]
+        return "; ".join(reasons) or None
+
+
+def _print_comparison(
+    digests: Mapping[World, str], answers: Mapping[World, str | Exception], outside: Outside
+) -> None:
+    """Print each world's verdict (`_compare_with_live`), and end as it says."""
+    differing = refused = moved = 0
+    for world, digest in sorted(digests.items()):
+        answer = answers[world]
+        if isinstance(answer, Exception):
+            refused += 1
+            verdict = f"not compared ({answer})"
+        elif answer == digest:
+            verdict = "same as live"
+        elif (why := outside.why_not(world)) is not None:
+            moved += 1
+            verdict = f"not compared ({why}: live {answer})"
         else:
-            live_positions = live_one.positions
-            apart = positions_apart(rebuilt.positions[(tenant, world_id)], live_positions or {})
-            if live_one.digest == digest:
-                verdict = "same as live"
-            elif live_positions is None:  # a worker of an earlier release: it may have moved on
-                moved += 1
-                verdict = (
-                    f"not compared (live {live_one.digest}, from a worker of an earlier release,"
-                    " which does not say where its timelines stand)"
-                )
-            elif apart:
-                moved += 1
-                verdict = f"not compared (the live worker stands elsewhere: {apart})"
-            else:
-                differing += 1
-                verdict = f"DIFFERS from live {live_one.digest}"
-        click.echo(f"world {tenant}/{world_id}: {digest} {verdict}")
+            differing += 1
+            verdict = f"DIFFERS from live {answer}"
+        click.echo(f"world {world[0]}/{world[1]}: {digest} {verdict}")
     problems = []
     if differing:
         problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")
@@ -950,10 +989,9 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
         )
     if moved:
         problems.append(
-            f"{moved} of {len(digests)} world(s) not compared: the live worker had taken other "
-            "events of them than the rebuild folded (published since it began, not processed "
-            "yet, or waiting for a gap), or does not say; rebuild such a world again with "
-            "--world W while no game plays it"
+            f"{moved} of {len(digests)} world(s) not compared: the live workers hold other "
+            "events of them than the rebuild folded; rebuild such a world again with --world W "
+            "while no game plays it"
         )
     if problems:
         failure = click.ClickException("; ".join(problems))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -43,7 +43,6 @@ from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from projections.timelines import world_positions
 from streams.app import create_app, home_partition, partition_db, partition_of
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
@@ -84,8 +83,6 @@ the broker gone, the consumer fetches nothing and raises nothing, and the progre
 stand still for ever."""
 
 World = tuple[str, str]
-Positions = dict[str, dict[str, int]]
-"""A world's timelines and where each stands (`projections.timelines.world_positions`)."""
 """(tenant_id, world_instance_id)"""
 Advance = Callable[[int], None]
 """Told how many offsets of the events topic were read since it was last told (its events,
@@ -103,9 +100,8 @@ class Rebuilt:
     events: int = 0
     seconds: float = 0.0
     digests: dict[World, str] = field(default_factory=dict)
-    positions: dict[World, Positions] = field(default_factory=dict)
-    """Each world's timelines and where they stood in the rebuild: what its digest was made
-    at."""
+    folded: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Per partition of the events topic, the offsets folded: (first, end)."""
     changelog_topic: str = ""
     expired: int = 0
     """Events the topic no longer holds (its retention removed them): they were not folded."""
@@ -331,6 +327,7 @@ async def rebuild(
         )
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
+    result.folded = spans
     store = mill.state.data
     for partition, offset in ends.items():  # stamped as a clean stop stamps them
         store.set_persisted_offset(TP(topic, partition), offset)
@@ -341,7 +338,6 @@ async def rebuild(
         db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
         tx = RocksTransaction(db, refuse_writes)
         result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
-        result.positions[(tenant, world_id)] = world_positions(tx, tenant, world_id)
     for db in list(store._dbs.values()):  # type: ignore[attr-defined]
         db.close()
     return result
@@ -609,58 +605,114 @@ def recorded_judge(
     )
 
 
-@dataclass(frozen=True)
-class LiveDigest:
-    """A world's digest as the live worker answered it, and where its timelines stood then
-    (None from a worker of a release before it said so)."""
-
-    digest: str
-    positions: Positions | None
-
-
-def live_digest(live: Settings, tenant: str, world_id: str) -> LiveDigest:
+def live_digest(live: Settings, tenant: str, world_id: str) -> str:
     """The live worker's digest of a world. Raises `NotCompared` when the worker refuses the API
     key this world (403: a key reads its own tenant only), `RebuildFailed` when it cannot
     answer."""
     query = {"world_instance_id": world_id, "tenant_id": tenant}
     try:
-        answered = fetch(live, "/v2/admin/digest", query)
+        digest = fetch(live, "/v2/admin/digest", query).get("digest")
     except ReadFailed as error:
         if error.status == HTTPStatus.FORBIDDEN:
             raise NotCompared(str(error)) from None
         raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
-    digest, positions = answered.get("digest"), answered.get("timelines")
-    if not isinstance(digest, str) or not isinstance(positions, dict | None):
+    if not isinstance(digest, str):
         raise RebuildFailed(
             f"the live worker at {live.canonical_url} answered no digest of {world_id!r}"
         )
-    return LiveDigest(digest, positions)
+    return digest
 
 
-def positions_apart(rebuilt: Positions, live: Positions) -> str:
-    """Where the live worker's timelines stand apart from the rebuild's (`main: live at 34,
-    rebuilt at 6`), or nothing when they stand alike: a world is compared only there, for
-    events published since the rebuild began (or not yet processed live, or waiting for a gap
-    there) make another state."""
-    apart = [
-        (timeline, live.get(timeline), rebuilt.get(timeline))
-        for timeline in sorted(rebuilt.keys() | live.keys())
-        if rebuilt.get(timeline) != live.get(timeline)
-    ]
-    return "; ".join(
-        f"{timeline}: live {_standing(there)}, rebuilt {_standing(here)}"
-        for timeline, there, here in apart
+@dataclass
+class Named:
+    """The worlds some events of the events topic name, and how many each; a tenant's deletion
+    names every world of its tenant."""
+
+    worlds: dict[World, int] = field(default_factory=dict)
+    tenants: dict[str, int] = field(default_factory=dict)
+
+    def events_of(self, world: World) -> int:
+        return self.worlds.get(world, 0) + self.tenants.get(world[0], 0)
+
+
+async def named_between(live: Settings, ranges: dict[int, tuple[int, int]]) -> Named:
+    """What the events topic's records in each partition's [start, end) name (committed ones,
+    as the worker reads them)."""
+    named = Named()
+    wanted = {
+        TopicPartition(live.topics.events, partition): span
+        for partition, span in ranges.items()
+        if span[1] > span[0]
+    }
+    if not wanted:
+        return named
+    consumer = AIOKafkaConsumer(
+        **kafka_options(live), enable_auto_commit=False, isolation_level="read_committed"
+    )
+    await consumer.start()
+    try:
+        consumer.assign(list(wanted))
+        for tp, (start, _) in wanted.items():
+            consumer.seek(tp, start)
+        while wanted:
+            for tp, records in (await consumer.getmany(*wanted, timeout_ms=1000)).items():
+                for record in records:
+                    if record.offset < wanted[tp][1] and record.value is not None:
+                        _count(named, record.value)
+            for tp in [tp for tp, (_, end) in wanted.items() if await consumer.position(tp) >= end]:
+                del wanted[tp]
+    finally:
+        await consumer.stop()
+    return named
+
+
+def _count(named: Named, value: bytes) -> None:
+    """Count the world (or the tenant, deleted whole) one event names."""
+    identity = identity_of(value)
+    tenant, world = identity["tenant_id"], identity["world_instance_id"]
+    if world is None:  # names no world: it was refused, live and in the rebuild alike
+        return
+    if deletes_tenant(value):
+        named.tenants[tenant] = named.tenants.get(tenant, 0) + 1
+    else:
+        named.worlds[(tenant, world)] = named.worlds.get((tenant, world), 0) + 1
+
+
+async def live_committed(live: Settings, partitions: Iterable[int]) -> dict[int, int]:
+    """The live workers' committed offset on each partition of the events topic (0 where none):
+    what they have processed for good. Asked as a member of their group that joins nothing
+    (assigned no partition), so the live workers are not rebalanced."""
+    consumer = AIOKafkaConsumer(
+        **kafka_options(live), group_id=live.app_id, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        return {
+            partition: await consumer.committed(TopicPartition(live.topics.events, partition)) or 0
+            for partition in partitions
+        }
+    finally:
+        await consumer.stop()
+
+
+async def events_since(live: Settings, folded: dict[int, tuple[int, int]]) -> Named:
+    """What the events published since the rebuild took its ends name: past each partition's
+    end folded, up to its end now."""
+    now = await events_to_fold(live, None)
+    return await named_between(
+        live, {partition: (end, now[partition][1]) for partition, (_, end) in folded.items()}
     )
 
 
-def _standing(position: dict[str, int] | None) -> str:
-    """Where one timeline stands, in words: `at 5 (7 sent, 1 waiting)`, or `absent`."""
-    if position is None:
-        return "absent"
-    reached = position.get("processed_seq")
-    sent, waiting = position.get("acknowledged_seq"), position.get("deferred_events")
-    return f"at {reached}" + (
-        f" ({sent} sent, {waiting} waiting)" if waiting or sent != reached else ""
+async def events_not_processed_live(live: Settings, folded: dict[int, tuple[int, int]]) -> Named:
+    """What the events the rebuild folded and the live workers have not committed yet name."""
+    committed = await live_committed(live, folded)
+    return await named_between(
+        live,
+        {
+            partition: (max(first, committed[partition]), end)
+            for partition, (first, end) in folded.items()
+        },
     )
 
 
