@@ -187,7 +187,7 @@ def test_provenance_as_of_a_position_names_the_earliest_origin_up_to_it() -> Non
         assert (found["origin"]["timeline_id"], found["origin"]["seq"]) == ("main", 2)
 
 
-def test_a_read_as_of_a_position_answers_alike_before_and_after_the_timeline_moves_on() -> None:
+def test_a_read_as_of_a_position_answers_alike_however_far_its_own_timeline_goes_on() -> None:
     """A reviewer asked that a read as of the position reached be the read now, which shows the
     persistent memories main formed at 4 and 5; so answered, the same read pinned to the
     reload's 3 lost them once the reload went on. As of a position never shows them."""
