@@ -25,9 +25,9 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 LagByPartition = Callable[[], Mapping[int, int]]
 """Events not yet committed, per partition of the events topic this worker consumes."""
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-PROCESSING_BUCKETS = (*SECONDS_BUCKETS, 5.0, 10.0, 30.0, 60.0)
+PROCESSING_BUCKETS = (*SECONDS_BUCKETS, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 """An event waits for its model judgements up to its world's deadline (`memory.model.deadline_ms`,
-any length): past 2.5 s every slow event fell in one bucket, +Inf."""
+600 s at most): past 2.5 s every slow event fell in one bucket, +Inf."""
 BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 200, 500, 1000, 2000, 4096)
 READ_BUCKETS = (*SECONDS_BUCKETS, 5.0, 10.0, 30.0, 60.0)
 """A recall waits for its reranker up to `RUMOURMILL_RERANK_TIMEOUT_SECONDS` (2 s; 60 at
