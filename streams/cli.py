@@ -221,6 +221,7 @@ def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[
     what Kafka's producer takes) are reported by number, and stop the command with nothing
     sent."""
     from streams.publish import read_lines
+    from streams.show import for_terminal
 
     with click.progressbar(
         list(read_lines(file, raw=raw, max_event_bytes=max_event_bytes)),
@@ -230,7 +231,7 @@ def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[
         lines = list(progress)
     invalid = [line for line in lines if line.problem is not None]
     for line in invalid:
-        click.echo(f"{file}:{line.number}: {line.problem}", err=True)
+        click.echo(for_terminal(f"{file}:{line.number}: {line.problem}"), err=True)
     if invalid:
         raise click.ClickException(f"{len(invalid)} invalid line(s); nothing sent")
     return lines
@@ -280,6 +281,7 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     digests."""
     from streams.policies import InvalidPolicy
     from streams.replay import ReplayInputError, replay_file, replay_projector
+    from streams.show import for_terminal
 
     try:
         settings = _settings()
@@ -293,7 +295,8 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     result, line_numbers = replay_file(file, projector)
     for offset, ack in result.rejected:
         position = "" if ack.seq is None else f" ({ack.timeline_id}#{ack.seq})"
-        click.echo(f"{file}:{line_numbers[offset]}: rejected{position}: {ack.reason}", err=True)
+        rejected = f"{file}:{line_numbers[offset]}: rejected{position}: {ack.reason}"
+        click.echo(for_terminal(rejected), err=True)
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
@@ -602,19 +605,21 @@ def _read_for_command(
     """A worker's answer (to `posted`, when given) rendered for a person, or the command stops
     with its detail; so does JSON of another shape, which a URL that is not a worker's (or a
     worker of another version) may answer."""
-    from streams.show import ReadFailed, fetch
+    from streams.show import ReadFailed, fetch, for_terminal
 
     settings = _read_settings(url, api_key)
     try:
         found = fetch(settings, path, query, posted)
     except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(for_terminal(str(error))) from None
     try:
-        return render(found)
+        return for_terminal(render(found))
     except (KeyError, TypeError, AttributeError) as error:
         raise click.ClickException(
-            f"{settings.canonical_url}{path} answered JSON that is not a worker's answer to this "
-            f"read ({type(error).__name__}: {error})"
+            for_terminal(
+                f"{settings.canonical_url}{path} answered JSON that is not a worker's answer to"
+                f" this read ({type(error).__name__}: {error})"
+            )
         ) from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,6 +14,16 @@ import orjson
 
 from projections.wording import one_line
 from streams.settings import Settings
+
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""The control characters a terminal acts on (C0 but tab and newline, DEL, C1): a player's
+words or ids holding ESC sequences set the operator's window title, or wrote their clipboard
+(OSC 52), through the read commands' tables."""
+
+
+def for_terminal(text: str) -> str:
+    """`text` as printed for a person: each control character shown escaped (`\\x1b`)."""
+    return CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 class ReadFailed(Exception):

@@ -455,3 +455,24 @@ def test_a_rebuild_the_live_worker_cannot_compare_with_stops_before_folding(
     assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
     assert result.output.startswith(f"Error: rebuild: the live worker at {url}: {status}: ")
     assert "Kafka" not in result.output  # nothing folded: Kafka was not even asked
+
+
+def test_a_players_terminal_escapes_are_shown_not_acted_on() -> None:
+    """Found by a reviewer: a player's line holding an OSC sequence (set the window title;
+    OSC 52 writes some terminals' clipboard) reached the operator's terminal raw through the
+    read commands' tables and the decision's prompt."""
+    escaped = TAVERN.replace(
+        b"I will find your son.", b"I will find your son.\\u001b]0;PWNED\\u0007"
+    )
+    state = replay_lines(escaped.splitlines()).state
+    world = ["--world", "save-1"]
+    results = rumourmill(
+        state,
+        ["npc", "npc-mara", *world],
+        ["decision", "npc-mara", *world, "--after-seq", "2"],
+        ["recall", "npc-mara", "son", *world],
+    )
+    for result in results:
+        output = printed(result)
+        assert "\x1b" not in output and "\x07" not in output
+        assert "\\x1b]0;PWNED\\x07" in output
