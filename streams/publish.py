@@ -10,7 +10,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from pydantic import ValidationError
 
+from projections.deletion import deletes_tenant
 from projections.delivery import explain, world_key
+from projections.event_keys import TENANT_DELETED
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, too_large
 from schemas import Event
 from streams.kafka_clients import kafka_options
@@ -31,6 +33,10 @@ class Line:
     raw: bytes
     key: bytes | None
     problem: str | None = None
+    every_partition: bool = False
+    """A tenant's deletion: sent to each partition, as every worker must see it (`rumourmill
+    tenant delete` sends it so); keyed by its world `*`, it reached one, and deleted the
+    tenant's worlds there only."""
 
 
 def read_lines(
@@ -53,15 +59,16 @@ def parse_line(
     and is refused only over what Kafka's producer takes (`PRODUCER_REQUEST_BYTES`)."""
     if raw:
         key = world_key(data)
-        return Line(number, data, key, over_request_limit(key, data))
+        problem = over_request_limit(key, data)
+        return Line(number, data, key, problem, problem is None and deletes_tenant(data))
     oversized = too_large(data, max_event_bytes)
     if oversized is not None:
         return Line(number, data, None, f"{oversized} (RUMOURMILL_MAX_EVENT_BYTES)")
     try:
-        world = Event.model_validate_json(data).world_instance_id
+        event = Event.model_validate_json(data)
     except ValidationError as error:
         return Line(number, data, None, explain(error))
-    return Line(number, data, world.encode())
+    return Line(number, data, event.world_instance_id.encode(), None, event.key == TENANT_DELETED)
 
 
 def over_request_limit(key: bytes | None, value: bytes) -> str | None:
@@ -92,7 +99,8 @@ async def send_one(
 
 
 async def publish(settings: Settings, topic: str, lines: list[Line]) -> int:
-    """Send lines in order (one partition per world keeps a world's order); returns the count."""
+    """Send lines in order (one partition per world keeps a world's order; a tenant's deletion
+    goes to each partition, after the lines before it there); returns the count."""
     producer = AIOKafkaProducer(
         **kafka_options(settings),
         acks="all",
@@ -101,7 +109,12 @@ async def publish(settings: Settings, topic: str, lines: list[Line]) -> int:
     )
     await producer.start()
     try:
-        pending = [await producer.send(topic, value=line.raw, key=line.key) for line in lines]
+        every = sorted(await producer.partitions_for(topic))
+        pending = [
+            await producer.send(topic, value=line.raw, key=line.key, partition=partition)
+            for line in lines
+            for partition in (every if line.every_partition else [None])
+        ]
         for future in pending:
             await future
     finally:

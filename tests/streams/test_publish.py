@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from projections.deletion import deletion_event
 from streams.publish import read_lines
+from streams.settings import Settings
+from tests.support import settings_env, unique_settings
 
 
 def test_invalid_lines_are_reported_by_number_and_nothing_is_sent(tmp_path: Path) -> None:
@@ -79,3 +87,59 @@ def test_a_raw_line_over_the_producers_request_limit_is_reported_by_number_and_n
         "limit of 1048576",
         "Error: 1 invalid line(s); nothing sent",
     ]
+
+
+@pytest.mark.integration
+def test_a_tenants_deletion_in_a_file_goes_to_every_partition_after_what_came_before(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Found by a reviewer: keyed by its world `*`, it reached one partition, and only the
+    tenant's worlds there were deleted (a replay of the file deleted them all)."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", partitions=4)
+    worlds = [f"w{number}" for number in range(8)]
+    events = [
+        {
+            "world_instance_id": world,
+            "tenant_id": "acme",
+            "timeline_id": "main",
+            "seq": 1,
+            "key": "k",
+        }
+        for world in worlds
+    ]
+    gone = deletion_event("acme", None).model_dump(mode="json", exclude_defaults=True)
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(b"\n".join(orjson.dumps(line) for line in [*events, gone]) + b"\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "publish", str(story)],
+        capture_output=True,
+        text=True,
+        env=settings_env(settings),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("published 9 event(s)")
+    by_partition = asyncio.run(keys_by_partition(settings, settings.topics.events))
+    assert sorted(by_partition) == [0, 1, 2, 3]
+    for partition, keys in by_partition.items():
+        assert keys[-1] == b"*" and b"*" not in keys[:-1], partition
+    assert sorted(key for keys in by_partition.values() for key in keys[:-1]) == [
+        world.encode() for world in worlds
+    ]
+
+
+async def keys_by_partition(settings: Settings, topic: str) -> dict[int, list[bytes | None]]:
+    """Each partition's message keys, in order."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, number) for number in range(settings.partitions)]
+        ends = await consumer.end_offsets(partitions)
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        keys: dict[int, list[bytes | None]] = {tp.partition: [] for tp in partitions}
+        while sum(len(found) for found in keys.values()) < sum(ends.values()):
+            for tp, records in (await consumer.getmany(timeout_ms=1000)).items():
+                keys[tp.partition] += [record.key for record in records]
+        return keys
+    finally:
+        await consumer.stop()
