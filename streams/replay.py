@@ -85,13 +85,18 @@ def messages(lines: list[bytes]) -> Iterator[SourceMessage]:
         yield SourceMessage("replay", 0, offset, world_key(raw), raw)
 
 
+def ndjson_lines(path: Path) -> list[bytes]:
+    """The lines of an NDJSON file as `publish` reads them: ended by a newline, a carriage
+    return before it dropped (a bare one is JSON's whitespace, within a line: split there too,
+    a line `publish` sent whole was replayed as two, both refused)."""
+    return [line.removesuffix(b"\r") for line in path.read_bytes().split(b"\n")]
+
+
 def replay_file(path: Path, projector: Projector | None = None) -> tuple[Replay, list[int]]:
     """`replay_lines` over the non-blank lines of an NDJSON file; with the file's line number
     of each message (its offset's), by which a rejected one is reported."""
     numbered = [
-        (number, line)
-        for number, line in enumerate(path.read_bytes().splitlines(), start=1)
-        if line.strip()
+        (number, line) for number, line in enumerate(ndjson_lines(path), start=1) if line.strip()
     ]
     replayed = replay_lines([line for _, line in numbered], projector)
     return replayed, [number for number, _ in numbered]
@@ -129,7 +134,7 @@ def replay_projector(
             record_bytes=record_bytes,
         )
     records = []
-    for number, line in enumerate(judgements.read_bytes().splitlines(), start=1):
+    for number, line in enumerate(ndjson_lines(judgements), start=1):
         if line.strip() in (b"", TOMBSTONE):
             continue
         try:

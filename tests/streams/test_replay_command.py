@@ -149,3 +149,15 @@ def test_a_replay_refuses_the_records_too_large_for_the_workers_changelog(tmp_pa
     result = CliRunner().invoke(main, ["replay", str(story(tmp_path, noted))], env=settings)
     assert result.exit_code == 0, result.output
     assert {"processed: 11", "rejected: 1"} <= set(result.output.splitlines())
+
+
+def test_a_line_publish_takes_whole_is_replayed_whole(tmp_path: Path) -> None:
+    """Found by a reviewer: a bare carriage return is JSON's whitespace, within one line;
+    `publish` sent such a line whole and the replay split it in two, refusing both. Lines
+    ended by CRLF are read as publish reads them too."""
+    _, clean = replay(TAVERN)
+    spaced = LINES[0].replace(b'"seq":1,', b'"seq":1,\r')
+    assert spaced != LINES[0]
+    path = tmp_path / "story.ndjson"
+    path.write_bytes(b"\r\n".join([spaced, *LINES[1:]]) + b"\r\n")
+    assert replay(path) == ({"processed": 6}, clean)
