@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging.config
 import os
 import socket
@@ -155,19 +156,32 @@ def _check_data_dir(data_dir: Path) -> None:
         ) from None
 
 
-def _check_web_host(host: str) -> None:
-    """Stop the worker at once, saying why, when its web server cannot listen on its host: a
-    name no resolver knows, or an address not this machine's (either failed the bind after
-    Kafka's topics, a traceback naming no setting). Tried on a port of the system's choosing:
-    whether the web port is free is the worker's to find."""
+def _check_web_address(host: str, port: int) -> None:
+    """Stop at once, saying why, when the web server cannot listen on its host and port: a
+    name no resolver knows, an address not this machine's, or a port something else listens on
+    (each failed the bind after Kafka's topics, a traceback naming no setting; `make run` said
+    its worker was ready as another answered there, and served nothing). Bound as aiohttp binds
+    (`SO_REUSEADDR`): only a port in use is refused, not one a stopped server left waiting."""
     try:
-        for family, kind, proto, _, address in socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM):
-            with socket.socket(family, kind, proto) as probe:
-                probe.bind(address)
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as error:
         raise click.ClickException(
             f"RUMOURMILL_WEB_HOST={host!r}: no address to listen on: {error}"
         ) from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    raise click.ClickException(
+                        f"RUMOURMILL_WEB_PORT={port}: in use on {host} (another worker, `make "
+                        "run` or docker compose may listen there): stop it, or choose another"
+                    ) from None
+                raise click.ClickException(
+                    f"RUMOURMILL_WEB_HOST={host!r}: no address to listen on: {error}"
+                ) from None
 
 
 def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
@@ -183,7 +197,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_data_dir(settings.data_dir)
-    _check_web_host(settings.web_host)
+    _check_web_address(settings.web_host, settings.web_port)
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
@@ -356,7 +370,9 @@ def dev(story: Path | None, web_port: int | None) -> None:
 
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
-    run_demo(story, _checked_lines(story, settings.max_event_bytes), settings)
+    lines = _checked_lines(story, settings.max_event_bytes)
+    _check_web_address(settings.web_host, settings.web_port)
+    run_demo(story, lines, settings)
 
 
 @main.group()

@@ -36,6 +36,9 @@ DEMO_STORY = Path(__file__).resolve().parent / "demo" / "tavern.ndjson"
 an install or the image alike)."""
 MINDS_SHOWN = 6
 """The most characters' minds printed after the story (a long story names many)."""
+WATCH_SECONDS = 1.0
+"""How often a serving `dev` looks whether its worker still runs (one that died served
+nothing, and `dev` said it was serving until Ctrl-C)."""
 
 
 class Mind(NamedTuple):
@@ -98,7 +101,8 @@ def wait_until_ready(
         try:
             with urllib.request.urlopen(url, timeout=2) as reply:
                 answer: dict[str, Any] = orjson.loads(reply.read())
-            return answer
+            if worker.poll() is None:  # else another server answered where it was to listen
+                return answer
         except OSError:
             pass  # not listening yet (connection refused) or not ready yet (503)
         time.sleep(0.2)
@@ -146,7 +150,11 @@ def run_demo(
                 f"more events: RUMOURMILL_BROKER={broker.bootstrap} rumourmill publish FILE.ndjson"
                 f"\nworker log: {log_path}\nserving until Ctrl-C"
             )
-            signal.sigwait(stop_signals)
+            while signal.sigtimedwait(stop_signals, WATCH_SECONDS) is None:
+                if worker.poll() is not None:  # it serves nothing now: say so, and stop
+                    raise click.ClickException(
+                        f"the worker exited with code {worker.returncode}; see {log_path}"
+                    )
         finally:
             worker.send_signal(signal.SIGTERM)
             try:

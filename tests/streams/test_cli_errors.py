@@ -144,6 +144,33 @@ def test_a_worker_on_a_web_host_it_cannot_listen_on_says_so_before_kafka(
     assert said.startswith(f"Error: RUMOURMILL_WEB_HOST={host!r}: no address to listen on")
 
 
+@pytest.mark.parametrize("command", [["worker"], ["dev"]])
+def test_a_web_port_something_else_listens_on_stops_the_worker_and_make_run_at_once(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Found by a reviewer: `make run` beside another worker (or docker compose) said its own
+    worker was ready when the other answered /ready, published to a broker nothing read and
+    printed no ack, serving nothing; a worker failed the bind after Kafka's topics."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "streams", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                **os.environ,
+                "RUMOURMILL_BROKER": NOWHERE,
+                "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
+                "RUMOURMILL_WEB_PORT": str(port),
+            },
+        )
+    assert result.returncode == 1
+    said = result.stderr.splitlines()[-1]  # `dev` checked its story first ("validating")
+    assert said.startswith(f"Error: RUMOURMILL_WEB_PORT={port}: in use on 127.0.0.1 (another")
+    assert result.stdout == ""  # no broker started, nothing published
+
+
 def test_a_world_deletion_for_no_world_is_refused() -> None:
     output = refused("world", "delete", "", "--broker", NOWHERE)
     assert output.startswith("Error: bad deletion: world_instance_id")
