@@ -264,13 +264,16 @@ def schemas_export(out: Path) -> None:
     """Write one JSON Schema file per message type."""
     from schemas.export import json_schemas
 
+    written = []
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, document in json_schemas().items():
             (out / name).write_bytes(document)
-            click.echo(out / name)
+            written.append(out / name)
     except OSError as error:
         raise _unwritable(out, error) from None
+    for path in written:  # once all are: a reader of the names that goes (`| head`) stops none
+        click.echo(path)
 
 
 def _unwritable(path: Path, error: OSError) -> click.ClickException:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
+from schemas.export import json_schemas
 from streams.cli import main
 from streams.rebuild import RebuildFailed, check_fresh
 from streams.settings import Settings
@@ -214,6 +215,23 @@ def test_schemas_are_exported_under_the_directory_it_runs_in(tmp_path: Path) -> 
         written = sorted(path.name for path in (Path(here) / "schemas" / "json").iterdir())
     assert result.exit_code == 0, result.output
     assert "event.schema.json" in written
+
+
+def test_schemas_exported_to_a_reader_that_goes_are_all_written(tmp_path: Path) -> None:
+    """Found by a reviewer: a reader of the names that went (`| head -1`) stopped the export
+    after its first file, said to be a directory that could not be written."""
+    reading, writing = os.pipe()
+    os.close(reading)  # the reader has gone before the first name is printed
+    result = subprocess.run(
+        [sys.executable, "-m", "streams", "schemas", "export", "--out", str(tmp_path)],
+        stdout=writing,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    os.close(writing)
+    assert "cannot write" not in result.stderr
+    assert len(list(tmp_path.iterdir())) == len(json_schemas())
 
 
 @pytest.mark.parametrize(
