@@ -918,7 +918,15 @@ def rebuild_command(
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
-    _compare_with_live(live, rebuilt)
+    try:
+        _compare_with_live(live, rebuilt)
+    except KeyboardInterrupt:
+        click.echo(
+            f"rebuild: interrupted as the worlds were compared; app id {app_id!r} holds"
+            " the whole rebuild",
+            err=True,
+        )
+        raise SystemExit(130) from None
 
 
 NOT_ALL_COMPARED = 3
@@ -943,12 +951,15 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     def on_kafka(events: Coroutine[Any, Any, Named]) -> Named:
         try:
             return asyncio.run(events)
-        except KafkaError as error:
+        except (KafkaError, RebuildFailed) as error:
             raise click.ClickException(
                 f"rebuild: Kafka at {live.bootstrap} failed as the worlds were compared: {error}"
             ) from None
 
-    not_processed = on_kafka(events_not_processed_live(live, rebuilt.folded))  # before the digests
+    def warn(line: str) -> None:
+        click.echo(f"warning: {line}", err=True)
+
+    not_processed = on_kafka(events_not_processed_live(live, rebuilt.folded, warn))  # first
     answers: dict[World, str | NotCompared] = {}
     for world in sorted(rebuilt.digests):
         try:

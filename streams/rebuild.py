@@ -629,15 +629,19 @@ class Named:
     names every world of its tenant."""
 
     worlds: dict[World, int] = field(default_factory=dict)
-    tenants: dict[str, int] = field(default_factory=dict)
+    tenants: set[str] = field(default_factory=set)
+    """The tenants deleted (a deletion is sent to each partition: counted once)."""
 
     def events_of(self, world: World) -> int:
-        return self.worlds.get(world, 0) + self.tenants.get(world[0], 0)
+        return self.worlds.get(world, 0) + (world[0] in self.tenants)
 
 
-async def named_between(live: Settings, ranges: dict[int, tuple[int, int]]) -> Named:
+async def named_between(
+    live: Settings, ranges: dict[int, tuple[int, int]], stall_seconds: float = STALL_SECONDS
+) -> Named:
     """What the events topic's records in each partition's [start, end) name (committed ones,
-    as the worker reads them)."""
+    as the worker reads them; from the first the topic still holds). `RebuildFailed` when none
+    come for `stall_seconds` while some are left (a broker gone: aiokafka waits for ever)."""
     named = Named()
     wanted = {
         TopicPartition(live.topics.events, partition): span
@@ -647,20 +651,31 @@ async def named_between(live: Settings, ranges: dict[int, tuple[int, int]]) -> N
     if not wanted:
         return named
     consumer = AIOKafkaConsumer(
-        **kafka_options(live), enable_auto_commit=False, isolation_level="read_committed"
+        **kafka_options(live),
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",  # a start retention removed: from the first still held
     )
     await consumer.start()
     try:
         consumer.assign(list(wanted))
         for tp, (start, _) in wanted.items():
             consumer.seek(tp, start)
+        moved = time.monotonic()
         while wanted:
             for tp, records in (await consumer.getmany(*wanted, timeout_ms=1000)).items():
                 for record in records:
                     if record.offset < wanted[tp][1] and record.value is not None:
                         _count(named, record.value)
+                moved = time.monotonic()
             for tp in [tp for tp, (_, end) in wanted.items() if await consumer.position(tp) >= end]:
                 del wanted[tp]
+            if wanted and time.monotonic() - moved > stall_seconds:
+                short = sorted(tp.partition for tp in wanted)
+                raise RebuildFailed(
+                    f"no events for {stall_seconds:.0f} s reading partitions {short} for the"
+                    " comparison"
+                )
     finally:
         await consumer.stop()
     return named
@@ -673,7 +688,7 @@ def _count(named: Named, value: bytes) -> None:
     if world is None:  # names no world: it was refused, live and in the rebuild alike
         return
     if deletes_tenant(value):
-        named.tenants[tenant] = named.tenants.get(tenant, 0) + 1
+        named.tenants.add(tenant)
     else:
         named.worlds[(tenant, world)] = named.worlds.get((tenant, world), 0) + 1
 
@@ -704,9 +719,21 @@ async def events_since(live: Settings, folded: dict[int, tuple[int, int]]) -> Na
     )
 
 
-async def events_not_processed_live(live: Settings, folded: dict[int, tuple[int, int]]) -> Named:
-    """What the events the rebuild folded and the live workers have not committed yet name."""
+async def events_not_processed_live(
+    live: Settings, folded: dict[int, tuple[int, int]], warn: Callable[[str], None]
+) -> Named:
+    """What the events the rebuild folded and the live workers have not committed yet name.
+    A group with no committed offset where events were folded is no live workers' (an app id
+    of before a switch, say): told to `warn`, and nothing is taken for not processed, so a
+    world that differs is said to (every event would seem unprocessed, hiding what differs)."""
     committed = await live_committed(live, folded)
+    if not any(committed[partition] for partition, (first, end) in folded.items() if end > first):
+        warn(
+            f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
+            " the events topic: not the live workers' app id? Worlds are compared whatever"
+            " they have processed"
+        )
+        return Named()
     return await named_between(
         live,
         {

@@ -44,14 +44,14 @@ def test_a_world_the_live_workers_hold_other_events_of_is_not_compared_but_says_
     waiting = Outside(Named(), Named(worlds={SAVE: 2}))
     assert verdicts({SAVE: "c" * 64, OTHER: "b" * 64}, waiting)[0] == NOT_ALL_COMPARED
     assert "(2 event(s) of it not processed live yet: live " in capsys.readouterr().out
-    deleted = Outside(Named(tenants={"default": 1}), Named())  # the tenant deleted since
+    deleted = Outside(Named(tenants={"default"}), Named())  # the tenant deleted since
     assert verdicts({SAVE: "c" * 64, OTHER: "d" * 64}, deleted)[0] == NOT_ALL_COMPARED
 
 
 def test_a_world_no_other_event_explains_differs(capsys: pytest.CaptureFixture[str]) -> None:
     """A reviewer found a first mend hiding these as not compared: a policy changed since, a
     bug, or a live worker that lost the world's state (or is another cluster's) differ."""
-    others = Outside(Named(worlds={OTHER: 5}, tenants={"acme": 1}), Named())
+    others = Outside(Named(worlds={OTHER: 5}, tenants={"acme"}), Named())
     code, why = verdicts({SAVE: "c" * 64, OTHER: "b" * 64}, others)
     assert (code, why) == (1, "1 of 2 world(s) differ from the live worker")
     assert f"{'a' * 64} DIFFERS from live {'c' * 64}" in capsys.readouterr().out
