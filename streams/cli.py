@@ -161,7 +161,8 @@ def _check_web_address(host: str, port: int) -> None:
     name no resolver knows, an address not this machine's, or a port something else listens on
     (each failed the bind after Kafka's topics, a traceback naming no setting; `make run` said
     its worker was ready as another answered there, and served nothing). Bound as aiohttp binds
-    (`SO_REUSEADDR`): only a port in use is refused, not one a stopped server left waiting."""
+    (`SO_REUSEADDR`, and `IPV6_V6ONLY` as asyncio sets it): only a port in use is refused, not
+    one a stopped server left waiting, nor `::` beside a server on the port's IPv4 side."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as error:
@@ -171,6 +172,8 @@ def _check_web_address(host: str, port: int) -> None:
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio binds it: IPv6 alone, beside IPv4
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
                 probe.bind(address)
             except OSError as error:
@@ -317,7 +320,7 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
-        click.echo(f"digest {tenant}/{world}: {digest}")
+        click.echo(for_terminal(f"digest {tenant}/{world}: {digest}"))
 
 
 @main.group()
@@ -771,7 +774,7 @@ def rumour_map_command(
     tenant: str | None,
 ) -> None:
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
-    from streams.show import ReadFailed, fetch_body, read_path, start_of
+    from streams.show import ReadFailed, fetch_body, for_terminal, read_path, start_of
 
     asked = ({"timeline_id": timeline} if timeline else {}) | (
         {"tenant_id": tenant} if tenant else {}
@@ -783,11 +786,13 @@ def rumour_map_command(
     try:
         svg = fetch_body(settings, path, asked)
     except ReadFailed as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(for_terminal(str(error))) from None
     if not svg.lstrip().startswith((b"<svg", b"<?xml")):
         raise click.ClickException(
-            f"200 from {settings.canonical_url} (not a worker's SVG picture): "
-            + (start_of(svg) or "an empty body")
+            for_terminal(
+                f"200 from {settings.canonical_url} (not a worker's SVG picture): "
+                + (start_of(svg) or "an empty body")
+            )
         )
     try:
         out.write_bytes(svg)
@@ -998,6 +1003,8 @@ def _print_comparison(
     digests: Mapping[World, str], answers: Mapping[World, str | Exception], outside: Outside
 ) -> None:
     """Print each world's verdict (`_compare_with_live`), and end as it says."""
+    from streams.show import for_terminal
+
     differing = refused = moved = 0
     for world, digest in sorted(digests.items()):
         answer = answers[world]
@@ -1012,7 +1019,7 @@ def _print_comparison(
         else:
             differing += 1
             verdict = f"DIFFERS from live {answer}"
-        click.echo(f"world {world[0]}/{world[1]}: {digest} {verdict}")
+        click.echo(for_terminal(f"world {world[0]}/{world[1]}: {digest} {verdict}"))
     problems = []
     if differing:
         problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")

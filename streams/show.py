@@ -186,7 +186,7 @@ def mind_tables(mind: dict[str, Any]) -> str:
 def _cell(value: Any) -> str:
     """A table cell: on one line (a name or words holding a line break drew a row of their
     own), cut to 70 characters."""
-    text = "" if value is None else one_line(str(value))
+    text = "" if value is None else for_terminal(one_line(str(value)))  # before the widths
     return text if len(text) <= 70 else text[:67] + "..."
 
 

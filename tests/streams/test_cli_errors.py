@@ -11,12 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 from click.testing import CliRunner, Result
 
 from schemas.export import json_schemas
-from streams.cli import main
+from streams.cli import _check_web_address, main
 from streams.rebuild import RebuildFailed, check_fresh
 from streams.settings import Settings
 from tests.tavern import TAVERN_FILE as TAVERN
@@ -369,3 +370,17 @@ def test_a_rebuild_interrupted_before_it_wrote_anything_says_so(tmp_path: Path) 
     assert rebuild.returncode == 130
     assert err.splitlines()[-1] == "rebuild: interrupted; nothing was written"
     assert "Traceback" not in err
+
+
+def test_a_worker_on_ipv6_beside_a_server_on_the_ports_ipv4_side_is_not_refused() -> None:
+    """Found by a reviewer: the port check bound `::` dual-stack, and refused a port aiohttp
+    binds on IPv6 alone (as asyncio does) beside a server listening on its IPv4 side."""
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 on this machine")
+    with socket.create_server(("0.0.0.0", 0)) as ipv4:
+        port = ipv4.getsockname()[1]
+        _check_web_address("::", port)  # not refused
+        with pytest.raises(click.ClickException, match=f"RUMOURMILL_WEB_PORT={port}: in use"):
+            _check_web_address("0.0.0.0", port)

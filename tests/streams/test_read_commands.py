@@ -29,6 +29,7 @@ from streams.cli import main
 from streams.rebuild import RebuildFailed, live_digest
 from streams.replay import replay_lines
 from streams.settings import Settings
+from streams.show import table
 from streams.web import register_views
 from tests.streams.test_web import MemoryReads
 from tests.tavern import TAVERN
@@ -476,3 +477,5 @@ def test_a_players_terminal_escapes_are_shown_not_acted_on() -> None:
         output = printed(result)
         assert "\x1b" not in output and "\x07" not in output
         assert "\\x1b]0;PWNED\\x07" in output
+    columns = table("t", ["said", "seq"], [["a\x1bb", 1], ["abcde", 2]]).splitlines()
+    assert [line.rindex(str(seq)) for line, seq in zip(columns[-2:], (1, 2), strict=True)] == [8, 8]
