@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -63,12 +64,14 @@ def test_a_publishing_command_says_kafka_cannot_be_reached_and_nothing_was_publi
     assert line.startswith(UNREACHABLE) and line.endswith("; nothing published")
 
 
-def stopped_worker(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
-    """A worker started on no broker with a data dir of the test's and `variables` set, in a
-    process of its own (it sets up the process's logging), once it stopped: it must have
-    stopped, exit code 1."""
+def stopped_worker(
+    tmp_path: Path, command: Sequence[str] = ("worker",), **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """A worker (or another `command`) started on no broker with a data dir of the test's and
+    `variables` set, in a process of its own (it sets up the process's logging), once it
+    stopped: it must have stopped, exit code 1."""
     result = subprocess.run(
-        [sys.executable, "-m", "streams", "worker"],
+        [sys.executable, "-m", "streams", *command],
         capture_output=True,
         text=True,
         timeout=60,
@@ -155,19 +158,7 @@ def test_a_web_port_something_else_listens_on_stops_the_worker_and_make_run_at_o
     printed no ack, serving nothing; a worker failed the bind after Kafka's topics."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "streams", *command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={
-                **os.environ,
-                "RUMOURMILL_BROKER": NOWHERE,
-                "RUMOURMILL_DATA_DIR": str(tmp_path / "data"),
-                "RUMOURMILL_WEB_PORT": str(port),
-            },
-        )
-    assert result.returncode == 1
+        result = stopped_worker(tmp_path, command, RUMOURMILL_WEB_PORT=str(port))
     said = result.stderr.splitlines()[-1]  # `dev` checked its story first ("validating")
     assert said.startswith(f"Error: RUMOURMILL_WEB_PORT={port}: in use on 127.0.0.1 (another")
     assert result.stdout == ""  # no broker started, nothing published
