@@ -946,16 +946,18 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     from aiokafka.errors import KafkaError
 
     from streams.rebuild import (
+        Named,
         NotCompared,
         RebuildFailed,
         events_not_processed_live,
         events_since,
+        live_committed,
         live_digest,
     )
 
-    def on_kafka(events: Coroutine[Any, Any, Named]) -> Named:
+    def on_kafka(work: Coroutine[Any, Any, Done]) -> Done:
         try:
-            return asyncio.run(events)
+            return asyncio.run(work)
         except (KafkaError, RebuildFailed) as error:
             raise click.ClickException(
                 f"rebuild: Kafka at {live.bootstrap} failed as the worlds were compared: {error}"
@@ -964,7 +966,7 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     def warn(line: str) -> None:
         click.echo(f"warning: {line}", err=True)
 
-    not_processed = on_kafka(events_not_processed_live(live, rebuilt.folded, warn))  # first
+    committed = on_kafka(live_committed(live, rebuilt.folded))  # before the digests
     answers: dict[World, str | NotCompared] = {}
     for world in sorted(rebuilt.digests):
         try:
@@ -976,8 +978,16 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
                 f"rebuild: {error}; the worlds from {world[0]}/{world[1]} on were not compared "
                 "(`rumourmill digest --world W` prints a world's live digest)"
             ) from None
-    since = on_kafka(events_since(live, rebuilt.folded))  # after them: what they may hold
-    _print_comparison(rebuilt.digests, answers, Outside(since, not_processed))
+    outside = Outside(Named(), Named())
+    if any(
+        isinstance(live_one, str) and live_one != rebuilt.digests[world]
+        for world, live_one in answers.items()
+    ):
+        outside = Outside(  # read only when needed: published since, after the digests
+            on_kafka(events_since(live, rebuilt.folded)),
+            on_kafka(events_not_processed_live(live, rebuilt.folded, committed, warn)),
+        )
+    _print_comparison(rebuilt.digests, answers, outside)
 
 
 @dataclass(frozen=True)

@@ -720,13 +720,16 @@ async def events_since(live: Settings, folded: dict[int, tuple[int, int]]) -> Na
 
 
 async def events_not_processed_live(
-    live: Settings, folded: dict[int, tuple[int, int]], warn: Callable[[str], None]
+    live: Settings,
+    folded: dict[int, tuple[int, int]],
+    committed: dict[int, int],
+    warn: Callable[[str], None],
 ) -> Named:
-    """What the events the rebuild folded and the live workers have not committed yet name.
-    A group with no committed offset where events were folded is no live workers' (an app id
-    of before a switch, say): told to `warn`, and nothing is taken for not processed, so a
-    world that differs is said to (every event would seem unprocessed, hiding what differs)."""
-    committed = await live_committed(live, folded)
+    """What the events the rebuild folded and the live workers had not `committed`
+    (`live_committed`) name. A group with no committed offset where events were folded is no
+    live workers' (an app id of before a switch, say): told to `warn`, and nothing is taken for
+    not processed, so a world that differs is said to (every event would seem unprocessed,
+    hiding what differs)."""
     if not any(committed[partition] for partition, (first, end) in folded.items() if end > first):
         warn(
             f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
