@@ -70,10 +70,7 @@ def _settings(
     except SettingsError as error:
         raise click.ClickException(f"bad setting:\n{error}") from None
     for note in unknown_variables(os.environ):
-        if warn is None:
-            click.echo(f"warning: {note}", err=True)
-        else:
-            warn(note)
+        (warn or _warning)(note)
     return settings
 
 
@@ -885,7 +882,7 @@ def rebuild_command(
                         world,
                         on_total=start,
                         advance=lambda n: bar.advance(task, n),
-                        warn=lambda line: click.echo(f"warning: {line}", err=True),
+                        warn=_warning,
                     )
                 )
             finally:
@@ -938,13 +935,16 @@ NOT_ALL_COMPARED = 3
 """`rebuild`'s exit code when no world compared differs, but some could not be compared."""
 
 
+def _warning(line: str) -> None:
+    """A command's warning, on stderr (beside `rebuild`'s progress bar too)."""
+    click.echo(f"warning: {line}", err=True)
+
+
 def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     """Print each rebuilt world's digest and whether the live worker's is the same, as it is
     asked; end the command (exit 1, or `NOT_ALL_COMPARED`) when some differ, or were not
     compared: an API key reads one tenant, and the live workers may hold other events of a
     world than the rebuild folded (`Outside`)."""
-    from aiokafka.errors import KafkaError
-
     from streams.rebuild import (
         Named,
         NotCompared,
@@ -957,14 +957,11 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
 
     def on_kafka(work: Coroutine[Any, Any, Done]) -> Done:
         try:
-            return asyncio.run(work)
-        except (KafkaError, RebuildFailed) as error:
+            return _on_kafka(live, work)  # Kafka's failures (a refused login too) said as ever
+        except RebuildFailed as error:
             raise click.ClickException(
-                f"rebuild: Kafka at {live.bootstrap} failed as the worlds were compared: {error}"
+                f"rebuild: {error}; the worlds were not compared with the live worker"
             ) from None
-
-    def warn(line: str) -> None:
-        click.echo(f"warning: {line}", err=True)
 
     committed = on_kafka(live_committed(live, rebuilt.folded))  # before the digests
     answers: dict[World, str | NotCompared] = {}
@@ -985,7 +982,7 @@ def _compare_with_live(live: Settings, rebuilt: Rebuilt) -> None:
     ):
         outside = Outside(  # read only when needed: published since, after the digests
             on_kafka(events_since(live, rebuilt.folded)),
-            on_kafka(events_not_processed_live(live, rebuilt.folded, committed, warn)),
+            on_kafka(events_not_processed_live(live, rebuilt.folded, committed, _warning)),
         )
     _print_comparison(rebuilt.digests, answers, outside)
 
