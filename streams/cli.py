@@ -226,7 +226,11 @@ def publish(file: Path, raw: bool, **flags: Any) -> None:
     lines = _checked_lines(file, settings.max_event_bytes, raw=raw)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     sent = _on_kafka(settings, send(settings, settings.topics.events, lines))
-    click.echo(f"published {sent} event(s) from {file} to {settings.bootstrap}")
+    copies = f" ({sent} messages: a tenant's deletion goes to every partition)"
+    click.echo(
+        f"published {len(lines)} event(s) from {file} to {settings.bootstrap}"
+        + (copies if sent > len(lines) else "")
+    )
 
 
 def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[Line]:

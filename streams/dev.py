@@ -137,9 +137,9 @@ def run_demo(
             except NotReady as error:
                 raise click.ClickException(f"{error}; see {log_path}") from None
             click.echo(f"worker: ready, web on {settings.canonical_url}")
-            asyncio.run(publish(settings, settings.topics.events, lines))
+            sent = asyncio.run(publish(settings, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
-            for ack in asyncio.run(_read_acks(settings, len(lines))):
+            for ack in asyncio.run(_read_acks(settings, sent)):
                 click.echo(
                     f"  ack {ack['timeline_id']}#{ack['seq']}: {ack['outcome']}"
                     f" (processed_seq {ack['processed_seq']})"

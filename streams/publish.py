@@ -100,7 +100,8 @@ async def send_one(
 
 async def publish(settings: Settings, topic: str, lines: list[Line]) -> int:
     """Send lines in order (one partition per world keeps a world's order; a tenant's deletion
-    goes to each partition, after the lines before it there); returns the count."""
+    goes to each partition, after the lines before it there); returns the messages sent, a
+    deletion's copies counted (each is acked apart)."""
     producer = AIOKafkaProducer(
         **kafka_options(settings),
         acks="all",
@@ -119,4 +120,4 @@ async def publish(settings: Settings, topic: str, lines: list[Line]) -> int:
             await future
     finally:
         await producer.stop()
-    return len(lines)
+    return len(pending)

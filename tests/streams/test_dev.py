@@ -17,6 +17,7 @@ import pytest
 
 import streams as streams_package
 from localbroker import free_port
+from projections.deletion import deletion_event
 from streams.dev import DEMO_STORY
 from tests.tavern import TAVERN
 
@@ -169,3 +170,20 @@ def test_a_story_with_invalid_lines_is_refused_as_publish_refuses_it_before_anyt
     assert f"{story}:2: not valid JSON" in result.stderr
     assert "1 invalid line(s); nothing sent" in result.stderr
     assert "broker:" not in result.stdout  # no broker started
+
+
+def test_a_story_ending_in_a_tenants_deletion_prints_the_ack_of_every_partitions_copy(
+    tmp_path: Path,
+) -> None:
+    """The deletion goes to each of the 4 partitions, and each acks its copy: `dev` waits for
+    every message it sent, not one ack per line of the story."""
+    gone = deletion_event("default", None).model_dump(mode="json", exclude_defaults=True)
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(TAVERN.rstrip(b"\n") + b"\n" + orjson.dumps(gone) + b"\n")
+    output, rest, code = dev("--story", str(story))
+    events = len(TAVERN.splitlines())
+    assert f"published {events + 1} events" in output, output
+    deletion_acks = [line for line in output.splitlines() if line.startswith("  ack *#")]
+    assert len(deletion_acks) == 4, output
+    assert len([line for line in output.splitlines() if line.startswith("  ack ")]) == events + 4
+    assert code == 0, rest

@@ -118,6 +118,7 @@ def test_a_tenants_deletion_in_a_file_goes_to_every_partition_after_what_came_be
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("published 9 event(s)")
+    assert "(12 messages: a tenant's deletion goes to every partition)" in result.stdout
     by_partition = asyncio.run(keys_by_partition(settings, settings.topics.events))
     assert sorted(by_partition) == [0, 1, 2, 3]
     for partition, keys in by_partition.items():
