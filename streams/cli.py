@@ -241,12 +241,18 @@ def _checked_lines(file: Path, max_event_bytes: int, raw: bool = False) -> list[
     from streams.publish import read_lines
     from streams.show import for_terminal
 
-    with click.progressbar(
-        list(read_lines(file, raw=raw, max_event_bytes=max_event_bytes)),
-        label="validating",
-        file=click.get_text_stream("stderr"),
-    ) as progress:
-        lines = list(progress)
+    size = file.stat().st_size if file.is_file() else 0  # a pipe's is unknown: no bar then
+    lines = []
+    with (
+        file.open("rb") as handle,
+        click.progressbar(
+            length=size, label="validating", file=click.get_text_stream("stderr")
+        ) as progress,
+    ):
+        for line in read_lines(handle, raw=raw, max_event_bytes=max_event_bytes):
+            lines.append(line)
+            if size:
+                progress.update(handle.tell() - progress.pos)
     invalid = [line for line in lines if line.problem is not None]
     for line in invalid:
         click.echo(for_terminal(f"{file}:{line.number}: {line.problem}"), err=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,15 +40,14 @@ class Line:
 
 
 def read_lines(
-    path: Path, *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    lines: Iterable[bytes], *, raw: bool = False, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 ) -> Iterator[Line]:
-    """Each non-blank line of `path`; validated unless `raw` (sent as it is, for tests, unless
-    Kafka's producer would refuse it)."""
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            data = line.rstrip(b"\r\n")
-            if data.strip():
-                yield parse_line(number, data, raw=raw, max_event_bytes=max_event_bytes)
+    """Each non-blank line of a file's `lines`; validated unless `raw` (sent as it is, for
+    tests, unless Kafka's producer would refuse it)."""
+    for number, line in enumerate(lines, start=1):
+        data = line.rstrip(b"\r\n")
+        if data.strip():
+            yield parse_line(number, data, raw=raw, max_event_bytes=max_event_bytes)
 
 
 def parse_line(

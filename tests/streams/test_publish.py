@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
+import select
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +59,8 @@ def test_raw_lines_are_kept_as_they_are_and_keyed_by_world_when_they_name_one(
     story.write_bytes(
         b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\nnot json\n'
     )
-    lines = list(read_lines(story, raw=True))
+    with story.open("rb") as handle:
+        lines = list(read_lines(handle, raw=True))
     assert [(line.number, line.key, line.problem) for line in lines] == [
         (1, b"w", None),
         (2, None, None),
@@ -144,3 +148,48 @@ async def keys_by_partition(settings: Settings, topic: str) -> dict[int, list[by
         return keys
     finally:
         await consumer.stop()
+
+
+def test_the_bar_shows_while_the_lines_are_checked_and_a_pipe_is_read_once(
+    tmp_path: Path,
+) -> None:
+    """On a terminal: every line was checked before the bar showed (a large file showed
+    nothing for as long as checking took). A named pipe stands for `publish <(generate)`: the
+    bar is up while its first lines wait for the rest, and every line is checked (the last,
+    invalid, is reported by number)."""
+    event = b'{"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "k"}\n'
+    story = tmp_path / "story.ndjson"
+    os.mkfifo(story)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams", "publish", str(story), "--broker", "127.0.0.1:9"],
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    shown = b""
+    with story.open("wb") as writer:
+        writer.write(event * 100)
+        writer.flush()
+        deadline = time.monotonic() + 60
+        while b"validating" not in shown and time.monotonic() < deadline:
+            shown += _read_terminal(controller)
+        assert b"validating" in shown, shown
+        writer.write(event * 100 + b"not json\n")
+    assert process.wait(timeout=60) == 1
+    while chunk := _read_terminal(controller):  # what it wrote last waits in the terminal
+        shown += chunk
+    os.close(controller)
+    assert f"{story}:201: not valid JSON".encode() in shown, shown[-500:]
+    assert b"1 invalid line(s); nothing sent" in shown
+
+
+def _read_terminal(controller: int) -> bytes:
+    """What the child wrote to its terminal next (waiting at most a second); empty once it
+    closed it."""
+    if not select.select([controller], [], [], 1)[0]:
+        return b""
+    try:
+        return os.read(controller, 65536)
+    except OSError:  # Linux: EIO once no process holds the terminal open
+        return b""
