@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
