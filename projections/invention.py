@@ -2,9 +2,12 @@
 
 A character's reply to the event at `after_seq` may name only what its decision was given: the
 character, the player, the place, every entity its knowledge is about or came from (by declared
-name and by id), and the words of its knowledge and of the recent turns. The rules look for
+name and by id), and the words of its knowledge, of the recent turns and of the line it answers
+(the player gave them, though a player of `privacy: "full"` keeps no turns, and ten more
+important memories can keep the line's out of the knowledge). The rules look for
 names: runs of capitalised words. A run at the start of a sentence loses its first word (a
-sentence starts capitalised whatever it is: "Ask Bertram" names Bertram, "Ask" names nobody).
+sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
+Bertram, "Ask" names nobody).
 The pronoun "I" ("I'm", "I'll") and a title ("Dr", "Mrs", whose full stop ends no sentence) are
 no part of a name, and a possessive ending is none of its words ("Mara's" names Mara). A name
 is known when each of its words is among the given words, case aside ("the Crooked Lantern" is
@@ -12,8 +15,9 @@ given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
 
 The answer's action is the policy's (`memory.invention`) when anything is invented, else
 `allow`. Unnamed new relations ("her brother") take a model; the rules do not look for them.
-With a model configured, the shell asks it (`RELATIONS_INSTRUCTIONS`, `relations_question`)
-and adds what it finds that the reply says (`with_relations`); without an answer, the rules'
+With a model configured and the world's weighing `model` (section 12: in rules mode the check
+is the rules'), the shell asks it (`RELATIONS_INSTRUCTIONS`, `relations_question`) and adds what
+it finds that the reply says (`with_relations`); without an answer, the rules'
 check stands. The reply check is a read: it writes nothing, so nothing is recorded.
 """
 
@@ -35,7 +39,9 @@ from schemas.policy import InventionPolicy, Policy
 MAX_REPLY_CHARS = 10_000
 """A longer reply is refused (a reply is a few lines a character says)."""
 
-_SENTENCE_END = re.compile(r"[.!?…:;\n]")
+_SENTENCE_END = re.compile(r"[.!?…:\n]")
+"""What ends a sentence, or opens one as a colon may ("Listen: The man..."); after a semicolon
+a capitalised word is a name ("Nobody saw it; Bertram did")."""
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
@@ -128,6 +134,7 @@ def reply_check(
         *(display_name(entity, declarations) for entity in entities),
         *(memory.content for memory in context.knowledge),
         *(turn.text for turn in context.recent_turns),
+        *([event.words] if event is not None and event.words is not None else []),
     ]
     found = inventions(text, given)
     return CheckedReply(
@@ -136,6 +143,7 @@ def reply_check(
         prompt=relations_question(text, context),
         action=policy.memory.invention,
         deadline_ms=policy.memory.model.deadline_ms,
+        model_joins=policy.memory.weighing == "model",
     )
 
 
@@ -161,6 +169,8 @@ class CheckedReply:
     """The policy's action when anything is invented."""
     deadline_ms: int
     """How long the model may take (the world's `memory.model.deadline_ms`)."""
+    model_joins: bool
+    """Whether a configured model is asked (the world weighs by the model)."""
 
 
 def relations_question(text: str, context: DecisionRead) -> str:

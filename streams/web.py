@@ -493,13 +493,14 @@ class ReplyCheck(Decision):
         cast(Any, request)[REPLY] = body
 
     async def finish(self, found: object) -> object:
-        """With a model configured, the model adds the relations the reply brings in; without
-        its answer in time, the rules' check stands. A model that answered nothing within the
-        deadline lately (an event's or a check's) is not asked meanwhile: a hanging model held
-        every check the whole deadline, asking it again (`ModelClient.out_of_time`)."""
+        """With a model configured and the world weighing by it, the model adds the relations
+        the reply brings in; without its answer in time, the rules' check stands. A model that
+        answered nothing within the deadline lately (an event's or a check's) is not asked
+        meanwhile: a hanging model held every check the whole deadline, asking it again
+        (`ModelClient.out_of_time`)."""
         checked = cast(CheckedReply, found)
         model = self.reads.model
-        if model is None:
+        if model is None or not checked.model_joins:
             return checked.found
         answer: RelationsAnswer | str | None = model.rests_for(checked.deadline_ms, read=True)
         if answer is None:

@@ -23,6 +23,8 @@ from projections.invention import inventions, names_in
         ("Tell Ilse I said so. Tell Ilse I'm sorry.", ["Ilse"]),  # I is no part of a name
         ("Ask Dr. Bertram, or Mrs Vell.", ["Bertram", "Vell"]),  # a title's stop ends nothing
         ("Jonas' boat sank.", []),  # the sentence's first word, possessive or not
+        ("Nobody saw it; Bertram did, though.", ["Bertram"]),  # a semicolon opens nothing
+        ("Listen: The harbour, ask Bertram.", ["Bertram"]),  # a colon may open a sentence
     ],
 )
 def test_names_are_runs_of_capitalised_words_not_opening_a_sentence(

@@ -759,6 +759,41 @@ def test_a_reply_naming_the_place_its_character_is_at_passes_when_the_line_names
     )
 
 
+def test_a_reply_may_name_what_the_line_it_answers_said_though_the_line_is_in_no_turn() -> None:
+    """Ilse keeps no turns (`privacy: "full"`), and a dozen attacks on Mara are more important
+    than her question: its memory is not among the ten the decision knows. The name she asked
+    about was flagged in Mara's answer, as if nobody had given it."""
+    declared = {"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse", "privacy": "full"}}
+
+    def line(seq: int, key: str, **fields: Any) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key}
+        return orjson.dumps(event | {"location": "loc-inn"} | fields)
+
+    attacks = [
+        line(seq, "combat.attacked", actor="player-1", target="npc-mara", players=["player-1"])
+        for seq in range(2, 14)
+    ]
+    asked = line(
+        14,
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1"],
+        payload={"text": "Have you seen Bertram Vell?"},
+    )
+    entered = line(1, "loreweaver.movement.location-entered", actor="npc-mara", entities=declared)
+    reads = MemoryReads(replay_lines([entered, *attacks, asked]).state)
+    path = "/v2/memory/runtime/npcs/npc-mara/{}?world_instance_id=w&timeline_id=main&after_seq=14"
+    [(status, decided)] = serve(reads, (path.format("decision"), {}))
+    assert status == 200 and decided["recent_turns"] == []
+    assert not any("Bertram" in memory["content"] for memory in decided["knowledge"])
+    reply = b'{"text": "No, I have not seen Bertram Vell."}'
+    assert post(reads, path.format("reply-check"), reply) == (
+        200,
+        {"inventions": [], "action": "allow"},
+    )
+
+
 def test_the_policy_decides_what_an_invention_gets() -> None:
     reply = "Old Bertram knows, and Captain Vell."
     rejecting = resolve(None, {"memory": {"invention": "reject"}})
@@ -768,33 +803,43 @@ def test_the_policy_decides_what_an_invention_gets() -> None:
     assert check(reply, allowing) == (200, {"inventions": names, "action": "allow"})
 
 
+MODEL_WEIGHING = resolve(None, {"memory": {"weighing": "model"}})
+
+
 def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
     model_server: ScriptedModel,
 ) -> None:
+    """In model mode (section 12); in rules mode the check is the rules' (seed 001: a rules
+    decision's one model call is the referee's), and the model was asked all the same."""
     reply = "Ask her brother at the harbour, or Bertram."
     names = [{"name": "Bertram", "kind": "name"}]
 
     def model() -> ModelClient:
         return ModelClient(model_server.url, "scripted")
 
-    assert check(reply, model=model()) == (
+    assert check(reply, Policy(), model()) == (200, {"inventions": names, "action": "flag"})
+    assert model_server.requests == []
+    assert check(reply, MODEL_WEIGHING, model()) == (
         200,
         {"inventions": [*names, {"name": "her brother", "kind": "relation"}], "action": "flag"},
     )
     (asked,) = model_server.requests
     assert "The reply: Ask her brother" in asked["messages"][1]["content"]
     model_server.relations = ["her uncle"]  # not what the reply says: never an invention
-    assert check("Ask her brother.", model=model()) == (200, {"inventions": [], "action": "allow"})
+    assert check("Ask her brother.", MODEL_WEIGHING, model()) == (
+        200,
+        {"inventions": [], "action": "allow"},
+    )
     model_server.relations = ["her brother"]  # said across a line break: said all the same
     broken = {"inventions": [{"name": "her brother", "kind": "relation"}], "action": "flag"}
-    assert check("Ask her\n  brother.", model=model()) == (200, broken)
+    assert check("Ask her\n  brother.", MODEL_WEIGHING, model()) == (200, broken)
     # inside other words ("another brother") it is not said
-    assert check("Ask another brother.", model=model()) == (
+    assert check("Ask another brother.", MODEL_WEIGHING, model()) == (
         200,
         {"inventions": [], "action": "allow"},
     )
     model_server.behaviour = "error"  # without the model's answer, the rules' check stands
-    assert check(reply, model=model()) == (200, {"inventions": names, "action": "flag"})
+    assert check(reply, MODEL_WEIGHING, model()) == (200, {"inventions": names, "action": "flag"})
 
 
 def test_a_model_that_hangs_holds_one_reply_check_its_deadline_not_every_one() -> None:
@@ -803,7 +848,7 @@ def test_a_model_that_hangs_holds_one_reply_check_its_deadline_not_every_one() -
     (each waited the whole deadline and asked it again, for as long as it hung); the events,
     which one tenant's reads must not leave to the rules, still ask it. A deadline an event's
     questions ran into rests it for the checks as well."""
-    policy = resolve(None, {"memory": {"model": {"deadline_ms": 500}}})
+    policy = resolve(None, {"memory": {"weighing": "model", "model": {"deadline_ms": 500}}})
     asked: list[str] = []
 
     async def hanging(request: aiohttp_web.Request) -> aiohttp_web.Response:
@@ -870,7 +915,7 @@ def test_one_tenants_reply_checks_leave_the_model_to_every_tenants_events() -> N
     async def run() -> tuple[list[int], Replay]:
         async with serving(model) as url:
             client = ModelClient(url, "scripted", concurrency=2)
-            http = served_client(MemoryReads(LIES, model=client))
+            http = served_client(MemoryReads(LIES, model=client, policy=MODEL_WEIGHING))
             await http.start_server()
             try:
                 checks = [
