@@ -35,6 +35,7 @@ on the records alone, so the read finds them. Each part says who summarised it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -169,6 +170,7 @@ def chronicle_of(
     chapters: list[Rolled] = []
     pending: list[Told] = []
     pending_tokens = 0
+    bounds: Counter[tuple[int, int, int]] = Counter()  # a chapter's first and last seq, records
     for memory in memories:
         text = _digest_text(memory)
         tokens = count(text)
@@ -176,14 +178,9 @@ def chronicle_of(
         pending_tokens += tokens
         if pending_tokens <= policy.short_term_tokens:
             continue
-        part = Part(
-            "chapter",
-            memory.character_id,
-            memory.timeline_id,
-            pending[0][0].seq,
-            memory.seq,
-            len(pending),
-        )
+        bound = (pending[0][0].seq, memory.seq, len(pending))
+        part = Part("chapter", memory.character_id, memory.timeline_id, *bound, bounds[bound])
+        bounds[bound] += 1
         statements = [_statement(held, count) for held, _, _ in pending]
         told, by = _summarised(
             part, statements, policy.chapter_tokens, count, summaries, summariser

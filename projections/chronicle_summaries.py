@@ -133,11 +133,17 @@ class Part:
     from_seq: int
     to_seq: int
     records: int
+    alike_before: int = 0
+    """How many parts of the same bounds and size closed before it: an event whose records
+    are many closes two chapters of its records alone, of as many records each."""
 
     @property
     def name(self) -> str:
-        """How its summary is known among the judgements of the event that closed it."""
-        return f"{self.kind} {self.from_seq}-{self.to_seq} ({self.records} records)"
+        """How its summary is known among the judgements of the event that closed it: a name
+        two of its parts shared got one answer for both (the last asked), the other's records
+        summarised by the model in the one's name."""
+        name = f"{self.kind} {self.from_seq}-{self.to_seq} ({self.records} records)"
+        return f"{name} #{self.alike_before + 1}" if self.alike_before else name
 
 
 class Summaries(Protocol):

@@ -5,6 +5,7 @@ production client and judge, in process (no Kafka); token counts by the worker's
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -13,9 +14,11 @@ import pytest
 from projections.chronicle import chronicle_read
 from projections.digest import world_digest
 from projections.judgements import RecordedAnswers
+from projections.memory_store import held_in_order
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.runtime_read import runtime_read
+from projections.runtime_read import runtime_read, timeline_view
+from projections.wording import one_line, retell
 from schemas.judgements import EventJudgements
 from schemas.policy import Policy
 from streams.judging import Judge, JudgementLog, MemoryTopic
@@ -24,6 +27,7 @@ from streams.replay import Replay, replay_judged, replay_lines
 from streams.tokens import wordllama_tokens
 from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
 from tests.projections.test_chronicle import line_text, lines, said, words
+from tests.tavern import TAVERN_LINES
 
 SHORT_CHAPTERS: dict[str, Any] = {
     "memory": {
@@ -212,3 +216,66 @@ def test_a_chapter_closed_by_another_timelines_persistent_memory_is_not_its_summ
     assert (on_b["from_seq"], on_b["to_seq"]) == (on_main["from_seq"], on_main["to_seq"]) == (1, 16)
     assert on_b["summarised_by"] == "model" and "npc-bruno" in on_b["text"]
     assert on_main["summarised_by"] == "rules" and "npc-bruno" not in on_main["text"]
+
+
+def test_two_chapters_one_event_closes_alike_are_each_summarised_from_its_own_records() -> None:
+    """Chapters of 10 tokens: the meeting that passes Mara's news to Tomas closes two chapters
+    of his of one record each, alike in bounds and size. Their questions shared one name, and
+    one answer (the last) was shown for both: a chapter summarised another's records."""
+    policy = resolve(
+        None,
+        {
+            "memory": {
+                "spreading": {"enabled": True},
+                "chronicle": {
+                    "short_term_tokens": 10,
+                    "chapter_tokens": 10,
+                    "long_term_tokens": 10_000,
+                    "condensed_tokens": 10,
+                },
+            }
+        },
+    )
+    count = wordllama_tokens()
+
+    def summary(body: dict[str, Any]) -> str | None:
+        """The first words of the first statement the question lists (within a chapter's 10
+        tokens): whose records a summary is shows."""
+        instructions, question = (message["content"] for message in body["messages"])
+        if '"summary"' not in instructions:
+            return None
+        first = next(line[2:] for line in question.splitlines() if line.startswith("- "))
+        return orjson.dumps({"summary": " ".join(first.split()[:3])}).decode()
+
+    async def run(url: str) -> Replay:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        topic = MemoryTopic()
+        try:
+            return await replay_judged(
+                TAVERN_LINES,
+                Projector(lambda tenant, world: policy, count=count),
+                Judge(client, JudgementLog(topic.read, topic.send)),
+            )
+        finally:
+            await client.close()
+
+    with scripted_model() as model:
+        scripted = model.answer
+        model.answer = lambda body: summary(body) or scripted(body)  # type: ignore[method-assign]
+        replay = asyncio.run(run(model.url))
+    read = chronicle_read(
+        replay.state, "default", "save-1", "main", "npc-tomas", policy.memory.chronicle, count
+    )
+    _, keys, ancestry = timeline_view(replay.state, "default", "save-1", "main", None)
+    content = {
+        memory.belief_id: memory.content
+        for memory in held_in_order(replay.state, keys, ancestry, "npc-tomas")
+    }
+    alike = Counter(
+        (chapter.from_seq, chapter.to_seq, chapter.records) for chapter in read.chapters
+    )
+    assert max(alike.values()) >= 2  # the case itself: two chapters alike
+    for chapter in read.chapters:
+        assert chapter.summarised_by == "model"
+        first = one_line(retell(content[chapter.belief_ids[0]]))
+        assert chapter.text == " ".join(first.split()[:3])
