@@ -130,6 +130,11 @@ class StateTable(faust.Table[bytes, bytes]):
     """The reads made off the event loop (`streams.state.SnapshotReads`)."""
     stopping: asyncio.Future[None] | None
     """The worker's stop on a changelog it cannot recover from (`unrecoverable`)."""
+    readable: set[int]
+    """The active partitions whose state is whole: recovered (and upgraded) since they were
+    assigned. Reads of the others are refused: recovery lays a copy in from the changelog a
+    batch at a time, and a read meanwhile showed a world never seen, then characters who had
+    forgotten most of their past."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,6 +143,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.durability = None
         self.send_acks = None
         self.stopping = None
+        self.readable = set()
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
@@ -201,9 +207,11 @@ class StateTable(faust.Table[bytes, bytes]):
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
+        changelog = self.changelog_topic.get_topic_name()
+        assignor = self.app.assignor
+        self.readable = {p for p in self.readable if assignor.is_active(TP(changelog, p))}
         await self.all_settled()  # before Faust lets any database go
         await self.snapshot_reads.finished()  # a snapshot keeps its database open
-        changelog = self.changelog_topic.get_topic_name()
         self.local_durability.rebalanced(
             [tp.partition for tp in revoked if tp.topic == changelog],
             [tp.partition for tp in newly_assigned if tp.topic == changelog],
@@ -303,6 +311,7 @@ class StateTable(faust.Table[bytes, bytes]):
         await self.upgrade_formats(partitions)
         await self.retire_changesets(partitions)
         self.hot.clear()
+        self.readable = set(partitions)
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
@@ -694,16 +703,30 @@ class Rumourmill:
                 f"world {world_id!r} is on partition {partition}, which this worker does not"
                 " serve: give each worker its own RUMOURMILL_WEB_URL, then ask again",
             )
+        if partition not in self.state.readable:
+            raise HTTPProblem(
+                503,
+                f"world {world_id!r} is on partition {partition}, whose state this worker is"
+                " still recovering; ask again shortly",
+            )
         await self.state.settled(partition)
         return partition_db(self.state, partition)
 
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         """The answer of the worker that owns `world_id` by this worker's partition map (None
-        when that is this one), forwarded to it (`streams.forwarding`)."""
-        try:
-            owner: URL | None = self.app.router.key_store(self.state.name, world_id)
-        except KeyError:
-            owner = None
+        when that is this one), forwarded to it (`streams.forwarding`). Found in the map
+        itself: Faust's `key_store` asks the producer for the topic's partitions, which it does
+        not know in a worker's first moments (a read then failed with a 500)."""
+        partition = partition_of(world_id.encode(), self.settings.partitions)
+        changelog = self.state.changelog_topic.get_topic_name()
+        owner = next(
+            (
+                URL(url)
+                for url, topics in self.app.assignor.table_metadata(changelog).items()
+                if partition in topics.get(changelog, ())
+            ),
+            None,
+        )
         here = URL(self.app.conf.canonical_url)
         return await forwarding.owner_answer(
             world_id, owner, here, self.app.http_client, web, request

@@ -11,8 +11,13 @@ import asyncio
 import re
 import shutil
 import time
+import urllib.error
+import urllib.request
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -29,6 +34,7 @@ from tests.support import (
     WorkerProcess,
     changelog_ends,
     checkpoint_stamps,
+    event,
     send_events,
     topic_ends,
     unique_settings,
@@ -272,3 +278,55 @@ def test_a_second_worker_on_the_data_dir_of_a_running_one_stops_and_leaves_its_s
     finally:
         second.kill()
         first.stop()
+
+
+def answer(url: str) -> tuple[int, Any] | None:
+    """(status, JSON body) of a GET, None while nothing answers on its port."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, orjson.loads(reply.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, orjson.loads(refused.read())
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def test_a_world_is_not_read_while_its_state_is_being_recovered(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Started on an empty data dir (a new machine), the worker lays its state in from the
+    changelog: reads meanwhile answered 404 (a world never seen), then characters who had
+    forgotten most of their past; one in its first moments, a 500."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", partitions=1)
+    events = 3000
+    greetings = [
+        event("save-1", seq, key="social.greeting", actor=f"npc-v{seq % 50}", target="npc-mara")
+        for seq in range(1, events + 1)
+    ]
+    web = f"http://127.0.0.1:{settings.web_port}"
+    read = f"{web}/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, greetings)
+        wait_for_everything(settings, {("save-1", "main", events)}, 180)
+    finally:
+        worker.stop()
+    shutil.rmtree(settings.data_dir)
+    answers: list[tuple[int, Any]] = []
+    worker.spawn()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            ready = answer(f"{web}/ready")
+            got = answer(read)
+            if got is not None:
+                answers.append(got)
+            if ready is not None and ready[0] == 200 and got is not None and got[0] == 200:
+                break
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert answers and answers[-1][0] == 200, answers[-3:]
+    assert {status for status, _ in answers} == {200, 503}, Counter(s for s, _ in answers)
+    assert {body["processed_seq"] for status, body in answers if status == 200} == {events}
+    assert any("still recovering" in body["detail"] for status, body in answers if status == 503)
