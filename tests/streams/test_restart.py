@@ -323,7 +323,7 @@ def test_a_world_is_not_read_while_its_state_is_being_recovered(
                 answers.append(got)
             if ready is not None and ready[0] == 200 and got is not None and got[0] == 200:
                 break
-            time.sleep(0.05)
+            time.sleep(0.01)
     finally:
         worker.stop()
     assert answers and answers[-1][0] == 200, answers[-3:]
