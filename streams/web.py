@@ -284,8 +284,16 @@ class PrometheusMetrics(ReadsView):
         return self.bytes(self.reads.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
 
+AS_OF = frozenset({"world_instance_id", "timeline_id", "as_of_seq"})
+"""The query parameters of a read of one timeline as of a position."""
+
+
 class WorldRead(ReadsView):
     """A read of one world: authenticated, validated, then served here or by its owner."""
+
+    takes: ClassVar[frozenset[str]] = AS_OF
+    """The query parameters the read takes, `tenant_id` aside: another is a 400 naming it (a
+    misspelt `as_of` read the present, a `tenant` the default tenant's world of that id)."""
 
     without_as_of: ClassVar[str | None] = None
     """Why the read takes no `as_of_seq`, for the 400 that refuses it (ignored, the client
@@ -319,6 +327,13 @@ class WorldRead(ReadsView):
                 raise HTTPProblem(
                     400,
                     f"query parameter 'as_of_seq' is not taken by this read: {self.without_as_of}",
+                )
+            unknown = sorted(set(request.query) - self.takes - {"tenant_id"})
+            if unknown:
+                taken = ", ".join(sorted(self.takes | {"tenant_id"}))
+                raise HTTPProblem(
+                    400,
+                    f"query parameter {unknown[0]!r} is not taken by this read (it takes {taken})",
                 )
             await self.receive(request)
             forwarded = await self.reads.owner_answer(world, self.web, request)
@@ -395,6 +410,7 @@ class Recall(WorldRead):
     """What a character recalls for a query (section 9): searched on the worker's state, then,
     with a reranker configured, its candidates scored by it without holding the event loop."""
 
+    takes = AS_OF | {"q", "cues", "limit"}
     searches = True
 
     async def finish(self, found: object) -> object:
@@ -442,6 +458,7 @@ class Decision(WorldRead):
     with the player scope's recent turns judged for expiry against the wall clock."""
 
     without_as_of = "it reads as of 'after_seq', the event answered"
+    takes = frozenset({"world_instance_id", "timeline_id", "after_seq", "player_id"})
     searches = True
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
@@ -556,6 +573,8 @@ class Dialogue(WorldRead):
     """What was just said: a character's player scope and place scope (section 13). Expiry is
     judged against the wall clock (turns keep their real time)."""
 
+    takes = AS_OF | {"player_id", "location"}
+
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
         player_id = query_identifier(request, "player_id")
@@ -610,6 +629,8 @@ class Provenance(WorldRead):
 class BranchDiffRead(WorldRead):
     """What a character holds on one timeline and not on another, both ways (section 15)."""
 
+    takes = AS_OF | {"other_timeline_id"}
+
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         return branch_diff(
             scope.tx,
@@ -630,6 +651,7 @@ class Timeline(WorldRead):
     acks and reads tell it (a branch waiting for its branch point has not reached it)."""
 
     without_as_of = ANSWERS_NOW
+    takes = frozenset({"world_instance_id"})
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = params["timeline_id"]
@@ -645,6 +667,7 @@ class Digest(WorldRead):
     the world (2 to 2.5 s in a world of 175,000 memories), off the event loop."""
 
     without_as_of = ANSWERS_NOW
+    takes = frozenset({"world_instance_id"})
     aside = True
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
@@ -669,6 +692,8 @@ MOST_PICTURES_WAITING = 4
 class RumourPicture(WorldRead):
     """Who told whom a rumour, in story time, as an SVG picture (`streams.rumour_picture`);
     the world is named in the path, the timeline by an optional `timeline_id`."""
+
+    takes = frozenset({"timeline_id", "as_of_seq"})
 
     def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
         super().__init__(app, web, reads, endpoint)

@@ -228,7 +228,7 @@ def test_a_persistent_memory_formed_later_is_not_served_as_of_an_earlier_positio
     ]
     on_main = "world_instance_id=save-1&timeline_id=main&as_of_seq="
     origin = f"/v2/memory/runtime/npcs/npc-mara/beliefs/{locket.belief_id}/provenance?{on_main}"
-    drawn = f"/v2/memory/worlds/save-1/rumours/{locket.belief_id}.svg?{on_main}"
+    drawn = f"/v2/memory/worlds/save-1/rumours/{locket.belief_id}.svg?timeline_id=main&as_of_seq="
     as_of_2 = runtime_read(state, "default", "save-1", "main", "npc-mara", 2)
     assert locket.belief_id not in {belief.belief_id for belief in as_of_2.recollections}
     answers = serve(MemoryReads(state), (origin + "2", {}), (drawn + "2", {}), (origin + "3", {}))
@@ -496,6 +496,17 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
         (READ + "&as_of_seq=two", 400, "'as_of_seq' must be a positive integer"),
         (READ + "&as_of_seq=-1", 400, "'as_of_seq' must be a positive integer"),
         (READ + "&as_of_seq=6", 400, "as_of_seq 6 is beyond the processed_seq 5"),
+        # a misspelt parameter read the present, or the default tenant's world: refused by name
+        (
+            READ + "&as_of=1",
+            400,
+            "query parameter 'as_of' is not taken by this read (it takes as_of_seq, tenant_id,"
+            " timeline_id, world_instance_id)",
+        ),
+        (READ + "&As_Of_Seq=1", 400, "query parameter 'As_Of_Seq' is not taken"),
+        (READ + "&tenant=acme", 400, "query parameter 'tenant' is not taken"),
+        (DECISION + "&limit=3", 400, "query parameter 'limit' is not taken"),
+        ("/v2/timelines/main?world_instance_id=save-1&timeline=main", 400, "'timeline' is not"),
         (RECALL.replace("q=son", "q="), 400, "'q' must not be empty"),
         (RECALL.replace("q=son&", ""), 400, "'q' is required"),
         (RECALL.replace("son", "x" * 1001), 400, "at most 1000 characters"),
@@ -1123,7 +1134,9 @@ def test_every_read_of_a_world_takes_its_tenant_from_the_key_alone(route: str) -
     a key: the tenant is checked before the parameters, and before any forward."""
     reads = MemoryReads(STATE, tenants_by_api_key={"key-acme": "default", "key-other": "other"})
     path = route.format(npc_id="npc-mara", belief_id="b", timeline_id="main", world="save-1")
-    path += "?world_instance_id=save-1&timeline_id=main"
+    given = {"world_instance_id": "save-1", "timeline_id": "main"}
+    taken = cast(type[WorldRead], ROUTES[route]).takes
+    path += "?" + "&".join(f"{name}={value}" for name, value in given.items() if name in taken)
     answers = serve(
         reads,
         (path, {}),
