@@ -304,6 +304,7 @@ async def rebuild(
                 )
                 ends = await folder.confirmed()
             finally:
+                folder.let_go()
                 if folder.judge.client is not None:
                     await folder.judge.client.close()
         if world is None:
@@ -491,6 +492,13 @@ class Folder:
                 self.producer, self.changelog, partition, partition_writes.batches
             )
 
+    def let_go(self) -> None:
+        """Leave the changelog sends still in flight to the producer's stop: a fold stopped
+        (Ctrl-C, a failure) said so in one line, then each send the stopping producer failed
+        printed `Future exception was never retrieved` with its traceback."""
+        for delivery in self.pending:
+            delivery.add_done_callback(_failure_seen)
+
     async def confirmed(self) -> dict[int, int]:
         """Wait for every changelog send; per partition, the last changelog offset written."""
         await self.send()
@@ -500,6 +508,11 @@ class Folder:
             )
         self.pending.clear()
         return self.ends
+
+
+def _failure_seen(delivery: asyncio.Future[RecordMetadata]) -> None:
+    if not delivery.cancelled():
+        delivery.exception()
 
 
 async def create_changelog(target: Settings, topic: str) -> None:

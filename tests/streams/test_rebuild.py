@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -506,3 +507,45 @@ def test_reading_for_the_comparison_stops_when_no_event_comes(settings: Settings
     asyncio.run(ensure_topics(settings))
     with pytest.raises(RebuildFailed, match=r"no events for 1 s reading partitions \[0\]"):
         asyncio.run(named_between(settings, {0: (0, 5)}, stall_seconds=1.0))
+
+
+def test_ctrl_c_during_the_fold_says_what_is_left_in_one_line_and_nothing_more(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Interrupted while changelog sends were in flight: the message and exit 130 were right,
+    but the sends the stopping producer failed could print `Future exception was never
+    retrieved` with their tracebacks."""
+    lines = story(worlds=4, events_per_world=3000, seed=13)
+    asyncio.run(ensure_topics(settings))
+    send_events(settings, lines)
+    stopped = settings.model_copy(update={"app_id": settings.app_id + "-stopped"})
+    changelog = changelog_topic(stopped)
+
+    def folding() -> bool:
+        """Whether the rebuild sends changelog records yet."""
+        return (
+            changelog in topics_on(settings) and asyncio.run(messages_in(settings, changelog)) > 0
+        )
+
+    worker = WorkerProcess(settings, tmp_path / "live.log").start()  # the live one it checks
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams", "rebuild", "--into", stopped.app_id],
+        env=settings_env(settings) | {"COLUMNS": "100"},
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not folding():
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        worker.stop()
+    assert process.returncode == 130, stderr
+    said = [line for line in stderr.splitlines() if not line.startswith("rebuilding ")]
+    assert len(said) == 1 and said[0].startswith("rebuild: interrupted; app id "), stderr
