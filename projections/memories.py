@@ -42,13 +42,13 @@ import orjson
 from pydantic import JsonValue, ValidationError
 
 from projections.catalogue import UNKNOWN
-from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID
+from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID, TOLD
 from projections.judgements import RULES, Judging
 from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
 from projections.wording import event_content, passed_on, spoken_words
-from projections.world import canonical_json
+from projections.world import canonical_json, facts_as_recorded
 from schemas import Event, Fact
 from schemas.events import MAX_ID_LENGTH, story_minutes
 from schemas.memory import EventKind, Memory, MemoryKind, Source, Teller, Verdict
@@ -157,6 +157,8 @@ def form_memories(
 
     Each memory's feeling and arousal are `judged` (in model mode, by the model); an impression
     follows the feeling so judged."""
+    if told_nothing(event, context) is not None:
+        return []
     formed = []
     sight: _Sight | None = None
     passed: _Passed | None = None
@@ -213,7 +215,7 @@ def _seen(event: Event, perception: Perception, sight: _Sight, policy: Policy) -
         source_entity=None,
         hops=0,
         uncertain=False,
-        facts=list(event.facts),
+        facts=facts_as_recorded(event.facts),  # what they saw is so: never diverging
         origin=sight.origin,
         lineage=[],
     )
@@ -498,6 +500,23 @@ def _read_claims(claims: object) -> tuple[list[Fact], list[int]]:
         except ValidationError:
             unread.append(number)
     return facts, unread
+
+
+def told_nothing(event: Event, context: MemoryContext) -> str | None:
+    """The ack's note for a `told` that passes nothing, which forms no memory: it names a
+    memory its teller does not hold (never held, forgotten, or held on another timeline: a
+    save loaded since the game kept the id), and says no words and claims no fact. Its
+    listener held "Mara told Tomas (belief_id: ...)", the id taken for the news; None for
+    any other event."""
+    named = event.payload.get("belief_id")
+    if event.key != TOLD or not isinstance(named, str) or spoken_words(event) is not None:
+        return None
+    if _claimed_facts(event, None) or _teller_belief(event, context) is not None:
+        return None
+    return (
+        f"told names memory {named!r}, which {event.actor or 'no teller'!r} does not hold, "
+        "and says no words: nothing passed on"
+    )
 
 
 def unread_claims(event: Event) -> str | None:

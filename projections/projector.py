@@ -31,7 +31,7 @@ from projections.judgements import (
     judging,
 )
 from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
-from projections.memories import form_memories, origin_at, unread_claims
+from projections.memories import form_memories, origin_at, told_nothing, unread_claims
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
@@ -195,7 +195,7 @@ class Projector:
             if (size := value.largest_record(event.seq)) > self.most_record_bytes:
                 raise TooLarge(value.what, size, self.record_bytes)
         judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
-        refereed_note = None
+        refereed_note = told_note = None
         if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
@@ -214,6 +214,7 @@ class Projector:
                 judged.referee(rules_judge),
             )
             memories, refereed_note = refereed.memories, refereed.note
+            told_note = told_nothing(event, context)
             rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )
@@ -240,7 +241,8 @@ class Projector:
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)
-        notes = [found for found in (claims, refereed_note, crowd, note) if found is not None]
+        found_notes = (claims, told_note, refereed_note, crowd, note)
+        notes = [found for found in found_notes if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 
 

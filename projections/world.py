@@ -24,13 +24,19 @@ ABSENT: Any = object()
 """Marks a fact the world record has never set."""
 
 
+def facts_as_recorded(facts: list[Fact]) -> list[Fact]:
+    """An event's facts as the record keeps them: one value per subject and attribute, the
+    last given (an event setting one twice, the old owner then the new, is so at its end)."""
+    return list({(fact.subject, fact.attribute): fact for fact in facts}.values())
+
+
 def record_facts(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
     """Write each fact of `event` as a new version at the event's position (`ancestry`: the
     timeline as it stood before it). A version that says again the value the record holds
     also keeps where that value's run began: saying it again made nothing (`made_by`)."""
     tenant, world, timeline = event.tenant_id, event.world_instance_id, event.timeline_id
-    said = {(fact.subject, fact.attribute): fact for fact in event.facts}  # the last value
-    for (subject, attribute), fact in said.items():
+    for fact in facts_as_recorded(event.facts):
+        subject, attribute = fact.subject, fact.attribute
         began = made_by(tx, tenant, world, ancestry, fact)
         position = pack(event.seq)
         scope = pack_scope(FACTS, tenant, world, timeline, subject, attribute)

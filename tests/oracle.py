@@ -55,7 +55,9 @@ module docstrings); each such choice is named where it is made:
   retention), the fewest hops, then the surest, then the newest (by position, then the smallest
   id); a teller holding none tells it as news of its own (one hop, the `told` confidence);
   a `told` naming a memory passes it on as its teller holds it at the event likewise (faded:
-  retold, confidence x retention; forgotten: as news of its own).
+  retold, confidence x retention; forgotten: as news of its own); naming one the teller does
+  not hold (or forgot), with no words and no claimed fact, it passes nothing;
+- an eyewitness's memory holds the event's facts one value per subject and attribute, the last.
 """
 
 from __future__ import annotations
@@ -1597,7 +1599,7 @@ class Oracle:
             uncertain=False,
             game_time=event.game_time,
             persistent=self._persistent(character, "event"),
-            facts=list(event.facts),
+            facts=list({(f.subject, f.attribute): f for f in event.facts}.values()),
             origin=origin_id(event),
             tellers=[],
             event_kind=event_kind(event.key),
@@ -1616,6 +1618,10 @@ class Oracle:
         now = before["now"] if event.story_minutes is None else event.story_minutes
         teller = None if event.key == PLAYER_SAID else self._teller_memory(event, before, now)
         claimed = claimed_facts(event)
+        named = isinstance(event.payload.get("belief_id"), str)
+        if event.key == TOLD and named and teller is None and not claimed and not spoken(event):
+            self.reached["told naming a memory not held, saying nothing"] += 1
+            return None  # it passes nothing
         claim = bare = ""
         if event.key == TOLD and teller is None:
             claim = self._claim_origin(event, claimed, before)

@@ -18,11 +18,11 @@ from projections.memories import belief_id, claim_origin, form_memories, origin_
 from projections.perception import perceivers
 from projections.projector import Projector
 from projections.relations import relation_contributions
-from projections.runtime_read import runtime_read
+from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from projections.weighing import event_kind, news_kind, told_of
 from projections.wording import event_content, retell
-from schemas import EntityDeclaration, Event, Fact
+from schemas import Ack, EntityDeclaration, Event, Fact
 from schemas.memory import BeliefRead, Memory
 from schemas.policy import Policy, merge_policy
 from streams.replay import replay_lines
@@ -711,3 +711,73 @@ def test_formed_memories_are_what_validating_their_fields_makes() -> None:
         validated = Memory.model_validate(dict(memory))
         assert validated == memory
         assert validated.model_dump_json() == memory.model_dump_json()
+
+
+def delivered(events: list[dict[str, Any]]) -> tuple[MemoryState, list[Ack]]:
+    """The events through the projector, in order: its state, and every ack."""
+    projector, state, acks = Projector(), MemoryState(), []
+    for offset, fields in enumerate(events):
+        raw = orjson.dumps({"world_instance_id": "save-1", "timeline_id": "main"} | fields)
+        acks += projector.receive(state, SourceMessage("events", 0, offset, b"save-1", raw)).acks
+    return state, acks
+
+
+def test_a_told_naming_a_memory_its_teller_does_not_hold_and_saying_nothing_passes_nothing() -> (
+    None
+):
+    """The game kept the id of Mara's memory of the fight on `main`, and the player loaded the
+    save from before it: on `reload` she holds no such memory, and Tomas held "Mara told
+    Tomas (belief_id: ...)", the id taken for the news."""
+    fight = belief_id("default", "save-1", "main", 2, "npc-mara", "event")
+    told = {"key": TOLD, "actor": "npc-mara", "target": "npc-tomas", "witnesses": []}
+    state, acks = delivered(
+        [
+            {"seq": 1, "key": "misc.start", "actor": "npc-mara", "witnesses": []},
+            {
+                "seq": 2,
+                "key": "combat.enemy-defeated",
+                "actor": "player-1",
+                "players": ["player-1"],
+                "witnesses": ["npc-mara"],
+            },
+            told | {"seq": 3, "payload": {"belief_id": fight}},
+            told
+            | {
+                "timeline_id": "reload",
+                "seq": 2,
+                "payload": {"belief_id": fight},
+                "branch": {"parent_timeline_id": "main", "after_seq": 1},
+            },
+        ]
+    )
+    on_main = runtime_read(state, "default", "save-1", "main", "npc-tomas").beliefs
+    assert [(belief.content, belief.source) for belief in on_main] == [
+        ("player-1 enemy defeated", "told")
+    ]
+    with pytest.raises(NotFound):
+        runtime_read(state, "default", "save-1", "reload", "npc-tomas")
+    assert (acks[-1].outcome, acks[-1].reason) == (
+        "processed",
+        f"told names memory {fight!r}, which 'npc-mara' does not hold, and says no words: "
+        "nothing passed on",
+    )
+
+
+def test_who_saw_an_event_setting_one_fact_twice_holds_what_the_record_holds() -> None:
+    """A hand-over listing the old owner, then the new: the record holds the new one, and
+    each eyewitness's memory held both, so it read `diverging` at once."""
+    owner = {"subject": "item-ring", "attribute": "owner"}
+    state, _ = delivered(
+        [
+            {
+                "seq": 1,
+                "key": "item.handed-over",
+                "actor": "npc-ada",
+                "target": "npc-cal",
+                "witnesses": ["npc-ada", "npc-cal"],
+                "facts": [owner | {"value": "npc-ada"}, owner | {"value": "npc-cal"}],
+            }
+        ]
+    )
+    [seen] = runtime_read(state, "default", "save-1", "main", "npc-cal").recollections
+    assert seen.diverging is False

@@ -14,7 +14,7 @@ from unittest.mock import patch
 import orjson
 import pytest
 
-from projections import memories, perception, rumour_rules
+from projections import memories, perception, projector, rumour_rules
 from projections.delivery import OUTBOX_PART_BYTES, SourceMessage, world_key
 from projections.digest import world_digest
 from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS
@@ -133,7 +133,9 @@ def fresh_replay_as_upgraded() -> MemoryState:
 def _previous_release_rules() -> Iterator[None]:
     """The previous release's rules where a store it wrote keeps what they made until rebuilt:
     a dialogue summary formed memories (its character's, and those of everyone at its place),
-    and a player's line was passed on bare, not in the player's name."""
+    a player's line was passed on bare, not in the player's name, a `told` naming a memory its
+    teller did not hold and saying nothing formed one all the same, and an eyewitness kept
+    every value of a fact its event set twice."""
 
     def passed_bare(memory: Memory, name_of: Callable[[str], str]) -> str:
         return retell(memory.content)
@@ -143,6 +145,9 @@ def _previous_release_rules() -> Iterator[None]:
         patch.object(perception, "BOOKKEEPING_KEYS", remembered),
         patch.object(rumour_rules, "passed_on", passed_bare),
         patch.object(memories, "passed_on", passed_bare),
+        patch.object(memories, "told_nothing", lambda event, context: None),
+        patch.object(projector, "told_nothing", lambda event, context: None),
+        patch.object(memories, "facts_as_recorded", list),
     ):
         yield
 
