@@ -132,9 +132,12 @@ class StateTable(faust.Table[bytes, bytes]):
     """The worker's stop on a changelog it cannot recover from (`unrecoverable`)."""
     readable: set[int]
     """The active partitions whose state is whole: recovered (and upgraded) since they were
-    assigned. Reads of the others are refused: recovery lays a copy in from the changelog a
-    batch at a time, and a read meanwhile showed a world never seen, then characters who had
-    forgotten most of their past."""
+    assigned, or kept through a rebalance with nothing to replay (`held_through_rebalance`).
+    Reads of the others are refused: recovery lays a copy in from the changelog a batch at a
+    time, and a read meanwhile showed a world never seen, then characters who had forgotten
+    most of their past."""
+    rebalances: int
+    """Rebalances begun: a recovery that one overtook marks nothing readable."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -144,6 +147,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.send_acks = None
         self.stopping = None
         self.readable = set()
+        self.rebalances = 0
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
@@ -207,11 +211,14 @@ class StateTable(faust.Table[bytes, bytes]):
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
+        self.rebalances += 1
         changelog = self.changelog_topic.get_topic_name()
         assignor = self.app.assignor
-        self.readable = {p for p in self.readable if assignor.is_active(TP(changelog, p))}
+        kept = {p for p in self.readable if assignor.is_active(TP(changelog, p))}
+        self.readable = kept
         await self.all_settled()  # before Faust lets any database go
         await self.snapshot_reads.finished()  # a snapshot keeps its database open
+        self.readable = await self.local_durability.held_through_rebalance(kept)
         self.local_durability.rebalanced(
             [tp.partition for tp in revoked if tp.topic == changelog],
             [tp.partition for tp in newly_assigned if tp.topic == changelog],
@@ -298,6 +305,7 @@ class StateTable(faust.Table[bytes, bytes]):
             )
 
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
+        rebalances = self.rebalances
         await super().on_recovery_completed(active_tps, standby_tps)
         partitions = sorted(tp.partition for tp in active_tps)
         self.local_durability.recovered = set(partitions)
@@ -311,7 +319,8 @@ class StateTable(faust.Table[bytes, bytes]):
         await self.upgrade_formats(partitions)
         await self.retire_changesets(partitions)
         self.hot.clear()
-        self.readable = set(partitions)
+        if self.rebalances == rebalances:  # else the next recovery marks them, once done
+            self.readable = set(partitions)
 
     async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event

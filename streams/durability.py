@@ -73,6 +73,9 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 """Kafka's default `delete.retention.ms`, when the topic does not say."""
 STOP_TIMEOUT = 10.0
 """How long a clean stop waits for the changelog to confirm the last writes."""
+REBALANCE_CONFIRM_SECONDS = 5.0
+"""How long a rebalance waits for a kept partition's changelog sends before leaving it to
+recovery (`held_through_rebalance`)."""
 LOCK_FILE = "worker.lock"
 """Held (`flock`) in the table directory by the worker that uses it."""
 LOCK_WAIT_SECONDS = STOP_DEADLINE_SECONDS + 5.0
@@ -533,6 +536,35 @@ class LocalDurability:
                 async with self.quiet:
                     await self._close_cleanly(partition, db)
                 self.stamped_at[partition] = now
+
+    async def held_through_rebalance(self, partitions: Iterable[int]) -> set[int]:
+        """At a rebalance, for each active partition the worker keeps, write where Faust's
+        recovery starts reading (the offset its database holds everything up to, every send
+        confirmed), so the recovery that follows replays nothing of it. It re-seeks every active
+        partition to its persisted offset: from the last checkpoint, it laid in again, over the
+        newer state, every write since (tens of seconds under load), reads showed the state go
+        back meanwhile and the partition's events waited. Returns the partitions so held; the
+        others (a send unconfirmed within `REBALANCE_CONFIRM_SECONDS`, or failed) replay from
+        their last checkpoint."""
+        held: set[int] = set()
+        try:
+            await asyncio.wait_for(self.quiet.acquire(), REBALANCE_CONFIRM_SECONDS)
+        except TimeoutError:
+            return held
+        try:
+            for partition in partitions:
+                state = self.partitions.get(partition) or _Partition()  # not written to
+                if self._open_db(partition) is None or state.broken:
+                    continue
+                if not await self._confirmed(state, REBALANCE_CONFIRM_SECONDS):
+                    continue
+                offset = self._held_offset(partition, state.confirmed_offset)
+                if offset is not None:
+                    self._persist_offset(partition, offset)
+                held.add(partition)
+        finally:
+            self.quiet.release()
+        return held
 
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
         """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
