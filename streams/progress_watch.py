@@ -11,6 +11,7 @@ the tail of a log is enough to tell where the events stopped.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ WATCH_SECONDS = 5.0
 STALL_SECONDS = 30.0
 """A partition with events waiting and no commit for this long is reported (then as often), and
 so is a rebalance that lasts as long."""
+LOOKUP_SECONDS = 3.0
+"""How long a look waits for Kafka to tell the partitions' offsets. Unbounded, a broker gone
+held the watch for as long as it was gone, saying nothing of the stall it exists to report."""
 
 
 @dataclass
@@ -100,6 +104,8 @@ class ProgressWatch:
         self.stalls = Stalls()
         self.rebalance: _Progress | None = None
         """Since when the worker has been rebalancing (revoking, assigning or recovering)."""
+        self.unanswered: _Progress | None = None
+        """Since when Kafka has not told the partitions' offsets (`_ends`)."""
         self.starts: dict[TP, int] = {}
         """The first offset of each assigned partition of `topic`, as last looked up: where
         its consumer starts before any commit (retention may have removed what came before)."""
@@ -118,9 +124,7 @@ class ProgressWatch:
         self.stalls.keep_only(tps)
         if not tps:
             return
-        ends = await consumer.highwaters(*tps)
-        starts = await consumer.earliest_offsets(*tps)
-        self.starts = {tp: start for tp, start in starts.items() if start is not None}
+        ends = await self._ends(consumer, tps)
         now = time.monotonic()
         committed = cast(Mapping[TP, int | None], consumer._committed_offset)
         for tp in sorted(tps):
@@ -129,7 +133,7 @@ class ProgressWatch:
                 continue
             offset = committed.get(tp)
             start = self.starts.get(tp, 0)
-            if offset is not None and await only_markers_left(consumer, tp, offset, end):
+            if offset is not None and await self._only_markers_left(consumer, tp, offset, end):
                 end = offset
             if still := self.stalls.observe(now, tp, offset, start, end):
                 log.warning(
@@ -144,6 +148,39 @@ class ProgressWatch:
                     self.describe(consumer, tp),
                     extra={"partition": tp.partition, "stalled_seconds": round(still)},
                 )
+
+    async def _ends(self, consumer: RewindingConsumer, tps: set[TP]) -> Mapping[TP, int | None]:
+        """The log end of each of `tps` (and their starts, kept in `starts`), asked of Kafka;
+        when it does not answer within `LOOKUP_SECONDS`, the ends the consumer last fetched,
+        and a warning once per `stall_seconds` that Kafka does not answer."""
+        try:
+            async with asyncio.timeout(LOOKUP_SECONDS):
+                ends = await consumer.highwaters(*tps)
+                starts = await consumer.earliest_offsets(*tps)
+        except TimeoutError:
+            now = time.monotonic()
+            self.unanswered = self.unanswered or _Progress(None, now, reported_at=now)
+            if still := self.unanswered.report_due(now, self.stalls.stall_seconds):
+                log.warning(
+                    "Kafka has not told the offsets of %s for %.0f s: progress is judged by"
+                    " the ends last fetched",
+                    self.topic,
+                    still,
+                )
+            return {tp: consumer.highwater(tp) for tp in tps}
+        self.unanswered = None
+        self.starts = {tp: start for tp, start in starts.items() if start is not None}
+        return ends
+
+    async def _only_markers_left(
+        self, consumer: RewindingConsumer, tp: TP, committed: int, end: int
+    ) -> bool:
+        """`only_markers_left`, False when Kafka does not answer within `LOOKUP_SECONDS`."""
+        try:
+            async with asyncio.timeout(LOOKUP_SECONDS):
+                return await only_markers_left(consumer, tp, committed, end)
+        except TimeoutError:
+            return False
 
     def _check_rebalance(self, consumer: RewindingConsumer, now: float) -> None:
         """A rebalance stuck in revoking (waiting for events to be acked), in recovery or in

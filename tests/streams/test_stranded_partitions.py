@@ -15,6 +15,7 @@ from faust import Event
 from faust.tables.recovery import RebalanceAgain
 from faust.types import TP, Message
 
+from streams import progress_watch
 from streams.app import create_app
 from streams.kafka_consumer import RewindingConsumer
 from streams.progress_watch import ProgressWatch, Stalls, only_markers_left
@@ -220,3 +221,36 @@ def test_a_rebalance_that_does_not_end_is_reported_then_every_period(
     assert reports[0].startswith("a rebalance has been under way for 31 s; flow active: ")
     assert "first recovery done: False" in reports[0]
     assert reports[1].startswith("a rebalance has been under way for 62 s")
+
+
+def test_a_kafka_that_does_not_answer_leaves_the_watch_reporting_by_the_ends_last_fetched(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker gone: the watch's look waited on it for as long as it was gone (90 s in a
+    reviewer's run), saying nothing of the events left waiting."""
+    consumer = consumer_of(settings)
+    watch = ProgressWatch(consumer.app, EVENTS.topic)
+    watch.stalls.stall_seconds = 0.3
+
+    async def unanswered(*tps: TP) -> dict[TP, int]:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    monkeypatch.setattr(progress_watch, "LOOKUP_SECONDS", 0.05)
+    monkeypatch.setattr(consumer, "highwaters", unanswered)
+    monkeypatch.setattr(consumer, "earliest_offsets", unanswered)
+    monkeypatch.setattr(consumer, "position", unanswered)
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 150)
+    monkeypatch.setattr(consumer, "assignment", lambda: {EVENTS})
+    consumer._committed_offset[EVENTS] = 100
+
+    async def looks() -> None:
+        for _ in range(8):
+            await asyncio.wait_for(watch.check(), 1)
+            await asyncio.sleep(0.1)
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.progress"):
+        asyncio.run(looks())
+    said = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("Kafka has not told the offsets of events for") for line in said)
+    assert any("50 event(s) waiting, nothing committed for" in line for line in said), said
