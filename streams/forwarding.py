@@ -55,7 +55,15 @@ async def owner_answer(
             " is rebalancing; ask again once it has",
         )
     try:
+        if client.closed:  # Faust closes it as the worker stops, before its web server
+            raise StoppingError
         return await _forward(owner, client, web, request)
+    except (StoppingError, RuntimeError) as stopping:
+        if not client.closed:
+            raise  # another RuntimeError: a bug, the 500 it is
+        raise HTTPProblem(
+            503, "this worker is stopping and forwards no more; ask again (another worker serves)"
+        ) from stopping
     except (TimeoutError, aiohttp.ClientError) as error:
         # the error names the owner's address: for the log, not for a client
         log.warning("a read of world %r could not be forwarded: %s", world_id, error)
@@ -64,6 +72,10 @@ async def owner_answer(
             f"the worker that serves world {world_id!r} cannot be reached; ask again once"
             " the group has rebalanced",
         ) from None
+
+
+class StoppingError(Exception):
+    """The worker's HTTP client is closed: it is stopping (aiohttp's own is a RuntimeError)."""
 
 
 def _address(url: URL) -> tuple[str, int]:

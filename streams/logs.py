@@ -3,7 +3,8 @@
 `RUMOURMILL_LOG_FORMAT=json` formats every record of the process this way (Faust's and
 aiokafka's too); the fields given with `extra=` (a dead letter's topic and offset, a refused
 policy's key...) become keys of the object, so a machine can select on them. The Kafka client's
-complaints are logged once per kind and `QUIET_SECONDS` (`QuietRepeats`).
+complaints, and a worker's about reads it could not forward, are logged once per kind and
+`QUIET_SECONDS` (`QuietRepeats`).
 """
 
 from __future__ import annotations
@@ -61,14 +62,17 @@ def json_line(level: str, message: str) -> str:
 
 
 QUIET_SECONDS = 30.0
-"""How long the Kafka client's same complaint is logged once. With its broker gone, it logs
-every failed connection, fetch, metadata and coordinator request: some 125 lines a second,
-which bury the worker's own (and fill a disk)."""
-KAFKA_CLIENT = "aiokafka"
+"""How long the same complaint of a `QUIETED` logger is logged once. With its broker gone, the
+Kafka client logs every failed connection, fetch, metadata and coordinator request (some 125
+lines a second), and a worker whose peer died logs every read it could not forward to it (one
+a read, thousands a second at a game's read rate, until the group rebalances): they bury the
+worker's own (and fill a disk)."""
+QUIETED = ("aiokafka", f"{LOGGER_NAME}.forwarding")
+"""The Kafka client's loggers, and the one of reads forwarded to a world's owner."""
 
 
 class QuietRepeats(logging.Filter):
-    """Lets one record of each kind of the Kafka client's (its logger, level and message
+    """Lets one record of each kind of the `QUIETED` loggers' (its logger, level and message
     template) through per `QUIET_SECONDS`; the next one let through says how many it held
     back. Every other record passes."""
 
@@ -79,7 +83,7 @@ class QuietRepeats(logging.Filter):
         self._lock = threading.Lock()  # the client logs from the loop and the consumer thread
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith(KAFKA_CLIENT):
+        if not record.name.startswith(QUIETED):
             return True
         kind = (record.name, record.levelno, record.msg)
         with self._lock:

@@ -59,10 +59,12 @@ def ask(
     keys: Mapping[str, Mapping[str, str]],
     *requests: tuple[str, dict[str, str]] | tuple[str, dict[str, str], bytes],
     host: str = "127.0.0.1",
+    stopping: bool = False,
 ) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
     """Each (worker, headers[, body]) read of Mara answered, with two workers up on `host`
     whose maps give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON
-    body) each, and the worlds each worker was asked to find the owner of."""
+    body) each, and the worlds each worker was asked to find the owner of. `stopping`: the
+    workers' HTTP client is closed, as Faust closes it when a worker stops."""
 
     async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
         ports = {name: free_port() for name in WORKERS}
@@ -84,6 +86,8 @@ def ask(
             ]
             for server in servers:
                 await server.start_server()
+            if stopping:
+                await between.close()
             try:
                 answers = []
                 for worker, headers, *body in requests:
@@ -118,6 +122,21 @@ def test_workers_whose_maps_disagree_forward_a_read_once_and_answer_503() -> Non
         " is rebalancing; ask again once it has"
     }
     assert asked == {"one": ["save-1"], "two": ["save-1"]}
+
+
+def test_a_worker_stopping_answers_a_read_it_would_forward_503() -> None:
+    """Faust closes a stopping worker's HTTP client before its web server: a read to forward
+    meanwhile was a 500 (`Session is closed`), a rolling restart's reads among them."""
+    owners = {"one": "two", "two": "two"}
+    keys = {name: {"key-acme": "default"} for name in WORKERS}
+    [(status, body)], _ = ask(owners, keys, ("one", ACME), stopping=True)
+    assert (status, body) == (
+        503,
+        {
+            "detail": "this worker is stopping and forwards no more; ask again (another worker"
+            " serves)"
+        },
+    )
 
 
 def test_the_forward_mark_lets_a_client_past_nothing() -> None:
