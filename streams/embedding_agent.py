@@ -26,6 +26,7 @@ from schemas import Ack
 from streams.embedding import Embedder
 from streams.logs import logger
 from streams.recall_index import SqliteRecallIndex, embed_one_batch
+from streams.web import HTTPProblem
 
 log = logger("embedding")
 
@@ -109,6 +110,9 @@ class MemoryEmbedding:
         try:
             tx = await self.worker.read_transaction(world)
             stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
+        except HTTPProblem as unreadable:  # moved, or recovering: the world's next event notes it
+            log.info("embedding of world %r left for now: %s", world, unreadable.detail)
+            return False
         except Exception:
             log.exception("embedding the memories of world %r failed", world)
             return False

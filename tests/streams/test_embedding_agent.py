@@ -7,9 +7,12 @@ leaves recall to cues and words and stops nothing."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from itertools import pairwise
+
+import pytest
 
 from benchmarks.story import encoded, tavern_story
 from projections.memory_store import memory_keys
@@ -22,6 +25,7 @@ from streams.embedding import Embedder, Vectors, WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
 from streams.recall_index import EMBED_BATCH, SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
+from streams.web import HTTPProblem
 from tests.streams.test_recall_index import STATE, CountingEmbedder
 
 BUSY = replay_lines(encoded(tavern_story(400, seed=3, worlds=("busy",)))).state
@@ -230,3 +234,30 @@ def test_a_worlds_history_is_read_a_slice_at_a_time_the_loop_going_on_between() 
     assert worker.recall_index.pending("default", "busy", limit=1) == []
     found = found_by_meaning(at_once, busy)
     assert found_by_meaning(worker.recall_index, busy) == found and any(found)
+
+
+class Recovering(Worker):
+    """A worker whose partition of world "busy" is being recovered, until `recovered`."""
+
+    recovered = False
+
+    async def read_transaction(self, world_id: str) -> StateTransaction:
+        if not self.recovered:
+            raise HTTPProblem(503, f"world {world_id!r} is on partition 0, being recovered")
+        return await super().read_transaction(world_id)
+
+
+def test_a_world_being_recovered_is_left_for_its_next_event_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its partition recovering after a rebalance, the read refused: an ERROR with a traceback
+    (`embedding the memories ... failed`), for a world whose next event notes it again."""
+    worker, counting = Recovering(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+    with caplog.at_level(logging.INFO, logger="rumourmill.embedding"):
+        embedded_after(embedding, [ack("busy")])
+    assert counting.embedded == 0 and not embedding.worlds
+    assert [(record.levelname, record.exc_info) for record in caplog.records] == [("INFO", None)]
+    worker.recovered = True
+    embedded_after(embedding, [ack("busy")])  # its next event
+    assert counting.embedded > 0
