@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from streams.stopping import STOP_DEADLINE_SECONDS
 from streams.web import ROUTES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,15 @@ def test_prometheus_scrapes_the_worker_service_on_its_web_port() -> None:
     [targets] = [group["targets"] for group in job["static_configs"]]
     assert targets == [f"{worker_name}:{worker['environment']['RUMOURMILL_WEB_PORT']}"]
     assert worker["environment"]["RUMOURMILL_WEB_HOST"] == "0.0.0.0"  # reachable from Prometheus
+
+
+def test_docker_waits_for_the_workers_own_stop_before_killing_it() -> None:
+    """Docker's default grace (10 s) is under the worker's stop deadline: a stop waiting for
+    Kafka was killed before its own line saying what it gave up."""
+    services = compose()["services"]
+    [worker] = [service for service in services.values() if service.get("command") == ["worker"]]
+    grace = worker["stop_grace_period"]
+    assert grace.endswith("s") and float(grace[:-1]) > STOP_DEADLINE_SECONDS
 
 
 def _compose_command() -> list[str] | None:
