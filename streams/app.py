@@ -689,7 +689,7 @@ class Rumourmill:
             *(() if recovered and not self.app.rebalancing else ("state recovery",)),
             *(() if self.policies.caught_up.is_set() else ("policies",)),
         )
-        return Readiness(waiting_for, self.app.rebalancing_count)
+        return Readiness(waiting_for, self.app.rebalancing_count, self.app.should_stop)
 
     async def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`, once the writes of

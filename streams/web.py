@@ -97,6 +97,8 @@ class Readiness:
 
     waiting_for: tuple[str, ...]
     rebalances: int
+    stopping: bool = False
+    """Whether the worker has begun to stop (it serves on until its web server stops)."""
 
 
 class WorldReads(Protocol):
@@ -268,10 +270,13 @@ class Health(ReadsView):
 
 
 class Ready(ReadsView):
-    """200 once the worker serves (state recovered, policies caught up), 503 before."""
+    """200 once the worker serves (state recovered, policies caught up), 503 before, and
+    once it begins to stop."""
 
     async def get(self, request: Request) -> Response:
         readiness = self.reads.readiness()
+        if readiness.stopping:  # a load balancer sends it no more reads
+            return self.answer({"status": "stopping"}, 503)
         if readiness.waiting_for:
             return self.answer({"status": "starting", "waiting_for": readiness.waiting_for}, 503)
         return self.answer({"status": "ready", "rebalances": readiness.rebalances})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -330,3 +331,25 @@ def test_a_world_is_not_read_while_its_state_is_being_recovered(
     assert {status for status, _ in answers} == {200, 503}, Counter(s for s, _ in answers)
     assert {body["processed_seq"] for status, body in answers if status == 200} == {events}
     assert any("still recovering" in body["detail"] for status, body in answers if status == 503)
+
+
+def test_a_stopping_worker_says_so_on_ready_until_it_serves_no_more(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A load balancer asking `/ready` sends reads on to a worker told to stop: it answered
+    200 until its web server went."""
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    ready = f"http://127.0.0.1:{settings.web_port}/ready"
+    said = []
+    try:
+        assert worker.process is not None
+        worker.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (got := answer(ready)) is not None:
+            said.append(got)
+            time.sleep(0.005)
+    finally:
+        worker.stop()
+    stopping = (503, {"status": "stopping"})
+    assert stopping in said, said  # the signal may come after the first look or two
+    assert all(got == stopping for got in said[said.index(stopping) :]), said
