@@ -39,9 +39,10 @@ from schemas.policy import InventionPolicy, Policy
 MAX_REPLY_CHARS = 10_000
 """A longer reply is refused (a reply is a few lines a character says)."""
 
-_SENTENCE_END = re.compile(r"[.!?…:\n]")
-"""What ends a sentence, or opens one as a colon may ("Listen: The man..."); after a semicolon
-a capitalised word is a name ("Nobody saw it; Bertram did")."""
+_SENTENCE_END = re.compile(r"[!?…\n]|(?<!\d)[.:]|[.:](?!\d)")
+"""What ends a sentence, or opens one as a colon may ("Listen: The man..."), but a point or a
+colon between digits ("at 10:30 Bertram came", "3.5 gold"); after a semicolon a capitalised
+word is a name ("Nobody saw it; Bertram did")."""
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives

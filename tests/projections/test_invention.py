@@ -25,6 +25,7 @@ from projections.invention import inventions, names_in
         ("Jonas' boat sank.", []),  # the sentence's first word, possessive or not
         ("Nobody saw it; Bertram did, though.", ["Bertram"]),  # a semicolon opens nothing
         ("Listen: The harbour, ask Bertram.", ["Bertram"]),  # a colon may open a sentence
+        ("At 10:30 Bertram came, 3.5 Vell later.", ["Bertram", "Vell"]),  # not between digits
     ],
 )
 def test_names_are_runs_of_capitalised_words_not_opening_a_sentence(
