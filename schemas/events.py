@@ -222,6 +222,7 @@ class EntityDeclaration(Contract):
     name: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
     kind: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     group: Identifier | None = None
+    __pydantic_extra__: dict[str, JsonData]  # checked as payload values are: NaN was kept as null
 
 
 class Branch(Contract):

@@ -10,7 +10,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from pydantic import ValidationError
 
 from projections.deletion import deletes_tenant
-from projections.delivery import explain, world_key
+from projections.delivery import invalid_because, world_key
 from projections.event_keys import TENANT_DELETED
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, too_large
 from schemas import Event
@@ -65,7 +65,7 @@ def parse_line(
     try:
         event = Event.model_validate_json(data)
     except ValidationError as error:
-        return Line(number, data, None, explain(error))
+        return Line(number, data, None, invalid_because(data, error))
     return Line(number, data, event.world_instance_id.encode(), None, event.key == TENANT_DELETED)
 
 

@@ -335,10 +335,14 @@ def test_a_refused_event_is_acked_with_its_seq_as_the_contract_reads_it(
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(constant: str) -> None:
+@pytest.mark.parametrize("where", [b'"payload":{"v":%s}', b'"entities":{"npc-a":{"hp":%s}}'])
+def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(
+    constant: str, where: bytes
+) -> None:
     """The event parser reads NaN and refused it as out of range ("Input should be less than
-    18446744073709552000"), and the ack and dead letter named no world, timeline or seq."""
-    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k","payload":{"v":%s}}'
+    18446744073709552000"), and the ack and dead letter named no world, timeline or seq. In a
+    declaration's own field, it was taken, and kept as null."""
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k",' + where + b"}"
     feed = Feed()
     taken = feed.projector.receive(
         feed.state, SourceMessage("t", 0, 0, b"w", raw % constant.encode())

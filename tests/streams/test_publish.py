@@ -16,7 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from projections.deletion import deletion_event
-from streams.publish import read_lines
+from streams.publish import parse_line, read_lines
 from streams.settings import Settings
 from tests.support import settings_env, unique_settings
 
@@ -193,3 +193,13 @@ def _read_terminal(controller: int) -> bytes:
         return os.read(controller, 65536)
     except OSError:  # Linux: EIO once no process holds the terminal open
         return b""
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"-Infinity"])
+def test_a_nan_is_refused_in_the_words_the_worker_uses(constant: bytes) -> None:
+    """`publish` said `payload.gold.float: Input should be less than 18446744073709552000`,
+    the worker and the README that NaN is no JSON number."""
+    line = b'{"world_instance_id":"w","timeline_id":"main","seq":1,"key":"k","payload":{"v":%s}}'
+    assert parse_line(1, line % constant).problem == (
+        f"not valid JSON: {constant.decode()} is no JSON number (RFC 8259): send null or a string"
+    )
