@@ -28,8 +28,8 @@ from localbroker import ApacheKafkaBroker, TansuBroker, die_with_parent
 from schemas import Event
 from streams.kafka_clients import kafka_options
 from streams.publish import Line, publish
-from streams.settings import Settings
-from streams.show import ReadFailed, fetch, mind_tables, read_path
+from streams.settings import ENV_PREFIX, KAFKA_SECURITY, Settings
+from streams.show import ReadFailed, fetch, for_terminal, mind_tables, read_path
 
 DEMO_STORY = Path(__file__).resolve().parent / "demo" / "tavern.ndjson"
 """The demo story, installed with the package (`make run` in a checkout, `rumourmill dev` in
@@ -117,6 +117,7 @@ def run_demo(
     memory), keeping its log. The worker is reached where it listens: a `RUMOURMILL_WEB_URL`
     exported for the read commands (a proxy's, say) is not this worker's."""
     data_dir = Path(tempfile.mkdtemp(prefix="rumourmill-dev-"))
+    deployed = settings
     with TansuBroker() as broker:
         settings = settings.on_local_broker(broker.bootstrap).model_copy(
             update={"data_dir": data_dir, "web_url": ""}
@@ -140,14 +141,17 @@ def run_demo(
             sent = asyncio.run(publish(settings, settings.topics.events, lines))
             click.echo(f"published {len(lines)} events from {story}")
             for ack in asyncio.run(_read_acks(settings, sent)):
+                why = f": {ack['reason']}" if ack.get("reason") else ""
                 click.echo(
-                    f"  ack {ack['timeline_id']}#{ack['seq']}: {ack['outcome']}"
-                    f" (processed_seq {ack['processed_seq']})"
+                    for_terminal(
+                        f"  ack {ack['timeline_id']}#{ack['seq']}: {ack['outcome']}"
+                        f" (processed_seq {ack['processed_seq']}){why}"
+                    )
                 )
             show_minds(settings, minds_of(lines))
             stop_signals = block_stop_signals()
             click.echo(
-                f"more events: RUMOURMILL_BROKER={broker.bootstrap} rumourmill publish FILE.ndjson"
+                f"more events: {publishing_to(settings, deployed)} rumourmill publish FILE.ndjson"
                 f"\nworker log: {log_path}\nserving until Ctrl-C"
             )
             while signal.sigtimedwait(stop_signals, WATCH_SECONDS) is None:
@@ -168,6 +172,16 @@ def run_demo(
                 elif written != log_path:
                     written.unlink()
             click.echo(f"stopped (worker log kept: {log_path})")
+
+
+def publishing_to(local: Settings, deployed: Settings) -> str:
+    """The variables `rumourmill publish` reaches the demo's broker with: its address, and the
+    Kafka security settings exported for the deployment's Kafka set back (taken as they are,
+    a SASL login the demo's broker refused)."""
+    ours, theirs = local.environment(), deployed.environment()
+    security = {f"{ENV_PREFIX}{name.upper()}" for name in KAFKA_SECURITY}
+    reset = [f"{name}={ours[name]}" for name in sorted(security) if ours[name] != theirs[name]]
+    return " ".join([f"{ENV_PREFIX}BROKER={local.bootstrap}", *reset])
 
 
 def reading_as(settings: Settings, tenant: str) -> Settings:

@@ -143,12 +143,24 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
 
 def mind_tables(mind: dict[str, Any]) -> str:
     """The runtime read as a person reads it: header, beliefs, recollections, relations."""
-    memory_columns = ["seq", "kind", "source", "from", "hops", "conf", "imp", "feel", "content"]
+    memory_columns = [
+        "seq",
+        "belief_id",  # what `provenance` and `rumour-map` take
+        "kind",
+        "source",
+        "from",
+        "hops",
+        "conf",
+        "imp",
+        "feel",
+        "content",
+    ]
 
     def memory_rows(memories: list[dict[str, Any]]) -> list[list[Any]]:
         return [
             [
                 m["seq"],
+                m["belief_id"],
                 m["kind"] + ("*" if m["persistent"] else ""),
                 m["source"],
                 m["source_entity"] or "",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import orjson
@@ -28,9 +29,14 @@ def temporary_files_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
 
 
-def dev(*flags: str, environment: Mapping[str, str] | None = None) -> tuple[str, str, int]:
+def dev(
+    *flags: str,
+    environment: Mapping[str, str] | None = None,
+    while_serving: Callable[[str], None] = lambda printed: None,
+) -> tuple[str, str, int]:
     """Run `rumourmill dev` until it serves, then Ctrl-C: what it printed until then, what
-    after, and its exit code (`environment`: variables set for it)."""
+    after, and its exit code (`environment`: variables set for it; `while_serving` is given
+    what it printed before the Ctrl-C)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "streams", "dev", "--web-port", str(free_port()), *flags],
         env={**os.environ, **(environment or {})},
@@ -48,6 +54,7 @@ def dev(*flags: str, environment: Mapping[str, str] | None = None) -> tuple[str,
                 break
             seen.append(line.rstrip())
             if line.startswith("serving until Ctrl-C"):
+                while_serving("\n".join(seen))
                 break
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=60)
@@ -84,10 +91,25 @@ def test_make_run_talks_plainly_to_its_own_broker_whatever_kafka_security_is_set
         "RUMOURMILL_KAFKA_SASL_USERNAME": "API_KEY",
         "RUMOURMILL_KAFKA_SASL_PASSWORD": "API_SECRET",
     }
-    output, _, code = dev(environment=managed)
+    published: list[subprocess.CompletedProcess[str]] = []
+
+    def publish_more(printed: str) -> None:
+        """Run the publish it says to run for more events, in the shell that exported them."""
+        [said] = [line for line in printed.splitlines() if line.startswith("more events: ")]
+        command = said.removeprefix("more events: ").replace(
+            "rumourmill publish FILE.ndjson",
+            f"{shlex.quote(sys.executable)} -m streams publish {shlex.quote(str(DEMO_STORY))}",
+        )
+        environment = {**os.environ, **managed}
+        run = subprocess.run(command, shell=True, env=environment, capture_output=True, text=True)
+        published.append(run)
+
+    output, _, code = dev(environment=managed, while_serving=publish_more)
     assert "published 6 events" in output, output
     assert "ack main#5: processed (processed_seq 5)" in output, output
     assert code == 0
+    [more] = published  # it set the exported login back: the demo's broker takes none
+    assert more.returncode == 0 and more.stdout.startswith("published 6 event(s)"), more.stderr
 
 
 @pytest.mark.integration  # starts the embedded Tansu broker
@@ -143,10 +165,17 @@ def test_a_story_of_its_own_shows_its_characters_and_a_read_that_fails_is_printe
     lines = [orjson.loads(line) | {"tenant_id": "acme"} for line in renamed.splitlines()]
     looked = {"actor": "npc-ann", "target": "item-locket", "key": "trade.item-inspected"}
     lines.append(lines[0] | {"seq": 6, "entities": {}, "location": None} | looked)
+    misbranched = {"timeline_id": "lost", "seq": 1, "entities": {}}
+    lines.append(
+        lines[0] | misbranched | {"branch": {"parent_timeline_id": "mian", "after_seq": 1}}
+    )
     story = tmp_path / "story.ndjson"
     story.write_bytes(b"\n".join(map(orjson.dumps, lines)))
     output, rest, code = dev("--story", str(story))
-    assert "published 7 events" in output, output
+    assert "published 8 events" in output, output
+    [refused] = [line for line in output.splitlines() if line.startswith("  ack lost#1: ")]
+    assert refused.startswith("  ack lost#1: rejected (processed_seq None): "), output
+    assert "mian" in refused  # why: it was only in the worker's log
     for timeline, npc in [("main", "npc-ann"), ("main", "npc-tomas"), ("reload", "npc-ann")]:
         assert f"{npc} on save-9/{timeline}: at " in output, output
     assert "item-locket on save-9/main: 404: nothing is known of 'item-locket'" in output, output

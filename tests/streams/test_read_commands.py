@@ -103,6 +103,7 @@ def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
         )
     )
     assert printed(npc).startswith(f"{npc_id} on {world_id}/main: at loc-tavern")
+    assert own_belief.belief_id in printed(npc)  # what provenance takes (it was not shown)
     assert printed(chronicle).startswith(f"{npc_id} on {world_id}/main: 2 records told in")
     assert printed(diff).startswith(f"{npc_id} in {world_id}: main against reload")
     assert printed(provenance).startswith(f"{npc_id} believes: {SAID}")
