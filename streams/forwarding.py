@@ -28,6 +28,8 @@ until they agreed. It lets nothing past: a client that sends it only loses the f
 the key is checked before it is looked at, on each worker the request reaches."""
 
 log = logger("forwarding")
+STOPPING = "this worker is stopping and forwards no more; ask again (another worker serves)"
+"""The 503 of a read to forward once the worker's HTTP client is closed (it was a 500)."""
 
 
 async def owner_answer(
@@ -54,17 +56,15 @@ async def owner_answer(
             f"the workers do not yet agree which of them serves world {world_id!r}: the group"
             " is rebalancing; ask again once it has",
         )
+    if client.closed:  # Faust closes it as the worker stops, before its web server
+        raise HTTPProblem(503, STOPPING)
     try:
-        if client.closed:  # Faust closes it as the worker stops, before its web server
-            raise StoppingError
         return await _forward(owner, client, web, request)
-    except (StoppingError, RuntimeError) as stopping:
-        if not client.closed:
-            raise  # another RuntimeError: a bug, the 500 it is
-        raise HTTPProblem(
-            503, "this worker is stopping and forwards no more; ask again (another worker serves)"
-        ) from stopping
-    except (TimeoutError, aiohttp.ClientError) as error:
+    except (RuntimeError, TimeoutError, aiohttp.ClientError) as error:
+        if client.closed:  # under the forward: "Session is closed", "Connector is closed."
+            raise HTTPProblem(503, STOPPING) from None
+        if isinstance(error, RuntimeError):
+            raise  # not a closed client: a bug, the 500 it is
         # the error names the owner's address: for the log, not for a client
         log.warning("a read of world %r could not be forwarded: %s", world_id, error)
         raise HTTPProblem(
@@ -72,10 +72,6 @@ async def owner_answer(
             f"the worker that serves world {world_id!r} cannot be reached; ask again once"
             " the group has rebalanced",
         ) from None
-
-
-class StoppingError(Exception):
-    """The worker's HTTP client is closed: it is stopping (aiohttp's own is a RuntimeError)."""
 
 
 def _address(url: URL) -> tuple[str, int]:

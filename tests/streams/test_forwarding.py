@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, cast
 
 import aiohttp
@@ -21,7 +22,7 @@ from yarl import URL
 
 from localbroker import free_port
 from streams import forwarding
-from streams.web import WEB_APPLICATION_OPTIONS, register_views
+from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, register_views
 from tests.streams.test_web import READ, STATE, MemoryReads
 
 WORKERS = ("one", "two")
@@ -191,3 +192,38 @@ def test_a_read_is_forwarded_between_workers_on_ipv6_addresses() -> None:
     answers, asked = ask(owners, keys, ("two", ACME), ("one", ACME), host="::1")
     assert answers[1] == answers[0] and answers[0][0] == 200
     assert asked["one"] == ["save-1"]  # forwarded, not answered where it came in
+
+
+def test_a_read_being_forwarded_as_the_worker_stops_is_told_so() -> None:
+    """The client closing under a forward ("Connector is closed.") was taken for an owner
+    that cannot be reached: a WARNING blaming it, and the client told to wait for a rebalance."""
+
+    async def slow(request: aiohttp_web.Request) -> aiohttp_web.Response:
+        await asyncio.sleep(2)
+        return aiohttp_web.json_response({})
+
+    async def run() -> HTTPProblem:
+        owner = aiohttp_web.Application()
+        owner.router.add_get("/v2/read", slow)
+        server = TestServer(owner, host="127.0.0.1", port=free_port())
+        await server.start_server()
+        client = aiohttp.ClientSession()
+        request = cast(Request, SimpleNamespace(rel_url=URL("/v2/read"), method="GET", headers={}))
+        here = URL("http://127.0.0.1:1")
+        forwarded = asyncio.ensure_future(
+            forwarding.owner_answer(
+                "w", server.make_url("/"), here, client, cast(Web, None), request
+            )
+        )
+        await asyncio.sleep(0.3)
+        await client.close()  # as Faust closes it when the worker stops
+        try:
+            await forwarded
+        except HTTPProblem as refused:
+            return refused
+        finally:
+            await server.close()
+        raise AssertionError("answered")
+
+    refused = asyncio.run(run())
+    assert (refused.status, refused.detail) == (503, forwarding.STOPPING)
