@@ -124,7 +124,8 @@ class ProgressWatch:
         self.stalls.keep_only(tps)
         if not tps:
             return
-        ends = await self._ends(consumer, tps)
+        deadline = asyncio.get_running_loop().time() + LOOKUP_SECONDS  # the whole look's
+        ends = await self._ends(consumer, tps, deadline)
         now = time.monotonic()
         committed = cast(Mapping[TP, int | None], consumer._committed_offset)
         for tp in sorted(tps):
@@ -133,7 +134,9 @@ class ProgressWatch:
                 continue
             offset = committed.get(tp)
             start = self.starts.get(tp, 0)
-            if offset is not None and await self._only_markers_left(consumer, tp, offset, end):
+            if offset is not None and await self._only_markers_left(
+                consumer, tp, offset, end, deadline
+            ):
                 end = offset
             if still := self.stalls.observe(now, tp, offset, start, end):
                 log.warning(
@@ -149,12 +152,14 @@ class ProgressWatch:
                     extra={"partition": tp.partition, "stalled_seconds": round(still)},
                 )
 
-    async def _ends(self, consumer: RewindingConsumer, tps: set[TP]) -> Mapping[TP, int | None]:
+    async def _ends(
+        self, consumer: RewindingConsumer, tps: set[TP], deadline: float
+    ) -> Mapping[TP, int | None]:
         """The log end of each of `tps` (and their starts, kept in `starts`), asked of Kafka;
-        when it does not answer within `LOOKUP_SECONDS`, the ends the consumer last fetched,
-        and a warning once per `stall_seconds` that Kafka does not answer."""
+        when it does not answer by `deadline` (the loop's time), the ends the consumer last
+        fetched, and a warning once per `stall_seconds` that Kafka does not answer."""
         try:
-            async with asyncio.timeout(LOOKUP_SECONDS):
+            async with asyncio.timeout_at(deadline):
                 ends = await consumer.highwaters(*tps)
                 starts = await consumer.earliest_offsets(*tps)
         except TimeoutError:
@@ -173,11 +178,12 @@ class ProgressWatch:
         return ends
 
     async def _only_markers_left(
-        self, consumer: RewindingConsumer, tp: TP, committed: int, end: int
+        self, consumer: RewindingConsumer, tp: TP, committed: int, end: int, deadline: float
     ) -> bool:
-        """`only_markers_left`, False when Kafka does not answer within `LOOKUP_SECONDS`."""
+        """`only_markers_left`, False when Kafka does not answer by `deadline`: the look's
+        lookups share `LOOKUP_SECONDS` (each partition's had its own, 15 s for four)."""
         try:
-            async with asyncio.timeout(LOOKUP_SECONDS):
+            async with asyncio.timeout_at(deadline):
                 return await only_markers_left(consumer, tp, committed, end)
         except TimeoutError:
             return False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import faust
@@ -241,12 +242,17 @@ def test_a_kafka_that_does_not_answer_leaves_the_watch_reporting_by_the_ends_las
     monkeypatch.setattr(consumer, "earliest_offsets", unanswered)
     monkeypatch.setattr(consumer, "position", unanswered)
     monkeypatch.setattr(consumer, "highwater", lambda tp: 150)
-    monkeypatch.setattr(consumer, "assignment", lambda: {EVENTS})
-    consumer._committed_offset[EVENTS] = 100
+    assigned = {EVENTS, *(TP(EVENTS.topic, partition) for partition in (1, 2, 3))}
+    monkeypatch.setattr(consumer, "assignment", lambda: assigned)
+    for tp in assigned:
+        consumer._committed_offset[tp] = 100
+    took: list[float] = []
 
     async def looks() -> None:
         for _ in range(8):
+            began = time.monotonic()
             await asyncio.wait_for(watch.check(), 1)
+            took.append(time.monotonic() - began)
             await asyncio.sleep(0.1)
 
     with caplog.at_level(logging.WARNING, logger="rumourmill.progress"):
@@ -254,3 +260,4 @@ def test_a_kafka_that_does_not_answer_leaves_the_watch_reporting_by_the_ends_las
     said = [record.getMessage() for record in caplog.records]
     assert any(line.startswith("Kafka has not told the offsets of events for") for line in said)
     assert any("50 event(s) waiting, nothing committed for" in line for line in said), said
+    assert max(took) < 0.05 * 3, took  # the look's lookups share its 0.05 s (each had its own)
