@@ -228,7 +228,8 @@ async def _send_after(
         delivery.cancel()
         raise
     except Exception as failure:  # the agent's acking stops the worker
-        delivery.set_exception(failure)
+        if not delivery.done():  # else cancelled by whoever gave up waiting for it
+            delivery.set_exception(failure)
         return
     _settle_with_last_record(stored, count, delivery)
 
@@ -242,7 +243,11 @@ def _settle_with_last_record(
     def settle(outcome: asyncio.Future[RecordMetadata]) -> None:
         if outcome.cancelled():
             last.cancel()
-        elif (failure := outcome.exception()) is not None:
+            return
+        failure = outcome.exception()  # seen, whatever became of `last`
+        if last.done():  # cancelled by whoever gave up waiting for it (a rebuild stopped)
+            return
+        if failure is not None:
             last.set_exception(failure)
         else:
             first = outcome.result()

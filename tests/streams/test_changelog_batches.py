@@ -9,10 +9,15 @@ event must sit whole in one batch unless it alone is larger than a batch.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+from typing import cast
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import ProducerClosed
+from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.structs import RecordMetadata
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -153,3 +158,49 @@ async def end_offsets(bootstrap: str, topic: str, partitions: list[int]) -> dict
         return {tp.partition: offset for tp, offset in ends.items()}
     finally:
         await consumer.stop()
+
+
+class HeldProducer:
+    """Stands for aiokafka's producer: takes each batch and keeps its delivery pending, until
+    `stop` fails them all as a stopping producer does."""
+
+    def __init__(self) -> None:
+        self.held: list[asyncio.Future[RecordMetadata]] = []
+
+    def create_batch(self) -> BatchBuilder:
+        return BatchBuilder(batch_size=1 << 16, compression_type=0)
+
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int
+    ) -> asyncio.Future[RecordMetadata]:
+        self.held.append(asyncio.get_running_loop().create_future())
+        return self.held[-1]
+
+    def stop(self) -> None:
+        for delivery in self.held:
+            delivery.set_exception(ProducerClosed())
+
+
+def test_deliveries_their_waiter_gave_up_on_fail_quietly_as_the_producer_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rebuild interrupted while it waited for its sends (Ctrl-C): the producer's stop then
+    failed each batch, and settling the delivery its waiter had cancelled logged `Exception in
+    callback ... InvalidStateError` with a traceback."""
+
+    async def interrupted() -> None:
+        producer, writer = HeldProducer(), ChangelogWriter()
+        sent = cast(AIOKafkaProducer, producer)
+        deliveries = await writer.send(sent, "changelog", 0, [{b"k": b"v"}, {b"k": b"w"}])
+        await asyncio.sleep(0.01)  # handed to the producer
+        waiting = asyncio.ensure_future(asyncio.gather(*deliveries))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        producer.stop()
+        await asyncio.sleep(0.05)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(interrupted())
+    assert [record.getMessage() for record in caplog.records] == []
