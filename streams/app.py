@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
@@ -428,6 +429,9 @@ class Rumourmill:
     """The change feed's topic; empty when the feed is off."""
     reranker: Reranker | None = None
     """Recall's reranker (section 9, step 4); None when none is configured."""
+    draining: threading.Event = field(default_factory=threading.Event)
+    """Set once the worker is told to stop: it serves on a while (`stop_drain_seconds`),
+    `/ready` saying it is stopping."""
 
     async def judged(
         self, transactions: Iterable[BatchTransaction], message: SourceMessage
@@ -689,7 +693,8 @@ class Rumourmill:
             *(() if recovered and not self.app.rebalancing else ("state recovery",)),
             *(() if self.policies.caught_up.is_set() else ("policies",)),
         )
-        return Readiness(waiting_for, self.app.rebalancing_count, self.app.should_stop)
+        stopping = self.draining.is_set() or self.app.should_stop
+        return Readiness(waiting_for, self.app.rebalancing_count, stopping)
 
     async def read_transaction(self, world_id: str) -> RocksTransaction:
         """Read-only state access for the partition that holds `world_id`, once the writes of

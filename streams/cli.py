@@ -207,6 +207,8 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
         raise click.ClickException(str(in_use)) from None
     BoundedStopWorker(
         mill.app,
+        drain_seconds=settings.stop_drain_seconds,
+        draining=mill.draining.set,
         loglevel=settings.log_level,
         logging_config=logging_config(settings),
         quiet=settings.log_format == "json",  # no banner: every line of the log is JSON

@@ -267,6 +267,10 @@ class Settings(BaseSettings):
     (`streams.topics.ensure_topics`)."""
     replication: Positive = 1
     """Replication factor of created topics."""
+    stop_drain_seconds: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 0.0
+    """How long a worker told to stop (SIGTERM, Ctrl-C) goes on serving, `/ready` answering
+    503 `stopping` meanwhile, before its stop begins: for a load balancer polling `/ready` to
+    take it out first (its web server went some 20 ms after the signal)."""
     standbys: Annotated[int, Field(ge=0)] = 0
     """Standby replicas of the state: other workers keep each partition's copy up to date, so a
     failover takes over in seconds instead of replaying the whole changelog."""

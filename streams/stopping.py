@@ -17,8 +17,12 @@ keeps its dirty marker, so the next start restores its last checkpoint (`streams
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from faust.worker import Worker
 
@@ -34,10 +38,34 @@ GAVE_UP_EXIT_CODE = 1
 
 class BoundedStopWorker(Worker):
     """Faust's worker, which exits `STOP_DEADLINE_SECONDS` after its stop began if that is
-    still running.
+    still running; told to stop by a signal, it first goes on serving `drain_seconds`, having
+    called `draining` (`/ready` says it is stopping).
 
     The deadline is kept by a thread, not the event loop: it fires even while the loop is
     blocked, or past the loop's end when the process has not exited yet."""
+
+    def __init__(
+        self,
+        *services: Any,
+        drain_seconds: float = 0.0,
+        draining: Callable[[], None] = lambda: None,
+        **options: Any,
+    ) -> None:
+        super().__init__(*services, **options)
+        self.drain_seconds = drain_seconds
+        self.draining = draining
+
+    async def _stop_on_signal(self, signal: signal.Signals) -> None:
+        """mode's stop on SIGTERM or SIGINT, after the drain."""
+        self.draining()
+        if self.drain_seconds:
+            log.info(
+                "stopping in %.0f s (RUMOURMILL_STOP_DRAIN_SECONDS): serving meanwhile, /ready"
+                " answering 503",
+                self.drain_seconds,
+            )
+            await asyncio.sleep(self.drain_seconds)
+        await super()._stop_on_signal(signal)
 
     @property
     def shortlabel(self) -> str:
