@@ -186,6 +186,8 @@ class _Sight(NamedTuple):
     content: str
     about: list[str]
     origin: str
+    facts: list[Fact]
+    """The event's facts as the record keeps them: what they saw is so, never diverging."""
 
 
 def _sight(event: Event, context: MemoryContext) -> _Sight:
@@ -197,6 +199,7 @@ def _sight(event: Event, context: MemoryContext) -> _Sight:
         content=event_content(event, context.name_of),
         about=_unique([event.actor, event.target, event.location, *payload_ids]),
         origin=origin_of(event),
+        facts=facts_as_recorded(event.facts),
     )
 
 
@@ -215,7 +218,7 @@ def _seen(event: Event, perception: Perception, sight: _Sight, policy: Policy) -
         source_entity=None,
         hops=0,
         uncertain=False,
-        facts=facts_as_recorded(event.facts),  # what they saw is so: never diverging
+        facts=list(sight.facts),
         origin=sight.origin,
         lineage=[],
     )
