@@ -214,9 +214,16 @@ def show_minds(settings: Settings, minds: list[Mind]) -> None:
             click.echo(f"  (KEY: a key of tenant {minds[0].tenant!r} in RUMOURMILL_API_KEYS)")
 
 
+def final(acks: list[dict[str, object]]) -> int:
+    """How many of `acks` end their event: one an event waiting for a gap is acked `deferred`,
+    then again once the gap fills (with the message that fills it)."""
+    return sum(ack["outcome"] != "deferred" for ack in acks)
+
+
 async def _read_acks(
     settings: Settings, count: int, timeout: float = 60.0
 ) -> list[dict[str, object]]:
+    """The acks of the `count` messages sent, each event's last (and any it was deferred by)."""
     consumer = AIOKafkaConsumer(
         settings.topics.acks, **kafka_options(settings), auto_offset_reset="earliest"
     )
@@ -224,7 +231,7 @@ async def _read_acks(
     acks: list[dict[str, object]] = []
     try:
         deadline = time.monotonic() + timeout
-        while len(acks) < count and time.monotonic() < deadline:
+        while final(acks) < count and time.monotonic() < deadline:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 acks.extend(orjson.loads(record.value) for record in records)
     finally:

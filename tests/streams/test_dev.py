@@ -216,3 +216,17 @@ def test_a_story_ending_in_a_tenants_deletion_prints_the_ack_of_every_partitions
     assert len(deletion_acks) == 4, output
     assert len([line for line in output.splitlines() if line.startswith("  ack ")]) == events + 4
     assert code == 0, rest
+
+
+def test_a_story_told_out_of_order_prints_every_events_last_ack(tmp_path: Path) -> None:
+    """Seq 3 sent before seq 2 waits for it (`deferred`), and is acked again when 2 fills the
+    gap: `dev` stopped at one ack a message, leaving the last unprinted."""
+    lines = TAVERN.splitlines()
+    lines[1], lines[2] = lines[2], lines[1]
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(b"\n".join(lines) + b"\n")
+    output, _, code = dev("--story", str(story))
+    acks = [line for line in output.splitlines() if line.startswith("  ack ")]
+    assert any(": deferred " in line for line in acks), output
+    assert sum(": processed " in line for line in acks) == len(lines), output
+    assert code == 0
