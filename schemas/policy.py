@@ -150,7 +150,9 @@ Factor = Annotated[float, Field(gt=0.0, le=1000.0)]
 
 
 class RetentionPolicy(Contract):
-    """How memories fade with story time (section 8): 0.5 ^ (elapsed days / half-life)."""
+    """How memories fade with story time (section 8): 0.5 ^ (elapsed days / half-life).
+    variation_low must not exceed variation_high;
+    forgotten_below must not exceed vivid_from."""
 
     half_life_days: Factor = 6.0
     """The half-life of an unimportant event (importance step 1), in story days."""
@@ -231,7 +233,9 @@ Tokens = Annotated[int, Field(ge=10, le=1_000_000), AsInteger]
 
 class ChroniclePolicy(Contract):
     """The chronicle (seed 000, "Conversation compaction"): the story so far in a size a prompt
-    can hold, made from a character's records when read."""
+    can hold, made from a character's records when read.
+    chapter_tokens must not exceed short_term_tokens;
+    condensed_tokens must not exceed long_term_tokens."""
 
     short_term_tokens: Tokens = 1500
     """The digests (one per record) roll into a chapter once their text passes this."""
@@ -261,6 +265,7 @@ class RefereePolicy(Contract):
     toward the player + `truth_weight` when the line's claimed facts agree with the world
     record (minus it when they contradict it). `convinced` from `convinced_from`, `doubting`
     from `doubting_from`, `unconvinced` below.
+    doubting_from must not exceed convinced_from.
     """
 
     weaken: Share = 0.5

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from projections.catalogue import classify
+from schemas.export import json_schemas
 from schemas.policy import Policy, merge_policy
 
 BUILT_IN = Policy()
@@ -156,3 +158,23 @@ def test_a_weight_or_a_confidence_of_minus_zero_is_zero() -> None:
     impact = policy.memory.weights.for_kind("gift").for_part("target")
     given = [impact.importance, impact.feeling, impact.arousal, policy.memory.confidence.seen]
     assert [math.copysign(1.0, value) for value in given] == [1.0] * 4
+
+
+@pytest.mark.parametrize(
+    ("document", "rule"),
+    [
+        ({"retention": {"variation_low": 1.5}}, "variation_low must not exceed variation_high"),
+        ({"retention": {"forgotten_below": 0.9}}, "forgotten_below must not exceed vivid_from"),
+        ({"chronicle": {"chapter_tokens": 2000}}, "chapter_tokens must not exceed short_term"),
+        ({"chronicle": {"condensed_tokens": 3000}}, "condensed_tokens must not exceed long_term"),
+        ({"referee": {"doubting_from": 0.5}}, "doubting_from must not exceed convinced_from"),
+    ],
+)
+def test_each_order_between_fields_the_schema_cannot_check_is_named_in_it(
+    document: dict[str, Any], rule: str
+) -> None:
+    """A producer writing policies straight to the topic, trusting the schema, sent documents
+    the worker refused, by rules the schema did not name."""
+    with pytest.raises(ValidationError, match=rule):
+        Policy.model_validate({"memory": document})
+    assert rule in json_schemas()["policy.schema.json"].decode()
