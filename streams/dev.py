@@ -120,8 +120,8 @@ def run_demo(
     deployed = settings
     with TansuBroker() as broker:
         settings = settings.on_local_broker(broker.bootstrap).model_copy(
-            update={"data_dir": data_dir, "web_url": ""}
-        )
+            update={"data_dir": data_dir, "web_url": "", "stop_drain_seconds": 0.0}
+        )  # no load balancer to drain for: a deployment's drain held its Ctrl-C
         click.echo(f"broker: Tansu on {broker.bootstrap} (memory only)")
         log_path = data_dir / "worker.log"
         with log_path.open("wb") as log:

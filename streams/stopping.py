@@ -18,6 +18,7 @@ keeps its dirty marker, so the next start restores its last checkpoint (`streams
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -54,17 +55,30 @@ class BoundedStopWorker(Worker):
         super().__init__(*services, **options)
         self.drain_seconds = drain_seconds
         self.draining = draining
+        self.drain: asyncio.Future[None] | None = None
+        """The drain under way, which a second signal cuts short."""
+
+    def _schedule_shutdown(self, signal: signal.Signals) -> None:
+        """mode's, but a second signal during the drain stops now (mode ignores every signal
+        after the first: a drain of a minute could only be cut short by a SIGKILL)."""
+        if self.drain is not None and not self.drain.done():
+            log.info("stopping now: told again")
+            self.drain.cancel()
+            return
+        super()._schedule_shutdown(signal)
 
     async def _stop_on_signal(self, signal: signal.Signals) -> None:
         """mode's stop on SIGTERM or SIGINT, after the drain."""
         self.draining()
         if self.drain_seconds:
             log.info(
-                "stopping in %.0f s (RUMOURMILL_STOP_DRAIN_SECONDS): serving meanwhile, /ready"
-                " answering 503",
+                "stopping in %g s (RUMOURMILL_STOP_DRAIN_SECONDS): serving meanwhile, /ready"
+                " answering 503; a second Ctrl-C or SIGTERM stops now",
                 self.drain_seconds,
             )
-            await asyncio.sleep(self.drain_seconds)
+            self.drain = asyncio.ensure_future(asyncio.sleep(self.drain_seconds))
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.drain
         await super()._stop_on_signal(signal)
 
     @property

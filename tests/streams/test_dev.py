@@ -230,3 +230,15 @@ def test_a_story_told_out_of_order_prints_every_events_last_ack(tmp_path: Path) 
     assert any(": deferred " in line for line in acks), output
     assert sum(": processed " in line for line in acks) == len(lines), output
     assert code == 0
+
+
+def test_a_deployments_stop_drain_is_not_the_demos() -> None:
+    """A drain exported for production (60 s) held the demo's Ctrl-C for 30 s, then its worker
+    was killed in the middle of it."""
+    began = time.monotonic()
+    output, rest, code = dev(environment={"RUMOURMILL_STOP_DRAIN_SECONDS": "60"})
+    took = time.monotonic() - began
+    [log] = re.findall(r"^worker log: (.+)$", output, re.MULTILINE)
+    assert "stopped (worker log kept" in rest and code == 0, rest
+    assert "RUMOURMILL_STOP_DRAIN_SECONDS" not in Path(log).read_text()
+    assert took < 60, took

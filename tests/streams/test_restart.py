@@ -364,3 +364,18 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
     served = [at for at, ready, read in said[first:] if read is not None and read[0] == 200]
     assert served and max(served) >= 1.5, said[-3:]  # reads answered through the drain
     assert worker.process.returncode == 0
+
+
+def test_told_again_during_its_drain_a_worker_stops_at_once_and_cleanly(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """mode ignores every signal after the first: a drain of a minute could only be cut short
+    by a SIGKILL (its partitions then restored from their checkpoints at the next start)."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data", stop_drain_seconds=60.0)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    assert worker.process is not None
+    worker.process.send_signal(signal.SIGTERM)
+    worker.wait_for_log(b"stopping in 60 s")
+    worker.process.send_signal(signal.SIGINT)
+    assert worker.process.wait(30) == 0
+    assert "stopping now: told again" in worker.log_path.read_text()
