@@ -547,6 +547,8 @@ class LocalDurability:
         others (a send unconfirmed within `REBALANCE_CONFIRM_SECONDS`, or failed) replay from
         their last checkpoint."""
         held: set[int] = set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REBALANCE_CONFIRM_SECONDS  # for them all: the rebalance waits
         try:
             await asyncio.wait_for(self.quiet.acquire(), REBALANCE_CONFIRM_SECONDS)
         except TimeoutError:
@@ -556,7 +558,7 @@ class LocalDurability:
                 state = self.partitions.get(partition) or _Partition()  # not written to
                 if self._open_db(partition) is None or state.broken:
                     continue
-                if not await self._confirmed(state, REBALANCE_CONFIRM_SECONDS):
+                if not await self._confirmed(state, max(0.0, deadline - loop.time())):
                     continue
                 offset = self._held_offset(partition, state.confirmed_offset)
                 if offset is not None:

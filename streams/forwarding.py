@@ -66,7 +66,8 @@ async def owner_answer(
         if isinstance(error, RuntimeError):
             raise  # not a closed client: a bug, the 500 it is
         # the error names the owner's address: for the log, not for a client
-        log.warning("a read of world %r could not be forwarded: %s", world_id, error)
+        at = f"{owner.host}:{owner.port}".replace("%", "%%")  # a kind of its own per owner
+        log.warning(f"a read could not be forwarded to {at}: %s (world %r)", error, world_id)
         raise HTTPProblem(
             503,
             f"the worker that serves world {world_id!r} cannot be reached; ask again once"

@@ -104,6 +104,9 @@ class ProgressWatch:
         self.stalls = Stalls()
         self.rebalance: _Progress | None = None
         """Since when the worker has been rebalancing (revoking, assigning or recovering)."""
+        self.markers: dict[TP, tuple[int, int]] = {}
+        """Per partition, the committed offset and end between which Kafka last said only
+        commit markers lie (`_only_markers_left`)."""
         self.unanswered: _Progress | None = None
         """Since when Kafka has not told the partitions' offsets (`_ends`)."""
         self.starts: dict[TP, int] = {}
@@ -180,13 +183,17 @@ class ProgressWatch:
     async def _only_markers_left(
         self, consumer: RewindingConsumer, tp: TP, committed: int, end: int, deadline: float
     ) -> bool:
-        """`only_markers_left`, False when Kafka does not answer by `deadline`: the look's
-        lookups share `LOOKUP_SECONDS` (each partition's had its own, 15 s for four)."""
+        """`only_markers_left`; when Kafka does not answer by `deadline` (the look's lookups
+        share `LOOKUP_SECONDS`: each partition's had its own, 15 s for four), what it said last
+        of the same offsets (a commit marker counted as an event waiting while Kafka was gone)."""
         try:
             async with asyncio.timeout_at(deadline):
-                return await only_markers_left(consumer, tp, committed, end)
+                left = await only_markers_left(consumer, tp, committed, end)
         except TimeoutError:
-            return False
+            return self.markers.get(tp) == (committed, end)
+        if left:
+            self.markers[tp] = (committed, end)
+        return left
 
     def _check_rebalance(self, consumer: RewindingConsumer, now: float) -> None:
         """A rebalance stuck in revoking (waiting for events to be acked), in recovery or in

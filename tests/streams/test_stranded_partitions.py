@@ -261,3 +261,49 @@ def test_a_kafka_that_does_not_answer_leaves_the_watch_reporting_by_the_ends_las
     assert any(line.startswith("Kafka has not told the offsets of events for") for line in said)
     assert any("50 event(s) waiting, nothing committed for" in line for line in said), said
     assert max(took) < 0.05 * 3, took  # the look's lookups share its 0.05 s (each had its own)
+
+
+def test_a_commit_marker_seen_before_kafka_went_quiet_is_still_no_event_waiting(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Committed at 100, the log's end 101 a transaction's commit marker: with Kafka gone, the
+    marker check had no time left in the look, and the marker was reported as an event
+    waiting every period."""
+    consumer = consumer_of(settings)
+    watch = ProgressWatch(consumer.app, EVENTS.topic)
+    watch.stalls.stall_seconds = 0.3
+    answering = True
+
+    async def highwaters(*tps: TP) -> dict[TP, int]:
+        if not answering:
+            await asyncio.Event().wait()
+        return dict.fromkeys(tps, 101)
+
+    async def earliest(*tps: TP) -> dict[TP, int]:
+        return dict.fromkeys(tps, 0)
+
+    async def fetched_to(tp: TP) -> int:
+        await asyncio.sleep(0)  # the consumer's position may ask Kafka too
+        return 101
+
+    monkeypatch.setattr(progress_watch, "LOOKUP_SECONDS", 0.05)
+    monkeypatch.setattr(consumer, "highwaters", highwaters)
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest)
+    monkeypatch.setattr(consumer, "position", fetched_to)
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 101)
+    monkeypatch.setattr(consumer, "assignment", lambda: {EVENTS})
+    consumer._committed_offset[EVENTS] = 100
+    consumer._read_offset[EVENTS] = None
+
+    async def looks() -> None:
+        nonlocal answering
+        await watch.check()  # Kafka answers: only the marker is left
+        answering = False
+        for _ in range(8):
+            await asyncio.wait_for(watch.check(), 1)
+            await asyncio.sleep(0.1)
+
+    with caplog.at_level(logging.WARNING, logger="rumourmill.progress"):
+        asyncio.run(looks())
+    said = [record.getMessage() for record in caplog.records]
+    assert not any("waiting, nothing committed" in line for line in said), said
