@@ -157,8 +157,6 @@ def form_memories(
 
     Each memory's feeling and arousal are `judged` (in model mode, by the model); an impression
     follows the feeling so judged."""
-    if told_nothing(event, context) is not None:
-        return []
     formed = []
     sight: _Sight | None = None
     passed: _Passed | None = None
@@ -506,7 +504,7 @@ def _read_claims(claims: object) -> tuple[list[Fact], list[int]]:
 
 
 def told_nothing(event: Event, context: MemoryContext) -> str | None:
-    """The ack's note for a `told` that passes nothing, which forms no memory: it names a
+    """The ack's note for a `told` that passes nothing, heard by nobody: it names a
     memory its teller does not hold (never held, forgotten, or held on another timeline: a
     save loaded since the game kept the id), and says no words and claims no fact. Its
     listener held "Mara told Tomas (belief_id: ...)", the id taken for the news; None for

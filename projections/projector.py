@@ -200,11 +200,13 @@ class Projector:
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
             context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy)
+            told_note = told_nothing(event, context)
             refereed = judge_line(
                 event,
                 form_memories(
                     event,
-                    perceivers(event, catalogue.kind_of, present, policy),
+                    # a `told` that passes nothing is heard by nobody
+                    perceivers(event, catalogue.kind_of, present, policy) if not told_note else [],
                     context,
                     policy,
                     judged,
@@ -214,7 +216,6 @@ class Projector:
                 judged.referee(rules_judge),
             )
             memories, refereed_note = refereed.memories, refereed.note
-            told_note = told_nothing(event, context)
             rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )

@@ -145,7 +145,6 @@ def _previous_release_rules() -> Iterator[None]:
         patch.object(perception, "BOOKKEEPING_KEYS", remembered),
         patch.object(rumour_rules, "passed_on", passed_bare),
         patch.object(memories, "passed_on", passed_bare),
-        patch.object(memories, "told_nothing", lambda event, context: None),
         patch.object(projector, "told_nothing", lambda event, context: None),
         patch.object(memories, "facts_as_recorded", list),
     ):
