@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from projections.chronicle import chronicle_read
+from projections.chronicle_summaries import TokenCounter
 from projections.digest import world_digest
 from projections.judgements import RecordedAnswers
 from projections.memory_store import held_in_order
@@ -64,6 +65,25 @@ def judged(url: str | None, topic: MemoryTopic, timeout: float = 5.0) -> Replay:
         finally:
             if client is not None:
                 await client.close()
+
+    return asyncio.run(run())
+
+
+def replayed_with(url: str, story: list[bytes], policy: Policy, count: TokenCounter) -> Replay:
+    """`story` replayed under `policy` (tokens counted by `count`), each message's questions
+    put to the model at `url`."""
+
+    async def run() -> Replay:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        topic = MemoryTopic()
+        try:
+            return await replay_judged(
+                story,
+                Projector(lambda tenant, world: policy, count=count),
+                Judge(client, JudgementLog(topic.read, topic.send)),
+            )
+        finally:
+            await client.close()
 
     return asyncio.run(run())
 
@@ -189,20 +209,8 @@ def test_a_chapter_closed_by_another_timelines_persistent_memory_is_not_its_summ
     story.append(heard(15, "b", "npc-bruno", "npc.whispered-secretplan", branch=branch))
     story.append(said(16, line_text(16), timeline="b"))
 
-    async def run(url: str) -> Replay:
-        client = ModelClient(url, "scripted", timeout_seconds=5)
-        topic = MemoryTopic()
-        try:
-            return await replay_judged(
-                story,
-                Projector(lambda tenant, world: policy, count=words),
-                Judge(client, JudgementLog(topic.read, topic.send)),
-            )
-        finally:
-            await client.close()
-
     with scripted_model() as model:
-        replay = asyncio.run(run(model.url))
+        replay = replayed_with(model.url, story, policy, words)
 
     def chapters(timeline: str) -> list[dict[str, Any]]:
         read = chronicle_read(
@@ -247,22 +255,10 @@ def test_two_chapters_one_event_closes_alike_are_each_summarised_from_its_own_re
         first = next(line[2:] for line in question.splitlines() if line.startswith("- "))
         return orjson.dumps({"summary": " ".join(first.split()[:3])}).decode()
 
-    async def run(url: str) -> Replay:
-        client = ModelClient(url, "scripted", timeout_seconds=5)
-        topic = MemoryTopic()
-        try:
-            return await replay_judged(
-                TAVERN_LINES,
-                Projector(lambda tenant, world: policy, count=count),
-                Judge(client, JudgementLog(topic.read, topic.send)),
-            )
-        finally:
-            await client.close()
-
     with scripted_model() as model:
         scripted = model.answer
         model.answer = lambda body: summary(body) or scripted(body)  # type: ignore[method-assign]
-        replay = asyncio.run(run(model.url))
+        replay = replayed_with(model.url, TAVERN_LINES, policy, count)
     read = chronicle_read(
         replay.state, "default", "save-1", "main", "npc-tomas", policy.memory.chronicle, count
     )
