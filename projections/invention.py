@@ -8,10 +8,10 @@ important memories can keep the line's out of the knowledge). The rules look for
 names: runs of capitalised words. A run at the start of a sentence loses its first word (a
 sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
 Bertram, "Ask" names nobody).
-The pronoun "I" ("I'm", "I'll") and a title ("Dr", "Mrs", whose full stop ends no sentence) are
-no part of a name, and a possessive ending is none of its words ("Mara's" names Mara). A name
-is known when each of its words is among the given words, case aside ("the Crooked Lantern" is
-given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
+A personal pronoun ("I'm", "We'll", "No; We never met") and a title ("Dr", "Mrs", whose full
+stop ends no sentence) are no part of a name, and a possessive ending is none of its words
+("Mara's" names Mara). A name is known when each of its words is among the given words, case
+aside ("the Crooked Lantern" is given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
 
 The answer's action is the policy's (`memory.invention`) when anything is invented, else
 `allow`. Unnamed new relations ("her brother") take a model; the rules do not look for them.
@@ -47,7 +47,9 @@ _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
-_PRONOUN = re.compile(r"I(?:['\u2019].*)?")
+_PRONOUN = re.compile(r"(?:I|You|He|She|It|We|They)(?:['\u2019].*)?")
+"""A personal pronoun ("I'm", "We'll") is no name, though capitalised after a semicolon
+("No; We never met") as "I" is anywhere."""
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
 TITLES = frozenset(
     {"Dr", "Mr", "Mrs", "Ms", "Mx", "Mme", "Mlle", "St", "Sr", "Jr", "Prof", "Capt", "Col", "Gen"}
@@ -196,7 +198,7 @@ def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRe
 
 
 def _no_name(word: str) -> bool:
-    """Whether a capitalised word is no part of a name: the pronoun I, or a title."""
+    """Whether a capitalised word is no part of a name: a personal pronoun, or a title."""
     return _PRONOUN.fullmatch(word) is not None or word in TITLES
 
 
