@@ -153,13 +153,16 @@ def _check_data_dir(data_dir: Path) -> None:
         ) from None
 
 
-def _check_web_address(host: str, port: int) -> None:
-    """Stop at once, saying why, when the web server cannot listen on its host and port: a
+def _check_web_address(settings: Settings, port_flag: int | None) -> None:
+    """Stop at once, saying why, when the web server cannot listen on its host and port (the
+    port named as given: `port_flag` is `--web-port`'s value, if typed): a
     name no resolver knows, an address not this machine's, or a port something else listens on
     (each failed the bind after Kafka's topics, a traceback naming no setting; `make run` said
     its worker was ready as another answered there, and served nothing). Bound as aiohttp binds
     (`SO_REUSEADDR`, and `IPV6_V6ONLY` as asyncio sets it): only a port in use is refused, not
     one a stopped server left waiting, nor `::` beside a server on the port's IPv4 side."""
+    host, port = settings.web_host, settings.web_port
+    port_named = "RUMOURMILL_WEB_PORT" if port_flag is None else "--web-port"
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as error:
@@ -176,7 +179,7 @@ def _check_web_address(host: str, port: int) -> None:
             except OSError as error:
                 if error.errno == errno.EADDRINUSE:
                     raise click.ClickException(
-                        f"RUMOURMILL_WEB_PORT={port}: in use on {host} (another worker, `make "
+                        f"{port_named}={port}: in use on {host} (another worker, `make "
                         "run` or docker compose may listen there): stop it, or choose another"
                     ) from None
                 raise click.ClickException(
@@ -197,7 +200,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_data_dir(settings.data_dir)
-    _check_web_address(settings.web_host, settings.web_port)
+    _check_web_address(settings, flags.get("web_port"))
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
@@ -386,7 +389,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
     lines = _checked_lines(story, settings.max_event_bytes)
-    _check_web_address(settings.web_host, settings.web_port)
+    _check_web_address(settings, web_port)
     run_demo(story, lines, settings)
 
 

@@ -150,17 +150,22 @@ def test_a_worker_on_a_web_host_it_cannot_listen_on_says_so_before_kafka(
 
 
 @pytest.mark.parametrize("command", [["worker"], ["dev"]])
+@pytest.mark.parametrize("typed", ["RUMOURMILL_WEB_PORT", "--web-port"])
 def test_a_web_port_something_else_listens_on_stops_the_worker_and_make_run_at_once(
-    command: list[str], tmp_path: Path
+    command: list[str], typed: str, tmp_path: Path
 ) -> None:
     """Found by a reviewer: `make run` beside another worker (or docker compose) said its own
     worker was ready when the other answered /ready, published to a broker nothing read and
-    printed no ack, serving nothing; a worker failed the bind after Kafka's topics."""
+    printed no ack, serving nothing; a worker failed the bind after Kafka's topics. The port
+    is named as it was given (a `--web-port` typed was named as the variable)."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        result = stopped_worker(tmp_path, command, RUMOURMILL_WEB_PORT=str(port))
+        if typed == "--web-port":
+            result = stopped_worker(tmp_path, [*command, typed, str(port)])
+        else:
+            result = stopped_worker(tmp_path, command, RUMOURMILL_WEB_PORT=str(port))
     said = result.stderr.splitlines()[-1]  # `dev` checked its story first ("validating")
-    assert said.startswith(f"Error: RUMOURMILL_WEB_PORT={port}: in use on 127.0.0.1 (another")
+    assert said.startswith(f"Error: {typed}={port}: in use on 127.0.0.1 (another")
     assert result.stdout == ""  # no broker started, nothing published
 
 
