@@ -166,12 +166,26 @@ def run_demo(
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-            for written in data_dir.iterdir():
-                if written.is_dir():
-                    shutil.rmtree(written)
-                elif written != log_path:
-                    written.unlink()
-            click.echo(f"stopped (worker log kept: {log_path})")
+            if removed_but_log(data_dir, log_path):
+                click.echo(f"stopped (worker log kept: {log_path})")
+            else:
+                click.echo(f"stopped ({data_dir} was removed meanwhile, the worker log with it)")
+
+
+def removed_but_log(data_dir: Path, log_path: Path) -> bool:
+    """Remove what the worker wrote in `data_dir` but its log; whether the log is kept. Something
+    else may have removed the temporary directory meanwhile (a cleaner of /tmp): the stop went
+    on with a traceback."""
+    try:
+        written = [*data_dir.iterdir()]
+    except FileNotFoundError:
+        return False
+    for path in written:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path != log_path:
+            path.unlink(missing_ok=True)
+    return log_path.exists()
 
 
 def publishing_to(local: Settings, deployed: Settings) -> str:

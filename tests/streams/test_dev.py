@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +80,21 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
     # the broker kept the story in memory: the worker's state goes with it, its log stays
     assert [path.name for path in Path(log).parent.iterdir()] == ["worker.log"]
     assert code == 0
+
+
+@pytest.mark.integration  # starts the embedded Tansu broker
+def test_make_run_stops_plainly_when_its_temporary_directory_was_removed_meanwhile() -> None:
+    """A cleaner of /tmp removing the demo's directory while it served: its Ctrl-C ended in a
+    traceback (FileNotFoundError) instead of the stop message."""
+
+    def remove_data_dir(printed: str) -> None:
+        [log] = re.findall(r"^worker log: (.+)$", printed, re.MULTILINE)
+        shutil.rmtree(Path(log).parent)
+
+    _, rest, code = dev(while_serving=remove_data_dir)
+    assert "Traceback" not in rest, rest
+    assert re.search(r"stopped \(\S+ was removed meanwhile, the worker log with it\)", rest), rest
+    assert code in (0, 1), rest  # 1: the worker, its files gone, stopped before the Ctrl-C
 
 
 @pytest.mark.integration  # starts the embedded Tansu broker
