@@ -686,6 +686,9 @@ class Rumourmill:
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
         return self.projector.policies(tenant_id, world_id)
 
+    def searching(self, tenant_id: str, world_id: str) -> None:
+        self.embedding.note_worlds([(tenant_id, world_id)])
+
     def readiness(self) -> Readiness:
         """Ready once the state of this worker's partitions is recovered and policies caught up."""
         recovered = cast(TableManager, self.app.tables).recovery.completed.is_set()

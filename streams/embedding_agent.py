@@ -5,10 +5,10 @@ the batch's acks) and goes on; this agent, a task of its own on the worker's loo
 those worlds formed since they were last looked at: each content that has no vector yet, once,
 a step at a time (`embed_one_batch`: a slice of the memory log read, or a batch of contents
 embedded), letting ingest go on after each step. No ack waits for it. The recall index lives in
-memory, so a restart catches a world up from position 0 at its next event, its whole history
-waiting for vectors; until a memory has its vector, cues and words still find it, and the word
-and cue searches catch themselves up when a recall needs them. A rebalance that moves a world's
-partition away forgets it (`keep`).
+memory, so a restart catches a world up from position 0 at its next event or the next recall
+or decision searching it, its whole history waiting for vectors; until a memory has its vector,
+cues and words still find it, and the word and cue searches catch themselves up when a recall
+needs them. A rebalance that moves a world's partition away forgets it (`keep`).
 
 It used to read the worker's own acks back from Kafka: a second fetch, decode and commit of a
 record per event, for a set of worlds the ingest agent already holds.
@@ -72,13 +72,18 @@ class MemoryEmbedding:
 
     def note(self, acks: Iterable[Ack]) -> None:
         """The worlds these acks name (a tenant and a world each), for the agent to embed."""
-        worlds = self.worlds
-        worlds.update(
+        self.note_worlds(
             (ack.tenant_id, ack.world_instance_id)
             for ack in acks
             if ack.tenant_id and ack.world_instance_id
         )
-        if worlds:
+
+    def note_worlds(self, worlds: Iterable[tuple[str, str]]) -> None:
+        """These tenants' worlds, for the agent to embed what of them has no vector yet: those
+        a batch took events of, and a world a recall searches (after a start, a world with no
+        new event was never embedded again, and its recalls searched no vector)."""
+        self.worlds.update(worlds)
+        if self.worlds:
             self.noted.set()
 
     def keep(self, assigned: Callable[[str], bool]) -> None:

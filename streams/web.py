@@ -135,6 +135,11 @@ class WorldReads(Protocol):
         """The worker's local recall index (words, cues, vectors)."""
         ...
 
+    def searching(self, tenant_id: str, world_id: str) -> None:
+        """A recall or decision searches the world: what of it has no vector yet is to be
+        embedded (the index lives in memory: after a start, a world no event names since)."""
+        ...
+
     @property
     def read_cache(self) -> ReadCache:
         """The worker's encoded runtime reads (`streams.read_cache`)."""
@@ -368,6 +373,7 @@ class WorldRead(ReadsView):
         """What `read` finds: on the event loop, or aside from it (`aside`)."""
         if self.searches:
             reads = self.reads
+            reads.searching(tenant, world)
             await catch_up_in_slices(reads.recall_index, reads.read_transaction, tenant, world)
         if self.aside:
             return await self.reads.read_aside(

@@ -29,6 +29,20 @@ MARA = READ.format(npc="npc-mara", world="save-1", timeline="{timeline}")
 RECALL = MARA.replace("npc-mara?", "npc-mara/recall?q={q}&")
 
 
+def vectors_searched(port: int, within: float = 60) -> int:
+    """The vectors a recall of Mara's on main searched, once any are (the embedding agent makes
+    them in a task of its own, beside ingest), within `within` seconds."""
+    deadline = time.monotonic() + within
+    while not (
+        vectors := get(port, RECALL.format(timeline="main", q="son"), "key-acme")[1]["searched"][
+            "vectors"
+        ]
+    ):
+        assert time.monotonic() < deadline, f"no vectors searched within {within:.0f}s"
+        time.sleep(0.2)
+    return int(vectors)
+
+
 def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
     tavern_worker: WorkerProcess,  # noqa: F811
 ) -> None:
@@ -45,13 +59,7 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
     embedded = SqliteRecallIndex(WordLlamaEmbedder())
     assert embedded.embedder is not None
     embed_pending(embedded, embedded.embedder, expected, memory_keys(expected, "default", "save-1"))
-    deadline = time.monotonic() + 60
-    while (
-        get(port, RECALL.format(timeline="main", q="son"), "key-acme")[1]["searched"]["vectors"]
-        == 0
-    ):  # the embedding agent makes vectors in a task of its own, beside ingest
-        assert time.monotonic() < deadline, "no vectors a minute after the events"
-        time.sleep(0.2)
+    vectors_searched(port)
     for timeline in ("main", "reload"):
         path = RECALL.format(timeline=timeline, q=quote("the sailor at the lantern")) + "&limit=5"
         status, body = get(port, path, "key-acme")
@@ -76,6 +84,19 @@ def test_as_of_and_recall_serve_what_the_projector_and_index_compute(
         400,
         {"detail": "unknown cue 'nobody': no entity of that id in this world"},
     )
+
+
+def test_after_a_restart_a_quiet_worlds_recall_searches_by_meaning_again(
+    tavern_worker: WorkerProcess,  # noqa: F811
+) -> None:
+    """Found by a reviewer: the recall index lives in memory, and only a batch's events named
+    a world to embed: after a restart, a world with no new event answered every recall with
+    `vectors: 0` (a loaded save asked before anything happened in it)."""
+    port = tavern_worker.settings.web_port
+    before = vectors_searched(port)
+    tavern_worker.stop()
+    tavern_worker.start()
+    assert vectors_searched(port) == before  # no event since: its recalls noted it
 
 
 def test_recall_and_decision_commands_print_tables(

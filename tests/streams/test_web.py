@@ -83,6 +83,7 @@ class MemoryReads:
     waiting_for: tuple[str, ...] = ()
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
+    worlds_searched: list[tuple[str, str]] = field(default_factory=list)
     recall_index: SqliteRecallIndex = field(default_factory=SqliteRecallIndex)
     read_cache: ReadCache = field(default_factory=ReadCache)
     metrics: Metrics = field(default_factory=Metrics)
@@ -105,6 +106,9 @@ class MemoryReads:
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         self.worlds_asked.append(world_id)
         return self.owner
+
+    def searching(self, tenant_id: str, world_id: str) -> None:
+        self.worlds_searched.append((tenant_id, world_id))
 
 
 @dataclass
@@ -258,6 +262,14 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     assert [m["seq"] for m in body["knowledge"]] == [2]
     said = "I will find your son. Where was he last seen?"  # no real time: it never expires
     assert [(t["seq"], t["text"]) for t in body["recent_turns"]] == [(2, said)]
+
+
+def test_a_recall_and_a_decision_note_the_world_they_search_for_its_vectors() -> None:
+    """The recall index lives in memory: after a start, only these notes set the embedding of
+    a world no event names going; a runtime read searches nothing and notes nothing."""
+    reads = MemoryReads(STATE)
+    serve(reads, (READ, {}), (RECALL, {}), (DECISION, {}))
+    assert reads.worlds_searched == [("default", "save-1")] * 2
 
 
 def test_dialogue_answers_both_scopes_and_hides_turns_twelve_hours_old_by_the_wall_clock() -> None:
