@@ -238,11 +238,11 @@ class Projector:
             value.write(tx, event.seq)
         record_story_time(tx, event)
         record_event_at(tx, event)
-        record_recalls(tx, event, ancestry)
+        recall_note = record_recalls(tx, event, ancestry)
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)
-        found_notes = (claims, told_note, refereed_note, crowd, note)
+        found_notes = (claims, told_note, refereed_note, crowd, note, recall_note)
         notes = [found for found in found_notes if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 

@@ -12,6 +12,7 @@ reinforce; only the stream does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from projections.event_keys import MEMORY_RECALLED
@@ -26,6 +27,9 @@ from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
 
+UNHELD_NAMED = 3
+"""The ids an ack's note names of those a recall event names in vain (then how many more)."""
+
 
 def recalled_ids(event: Event) -> list[str]:
     """The belief ids a recall event names, each once (anything else in the list is ignored;
@@ -36,15 +40,22 @@ def recalled_ids(event: Event) -> list[str]:
     return sorted({item for item in named if isinstance(item, str) and item})
 
 
-def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> None:
+def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
     """Keep each memory a recall event names that its actor held before it, at its position and
-    story minute (the event's, else the timeline's story "now" just before it)."""
-    named = recalled_ids(event)
-    if not named:
-        return
+    story minute (the event's, else the timeline's story "now" just before it). Returns the
+    ack's note for what it names that reinforces nothing (a recall sent wrong otherwise
+    looked like one that worked while the memories faded); None when every id counted."""
+    if event.key != MEMORY_RECALLED:
+        return None
+    if event.actor is None:
+        return "a memory.recalled names no actor (the character who recalls): nothing reinforced"
+    named = event.payload.get("belief_ids")
+    if not isinstance(named, list):
+        return "payload.belief_ids is not a list of belief ids: nothing reinforced"
+    ids = recalled_ids(event)
     tenant, world = event.tenant_id, event.world_instance_id
     keys = memory_keys(tx, tenant, world)
-    belief_ids = [one for one in named if _held_before(tx, keys, ancestry, event, one)]
+    belief_ids = [one for one in ids if _held_before(tx, keys, ancestry, event, one)]
     minutes = event.story_minutes
     if minutes is None:
         minutes = story_now(tx, tenant, world, ancestry)
@@ -55,6 +66,25 @@ def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> No
             + pack(event.seq),
             stored,
         )
+    return _in_vain(event, named, ids, belief_ids)
+
+
+def _in_vain(event: Event, named: Sequence[object], ids: list[str], held: list[str]) -> str | None:
+    """The note for the items of `belief_ids` that reinforced nothing: no id at all, or an id
+    of no memory the actor held before the event."""
+    notes = []
+    if not_ids := sum(not isinstance(item, str) or not item for item in named):
+        notes.append(f"{not_ids} item(s) of payload.belief_ids are no belief id")
+    if unheld := [one for one in ids if one not in held]:
+        shown = ", ".join(map(repr, unheld[:UNHELD_NAMED]))
+        more = f" and {len(unheld) - UNHELD_NAMED} more" if len(unheld) > UNHELD_NAMED else ""
+        notes.append(
+            f"{len(unheld)} belief id(s) name no memory {event.actor!r} held before this event"
+            f" ({shown}{more})"
+        )
+    if not named:
+        notes.append("payload.belief_ids is empty")
+    return "; ".join(notes) + ": not reinforced" if notes else None
 
 
 def _held_before(

@@ -134,8 +134,8 @@ def _previous_release_rules() -> Iterator[None]:
     """The previous release's rules where a store it wrote keeps what they made until rebuilt:
     a dialogue summary formed memories (its character's, and those of everyone at its place),
     a player's line was passed on bare, not in the player's name, a `told` naming a memory its
-    teller did not hold and saying nothing formed one all the same, and an eyewitness kept
-    every value of a fact its event set twice."""
+    teller did not hold and saying nothing formed one all the same, an eyewitness kept
+    every value of a fact its event set twice, and a recall's ack named no id it ignored."""
 
     def passed_bare(memory: Memory, name_of: Callable[[str], str]) -> str:
         return retell(memory.content)
@@ -147,8 +147,19 @@ def _previous_release_rules() -> Iterator[None]:
         patch.object(memories, "passed_on", passed_bare),
         patch.object(projector, "told_nothing", lambda event, context: None),
         patch.object(memories, "facts_as_recorded", list),
+        patch.object(projector, "record_recalls", unnoted(projector.record_recalls)),
     ):
         yield
+
+
+def unnoted(record_recalls: Callable[..., str | None]) -> Callable[..., None]:
+    """`record_recalls` as the previous release's: its recalls' acks said nothing of the ids
+    that reinforced nothing (their acks are kept in a store's outbox)."""
+
+    def recorded(*args: Any) -> None:
+        record_recalls(*args)
+
+    return recorded
 
 
 def _kept_by_the_previous_release_alone(state: MemoryState) -> list[bytes]:

@@ -4,11 +4,14 @@ the clock of the memories it names, on its own timeline, from its position on.""
 from __future__ import annotations
 
 import orjson
+import pytest
 
+from projections.delivery import SourceMessage
 from projections.key_prefixes import RECALLS
 from projections.keys import pack
 from projections.memories import belief_id
 from projections.memory_store import load_memory
+from projections.projector import Projector
 from projections.reinforcement import held_now
 from projections.runtime_read import runtime_read, timeline_view
 from projections.state import MemoryState
@@ -139,3 +142,45 @@ def test_with_flaky_off_nothing_fades() -> None:
         state, keys, ancestry, memory, story_now(state, "default", "save-1", ancestry), exact
     )
     assert (held.retention.value, held.memory) == (1.0, memory)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason", "reinforced"),
+    [
+        ({"payload": {"belief_ids": [FIGHT_ID]}}, None, True),
+        (
+            {"payload": {"belief_ids": FIGHT_ID}},
+            "payload.belief_ids is not a list of belief ids: nothing reinforced",
+            False,
+        ),
+        (
+            {"payload": {"belief_id": [FIGHT_ID]}},
+            "payload.belief_ids is not a list of belief ids: nothing reinforced",
+            False,
+        ),
+        (
+            {"actor": None, "target": "npc-mara", "payload": {"belief_ids": [FIGHT_ID]}},
+            "a memory.recalled names no actor (the character who recalls): nothing reinforced",
+            False,
+        ),
+        (
+            {"payload": {"belief_ids": [FIGHT_ID, "b1", "b2", "b3", "b4", 7, ""]}},
+            "2 item(s) of payload.belief_ids are no belief id; 4 belief id(s) name no memory"
+            " 'npc-mara' held before this event ('b1', 'b2', 'b3' and 1 more): not reinforced",
+            True,  # the one it held counts
+        ),
+        ({"payload": {"belief_ids": []}}, "payload.belief_ids is empty: not reinforced", False),
+    ],
+)
+def test_a_recall_that_reinforces_nothing_says_why_in_its_ack(
+    fields: dict[str, object], reason: str | None, reinforced: bool
+) -> None:
+    """Found by a reviewer: ids sent as a string, a misspelt key, ids the actor does not hold,
+    no actor: each was acked `processed` with no reason, as a recall that worked, while the
+    memories went on fading (the fight is faded by day 29 unless recalled then)."""
+    recall = orjson.loads(recalled(6, 29, []))
+    projector, state = Projector(), state_of()
+    raw = orjson.dumps({k: v for k, v in (recall | fields).items() if v is not None})
+    [ack] = projector.receive(state, SourceMessage("events", 0, 99, b"save-1", raw)).acks
+    assert (ack.outcome, ack.reason) == ("processed", reason)
+    assert fight_held(state, "main") == ("vivid" if reinforced else "faded")
