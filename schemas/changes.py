@@ -68,8 +68,8 @@ class BeliefWeakened(_ChangeAtEvent):
 
 
 class RelationChanged(_ChangeAtEvent):
-    """How a character stands to another entity, as it stands after the event (on the event's
-    timeline, persistent memories aside: they belong to no timeline)."""
+    """How a character stands to another entity, as it stands after the event: as a read of
+    the event's timeline shows it, persistent memories (formed on any timeline) included."""
 
     kind: Literal["relation-changed"]
     character_id: Identifier

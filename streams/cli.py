@@ -29,6 +29,16 @@ READ_FLAGS = {"web_url": "--url"}
 Done = TypeVar("Done")
 
 
+class NamedPath(click.Path):
+    """A path given to be written, never blank: click takes `''` for the current directory (a
+    `--data-dir "$DATA_DIR"` with the variable unset kept the state wherever the worker ran)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("must name a path, not be blank", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
     """A decorator adding each `--NAME` flag (name, click type), overriding RUMOURMILL_NAME."""
 
@@ -45,7 +55,7 @@ def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
 
 _settings_options = _overriding_flags(
     ("broker", str),
-    ("data-dir", click.Path(path_type=Path)),
+    ("data-dir", NamedPath(path_type=Path)),
     ("web-port", int),
     ("app-id", str),
     ("partitions", int),
@@ -273,7 +283,7 @@ def schemas() -> None:
 
 @schemas.command("export")
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), default=SCHEMA_DIR, show_default=True
+    "--out", type=NamedPath(file_okay=False, path_type=Path), default=SCHEMA_DIR, show_default=True
 )
 def schemas_export(out: Path) -> None:
     """Write one JSON Schema file per message type."""
@@ -774,7 +784,7 @@ def dialogue_command(
 @click.argument("belief_id")
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=NamedPath(dir_okay=False, path_type=Path))
 @_read_options
 def rumour_map_command(
     belief_id: str,
@@ -842,7 +852,7 @@ def chronicle_command(
 )
 @click.option(
     "--into-data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NamedPath(file_okay=False, path_type=Path),
     default=None,
     help="the fresh app id's data dir (default: DATA_DIR-<fresh app id>)",
 )

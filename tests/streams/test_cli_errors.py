@@ -380,3 +380,22 @@ def test_a_worker_on_ipv6_beside_a_server_on_the_ports_ipv4_side_is_not_refused(
         _check_web_address("::", port)  # not refused
         with pytest.raises(click.ClickException, match=f"RUMOURMILL_WEB_PORT={port}: in use"):
             _check_web_address("0.0.0.0", port)
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["worker", "--data-dir", " "], "--data-dir"),
+        (["rebuild", "--data-dir", ""], "--data-dir"),
+        (["rebuild", "--into-data-dir", ""], "--into-data-dir"),
+        (["schemas", "export", "--out", ""], "--out"),
+        (["rumour-map", "b1", "--world", "w", "--out", ""], "--out"),
+    ],
+)
+def test_a_blank_path_to_write_to_is_refused(command: list[str], flag: str) -> None:
+    """Found by a reviewer: click took `--data-dir ''` for the current directory (a
+    `--data-dir "$DATA_DIR"` with the variable unset): the worker kept its state wherever it
+    was started, where `RUMOURMILL_DATA_DIR=''` is refused."""
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{flag}': must name a path, not be blank" in result.output
