@@ -108,8 +108,9 @@ class Metrics:
         self.model_calls = PrometheusCounter(
             "rumourmill_model_calls",
             "Calls to the model, by how they ended (answered; refused, malformed, http_error, "
-            "unreachable, timeout: the rules judged; resting: not asked; cancelled: cut by an "
-            "event's deadline).",
+            "unreachable, timeout: the rules judged; resting: not asked; busy: a reply check "
+            "not asked, as many reads asking already; cancelled: cut by an event's deadline or "
+            "a stop).",
             ["outcome"],
             registry=self.registry,
         )

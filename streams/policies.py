@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -49,10 +50,22 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
         raise InvalidPolicy(f"not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise InvalidPolicy("a policy is a JSON object")
+    json.loads(raw, object_pairs_hook=_each_key_once)
     try:
         return document, merge_policy(DEFAULT_POLICY, document)
     except ValidationError as error:
         raise InvalidPolicy(explain(error, "invalid policy")) from None
+
+
+def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a policy document, refused if it gives a key twice: the last would
+    win, and what the first set would be gone without a word (two snippets merged by hand)."""
+    taken: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in taken:
+            raise InvalidPolicy(f"{key!r} is given twice in one object: give each key once")
+        taken[key] = value
+    return taken
 
 
 def conflict_reason(conflict: ValidationError) -> str:

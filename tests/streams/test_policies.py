@@ -26,6 +26,11 @@ PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-ma
         (b"[1, 2]", "a policy is a JSON object"),
         (b'{"memory": {"spreading": {"enabld": true}}}', "memory.spreading.enabld: Extra inputs"),
         (b'{"memory": {"retelling_factor": 2}}', "memory.retelling_factor: Input should be less"),
+        (  # found by a reviewer: the last copy won, `npc: false` gone without a word
+            b'{"memory": {"npc": false}, "memory": {"dialogue": {"turns_kept": 5}}}',
+            "'memory' is given twice in one object: give each key once",
+        ),
+        (b'{"memory": {"npc": false, "npc": true}}', "'npc' is given twice"),
     ],
 )
 def test_an_invalid_document_is_refused_with_its_reason(raw: bytes, reason: str) -> None:
