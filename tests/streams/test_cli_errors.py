@@ -377,9 +377,9 @@ def test_a_worker_on_ipv6_beside_a_server_on_the_ports_ipv4_side_is_not_refused(
         pytest.skip("no IPv6 on this machine")
     with socket.create_server(("0.0.0.0", 0)) as ipv4:
         port = ipv4.getsockname()[1]
-        _check_web_address("::", port)  # not refused
+        _check_web_address(Settings(web_host="::", web_port=port), None)  # not refused
         with pytest.raises(click.ClickException, match=f"RUMOURMILL_WEB_PORT={port}: in use"):
-            _check_web_address("0.0.0.0", port)
+            _check_web_address(Settings(web_host="0.0.0.0", web_port=port), None)
 
 
 @pytest.mark.parametrize(
