@@ -50,11 +50,37 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
         raise InvalidPolicy(f"not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise InvalidPolicy("a policy is a JSON object")
+    if _nested_deeper_than(document, MOST_NESTED):
+        raise InvalidPolicy(f"nested deeper than {MOST_NESTED} levels, which no policy field is")
     json.loads(raw, object_pairs_hook=_each_key_once)
     try:
         return document, merge_policy(DEFAULT_POLICY, document)
     except ValidationError as error:
         raise InvalidPolicy(explain(error, "invalid policy")) from None
+
+
+MOST_NESTED = 16
+"""The deepest nesting of arrays and objects a policy document may have (its fields go four
+deep): a document nested hundreds deep stopped the worker's policy follower with a recursion
+error, where it is to be refused and logged."""
+
+
+def _nested_deeper_than(document: object, levels: int) -> bool:
+    """Whether arrays and objects in `document` nest deeper than `levels` (walked without
+    recursion)."""
+    frontier: list[Any] = [document]
+    depth = 0
+    while frontier:
+        depth += 1
+        if depth > levels:
+            return True
+        frontier = [
+            inner
+            for value in frontier
+            for inner in (value.values() if isinstance(value, dict) else value)
+            if isinstance(inner, dict | list)
+        ]
+    return False
 
 
 def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -31,6 +31,11 @@ PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-ma
             "'memory' is given twice in one object: give each key once",
         ),
         (b'{"memory": {"npc": false, "npc": true}}', "'npc' is given twice"),
+        (  # found by a reviewer: a recursion error stopped the worker's policy follower
+            b'{"memory": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+            "nested deeper than 16 levels, which no policy field is",
+        ),
+        (b'{"m": ' + b"[" * 299 + b"]" * 299 + b"}", "nested deeper than 16 levels"),
     ],
 )
 def test_an_invalid_document_is_refused_with_its_reason(raw: bytes, reason: str) -> None:
