@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from projections.delivery import MOST_QUOTED_CHARS
 from projections.event_keys import MEMORY_RECALLED
 from projections.key_prefixes import RECALLS
 from projections.keys import pack, unpack
@@ -23,6 +24,7 @@ from projections.retention import Retention, as_held, retention
 from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
+from projections.wording import cut
 from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
@@ -76,7 +78,7 @@ def _in_vain(event: Event, named: Sequence[object], ids: list[str], held: list[s
     if not_ids := sum(not isinstance(item, str) or not item for item in named):
         notes.append(f"{not_ids} item(s) of payload.belief_ids are no belief id")
     if unheld := [one for one in ids if one not in held]:
-        shown = ", ".join(map(repr, unheld[:UNHELD_NAMED]))
+        shown = ", ".join(repr(cut(one, MOST_QUOTED_CHARS)) for one in unheld[:UNHELD_NAMED])
         more = f" and {len(unheld) - UNHELD_NAMED} more" if len(unheld) > UNHELD_NAMED else ""
         notes.append(
             f"{len(unheld)} belief id(s) name no memory {event.actor!r} held before this event"

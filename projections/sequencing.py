@@ -127,7 +127,8 @@ def ack(
     """The ack of `event` with the timeline's positions as they now stand: a branch waiting
     for its branch point has processed only what its parent has (`timelines.reached_seq`), as
     its reads say. It lists every judgement `refused`: the outbox keeps, and the worker sends,
-    as many as fit (`projections.delivery.with_refusals_bounded`)."""
+    as many as fit (`projections.delivery.with_refusals_bounded`). Its `reason` is bounded as
+    every reason is (`bounded_reason`: an event's notes quote what it named)."""
     processed = None if record is None else record.processed_seq
     if record is not None and record.waiting_for_parent:
         processed = timelines.reached_seq(tx, record)
@@ -139,7 +140,7 @@ def ack(
             "timeline_id": event.timeline_id,
             "seq": event.seq,
             "outcome": outcome,
-            "reason": reason,
+            "reason": None if reason is None else bounded_reason(reason),
             "acknowledged_seq": None if record is None else record.acknowledged_seq,
             "processed_seq": processed,
             "refused_judgements": list(refused),

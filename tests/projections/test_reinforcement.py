@@ -170,6 +170,12 @@ def test_with_flaky_off_nothing_fades() -> None:
             True,  # the one it held counts
         ),
         ({"payload": {"belief_ids": []}}, "payload.belief_ids is empty: not reinforced", False),
+        (  # found by a reviewer: the ids were quoted whole, a reason of 60 KB
+            {"payload": {"belief_ids": ["x" * 20_000, "y" * 20_000, "z" * 20_000]}},
+            f"3 belief id(s) name no memory 'npc-mara' held before this event ('{'x' * 99}\u2026',"
+            f" '{'y' * 99}\u2026', '{'z' * 99}\u2026'): not reinforced",
+            False,
+        ),
     ],
 )
 def test_a_recall_that_reinforces_nothing_says_why_in_its_ack(
