@@ -8,7 +8,7 @@ important memories can keep the line's out of the knowledge). The rules look for
 names: runs of capitalised words. A run at the start of a sentence loses its first word (a
 sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
 Bertram, "Ask" names nobody).
-A personal pronoun ("I'm", "We'll", "No; We never met") and a title ("Dr", "Mrs", whose full
+A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
 stop ends no sentence) are no part of a name, and a possessive ending is none of its words
 ("Mara's" names Mara). A name is known when each of its words is among the given words, case
 aside ("the Crooked Lantern" is given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
@@ -47,9 +47,14 @@ _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
-_PRONOUN = re.compile(r"(?:I|You|He|She|It|We|They)(?:['\u2019].*)?")
+_PRONOUN = re.compile(r"(?:I|You|He|She|It|We|They|Me|Him|Her|Us|Them)(?:['\u2019].*)?")
 """A personal pronoun ("I'm", "We'll") is no name, though capitalised after a semicolon
 ("No; We never met") as "I" is anywhere."""
+POINTING_WORDS = frozenset(
+    {"My", "Your", "His", "Its", "Our", "Their", "This", "That", "These", "Those", "There", "Here"}
+)
+"""Possessives and pointing words, no names either ("No; My mother knew", "Aye; There he
+was")."""
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
 TITLES = frozenset(
     {"Dr", "Mr", "Mrs", "Ms", "Mx", "Mme", "Mlle", "St", "Sr", "Jr", "Prof", "Capt", "Col", "Gen"}
@@ -198,8 +203,9 @@ def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRe
 
 
 def _no_name(word: str) -> bool:
-    """Whether a capitalised word is no part of a name: a personal pronoun, or a title."""
-    return _PRONOUN.fullmatch(word) is not None or word in TITLES
+    """Whether a capitalised word is no part of a name: a personal pronoun, a possessive or
+    pointing word, or a title."""
+    return _PRONOUN.fullmatch(word) is not None or word in TITLES or word in POINTING_WORDS
 
 
 def _words(text: str) -> list[_Word]:

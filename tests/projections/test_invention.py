@@ -25,6 +25,7 @@ from projections.invention import inventions, names_in
         ("Jonas' boat sank.", []),  # the sentence's first word, possessive or not
         ("Nobody saw it; Bertram did, though.", ["Bertram"]),  # a semicolon opens nothing
         ("No; We never met. Ask Ilse; She\u2019ll say, They'll all say.", ["Ilse"]),  # pronouns
+        ("No; Her brother came; My mother knew; Them sailors; There he was.", []),
         ("Listen: The harbour, ask Bertram.", ["Bertram"]),  # a colon may open a sentence
         ("At 10:30 Bertram came, 3.5 Vell later.", ["Bertram", "Vell"]),  # not between digits
     ],
