@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from streams.settings import Settings, SettingsError, unknown_variables, worker_url_problem
+from streams.settings import (
+    ENV_PREFIX,
+    Settings,
+    SettingsError,
+    unknown_variables,
+    worker_url_problem,
+)
 
 if TYPE_CHECKING:
     from streams.publish import Line
@@ -149,9 +155,17 @@ def worker(**flags: Any) -> None:
         raise SystemExit(error.exit_code) from None
 
 
-def _check_data_dir(data_dir: Path) -> None:
-    """Stop the worker at once, saying why, when `data_dir` cannot hold its state: a file, a
-    path that cannot be made, a read-only volume (each was a traceback, after Kafka's topics)."""
+def _as_given(field: str, flags: Mapping[str, Any]) -> str:
+    """How a setting was given: its flag when typed (in `flags`), else its variable."""
+    if flags.get(field) is not None:
+        return f"--{field.replace('_', '-')}"
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _check_data_dir(data_dir: Path, named: str) -> None:
+    """Stop the worker at once, saying why (the setting `named` as given), when `data_dir`
+    cannot hold its state: a file, a path that cannot be made, a read-only volume (each was a
+    traceback, after Kafka's topics)."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=data_dir):
@@ -159,20 +173,19 @@ def _check_data_dir(data_dir: Path) -> None:
     except OSError as error:
         why = "it is a file" if isinstance(error, FileExistsError) else error.strerror or error
         raise click.ClickException(
-            f"RUMOURMILL_DATA_DIR={str(data_dir)!r} cannot hold the state: {why}"
+            f"{named}={str(data_dir)!r} cannot hold the state: {why}"
         ) from None
 
 
-def _check_web_address(settings: Settings, port_flag: int | None) -> None:
+def _check_web_address(settings: Settings, port_named: str) -> None:
     """Stop at once, saying why, when the web server cannot listen on its host and port (the
-    port named as given: `port_flag` is `--web-port`'s value, if typed): a
+    port `port_named` as given): a
     name no resolver knows, an address not this machine's, or a port something else listens on
     (each failed the bind after Kafka's topics, a traceback naming no setting; `make run` said
     its worker was ready as another answered there, and served nothing). Bound as aiohttp binds
     (`SO_REUSEADDR`, and `IPV6_V6ONLY` as asyncio sets it): only a port in use is refused, not
     one a stopped server left waiting, nor `::` beside a server on the port's IPv4 side."""
     host, port = settings.web_host, settings.web_port
-    port_named = "RUMOURMILL_WEB_PORT" if port_flag is None else "--web-port"
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as error:
@@ -209,8 +222,8 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
-    _check_data_dir(settings.data_dir)
-    _check_web_address(settings, flags.get("web_port"))
+    _check_data_dir(settings.data_dir, _as_given("data_dir", flags))
+    _check_web_address(settings, _as_given("web_port", flags))
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
@@ -399,7 +412,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
     lines = _checked_lines(story, settings.max_event_bytes)
-    _check_web_address(settings, web_port)
+    _check_web_address(settings, _as_given("web_port", {"web_port": web_port}))
     run_demo(story, lines, settings)
 
 

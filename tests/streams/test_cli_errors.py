@@ -329,17 +329,22 @@ def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_pa
     ("data_dir", "why"),
     [("{file}", "it is a file"), ("{file}/state", "Not a directory"), ("/proc/no", "No such file")],
 )
+@pytest.mark.parametrize("typed", ["RUMOURMILL_DATA_DIR", "--data-dir"])
 def test_a_worker_whose_data_dir_cannot_hold_state_says_so_in_one_line_before_kafka(
-    tmp_path: Path, data_dir: str, why: str
+    tmp_path: Path, data_dir: str, why: str, typed: str
 ) -> None:
     """A data dir that is a file, or on a volume not mounted or read-only, ended the worker in a
-    traceback (not JSON with `RUMOURMILL_LOG_FORMAT=json`), after it had made Kafka's topics."""
+    traceback (not JSON with `RUMOURMILL_LOG_FORMAT=json`), after it had made Kafka's topics.
+    It is named as it was given (a reviewer's find: `--data-dir` typed was named the variable)."""
     file = tmp_path / "taken"
     file.write_text("")
     named = data_dir.format(file=file)
-    result = stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=named)
+    if typed == "--data-dir":
+        result = stopped_worker(tmp_path, ["worker", typed, named])
+    else:
+        result = stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=named)
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"Error: RUMOURMILL_DATA_DIR={named!r} cannot hold the state: {why}")
+    assert line.startswith(f"Error: {typed}={named!r} cannot hold the state: {why}")
 
 
 def test_a_rebuild_interrupted_before_it_wrote_anything_says_so(tmp_path: Path) -> None:
@@ -377,9 +382,10 @@ def test_a_worker_on_ipv6_beside_a_server_on_the_ports_ipv4_side_is_not_refused(
         pytest.skip("no IPv6 on this machine")
     with socket.create_server(("0.0.0.0", 0)) as ipv4:
         port = ipv4.getsockname()[1]
-        _check_web_address(Settings(web_host="::", web_port=port), None)  # not refused
-        with pytest.raises(click.ClickException, match=f"RUMOURMILL_WEB_PORT={port}: in use"):
-            _check_web_address(Settings(web_host="0.0.0.0", web_port=port), None)
+        named = "RUMOURMILL_WEB_PORT"
+        _check_web_address(Settings(web_host="::", web_port=port), named)  # not refused
+        with pytest.raises(click.ClickException, match=f"{named}={port}: in use"):
+            _check_web_address(Settings(web_host="0.0.0.0", web_port=port), named)
 
 
 @pytest.mark.parametrize(
