@@ -687,7 +687,7 @@ class Rumourmill:
         return self.projector.policies(tenant_id, world_id)
 
     def searching(self, tenant_id: str, world_id: str) -> None:
-        self.embedding.note_worlds([(tenant_id, world_id)])
+        self.embedding.note_searched(tenant_id, world_id)
 
     def readiness(self) -> Readiness:
         """Ready once the state of this worker's partitions is recovered and policies caught up."""

@@ -51,6 +51,9 @@ class MemoryEmbedding:
         out for each batch it embeds, and puts it back while more wait."""
         self.noted = asyncio.Event()
         """Set when a batch names worlds the agent has not embedded since."""
+        self.searched: set[tuple[str, str]] = set()
+        """The worlds a recall or decision noted since they were last assigned here: their
+        events note them from then on."""
 
     async def load(self) -> None:
         """Make the embedder in a thread, as the worker starts: loading a model takes half a
@@ -79,18 +82,27 @@ class MemoryEmbedding:
         )
 
     def note_worlds(self, worlds: Iterable[tuple[str, str]]) -> None:
-        """These tenants' worlds, for the agent to embed what of them has no vector yet: those
-        a batch took events of, and a world a recall searches (after a start, a world with no
-        new event was never embedded again, and its recalls searched no vector)."""
+        """These tenants' worlds, for the agent to embed what of them has no vector yet."""
         self.worlds.update(worlds)
         if self.worlds:
             self.noted.set()
 
+    def note_searched(self, tenant: str, world: str) -> None:
+        """A world a recall or decision searches, for the agent to embed, the first time since
+        it was assigned here: after a start, a world with no new event was never embedded
+        again, and its recalls searched no vector. Only the first: each noting costs the agent a
+        step (reading the world's timelines), which every read of a busy world repeated."""
+        if (tenant, world) not in self.searched:
+            self.searched.add((tenant, world))
+            self.note_worlds([(tenant, world)])
+
     def keep(self, assigned: Callable[[str], bool]) -> None:
         """Forget the noted worlds no longer `assigned` here (a rebalance moved their partition
         away), also in a round under way: their state is another worker's now, and embedding
-        them would reopen it and put them back in the recall index."""
+        them would reopen it and put them back in the recall index. Searched again once back,
+        they are noted again (the recall index forgot them)."""
         self.worlds -= {noted for noted in self.worlds if not assigned(noted[1])}
+        self.searched -= {noted for noted in self.searched if not assigned(noted[1])}
 
     async def embed_noted(self) -> None:
         """Embed what the noted worlds formed that has no vector yet, one step at a time (a
@@ -115,8 +127,9 @@ class MemoryEmbedding:
         try:
             tx = await self.worker.read_transaction(world)
             stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
-        except HTTPProblem as unreadable:  # moved, or recovering: the world's next event notes it
+        except HTTPProblem as unreadable:  # moved, or recovering: its next event or search notes it
             log.info("embedding of world %r left for now: %s", world, unreadable.detail)
+            self.searched.discard((tenant, world))
             return False
         except Exception:
             log.exception("embedding the memories of world %r failed", world)

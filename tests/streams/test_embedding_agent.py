@@ -261,3 +261,33 @@ def test_a_world_being_recovered_is_left_for_its_next_event_quietly(
     worker.recovered = True
     embedded_after(embedding, [ack("busy")])  # its next event
     assert counting.embedded > 0
+
+
+def searched(embedding: MemoryEmbedding, world: str) -> None:
+    """What a recall or decision of the world does, then a round of the agent."""
+
+    async def search() -> None:
+        await embedding.load()
+        embedding.note_searched("default", world)
+        await embedding.embed_noted()
+
+    asyncio.run(search())
+
+
+def test_a_world_searched_is_noted_once_and_again_when_it_could_not_be_read() -> None:
+    """A recall or decision notes its world for vectors (after a start, a world no event names
+    had none), the first time only: every search costs the agent a step (reviewer: 500 reads,
+    500 steps); but one its partition's recovery refused is noted again at its next search."""
+    worker, counting = Recovering(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+    searched(embedding, "busy")  # recovering: left for now
+    assert counting.embedded == 0
+    worker.recovered = True
+    searched(embedding, "busy")
+    first = counting.embedded
+    assert first > 0 and has_vectors(worker.recall_index, "busy")
+    embedding.note_searched("default", "busy")
+    assert not embedding.worlds  # noted once: its events note it from now on
+    embedding.keep(lambda world: world != "busy")  # moved away, and back
+    embedding.note_searched("default", "busy")
+    assert embedding.worlds == {("default", "busy")}
