@@ -168,6 +168,8 @@ def run_demo(
                 worker.wait()
             if removed_but_log(data_dir, log_path):
                 click.echo(f"stopped (worker log kept: {log_path})")
+            elif data_dir.exists():
+                click.echo(f"stopped (its worker log {log_path} was removed meanwhile)")
             else:
                 click.echo(f"stopped ({data_dir} was removed meanwhile, the worker log with it)")
 

@@ -83,17 +83,30 @@ def test_make_run_publishes_the_demo_story_serves_and_stops_on_ctrl_c() -> None:
 
 
 @pytest.mark.integration  # starts the embedded Tansu broker
-def test_make_run_stops_plainly_when_its_temporary_directory_was_removed_meanwhile() -> None:
+@pytest.mark.parametrize(
+    ("removed", "said"),
+    [
+        ("directory", r"stopped \(\S+ was removed meanwhile, the worker log with it\)"),
+        ("log", r"stopped \(its worker log \S+ was removed meanwhile\)"),
+    ],
+)
+def test_make_run_stops_plainly_when_its_temporary_files_were_removed_meanwhile(
+    removed: str, said: str
+) -> None:
     """A cleaner of /tmp removing the demo's directory while it served: its Ctrl-C ended in a
-    traceback (FileNotFoundError) instead of the stop message."""
+    traceback (FileNotFoundError) instead of the stop message; one removing the log alone
+    left it saying the log was kept."""
 
-    def remove_data_dir(printed: str) -> None:
+    def remove(printed: str) -> None:
         [log] = re.findall(r"^worker log: (.+)$", printed, re.MULTILINE)
-        shutil.rmtree(Path(log).parent)
+        if removed == "directory":
+            shutil.rmtree(Path(log).parent)
+        else:
+            Path(log).unlink()
 
-    _, rest, code = dev(while_serving=remove_data_dir)
+    _, rest, code = dev(while_serving=remove)
     assert "Traceback" not in rest, rest
-    assert re.search(r"stopped \(\S+ was removed meanwhile, the worker log with it\)", rest), rest
+    assert re.search(said, rest), rest
     assert code in (0, 1), rest  # 1: the worker, its files gone, stopped before the Ctrl-C
 
 
