@@ -142,9 +142,17 @@ def groups(members: Mapping[str, EntityDeclaration | None], policy: Policy) -> d
     field = policy.memory.spreading.group_field
     found: dict[str, set[str]] = {}
     for character, declared in members.items():
-        for group in _group_names(None if declared is None else getattr(declared, field, None)):
+        for group in _group_names(None if declared is None else _field_of(declared, field)):
             found.setdefault(group, set()).add(character)
     return {group: sorted(found[group]) for group in sorted(found)}
+
+
+def _field_of(declared: EntityDeclaration, field: str) -> object:
+    """A declaration's field: one of its own, or the game's (an extra field), never a method
+    of the model (a game's field called `copy` or `schema` read as one, and grouped nobody)."""
+    if field in EntityDeclaration.model_fields:
+        return getattr(declared, field)
+    return (declared.model_extra or {}).get(field)
 
 
 def is_news(memory: Memory) -> bool:

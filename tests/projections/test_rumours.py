@@ -233,6 +233,18 @@ def test_groups_come_from_the_declared_group_or_the_named_field() -> None:
         EntityDeclaration.model_validate({"group": ["smiths", "bakers"]})
 
 
+@pytest.mark.parametrize("field", ["copy", "schema", "json", "kind"])
+def test_a_groups_field_is_read_whatever_it_is_called(field: str) -> None:
+    """A reviewer's find: a game's field named as a method of the model (`copy`, `schema`) read
+    as that method, and grouped nobody; a declared field (`kind`) may name groups too."""
+    declared = {
+        "npc-zed": EntityDeclaration.model_validate({field: "smiths"}),
+        "npc-ada": EntityDeclaration.model_validate({field: "smiths"}),
+    }
+    named = merge_policy(SPREADING, {"memory": {"spreading": {"group_field": field}}})
+    assert groups(declared, named) == {"smiths": ["npc-ada", "npc-zed"]}
+
+
 # What passes
 
 
