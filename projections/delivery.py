@@ -95,6 +95,9 @@ message, or quoting it, grows with the message (15,000 numbers out of range made
 MOST_PROBLEMS_LISTED = 5
 """The problems of an invalid event a reason lists (`explain`), then how many
 more there are: the first few say what is wrong, and the message is kept whole to see the rest."""
+MOST_NESTED = 200
+"""The most levels arrays and objects nest within a message's own object that pydantic's JSON
+parser reads (its recursion limit): `payload` holds 199 more."""
 MOST_QUOTED_CHARS = 100
 """The most a reason quotes of anything the message chose, its key or where in it a problem is
 (`projections.intake`): longer ones are shown by their start and their length."""
@@ -540,7 +543,10 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
     problems: list[str] = []
     for item in items:
         if item["type"] == "json_invalid":
-            return " ".join(f"not valid JSON: {item['msg'].removeprefix('Invalid JSON: ')}".split())
+            problem = item["msg"].removeprefix("Invalid JSON: ")
+            if problem.startswith("recursion limit exceeded"):  # valid JSON, too deep to read
+                return f"not read: arrays and objects nest over {MOST_NESTED} levels deep ({problem})"
+            return " ".join(f"not valid JSON: {problem}".split())
         if len(problems) < MOST_PROBLEMS_LISTED:
             where = ".".join(str(part) for part in item["loc"]) or "message"
             if len(where) > MOST_QUOTED_CHARS:  # a field name of the payload may be any length

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from projections import timelines
 from projections.deletion import deletion_event
-from projections.delivery import SourceMessage, world_key
+from projections.delivery import MOST_NESTED, SourceMessage, world_key
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack, unpack
 from projections.projector import Projector
@@ -353,6 +353,25 @@ def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(
     assert letter.reason == (
         f"not valid JSON: {constant} is no JSON number (RFC 8259): send null or a string"
     )
+
+
+@pytest.mark.parametrize(("depth", "taken"), [(MOST_NESTED - 1, True), (MOST_NESTED, False)])
+def test_a_payload_nested_too_deep_is_refused_as_such_not_as_invalid_json(
+    depth: int, taken: bool
+) -> None:
+    """A reviewer's find: JSON nested deeper than the parser reads was refused as "not valid
+    JSON", which it is; `payload` itself is one of the levels."""
+    nested = b"[" * depth + b"]" * depth
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":1,"key":"k","payload":{"v":%s}}'
+    feed = Feed()
+    intake = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw % nested))
+    [ack] = intake.acks
+    assert (ack.outcome.value == "processed") is taken
+    if not taken:
+        assert ack.reason is not None
+        assert ack.reason.startswith(
+            f"not read: arrays and objects nest over {MOST_NESTED} levels deep (recursion limit"
+        )
 
 
 def test_the_replay_and_the_publisher_key_an_event_by_its_world() -> None:
