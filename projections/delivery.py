@@ -545,7 +545,8 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
         if item["type"] == "json_invalid":
             problem = item["msg"].removeprefix("Invalid JSON: ")
             if problem.startswith("recursion limit exceeded"):  # valid JSON, too deep to read
-                return f"not read: arrays and objects nest over {MOST_NESTED} levels deep ({problem})"
+                deep = f"arrays and objects nest over {MOST_NESTED} levels deep"
+                return f"not read: {deep} ({problem})"
             return " ".join(f"not valid JSON: {problem}".split())
         if len(problems) < MOST_PROBLEMS_LISTED:
             where = ".".join(str(part) for part in item["loc"]) or "message"
