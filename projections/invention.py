@@ -47,7 +47,12 @@ _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
-_PRONOUN = re.compile(r"(?:I|You|He|She|It|We|They|Me|Him|Her|Us|Them)(?:['\u2019].*)?")
+_PRONOUN = re.compile(
+    r"(?:I|You|He|She|It|We|They|Me|Him|Her|Us|Them|Mine|Yours|Hers|Ours|Theirs"
+    r"|Myself|Yourself|Himself|Herself|Itself|Ourselves|Yourselves|Themselves"
+    r"|Everyone|Everybody|Everything|Someone|Somebody|Something|Anyone|Anybody|Anything"
+    r"|Nobody|Nothing|Who|Whom|Whose|What|Which)(?:['\u2019].*)?"
+)
 """A personal pronoun ("I'm", "We'll") is no name, though capitalised after a semicolon
 ("No; We never met") as "I" is anywhere."""
 POINTING_WORDS = frozenset(

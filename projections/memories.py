@@ -42,12 +42,13 @@ import orjson
 from pydantic import JsonValue, ValidationError
 
 from projections.catalogue import UNKNOWN
+from projections.delivery import MOST_QUOTED_CHARS
 from projections.event_keys import CONVERSATION_KEYS, PLAYER_SAID, TOLD
 from projections.judgements import RULES, Judging
 from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
-from projections.wording import event_content, passed_on, spoken_words
+from projections.wording import cut, event_content, passed_on, spoken_words
 from projections.world import canonical_json, facts_as_recorded
 from schemas import Event, Fact
 from schemas.events import MAX_ID_LENGTH, story_minutes
@@ -515,7 +516,8 @@ def told_nothing(event: Event, context: MemoryContext) -> str | None:
     if _claimed_facts(event, None) or _teller_belief(event, context) is not None:
         return None
     return (
-        f"told names memory {named!r}, which {event.actor or 'no teller'!r} does not hold, "
+        f"told names memory {cut(named, MOST_QUOTED_CHARS)!r}, which"
+        f" {event.actor or 'no teller'!r} does not hold, "
         "and says no words: nothing passed on"
     )
 

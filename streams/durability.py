@@ -179,7 +179,8 @@ async def hold_table_dir(tabledir: Path, wait_seconds: float) -> int:
             os.close(descriptor)
             raise TableDirInUse(
                 f"another worker uses {tabledir} (it holds {LOCK_FILE} there): give each "
-                "worker its own RUMOURMILL_DATA_DIR; nothing in it was touched"
+                "worker a data dir of its own (RUMOURMILL_DATA_DIR, --data-dir); nothing in it"
+                " was touched"
             )
         await asyncio.sleep(LOCK_POLL_SECONDS)
     return descriptor

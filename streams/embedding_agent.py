@@ -122,17 +122,18 @@ class MemoryEmbedding:
         """Take a step of the world's embedding: read a slice of what it formed, or embed a
         batch of what has no vector yet; whether more wait.
         An error is logged and leaves those memories to cues and words, as a world's refused
-        model does."""
+        model does, until the world's next event or search notes it again."""
         index = self.worker.recall_index
         try:
             tx = await self.worker.read_transaction(world)
             stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
-        except HTTPProblem as unreadable:  # moved, or recovering: its next event or search notes it
+        except HTTPProblem as unreadable:  # moved, or recovering
             log.info("embedding of world %r left for now: %s", world, unreadable.detail)
             self.searched.discard((tenant, world))
             return False
         except Exception:
             log.exception("embedding the memories of world %r failed", world)
+            self.searched.discard((tenant, world))
             return False
         if stored:
             log.debug("embedded %d memory(ies) of world %r", stored, world)

@@ -47,11 +47,13 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
+        if str(error).startswith("depth limit exceeded"):  # orjson's, past 1,024 levels
+            raise InvalidPolicy(TOO_DEEP) from None
         raise InvalidPolicy(f"not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise InvalidPolicy("a policy is a JSON object")
     if _nested_deeper_than(document, MOST_NESTED):
-        raise InvalidPolicy(f"nested deeper than {MOST_NESTED} levels, which no policy field is")
+        raise InvalidPolicy(TOO_DEEP)
     json.loads(raw, object_pairs_hook=_each_key_once)
     try:
         return document, merge_policy(DEFAULT_POLICY, document)
@@ -63,6 +65,7 @@ MOST_NESTED = 16
 """The deepest nesting of arrays and objects a policy document may have (its fields go four
 deep): a document nested hundreds deep stopped the worker's policy follower with a recursion
 error, where it is to be refused and logged."""
+TOO_DEEP = f"nested deeper than {MOST_NESTED} levels, which no policy field is"
 
 
 def _nested_deeper_than(document: object, levels: int) -> bool:

@@ -26,6 +26,7 @@ from projections.invention import inventions, names_in
         ("Nobody saw it; Bertram did, though.", ["Bertram"]),  # a semicolon opens nothing
         ("No; We never met. Ask Ilse; She\u2019ll say, They'll all say.", ["Ilse"]),  # pronouns
         ("No; Her brother came; My mother knew; Them sailors; There he was.", []),
+        ("No; Mine burned; Himself came; Nobody knew; Someone did; Who knows.", []),
         ("Listen: The harbour, ask Bertram.", ["Bertram"]),  # a colon may open a sentence
         ("At 10:30 Bertram came, 3.5 Vell later.", ["Bertram", "Vell"]),  # not between digits
     ],

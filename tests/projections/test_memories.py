@@ -12,7 +12,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from projections.catalogue import Catalogue, merge_declaration
-from projections.delivery import MOST_REASON_CHARS, SourceMessage
+from projections.delivery import SourceMessage
 from projections.event_keys import MOVEMENT_KEYS, TOLD
 from projections.memories import belief_id, claim_origin, form_memories, origin_of
 from projections.perception import perceivers
@@ -763,10 +763,10 @@ def test_a_told_naming_a_memory_its_teller_does_not_hold_and_saying_nothing_pass
     )
 
 
-def test_a_note_quoting_what_an_event_named_is_bounded_as_every_reason() -> None:
-    """A reviewer's find: notes quote what an event named (a `told`'s belief id, a recall's
-    ids) and went on the ack whole, up to the event's size, past the 1,000 characters every
-    other reason keeps to."""
+def test_a_note_quotes_the_start_of_a_long_id_an_event_named() -> None:
+    """A reviewer's find: notes quoted what an event named (a `told`'s belief id) whole, and
+    went on the ack up to the event's size, past the 1,000 characters every other reason
+    keeps to (and every ack's reason now keeps to: `sequencing.ack`)."""
     told = {"key": TOLD, "actor": "npc-mara", "target": "npc-tomas", "witnesses": []}
     _, acks = delivered(
         [
@@ -774,14 +774,11 @@ def test_a_note_quoting_what_an_event_named_is_bounded_as_every_reason() -> None
             told | {"seq": 2, "payload": {"belief_id": "b" * 20_000}},
         ]
     )
-    whole = (
-        f"told names memory {'b' * 20_000!r}, which 'npc-mara' does not hold, and says no words:"
+    shown = "b" * 99 + "\u2026"
+    assert acks[-1].reason == (
+        f"told names memory {shown!r}, which 'npc-mara' does not hold, and says no words:"
         " nothing passed on"
     )
-    reason = acks[-1].reason
-    assert reason is not None and len(reason) == MOST_REASON_CHARS
-    assert reason.startswith("told names memory 'bbb")
-    assert reason.endswith(f"... ({len(whole)} characters in all)")
 
 
 def test_who_saw_an_event_setting_one_fact_twice_holds_what_the_record_holds() -> None:

@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 
 from projections import timelines
 from projections.deletion import deletion_event
-from projections.delivery import MOST_NESTED, SourceMessage, world_key
+from projections.delivery import MOST_NESTED, MOST_REASON_CHARS, SourceMessage, world_key
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack, unpack
 from projections.projector import Projector
+from projections.sequencing import ack
 from projections.state import MemoryState
 from projections.world import ABSENT, fact_value
+from schemas import Event
+from schemas.outcomes import Outcome
 from schemas.policy import Policy, SequencingPolicy
 from schemas.records import OutboxRecord
 
@@ -372,6 +375,16 @@ def test_a_payload_nested_too_deep_is_refused_as_such_not_as_invalid_json(
         assert ack.reason.startswith(
             f"not read: arrays and objects nest over {MOST_NESTED} levels deep (recursion limit"
         )
+
+
+def test_every_acks_reason_is_bounded_a_processed_events_notes_too() -> None:
+    """The notes an applied event's ack carries quote what it named: joined, they could run to
+    the event's size, past the 1,000 characters every reason keeps to."""
+    noted = ack(
+        MemoryState(), Event.model_validate_json(event(1)), Outcome.PROCESSED, None, "n" * 5000
+    )
+    assert noted.reason is not None and len(noted.reason) == MOST_REASON_CHARS
+    assert noted.reason.endswith("... (5000 characters in all)")
 
 
 def test_the_replay_and_the_publisher_key_an_event_by_its_world() -> None:

@@ -291,3 +291,26 @@ def test_a_world_searched_is_noted_once_and_again_when_it_could_not_be_read() ->
     embedding.keep(lambda world: world != "busy")  # moved away, and back
     embedding.note_searched("default", "busy")
     assert embedding.worlds == {("default", "busy")}
+
+
+class Failing(Worker):
+    """A worker whose state read fails once with an error of no HTTP kind (a disk's)."""
+
+    failed = False
+
+    async def read_transaction(self, world_id: str) -> StateTransaction:
+        if not self.failed:
+            self.failed = True
+            raise OSError("disk I/O error")
+        return await super().read_transaction(world_id)
+
+
+def test_a_world_searched_whose_embedding_failed_is_noted_again_by_its_next_search() -> None:
+    """A reviewer's find: a step failing otherwise than by a refused read left the world among
+    those searched, and no later search noted it: no vectors until its next event."""
+    worker, counting = Failing(), CountingEmbedder(8)
+    embedding = MemoryEmbedding(worker, lambda: counting)
+    searched(embedding, "busy")  # fails, logged
+    assert counting.embedded == 0
+    searched(embedding, "busy")
+    assert counting.embedded > 0 and has_vectors(worker.recall_index, "busy")

@@ -36,6 +36,7 @@ PERSISTENT_MARA = orjson.dumps({"memory": {"persistent": {"characters": ["npc-ma
             "nested deeper than 16 levels, which no policy field is",
         ),
         (b'{"m": ' + b"[" * 299 + b"]" * 299 + b"}", "nested deeper than 16 levels"),
+        (b'{"m": ' + b"[" * 1100 + b"]" * 1100 + b"}", "nested deeper than 16 levels"),
     ],
 )
 def test_an_invalid_document_is_refused_with_its_reason(raw: bytes, reason: str) -> None:
