@@ -52,8 +52,8 @@ class MemoryEmbedding:
         self.noted = asyncio.Event()
         """Set when a batch names worlds the agent has not embedded since."""
         self.searched: set[tuple[str, str]] = set()
-        """The worlds a recall or decision noted since they were last assigned here: their
-        events note them from then on."""
+        """The worlds a recall or decision noted since the last rebalance: their events note
+        them from then on."""
 
     async def load(self) -> None:
         """Make the embedder in a thread, as the worker starts: loading a model takes half a
@@ -89,7 +89,7 @@ class MemoryEmbedding:
 
     def note_searched(self, tenant: str, world: str) -> None:
         """A world a recall or decision searches, for the agent to embed, the first time since
-        it was assigned here: after a start, a world with no new event was never embedded
+        the last rebalance: after a start, a world with no new event was never embedded
         again, and its recalls searched no vector. Only the first: each noting costs the agent a
         step (reading the world's timelines), which every read of a busy world repeated."""
         if (tenant, world) not in self.searched:
@@ -99,10 +99,11 @@ class MemoryEmbedding:
     def keep(self, assigned: Callable[[str], bool]) -> None:
         """Forget the noted worlds no longer `assigned` here (a rebalance moved their partition
         away), also in a round under way: their state is another worker's now, and embedding
-        them would reopen it and put them back in the recall index. Searched again once back,
-        they are noted again (the recall index forgot them)."""
+        them would reopen it and put them back in the recall index. Every world is noted again
+        by its next search: one moved away and back was forgot by the recall index, and one
+        kept may have grown on another worker meanwhile (this one out of the group a while)."""
         self.worlds -= {noted for noted in self.worlds if not assigned(noted[1])}
-        self.searched -= {noted for noted in self.searched if not assigned(noted[1])}
+        self.searched.clear()
 
     async def embed_noted(self) -> None:
         """Embed what the noted worlds formed that has no vector yet, one step at a time (a

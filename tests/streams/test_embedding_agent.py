@@ -288,7 +288,7 @@ def test_a_world_searched_is_noted_once_and_again_when_it_could_not_be_read() ->
     assert first > 0 and has_vectors(worker.recall_index, "busy")
     embedding.note_searched("default", "busy")
     assert not embedding.worlds  # noted once: its events note it from now on
-    embedding.keep(lambda world: world != "busy")  # moved away, and back
+    embedding.keep(lambda world: True)  # a rebalance: it may have grown elsewhere meanwhile
     embedding.note_searched("default", "busy")
     assert embedding.worlds == {("default", "busy")}
 
