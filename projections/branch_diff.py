@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from projections.key_prefixes import MEMORIES
-from projections.keys import pack
-from projections.memory_store import DECODED, visible
+from projections.memory_store import held_in_order
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
 from schemas.memory import Memory
@@ -87,14 +85,11 @@ def _held(
     timeline_id: str,
     as_of_seq: int | None,
 ) -> dict[str, Memory]:
-    """Every memory the character holds on the timeline (as of a position), by belief id."""
+    """Every memory the character holds on the timeline (as of a position), by belief id:
+    read from the timeline's own scopes, not from every memory the character holds in the world
+    (a diff of two timelines took 1.1 s beside 3,000 other saves)."""
     _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, as_of_seq)
-    held = {}
-    for _, raw in tx.scan(pack(MEMORIES, tenant_id, world_id, npc_id)):
-        memory = DECODED.decode(raw)
-        if visible(memory, keys, ancestry):
-            held[memory.belief_id] = memory
-    return held
+    return {memory.belief_id: memory for memory in held_in_order(tx, keys, ancestry, npc_id)}
 
 
 def _listed(held: dict[str, Memory], against: dict[str, Memory]) -> list[HeldMemory]:
