@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import cast
-
 import orjson
 import pytest
 
@@ -12,8 +9,8 @@ from projections.branch_diff import HeldMemory, branch_diff
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import BadRead, NotFound
-from projections.state import MemoryState, StateTransaction
 from streams.replay import replay_lines
+from tests.projections.counted_reads import counted_replay
 from tests.tavern import TAVERN_LINES as LINES
 
 STATE = replay_lines(LINES).state
@@ -85,25 +82,6 @@ def test_unknown_timelines_and_a_character_holding_nothing_are_not_found() -> No
         branch_diff(STATE, "default", "save-1", "npc-nobody", "main", "reload")
 
 
-class _Counted:
-    """A state that counts the entries its reads give (point reads and scanned entries)."""
-
-    def __init__(self, state: MemoryState) -> None:
-        self.state = state
-        self.read = 0
-
-    def get(self, key: bytes) -> bytes | None:
-        self.read += 1
-        return self.state.get(key)
-
-    def scan(
-        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        for entry in self.state.scan(prefix, reverse=reverse, start=start):
-            self.read += 1
-            yield entry
-
-
 def _entries_read_beside(saves: int) -> int:
     """The entries a diff of `main` and `save-0` reads in a world of `saves` sibling saves,
     each loaded from seq 2 and living two events Mara witnesses."""
@@ -121,9 +99,9 @@ def _entries_read_beside(saves: int) -> int:
             if seq == 3:
                 fields["branch"] = {"parent_timeline_id": "main", "after_seq": 2}
             lines.append(orjson.dumps(fields))
-    counted = _Counted(replay_lines(lines).state)
-    branch_diff(cast(StateTransaction, counted), "default", "save-1", "npc-mara", "main", "save-0")
-    return counted.read
+    counted = counted_replay(lines)
+    branch_diff(counted, "default", "save-1", "npc-mara", "main", "save-0")
+    return counted.looked_at
 
 
 def test_a_diff_reads_the_two_timelines_not_every_save_of_the_world() -> None:

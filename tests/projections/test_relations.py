@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterator
 from itertools import pairwise
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from projections.relations import relations_of
 from projections.runtime_read import runtime_read, timeline_view
-from projections.state import MemoryState, StateTransaction
 from streams.replay import replay_lines
+from tests.projections.counted_reads import counted_replay
 from tests.reads import answer
 
 MAX_RELATIONS = 50
@@ -120,29 +119,10 @@ def test_a_mean_feeling_on_a_half_rounds_up_however_binary_floats_add_up() -> No
     ]
 
 
-class _Counted:
-    """A state that counts the reads made of it: point reads and scans (each entry too)."""
-
-    def __init__(self, state: MemoryState) -> None:
-        self.state = state
-        self.read = 0
-
-    def get(self, key: bytes) -> bytes | None:
-        self.read += 1
-        return self.state.get(key)
-
-    def scan(
-        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        self.read += 1
-        for entry in self.state.scan(prefix, reverse=reverse, start=start):
-            self.read += 1
-            yield entry
-
-
-def _reads_on_a_save_loaded(deep: int, strangers: int = 30) -> int:
-    """The reads of Mara's relations on a save `deep` loads from main, where she met
-    `strangers` strangers; each load lives one event, which she does not see."""
+def _reads_on_a_save_loaded(deep: int, strangers: int = 30) -> tuple[int, int]:
+    """The scans begun, and what else was looked at, reading Mara's relations on a save `deep`
+    loads from main, where she met `strangers` strangers; each load lives one event, which she
+    does not see."""
     lines = [seen_by_mara(seq, f"stranger-{seq:02d}") for seq in range(1, strangers + 1)]
     parent = "main"
     for load in range(deep):
@@ -151,16 +131,17 @@ def _reads_on_a_save_loaded(deep: int, strangers: int = 30) -> int:
         event["branch"] = {"parent_timeline_id": parent, "after_seq": seq - 1}
         lines.append(orjson.dumps(event))
         parent = f"load-{load}"
-    counted = _Counted(replay_lines(lines).state)
-    tx = cast(StateTransaction, counted)
-    _, keys, ancestry = timeline_view(tx, "default", "w", parent, None)
-    counted.read = 0
-    assert len(relations_of(tx, keys, ancestry, "npc-mara")) == strangers
-    return counted.read
+    counted = counted_replay(lines)
+    _, keys, ancestry = timeline_view(counted, "default", "w", parent, None)
+    counted.uncounted()
+    assert len(relations_of(counted, keys, ancestry, "npc-mara")) == strangers
+    return counted.scans, counted.looked_at
 
 
 def test_a_saves_relations_are_read_through_its_loads_once_not_once_a_relation() -> None:
     """A reviewer's find: each relation met on main was read through every load between, so a
     save 100 loads deep read a character's 1,000 relations in 236 ms (2 ms on main). Ten loads
     deeper cost a scan of each: not one each per stranger."""
-    assert _reads_on_a_save_loaded(12) - _reads_on_a_save_loaded(2) == 10
+    deep_scans, deep_looked_at = _reads_on_a_save_loaded(12)
+    scans, looked_at = _reads_on_a_save_loaded(2)
+    assert (deep_scans - scans, deep_looked_at - looked_at) == (10, 0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import orjson
 import pytest
 
@@ -19,6 +17,7 @@ from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from schemas.memory import Memory
 from streams.show import provenance_chain
+from tests.projections.counted_reads import CountedReads
 from tests.streams.noisy_story import story
 
 WORLD = "tavern-5-0"
@@ -114,26 +113,6 @@ def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
         "  npc-cy, told by nobody named (hops 1)",
         "  -> npc-di, told by npc-cy (hops 2, confidence 0.64)",
     ]
-
-
-class CountedReads(MemoryState):
-    """A `MemoryState` that counts what reads look at: each point lookup, each entry a scan
-    passes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.looked_at = 0
-
-    def get(self, key: bytes) -> bytes | None:
-        self.looked_at += 1
-        return super().get(key)
-
-    def scan(
-        self, prefix: bytes, *, reverse: bool = False, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        for entry in super().scan(prefix, reverse=reverse, start=start):
-            self.looked_at += 1
-            yield entry
 
 
 def theft_among_omens(omens: int) -> tuple[CountedReads, str]:
