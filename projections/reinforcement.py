@@ -33,15 +33,6 @@ UNHELD_NAMED = 3
 """The ids an ack's note names of those a recall event names in vain (then how many more)."""
 
 
-def recalled_ids(event: Event) -> list[str]:
-    """The belief ids a recall event names, each once (anything else in the list is ignored;
-    the event's size limit bounds how many)."""
-    named = event.payload.get("belief_ids")
-    if event.key != MEMORY_RECALLED or event.actor is None or not isinstance(named, list):
-        return []
-    return sorted({item for item in named if isinstance(item, str) and item})
-
-
 def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> str | None:
     """Keep each memory a recall event names that its actor held before it, at its position and
     story minute (the event's, else the timeline's story "now" just before it). Returns the
@@ -54,7 +45,7 @@ def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> st
     named = event.payload.get("belief_ids")
     if not isinstance(named, list):
         return "payload.belief_ids is not a list of belief ids: nothing reinforced"
-    ids = recalled_ids(event)
+    ids = sorted({item for item in named if isinstance(item, str) and item})  # each once
     tenant, world = event.tenant_id, event.world_instance_id
     keys = memory_keys(tx, tenant, world)
     belief_ids = [one for one in ids if _held_before(tx, keys, ancestry, event, one)]

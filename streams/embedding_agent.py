@@ -130,12 +130,11 @@ class MemoryEmbedding:
             stored, more = embed_one_batch(index, embedder, tx, memory_keys(tx, tenant, world))
         except HTTPProblem as unreadable:  # moved, or recovering
             log.info("embedding of world %r left for now: %s", world, unreadable.detail)
-            self.searched.discard((tenant, world))
-            return False
         except Exception:
             log.exception("embedding the memories of world %r failed", world)
-            self.searched.discard((tenant, world))
-            return False
-        if stored:
-            log.debug("embedded %d memory(ies) of world %r", stored, world)
-        return more
+        else:
+            if stored:
+                log.debug("embedded %d memory(ies) of world %r", stored, world)
+            return more
+        self.searched.discard((tenant, world))  # failed: its next search notes it again
+        return False
