@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from localbroker import free_port
-from streams.app import partition_of
 from streams.dev import apache_kafka
 from streams.durability import IDLE_SECONDS
+from streams.partitioning import partition_of
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.support import WorkerProcess, samples_of, send_events, unique_settings

@@ -54,7 +54,7 @@ from benchmarks.support import (
 from projections.delivery import SourceMessage
 from projections.projector import Projector
 from projections.state import MemoryState
-from streams.app import partition_of
+from streams.partitioning import partition_of
 from streams.settings import Settings
 
 PARTITIONS = 4

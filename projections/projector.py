@@ -107,12 +107,18 @@ class Projector:
         """Whether `receive` also says what each message changed (the change feed)."""
 
     def receive(
-        self, tx: StateTransaction, message: SourceMessage, answers: AnswerSource | None = None
+        self,
+        tx: StateTransaction,
+        message: SourceMessage,
+        answers: AnswerSource | None = None,
+        changes: bool | None = None,
     ) -> Intake:
         """Take one message in; returns the acks, dead letters (and changes) to publish.
         `answers` are the model judgements its events raise (`questions`), instead of the
-        projector's own."""
-        return self._take(tx, message, answers, self.changes, self.on_formed)
+        projector's own; `changes` says whether to tell the changes, where it differs from
+        the projector's `changes` (a rebuild tells those of some messages only)."""
+        telling = self.changes if changes is None else changes
+        return self._take(tx, message, answers, telling, self.on_formed)
 
     def _take(
         self,

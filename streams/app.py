@@ -16,34 +16,32 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from itertools import chain
 from typing import Any, Protocol, cast
 
 import faust
-from aiokafka.partitioner import murmur2
 from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured
 from faust.stores.rocksdb import Store as RocksDBStore
 from faust.tables.manager import TableManager
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TP, EventT, Message, RecordMetadata, StoreT, TableT, TopicT
+from faust.types import TP, EventT, Message, RecordMetadata, StoreT, TableT
 from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
-from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage, kept_key
+from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage
 from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from projections.state import StateTransaction
-from schemas import Ack, DeadLetter
+from schemas import Ack
 from schemas.changes import ChangeRecords
 from schemas.events import MAX_ID_LENGTH
 from schemas.policy import Policy
 from streams import changelog, codec, forwarding, kafka_consumer
 from streams.allocator import keep_large_buffers
-from streams.batch_sender import BatchSender
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
@@ -53,6 +51,8 @@ from streams.kafka_clients import faust_credentials
 from streams.logs import logger
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
+from streams.outputs import Outputs
+from streams.partitioning import partition_of, world_partition
 from streams.policies import PolicyFeed, log_conflict
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.read_cache import ReadCache
@@ -413,8 +413,6 @@ class Rumourmill:
     app: faust.App
     settings: Settings
     state: StateTable
-    acks: TopicT
-    deadletters: TopicT
     policies: PolicyFeed
     projector: Projector
     durability: LocalDurability
@@ -425,8 +423,6 @@ class Rumourmill:
     """Derived local state for recall, caught up from the projections as it is searched."""
     read_cache: ReadCache = field(default_factory=ReadCache)
     """The runtime reads the web views answered, kept encoded (`streams.read_cache`)."""
-    changes: str = ""
-    """The change feed's topic; empty when the feed is off."""
     reranker: Reranker | None = None
     """Recall's reranker (section 9, step 4); None when none is configured."""
     draining: threading.Event = field(default_factory=threading.Event)
@@ -582,19 +578,17 @@ class Rumourmill:
         with the same ids. With the feed off, none is sent, not even those an earlier release's
         outbox row kept for a redelivery.
         """
-        if not self.changes:
-            return []
         taken: ChangeRecords = {}  # each world's, in order: one send a world, not a message
         for intake in intakes:
             for world, records in intake.changes.items():
                 taken.setdefault(world, []).extend(records)
-        return [*dict.fromkeys(await self.send_changes_of(taken))]
+        return [*dict.fromkeys(await self.outputs.changes(taken))]
 
     async def publish(self, message: Message, intake: Intake) -> list[Delivery]:
         """Send the acks and dead letters one message produced (its changes went
         first: `send_changes`); returns their deliveries (a batch's once for all its
         records)."""
-        deliveries = await self.send_acks_of(message, intake.acks)
+        deliveries = await self.outputs.acks(intake.acks, message.key, message.partition)
         for letter in intake.dead_letters:
             log.warning(
                 "dead letter %s[%d]@%d: %s",
@@ -606,9 +600,7 @@ class Rumourmill:
                     include={"topic", "partition", "offset", "reason", "world_instance_id"}
                 ),
             )
-            deliveries.append(
-                await self.deadletters.send(key=kept_key(message.key), value=letter, force=True)
-            )
+            deliveries.append(await self.outputs.dead_letter(message.key, letter))
         return deliveries
 
     @cached_property
@@ -617,52 +609,16 @@ class Rumourmill:
         return MemoryEmbedding(self, WordLlamaEmbedder)
 
     @cached_property
-    def ack_sender(self) -> BatchSender:
-        """The acks' batches, on the worker's producer: a record each, one future a batch."""
+    def outputs(self) -> Outputs:
+        """The acks, dead letters and change feed, on the worker's producer."""
         producer = self.app.producer
-        return BatchSender(producer._ensure_producer, self.acks.get_topic_name())  # type: ignore[attr-defined]
-
-    async def send_acks_of(self, message: Message, acks: list[Ack]) -> list[Delivery]:
-        """A message's acks, keyed by world like the events (so a world's acks stay in order),
-        on the world's partition; an ack that names no world goes with the message's key (its
-        start, `kept_key`), on the message's partition."""
-        return await self._send_acks(acks, kept_key(message.key), message.partition)
+        return Outputs(producer._ensure_producer, self.settings)  # type: ignore[attr-defined]
 
     async def send_world_acks(self, acks: Sequence[Ack]) -> list[Delivery]:
-        """Acks that each name their world (an upgrade's), as `send_acks_of` sends them,
-        counted among the events by outcome as a batch's are."""
+        """Acks that each name their world (an upgrade's), as a batch's are sent, counted
+        among the events by outcome as a batch's are."""
         self.metrics.sent(acks, 0)
-        return await self._send_acks(acks, None, 0)
-
-    async def _send_acks(
-        self, acks: Sequence[Ack], fallback_key: bytes | None, fallback_partition: int
-    ) -> list[Delivery]:
-        deliveries: list[Delivery] = []
-        for ack in acks:
-            key = _world_key(ack, fallback_key)
-            partition = (
-                fallback_partition
-                if key is None
-                else world_partition(key, self.settings.partitions)
-            )
-            deliveries += await self.ack_sender.send(partition, key, [_ack_bytes(ack)])
-        return deliveries
-
-    @cached_property
-    def change_feed(self) -> BatchSender:
-        """The change feed's batches (`streams.batch_sender`), on the worker's producer."""
-        producer = self.app.producer
-        return BatchSender(producer._ensure_producer, self.changes)  # type: ignore[attr-defined]
-
-    async def send_changes_of(self, changes: ChangeRecords) -> list[Delivery]:
-        """Changes on the change feed, one record each keyed by its world, on the world's
-        partition (the feed has the events topic's partitions)."""
-        deliveries: list[Delivery] = []
-        for world, records in changes.items():
-            key = world.encode()
-            partition = world_partition(key, self.settings.partitions)
-            deliveries += await self.change_feed.send(partition, key, records)
-        return deliveries
+        return await self.outputs.acks(acks, None, 0)
 
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""
@@ -798,10 +754,6 @@ def create_app(settings: Settings) -> Rumourmill:
     events = app.topic(
         settings.topics.events, value_type=bytes, value_serializer="raw", **topic_options
     )
-    acks = app.topic(  # as the worker sends them
-        settings.topics.acks, value_type=bytes, value_serializer="raw", **topic_options
-    )
-    deadletters = app.topic(settings.topics.deadletter, **topic_options)
     state = cast(
         StateTable,
         app.Table(
@@ -841,14 +793,11 @@ def create_app(settings: Settings) -> Rumourmill:
         app,
         settings,
         state,
-        acks,
-        deadletters,
         policies,
         projector,
         state.durability,
         judge,
         metrics=metrics,
-        changes=settings.topics.changes,
         reranker=Reranker.configured(settings, metrics.rerank_call),
     )
     state.send_acks = mill.send_world_acks
@@ -1010,12 +959,6 @@ def partition_db(table: TableT[bytes, bytes], partition: int) -> Rdict:
     return db
 
 
-def partition_of(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives `key` (murmur2, as producers use)."""
-    hashed: int = murmur2(key)
-    return (hashed & 0x7FFFFFFF) % partitions
-
-
 def _timed_lay_in(tx: BatchTransaction, took: Callable[[float], None]) -> None:
     """`tx.lay_in`, telling `took` its seconds (on the state writes' thread)."""
     started = time.perf_counter()
@@ -1032,20 +975,6 @@ def _write_to(writes: WriteBatch, key: bytes, value: bytes | None) -> None:
 
 MOST_ID_BYTES = 4 * MAX_ID_LENGTH
 """The longest a world id is in UTF-8: the longest key an event can be keyed by."""
-world_partition = lru_cache(maxsize=1 << 12)(partition_of)
-"""`partition_of` for the worlds of this worker, worked out once each (for every event taken
-in, every ack sent)."""
-
-
-_ack_bytes = Ack.__pydantic_serializer__.to_json
-"""An ack's JSON, as `codec.dumps` writes it (no float to format apart), in a third of its
-time."""
-
-
-def _world_key(item: Ack | DeadLetter, fallback: bytes | None) -> bytes | None:
-    """Key outputs by world, like the events, so a world's acks stay in order."""
-    world = item.world_instance_id
-    return fallback if world is None else world.encode()
 
 
 def source_message(message: Message, partitions: int) -> SourceMessage:

@@ -38,17 +38,19 @@ from rich.text import Text
 from rocksdict import Rdict
 
 from projections.deletion import deletes_tenant, world_acked
-from projections.delivery import SourceMessage, identity_of
+from projections.delivery import Intake, SourceMessage, identity_of
 from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from streams.app import create_app, home_partition, partition_db, partition_of
+from streams.app import create_app, home_partition, partition_db
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
 from streams.kafka_clients import kafka_options
 from streams.model_client import ModelClient
+from streams.outputs import Delivery, Outputs
+from streams.partitioning import partition_of
 from streams.policies import PoliciesUnread, PolicyFeed, caught_up, log_conflict
 from streams.settings import Settings
 from streams.show import ReadFailed, fetch
@@ -105,6 +107,9 @@ class Rebuilt:
     changelog_topic: str = ""
     expired: int = 0
     """Events the topic no longer holds (its retention removed them): they were not folded."""
+    owed: int = 0
+    """Events folded past the live workers' committed offsets, whose acks, dead letters and
+    change records the rebuild sent (`Owed`)."""
 
 
 class NotCompared(Exception):
@@ -203,7 +208,10 @@ def check_live(live: Settings) -> None:
             fetch(live, path, query)
         except ReadFailed as error:  # another server than a worker answers too (404, 502...)
             if error.status not in later:
-                raise RebuildFailed(f"the live worker at {live.canonical_url}: {error}") from None
+                raise RebuildFailed(
+                    f"the live worker at {live.canonical_url}: {error} (with the workers"
+                    " stopped, rebuild with --no-compare)"
+                ) from None
 
 
 async def check_fresh(target: Settings, live: Settings) -> str:
@@ -272,6 +280,7 @@ async def rebuild(
     with kafka_as_failure(live.bootstrap):
         spans = await events_to_fold(live, world, warn)
         await check_judged(target, live)
+        owed_since = {} if world is not None else await outputs_owed(live, spans, warn)
     with kafka_as_failure(target.bootstrap):
         cluster_id = await check_fresh(target, live)
         await create_changelog(target, topic)
@@ -297,6 +306,7 @@ async def rebuild(
                 recorded_judge(target, live, producer, stall_seconds),
                 target.changelog_batch_bytes,
                 live.partitions,
+                Owed(Outputs(lambda: producer, live), owed_since),
             )
             try:
                 await folder.fold(
@@ -328,6 +338,7 @@ async def rebuild(
         )
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
+    result.owed = folder.owed.sent
     result.folded = spans
     store = mill.state.data
     for partition, offset in ends.items():  # stamped as a clean stop stamps them
@@ -357,6 +368,7 @@ class Folder:
         judge: Judge,
         batch_bytes: int,
         partitions: int,
+        owed: Owed | None = None,
     ) -> None:
         self.projector = projector
         self.producer = producer
@@ -383,6 +395,7 @@ class Folder:
         """Per partition, the writes of the events taken since the last send."""
         self.stamped: set[int] = set()
         """The partitions whose fresh store is stamped with this release's state format."""
+        self.owed = owed or Owed(None, {})
 
     def _noting_stored(self, send: Send) -> Send:
         """`send`, noting the key of each record it stores in `stored_judgements`."""
@@ -466,7 +479,8 @@ class Folder:
             home_partition(record.key, self.partitions),
         )
         answers = await self.judge.message(self.projector, tx, message)
-        intake = self.projector.receive(tx, message, answers)
+        owed = self.owed.outputs if self.owed.of(record) else None
+        intake = self.projector.receive(tx, message, answers, owed is not None and owed.feed)
         if answers is not None:
             self.judge.log.applied(record.partition, answers.positions)
         # a deletion's judgements that the fold asked for again and stored on the live topic:
@@ -474,6 +488,8 @@ class Folder:
         stored = [key for key in intake.forgotten_judgements if key in self.stored_judgements]
         await self.judge.log.forget(record.partition, stored)
         self.stored_judgements.difference_update(stored)
+        if owed is not None:
+            await self.owed.send(owed, record.key, record.partition, intake)
         self.events += 1
         for ack in intake.acks:
             if (acked := world_acked(ack, message.value)) is not None:
@@ -507,7 +523,64 @@ class Folder:
                 delivered.offset, self.ends.get(delivered.partition, -1)
             )
         self.pending.clear()
+        await self.owed.delivered()
         return self.ends
+
+
+@dataclass
+class Owed:
+    """The outputs a rebuild owes: the acks, dead letters and change records of the events
+    past the live workers' committed offsets as it began (`outputs_owed`). A worker switched
+    to the rebuild's app id goes on after the events folded, and the live ones stopped
+    before taking them in would never send those (a game waited for their acks for ever).
+    Sent as the fold goes, each partition's in its events' order; the live workers may send
+    some too, before they stop: at-least-once, as a redelivery does (the same change ids)."""
+
+    outputs: Outputs | None
+    since: dict[int, int]
+    """Per partition of the events topic, the first offset owed (none: nothing owed)."""
+    sent: int = 0
+    """The events whose outputs were sent."""
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    def of(self, record: ConsumerRecord[bytes, bytes]) -> bool:
+        """Whether the rebuild owes `record`'s outputs."""
+        since = self.since.get(record.partition)
+        return since is not None and record.offset >= since
+
+    async def send(
+        self, outputs: Outputs, key: bytes | None, partition: int, intake: Intake
+    ) -> None:
+        """Send what one message produced, as the worker sends it: changes, acks, then dead
+        letters."""
+        self.deliveries += await outputs.changes(intake.changes)
+        self.deliveries += await outputs.acks(intake.acks, key, partition)
+        for letter in intake.dead_letters:
+            self.deliveries.append(await outputs.dead_letter(key, letter))
+        self.sent += 1
+
+    async def delivered(self) -> None:
+        """Wait until Kafka stored every output sent so far."""
+        await asyncio.gather(*self.deliveries)
+        self.deliveries.clear()
+
+
+async def outputs_owed(
+    live: Settings, spans: dict[int, tuple[int, int]], warn: Callable[[str], None]
+) -> dict[int, int]:
+    """Per partition, the first offset whose outputs the rebuild owes (`Owed`): the live
+    workers' committed offset now. A group that committed nothing where there are events to
+    fold is no live workers' (an app id of before a switch, say): told to `warn`, and nothing
+    is owed, rather than an ack of every event ever published sent again."""
+    committed = await live_committed(live, spans)
+    if not any(committed[partition] for partition, (first, end) in spans.items() if end > first):
+        warn(
+            f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
+            " the events topic: no acks, dead letters or change records are sent for the"
+            " events rebuilt"
+        )
+        return {}
+    return committed
 
 
 def _failure_seen(delivery: asyncio.Future[RecordMetadata]) -> None:

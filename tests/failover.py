@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from localbroker import free_port
-from streams.app import partition_of
+from streams.partitioning import partition_of
 from streams.settings import Settings
 from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
 

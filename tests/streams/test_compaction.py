@@ -23,7 +23,7 @@ from rocksdict import AccessType, Options, Rdict
 from localbroker import free_port
 from projections.digest import world_digest
 from projections.state import MemoryState
-from streams.app import partition_of
+from streams.partitioning import partition_of
 from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.topics import STATE_TABLE, changelog_topic

@@ -20,8 +20,8 @@ from projections.keys import unpack
 from projections.policy import policy_key
 from projections.state import MemoryState
 from schemas.judgements import EventJudgements
-from streams.app import partition_of
 from streams.judging import topic_reader
+from streams.partitioning import partition_of
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics

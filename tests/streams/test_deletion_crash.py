@@ -19,7 +19,8 @@ from projections.key_prefixes import WORLD_PREFIXES
 from projections.keys import pack
 from projections.policy import policy_key
 from projections.state import MemoryState
-from streams.app import partition_of, table_dir
+from streams.app import table_dir
+from streams.partitioning import partition_of
 from streams.publish import send_one
 from streams.settings import Settings
 from streams.topics import ensure_topics

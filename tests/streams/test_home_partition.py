@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from streams.app import home_partition, world_partition
+from streams.app import home_partition
+from streams.partitioning import world_partition
 
 
 def test_a_worlds_home_is_where_kafkas_default_partitioner_puts_its_key() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from localbroker import free_port
-from streams.app import partition_of
+from streams.partitioning import partition_of
 from streams.settings import Settings
 from tests.support import WorkerProcess, read_topic, send_events, unique_settings
 from tests.tavern import TAVERN_LINES

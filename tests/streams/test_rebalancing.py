@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from localbroker import free_port
-from streams.app import partition_of
+from streams.partitioning import partition_of
 from streams.settings import Settings
 from tests.streams.test_restart import answer, replayed_at_last_start
 from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from base64 import b64decode
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from tests.support import (
     WorkerProcess,
     event,
     read_topic,
+    replayed_change_ids,
     send_events,
     settings_env,
     topics_on,
@@ -98,6 +100,7 @@ def live(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
     worker = WorkerProcess(settings, tmp_path / "live.log").start()
     send_events(settings, lines)
     wait_for_acks(settings, lines)
+    wait_for_commits(settings)
     minds = [
         memory
         for tenant, world in generated_tenants()
@@ -108,6 +111,19 @@ def live(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
     assert any(memory["hops"] > 0 for memory in minds), "rumours were passed"
     yield worker
     worker.stop()
+
+
+def wait_for_commits(settings: Settings, timeout: float = 60) -> None:
+    """Until the live workers committed every event of the events topic (as a steady worker
+    has: a rebuild then owes none of them its outputs)."""
+    deadline = time.monotonic() + timeout
+    ends = {
+        partition: end
+        for partition, (_, end) in asyncio.run(events_to_fold(settings, None)).items()
+    }
+    while asyncio.run(live_committed(settings, ends)) != ends:
+        assert time.monotonic() < deadline, "the live worker committed its events"
+        time.sleep(0.5)
 
 
 def live_digest(settings: Settings, tenant: str, world: str) -> str:
@@ -217,6 +233,58 @@ def generated_tenants() -> list[tuple[str, str]]:
     return [
         (generated_world(seed, world)[2], world) for seed, world in ((3, "gen-a"), (8, "gen-b"))
     ]
+
+
+def test_a_rebuild_beside_stopped_workers_sends_what_the_events_they_never_took_produced(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The live worker stopped with events still to take (its changelog past recovering, say):
+    a worker switched to the rebuild's app id goes on after the events rebuilt, so the rebuild
+    itself sends their acks, dead letters and change records, and those of no event the live
+    worker had committed."""
+    asyncio.run(ensure_topics(settings))
+    taken = [orjson.dumps(line) for line in story_of("taken-live")]
+    worker = WorkerProcess(settings, tmp_path / "live.log").start()
+    try:
+        send_events(settings, taken)
+        wait_for_acks(settings, taken)
+    finally:
+        worker.stop()
+    committed = asyncio.run(live_committed(settings, range(settings.partitions)))
+    never_taken = [orjson.dumps(line) for line in story_of("never-taken")]
+    invalid = orjson.dumps(event("never-taken", 99, key="story.happened") | {"seq": "ninety"})
+    send_events(settings, [*never_taken, invalid])
+    ends = asyncio.run(events_to_fold(settings, None))
+    owed = sum(end - max(first, committed[partition]) for partition, (first, end) in ends.items())
+    assert owed == len(never_taken) + 1  # the live worker committed all it took as it stopped
+
+    fresh = settings.model_copy(
+        update={"app_id": settings.app_id + "-rebuilt", "data_dir": tmp_path / "rebuilt"}
+    )
+    done = rebuild(
+        settings, "--no-compare", "--into", fresh.app_id, "--into-data-dir", str(fresh.data_dir)
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"change records of {owed} event(s) the live workers had not committed" in done.stdout
+    verdicts = printed_worlds(done.stdout)
+    assert set(verdicts) == {"default/taken-live", "default/never-taken"}
+    assert all(verdict.endswith(" not compared") for verdict in verdicts.values()), verdicts
+    wait_for_acks(settings, never_taken)  # with no worker running
+    read_topic(
+        settings,
+        settings.topics.deadletter,
+        lambda letters: any(b64decode(letter["value_base64"]) == invalid for letter in letters),
+    )
+    expected = replayed_change_ids(never_taken, Projector(changes=True))
+    assert expected
+    read_topic(
+        settings,
+        settings.topics.changes,
+        lambda records: expected <= {record["change_id"] for record in records},
+    )
+    acks = read_topic(settings, settings.topics.acks, lambda acks: True, timeout=5)
+    acked_live = [ack for ack in acks if ack["world_instance_id"] == "taken-live"]
+    assert len(acked_live) == len(taken)  # none sent again
 
 
 def test_world_rebuilds_one_world_and_bad_targets_are_refused(
@@ -547,5 +615,9 @@ def test_ctrl_c_during_the_fold_says_what_is_left_in_one_line_and_nothing_more(
             process.kill()
         worker.stop()
     assert process.returncode == 130, stderr
-    said = [line for line in stderr.splitlines() if not line.startswith("rebuilding ")]
+    said = [
+        line
+        for line in stderr.splitlines()
+        if not line.startswith(("rebuilding ", "warning: the consumer group"))  # none committed
+    ]
     assert len(said) == 1 and said[0].startswith("rebuild: interrupted; app id "), stderr

@@ -22,8 +22,9 @@ from projections.runtime_read import timeline_view
 from projections.state import MemoryState
 from schemas.memory import Memory
 from schemas.policy import Policy
-from streams.app import keep_assigned_worlds, partition_of
+from streams.app import keep_assigned_worlds
 from streams.embedding import Vectors
+from streams.partitioning import partition_of
 from streams.recall_index import (
     CATCH_UP_SLICE,
     SqliteRecallIndex,

@@ -24,8 +24,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from localbroker import free_port
-from streams.app import CHECKPOINT_TICK, partition_of
+from streams.app import CHECKPOINT_TICK
 from streams.durability import IDLE_SECONDS, LOCK_WAIT_SECONDS
+from streams.partitioning import partition_of
 from streams.replay import replay_lines
 from streams.settings import Settings
 from streams.topics import STATE_TABLE
