@@ -407,3 +407,52 @@ def test_reads_of_worlds_that_hold_nothing_leave_nothing_behind() -> None:
     finally:
         tracemalloc.stop()
     assert after - before < 256 * 1024, f"{(after - before) / 1024:.0f} KiB kept"
+
+
+def square_seen_by(characters: int, events: int) -> list[bytes]:
+    """`characters` villagers enter a square, then see the same `events` bandits defeated."""
+    square = {"loc-square": {"name": "The Square", "kind": "place"}}
+    lines = [
+        {
+            "key": "loreweaver.movement.character-entered-location",
+            "actor": f"npc-{number}",
+            "location": "loc-square",
+            "entities": {f"npc-{number}": {"name": f"Villager {number}"}, **square},
+        }
+        for number in range(characters)
+    ] + [
+        {
+            "key": "combat.enemy-defeated",
+            "actor": "player-1",
+            "location": "loc-square",
+            "players": ["player-1"],
+            "payload": {"enemy": f"npc-bandit-{number}"},
+        }
+        for number in range(events)
+    ]
+    return [
+        orjson.dumps({"world_instance_id": "town", "timeline_id": "main", "seq": seq} | line)
+        for seq, line in enumerate(lines, start=1)
+    ]
+
+
+def test_characters_who_saw_the_same_events_share_their_vectors() -> None:
+    """Found in review: each character searched by meaning kept a copy of its memories'
+    vectors, 1 KiB a memory at WordLlama's dimension, until the world stored another vector: a
+    thousand villagers who saw the same 200 events held 195 MiB for 200 KiB of vectors."""
+    characters, events = 60, 40
+    state = replay_lines(square_seen_by(characters, events)).state
+    wide = CountingEmbedder(1024)  # 4 KiB a vector: copies would be 60 x 40 x 4 KiB = 9.4 MiB
+    index = SqliteRecallIndex(wide)
+    embed_pending(index, wide, state, memory_keys(state, "default", "town"))
+    _, keys, ancestry = timeline_view(state, "default", "town", "main")
+    index.catch_up(state, keys)
+    tracemalloc.start()
+    try:
+        for number in range(characters):
+            scope = search_scope(keys, ancestry, f"npc-{number}")
+            assert len(index.by_meaning(scope, "a bandit defeated", 50) or []) == events
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < characters * events * 4096 / 4
