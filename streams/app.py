@@ -501,6 +501,7 @@ class Rumourmill:
         for intake in intakes:
             for tenant, world in intake.deleted_worlds:
                 self.recall_index.drop_world(tenant, world)
+                self.embedding.forget(tenant, world)
                 self.read_cache.forget_world(tenant, world)
 
     async def _projected(

@@ -96,6 +96,11 @@ class MemoryEmbedding:
             self.searched.add((tenant, world))
             self.note_worlds([(tenant, world)])
 
+    def forget(self, tenant: str, world: str) -> None:
+        """Forget a deleted world: noted or searched, it would be kept for the worker's life."""
+        self.searched.discard((tenant, world))
+        self.worlds.discard((tenant, world))
+
     def keep(self, assigned: Callable[[str], bool]) -> None:
         """Forget the noted worlds no longer `assigned` here (a rebalance moved their partition
         away), also in a round under way: their state is another worker's now, and embedding

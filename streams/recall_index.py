@@ -650,6 +650,10 @@ class SqliteRecallIndex:
         for row in rows:
             yield str(row[0]), str(row[1])
 
+    def knows(self, tenant_id: str, world_id: str) -> bool:
+        """Whether a catch up found the world holding anything (and it was not dropped since)."""
+        return (tenant_id, world_id) in self._deletions
+
     def drop_world(self, tenant_id: str, world_id: str) -> None:
         """Forget everything of a world (deleted, or its partition moved to another worker)."""
         self._forget_world(tenant_id, world_id)

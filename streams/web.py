@@ -373,8 +373,9 @@ class WorldRead(ReadsView):
         """What `read` finds: on the event loop, or aside from it (`aside`)."""
         if self.searches:
             reads = self.reads
-            reads.searching(tenant, world)
             await catch_up_in_slices(reads.recall_index, reads.read_transaction, tenant, world)
+            if reads.recall_index.knows(tenant, world):  # not any id a client names
+                reads.searching(tenant, world)
         if self.aside:
             return await self.reads.read_aside(
                 world, lambda tx: self.read(request, ReadScope(tenant, world, tx), params)

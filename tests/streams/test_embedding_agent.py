@@ -314,3 +314,14 @@ def test_a_world_searched_whose_embedding_failed_is_noted_again_by_its_next_sear
     assert counting.embedded == 0
     searched(embedding, "busy")
     assert counting.embedded > 0 and has_vectors(worker.recall_index, "busy")
+
+
+def test_a_deleted_world_is_forgotten_searched_or_noted() -> None:
+    """Found in review: a world searched, then deleted, stayed among those searched (and any
+    noted, embedded after its deletion) for the worker's life."""
+    embedding = MemoryEmbedding(Worker(), lambda: CountingEmbedder(8))
+    embedding.note_searched("default", "save-1")
+    embedding.note([ack("save-2")])
+    for world in ("save-1", "save-2"):
+        embedding.forget("default", world)
+    assert not embedding.searched and not embedding.worlds

@@ -268,7 +268,10 @@ def test_a_recall_and_a_decision_note_the_world_they_search_for_its_vectors() ->
     """The recall index lives in memory: after a start, only these notes set the embedding of
     a world no event names going; a runtime read searches nothing and notes nothing."""
     reads = MemoryReads(STATE)
-    serve(reads, (READ, {}), (RECALL, {}), (DECISION, {}))
+    never = RECALL.replace("save-1", "never-created")
+    serve(reads, (READ, {}), (RECALL, {}), (DECISION, {}), (never, {}))
+    # not a world no event ever named (a typo, a stale save): each one's note was kept for the
+    # worker's life
     assert reads.worlds_searched == [("default", "save-1")] * 2
 
 
