@@ -71,9 +71,11 @@ FORGOTTEN_AT_ONCE = 1000
 Send = Callable[[int, bytes, bytes | None], Awaitable[None]]
 """Store (partition, key, value) on the judgements topic, a value None as a tombstone; returns
 once Kafka has it."""
-Read = Callable[[int], Awaitable[list[EventJudgements]]]
-"""The records of one partition of the judgements topic as compaction leaves them: the latest
-of each key, none of a key whose latest is a tombstone."""
+Wanted = Callable[[Position], bool]
+"""Whether the records of a position are to be kept, read back."""
+Read = Callable[[int, Wanted], Awaitable[list[EventJudgements]]]
+"""The records of one partition of the judgements topic as compaction leaves them (the latest
+of each key, none of a key whose latest is a tombstone), of the positions wanted."""
 Parts = list[EventJudgements]
 """A position's records, part by part (`projections.judgements.judgement_parts`)."""
 
@@ -100,16 +102,14 @@ class JudgementLog:
         self, partition: int, positions: Collection[Position], applied: Callable[[Position], bool]
     ) -> dict[Position, Parts]:
         """The records of `positions` on the topic. The partition is read to its end the first
-        time; records of positions already `applied` are not kept."""
+        time; records of positions already `applied` are not kept, nor decoded (the topic holds
+        every judged event of every world of the partition: 50,000 records held decoded
+        while read took 432 MiB)."""
         if partition not in self.recorded:
-            records = await self.read(partition)
-            self.recorded[partition] = {
-                position: parts
-                for position, parts in by_position(records).items()
-                if not applied(position)
-            }
+            records = await self.read(partition, lambda position: not applied(position))
+            self.recorded[partition] = by_position(records)
             log.info(
-                "judgements topic, partition %d: %d record(s) read back, %d position(s) not"
+                "judgements topic, partition %d: read back, %d record(s) of %d position(s) not"
                 " applied yet",
                 partition,
                 len(records),
@@ -170,7 +170,7 @@ def topic_reader(settings: Settings, topic: str, stall_seconds: float | None = N
     (`read_to_end`): with `stall_seconds` (a rebuild), a broker gone stops the read; without
     (a worker, whose events wait on the same broker), the read waits for it to come back."""
 
-    async def read(partition: int) -> list[EventJudgements]:
+    async def read(partition: int, wanted: Wanted) -> list[EventJudgements]:
         consumer = AIOKafkaConsumer(
             **kafka_options(settings),
             group_id=None,
@@ -183,7 +183,7 @@ def topic_reader(settings: Settings, topic: str, stall_seconds: float | None = N
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
-            return await read_to_end(consumer, tp, end, stall_seconds)
+            return await read_to_end(consumer, tp, end, stall_seconds, wanted)
         finally:
             await consumer.stop()
 
@@ -191,12 +191,16 @@ def topic_reader(settings: Settings, topic: str, stall_seconds: float | None = N
 
 
 async def read_to_end(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, end: int, stall_seconds: float | None
+    consumer: AIOKafkaConsumer,
+    tp: TopicPartition,
+    end: int,
+    stall_seconds: float | None,
+    wanted: Wanted = lambda position: True,
 ) -> list[EventJudgements]:
     """The records of `tp` from the consumer's position up to `end`, as compaction leaves them
-    (`compact`). Raises `KafkaTimeoutError` once `stall_seconds` (if given) pass without the
-    position moving before the end: a consumer of a broker gone fetches nothing, and raises
-    nothing."""
+    (`compact`), of the positions `wanted`. Raises `KafkaTimeoutError` once `stall_seconds`
+    (if given) pass without the position moving before the end: a consumer of a broker gone
+    fetches nothing, and raises nothing."""
     latest: dict[bytes | None, EventJudgements] = {}
     last_moved, last_position = time.monotonic(), -1
     while True:
@@ -211,7 +215,7 @@ async def read_to_end(
         elif stall_seconds is not None and time.monotonic() - last_moved > stall_seconds:
             raise _stalled(tp, stall_seconds, f", {end - position} offset(s) short of its end")
         for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
-            compact(latest, message)
+            compact(latest, message, wanted)
 
 
 def _stalled(tp: TopicPartition, stall_seconds: float | None, short: str = "") -> KafkaTimeoutError:
@@ -222,18 +226,33 @@ def _stalled(tp: TopicPartition, stall_seconds: float | None, short: str = "") -
 
 
 def compact(
-    latest: dict[bytes | None, EventJudgements], message: ConsumerRecord[bytes, bytes]
+    latest: dict[bytes | None, EventJudgements],
+    message: ConsumerRecord[bytes, bytes],
+    wanted: Wanted = lambda position: True,
 ) -> None:
     """Take the next record of the topic into `latest` (each key's), as compaction would: a
     tombstone (value None: a deleted world's position) takes its key's record away, silently.
-    The topic shows both until compaction removes them."""
+    The topic shows both until compaction removes them. A record of a position not `wanted`
+    is left, undecoded (its key names its position)."""
     if message.value is None:
         latest.pop(message.key, None)
+        return
+    position = _position_of(message.key)
+    if position is not None and not wanted(position):
         return
     try:
         latest[message.key] = EventJudgements.model_validate_json(message.value)
     except ValidationError as error:
         log.error("judgements topic %d@%d: %s", message.partition, message.offset, error)
+
+
+def _position_of(key: bytes | None) -> Position | None:
+    """The position a record's key names; None for a key that names none (its record is read,
+    and its fault logged, as ever)."""
+    try:
+        return None if key is None else position_of_key(key)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -242,8 +261,10 @@ class MemoryTopic:
 
     partitions: dict[int, list[EventJudgements]] = field(default_factory=dict)
 
-    async def read(self, partition: int) -> list[EventJudgements]:
-        return list(self.partitions.get(partition, []))
+    async def read(self, partition: int, wanted: Wanted) -> list[EventJudgements]:
+        return [
+            record for record in self.partitions.get(partition, []) if wanted(position_of(record))
+        ]
 
     async def send(self, partition: int, key: bytes, value: bytes | None) -> None:
         """Keep a record; a tombstone takes its key's records away, as compaction would."""

@@ -183,7 +183,7 @@ def test_deleting_a_world_in_model_mode_tombstones_the_models_answers_on_the_jud
         async def read_back_of(world: str) -> list[EventJudgements]:
             """What a worker reads back of the world's partition (at its next assignment)."""
             read = topic_reader(settings, settings.topics.judgements)
-            return await read(partition_of(world.encode(), settings.partitions))
+            return await read(partition_of(world.encode(), settings.partitions), lambda _: True)
 
         worker = WorkerProcess(settings, tmp_path / "worker.log").start()
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -220,6 +221,47 @@ def test_the_topic_is_read_back_as_compaction_leaves_it_tombstones_skipped_silen
             )
     assert list(latest.values()) == [other]
     assert caplog.messages == []
+
+
+def test_a_read_back_keeps_only_the_records_of_positions_not_applied_yet() -> None:
+    """Found in review: the first judged event of a partition after a start read back every
+    record the partition ever stored, all held decoded at once (50,000 records: 432 MiB), to
+    keep those of the few positions not applied yet."""
+    reason = "the model said: " + "x" * 120
+    made = [
+        RecordedJudgement(npc_id=f"npc-{n}", belief_id="b", judgement="feeling", reason=reason)
+        for n in range(6)
+    ]
+    stored = [
+        event_judgements(("default", "save-1", "main", seq, ""), made) for seq in range(1, 2001)
+    ]
+    messages = [
+        ConsumerRecord(
+            "judgements",
+            0,
+            offset,
+            0,
+            0,
+            judgement_key(position_of(record)),
+            record.to_bytes(),
+            None,
+            1,
+            1,
+            (),
+        )
+        for offset, record in enumerate(stored)
+    ]
+    waiting = position_of(stored[-1])  # the one position the state does not hold yet
+    latest: dict[bytes | None, EventJudgements] = {}
+    tracemalloc.start()
+    try:
+        for message in messages:
+            compact(latest, message, lambda position: position == waiting)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert list(latest.values()) == [stored[-1]]
+    assert peak < 200_000  # 2,000 records held decoded took 9 MB
 
 
 def test_rumourmill_replay_skips_the_topics_tombstones_as_kafka_console_consumer_prints_them(
