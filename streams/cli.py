@@ -80,14 +80,14 @@ def _settings(
 ) -> Settings:
     """The settings, flags over variables; a bad value stops the command, named as the person
     typed it (`flag_names`: the flag of a field, where it is not `--field-name`). A variable
-    that names no setting is warned of, on stderr or by `warn`."""
-    try:
-        settings = Settings.from_env(flag_names, **flags)
-    except SettingsError as error:
-        raise click.ClickException(f"bad setting:\n{error}") from None
+    that names no setting is warned of, on stderr or by `warn`, first: a misspelt one is most
+    often why a setting is missing (`RUMOURMILL_KAFKA_SASL_USERNAM`)."""
     for note in unknown_variables(os.environ):
         (warn or _warning)(note)
-    return settings
+    try:
+        return Settings.from_env(flag_names, **flags)
+    except SettingsError as error:
+        raise click.ClickException(f"bad setting:\n{error}") from None
 
 
 def _read_settings(url: str | None, api_key: str | None) -> Settings:

@@ -113,9 +113,9 @@ def test_a_worker_logging_json_says_why_it_did_not_start_in_json(
     result = stopped_worker(tmp_path, **variables)
     lines = [orjson.loads(line) for line in result.stderr.splitlines()]
     assert [line["level"] for line in lines][-1] == "critical"
+    warning = next(line for line in lines if line["level"] == "warning")
+    assert warning["message"].startswith("RUMOURMILL_BLOCK_CACHE is not a setting")
     if problem == "kafka":
-        warning = next(line for line in lines if line["level"] == "warning")
-        assert warning["message"].startswith("RUMOURMILL_BLOCK_CACHE is not a setting")
         assert lines[-1]["message"].startswith(UNREACHABLE.removeprefix("Error: "))
     else:
         assert lines[-1]["message"].startswith("bad setting:\nRUMOURMILL_PARTITIONS")
@@ -314,6 +314,28 @@ def test_a_variable_that_names_no_setting_is_warned_of_with_the_one_it_may_mean(
         " ignored\n"
     )
     assert "processed: 6" in result.stdout
+
+
+def test_a_misspelt_variable_is_warned_of_also_when_a_setting_it_meant_is_refused() -> None:
+    """Found in review: the warning came only once every setting was good, so a setting left
+    empty by a misspelt variable was refused with no word of the variable."""
+    result = CliRunner().invoke(
+        main,
+        ["replay", str(TAVERN)],
+        env={
+            "RUMOURMILL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "RUMOURMILL_KAFKA_SASL_MECHANISM": "PLAIN",
+            "RUMOURMILL_KAFKA_SASL_USERNAM": "game",
+            "RUMOURMILL_KAFKA_SASL_PASSWORD": "secret",
+        },
+    )
+    assert result.exit_code == 1
+    warning, error = result.stderr.split("\n", 1)
+    assert warning == (
+        "warning: RUMOURMILL_KAFKA_SASL_USERNAM is not a setting (did you mean"
+        " RUMOURMILL_KAFKA_SASL_USERNAME?); ignored"
+    )
+    assert error.startswith("Error: bad setting:\nRUMOURMILL_KAFKA_SASL_USERNAME=''")
 
 
 def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_path: Path) -> None:
