@@ -37,7 +37,7 @@ from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
 from schemas.changes import ChangeRecords, as_records
-from schemas.events import NAMEABLE_ID_PATTERN, Contract, Seq
+from schemas.events import NAMEABLE_ID_PATTERN, Contract, NameableId, Seq
 from schemas.judgements import RefusedJudgement
 from schemas.records import OutboxRecord
 
@@ -490,7 +490,7 @@ def identity_of(value: bytes) -> dict[str, Any]:
         return identity
     for name in ("world_instance_id", "timeline_id", "tenant_id"):
         candidate = document.get(name)
-        if isinstance(candidate, str) and 1 <= len(candidate) <= 128 and _encodable(candidate):
+        if isinstance(candidate, str) and _encodable(candidate) and _nameable(candidate):
             identity[name] = candidate
     with suppress(ValidationError):
         identity["seq"] = SEQ.validate_python(document.get("seq"))
@@ -511,6 +511,20 @@ def _document(value: bytes, constant: Callable[[str], Any] = float) -> Any:
         return json.loads(value, parse_constant=constant)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return None
+
+
+NAMEABLE_ID: TypeAdapter[str] = TypeAdapter(NameableId)
+"""A tenant, world, timeline or entity id as an event may carry it."""
+
+
+def _nameable(text: str) -> bool:
+    """Whether an event may carry `text` as an id (`.` and `..` name none: an ack or dead
+    letter of a message naming `.` named it, and was keyed by it)."""
+    try:
+        NAMEABLE_ID.validate_python(text)
+    except ValidationError:
+        return False
+    return True
 
 
 def _encodable(text: str) -> bool:

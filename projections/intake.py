@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from projections.changes import MessageChanges
 from projections.deletion import delete, deleted_since, is_deletion
 from projections.delivery import (
     MOST_QUOTED_CHARS,
     MOST_RECORD_BYTES,
+    NAMEABLE_ID,
     Intake,
     SourceMessage,
     dead_letter,
@@ -36,7 +37,6 @@ from projections.policy import PolicyLookup
 from projections.sequencing import ApplyEvent, forget_taken_out, sequence
 from projections.state import StateTransaction
 from schemas import Event, Outcome
-from schemas.events import NameableId
 
 DEFAULT_MAX_EVENT_BYTES = 256 * 1024
 
@@ -153,15 +153,12 @@ def too_large(value: bytes, max_event_bytes: int) -> str | None:
     return None
 
 
-_NAMEABLE_ID: TypeAdapter[str] = TypeAdapter(NameableId)
-
-
 def id_problem(value: str) -> str | None:
     """Why no event could carry `value` as its tenant, world, timeline or entity id, in words;
     None if one can. For an id named apart from any event (an API key's tenant, a policy's
     world), which would otherwise govern or serve nothing, for ever."""
     try:
-        _NAMEABLE_ID.validate_python(value)
+        NAMEABLE_ID.validate_python(value)
     except ValidationError as error:
         return plainly(error.errors(include_url=False)[0])
     return None

@@ -261,15 +261,23 @@ def test_a_number_past_64_bits_is_dead_lettered_naming_where_it_is(raw: bytes) -
     assert "9223372036854775808" in letter.reason or "18446744073709551615" in letter.reason
 
 
-@pytest.mark.parametrize(("field", "value"), [("actor", "."), ("timeline_id", "..")])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("actor", "."), ("timeline_id", ".."), ("world_instance_id", "."), ("tenant_id", "..")],
+)
 def test_an_id_no_url_can_name_is_dead_lettered_saying_so(field: str, value: str) -> None:
     """A character or timeline called `.` or `..` could be formed but never read: clients and
-    servers fold such URL path segments away."""
+    servers fold such URL path segments away. The ack and the dead letter name no such id
+    (found in review: they named it, as the message's world, and were keyed by it)."""
     raw = orjson.dumps(BASE | {field: value})
     intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, b"w", raw))
     [letter] = intake.dead_letters
     plainly = "'.' and '..' are no ids: a URL cannot name them"
     assert letter.reason == f"invalid event: {field}: {plainly}"
+    [ack] = intake.acks
+    for named in (ack, letter):
+        assert value not in (named.tenant_id, named.world_instance_id)
+    assert ack.timeline_id != value
 
 
 def test_valid_events_after_the_storm_are_still_processed(
