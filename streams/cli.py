@@ -379,9 +379,10 @@ def broker_fetch() -> None:
 
 
 @broker.command("start")
-@click.argument("kind", type=click.Choice(["kafka", "tansu"]), default="tansu")
+@click.argument("kind", type=click.Choice(["kafka", "tansu"]), default="kafka")
 def broker_start(kind: str) -> None:
-    """Start a broker on a free port, print its address, stop it on Ctrl-C."""
+    """Start a broker on a free port, print its address, stop it on Ctrl-C: Apache Kafka, or
+    Tansu (memory only, starts at once; a worker restarted on it loses its state)."""
     import signal
 
     from localbroker import TansuBroker

@@ -296,6 +296,7 @@ def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path
     for command, start in (
         (["broker", "fetch"], "Error: cannot fetch Apache Kafka "),
         (["broker", "start", "kafka"], "Error: cannot start a kafka broker: "),
+        (["broker", "start"], "Error: cannot start a kafka broker: "),  # the default
     ):
         result = CliRunner().invoke(main, command, env=env)
         assert (result.exit_code, isinstance(result.exception, SystemExit)) == (1, True)
