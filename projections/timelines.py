@@ -203,5 +203,12 @@ def children_ready(tx: StateTransaction, parent: TimelineRecord) -> Ready:
 
 def of_world(tx: StateTransaction, tenant_id: str, world_id: str) -> list[TimelineRecord]:
     """Every timeline of a world, by id."""
-    prefix = pack(TIMELINES, tenant_id, world_id)
-    return [TimelineRecord.from_bytes(raw) for _, raw in tx.scan(prefix)]
+    return [TimelineRecord.from_bytes(raw) for _, raw in stored_of_world(tx, tenant_id, world_id)]
+
+
+def stored_of_world(
+    tx: StateTransaction, tenant_id: str, world_id: str
+) -> list[tuple[bytes, bytes]]:
+    """Every timeline record of a world as stored, with its key, by id: a reader that kept the
+    bytes it saw last decodes only those that moved since."""
+    return list(tx.scan(pack(TIMELINES, tenant_id, world_id)))
