@@ -172,8 +172,9 @@ class SqliteRecallIndex:
     last took all it held: one unchanged since is not decoded nor looked up again (a recall
     in a world of 5,000 saves read all 5,000, 51 ms)."""
     _queued: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-    """Each world's contents queued for embedding so far (embedded since, or waiting): one seen
-    again is neither hashed nor queued again, and every vector's content was queued first."""
+    """The hashes of each world's contents queued for embedding so far (embedded since, or
+    waiting): one seen again is not queued again, and every vector's content was queued first.
+    Hashes, not the contents: those stayed held, whole, long after their vectors were made."""
     _unembedded: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     """Each world's contents waiting for a vector, oldest first: content hash, content."""
     _word_tables: dict[tuple[str, str], _WordTable] = field(default_factory=dict)
@@ -289,14 +290,14 @@ class SqliteRecallIndex:
             self._followed.pop((watermarks, tenant_id, world_id), None)
 
     def _queue(self, keys: MemoryKeys, memories: Iterator[Memory]) -> None:
-        """Queue each content not queued before (most memories of an event share theirs)."""
+        """Queue each content not queued before (most memories of an event share theirs),
+        remembered by its hash: its words are kept only while it waits for its vector."""
         world = (keys.tenant_id, keys.world_id)
         queued = self._queued.setdefault(world, set())
         contents = dict.fromkeys(memory.content for memory in memories)
-        fresh = [content for content in contents if content not in queued]
-        self._unembedded.setdefault(world, {}).update(
-            (content_hash(content), content) for content in fresh
-        )
+        hashed = {content_hash(content): content for content in contents}
+        fresh = {digest: content for digest, content in hashed.items() if digest not in queued}
+        self._unembedded.setdefault(world, {}).update(fresh)
         queued.update(fresh)
 
     def _take(self, keys: MemoryKeys, memories: Iterable[Memory]) -> None:
