@@ -51,7 +51,7 @@ from streams.kafka_clients import faust_credentials
 from streams.logs import logger
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
-from streams.outputs import Outputs
+from streams.outputs import Delivery, Outputs
 from streams.partitioning import partition_of, world_partition
 from streams.policies import PolicyFeed, log_conflict
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
@@ -79,8 +79,6 @@ from streams.topics import STATE_TABLE
 from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, Readiness, register_views
 
 log = logger("worker")
-Delivery = Awaitable[RecordMetadata]
-"""A message handed to the producer; it resolves once Kafka has stored it."""
 BATCH_SECONDS = 0.005
 """How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0

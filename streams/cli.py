@@ -876,9 +876,10 @@ def chronicle_command(
 )
 @click.option("--api-key", default=None, help="bearer key (overrides RUMOURMILL_API_KEY)")
 @click.option(
-    "--no-compare",
+    "--workers-stopped",
     is_flag=True,
-    help="compare no digest with the live worker, nor ask it anything (the workers are stopped)",
+    help="the live workers are stopped: ask them nothing, and send the acks, dead letters and"
+    " change records of the events they had not committed",
 )
 def rebuild_command(
     into: str | None,
@@ -886,7 +887,7 @@ def rebuild_command(
     world: str | None,
     url: str | None,
     api_key: str | None,
-    no_compare: bool,
+    workers_stopped: bool,
     **flags: Any,
 ) -> None:
     """Rebuild every projection from the events topic into a fresh app id, then compare each
@@ -909,7 +910,7 @@ def rebuild_command(
     writing = False  # once the fresh app id's changelog topic is made, before the fold
     with refusals_noted() as refusals:
         try:
-            if not no_compare:
+            if not workers_stopped:
                 check_live(live)
             bar = progress_bar(Console(stderr=True))
             task = bar.add_task("rebuild", total=None)
@@ -929,6 +930,7 @@ def rebuild_command(
                         on_total=start,
                         advance=lambda n: bar.advance(task, n),
                         warn=_warning,
+                        workers_stopped=workers_stopped,
                     )
                 )
             finally:
@@ -954,9 +956,8 @@ def rebuild_command(
     )
     if rebuilt.owed:
         click.echo(
-            f"sent the acks, dead letters and change records of {rebuilt.owed} event(s) the live"
-            " workers had not committed as the rebuild began (a worker of the fresh app id goes"
-            " on after them; the live ones may send some of them too)"
+            f"sent the acks, dead letters and change records of {rebuilt.owed} event(s) the"
+            " stopped workers had not committed (a worker of the fresh app id goes on after them)"
         )
     if rebuilt.expired:
         click.echo(
@@ -972,7 +973,7 @@ def rebuild_command(
         )
     else:
         click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
-    if no_compare:
+    if workers_stopped:
         from streams.show import for_terminal
 
         for (tenant, world_id), digest in sorted(rebuilt.digests.items()):

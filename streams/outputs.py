@@ -8,7 +8,8 @@ not processed when it began (`streams.rebuild`): after a switch to its app id, n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
@@ -21,7 +22,7 @@ from streams.batch_sender import BatchSender
 from streams.partitioning import world_partition
 from streams.settings import Settings
 
-Delivery = Awaitable[RecordMetadata]
+Delivery = asyncio.Future[RecordMetadata]
 """Resolves once a record (or a batch of them) is stored in Kafka."""
 
 

@@ -208,9 +208,11 @@ def check_live(live: Settings) -> None:
             fetch(live, path, query)
         except ReadFailed as error:  # another server than a worker answers too (404, 502...)
             if error.status not in later:
+                stopped = (
+                    " (with the workers stopped: --workers-stopped)" if error.status is None else ""
+                )
                 raise RebuildFailed(
-                    f"the live worker at {live.canonical_url}: {error} (with the workers"
-                    " stopped, rebuild with --no-compare)"
+                    f"the live worker at {live.canonical_url}: {error}{stopped}"
                 ) from None
 
 
@@ -266,9 +268,11 @@ async def rebuild(
     advance: Advance = lambda done: None,
     stall_seconds: float = STALL_SECONDS,
     warn: Callable[[str], None] = lambda line: None,
+    workers_stopped: bool = False,
 ) -> Rebuilt:
     """Fold the events topic (as far as it reaches now) into `target`'s state and changelog;
-    `warn` is told of an events topic whose retention deletes events.
+    `warn` is told of an events topic whose retention deletes events. With the live workers
+    stopped, the outputs of the events they had not committed are sent too (`Owed`).
 
     Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, Kafka
     cannot be reached or fails before the fold, `world` has no event in the topic (the fresh
@@ -280,7 +284,9 @@ async def rebuild(
     with kafka_as_failure(live.bootstrap):
         spans = await events_to_fold(live, world, warn)
         await check_judged(target, live)
-        owed_since = {} if world is not None else await outputs_owed(live, spans, warn)
+        owed_since = (
+            await outputs_owed(live, spans, warn) if workers_stopped and world is None else {}
+        )
     with kafka_as_failure(target.bootstrap):
         cluster_id = await check_fresh(target, live)
         await create_changelog(target, topic)
@@ -512,7 +518,7 @@ class Folder:
         """Leave the changelog sends still in flight to the producer's stop: a fold stopped
         (Ctrl-C, a failure) said so in one line, then each send the stopping producer failed
         printed `Future exception was never retrieved` with its traceback."""
-        for delivery in self.pending:
+        for delivery in [*self.pending, *self.owed.deliveries]:
             delivery.add_done_callback(_failure_seen)
 
     async def confirmed(self) -> dict[int, int]:
@@ -529,12 +535,12 @@ class Folder:
 
 @dataclass
 class Owed:
-    """The outputs a rebuild owes: the acks, dead letters and change records of the events
-    past the live workers' committed offsets as it began (`outputs_owed`). A worker switched
-    to the rebuild's app id goes on after the events folded, and the live ones stopped
-    before taking them in would never send those (a game waited for their acks for ever).
-    Sent as the fold goes, each partition's in its events' order; the live workers may send
-    some too, before they stop: at-least-once, as a redelivery does (the same change ids)."""
+    """The outputs a rebuild beside stopped workers owes: the acks, dead letters and change
+    records of the events past their committed offsets (`outputs_owed`). A worker switched to
+    the rebuild's app id goes on after the events folded, and the stopped ones never took
+    those in (a game waited for their acks for ever). Sent as the fold goes, each partition's
+    in its events' order, the same records a worker sends (the same change ids). Running
+    workers send their own: a rebuild beside them owes nothing."""
 
     outputs: Outputs | None
     since: dict[int, int]
@@ -568,10 +574,12 @@ class Owed:
 async def outputs_owed(
     live: Settings, spans: dict[int, tuple[int, int]], warn: Callable[[str], None]
 ) -> dict[int, int]:
-    """Per partition, the first offset whose outputs the rebuild owes (`Owed`): the live
-    workers' committed offset now. A group that committed nothing where there are events to
-    fold is no live workers' (an app id of before a switch, say): told to `warn`, and nothing
-    is owed, rather than an ack of every event ever published sent again."""
+    """Per partition, the first offset whose outputs the rebuild owes (`Owed`): the stopped
+    workers' committed offset. A group that committed nothing where there are events to fold
+    is no workers' (an app id whose offsets Kafka expired, say): told to `warn`, and nothing
+    is owed, rather than an ack of every event ever published sent again. How many events
+    are owed, and from where, is told to `warn` before the fold (an app id of before a switch
+    owes every event since the switch: seen there, the rebuild can be stopped in time)."""
     committed = await live_committed(live, spans)
     if not any(committed[partition] for partition, (first, end) in spans.items() if end > first):
         warn(
@@ -580,6 +588,18 @@ async def outputs_owed(
             " events rebuilt"
         )
         return {}
+    owed = {
+        partition: (max(first, committed[partition]), end)
+        for partition, (first, end) in spans.items()
+        if end > max(first, committed[partition])
+    }
+    if owed:
+        count = sum(end - since for since, end in owed.values())
+        warn(
+            f"the workers of {live.app_id!r} committed all but {count} event(s): their acks,"
+            " dead letters and change records are sent as they are folded (partition: from"
+            f" offset, to end: {owed}); Ctrl-C now if those workers ran on"
+        )
     return committed
 
 

@@ -277,6 +277,8 @@ def test_an_id_no_url_can_name_is_dead_lettered_saying_so(field: str, value: str
     [ack] = intake.acks
     for named in (ack, letter):
         assert value not in (named.tenant_id, named.world_instance_id)
+        if field == "tenant_id":  # nor another tenant's: a rejection that tenant took for its own
+            assert named.tenant_id is None
     assert ack.timeline_id != value
 
 

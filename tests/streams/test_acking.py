@@ -117,7 +117,7 @@ def test_a_failed_delivery_is_logged_with_its_cause_and_stops_the_worker(
 ) -> None:
     app = StoppingApp()
     unused: Any = None
-    mill = Rumourmill(app, Settings(), *[unused] * 7)  # type: ignore[arg-type]
+    mill = Rumourmill(app, Settings(), *[unused] * 5)  # type: ignore[arg-type]
 
     async def scenario() -> None:
         delivery = asyncio.get_running_loop().create_future()

@@ -28,7 +28,7 @@ def served(state: MemoryState) -> Rumourmill:
     """A worker whose recall index and read cache hold each world, as a recall and a runtime
     read of Mara leave them."""
     unused: Any = None
-    mill = Rumourmill(unused, Settings(), *[unused] * 7)
+    mill = Rumourmill(unused, Settings(), *[unused] * 5)
     for tenant, world in WORLDS:
         found = recall(
             state,
