@@ -659,13 +659,13 @@ class SqliteRecallIndex:
         return fixed is not None and fixed != (model, dimension)
 
     def worlds(self) -> Iterator[tuple[str, str]]:
-        """Every world the index holds anything of."""
+        """Every world the index holds anything of: rows, or marks of a world it followed (one
+        whose timelines applied nothing yet, its events waiting, is known by those alone)."""
         rows = self._db.execute(
             "SELECT tenant, world FROM items UNION SELECT tenant, world FROM synced "
             "UNION SELECT tenant, world FROM noted"
         ).fetchall()
-        for row in rows:
-            yield str(row[0]), str(row[1])
+        yield from dict.fromkeys([*((str(row[0]), str(row[1])) for row in rows), *self._deletions])
 
     def knows(self, tenant_id: str, world_id: str) -> bool:
         """Whether a catch up found the world holding anything (and it was not dropped since)."""

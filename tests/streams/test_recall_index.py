@@ -177,6 +177,18 @@ def test_a_rebalance_keeps_only_the_worlds_of_the_partitions_still_assigned() ->
     assert set(index.worlds()) == set()
 
 
+def test_a_rebalance_forgets_a_world_searched_whose_events_all_wait() -> None:
+    """Found in review: a world whose seq 1 never came (its seq 2 waits) is known to the index
+    once searched, by its marks alone, and a rebalance moving it away kept them."""
+    waiting = {"world_instance_id": "w9", "timeline_id": "main", "seq": 2, "key": "story.told"}
+    state = replay_lines([orjson.dumps(waiting)]).state
+    index = SqliteRecallIndex()
+    index.catch_up(state, memory_keys(state, "default", "w9"))
+    assert index.knows("default", "w9")
+    keep_assigned_worlds(index, set(), Settings())
+    assert not index.knows("default", "w9") and set(index.worlds()) == set()
+
+
 def told_to_the_keeper(contents: Sequence[str]) -> list[bytes]:
     return [
         orjson.dumps(
