@@ -2,13 +2,17 @@
 
 The WordLlama wheel the default embedder runs from (`streams.embedding`) ships its tokenizer as
 a `tokenizers` JSON file in its `tokenizers/` folder; it is loaded from there, so nothing is
-ever downloaded. Counts are memoised by text: a chronicle read counts every record's digest and
-statement, and the same records are read again and again.
+ever downloaded. Counts are memoised by the text's hash, not the text: a chronicle read counts
+every record's digest and statement, and the same records are read again and again; kept by
+their words, the counts of a worker's chronicles held every summary counted, whole.
 """
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+import hashlib
+import threading
+from collections import OrderedDict
+from functools import cache
 
 from tokenizers import Tokenizer
 
@@ -21,11 +25,24 @@ COUNTS_KEPT = 1 << 17
 
 @cache
 def wordllama_tokens() -> TokenCounter:
-    """The number of WordLlama tokens of a text (no special tokens), loaded once."""
+    """The number of WordLlama tokens of a text (no special tokens), loaded once; the counts of
+    the `COUNTS_KEPT` texts counted last are kept (reads count on their own thread too)."""
     tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
+    counts: OrderedDict[bytes, int] = OrderedDict()
+    lock = threading.Lock()
 
-    @lru_cache(maxsize=COUNTS_KEPT)
     def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        with lock:
+            kept = counts.get(key)
+            if kept is not None:
+                counts.move_to_end(key)
+                return kept
+        counted = len(tokenizer.encode(text, add_special_tokens=False).ids)
+        with lock:
+            counts[key] = counted
+            if len(counts) > COUNTS_KEPT:
+                counts.popitem(last=False)
+        return counted
 
     return count

@@ -11,6 +11,7 @@ import logging
 import re
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -366,6 +367,20 @@ def test_the_tokenizer_is_wordllamas_own_loaded_from_the_installed_wheel() -> No
     count = wordllama_tokens()
     assert count("Ilse enemy defeated at The Crooked Lantern (enemy: npc-drunk-sailor)") == 24
     assert count("") == 0
+
+
+def test_the_token_counts_kept_do_not_keep_the_texts_counted() -> None:
+    """Found in review: the counts were kept by text, so 131,072 texts stayed held whole,
+    chronicle summaries of thousands of characters among them."""
+    count = wordllama_tokens()
+    tracemalloc.start()
+    try:
+        for number in range(200):
+            assert count(f"summary {number}: " + "the harbour burned and " * 400) > 400
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 200 * 9_000 / 10  # each text some 9 KB
 
 
 def test_timeline_and_digest_reads() -> None:
