@@ -494,7 +494,7 @@ def identity_of(value: bytes) -> dict[str, Any]:
             identity[name] = candidate
     with suppress(ValidationError):
         identity["seq"] = SEQ.validate_python(document.get("seq"))
-    if identity["world_instance_id"] is not None and document.get("tenant_id") is None:
+    if identity["world_instance_id"] is not None and "tenant_id" not in document:
         identity["tenant_id"] = "default"  # the contract's, for a message naming none
     return identity
 

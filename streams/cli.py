@@ -908,6 +908,12 @@ def rebuild_command(
         **(flags | {"app_id": app_id, "data_dir": data_dir}),
     )
     writing = False  # once the fresh app id's changelog topic is made, before the fold
+    owed_sent = 0  # the events whose outputs were sent for stopped workers
+
+    def sent_for_stopped(sent: int) -> None:
+        nonlocal owed_sent
+        owed_sent = sent
+
     with refusals_noted() as refusals:
         try:
             if not workers_stopped:
@@ -931,6 +937,7 @@ def rebuild_command(
                         advance=lambda n: bar.advance(task, n),
                         warn=_warning,
                         workers_stopped=workers_stopped,
+                        owed_sent=sent_for_stopped,
                     )
                 )
             finally:
@@ -946,6 +953,11 @@ def rebuild_command(
                 left = (
                     f"app id {app_id!r} holds part of a rebuild: rebuild into a fresh app id,"
                     f" and delete this one's changelog topic {topic!r} and data dir {data_dir}"
+                )
+            if owed_sent:
+                left += (
+                    f"; the acks, dead letters and change records of {owed_sent} event(s) the"
+                    " stopped workers owed were sent (a rebuild again sends them again)"
                 )
             click.echo(f"rebuild: interrupted; {left}", err=True)
             raise SystemExit(130) from None

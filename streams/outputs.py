@@ -2,8 +2,8 @@
 topic, acks and changes keyed by their world (on the world's partition, so a world's stay in
 order), a dead letter by the message's key.
 
-The worker sends every message's; a rebuild sends those of the events the live workers had
-not processed when it began (`streams.rebuild`): after a switch to its app id, no worker would.
+The worker sends every message's; a rebuild beside stopped workers sends those of the events
+they had not committed (`streams.rebuild`): after a switch to its app id, no worker would.
 """
 
 from __future__ import annotations

@@ -79,6 +79,10 @@ BATCH_EVENTS = 200
 """Events whose writes go to the changelog together, per partition."""
 PENDING_SENDS = 2_000
 """Changelog sends in flight before the rebuild waits for Kafka to confirm them."""
+OWED_PAUSE_SECONDS = 10.0
+"""How long a rebuild beside stopped workers waits, once it said what it will send for them,
+before it folds (`outputs_owed`): an operator who sees an app id of before a switch (which owes
+every event since) stops it in time."""
 STALL_SECONDS = 60.0
 """How long the rebuild waits for more events while some partition is short of its end: with
 the broker gone, the consumer fetches nothing and raises nothing, and the progress bar would
@@ -269,10 +273,12 @@ async def rebuild(
     stall_seconds: float = STALL_SECONDS,
     warn: Callable[[str], None] = lambda line: None,
     workers_stopped: bool = False,
+    owed_sent: Callable[[int], None] = lambda sent: None,
 ) -> Rebuilt:
     """Fold the events topic (as far as it reaches now) into `target`'s state and changelog;
     `warn` is told of an events topic whose retention deletes events. With the live workers
-    stopped, the outputs of the events they had not committed are sent too (`Owed`).
+    stopped, the outputs of the events they had not committed are sent too (`Owed`), and
+    `owed_sent` told how many events' so far.
 
     Raises `RebuildFailed` when there is nothing to fold, the target is not fresh, Kafka
     cannot be reached or fails before the fold, `world` has no event in the topic (the fresh
@@ -312,7 +318,7 @@ async def rebuild(
                 recorded_judge(target, live, producer, stall_seconds),
                 target.changelog_batch_bytes,
                 live.partitions,
-                Owed(Outputs(lambda: producer, live), owed_since),
+                Owed(Outputs(lambda: producer, live), owed_since, told=owed_sent),
             )
             try:
                 await folder.fold(
@@ -548,6 +554,8 @@ class Owed:
     sent: int = 0
     """The events whose outputs were sent."""
     deliveries: list[Delivery] = field(default_factory=list)
+    told: Callable[[int], None] = lambda sent: None
+    """Told how many events' outputs were sent, after each (what an interrupt says)."""
 
     def of(self, record: ConsumerRecord[bytes, bytes]) -> bool:
         """Whether the rebuild owes `record`'s outputs."""
@@ -564,6 +572,7 @@ class Owed:
         for letter in intake.dead_letters:
             self.deliveries.append(await outputs.dead_letter(key, letter))
         self.sent += 1
+        self.told(self.sent)
 
     async def delivered(self) -> None:
         """Wait until Kafka stored every output sent so far."""
@@ -581,6 +590,12 @@ async def outputs_owed(
     are owed, and from where, is told to `warn` before the fold (an app id of before a switch
     owes every event since the switch: seen there, the rebuild can be stopped in time)."""
     committed = await live_committed(live, spans)
+    if running := await group_members(live):
+        raise RebuildFailed(
+            f"--workers-stopped, but {running} worker(s) of app id {live.app_id!r} are in its"
+            " consumer group: stop them first (they send their own acks; without the flag"
+            " the rebuild sends none)"
+        )
     if not any(committed[partition] for partition, (first, end) in spans.items() if end > first):
         warn(
             f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
@@ -594,13 +609,27 @@ async def outputs_owed(
         if end > max(first, committed[partition])
     }
     if owed:
-        count = sum(end - since for since, end in owed.values())
+        offsets = sum(end - since for since, end in owed.values())
         warn(
-            f"the workers of {live.app_id!r} committed all but {count} event(s): their acks,"
-            " dead letters and change records are sent as they are folded (partition: from"
-            f" offset, to end: {owed}); Ctrl-C now if those workers ran on"
+            f"the stopped workers of {live.app_id!r} left {offsets} offset(s) of the events topic"
+            f" uncommitted (partition: (from, to): {owed}): in {OWED_PAUSE_SECONDS:.0f} s the"
+            " rebuild sends the acks, dead letters and change records of their events as it"
+            " folds them (Ctrl-C before then sends none)"
         )
+        await asyncio.sleep(OWED_PAUSE_SECONDS)
     return committed
+
+
+async def group_members(live: Settings) -> int:
+    """How many members the workers' consumer group has now (running workers)."""
+    admin = AIOKafkaAdminClient(**kafka_options(live))
+    await admin.start()
+    try:
+        [described] = await admin.describe_consumer_groups([live.app_id])
+        [group] = described.to_object()["groups"]
+        return len(group["members"])
+    finally:
+        await admin.close()
 
 
 def _failure_seen(delivery: asyncio.Future[RecordMetadata]) -> None:

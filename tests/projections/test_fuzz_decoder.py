@@ -282,6 +282,17 @@ def test_an_id_no_url_can_name_is_dead_lettered_saying_so(field: str, value: str
     assert ack.timeline_id != value
 
 
+def test_a_null_tenant_is_refused_and_its_rejection_names_no_tenant() -> None:
+    """Found in review: a message naming `"tenant_id": null` was refused, and its ack and dead
+    letter named the tenant `default` (a rejection a game of that tenant took for its own)."""
+    raw = orjson.dumps(BASE | {"tenant_id": None})
+    intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, b"w", raw))
+    [letter], [ack] = intake.dead_letters, intake.acks
+    assert letter.reason.startswith("invalid event: tenant_id: ")
+    assert (ack.tenant_id, letter.tenant_id) == (None, None)
+    assert ack.world_instance_id == BASE["world_instance_id"]
+
+
 def test_valid_events_after_the_storm_are_still_processed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
