@@ -945,7 +945,7 @@ def rebuild_command(
                     bar.stop()
         except RebuildFailed as error:  # a login or a certificate refused made it fail
             why = refused_security(live, refusals.last)
-            raise click.ClickException(f"rebuild: {why or error}") from None
+            raise click.ClickException(f"rebuild: {why or error}{_owed_sent(owed_sent)}") from None
         except KeyboardInterrupt:
             left = "nothing was written"  # nor is `--into` known to be fresh: it may be live
             if writing:
@@ -954,12 +954,7 @@ def rebuild_command(
                     f"app id {app_id!r} holds part of a rebuild: rebuild into a fresh app id,"
                     f" and delete this one's changelog topic {topic!r} and data dir {data_dir}"
                 )
-            if owed_sent:
-                left += (
-                    f"; the acks, dead letters and change records of {owed_sent} event(s) the"
-                    " stopped workers owed were sent (a rebuild again sends them again)"
-                )
-            click.echo(f"rebuild: interrupted; {left}", err=True)
+            click.echo(f"rebuild: interrupted; {left}{_owed_sent(owed_sent)}", err=True)
             raise SystemExit(130) from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
     click.echo(
@@ -1000,6 +995,16 @@ def rebuild_command(
             err=True,
         )
         raise SystemExit(130) from None
+
+
+def _owed_sent(sent: int) -> str:
+    """What a rebuild that stopped had sent for stopped workers, to end its line with."""
+    if not sent:
+        return ""
+    return (
+        f"; the acks, dead letters and change records of {sent} event(s) the stopped workers"
+        " owed were sent (a rebuild again sends them again)"
+    )
 
 
 NOT_ALL_COMPARED = 3

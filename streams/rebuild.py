@@ -22,7 +22,7 @@ from http import HTTPStatus
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, OffsetOutOfRangeError
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError, for_code
 from aiokafka.structs import ConsumerRecord, RecordMetadata
 from faust.types import TP
 from rich.console import Console
@@ -43,7 +43,7 @@ from projections.digest import world_digest
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
-from streams.app import create_app, home_partition, partition_db
+from streams.app import SESSION_TIMEOUT_SECONDS, create_app, home_partition, partition_db
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
@@ -584,18 +584,15 @@ async def outputs_owed(
     live: Settings, spans: dict[int, tuple[int, int]], warn: Callable[[str], None]
 ) -> dict[int, int]:
     """Per partition, the first offset whose outputs the rebuild owes (`Owed`): the stopped
-    workers' committed offset. A group that committed nothing where there are events to fold
-    is no workers' (an app id whose offsets Kafka expired, say): told to `warn`, and nothing
-    is owed, rather than an ack of every event ever published sent again. How many events
-    are owed, and from where, is told to `warn` before the fold (an app id of before a switch
-    owes every event since the switch: seen there, the rebuild can be stopped in time)."""
+    workers' committed offset, read again once `OWED_PAUSE_SECONDS` passed. Refused while the
+    workers' group has members, before the pause and after it. A group that committed nothing
+    where there are events to fold is no workers' (an app id whose offsets Kafka expired, say):
+    told to `warn`, and nothing is owed, rather than an ack of every event ever published sent
+    again. How many events are owed, and from where, is told to `warn` before the pause (an
+    app id of before a switch owes every event since the switch: seen there, the rebuild can
+    be stopped in time); none, no pause (a transaction's marker takes an offset, no event)."""
     committed = await live_committed(live, spans)
-    if running := await group_members(live):
-        raise RebuildFailed(
-            f"--workers-stopped, but {running} worker(s) of app id {live.app_id!r} are in its"
-            " consumer group: stop them first (they send their own acks; without the flag"
-            " the rebuild sends none)"
-        )
+    await refuse_running(live)
     if not any(committed[partition] for partition, (first, end) in spans.items() if end > first):
         warn(
             f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
@@ -608,28 +605,42 @@ async def outputs_owed(
         for partition, (first, end) in spans.items()
         if end > max(first, committed[partition])
     }
-    if owed:
-        offsets = sum(end - since for since, end in owed.values())
-        warn(
-            f"the stopped workers of {live.app_id!r} left {offsets} offset(s) of the events topic"
-            f" uncommitted (partition: (from, to): {owed}): in {OWED_PAUSE_SECONDS:.0f} s the"
-            " rebuild sends the acks, dead letters and change records of their events as it"
-            " folds them (Ctrl-C before then sends none)"
-        )
-        await asyncio.sleep(OWED_PAUSE_SECONDS)
-    return committed
+    if (events := (await named_between(live, owed)).records if owed else 0) == 0:
+        return committed
+    warn(
+        f"the stopped workers of {live.app_id!r} left {events} event(s) uncommitted (partition:"
+        f" (from offset, to): {owed}): in {OWED_PAUSE_SECONDS:.0f} s the rebuild sends their"
+        " acks, dead letters and change records as it folds them (Ctrl-C before then sends"
+        " none)"
+    )
+    await asyncio.sleep(OWED_PAUSE_SECONDS)
+    await refuse_running(live)  # one started meanwhile sends its own
+    return await live_committed(live, spans)
 
 
-async def group_members(live: Settings) -> int:
-    """How many members the workers' consumer group has now (running workers)."""
+async def refuse_running(live: Settings) -> None:
+    """`RebuildFailed` while the workers' consumer group has members (running workers, which
+    send their own outputs), or cannot be described."""
     admin = AIOKafkaAdminClient(**kafka_options(live))
     await admin.start()
     try:
         [described] = await admin.describe_consumer_groups([live.app_id])
         [group] = described.to_object()["groups"]
-        return len(group["members"])
     finally:
         await admin.close()
+    if group["error_code"]:
+        error = for_code(group["error_code"])
+        raise RebuildFailed(
+            f"the consumer group {live.app_id!r} could not be described ({error.__name__});"
+            " try again"
+        )
+    if running := len(group["members"]):
+        raise RebuildFailed(
+            f"--workers-stopped, but {running} worker(s) of app id {live.app_id!r} are in its"
+            " consumer group: stop them first (they send their own acks; without the flag"
+            " the rebuild sends none); a worker killed stays in it for its session timeout"
+            f" ({SESSION_TIMEOUT_SECONDS:.0f} s): try again then"
+        )
 
 
 def _failure_seen(delivery: asyncio.Future[RecordMetadata]) -> None:
@@ -766,6 +777,8 @@ class Named:
     worlds: dict[World, int] = field(default_factory=dict)
     tenants: set[str] = field(default_factory=set)
     """The tenants deleted (a deletion is sent to each partition: counted once)."""
+    records: int = 0
+    """The records read, a world's or not (a transaction's markers are none)."""
 
     def events_of(self, world: World) -> int:
         return self.worlds.get(world, 0) + (world[0] in self.tenants)
@@ -818,6 +831,7 @@ async def named_between(
 
 def _count(named: Named, value: bytes) -> None:
     """Count the world (or the tenant, deleted whole) one event names."""
+    named.records += 1
     identity = identity_of(value)
     tenant, world = identity["tenant_id"], identity["world_instance_id"]
     if world is None:  # names no world: it was refused, live and in the rebuild alike

@@ -254,7 +254,7 @@ def test_a_rebuild_beside_stopped_workers_sends_what_the_events_they_never_took_
     done = rebuild(settings, "--workers-stopped", *into)
     assert done.returncode == 0, done.stderr
     assert f"change records of {owed} event(s) the stopped workers had not committed" in done.stdout
-    warned = f"warning: the stopped workers of {settings.app_id!r} left {owed} offset(s)"
+    warned = f"warning: the stopped workers of {settings.app_id!r} left {owed} event(s)"
     assert done.stderr.startswith(warned), done.stderr
     verdicts = printed_worlds(done.stdout)
     assert set(verdicts) == {"default/taken-live", "default/never-taken"}
