@@ -961,9 +961,9 @@ def rebuild_command(
         f"rebuilt {rebuilt.events} event(s) in {rebuilt.seconds:.1f} s ({rate:,.0f} events/s) "
         f"into app id {app_id!r}: changelog {rebuilt.changelog_topic}, data dir {data_dir}"
     )
-    if rebuilt.owed:
+    if owed_sent:
         click.echo(
-            f"sent the acks, dead letters and change records of {rebuilt.owed} event(s) the"
+            f"sent the acks, dead letters and change records of {owed_sent} event(s) the"
             " stopped workers had not committed (a worker of the fresh app id goes on after them)"
         )
     if rebuilt.expired:

@@ -111,9 +111,6 @@ class Rebuilt:
     changelog_topic: str = ""
     expired: int = 0
     """Events the topic no longer holds (its retention removed them): they were not folded."""
-    owed: int = 0
-    """Events folded past the live workers' committed offsets, whose acks, dead letters and
-    change records the rebuild sent (`Owed`)."""
 
 
 class NotCompared(Exception):
@@ -350,7 +347,6 @@ async def rebuild(
         )
     result = Rebuilt(folder.events, time.perf_counter() - began, changelog_topic=topic)
     result.expired = sum(first for first, _ in spans.values())
-    result.owed = folder.owed.sent
     result.folded = spans
     store = mill.state.data
     for partition, offset in ends.items():  # stamped as a clean stop stamps them
