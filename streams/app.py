@@ -46,6 +46,7 @@ from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
 from streams.embedding_agent import MemoryEmbedding
 from streams.event_batches import event_batches
+from streams.json_service import ClosedAtStop
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.kafka_clients import faust_credentials
 from streams.logs import logger
@@ -800,6 +801,7 @@ def create_app(settings: Settings) -> Rumourmill:
         reranker=Reranker.configured(settings, metrics.rerank_call),
     )
     state.send_acks = mill.send_world_acks
+    app.add_dependency(ClosedAtStop([client for client in (judge.client, mill.reranker) if client]))
     register_views(app, mill)
 
     @app.on_partitions_assigned.connect

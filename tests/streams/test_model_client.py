@@ -25,6 +25,7 @@ from streams.json_service import (
     MAX_ANSWER_BYTES,
     MAX_REST_SECONDS,
     REST_SECONDS,
+    ClosedAtStop,
     credentials_sent,
     quoted_anyhow,
     rest_asked,
@@ -744,3 +745,28 @@ def test_a_busy_model_sending_a_long_body_is_left_alone_as_long_as_it_asked() ->
     assert isinstance(refused, str) and refused.startswith("HTTP 429 from the model: xxx")
     assert resting == "not asked: the model asked to wait (HTTP 429) and rests 60 s"
     assert len(calls) == 1
+
+
+def test_a_stopping_worker_closes_its_connections_to_the_model() -> None:
+    """The model's server sees its kept-alive connection closed when the worker's services
+    stop (`ClosedAtStop`), not when the process ends."""
+    connections: list[asyncio.BaseTransport] = []
+
+    async def kept_alive(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        connections.append(request.transport)
+        return web.Response(body=ANSWER, content_type="application/json")
+
+    async def run() -> tuple[bool, bool]:
+        async with serving(kept_alive) as url:
+            client = ModelClient(url, "m")
+            closing = ClosedAtStop([client])
+            await closing.start()
+            assert await ask(client) == FeelingAnswer(feeling=0.5, arousal=0.25)
+            await asyncio.sleep(0.1)
+            open_while_running = not connections[0].is_closing()
+            await closing.stop()
+            await asyncio.sleep(0.1)  # the server reads the end of the connection
+            return open_while_running, connections[0].is_closing()
+
+    assert asyncio.run(run()) == (True, True)
