@@ -160,6 +160,40 @@ def rebuild(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def joined_during_the_pause(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rebuild(settings, *args)`, a consumer joining the workers' group once the rebuild warned
+    of the events it owes and before its pause ends (a worker started meanwhile), leaving it
+    once the rebuild ended."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams", "rebuild", *args],
+        env=settings_env(settings),
+        cwd=settings.data_dir.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    warning = process.stderr.readline()
+    assert "uncommitted" in warning, warning
+
+    async def member_until_done() -> tuple[str, str]:
+        consumer = AIOKafkaConsumer(
+            settings.topics.events,
+            bootstrap_servers=settings.bootstrap,
+            group_id=settings.app_id,
+            enable_auto_commit=False,  # the offsets the workers committed stay theirs
+        )
+        await consumer.start()
+        try:
+            await consumer.getmany(timeout_ms=1000)  # in the group once it is assigned
+            return await asyncio.to_thread(process.communicate, timeout=120)
+        finally:
+            await consumer.stop()
+
+    out, err = asyncio.run(member_until_done())
+    return subprocess.CompletedProcess(process.args, process.returncode, out, warning + err)
+
+
 def printed_worlds(stdout: str) -> dict[str, str]:
     """`world TENANT/WORLD: verdict` lines of the rebuild's output."""
     return dict(re.findall(r"^world (\S+): (.*)$", stdout, re.MULTILINE))
@@ -250,6 +284,11 @@ def test_a_rebuild_beside_stopped_workers_sends_what_the_events_they_never_took_
     ends = asyncio.run(events_to_fold(settings, None))
     owed = sum(end - max(first, committed[partition]) for partition, (first, end) in ends.items())
     assert owed == len(never_taken) + 1  # the live worker committed all it took as it stopped
+
+    joined = joined_during_the_pause(settings, "--workers-stopped", *into)
+    assert joined.returncode == 1, joined.stderr  # the worker started meanwhile sends its own
+    assert "--workers-stopped, but 1 worker(s) of app id" in joined.stderr
+    assert changelog_topic(fresh) not in topics_on(settings)  # refused before it made any
 
     done = rebuild(settings, "--workers-stopped", *into)
     assert done.returncode == 0, done.stderr
