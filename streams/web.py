@@ -218,14 +218,16 @@ def query_position(request: Request, name: str) -> int | None:
 
 
 def tenant_of(request: Request, tenants_by_key: Mapping[str, str]) -> str:
-    """The tenant a request may read: its API key's, or the named one without keys."""
-    asked = query_identifier(request, "tenant_id", default="")
+    """The tenant a request may read: its API key's, or the named one without keys. With keys,
+    a request without a valid one is a 401 whatever its parameters say (a client re-authenticates
+    on a 401, and a 400 told it nothing of its key)."""
     if not tenants_by_key:
-        return asked or DEFAULT_TENANT
+        return query_identifier(request, "tenant_id", default="") or DEFAULT_TENANT
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
     tenant = tenants_by_key.get(key.strip()) if scheme.lower() == "bearer" else None
     if tenant is None:
         raise HTTPProblem(401, "a valid bearer API key is required")
+    asked = query_identifier(request, "tenant_id", default="")
     if asked and asked != tenant:
         raise HTTPProblem(403, f"this API key does not read tenant {asked!r}")
     return tenant

@@ -578,8 +578,11 @@ def test_api_keys_are_required_and_read_only_their_own_tenant() -> None:
         (READ, {"Authorization": "Bearer key-other"}),
         (READ + "&tenant_id=default", {"Authorization": "Bearer key-other"}),
         (READ, {"Authorization": "Bearer key-acme"}),
+        (READ + "&tenant_id=", {}),  # no key: a 401 whatever the parameters say
+        (READ + "&tenant_id=a&tenant_id=b", {"Authorization": "Bearer not-a-key"}),
+        (READ + "&tenant_id=", {"Authorization": "Bearer key-acme"}),
     )
-    assert [status for status, _ in answers] == [401, 401, 404, 403, 200]
+    assert [status for status, _ in answers] == [401, 401, 404, 403, 200, 401, 401, 400]
     assert "(tenant 'other')" in answers[2][1]["detail"], "the key's tenant has no such world"
     assert reads.worlds_asked == ["save-1", "save-1"], "refused requests are never forwarded"
     [(_, _, unauthorised)] = exchange(reads, (READ, {}))
