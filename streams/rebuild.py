@@ -190,6 +190,11 @@ def unfit_as_failure() -> Iterator[None]:
 DIGEST_LATER = frozenset({HTTPStatus.FORBIDDEN, HTTPStatus.SERVICE_UNAVAILABLE})
 """What a live worker may answer `check_live`'s digest and still be compared with: a key of
 one tenant (403 for others), or a group rebalancing (503): the health check said it is one."""
+GATEWAY = frozenset(
+    {HTTPStatus.BAD_GATEWAY, HTTPStatus.SERVICE_UNAVAILABLE, HTTPStatus.GATEWAY_TIMEOUT}
+)
+"""What a load balancer or proxy in front of the workers answers a health check with none
+behind it: the workers may be stopped, as when nothing answers at all."""
 KEY_CHECK_WORLD = "rebuild-key-check"
 """The world whose live digest `check_live` asks for: a world never seen digests at once, and
 the answer is not used."""
@@ -209,9 +214,8 @@ def check_live(live: Settings) -> None:
             fetch(live, path, query)
         except ReadFailed as error:  # another server than a worker answers too (404, 502...)
             if error.status not in later:
-                stopped = (
-                    " (with the workers stopped: --workers-stopped)" if error.status is None else ""
-                )
+                gone = error.status is None or (path == "/health" and error.status in GATEWAY)
+                stopped = " (with the workers stopped: --workers-stopped)" if gone else ""
                 raise RebuildFailed(
                     f"the live worker at {live.canonical_url}: {error}{stopped}"
                 ) from None
