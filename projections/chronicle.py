@@ -252,7 +252,7 @@ def ask_summaries(
     keys = memory_keys(tx, event.tenant_id, event.world_instance_id)
     applied = (Segment(event.timeline_id, event.seq), *ancestry[1:])
     asked = AskedSummaries(
-        RecordedSummaries(tx, keys.tenant_id, keys.world_id, applied),
+        RecordedSummaries(tx, keys.tenant_id, keys.world_id, applied, count),
         judged,
         event.timeline_id,
         event.seq,
@@ -279,7 +279,7 @@ def chronicle_read(
     memories = held_in_order(tx, keys, ancestry, npc_id)
     if not memories:
         raise NotFound(f"{npc_id!r} holds no memory on timeline {timeline_id!r}")
-    recorded = RecordedSummaries(tx, tenant_id, world_id, ancestry)
+    recorded = RecordedSummaries(tx, tenant_id, world_id, ancestry, count)
     condensed, chapters, untold = chronicle_of(memories, policy, count, recorded, summariser)
     digests = [
         Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)

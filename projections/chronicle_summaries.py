@@ -161,12 +161,15 @@ class RecordedSummaries:
     event that closed it (its own, or an ancestor's before the branch point). Elsewhere its
     last record is a persistent memory of another timeline, and the records before it are
     this timeline's, not those the model summarised: a chapter on `main` showed the summary
-    made on a branch, naming what only the branch's characters had heard."""
+    made on a branch, naming what only the branch's characters had heard. A summary longer
+    than the part's budget now (`memory.chronicle`'s budgets made smaller since) is the
+    rules' too: it was within the budget it was asked for."""
 
     tx: StateTransaction
     tenant_id: str
     world_id: str
     ancestry: Ancestry
+    count: TokenCounter
 
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
         if not sees(self.ancestry, part.timeline_id, part.to_seq):
@@ -177,9 +180,10 @@ class RecordedSummaries:
         if answer is None:
             return None
         try:
-            return SummaryAnswer.model_validate(answer).summary
+            summary = SummaryAnswer.model_validate(answer).summary
         except ValidationError:
             return None  # recorded by a release that asked for another shape
+        return summary if self.count(summary) <= budget_tokens else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,21 +180,39 @@ WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
 
 
+LEADING: frozenset[JudgementKind] = frozenset({"retelling", "summary"})
+"""The judgements whose answers may raise more questions of the same event: a rumour's words
+as the model retold them may close a chronicle chapter, a chapter's summary the condensed one."""
+NOT_ASKED_YET = "not asked yet"
+
+
 @dataclass(slots=True)
 class QuestionCollector:
     """Notes every question asked that `known` does not answer, and answers those it does: the
     scratch pass that finds them (answers may raise more: a chapter closes on a rumour's words
-    as the model retold them, the condensed chapter on a chapter's summary)."""
+    as the model retold them, the condensed chapter on a chapter's summary).
+
+    A summary of a character's is not noted while a `LEADING` question of theirs waits for its
+    answer: the part is summarised from what those answers say, and is asked once they are in
+    (the shell puts the questions again with them). Asked at once, the condensed chapter was
+    summarised from the rules' text of the chapter the same event closed, a text the chronicle
+    never shows, and that question was not put again once the model's chapter was in."""
 
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
     known: RecordedAnswers | None = None
+    _leading: set[str] = field(default_factory=set)
+    """The characters with a `LEADING` question noted."""
 
     def answer(self, question: Question) -> Answer | str:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
+        if question.judgement == "summary" and question.npc_id in self._leading:
+            return NOT_ASKED_YET  # asked in the next round, from the answers awaited
         self.questions.append(question)
-        return "not asked yet"
+        if question.judgement in LEADING:
+            self._leading.add(question.npc_id)
+        return NOT_ASKED_YET
 
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found

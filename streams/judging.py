@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from projections.delivery import SourceMessage
 from projections.judgements import (
+    LEADING,
     NO_MODEL,
     Position,
     Question,
@@ -49,7 +50,7 @@ from projections.judgements import (
 )
 from projections.projector import Projector
 from projections.state import StateTransaction
-from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
+from schemas.judgements import Answer, EventJudgements, RecordedJudgement
 from streams.json_service import REST_SECONDS, TIMED_OUT
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
@@ -59,10 +60,8 @@ from streams.settings import Settings
 log = logger("judging")
 
 ROUNDS = 3
-"""How many times a message's questions are put: answers may raise more (`LEADING`)."""
-LEADING: frozenset[JudgementKind] = frozenset({"retelling", "summary"})
-"""The judgements whose answers may raise more questions of the same message: a rumour's words
-as the model retold them may close a chronicle chapter, a chapter's summary the condensed one."""
+"""How many times a message's questions are put: answers may raise more (`LEADING`): the
+model's retelling of a rumour, then the chapter it closes, then the condensed chapter."""
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 

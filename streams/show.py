@@ -324,21 +324,21 @@ def diff_tables(found: dict[str, Any]) -> str:
 
 
 def chronicle_tables(found: dict[str, Any]) -> str:
-    """A chronicle: each summary with the records behind it, then the newest records word for
-    word, as a table."""
+    """A chronicle: each summary, saying who made it, with the records behind it, then the
+    newest records word for word (each digest's text begins with its story time), as a table."""
     header = (
         f"{found['npc_id']} on {found['world_instance_id']}/{found['timeline_id']}: "
         f"{found['records']} records told in {found['tokens']} tokens "
-        f"(summaries by {found['summariser']}; the records are the authority)"
+        "(the records are the authority)"
     )
     rolled = [] if found["condensed"] is None else [("condensed", found["condensed"])]
     rolled += [(f"chapter {number}", c) for number, c in enumerate(found["chapters"], 1)]
     summaries = [
-        f"{title}: summary of {part['records']} records, "
+        f"{title}: summary by the {part['summarised_by']} of {part['records']} records, "
         f"seq {part['from_seq']} to {part['to_seq']}, {part['tokens']} tokens\n"
         + "\n".join(f"  {line}" for line in part["text"].splitlines())
         for title, part in rolled
     ]
-    rows = [[d["seq"], d["game_time"] or "", d["belief_id"], d["text"]] for d in found["digests"]]
-    columns = ["seq", "story time", "belief_id", "text"]
+    rows = [[d["seq"], d["belief_id"], d["text"]] for d in found["digests"]]
+    columns = ["seq", "belief_id", "text"]
     return "\n\n".join([header, *summaries, table("records, word for word", columns, rows)])

@@ -25,6 +25,7 @@ from schemas.policy import Policy
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.model_client import ModelClient
 from streams.replay import Replay, replay_judged, replay_lines
+from streams.show import chronicle_tables
 from streams.tokens import wordllama_tokens
 from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
 from tests.projections.test_chronicle import line_text, lines, said, words
@@ -144,6 +145,9 @@ def test_with_a_model_the_chapters_are_its_summaries_and_a_replay_without_it_is_
     assert told["digests"] == rules["digests"]  # the newest records, word for word
     assert all(part["summarised_by"] == "rules" for part in parts(rules))
     assert live.refusals == []
+    printed = chronicle_tables(told)  # what `rumourmill chronicle` prints: who made each
+    assert "condensed: summary by the model of" in printed
+    assert "chapter 1: summary by the model of" in printed
     # a summary never replaces a record: what she holds reads the same as without the model
     held = runtime_read(live.state, "default", "w", "main", "npc-mara")
     assert held == runtime_read(replay_lines(TALK).state, "default", "w", "main", "npc-mara")
@@ -275,3 +279,56 @@ def test_two_chapters_one_event_closes_alike_are_each_summarised_from_its_own_re
         assert chapter.summarised_by == "model"
         first = one_line(retell(content[chapter.belief_ids[0]]))
         assert chapter.text == " ".join(first.split()[:3])
+
+
+def test_the_condensed_chapter_is_asked_of_the_chapters_as_the_model_summarised_them() -> None:
+    """The event that closes a chapter and grows the condensed chapter asks for the chapter
+    first, then for the condensed chapter from the model's summary of it. Asked at once, the
+    condensed chapter was summarised from the rules' text of that chapter (never shown), and
+    condensed chapters that never come to be were asked for (the rules' text is longer)."""
+    policy = resolve(
+        None,
+        {
+            "memory": {
+                "chronicle": {
+                    "short_term_tokens": 400,
+                    "long_term_tokens": 30,
+                    "chapter_tokens": 250,
+                    "condensed_tokens": 30,
+                }
+            }
+        },
+    )
+    with scripted_model() as model:
+        live = replayed_with(model.url, lines(12), policy, wordllama_tokens())
+        asked = [
+            question
+            for body in model.requests
+            if "positions" in (question := body["messages"][1]["content"])
+        ]
+    told = chronicle(live, policy)
+    [(first, last, count)] = bounds(told)  # the condensed chapter alone: three chapters
+    assert (first, last, count, told["digests"]) == (1, 12, 12, [])
+    chapters = [question for question in asked if "(4 records" in question]
+    [condensed] = [question for question in asked if "(12 records" in question]
+    assert len(asked) == len(chapters) + 1 == 4  # one call a part, none of parts never made
+    stated = [line for line in condensed.splitlines() if line.startswith("- ")]
+    assert stated[-1] == f"- {SUMMARY_PREFIX} line9 line10 line11 line12"  # the model's
+
+
+def test_a_summary_over_a_budget_made_smaller_since_is_the_rules() -> None:
+    """The model's chapters were within `chapter_tokens` when asked; read once the budget was
+    made smaller (the bounds are the same), each is longer than the part may be now, and the
+    rules summarise it within the new budget."""
+    sizes = {"short_term_tokens": 400, "long_term_tokens": 5000, "condensed_tokens": 600}
+    wide = resolve(None, {"memory": {"chronicle": sizes | {"chapter_tokens": 250}}})
+    narrow = resolve(None, {"memory": {"chronicle": sizes | {"chapter_tokens": 20}}})
+    with scripted_model() as model:
+        model.summary_padding = 30
+        live = replayed_with(model.url, lines(12), wide, wordllama_tokens())
+    before, after = chronicle(live, wide), chronicle(live, narrow)
+    assert bounds(before) == bounds(after)
+    assert {chapter["summarised_by"] for chapter in before["chapters"]} == {"model"}
+    assert max(chapter["tokens"] for chapter in before["chapters"]) > 20
+    assert {chapter["summarised_by"] for chapter in after["chapters"]} == {"rules"}
+    assert max(chapter["tokens"] for chapter in after["chapters"]) <= 20

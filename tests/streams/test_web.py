@@ -360,7 +360,8 @@ def test_the_chronicle_rolls_a_long_talk_into_chapters_counted_by_the_real_token
     assert [d["seq"] for d in earlier["digests"]] == [1, 2, 3, 4, 5]
     printed = chronicle_tables(body)  # what `rumourmill chronicle` prints
     assert "npc-mara on saga/main: 80 records told in" in printed
-    assert "chapter 1: summary of" in printed and "records, word for word" in printed
+    assert "chapter 1: summary by the rules of 18 records" in printed
+    assert "records, word for word" in printed
 
 
 def test_the_tokenizer_is_wordllamas_own_loaded_from_the_installed_wheel() -> None:
