@@ -180,9 +180,10 @@ WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
 
 
-LEADING: frozenset[JudgementKind] = frozenset({"retelling", "summary"})
-"""The judgements whose answers may raise more questions of the same event: a rumour's words
-as the model retold them may close a chronicle chapter, a chapter's summary the condensed one."""
+LEADING: frozenset[JudgementKind] = frozenset({"feeling", "retelling", "summary"})
+"""The judgements whose answers may raise more questions of the same event: the words of an
+impression the model's feeling gives, or of a rumour as the model retold it, may close a
+chronicle chapter, and a chapter's summary the condensed one."""
 NOT_ASKED_YET = "not asked yet"
 
 
@@ -196,7 +197,8 @@ class QuestionCollector:
     answer: the part is summarised from what those answers say, and is asked once they are in
     (the shell puts the questions again with them). Asked at once, the condensed chapter was
     summarised from the rules' text of the chapter the same event closed, a text the chronicle
-    never shows, and that question was not put again once the model's chapter was in."""
+    never shows, and that question was not put again once the model's chapter was in; and a
+    chapter closed by an impression's words as the model's feeling made them was never asked."""
 
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True

@@ -61,7 +61,8 @@ log = logger("judging")
 
 ROUNDS = 3
 """How many times a message's questions are put: answers may raise more (`LEADING`): the
-model's retelling of a rumour, then the chapter it closes, then the condensed chapter."""
+model's feelings and retellings, then the chapters their words close, then the condensed
+chapter."""
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 

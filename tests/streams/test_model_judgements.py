@@ -491,7 +491,8 @@ def test_a_round_the_deadline_left_no_time_for_is_recorded_so_a_rebuild_asks_not
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mara's retold rumour, in the model's words, closes a chronicle chapter: its summary is
-    asked in a second round. With no time left for it, the rules summarise, and the record says
+    asked in a second round (as is every summary of a character the model weighs a feeling of
+    at the event: `LEADING`). With no time left for it, the rules summarise, and the record says
     so: unrecorded, a rebuild with time to spare asked the model and told another chronicle."""
     policy = model_policy(spreading={"enabled": True}, chronicle=SHORT_CHAPTERS)
     tokens = wordllama_tokens()
@@ -509,7 +510,7 @@ def test_a_round_the_deadline_left_no_time_for_is_recorded_so_a_rebuild_asks_not
         for item in ack.refused_judgements
         if item.reason.startswith("deadline")
     ]
-    assert [item.judgement for item in cut] == ["summary"]
+    assert cut and {item.judgement for item in cut} == {"summary"}  # the second round's
     assert rebuilt.digests == live.digests
 
 

@@ -27,7 +27,7 @@ from streams.model_client import ModelClient
 from streams.replay import Replay, replay_judged, replay_lines
 from streams.show import chronicle_tables
 from streams.tokens import wordllama_tokens
-from tests.model_server import SUMMARY_PREFIX, Behaviour, scripted_model
+from tests.model_server import RETOLD_PREFIX, SUMMARY_PREFIX, Behaviour, scripted_model
 from tests.projections.test_chronicle import line_text, lines, said, words
 from tests.tavern import TAVERN_LINES
 
@@ -332,3 +332,58 @@ def test_a_summary_over_a_budget_made_smaller_since_is_the_rules() -> None:
     assert max(chapter["tokens"] for chapter in before["chapters"]) > 20
     assert {chapter["summarised_by"] for chapter in after["chapters"]} == {"rules"}
     assert max(chapter["tokens"] for chapter in after["chapters"]) <= 20
+
+
+def test_a_chapter_a_rumour_closes_is_asked_of_the_rumour_as_the_model_retold_it() -> None:
+    """Model weighing, rumours spreading, chapters of a few records: each chapter is asked of
+    once, and of the statements the chronicle holds, the model's retellings and the impressions
+    its feelings worded among them (asked at once, a chapter was asked of the rules' words, and
+    one that the model's words closed elsewhere was never asked: the rules summarised it)."""
+    policy = resolve(
+        None,
+        {
+            "memory": {
+                "weighing": "model",
+                "spreading": {"enabled": True},
+                "chronicle": {
+                    "short_term_tokens": 40,
+                    "long_term_tokens": 10_000,
+                    "chapter_tokens": 40,
+                    "condensed_tokens": 600,
+                },
+            }
+        },
+    )
+    count = wordllama_tokens()
+    with scripted_model() as model:
+        replay = replayed_with(model.url, TAVERN_LINES, policy, count)
+        asked = Counter(
+            question
+            for body in model.requests
+            if "positions" in (question := body["messages"][1]["content"])
+        )
+    _, keys, ancestry = timeline_view(replay.state, "default", "save-1", "main", None)
+    retold = 0
+    for character, name in (("npc-mara", "Mara"), ("npc-tomas", "Tomas")):
+        content = {
+            memory.belief_id: memory.content
+            for memory in held_in_order(replay.state, keys, ancestry, character)
+        }
+        read = chronicle_read(
+            replay.state, "default", "save-1", "main", character, policy.memory.chronicle, count
+        )
+        for chapter in read.chapters:
+            statements = [one_line(retell(content[belief])) for belief in chapter.belief_ids]
+            [(question, times)] = [
+                (question, times)
+                for question, times in asked.items()
+                if question.startswith(f"Character: {name}\n")
+                and f"({chapter.records} records, positions {chapter.from_seq} to {chapter.to_seq})"
+                in question
+            ]
+            assert times == 1
+            assert [line[2:] for line in question.splitlines() if line.startswith("- ")] == (
+                statements
+            )
+            retold += sum(RETOLD_PREFIX in statement for statement in statements)
+    assert retold  # the case itself: chapters holding the model's retellings
