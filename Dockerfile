@@ -15,11 +15,21 @@ RUN apt-get update -qq \
     && pip install --no-cache-dir /src \
     && apt-get purge -y -qq gcc libc6-dev && apt-get autoremove -y -qq \
     && rm -rf /var/lib/apt/lists/* /src
+# not root: a user of its own, of group 0 as OpenShift's arbitrary user ids are, owning the
+# data dir (a named volume mounted there takes its owner from it)
+RUN useradd --system --uid 10001 --gid 0 --create-home --home-dir /home/rumourmill rumourmill \
+    && mkdir -p /var/lib/rumourmill \
+    && chown 10001:0 /var/lib/rumourmill && chmod 0770 /var/lib/rumourmill
+USER 10001
 WORKDIR /app
 ENV RUMOURMILL_DATA_DIR=/var/lib/rumourmill \
     RUMOURMILL_WEB_HOST=0.0.0.0 \
     RUMOURMILL_WEB_PORT=6066
 EXPOSE 6066
 VOLUME ["/var/lib/rumourmill"]
+# healthy once ready: its partitions assigned and their state recovered (/ready); the image has
+# no curl, Python asks
+HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=6 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ['RUMOURMILL_WEB_PORT'] + '/ready', timeout=4)"]
 ENTRYPOINT ["rumourmill"]
 CMD ["worker"]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import socket
 import ssl
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
@@ -111,6 +113,25 @@ def is_host(value: str) -> bool:
             return False
         return True
     return len(value) <= 253 and all(HOST_LABEL.fullmatch(label) for label in labels)
+
+
+@cache
+def this_machine() -> str:
+    """This machine's address as its host name resolves (a container's or a pod's own, as
+    `hostname -i` says), or the host name itself where it does not resolve."""
+    name = socket.gethostname()
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
+
+
+def unspecified(host: str) -> bool:
+    """Whether `host` is the address of every interface (`0.0.0.0`, `::`), which names none."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False  # a host name
 
 
 def url_host(host: str) -> str:
@@ -547,8 +568,13 @@ class Settings(BaseSettings):
 
     @property
     def canonical_url(self) -> str:
-        """The URL other workers forward reads to (default: http://WEB_HOST:WEB_PORT)."""
-        return self.web_url or f"http://{url_host(self.web_host)}:{self.web_port}"
+        """The URL other workers forward reads to (default: http://WEB_HOST:WEB_PORT, this
+        machine's address for a WEB_HOST of every interface: `0.0.0.0` names no machine, and
+        every worker of an image saying it sent the others' reads to itself)."""
+        if self.web_url:
+            return self.web_url
+        host = self.web_host
+        return f"http://{url_host(this_machine() if unspecified(host) else host)}:{self.web_port}"
 
     @property
     def topics(self) -> Topics:

@@ -6,6 +6,7 @@ Compose specification where the plugin is installed.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -79,3 +80,49 @@ def test_docker_compose_accepts_the_file() -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions (continued lines joined), as (INSTRUCTION, arguments)."""
+    joined = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in joined.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_the_image_runs_as_a_user_of_its_own_who_owns_the_data_dir() -> None:
+    """Run as root, the image was refused where containers may not be (Kubernetes'
+    `runAsNonRoot`); run as another user, the worker could not write its data dir."""
+    instructions = dockerfile()
+    [user] = [arguments for instruction, arguments in instructions if instruction == "USER"]
+    assert user not in ("root", "0")
+    [data_dir] = re.findall(r"RUMOURMILL_DATA_DIR=(\S+)", str(instructions))
+    installs = [arguments for instruction, arguments in instructions if instruction == "RUN"]
+    assert any(f"chown {user}:0 {data_dir}" in arguments for arguments in installs)
+    position = {instruction: index for index, (instruction, _) in enumerate(instructions)}
+    assert position["USER"] < position["VOLUME"] and position["USER"] < position["ENTRYPOINT"]
+
+
+def test_the_images_health_is_the_workers_readiness() -> None:
+    [check] = [arguments for instruction, arguments in dockerfile() if instruction == "HEALTHCHECK"]
+    assert "/ready'" in check and "/ready" in ROUTES
+    assert "RUMOURMILL_WEB_PORT" in check  # the port the worker serves, as set
+
+
+def test_the_brokers_events_outlive_its_container() -> None:
+    """Without a volume, the apache/kafka image keeps its log under /tmp in the container:
+    recreated, every event was gone, and the worker threw its state away as ahead of it."""
+    kafka = compose()["services"]["kafka"]
+    log_dirs = kafka["environment"]["KAFKA_LOG_DIRS"]
+    assert any(volume.split(":")[1] == log_dirs for volume in kafka["volumes"])
+
+
+def test_each_worker_replica_gives_the_others_its_own_address() -> None:
+    """One `RUMOURMILL_WEB_URL` for the service told every replica's address as the same: a
+    worker bound to every interface gives its own (`Settings.canonical_url`)."""
+    [worker] = [s for s in compose()["services"].values() if s.get("command") == ["worker"]]
+    assert "RUMOURMILL_WEB_URL" not in worker["environment"]
+    assert worker["environment"]["RUMOURMILL_WEB_HOST"] == "0.0.0.0"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
+from yarl import URL
 
 from streams.cli import main
 from streams.settings import ENV_PREFIX, Settings, SettingsError
@@ -209,6 +212,21 @@ def test_an_ipv6_web_host_makes_a_url_other_workers_can_reach(
 ) -> None:
     monkeypatch.setenv("RUMOURMILL_WEB_HOST", "::1")
     assert Settings.from_env().canonical_url == "http://[::1]:6066"
+
+
+@pytest.mark.parametrize("every_interface", ["0.0.0.0", "::"])
+def test_a_worker_bound_to_every_interface_gives_the_others_its_own_address(
+    monkeypatch: pytest.MonkeyPatch, every_interface: str
+) -> None:
+    """As the image binds it: every replica said `http://0.0.0.0:6066`, so each sent the reads
+    of the worlds it does not hold to itself, and answered them 503."""
+    monkeypatch.setenv("RUMOURMILL_WEB_HOST", every_interface)
+    address = URL(Settings.from_env().canonical_url)
+    assert not ipaddress.ip_address(socket.gethostbyname(str(address.host))).is_unspecified
+    assert address.host == socket.gethostbyname(socket.gethostname())  # `hostname -i`
+    assert address.port == 6066
+    monkeypatch.setenv("RUMOURMILL_WEB_URL", "http://worker-3:6066")
+    assert Settings.from_env().canonical_url == "http://worker-3:6066"  # given, it stands
 
 
 def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
