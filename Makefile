@@ -20,7 +20,7 @@ run: $(STAMP)
 
 ## make test: lint, types, then the whole suite on a real Apache Kafka broker the suite starts and stops
 test: $(STAMP) lint typecheck kafka
-	$(BIN)/python -m pytest; status=$$?; [ $$status -eq 5 ] && exit 0; exit $$status
+	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check setup.py schemas projections streams localbroker tests benchmarks
