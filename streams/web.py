@@ -609,7 +609,10 @@ class Dialogue(WorldRead):
 
 class Chronicle(WorldRead):
     """A character's story so far (section 14), made from its records as it is read; token
-    counts by the embedder's own tokenizer."""
+    counts by the embedder's own tokenizer. Off the event loop: it walks every record of the
+    character (90 ms at 8,000 records, held from every tenant's events on the loop)."""
+
+    aside = True
 
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         return chronicle_read(
