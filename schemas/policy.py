@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Self
 import orjson
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from schemas.events import AsInteger, Contract, NameableId
+from schemas.events import AsInteger, Contract, Identifier
 from schemas.memory import EventKind, Feeling, MemoryKind, Share
 
 Part = Literal["actor", "target", "witness"]
@@ -128,7 +128,7 @@ class ConfidencePolicy(Contract):
 class PersistencePolicy(Contract):
     """Memories kept for the whole world, visible from every timeline of it."""
 
-    characters: list[NameableId] = []  # pydantic copies a default per instance; the schema shows it
+    characters: list[Identifier] = []  # pydantic copies a default per instance; the schema shows it
     kinds: list[MemoryKind] = []
 
 

@@ -461,6 +461,13 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
         document = check_policy_document(file.read_bytes())
     except InvalidPolicy as refusal:
         raise click.ClickException(f"{file}: {refusal}; nothing published") from None
+    kept = document.get("memory", {}).get("persistent", {}).get("characters", [])
+    for index, character in enumerate(kept):  # a worker takes them (a store's documents may)
+        if (problem := id_problem(character)) is not None:
+            raise click.ClickException(
+                f"{file}: memory.persistent.characters.{index}: {problem}: no event can name"
+                " that character, whose memories it would keep; nothing published"
+            )
     settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 

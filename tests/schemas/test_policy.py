@@ -117,11 +117,6 @@ def test_a_misspelt_key_is_refused_where_it_is() -> None:
         ({"memory": {"impression_threshold": 2}}, "memory.impression_threshold"),
         ({"memory": {"weighing": "dice"}}, "memory.weighing"),
         ({"memory": {"persistent": {"kinds": ["dream"]}}}, "memory.persistent.kinds.0"),
-        # no event can name a character `..` (a URL folds it away): kept, it would keep nobody
-        (
-            {"memory": {"persistent": {"characters": ["npc-a", ".."]}}},
-            "memory.persistent.characters.1",
-        ),
         (
             {"memory": {"spreading": {"group_interval_minutes": 0}}},
             "memory.spreading.group_interval_minutes",

@@ -288,6 +288,21 @@ def test_a_policy_for_an_id_no_event_can_have_is_refused_before_kafka(
     )
 
 
+def test_a_policy_keeping_the_memories_of_a_character_no_event_can_name_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A worker takes such a document (published before the check, it must still read), and
+    the setting keeps nobody's memories: `policy set` refuses it, before Kafka."""
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"memory": {"persistent": {"characters": ["npc-mara", ".."]}}}')
+    output = refused("policy", "set", str(policy), "--world", "w", "--broker", NOWHERE)
+    assert output == (
+        f"Error: {policy}: memory.persistent.characters.1: '.' and '..' are no ids: a URL cannot"
+        " name them: no event can name that character, whose memories it would keep; nothing"
+        " published\n"
+    )
+
+
 def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path: Path) -> None:
     """A cache path that is a file: neither can make the directory the jars go in."""
     cache = tmp_path / "cache"
