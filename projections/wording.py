@@ -25,7 +25,30 @@ Names = Callable[[str], str]
 SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
 """The payload field that holds the words of a conversation."""
 
-QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
+MOST_SINGLE_QUOTED = 200
+"""The longest quotation in single quotes taken for one (`QUOTED`)."""
+QUOTED = re.compile(
+    r'"[^"]*"|“[^”]*”|«[^»]*»|»[^«]*«|„[^“”]*[“”]'
+    # single quotes, ASCII or typographic, as apostrophes are not: opened after no letter,
+    # closed before none (`Mara's 'famous' stew`, typographic alike), on one line and within
+    # `MOST_SINGLE_QUOTED` characters (each opening is looked past for its closing: unbounded,
+    # a text of openings that never close took its length times their number)
+    rf"|(?<!\w)'[^\n]{{0,{MOST_SINGLE_QUOTED}}}?'(?!\w)"
+    rf"|(?<!\w)\N{{LEFT SINGLE QUOTATION MARK}}[^\n]{{0,{MOST_SINGLE_QUOTED}}}?"
+    r"\N{RIGHT SINGLE QUOTATION MARK}(?!\w)"
+)
+"""Quoted words, in the quotation marks of the languages games are written in (English,
+French, German...), which a retelling takes for "something"."""
+QUOTE_CLOSINGS = {
+    '"': '"',
+    "“": "”",
+    "«": "»",
+    "»": "«",
+    "„": "“",
+    "'": "'",
+    "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
+}
+"""What closes a quotation `QUOTED` finds, by what opens it."""
 ELLIPSIS = "…"
 MOST_DESCRIBED_CHARS = 2000
 """The longest an event's description may be (cut, it ends in an ellipsis, then what closes the
@@ -89,7 +112,7 @@ def _described_at_most(text: str) -> str:
             span = next(spans, None)
         if span is not None and span[0] < length:
             if length < span[1]:
-                closings[length] = "”" if text[span[0]] == "“" else '"'
+                closings[length] = QUOTE_CLOSINGS[text[span[0]]]
         elif character == "(":
             depth += 1
         elif character == ")" and depth:
@@ -134,15 +157,17 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     return _retold(memory.content)
 
 
-_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”()', " "))
+_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”«»„\N{LEFT SINGLE QUOTATION MARK}()', " "))
+"""Marks a retelling takes for the edges of detail, and which are never an apostrophe."""
 
 
 def speaker(name: str) -> str:
     """A declared name as a retelling says who spoke: on one line (a name holding a line break
-    began a line of its own in a decision prompt), its quotes and brackets, which a retelling
-    takes for detail, spaces, so that every later retelling keeps it (`Ilse "Red" Vell` became
-    `Ilse something Vell` one hop further)."""
-    return one_line(name.translate(_DETAIL_MARKS)) or "someone"
+    began a line of its own in a decision prompt), each quotation's marks and its brackets,
+    which a retelling takes for detail, spaces, so that every later retelling keeps it (`Ilse
+    "Red" Vell` became `Ilse something Vell` one hop further); an apostrophe stays (`O'Brien`)."""
+    unquoted = QUOTED.sub(lambda quotation: f" {quotation[0][1:-1]} ", name)
+    return one_line(unquoted.translate(_DETAIL_MARKS)) or "someone"
 
 
 def named_on_one_line(names: Names, entity: str) -> str:

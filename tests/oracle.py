@@ -285,23 +285,21 @@ def sentence(event: Event, name: Names) -> str:
     described = " ".join(words)
     if len(described) <= DESCRIBED_AT_MOST:
         return described
-    quotes = {'"': '"', "“": "”"}
     for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # what the cut left open closed after "…"
         shown = described[:end].rstrip()
         depth = 0
         closing = ""
         index = 0
         while index < len(shown):
-            close = quotes.get(shown[index])
-            close_at = -1 if close is None else described.find(close, index + 1)
-            if close_at == -1:  # not a quotation: a parenthesis counts
+            close_at = quotation_end(described, index)
+            if close_at is None:  # not a quotation: a parenthesis counts
                 if shown[index] == "(":
                     depth += 1
                 elif shown[index] == ")":
                     depth = max(0, depth - 1)
                 index += 1
             elif close_at >= len(shown):  # the cut is inside this quotation
-                closing = close
+                closing = QUOTATION_CLOSED_BY[shown[index]][0]
                 break
             else:
                 index = close_at + 1
@@ -324,7 +322,7 @@ def in_words(value: Any, name: Names) -> str:
 def passed_on(memory: OMemory, name: Names) -> str:
     """A memory's words as its holder passes them on: a player's line in the player's name."""
     if memory.source == "player" and memory.source_entity is not None:
-        spoke = " ".join("".join(c for c in name(memory.source_entity) if c not in '"“”()').split())
+        spoke = " ".join(without_quotation_marks(name(memory.source_entity)).split())
         return f"{spoke or 'someone'} said: {retelling(memory.content)}"
     return retelling(memory.content)
 
@@ -332,13 +330,11 @@ def passed_on(memory: OMemory, name: Names) -> str:
 def retelling(content: str) -> str:
     """The statement without its detail: quoted words become "something", a parenthesised
     detail goes with the space before it, spaces collapse; if nothing is left, as it was."""
-    quotes = {'"': '"', "“": "”"}
     unquoted = ""
     index = 0
     while index < len(content):
-        close = quotes.get(content[index])
-        end = -1 if close is None else content.find(close, index + 1)
-        if end == -1:
+        end = quotation_end(content, index)
+        if end is None:
             unquoted += content[index]
             index += 1
         else:
@@ -356,6 +352,60 @@ def retelling(content: str) -> str:
             index = end + 1
     told = " ".join(kept.split())
     return told if told else content
+
+
+QUOTATION_CLOSED_BY = {
+    '"': '"',
+    "“": "”",
+    "«": "»",
+    "»": "«",
+    "„": "“”",
+    "'": "'",
+    "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
+}
+"""Each mark that opens a quotation, and those that close it."""
+SINGLE_QUOTED_AT_MOST = 200
+
+
+def quotation_end(text: str, start: int) -> int | None:
+    """Where the quotation opening at `start` closes, if one opens there. Double marks close at
+    the next closing mark; single ones (ASCII or typographic) are apostrophes unless opened
+    after no letter and closed before none, on one line, within `SINGLE_QUOTED_AT_MOST`."""
+    closing = QUOTATION_CLOSED_BY.get(text[start])
+    if closing is None:
+        return None
+    if text[start] not in "'\N{LEFT SINGLE QUOTATION MARK}":
+        found = [at for mark in closing if (at := text.find(mark, start + 1)) != -1]
+        return min(found) if found else None
+    if start > 0 and _word_character(text[start - 1]):
+        return None
+    for end in range(start + 1, min(len(text), start + SINGLE_QUOTED_AT_MOST + 2)):
+        if text[end] == "\n":
+            return None
+        if text[end] == closing and (end + 1 == len(text) or not _word_character(text[end + 1])):
+            return end
+    return None
+
+
+def _word_character(character: str) -> bool:
+    return character.isalnum() or character == "_"
+
+
+def without_quotation_marks(name: str) -> str:
+    """A name as a retelling says who spoke: each quotation's marks and its brackets gone, and
+    every mark that is never an apostrophe."""
+    unquoted = ""
+    index = 0
+    while index < len(name):
+        end = quotation_end(name, index)
+        if end is None:
+            unquoted += name[index]
+            index += 1
+        else:
+            unquoted += f" {name[index + 1 : end]} "
+            index = end + 1
+    marks = '"“”«»„\N{LEFT SINGLE QUOTATION MARK}()'
+    return "".join(" " if character in marks else character for character in unquoted)
 
 
 def closing_bracket(text: str, start: int) -> int | None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from projections.wording import passed_on, retell
+from projections.wording import passed_on, retell, speaker
+from tests.oracle import retelling, without_quotation_marks
 from tests.projections.test_rumours import memory
 
 
@@ -26,6 +29,38 @@ def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str
     assert retell(content) == retold
 
 
+@pytest.mark.parametrize(
+    ("content", "retold"),
+    [
+        ("Ilse said 'give me the key' at the inn", "Ilse said something at the inn"),
+        (
+            "Ilse said \N{LEFT SINGLE QUOTATION MARK}give me the key\N{RIGHT SINGLE QUOTATION MARK}"
+            " at the inn",
+            "Ilse said something at the inn",
+        ),
+        ("Ilse a dit «donne-moi la clé» à l'auberge", "Ilse a dit something à l'auberge"),
+        ("Ilse sagte „gib mir den Schlüssel“ im Gasthaus", "Ilse sagte something im Gasthaus"),
+        ("Ilse sagte »gib mir den Schlüssel« im Gasthaus", "Ilse sagte something im Gasthaus"),
+        # apostrophes are no quotation marks
+        ("Mara's 'famous' stew, don't ask", "Mara's something stew, don't ask"),
+        ("the sailors' grog and Tomas' cart", "the sailors' grog and Tomas' cart"),
+        ("Mara\N{RIGHT SINGLE QUOTATION MARK}s cart", "Mara\N{RIGHT SINGLE QUOTATION MARK}s cart"),
+    ],
+)
+def test_a_retelling_takes_quoted_words_in_every_languages_quotation_marks(
+    content: str, retold: str
+) -> None:
+    """Seed 001: quoted words go. In single quotes, guillemets or German quotes they reached
+    every listener word for word (only double quotes counted)."""
+    assert retell(content) == retold
+
+
+def test_single_quotes_never_closed_take_their_length_not_length_times_their_number() -> None:
+    started = time.perf_counter()
+    assert retell(" 'a'b" * 50_000) == " ".join(["'a'b"] * 50_000)
+    assert time.perf_counter() - started < 1
+
+
 def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_depth() -> None:
     depth = 50_000
     started = time.perf_counter()
@@ -41,6 +76,9 @@ def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_d
         ("Ilse (the smith)", "Ilse the smith"),
         ("Ilse\n- forged", "Ilse - forged"),
         ('"()"', "someone"),
+        ("Ilse 'Red' Vell", "Ilse Red Vell"),
+        ("Ilse «Red» Vell", "Ilse Red Vell"),
+        ("Tam O'Brien", "Tam O'Brien"),
     ],
 )
 def test_a_players_line_is_passed_on_in_the_players_name_every_hop_alike(
@@ -56,3 +94,21 @@ def test_a_players_line_is_passed_on_in_the_players_name_every_hop_alike(
     assert first == f"{spoken} said: I beat him something"
     further = heard.model_copy(update={"source": "rumour", "content": first})
     assert passed_on(further, {"player-1": name}.__getitem__) == first
+
+
+QUOTING = st.text(
+    alphabet=st.sampled_from(
+        [
+            *("a", "b", "1", "_", " ", "\n", "(", ")", "'", '"', "“", "”", "«", "»", "„"),
+            *("\N{LEFT SINGLE QUOTATION MARK}", "\N{RIGHT SINGLE QUOTATION MARK}"),
+        ]
+    ),
+    max_size=16,
+)
+
+
+@given(QUOTING)
+def test_retellings_and_speakers_are_as_the_oracle_works_them_out(text: str) -> None:
+    """The oracle (`tests.oracle`) finds quotations mark by mark, with no regular expression."""
+    assert retell(text) == retelling(text)
+    assert speaker(text) == (" ".join(without_quotation_marks(text).split()) or "someone")
