@@ -26,7 +26,7 @@ from projections.judgements import Judging, recorded_answer
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, sees
 from projections.wording import one_line
-from schemas.judgements import SummaryAnswer
+from schemas.judgements import JudgementKind, SummaryAnswer
 
 TokenCounter = Callable[[str], int]
 """How many tokens a text is."""
@@ -122,12 +122,15 @@ MODEL = "model"
 """Who made a summary the model made (`summarised_by`)."""
 
 
+PartKind = Literal["chapter", "condensed"]
+
+
 @dataclass(frozen=True, slots=True)
 class Part:
     """A chapter or the condensed chapter, by the records behind it: whose they are, how many,
     and the positions of the first and the last (where the event that closed it stands)."""
 
-    kind: Literal["chapter", "condensed"]
+    kind: PartKind
     npc_id: str
     timeline_id: str
     from_seq: int
@@ -186,6 +189,21 @@ class RecordedSummaries:
         return summary if self.count(summary) <= budget_tokens else None
 
 
+MADE_OF: dict[PartKind, frozenset[JudgementKind]] = {
+    "chapter": frozenset({"feeling", "retelling"}),
+    "condensed": frozenset({"feeling", "retelling", "summary"}),
+}
+"""The model's answers a part's words are made of, by its kind: a chapter's records are worded
+by the feelings (an impression's words) and retellings (a rumour's), the condensed chapter's
+by those and its chapters' summaries. A part is asked once the answers it is made of are in:
+asked at once, it was summarised from the rules' words, which the chronicle never shows (and
+a chapter the model's words closed elsewhere was never asked)."""
+LEADING = frozenset[JudgementKind]().union(*MADE_OF.values())
+"""The judgements whose answers may raise more questions of the same event: the words of an
+impression the model's feeling gives, or of a rumour as the model retold it, may close a
+chronicle chapter, and a chapter's summary grow the condensed one."""
+
+
 @dataclass(frozen=True, slots=True)
 class AskedSummaries:
     """The summaries while an event is applied: the parts it closes are asked of the model
@@ -200,6 +218,8 @@ class AskedSummaries:
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
         if (part.timeline_id, part.to_seq) != (self.timeline_id, self.seq):
             return self.recorded.summary(part, passages, budget_tokens)
+        if self.judged.awaiting(part.npc_id, MADE_OF[part.kind]):
+            return None  # the rules' words stand in: asked once the model's are in
         said = "\n".join(f"- {one_line(passage.text)}" for passage in passages)
         told = (
             f"What they remember ({part.records} records, positions {part.from_seq} to "

@@ -26,7 +26,7 @@ one no producer sends, so the worker stopped on it, and again at every restart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -158,6 +158,10 @@ class AnswerSource(Protocol):
         """How many records hold the answers recorded for `position` (on the judgements topic):
         the state keeps the event's judgements in as many at least (`ModelJudging.record`)."""
 
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        """Whether a question of those `judgements` of `npc_id`'s was noted and waits for its
+        answer (in the scratch pass that finds them: the answer is the rules' until then)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Unanswered:
@@ -168,6 +172,9 @@ class Unanswered:
 
     def answer(self, question: Question) -> str:
         return self.reason
+
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        return False
 
     def summaries_at(self, position: Position) -> bool:
         return False  # without a model the rules summarise, at read
@@ -180,41 +187,28 @@ WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
 
 
-LEADING: frozenset[JudgementKind] = frozenset({"feeling", "retelling", "summary"})
-"""The judgements whose answers may raise more questions of the same event: the words of an
-impression the model's feeling gives, or of a rumour as the model retold it, may close a
-chronicle chapter, and a chapter's summary the condensed one."""
-NOT_ASKED_YET = "not asked yet"
-
-
 @dataclass(slots=True)
 class QuestionCollector:
     """Notes every question asked that `known` does not answer, and answers those it does: the
     scratch pass that finds them (answers may raise more: a chapter closes on a rumour's words
-    as the model retold them, the condensed chapter on a chapter's summary).
-
-    A summary of a character's is not noted while a `LEADING` question of theirs waits for its
-    answer: the part is summarised from what those answers say, and is asked once they are in
-    (the shell puts the questions again with them). Asked at once, the condensed chapter was
-    summarised from the rules' text of the chapter the same event closed, a text the chronicle
-    never shows, and that question was not put again once the model's chapter was in; and a
-    chapter closed by an impression's words as the model's feeling made them was never asked."""
+    as the model retold them, the condensed chapter on a chapter's summary). What it noted
+    is awaited (`awaiting`): a chronicle part waits for the answers its words are made of."""
 
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
     known: RecordedAnswers | None = None
-    _leading: set[str] = field(default_factory=set)
-    """The characters with a `LEADING` question noted."""
+    _awaited: set[tuple[str, JudgementKind]] = field(default_factory=set)
+    """(character, judgement) of each question noted."""
 
     def answer(self, question: Question) -> Answer | str:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
-        if question.judgement == "summary" and question.npc_id in self._leading:
-            return NOT_ASKED_YET  # asked in the next round, from the answers awaited
         self.questions.append(question)
-        if question.judgement in LEADING:
-            self._leading.add(question.npc_id)
-        return NOT_ASKED_YET
+        self._awaited.add((question.npc_id, question.judgement))
+        return "not asked yet"
+
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        return any((npc_id, judgement) in self._awaited for judgement in judgements)
 
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found
@@ -259,6 +253,9 @@ class RecordedAnswers:
 
     def recorded_parts(self, position: Position) -> int:
         return self._parts.get(position, 0)
+
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        return False  # what was not recorded is the rules' for good
 
     @property
     def positions(self) -> list[Position]:
@@ -369,6 +366,11 @@ class Judging(Protocol):
         or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
         only where the answers may hold summaries (`summaries_due`)."""
 
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        """Whether the model's answer to a question of those `judgements` of `npc_id`'s at the
+        event is awaited (the rules' answer stands in for it meanwhile: what is made of it is
+        asked once it is in)."""
+
     def summaries_due(self) -> bool:
         """Whether the answers may hold chronicle summaries for the event
         (`AnswerSource.summaries_at` its position): only then does applying it walk its
@@ -392,6 +394,9 @@ class RulesJudging:
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
         return None
+
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        return False
 
     def summaries_due(self) -> bool:
         return False  # no model stands behind the answers: the rules summarise, at read
@@ -492,6 +497,9 @@ class ModelJudging:
             outcome = unfit(outcome) or outcome
         self._made.append(answered(question, outcome))
         return outcome
+
+    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+        return self._answers.awaiting(npc_id, judgements)
 
     def summaries_due(self) -> bool:
         return self._answers.summaries_at(self._position)

@@ -34,9 +34,9 @@ from aiokafka.errors import KafkaTimeoutError
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
+from projections.chronicle_summaries import LEADING
 from projections.delivery import SourceMessage
 from projections.judgements import (
-    LEADING,
     NO_MODEL,
     Position,
     Question,

@@ -387,3 +387,25 @@ def test_a_chapter_a_rumour_closes_is_asked_of_the_rumour_as_the_model_retold_it
             )
             retold += sum(RETOLD_PREFIX in statement for statement in statements)
     assert retold  # the case itself: chapters holding the model's retellings
+
+
+@pytest.mark.parametrize("weighing", ["rules", "model"])
+def test_a_message_filling_a_gap_has_each_chapter_its_events_close_summarised(
+    weighing: str,
+) -> None:
+    """Seq 2 comes last: it applies 2 to 6, each closing a chapter of Mara's. Each chapter is
+    the model's: one waiting for the answers its words are made of waited for another
+    chapter's summary too, one round each, and past the rounds the rules summarised them."""
+    sizes = {"short_term_tokens": 20, "chapter_tokens": 20, "condensed_tokens": 20}
+    policy = resolve(
+        None,
+        {"memory": {"weighing": weighing, "chronicle": sizes | {"long_term_tokens": 10_000}}},
+    )
+    story = [said(seq, " ".join([f"line{seq}", *["and"] * 30])) for seq in range(1, 7)]
+    with scripted_model() as model:
+        live = replayed_with(
+            model.url, [story[0], *story[2:], story[1]], policy, wordllama_tokens()
+        )
+    told = chronicle(live, policy)
+    assert len(told["chapters"]) >= 5
+    assert {chapter["summarised_by"] for chapter in told["chapters"]} == {"model"}
