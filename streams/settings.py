@@ -116,14 +116,16 @@ def is_host(value: str) -> bool:
 
 
 @cache
-def this_machine() -> str:
-    """This machine's address as its host name resolves (a container's or a pod's own, as
-    `hostname -i` says), or the host name itself where it does not resolve."""
-    name = socket.gethostname()
+def this_machine(every_interface: str) -> str:
+    """This machine's address, of the family `every_interface` is (`0.0.0.0` or `::`: a server
+    bound to `::` takes IPv6 alone), as its host name resolves (a container's or a pod's own,
+    as `hostname -i` says); `every_interface` itself where it resolves to none, as before."""
+    family = socket.AF_INET6 if ":" in every_interface else socket.AF_INET
     try:
-        return socket.gethostbyname(name)
+        found = socket.getaddrinfo(socket.gethostname(), None, family, socket.SOCK_STREAM)
     except OSError:
-        return name
+        return every_interface
+    return str(found[0][4][0]) if found else every_interface
 
 
 def unspecified(host: str) -> bool:
@@ -574,7 +576,9 @@ class Settings(BaseSettings):
         if self.web_url:
             return self.web_url
         host = self.web_host
-        return f"http://{url_host(this_machine() if unspecified(host) else host)}:{self.web_port}"
+        return (
+            f"http://{url_host(this_machine(host) if unspecified(host) else host)}:{self.web_port}"
+        )
 
     @property
     def topics(self) -> Topics:
