@@ -247,6 +247,9 @@ class ReadScope:
     tenant_id: str
     world_id: str
     tx: StateTransaction
+    policy: Policy
+    """The world's policy, looked up on the event loop: a read made aside (on another thread)
+    must not, as the policies are cached and swept there."""
 
 
 class ReadsView(View):
@@ -378,11 +381,12 @@ class WorldRead(ReadsView):
             await catch_up_in_slices(reads.recall_index, reads.read_transaction, tenant, world)
             if reads.recall_index.knows(tenant, world):  # not any id a client names
                 reads.searching(tenant, world)
+        policy = self.reads.policy_of(tenant, world)
         if self.aside:
             return await self.reads.read_aside(
-                world, lambda tx: self.read(request, ReadScope(tenant, world, tx), params)
+                world, lambda tx: self.read(request, ReadScope(tenant, world, tx, policy), params)
             )
-        scope = ReadScope(tenant, world, await self.reads.read_transaction(world))
+        scope = ReadScope(tenant, world, await self.reads.read_transaction(world), policy)
         return self.read(request, scope, params)
 
     def world_of(self, request: Request, params: Mapping[str, str]) -> str:
@@ -457,7 +461,7 @@ class Recall(WorldRead):
                 tuple(cue.strip() for cue in cues.split(",") if cue.strip()),
                 int(limit),
             ),
-            self.reads.policy_of(scope.tenant_id, scope.world_id),
+            scope.policy,
             query_position(request, "as_of_seq"),
         )
 
@@ -490,7 +494,7 @@ class Decision(WorldRead):
             params["npc_id"],
             after_seq,
             player_id or None,
-            self.reads.policy_of(scope.tenant_id, scope.world_id),
+            scope.policy,
             wall_clock_ms(),
         )
 
@@ -560,7 +564,7 @@ class ReplyCheck(Decision):
             cast(int, query_position(request, "after_seq")),
             context,
             text,
-            self.reads.policy_of(scope.tenant_id, scope.world_id),
+            scope.policy,
         )
 
 
@@ -602,7 +606,7 @@ class Dialogue(WorldRead):
             player_id,
             location or None,
             wall_clock_ms(),
-            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.dialogue,
+            scope.policy.memory.dialogue,
             query_position(request, "as_of_seq"),
         )
 
@@ -621,7 +625,7 @@ class Chronicle(WorldRead):
             scope.world_id,
             query_identifier(request, "timeline_id"),
             params["npc_id"],
-            self.reads.policy_of(scope.tenant_id, scope.world_id).memory.chronicle,
+            scope.policy.memory.chronicle,
             wordllama_tokens(),
             as_of_seq=query_position(request, "as_of_seq"),
         )
