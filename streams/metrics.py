@@ -102,7 +102,7 @@ class Metrics:
         )
         self.rumours_passed = PrometheusCounter(
             "rumourmill_rumours_passed",
-            "Memories passed on as rumours when characters met.",
+            "Memories passed on as rumours when characters met (meetings, group exchanges).",
             registry=self.registry,
         )
         self.model_calls = PrometheusCounter(
