@@ -158,9 +158,12 @@ class AnswerSource(Protocol):
         """How many records hold the answers recorded for `position` (on the judgements topic):
         the state keeps the event's judgements in as many at least (`ModelJudging.record`)."""
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
-        """Whether a question of those `judgements` of `npc_id`'s was noted and waits for its
-        answer (in the scratch pass that finds them: the answer is the rules' until then)."""
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
+        """Whether a question of those `judgements` of `npc_id`'s (of the memory `belief_id`,
+        if given) was noted and waits for its answer (in the scratch pass that finds them: the
+        answer is the rules' until then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +176,9 @@ class Unanswered:
     def answer(self, question: Question) -> str:
         return self.reason
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
         return False
 
     def summaries_at(self, position: Position) -> bool:
@@ -187,6 +192,12 @@ WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
 
 
+RETOLD: frozenset[JudgementKind] = frozenset({"retelling"})
+"""What a retelling's words are made of: the model's retelling of what the teller heard (in a
+message filling a gap, the teller may have heard it at an event it applies too: asked at once,
+the listener's retelling quoted the rules' words, which the teller never held)."""
+
+
 @dataclass(slots=True)
 class QuestionCollector:
     """Notes every question asked that `known` does not answer, and answers those it does: the
@@ -197,18 +208,21 @@ class QuestionCollector:
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
     known: RecordedAnswers | None = None
-    _awaited: set[tuple[str, JudgementKind]] = field(default_factory=set)
-    """(character, judgement) of each question noted."""
+    _awaited: set[tuple[str, str | None, JudgementKind]] = field(default_factory=set)
+    """(character, belief, judgement) of each question noted, and (character, None, judgement)."""
 
     def answer(self, question: Question) -> Answer | str:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
         self.questions.append(question)
-        self._awaited.add((question.npc_id, question.judgement))
+        self._awaited.add(question.key)
+        self._awaited.add((question.npc_id, None, question.judgement))
         return "not asked yet"
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
-        return any((npc_id, judgement) in self._awaited for judgement in judgements)
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
+        return any((npc_id, belief_id, judgement) in self._awaited for judgement in judgements)
 
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found
@@ -254,7 +268,9 @@ class RecordedAnswers:
     def recorded_parts(self, position: Position) -> int:
         return self._parts.get(position, 0)
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
         return False  # what was not recorded is the rules' for good
 
     @property
@@ -366,10 +382,12 @@ class Judging(Protocol):
         or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
         only where the answers may hold summaries (`summaries_due`)."""
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
-        """Whether the model's answer to a question of those `judgements` of `npc_id`'s at the
-        event is awaited (the rules' answer stands in for it meanwhile: what is made of it is
-        asked once it is in)."""
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
+        """Whether the model's answer to a question of those `judgements` of `npc_id`'s (of the
+        memory `belief_id`, if given) at the event is awaited (the rules' answer stands in for
+        it meanwhile: what is made of it is asked once it is in)."""
 
     def summaries_due(self) -> bool:
         """Whether the answers may hold chronicle summaries for the event
@@ -395,7 +413,9 @@ class RulesJudging:
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
         return None
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
         return False
 
     def summaries_due(self) -> bool:
@@ -435,6 +455,8 @@ class ModelJudging:
         )
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+        if self._answers.awaiting(teller, RETOLD, told.belief_id):
+            return rumour  # the teller's words are the model's: asked once they are in
         listener = self._named(rumour.character_id)
         telling = f"{self._named(teller)} tells {listener}: {_text(told.content)}"
         return self._weighed(
@@ -498,8 +520,10 @@ class ModelJudging:
         self._made.append(answered(question, outcome))
         return outcome
 
-    def awaiting(self, npc_id: str, judgements: Collection[JudgementKind]) -> bool:
-        return self._answers.awaiting(npc_id, judgements)
+    def awaiting(
+        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
+    ) -> bool:
+        return self._answers.awaiting(npc_id, judgements, belief_id)
 
     def summaries_due(self) -> bool:
         return self._answers.summaries_at(self._position)

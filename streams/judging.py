@@ -63,6 +63,11 @@ ROUNDS = 3
 """How many times a message's questions are put: answers may raise more (`LEADING`): the
 model's feelings and retellings, then the chapters their words close, then the condensed
 chapter."""
+LEFT_BY_ROUNDS = (
+    f"rounds: not asked (the message's questions took all {ROUNDS} rounds, the answers of each"
+    " raising more)"
+)
+"""The reason a question a message's last round raised is recorded with, unasked."""
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
 
@@ -295,17 +300,21 @@ class Judge:
         if not questions:
             return None
         tenant, world_id = questions[0].position[:2]
-        deadline_ms = projector.policies(tenant, world_id).memory.model.deadline_ms
-        ends = time.monotonic() + deadline_ms / 1000  # the rounds share the deadline
+        full_ms = deadline_ms = projector.policies(tenant, world_id).memory.model.deadline_ms
+
+        def applied(position: Position) -> bool:
+            return tx.get(judgement_key(position)) is not None
+
+        # the topic is read back first (after an assignment, the whole partition): the rounds
+        # share the deadline, and that read is none of the model's time
+        await self.log.read_back(message.partition, positions_of(questions), applied)
+        ends = time.monotonic() + deadline_ms / 1000
         # every round's records, by position: a round may ask of fewer positions than the one
         # before (a message filling a gap applies the events it released too)
         records: dict[Position, Parts] = {}
         for _ in range(ROUNDS):
             records |= await self.answers(
-                message.partition,
-                questions,
-                deadline_ms,
-                lambda position: tx.get(judgement_key(position)) is not None,
+                message.partition, questions, deadline_ms, applied, full=deadline_ms == full_ms
             )
             answers = RecordedAnswers(
                 (part for parts in records.values() for part in parts),
@@ -317,7 +326,18 @@ class Judge:
             if not questions:
                 break
             deadline_ms = int((ends - time.monotonic()) * 1000)  # under 1: recorded as cut
-        return answers  # the questions of a fourth round, if any, the rules answer unrecorded
+        else:  # the questions the rounds left, and those their rules answers raise in turn:
+            # recorded unasked, so that no later run of the message asks them either
+            while questions:
+                records |= await self.answers(
+                    message.partition, questions, 0, applied, unasked=LEFT_BY_ROUNDS
+                )
+                answers = RecordedAnswers(
+                    (part for parts in records.values() for part in parts),
+                    model_configured=configured,
+                )
+                questions = projector.questions(tx, message, configured, answers)
+        return answers
 
     async def answers(
         self,
@@ -325,11 +345,13 @@ class Judge:
         questions: list[Question],
         deadline_ms: int,
         applied: Callable[[Position], bool],
+        full: bool = True,
+        unasked: str | None = None,
     ) -> dict[Position, Parts]:
         """The records of the positions of `questions` (all of one message), each holding its
-        answers: read back from the topic, or asked and stored there."""
-        positions = list(dict.fromkeys(question.position for question in questions))
-        records = await self.log.read_back(partition, positions, applied)
+        answers: read back from the topic, or asked and stored there (`full`: within the
+        world's whole deadline; with a reason `unasked`, not asked: stored with it)."""
+        records = await self.log.read_back(partition, positions_of(questions), applied)
         known = {
             (position, (made.npc_id, made.belief_id, made.judgement))
             for position, parts in records.items()
@@ -341,7 +363,12 @@ class Judge:
         ]
         if to_ask:
             fresh: dict[Position, list[RecordedJudgement]] = {}
-            for question, made in zip(to_ask, await self._ask(to_ask, deadline_ms), strict=True):
+            made_all = (
+                [answered(question, unasked) for question in to_ask]
+                if unasked is not None
+                else await self._ask(to_ask, deadline_ms, full)
+            )
+            for question, made in zip(to_ask, made_all, strict=True):
                 fresh.setdefault(question.position, []).append(made)
             for position, asked in fresh.items():
                 held = records.get(position, [])
@@ -350,8 +377,12 @@ class Judge:
                 records[position] = await self.log.keep(partition, held, parts)
         return records
 
-    async def _ask(self, questions: list[Question], deadline_ms: int) -> list[RecordedJudgement]:
-        """Every question asked at once; what has no answer by the deadline gets a reason."""
+    async def _ask(
+        self, questions: list[Question], deadline_ms: int, full: bool
+    ) -> list[RecordedJudgement]:
+        """Every question asked at once; what has no answer by the deadline gets a reason. Only
+        a cut by a world's `full` deadline rests the model for worlds as impatient: a later
+        round's remainder of it says nothing of how fast the model answers."""
         if self.client is None:
             return [answered(question, NO_MODEL) for question in questions]
         if deadline_ms < 1:  # earlier rounds took the time: recorded, so a rebuild agrees
@@ -375,13 +406,19 @@ class Judge:
         outcomes = [call.result() if call in done else late for call in calls]
         if all(_slow(outcome) for outcome in outcomes):
             if late in outcomes:  # cut by this world's deadline: rests for worlds as impatient
-                client.out_of_time(deadline_ms, late)
+                if full:
+                    client.out_of_time(deadline_ms, late)
             else:  # by the client's own timeout, which bounds every call: rests for all
                 client.rest(REST_SECONDS, "ran out of time lately", str(outcomes[0]))
         return [
             answered(question, outcome)
             for question, outcome in zip(questions, outcomes, strict=True)
         ]
+
+
+def positions_of(questions: Iterable[Question]) -> list[Position]:
+    """The positions `questions` are of, each once, in order."""
+    return list(dict.fromkeys(question.position for question in questions))
 
 
 def _slow(outcome: Answer | str) -> bool:

@@ -38,6 +38,7 @@ from tests.model_server import (
     scripted_model,
     serving,
 )
+from tests.projections.test_chronicle import said, words
 from tests.tavern import TAVERN_LINES as TAVERN
 from tests.tavern_lies import LINES as LIES
 
@@ -547,3 +548,144 @@ def test_a_model_url_whose_host_idna_refuses_is_a_refusal_not_an_exception(url: 
     refusal = asyncio.run(ask())
     assert isinstance(refusal, str)
     assert refusal.startswith("the model could not be reached: ")
+
+
+def test_a_message_whose_questions_outrun_the_rounds_is_judged_alike_when_taken_again() -> None:
+    """Seq 2 comes last and applies 2 to 12, growing Mara's condensed chapter again and again,
+    each growth a round more than the rounds there are. What the rounds left is recorded, not
+    asked: taken again (a redelivery, a rebuild), the message asked those of the model (the
+    answers of its rounds all read back at once) and told another story than the live run."""
+    chronicle = {"short_term_tokens": 20, "chapter_tokens": 20, "condensed_tokens": 20}
+    policy = resolve(None, {"memory": {"chronicle": chronicle | {"long_term_tokens": 30}}})
+    story = [said(seq, " ".join([f"line{seq}", *["and"] * 30])) for seq in range(1, 13)]
+    order = [story[0], *story[2:], story[1]]
+    topic = MemoryTopic()
+    with scripted_model() as model:
+        model.summary_padding = 12
+        live = judged(policy, model.url, topic, lines=order, count=words)
+        asked = model.calls
+        again = judged(policy, model.url, topic, lines=order, count=words)
+        assert model.calls == asked  # nothing new asked
+    left = [
+        item
+        for ack in live.refusals
+        for item in ack.refused_judgements
+        if item.reason == judging.LEFT_BY_ROUNDS
+    ]
+    assert left and {item.judgement for item in left} == {"summary"}
+    assert again.digests == live.digests
+
+
+def test_news_retold_twice_in_a_message_filling_a_gap_is_retold_from_the_models_words() -> None:
+    """a tells b at seq 3, b tells c at seq 4. Seq 3 last (one message applies both), c's
+    retelling was asked of b's words as the rules made them, which b never held."""
+    policy = model_policy(spreading={"enabled": True})
+
+    def event(seq: int, key: str, **fields: Any) -> bytes:
+        return orjson.dumps(
+            {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key}
+            | {"location": "loc-inn", "game_time": f"day 1, 10:{seq:02d}"}
+            | fields
+        )
+
+    story = [
+        event(1, "loreweaver.movement.location-entered", actor="npc-a"),
+        event(
+            2,
+            "combat.enemy-defeated",
+            actor="player-1",
+            players=["player-1"],
+            witnesses=["npc-a"],
+            payload={"enemy": "npc-sailor"},
+        ),
+        event(3, "loreweaver.social.characters-met", actor="npc-a", target="npc-b"),
+        event(4, "loreweaver.social.characters-met", actor="npc-b", target="npc-c"),
+    ]
+    with scripted_model() as model:
+        in_order = judged(policy, model.url, lines=story)
+        gap_filled = judged(policy, model.url, lines=[*story[:2], story[3], story[2]])
+    held = runtime_read(gap_filled.state, "default", "w", "main", "npc-c").beliefs
+    assert [belief.content.count(RETOLD_PREFIX) for belief in held] == [2]  # twice retold
+    assert gap_filled.digests == in_order.digests
+
+
+def test_a_later_rounds_cut_leaves_the_model_to_answer_other_worlds() -> None:
+    """World A's chapter summary is slow: its second round is cut by what A's deadline left of
+    itself. That rested the model for every world of a deadline as short, B's feelings left to
+    the rules for 30 s, though the model answers those at once."""
+    script = ScriptedModel()
+
+    async def slow_summaries(request: web.Request) -> web.Response:
+        body = await request.json()
+        if '"summary"' in body["messages"][0]["content"]:
+            await asyncio.sleep(2.5)
+        return web.json_response(
+            {"choices": [{"message": {"role": "assistant", "content": script.answer(body)}}]}
+        )
+
+    chapters = {"short_term_tokens": 20, "chapter_tokens": 20, "condensed_tokens": 20}
+    policies = {
+        "A": model_policy(2000, chronicle=chapters | {"long_term_tokens": 10_000}),
+        "B": model_policy(1000),
+    }
+
+    def line(world: str, seq: int, text: str) -> bytes:
+        return orjson.dumps(json.loads(said(seq, text)) | {"world_instance_id": world})
+
+    story = [line("A", 1, "line1 " + "and " * 30), line("B", 1, "hello"), line("B", 2, "and you")]
+
+    async def run() -> Replay:
+        async with serving(slow_summaries) as url:
+            client = ModelClient(url, "scripted", timeout_seconds=10)
+            topic = MemoryTopic()
+            try:
+                return await replay_judged(
+                    story,
+                    Projector(lambda tenant, world: policies[world], count=words),
+                    Judge(client, JudgementLog(topic.read, topic.send)),
+                )
+            finally:
+                await client.close()
+
+    refused = [
+        (ack.world_instance_id, item.judgement, item.reason.split(":")[0])
+        for ack in asyncio.run(run()).refusals
+        for item in ack.refused_judgements
+    ]
+    assert refused == [("A", "summary", "deadline")]
+
+
+def test_reading_the_judgements_topic_back_takes_none_of_the_models_time() -> None:
+    """After an assignment the first message reads the partition of the topic back (seconds, on
+    a large topic): that read was counted against the rounds' deadline, and the chapter summary
+    of its second round recorded as cut, though the model answers at once."""
+    policy = model_policy(
+        1000,
+        chronicle={
+            "short_term_tokens": 20,
+            "chapter_tokens": 20,
+            "long_term_tokens": 10_000,
+            "condensed_tokens": 20,
+        },
+    )
+    topic = MemoryTopic()
+
+    async def slow_read(partition: int, wanted: judging.Wanted) -> list[EventJudgements]:
+        await asyncio.sleep(1.2)
+        return await topic.read(partition, wanted)
+
+    async def run(url: str) -> Replay:
+        client = ModelClient(url, "scripted", timeout_seconds=5)
+        try:
+            return await replay_judged(
+                [said(1, "line1 " + "and " * 30)],
+                Projector(lambda tenant, world: policy, count=words),
+                Judge(client, JudgementLog(slow_read, topic.send)),
+            )
+        finally:
+            await client.close()
+
+    with scripted_model() as model:
+        replay = asyncio.run(run(model.url))
+        assert model.calls == 2  # the feeling, then the chapter
+    assert replay.refusals == []
