@@ -360,30 +360,30 @@ QUOTATION_CLOSED_BY = {
     "«": "»",
     "»": "«",
     "„": "“”",
-    "'": "'",
     "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
 }
-"""Each mark that opens a quotation, and those that close it."""
+"""Each mark that opens a quotation, and those that close it (a straight single quote is no
+quotation mark: it is an apostrophe as often)."""
 SINGLE_QUOTED_AT_MOST = 200
 
 
 def quotation_end(text: str, start: int) -> int | None:
-    """Where the quotation opening at `start` closes, if one opens there. Double marks close at
-    the next closing mark; single ones (ASCII or typographic) are apostrophes unless opened
-    after no letter and closed before none, on one line, within `SINGLE_QUOTED_AT_MOST`."""
-    closing = QUOTATION_CLOSED_BY.get(text[start])
+    """Where the quotation opening at `start` closes, if one opens there: at the first closing
+    mark, unless another opening of its kind comes first (then none opens here). A single one
+    closes before no letter (its closing mark is an apostrophe too), on its line, within
+    `SINGLE_QUOTED_AT_MOST` characters."""
+    opening = text[start]
+    closing = QUOTATION_CLOSED_BY.get(opening)
     if closing is None:
         return None
-    if text[start] not in "'\N{LEFT SINGLE QUOTATION MARK}":
-        found = [at for mark in closing if (at := text.find(mark, start + 1)) != -1]
-        return min(found) if found else None
-    if start > 0 and _word_character(text[start - 1]):
-        return None
-    for end in range(start + 1, min(len(text), start + SINGLE_QUOTED_AT_MOST + 2)):
-        if text[end] == "\n":
+    single = opening == "\N{LEFT SINGLE QUOTATION MARK}"
+    last = start + SINGLE_QUOTED_AT_MOST + 1 if single else len(text) - 1
+    for end in range(start + 1, min(len(text) - 1, last) + 1):
+        if text[end] in closing:
+            if not single or end + 1 == len(text) or not _word_character(text[end + 1]):
+                return end
+        elif text[end] == opening or (single and text[end] == "\n"):
             return None
-        if text[end] == closing and (end + 1 == len(text) or not _word_character(text[end + 1])):
-            return end
     return None
 
 

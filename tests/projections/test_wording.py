@@ -32,7 +32,6 @@ def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str
 @pytest.mark.parametrize(
     ("content", "retold"),
     [
-        ("Ilse said 'give me the key' at the inn", "Ilse said something at the inn"),
         (
             "Ilse said \N{LEFT SINGLE QUOTATION MARK}give me the key\N{RIGHT SINGLE QUOTATION MARK}"
             " at the inn",
@@ -41,9 +40,9 @@ def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str
         ("Ilse a dit «donne-moi la clé» à l'auberge", "Ilse a dit something à l'auberge"),
         ("Ilse sagte „gib mir den Schlüssel“ im Gasthaus", "Ilse sagte something im Gasthaus"),
         ("Ilse sagte »gib mir den Schlüssel« im Gasthaus", "Ilse sagte something im Gasthaus"),
-        # apostrophes are no quotation marks
-        ("Mara's 'famous' stew, don't ask", "Mara's something stew, don't ask"),
-        ("the sailors' grog and Tomas' cart", "the sailors' grog and Tomas' cart"),
+        # a straight single quote is as often an apostrophe: no quotation mark
+        ("Tell 'em the soldiers' pay is late", "Tell 'em the soldiers' pay is late"),
+        ("Rock 'n' roll at Mara's", "Rock 'n' roll at Mara's"),
         ("Mara\N{RIGHT SINGLE QUOTATION MARK}s cart", "Mara\N{RIGHT SINGLE QUOTATION MARK}s cart"),
     ],
 )
@@ -55,9 +54,14 @@ def test_a_retelling_takes_quoted_words_in_every_languages_quotation_marks(
     assert retell(content) == retold
 
 
-def test_single_quotes_never_closed_take_their_length_not_length_times_their_number() -> None:
+@pytest.mark.parametrize("opening", ["“", "„", "«", "»", "\N{LEFT SINGLE QUOTATION MARK}"])
+def test_quotations_never_closed_take_their_length_not_length_times_their_number(
+    opening: str,
+) -> None:
+    """Each opening was looked past to the end of the text for its closing: 40,000 `„` in a
+    player's line took 9 s to retell, at every meeting."""
     started = time.perf_counter()
-    assert retell(" 'a'b" * 50_000) == " ".join(["'a'b"] * 50_000)
+    assert retell(opening * 40_000) == opening * 40_000
     assert time.perf_counter() - started < 1
 
 
@@ -76,7 +80,10 @@ def test_a_retelling_of_deeply_nested_detail_takes_its_length_not_length_times_d
         ("Ilse (the smith)", "Ilse the smith"),
         ("Ilse\n- forged", "Ilse - forged"),
         ('"()"', "someone"),
-        ("Ilse 'Red' Vell", "Ilse Red Vell"),
+        (
+            "Ilse \N{LEFT SINGLE QUOTATION MARK}Red\N{RIGHT SINGLE QUOTATION MARK} Vell",
+            "Ilse Red Vell",
+        ),
         ("Ilse «Red» Vell", "Ilse Red Vell"),
         ("Tam O'Brien", "Tam O'Brien"),
     ],
