@@ -218,7 +218,8 @@ class AskedSummaries:
     def summary(self, part: Part, passages: Sequence[Passage], budget_tokens: int) -> str | None:
         if (part.timeline_id, part.to_seq) != (self.timeline_id, self.seq):
             return self.recorded.summary(part, passages, budget_tokens)
-        if self.judged.awaiting(part.npc_id, MADE_OF[part.kind]):
+        made_of = [(part.npc_id, None, judgement) for judgement in MADE_OF[part.kind]]
+        if self.judged.waits((part.npc_id, part.name, "summary"), made_of):
             return None  # the rules' words stand in: asked once the model's are in
         said = "\n".join(f"- {one_line(passage.text)}" for passage in passages)
         told = (

@@ -26,7 +26,7 @@ one no producer sends, so the worker stopped on it, and again at every restart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -158,12 +158,10 @@ class AnswerSource(Protocol):
         """How many records hold the answers recorded for `position` (on the judgements topic):
         the state keeps the event's judgements in as many at least (`ModelJudging.record`)."""
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
-        """Whether a question of those `judgements` of `npc_id`'s (of the memory `belief_id`,
-        if given) was noted and waits for its answer (in the scratch pass that finds them: the
-        answer is the rules' until then)."""
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+        """Whether `question` must wait for the answers it is made of (`made_of`): one of them
+        is awaited (noted in the scratch pass that finds them, the rules' words standing in for
+        it), and so is `question` then, to be asked in a later round."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +174,7 @@ class Unanswered:
     def answer(self, question: Question) -> str:
         return self.reason
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
         return False
 
     def summaries_at(self, position: Position) -> bool:
@@ -192,10 +188,12 @@ WITHOUT_MODEL = Unanswered()
 """Where no model answers: each judgement is the rules', and each is reported refused."""
 
 
-RETOLD: frozenset[JudgementKind] = frozenset({"retelling"})
-"""What a retelling's words are made of: the model's retelling of what the teller heard (in a
-message filling a gap, the teller may have heard it at an event it applies too: asked at once,
-the listener's retelling quoted the rules' words, which the teller never held)."""
+Awaited = tuple[str, str | None, JudgementKind]
+"""A question, or (a belief None) any question of that judgement of that character's: what
+another is made of. A retelling is made of the model's retelling of what its teller heard (in
+a message filling a gap, the teller may have heard it at an event the message applies too:
+asked at once, the listener's retelling quoted the rules' words, which the teller never
+held); a chronicle part of its character's (`projections.chronicle_summaries.MADE_OF`)."""
 
 
 @dataclass(slots=True)
@@ -208,21 +206,26 @@ class QuestionCollector:
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
     known: RecordedAnswers | None = None
-    _awaited: set[tuple[str, str | None, JudgementKind]] = field(default_factory=set)
-    """(character, belief, judgement) of each question noted, and (character, None, judgement)."""
+    _awaited: set[Awaited] = field(default_factory=set)
+    """Each question noted or waiting, as (character, belief, judgement) and (character, None,
+    judgement)."""
 
     def answer(self, question: Question) -> Answer | str:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
         self.questions.append(question)
-        self._awaited.add(question.key)
-        self._awaited.add((question.npc_id, None, question.judgement))
+        self._await(question.key)
         return "not asked yet"
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
-        return any((npc_id, belief_id, judgement) in self._awaited for judgement in judgements)
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+        if not any(awaited in self._awaited for awaited in made_of):
+            return False
+        self._await(question)  # what is made of it waits in turn (news told on and on)
+        return True
+
+    def _await(self, question: QuestionKey) -> None:
+        npc_id, _, judgement = question
+        self._awaited.update((question, (npc_id, None, judgement)))
 
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found
@@ -268,9 +271,7 @@ class RecordedAnswers:
     def recorded_parts(self, position: Position) -> int:
         return self._parts.get(position, 0)
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
         return False  # what was not recorded is the rules' for good
 
     @property
@@ -382,12 +383,10 @@ class Judging(Protocol):
         or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
         only where the answers may hold summaries (`summaries_due`)."""
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
-        """Whether the model's answer to a question of those `judgements` of `npc_id`'s (of the
-        memory `belief_id`, if given) at the event is awaited (the rules' answer stands in for
-        it meanwhile: what is made of it is asked once it is in)."""
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+        """Whether `question` waits for the model's answers it is made of (`made_of`), awaited
+        at the event: the rules' answer stands in for it until they are in, and it is asked
+        then (`AnswerSource.waits`)."""
 
     def summaries_due(self) -> bool:
         """Whether the answers may hold chronicle summaries for the event
@@ -413,9 +412,7 @@ class RulesJudging:
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
         return None
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
         return False
 
     def summaries_due(self) -> bool:
@@ -455,8 +452,11 @@ class ModelJudging:
         )
 
     def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
-        if self._answers.awaiting(teller, RETOLD, told.belief_id):
-            return rumour  # the teller's words are the model's: asked once they are in
+        made_of: list[Awaited] = [(teller, told.belief_id, "retelling")]  # as retold to them
+        if self._weighs and self._answers.waits(
+            (rumour.character_id, rumour.belief_id, "retelling"), made_of
+        ):
+            return rumour  # asked once the teller's words are in
         listener = self._named(rumour.character_id)
         telling = f"{self._named(teller)} tells {listener}: {_text(told.content)}"
         return self._weighed(
@@ -520,10 +520,8 @@ class ModelJudging:
         self._made.append(answered(question, outcome))
         return outcome
 
-    def awaiting(
-        self, npc_id: str, judgements: Collection[JudgementKind], belief_id: str | None = None
-    ) -> bool:
-        return self._answers.awaiting(npc_id, judgements, belief_id)
+    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+        return self._answers.waits(question, made_of)
 
     def summaries_due(self) -> bool:
         return self._answers.summaries_at(self._position)

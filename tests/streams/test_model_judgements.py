@@ -576,9 +576,10 @@ def test_a_message_whose_questions_outrun_the_rounds_is_judged_alike_when_taken_
     assert again.digests == live.digests
 
 
-def test_news_retold_twice_in_a_message_filling_a_gap_is_retold_from_the_models_words() -> None:
-    """a tells b at seq 3, b tells c at seq 4. Seq 3 last (one message applies both), c's
-    retelling was asked of b's words as the rules made them, which b never held."""
+def test_news_retold_on_in_a_message_filling_a_gap_is_retold_from_the_models_words() -> None:
+    """a tells b at seq 3, b tells c at seq 4, c tells d at seq 5. Seq 3 last (one message
+    applies all three), c's retelling was asked of b's words as the rules made them, which b
+    never held; waiting for b's, d's then was, of c's."""
     policy = model_policy(spreading={"enabled": True})
 
     def event(seq: int, key: str, **fields: Any) -> bytes:
@@ -600,12 +601,13 @@ def test_news_retold_twice_in_a_message_filling_a_gap_is_retold_from_the_models_
         ),
         event(3, "loreweaver.social.characters-met", actor="npc-a", target="npc-b"),
         event(4, "loreweaver.social.characters-met", actor="npc-b", target="npc-c"),
+        event(5, "loreweaver.social.characters-met", actor="npc-c", target="npc-d"),
     ]
     with scripted_model() as model:
         in_order = judged(policy, model.url, lines=story)
-        gap_filled = judged(policy, model.url, lines=[*story[:2], story[3], story[2]])
-    held = runtime_read(gap_filled.state, "default", "w", "main", "npc-c").beliefs
-    assert [belief.content.count(RETOLD_PREFIX) for belief in held] == [2]  # twice retold
+        gap_filled = judged(policy, model.url, lines=[*story[:2], *story[3:], story[2]])
+    held = runtime_read(gap_filled.state, "default", "w", "main", "npc-d").beliefs
+    assert [belief.content.count(RETOLD_PREFIX) for belief in held] == [3]  # retold thrice
     assert gap_filled.digests == in_order.digests
 
 
