@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import orjson
 from pydantic import ValidationError
@@ -206,6 +206,8 @@ class QuestionCollector:
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True
     known: RecordedAnswers | None = None
+    waited: bool = False
+    """Whether a question waited for answers it is made of (`waits`): asked in a later round."""
     _awaited: set[Awaited] = field(default_factory=set)
     """Each question noted or waiting, as (character, belief, judgement) and (character, None,
     judgement)."""
@@ -221,6 +223,7 @@ class QuestionCollector:
         if not any(awaited in self._awaited for awaited in made_of):
             return False
         self._await(question)  # what is made of it waits in turn (news told on and on)
+        self.waited = True
         return True
 
     def _await(self, question: QuestionKey) -> None:
@@ -293,6 +296,14 @@ class RecordedAnswers:
             return question.answer_type.model_validate(made.answer)
         except ValidationError:
             return self._missing  # recorded by a release that asked for another shape
+
+
+class Questions(NamedTuple):
+    """What a scratch pass found to ask of the model (`Projector.questions`)."""
+
+    asked: list[Question]
+    waited: bool
+    """Whether some question waited for answers it is made of: the next pass asks it."""
 
 
 def position_of(record: EventJudgements) -> Position:

@@ -25,8 +25,8 @@ from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.judgements import (
     WITHOUT_MODEL,
     AnswerSource,
-    Question,
     QuestionCollector,
+    Questions,
     RecordedAnswers,
     judging,
 )
@@ -150,7 +150,7 @@ class Projector:
         message: SourceMessage,
         model_configured: bool,
         known: RecordedAnswers | None = None,
-    ) -> list[Question]:
+    ) -> Questions:
         """The model judgements taking `message` in would ask for, beyond those `known`
         answers: found by taking it into scratch state over `tx` (with `known`'s answers),
         which is then thrown away. None in rules mode unless a model is configured (the
@@ -158,12 +158,12 @@ class Projector:
         identity = identity_of(message.value)
         tenant, world_id = identity["tenant_id"], identity["world_instance_id"]
         if tenant is None or world_id is None:
-            return []
+            return Questions([], waited=False)
         if self.policies(tenant, world_id).memory.weighing != "model" and not model_configured:
-            return []
+            return Questions([], waited=False)
         collector = QuestionCollector(model_configured=model_configured, known=known)
         self._take(ScratchState(tx), message, collector, changes=False, observer=_unobserved)
-        return collector.questions
+        return Questions(collector.questions, collector.waited)
 
     def apply(
         self,

@@ -74,7 +74,7 @@ def test_the_pass_that_finds_model_questions_counts_nothing_formed() -> None:
     asked = 0
     for offset, line in enumerate(TAVERN_LINES):
         message = SourceMessage("events", 0, offset, world_key(line), line)
-        asked += len(projector.questions(state, message, model_configured=True))
+        asked += len(projector.questions(state, message, model_configured=True).asked)
         projector.receive(state, message)
     alone: list[int] = []
     replay_lines(
