@@ -50,7 +50,7 @@ from projections.judgements import (
 )
 from projections.projector import Projector
 from projections.state import StateTransaction
-from schemas.judgements import Answer, EventJudgements, RecordedJudgement
+from schemas.judgements import Answer, EventJudgements, JudgementKind, RecordedJudgement
 from streams.json_service import REST_SECONDS, TIMED_OUT
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
@@ -60,9 +60,9 @@ from streams.settings import Settings
 log = logger("judging")
 
 ROUNDS = 3
-"""How many times a message's questions are put: answers may raise more (`LEADING`): the
+"""How many times a message's questions are put: answers may raise more (`RAISING`): the
 model's feelings and retellings, then the chapters their words close, then the condensed
-chapter."""
+chapter; a verdict, then the challenge of a later line of the message."""
 LEFT_BY_ROUNDS = (
     f"rounds: not asked (the message's questions took all {ROUNDS} rounds, the answers of each"
     " raising more)"
@@ -418,14 +418,20 @@ class Judge:
         ]
 
 
+RAISING: frozenset[JudgementKind] = LEADING | {"verdict"}
+"""The judgements whose answers, the model's, may raise questions the pass that found them did
+not: those others are made of (`LEADING`), and the referee's verdicts (a belief weakened or
+held, which a later line of a message filling a gap challenges or not)."""
+
+
 def raises_more(questions: Iterable[Question], answers: RecordedAnswers, waited: bool) -> bool:
     """Whether another scratch pass, with `answers`, may find questions the one that found
     `questions` did not: one of them waited for answers it is made of, or the model answered
-    one whose answer words what others are made of (`LEADING`). Were those all the rules',
-    everything is worded as the pass just did: a model mode worker without a model made a
-    second pass of every event for nothing (1,457 events/s to 597)."""
+    one of the `RAISING` judgements. Were those all the rules', everything is as the pass just
+    made it: a model mode worker without a model made a second pass of every event for nothing
+    (1,457 events/s to 597)."""
     return waited or any(
-        question.judgement in LEADING and not isinstance(answers.answer(question), str)
+        question.judgement in RAISING and not isinstance(answers.answer(question), str)
         for question in questions
     )
 

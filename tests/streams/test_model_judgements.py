@@ -39,7 +39,9 @@ from tests.model_server import (
     serving,
 )
 from tests.projections.test_chronicle import said, words
+from tests.tavern import MAIN as MAIN_LINES
 from tests.tavern import TAVERN_LINES as TAVERN
+from tests.tavern_lies import DEAD, FLED, ilse_says, status
 from tests.tavern_lies import LINES as LIES
 
 READS = [("npc-mara", "main"), ("npc-mara", "reload"), ("npc-tomas", "main")]
@@ -710,3 +712,25 @@ def test_answers_that_are_all_the_rules_raise_no_second_pass(
     replay = judged(model_policy(), None)
     assert replay.refusals  # the questions were asked of no model
     assert len(passes) == len(TAVERN)  # one pass a message
+
+
+def test_a_verdict_deciding_a_later_lines_challenge_in_a_message_filling_a_gap() -> None:
+    """Ilse tells Mara the sailor fled (seq 6), was beaten (7), fled (8); the model rules
+    `doubting`. Seq 6 last (one message applies all three), whether line 8 challenges what Mara
+    believes turns on the model's verdict of line 6: that verdict raised no other round, the
+    verdict of line 8 was never asked nor recorded, and the world folded otherwise than the
+    lines in order (rules weighing with a model, and model weighing alike)."""
+    lines = [
+        ilse_says(told, [status(state)], seq=seq)
+        for seq, told, state in ((6, FLED, "fled"), (7, DEAD, "defeated"), (8, FLED, "fled"))
+    ]
+    story = [*MAIN_LINES, *lines]
+    gap_filled = [*MAIN_LINES, *lines[1:], lines[0]]
+    for weighing in ("rules", "model"):
+        policy = resolve(None, {"memory": {"weighing": weighing, "lies_believable": True}})
+        with scripted_model() as model:
+            model.verdict = "doubting"
+            in_order = judged(policy, model.url, lines=story)
+            filled = judged(policy, model.url, lines=gap_filled)
+        assert filled.refusals == in_order.refusals == []
+        assert filled.digests == in_order.digests
