@@ -330,16 +330,7 @@ def passed_on(memory: OMemory, name: Names) -> str:
 def retelling(content: str) -> str:
     """The statement without its detail: quoted words become "something", a parenthesised
     detail goes with the space before it, spaces collapse; if nothing is left, as it was."""
-    unquoted = ""
-    index = 0
-    while index < len(content):
-        end = quotation_end(content, index)
-        if end is None:
-            unquoted += content[index]
-            index += 1
-        else:
-            unquoted += "something"
-            index = end + 1
+    unquoted = each_quotation(content, lambda quoted: "something")
     kept = ""
     index = 0
     while index < len(unquoted):
@@ -391,19 +382,25 @@ def _word_character(character: str) -> bool:
     return character.isalnum() or character == "_"
 
 
+def each_quotation(text: str, told: Callable[[str], str]) -> str:
+    """`text` with each quotation (`quotation_end`) as `told` tells what it quotes."""
+    unquoted = ""
+    index = 0
+    while index < len(text):
+        end = quotation_end(text, index)
+        if end is None:
+            unquoted += text[index]
+            index += 1
+        else:
+            unquoted += told(text[index + 1 : end])
+            index = end + 1
+    return unquoted
+
+
 def without_quotation_marks(name: str) -> str:
     """A name as a retelling says who spoke: each quotation's marks and its brackets gone, and
     every mark that is never an apostrophe."""
-    unquoted = ""
-    index = 0
-    while index < len(name):
-        end = quotation_end(name, index)
-        if end is None:
-            unquoted += name[index]
-            index += 1
-        else:
-            unquoted += f" {name[index + 1 : end]} "
-            index = end + 1
+    unquoted = each_quotation(name, lambda quoted: f" {quoted} ")
     marks = '"“”«»„\N{LEFT SINGLE QUOTATION MARK}()'
     return "".join(" " if character in marks else character for character in unquoted)
 
