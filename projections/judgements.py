@@ -201,7 +201,7 @@ class QuestionCollector:
     """Notes every question asked that `known` does not answer, and answers those it does: the
     scratch pass that finds them (answers may raise more: a chapter closes on a rumour's words
     as the model retold them, the condensed chapter on a chapter's summary). What it noted
-    is awaited (`awaiting`): a chronicle part waits for the answers its words are made of."""
+    is awaited: a question made of an awaited answer waits for it (`waits`)."""
 
     questions: list[Question] = field(default_factory=list)
     model_configured: bool = True

@@ -306,6 +306,13 @@ class Judge:
         def applied(position: Position) -> bool:
             return tx.get(judgement_key(position)) is not None
 
+        def recorded() -> RecordedAnswers:
+            """Every round's records, as the answers they hold."""
+            return RecordedAnswers(
+                (part for parts in records.values() for part in parts),
+                model_configured=configured,
+            )
+
         # the topic is read back first (after an assignment, the whole partition): the rounds
         # share the deadline, and that read is none of the model's time
         await self.log.read_back(message.partition, positions_of(questions), applied)
@@ -317,10 +324,7 @@ class Judge:
             records |= await self.answers(
                 message.partition, questions, deadline_ms, applied, full=deadline_ms == full_ms
             )
-            answers = RecordedAnswers(
-                (part for parts in records.values() for part in parts),
-                model_configured=configured,
-            )
+            answers = recorded()
             if not raises_more(questions, answers, found.waited):
                 break
             found = projector.questions(tx, message, configured, answers)
@@ -334,10 +338,7 @@ class Judge:
                 records |= await self.answers(
                     message.partition, questions, 0, applied, unasked=LEFT_BY_ROUNDS
                 )
-                answers = RecordedAnswers(
-                    (part for parts in records.values() for part in parts),
-                    model_configured=configured,
-                )
+                answers = recorded()
                 questions = projector.questions(tx, message, configured, answers).asked
         return answers
 
