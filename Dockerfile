@@ -27,9 +27,9 @@ ENV RUMOURMILL_DATA_DIR=/var/lib/rumourmill \
     RUMOURMILL_WEB_PORT=6066
 EXPOSE 6066
 VOLUME ["/var/lib/rumourmill"]
-# healthy once ready: its partitions assigned and their state recovered (/ready); the image has
-# no curl, Python asks
+# healthy once ready: its partitions assigned and their state recovered (/ready, asked where the
+# worker listens: RUMOURMILL_WEB_HOST, loopback for every interface, and RUMOURMILL_WEB_PORT)
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=6 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ['RUMOURMILL_WEB_PORT'] + '/ready', timeout=4)"]
+    CMD ["rumourmill", "ready", "--timeout", "4"]
 ENTRYPOINT ["rumourmill"]
 CMD ["worker"]

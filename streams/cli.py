@@ -417,6 +417,45 @@ def dev(story: Path | None, web_port: int | None) -> None:
     run_demo(story, lines, settings)
 
 
+@main.command()
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=4.0,
+    show_default=True,
+    help="seconds to wait for the worker's answer",
+)
+def ready(timeout: float) -> None:
+    """Exit 0 if this machine's worker is ready (`GET /ready` answers 200), else 1 saying why:
+    a container's health check. Asked where the worker listens (RUMOURMILL_WEB_HOST, the
+    loopback address when it binds every interface, and RUMOURMILL_WEB_PORT), never at
+    RUMOURMILL_WEB_URL, which may be a load balancer's."""
+    import urllib.error
+    import urllib.request
+
+    import orjson
+
+    from streams.show import start_of
+
+    url = f"{_settings().own_url}/ready"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            body = reply.read()
+    except urllib.error.HTTPError as refused:  # 503: starting or stopping, as its body says
+        said = start_of(refused.read())
+        raise click.ClickException(f"not ready: {refused.code} {said}") from None
+    except OSError as error:
+        why = getattr(error, "reason", error)
+        raise click.ClickException(f"no worker answers at {url}: {why}") from None
+    try:
+        status = orjson.loads(body).get("status")
+    except (orjson.JSONDecodeError, AttributeError):
+        status = None
+    if status != "ready":  # another server on the port answers 200 to anything
+        raise click.ClickException(f"not a worker's answer at {url}: {start_of(body)}")
+    click.echo(body.decode())
+
+
 @main.group()
 def policy() -> None:
     """Policy documents: how rumourmill treats a world (or every world of a tenant)."""

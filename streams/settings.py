@@ -581,6 +581,16 @@ class Settings(BaseSettings):
         )
 
     @property
+    def own_url(self) -> str:
+        """Where this machine reaches its own worker (`rumourmill ready`, a container's health
+        check): at WEB_HOST, the loopback address of its family for every interface; never
+        WEB_URL, which may be a load balancer's."""
+        host = self.web_host
+        if unspecified(host):
+            host = "::1" if ":" in host else "127.0.0.1"
+        return f"http://{url_host(host)}:{self.web_port}"
+
+    @property
     def topics(self) -> Topics:
         """The topics of this deployment, all named `PREFIX.KIND` (changes: empty when off)."""
         topics = Topics(*(f"{self.topic_prefix}.{kind}" for kind in Topics._fields))

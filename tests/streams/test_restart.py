@@ -11,6 +11,7 @@ import asyncio
 import re
 import shutil
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +38,7 @@ from tests.support import (
     changelog_ends,
     checkpoint_stamps,
     event,
+    run_command,
     send_events,
     topic_ends,
     unique_settings,
@@ -338,7 +340,8 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
 ) -> None:
     """A load balancer asking `/ready` sent reads on to a worker told to stop: it answered
     200 until its web server went, some 20 ms after the signal. With a drain of 2 s, it says
-    it is stopping, and answers reads, for those 2 s; then it stops."""
+    it is stopping, and answers reads, for those 2 s; then it stops. The image's health check,
+    `rumourmill ready`, says so too."""
     settings = unique_settings(
         kafka_bootstrap, tmp_path / "data", stop_drain_seconds=2.0, partitions=1
     )
@@ -347,6 +350,8 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
     send_events(settings, [event("save-1", 1, key="social.greeting", target="npc-mara")])
     wait_for_everything(settings, {("save-1", "main", 1)}, 60)
     said: list[tuple[float, tuple[int, Any], tuple[int, Any] | None]] = []
+    healthy = run_command(settings, "ready")
+    draining: subprocess.CompletedProcess[str] | None = None
     try:
         assert worker.process is not None
         worker.process.send_signal(signal.SIGTERM)
@@ -355,9 +360,17 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
         while time.monotonic() < deadline and (ready := answer(f"{web}/ready")) is not None:
             read = answer(f"{web}/v2/timelines/main?world_instance_id=save-1")
             said.append((time.monotonic() - signalled, ready, read))
+            if ready == (503, {"status": "stopping"}) and draining is None:
+                draining = run_command(settings, "ready")
             time.sleep(0.01)
+        gone = run_command(settings, "ready")
     finally:
         worker.stop()
+    assert (healthy.returncode, orjson.loads(healthy.stdout)["status"]) == (0, "ready")
+    assert draining is not None and draining.returncode == 1
+    assert 'not ready: 503 {"status":"stopping"}' in draining.stderr, draining.stderr
+    assert gone.returncode == 1
+    assert f"no worker answers at http://127.0.0.1:{settings.web_port}/ready" in gone.stderr
     stopping = (503, {"status": "stopping"})
     first = next(index for index, (_, ready, _) in enumerate(said) if ready == stopping)
     assert all(ready == stopping for _, ready, _ in said[first:]), said

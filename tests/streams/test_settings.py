@@ -242,6 +242,27 @@ def test_a_worker_bound_to_every_ipv6_interface_gives_an_ipv6_address(
     assert host in own if own else host == "::"
 
 
+@pytest.mark.parametrize(
+    ("bound", "asked"),
+    [
+        ("0.0.0.0", "http://127.0.0.1:7001"),
+        ("::", "http://[::1]:7001"),
+        ("10.1.2.3", "http://10.1.2.3:7001"),
+        ("::1", "http://[::1]:7001"),
+    ],
+)
+def test_a_health_check_asks_the_worker_where_it_listens_not_a_load_balancer(
+    monkeypatch: pytest.MonkeyPatch, bound: str, asked: str
+) -> None:
+    """The image's health check asked 127.0.0.1 whatever the worker bound, so a worker on one
+    address of its own was never healthy; `rumourmill ready` asks its bind address (loopback
+    for every interface), never `RUMOURMILL_WEB_URL`, which may be a load balancer's."""
+    monkeypatch.setenv("RUMOURMILL_WEB_HOST", bound)
+    monkeypatch.setenv("RUMOURMILL_WEB_PORT", "7001")
+    monkeypatch.setenv("RUMOURMILL_WEB_URL", "http://balancer:80")
+    assert Settings.from_env().own_url == asked
+
+
 def test_an_event_limit_whose_dead_letters_would_not_fit_a_message_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
