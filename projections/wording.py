@@ -183,15 +183,22 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+LEANS_LEFT = frozenset(",.;:!?…)]}»”’")
+"""Punctuation written against the word before it: what follows a pair taken out with one of
+these takes its gap's place ("Well [sighs], fine." is "Well, fine.", not "Well , fine.")."""
+
+
 def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
     """`text` without each matched `opening` ... `closing` pair, what it encloses (nested pairs
-    too) and the whitespace before it, each leaving `gap`; an unmatched bracket stays.
+    too) and the whitespace before it, each leaving `gap` but before punctuation that
+    `LEANS_LEFT`; an unmatched bracket stays.
 
     A closing matches the nearest opening left before it, as dropping innermost pairs until
     none is left would, but in one pass: a line nested 10,000 deep costs its length, not its
     length times its depth (seconds, for a line any event may carry)."""
     kept: list[str] = []
     opened: list[int] = []  # where in `kept` each opening not yet matched stands
+    gap_last = False  # whether the last piece kept is the gap a pair left
     for piece in re.split(f"({re.escape(opening)}|{re.escape(closing)})", text):
         if piece == opening:
             opened.append(len(kept))
@@ -202,7 +209,13 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
             if kept:
                 kept[-1] = trimmed
             kept.append(gap)
+            gap_last = True
             continue
+        if not piece:
+            continue
+        if gap_last and piece[0] in LEANS_LEFT:
+            kept.pop()
+        gap_last = False
         kept.append(piece)
     return "".join(kept)
 

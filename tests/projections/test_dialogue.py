@@ -245,6 +245,13 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
     assert texts(talk.read()["player"]) == ["y" * 999 + "…"]
 
 
+def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() -> None:
+    """The game was handed "Well , fine." for "Well [sighs], fine."."""
+    assert normalised("Well [sighs], fine.", 100) == "Well, fine."
+    assert normalised("I know [leans in] [nods].", 100) == "I know."
+    assert normalised("Hello [waves]! Come [beckons] in", 100) == "Hello! Come in"
+
+
 def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:
     talk = Talk()
     talk.player("nested [a [b] c] end")
