@@ -183,7 +183,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-LEANS_LEFT = frozenset(",.;:!?…)]}»”’")
+LEANS_LEFT = frozenset(",.;:!?…)]}»”\u2019")
 """Punctuation written against the word before it: what follows a pair taken out with one of
 these takes its gap's place ("Well [sighs], fine." is "Well, fine.", not "Well , fine.")."""
 
