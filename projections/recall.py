@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol
 
+from projections import whereabouts
 from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
 from projections.memory_store import MemoryKeys, load_held
@@ -197,7 +198,11 @@ def recall(
         raise NotFound(f"{npc_id!r} remembers nothing on timeline {timeline_id!r}")
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
     for cue in query.cues:
-        if cue not in declared and not index.mentions(tenant_id, world_id, cue):
+        if (
+            cue not in declared
+            and not index.mentions(tenant_id, world_id, cue)
+            and not whereabouts.reported(tx, tenant_id, world_id, ancestry, cue)
+        ):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
     cues = list(dict.fromkeys([*query.cues, *declared_named_in(query.text, declared)]))
     candidates, now, searched = search(

@@ -48,13 +48,30 @@ def occupants_of(
     tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, place: str
 ) -> set[str]:
     """The characters known to be at `place` on the timeline."""
-    raw = read_headed_through(
+    raw = _occupants_stored(tx, tenant_id, world_id, ancestry, place)
+    return set() if raw is None else set(orjson.loads(raw))
+
+
+def reported(
+    tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, entity_id: str
+) -> bool:
+    """Whether the timeline's whereabouts ever named `entity_id`: a character reported
+    somewhere, or a place someone was reported at (left empty since, or not)."""
+    return (
+        location_of(tx, tenant_id, world_id, ancestry, entity_id) is not None
+        or _occupants_stored(tx, tenant_id, world_id, ancestry, entity_id) is not None
+    )
+
+
+def _occupants_stored(
+    tx: StateTransaction, tenant_id: str, world_id: str, ancestry: Ancestry, place: str
+) -> bytes | None:
+    return read_headed_through(
         tx,
         ancestry,
         lambda timeline: pack_scope(OCCUPANTS, tenant_id, world_id, timeline, place),
         lambda timeline: pack_scope(OCCUPANT_HEADS, tenant_id, world_id, timeline, place),
     )
-    return set() if raw is None else set(orjson.loads(raw))
 
 
 def movement(

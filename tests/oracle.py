@@ -1150,6 +1150,7 @@ class Oracle:
         if remembered is not None:
             return remembered
         where: dict[str, str] = {}
+        places: set[str] = set()  # every place someone was reported at, left empty since or not
         record: dict[tuple[str, str], Any] = {}
         made: dict[tuple[str, str], Event] = {}
         said_again: set[tuple[str, str]] = set()
@@ -1177,6 +1178,7 @@ class Oracle:
                 now = minute
             if event.key in MOVEMENT and event.actor is not None and event.location is not None:
                 where[event.actor] = event.location
+                places.add(event.location)
             if self.policy.memory.world:
                 said = {(fact.subject, fact.attribute): fact.value for fact in event.facts}
                 for place, value in said.items():
@@ -1204,6 +1206,7 @@ class Oracle:
         ]
         folded = {
             "where": where,
+            "places": places,
             "record": record,
             "made": made,
             "said again": said_again,

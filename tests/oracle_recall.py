@@ -27,8 +27,9 @@ What it compares, and what it leaves out:
   candidates (forgotten ones take no place; when they leave too few and a search found 60 or
   more, the same of each search's first 960), the choice by relevance (fused over the best
   candidate's), importance, retention and recency (1 / (1 + story days)), then story order;
-  404 for a character holding nothing there, 400 for a cue neither declared nor in any memory
-  of the world; as of a position: the ancestry and the persistent memories cut there, "now" the
+  404 for a character holding nothing there, 400 for a cue neither declared, nor in any memory
+  of the world, nor where anyone was reported (a character reported somewhere, a place someone
+  was reported at); as of a position: the ancestry and the persistent memories cut there, "now" the
   story time seen up to it. The memories are the base oracle's fold, so a belief the referee
   weakened (SPEC 11) shows its weakened confidence from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
@@ -315,8 +316,13 @@ def recall(
     if not seen.mine:
         raise OracleNotFound(npc)
     declared = seen.folded["declared"]
+    reported = {*seen.folded["where"], *seen.folded["places"]}
     for cue in cues:
-        if cue not in declared and not any(cue in m.about for m in seen.every):
+        if (
+            cue not in declared
+            and cue not in reported
+            and not any(cue in m.about for m in seen.every)
+        ):
             raise OracleBadRead(cue)
     names = {entity: d["name"] for entity, d in declared.items() if d.get("name") is not None}
     asked = list(dict.fromkeys([*cues, *names_said(text, names)]))

@@ -247,6 +247,27 @@ def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
         assert found["searched"]["words"] > 0
 
 
+def test_a_cue_is_a_place_or_character_the_worlds_whereabouts_know() -> None:
+    """Mara's recall cued with the harbour she stands in, or the sailor reported there (neither
+    declared nor in a memory), was a 400 "no entity of that id in this world"; a place everyone
+    has left since is still one. A cue nothing ever named stays a 400."""
+    moves = [
+        event(1, "loreweaver.movement.location-entered", actor="npc-mara", location="loc-harbour"),
+        event(2, "loreweaver.movement.location-entered", actor="npc-sailor", location="loc-dock"),
+        event(
+            3, "loreweaver.movement.location-entered", actor="npc-sailor", location="loc-harbour"
+        ),
+        told(4, "The harbour smells of fish"),
+    ]
+    state = replay_lines(moves).state
+    index = SqliteRecallIndex()
+    for cue in ("loc-harbour", "npc-sailor", "loc-dock"):
+        found = recall_of(state, index, "harbour", cues=(cue,))
+        assert [one["content"] for one in found["memories"]] == ["The harbour smells of fish"]
+    with pytest.raises(BadRead, match="unknown cue 'loc-nowhere'"):
+        recall_of(state, index, "harbour", cues=("loc-nowhere",))
+
+
 def told_sailors(forgotten: int = 40) -> MemoryState:
     """Mara was told of `forgotten` sailors on day 1, forgotten by day 300, and of one sailor on
     day 300, vivid, in a longer sentence (bm25 ranks it below every short one); then Ilse asks
