@@ -201,7 +201,7 @@ class Projector:
             if (size := value.largest_record(event.seq)) > self.most_record_bytes:
                 raise TooLarge(value.what, size, self.record_bytes)
         judged = judging(tx, event, policy.memory.weighing, source, catalogue.name_of)
-        refereed_note = told_note = None
+        told_note = None
         if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
@@ -221,7 +221,7 @@ class Projector:
                 policy,
                 judged.referee(rules_judge),
             )
-            memories, refereed_note = refereed.memories, refereed.note
+            memories = refereed.memories
             rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )
@@ -248,7 +248,7 @@ class Projector:
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)
-        found_notes = (claims, told_note, refereed_note, crowd, note, recall_note)
+        found_notes = (claims, told_note, crowd, note, recall_note)
         notes = [found for found in found_notes if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 

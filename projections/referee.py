@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 
-from projections.catalogue import UNKNOWN
 from projections.event_keys import PLAYER_SAID
 from projections.numbers import decimal, hundredths
 from projections.world import ABSENT, same_json
@@ -59,9 +58,6 @@ JUDGED_KINDS = ("knowledge", "impression")
 
 class RefereeContext(Protocol):
     """What the referee looks up, as the world stood just before the line."""
-
-    def kind_of(self, entity_id: str) -> str:
-        """The kind of an id in this event (`Catalogue.kind_of`); `UNKNOWN` if none."""
 
     def held_beliefs(self, character: str) -> list[HeldBelief]:
         """The beliefs the character holds (the read's, most important first, but those it
@@ -112,12 +108,11 @@ Judge = Callable[[Case, Policy], Verdict]
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
-    """What the referee made of one event: the memories as they are to be stored, the beliefs
-    held less firmly (with their new confidence), and a note for the ack."""
+    """What the referee made of one event: the memories as they are to be stored, and the
+    beliefs held less firmly (with their new confidence)."""
 
     memories: list[Memory]
     weakened: list[Memory]
-    note: str | None
 
 
 def rules_verdict(
@@ -196,7 +191,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
     player, listener = event.actor, event.target
     if not is_line(event, line) or player is None or listener is None:
         return None
-    claimed = [fact for fact in line.facts if context.kind_of(fact.subject) != UNKNOWN]
+    claimed = list(line.facts)  # of any entity: one never declared may be in the record
     named = [
         entity
         for entity in (*line.about, *(fact.subject for fact in claimed))
@@ -237,7 +232,7 @@ def apply_verdict(line: Memory, case: Case, verdict: Verdict, policy: Policy) ->
         kept = line.model_copy(update={"verdict": verdict, "confidence": confidence})
     else:
         kept = line.model_copy(update={"verdict": verdict, "confidence": 0.0})
-    return Judgement([kept], weakened, None)
+    return Judgement([kept], weakened)
 
 
 def judge_line(
@@ -248,15 +243,12 @@ def judge_line(
     judge: Judge = rules_judge,
 ) -> Judgement:
     """The memories an event formed as the referee leaves them (unchanged unless the event is
-    a player's line challenging a belief of its listener), with what it weakened and a note."""
+    a player's line challenging a belief of its listener), with what it weakened."""
     if event.key != PLAYER_SAID:
-        return Judgement(memories, [], None)
+        return Judgement(memories, [])
     kept: list[Memory] = []
     weakened: list[Memory] = []
-    note = None
     for memory in memories:
-        if is_line(event, memory):
-            note = _unknown_entities(memory, context)
         case = referee_case(event, memory, context)
         if case is None:
             kept.append(memory)
@@ -265,7 +257,7 @@ def judge_line(
         judged = apply_verdict(memory, case, verdict, policy)
         kept += judged.memories
         weakened += judged.weakened
-    return Judgement(kept, weakened, note)
+    return Judgement(kept, weakened)
 
 
 def is_line(event: Event, memory: Memory) -> bool:
@@ -275,15 +267,4 @@ def is_line(event: Event, memory: Memory) -> bool:
         and event.actor is not None
         and memory.kind == "knowledge"
         and memory.character_id == event.target
-    )
-
-
-def _unknown_entities(line: Memory, context: RefereeContext) -> str | None:
-    """The ack's note for claimed facts about entities nobody declared; None if there are none."""
-    unknown = sorted({f.subject for f in line.facts if context.kind_of(f.subject) == UNKNOWN})
-    if not unknown:
-        return None
-    return (
-        f"claimed facts name unknown entities ({', '.join(map(repr, unknown))}): "
-        "kept as said, left out of the referee's judgement"
     )

@@ -1270,7 +1270,7 @@ class Oracle:
         if event.key == PLAYER_SAID and event.actor is not None:
             for number, memory in enumerate(formed):
                 if memory.kind == "knowledge" and memory.character == event.target:
-                    formed[number], applied.weakened = self._referee(event, memory, before, kind)
+                    formed[number], applied.weakened = self._referee(event, memory, before)
         if policy.memory.npc and policy.memory.spreading.enabled:
             rumours = self._spread(world, event, before, applied, kind, name)
             applied.rumours = len(rumours)
@@ -1280,7 +1280,7 @@ class Oracle:
     # ---------------------------------------------------------------- the referee
 
     def _referee(
-        self, event: Event, line: OMemory, before: dict[str, Any], kind: Kinds
+        self, event: Event, line: OMemory, before: dict[str, Any]
     ) -> tuple[OMemory, list[tuple[str, str, float]]]:
         """A player's line to a character judged against the uncertain or diverging beliefs it
         challenges (SPEC 11): the line as kept, and the beliefs weakened.
@@ -1295,14 +1295,14 @@ class Oracle:
         firmest as held at the line (then the newest, then by id) is judged; pull = (1 - its
         confidence as held: x retention when faded) + trust_weight
         x feeling toward the player (the relation as the read shows it, 2 decimals, halves up)
-        + truth_weight x (+1 agrees with the record, -1 contradicts, 0 neither); facts about
-        unknown entities are left out; `convinced` weakens each challenged belief's stored
-        confidence.
+        + truth_weight x (+1 agrees with the record, -1 contradicts, 0 neither), facts about
+        entities never declared weighed as any; `convinced` weakens each challenged belief's
+        stored confidence.
         """
         player, listener = str(event.actor), line.character
         referee = self.policy.memory.referee
         record = before["record"]
-        claimed = [f for f in line.facts if kind(f.subject) != "unknown"]
+        claimed = line.facts
         named = {e for e in [*line.about, *(f.subject for f in claimed)]} - {player, listener}
         if not named and not claimed:
             return line, []

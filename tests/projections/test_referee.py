@@ -309,19 +309,37 @@ def test_a_convincing_lie_is_believed_unless_lies_are_not_believable() -> None:
     assert doubted.beliefs()[ALIVE]["confidence"] == 0.3  # untouched
 
 
-def test_claimed_facts_about_unknown_entities_are_kept_named_in_the_ack_and_not_weighed() -> None:
-    ghost = status("restless", subject="ghost-of-the-mill")
-    world = Delivered([*MAIN, lie(), ilse_says(DEAD, [status("defeated"), ghost])])
-    ack = world.acks[-1]
-    assert ack.outcome == "processed"
-    assert ack.reason == (
-        "claimed facts name unknown entities ('ghost-of-the-mill'): "
-        "kept as said, left out of the referee's judgement"
+GHOST = "ghost-of-the-mill"
+"""An id no declaration names and no id pattern classifies: an entity all the same."""
+
+
+def test_a_lie_about_an_entity_never_declared_but_in_the_record_is_not_believable() -> None:
+    """The record says the mill ghost is restless; Ilse's line says it rests, beside a truth.
+    Its claim was left out of the judgement (an "unknown entity"): Mara, barely believing the
+    lie, was convinced of a line the record contradicts, lies not believable."""
+    strict = resolve(None, {"memory": {"confidence": {"told": 0.3}, "lies_believable": False}})
+    haunting = line(6, "world.haunting", location="loc-tavern", facts=[status("restless", GHOST)])
+    laid = ilse_says(DEAD + ", and the ghost rests", [status("defeated"), status("resting", GHOST)])
+    world = Delivered([*MAIN, haunting, lie(7), laid.replace(b'"seq":7', b'"seq":8')], strict)
+    assert world.acks[-1].outcome == "processed" and world.acks[-1].reason is None
+    assert world.decision(8)["verdict"] == "doubting"
+    assert world.beliefs()[ALIVE]["confidence"] == 0.3  # doubted: untouched
+
+
+def test_a_line_contradicting_a_belief_about_an_entity_never_declared_is_judged() -> None:
+    """Rook's rumour that the ghost is restless, taken in uncertain; Ilse says it rests: the
+    line was judged only when it also named the ghost in `about`."""
+    rumour = line(
+        6,
+        "loreweaver.conversation.told",
+        actor="npc-rook",
+        target="npc-mara",
+        payload={"content": "The mill ghost is restless", "facts": [status("restless", GHOST)]},
+        game_time="day 1, 21:50",
     )
-    stored = world.stored(7)
-    assert stored is not None
-    assert [fact.model_dump() for fact in stored.facts] == [status("defeated"), ghost]
-    assert stored.verdict == "convinced"  # judged on the fact it could weigh
+    world = Delivered([*MAIN, rumour, ilse_says("The ghost rests", [status("resting", GHOST)])])
+    assert world.beliefs()["The mill ghost is restless"]["uncertain"]
+    assert world.decision(7)["verdict"] is not None
 
 
 @pytest.mark.parametrize(
@@ -347,10 +365,9 @@ def test_a_claim_that_does_not_read_as_a_fact_is_named_in_the_ack(claims: Any, r
     assert (world.acks[-1].outcome, world.acks[-1].reason) == ("processed", reason)
 
 
-def test_a_line_claiming_only_unknown_entities_is_not_judged() -> None:
-    ghost = status("restless", subject="ghost-of-the-mill")
+def test_a_line_claiming_what_no_belief_is_about_is_not_judged() -> None:
+    ghost = status("restless", subject=GHOST)
     world = Delivered([*MAIN, lie(), ilse_says("The ghost walks", [ghost])])
-    assert "ghost-of-the-mill" in (world.acks[-1].reason or "")
     stored = world.stored(7)
     assert stored is not None and stored.verdict is None
     assert world.beliefs()[ALIVE]["confidence"] == 0.8
