@@ -20,6 +20,7 @@ writes projection state.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -52,7 +53,15 @@ MAX_WORDS = MAX_QUERY_CHARACTERS // 2
 """The most words the word search takes of a text: every word of a query (1,000 characters
 hold at most 500); of a longer text (a decision's line) the rarest in the world."""
 
-_WORD = re.compile(r"\w+")
+_UNSPACED = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua9e0-\ua9ff\uaa60-\uaa7f\uf900-\ufaff\uff66-\uff9f\U0001aff0-\U0001b16f"
+    "\U00020000-\U0003134f"
+)
+"""Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana and
+hentaigana, the CJK ideographs): each of their characters is a word of its own, so "北风酒馆"
+is said in "你去过北风酒馆吗" as "the inn" is in "were you at the inn"."""
+_WORD = re.compile(f"(?=\\w)[{_UNSPACED}]|[^\\W{_UNSPACED}]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +131,9 @@ class RecallQuery:
 
 
 def _spoken_words(text: str) -> list[str]:
-    return [word.casefold() for word in _WORD.findall(text)]
+    """The words of `text`, composed (NFC: "Zoe" and a combining diaeresis are "Zoë", as a
+    name is declared) and case folded."""
+    return [word.casefold() for word in _WORD.findall(unicodedata.normalize("NFC", text))]
 
 
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:

@@ -101,12 +101,42 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(fts_tokens(text)))
 
 
+UNSPACED_SCRIPTS = (
+    "CJK UNIFIED",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "HENTAIGANA",
+    "THAI",
+    "LAO",
+    "KHMER",
+    "MYANMAR",
+)
+"""Scripts written without spaces, by their characters' Unicode names: each character a word."""
+
+
+def words_of(text: str) -> list[str]:
+    """The words of a text as a reader of each script would part them, composed, case folded."""
+    words: list[str] = []
+    for run in re.findall(r"\w+", unicodedata.normalize("NFC", text)):
+        spaced = ""
+        for character in run:
+            if unicodedata.name(character, "").startswith(UNSPACED_SCRIPTS):
+                words += [spaced, character] if spaced else [character]
+                spaced = ""
+            else:
+                spaced += character
+        words += [spaced] if spaced else []
+    return [word.casefold() for word in words]
+
+
 def names_said(text: str, names: dict[str, str]) -> list[str]:
     """Ids whose declared name the text says: the name's words, in a row, among the text's."""
-    said = [word.casefold() for word in re.findall(r"\w+", text)]
+    said = words_of(text)
     found = []
     for entity, name in sorted(names.items()):
-        words = [word.casefold() for word in re.findall(r"\w+", name)]
+        words = words_of(name)
         if words and any(said[at : at + len(words)] == words for at in range(len(said))):
             found.append(entity)
     return found

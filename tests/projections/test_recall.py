@@ -236,6 +236,25 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
     assert named_in("Ada at the crooked lantern", names) == ["loc-inn", "npc-a"]
 
 
+@pytest.mark.parametrize(
+    ("text", "names", "found"),
+    [
+        ("你去过北风酒馆吗？", {"loc-inn": "北风酒馆"}, ["loc-inn"]),
+        ("鈴木さんはどこですか", {"npc-suzuki": "鈴木"}, ["npc-suzuki"]),
+        ("ร้านนี้ของสมชายไหม", {"npc-somchai": "สมชาย"}, ["npc-somchai"]),
+        ("where is Zoe\u0308?", {"npc-zoe": "Zo\u00eb"}, ["npc-zoe"]),  # as macOS input sends it
+        ("where is Zoë?", {"npc-zoe": "Zoe\u0308"}, ["npc-zoe"]),
+        ("where is Zoe?", {"npc-zoe": "Zoë"}, []),
+    ],
+)
+def test_a_name_is_said_inside_words_of_scripts_without_spaces_and_however_composed(
+    text: str, names: dict[str, str], found: list[str]
+) -> None:
+    """A Chinese, Japanese or Thai question says a name inside its one run of letters, and a
+    name typed with a combining mark is the name composed: neither was a cue."""
+    assert named_in(text, names) == found
+
+
 def test_a_cue_is_an_entity_of_the_world_whoever_remembers_it() -> None:
     """An undeclared player only Mara met is still an entity of the world for Tomas' recall:
     a cue that finds nothing of his, not a 400."""
