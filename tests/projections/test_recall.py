@@ -239,7 +239,7 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
 @pytest.mark.parametrize(
     ("text", "names", "found"),
     [
-        ("你去过北风酒馆吗？", {"loc-inn": "北风酒馆"}, ["loc-inn"]),
+        ("你去过北风酒馆吗？", {"loc-inn": "北风酒馆"}, ["loc-inn"]),  # noqa: RUF001 (a Chinese question mark)
         ("鈴木さんはどこですか", {"npc-suzuki": "鈴木"}, ["npc-suzuki"]),
         ("ร้านนี้ของสมชายไหม", {"npc-somchai": "สมชาย"}, ["npc-somchai"]),
         ("where is Zoe\u0308?", {"npc-zoe": "Zo\u00eb"}, ["npc-zoe"]),  # as macOS input sends it
