@@ -57,6 +57,16 @@ def classify(
     return UNKNOWN
 
 
+def declared_by(event: Event, entity_id: str) -> EntityDeclaration | None:
+    """What `event` declares `entity_id` as, if anything: a player it lists, declared of a
+    kind, is declared a player (`players` always wins, and a player declared a character
+    formed memories at later events that did not list it)."""
+    declaration = event.entities.get(entity_id)
+    if declaration is None or declaration.kind in (None, PLAYER) or entity_id not in event.players:
+        return declaration
+    return declaration.model_copy(update={"kind": PLAYER})
+
+
 def display_name(entity_id: str, declarations: Declarations) -> str:
     """What a character calls `entity_id`: its declared name, else the id itself."""
     declared = declarations.get(entity_id)
@@ -98,7 +108,7 @@ class Catalogue:
         """The declaration in force for this event."""
         if entity_id in self._declared:
             return self._declared[entity_id]
-        own = self.event.entities.get(entity_id)
+        own = declared_by(self.event, entity_id)
         known = self.known.get(entity_id)
         declared = known if own is None else merge_declaration(known, own)
         self._declared[entity_id] = declared

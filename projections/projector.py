@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections import whereabouts, world
-from projections.catalogue import Catalogue, StoredDeclarations
+from projections.catalogue import Catalogue, StoredDeclarations, declared_by
 from projections.changes import EventChanges, MessageChanges
 from projections.chronicle import ask_summaries
 from projections.chronicle_summaries import TokenCounter
@@ -193,7 +193,8 @@ class Projector:
         growing = [
             *(
                 declarations.declaration(entity, declared)
-                for entity, declared in event.entities.items()
+                for entity in event.entities
+                if (declared := declared_by(event, entity)) is not None
             ),
             *whereabouts.movement(tx, event, ancestry, present),
         ]

@@ -238,10 +238,16 @@ def entity_kind(
     return "unknown"
 
 
-def redeclared(earlier: dict[str, Any], declaration: EntityDeclaration) -> dict[str, Any]:
+def redeclared(
+    earlier: dict[str, Any], declaration: EntityDeclaration, player: bool
+) -> dict[str, Any]:
     """A declaration over an earlier one: each field it gives wins, one given as null is
-    cleared, one it leaves out stays."""
-    merged = earlier | declaration.model_dump(exclude_unset=True)
+    cleared, one it leaves out stays; a kind given to an id the event lists as a `player` is
+    "player"."""
+    given = declaration.model_dump(exclude_unset=True)
+    if player and given.get("kind") is not None:
+        given["kind"] = "player"
+    merged = earlier | given
     return {field: value for field, value in merged.items() if value is not None}
 
 
@@ -1189,7 +1195,9 @@ class Oracle:
                         said_again.add(place)
                     record[place] = value
             for entity, declaration in event.entities.items():
-                declared[entity] = redeclared(declared.get(entity, {}), declaration)
+                declared[entity] = redeclared(
+                    declared.get(entity, {}), declaration, entity in event.players
+                )
             memories += [memory for memory in item.memories if not memory.persistent]
             if item.exchange is not None:
                 exchange = item.exchange
@@ -1227,7 +1235,9 @@ class Oracle:
         before = self._fold(world, segments)
         declared = dict(before["declared"])
         for entity, declaration in event.entities.items():
-            declared[entity] = redeclared(declared.get(entity, {}), declaration)
+            declared[entity] = redeclared(
+                declared.get(entity, {}), declaration, entity in event.players
+            )
 
         def kind(entity: str) -> str:
             return entity_kind(entity, event.players, declared, policy)

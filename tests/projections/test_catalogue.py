@@ -259,3 +259,22 @@ def test_a_name_declared_once_names_the_entity_in_every_later_memory() -> None:
         "loc-inn": EntityDeclaration(name="The Inn"),
         "npc-ilse": EntityDeclaration(name="Ilse", kind="character"),
     }
+
+
+def test_a_player_declared_a_character_stays_a_player_at_events_not_listing_it() -> None:
+    """Ilse's game declared her avatar a character in an event listing her as its player: at
+    a fight at the tavern that listed no player, she was one of its characters, and remembered
+    it (seed 001: a player never forms memories)."""
+    ilse = {"player-1": {"name": "Ilse", "kind": "character"}}
+    entered = {"key": "loreweaver.movement.location-entered", "location": "loc-t"}
+    state = replay_lines(
+        [
+            line(1, **entered, actor="player-1", players=["player-1"], entities=ilse),
+            line(2, **entered, actor="npc-a"),
+            line(3, key="combat.fight", actor="npc-a", target="npc-b", location="loc-t"),
+        ]
+    ).state
+    read = answer(runtime_read(state, "default", "w", "main", "npc-a"))
+    assert [memory["seq"] for memory in read["recollections"]] == [3]  # the fight was seen
+    ilse_read = answer(runtime_read(state, "default", "w", "main", "player-1"))
+    assert ilse_read["recollections"] == [] and ilse_read["relations"] == []
