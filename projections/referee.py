@@ -27,8 +27,8 @@ as a version at the line's position (`memory_store.revise_confidence`); `doubtin
 uncertain at `weaken` times the line's confidence; `unconvinced`: kept as said, confidence 0, the
 old belief untouched.
 
-Claimed facts about an entity nobody declared (and no id pattern classifies) are kept in the
-memory as said, left out of the judgement, and named in the event's ack.
+Claimed facts about an entity nobody declared (and no id pattern classifies) are weighed as any
+other: the world record may hold it, and a belief may be about it.
 
 Everything here is plain data in, plain data out: a model's verdict can stand in for
 `rules_verdict` (`Judge`), with the rules as its fallback.
@@ -92,7 +92,7 @@ class Case:
     words: str
     """The line's memory content: what was said."""
     claimed: tuple[Fact, ...]
-    """The claimed facts the referee weighs (those about known entities)."""
+    """The claimed facts the referee weighs: all the line claims."""
     belief: Memory
     """The firmest belief the line challenges, as held at the line: the one judged."""
     challenged: tuple[Memory, ...]
