@@ -19,14 +19,12 @@ writes projection state.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol
 
-from projections import whereabouts
+from projections import whereabouts, writing_systems
 from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
 from projections.memory_store import MemoryKeys, load_held
@@ -52,16 +50,6 @@ while a search had more to give (`search`)."""
 MAX_WORDS = MAX_QUERY_CHARACTERS // 2
 """The most words the word search takes of a text: every word of a query (1,000 characters
 hold at most 500); of a longer text (a decision's line) the rarest in the world."""
-
-_UNSPACED = (
-    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua9e0-\ua9ff\uaa60-\uaa7f\uf900-\ufaff\uff66-\uff9f\U0001aff0-\U0001b16f"
-    "\U00020000-\U0003134f"
-)
-"""Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana and
-hentaigana, the CJK ideographs): each of their characters is a word of its own, so "北风酒馆"
-is said in "你去过北风酒馆吗" as "the inn" is in "were you at the inn"."""
-_WORD = re.compile(f"(?=\\w)[{_UNSPACED}]|[^\\W{_UNSPACED}]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,22 +118,18 @@ class RecallQuery:
             raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
 
 
-def _spoken_words(text: str) -> list[str]:
-    """The words of `text`, composed (NFC: "Zoe" and a combining diaeresis are "Zoë", as a
-    name is declared) and case folded."""
-    return [word.casefold() for word in _WORD.findall(unicodedata.normalize("NFC", text))]
-
-
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:
-    """The entity ids whose name (`names`: id -> declared name) the text mentions as words.
+    """The entity ids whose name (`names`: id -> declared name) the text mentions as words
+    (`writing_systems.words`), a Korean one with a particle after it too ("민수는").
 
     Every word of the text counts, repeated ones too: "the guard" is said in "the inn and the
     guard" (the search's own words are each taken once, which would lose it)."""
-    spoken = f" {' '.join(_spoken_words(text))} "
+    spoken = f" {' '.join(writing_systems.words(text))} "
     found = []
     for entity_id, name in sorted(names.items()):
-        words = _spoken_words(name)
-        if words and f" {' '.join(words)} " in spoken:
+        said = writing_systems.words(name)
+        ending = "" if said and writing_systems.takes_particles(said[-1]) else " "
+        if said and f" {' '.join(said)}{ending}" in spoken:
             found.append(entity_id)
     return found
 

@@ -117,18 +117,39 @@ UNSPACED_SCRIPTS = (
 
 
 def words_of(text: str) -> list[str]:
-    """The words of a text as a reader of each script would part them, composed, case folded."""
+    """The words of a text as a reader of each script would part them: a character of a script
+    written without spaces, with the combining marks on it, is a word; compatibility-composed,
+    case folded."""
     words: list[str] = []
-    for run in re.findall(r"\w+", unicodedata.normalize("NFC", text)):
-        spaced = ""
-        for character in run:
-            if unicodedata.name(character, "").startswith(UNSPACED_SCRIPTS):
-                words += [spaced, character] if spaced else [character]
-                spaced = ""
-            else:
-                spaced += character
-        words += [spaced] if spaced else []
+    spaced = ""
+    cluster: str | None = None  # a character of a script without spaces, gathering its marks
+    for character in unicodedata.normalize("NFKC", text):
+        if cluster is not None and unicodedata.category(character).startswith("M"):
+            cluster += character
+            continue
+        if cluster is not None:
+            words.append(cluster)
+            cluster = None
+        if re.fullmatch(r"\w", character) is None:
+            words += [spaced] if spaced else []
+            spaced = ""
+        elif unicodedata.name(character, "").startswith(UNSPACED_SCRIPTS):
+            words += [spaced] if spaced else []
+            spaced, cluster = "", character
+        else:
+            spaced += character
+    words += [word for word in (spaced, cluster) if word]
     return [word.casefold() for word in words]
+
+
+def says_name(said: list[str], words: list[str], at: int) -> bool:
+    """Whether the name's `words` are said from word `at` of `said`: a name ending in Hangul
+    may have a particle joined to its last word ("민수는")."""
+    run = said[at : at + len(words)]
+    if len(run) < len(words) or run[:-1] != words[:-1]:
+        return False
+    particles = "\uac00" <= words[-1][-1] <= "\ud7a3"
+    return run[-1] == words[-1] or (particles and run[-1].startswith(words[-1]))
 
 
 def names_said(text: str, names: dict[str, str]) -> list[str]:
@@ -137,7 +158,7 @@ def names_said(text: str, names: dict[str, str]) -> list[str]:
     found = []
     for entity, name in sorted(names.items()):
         words = words_of(name)
-        if words and any(said[at : at + len(words)] == words for at in range(len(said))):
+        if words and any(says_name(said, words, at) for at in range(len(said))):
             found.append(entity)
     return found
 

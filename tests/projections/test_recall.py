@@ -245,13 +245,19 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
         ("where is Zoe\u0308?", {"npc-zoe": "Zo\u00eb"}, ["npc-zoe"]),  # as macOS input sends it
         ("where is Zoë?", {"npc-zoe": "Zoe\u0308"}, ["npc-zoe"]),
         ("where is Zoe?", {"npc-zoe": "Zoë"}, []),
+        ("มิ้นอยู่ไหน", {"npc-mint": "มิ้น"}, ["npc-mint"]),  # a Thai letter keeps its marks:
+        ("มันอยู่ไหน", {"npc-mint": "มิ้น"}, []),  # "where is it?" said none of her name
+        ("민수는 어디 있어요?", {"npc-minsu": "민수"}, ["npc-minsu"]),  # a particle joined on
+        ("\uff21\uff44\uff41はどこ", {"npc-ada": "Ada"}, ["npc-ada"]),  # full-width letters
+        ("\uff7d\uff7d\uff9e\uff77さん", {"npc-suzuki": "スズキ"}, ["npc-suzuki"]),  # half-width
     ],
 )
 def test_a_name_is_said_inside_words_of_scripts_without_spaces_and_however_composed(
     text: str, names: dict[str, str], found: list[str]
 ) -> None:
-    """A Chinese, Japanese or Thai question says a name inside its one run of letters, and a
-    name typed with a combining mark is the name composed: neither was a cue."""
+    """A Chinese, Japanese or Thai question says a name inside its one run of letters, a Korean
+    one with a particle joined on, and a name typed with a combining mark, or in full- or
+    half-width letters, is the name composed: none was a cue."""
     assert named_in(text, names) == found
 
 
