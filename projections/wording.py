@@ -16,6 +16,7 @@ import orjson
 from pydantic import JsonValue
 
 from projections.event_keys import PLAYER_SAID, TOLD
+from projections.writing_systems import UNSPACED
 from schemas import Event
 from schemas.memory import Memory
 
@@ -183,15 +184,41 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-LEANS_LEFT = frozenset(",.;:!?…)]}»”\u2019")
-"""Punctuation written against the word before it: what follows a pair taken out with one of
-these takes its gap's place ("Well [sighs], fine." is "Well, fine.", not "Well , fine.")."""
+LEANS_LEFT = frozenset(
+    ",.;:!?…)]}»”\u2019\uff0c\u3002\uff01\uff1f\u3001\u300d\u300f\uff09\uff1a\uff1b\u3011\u3009\u300b"
+)
+"""Punctuation written against the word before it (and its full-width forms, and the CJK
+full stop, comma and closing brackets)."""
+LEANS_RIGHT = frozenset("([{«“\u2018\u300c\u300e\uff08\u3010\u3008\u300a")
+"""Punctuation written against the word after it."""
+STRAIGHT_QUOTES = frozenset("\"'")
+
+
+def _opens(before: str) -> bool:
+    """Whether `before` ends in punctuation written against the word after it (a straight
+    quote after a space, or first, opens)."""
+    last = before[-1]
+    return last in LEANS_RIGHT or (
+        last in STRAIGHT_QUOTES and (len(before) < 2 or before[-2].isspace())
+    )
+
+
+def _gap_between(before: str, after: str, spaced: bool) -> bool:
+    """Whether a pair taken out from between `before` and `after` leaves a gap: not against
+    punctuation leaning on either side ("Well [sighs], fine." is "Well, fine."; what opens
+    counts unless a space stood between it and the pair, as French writes « Oui »), a straight
+    quote right after the pair (it closes: '"I know [sighs]", she said'), nor beside a script
+    written without spaces ("你好[笑]朋友")."""
+    last, first = before[-1], after[0]
+    if first in LEANS_LEFT or first in STRAIGHT_QUOTES or (_opens(before) and not spaced):
+        return False
+    return UNSPACED.match(last) is None and UNSPACED.match(first) is None
 
 
 def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
     """`text` without each matched `opening` ... `closing` pair, what it encloses (nested pairs
-    too) and the whitespace before it, each leaving `gap` but before punctuation that
-    `LEANS_LEFT`; an unmatched bracket stays.
+    too) and the whitespace before it, each leaving `gap` where words are to be kept apart
+    (`_gap_between`); an unmatched bracket stays.
 
     A closing matches the nearest opening left before it, as dropping innermost pairs until
     none is left would, but in one pass: a line nested 10,000 deep costs its length, not its
@@ -199,22 +226,28 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
     kept: list[str] = []
     opened: list[int] = []  # where in `kept` each opening not yet matched stands
     gap_last = False  # whether the last piece kept is the gap a pair left
+    spaced = False  # whether whitespace (or a gap) stood before the pairs that gap replaced
     for piece in re.split(f"({re.escape(opening)}|{re.escape(closing)})", text):
         if piece == opening:
             opened.append(len(kept))
         elif piece == closing and opened:
             del kept[opened.pop() :]
+            spaced = False
             while kept and not (trimmed := kept[-1].rstrip()):
                 kept.pop()  # whitespace (or a gap) alone: the space before the pair
+                spaced = True
             if kept:
+                spaced = spaced or trimmed != kept[-1]
                 kept[-1] = trimmed
             kept.append(gap)
             gap_last = True
             continue
         if not piece:
             continue
-        if gap_last and piece[0] in LEANS_LEFT:
+        if gap_last and len(kept) > 1 and not _gap_between(kept[-2], piece, spaced):
             kept.pop()
+            if _opens(kept[-1]) and not spaced:  # '"[sighs] Hello"': the space after it too
+                piece = piece.lstrip()
         gap_last = False
         kept.append(piece)
     return "".join(kept)

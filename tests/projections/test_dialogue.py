@@ -246,10 +246,17 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
 
 
 def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() -> None:
-    """The game was handed "Well , fine." for "Well [sighs], fine."."""
+    """The game was handed "Well , fine." for "Well [sighs], fine.", and a space in a
+    language written without any."""
     assert normalised("Well [sighs], fine.", 100) == "Well, fine."
     assert normalised("I know [leans in] [nods].", 100) == "I know."
     assert normalised("Hello [waves]! Come [beckons] in", 100) == "Hello! Come in"
+    assert normalised('"I know [sighs]", she said.', 100) == '"I know", she said.'
+    assert normalised('"[sighs] Hello," he said', 100) == '"Hello," he said'
+    assert normalised("« [soupire] Oui »", 100) == "« Oui »"  # spaced as French writes it
+    comma = "\uff0c"  # the full-width comma Chinese writes
+    assert normalised(f"你好[笑]{comma}朋友。我知道[叹气]。", 100) == f"你好{comma}朋友。我知道。"
+    assert normalised("你好[笑]朋友", 100) == "你好朋友"  # no space between such letters
 
 
 def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:
