@@ -430,30 +430,40 @@ def ready(timeout: float) -> None:
     a container's health check. Asked where the worker listens (RUMOURMILL_WEB_HOST, the
     loopback address when it binds every interface, and RUMOURMILL_WEB_PORT), never at
     RUMOURMILL_WEB_URL, which may be a load balancer's."""
-    import urllib.error
-    import urllib.request
+    import http.client
+    import urllib.parse
 
     import orjson
 
     from streams.show import start_of
 
     url = f"{_settings().own_url}/ready"
+    address = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(str(address.hostname), address.port, timeout=timeout)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            body = reply.read()
-    except urllib.error.HTTPError as refused:  # 503: starting or stopping, as its body says
-        said = start_of(refused.read())
-        raise click.ClickException(f"not ready: {refused.code} {said}") from None
+        connection.request("GET", address.path)
+        reply = connection.getresponse()
+        body = reply.read()
+    except http.client.HTTPException as error:  # something answered, not in HTTP
+        raise click.ClickException(
+            f"no HTTP answer at {url} ({type(error).__name__}: {start_of(str(error).encode())})"
+        ) from None
     except OSError as error:
-        why = getattr(error, "reason", error)
-        raise click.ClickException(f"no worker answers at {url}: {why}") from None
+        raise click.ClickException(f"no worker answers at {url}: {error}") from None
+    finally:
+        connection.close()
     try:
         status = orjson.loads(body).get("status")
     except (orjson.JSONDecodeError, AttributeError):
         status = None
-    if status != "ready":  # another server on the port answers 200 to anything
-        raise click.ClickException(f"not a worker's answer at {url}: {start_of(body)}")
-    click.echo(body.decode())
+    if reply.status == 200 and status == "ready":
+        click.echo(body.decode())
+        return
+    if reply.status == 503 and status in ("starting", "stopping"):
+        raise click.ClickException(f"not ready: 503 {start_of(body)}")
+    # another server on the port: a 404 of its own, a redirect, or a 200 to anything
+    said = f"{reply.status} {start_of(body)}".rstrip()
+    raise click.ClickException(f"not a worker's answer at {url}: {said}")
 
 
 @main.group()

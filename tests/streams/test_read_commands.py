@@ -480,3 +480,31 @@ def test_a_players_terminal_escapes_are_shown_not_acted_on() -> None:
         assert "\\x1b]0;PWNED\\x07" in output
     columns = table("t", ["said", "seq"], [["a\x1bb", 1], ["abcde", 2]]).splitlines()
     assert [line.rindex(str(seq)) for line, seq in zip(columns[-2:], (1, 2), strict=True)] == [8, 8]
+
+
+class SendsOn(http.server.BaseHTTPRequestHandler):
+    """Another web server on the worker's port, sending every path on elsewhere."""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", "http://127.0.0.1:1/ready")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+@pytest.mark.parametrize(
+    ("server", "answer"), [(NotAWorker, "404 <html>Not Found</html>"), (SendsOn, "302")]
+)
+def test_ready_says_another_server_on_the_workers_port_is_not_a_worker(
+    monkeypatch: pytest.MonkeyPatch, server: type[http.server.BaseHTTPRequestHandler], answer: str
+) -> None:
+    """The image's health check told another server's 404 as the worker "not ready", and
+    followed a redirect (to a ready worker elsewhere: healthy)."""
+    with serving(server) as url:
+        monkeypatch.setenv("RUMOURMILL_WEB_PORT", url.rsplit(":", 1)[1])
+        result = CliRunner().invoke(main, ["ready"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: not a worker's answer at {url}/ready: {answer}\n"
