@@ -108,7 +108,7 @@ class Catalogue:
         """The declaration in force for this event."""
         if entity_id in self._declared:
             return self._declared[entity_id]
-        own = declared_by(self.event, entity_id)
+        own = declared_by(self.event, entity_id) if self.event.entities else None
         known = self.known.get(entity_id)
         declared = known if own is None else merge_declaration(known, own)
         self._declared[entity_id] = declared
