@@ -5,11 +5,9 @@ character, the player, the place, every entity its knowledge is about or came fr
 name and by id), and the words of its knowledge, of the recent turns and of the line it answers
 (the player gave them, though a player of `privacy: "full"` keeps no turns, and ten more
 important memories can keep the line's out of the knowledge). The rules look for
-names: runs of capitalised words. A run at the start of a sentence loses its first word when
-that is a word English writes in lower case (a sentence, or what follows a colon, starts
-capitalised whatever it is: "Ask Bertram" names Bertram, "Ask" names nobody; "Kellan took him"
-names Kellan). Names that are words too ("Will", "Rose", and "Bertram", a plant) are no names
-there.
+names: runs of capitalised words. A run at the start of a sentence loses its first word (a
+sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
+Bertram, "Ask" names nobody).
 A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
 stop ends no sentence) are no part of a name, and a possessive ending is none of its words
 ("Mara's" names Mara). A name is known when each of its words is among the given words, case
@@ -28,9 +26,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
-
-from english_words import get_english_words_set
 
 from projections.catalogue import StoredDeclarations, display_name
 from projections.event_log import event_at
@@ -81,54 +76,14 @@ class _Word:
     opens_sentence: bool
 
 
-SPOKEN_WORDS = frozenset(
-    {"okay", "ok", "hey", "yeah", "yep", "yup", "nah", "nope", "uh", "um", "erm", "hmm", "hm"}
-    | {"mm", "huh", "heh", "haha", "ooh", "ew", "pfft", "psst", "shh", "oi", "geez", "yikes"}
-    | {"blimey", "crikey", "cheers", "goodbye", "gonna", "gotta", "wanna", "dunno", "lemme"}
-)
-"""Words of speech the dictionary lacks: a reply opening "Okay," names nobody."""
-_ENDINGS = (
-    ("ies", "y"), ("ied", "y"), ("ier", "y"), ("iest", "y"), ("es", ""), ("s", ""), ("ed", ""),
-    ("ed", "e"), ("d", ""), ("ing", ""), ("ing", "e"), ("er", ""), ("est", ""),
-)  # fmt: skip
-"""An inflected word's endings, and what its dictionary form ends in instead ("guards",
-"walked", "heard", "carried"; "running" and "bigger" double a consonant)."""
-
-
-@cache
-def lower_case_words() -> frozenset[str]:
-    """The words English writes in lower case: Webster's Second International (`web2` of
-    `english-words`), which writes a name capitalised ("yesterday" is a word, "Kellan" none),
-    and `SPOKEN_WORDS`. Read once (some 0.2 s and 20 MB): a worker reads it as it starts."""
-    listed = get_english_words_set(["web2"])
-    return frozenset(word for word in listed if word.islower()) | SPOKEN_WORDS
-
-
-def is_a_word(text: str) -> bool:
-    """Whether `text`, capitalised, may be a word of English written in lower case, inflected
-    or cut short ("Guards", "Don't") as well as it is listed: a sentence's first word that is
-    none is a name ("Kellan took him"), as one in the middle of a sentence is."""
-    word = text.casefold().replace("\u2019", "'")
-    word = word.removesuffix("n't") if word.endswith("n't") else word.split("'")[0]
-    words = lower_case_words()
-    if word in words:
-        return True
-    for ending, instead in _ENDINGS:
-        if word.endswith(ending) and len(word) > len(ending) + 1:
-            stem = word[: -len(ending)]
-            if stem + instead in words or (stem[-1:] == stem[-2:-1] and stem[:-1] in words):
-                return True
-    return False
-
-
 def names_in(text: str) -> list[str]:
     """The names a text uses: runs of capitalised words one space apart, each once, in order;
-    the pronoun I left out, and a sentence's first word when it is a word (`is_a_word`)."""
+    a sentence's first word and the pronoun I left out."""
     names: list[str] = []
     run: list[_Word] = []
 
     def close() -> None:
-        kept = run[1:] if run and run[0].opens_sentence and is_a_word(run[0].text) else run
+        kept = run[1:] if run and run[0].opens_sentence else run
         if kept:
             name = text[kept[0].start : kept[-1].end]
             if name not in names:

@@ -31,7 +31,6 @@ from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
 from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage
-from projections.invention import lower_case_words
 from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
 from projections.policy import PolicyBook
@@ -771,7 +770,6 @@ def create_app(settings: Settings) -> Rumourmill:
     policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)
     metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress.starts))
-    lower_case_words()  # read as it starts: the first reply check held the event loop 0.2 s
     projector = Projector(
         policies=PolicyBook(policies, log_conflict),
         max_event_bytes=settings.max_event_bytes,

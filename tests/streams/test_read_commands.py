@@ -97,7 +97,7 @@ def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
             ["provenance", npc_id, own_belief.belief_id, *world],
             ["recall", npc_id, "son", *world],
             ["decision", npc_id, *world, "--after-seq", "2"],
-            ["reply-check", npc_id, "Ask Bertram. Nobody knows.", *world, "--after-seq", "2"],
+            ["reply-check", npc_id, "Ask Bertram. Ilse knows.", *world, "--after-seq", "2"],
             ["dialogue", npc_id, *world, "--player", "player-1"],
             ["rumour-map", told_belief.belief_id, *world, "--out", str(picture)],
         )
