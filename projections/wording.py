@@ -185,12 +185,14 @@ def one_line(text: str) -> str:
 
 
 LEANS_LEFT = frozenset(
-    ",.;:!?…)]}»”\u2019\uff0c\u3002\uff01\uff1f\u3001\u300d\u300f\uff09\uff1a\uff1b\u3011\u3009\u300b"
+    ",.;:!?…)]}»”\u2019"
+    "\uff0c\u3002\uff01\uff1f\u3001\u300d\u300f\uff09\uff1a\uff1b\u3011\u3009\u300b"
+    "\u060c\u061b\u061f\u0964\u0965"
 )
-"""Punctuation written against the word before it (and its full-width forms, and the CJK
-full stop, comma and closing brackets)."""
-LEANS_RIGHT = frozenset("([{«“\u2018\u300c\u300e\uff08\u3010\u3008\u300a")
-"""Punctuation written against the word after it."""
+"""Punctuation written against the word before it: Latin, full-width and CJK (its full stop,
+comma and closing brackets), Arabic (comma, semicolon, question mark), Devanagari (danda)."""
+LEANS_RIGHT = frozenset("([{«“\u2018\u300c\u300e\uff08\u3010\u3008\u300a¿¡")
+"""Punctuation written against the word after it (Spanish opens a question with ¿)."""
 STRAIGHT_QUOTES = frozenset("\"'")
 
 
@@ -222,7 +224,8 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
 
     A closing matches the nearest opening left before it, as dropping innermost pairs until
     none is left would, but in one pass: a line nested 10,000 deep costs its length, not its
-    length times its depth (seconds, for a line any event may carry)."""
+    length times its depth (seconds, for a line any event may carry). An empty `gap` (a
+    retelling's) joins nothing: what follows a pair stays as it was."""
     kept: list[str] = []
     opened: list[int] = []  # where in `kept` each opening not yet matched stands
     gap_last = False  # whether the last piece kept is the gap a pair left
@@ -244,7 +247,7 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
             continue
         if not piece:
             continue
-        if gap_last and len(kept) > 1 and not _gap_between(kept[-2], piece, spaced):
+        if gap_last and gap and len(kept) > 1 and not _gap_between(kept[-2], piece, spaced):
             kept.pop()
             if _opens(kept[-1]) and not spaced:  # '"[sighs] Hello"': the space after it too
                 piece = piece.lstrip()

@@ -257,6 +257,8 @@ def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() 
     comma = "\uff0c"  # the full-width comma Chinese writes
     assert normalised(f"你好[笑]{comma}朋友。我知道[叹气]。", 100) == f"你好{comma}朋友。我知道。"
     assert normalised("你好[笑]朋友", 100) == "你好朋友"  # no space between such letters
+    assert normalised("¿[duda] Qué quieres?", 100) == "¿Qué quieres?"
+    assert normalised("هل رأيته [يتردد]؟", 100) == "هل رأيته؟"  # Arabic's question mark
 
 
 def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:

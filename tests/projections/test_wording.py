@@ -119,3 +119,10 @@ def test_retellings_and_speakers_are_as_the_oracle_works_them_out(text: str) -> 
     """The oracle (`tests.oracle`) finds quotations mark by mark, with no regular expression."""
     assert retell(text) == retelling(text)
     assert speaker(text) == (" ".join(without_quotation_marks(text).split()) or "someone")
+
+
+def test_a_retelling_keeps_what_follows_a_parenthesis_as_it_was() -> None:
+    """The dialogue's annotations leave no space after an opening quote; a retelling drops its
+    parenthesised detail alone (rumours a store holds are retold as they always were)."""
+    assert retell("a \u201c(x) b") == "a \u201c b"
+    assert retell("Ilse (angrily) said, (aside) 'no'") == "Ilse said, 'no'"
