@@ -128,8 +128,7 @@ def named_in(text: str, names: Mapping[str, str]) -> list[str]:
     found = []
     for entity_id, name in sorted(names.items()):
         said = writing_systems.words(name)
-        ending = "" if said and writing_systems.takes_particles(said[-1]) else " "
-        if said and f" {' '.join(said)}{ending}" in spoken:
+        if said and writing_systems.says(spoken, said):
             found.append(entity_id)
     return found
 

@@ -27,10 +27,24 @@ MARKS = "".join(
 )
 """Every combining mark (categories Mn, Mc, Me: none lie elsewhere), as a regular expression's
 class: what sits on the character before it."""
-WORD = re.compile(f"(?=\\w)[{UNSPACED_RANGES}][{MARKS}]*|[^\\W{UNSPACED_RANGES}]+")
+WORD = re.compile(
+    f"(?=\\w)[{UNSPACED_RANGES}][{MARKS}]*|(?=[^\\W{UNSPACED_RANGES}])(?:[^\\W{UNSPACED_RANGES}]|[{MARKS}])+"
+)
 """A word as the rules find one: a character of a script without spaces and its marks, or a run
-of word characters of the others."""
+of the others' word characters and the marks on them (a Devanagari vowel sign is one: "राम" is
+one word, not "र" and "म")."""
 HANGUL_SYLLABLES = re.compile("[\uac00-\ud7a3]")
+KOREAN_PARTICLES = frozenset(
+    particle + ending
+    for particle in (
+        *("은", "는", "이", "가", "을", "를", "의", "에", "에게", "에서", "께", "께서", "한테"),
+        *("한테서", "와", "과", "랑", "이랑", "하고", "도", "만", "로", "으로", "부터", "까지"),
+        *("보다", "처럼", "야", "아", "이야", "여", "이여", "씨", "님"),
+    )
+    for ending in ("", "는", "도", "요", "만")
+)
+"""The particles Korean joins to the word before them ("민수는", "민수에게도"): a word a name
+begins is the name only with one of these after it ("미나리", parsley, names no Mina)."""
 
 
 def words(text: str) -> list[str]:
@@ -39,6 +53,17 @@ def words(text: str) -> list[str]:
     return [word.casefold() for word in WORD.findall(unicodedata.normalize("NFKC", text))]
 
 
-def takes_particles(word: str) -> bool:
-    """Whether a particle may follow `word` in the same run of letters (it ends in Hangul)."""
-    return HANGUL_SYLLABLES.fullmatch(word[-1:]) is not None
+def says(spoken: str, name: list[str]) -> bool:
+    """Whether `spoken` (a text's `words`, each between spaces: " a b ") says the `name`'s
+    words in a row, the last of a Korean one with a particle joined on."""
+    said = f" {' '.join(name)}"
+    if HANGUL_SYLLABLES.fullmatch(said[-1]) is None:
+        return f"{said} " in spoken
+    start = spoken.find(said)
+    while start != -1:
+        after = start + len(said)
+        joined = spoken[after : spoken.index(" ", after)]
+        if not joined or joined in KOREAN_PARTICLES:
+            return True
+        start = spoken.find(said, start + 1)
+    return False

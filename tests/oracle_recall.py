@@ -131,6 +131,9 @@ def words_of(text: str) -> list[str]:
             words.append(cluster)
             cluster = None
         if re.fullmatch(r"\w", character) is None:
+            if spaced and unicodedata.category(character).startswith("M"):
+                spaced += character  # a vowel sign on a letter of a spaced script
+                continue
             words += [spaced] if spaced else []
             spaced = ""
         elif unicodedata.name(character, "").startswith(UNSPACED_SCRIPTS):
@@ -142,14 +145,59 @@ def words_of(text: str) -> list[str]:
     return [word.casefold() for word in words]
 
 
+KOREAN_PARTICLES = {
+    base + after
+    for base in [
+        "은",
+        "는",
+        "이",
+        "가",
+        "을",
+        "를",
+        "의",
+        "에",
+        "에게",
+        "에서",
+        "께",
+        "께서",
+        "한테",
+        "한테서",
+        "와",
+        "과",
+        "랑",
+        "이랑",
+        "하고",
+        "도",
+        "만",
+        "로",
+        "으로",
+        "부터",
+        "까지",
+        "보다",
+        "처럼",
+        "야",
+        "아",
+        "이야",
+        "여",
+        "이여",
+        "씨",
+        "님",
+    ]
+    for after in ("", "는", "도", "요", "만")
+}
+
+
 def says_name(said: list[str], words: list[str], at: int) -> bool:
     """Whether the name's `words` are said from word `at` of `said`: a name ending in Hangul
-    may have a particle joined to its last word ("민수는")."""
+    may have one of Korean's particles joined to its last word ("민수는")."""
     run = said[at : at + len(words)]
     if len(run) < len(words) or run[:-1] != words[:-1]:
         return False
-    particles = "\uac00" <= words[-1][-1] <= "\ud7a3"
-    return run[-1] == words[-1] or (particles and run[-1].startswith(words[-1]))
+    last = words[-1]
+    if run[-1] == last:
+        return True
+    joined = run[-1][len(last) :] if run[-1].startswith(last) else None
+    return "\uac00" <= last[-1] <= "\ud7a3" and joined in KOREAN_PARTICLES
 
 
 def names_said(text: str, names: dict[str, str]) -> list[str]:

@@ -248,6 +248,10 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
         ("มิ้นอยู่ไหน", {"npc-mint": "มิ้น"}, ["npc-mint"]),  # a Thai letter keeps its marks:
         ("มันอยู่ไหน", {"npc-mint": "มิ้น"}, []),  # "where is it?" said none of her name
         ("민수는 어디 있어요?", {"npc-minsu": "민수"}, ["npc-minsu"]),  # a particle joined on
+        ("미나리 좀 사 왔어?", {"npc-mina": "미나"}, []),  # parsley: no particle after Mina
+        ("민수에게도 줘", {"npc-minsu": "민수"}, ["npc-minsu"]),
+        ("राम कहाँ है?", {"npc-ram": "राम"}, ["npc-ram"]),  # a vowel sign is part of its word:
+        ("रोमा कहाँ है?", {"npc-ram": "राम"}, []),  # "where is Roma?" said no Ram
         ("\uff21\uff44\uff41はどこ", {"npc-ada": "Ada"}, ["npc-ada"]),  # full-width letters
         ("\uff7d\uff7d\uff9e\uff77さん", {"npc-suzuki": "スズキ"}, ["npc-suzuki"]),  # half-width
     ],
