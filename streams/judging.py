@@ -392,7 +392,7 @@ class Judge:
             spent = f"{DEADLINE}: earlier rounds of the event's questions took all its time"
             return [answered(question, spent) for question in questions]
         client = self.client
-        if (resting := client.rests_for(deadline_ms)) is not None:
+        if (resting := client.rests_for(deadline_ms, calls=len(questions))) is not None:
             return [answered(question, resting) for question in questions]
         calls = [
             asyncio.ensure_future(

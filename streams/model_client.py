@@ -126,11 +126,13 @@ class ModelClient(JsonService):
             REST_SECONDS,
         )
 
-    def rests_for(self, deadline_ms: int, read: bool = False) -> str | None:
+    def rests_for(self, deadline_ms: int, read: bool = False, calls: int = 1) -> str | None:
         """Why a caller waiting `deadline_ms` (a `read`, or an event) does not ask now
-        (`out_of_time`); None if it may."""
+        (`out_of_time`), its `calls` counted `resting` as a rest's are; None if it may."""
         until, within = self._impatient[read]
         if time.monotonic() < until and deadline_ms <= within:
+            for _ in range(calls):
+                self.count(Outcome.RESTING)
             return (
                 f"{NOT_ASKED}: the model gave no answer within {within} ms lately and rests"
                 f" {REST_SECONDS:g} s"

@@ -770,3 +770,23 @@ def test_a_stopping_worker_closes_its_connections_to_the_model() -> None:
             return open_while_running, connections[0].is_closing()
 
     assert asyncio.run(run()) == (True, True)
+
+
+def test_questions_not_asked_while_the_model_rests_after_a_deadline_are_counted() -> None:
+    """A hanging model cut by a world's deadline rests 30 s; the questions of the events
+    meanwhile went to the rules counted nowhere (a dashboard saw the calls stop, `resting` 0),
+    where a rest the model's own timeout began counted each."""
+    metrics = Metrics()
+
+    async def rest() -> str | None:
+        client = ModelClient("http://127.0.0.1:1", "m")  # never asked: it rests
+        client.count = metrics.model_call
+        try:
+            client.out_of_time(300, "deadline: no answer within 300 ms")
+            return client.rests_for(300, calls=2)
+        finally:
+            await client.close()
+
+    assert asyncio.run(rest()) is not None
+    samples = samples_of(metrics.exposition().decode())
+    assert samples[("rumourmill_model_calls_total", (("outcome", "resting"),))] == 2
