@@ -259,6 +259,11 @@ def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() 
     assert normalised("你好[笑]朋友", 100) == "你好朋友"  # no space between such letters
     assert normalised("¿[duda] Qué quieres?", 100) == "¿Qué quieres?"
     assert normalised("هل رأيته [يتردد]؟", 100) == "هل رأيته؟"  # Arabic's question mark
+    assert normalised('"[sighs][pause] Hello"', 100) == '"Hello"'  # no "[" left of the second
+    assert normalised("„[seufzt] Hallo [Pause]“", 100) == "„Hallo“"  # German quotes
+    assert normalised("»[seufzt] Hallo [Pause]«", 100) == "»Hallo«"
+    stop = "\u06d4"  # Urdu's full stop
+    assert normalised(f"وہ گھر گیا [ہنستے ہوئے]{stop}", 100) == f"وہ گھر گیا{stop}"
 
 
 def test_nested_annotations_are_stripped_whole_and_unmatched_brackets_stay() -> None:
