@@ -35,16 +35,26 @@ of the others' word characters and the marks on them (a Devanagari vowel sign is
 one word, not "र" and "म")."""
 HANGUL_SYLLABLES = re.compile("[\uac00-\ud7a3]")
 KOREAN_PARTICLES = frozenset(
-    particle + ending
-    for particle in (
-        *("은", "는", "이", "가", "을", "를", "의", "에", "에게", "에서", "께", "께서", "한테"),
-        *("한테서", "와", "과", "랑", "이랑", "하고", "도", "만", "로", "으로", "부터", "까지"),
-        *("보다", "처럼", "야", "아", "이야", "여", "이여", "씨", "님"),
+    (
+        *("은", "는", "이", "가", "을", "를", "의", "에", "엔", "에게", "에겐", "에서", "에게서"),
+        *("께", "께서", "한테", "한텐", "한테서", "와", "과", "랑", "이랑", "하고", "도", "만"),
+        *("로", "으로", "론", "부터", "까지", "보다", "처럼", "밖에", "야", "아", "이야", "여"),
+        *("이여", "씨", "님", "네", "들", "나", "이나", "라고", "이라고", "요", "이요"),
     )
-    for ending in ("", "는", "도", "요", "만")
 )
-"""The particles Korean joins to the word before them ("민수는", "민수에게도"): a word a name
-begins is the name only with one of these after it ("미나리", parsley, names no Mina)."""
+"""The particles and suffixes Korean joins to a name ("민수는", "민수씨가", "민수님께서"): a
+word a name begins is the name only with some of these after it, up to `MOST_PARTICLES`
+("미나리", parsley, names no Mina)."""
+MOST_PARTICLES = 3
+
+
+def particles(joined: str, most: int = MOST_PARTICLES) -> bool:
+    """Whether `joined` is up to `most` of `KOREAN_PARTICLES` one after another."""
+    return any(
+        joined.startswith(particle)
+        and (joined == particle or (most > 1 and particles(joined[len(particle) :], most - 1)))
+        for particle in KOREAN_PARTICLES
+    )
 
 
 def words(text: str) -> list[str]:
@@ -63,7 +73,7 @@ def says(spoken: str, name: list[str]) -> bool:
     while start != -1:
         after = start + len(said)
         joined = spoken[after : spoken.index(" ", after)]
-        if not joined or joined in KOREAN_PARTICLES:
+        if not joined or particles(joined):
             return True
         start = spoken.find(said, start + 1)
     return False

@@ -145,46 +145,58 @@ def words_of(text: str) -> list[str]:
     return [word.casefold() for word in words]
 
 
-KOREAN_PARTICLES = {
-    base + after
-    for base in [
-        "은",
-        "는",
-        "이",
-        "가",
-        "을",
-        "를",
-        "의",
-        "에",
-        "에게",
-        "에서",
-        "께",
-        "께서",
-        "한테",
-        "한테서",
-        "와",
-        "과",
-        "랑",
-        "이랑",
-        "하고",
-        "도",
-        "만",
-        "로",
-        "으로",
-        "부터",
-        "까지",
-        "보다",
-        "처럼",
-        "야",
-        "아",
-        "이야",
-        "여",
-        "이여",
-        "씨",
-        "님",
-    ]
-    for after in ("", "는", "도", "요", "만")
-}
+KOREAN_PARTICLES = [
+    "은",
+    "는",
+    "이",
+    "가",
+    "을",
+    "를",
+    "의",
+    "에",
+    "엔",
+    "에게",
+    "에겐",
+    "에서",
+    "에게서",
+    "께",
+    "께서",
+    "한테",
+    "한텐",
+    "한테서",
+    "와",
+    "과",
+    "랑",
+    "이랑",
+    "하고",
+    "도",
+    "만",
+    "로",
+    "으로",
+    "론",
+    "부터",
+    "까지",
+    "보다",
+    "처럼",
+    "밖에",
+    "야",
+    "아",
+    "이야",
+    "여",
+    "이여",
+    "씨",
+    "님",
+    "네",
+    "들",
+    "나",
+    "이나",
+    "라고",
+    "이라고",
+    "요",
+    "이요",
+]
+PARTICLES_JOINED = re.compile(f"(?:{'|'.join(KOREAN_PARTICLES)}){{1,3}}")
+"""One to three of Korean's particles and suffixes, one after another."""
 
 
 def says_name(said: list[str], words: list[str], at: int) -> bool:
@@ -196,8 +208,9 @@ def says_name(said: list[str], words: list[str], at: int) -> bool:
     last = words[-1]
     if run[-1] == last:
         return True
-    joined = run[-1][len(last) :] if run[-1].startswith(last) else None
-    return "\uac00" <= last[-1] <= "\ud7a3" and joined in KOREAN_PARTICLES
+    joined = run[-1][len(last) :] if run[-1].startswith(last) else ""
+    hangul = "\uac00" <= last[-1] <= "\ud7a3"
+    return hangul and PARTICLES_JOINED.fullmatch(joined) is not None
 
 
 def names_said(text: str, names: dict[str, str]) -> list[str]:

@@ -25,13 +25,13 @@ from hypothesis import strategies as st
 
 from projections.decision import decision
 from projections.memory_store import memory_keys
-from projections.recall import Recalling, RecallQuery, recall
+from projections.recall import Recalling, RecallQuery, named_in, recall
 from projections.runtime_read import BadRead, NotFound
 from schemas.memory import DecisionRead
 from streams.embedding import Vectors
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from tests.oracle import OracleNotFound
-from tests.oracle_recall import OracleBadRead, view
+from tests.oracle_recall import OracleBadRead, names_said, view
 from tests.oracle_recall import decision as oracle_decision
 from tests.oracle_recall import recall as oracle_recall
 from tests.properties.test_oracle import SETTINGS
@@ -213,3 +213,37 @@ def test_every_recall_and_decision_equals_the_oracle() -> None:
     assert figures["recalled memories"] >= WORLDS, figures
     assert figures["held faded"] >= WORLDS and figures["held forgotten"] >= WORLDS / 4, figures
     assert figures["knowledge"] >= figures["decisions"] / 2, figures
+
+
+SCRIPT_PIECES = (
+    *(
+        "민수",
+        "미나",
+        "는",
+        "씨",
+        "가",
+        "에게서",
+        "리",
+        "기",
+        "진",
+        "요",
+    ),  # Korean and its particles
+    *("राम", "र", "\u093e", "म", "ो"),  # Devanagari letters and vowel signs
+    *("มิ้น", "ม", "\u0e34", "\u0e49", "น"),  # Thai letters and marks
+    *("北风", "酒馆", "鈴木", "さん", "\uff7d\uff9e"),  # CJK, kana, half-width kana
+    *("Zoe", "\u0308", "\uff21da", "Ada", " ", ", ", "?", "-"),
+)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(
+    st.lists(st.sampled_from(SCRIPT_PIECES), max_size=12),
+    st.dictionaries(
+        st.sampled_from(("npc-a", "npc-b", "npc-c")),
+        st.lists(st.sampled_from(SCRIPT_PIECES), min_size=1, max_size=3).map("".join),
+    ),
+)
+def test_names_said_in_every_script_are_the_oracles(text: list[str], names: dict[str, str]) -> None:
+    """The histories' names and queries are Latin: the rules for scripts written without
+    spaces, marks and Korean's particles met no oracle there."""
+    assert named_in("".join(text), names) == names_said("".join(text), names)
