@@ -185,38 +185,37 @@ def one_line(text: str) -> str:
 
 
 LEANS_LEFT = frozenset(
-    ",.;:!?…)]}"
+    ",.;:!?…)]}»”\u2019"
     "\uff0c\u3002\uff01\uff1f\u3001\u300d\u300f\uff09\uff1a\uff1b\u3011\u3009\u300b"
     "\u060c\u061b\u061f\u06d4\u0964\u0965"
 )
-"""Punctuation written against the word before it: Latin, full-width and CJK (its full stop,
-comma and closing brackets), Arabic and Urdu (comma, semicolon, question mark, full stop),
-Devanagari (danda)."""
-LEANS_RIGHT = frozenset("([{\u300c\u300e\uff08\u3010\u3008\u300a¿¡\u201e\u201a")
-"""Punctuation written against the word after it (Spanish opens a question with ¿, German a
-quotation with „)."""
-QUOTE_MARKS = frozenset("\"'«»\u201c\u201d\u2018\u2019")
-"""Quotation marks that open in one language and close in another (« and » in French and
-German, “ in English and German), or both (straight quotes): one right after a pair closes,
-and one right before it opens when a space, or nothing, comes before it."""
+"""Punctuation written against the word before it: Latin (closing quotation marks as English
+and French write them), full-width and CJK (its full stop, comma and closing brackets), Arabic
+and Urdu (comma, semicolon, question mark, full stop), Devanagari (danda)."""
+LEANS_RIGHT = frozenset("([{«“\u2018¿¡\u201e\u201a\u300c\u300e\uff08\u3010\u3008\u300a")
+"""Punctuation written against the word after it: opening brackets and quotation marks
+(German's low ones too), Spanish's ¿ and ¡."""
+STRAIGHT_QUOTES = frozenset("\"'")
+"""Quotation marks that open and close alike: one right after a pair closes, one right
+before it opens when a space, or nothing, comes before it."""
 
 
 def _opens(before: str) -> bool:
     """Whether `before` ends in punctuation written against the word after it."""
     last = before[-1]
     return last in LEANS_RIGHT or (
-        last in QUOTE_MARKS and (len(before) < 2 or before[-2].isspace())
+        last in STRAIGHT_QUOTES and (len(before) < 2 or before[-2].isspace())
     )
 
 
 def _gap_between(before: str, after: str, spaced: bool) -> bool:
     """Whether a pair taken out from between `before` and `after` leaves a gap: not against
-    punctuation leaning on either side ("Well [sighs], fine." is "Well, fine."; what opens
-    counts unless a space stood between it and the pair, as French writes « Oui »), a
-    quotation mark right after the pair (it closes: '"I know [sighs]", she said'), nor beside
-    a script written without spaces ("你好[笑]朋友")."""
+    punctuation leaning on either side and touching the pair ("Well [sighs], fine." is "Well,
+    fine."; '"[sighs] Hello"' is '"Hello"'; « [soupire] Oui », spaced as French writes it,
+    stays), a straight quote right after the pair (it closes: '"I know [sighs]", she said'),
+    nor beside a script written without spaces ("你好[笑]朋友")."""
     last, first = before[-1], after[0]
-    if first in LEANS_LEFT or first in QUOTE_MARKS or (_opens(before) and not spaced):
+    if first in LEANS_LEFT or first in STRAIGHT_QUOTES or (_opens(before) and not spaced):
         return False
     return UNSPACED.match(last) is None and UNSPACED.match(first) is None
 
@@ -254,6 +253,8 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
             if _opens(kept[-1]) and not spaced:  # '"[sighs] Hello"': the space after it too
                 piece = piece.lstrip()
         gap_last = False
+        if not piece:  # '"[a] [b] Hello"': the space between the pairs went with the first
+            continue
         if piece == opening:  # where it stands once a gap before it is gone
             opened.append(len(kept))
         kept.append(piece)
