@@ -39,12 +39,13 @@ KOREAN_PARTICLES = frozenset(
         *("은", "는", "이", "가", "을", "를", "의", "에", "엔", "에게", "에겐", "에서", "에게서"),
         *("께", "께서", "한테", "한텐", "한테서", "와", "과", "랑", "이랑", "하고", "도", "만"),
         *("로", "으로", "론", "부터", "까지", "보다", "처럼", "밖에", "야", "아", "이야", "여"),
-        *("이여", "씨", "님", "네", "들", "나", "이나", "라고", "이라고", "요", "이요"),
+        *("이여", "씨", "님", "네", "라고", "이라고", "요", "이요"),
     )
 )
 """The particles and suffixes Korean joins to a name ("민수는", "민수씨가", "민수님께서"): a
 word a name begins is the name only with some of these after it, up to `MOST_PARTICLES`
-("미나리", parsley, names no Mina)."""
+("미나리", parsley, names no Mina; the plural 들 and 나, or, are left out: "나라들이",
+countries, named no Nara)."""
 MOST_PARTICLES = 3
 
 
@@ -65,9 +66,10 @@ def words(text: str) -> list[str]:
 
 def says(spoken: str, name: list[str]) -> bool:
     """Whether `spoken` (a text's `words`, each between spaces: " a b ") says the `name`'s
-    words in a row, the last of a Korean one with a particle joined on."""
+    words in a row, the last of a Korean one with a particle joined on if it is two syllables
+    or more (one is as often a word: "나", I, is "나는" too)."""
     said = f" {' '.join(name)}"
-    if HANGUL_SYLLABLES.fullmatch(said[-1]) is None:
+    if HANGUL_SYLLABLES.fullmatch(said[-1]) is None or len(name[-1]) < 2:
         return f"{said} " in spoken
     start = spoken.find(said)
     while start != -1:

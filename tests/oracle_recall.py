@@ -187,9 +187,6 @@ KOREAN_PARTICLES = [
     "씨",
     "님",
     "네",
-    "들",
-    "나",
-    "이나",
     "라고",
     "이라고",
     "요",
@@ -209,7 +206,7 @@ def says_name(said: list[str], words: list[str], at: int) -> bool:
     if run[-1] == last:
         return True
     joined = run[-1][len(last) :] if run[-1].startswith(last) else ""
-    hangul = "\uac00" <= last[-1] <= "\ud7a3"
+    hangul = "\uac00" <= last[-1] <= "\ud7a3" and len(last) > 1  # "나" is I as often
     return hangul and PARTICLES_JOINED.fullmatch(joined) is not None
 
 

@@ -249,6 +249,8 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
         ("มันอยู่ไหน", {"npc-mint": "มิ้น"}, []),  # "where is it?" said none of her name
         ("민수는 어디 있어요?", {"npc-minsu": "민수"}, ["npc-minsu"]),  # a particle joined on
         ("미나리 좀 사 왔어?", {"npc-mina": "미나"}, []),  # parsley: no particle after Mina
+        ("나라들이 전쟁을 한다", {"npc-nara": "나라"}, []),  # countries: 들 is no name's
+        ("나이가 많은 노인", {"npc-na": "나"}, []),  # age: a name of one syllable is said bare
         ("민수에게도 줘", {"npc-minsu": "민수"}, ["npc-minsu"]),
         ("राम कहाँ है?", {"npc-ram": "राम"}, ["npc-ram"]),  # a vowel sign is part of its word:
         ("रोमा कहाँ है?", {"npc-ram": "राम"}, []),  # "where is Roma?" said no Ram
