@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 
 UNSPACED_RANGES = (
     "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
@@ -20,19 +21,24 @@ UNSPACED_RANGES = (
 )
 """The scripts written without spaces between words, as a regular expression's ranges."""
 UNSPACED = re.compile(f"[{UNSPACED_RANGES}]")
-MARKS = "".join(
-    re.escape(chr(point))
-    for point in (*range(0x20000), *range(0xE0100, 0xE01F0))
-    if unicodedata.category(chr(point)).startswith("M")
-)
-"""Every combining mark (categories Mn, Mc, Me: none lie elsewhere), as a regular expression's
-class: what sits on the character before it."""
-WORD = re.compile(
-    f"(?=\\w)[{UNSPACED_RANGES}][{MARKS}]*|(?=[^\\W{UNSPACED_RANGES}])(?:[^\\W{UNSPACED_RANGES}]|[{MARKS}])+"
-)
-"""A word as the rules find one: a character of a script without spaces and its marks, or a run
-of the others' word characters and the marks on them (a Devanagari vowel sign is one: "राम" is
-one word, not "र" and "म")."""
+
+
+@cache
+def word_pattern() -> re.Pattern[str]:
+    """A word as the rules find one: a character of a script without spaces and the marks on it,
+    or a run of the others' word characters and their marks (a Devanagari vowel sign is one:
+    "राम" is one word, not "र" and "म"). Made at the first use: finding every combining mark
+    (categories Mn, Mc, Me: none lie past those planes) takes some 30 ms, which every command
+    paid as it started (the image's health check among them)."""
+    marks = "".join(
+        re.escape(chr(point))
+        for point in (*range(0x20000), *range(0xE0100, 0xE01F0))
+        if unicodedata.category(chr(point)).startswith("M")
+    )
+    spaced = f"[^\\W{UNSPACED_RANGES}]"
+    return re.compile(f"(?=\\w)[{UNSPACED_RANGES}][{marks}]*|(?={spaced})(?:{spaced}|[{marks}])+")
+
+
 HANGUL_SYLLABLES = re.compile("[\uac00-\ud7a3]")
 KOREAN_PARTICLES = frozenset(
     (
@@ -59,9 +65,11 @@ def particles(joined: str, most: int = MOST_PARTICLES) -> bool:
 
 
 def words(text: str) -> list[str]:
-    """The `WORD`s of `text`, compatibility-composed (NFKC: "Zoe" and a combining diaeresis
-    are "Zoë", full-width letters are Latin ones, half-width "ｽｽﾞｷ" is "スズキ") and case folded."""
-    return [word.casefold() for word in WORD.findall(unicodedata.normalize("NFKC", text))]
+    """The words (`word_pattern`) of `text`, compatibility-composed (NFKC: "Zoe" and a
+    combining diaeresis are "Zoë", full-width letters are Latin ones, half-width "ｽｽﾞｷ" is
+    "スズキ") and case folded."""
+    found = word_pattern().findall(unicodedata.normalize("NFKC", text))
+    return [word.casefold() for word in found]
 
 
 def says(spoken: str, name: list[str]) -> bool:
