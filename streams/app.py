@@ -30,6 +30,7 @@ from faust.web import Request, Response, Web
 from rocksdict import Rdict, WriteBatch
 from yarl import URL
 
+from projections import writing_systems
 from projections.delivery import MOST_RECORD_BYTES, Intake, SourceMessage
 from projections.judgements import RecordedAnswers
 from projections.migrations import StateFormatError, current_format, stored_format, upgrade
@@ -770,6 +771,7 @@ def create_app(settings: Settings) -> Rumourmill:
     policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)
     metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress.starts))
+    writing_systems.word_pattern()  # made as the worker starts: a first recall waited 30 ms
     projector = Projector(
         policies=PolicyBook(policies, log_conflict),
         max_event_bytes=settings.max_event_bytes,
