@@ -126,7 +126,9 @@ class ConfidencePolicy(Contract):
 
 
 class PersistencePolicy(Contract):
-    """Memories kept for the whole world, visible from every timeline of it."""
+    """Memories kept for the whole world, visible from every timeline of it: every memory of a
+    character in `characters`, and every memory of a kind in `kinds` whoever holds it (either
+    list keeps a memory: `kinds` alone makes that kind persistent for every character)."""
 
     characters: list[Identifier] = []  # pydantic copies a default per instance; the schema shows it
     kinds: list[MemoryKind] = []
