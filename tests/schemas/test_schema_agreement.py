@@ -277,7 +277,7 @@ def policies_accepted() -> dict[str, Any]:
         "memory": {
             "perception_location_fallback": True,
             "weighing": "rules",
-            "persistent": {"characters": ["npc-seer"], "kinds": ["knowledge"]},
+            "persistent": {"characters": ["npc-seer"]},
             "confidence": {"seen": 0.9, "told": 0.8, "player": 0.7},
             "retelling_factor": 0.8,
             "spreading": {"enabled": False, "group_interval_minutes": 240},
