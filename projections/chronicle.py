@@ -5,8 +5,9 @@ Per character and timeline, the records (the memories the timeline sees, in stor
 make a digest: the record's words and story time. Digests roll into a chapter once their text
 passes `short_term_tokens`; chapters condense into the condensed chapter (the older story, one
 summary that each condensation folds the previous one into) once their text passes
-`long_term_tokens`. A text's length is the sum of its parts' token counts, by whatever
-`TokenCounter` the caller hands in (the worker's counts with the embedder's own tokenizer:
+`long_term_tokens`. The digests' text is the sum of their token counts (each is a part of the
+read), as the chapters' is; a summary's is its text's count, whole. Tokens are counted by
+whatever `TokenCounter` the caller hands in (the worker's counts with the embedder's own tokenizer:
 `streams.tokens`), so this module needs no tokenizer of its own.
 
 Computed at read, never stored. Seed 000 decides it: the chronicler builds its digests from the
@@ -49,6 +50,7 @@ from projections.chronicle_summaries import (
     Summaries,
     Summariser,
     TokenCounter,
+    joined,
 )
 from projections.judgements import Judging
 from projections.memory_store import held_in_order, memory_keys
@@ -130,16 +132,14 @@ class Rolled:
     part: Part
     passages: tuple[Passage, ...]
     summarised_by: str
+    tokens: int
+    """The length of its text, counted whole (not its passages' counts added up)."""
     belief_ids: tuple[str, ...] = ()
     chapters: int = 1
 
     @property
-    def tokens(self) -> int:
-        return sum(passage.tokens for passage in self.passages)
-
-    @property
     def text(self) -> str:
-        return "\n".join(passage.text for passage in self.passages)
+        return joined(self.passages)
 
 
 def _digest_text(memory: Memory) -> str:
@@ -185,7 +185,8 @@ def chronicle_of(
         told, by = _summarised(
             part, statements, policy.chapter_tokens, count, summaries, summariser
         )
-        chapters.append(Rolled(part, told, by, tuple(held.belief_id for held, _, _ in pending)))
+        belief_ids = tuple(held.belief_id for held, _, _ in pending)
+        chapters.append(Rolled(part, told, by, count(joined(told)), belief_ids))
         pending, pending_tokens = [], 0
         if sum(chapter.tokens for chapter in chapters) > policy.long_term_tokens:
             condensed = _condense(condensed, chapters, policy, count, summaries, summariser)
@@ -215,7 +216,8 @@ def _condense(
     )
     passages = [passage for rolled in parts for passage in rolled.passages]
     told, by = _summarised(part, passages, policy.condensed_tokens, count, summaries, summariser)
-    return Rolled(part, told, by, chapters=sum(rolled.chapters for rolled in parts))
+    chapters_told = sum(rolled.chapters for rolled in parts)
+    return Rolled(part, told, by, count(joined(told)), chapters=chapters_told)
 
 
 def _summarised(

@@ -15,7 +15,7 @@ authority.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -52,8 +52,8 @@ class Summariser(Protocol):
     def summarise(
         self, passages: Sequence[Passage], budget_tokens: int, count: TokenCounter
     ) -> tuple[Passage, ...]:
-        """What a summary of `passages` (in story order) keeps, at most `budget_tokens` long
-        (as `count` counts), in story order."""
+        """What a summary of `passages` (in story order) keeps, in story order: its text
+        (`joined`) at most `budget_tokens` long, as `count` counts."""
 
 
 class RulesSummariser:
@@ -83,7 +83,17 @@ class RulesSummariser:
             if passage.text not in kept and used + passage.tokens <= budget_tokens:
                 kept[passage.text] = passage
                 used += passage.tokens
-        return tuple(sorted(kept.values(), key=lambda p: p.seq))
+        # the parts' counts add up to less than their text joined (a line break is a token, and
+        # a word after one can split otherwise): the least important go until the text fits
+        added = list(kept.values())
+        while len(added) > 1 and count(joined(added)) > budget_tokens:
+            added.pop()
+        return tuple(sorted(added, key=lambda p: p.seq))
+
+
+def joined(passages: Iterable[Passage]) -> str:
+    """The text of a summary: its passages, a line each."""
+    return "\n".join(passage.text for passage in passages)
 
 
 CUT = " …"

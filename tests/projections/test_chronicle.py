@@ -142,6 +142,23 @@ def test_the_rules_summariser_keeps_the_most_important_statements_once_within_th
     ]
 
 
+def test_a_summary_fits_its_budget_as_its_text_is_counted_whole() -> None:
+    """The statements' counts added up were held to the budget, and the text joined them with
+    line breaks a tokenizer counts too: a chapter's summary ran some 5% over its budget."""
+
+    def words_and_line_breaks(text: str) -> int:
+        return len(text.split()) + text.count("\n")
+
+    passages = [
+        Passage("Oskar stole the ring", 0.9, 1, 4),
+        Passage("Ilse won it", 0.7, 2, 3),
+        Passage("Mara sang loud", 0.5, 3, 3),
+    ]
+    kept = RulesSummariser().summarise(passages, 10, words_and_line_breaks)
+    assert [p.text for p in kept] == ["Oskar stole the ring", "Ilse won it"]
+    assert words_and_line_breaks("\n".join(p.text for p in kept)) == 8
+
+
 def test_the_most_important_statement_over_the_budget_leads_cut_not_dropped() -> None:
     """Smaller statements that fit once took its place: a chapter of an accusation and the rain
     was summarised as the rain."""

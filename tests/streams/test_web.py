@@ -344,19 +344,21 @@ def test_the_chronicle_rolls_a_long_talk_into_chapters_counted_by_the_real_token
     assert (status, body) == (200, json_of(expected))
     assert body["summariser"] == "rules" and body["records"] == 80
     # each digest is 88 tokens ("day 73, 09:00: Tale 73: harbour ..."): 17 make 1496, the
-    # 18th passes 1500 and rolls them; a chapter keeps three 76-token statements
+    # 18th passes 1500 and rolls them; a chapter keeps three 76-token statements, a line each
+    # (each line break a token: 230, where the statements' counts add up to 228)
     assert [(c["from_seq"], c["to_seq"], c["tokens"]) for c in body["chapters"]] == [
-        (1, 18, 228),
-        (19, 36, 228),
-        (37, 54, 228),
-        (55, 72, 228),
+        (1, 18, 230),
+        (19, 36, 230),
+        (37, 54, 230),
+        (55, 72, 230),
     ]
+    assert {wordllama_tokens()(c["text"]) for c in body["chapters"]} == {230}
     assert {c["summary"] for c in body["chapters"]} == {True}
     assert [(d["seq"], d["tokens"], d["summary"]) for d in body["digests"]][:2] == [
         (73, 88, False),
         (74, 88, False),
     ]
-    assert body["condensed"] is None and body["tokens"] == 4 * 228 + 8 * 88
+    assert body["condensed"] is None and body["tokens"] == 4 * 230 + 8 * 88
     assert [d["seq"] for d in earlier["digests"]] == [1, 2, 3, 4, 5]
     printed = chronicle_tables(body)  # what `rumourmill chronicle` prints
     assert "npc-mara on saga/main: 80 records told in" in printed
