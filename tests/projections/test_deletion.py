@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any
 
 import orjson
@@ -24,6 +26,7 @@ from schemas.judgements import RecordedJudgement
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
+from tests.projections import refused_on_release
 from tests.projections.recorded import Recorded
 from tests.tavern import TAVERN
 
@@ -276,3 +279,42 @@ def test_a_redelivery_from_before_a_deletion_leaves_the_world_begun_anew_waiting
     begun_anew = SourceMessage("events", 0, len(log), b"save-1", event(1))
     acks = projector.receive(state, begun_anew).acks
     assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
+
+
+def test_a_deletion_takes_the_worlds_refused_waiting_event_out_of_the_outbox() -> None:
+    """A waiting event refused as a later message released it is kept whole in that message's
+    outbox row (a redelivery finds it gone from the buffer): its bytes, a character's diary here,
+    stayed in the state and its changelog after the world's deletion, and a redelivery of the
+    message sent them to the dead-letter topic again. The row's acks stay, as the README says."""
+
+    projector = Projector(record_bytes=refused_on_release.RECORD_BYTES)
+    messages = [
+        SourceMessage("events", 0, offset, b"save-1", line)
+        for offset, line in enumerate(refused_on_release.LINES)
+    ]
+    state = MemoryState()
+    released = [projector.receive(state, message) for message in messages][2]
+    [letter] = released.dead_letters
+    assert "waited for an earlier seq" in letter.reason
+    assert refused_on_release.SECRET in base64.b64decode(letter.value_base64)
+    other = replay(story("other-world"))
+    for key, value in other.items():
+        state.put(key, value)
+    projector.receive(state, SourceMessage("events", 0, 3, b"save-1", deletion("world.deleted")))
+    encoded = re.compile(rb"[A-Za-z0-9+/]{64,}={0,2}")  # a dead letter's value_base64
+    holding = [
+        unpack(key)
+        for key, value in state.items()
+        if any(refused_on_release.SECRET in base64.b64decode(run) for run in encoded.findall(value))
+    ]
+    assert holding == []
+    again = projector.receive(state, messages[2])
+    assert again.redelivered and again.dead_letters == []
+    assert [(ack.seq, ack.outcome.value) for ack in again.acks] == [
+        (2, "processed"),
+        (3, "rejected"),
+    ]
+    assert keys_of(state, "default", "save-1") == []
+    assert world_digest(state, "default", "other-world") == world_digest(
+        other, "default", "other-world"
+    )
