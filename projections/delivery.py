@@ -191,10 +191,13 @@ def produce_once(
         intake = replace(intake, acks=acks)
     if message.offset >= OUTBOX_DEPTH:
         forget_rows_upto(tx, message.topic, message.partition, message.offset - OUTBOX_DEPTH)
-    letters = [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters]
+    letters = [
+        kept_in_outbox(letter.model_dump(mode="json"), message) for letter in intake.dead_letters
+    ]
+    position = (message.topic, message.partition, message.offset)
     for world in dict.fromkeys(world_held_whole(letter) for letter in letters):
         if world is not None:  # before the row: a state holding the row holds this too
-            tx.put(pack(HELD_LETTERS, *world, message.topic, message.partition, message.offset), b"")
+            tx.put(pack(HELD_LETTERS, *world, *position), b"")
     acks = [_ACK_FIELDS(item, mode="json") for item in intake.acks]
     keep_row(tx, key, outbox_parts(digest, acks, letters))
     for taken_out in intake.deleted_after_outbox:
