@@ -198,8 +198,8 @@ def produce_once(
     for world in dict.fromkeys(world_held_whole(letter) for letter in letters):
         if world is not None:  # before the row: a state holding the row holds this too
             tx.put(pack(HELD_LETTERS, *world, *position), b"")
-    acks = [_ACK_FIELDS(item, mode="json") for item in intake.acks]
-    keep_row(tx, key, outbox_parts(digest, acks, letters))
+    kept_acks = [_ACK_FIELDS(ack, mode="json") for ack in intake.acks]
+    keep_row(tx, key, outbox_parts(digest, kept_acks, letters))
     for taken_out in intake.deleted_after_outbox:
         tx.delete(taken_out)
     return intake
