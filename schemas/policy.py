@@ -135,7 +135,9 @@ class PersistencePolicy(Contract):
 
 
 class SpreadingPolicy(Contract):
-    """Whether and how characters pass memories on by themselves when they meet."""
+    """Whether and how characters pass memories on by themselves when they meet: each other
+    setting here rules that spreading alone (`distortion` too: what a `told` event passes is
+    never distorted), so none takes effect while `enabled` is false."""
 
     enabled: bool = False
     group_field: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "group"
