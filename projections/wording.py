@@ -139,7 +139,12 @@ def retell(content: str) -> str:
 
     Quoted words become "something" and parenthesised details are dropped:
     `Ilse said "give me the key" at the inn (gold: 5)` -> `Ilse said something at the inn`.
+    Content that is one quotation whole is the statement, not a detail of it: its words are
+    retold (`"The sailor is dead"` reached every listener as "something").
     """
+    whole = content.strip()
+    if QUOTED.fullmatch(whole) and whole[1:-1].strip():
+        return retell(whole[1:-1])
     retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
     return " ".join(retold.split()) or content
 

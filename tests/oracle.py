@@ -335,7 +335,11 @@ def passed_on(memory: OMemory, name: Names) -> str:
 
 def retelling(content: str) -> str:
     """The statement without its detail: quoted words become "something", a parenthesised
-    detail goes with the space before it, spaces collapse; if nothing is left, as it was."""
+    detail goes with the space before it, spaces collapse; if nothing is left, as it was. A
+    content that is one quotation whole is the statement: what it quotes, told so."""
+    whole = content.strip()
+    if whole and quotation_end(whole, 0) == len(whole) - 1 and whole[1:-1].strip():
+        return retelling(whole[1:-1])
     unquoted = each_quotation(content, lambda quoted: "something")
     kept = ""
     index = 0

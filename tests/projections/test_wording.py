@@ -54,6 +54,23 @@ def test_a_retelling_takes_quoted_words_in_every_languages_quotation_marks(
     assert retell(content) == retold
 
 
+@pytest.mark.parametrize(
+    ("content", "retold"),
+    [
+        ('"The sailor is dead"', "The sailor is dead"),
+        (" «Le moulin brûle» ", "Le moulin brûle"),
+        ("“He (the mayor) lied”", "He lied"),
+        ('"Run," she said, "now"', "something she said, something"),  # two, not one whole
+        ('""', "something"),  # nothing quoted: no statement to keep
+        ('"Run" and "hide"', "something and something"),
+    ],
+)
+def test_a_content_quoted_whole_is_retold_as_its_words(content: str, retold: str) -> None:
+    """Seed 001 keeps the statement: a line sent with its quotation marks reached every listener
+    as "something" (and a player's as "Ilse said: something")."""
+    assert retell(content) == retold
+
+
 @pytest.mark.parametrize("opening", ["“", "„", "«", "»", "\N{LEFT SINGLE QUOTATION MARK}"])
 def test_quotations_never_closed_take_their_length_not_length_times_their_number(
     opening: str,
