@@ -68,26 +68,6 @@ def resolve(
     return policy
 
 
-def unheeded(document: dict[str, Any], policy: Policy) -> dict[str, str]:
-    """The settings `document` gives that change nothing where `policy` is in force, each by
-    its path, with why: a summarised conversation's expiry below the expiry in force, which a
-    summary never shortens (`DialoguePolicy.summarised_hours`). A worker takes such a document
-    (a release took it); `rumourmill policy set` refuses one that no world it governs heeds."""
-    memory = document.get("memory")
-    dialogue = memory.get("dialogue") if isinstance(memory, dict) else None
-    if not isinstance(dialogue, dict) or "summarised_expiry_hours" not in dialogue:
-        return {}
-    expiry = policy.memory.dialogue
-    if expiry.summarised_expiry_hours >= expiry.expiry_hours:
-        return {}
-    path = "memory.dialogue.summarised_expiry_hours"
-    return {
-        path: f"{path} ({expiry.summarised_expiry_hours:g}) is below expiry_hours"
-        f" ({expiry.expiry_hours:g}), and a summary never shortens how long a conversation is"
-        " shown: it would change nothing"
-    }
-
-
 class PolicyDocuments(Protocol):
     """Where policy documents are kept, by `policy_key` (a global table, or a dict)."""
 

@@ -479,9 +479,8 @@ def policy() -> None:
 def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None:
     """Validate a (partial) policy document and publish it to the policies topic.
 
-    Refused, with nothing published, when it is invalid, when it and a document in force
-    would break a rule between fields together (a world's and its tenant's default), or when a
-    setting it gives would change nothing in every world it governs."""
+    Refused, with nothing published, when it is invalid, or when it and a document in force
+    would break a rule between fields together (a world's and its tenant's default)."""
     import orjson
 
     from projections.intake import id_problem
@@ -492,7 +491,6 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
         caught_up,
         check_policy_document,
         conflicts,
-        unheeded_settings,
     )
     from streams.publish import send_one
     from streams.topics import ensure_topics
@@ -522,23 +520,18 @@ def policy_set(file: Path, world: str | None, tenant: str, **flags: Any) -> None
     settings = _settings(**flags)
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
 
-    async def checked() -> tuple[list[str], list[str]]:
+    async def conflicting() -> list[str]:
         async with caught_up(settings, settings.topics.policies, 60) as in_force:
-            return (
-                conflicts(in_force, tenant, world, document),
-                unheeded_settings(in_force, tenant, world, document),
-            )
+            return conflicts(in_force, tenant, world, document)
 
     try:
-        found, unheeded = _on_kafka(settings, checked(), before_publishing=True)
+        found = _on_kafka(settings, conflicting(), before_publishing=True)
     except PoliciesUnread as unread:
         raise click.ClickException(f"{unread}; nothing published") from None
     if found:
         raise click.ClickException(
             f"{file} conflicts with the policies in force: {'; '.join(found)}; nothing published"
         )
-    if unheeded:
-        raise click.ClickException(f"{file}: {'; '.join(unheeded)}; nothing published")
     key = policy_key(tenant, world)
     _on_kafka(
         settings,

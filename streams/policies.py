@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from projections.delivery import explain
-from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve, unheeded
+from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve
 from schemas.policy import Policy, merge_policy
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
@@ -223,59 +223,26 @@ async def caught_up(settings: Settings, topic: str, timeout: float) -> AsyncIter
             await following
 
 
-Governed = tuple[str | None, dict[str, Any] | None, dict[str, Any] | None]
-"""A world a document would govern (None: a tenant's worlds without a document of their own),
-with its tenant's document and its own."""
-
-
-def governed(
-    documents: PolicyFeed, tenant_id: str, world_id: str | None, document: dict[str, Any]
-) -> list[Governed]:
-    """The worlds setting `document` for the world (None: as the tenant's default) would
-    govern, each with the documents it would then follow."""
-    if world_id is not None:
-        tenant = documents.get(policy_key(tenant_id, None))
-        return [(world_id, None if tenant is None else orjson.loads(tenant), document)]
-    return [
-        (None, document, None),
-        *(
-            (world, document, orjson.loads(raw))
-            for key, raw in documents.documents.items()
-            for tenant, world in [orjson.loads(key)]
-            if tenant == tenant_id and world is not None
-        ),
-    ]
-
-
 def conflicts(
     documents: PolicyFeed, tenant_id: str, world_id: str | None, document: dict[str, Any]
 ) -> list[str]:
     """Why setting `document` for the world (None: as the tenant's default) would leave worlds
     governed by their tenant's policy instead (`PolicyBook`): one line per world whose document
     and tenant's would break a rule between fields together; none when it fits."""
+    if world_id is not None:
+        tenant = documents.get(policy_key(tenant_id, None))
+        pairs = [(world_id, None if tenant is None else orjson.loads(tenant), document)]
+    else:
+        pairs = [
+            (world, document, orjson.loads(raw))
+            for key, raw in documents.documents.items()
+            for tenant, world in [orjson.loads(key)]
+            if tenant == tenant_id and world is not None
+        ]
     found = []
-    for world, tenant_document, world_document in governed(
-        documents, tenant_id, world_id, document
-    ):
+    for world, tenant_document, world_document in pairs:
         try:
             resolve(tenant_document, world_document)
         except ValidationError as conflict:
             found.append(f"world {world!r}: {conflict_reason(conflict)}")
     return found
-
-
-def unheeded_settings(
-    documents: PolicyFeed, tenant_id: str, world_id: str | None, document: dict[str, Any]
-) -> list[str]:
-    """Why settings of `document` would change nothing in every world it would govern
-    (`projections.policy.unheeded`), as the first of them would say; none when some world
-    heeds each."""
-    found: dict[str, str] | None = None
-    for _, tenant_document, world_document in governed(documents, tenant_id, world_id, document):
-        try:
-            policy = resolve(tenant_document, world_document)
-        except ValidationError:
-            continue  # `conflicts` says why
-        there = unheeded(document, policy)
-        found = there if found is None else {path: found[path] for path in found if path in there}
-    return list((found or {}).values())

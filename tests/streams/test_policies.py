@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -13,13 +12,7 @@ from click.testing import CliRunner, Result
 
 from projections.policy import SWEEP_FLOOR, PolicyBook, policy_key
 from streams.cli import main
-from streams.policies import (
-    InvalidPolicy,
-    PolicyFeed,
-    check_policy_document,
-    log_conflict,
-    unheeded_settings,
-)
+from streams.policies import InvalidPolicy, PolicyFeed, check_policy_document, log_conflict
 from streams.settings import Settings
 from tests.support import read_all, unique_settings
 
@@ -126,30 +119,6 @@ def test_the_feed_knows_whether_any_document_in_force_chooses_model_weighing() -
     assert not feed.model_weighing
 
 
-def test_a_summarised_expiry_below_the_expiry_in_force_is_unheeded_where_it_would_govern() -> None:
-    """Accepted, it changed nothing: a summary never shortens how long a conversation is shown
-    (a worker still takes such a document, as a release did). A tenant default is heeded while
-    one world it governs heeds it."""
-    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
-
-    def dialogue(**hours: float) -> dict[str, Any]:
-        return {"memory": {"dialogue": hours}}
-
-    def unheeded(document: dict[str, Any], world: str | None = "save-1") -> list[str]:
-        return unheeded_settings(feed, "default", world, document)
-
-    [reason] = unheeded(dialogue(expiry_hours=36, summarised_expiry_hours=1))
-    assert reason.startswith("memory.dialogue.summarised_expiry_hours (1) is below expiry_hours")
-    assert unheeded(dialogue(summarised_expiry_hours=6)) != []  # the default expiry is 12
-    assert unheeded(dialogue(summarised_expiry_hours=12)) == []
-    assert unheeded(dialogue(expiry_hours=36)) == []  # the default 24 beside it is not given
-    feed.take(policy_key("default", None), orjson.dumps(dialogue(expiry_hours=4)))
-    assert unheeded(dialogue(summarised_expiry_hours=6)) == []  # over its tenant's 4
-    assert unheeded(dialogue(summarised_expiry_hours=2), world=None) != []
-    feed.take(policy_key("default", "save-2"), orjson.dumps(dialogue(expiry_hours=1)))
-    assert unheeded(dialogue(summarised_expiry_hours=2), world=None) == []  # save-2 heeds it
-
-
 @pytest.mark.integration
 def test_policy_set_refuses_a_document_that_conflicts_with_one_in_force(
     kafka_bootstrap: str, tmp_path: Path
@@ -175,15 +144,6 @@ def test_policy_set_refuses_a_document_that_conflicts_with_one_in_force(
     assert policy_set({"convinced_from": 0.35}, "--world", "save-1").exit_code == 0
     refused = policy_set({"doubting_from": 0.38})  # valid alone: the default convinced_from is 0.4
     assert refused.exit_code == 1 and "world 'save-1'" in refused.output
-
-    path = tmp_path / "unheeded.json"
-    path.write_bytes(orjson.dumps({"memory": {"dialogue": {"summarised_expiry_hours": 2}}}))
-    unheeded = CliRunner().invoke(
-        main, ["policy", "set", str(path), "--world", "save-1"], env=settings.environment()
-    )
-    assert unheeded.exit_code == 1
-    assert "summarised_expiry_hours (2) is below expiry_hours (12)" in unheeded.output
-    assert "nothing published" in unheeded.output
 
     published = read_all(settings, settings.topics.policies)
     assert [document["memory"]["referee"] for document in published] == [
