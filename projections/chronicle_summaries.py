@@ -84,11 +84,16 @@ class RulesSummariser:
                 kept[passage.text] = passage
                 used += passage.tokens
         # the parts' counts add up to less than their text joined (a line break is a token, and
-        # a word after one can split otherwise): the least important go until the text fits
+        # a word after one can split otherwise): the least important go until the text, in
+        # story order as it is told, fits
         added = list(kept.values())
-        while len(added) > 1 and count(joined(added)) > budget_tokens:
+        while len(added) > 1 and count(joined(_in_story_order(added))) > budget_tokens:
             added.pop()
-        return tuple(sorted(added, key=lambda p: p.seq))
+        return _in_story_order(added)
+
+
+def _in_story_order(passages: Iterable[Passage]) -> tuple[Passage, ...]:
+    return tuple(sorted(passages, key=lambda passage: passage.seq))
 
 
 def joined(passages: Iterable[Passage]) -> str:

@@ -159,6 +159,20 @@ def test_a_summary_fits_its_budget_as_its_text_is_counted_whole() -> None:
     assert words_and_line_breaks("\n".join(p.text for p in kept)) == 8
 
 
+def test_a_summary_fits_its_budget_in_the_order_it_is_told() -> None:
+    """Its text was counted with the statements by importance, and is told in story order: a
+    tokenizer splits the words after a line break otherwise (here a line of "y" costs two more
+    after one), and chapters of 301 and 302 tokens came out of a budget of 300."""
+
+    def tokens(text: str) -> int:
+        return len(text.split()) + 2 * text.count("\ny")
+
+    passages = [Passage("x x", 0.5, 1, 2), Passage("y y y", 0.9, 2, 3)]
+    kept = RulesSummariser().summarise(passages, 6, tokens)
+    assert [p.text for p in kept] == ["y y y"]
+    assert [p.text for p in RulesSummariser().summarise(passages, 7, tokens)] == ["x x", "y y y"]
+
+
 def test_the_most_important_statement_over_the_budget_leads_cut_not_dropped() -> None:
     """Smaller statements that fit once took its place: a chapter of an accusation and the rain
     was summarised as the rain."""
