@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import orjson
 
-from projections.delivery import Intake, forget_held_letters
+from projections.delivery import Intake, forget_letters_of
 from projections.event_keys import DELETION_KEYS, TENANT_DELETED, WORLD_DELETED
-from projections.key_prefixes import DELETIONS, HELD_LETTERS, JUDGEMENTS, WORLD_PREFIXES
+from projections.key_prefixes import DELETIONS, JUDGEMENTS, WORLD_PREFIXES
 from projections.keys import KeyPart, pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, Event, Outcome
@@ -132,10 +132,7 @@ def delete_scope(
                 _count(tx, (*scope, world), offset)
         else:
             worlds = [str(scope[1])]
-    held = pack(HELD_LETTERS, *scope)
-    for key in doomed:  # the outbox rows first: a deletion given again finds them by these keys
-        if key.startswith(held):
-            forget_held_letters(tx, key, tuple(str(part) for part in scope))
+    forget_letters_of(tx, tuple(str(part) for part in scope))
     for key in doomed:
         tx.delete(key)
     return doomed, worlds

@@ -32,7 +32,7 @@ import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
-from projections.key_prefixes import HELD_LETTERS, OUTBOX, OUTBOX_PRUNED
+from projections.key_prefixes import OUTBOX, OUTBOX_PRUNED
 from projections.keys import pack, unpack
 from projections.state import StateTransaction
 from schemas import Ack, DeadLetter, Outcome
@@ -191,15 +191,15 @@ def produce_once(
         intake = replace(intake, acks=acks)
     if message.offset >= OUTBOX_DEPTH:
         forget_rows_upto(tx, message.topic, message.partition, message.offset - OUTBOX_DEPTH)
-    letters = [
-        kept_in_outbox(letter.model_dump(mode="json"), message) for letter in intake.dead_letters
-    ]
-    position = (message.topic, message.partition, message.offset)
-    for world in dict.fromkeys(world_held_whole(letter) for letter in letters):
-        if world is not None:  # before the row: a state holding the row holds this too
-            tx.put(pack(HELD_LETTERS, *world, *position), b"")
-    kept_acks = [_ACK_FIELDS(ack, mode="json") for ack in intake.acks]
-    keep_row(tx, key, outbox_parts(digest, kept_acks, letters))
+    keep_row(
+        tx,
+        key,
+        outbox_parts(
+            digest,
+            [_ACK_FIELDS(item, mode="json") for item in intake.acks],
+            [kept_in_outbox(item.model_dump(mode="json"), message) for item in intake.dead_letters],
+        ),
+    )
     for taken_out in intake.deleted_after_outbox:
         tx.delete(taken_out)
     return intake
@@ -414,41 +414,34 @@ def kept_in_outbox(letter: dict[str, Any], message: SourceMessage) -> dict[str, 
     return kept if all(brought[name] == letter[name] for name in _MESSAGE_BYTES) else letter
 
 
-def world_held_whole(letter: dict[str, Any]) -> tuple[str, str] | None:
-    """The tenant and world of an outbox row's dead letter that holds its event's bytes whole
-    (`kept_in_outbox`: a waiting event of the world, refused), which the world's deletion takes
-    out of the row (`forget_held_letters`); None for any other."""
-    tenant, world = letter.get("tenant_id"), letter.get("world_instance_id")
-    if "value_base64" not in letter or not isinstance(tenant, str) or not isinstance(world, str):
-        return None
-    return tenant, world
-
-
-def forget_held_letters(tx: StateTransaction, held: bytes, scope: tuple[str, ...]) -> None:
-    """Take the dead letters of the worlds under `scope` ((tenant,) or (tenant, world)) that
-    hold their events whole out of the outbox row a `HELD_LETTERS` key names: the world's
-    deletion leaves no event of it in the state, nor in its changelog. Each record of the row
-    keeps its place and its part count (so a crash between two leaves a row that reads whole),
-    and a redelivery of the message re-sends its acks and its other dead letters."""
-    topic, partition, offset = unpack(held)[3:]
-    row = pack(OUTBOX, topic, partition, offset)
-    stored = tx.get(row)
-    parts = 0 if stored is None else OutboxRecord.from_bytes(stored).parts
-    for part in range(parts):
-        raw = stored if part == 0 else tx.get(part_key(row, part))
-        if raw is None:
+def forget_letters_of(tx: StateTransaction, scope: tuple[str, ...]) -> None:
+    """Take out of the outbox the dead letters of the worlds under `scope` ((tenant,) or
+    (tenant, world)) that hold their events' bytes (`kept_in_outbox`: a waiting event refused
+    as a later message released it; a row of a release that kept every dead letter's bytes):
+    a world's deletion leaves no event of it in the state, nor in its changelog. Each record of
+    a row keeps its place and its part count (a crash between two leaves a row that reads
+    whole), and a redelivery of the message re-sends its acks and its other dead letters. One
+    scan of the outbox, a record decoded only where it holds bytes: a deletion's cost."""
+    rewritten = []
+    for key, raw in tx.scan(pack(OUTBOX)):
+        if b'"value_base64"' not in raw:
             continue
         record = OutboxRecord.from_bytes(raw)
-        letters = [
-            letter
-            for letter in record.dead_letters
-            if (world := world_held_whole(letter)) is None or world[: len(scope)] != scope
-        ]
+        letters = [letter for letter in record.dead_letters if not _of_scope(letter, scope)]
         if len(letters) < len(record.dead_letters):
             kept = record.encode(
                 record.message_digest, record.acks, letters, record.changes, record.parts
             )
-            tx.put(part_key(row, part), kept)
+            rewritten.append((key, kept))
+    for key, kept in rewritten:
+        tx.put(key, kept)
+
+
+def _of_scope(letter: dict[str, Any], scope: tuple[str, ...]) -> bool:
+    """Whether an outbox row's dead letter holds the bytes of an event of a world under
+    `scope`."""
+    named = (letter.get("tenant_id"), letter.get("world_instance_id"))
+    return "value_base64" in letter and named[: len(scope)] == scope
 
 
 def with_bytes(stored: dict[str, Any], message: SourceMessage) -> dict[str, Any]:

@@ -98,8 +98,6 @@ WAITED_ON = _bookkeeping("waited-on")  # timeline: some branch waits for it (no 
 OUTBOX = _bookkeeping("outbox")  # keyed by topic, partition, offset instead: what it produced
 DELETIONS = _bookkeeping("deletions")  # no world (a tenant's) or world: times deleted@offset
 OUTBOX_PRUNED = _bookkeeping("outbox-pruned")  # topic, partition: no row kept below (8 bytes)
-HELD_LETTERS = _bookkeeping("held-letter")  # topic, partition, offset: an outbox row holding an
-# event of the world whole (a waiting event refused), for its deletion to take out; may outlive it
 STATE_FORMAT = _declare("state-format", Role.FORMAT)  # nothing after it: the store's format
 
 PROJECTION_PREFIXES = tuple(

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.delivery import MOST_RECORD_BYTES, OUTBOX_DEPTH, SourceMessage, world_key
+from projections.delivery import OUTBOX_DEPTH, SourceMessage, world_key
 from projections.digest import world_digest
 from projections.key_prefixes import KEY_SPACES, Role
 from projections.keys import pack, unpack
@@ -19,7 +19,6 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.state import MemoryState
 from schemas.policy import Policy
-from tests.projections import refused_on_release
 from tests.properties.worlds import DrawnChoices, Shape, draw_history
 from tests.streams.noisy_story import noisy, story
 from tests.tavern import TAVERN
@@ -71,14 +70,11 @@ class RecordingState(MemoryState):
 
 
 def prefixes_written(
-    lines: list[bytes],
-    policy: Policy,
-    offsets: Sequence[int] | None = None,
-    record_bytes: int = MOST_RECORD_BYTES,
+    lines: list[bytes], policy: Policy, offsets: Sequence[int] | None = None
 ) -> set[str]:
     state = RecordingState()
     upgrade(state)  # as a start does: stamps the store's format
-    projector = Projector(policies=lambda tenant, world: policy, record_bytes=record_bytes)
+    projector = Projector(policies=lambda tenant, world: policy)
     for offset, raw in zip(offsets or range(len(lines)), lines, strict=True):
         projector.receive(state, SourceMessage("events", 0, offset, world_key(raw), raw))
     return state.prefixes_written
@@ -100,10 +96,6 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
             written |= found
     # a message OUTBOX_DEPTH positions past one never delivered (a commit marker) prunes
     written |= prefixes_written(tavern[:2], Policy(), [0, OUTBOX_DEPTH + 1])
-    # a waiting event refused as it is released is held whole in the outbox (`HELD_LETTERS`)
-    written |= prefixes_written(
-        refused_on_release.LINES, Policy(), record_bytes=refused_on_release.RECORD_BYTES
-    )
     assert written == set(KEY_SPACES)  # nothing declared that nothing writes
 
 
