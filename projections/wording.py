@@ -143,7 +143,9 @@ def retell(content: str) -> str:
     retold (`"The sailor is dead"` reached every listener as "something").
     """
     whole = content.strip()
-    if QUOTED.fullmatch(whole) and whole[1:-1].strip():
+    quotation = QUOTED.match(whole)  # the quotation `sub` takes first (a fullmatch looks past
+    # where a single quote closes, to a closing mark, or apostrophe, that ends the line)
+    if quotation is not None and quotation.end() == len(whole) and whole[1:-1].strip():
         return retell(whole[1:-1])
     retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
     return " ".join(retold.split()) or content

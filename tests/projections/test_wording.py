@@ -61,6 +61,11 @@ def test_a_retelling_takes_quoted_words_in_every_languages_quotation_marks(
         (" «Le moulin brûle» ", "Le moulin brûle"),
         ("“He (the mayor) lied”", "He lied"),
         ('"Run," she said, "now"', "something she said, something"),  # two, not one whole
+        (  # the single quotation closes before the space: one ending the line is an apostrophe
+            "\N{LEFT SINGLE QUOTATION MARK}Run,\N{RIGHT SINGLE QUOTATION MARK} she said,"
+            " walkin\N{RIGHT SINGLE QUOTATION MARK}",
+            "something she said, walkin\N{RIGHT SINGLE QUOTATION MARK}",
+        ),
         ('""', "something"),  # nothing quoted: no statement to keep
         ('"Run" and "hide"', "something and something"),
     ],
