@@ -695,3 +695,40 @@ def test_a_line_said_before_the_first_moment_in_utc_is_read_at_the_first_moment(
     scope = talk.read(minute=(first_ms - START_MS) / MINUTE_MS)["player"]
     assert texts(scope) == ["Long ago"]
     assert scope["turns"][0]["occurred_at"] == "0001-01-01T00:00:00Z"
+
+
+def test_a_line_exactly_expiry_hours_after_the_last_starts_a_new_conversation() -> None:
+    """Hidden 12 h after the last turn (SPEC 13): the read hid them at 12 h, and a line said at
+    12 h on continued the old conversation, its turns shown again beside it."""
+    talk = Talk()
+    talk.player("Where is the smith?", minute=0)
+    talk.reply("At the forge.", minute=1)
+    talk.player("Hello again.", minute=1 + 12 * 60)
+    assert texts(talk.read(minute=2 + 12 * 60)["player"]) == ["Hello again."]
+
+
+def test_a_branch_counts_no_turn_its_parent_said_after_the_branch_point() -> None:
+    """The child sees the parent's state up to its branch point, never after (SPEC 2, 6): a
+    read of the branch counted the parent's later reply among its turns since the summary."""
+    talk = Talk()
+    talk.player("Where is the smith?", minute=0)
+    talk.reply("At the forge.", minute=1)  # seq 2 of main, past the branch point
+    branch = {"parent_timeline_id": "main", "after_seq": 1}
+    talk.send(timeline="alt", seq=2, key="weather.rain-began", branch=branch)
+    talk.seq["alt"] = 2
+    talk.reply("Good day.", minute=2)  # main again: seq 3
+    talk.send(
+        timeline="alt",
+        key=NPC_REPLIED,
+        actor="npc-mara",
+        target="p1",
+        players=["p1"],
+        location="loc-inn",
+        payload={"text": "Good day to you."},
+        occurred_at=at(2),
+    )
+    scope = talk.read(minute=3, timeline="alt")["player"]
+    assert (texts(scope), scope["turns_since_summary"]) == (
+        ["Where is the smith?", "Good day to you."],
+        1,  # the character's replies on the branch: its own
+    )

@@ -247,3 +247,12 @@ def test_a_number_too_long_to_grow_exactly_stays_as_told() -> None:
     assert any(
         fifteen not in words for words, _ in retellings(f"Oskar owes {fifteen} gold", [], [])
     )
+
+
+def test_a_negative_number_a_rumour_claims_never_grows() -> None:
+    """Only numbers of zero or more grow: a reputation of -5 came to listeners as -4, a value
+    no record holds."""
+    facts = [Fact(subject="npc-oskar", attribute="reputation", value=-5)]
+    for listener in ("npc-0", "npc-1", "npc-2"):
+        _, claimed = distort("the smith owes a debt", facts, [], seed(listener), CATALOGUE)
+        assert [fact.value for fact in claimed] == [-5]

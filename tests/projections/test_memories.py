@@ -799,3 +799,71 @@ def test_who_saw_an_event_setting_one_fact_twice_holds_what_the_record_holds() -
     )
     [seen] = runtime_read(state, "default", "save-1", "main", "npc-cal").recollections
     assert seen.diverging is False
+
+
+CAST = {
+    character: {"name": character.removeprefix("npc-").title(), "kind": "character"}
+    for character in ("npc-ann", "npc-bo", "npc-cy")
+}
+
+
+def test_an_impression_forms_when_the_feeling_reaches_the_threshold_exactly() -> None:
+    """README: an impression of the actor forms when the feeling's size reaches
+    `memory.impression_threshold` (a help is felt at 0.7)."""
+    policy = merge_policy(Policy(), {"memory": {"impression_threshold": 0.7}})
+    line = orjson.dumps(
+        {"world_instance_id": "w", "timeline_id": "main", "seq": 1, "key": "quest.npc-helped"}
+        | {"actor": "npc-ann", "target": "npc-bo", "entities": CAST}
+    )
+    state = replay_lines([line], Projector(policies=lambda tenant, world: policy)).state
+    read = runtime_read(state, "default", "w", "main", "npc-bo")
+    assert [belief.content for belief in read.beliefs if belief.kind == "impression"] == [
+        "I feel warmly about Ann"
+    ]
+
+
+SAILOR_BEATEN = [{"subject": "npc-sailor", "attribute": "status", "value": "defeated"}]
+
+
+def test_news_claiming_facts_two_events_made_is_news_of_the_claim_itself() -> None:
+    """News of the event that made every fact it claims, else of the claim itself: with two
+    such events, which one was picked hung on the hash seed, so two workers formed different
+    memories (Cy, who saw the first, took in nothing where it was picked)."""
+    purse_taken = [{"subject": "item-purse", "attribute": "owner", "value": "player-1"}]
+    claim = "Ilse beat the sailor and took his purse"
+    state, _ = delivered(
+        [
+            {"seq": 1, "key": "combat.enemy-defeated", "actor": "player-1", "witnesses": ["npc-cy"]}
+            | {"payload": {"enemy": "npc-sailor"}, "facts": SAILOR_BEATEN, "entities": CAST},
+            {"seq": 2, "key": "theft.purse-stolen", "actor": "player-1", "witnesses": []}
+            | {"facts": purse_taken},
+            {"seq": 3, "key": TOLD, "actor": "npc-ann", "target": "npc-cy"}
+            | {"payload": {"content": claim, "facts": SAILOR_BEATEN + purse_taken}},
+        ]
+    )
+    told = [
+        (belief.content, belief.source, belief.hops)
+        for belief in runtime_read(state, "default", "save-1", "main", "npc-cy").beliefs
+        if belief.kind == "knowledge"
+    ]
+    assert told == [(claim, "told", 1)]
+
+
+def test_a_teller_passes_on_the_claim_it_was_told_before_an_event_made_it_true() -> None:
+    """Bo was told the claim, then an event nobody saw made it true: Bo passes it on as Bo
+    learned it, a rumour two hops from Ann (it reached Cy as if Bo had seen it: told, one
+    hop, as sure as a witness's word, and Cy's feelings left Ann out)."""
+    state, _ = delivered(
+        [
+            {"seq": 1, "key": TOLD, "actor": "npc-ann", "target": "npc-bo", "entities": CAST}
+            | {"payload": {"content": "The sailor was beaten", "facts": SAILOR_BEATEN}},
+            {"seq": 2, "key": "combat.enemy-defeated", "actor": "player-1", "witnesses": []}
+            | {"payload": {"enemy": "npc-sailor"}, "facts": SAILOR_BEATEN},
+            {"seq": 3, "key": TOLD, "actor": "npc-bo", "target": "npc-cy"}
+            | {"payload": {"content": "The sailor was beaten", "facts": SAILOR_BEATEN}},
+        ]
+    )
+    read = runtime_read(state, "default", "save-1", "main", "npc-cy")
+    [news] = [belief for belief in read.beliefs if belief.kind == "knowledge"]
+    assert (news.source, news.hops, news.confidence) == ("rumour", 2, 0.64)
+    assert "npc-ann" in {relation.entity_id for relation in read.relations}

@@ -15,13 +15,16 @@ from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.recall import RecallQuery, named_in, recall
+from projections.recall_choice import Candidate, choose
 from projections.recall_fusion import fuse
+from projections.retention import Retention
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
 from schemas.policy import Policy
 from streams.embedding import Vectors, WordLlamaEmbedder
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
+from tests.projections.test_retention import remembered
 from tests.reads import answer
 from tests.tavern import TAVERN
 
@@ -381,3 +384,17 @@ def test_a_decision_on_a_long_line_recalls_by_its_rarest_words() -> None:
         state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", 6, None, Policy(), 0
     )
     assert LIGHTHOUSE in [memory.content for memory in found.knowledge]
+
+
+def test_recall_tells_a_memory_without_story_time_first_then_in_story_order() -> None:
+    """SPEC 9: what recall chose, chronologically (story time, then position); a memory with no
+    story time has none to place it later, so it comes first."""
+    fresh = remembered("b" * 32, day=129)
+    timeless = remembered("c" * 32).model_copy(
+        update={"story_minutes": None, "game_time": None, "seq": 9}
+    )
+    vivid = Retention(1.0, "vivid")
+    chosen = choose(
+        [Candidate(fresh, vivid, 1.0), Candidate(timeless, vivid, 1.0)], 130 * 24 * 60, 2, Policy()
+    )
+    assert [found.memory.belief_id for found in chosen] == ["c" * 32, "b" * 32]

@@ -400,6 +400,18 @@ def test_a_line_challenges_uncertain_beliefs_about_what_it_names_unless_it_confi
     ]
     contradicted = challenged_beliefs(held, [Fact.model_validate(status("alive"))], [])
     assert [belief.held.content for belief in contradicted] == ["Ilse floored the sailor"]
+    # sure of it, but the world record says otherwise: a diverging belief is judged too
+    sure = [
+        HeldBelief(stored=memory, held=memory.model_copy(update={"uncertain": False}))
+        for memory in shown
+    ]
+    wrong = [
+        HeldBelief(stored=belief.stored, held=belief.held.model_copy(update={"diverging": True}))
+        for belief in sure
+    ]
+    assert challenged_beliefs(sure, claimed, ["npc-drunk-sailor"]) == []
+    judged = challenged_beliefs(wrong, claimed, ["npc-drunk-sailor"])
+    assert [belief.held.content for belief in judged] == ["Ilse beat the drunk sailor senseless"]
 
 
 def test_a_line_claiming_a_fact_about_the_player_challenges_what_was_said_of_them() -> None:

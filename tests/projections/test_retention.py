@@ -239,3 +239,12 @@ def test_a_teller_finds_vivid_exactly_what_retention_finds_vivid(rules: dict[str
                 now = on_day(1) + minutes
                 vivid = retention(memory, now, [], policy).state == "vivid"
                 assert vivid_however_recalled(memory, now, policy) == vivid, (belief, minutes)
+
+
+def test_a_memory_at_retention_exactly_half_is_vivid() -> None:
+    """SPEC 8: vivid at retention >= 0.5 (a step-1 memory, its variation 1, six days on)."""
+    fixed = merge_policy(
+        POLICY, {"memory": {"retention": {"variation_low": 1.0, "variation_high": 1.0}}}
+    )
+    held = retention(remembered(importance=0.2, day=1), on_day(7), [], fixed)
+    assert (held.value, held.state) == (0.5, "vivid")

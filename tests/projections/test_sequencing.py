@@ -482,3 +482,21 @@ def test_an_event_left_waiting_uncounted_with_none_counted_is_applied_when_the_g
     assert feed.send(event(3)) == [("main", 3, "deferred", 1)]
     assert feed.send(event(2)) == [("main", 2, "processed", 2), ("main", 3, "processed", 3)]
     assert feed.timeline("main").deferred_events == 0
+
+
+def test_a_branch_making_its_parent_its_own_ancestor_is_refused_and_the_stream_goes_on() -> None:
+    """x waits unstarted, y branches from x, then x's first event branches from y: a cycle.
+    Taken, every ancestry of x and y walked for ever (the worker hung)."""
+    feed = Feed()
+    feed.send(event(1))
+    feed.send(event(5, "x"))  # x is known, waiting for its start
+    feed.send(event(2, "y", branch={"parent_timeline_id": "x", "after_seq": 1}))
+    cycle = feed.projector.receive(
+        feed.state,
+        SourceMessage(
+            "t", 0, 3, b"w", event(2, "x", branch={"parent_timeline_id": "y", "after_seq": 1})
+        ),
+    )
+    [refused] = [ack for ack in cycle.acks if ack.outcome is Outcome.REJECTED]
+    assert "would make a cycle" in (refused.reason or "")
+    assert feed.send(event(2), offset=4)[0] == ("main", 2, "processed", 2)
