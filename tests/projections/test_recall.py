@@ -15,7 +15,7 @@ from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.recall import RecallQuery, named_in, recall
-from projections.recall_choice import Candidate, choose
+from projections.recall_choice import Candidate, choose, recency
 from projections.recall_fusion import fuse
 from projections.retention import Retention
 from projections.runtime_read import BadRead
@@ -398,3 +398,11 @@ def test_recall_tells_a_memory_without_story_time_first_then_in_story_order() ->
         [Candidate(fresh, vivid, 1.0), Candidate(timeless, vivid, 1.0)], 130 * 24 * 60, 2, Policy()
     )
     assert [found.memory.belief_id for found in chosen] == ["c" * 32, "b" * 32]
+
+
+def test_a_memory_formed_past_the_story_now_is_no_more_recent_than_what_just_happened() -> None:
+    """A persistent memory another timeline formed later in the story: recency stays at most 1
+    (it scored 1.04 a day ahead, above everything this timeline holds)."""
+    assert recency(remembered(day=131), 130 * 24 * 60) == recency(
+        remembered(day=130), 130 * 24 * 60
+    )
