@@ -352,3 +352,25 @@ def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_nam
     known = {memory["content"] for memory in decide(3, state=state, world="talk")["knowledge"]}
     assert "npc-thief purse stolen npc-mara at loc-inn" in recalled
     assert recalled <= known
+
+
+def test_a_decision_brings_ten_memories_the_most_important_then_the_newest() -> None:
+    """SPEC 10: at most 10 memories, the most important first: thirty lines of small talk, all
+    as important, bring the ten newest (the oldest would tell the model nothing of now)."""
+    chatter = [
+        orjson.loads(ASKED)
+        | {"seq": 1 + number, "game_time": "day 1, 10:00"}
+        | {"payload": {"text": f"Small talk number {number} about the fight"}}
+        for number in range(30)
+    ]
+    state = replay_lines([orjson.dumps(line) for line in chatter]).state
+    knowledge = decide(30, state=state)["knowledge"]
+    assert [memory["seq"] for memory in knowledge] == list(range(30, 20, -1))
+
+
+def test_a_decision_at_an_event_for_two_players_needs_the_one_it_answers() -> None:
+    """SPEC 10: `player_id` is required where the event does not name one player alone."""
+    both = orjson.loads(ASKED) | {"players": ["player-1", "player-2"], "seq": 6}
+    state = replay_lines([*TAVERN.splitlines()[:5], orjson.dumps(both)]).state
+    with pytest.raises(BadRead, match="names 2 players: name one with player_id"):
+        decide(6, state=state)

@@ -240,6 +240,7 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
     assert normalised("<a:dance:99>", 100) == ":dance:"
     capped = normalised("x" * 50, 20)
     assert capped == "x" * 19 + "…"
+    assert normalised("x" * 20, 20) == "x" * 20  # cut only when it is longer
     talk = Talk()
     talk.player("y" * 5000)
     assert texts(talk.read()["player"]) == ["y" * 999 + "…"]

@@ -60,6 +60,7 @@ def test_a_memory_diverges_while_the_record_on_the_readers_timeline_disagrees() 
         ("1", 1, False),
         (None, 0, False),
         ([1, 2], [2, 1], False),
+        ([1], [1, 2], False),
         ({"a": 1}, {"a": 1, "b": None}, False),
     ],
 )

@@ -255,6 +255,12 @@ def test_a_name_said_after_its_words_were_said_once_is_still_a_cue() -> None:
         ("나라들이 전쟁을 한다", {"npc-nara": "나라"}, []),  # countries: 들 is no name's
         ("나이가 많은 노인", {"npc-na": "나"}, []),  # age: a name of one syllable is said bare
         ("민수에게도 줘", {"npc-minsu": "민수"}, ["npc-minsu"]),
+        ("민수 어디 있어?", {"npc-minsu": "민수"}, ["npc-minsu"]),  # the name bare
+        ("민수씨에게도 줘", {"npc-minsu": "민수"}, ["npc-minsu"]),  # three particles
+        ("민수님 어디 계세요?", {"npc-minsu": "민수"}, ["npc-minsu"]),  # honorific 님
+        ("민수씨에게도요", {"npc-minsu": "민수"}, []),  # four: a longer word
+        ("where is STRASSE?", {"npc-x": "Straße"}, ["npc-x"]),  # case folded, not lowered
+        ("ສົມຊາຍຢູ່ໃສ", {"npc-somsai": "ສົມ"}, ["npc-somsai"]),  # Lao, written without spaces
         ("राम कहाँ है?", {"npc-ram": "राम"}, ["npc-ram"]),  # a vowel sign is part of its word:
         ("रोमा कहाँ है?", {"npc-ram": "राम"}, []),  # "where is Roma?" said no Ram
         ("\uff21\uff44\uff41はどこ", {"npc-ada": "Ada"}, ["npc-ada"]),  # full-width letters
