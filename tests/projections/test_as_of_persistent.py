@@ -19,7 +19,7 @@ from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
 from projections.rumour_map import rumour_map
-from projections.runtime_read import NotFound, runtime_read
+from projections.runtime_read import NotFound, read_position, runtime_read
 from projections.state import MemoryState
 from schemas.policy import ChroniclePolicy
 from streams.recall_index import SqliteRecallIndex
@@ -202,3 +202,18 @@ def test_a_read_as_of_a_position_answers_alike_however_far_its_own_timeline_goes
         assert not pinned & later
     now = answer(runtime_read(STATE, "default", "save-1", "reload", "npc-tomas"))
     assert {memory["belief_id"] for memory in now["beliefs"]} & later  # the read now shows them
+
+
+def test_a_persistent_memory_formed_on_another_timeline_moves_the_reads_position() -> None:
+    """A read is cached by its position (`read_position`: bytes that change whenever the answer
+    can): the reload's persistent memory (Mara's locket) changed what main's read shows and
+    not main's position, so a cached read of main went on without it."""
+    main_alone = replay_lines(
+        TAVERN_LINES[:5], Projector(policies=lambda tenant, world: PERSISTENT)
+    ).state
+    assert shown(main_alone, "save-1", "main", "npc-mara", 5) != shown(
+        STATE, "save-1", "main", "npc-mara", 5
+    )
+    assert read_position(main_alone, "default", "save-1", "main") != read_position(
+        STATE, "default", "save-1", "main"
+    )

@@ -80,6 +80,35 @@ def test_unknown_timelines_and_a_character_holding_nothing_are_not_found() -> No
         branch_diff(STATE, "default", "save-1", "npc-mara", "nowhere", "main")
     with pytest.raises(NotFound, match="'npc-nobody' holds no memory"):
         branch_diff(STATE, "default", "save-1", "npc-nobody", "main", "reload")
+    # holding nothing on one of them is an answer: Tomas learned of the fight on main alone
+    tomas = branch_diff(STATE, "default", "save-1", "npc-tomas", "main", "reload")
+    assert (contents(tomas.only_on_timeline), tomas.only_on_other) == (
+        ["Ilse beat the drunk sailor senseless"],
+        [],
+    )
+
+
+def test_what_one_timeline_holds_alone_is_listed_in_story_order_across_its_ancestry() -> None:
+    """README: in story order (position, then timeline): a grandchild's own memory came before
+    what its parent gave it at an earlier position."""
+    thanks = {
+        "world_instance_id": "save-1",
+        "timeline_id": "again",
+        "seq": 4,
+        "key": "loreweaver.conversation.player-said",
+        "actor": "player-1",
+        "target": "npc-mara",
+        "players": ["player-1"],
+        "payload": {"text": "Thank you for the ale."},
+        "branch": {"parent_timeline_id": "reload", "after_seq": 3},
+    }
+    state = replay_lines([*LINES, orjson.dumps(thanks)]).state
+    diff = branch_diff(state, "default", "save-1", "npc-mara", "again", "main")
+    assert [(memory.timeline_id, memory.seq) for memory in diff.only_on_timeline] == [
+        ("reload", 3),
+        ("reload", 3),
+        ("again", 4),
+    ]
 
 
 def _entries_read_beside(saves: int) -> int:

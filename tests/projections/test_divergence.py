@@ -7,10 +7,12 @@ import pytest
 
 from projections import world
 from projections.divergence import as_judged
+from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from projections.timelines import Segment
 from projections.world import same_json
 from schemas import Event
+from streams.replay import replay_lines
 from tests.projections.test_memories import seed_world
 
 
@@ -68,3 +70,60 @@ def test_facts_compare_as_json_values(one: object, other: object, same: bool) ->
     """A belief that the door is open `1.0` agrees with a record of `1`; `true` is not `1`."""
     assert same_json(one, other) is same
     assert same_json(other, one) is same
+
+
+def test_what_tomas_is_told_diverges_where_any_fact_it_claims_differs_from_the_record() -> None:
+    """SPEC 2: diverging while any fact it claims differs from the record, the last value a
+    fact was given in an event counting, as JSON compares: `true` is not `1`, a list of one is
+    not the list of two, a fact never recorded disagrees with nothing."""
+    declared = {
+        "npc-mara": {"name": "Mara", "kind": "character"},
+        "npc-tomas": {"name": "Tomas", "kind": "character"},
+    }
+    recorded = [
+        {"subject": "door", "attribute": "open", "value": 1},
+        {"subject": "npc-sailor", "attribute": "status", "value": "defeated"},
+        {"subject": "chest", "attribute": "items", "value": [1, 2]},
+        {"subject": "gate", "attribute": "open", "value": False},
+        {"subject": "gate", "attribute": "open", "value": True},  # the last given counts
+    ]
+    claims = [
+        ("the sailor is happy", [("npc-sailor", "mood", "happy")]),
+        ("the door is open", [("door", "open", 1.0)]),
+        ("the door is true", [("door", "open", True)]),
+        (
+            "the sailor is beaten, the door shut",
+            [("npc-sailor", "status", "defeated"), ("door", "open", 0)],
+        ),
+        ("the chest holds one thing", [("chest", "items", [1])]),
+        ("the gate is shut", [("gate", "open", False)]),
+    ]
+    lines = [
+        {"seq": 1, "key": "world.changed", "facts": recorded, "entities": declared},
+        *(
+            {"seq": 2 + index, "key": "loreweaver.conversation.told", "actor": "npc-mara"}
+            | {
+                "target": "npc-tomas",
+                "payload": {
+                    "content": content,
+                    "facts": [
+                        {"subject": subject, "attribute": attribute, "value": value}
+                        for subject, attribute, value in facts
+                    ],
+                },
+            }
+            for index, (content, facts) in enumerate(claims)
+        ),
+    ]
+    state = replay_lines(
+        [orjson.dumps({"world_instance_id": "w", "timeline_id": "main"} | line) for line in lines]
+    ).state
+    beliefs = runtime_read(state, "default", "w", "main", "npc-tomas").beliefs
+    assert {belief.content: belief.diverging for belief in beliefs} == {
+        "the sailor is happy": False,
+        "the door is open": False,
+        "the door is true": True,
+        "the sailor is beaten, the door shut": True,
+        "the chest holds one thing": True,
+        "the gate is shut": True,
+    }

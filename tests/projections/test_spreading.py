@@ -17,6 +17,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
 from projections.retention import retention
+from projections.rumour_map import rumour_map
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
 from projections.weighing import retold_confidence
@@ -407,6 +408,22 @@ def omen_told_then_forgotten(town: Town) -> str:
         game_time="day 299, 10:00",
     )
     return seen.belief_id
+
+
+def test_the_rumour_map_shows_each_holder_with_their_fewest_hops_and_best_confidence() -> None:
+    """README: each holder with their fewest hops and best confidence: Bo forgot the omen told
+    at one hop and was told it again at two; the map showed the second telling."""
+    town = Town()
+    zeds = omen_told_then_forgotten(town)
+    town.happen(MET, actor="npc-zed", target="npc-cy", game_time="day 300, 10:00")
+    town.happen(MET, actor="npc-cy", target="npc-bo", game_time="day 300, 11:00")
+    holders = rumour_map(town.state(), "default", "town", zeds).holders
+    assert [(holder.entity_id, holder.hops, holder.confidence) for holder in holders] == [
+        ("npc-ada", 0, 0.9),
+        ("npc-bo", 1, 0.72),
+        ("npc-cy", 1, 0.72),
+        ("npc-zed", 0, 0.9),
+    ]
 
 
 @pytest.mark.parametrize("how", ["met", "told"])
