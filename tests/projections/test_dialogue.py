@@ -261,6 +261,7 @@ def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() 
     assert normalised("¿[duda] Qué quieres?", 100) == "¿Qué quieres?"
     assert normalised("هل رأيته [يتردد]؟", 100) == "هل رأيته؟"  # Arabic's question mark
     assert normalised('"[sighs][pause] Hello"', 100) == '"Hello"'  # no "[" left of the second
+    assert normalised('He said "[sighs] Hello" to me', 100) == 'He said "Hello" to me'
     assert normalised("„[seufzt] Hallo“", 100) == "„Hallo“"  # German's low quote opens
     assert normalised("He said [whispers]“Hello”", 100) == "He said “Hello”"  # “ opens
     assert normalised("« Oui »[rit] et puis", 100) == "« Oui » et puis"  # a French » closes

@@ -3,9 +3,15 @@ which of those its decision was not given."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from projections.invention import inventions, names_in
+from projections.decision import decision
+from projections.invention import CheckedReply, inventions, names_in, reply_check, with_relations
+from schemas.policy import Policy
+from streams.recall_index import SqliteRecallIndex
+from streams.replay import replay_lines
+from tests.projections.test_decision import ASKED, STATE, TAVERN
 
 
 @pytest.mark.parametrize(
@@ -42,3 +48,36 @@ def test_a_name_is_given_when_each_of_its_words_is_given_case_aside() -> None:
     reply = "So Ilse saw the Drunk Sailor at the Crooked Lantern, with Bertram Crooked."
     assert [one.name for one in inventions(reply, given)] == ["Bertram Crooked"]
     assert {one.kind for one in inventions(reply, given)} == {"name"}
+
+
+def _checked(reply: str, seq: int, lines: list[bytes] | None = None) -> CheckedReply:
+    """The reply check of Mara's `reply` at the tavern's position `seq` (or after `lines`)."""
+    state = STATE if lines is None else replay_lines(lines).state
+    context = decision(
+        state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", seq, None, Policy(), 0
+    )
+    return reply_check(
+        state, "default", "save-1", "main", "npc-mara", seq, context, reply, Policy()
+    )
+
+
+def test_a_name_the_character_said_in_the_recent_turns_is_no_invention() -> None:
+    """README: a name is no invention when it is a word of the character's knowledge or of the
+    recent turns: Mara sent the player to Bertram a turn ago, and naming him again was flagged."""
+    reply = orjson.loads(ASKED) | {
+        "seq": 7,
+        "key": "loreweaver.conversation.npc-replied",
+        "actor": "npc-mara",
+        "target": "player-1",
+        "payload": {"text": "Ask Bertram at the docks."},
+        "game_time": "day 1, 22:01",
+    }
+    again = orjson.loads(ASKED) | {"seq": 8, "payload": {"text": "And then?"}}
+    lines = [*TAVERN.splitlines(), ASKED, orjson.dumps(reply), orjson.dumps(again)]
+    checked = _checked("As I said, Bertram knows.", 8, lines)
+    assert (checked.found.inventions, checked.found.action) == ([], "allow")
+
+
+def test_a_relation_the_model_found_twice_is_listed_once() -> None:
+    found = with_relations(_checked("Ask my brother.", 6), ["my brother", "my brother"])
+    assert [(one.name, one.kind) for one in found.inventions] == [("my brother", "relation")]

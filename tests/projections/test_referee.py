@@ -476,6 +476,28 @@ def test_recall_provenance_and_retelling_hold_the_weakened_belief_too() -> None:
     assert [b["confidence"] for b in heard] == [0.32]  # 0.4 x retelling_factor 0.8
 
 
+def test_the_weakened_belief_told_without_its_id_is_passed_on_as_sure_as_it_is_held() -> None:
+    """A `told` without `belief_id` passes the teller's memory of the news as naming it would
+    (README): Mara held the lie at 0.4 once the truth weakened it, and it reached Tomas at
+    0.64, retold from as sure as she first heard it."""
+    retold = line(
+        8,
+        "loreweaver.conversation.told",
+        actor="npc-mara",
+        target="npc-tomas",
+        payload={
+            "content": "The sailor is alive and drinking at the harbour",
+            "about": ["npc-drunk-sailor"],
+            "facts": [status("alive")],
+        },
+        game_time="day 1, 22:10",
+    )
+    world = Delivered([*LINES, retold])
+    tomas = answer(runtime_read(world.state, "default", "save-1", "main", "npc-tomas"))
+    heard = [(b["source"], b["hops"], b["confidence"]) for b in tomas["beliefs"] if b["seq"] == 8]
+    assert heard == [("rumour", 2, 0.32)]
+
+
 def test_the_rumour_map_shows_a_holder_as_sure_as_the_referee_left_them() -> None:
     """Ilse's truth weakened Mara's lie to 0.4: her runtime read and provenance said so, and
     the rumour's picture still drew her at 0.8, as told."""
