@@ -734,3 +734,12 @@ def test_a_branch_counts_no_turn_its_parent_said_after_the_branch_point() -> Non
         ["Where is the smith?", "Good day to you."],
         1,  # the character's replies on the branch: its own
     )
+
+
+def test_a_character_known_only_by_where_it_is_has_a_dialogue_to_read() -> None:
+    """A character is known by a memory or by where it is: Mara, who only walked in, has a
+    dialogue to read (empty), not a 404."""
+    talk = Talk()
+    talk.send(key="loreweaver.movement.location-entered", actor="npc-mara", location="loc-inn")
+    read = talk.read()
+    assert (read["npc_id"], read["player"]["turns"]) == ("npc-mara", [])

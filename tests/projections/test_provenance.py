@@ -194,3 +194,42 @@ def test_news_told_without_naming_a_memory_travels_on_from_the_tellers_own() -> 
         assert answer(runtime_read(state, "default", "save-1", "main", npc)) == answer(
             runtime_read(named, "default", "save-1", "main", npc)
         )
+
+
+def _said(seq: int, key: str, **fields: Any) -> bytes:
+    return orjson.dumps(
+        {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key} | fields
+    )
+
+
+SEEN_AT_THE_TAVERN = [
+    _said(
+        1,
+        "loreweaver.movement.location-entered",
+        actor="npc-mara",
+        location="loc-tavern",
+        entities={
+            "npc-mara": {"name": "Mara", "kind": "character"},
+            "loc-tavern": {"kind": "place"},
+        },
+    ),
+    _said(
+        2,
+        "combat.enemy-defeated",
+        actor="player-1",
+        players=["player-1"],
+        location="loc-tavern",
+        facts=[{"subject": "npc-sailor", "attribute": "status", "value": "defeated"}],
+    ),
+]
+
+
+def test_provenance_judges_a_memory_diverging_as_the_runtime_read_does() -> None:
+    """Each memory's `diverging` is judged as the read is made: once the record said the sailor
+    was fine, the runtime read showed Mara's memory of the fight diverging and its provenance
+    did not."""
+    fine = [{"subject": "npc-sailor", "attribute": "status", "value": "fine"}]
+    state = replay_lines([*SEEN_AT_THE_TAVERN, _said(3, "world.changed", facts=fine)]).state
+    [fight] = runtime_read(state, "default", "w", "main", "npc-mara").recollections
+    assert fight.diverging
+    assert provenance(state, "default", "w", "main", "npc-mara", fight.belief_id).memory.diverging
