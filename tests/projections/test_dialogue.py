@@ -61,10 +61,13 @@ class Talk:
         minute: int | None = 0,
         location: str | None = "loc-inn",
         record_ms: int | None = None,
+        timeline: str = "main",
         **payload: Any,
     ) -> int:
         """The player's line to the character (see `line`)."""
-        return self.line(PLAYER_SAID, player, npc, text, minute, location, record_ms, payload)
+        return self.line(
+            PLAYER_SAID, player, npc, text, minute, location, record_ms, payload, timeline
+        )
 
     def reply(
         self,
@@ -75,10 +78,13 @@ class Talk:
         minute: int | None = 0,
         location: str | None = "loc-inn",
         record_ms: int | None = None,
+        timeline: str = "main",
         **payload: Any,
     ) -> int:
         """The character's line to the player (see `line`)."""
-        return self.line(NPC_REPLIED, npc, player, text, minute, location, record_ms, payload)
+        return self.line(
+            NPC_REPLIED, npc, player, text, minute, location, record_ms, payload, timeline
+        )
 
     def line(
         self,
@@ -90,12 +96,14 @@ class Talk:
         location: str | None,
         record_ms: int | None,
         payload: dict[str, Any],
+        timeline: str = "main",
     ) -> int:
         """A line at `minute` of the story's real time; None: one with no `occurred_at`, timed
         by its Kafka record (`record_ms`), if any (a file replay's has neither)."""
         player = actor if key == PLAYER_SAID else target
         said = {} if minute is None else {"occurred_at": at(minute)}
         return self.send(
+            timeline,
             key=key,
             actor=actor,
             target=target,
@@ -584,16 +592,7 @@ def test_a_reload_before_a_line_forgets_it() -> None:
         key="world.entity-declared",
         branch={"parent_timeline_id": "main", "after_seq": 1},
     )
-    talk.send(
-        timeline="reload",
-        key="loreweaver.conversation.player-said",
-        actor="p1",
-        target="npc-mara",
-        players=["p1"],
-        location="loc-inn",
-        payload={"text": "on the reload"},
-        occurred_at=at(2),
-    )
+    talk.player("on the reload", minute=2, timeline="reload")
     assert texts(talk.read(timeline="reload", minute=3)["player"]) == [
         "before the save",
         "on the reload",
@@ -719,16 +718,7 @@ def test_a_branch_counts_no_turn_its_parent_said_after_the_branch_point() -> Non
     talk.send(timeline="alt", seq=2, key="weather.rain-began", branch=branch)
     talk.seq["alt"] = 2
     talk.reply("Good day.", minute=2)  # main again: seq 3
-    talk.send(
-        timeline="alt",
-        key=NPC_REPLIED,
-        actor="npc-mara",
-        target="p1",
-        players=["p1"],
-        location="loc-inn",
-        payload={"text": "Good day to you."},
-        occurred_at=at(2),
-    )
+    talk.reply("Good day to you.", minute=2, timeline="alt")
     scope = talk.read(minute=3, timeline="alt")["player"]
     assert (texts(scope), scope["turns_since_summary"]) == (
         ["Where is the smith?", "Good day to you."],
