@@ -5,10 +5,10 @@ Per character and timeline, the records (the memories the timeline sees, in stor
 make a digest: the record's words and story time. Digests roll into a chapter once their text
 passes `short_term_tokens`; chapters condense into the condensed chapter (the older story, one
 summary that each condensation folds the previous one into) once their text passes
-`long_term_tokens`. The digests' text is the sum of their token counts (each is a part of the
-read), as the chapters' is; a summary's is its text's count, whole. Tokens are counted by
-whatever `TokenCounter` the caller hands in (the worker's counts with the embedder's own tokenizer:
-`streams.tokens`), so this module needs no tokenizer of its own.
+`long_term_tokens`. A digest's or a summary's length is its text's token count, whole; the
+digests' or the chapters' together, the sum of theirs (each is a part of the read). Tokens are
+counted by whatever `TokenCounter` the caller hands in (the worker's counts with the embedder's
+own tokenizer: `streams.tokens`), so this module needs no tokenizer of its own.
 
 Computed at read, never stored. Seed 000 decides it: the chronicler builds its digests from the
 records and "earlier summaries are never the authority when records exist", and here the
@@ -182,11 +182,9 @@ def chronicle_of(
         part = Part("chapter", memory.character_id, memory.timeline_id, *bound, bounds[bound])
         bounds[bound] += 1
         statements = [_statement(held, count) for held, _, _ in pending]
-        told, by = _summarised(
-            part, statements, policy.chapter_tokens, count, summaries, summariser
-        )
+        told = _summarised(part, statements, policy.chapter_tokens, count, summaries, summariser)
         belief_ids = tuple(held.belief_id for held, _, _ in pending)
-        chapters.append(Rolled(part, told, by, count(joined(told)), belief_ids))
+        chapters.append(Rolled(part, *told, belief_ids))
         pending, pending_tokens = [], 0
         if sum(chapter.tokens for chapter in chapters) > policy.long_term_tokens:
             condensed = _condense(condensed, chapters, policy, count, summaries, summariser)
@@ -215,9 +213,8 @@ def _condense(
         sum(rolled.part.records for rolled in parts),
     )
     passages = [passage for rolled in parts for passage in rolled.passages]
-    told, by = _summarised(part, passages, policy.condensed_tokens, count, summaries, summariser)
-    chapters_told = sum(rolled.chapters for rolled in parts)
-    return Rolled(part, told, by, count(joined(told)), chapters=chapters_told)
+    told = _summarised(part, passages, policy.condensed_tokens, count, summaries, summariser)
+    return Rolled(part, *told, chapters=sum(rolled.chapters for rolled in parts))
 
 
 def _summarised(
@@ -227,15 +224,17 @@ def _summarised(
     count: TokenCounter,
     summaries: Summaries,
     summariser: Summariser,
-) -> tuple[tuple[Passage, ...], str]:
-    """What the summary of a part keeps, and who made it: the model, where it summarised the
-    part (its summary one passage, as important as the most important it tells), else the
-    `summariser`."""
+) -> tuple[tuple[Passage, ...], str, int]:
+    """What the summary of a part keeps, who made it, and the length of its text (counted
+    whole: `Rolled.tokens`): the model, where it summarised the part (its summary one passage,
+    as important as the most important it tells), else the `summariser`."""
     summary = summaries.summary(part, passages, budget_tokens)
     if summary is None:
-        return summariser.summarise(passages, budget_tokens, count), summariser.name
+        told = summariser.summarise(passages, budget_tokens, count)
+        return told, summariser.name, count(joined(told))
     importance = max((passage.importance for passage in passages), default=0.0)
-    return (Passage(summary, importance, part.to_seq, count(summary)),), MODEL
+    tokens = count(summary)
+    return (Passage(summary, importance, part.to_seq, tokens),), MODEL, tokens
 
 
 def ask_summaries(
