@@ -26,7 +26,6 @@ from schemas.judgements import RecordedJudgement
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
-from tests.projections import refused_on_release
 from tests.projections.recorded import Recorded
 from tests.tavern import TAVERN
 
@@ -287,16 +286,28 @@ def test_a_deletion_takes_the_worlds_refused_waiting_event_out_of_the_outbox() -
     stayed in the state and its changelog after the world's deletion, and a redelivery of the
     message sent them to the dead-letter topic again. The row's acks stay, as the README says."""
 
-    projector = Projector(record_bytes=refused_on_release.RECORD_BYTES)
+    def declaring(seq: int, **fields: str) -> bytes:
+        mara = {"name": "Mara", "kind": "character", **fields}
+        event = {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq}
+        return orjson.dumps(
+            event | {"key": "world.entity-declared", "entities": {"npc-mara": mara}}
+        )
+
+    secret = b"PLAYER-SECRET"
+    lines = [
+        declaring(1, bio="b" * 45_000),
+        declaring(3, diary=secret.decode() + " " + "x" * 45_000),  # waits: with the bio, too large
+        declaring(2, mood="calm"),  # releases it: refused
+    ]
+    projector = Projector(record_bytes=16_384)  # the least setting: a record of some 82 KB
     messages = [
-        SourceMessage("events", 0, offset, b"save-1", line)
-        for offset, line in enumerate(refused_on_release.LINES)
+        SourceMessage("events", 0, offset, b"save-1", line) for offset, line in enumerate(lines)
     ]
     state = MemoryState()
     released = [projector.receive(state, message) for message in messages][2]
     [letter] = released.dead_letters
     assert "waited for an earlier seq" in letter.reason
-    assert refused_on_release.SECRET in base64.b64decode(letter.value_base64)
+    assert secret in base64.b64decode(letter.value_base64)
     other = replay(story("other-world"))
     for key, value in other.items():
         state.put(key, value)
@@ -305,7 +316,7 @@ def test_a_deletion_takes_the_worlds_refused_waiting_event_out_of_the_outbox() -
     holding = [
         unpack(key)
         for key, value in state.items()
-        if any(refused_on_release.SECRET in base64.b64decode(run) for run in encoded.findall(value))
+        if any(secret in base64.b64decode(run) for run in encoded.findall(value))
     ]
     assert holding == []
     again = projector.receive(state, messages[2])
