@@ -116,7 +116,8 @@ class StateTable(faust.Table[bytes, bytes]):
     writer: changelog.ChangelogWriter
     changesets: defaultdict[int, dict[bytes, None]]
     """Per partition, the keys of the changesets of an earlier release that recovery read and
-    found no delete of."""
+    found no delete of, until the records that retire them are stored (`retire_changesets`):
+    the partition's copy is not stamped meanwhile (`LocalDurability.changesets`)."""
     hot: dict[int, HotValues]
     """Per partition, values the ingest agent read or wrote lately (`streams.state.HotValues`).
     Valid while only the agent writes the database: dropped whenever recovery, a migration or a
@@ -223,6 +224,7 @@ class StateTable(faust.Table[bytes, bytes]):
         self.local_durability.rebalanced(
             [tp.partition for tp in revoked if tp.topic == changelog],
             [tp.partition for tp in newly_assigned if tp.topic == changelog],
+            self.readable,
             self.standbys_caught_up(),
         )
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
@@ -360,7 +362,7 @@ class StateTable(faust.Table[bytes, bytes]):
         keys), so compaction can drop them: compaction sees no state key inside a changeset, and
         a changeset left behind would bring back a key whose delete compaction dropped."""
         for partition in partitions:
-            if not (changesets := self.changesets.pop(partition, {})):
+            if not (changesets := self.changesets.get(partition)):
                 continue
             rewrites = (
                 (cast(bytes, key), cast(bytes | None, value))
@@ -370,7 +372,8 @@ class StateTable(faust.Table[bytes, bytes]):
             sent: list[asyncio.Future[RecordMetadata]] = []
             async with self.local_durability.writing({partition: 1}):
                 writes = changelog.PartitionWrites(self.batch_bytes)
-                for key, value in chain(rewrites, ((key, None) for key in changesets)):
+                retiring = [*changesets]  # a rebalance meanwhile may replay tombstones of some
+                for key, value in chain(rewrites, ((key, None) for key in retiring)):
                     writes.write(key, value)
                     writes.end_event()  # no two records need to be stored together
                     if len(writes.batches) > 1:  # send the full batches as they come
@@ -378,6 +381,7 @@ class StateTable(faust.Table[bytes, bytes]):
                         sent += await self.send_writes(partition, full)
                 sent += await self.send_writes(partition, writes.batches)
             await asyncio.gather(*sent)
+            self.changesets.pop(partition, None)  # retired for good: the copy may be stamped
             log.info(
                 "partition %d: %d changeset(s) of an earlier release rewritten as records",
                 partition,
@@ -766,7 +770,7 @@ def create_app(settings: Settings) -> Rumourmill:
             extra_topic_configs=changelog.topic_config(settings.changelog_batch_bytes),
         ),
     )
-    state.durability = LocalDurability(state, settings)
+    state.durability = LocalDurability(state, settings, state.changesets)
     state.batch_bytes = settings.changelog_batch_bytes
     policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)

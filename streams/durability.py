@@ -36,7 +36,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -355,9 +355,20 @@ class LocalDurability:
     every write is in the changelog.
     """
 
-    def __init__(self, table: TableT[bytes, bytes], settings: Settings) -> None:
+    def __init__(
+        self,
+        table: TableT[bytes, bytes],
+        settings: Settings,
+        changesets: Mapping[int, Collection[bytes]],
+    ) -> None:
         self.table = table
         self.settings = settings
+        self.changesets = changesets
+        """Per partition, the changesets of an earlier release that recovery read and no record
+        has retired yet (`streams.app.StateTable.changesets`). A copy holding any is never
+        stamped nor checkpointed: they are kept nowhere else, so a start that kept the copy
+        would replay only the changelog past it and never retire them, and once compaction
+        dropped a delete after one, a full replay would bring its keys back."""
         self.cluster_id = ""
         self.partitions: dict[int, _Partition] = {}
         self.quiet = asyncio.Lock()
@@ -406,18 +417,32 @@ class LocalDurability:
             self.followed_at[partition] = now_ms if kept is None else kept.taken_at_ms
 
     def rebalanced(
-        self, revoked: Iterable[int], assigned: Iterable[int], standbys_caught_up: Set[int]
+        self,
+        revoked: Iterable[int],
+        assigned: Iterable[int],
+        held: Set[int],
+        standbys_caught_up: Set[int],
     ) -> None:
         """At a rebalance, before Faust lets go of a database or opens one: note when each
         copy let go last followed the changelog (now, if it was recovered or a standby that
         caught up with it, `standbys_caught_up`, and read on since), and throw away each copy
         given to the worker that stopped following it longer ago than a start would keep it
-        (`reason_to_discard`): compaction may have dropped deletes it never saw."""
+        (`reason_to_discard`): compaction may have dropped deletes it never saw.
+
+        Only the active partitions `held` through the rebalance (`held_through_rebalance`) stay
+        recovered. Faust replays the changelog into the others from their last checkpoint, over
+        their newer state: one that turned standby (it stays assigned, neither revoked nor newly
+        assigned), or one kept whose sends were not confirmed in time. Counted as whole
+        meanwhile, such a copy was checkpointed, or stamped at a clean stop, half replayed, as
+        holding every write the worker had confirmed: the next start kept values older than the
+        changelog's."""
         now_ms = int(time.time() * 1000)
+        for partition in self.recovered - held:
+            self.followed_at[partition] = now_ms
         for partition in revoked:
-            if partition in self.recovered or partition in standbys_caught_up:
+            if partition in standbys_caught_up:
                 self.followed_at[partition] = now_ms
-            self.recovered.discard(partition)
+        self.recovered &= held
         for partition in assigned:
             files = self.files(partition)
             age_ms = now_ms - self.followed_at.get(partition, now_ms)
@@ -457,7 +482,13 @@ class LocalDurability:
     @contextlib.asynccontextmanager
     async def writing(self, events: Mapping[int, int]) -> AsyncIterator[None]:
         """Project a batch of events (how many per partition): marks their partitions dirty
-        first; a failure keeps them so."""
+        first; a failure keeps them so.
+
+        A copy about to be marked dirty is checkpointed first (its memtable is flushed, its
+        files linked: a few milliseconds once a worker's life): a start throws a dirty copy
+        away for its checkpoint, and a copy recovered whole, or kept at start, had none of what
+        it held, or an older one. A crash before the first checkpoint replayed the whole
+        changelog, and a worker crashing in a loop on an event did so at every start."""
         async with self.quiet:
             states = {
                 partition: self.partitions.setdefault(partition, _Partition())
@@ -465,6 +496,7 @@ class LocalDurability:
             }
             for partition, state in states.items():
                 if not state.dirty:
+                    await self.take_checkpoint(partition, state)
                     files = self.files(partition)
                     files.dirty.parent.mkdir(parents=True, exist_ok=True)
                     _write_durably(files.dirty, b"")
@@ -480,6 +512,10 @@ class LocalDurability:
             for partition, state in states.items():
                 state.events_since_checkpoint += events[partition]
                 state.last_event = now
+
+    def unretired(self, partition: int) -> bool:
+        """Whether the partition's copy holds changesets no record has retired yet."""
+        return bool(self.changesets.get(partition))
 
     def sent(self, partition: int, deliveries: Iterable[Awaitable[RecordMetadata]]) -> None:
         """The changelog sends an event of `partition` made, in order."""
@@ -529,7 +565,7 @@ class LocalDurability:
         now = time.monotonic()
         for partition, db in list(self.store._dbs.items()):
             state = self.partitions.get(partition)
-            if state is not None and state.dirty:
+            if (state is not None and state.dirty) or self.unretired(partition):
                 continue
             if now - self.stamped_at.get(partition, -CHECKPOINT_SECONDS) < CHECKPOINT_SECONDS:
                 continue
@@ -572,7 +608,9 @@ class LocalDurability:
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
         """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
         db = self._open_db(partition)
-        if db is None or not self.at_changelog_end(partition) or not await self._confirmed(state):
+        if db is None or not self.at_changelog_end(partition) or self.unretired(partition):
+            return
+        if not await self._confirmed(state):
             return
         started = time.monotonic()
         offset = self._held_offset(partition, state.confirmed_offset)
@@ -637,6 +675,15 @@ class LocalDurability:
         it last was (a standby behind, a copy whose recovery the stop cut short)."""
         files = self.files(partition)
         state = self.partitions.get(partition) or _Partition()  # not written to: clean
+        if self.unretired(partition):
+            files.stamp.unlink(missing_ok=True)
+            log.info(
+                "partition %d: changesets of an earlier release not yet retired: the copy is"
+                " not stamped, the next start reads them again",
+                partition,
+                extra={"partition": partition},
+            )
+            return
         at_end = self.at_changelog_end(partition)
         if state.dirty and not at_end:  # let go at a rebalance, given back as a standby
             log.info("partition %d: behind the changelog, its checkpoint is used", partition)

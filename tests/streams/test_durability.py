@@ -7,12 +7,15 @@ import os
 import time
 from pathlib import Path
 
+import faust
 import pytest
-from faust.types import TP
+from faust import Event
+from faust.types import TP, Message, RecordMetadata
 from rocksdict import Checkpoint, Options, Rdict
 
 from streams import durability
 from streams.app import create_app, partition_db
+from streams.changelog import RECORD_HEADER
 from streams.durability import (
     Changelog,
     PartitionFiles,
@@ -23,6 +26,7 @@ from streams.durability import (
     reason_to_discard,
 )
 from streams.settings import Settings
+from streams.state import Changes, encode_changes
 
 NOW_MS = 1_000_000_000
 CHANGELOG = Changelog("cluster-a", earliest={0: 0}, end={0: 100}, delete_retention_ms=60_000)
@@ -258,6 +262,152 @@ def test_a_copy_given_back_after_deletes_could_be_dropped_is_thrown_away_before_
         files = live_copy(kept.files(partition).db.parent, checkpointed=False, partition=partition)
         files.dirty.touch()
         kept.followed_at[partition] = int(time.time() * 1000) - left_ms_ago
-    kept.rebalanced([], [0, 1], set())
+    kept.rebalanced([], [0, 1], set(), set())
     assert value_in(kept.files(0)) == b"after, never confirmed" and kept.files(0).dirty.exists()
     assert not kept.files(1).db.exists() and not kept.files(1).dirty.exists()
+
+
+def changelog_message(app: faust.App, tp: TP, offset: int, key: bytes, value: bytes) -> Event:
+    """A changelog message as recovery reads it: a record (with its header), or, for a
+    `changeset`, one of a release before records, `value` the changes it packs."""
+    message = Message(tp.topic, tp.partition, offset, 0.0, 0, [RECORD_HEADER], key, value, None)
+    return Event(app, key, value, {}, message)
+
+
+def changeset_message(app: faust.App, tp: TP, offset: int, changes: Changes) -> Event:
+    """A changeset of a release before per-key records: no header, the changes packed."""
+    value = encode_changes(changes)
+    message = Message(tp.topic, tp.partition, offset, 0.0, 0, [], b"event", value, None)
+    return Event(app, b"event", value, {}, message)
+
+
+def confirmed(offset: int) -> asyncio.Future[RecordMetadata]:
+    """A changelog send the broker stored at `offset`."""
+    sent: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+    sent.set_result(RecordMetadata(TP("changelog", 0), "changelog", 0, offset, 0.0))
+    return sent
+
+
+def crash(kept: durability.LocalDurability) -> None:
+    """SIGKILL: the databases' handles go with the process, nothing else is done."""
+    for db in kept.store._dbs.values():
+        db.close()
+
+
+def test_a_copy_holding_changesets_not_yet_retired_is_neither_stamped_nor_checkpointed(
+    tmp_path: Path,
+) -> None:
+    """An upgrade from a release before per-key records retires each partition's changesets in
+    turn, once recovery read them all. The 30 s stamp of copies not written to, and a clean
+    stop, stamped the partitions still waiting their turn as clean copies of this changelog
+    format: the next start kept them, replayed only the changelog past them, and never retired
+    their changesets (kept in memory alone). Once compaction dropped a delete, a full replay
+    (a new worker, a lost disk) brought the deleted keys back from the changeset."""
+
+    async def upgrade_cut_short() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=3))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        mill.state.apply_changelog_batch(
+            [
+                changelog_message(mill.app, TP(topic, 0), 0, b"key", b"a record"),
+                changeset_message(mill.app, TP(topic, 1), 0, [(b"key", b"from a changeset")]),
+                changeset_message(mill.app, TP(topic, 2), 0, [(b"key", b"from a changeset")]),
+            ]
+        )
+        kept.recovered = {0, 1, 2}  # recovery completed: now each partition's turn comes
+        kept.files(1).stamp.write_bytes(stamp(offset=0).to_bytes())  # a stamp from before
+        await kept.stamp_due()
+        async with kept.writing({2: 1}):  # partition 2's changesets being retired
+            kept.sent(2, [])
+        await kept.take_checkpoint(2, kept.partitions[2])
+        await kept.finish()
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(upgrade_cut_short())
+    assert Stamp.read(kept.files(0).stamp) is not None  # no changeset: a clean copy
+    assert not kept.files(1).stamp.exists() and not kept.files(1).checkpoint.exists()
+    assert not kept.files(2).stamp.exists() and not kept.files(2).checkpoint.exists()
+    changelog = Changelog("cluster-a", {0: 0, 1: 0, 2: 0}, {0: 1, 1: 1, 2: 1}, DAY_MS)
+    now_ms = int(time.time() * 1000)
+    assert "kept" in prepare_partition(kept.files(0), changelog, now_ms)
+    for partition in (1, 2):  # their changesets are read again, and retired then
+        outcome = prepare_partition(kept.files(partition), changelog, now_ms)
+        assert outcome.endswith("recovery replays the whole changelog")
+
+
+def test_a_partition_faust_replays_into_is_not_taken_for_whole_until_it_caught_up(
+    tmp_path: Path,
+) -> None:
+    """A rebalance that keeps an active partition on the worker as a standby (it stays
+    assigned: neither revoked nor newly assigned) left it counted as recovered, while Faust
+    replayed its changelog from the last checkpoint over its newer state. A checkpoint (after a
+    second idle) or a clean stop in the meantime stamped the half-replayed copy as holding every
+    write the worker had confirmed, and the next start kept the older values it held then."""
+
+    async def turned_standby() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        changelog = TP(topic, 0)
+        db = partition_db(mill.state, 0)
+        db.put(b"mood", b"calm")
+        kept.store.set_persisted_offset(changelog, 99)  # recovery laid in up to 99
+        kept.recovered = {0}
+        async with kept.writing({0: 2}):  # two events, each sent and stored
+            db.put(b"mood", b"angry")
+            db.put(b"mood", b"calm again")
+            kept.sent(0, [confirmed(100), confirmed(101)])
+        mill.app.tables.recovery.standby_tps.add(changelog)  # type: ignore[attr-defined]
+        kept.rebalanced([], [], set(), set())
+        mill.state.apply_changelog_batch(  # Faust's replay, from the checkpoint on
+            [changelog_message(mill.app, changelog, 100, b"mood", b"angry")]
+        )
+        kept.partitions[0].last_event -= durability.IDLE_SECONDS + 1
+        await kept.checkpoint_due()
+        await kept.finish()
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(turned_standby())
+    checkpointed = Stamp.read(kept.files(0).checkpoint_stamp)
+    assert checkpointed is not None and checkpointed.changelog_offset == 99
+    assert not kept.files(0).stamp.exists() and kept.files(0).dirty.exists()
+    changelog = Changelog("cluster-a", {0: 0}, {0: 102}, DAY_MS)
+    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+    assert outcome == "checkpoint restored: recovery replays the changelog after offset 99"
+
+
+def test_a_copy_is_checkpointed_before_its_first_write_so_a_crash_replays_what_came_after(
+    tmp_path: Path,
+) -> None:
+    """A copy recovered whole (or kept at start) had no checkpoint of what it held, and its
+    first event marked it dirty: a crash before the first checkpoint (a second idle, or 30 s of
+    a backlog) threw it away and replayed the whole changelog, at every start of a worker
+    crashing in a loop on an event."""
+
+    async def killed_after_a_write() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        db = partition_db(mill.state, 0)
+        for offset in range(1000):
+            db.put(b"key-%04d" % offset, b"recovered")
+        kept.store.set_persisted_offset(TP(topic, 0), 999)
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):
+            db.put(b"key-0000", b"written by an event")
+            kept.sent(0, [confirmed(1000)])
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(killed_after_a_write())
+    changelog = Changelog("cluster-a", {0: 0}, {0: 1001}, DAY_MS)
+    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+    assert outcome == "checkpoint restored: recovery replays the changelog after offset 999"
+    db = open_db(kept.files(0).db)
+    try:
+        assert db.get(b"key-0000") == b"recovered" and db.get(b"key-0999") == b"recovered"
+    finally:
+        db.close()
