@@ -310,6 +310,8 @@ class StateTable(faust.Table[bytes, bytes]):
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
         rebalances = self.rebalances
         await super().on_recovery_completed(active_tps, standby_tps)
+        if self.rebalances != rebalances:  # overtaken: the next recovery completes them
+            return
         partitions = sorted(tp.partition for tp in active_tps)
         self.local_durability.recovered = set(partitions)
         log.info(
@@ -319,18 +321,21 @@ class StateTable(faust.Table[bytes, bytes]):
             extra={"records_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
-        await self.upgrade_formats(partitions)
-        await self.retire_changesets(partitions)
+        await self.upgrade_formats(partitions, rebalances)
+        await self.retire_changesets(partitions, rebalances)
         self.hot.clear()
         if self.rebalances == rebalances:  # else the next recovery marks them, once done
             self.readable = set(partitions)
 
-    async def upgrade_formats(self, partitions: Iterable[int]) -> None:
+    async def upgrade_formats(self, partitions: Iterable[int], rebalances: int) -> None:
         """Take each recovered partition to this release's state format before any event
         (`projections.migrations`); its rewrites reach the changelog as one event's do, once
         the acks the upgrade gives are stored (a crash in between upgrades and acks again). A
-        partition written by a newer release stops the worker, unchanged."""
+        partition written by a newer release stops the worker, unchanged. Stops at a rebalance
+        after the `rebalances`-th (`overtaken`)."""
         for partition in partitions:
+            if self.overtaken(rebalances):
+                return
             writes = changelog.PartitionWrites(self.batch_bytes)
             db = without_write_ahead_log(partition_db(self, partition))
             tx = recording_transaction(db, writes.write)
@@ -356,12 +361,16 @@ class StateTable(faust.Table[bytes, bytes]):
         assert self.send_acks is not None, "set by create_app"
         return await self.send_acks(acks)
 
-    async def retire_changesets(self, partitions: Iterable[int]) -> None:
+    async def retire_changesets(self, partitions: Iterable[int], rebalances: int) -> None:
         """Rewrite, as per-key records, the state of each partition whose changelog still holds
         changesets of an earlier release, then delete those changesets (tombstones under their
         keys), so compaction can drop them: compaction sees no state key inside a changeset, and
-        a changeset left behind would bring back a key whose delete compaction dropped."""
+        a changeset left behind would bring back a key whose delete compaction dropped. Stops at
+        a rebalance after the `rebalances`-th (`overtaken`): a partition left unretired keeps
+        its changesets, and whoever recovers it next retires them."""
         for partition in partitions:
+            if self.overtaken(rebalances):
+                return
             if not (changesets := self.changesets.get(partition)):
                 continue
             rewrites = (
@@ -378,9 +387,14 @@ class StateTable(faust.Table[bytes, bytes]):
                     writes.end_event()  # no two records need to be stored together
                     if len(writes.batches) > 1:  # send the full batches as they come
                         full, writes.batches = writes.batches[:-1], writes.batches[-1:]
+                        if self.overtaken(rebalances):
+                            break
                         sent += await self.send_writes(partition, full)
-                sent += await self.send_writes(partition, writes.batches)
+                if not self.overtaken(rebalances):
+                    sent += await self.send_writes(partition, writes.batches)
             await asyncio.gather(*sent)
+            if self.overtaken(rebalances):
+                return
             self.changesets.pop(partition, None)  # retired for good: the copy may be stamped
             log.info(
                 "partition %d: %d changeset(s) of an earlier release rewritten as records",
@@ -388,6 +402,12 @@ class StateTable(faust.Table[bytes, bytes]):
                 len(changesets),
                 extra={"partition": partition},
             )
+
+    def overtaken(self, rebalances: int) -> bool:
+        """Whether a rebalance began since the `rebalances`-th: what recovery completed then
+        may be another worker's partitions now (Faust runs `on_recovery_completed` as a task of
+        its own, which a rebalance does not cancel)."""
+        return self.rebalances != rebalances
 
     @property
     def local_durability(self) -> LocalDurability:

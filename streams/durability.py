@@ -345,6 +345,9 @@ class _Partition:
     events_since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
     last_event: float = 0.0
+    checkpoint_before_writes: bool = True
+    """The copy holds what no checkpoint of it does (recovered at start or at a rebalance that
+    gave it, kept at start): the next write is preceded by one (`writing`)."""
 
 
 class LocalDurability:
@@ -439,6 +442,8 @@ class LocalDurability:
         now_ms = int(time.time() * 1000)
         for partition in self.recovered - held:
             self.followed_at[partition] = now_ms
+            if (state := self.partitions.get(partition)) is not None:
+                state.checkpoint_before_writes = True  # recovered again before its next write
         for partition in revoked:
             if partition in standbys_caught_up:
                 self.followed_at[partition] = now_ms
@@ -484,19 +489,22 @@ class LocalDurability:
         """Project a batch of events (how many per partition): marks their partitions dirty
         first; a failure keeps them so.
 
-        A copy about to be marked dirty is checkpointed first (its memtable is flushed, its
-        files linked: a few milliseconds once a worker's life): a start throws a dirty copy
-        away for its checkpoint, and a copy recovered whole, or kept at start, had none of what
-        it held, or an older one. A crash before the first checkpoint replayed the whole
-        changelog, and a worker crashing in a loop on an event did so at every start."""
+        A copy's first write since it was recovered (at start, or at a rebalance that gave it
+        to the worker) or kept at start is preceded by a checkpoint (its memtable flushed, its
+        files linked: some milliseconds): a start throws a dirty copy away for its checkpoint,
+        and the copy had none of what it held, or an older one. A crash before the first
+        periodic checkpoint replayed the whole changelog, or all another worker wrote since the
+        partition was last here, and a worker crashing in a loop on an event did so at every
+        start."""
         async with self.quiet:
             states = {
                 partition: self.partitions.setdefault(partition, _Partition())
                 for partition in events
             }
             for partition, state in states.items():
-                if not state.dirty:
+                if state.checkpoint_before_writes:
                     await self.take_checkpoint(partition, state)
+                if not state.dirty:
                     files = self.files(partition)
                     files.dirty.parent.mkdir(parents=True, exist_ok=True)
                     _write_durably(files.dirty, b"")
@@ -606,16 +614,19 @@ class LocalDurability:
         return held
 
     async def take_checkpoint(self, partition: int, state: _Partition) -> None:
-        """At a quiescent point: the offset into the database, then a checkpoint swapped in."""
-        db = self._open_db(partition)
-        if db is None or not self.at_changelog_end(partition) or self.unretired(partition):
+        """At a quiescent point: the offset into the database, then a checkpoint swapped in.
+
+        Whether the copy is whole is asked again once its sends are confirmed, however long
+        that took: a rebalance meanwhile may have Faust replaying the changelog into it."""
+        if self._whole(partition) is None or not await self._confirmed(state):
             return
-        if not await self._confirmed(state):
+        if (db := self._whole(partition)) is None:
             return
         started = time.monotonic()
         offset = self._held_offset(partition, state.confirmed_offset)
         if offset is None:  # it holds nothing of the changelog: nothing to restore
             state.events_since_checkpoint = 0
+            state.checkpoint_before_writes = False
             return
         self._persist_offset(partition, offset)
         files = self.files(partition)
@@ -632,6 +643,7 @@ class LocalDurability:
         _fsync_directory(final.parent)
         shutil.rmtree(old, ignore_errors=True)
         state.events_since_checkpoint = 0
+        state.checkpoint_before_writes = False
         state.last_checkpoint = time.monotonic()
         log.debug(
             "partition %d checkpointed at changelog offset %d in %.0f ms",
@@ -639,6 +651,14 @@ class LocalDurability:
             offset,
             (state.last_checkpoint - started) * 1000,
         )
+
+    def _whole(self, partition: int) -> Rdict | None:
+        """The partition's open copy if a checkpoint may be taken of it: it holds the whole
+        changelog, no changeset of which waits to be retired."""
+        db = self._open_db(partition)
+        if db is None or not self.at_changelog_end(partition) or self.unretired(partition):
+            return None
+        return db
 
     def _held_offset(self, partition: int, confirmed_offset: int) -> int | None:
         """The changelog offset the partition's database holds everything up to: the last of
@@ -684,12 +704,13 @@ class LocalDurability:
                 extra={"partition": partition},
             )
             return
-        at_end = self.at_changelog_end(partition)
+        confirming = state.dirty and self.at_changelog_end(partition)
+        if confirming and not await self._confirmed(state, STOP_TIMEOUT):
+            log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
+            return
+        at_end = self.at_changelog_end(partition)  # after the wait: a rebalance may have come
         if state.dirty and not at_end:  # let go at a rebalance, given back as a standby
             log.info("partition %d: behind the changelog, its checkpoint is used", partition)
-            return
-        if state.dirty and not await self._confirmed(state, STOP_TIMEOUT):
-            log.warning("partition %d: changes unconfirmed, its checkpoint is used", partition)
             return
         offset = self._held_offset(partition, state.confirmed_offset)
         followed_at = None if at_end else self.followed_at.get(partition)

@@ -411,3 +411,111 @@ def test_a_copy_is_checkpointed_before_its_first_write_so_a_crash_replays_what_c
         assert db.get(b"key-0000") == b"recovered" and db.get(b"key-0999") == b"recovered"
     finally:
         db.close()
+
+
+def test_a_checkpoint_waiting_for_its_sends_through_a_rebalance_is_not_taken_of_a_replay(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint asked whether its copy was whole, then waited for a send the broker was
+    slow to store. A rebalance meanwhile (which could not hold the partition: the checkpoint
+    held it) had Faust replay the changelog into the copy from the last checkpoint; once the
+    send was stored, the checkpoint went on, and a crash then restored the half-replayed copy
+    as holding every write confirmed."""
+
+    async def rebalanced_while_waiting() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        changelog = TP(topic, 0)
+        db = partition_db(mill.state, 0)
+        kept.store.set_persisted_offset(changelog, 99)
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):  # checkpointed at 99 first
+            db.put(b"mood", b"angry")
+            kept.sent(0, [confirmed(100)])
+        slow: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        async with kept.writing({0: 1}):
+            db.put(b"mood", b"calm again")
+            kept.sent(0, [slow])
+        kept.partitions[0].last_event -= durability.IDLE_SECONDS + 1
+        checkpointing = asyncio.ensure_future(kept.checkpoint_due())
+        await asyncio.sleep(0.05)
+        kept.rebalanced([], [], set(), set())  # the partition could not be held
+        mill.state.apply_changelog_batch(  # Faust's replay from the checkpoint on
+            [changelog_message(mill.app, changelog, 100, b"mood", b"angry")]
+        )
+        slow.set_result(RecordMetadata(changelog, topic, 0, 101, 0.0))
+        await checkpointing
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(rebalanced_while_waiting())
+    changelog = Changelog("cluster-a", {0: 0}, {0: 102}, DAY_MS)
+    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+    assert outcome == "checkpoint restored: recovery replays the changelog after offset 99"
+
+
+def test_a_partition_given_back_is_checkpointed_before_its_first_write_there(
+    tmp_path: Path,
+) -> None:
+    """A partition taken from the worker and given back (or turned standby and active again)
+    kept being counted as written to, so its first write after recovery caught up took no
+    checkpoint: a crash restored its checkpoint of before, and replayed all another worker had
+    written meanwhile."""
+
+    async def given_back() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        changelog = TP(topic, 0)
+        db = partition_db(mill.state, 0)
+        kept.store.set_persisted_offset(changelog, 99)
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):  # checkpointed at 99 first
+            db.put(b"mood", b"angry")
+            kept.sent(0, [confirmed(100)])
+        kept.rebalanced([0], [], set(), set())  # taken away
+        kept.rebalanced([], [0], set(), set())  # given back, its copy young enough to keep
+        mill.state.apply_changelog_batch(  # recovery lays in what the other worker wrote
+            [changelog_message(mill.app, changelog, 4999, b"mood", b"what the other wrote")]
+        )
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):
+            partition_db(mill.state, 0).put(b"mood", b"back here")
+            kept.sent(0, [confirmed(5000)])
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(given_back())
+    changelog = Changelog("cluster-a", {0: 0}, {0: 5001}, DAY_MS)
+    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+    assert outcome == "checkpoint restored: recovery replays the changelog after offset 4999"
+
+
+def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_partitions_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust runs the table's `on_recovery_completed` as a task of its own, which a rebalance
+    does not cancel: the upgrade and the retiring of changesets went on to partitions the
+    rebalance had given another worker, opened their databases again, and sent their older
+    state to the changelog after the new owner's writes."""
+
+    async def overtaken() -> tuple[durability.LocalDurability, bool]:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=2))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        mill.state.apply_changelog_batch(
+            [changeset_message(mill.app, TP(topic, 1), 0, [(b"mood", b"calm")])]
+        )
+        rebalances = mill.state.rebalances  # when recovery completed
+        assignor = mill.app.assignor
+        monkeypatch.setattr(assignor, "is_active", lambda tp: tp.partition == 0)
+        monkeypatch.setattr(assignor, "assigned_actives", lambda: {TP(topic, 0)})
+        monkeypatch.setattr(assignor, "assigned_standbys", set)
+        await mill.state.on_rebalance({TP(topic, 0)}, {TP(topic, 1)}, set(), 2)
+        await mill.state.upgrade_formats([1], rebalances)
+        await mill.state.retire_changesets([1], rebalances)
+        return kept, bool(mill.state.changesets[1])
+
+    kept, unretired = asyncio.run(overtaken())
+    assert 1 not in kept.store._dbs and not kept.files(1).dirty.exists() and unretired
