@@ -59,7 +59,7 @@ from streams.policies import PolicyFeed, log_conflict
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
-from streams.recovery import StateTableManager
+from streams.recovery import PersistentRecovery, StateTableManager
 from streams.reranker import Reranker
 from streams.settings import MOST_BATCH_EVENTS, Settings
 from streams.state import (
@@ -138,8 +138,6 @@ class StateTable(faust.Table[bytes, bytes]):
     Reads of the others are refused: recovery lays a copy in from the changelog a batch at a
     time, and a read meanwhile showed a world never seen, then characters who had forgotten
     most of their past."""
-    rebalances: int
-    """Rebalances begun: a recovery that one overtook marks nothing readable."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -149,7 +147,6 @@ class StateTable(faust.Table[bytes, bytes]):
         self.send_acks = None
         self.stopping = None
         self.readable = set()
-        self.rebalances = 0
         self.writer = changelog.ChangelogWriter()
         self.changesets = defaultdict(dict)
         self.hot = {}
@@ -213,7 +210,6 @@ class StateTable(faust.Table[bytes, bytes]):
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
     ) -> None:
         self.hot.clear()
-        self.rebalances += 1
         changelog = self.changelog_topic.get_topic_name()
         assignor = self.app.assignor
         kept = {p for p in self.readable if assignor.is_active(TP(changelog, p))}
@@ -221,12 +217,16 @@ class StateTable(faust.Table[bytes, bytes]):
         await self.all_settled()  # before Faust lets any database go
         await self.snapshot_reads.finished()  # a snapshot keeps its database open
         self.readable = await self.local_durability.held_through_rebalance(kept)
+        given = [tp.partition for tp in newly_assigned if tp.topic == changelog]
         self.local_durability.rebalanced(
             [tp.partition for tp in revoked if tp.topic == changelog],
-            [tp.partition for tp in newly_assigned if tp.topic == changelog],
+            given,
             self.readable,
             self.standbys_caught_up(),
         )
+        for partition in given:  # a copy begun afresh: recovery finds its changesets again
+            if not self.local_durability.files(partition).db.exists():
+                self.changesets.pop(partition, None)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def standbys_caught_up(self) -> set[int]:
@@ -290,6 +290,8 @@ class StateTable(faust.Table[bytes, bytes]):
                     raise self.unrecoverable(ValueError(f"changelog {where}: {error}")) from error
                 for state_key, value in changes:
                     _write_to(tp_writes, state_key, value)
+                if not self.changesets[tp.partition]:  # the first one read
+                    self.local_durability.unstamp(tp.partition)
                 self.changesets[tp.partition][key] = None
             offsets[tp] = max(message.offset, offsets.get(tp, -1))
             if tp not in standbys:
@@ -308,9 +310,8 @@ class StateTable(faust.Table[bytes, bytes]):
             )
 
     async def on_recovery_completed(self, active_tps: set[TP], standby_tps: set[TP]) -> None:
-        rebalances = self.rebalances
         await super().on_recovery_completed(active_tps, standby_tps)
-        if self.rebalances != rebalances:  # overtaken: the next recovery completes them
+        if self.overtaken():  # the next recovery completes them
             return
         partitions = sorted(tp.partition for tp in active_tps)
         self.local_durability.recovered = set(partitions)
@@ -321,20 +322,20 @@ class StateTable(faust.Table[bytes, bytes]):
             extra={"records_by_partition": dict(self.recovered), "partitions": partitions},
         )
         self.recovered.clear()
-        await self.upgrade_formats(partitions, rebalances)
-        await self.retire_changesets(partitions, rebalances)
+        await self.upgrade_formats(partitions)
+        await self.retire_changesets(partitions)
         self.hot.clear()
-        if self.rebalances == rebalances:  # else the next recovery marks them, once done
+        if not self.overtaken():  # else the next recovery marks them, once done
             self.readable = set(partitions)
 
-    async def upgrade_formats(self, partitions: Iterable[int], rebalances: int) -> None:
+    async def upgrade_formats(self, partitions: Iterable[int]) -> None:
         """Take each recovered partition to this release's state format before any event
         (`projections.migrations`); its rewrites reach the changelog as one event's do, once
         the acks the upgrade gives are stored (a crash in between upgrades and acks again). A
-        partition written by a newer release stops the worker, unchanged. Stops at a rebalance
-        after the `rebalances`-th (`overtaken`)."""
+        partition written by a newer release stops the worker, unchanged. Stops once a
+        rebalance began (`overtaken`)."""
         for partition in partitions:
-            if self.overtaken(rebalances):
+            if self.overtaken():
                 return
             writes = changelog.PartitionWrites(self.batch_bytes)
             db = without_write_ahead_log(partition_db(self, partition))
@@ -361,15 +362,15 @@ class StateTable(faust.Table[bytes, bytes]):
         assert self.send_acks is not None, "set by create_app"
         return await self.send_acks(acks)
 
-    async def retire_changesets(self, partitions: Iterable[int], rebalances: int) -> None:
+    async def retire_changesets(self, partitions: Iterable[int]) -> None:
         """Rewrite, as per-key records, the state of each partition whose changelog still holds
         changesets of an earlier release, then delete those changesets (tombstones under their
         keys), so compaction can drop them: compaction sees no state key inside a changeset, and
-        a changeset left behind would bring back a key whose delete compaction dropped. Stops at
-        a rebalance after the `rebalances`-th (`overtaken`): a partition left unretired keeps
-        its changesets, and whoever recovers it next retires them."""
+        a changeset left behind would bring back a key whose delete compaction dropped. Stops once
+        a rebalance began (`overtaken`): a partition left unretired keeps its changesets, and
+        whoever recovers it next retires them."""
         for partition in partitions:
-            if self.overtaken(rebalances):
+            if self.overtaken():
                 return
             if not (changesets := self.changesets.get(partition)):
                 continue
@@ -387,13 +388,13 @@ class StateTable(faust.Table[bytes, bytes]):
                     writes.end_event()  # no two records need to be stored together
                     if len(writes.batches) > 1:  # send the full batches as they come
                         full, writes.batches = writes.batches[:-1], writes.batches[-1:]
-                        if self.overtaken(rebalances):
+                        if self.overtaken():
                             break
                         sent += await self.send_writes(partition, full)
-                if not self.overtaken(rebalances):
+                if not self.overtaken():
                     sent += await self.send_writes(partition, writes.batches)
             await asyncio.gather(*sent)
-            if self.overtaken(rebalances):
+            if self.overtaken():
                 return
             self.changesets.pop(partition, None)  # retired for good: the copy may be stamped
             log.info(
@@ -403,11 +404,11 @@ class StateTable(faust.Table[bytes, bytes]):
                 extra={"partition": partition},
             )
 
-    def overtaken(self, rebalances: int) -> bool:
-        """Whether a rebalance began since the `rebalances`-th: what recovery completed then
-        may be another worker's partitions now (Faust runs `on_recovery_completed` as a task of
-        its own, which a rebalance does not cancel)."""
-        return self.rebalances != rebalances
+    def overtaken(self) -> bool:
+        """Whether a rebalance began since the assignment whose recovery is completing: its
+        partitions may be another worker's now, or being replayed into again
+        (`streams.recovery.PersistentRecovery.current`)."""
+        return not cast(PersistentRecovery, cast(TableManager, self.app.tables).recovery).current()
 
     @property
     def local_durability(self) -> LocalDurability:

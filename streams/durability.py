@@ -442,8 +442,9 @@ class LocalDurability:
         now_ms = int(time.time() * 1000)
         for partition in self.recovered - held:
             self.followed_at[partition] = now_ms
-            if (state := self.partitions.get(partition)) is not None:
-                state.checkpoint_before_writes = True  # recovered again before its next write
+        for partition, state in self.partitions.items():
+            if partition not in held:  # recovered again (or a standby) before its next write
+                state.checkpoint_before_writes = True
         for partition in revoked:
             if partition in standbys_caught_up:
                 self.followed_at[partition] = now_ms
@@ -520,6 +521,15 @@ class LocalDurability:
             for partition, state in states.items():
                 state.events_since_checkpoint += events[partition]
                 state.last_event = now
+
+    def unstamp(self, partition: int) -> None:
+        """Take the stamp off the partition's copy: it holds changesets of an earlier release,
+        kept nowhere else (`changesets`); kept by its stamp, the next start would resume the
+        changelog past them and never retire them."""
+        files = self.files(partition)
+        if files.stamp.exists():
+            files.stamp.unlink()
+            _fsync_directory(files.db.parent)
 
     def unretired(self, partition: int) -> bool:
         """Whether the partition's copy holds changesets no record has retired yet."""
@@ -696,7 +706,6 @@ class LocalDurability:
         files = self.files(partition)
         state = self.partitions.get(partition) or _Partition()  # not written to: clean
         if self.unretired(partition):
-            files.stamp.unlink(missing_ok=True)
             log.info(
                 "partition %d: changesets of an earlier release not yet retired: the copy is"
                 " not stamped, the next start reads them again",

@@ -21,7 +21,7 @@ from typing import Any
 
 from faust.tables.manager import TableManager
 from faust.tables.recovery import RebalanceAgain, Recovery, ServiceStopped
-from faust.types import AppT, EventT
+from faust.types import TP, AppT, EventT
 from mode.services import WaitArgT
 from mode.utils.queues import ThrowableQueue
 
@@ -31,7 +31,36 @@ log = logger("recovery")
 
 
 class PersistentRecovery(Recovery):
-    """Faust's recovery, started over when one of its steps times out."""
+    """Faust's recovery, started over when one of its steps times out, and telling the tables
+    whether the recovery completing is still that of the assignment in force (`current`)."""
+
+    recovering_since: int = -1
+    """The app's count of rebalances begun (`rebalancing_count`) when the assignment being
+    recovered was made."""
+    completing: int | None = None
+    """The consumer generation of the recovery telling the tables it completed."""
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        if generation_id == self.app.consumer_generation_id:  # else Faust ignored it
+            self.recovering_since = self.app.rebalancing_count
+
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        self.completing = generation_id
+        await super().on_recovery_completed(generation_id)
+
+    def current(self) -> bool:
+        """Whether the recovery completing is of the assignment in force: no rebalance began
+        since it was made. Faust runs each table's `on_recovery_completed` as a task of its
+        own, which a rebalance does not stop, and a recovery overtaken during a rebalance's
+        first steps still completes, with the partitions of the assignment before; Faust
+        itself checks the generation only once the tables' callbacks are done."""
+        return (
+            self.completing == self.app.consumer_generation_id
+            and self.recovering_since == self.app.rebalancing_count
+        )
 
     async def _wait(self, coro: WaitArgT, timeout: Any = None) -> None:
         try:

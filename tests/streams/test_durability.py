@@ -6,15 +6,17 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import faust
 import pytest
 from faust import Event
+from faust.tables.manager import TableManager
 from faust.types import TP, Message, RecordMetadata
 from rocksdict import Checkpoint, Options, Rdict
 
 from streams import durability
-from streams.app import create_app, partition_db
+from streams.app import StateTable, create_app, partition_db
 from streams.changelog import RECORD_HEADER
 from streams.durability import (
     Changelog,
@@ -25,6 +27,7 @@ from streams.durability import (
     prepare_partition,
     reason_to_discard,
 )
+from streams.recovery import PersistentRecovery
 from streams.settings import Settings
 from streams.state import Changes, encode_changes
 
@@ -302,12 +305,16 @@ def test_a_copy_holding_changesets_not_yet_retired_is_neither_stamped_nor_checkp
     stop, stamped the partitions still waiting their turn as clean copies of this changelog
     format: the next start kept them, replayed only the changelog past them, and never retired
     their changesets (kept in memory alone). Once compaction dropped a delete, a full replay
-    (a new worker, a lost disk) brought the deleted keys back from the changeset."""
+    (a new worker, a lost disk) brought the deleted keys back from the changeset. A copy kept
+    at start by its stamp, whose recovery then read changesets (an older worker wrote them
+    since), kept that stamp until a clean stop: a kill before it left it trusted."""
 
     async def upgrade_cut_short() -> durability.LocalDurability:
         mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=3))
         kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
         kept.cluster_id = "cluster-a"
+        kept.files(1).stamp.parent.mkdir(parents=True, exist_ok=True)
+        kept.files(1).stamp.write_bytes(stamp(offset=0).to_bytes())  # kept at start
         mill.state.apply_changelog_batch(
             [
                 changelog_message(mill.app, TP(topic, 0), 0, b"key", b"a record"),
@@ -315,8 +322,8 @@ def test_a_copy_holding_changesets_not_yet_retired_is_neither_stamped_nor_checkp
                 changeset_message(mill.app, TP(topic, 2), 0, [(b"key", b"from a changeset")]),
             ]
         )
+        assert not kept.files(1).stamp.exists()  # a kill now reads them again
         kept.recovered = {0, 1, 2}  # recovery completed: now each partition's turn comes
-        kept.files(1).stamp.write_bytes(stamp(offset=0).to_bytes())  # a stamp from before
         await kept.stamp_due()
         async with kept.writing({2: 1}):  # partition 2's changesets being retired
             kept.sent(2, [])
@@ -492,30 +499,103 @@ def test_a_partition_given_back_is_checkpointed_before_its_first_write_there(
     assert outcome == "checkpoint restored: recovery replays the changelog after offset 4999"
 
 
-def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_partitions_gone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_nor_marks_its_partitions(
+    tmp_path: Path,
 ) -> None:
     """Faust runs the table's `on_recovery_completed` as a task of its own, which a rebalance
-    does not cancel: the upgrade and the retiring of changesets went on to partitions the
-    rebalance had given another worker, opened their databases again, and sent their older
-    state to the changelog after the new owner's writes."""
+    does not cancel, and a recovery overtaken during a rebalance's first steps still completes,
+    with the partitions of the assignment before: the upgrade and the retiring of changesets
+    went on to partitions the rebalance had given another worker, opened their databases again
+    and sent their older state to the changelog after the new owner's writes, and the
+    partitions were marked whole (readable, and checkpointed) while replayed into again."""
 
-    async def overtaken() -> tuple[durability.LocalDurability, bool]:
+    async def overtaken() -> tuple[durability.LocalDurability, StateTable]:
         mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=2))
         kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
         kept.cluster_id = "cluster-a"
         mill.state.apply_changelog_batch(
             [changeset_message(mill.app, TP(topic, 1), 0, [(b"mood", b"calm")])]
         )
-        rebalances = mill.state.rebalances  # when recovery completed
-        assignor = mill.app.assignor
-        monkeypatch.setattr(assignor, "is_active", lambda tp: tp.partition == 0)
-        monkeypatch.setattr(assignor, "assigned_actives", lambda: {TP(topic, 0)})
-        monkeypatch.setattr(assignor, "assigned_standbys", set)
-        await mill.state.on_rebalance({TP(topic, 0)}, {TP(topic, 1)}, set(), 2)
-        await mill.state.upgrade_formats([1], rebalances)
-        await mill.state.retire_changesets([1], rebalances)
-        return kept, bool(mill.state.changesets[1])
+        recovery = cast(PersistentRecovery, cast(TableManager, mill.app.tables).recovery)
+        mill.app.consumer_generation_id = 1  # the assignment of generation 1 ...
+        recovery.recovering_since = mill.app.rebalancing_count
+        recovery.completing = 1  # ... is recovered
+        assert not mill.state.overtaken()
+        mill.app.rebalancing_count += 1  # a rebalance begins (Faust counts it as it revokes)
+        await mill.state.on_recovery_completed({TP(topic, 0), TP(topic, 1)}, set())
+        return kept, mill.state
 
-    kept, unretired = asyncio.run(overtaken())
-    assert 1 not in kept.store._dbs and not kept.files(1).dirty.exists() and unretired
+    kept, table = asyncio.run(overtaken())
+    assert kept.recovered == set() and table.readable == set()
+    assert not kept.files(1).dirty.exists() and table.changesets[1]
+
+
+def test_a_standby_made_active_again_is_checkpointed_before_its_first_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition written here, then a standby (checkpointed once caught up), then active here
+    again: its first write took no checkpoint, so a crash restored the standby's and replayed
+    all the other worker had written since."""
+
+    async def back_and_forth() -> durability.LocalDurability:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        kept.cluster_id = "cluster-a"
+        changelog = TP(topic, 0)
+        kept.store.set_persisted_offset(changelog, 99)
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):
+            partition_db(mill.state, 0).put(b"mood", b"angry")
+            kept.sent(0, [confirmed(100)])
+        kept.rebalanced([], [], set(), set())  # a standby now
+        standbys = mill.app.tables.recovery.standby_tps  # type: ignore[attr-defined]
+        standbys.add(changelog)
+        mill.state.apply_changelog_batch(
+            [changelog_message(mill.app, changelog, 300, b"mood", b"the other's")]
+        )
+        with monkeypatch.context() as caught_up:  # the consumer's highwater: read to the end
+            caught_up.setattr(kept, "at_changelog_end", lambda partition: True)
+            kept.partitions[0].last_event -= durability.IDLE_SECONDS + 1
+            await kept.checkpoint_due()
+        standbys.discard(changelog)
+        kept.rebalanced([], [], set(), set())  # active here again
+        mill.state.apply_changelog_batch(
+            [changelog_message(mill.app, changelog, 4999, b"mood", b"the other's, later")]
+        )
+        kept.recovered = {0}
+        async with kept.writing({0: 1}):
+            partition_db(mill.state, 0).put(b"mood", b"back here")
+            kept.sent(0, [confirmed(5000)])
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(back_and_forth())
+    changelog = Changelog("cluster-a", {0: 0}, {0: 5001}, DAY_MS)
+    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+    assert outcome == "checkpoint restored: recovery replays the changelog after offset 4999"
+
+
+def test_changesets_of_a_partition_given_back_with_a_copy_begun_afresh_are_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changesets a retiring left (a rebalance overtook it) were held for the partition for as
+    long as the worker ran: given back long after, its copy too old to keep, recovery replayed
+    a changelog whose compaction had dropped them, and the partition was never stamped again,
+    each start replaying it whole. Recovery finds what is still there."""
+
+    async def given_back_late() -> StateTable:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=2))
+        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
+        mill.state.apply_changelog_batch(
+            [changeset_message(mill.app, TP(topic, 1), 0, [(b"mood", b"calm")])]
+        )
+        assignor = mill.app.assignor
+        monkeypatch.setattr(assignor, "is_active", lambda tp: True)
+        monkeypatch.setattr(assignor, "assigned_actives", lambda: {TP(topic, 0), TP(topic, 1)})
+        monkeypatch.setattr(assignor, "assigned_standbys", set)
+        kept.followed_at[1] = int(time.time() * 1000) - 2 * DAY_MS  # let go two days ago
+        await mill.state.on_rebalance({TP(topic, 0), TP(topic, 1)}, set(), {TP(topic, 1)}, 2)
+        return mill.state
+
+    table = asyncio.run(given_back_late())
+    assert not table.local_durability.files(1).db.exists() and not table.changesets.get(1)
