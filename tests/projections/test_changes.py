@@ -33,7 +33,7 @@ from schemas.policy import Policy
 from schemas.records import OutboxRecord
 from tests import tavern_lies
 from tests.seed import SEED_READ
-from tests.tavern import PERSISTENT
+from tests.tavern import MAIN, PERSISTENT
 from tests.tavern import TAVERN_LINES as TAVERN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -485,3 +485,92 @@ def test_a_tenants_deletion_numbers_a_world_alike_on_its_partition_and_in_one_re
     again = of_kind(take(feed(), MemoryState(), replayed), "world-deleted")
     assert sorted(live, key=str) == sorted(again, key=str)
     assert fields(live, "world_instance_id", "deletion") == [("a", 1), ("a", 2), ("b", 1)]
+
+
+def test_a_message_that_fills_a_gap_carries_the_changes_of_every_event_it_releases() -> None:
+    """Seq 3 and 2 wait for seq 1; the message of seq 1 applies all three, and the feed gets
+    what each of them changed, as if they had come in order."""
+    projector, state = feed(), MemoryState()
+    assert take(projector, state, [TAVERN[2], TAVERN[1]]) == []  # waiting: nothing changed yet
+    released = take(projector, state, [TAVERN[0]], first=2)
+    in_order = take(feed(), MemoryState(), TAVERN[:3])
+    assert {change["seq"] for change in released} == {2, 3}
+    assert released == in_order
+
+
+def told_to_bren(seq: int, content: str, actor: str | None) -> bytes:
+    """A `told` to Bren (a character first declared here), by `actor` or by nobody named."""
+    event: dict[str, Any] = {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "seq": seq,
+        "key": "loreweaver.conversation.told",
+        "target": "npc-bren",
+        "payload": {"content": content, "about": ["player-1", SAILOR]},
+        "game_time": "day 1, 22:00",
+        "entities": {"npc-bren": {"name": "Bren", "kind": "character"}},
+    }
+    if actor is not None:
+        event["actor"] = actor
+    return orjson.dumps(event)
+
+
+def test_news_told_on_by_whom_heard_it_as_a_rumour_is_a_rumour_passed_and_nobody_passes_none() -> (
+    None
+):
+    """Tomas holds what Ilse did as a rumour (from Mara, seq 4); told on to Bren it is a
+    rumour passed, two hops from where it started. A `told` naming no teller passes no rumour:
+    a `rumour-passed` needs its teller's id."""
+    changes = take(
+        feed(),
+        MemoryState(),
+        [
+            *MAIN,
+            told_to_bren(6, "Ilse beat the drunk sailor senseless", "npc-tomas"),
+            told_to_bren(7, "Someone says the well is poisoned", None),
+        ],
+    )
+    passed = [change for change in of_kind(changes, "rumour-passed") if change["seq"] >= 6]
+    assert fields(passed, "seq", "teller_id", "listener_id", "hops") == [
+        (6, "npc-tomas", "npc-bren", 2)
+    ]
+    formed = [change for change in of_kind(changes, "belief-formed") if change["seq"] == 7]
+    assert fields(formed, "character_id", "source") == [("npc-bren", "told")]
+
+
+def test_an_events_changes_come_as_memories_then_relations_then_weakened_beliefs() -> None:
+    """The order the module promises, which a consumer reading one event's changes sees: the
+    referee's verdict on Ilse's lie (seq 7 of the lying tavern) forms a belief, moves a
+    relation and weakens the belief the lie contradicts."""
+    state = MemoryState()
+    changes = take(feed(), state, tavern_lies.LINES)
+    kinds = [change["kind"] for change in changes if change["seq"] == 7]
+    assert kinds == ["belief-formed", "relation-changed", "belief-weakened"]
+
+
+def test_a_belief_the_referee_would_weaken_to_as_sure_as_it_was_is_not_weakened() -> None:
+    """With `referee.weaken` 1.0 the verdict keeps the contradicted belief's confidence: held
+    as surely as before, it is no weakened belief."""
+    policy = resolve(None, {"memory": {"spreading": {"enabled": True}, "referee": {"weaken": 1.0}}})
+    changes = take(feed(policy=policy), MemoryState(), tavern_lies.LINES)
+    assert of_kind(changes, "belief-weakened") == []
+
+
+def test_a_memory_stored_again_as_surely_is_no_weakened_belief() -> None:
+    """Stored again with another importance, the same confidence: nothing weakened."""
+    state = MemoryState()
+    take(feed(), state, TAVERN[:3])
+    keys = memory_keys(state, "default", "save-1")
+    held = load_memory(state, keys, "npc-mara", of_mara_seed_belief(state))
+    assert held is not None
+    event = Event.model_validate_json(TAVERN[4]).model_copy(update={"seq": 5})
+
+    def store_again(
+        tx: StateTransaction, at: Event, ancestry: Ancestry, *, changes: EventChanges
+    ) -> Applied:
+        store_memories(tx, keys, [held.model_copy(update={"importance": 0.1})], changes)
+        return Applied()
+
+    noted = MessageChanges()
+    noted.around(store_again)(state, event, ())
+    assert decoded(noted.records) == []

@@ -293,3 +293,43 @@ def test_a_chapter_whose_one_statement_is_over_the_budget_keeps_its_opening() ->
     assert (first["from_seq"], first["to_seq"], first["records"]) == (1, 1, 1)
     assert first["text"].startswith("the silver and") and first["text"].endswith(" …")
     assert first["tokens"] == ChroniclePolicy().chapter_tokens  # the most words that fit
+
+
+def small_chronicle(count: int, long_term_tokens: int) -> dict[str, Any]:
+    """Mara's chronicle of `count` lines with budgets of one line's length: a chapter holds one
+    line, and rolls from two lines on."""
+    policy = ChroniclePolicy(
+        short_term_tokens=150,
+        chapter_tokens=100,
+        condensed_tokens=100,
+        long_term_tokens=long_term_tokens,
+    )
+    read = chronicle_read(
+        replay_lines(lines(count)).state, "default", "w", "main", "npc-mara", policy, words
+    )
+    decoded: dict[str, Any] = orjson.loads(orjson.dumps(read))
+    return decoded
+
+
+def test_chapters_as_long_as_long_term_tokens_stay_chapters() -> None:
+    """They condense once their text passes `long_term_tokens`, not when it reaches it."""
+    at_the_budget = small_chronicle(3, long_term_tokens=100)
+    assert at_the_budget["condensed"] is None
+    assert [(c["from_seq"], c["to_seq"], c["tokens"]) for c in at_the_budget["chapters"]] == [
+        (1, 2, 100)
+    ]
+
+
+def test_a_chronicles_length_counts_the_condensed_chapter_too() -> None:
+    found = small_chronicle(5, long_term_tokens=100)
+    assert found["condensed"] is not None and found["condensed"]["tokens"] == 100
+    parts = [found["condensed"], *found["chapters"], *found["digests"]]
+    assert found["tokens"] == sum(part["tokens"] for part in parts) == 200
+
+
+def test_a_statement_exactly_as_long_as_the_budget_is_kept_whole() -> None:
+    statement = " ".join(["word"] * 100)
+    kept = RulesSummariser().summarise(
+        [Passage(statement, 0.9, 1, 100), Passage("short one", 0.1, 2, 2)], 100, words
+    )
+    assert [(p.text, p.tokens) for p in kept] == [(statement, 100)]
