@@ -21,14 +21,19 @@ from projections.delivery import (
     MOST_KEY_BYTES_KEPT,
     MOST_REASON_CHARS,
     MOST_RECORD_BYTES,
+    REFUSALS_SHARE_OF_RECORD,
     SourceMessage,
+    bounded_reason,
+    dead_letter,
     kept_key,
+    with_refusals_bounded,
 )
 from projections.key_prefixes import OUTBOX
 from projections.keys import pack
 from projections.projector import Projector
 from projections.state import MemoryState
-from schemas import Ack
+from schemas import Ack, Outcome
+from schemas.judgements import RefusedJudgement
 from schemas.records import OutboxRecord
 from streams.codec import dumps
 from streams.settings import EVENT_SHARE_OF_BATCH
@@ -158,3 +163,60 @@ def test_a_redelivery_sends_a_reason_stored_unbounded_bounded() -> None:
     assert letter.reason.startswith(f"invalid event: {said}")
     assert letter.reason.endswith(f"({len(unbounded)} characters in all)")
     assert again.acks[0].reason == letter.reason
+
+
+def test_a_reason_of_exactly_the_most_characters_is_kept_whole() -> None:
+    reason = "x" * MOST_REASON_CHARS
+    assert bounded_reason(reason) == reason
+    assert bounded_reason(reason + "y").endswith(f"({MOST_REASON_CHARS + 1} characters in all)")
+
+
+def test_a_dead_letter_says_the_whole_length_only_of_a_value_it_cut() -> None:
+    message = SourceMessage("events", 0, 0, b"w", b"y" * 10)
+    assert dead_letter(message, "too large", kept_bytes=10).value_bytes is None
+    assert dead_letter(message, "too large", kept_bytes=9).value_bytes == 10
+
+
+def test_a_message_naming_no_world_is_dead_lettered_naming_no_tenant() -> None:
+    """The contract's `default` tenant is a world's: a message naming no world names none."""
+    intake = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, None, b'{"seq": 1}'))
+    [letter] = intake.dead_letters
+    assert (letter.tenant_id, letter.world_instance_id) == (None, None)
+    assert all(ack.tenant_id is None for ack in intake.acks)
+
+
+def refused(npc: str, reason: str) -> RefusedJudgement:
+    return RefusedJudgement(npc_id=npc, belief_id="b", judgement="feeling", reason=reason)
+
+
+def refusing(seq: int, *judgements: RefusedJudgement) -> Ack:
+    return Ack(
+        tenant_id="t",
+        world_instance_id="w",
+        timeline_id="main",
+        seq=seq,
+        outcome=Outcome.PROCESSED,
+        refused_judgements=list(judgements),
+    )
+
+
+def test_no_refusal_is_listed_past_one_left_out_in_any_ack_of_the_message() -> None:
+    """The listed ones are the first the rules made, in their order, across the message's acks:
+    once one is left out, the later ones are counted, however small."""
+    first = refusing(
+        1, refused("npc-0", "z" * 300), refused("npc-1", "x" * 600), refused("npc-2", "y")
+    )
+    second = refusing(2, refused("npc-3", "y"))
+    bounded = with_refusals_bounded([first, second], 2000)  # room for 1,000 bytes of them
+    assert [[j.npc_id for j in ack.refused_judgements] for ack in bounded] == [["npc-0"], []]
+    assert [ack.more_refused_judgements for ack in bounded] == [2, 1]
+
+
+def test_a_refusal_costing_exactly_the_room_left_is_listed() -> None:
+    one = refused("npc-3", "q")
+    cost = len(orjson.dumps(one.model_dump(mode="json"))) + 1  # as JSON, and its comma
+    [ack] = with_refusals_bounded([refusing(1, one)], round(cost / REFUSALS_SHARE_OF_RECORD))
+    assert ([j.npc_id for j in ack.refused_judgements], ack.more_refused_judgements) == (
+        ["npc-3"],
+        0,
+    )
