@@ -16,7 +16,7 @@ from projections import timelines
 from projections.changes import EventChanges, MessageChanges, change_id
 from projections.delivery import SourceMessage, world_key
 from projections.digest import world_digest
-from projections.key_prefixes import OUTBOX
+from projections.key_prefixes import OUTBOX, PENDING
 from projections.keys import pack
 from projections.memory_store import formed_between, load_memory, memory_keys, store_memories
 from projections.policy import resolve
@@ -574,3 +574,13 @@ def test_a_memory_stored_again_as_surely_is_no_weakened_belief() -> None:
     noted = MessageChanges()
     noted.around(store_again)(state, event, ())
     assert decoded(noted.records) == []
+
+
+def test_with_the_feed_on_a_filled_gap_leaves_nothing_waiting() -> None:
+    """The events a message releases leave the deferral buffer, the feed on as off."""
+    for changes in (True, False):
+        state = MemoryState()
+        take(feed(changes), state, [TAVERN[2], TAVERN[1]])
+        assert len(list(state.scan(pack(PENDING)))) == 2
+        take(feed(changes), state, [TAVERN[0]], first=2)
+        assert list(state.scan(pack(PENDING))) == [], changes

@@ -327,15 +327,22 @@ def test_what_the_character_still_holds_of_the_player_comes_past_many_forgotten_
     assert not any("gift" in content for content in found)  # forgotten, as before
 
 
-def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_names() -> None:
+@pytest.mark.parametrize(
+    "payload",
+    [{"text": "Where is Rook now?"}, {"text": "Where is Rook now?", "content": "(a note)"}],
+)
+def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_names(
+    payload: dict[str, str],
+) -> None:
     """ "Where is Rook now?": Rook is `npc-thief`, declared after the theft Mara remembers by
     his id; recall takes the name for a cue and finds the theft, and the decision took the
-    words alone and brought only the question."""
+    words alone and brought only the question. A line's words are its `text` before its
+    `content`."""
     state = replay_lines(
         [
             line(1, "crime.purse-stolen", actor="npc-thief", target="npc-mara", players=[]),
             line(2, "world.entity-declared", entities={"npc-thief": {"name": "Rook"}}),
-            line(3, SAID, payload={"text": "Where is Rook now?"}, location="loc-road", **TO_MARA),
+            line(3, SAID, payload=payload, location="loc-road", **TO_MARA),
         ]
     ).state
     asked = recall(

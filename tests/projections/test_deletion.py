@@ -280,6 +280,29 @@ def test_a_redelivery_from_before_a_deletion_leaves_the_world_begun_anew_waiting
     assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
 
 
+def test_a_deletion_counted_without_its_offset_is_later_than_every_message_before_it() -> None:
+    """A store of a release before state format 4 counted a deletion without its offset: a
+    message from before it, taken in again after the upgrade, changes nothing of the world
+    begun anew (taken for a later one, it deleted the new world's waiting seq 2, and the new
+    seq 1 released nothing)."""
+    projector, state = Projector(), MemoryState()
+
+    def event(seq: int) -> bytes:
+        return orjson.dumps(
+            {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": "x"}
+        )
+
+    old = [event(2), event(1), deletion("world.deleted", "w")]
+    messages = [SourceMessage("events", 0, offset, b"w", line) for offset, line in enumerate(old)]
+    for message in messages:
+        projector.receive(state, message)
+    state.put(pack(DELETIONS, "default", "w"), b"1")  # as the release before kept it
+    projector.receive(state, SourceMessage("events", 0, 3, b"w", event(2)))  # waits
+    assert projector.receive(state, messages[1]).redelivered
+    acks = projector.receive(state, SourceMessage("events", 0, 4, b"w", event(1))).acks
+    assert [(ack.seq, ack.outcome.value) for ack in acks] == [(1, "processed"), (2, "processed")]
+
+
 def test_a_deletion_takes_the_worlds_refused_waiting_event_out_of_the_outbox() -> None:
     """A waiting event refused as a later message released it is kept whole in that message's
     outbox row (a redelivery finds it gone from the buffer): its bytes, a character's diary here,

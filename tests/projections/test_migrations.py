@@ -475,11 +475,15 @@ def released(state: MemoryState) -> list[tuple[int | None, str]]:
 def test_a_waiting_line_whose_null_facts_were_dropped_is_applied_after_the_upgrade() -> None:
     """Format 9: a release before stored a dialogue line that waited for an earlier seq without
     its facts' null values, and stopped when the gap filled (the line no longer read as an
-    event), at every start. Upgraded, the line is applied when the gap fills."""
-    line = WAITING_LINE | {"facts": [{"subject": "door", "attribute": "state", "value": None}]}
-    state, key = waiting(line, 1_700_000_000_000)
+    event), at every start. Upgraded, the line is applied when the gap fills (a fact of a value
+    other than null kept it)."""
+    facts = [
+        {"subject": "door", "attribute": "open", "value": True},
+        {"subject": "door", "attribute": "state", "value": None},
+    ]
+    state, key = waiting(WAITING_LINE | {"facts": facts}, 1_700_000_000_000)
     as_dropped = orjson.loads(state.get(key) or b"")
-    as_dropped["facts"] = [{"subject": "door", "attribute": "state"}]
+    as_dropped["facts"] = [facts[0], {"subject": "door", "attribute": "state"}]
     state.put(key, orjson.dumps(as_dropped))
     state.put(FORMAT_KEY, b"8")
 

@@ -16,7 +16,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.recall import RecallQuery, named_in, recall
 from projections.recall_choice import Candidate, choose, recency
-from projections.recall_fusion import fuse
+from projections.recall_fusion import candidate_count, fuse
 from projections.retention import Retention
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
@@ -412,3 +412,8 @@ def test_a_memory_formed_past_the_story_now_is_no_more_recent_than_what_just_hap
     assert recency(remembered(day=131), 130 * 24 * 60) == recency(
         remembered(day=130), 130 * 24 * 60
     )
+
+
+def test_over_retrieve_times_the_limit_candidates_go_on_to_the_choice_at_most_sixty() -> None:
+    """SPEC 9, step 3."""
+    assert [candidate_count(limit, 3) for limit in (1, 5, 20, 21, 50)] == [3, 15, 60, 60, 60]

@@ -14,14 +14,17 @@ import base64
 from typing import Any
 
 import orjson
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from projections.delivery import Intake, SourceMessage
 from projections.key_prefixes import OUTBOX, PENDING
 from projections.keys import pack
 from projections.projector import Projector
-from projections.record_bounds import most_record_bytes
+from projections.record_bounds import changelog_message_bytes, most_record_bytes
 from projections.state import MemoryState
 from schemas import Outcome
+from streams.changelog import RECORD_HEADER
 from tests.streams.test_judgement_parts import SMALLEST_BATCH_BYTES
 
 TOPIC = "rumourmill.events"
@@ -162,3 +165,16 @@ def test_a_waiting_event_refused_too_large_and_left_by_a_crash_takes_no_place_of
         (13, Outcome.PROCESSED),
     ]
     assert intake.dead_letters == []
+
+
+@pytest.mark.parametrize("batch_bytes", [SMALLEST_BATCH_BYTES, 1_000_000])
+def test_the_largest_state_record_alone_in_a_batch_fits_what_the_changelog_takes(
+    batch_bytes: int,
+) -> None:
+    """Built as the worker's producer builds it (aiokafka's record batch, with the changelog's
+    record header): the most a record may take leaves room for its batch and record overheads."""
+    key = b"k" * 100
+    value = b"v" * (most_record_bytes(batch_bytes) - len(key))
+    batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
+    batch.append(0, 0, key, value, [RECORD_HEADER])
+    assert len(batch.build()) <= changelog_message_bytes(batch_bytes)

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from projections.catalogue import classify
+from projections.policy import resolve
 from schemas.export import json_schemas
 from schemas.policy import Policy, merge_policy
 
@@ -178,3 +179,11 @@ def test_each_order_between_fields_the_schema_cannot_check_is_named_in_it(
     with pytest.raises(ValidationError, match=rule):
         Policy.model_validate({"memory": document})
     assert rule in json_schemas()["policy.schema.json"].decode()
+
+
+def test_a_worlds_document_lies_over_its_tenants_whatever_either_says() -> None:
+    """`resolve`: the built-in defaults, the tenant's document, then the world's."""
+    on, off = ({"memory": {"spreading": {"enabled": enabled}}} for enabled in (True, False))
+    assert resolve(off, on).memory.spreading.enabled is True
+    assert resolve(on, off).memory.spreading.enabled is False
+    assert resolve(on, None).memory.spreading.enabled is True

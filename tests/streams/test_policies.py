@@ -154,7 +154,16 @@ def test_policy_set_refuses_a_document_that_conflicts_with_one_in_force(
 
 @pytest.mark.parametrize(
     "key",
-    [b"acme/save-1", b'["acme"]', b'["acme", "save-1"]', b'["", null]', b'["acme", 7]', b"\xff"],
+    [
+        b"acme/save-1",
+        b'["acme"]',
+        b'["acme", "save-1"]',
+        b'["", null]',
+        b'["",null]',
+        b'["acme", 7]',
+        b"\xff",
+        policy_key("t" * 129, None),
+    ],
 )
 def test_a_document_under_a_key_policy_set_never_makes_is_refused_with_its_key(
     key: bytes, caplog: pytest.LogCaptureFixture
@@ -212,3 +221,11 @@ def test_a_world_is_told_of_its_conflict_once_while_its_documents_stand() -> Non
     documents[policy_key("t", "a")] = conflicting  # in conflict again: told again
     book("t", "a"), book("t", "b")
     assert told == ["a", "b", "a"]
+
+
+def test_a_tenant_and_a_world_of_128_characters_are_a_policy_key() -> None:
+    """The longest ids the contract takes govern as any other."""
+    feed = PolicyFeed(Settings(broker="127.0.0.1:9"), "policies")
+    key = policy_key("t" * 128, "w" * 128)
+    feed.take(key, PERSISTENT_MARA)
+    assert list(feed.documents) == [key]

@@ -203,3 +203,15 @@ def test_a_nan_is_refused_in_the_words_the_worker_uses(constant: bytes) -> None:
     assert parse_line(1, line % constant).problem == (
         f"not valid JSON: {constant.decode()} is no JSON number (RFC 8259): send null or a string"
     )
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_a_worlds_deletion_goes_to_its_worlds_partition_a_tenants_to_every_one(raw: bool) -> None:
+    """A world lives on one partition, whose worker deletes it; a copy of its deletion on the
+    others would be dead-lettered there (an event on a partition other than its key's)."""
+    world, tenant = (
+        orjson.dumps(deletion_event("acme", world).model_dump(mode="json", exclude_defaults=True))
+        for world in ("w1", None)
+    )
+    assert parse_line(1, world, raw=raw).every_partition is False
+    assert parse_line(2, tenant, raw=raw).every_partition is True
