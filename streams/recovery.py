@@ -17,6 +17,7 @@ only what a rebalance made stale.
 from __future__ import annotations
 
 from collections import deque
+from contextvars import ContextVar
 from typing import Any
 
 from faust.tables.manager import TableManager
@@ -30,6 +31,13 @@ from streams.logs import logger
 log = logger("recovery")
 
 
+COMPLETING: ContextVar[tuple[int, int]] = ContextVar("completing")
+"""The recovery whose completion the running task tells: its consumer generation, and the
+app's count of rebalances begun when its assignment was made. Faust makes each table's
+`on_recovery_completed` a task of its own as a recovery completes, and a task keeps the
+context it was made in: a later completion cannot change what an earlier one's tasks see."""
+
+
 class PersistentRecovery(Recovery):
     """Faust's recovery, started over when one of its steps times out, and telling the tables
     whether the recovery completing is still that of the assignment in force (`current`)."""
@@ -37,8 +45,6 @@ class PersistentRecovery(Recovery):
     recovering_since: int = -1
     """The app's count of rebalances begun (`rebalancing_count`) when the assignment being
     recovered was made."""
-    completing: int | None = None
-    """The consumer generation of the recovery telling the tables it completed."""
 
     async def on_rebalance(
         self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP], generation_id: int = 0
@@ -48,19 +54,18 @@ class PersistentRecovery(Recovery):
             self.recovering_since = self.app.rebalancing_count
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
-        self.completing = generation_id
+        COMPLETING.set((generation_id, self.recovering_since))  # for the tasks made now
         await super().on_recovery_completed(generation_id)
 
     def current(self) -> bool:
-        """Whether the recovery completing is of the assignment in force: no rebalance began
-        since it was made. Faust runs each table's `on_recovery_completed` as a task of its
-        own, which a rebalance does not stop, and a recovery overtaken during a rebalance's
-        first steps still completes, with the partitions of the assignment before; Faust
-        itself checks the generation only once the tables' callbacks are done."""
-        return (
-            self.completing == self.app.consumer_generation_id
-            and self.recovering_since == self.app.rebalancing_count
-        )
+        """Whether the recovery whose completion the running task tells (`COMPLETING`) is of
+        the assignment in force: no rebalance began since it was made. Faust runs each
+        table's `on_recovery_completed` as a task of its own, which a rebalance does not
+        stop, and a recovery overtaken during a rebalance's first steps still completes, with
+        the partitions of the assignment before; Faust itself checks the generation only once
+        the tables' callbacks are done."""
+        in_force = (self.app.consumer_generation_id, self.app.rebalancing_count)
+        return COMPLETING.get(None) == in_force
 
     async def _wait(self, coro: WaitArgT, timeout: Any = None) -> None:
         try:

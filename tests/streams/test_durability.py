@@ -6,12 +6,10 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import cast
 
 import faust
 import pytest
 from faust import Event
-from faust.tables.manager import TableManager
 from faust.types import TP, Message, RecordMetadata
 from rocksdict import Checkpoint, Options, Rdict
 
@@ -27,7 +25,7 @@ from streams.durability import (
     prepare_partition,
     reason_to_discard,
 )
-from streams.recovery import PersistentRecovery
+from streams.recovery import COMPLETING
 from streams.settings import Settings
 from streams.state import Changes, encode_changes
 
@@ -516,10 +514,8 @@ def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_nor_marks_
         mill.state.apply_changelog_batch(
             [changeset_message(mill.app, TP(topic, 1), 0, [(b"mood", b"calm")])]
         )
-        recovery = cast(PersistentRecovery, cast(TableManager, mill.app.tables).recovery)
         mill.app.consumer_generation_id = 1  # the assignment of generation 1 ...
-        recovery.recovering_since = mill.app.rebalancing_count
-        recovery.completing = 1  # ... is recovered
+        COMPLETING.set((1, mill.app.rebalancing_count))  # ... is recovered
         assert not mill.state.overtaken()
         mill.app.rebalancing_count += 1  # a rebalance begins (Faust counts it as it revokes)
         await mill.state.on_recovery_completed({TP(topic, 0), TP(topic, 1)}, set())
@@ -599,3 +595,33 @@ def test_changesets_of_a_partition_given_back_with_a_copy_begun_afresh_are_forgo
 
     table = asyncio.run(given_back_late())
     assert not table.local_durability.files(1).db.exists() and not table.changesets.get(1)
+
+
+def test_a_completion_a_rebalance_overtook_stays_overtaken_once_the_next_one_completed(
+    tmp_path: Path,
+) -> None:
+    """A table's `on_recovery_completed` is a task made as its recovery completes; waiting on
+    the broker through the next rebalance's whole recovery, it took that one's completion for
+    its own, and went on to upgrade and retire the partitions it had lost, and to mark them
+    readable in place of those just given."""
+
+    async def two_completions() -> tuple[bool, bool]:
+        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
+        app, table = mill.app, mill.state
+        go_on = asyncio.Event()
+
+        async def overtaken_once_told() -> bool:
+            await go_on.wait()
+            return table.overtaken()
+
+        app.consumer_generation_id = 1
+        COMPLETING.set((1, app.rebalancing_count))  # as PersistentRecovery completes, ...
+        first = asyncio.ensure_future(overtaken_once_told())  # ... making the table's task
+        app.rebalancing_count += 1  # a rebalance begins, and assigns generation 2
+        app.consumer_generation_id = 2
+        COMPLETING.set((2, app.rebalancing_count))
+        second = asyncio.ensure_future(overtaken_once_told())
+        go_on.set()
+        return await first, await second
+
+    assert asyncio.run(two_completions()) == (True, False)
