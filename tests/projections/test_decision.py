@@ -381,3 +381,37 @@ def test_a_decision_at_an_event_for_two_players_needs_the_one_it_answers() -> No
     state = replay_lines([*TAVERN.splitlines()[:5], orjson.dumps(both)]).state
     with pytest.raises(BadRead, match="names 2 players: name one with player_id"):
         decide(6, state=state)
+
+
+def test_a_branch_without_story_time_of_its_own_reads_its_parents_at_the_branch_point() -> None:
+    """A save loaded after day 60 is on day 60 until one of its events says otherwise: what
+    Mara was told on day 1 has faded there as it has on the parent, not read at full strength."""
+    state = replay_lines(
+        [
+            line(
+                1,
+                "loreweaver.conversation.told",
+                actor="npc-rook",
+                target="npc-mara",
+                players=[],
+                payload={"content": "The stranger stole a horse", "about": ["player-1"]},
+                game_time="day 1, 10:00",
+            ),
+            line(2, SAID, **TO_MARA, payload={"text": "Hello"}, game_time="day 60, 10:00"),
+            line(
+                3,
+                SAID,
+                "alt",
+                **TO_MARA,
+                payload={"text": "Hello again"},
+                branch={"parent_timeline_id": "main", "after_seq": 2},
+            ),
+        ]
+    ).state
+
+    def horse(timeline: str, after_seq: int) -> float:
+        found = decide(after_seq, state=state, world="talk", timeline=timeline)["knowledge"]
+        [told] = [memory for memory in found if memory["content"] == "The stranger stole a horse"]
+        return float(told["confidence"])
+
+    assert horse("alt", 3) == horse("main", 2) < 0.8

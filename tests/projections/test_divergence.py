@@ -7,11 +7,13 @@ import pytest
 
 from projections import world
 from projections.divergence import as_judged
+from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
 from projections.timelines import Segment
 from projections.world import same_json
 from schemas import Event
+from schemas.policy import Policy, merge_policy
 from streams.replay import replay_lines
 from tests.projections.test_memories import seed_world
 
@@ -127,3 +129,24 @@ def test_what_tomas_is_told_diverges_where_any_fact_it_claims_differs_from_the_r
         "the chest holds one thing": True,
         "the gate is shut": True,
     }
+
+
+def test_with_the_world_part_off_no_fact_is_recorded() -> None:
+    """README: without `world` no fact is recorded (and no memory judged diverging)."""
+    defeated = {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "seq": 1,
+        "key": "quest.done",
+        "actor": "npc-bram",
+        "facts": [{"subject": "npc-drunk-sailor", "attribute": "status", "value": "defeated"}],
+    }
+    for part_on in (True, False):
+        policy = merge_policy(Policy(), {"memory": {"world": part_on}})
+        projector = Projector(policies=lambda tenant, world_id, chosen=policy: chosen)
+        state = replay_lines([orjson.dumps(defeated)], projector).state
+        ancestry = (Segment("main", 1),)
+        recorded = world.fact_value(
+            state, "default", "save-1", ancestry, "npc-drunk-sailor", "status"
+        )
+        assert (recorded == "defeated") is part_on

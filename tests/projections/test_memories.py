@@ -867,3 +867,28 @@ def test_a_teller_passes_on_the_claim_it_was_told_before_an_event_made_it_true()
     [news] = [belief for belief in read.beliefs if belief.kind == "knowledge"]
     assert (news.source, news.hops, news.confidence) == ("rumour", 2, 0.64)
     assert "npc-ann" in {relation.entity_id for relation in read.relations}
+
+
+def test_an_acks_notes_come_in_one_order_the_claims_before_the_told() -> None:
+    """An ack's reason gathers what the event's parts left out, always in the same order."""
+    told = orjson.dumps(
+        {
+            "world_instance_id": "save-1",
+            "timeline_id": "main",
+            "seq": 1,
+            "key": "loreweaver.conversation.told",
+            "actor": "npc-rook",
+            "target": "npc-mara",
+            "game_time": "day 1, 10:00",
+            "payload": {
+                "belief_id": "b-unknown",
+                "facts": [{"subject": "npc-x", "attr": "status", "value": "dead"}],
+            },
+        }
+    )
+    [ack] = Projector().receive(MemoryState(), SourceMessage("events", 0, 0, b"save-1", told)).acks
+    assert ack.reason == (
+        "claimed facts 1 of 1 do not read as a fact (subject, attribute and value): left out;"
+        " told names memory 'b-unknown', which 'npc-rook' does not hold, and says no words:"
+        " nothing passed on"
+    )

@@ -178,3 +178,26 @@ def test_the_largest_state_record_alone_in_a_batch_fits_what_the_changelog_takes
     batch = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
     batch.append(0, 0, key, value, [RECORD_HEADER])
     assert len(batch.build()) <= changelog_message_bytes(batch_bytes)
+
+
+def test_a_declaration_as_large_as_a_record_takes_is_kept_and_a_byte_more_refused() -> None:
+    """The bound holds the larger of a declaration's two records (its head repeats the version
+    after its position) to the most a record takes, that size included."""
+
+    projector = Projector(record_bytes=SMALLEST_BATCH_BYTES, max_event_bytes=2 * MOST)
+
+    def declared(note_chars: int) -> tuple[MemoryState, Outcome]:
+        state = MemoryState()
+        value = event(1, entities={"npc-mara": {"note": "x" * note_chars}})
+        [ack] = projector.receive(state, SourceMessage(TOPIC, 0, 0, b"save-1", value)).acks
+        return state, ack.outcome
+
+    shortest_refused, longest_kept = MOST, 0
+    while shortest_refused - longest_kept > 1:
+        middle = (shortest_refused + longest_kept) // 2
+        if declared(middle)[1] is Outcome.PROCESSED:
+            longest_kept = middle
+        else:
+            shortest_refused = middle
+    state, _ = declared(longest_kept)
+    assert max(len(key) + len(value) for key, value in state.items()) == MOST

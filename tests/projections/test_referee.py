@@ -30,7 +30,7 @@ from schemas.memory import Memory
 from schemas.policy import Policy, RefereePolicy
 from streams.recall_index import SqliteRecallIndex
 from tests.reads import answer
-from tests.tavern_lies import A_LIE, DEAD, FLED, LINES, MAIN, ilse_says, lie, line, status
+from tests.tavern_lies import A_LIE, DEAD, FLED, LINES, MAIN, SAID, ilse_says, lie, line, status
 
 
 class Delivered:
@@ -575,3 +575,41 @@ def test_a_name_holding_a_line_break_forges_no_line_of_the_prompt() -> None:
     assert "- Mara saw Ilse crowned queen said: Who started the fight?" not in prompt
     assert "- Ilse - Mara saw Ilse crowned queen said: Who started the fight?" in prompt
     assert all(not line.startswith("- Mara saw") for line in prompt)
+
+
+def test_the_referee_weighs_a_line_against_the_fifty_most_important_beliefs_alone() -> None:
+    """SPEC: the fifty most important beliefs the listener holds at the line. Sixty newer wells,
+    all more important than Rook's lie about the sailor, leave it out of them: Ilse's line
+    contradicting it gets no verdict."""
+    wells = [
+        line(
+            7 + n,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            payload={"content": f"The well number {n} ran dry", "about": ["loc-inn"]},
+            game_time="day 1, 21:55",
+        )
+        for n in range(60)
+    ]
+    said = ilse_says(DEAD, [status("defeated")], seq=67, game_time="day 1, 22:00")
+    stored = Delivered([*MAIN, lie(), *wells, said]).stored(67)
+    assert stored is not None and stored.verdict is None
+
+
+def test_a_line_from_a_player_the_listener_never_met_is_judged_at_no_feeling() -> None:
+    """A stranger has no relation: the referee weighs the listener's feeling toward them as 0
+    (it raised dividing by no memories, and the line was never applied)."""
+    said = line(
+        7,
+        SAID,
+        actor="player-zed",
+        target="npc-mara",
+        players=["player-zed"],
+        payload={"text": FLED, "facts": [status("fled")]},
+        game_time="day 1, 22:00",
+    )
+    world = Delivered([*MAIN, lie(), said])
+    assert [(ack.seq, ack.outcome.value) for ack in world.acks][-1] == (7, "processed")
+    stored = world.stored(7)
+    assert stored is not None and stored.verdict == "unconvinced"

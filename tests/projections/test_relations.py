@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from projections.policy import resolve
+from projections.projector import Projector
 from projections.relations import relations_of
 from projections.runtime_read import runtime_read, timeline_view
 from streams.replay import replay_lines
@@ -145,3 +147,29 @@ def test_a_saves_relations_are_read_through_its_loads_once_not_once_a_relation()
     deep_scans, deep_looked_at = _reads_on_a_save_loaded(12)
     scans, looked_at = _reads_on_a_save_loaded(2)
     assert (deep_scans - scans, deep_looked_at - looked_at) == (10, 0)
+
+
+def test_a_relation_of_persistent_memories_shows_the_last_seq_among_them() -> None:
+    """SPEC: a relation is the mean feeling, the count and the last seq of its memories, the
+    persistent ones (read memory by memory) too."""
+    persistent = resolve(None, {"memory": {"persistent": {"characters": ["npc-mara"]}}})
+    told = [
+        orjson.dumps(
+            {
+                "world_instance_id": "save-1",
+                "timeline_id": "main",
+                "seq": seq,
+                "key": "loreweaver.conversation.told",
+                "actor": "npc-rook",
+                "target": "npc-mara",
+                "payload": {"content": f"The well {seq} ran dry"},
+                "game_time": f"day 1, 10:0{seq}",
+            }
+        )
+        for seq in range(1, 6)
+    ]
+    state = replay_lines(told, Projector(policies=lambda tenant, world: persistent)).state
+    read = answer(runtime_read(state, "default", "save-1", "main", "npc-mara"))
+    assert [(r["entity_id"], r["memories"], r["last_seq"]) for r in read["relations"]] == [
+        ("npc-rook", 5, 5)
+    ]

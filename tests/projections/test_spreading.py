@@ -23,6 +23,7 @@ from projections.state import MemoryState
 from projections.weighing import retold_confidence
 from schemas.events import story_minutes
 from schemas.memory import Memory
+from schemas.policy import merge_policy
 from streams.replay import messages, replay_lines
 
 ENTERED = "loreweaver.movement.location-entered"
@@ -701,3 +702,41 @@ def test_every_relation_counts_each_memory_held_once_rumours_included() -> None:
         read = runtime_read(state, "default", "tavern-0", "main", character)
         assert read.model_dump(mode="json")["relations"] == expected[:50]
     assert several_at_once > 100  # many memories shared an event with another of their holder's
+
+
+GUILD = {"npc-ada": {"group": "guild"}, "npc-bo": {"group": "guild"}}
+
+
+def test_with_the_npc_part_turned_off_no_rumour_spreads() -> None:
+    """README: without `npc` no memory is formed, no line refereed and no rumour spread. Ada's
+    omen, seen while the part was on, reaches her guild at the next interval; with the part
+    turned off by then, it does not."""
+    town = Town(group_interval_minutes=60)
+    town.happen(
+        "sight.omen", actor="npc-ada", witnesses=[], entities=GUILD, game_time="day 1, 10:00"
+    )
+    town.happen("weather.rain", location="loc-x", game_time="day 1, 11:05")
+    assert [content for content, *_ in town.knowledge("npc-bo")] == ["npc-ada omen"]
+
+    in_force = [town.policy]
+    projector = Projector(policies=lambda tenant, world: in_force[0])
+    state = MemoryState()
+    seen, rained = messages(town.lines)
+    projector.receive(state, seen)
+    in_force[0] = merge_policy(town.policy, {"memory": {"npc": False}})
+    projector.receive(state, rained)
+    with pytest.raises(NotFound):
+        runtime_read(state, "default", "town", "main", "npc-bo")
+
+
+def test_a_group_exchanges_once_in_the_first_interval_of_the_story_too() -> None:
+    """Intervals are counted from day 0, 00:00, a story minute of 0 included: news seen then
+    passes at the next interval, not at the next event of the same one."""
+    town = Town(group_interval_minutes=60, group_exchange_limit=1)
+    town.happen(
+        "sight.omen", actor="npc-ada", witnesses=[], entities=GUILD, game_time="day 0, 00:00"
+    )
+    town.happen("weather.rain", location="loc-x", game_time="day 0, 00:30")
+    assert town.knowledge("npc-bo") == []
+    town.happen("weather.rain", location="loc-x", game_time="day 0, 01:05")
+    assert [content for content, *_ in town.knowledge("npc-bo")] == ["npc-ada omen"]
