@@ -29,6 +29,7 @@ from projections.state import MemoryState, StateTransaction
 from projections.timelines import Ancestry
 from schemas import Event
 from schemas.changes import CHANGE_MODELS, Change, ChangeRecords
+from schemas.memory import Memory
 from schemas.policy import Policy
 from schemas.records import OutboxRecord
 from tests import tavern_lies
@@ -316,8 +317,9 @@ def test_a_message_redelivered_after_a_crash_before_its_state_was_stored_repeats
     assert {change["kind"] for change in sent} >= {"belief-formed", "rumour-passed"}
 
 
-def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
-    """Whatever rule stores it (the referee does): read off the stored versions alone."""
+def stored_again(*updates: dict[str, Any]) -> tuple[Memory, list[Change]]:
+    """Mara's seed belief stored again at seq 5 with each of `updates` in turn, as a rule
+    would store it: the belief as held before, and what the feed was told."""
     state = MemoryState()
     take(feed(), state, TAVERN[:3])
     keys = memory_keys(state, "default", "save-1")
@@ -325,17 +327,23 @@ def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
     assert held is not None
     event = Event.model_validate_json(TAVERN[4]).model_copy(update={"seq": 5})
 
-    def weaken(
+    def store_again(
         tx: StateTransaction, at: Event, ancestry: Ancestry, *, changes: EventChanges
     ) -> Applied:
-        weaker = held.model_copy(update={"confidence": 0.35})
-        store_memories(tx, keys, [weaker], changes)
-        store_memories(tx, keys, [weaker], changes)  # no lower
+        for update in updates:
+            store_memories(tx, keys, [held.model_copy(update=update)], changes)
         return Applied()
 
     noted = MessageChanges()
-    noted.around(weaken)(state, event, ())
-    assert decoded(noted.records) == [
+    noted.around(store_again)(state, event, ())
+    return held, decoded(noted.records)
+
+
+def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
+    """Whatever rule stores it (the referee does): read off the stored versions alone."""
+    weaker = {"confidence": 0.35}
+    held, changes = stored_again(weaker, weaker)  # the second no lower
+    assert changes == [
         {
             "change_id": change_id(
                 "default", "save-1", "main", 5, "belief-weakened", "npc-mara", held.belief_id
@@ -558,22 +566,7 @@ def test_a_belief_the_referee_would_weaken_to_as_sure_as_it_was_is_not_weakened(
 
 def test_a_memory_stored_again_as_surely_is_no_weakened_belief() -> None:
     """Stored again with another importance, the same confidence: nothing weakened."""
-    state = MemoryState()
-    take(feed(), state, TAVERN[:3])
-    keys = memory_keys(state, "default", "save-1")
-    held = load_memory(state, keys, "npc-mara", of_mara_seed_belief(state))
-    assert held is not None
-    event = Event.model_validate_json(TAVERN[4]).model_copy(update={"seq": 5})
-
-    def store_again(
-        tx: StateTransaction, at: Event, ancestry: Ancestry, *, changes: EventChanges
-    ) -> Applied:
-        store_memories(tx, keys, [held.model_copy(update={"importance": 0.1})], changes)
-        return Applied()
-
-    noted = MessageChanges()
-    noted.around(store_again)(state, event, ())
-    assert decoded(noted.records) == []
+    assert stored_again({"importance": 0.1})[1] == []
 
 
 def test_with_the_feed_on_a_filled_gap_leaves_nothing_waiting() -> None:

@@ -73,6 +73,21 @@ class Delivered:
         return answer(found)
 
 
+def told_wells(count: int, game_time: str) -> list[bytes]:
+    """Rook tells Mara of `count` wells run dry (seq 7 on), each a belief about the inn."""
+    return [
+        line(
+            7 + n,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            payload={"content": f"The well number {n} ran dry", "about": ["loc-inn"]},
+            game_time=game_time,
+        )
+        for n in range(count)
+    ]
+
+
 ALIVE = "The sailor is alive and drinking at the harbour"
 GULLIBLE = resolve(None, {"memory": {"confidence": {"told": 0.3}}})
 """Mara barely believes what she is told: a lie can convince her."""
@@ -176,17 +191,7 @@ def test_a_belief_still_held_behind_fifty_forgotten_ones_is_judged() -> None:
     beliefs as stored, dropped the forgotten ones and found nothing to judge: the line went
     unjudged, as the decision, which looks past forgotten ones, did not."""
     lie_id = belief_id("default", "save-1", "main", 6, "npc-mara", "knowledge")
-    wells = [
-        line(
-            7 + n,
-            "loreweaver.conversation.told",
-            actor="npc-rook",
-            target="npc-mara",
-            payload={"content": f"The well number {n} ran dry", "about": ["loc-inn"]},
-            game_time="day 2, 10:00",
-        )
-        for n in range(60)
-    ]
+    wells = told_wells(60, "day 2, 10:00")
     recalled = line(
         67,
         "loreweaver.memory.recalled",
@@ -581,17 +586,7 @@ def test_the_referee_weighs_a_line_against_the_fifty_most_important_beliefs_alon
     """SPEC: the fifty most important beliefs the listener holds at the line. Sixty newer wells,
     all more important than Rook's lie about the sailor, leave it out of them: Ilse's line
     contradicting it gets no verdict."""
-    wells = [
-        line(
-            7 + n,
-            "loreweaver.conversation.told",
-            actor="npc-rook",
-            target="npc-mara",
-            payload={"content": f"The well number {n} ran dry", "about": ["loc-inn"]},
-            game_time="day 1, 21:55",
-        )
-        for n in range(60)
-    ]
+    wells = told_wells(60, "day 1, 21:55")
     said = ilse_says(DEAD, [status("defeated")], seq=67, game_time="day 1, 22:00")
     stored = Delivered([*MAIN, lie(), *wells, said]).stored(67)
     assert stored is not None and stored.verdict is None

@@ -14,7 +14,7 @@ from faust.types import TP, Message, RecordMetadata
 from rocksdict import Checkpoint, Options, Rdict
 
 from streams import durability
-from streams.app import StateTable, create_app, partition_db
+from streams.app import Rumourmill, StateTable, create_app, partition_db
 from streams.changelog import RECORD_HEADER
 from streams.durability import (
     Changelog,
@@ -295,6 +295,56 @@ def crash(kept: durability.LocalDurability) -> None:
         db.close()
 
 
+def worker(
+    tmp_path: Path, partitions: int = 1
+) -> tuple[Rumourmill, durability.LocalDurability, str]:
+    """A worker's app (nothing started) whose local state knows its Kafka cluster, and the
+    state changelog's topic."""
+    mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=partitions))
+    mill.durability.cluster_id = "cluster-a"
+    return mill, mill.durability, mill.state.changelog_topic.get_topic_name()
+
+
+async def recovered_and_written(mill: Rumourmill, changelog: TP) -> None:
+    """Partition 0 recovered up to changelog offset 99, then an event's write stored at 100
+    (the copy checkpointed at 99 before it)."""
+    kept = mill.durability
+    kept.store.set_persisted_offset(changelog, 99)
+    kept.recovered = {0}
+    async with kept.writing({0: 1}):
+        partition_db(mill.state, 0).put(b"mood", b"angry")
+        kept.sent(0, [confirmed(100)])
+
+
+async def back_here_written_and_killed(
+    mill: Rumourmill, changelog: TP
+) -> durability.LocalDurability:
+    """Partition 0, active here again, recovered up to what another worker wrote meanwhile (up
+    to changelog offset 4999); then an event's write stored at 5000, and a SIGKILL."""
+    kept = mill.durability
+    mill.state.apply_changelog_batch(
+        [changelog_message(mill.app, changelog, 4999, b"mood", b"what the other wrote")]
+    )
+    kept.recovered = {0}
+    async with kept.writing({0: 1}):
+        partition_db(mill.state, 0).put(b"mood", b"back here")
+        kept.sent(0, [confirmed(5000)])
+    crash(kept)
+    return kept
+
+
+def restarted(kept: durability.LocalDurability, changelog_end: int) -> str:
+    """What the next start does with partition 0's copy, the changelog ending at
+    `changelog_end`."""
+    changelog = Changelog("cluster-a", {0: 0}, {0: changelog_end}, DAY_MS)
+    return prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+
+
+def restored_after(offset: int) -> str:
+    """What a start says of a copy it restored from its checkpoint at changelog `offset`."""
+    return f"checkpoint restored: recovery replays the changelog after offset {offset}"
+
+
 def test_a_copy_holding_changesets_not_yet_retired_is_neither_stamped_nor_checkpointed(
     tmp_path: Path,
 ) -> None:
@@ -308,9 +358,7 @@ def test_a_copy_holding_changesets_not_yet_retired_is_neither_stamped_nor_checkp
     since), kept that stamp until a clean stop: a kill before it left it trusted."""
 
     async def upgrade_cut_short() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=3))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path, 3)
         kept.files(1).stamp.parent.mkdir(parents=True, exist_ok=True)
         kept.files(1).stamp.write_bytes(stamp(offset=0).to_bytes())  # kept at start
         mill.state.apply_changelog_batch(
@@ -352,9 +400,7 @@ def test_a_partition_faust_replays_into_is_not_taken_for_whole_until_it_caught_u
     write the worker had confirmed, and the next start kept the older values it held then."""
 
     async def turned_standby() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path)
         changelog = TP(topic, 0)
         db = partition_db(mill.state, 0)
         db.put(b"mood", b"calm")
@@ -379,9 +425,7 @@ def test_a_partition_faust_replays_into_is_not_taken_for_whole_until_it_caught_u
     checkpointed = Stamp.read(kept.files(0).checkpoint_stamp)
     assert checkpointed is not None and checkpointed.changelog_offset == 99
     assert not kept.files(0).stamp.exists() and kept.files(0).dirty.exists()
-    changelog = Changelog("cluster-a", {0: 0}, {0: 102}, DAY_MS)
-    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
-    assert outcome == "checkpoint restored: recovery replays the changelog after offset 99"
+    assert restarted(kept, 102) == restored_after(99)
 
 
 def test_a_copy_is_checkpointed_before_its_first_write_so_a_crash_replays_what_came_after(
@@ -393,9 +437,7 @@ def test_a_copy_is_checkpointed_before_its_first_write_so_a_crash_replays_what_c
     crashing in a loop on an event."""
 
     async def killed_after_a_write() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path)
         db = partition_db(mill.state, 0)
         for offset in range(1000):
             db.put(b"key-%04d" % offset, b"recovered")
@@ -408,9 +450,7 @@ def test_a_copy_is_checkpointed_before_its_first_write_so_a_crash_replays_what_c
         return kept
 
     kept = asyncio.run(killed_after_a_write())
-    changelog = Changelog("cluster-a", {0: 0}, {0: 1001}, DAY_MS)
-    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
-    assert outcome == "checkpoint restored: recovery replays the changelog after offset 999"
+    assert restarted(kept, 1001) == restored_after(999)
     db = open_db(kept.files(0).db)
     try:
         assert db.get(b"key-0000") == b"recovered" and db.get(b"key-0999") == b"recovered"
@@ -428,16 +468,10 @@ def test_a_checkpoint_waiting_for_its_sends_through_a_rebalance_is_not_taken_of_
     as holding every write confirmed."""
 
     async def rebalanced_while_waiting() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path)
         changelog = TP(topic, 0)
         db = partition_db(mill.state, 0)
-        kept.store.set_persisted_offset(changelog, 99)
-        kept.recovered = {0}
-        async with kept.writing({0: 1}):  # checkpointed at 99 first
-            db.put(b"mood", b"angry")
-            kept.sent(0, [confirmed(100)])
+        await recovered_and_written(mill, changelog)
         slow: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         async with kept.writing({0: 1}):
             db.put(b"mood", b"calm again")
@@ -455,9 +489,7 @@ def test_a_checkpoint_waiting_for_its_sends_through_a_rebalance_is_not_taken_of_
         return kept
 
     kept = asyncio.run(rebalanced_while_waiting())
-    changelog = Changelog("cluster-a", {0: 0}, {0: 102}, DAY_MS)
-    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
-    assert outcome == "checkpoint restored: recovery replays the changelog after offset 99"
+    assert restarted(kept, 102) == restored_after(99)
 
 
 def test_a_partition_given_back_is_checkpointed_before_its_first_write_there(
@@ -469,32 +501,15 @@ def test_a_partition_given_back_is_checkpointed_before_its_first_write_there(
     written meanwhile."""
 
     async def given_back() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path)
         changelog = TP(topic, 0)
-        db = partition_db(mill.state, 0)
-        kept.store.set_persisted_offset(changelog, 99)
-        kept.recovered = {0}
-        async with kept.writing({0: 1}):  # checkpointed at 99 first
-            db.put(b"mood", b"angry")
-            kept.sent(0, [confirmed(100)])
+        await recovered_and_written(mill, changelog)
         kept.rebalanced([0], [], set(), set())  # taken away
         kept.rebalanced([], [0], set(), set())  # given back, its copy young enough to keep
-        mill.state.apply_changelog_batch(  # recovery lays in what the other worker wrote
-            [changelog_message(mill.app, changelog, 4999, b"mood", b"what the other wrote")]
-        )
-        kept.recovered = {0}
-        async with kept.writing({0: 1}):
-            partition_db(mill.state, 0).put(b"mood", b"back here")
-            kept.sent(0, [confirmed(5000)])
-        crash(kept)
-        return kept
+        return await back_here_written_and_killed(mill, changelog)
 
     kept = asyncio.run(given_back())
-    changelog = Changelog("cluster-a", {0: 0}, {0: 5001}, DAY_MS)
-    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
-    assert outcome == "checkpoint restored: recovery replays the changelog after offset 4999"
+    assert restarted(kept, 5001) == restored_after(4999)
 
 
 def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_nor_marks_its_partitions(
@@ -508,9 +523,7 @@ def test_a_recovery_a_rebalance_overtook_neither_upgrades_nor_retires_nor_marks_
     partitions were marked whole (readable, and checkpointed) while replayed into again."""
 
     async def overtaken() -> tuple[durability.LocalDurability, StateTable]:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town", partitions=2))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path, 2)
         mill.state.apply_changelog_batch(
             [changeset_message(mill.app, TP(topic, 1), 0, [(b"mood", b"calm")])]
         )
@@ -534,15 +547,9 @@ def test_a_standby_made_active_again_is_checkpointed_before_its_first_write(
     all the other worker had written since."""
 
     async def back_and_forth() -> durability.LocalDurability:
-        mill = create_app(Settings(data_dir=tmp_path, app_id="town"))
-        kept, topic = mill.durability, mill.state.changelog_topic.get_topic_name()
-        kept.cluster_id = "cluster-a"
+        mill, kept, topic = worker(tmp_path)
         changelog = TP(topic, 0)
-        kept.store.set_persisted_offset(changelog, 99)
-        kept.recovered = {0}
-        async with kept.writing({0: 1}):
-            partition_db(mill.state, 0).put(b"mood", b"angry")
-            kept.sent(0, [confirmed(100)])
+        await recovered_and_written(mill, changelog)
         kept.rebalanced([], [], set(), set())  # a standby now
         standbys = mill.app.tables.recovery.standby_tps  # type: ignore[attr-defined]
         standbys.add(changelog)
@@ -555,20 +562,10 @@ def test_a_standby_made_active_again_is_checkpointed_before_its_first_write(
             await kept.checkpoint_due()
         standbys.discard(changelog)
         kept.rebalanced([], [], set(), set())  # active here again
-        mill.state.apply_changelog_batch(
-            [changelog_message(mill.app, changelog, 4999, b"mood", b"the other's, later")]
-        )
-        kept.recovered = {0}
-        async with kept.writing({0: 1}):
-            partition_db(mill.state, 0).put(b"mood", b"back here")
-            kept.sent(0, [confirmed(5000)])
-        crash(kept)
-        return kept
+        return await back_here_written_and_killed(mill, changelog)
 
     kept = asyncio.run(back_and_forth())
-    changelog = Changelog("cluster-a", {0: 0}, {0: 5001}, DAY_MS)
-    outcome = prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
-    assert outcome == "checkpoint restored: recovery replays the changelog after offset 4999"
+    assert restarted(kept, 5001) == restored_after(4999)
 
 
 def test_changesets_of_a_partition_given_back_with_a_copy_begun_afresh_are_forgotten(
