@@ -217,16 +217,14 @@ class StateTable(faust.Table[bytes, bytes]):
         await self.all_settled()  # before Faust lets any database go
         await self.snapshot_reads.finished()  # a snapshot keeps its database open
         self.readable = await self.local_durability.held_through_rebalance(kept)
-        given = [tp.partition for tp in newly_assigned if tp.topic == changelog]
-        self.local_durability.rebalanced(
+        afresh = self.local_durability.rebalanced(
             [tp.partition for tp in revoked if tp.topic == changelog],
-            given,
+            [tp.partition for tp in newly_assigned if tp.topic == changelog],
             self.readable,
             self.standbys_caught_up(),
         )
-        for partition in given:  # a copy begun afresh: recovery finds its changesets again
-            if not self.local_durability.files(partition).db.exists():
-                self.changesets.pop(partition, None)
+        for partition in afresh:  # recovery finds what is left of their changesets
+            self.changesets.pop(partition, None)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def standbys_caught_up(self) -> set[int]:

@@ -425,7 +425,7 @@ class LocalDurability:
         assigned: Iterable[int],
         held: Set[int],
         standbys_caught_up: Set[int],
-    ) -> None:
+    ) -> list[int]:
         """At a rebalance, before Faust lets go of a database or opens one: note when each
         copy let go last followed the changelog (now, if it was recovered or a standby that
         caught up with it, `standbys_caught_up`, and read on since), and throw away each copy
@@ -438,7 +438,10 @@ class LocalDurability:
         assigned), or one kept whose sends were not confirmed in time. Counted as whole
         meanwhile, such a copy was checkpointed, or stamped at a clean stop, half replayed, as
         holding every write the worker had confirmed: the next start kept values older than the
-        changelog's."""
+        changelog's.
+
+        Returns the partitions given whose copy is begun afresh: recovery replays their whole
+        changelog."""
         now_ms = int(time.time() * 1000)
         for partition in self.recovered - held:
             self.followed_at[partition] = now_ms
@@ -449,6 +452,7 @@ class LocalDurability:
             if partition in standbys_caught_up:
                 self.followed_at[partition] = now_ms
         self.recovered &= held
+        afresh = []
         for partition in assigned:
             files = self.files(partition)
             age_ms = now_ms - self.followed_at.get(partition, now_ms)
@@ -467,6 +471,8 @@ class LocalDurability:
                 )
             if not files.db.exists():
                 self.followed_at[partition] = now_ms  # a copy begun afresh
+                afresh.append(partition)
+        return afresh
 
     def at_changelog_end(self, partition: int) -> bool:
         """Whether the partition's open copy holds the whole changelog: an active partition
