@@ -158,10 +158,14 @@ class AnswerSource(Protocol):
         """How many records hold the answers recorded for `position` (on the judgements topic):
         the state keeps the event's judgements in as many at least (`ModelJudging.record`)."""
 
-    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+    def waits(
+        self, question: QuestionKey, made_of: Iterable[Awaited], at: Position | None = None
+    ) -> bool:
         """Whether `question` must wait for the answers it is made of (`made_of`): one of them
         is awaited (noted in the scratch pass that finds them, the rules' words standing in for
-        it), and so is `question` then, to be asked in a later round."""
+        it), and so is `question` then, to be asked in a later round. Given the position of the
+        event asking (`at`), only what an event applied before it awaits counts: what the event
+        itself asked is no part of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +178,9 @@ class Unanswered:
     def answer(self, question: Question) -> str:
         return self.reason
 
-    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+    def waits(
+        self, question: QuestionKey, made_of: Iterable[Awaited], at: Position | None = None
+    ) -> bool:
         return False
 
     def summaries_at(self, position: Position) -> bool:
@@ -196,6 +202,14 @@ asked at once, the listener's retelling quoted the rules' words, which the telle
 held); a chronicle part of its character's (`projections.chronicle_summaries.MADE_OF`)."""
 
 
+REFEREE_MADE_OF: tuple[JudgementKind, ...] = ("verdict", "feeling", "retelling")
+"""What the referee's question of a line is made of, at the events before it: the listener's
+verdicts (a belief weakened or held), feelings (toward the player) and retellings (the belief
+challenged may be news as the model retold it). In a message filling a gap, the line's question
+was asked of the belief as the rules' stand-in for an earlier line's verdict left it: a state
+that never was, and the listener believed a lie only because the lines came out of order."""
+
+
 @dataclass(slots=True)
 class QuestionCollector:
     """Notes every question asked that `known` does not answer, and answers those it does: the
@@ -208,27 +222,35 @@ class QuestionCollector:
     known: RecordedAnswers | None = None
     waited: bool = False
     """Whether a question waited for answers it is made of (`waits`): asked in a later round."""
-    _awaited: set[Awaited] = field(default_factory=set)
+    _awaited: dict[Awaited, set[Position | None]] = field(default_factory=dict)
     """Each question noted or waiting, as (character, belief, judgement) and (character, None,
-    judgement)."""
+    judgement): where it was (None: not said)."""
 
     def answer(self, question: Question) -> Answer | str:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
         self.questions.append(question)
-        self._await(question.key)
+        self._await(question.key, question.position)
         return "not asked yet"
 
-    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
-        if not any(awaited in self._awaited for awaited in made_of):
+    def waits(
+        self, question: QuestionKey, made_of: Iterable[Awaited], at: Position | None = None
+    ) -> bool:
+        if not any(self._awaited_before(made, at) for made in made_of):
             return False
-        self._await(question)  # what is made of it waits in turn (news told on and on)
+        self._await(question, at)  # what is made of it waits in turn (news told on and on)
         self.waited = True
         return True
 
-    def _await(self, question: QuestionKey) -> None:
+    def _awaited_before(self, made: Awaited, at: Position | None) -> bool:
+        """Whether `made` is awaited: at an event other than `at` (the one asking), if given."""
+        where = self._awaited.get(made)
+        return where is not None and (at is None or bool(where - {at}))
+
+    def _await(self, question: QuestionKey, at: Position | None) -> None:
         npc_id, _, judgement = question
-        self._awaited.update((question, (npc_id, None, judgement)))
+        for awaited in (question, (npc_id, None, judgement)):
+            self._awaited.setdefault(awaited, set()).add(at)
 
     def summaries_at(self, position: Position) -> bool:
         return self.model_configured  # the scratch pass is where they are found
@@ -274,7 +296,9 @@ class RecordedAnswers:
     def recorded_parts(self, position: Position) -> int:
         return self._parts.get(position, 0)
 
-    def waits(self, question: QuestionKey, made_of: Iterable[Awaited]) -> bool:
+    def waits(
+        self, question: QuestionKey, made_of: Iterable[Awaited], at: Position | None = None
+    ) -> bool:
         return False  # what was not recorded is the rules' for good
 
     @property
@@ -492,7 +516,11 @@ class ModelJudging:
             return rules  # without a model the rules referee is the norm, not a fallback
 
         def judge(case: Case, policy: Policy) -> Verdict:
-            listener, player = self._named(case.character_id), self._named(case.player_id)
+            listener_id = case.character_id
+            made_of: list[Awaited] = [(listener_id, None, kind) for kind in REFEREE_MADE_OF]
+            if self._answers.waits((listener_id, case.line_id, "verdict"), made_of, self._position):
+                return rules(case, policy)  # asked once what the line is judged against is in
+            listener, player = self._named(listener_id), self._named(case.player_id)
             prompt = (
                 f"{listener} believes ({_held(case.belief)}): {_text(case.belief.content)}\n"
                 f"{player} says to {listener}: {_text(case.words)}\n"

@@ -20,6 +20,7 @@ Every request is kept (`requests`), so a test can count the calls the model got.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -52,6 +53,9 @@ class ScriptedModel:
     answers the same question otherwise another time)."""
     verdict: str = "unconvinced"
     """What the model rules when it referees (a verdict that does not exist is possible)."""
+    convinced_under: float | None = None
+    """With a confidence, the model rules `convinced` when the belief it is told of is held
+    less firmly (a loosely held belief gives way), else `verdict`."""
     relations: list[str] = field(default_factory=lambda: ["her brother"])
     """The relations the model finds in any reply it checks for inventions."""
     summary_padding: int = 0
@@ -109,7 +113,10 @@ class ScriptedModel:
         asked to retell, else a feeling."""
         instructions, question = (message["content"] for message in body["messages"])
         if "referee" in instructions:
-            return orjson.dumps({"verdict": self.verdict}).decode()
+            held = re.search(r"confidence ([0-9.]+)", question)
+            limit = self.convinced_under
+            under = limit is not None and held is not None and float(held[1]) < limit
+            return orjson.dumps({"verdict": "convinced" if under else self.verdict}).decode()
         if '"relations"' in instructions:
             return orjson.dumps({"relations": self.relations}).decode()
         if '"summary"' in instructions:

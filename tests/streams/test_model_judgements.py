@@ -41,7 +41,7 @@ from tests.model_server import (
 from tests.projections.test_chronicle import said, words
 from tests.tavern import MAIN as MAIN_LINES
 from tests.tavern import TAVERN_LINES as TAVERN
-from tests.tavern_lies import DEAD, FLED, ilse_says, status
+from tests.tavern_lies import DEAD, FLED, ilse_says, lie, status
 from tests.tavern_lies import LINES as LIES
 
 READS = [("npc-mara", "main"), ("npc-mara", "reload"), ("npc-tomas", "main")]
@@ -733,4 +733,28 @@ def test_a_verdict_deciding_a_later_lines_challenge_in_a_message_filling_a_gap()
             in_order = judged(policy, model.url, lines=story)
             filled = judged(policy, model.url, lines=gap_filled)
         assert filled.refusals == in_order.refusals == []
+        assert filled.digests == in_order.digests
+
+
+def test_a_lines_verdict_is_asked_of_the_belief_as_an_earlier_lines_verdict_left_it() -> None:
+    """The model rules a line `convinced` against a belief held under 0.5. Ilse tells Mara the
+    truth (seq 7), then a lie (8). Seq 7 last (one message applies both), line 8 was asked of
+    Rook's lie as the rules' stand-in for the verdict on line 7 left it (0.4), though the
+    model's verdict had left it at 0.8: Mara believed Ilse's lie only because the lines came
+    out of order (rules weighing with a model, and model weighing alike)."""
+    story = [*MAIN_LINES, lie(), ilse_says(DEAD, [status("defeated")])]
+    story.append(ilse_says(FLED, [status("fled")], seq=8, game_time="day 1, 22:05"))
+    gap_filled = [*story[:-2], story[-1], story[-2]]
+    line_8 = belief_id(*WORLD, "main", 8, "npc-mara", "knowledge")
+    for weighing in ("rules", "model"):
+        policy = resolve(None, {"memory": {"weighing": weighing}})
+        with scripted_model() as model:
+            model.convinced_under = 0.5
+            in_order = judged(policy, model.url, lines=story)
+            filled = judged(policy, model.url, lines=gap_filled)
+        verdicts = [
+            load_memory(replay.state, memory_keys(replay.state, *WORLD), "npc-mara", line_8)
+            for replay in (in_order, filled)
+        ]
+        assert [verdict and verdict.verdict for verdict in verdicts] == ["unconvinced"] * 2
         assert filled.digests == in_order.digests
