@@ -417,21 +417,23 @@ def kept_in_outbox(letter: dict[str, Any], message: SourceMessage) -> dict[str, 
 def forget_letters_of(tx: StateTransaction, scope: tuple[str, ...]) -> None:
     """Take out of the outbox the dead letters of the worlds under `scope` ((tenant,) or
     (tenant, world)) that hold their events' bytes (`kept_in_outbox`: a waiting event refused
-    as a later message released it; a row of a release that kept every dead letter's bytes):
-    a world's deletion leaves no event of it in the state, nor in its changelog. Each record of
+    as a later message released it; a row of a release that kept every dead letter's bytes),
+    and the changes of those worlds a row of a release that kept changes holds (their memories'
+    words: a redelivery sent them to the feed again, after the world's `world-deleted`): a
+    world's deletion leaves no event of it in the state, nor in its changelog. Each record of
     a row keeps its place and its part count (a crash between two leaves a row that reads
-    whole), and a redelivery of the message re-sends its acks and its other dead letters. One
-    scan of the outbox, a record decoded only where it holds bytes: a deletion's cost."""
+    whole), and a redelivery of the message re-sends its acks and its other dead letters and
+    changes. One scan of the outbox, a record decoded only where it holds bytes or changes: a
+    deletion's cost."""
     rewritten = []
     for key, raw in tx.scan(pack(OUTBOX)):
-        if b'"value_base64"' not in raw:
+        if b'"value_base64"' not in raw and b'"changes"' not in raw:
             continue
         record = OutboxRecord.from_bytes(raw)
         letters = [letter for letter in record.dead_letters if not _of_scope(letter, scope)]
-        if len(letters) < len(record.dead_letters):
-            kept = record.encode(
-                record.message_digest, record.acks, letters, record.changes, record.parts
-            )
+        changes = [change for change in record.changes if not _names_scope(change, scope)]
+        if len(letters) < len(record.dead_letters) or len(changes) < len(record.changes):
+            kept = record.encode(record.message_digest, record.acks, letters, changes, record.parts)
             rewritten.append((key, kept))
     for key, kept in rewritten:
         tx.put(key, kept)
@@ -440,8 +442,12 @@ def forget_letters_of(tx: StateTransaction, scope: tuple[str, ...]) -> None:
 def _of_scope(letter: dict[str, Any], scope: tuple[str, ...]) -> bool:
     """Whether an outbox row's dead letter holds the bytes of an event of a world under
     `scope`."""
-    named = (letter.get("tenant_id"), letter.get("world_instance_id"))
-    return "value_base64" in letter and named[: len(scope)] == scope
+    return "value_base64" in letter and _names_scope(letter, scope)
+
+
+def _names_scope(item: dict[str, Any], scope: tuple[str, ...]) -> bool:
+    """Whether a dead letter or change names a world under `scope`."""
+    return (item.get("tenant_id"), item.get("world_instance_id"))[: len(scope)] == scope
 
 
 def with_bytes(stored: dict[str, Any], message: SourceMessage) -> dict[str, Any]:

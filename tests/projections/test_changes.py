@@ -260,6 +260,30 @@ def test_a_redelivery_an_earlier_release_kept_changes_for_sends_them_again() -> 
     assert decoded(redelivered.changes) == kept
 
 
+def test_a_deletion_takes_the_worlds_changes_an_earlier_release_kept_out_of_the_outbox() -> None:
+    """Rows an earlier release kept changes in held the deleted world's words (a player's line
+    among them) in the state and its changelog, and a redelivery sent them to the feed again,
+    after the world's `world-deleted`: a consumer dropping the world's rows at that change held
+    them again. Another world's kept changes stay."""
+    projector, state = feed(), MemoryState()
+    other = [line.replace(b'"save-1"', b'"save-2"') for line in TAVERN[:4]]
+    sent = take(projector, state, [*TAVERN[:4], *other])
+    for offset, world in ((1, "save-1"), (5, "save-2")):  # the player's line, seq 2
+        at = pack(OUTBOX, "events", 0, offset)
+        row = OutboxRecord.from_bytes(state.get(at) or b"")
+        kept = [c for c in sent if (c["seq"], c["world_instance_id"]) == (2, world)]
+        assert kept
+        state.put(at, OutboxRecord.encode(row.message_digest, row.acks, row.dead_letters, kept))
+    take(projector, state, [deletion("world.deleted")], first=8)
+    assert not [key for key, value in state.items() if b"your son" in value and b"save-1" in value]
+    again = [
+        projector.receive(state, SourceMessage("events", 0, offset, world_key(line), line))
+        for offset, line in ((1, TAVERN[1]), (5, other[1]))
+    ]
+    assert all(intake.redelivered for intake in again)
+    assert [sorted(intake.changes) for intake in again] == [[], ["save-2"]]
+
+
 def test_an_event_applied_again_over_its_own_state_gives_the_same_changes() -> None:
     """A crash between applying an event and saving its positions applies it again."""
     state = MemoryState()
