@@ -4,9 +4,11 @@ The event at `after_seq` names the player and the character who answers. The cha
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
 important about the player, then about the place (the event's, else where the character is;
 each looked for past the forgotten ones as recall does, `DEEP_SEARCH_DEPTH` deep when they fill
-the first `SEARCH_DEPTH`), then the best recall for the event's words (and the entities whose
-declared names they say, as recall takes a query's). Beside them come the recent turns of the
-player scope (section 13) as of the event, word for word, unless expired at real time `now_ms`.
+the first `SEARCH_DEPTH`), then the best recall for the event's words and whom and what else
+it names (what the character's memories of it are about and claim facts of, and the entities
+whose declared names its words say, as recall takes a query's). Beside them come the recent
+turns of the player scope (section 13) as of the event, word for word, unless expired at real
+time `now_ms`.
 The player who spoke is no character to decide for: a decision for a player's id is a 404.
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
@@ -25,7 +27,7 @@ from projections.catalogue import StoredDeclarations, display_name
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
-from projections.memory_store import MemoryKeys, load_held, load_memory
+from projections.memory_store import MemoryKeys, formed_between, load_held, load_memory
 from projections.recall import (
     DEEP_SEARCH_DEPTH,
     SEARCH_DEPTH,
@@ -97,7 +99,9 @@ def decision(
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
-    cues = declared_named_in(words, declared)  # "Where is Rook now?" asks of Rook, as in recall
+    # "Where is Rook now?" asks of Rook, as in recall; a gift of the locket, of the locket
+    named = [*declared_named_in(words, declared), *named_at(tx, keys, ancestry, npc_id, after_seq)]
+    cues = [entity for entity in dict.fromkeys(named) if entity not in (npc_id, player, place)]
     candidates, _, _ = search(tx, index, keys, scope, words, cues, MAX_KNOWLEDGE, policy)
     chosen = choose(candidates, now, MAX_KNOWLEDGE, policy)
     taken = ids(knowledge)
@@ -120,14 +124,37 @@ def decision(
     )
 
 
+def named_at(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str, seq: int
+) -> list[str]:
+    """Whom and what the character's memories of the event at `seq` are about, and the
+    subjects of the facts they hold (a line's claims), each once: the event's content beyond
+    its words, as the character took it in. A line about the sailor that never names him in
+    words was answered without what the character believes of the sailor."""
+    timeline_id = timeline_at(ancestry, seq)
+    if timeline_id is None:
+        return []
+    formed = formed_between(tx, keys, timeline_id, seq - 1, seq)
+    held = [memory for memory in formed if memory.character_id == npc_id]
+    named = [entity for memory in held for entity in memory.about]
+    return list(
+        dict.fromkeys([*named, *(fact.subject for memory in held for fact in memory.facts)])
+    )
+
+
+def timeline_at(ancestry: Ancestry, seq: int) -> str | None:
+    """The timeline of the ancestry that holds the event at `seq` (the oldest that reaches it)."""
+    return next(
+        (segment.timeline_id for segment in reversed(ancestry) if seq <= segment.upto_seq), None
+    )
+
+
 def verdict_at(
     tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str, seq: int
 ) -> Verdict | None:
     """The referee's verdict on the line the character heard at `seq` (section 11), kept with
     the memory the line formed there; None if no referee judged a line there."""
-    timeline_id = next(
-        (segment.timeline_id for segment in reversed(ancestry) if seq <= segment.upto_seq), None
-    )
+    timeline_id = timeline_at(ancestry, seq)
     if timeline_id is None:
         return None
     line = belief_id(keys.tenant_id, keys.world_id, timeline_id, seq, npc_id, "knowledge")

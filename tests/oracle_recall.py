@@ -36,7 +36,9 @@ What it compares, and what it leaves out:
   actor or target; knowledge = the most important memories about the player, then about the
   place (the event's, else where the character is), each from the 60 most important about it
   (then newest), then the best scored recall of the event's words in story order, at most 10,
-  forgotten never, none marked `diverging` (the record never reaches the model). The verdict,
+  forgotten never, none marked `diverging` (the record never reaches the model); the recall
+  cues on what the character's memories of the event are about or claim facts of, beside the
+  names its words say (the character, the player and the place left out). The verdict,
   the recent turns and the prompt's wording are left to their own tests.
 """
 
@@ -499,8 +501,18 @@ def decision(
     )
     declared = seen.folded["declared"]
     names = {entity: d["name"] for entity, d in declared.items() if d.get("name") is not None}
+    # what the character's memories of the event are about or claim facts of cue too (but the
+    # character, the player and the place), beside the names its words say
+    holding = next(line for line, upto in reversed(seen.segments) if after_seq <= upto)
+    formed = [m for m in seen.mine if (m.timeline, m.seq) == (holding, after_seq)]
+    named = [
+        *names_said(words, names),
+        *(entity for m in formed for entity in m.about),
+        *(fact.subject for m in formed for fact in m.facts),
+    ]
+    cued = [entity for entity in dict.fromkeys(named) if entity not in (npc, player, place)]
     rankings = {
-        "cues": by_cues(seen.mine, names_said(words, names)),
+        "cues": by_cues(seen.mine, cued),
         "words": by_words(seen.mine, seen.every, query_words(words)),
         "vectors": by_meaning(seen.mine, words, embed),
     }

@@ -361,6 +361,46 @@ def test_a_name_the_line_says_brings_what_the_character_remembers_of_whom_it_nam
     assert recalled <= known
 
 
+@pytest.mark.parametrize(
+    ("key", "payload"),
+    [
+        (SAID, {"text": "He ran off, I saw it myself", "about": ["npc-sailor"]}),  # its news
+        (
+            SAID,
+            {
+                "text": "He ran off",
+                "facts": [{"subject": "npc-sailor", "attribute": "status", "value": "fled"}],
+            },
+        ),  # what its line claims
+        ("combat.enemy-spared", {"enemy": "npc-sailor"}),  # an entity its payload names
+    ],
+)
+def test_what_an_event_names_brings_what_the_character_believes_of_it(
+    key: str, payload: dict[str, Any]
+) -> None:
+    """Rook told Mara the sailor is alive. Ilse then speaks of the sailor without naming him in
+    words: the decision took the words alone, left out the very belief the line was about, and
+    told the decision model Mara knew nothing beyond what it gave."""
+    rook = {"npc-rook": {"name": "Rook", "kind": "character"}}
+    sailor = {"npc-sailor": {"kind": "character"}}
+    state = replay_lines(
+        [
+            line(1, "world.entity-declared", entities=rook | sailor, players=[]),
+            line(
+                2,
+                "loreweaver.conversation.told",
+                actor="npc-rook",
+                target="npc-mara",
+                players=[],
+                payload={"content": "The drunk is alive", "about": ["npc-sailor"]},
+            ),
+            line(3, key, payload=payload, **TO_MARA),
+        ]
+    ).state
+    known = [memory["content"] for memory in decide(3, state=state, world="talk")["knowledge"]]
+    assert "The drunk is alive" in known
+
+
 def test_a_decision_brings_ten_memories_the_most_important_then_the_newest() -> None:
     """SPEC 10: at most 10 memories, the most important first: thirty lines of small talk, all
     as important, bring the ten newest (the oldest would tell the model nothing of now)."""
