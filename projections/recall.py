@@ -19,9 +19,10 @@ writes projection state.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import islice
+from bisect import insort
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 from projections import whereabouts, writing_systems
@@ -29,7 +30,7 @@ from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
 from projections.memory_store import MemoryKeys, load_held
 from projections.recall_choice import Candidate, Chosen, choose
-from projections.recall_fusion import Search, candidate_count, fuse
+from projections.recall_fusion import Search, candidate_count, fuse, fused_score
 from projections.reinforcement import held_now
 from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
@@ -98,6 +99,10 @@ class RecallIndex(Protocol):
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         """Belief ids by cosine with `text`, best first, none below 0.3; None when the
         vector search cannot run (no embedder, or none of the world's model)."""
+
+    def finds(self, scope: SearchScope, text: str, content: str) -> Collection[Search]:
+        """The searches by words and by meaning that would find a memory saying `content` for
+        `text`: it says a word of `text`, its cosine with `text` is 0.3 or more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,13 +238,52 @@ def search(
         held = held_candidates(
             tx, keys, scope.ancestry, scope.character, fuse(rankings), now, policy
         )
-        candidates = list(islice(held, wanted))
+        candidates = still_found(held, rankings, partial(index.finds, scope, text), wanted)
         if len(candidates) == wanted or all(len(found) < depth for found in rankings.values()):
             break
     searched = SearchCounts(
         cues=len(rankings["cues"]), words=len(rankings["words"]), vectors=len(rankings["vectors"])
     )
     return candidates, now, searched
+
+
+RETOLD_SEARCHES: tuple[Search, ...] = ("words", "vectors")
+"""The searches of a memory's content, which a faded memory holds retold (the detail gone)."""
+
+
+def still_found(
+    held: Iterable[Candidate],
+    rankings: Mapping[Search, Sequence[str]],
+    finds: Callable[[str], Collection[Search]],
+    wanted: int,
+) -> list[Candidate]:
+    """The best `wanted` of the `held` candidates (in fused order), a faded one scored without
+    the searches of its content that its content as held (`finds`) no longer answers: the
+    index holds what was formed, and the detail a faded memory lost found it ("where is the
+    old oak" found what the character holds as "item hidden at the inn"). Found by nothing
+    it still holds, it is no candidate. The ranks of the others stay as each search gave them."""
+    kept: list[Candidate] = []
+    rescored = False
+    for candidate in held:
+        if len(kept) >= wanted and _fused_order(kept[wanted - 1]) < _fused_order(candidate):
+            break  # the rest come after the `wanted`-th, however faded
+        belief = candidate.memory.belief_id
+        searched = [search for search in RETOLD_SEARCHES if belief in rankings[search]]
+        if candidate.retention.state == "faded" and searched:
+            answered = finds(candidate.memory.content)
+            if lost := [search for search in searched if search not in answered]:
+                candidate = replace(candidate, fused=fused_score(rankings, belief, lost))
+                rescored = True
+                if not candidate.fused:
+                    continue
+        insort(kept, candidate, key=_fused_order)
+        if len(kept) == wanted and not rescored:
+            break  # in fused order: none after comes before them
+    return kept[:wanted]
+
+
+def _fused_order(candidate: Candidate) -> tuple[float, str]:
+    return -candidate.fused, candidate.memory.belief_id
 
 
 def held_candidates(

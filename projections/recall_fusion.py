@@ -8,7 +8,7 @@ cosine) combine fairly, and a memory several searches agree on rises.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal
 
 Search = Literal["cues", "words", "vectors"]
@@ -27,6 +27,18 @@ def fuse(rankings: Mapping[Search, Sequence[str]]) -> list[tuple[str, float]]:
         for rank, found in enumerate(ranked, start=1):
             scores[found] = scores.get(found, 0.0) + weight / (RANK_OFFSET + rank)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def fused_score(
+    rankings: Mapping[Search, Sequence[str]], found: str, left_out: Collection[Search] = ()
+) -> float:
+    """The fused score `fuse` gives `found`, the searches `left_out` adding nothing (the ranks
+    of the others stay as each search gave them)."""
+    score = 0.0
+    for search, ranked in rankings.items():
+        if search not in left_out and found in ranked:
+            score += SEARCH_WEIGHTS[search] / (RANK_OFFSET + ranked.index(found) + 1)
+    return score
 
 
 def candidate_count(limit: int, over_retrieve: int, cap: int = 60) -> int:

@@ -363,11 +363,28 @@ def cut(rankings: dict[str, list[str]], depth: int) -> dict[str, list[str]]:
     return {name: found[:depth] for name, found in rankings.items()}
 
 
+def finds(search: str, content: str, text: str, embed: Embed | None) -> bool:
+    """Whether the search by words (a token of the text) or by meaning (cosine 0.3) finds a
+    memory saying `content`."""
+    if search == "words":
+        return not set(fts_tokens(content)).isdisjoint(fts_tokens(text))
+    if embed is None:
+        return False
+    return sum(a * b for a, b in zip(embed(content), embed(text), strict=True)) >= MIN_COSINE
+
+
 def choose(
-    view_: View, rankings: dict[str, list[str]], limit: int, policy: Policy
+    view_: View,
+    rankings: dict[str, list[str]],
+    limit: int,
+    policy: Policy,
+    text: str,
+    embed: Embed | None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Steps 2 to 5 over every memory each search found: the candidates, scored, the best
-    `limit`, in story order; and the searches as fused."""
+    `limit`, in story order; and the searches as fused. A faded memory gains nothing from the
+    search by words or by meaning its retold content would not be found by (the others'
+    ranks as the searches gave them), and found so by nothing, is no candidate."""
     weights = policy.memory.recall.weights
     by_id = {m.belief_id: m for m in view_.mine}
     wanted = min(DEPTH, policy.memory.recall.over_retrieve * limit)
@@ -376,8 +393,21 @@ def choose(
         candidates = []
         for belief, relevance in fused(handed):
             retention, state = view_.held(by_id[belief], policy)
-            if state != "forgotten" and len(candidates) < wanted:
-                candidates.append((by_id[belief], relevance, retention, state))
+            if state == "forgotten":
+                continue
+            if state == "faded":
+                held = retelling(by_id[belief].content)
+                relevance = 0.0  # summed in the searches' order, as `fused` sums
+                for search, found in handed.items():
+                    if belief in found and (search == "cues" or finds(search, held, text, embed)):
+                        relevance += SEARCH_WEIGHTS[search] / (
+                            RANK_OFFSET + found.index(belief) + 1
+                        )
+                if not relevance:
+                    continue
+            candidates.append((by_id[belief], relevance, retention, state))
+        candidates.sort(key=lambda one: (-one[1], one[0].belief_id))
+        candidates = candidates[:wanted]
         if len(candidates) == wanted or all(len(found) < depth for found in rankings.values()):
             break
     best = max((relevance for _, relevance, _, _ in candidates), default=0.0) or 1.0
@@ -442,7 +472,7 @@ def recall(
         "words": by_words(seen.mine, seen.every, query_words(text)),
         "vectors": by_meaning(seen.mine, text, embed),
     }
-    memories, handed = choose(seen, rankings, limit, oracle.policy)
+    memories, handed = choose(seen, rankings, limit, oracle.policy, text, embed)
     return {
         "memories": memories,
         "searched": {**{name: len(found) for name, found in handed.items()}, "reranked": 0},
@@ -518,7 +548,7 @@ def decision(
     }
     knowledge = knowledge[:KNOWLEDGE]
     taken = {one["belief_id"] for one in knowledge}
-    recalled, _ = choose(seen, rankings, KNOWLEDGE, policy)
+    recalled, _ = choose(seen, rankings, KNOWLEDGE, policy, words, embed)
     best = sorted(
         (one for one in recalled if one["belief_id"] not in taken),
         key=lambda one: (-one["score"], one["belief_id"]),

@@ -170,6 +170,34 @@ def test_a_forgotten_memory_is_never_returned_and_a_faded_one_is_retold() -> Non
     assert (kept["content"], kept["retention"]) == (FIGHT, 1.0)
 
 
+def test_a_faded_memory_is_not_found_by_the_detail_it_lost() -> None:
+    """Mara hid the crown under the oak; eighteen story days on she holds it as "npc-mara item
+    hidden at loc-inn". Asked of the oak, by words or by meaning, recall brought it back all
+    the same: the index holds what was formed, and the forgotten detail found it."""
+    hidden = {"treasure": "golden crown", "spot": "under the old oak tree"}
+    state = replay_lines(
+        [
+            event(
+                1,
+                "crime.item-hidden",
+                actor="npc-mara",
+                location="loc-inn",
+                payload=hidden,
+                game_time="day 1, 10:00",
+            ),
+            later(2, 19),
+        ]
+    ).state
+    index = embedded(state)
+    held = "npc-mara item hidden at loc-inn"
+    [found] = recall_of(state, index, "item hidden")["memories"]
+    assert (found["content"], found["retention"] < 0.5) == (held, True)
+    for asked in ("where is the old oak", "royal jewels buried beneath a big tree"):
+        assert recall_of(state, index, asked)["memories"] == []
+    [by_cue] = recall_of(state, index, "where is the old oak", cues=("loc-inn",))["memories"]
+    assert by_cue["content"] == held  # what it is about stays: a cue finds it
+
+
 def test_a_child_timeline_never_finds_its_parents_future() -> None:
     on_reload = recall_of(STATE, INDEX, "sailor lantern locket son", timeline="reload")
     assert FIGHT not in contents(on_reload)
