@@ -255,8 +255,8 @@ class Projector:
 
 
 DEEP_BELIEFS = 16 * MAX_BELIEFS
-"""How deep the referee looks for the beliefs a character still holds when forgotten ones
-leave fewer than `MAX_BELIEFS` among the most important (`_StoredMinds.held_beliefs`)."""
+"""How deep among a character's most important beliefs the referee looks for those a line
+touches (`_StoredMinds.held_beliefs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,32 +305,25 @@ class _StoredMinds:
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
 
-    def held_beliefs(self, character: str) -> list[HeldBelief]:
-        """The `MAX_BELIEFS` most important beliefs the character holds at the event, as held
-        (faded: retold and less sure), each beside itself as stored: a forgotten memory is
-        absent from decisions (section 8), and the referee's verdict is one (a belief
-        forgotten for a year was judged, weakened and reported weakened). Looked for past the
-        forgotten ones, `DEEP_BELIEFS` deep, as a decision does: fifty forgotten ones pushed a
-        lie still held vivid out of the referee's sight."""
+    def held_beliefs(self, character: str, touches: Callable[[Memory], bool]) -> list[HeldBelief]:
+        """The beliefs the character holds at the event that `touches` picks, among its
+        `DEEP_BELIEFS` most important, as held (faded: retold and less sure), each beside
+        itself as stored: a forgotten memory is absent from decisions (section 8), and the
+        referee's verdict is one (a belief forgotten for a year was judged, weakened and
+        reported weakened). Those it picks, not the fifty most important held: sixty lines of
+        small talk pushed a lie still held out of the referee's sight."""
         now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
         beliefs: list[HeldBelief] = []
-        looked = 0  # the deeper look goes on where the first stopped (the same order)
-        for depth in (MAX_BELIEFS, DEEP_BELIEFS):
-            found = most_important_beliefs(self.tx, self.keys, self.ancestry, character, depth)
-            for memory in found[looked:]:
-                held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
-                if held is None:
-                    continue
-                if diverging(self.tx, tenant, world_id, self.ancestry, memory):
-                    wrong = {"diverging": True}
-                    memory, held = memory.model_copy(update=wrong), held.model_copy(update=wrong)
-                beliefs.append(HeldBelief(stored=memory, held=held))
-                if len(beliefs) == MAX_BELIEFS:
-                    return beliefs
-            if len(found) < depth:
-                break
-            looked = len(found)
+        found = most_important_beliefs(self.tx, self.keys, self.ancestry, character, DEEP_BELIEFS)
+        for memory in filter(touches, found):
+            held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
+            if held is None:
+                continue
+            if diverging(self.tx, tenant, world_id, self.ancestry, memory):
+                wrong = {"diverging": True}
+                memory, held = memory.model_copy(update=wrong), held.model_copy(update=wrong)
+            beliefs.append(HeldBelief(stored=memory, held=held))
         return beliefs
 
     def feeling_toward(self, character: str, entity_id: str) -> float:

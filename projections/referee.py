@@ -2,8 +2,8 @@
 about.
 
 When it runs: a `player-said` line to a character challenges a belief of that character (a
-`knowledge` or `impression` memory among the most important it holds, as the runtime read shows
-them) that is `uncertain` or `diverging`:
+`knowledge` or `impression` memory among the 800 most important it holds, looked for among
+them, not among the fifty a runtime read shows) that is `uncertain` or `diverging`:
 - by claimed facts: the belief asserts a fact of the same subject and attribute, or
 - by `about`: the belief is about an entity the line names (its payload `about`, the subjects
   of its claimed facts), the player and the listener aside (every line is about them);
@@ -36,7 +36,7 @@ Everything here is plain data in, plain data out: a model's verdict can stand in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal, Protocol
@@ -59,9 +59,10 @@ JUDGED_KINDS = ("knowledge", "impression")
 class RefereeContext(Protocol):
     """What the referee looks up, as the world stood just before the line."""
 
-    def held_beliefs(self, character: str) -> list[HeldBelief]:
-        """The beliefs the character holds (the read's, most important first, but those it
-        has forgotten at the line), each with `diverging` judged against the world record."""
+    def held_beliefs(self, character: str, touches: Callable[[Memory], bool]) -> list[HeldBelief]:
+        """The beliefs the character holds that `touches` picks (most important first, but
+        those it has forgotten at the line), each with `diverging` judged against the world
+        record."""
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
         """The character's feeling toward an entity, as its relation shows it (0 if none),
@@ -185,6 +186,21 @@ def challenged_beliefs(
     )
 
 
+def touched_by(claimed: Sequence[Fact], named: Collection[str]) -> Callable[[Memory], bool]:
+    """Whether a line claiming `claimed`, naming `named`, speaks of a belief: a fact of the
+    same subject and attribute, or an entity it is about (what `challenged_beliefs` looks at,
+    whatever the belief is held as)."""
+    said = {(fact.subject, fact.attribute) for fact in claimed}
+    spoken_of = set(named)
+
+    def touches(belief: Memory) -> bool:
+        return not spoken_of.isdisjoint(belief.about) or any(
+            (fact.subject, fact.attribute) in said for fact in belief.facts
+        )
+
+    return touches
+
+
 def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | None:
     """The case the line's memory `line` puts to the referee; None when it challenges nothing
     (or is not a player's line to the character who holds it)."""
@@ -199,7 +215,8 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
     ]
     if not named and not claimed:
         return None  # most lines: nothing to challenge, no lookups
-    challenged = challenged_beliefs(context.held_beliefs(listener), claimed, named)
+    held = context.held_beliefs(listener, touched_by(claimed, named))
+    challenged = challenged_beliefs(held, claimed, named)
     if not challenged:
         return None
     return Case(

@@ -1300,9 +1300,9 @@ class Oracle:
         challenges (SPEC 11): the line as kept, and the beliefs weakened.
 
         Choices the oracle takes from `projections/referee.py`'s docstring: the beliefs are
-        the 50 most important the character holds at the line (kinds knowledge and impression,
-        looked for 800 deep past those forgotten by the line's story time, or the story's now
-        just before it without one); a belief is
+        those the character holds at the line among its 800 most important (kinds knowledge
+        and impression; those forgotten by the line's story time, or the story's now just
+        before it without one, left out); a belief is
         challenged by a claimed fact of the same subject and attribute, or by being about an
         entity the line names (its `about`, its claimed facts' subjects; not the player nor the
         listener: a fact claimed of them still challenges), unless the line confirms it; the
@@ -1334,7 +1334,7 @@ class Oracle:
             if state != "forgotten":  # a forgotten belief is absent from decisions, the verdict
                 vivid = state == "vivid"
                 firmly[m.belief_id] = m.confidence if vivid else round(m.confidence * retention, 2)
-        shown = [m for m in shown if m.belief_id in firmly][:MAX_BELIEFS]
+        shown = [m for m in shown if m.belief_id in firmly]
 
         def wrong(memory: OMemory) -> bool:
             return any(

@@ -582,14 +582,18 @@ def test_a_name_holding_a_line_break_forges_no_line_of_the_prompt() -> None:
     assert all(not line.startswith("- Mara saw") for line in prompt)
 
 
-def test_the_referee_weighs_a_line_against_the_fifty_most_important_beliefs_alone() -> None:
-    """SPEC: the fifty most important beliefs the listener holds at the line. Sixty newer wells,
-    all more important than Rook's lie about the sailor, leave it out of them: Ilse's line
-    contradicting it gets no verdict."""
-    wells = told_wells(60, "day 1, 21:55")
-    said = ilse_says(DEAD, [status("defeated")], seq=67, game_time="day 1, 22:00")
-    stored = Delivered([*MAIN, lie(), *wells, said]).stored(67)
-    assert stored is not None and stored.verdict is None
+@pytest.mark.parametrize(("wells", "verdict"), [(60, "convinced"), (800, None)])
+def test_the_referee_looks_for_the_belief_a_line_speaks_of_among_800(
+    wells: int, verdict: str | None
+) -> None:
+    """Sixty newer wells, all more important than Rook's lie about the sailor, left it out of
+    the fifty most important beliefs the referee looked among: Ilse's line contradicting it got
+    no verdict, though the lie was still held (a decision gave it). It is looked for among the
+    800 most important: behind 800 wells, it is out of sight."""
+    told = told_wells(wells, "day 1, 21:55")
+    said = ilse_says(DEAD, [status("defeated")], seq=7 + wells, game_time="day 1, 22:00")
+    stored = Delivered([*MAIN, lie(), *told, said]).stored(7 + wells)
+    assert stored is not None and stored.verdict == verdict
 
 
 def test_a_line_from_a_player_the_listener_never_met_is_judged_at_no_feeling() -> None:
