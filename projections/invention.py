@@ -7,9 +7,7 @@ name and by id), and the words of its knowledge, of the recent turns and of the 
 important memories can keep the line's out of the knowledge). The rules look for
 names: runs of capitalised words. A run at the start of a sentence loses its first word (a
 sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
-Bertram, "Ask" names nobody), unless the run opens with a name the world declared ("Kellan
-took him", Kellan a character of the world: a name it knows leaking into a reply is what the
-check is for; "Zorblax took him", a name nobody declared, is still taken for a word).
+Bertram, "Ask" names nobody).
 A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
 stop ends no sentence) are no part of a name, and a possessive ending is none of its words
 ("Mara's" names Mara). A name is known when each of its words is among the given words, case
@@ -26,7 +24,7 @@ check stands. The reply check is a read: it writes nothing, so nothing is record
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from projections.catalogue import StoredDeclarations, display_name
@@ -78,16 +76,14 @@ class _Word:
     opens_sentence: bool
 
 
-def names_in(text: str, declared: Collection[str] = ()) -> list[str]:
+def names_in(text: str) -> list[str]:
     """The names a text uses: runs of capitalised words one space apart, each once, in order;
-    a sentence's first word and the pronoun I left out, but when the run opens with one of the
-    `declared` names (casefolded, as `declared_names` gives them)."""
+    a sentence's first word and the pronoun I left out."""
     names: list[str] = []
     run: list[_Word] = []
 
     def close() -> None:
-        opens_unnamed = run and run[0].opens_sentence and not _opens_with(run, declared)
-        kept = run[1:] if opens_unnamed else run
+        kept = run[1:] if run and run[0].opens_sentence else run
         if kept:
             name = text[kept[0].start : kept[-1].end]
             if name not in names:
@@ -109,25 +105,12 @@ def names_in(text: str, declared: Collection[str] = ()) -> list[str]:
     return names
 
 
-def declared_names(names: Iterable[str]) -> frozenset[str]:
-    """Declared names as a sentence's first words are compared with them: casefolded, their
-    words one space apart."""
-    return frozenset(" ".join(_PIECE.findall(name)).casefold() for name in names)
-
-
-def _opens_with(run: list[_Word], declared: Collection[str]) -> bool:
-    """Whether the run's first words are one of the `declared` names."""
-    pieces = [piece.casefold() for word in run for piece in _PIECE.findall(word.text)]
-    return any(" ".join(pieces[:end]) in declared for end in range(1, len(pieces) + 1))
-
-
-def inventions(text: str, given: Iterable[str], declared: Collection[str] = ()) -> list[Invention]:
-    """The names in `text` whose words are not all among the words of `given` (a sentence's
-    first word counted when it opens a `declared` name)."""
+def inventions(text: str, given: Iterable[str]) -> list[Invention]:
+    """The names in `text` whose words are not all among the words of `given`."""
     known = {piece.casefold() for phrase in given for piece in _PIECE.findall(phrase)}
     return [
         Invention(name=name, kind="name")
-        for name in names_in(text, declared)
+        for name in names_in(text)
         if not all(piece.casefold() in known for piece in _PIECE.findall(name))
     ]
 
@@ -166,8 +149,7 @@ def reply_check(
         *(turn.text for turn in context.recent_turns),
         *([event.words] if event is not None and event.words is not None else []),
     ]
-    world_names = (declaration.name for declaration in declarations.declared().values())
-    found = inventions(text, given, declared_names(name for name in world_names if name))
+    found = inventions(text, given)
     return CheckedReply(
         found=InventionRead(inventions=found, action=policy.memory.invention if found else "allow"),
         reply=text,
