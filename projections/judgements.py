@@ -125,6 +125,9 @@ class Question:
     belief_id: str
     judgement: JudgementKind
     prompt: str
+    speaks_of: tuple[QuestionKey, ...] = ()
+    """What else its answer is awaited as, while it is asked: a verdict, as what its line
+    speaks of (`spoken_of`), which a later line of the message speaking of it waits for."""
 
     @property
     def key(self) -> QuestionKey:
@@ -202,12 +205,31 @@ asked at once, the listener's retelling quoted the rules' words, which the telle
 held); a chronicle part of its character's (`projections.chronicle_summaries.MADE_OF`)."""
 
 
-REFEREE_MADE_OF: tuple[JudgementKind, ...] = ("verdict", "feeling", "retelling")
-"""What the referee's question of a line is made of, at the events before it: the listener's
-verdicts (a belief weakened or held), feelings (toward the player) and retellings (the belief
-challenged may be news as the model retold it). In a message filling a gap, the line's question
-was asked of the belief as the rules' stand-in for an earlier line's verdict left it: a state
-that never was, and the listener believed a lie only because the lines came out of order."""
+SPOKEN_OF = "spoken of: "
+"""What marks an entity a line speaks of among the beliefs questions are awaited as
+(`spoken_of`): no belief id starts so."""
+
+
+def spoken_of(case: Case) -> list[QuestionKey]:
+    """What the verdict on a line is awaited as (a belief id standing for each entity it
+    speaks of: those it names, the subjects of its claims), so that a later line speaking of
+    one of them waits for it (`verdict_made_of`)."""
+    entities = dict.fromkeys([*case.named, *(fact.subject for fact in case.claimed)])
+    return [(case.character_id, f"{SPOKEN_OF}{entity}", "verdict") for entity in entities]
+
+
+def verdict_made_of(case: Case) -> list[Awaited]:
+    """What the referee's question of a line is made of, at the events before it in a message
+    filling a gap: the verdicts on the listener's lines speaking of what it speaks of (a belief
+    weakened or held, a line believed or not), the retellings of the beliefs it challenges (news
+    as the model retold it) and the listener's feelings (toward the player). Asked at once, the
+    line was judged against the belief as the rules' stand-in for an earlier line's verdict left
+    it, a state that never was: the listener believed a lie only because the lines came out of
+    order. A line speaking of nothing an earlier one spoke of is asked with it."""
+    retold: list[Awaited] = [
+        (case.character_id, belief.belief_id, "retelling") for belief in case.challenged
+    ]
+    return [*spoken_of(case), *retold, (case.character_id, None, "feeling")]
 
 
 @dataclass(slots=True)
@@ -230,7 +252,8 @@ class QuestionCollector:
         if self.known is not None and self.known.holds(question):
             return self.known.answer(question)
         self.questions.append(question)
-        self._await(question.key, question.position)
+        for awaited in (question.key, *question.speaks_of):
+            self._await(awaited, question.position)
         return "not asked yet"
 
     def waits(
@@ -516,18 +539,19 @@ class ModelJudging:
             return rules  # without a model the rules referee is the norm, not a fallback
 
         def judge(case: Case, policy: Policy) -> Verdict:
-            listener_id = case.character_id
-            made_of: list[Awaited] = [(listener_id, None, kind) for kind in REFEREE_MADE_OF]
-            if self._answers.waits((listener_id, case.line_id, "verdict"), made_of, self._position):
+            asked: QuestionKey = (case.character_id, case.line_id, "verdict")
+            if self._answers.waits(asked, verdict_made_of(case), self._position):
+                for spoken in spoken_of(case):  # a later line speaking of it waits in turn
+                    self._answers.waits(spoken, [asked])
                 return rules(case, policy)  # asked once what the line is judged against is in
-            listener, player = self._named(listener_id), self._named(case.player_id)
+            listener, player = self._named(case.character_id), self._named(case.player_id)
             prompt = (
                 f"{listener} believes ({_held(case.belief)}): {_text(case.belief.content)}\n"
                 f"{player} says to {listener}: {_text(case.words)}\n"
                 f"Truly: {AGREEMENT_WORDS[case.agreement]}.\n"
                 f"How {listener} feels toward {player}, from -1 to 1: {case.feeling}."
             )
-            outcome = self._ask(case.character_id, case.line_id, "verdict", prompt)
+            outcome = self._ask(*asked, prompt, speaks_of=tuple(spoken_of(case)))
             return outcome.verdict if isinstance(outcome, VerdictAnswer) else rules(case, policy)
 
         return judge
@@ -550,9 +574,10 @@ class ModelJudging:
         judgement: JudgementKind,
         prompt: str,
         unfit: Callable[[Answer], str | None] = lambda answer: None,
+        speaks_of: tuple[QuestionKey, ...] = (),
     ) -> Answer | str:
         """The answer to a question (or why there is none: also when it is `unfit`)."""
-        question = Question(self._position, npc_id, belief_id, judgement, prompt)
+        question = Question(self._position, npc_id, belief_id, judgement, prompt, speaks_of)
         outcome = self._answers.answer(question)
         if not isinstance(outcome, str):
             outcome = unfit(outcome) or outcome

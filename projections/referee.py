@@ -101,6 +101,9 @@ class Case:
     weakens."""
     feeling: float
     agreement: Agreement
+    named: tuple[str, ...] = ()
+    """The entities the line names (its `about`, its claims' subjects; not the player nor the
+    listener)."""
 
 
 Judge = Callable[[Case, Policy], Verdict]
@@ -229,6 +232,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
         challenged=tuple(belief.stored for belief in challenged),
         feeling=context.feeling_toward(listener, player),
         agreement=agreement_of(claimed, [context.recorded(fact) for fact in claimed]),
+        named=tuple(named),
     )
 
 

@@ -59,10 +59,12 @@ from streams.settings import Settings
 
 log = logger("judging")
 
-ROUNDS = 3
+ROUNDS = 8
 """How many times a message's questions are put: answers may raise more (`RAISING`): the
 model's feelings and retellings, then the chapters their words close, then the condensed
-chapter; a verdict, then the challenge of a later line of the message."""
+chapter; a verdict, then the challenge of a later line of the message speaking of the same
+(a round a line: eight lines of a message filling a gap, each speaking of what the one before
+it spoke of, are judged as in order). All share the world's deadline."""
 LEFT_BY_ROUNDS = (
     f"rounds: not asked (the message's questions took all {ROUNDS} rounds, the answers of each"
     " raising more)"

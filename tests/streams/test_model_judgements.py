@@ -41,7 +41,7 @@ from tests.model_server import (
 from tests.projections.test_chronicle import said, words
 from tests.tavern import MAIN as MAIN_LINES
 from tests.tavern import TAVERN_LINES as TAVERN
-from tests.tavern_lies import DEAD, FLED, ilse_says, lie, status
+from tests.tavern_lies import DEAD, FLED, ilse_says, lie, line, status
 from tests.tavern_lies import LINES as LIES
 
 READS = [("npc-mara", "main"), ("npc-mara", "reload"), ("npc-tomas", "main")]
@@ -553,13 +553,13 @@ def test_a_model_url_whose_host_idna_refuses_is_a_refusal_not_an_exception(url: 
 
 
 def test_a_message_whose_questions_outrun_the_rounds_is_judged_alike_when_taken_again() -> None:
-    """Seq 2 comes last and applies 2 to 12, growing Mara's condensed chapter again and again,
+    """Seq 2 comes last and applies 2 to 24, growing Mara's condensed chapter again and again,
     each growth a round more than the rounds there are. What the rounds left is recorded, not
     asked: taken again (a redelivery, a rebuild), the message asked those of the model (the
     answers of its rounds all read back at once) and told another story than the live run."""
     chronicle = {"short_term_tokens": 20, "chapter_tokens": 20, "condensed_tokens": 20}
     policy = resolve(None, {"memory": {"chronicle": chronicle | {"long_term_tokens": 30}}})
-    story = [said(seq, " ".join([f"line{seq}", *["and"] * 30])) for seq in range(1, 13)]
+    story = [said(seq, " ".join([f"line{seq}", *["and"] * 30])) for seq in range(1, 25)]
     order = [story[0], *story[2:], story[1]]
     topic = MemoryTopic()
     with scripted_model() as model:
@@ -758,3 +758,46 @@ def test_a_lines_verdict_is_asked_of_the_belief_as_an_earlier_lines_verdict_left
         ]
         assert [verdict and verdict.verdict for verdict in verdicts] == ["unconvinced"] * 2
         assert filled.digests == in_order.digests
+
+
+@pytest.mark.parametrize("each_its_own", [False, True])
+def test_lines_filling_a_gap_are_judged_as_in_order_however_many(each_its_own: bool) -> None:
+    """Six lines of Ilse's to Mara in one message filling a gap. About the sailor, each verdict
+    waits for the one before it, a round a line: the three rounds there were ran out at the
+    fourth line, which the rules judged, and the world folded otherwise than in order. Each
+    about someone else of whom Rook lied, they wait for none (they waited for each other)."""
+    subjects = [f"npc-x{n}" if each_its_own else "npc-drunk-sailor" for n in range(6)]
+    lies = [
+        line(
+            7 + n,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            payload={
+                "content": f"{subject} is alive",
+                "about": [subject],
+                "facts": [status("alive", subject)],
+            },
+            game_time="day 1, 21:55",
+        )
+        for n, subject in enumerate(dict.fromkeys(subjects))
+    ]
+    first = 7 + len(lies)
+    said = [
+        ilse_says(
+            f"{subject} fled" if n % 2 else f"{subject} is dead",
+            [status("fled" if n % 2 else "defeated", subject)],
+            seq=first + n,
+            game_time="day 1, 22:00",
+        )
+        for n, subject in enumerate(subjects)
+    ]
+    story = [*MAIN_LINES, lie(), *lies, *said]
+    gap_filled = [*MAIN_LINES, lie(), *lies, *said[1:], said[0]]
+    policy = resolve(None, {"memory": {"weighing": "rules", "lies_believable": True}})
+    with scripted_model() as model:
+        model.convinced_under = 0.5
+        in_order = judged(policy, model.url, lines=story)
+        filled = judged(policy, model.url, lines=gap_filled)
+    assert filled.refusals == in_order.refusals == []
+    assert filled.digests == in_order.digests
