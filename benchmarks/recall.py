@@ -316,8 +316,11 @@ class OnlySearches:
     def by_meaning(self, scope: SearchScope, text: str, limit: int) -> list[str] | None:
         return self.index.by_meaning(scope, text, limit) if "vectors" in self.kept else None
 
-    def finds(self, scope: SearchScope, text: str, content: str) -> Collection[Search]:
-        return [search for search in self.index.finds(scope, text, content) if search in self.kept]
+    def finds(
+        self, scope: SearchScope, text: str, contents: Sequence[str]
+    ) -> list[Collection[Search]]:
+        found = self.index.finds(scope, text, contents)
+        return [[search for search in searches if search in self.kept] for searches in found]
 
 
 @dataclass

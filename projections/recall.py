@@ -23,6 +23,7 @@ from bisect import insort
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import islice
 from typing import Protocol
 
 from projections import whereabouts, writing_systems
@@ -30,7 +31,7 @@ from projections.catalogue import StoredDeclarations
 from projections.divergence import diverging
 from projections.memory_store import MemoryKeys, load_held
 from projections.recall_choice import Candidate, Chosen, choose
-from projections.recall_fusion import Search, candidate_count, fuse, fused_score
+from projections.recall_fusion import Ranks, Search, candidate_count, fuse, fused_score, ranks_of
 from projections.reinforcement import held_now
 from projections.runtime_read import BadRead, NotFound, timeline_view
 from projections.state import StateTransaction
@@ -100,9 +101,12 @@ class RecallIndex(Protocol):
         """Belief ids by cosine with `text`, best first, none below 0.3; None when the
         vector search cannot run (no embedder, or none of the world's model)."""
 
-    def finds(self, scope: SearchScope, text: str, content: str) -> Collection[Search]:
-        """The searches by words and by meaning that would find a memory saying `content` for
-        `text`: it says a word of `text`, its cosine with `text` is 0.3 or more."""
+    def finds(
+        self, scope: SearchScope, text: str, contents: Sequence[str]
+    ) -> list[Collection[Search]]:
+        """For each of `contents`, the searches by words and by meaning that would find a
+        memory saying it for `text`: it says a word of `text`, its cosine with `text` is 0.3
+        or more (all at once: a recall may ask of hundreds of faded memories)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,35 +255,56 @@ RETOLD_SEARCHES: tuple[Search, ...] = ("words", "vectors")
 """The searches of a memory's content, which a faded memory holds retold (the detail gone)."""
 
 
+FADED_BATCH = 64
+"""How many candidates are taken at once once a faded one was scored down: those past the
+first `wanted` may come before it now, and their faded ones are asked of together."""
+
+
 def still_found(
     held: Iterable[Candidate],
     rankings: Mapping[Search, Sequence[str]],
-    finds: Callable[[str], Collection[Search]],
+    finds: Callable[[Sequence[str]], list[Collection[Search]]],
     wanted: int,
 ) -> list[Candidate]:
     """The best `wanted` of the `held` candidates (in fused order), a faded one scored without
     the searches of its content that its content as held (`finds`) no longer answers: the
     index holds what was formed, and the detail a faded memory lost found it ("where is the
     old oak" found what the character holds as "item hidden at the inn"). Found by nothing
-    it still holds, it is no candidate. The ranks of the others stay as each search gave them."""
+    it still holds, it is no candidate. The ranks of the others stay as each search gave them.
+    Taken as they are needed: the first `wanted`, then `FADED_BATCH` at a time once one was
+    scored down."""
     kept: list[Candidate] = []
     rescored = False
-    for candidate in held:
-        if len(kept) >= wanted and _fused_order(kept[wanted - 1]) < _fused_order(candidate):
-            break  # the rest come after the `wanted`-th, however faded
-        belief = candidate.memory.belief_id
-        searched = [search for search in RETOLD_SEARCHES if belief in rankings[search]]
-        if candidate.retention.state == "faded" and searched:
-            answered = finds(candidate.memory.content)
-            if lost := [search for search in searched if search not in answered]:
-                candidate = replace(candidate, fused=fused_score(rankings, belief, lost))
-                rescored = True
-                if not candidate.fused:
-                    continue
-        insort(kept, candidate, key=_fused_order)
-        if len(kept) == wanted and not rescored:
+    ranks = ranks_of(rankings)
+    answered: dict[str, Collection[Search]] = {}  # by content as held (faded ones share many)
+    pending = iter(held)
+    while batch := list(islice(pending, FADED_BATCH if rescored else wanted - len(kept))):
+        retold = {c.memory.belief_id: c.memory.content for c in batch if _retold(c, ranks)}
+        unasked = [content for content in dict.fromkeys(retold.values()) if content not in answered]
+        answered.update(zip(unasked, finds(unasked) if unasked else [], strict=True))
+        for candidate in batch:
+            if len(kept) >= wanted and _fused_order(kept[wanted - 1]) < _fused_order(candidate):
+                return kept[:wanted]  # the rest come after the `wanted`-th, however faded
+            if (belief := candidate.memory.belief_id) in retold:
+                found = answered[retold[belief]]
+                searched = [search for search in RETOLD_SEARCHES if belief in ranks[search]]
+                if lost := [search for search in searched if search not in found]:
+                    candidate = replace(candidate, fused=fused_score(ranks, belief, lost))
+                    rescored = True
+                    if not candidate.fused:
+                        continue
+            insort(kept, candidate, key=_fused_order)
+        if len(kept) >= wanted and not rescored:
             break  # in fused order: none after comes before them
     return kept[:wanted]
+
+
+def _retold(candidate: Candidate, ranks: Ranks) -> bool:
+    """Whether a candidate is faded and a search of its content found it."""
+    belief = candidate.memory.belief_id
+    return candidate.retention.state == "faded" and any(
+        belief in ranks[search] for search in RETOLD_SEARCHES
+    )
 
 
 def _fused_order(candidate: Candidate) -> tuple[float, str]:

@@ -29,15 +29,25 @@ def fuse(rankings: Mapping[Search, Sequence[str]]) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def fused_score(
-    rankings: Mapping[Search, Sequence[str]], found: str, left_out: Collection[Search] = ()
-) -> float:
+Ranks = Mapping[Search, Mapping[str, int]]
+"""Each search's rank (from 1) of each id it found (`ranks_of`)."""
+
+
+def ranks_of(rankings: Mapping[Search, Sequence[str]]) -> Ranks:
+    """The rankings as each id's rank in each search."""
+    return {
+        search: {found: rank for rank, found in enumerate(ranked, start=1)}
+        for search, ranked in rankings.items()
+    }
+
+
+def fused_score(ranks: Ranks, found: str, left_out: Collection[Search] = ()) -> float:
     """The fused score `fuse` gives `found`, the searches `left_out` adding nothing (the ranks
     of the others stay as each search gave them)."""
     score = 0.0
-    for search, ranked in rankings.items():
-        if search not in left_out and found in ranked:
-            score += SEARCH_WEIGHTS[search] / (RANK_OFFSET + ranked.index(found) + 1)
+    for search, ranked in ranks.items():
+        if search not in left_out and (rank := ranked.get(found)) is not None:
+            score += SEARCH_WEIGHTS[search] / (RANK_OFFSET + rank)
     return score
 
 

@@ -181,8 +181,6 @@ class SqliteRecallIndex:
     _word_tables: dict[tuple[str, str], _WordTable] = field(default_factory=dict)
     """Each world's word table (`_WORD_TABLES`)."""
     _tables_made: Iterator[int] = field(default_factory=count)
-    _last_asked: tuple[str, set[str], Vectors | None] | None = None
-    """The text `finds` was last asked of, with its terms and vector (`_asked_of`)."""
 
     def __post_init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -568,33 +566,31 @@ class SqliteRecallIndex:
                     break
         return found
 
-    def finds(self, scope: SearchScope, text: str, content: str) -> Collection[Search]:
-        found: list[Search] = []
-        terms, meaning = self._asked_of(text)
-        if not self._tokens(content).isdisjoint(terms):
-            found.append("words")
+    def finds(
+        self, scope: SearchScope, text: str, contents: Sequence[str]
+    ) -> list[Collection[Search]]:
+        asked, *said = self._tokens([text, *contents])
+        found: list[list[Search]] = [[] if terms.isdisjoint(asked) else ["words"] for terms in said]
         embedder, model = self.embedder, self.world_model(scope.tenant_id, scope.world_id)
-        if embedder is None or meaning is None or model != (embedder.model, embedder.dimension):
-            return found
-        if np.einsum("j,j->", embedder.embed([content])[0], meaning) >= MIN_COSINE:
-            found.append("vectors")
-        return found
+        if embedder is not None and model == (embedder.model, embedder.dimension):
+            vectors = embedder.embed([text, *contents])
+            near_each = np.einsum("ij,j->i", vectors[1:], vectors[0])
+            for searches, near in zip(found, near_each, strict=True):
+                if near >= MIN_COSINE:
+                    searches.append("vectors")
+        return list(found)
 
-    def _asked_of(self, text: str) -> tuple[set[str], Vectors | None]:
-        """The terms and the vector of `text`, worked out once for the candidates of a recall
-        (`finds` is asked of each faded one, with one text)."""
-        asked = self._last_asked
-        if asked is None or asked[0] != text:
-            meaning = None if self.embedder is None else self.embedder.embed([text])[0]
-            asked = self._last_asked = (text, self._tokens(text), meaning)
-        return asked[1], asked[2]
-
-    def _tokens(self, text: str) -> set[str]:
-        """The terms of `text` as the word tables split and fold it (`_terms`): a content
-        said them, were it a row."""
+    def _tokens(self, texts: Sequence[str]) -> list[set[str]]:
+        """The terms of each of `texts` as the word tables split and fold them (`_terms`): a
+        content said them, were it a row."""
         self._db.execute("DELETE FROM asked")
-        self._db.execute("INSERT INTO asked(content) VALUES (?)", (text,))
-        return {str(term) for (term,) in self._db.execute("SELECT DISTINCT term FROM asked_terms")}
+        self._db.executemany(
+            "INSERT INTO asked(rowid, content) VALUES (?, ?)", enumerate(texts, start=1)
+        )
+        terms: list[set[str]] = [set() for _ in texts]
+        for row, term in self._db.execute("SELECT DISTINCT doc, term FROM asked_terms"):
+            terms[int(row) - 1].add(str(term))
+        return terms
 
     def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
         key = (scope.tenant_id, scope.world_id, scope.character)
