@@ -591,16 +591,20 @@ def _why_duplicate(record: TimelineRecord, seq: int) -> str:
 
 
 def _why_waiting(record: TimelineRecord) -> str:
+    return f"waiting for {_awaited(record)}"
+
+
+def _awaited(record: TimelineRecord) -> str:
+    """What the timeline's waiting events wait for: its next seq, or its parent's branch point."""
     if record.waiting_for_parent:
-        return (
-            f"waiting for parent timeline {record.parent_timeline_id!r} "
-            f"to reach seq {record.after_seq}"
-        )
-    return f"waiting for seq {record.processed_seq + 1}"
+        return f"parent timeline {record.parent_timeline_id!r} to reach seq {record.after_seq}"
+    return f"seq {record.processed_seq + 1}"
 
 
 def _buffer_full(record: TimelineRecord, policy: SequencingPolicy) -> str:
+    """Why an event is refused a place among the waiting: what they wait for (a branch's, for
+    its parent to reach the branch point: it named its own next seq, one of those waiting)."""
     return (
         f"deferral buffer full: {record.deferred_events} events already wait for "
-        f"seq {record.processed_seq + 1} (sequencing.max_deferred = {policy.max_deferred})"
+        f"{_awaited(record)} (sequencing.max_deferred = {policy.max_deferred})"
     )

@@ -83,6 +83,33 @@ def test_the_deferral_buffer_is_bounded_by_policy() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("waiting", "awaited"),
+    [
+        ((event(3), event(4)), "seq 2"),
+        (
+            (event(3, "b", branch={"parent_timeline_id": "main", "after_seq": 2}), event(4, "b")),
+            "parent timeline 'main' to reach seq 2",
+        ),
+    ],
+)
+def test_a_full_deferral_buffer_says_what_its_events_wait_for(
+    waiting: tuple[bytes, bytes], awaited: str
+) -> None:
+    """A branch's events wait for its parent to reach the branch point: the refusal said they
+    waited for seq 3, one of those waiting, and an operator looked for a seq already sent."""
+    tight = Policy(sequencing=SequencingPolicy(max_deferred=2))
+    projector, state = Projector(policies=lambda tenant, world: tight), MemoryState()
+    refused = event(5, orjson.loads(waiting[1])["timeline_id"])
+    lines = [event(1), *waiting, refused]
+    for offset, line in enumerate(lines):
+        intake = projector.receive(state, SourceMessage("t", 0, offset, b"w", line))
+    [letter] = intake.dead_letters
+    assert letter.reason == (
+        f"deferral buffer full: 2 events already wait for {awaited} (sequencing.max_deferred = 2)"
+    )
+
+
 def test_a_branch_sees_its_parent_up_to_the_branch_point_only() -> None:
     feed = Feed()
     for seq in (1, 2, 3):
