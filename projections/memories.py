@@ -263,9 +263,13 @@ def came_through(memory: Memory, character: str) -> bool:
     """Whether the news `memory` holds came through `character`: told by them, or by anyone
     they told it to (its lineage). Told back to them, it is their own story: none they take in
     (at a meeting, or a `told`)."""
-    if memory.source_entity == character:
-        return True
-    return any(step.entity_id == character for step in memory.lineage)
+    return character in tellers_of(memory)
+
+
+def tellers_of(memory: Memory) -> list[str]:
+    """Everyone the news `memory` holds came through (`came_through`)."""
+    told_by = [] if memory.source_entity is None else [memory.source_entity]
+    return [*told_by, *(step.entity_id for step in memory.lineage)]
 
 
 def _heard(

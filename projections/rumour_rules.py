@@ -50,7 +50,7 @@ from projections.catalogue import CHARACTER, KindOf
 from projections.distortion import Catalogued, distort, distortion_seed
 from projections.event_keys import CHARACTERS_MET, MOVEMENT_KEYS
 from projections.keys import pack
-from projections.memories import MAX_HOPS, came_through, is_persistent, memory_at
+from projections.memories import MAX_HOPS, came_through, is_persistent, memory_at, tellers_of
 from projections.weighing import Weights, told_of, weigh
 from projections.wording import passed_on
 from schemas import EntityDeclaration, Event
@@ -209,7 +209,10 @@ def passed_in_group(
 
     At most `spreading.group_exchange_limit` pieces of news, the newest (by the latest position
     any member learned it at) that some member lacks (`knows(member, origin)` is false). Each
-    is told by the member holding the freshest copy: fewest hops, then newest, then smallest id.
+    is told by the member holding the freshest copy: fewest hops, then newest, then smallest id;
+    to nobody any copy the group holds came through (the news is their own story: told it
+    back only when a copy that did not come through them was the freshest, they were told it
+    or not by which of two unrelated tellings came last).
     """
     limit = policy.memory.spreading.group_exchange_limit
     members = sorted(members_newest_first)
@@ -235,6 +238,7 @@ def passed_in_group(
         gathered = copies[origin]
         teller, freshest = min(gathered, key=lambda copy: (copy[1].hops, -copy[1].seq, copy[0]))
         holders = {member for member, _ in gathered}
+        holders.update(through for _, copy in gathered for through in tellers_of(copy))
         listeners = [
             member
             for member in members

@@ -1495,7 +1495,8 @@ class Oracle:
     ) -> Iterable[tuple[str, str, OMemory]]:
         """Each group (by the declared `spreading.group_field`) shares its newest news: at most
         `group_exchange_limit` pieces, newest first, each from the member who has it freshest
-        (fewest hops, then newest, then smallest id) to every member who lacks it. Members are
+        (fewest hops, then newest, then smallest id) to every member who lacks it and through whom
+        none of the copies came. Members are
         the characters of the timeline's catalogue as it stood before the event. Each member
         offers what it holds of its newest `limit` pieces of news; while that makes fewer than
         `limit` pieces some member lacks, twice as many, up to `LOOKS_DEEPER` x `limit`."""
@@ -1553,6 +1554,8 @@ class Oracle:
                 holds = any(who == member for _, _, who, _ in copies)
                 if holds or knows(member, origin) or not worth_telling(freshest, member):
                     continue
+                if any(member == m.source_entity or member in m.tellers for *_, m in copies):
+                    continue  # any copy of it came through them: their own story
                 listeners.append(member)
             if listeners and passed == limit:
                 return passed, limit > 0, deliveries

@@ -176,6 +176,32 @@ def test_a_group_exchange_passes_at_most_the_group_limit_per_interval() -> None:
     assert told == ["npc-ada omen 2 at loc-inn", "npc-ada omen 3 at loc-inn"]
 
 
+@pytest.mark.parametrize("mara_first", [True, False])
+def test_a_group_never_tells_a_member_the_news_they_started(mara_first: bool) -> None:
+    """Mara tells Tomas a lie, and Bram tells Ula the same; Mara, Tomas and Ula share a group.
+    Its exchange told Mara her own lie back when Ula's copy, through Bram, was the fresher,
+    and not when Tomas's, through her, was: by which of two unrelated tellings came last."""
+    town = Town(group_interval_minutes=60)
+    crew = {npc: {"group": "crew"} for npc in ("npc-mara", "npc-tomas", "npc-ula")}
+    lie = {
+        "content": "The sailor is dead",
+        "about": ["npc-sailor"],
+        "facts": [{"subject": "npc-sailor", "attribute": "status", "value": "dead"}],
+    }
+    tellings = [("npc-mara", "npc-tomas"), ("npc-bram", "npc-ula")]
+    for minute, (teller, listener) in enumerate(tellings if mara_first else tellings[::-1]):
+        town.happen(
+            TOLD,
+            actor=teller,
+            target=listener,
+            payload=lie,
+            entities=crew,
+            game_time=f"day 1, 10:{minute:02d}",
+        )
+    town.happen("weather.rain", location="loc-market", game_time="day 1, 11:05")
+    assert town.knowledge("npc-mara") == []
+
+
 def test_group_exchanges_go_on_once_their_interval_is_made_longer() -> None:
     """The last exchange's interval was counted in minutes of the old length: made hourly at
     10:01 on day 1 (minute 2,041 of the story), exchanges stopped until the 2,041st hour, day
