@@ -205,27 +205,23 @@ asked at once, the listener's retelling quoted the rules' words, which the telle
 held); a chronicle part of its character's (`projections.chronicle_summaries.MADE_OF`)."""
 
 
-SPOKEN_OF = "spoken of: "
-"""What marks an entity a line speaks of among the beliefs questions are awaited as
-(`spoken_of`): no belief id starts so."""
-
-
 def spoken_of(case: Case) -> list[QuestionKey]:
-    """What the verdict on a line is awaited as (a belief id standing for each entity it
-    speaks of: those it names, the subjects of its claims), so that a later line speaking of
-    one of them waits for it (`verdict_made_of`)."""
-    entities = dict.fromkeys([*case.named, *(fact.subject for fact in case.claimed)])
-    return [(case.character_id, f"{SPOKEN_OF}{entity}", "verdict") for entity in entities]
+    """What the verdict on a line is awaited as: each belief of the listener's the line speaks
+    of (`Case.touched`), which the verdict may weaken, so that a later line speaking of one of
+    them, by whatever entity or claim, waits for it (`verdict_made_of`). The line's own memory
+    is its question's key."""
+    return [(case.character_id, belief, "verdict") for belief in case.touched]
 
 
 def verdict_made_of(case: Case) -> list[Awaited]:
     """What the referee's question of a line is made of, at the events before it in a message
-    filling a gap: the verdicts on the listener's lines speaking of what it speaks of (a belief
-    weakened or held, a line believed or not), the retellings of the beliefs it challenges (news
-    as the model retold it) and the listener's feelings (toward the player). Asked at once, the
-    line was judged against the belief as the rules' stand-in for an earlier line's verdict left
-    it, a state that never was: the listener believed a lie only because the lines came out of
-    order. A line speaking of nothing an earlier one spoke of is asked with it."""
+    filling a gap: the verdicts on the listener's lines that spoke of a belief it speaks of (a
+    belief weakened or held; an earlier line's own memory, believed or not), the retellings of
+    the beliefs it challenges (news as the model retold it) and the listener's feelings (toward
+    the player). Asked at once, the line was judged against the belief as the rules' stand-in
+    for an earlier line's verdict left it, a state that never was: the listener believed a lie
+    only because the lines came out of order. A line speaking of nothing an earlier one spoke
+    of is asked with it."""
     retold: list[Awaited] = [
         (case.character_id, belief.belief_id, "retelling") for belief in case.challenged
     ]

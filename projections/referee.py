@@ -101,9 +101,9 @@ class Case:
     weakens."""
     feeling: float
     agreement: Agreement
-    named: tuple[str, ...] = ()
-    """The entities the line names (its `about`, its claims' subjects; not the player nor the
-    listener)."""
+    touched: tuple[str, ...] = ()
+    """The belief ids of what the line speaks of that the listener holds (`touched_by`),
+    challenged or not: what an earlier line's verdict may have changed."""
 
 
 Judge = Callable[[Case, Policy], Verdict]
@@ -232,7 +232,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
         challenged=tuple(belief.stored for belief in challenged),
         feeling=context.feeling_toward(listener, player),
         agreement=agreement_of(claimed, [context.recorded(fact) for fact in claimed]),
-        named=tuple(named),
+        touched=tuple(belief.stored.belief_id for belief in held),
     )
 
 

@@ -801,3 +801,37 @@ def test_lines_filling_a_gap_are_judged_as_in_order_however_many(each_its_own: b
         filled = judged(policy, model.url, lines=gap_filled)
     assert filled.refusals == in_order.refusals == []
     assert filled.digests == in_order.digests
+
+
+def test_lines_speaking_of_one_belief_by_different_entities_are_judged_as_in_order() -> None:
+    """Rook told Mara that Bran killed Oswin. Ilse says Bran would hurt nobody (naming Bran),
+    then that Oswin is alive (claiming Oswin's status): both speak of Rook's tale, by no entity
+    in common. Line 8 first, the second was asked of the tale as the rules' stand-in for the
+    verdict on the first left it (0.4), though the model's had left it at 0.8."""
+    people = {
+        name: {"name": name.title(), "kind": "character"} for name in ("npc-bran", "npc-oswin")
+    }
+    tale = line(
+        6,
+        "loreweaver.conversation.told",
+        actor="npc-rook",
+        target="npc-mara",
+        payload={
+            "content": "Bran killed Oswin",
+            "about": ["npc-bran", "npc-oswin"],
+            "facts": [status("defeated", "npc-oswin")],
+        },
+        game_time="day 1, 21:50",
+        entities=people,
+    )
+    kind = orjson.loads(ilse_says("Bran would hurt nobody", [], seq=7))
+    kind["payload"]["about"] = ["npc-bran"]
+    alive = ilse_says("Oswin is alive", [status("alive", "npc-oswin")], seq=8)
+    story = [*MAIN_LINES, tale, orjson.dumps(kind), alive]
+    referee = {"convinced_from": -5.0, "doubting_from": -6.0}  # the rules' stand-in: convinced
+    policy = resolve(None, {"memory": {"lies_believable": True, "referee": referee}})
+    with scripted_model() as model:
+        model.convinced_under = 0.5
+        in_order = judged(policy, model.url, lines=story)
+        filled = judged(policy, model.url, lines=[*story[:-2], story[-1], story[-2]])
+    assert filled.digests == in_order.digests
