@@ -612,6 +612,12 @@ def _read_options(function: Any) -> Any:
     )(function)
 
 
+def _tenant_query(tenant: str | None) -> dict[str, str]:
+    """The query naming `--tenant`, when given: an empty one too, which the worker refuses
+    (dropped, the read answered for the tenant `default`)."""
+    return {} if tenant is None else {"tenant_id": tenant}
+
+
 def _decision_options(function: Any) -> Any:
     """Flags of the commands about a character's decision at one event (`decision`,
     `reply-check`), with the read flags."""
@@ -637,9 +643,7 @@ def npc(
     """Print one character's mind on one timeline, as tables."""
     from streams.show import mind_tables, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | (
-        {"tenant_id": tenant} if tenant else {}
-    )
+    query = {"world_instance_id": world, "timeline_id": timeline} | _tenant_query(tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, mind_tables))
 
@@ -649,7 +653,7 @@ def npc(
 @_read_options
 def digest(world: str, url: str | None, api_key: str | None, tenant: str | None) -> None:
     """Print the state digest of a world (equal digests: equal projections)."""
-    query = {"world_instance_id": world} | ({"tenant_id": tenant} if tenant else {})
+    query = {"world_instance_id": world} | _tenant_query(tenant)
     click.echo(
         _read_for_command(url, api_key, "/v2/admin/digest", query, lambda found: found["digest"])
     )
@@ -674,7 +678,7 @@ def diff_command(
     from streams.show import diff_tables, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
-    query |= {"tenant_id": tenant} if tenant else {}
+    query |= _tenant_query(tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/diff", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, diff_tables))
 
@@ -697,9 +701,7 @@ def provenance_command(
     """Print where a memory came from, as a chain of tellers back to the original event."""
     from streams.show import provenance_chain, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | (
-        {"tenant_id": tenant} if tenant else {}
-    )
+    query = {"world_instance_id": world, "timeline_id": timeline} | _tenant_query(tenant)
     path = read_path(
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         npc_id=npc_id,
@@ -760,7 +762,7 @@ def recall_command(
     from streams.show import read_path, recall_table
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
-    asked |= ({"cues": cues} if cues else {}) | ({"tenant_id": tenant} if tenant else {})
+    asked |= ({"cues": cues} if cues else {}) | _tenant_query(tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 
@@ -791,11 +793,7 @@ def _decision_query(
 ) -> dict[str, str]:
     """The query of a decision, or of a check of the reply to one."""
     asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    return (
-        asked
-        | ({"player_id": player} if player else {})
-        | ({"tenant_id": tenant} if tenant else {})
-    )
+    return asked | ({"player_id": player} if player else {}) | _tenant_query(tenant)
 
 
 @main.command("reply-check")
@@ -843,9 +841,7 @@ def dialogue_command(
     from streams.show import dialogue_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "player_id": player}
-    asked |= ({"location": location} if location else {}) | (
-        {"tenant_id": tenant} if tenant else {}
-    )
+    asked |= ({"location": location} if location else {}) | _tenant_query(tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/dialogue", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, dialogue_tables))
 
@@ -868,9 +864,7 @@ def rumour_map_command(
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
     from streams.show import ReadFailed, fetch_body, for_terminal, read_path, start_of
 
-    asked = ({"timeline_id": timeline} if timeline else {}) | (
-        {"tenant_id": tenant} if tenant else {}
-    )
+    asked = ({"timeline_id": timeline} if timeline else {}) | _tenant_query(tenant)
     path = read_path(
         "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
     )
@@ -910,7 +904,7 @@ def chronicle_command(
     from streams.show import chronicle_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline}
-    asked |= {"tenant_id": tenant} if tenant else {}
+    asked |= _tenant_query(tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/chronicle", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, chronicle_tables))
 

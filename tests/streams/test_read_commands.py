@@ -117,6 +117,18 @@ def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
     assert f"{world_id} · timeline main · belief {told_belief.belief_id}" in drawn
 
 
+def test_an_empty_tenant_is_refused_not_read_as_the_default() -> None:
+    """`--tenant "$TENANT"` with the variable unset read the tenant `default` and printed its
+    character, where the worker refuses an empty tenant and `world delete` does too."""
+    world = ["--world", "save-1", "--tenant", ""]
+    results = rumourmill(
+        tavern_as("npc-mara", "save-1"), ["npc", "npc-mara", *world], ["digest", *world]
+    )
+    for result in results:
+        assert result.exit_code == 1
+        assert "Error: 400: 'tenant_id' must be 1 to 128 characters" in result.output
+
+
 def test_an_unknown_odd_id_gets_the_workers_404_naming_exactly_that_id() -> None:
     [missing] = rumourmill(
         tavern_as("npc-mara", "save-1"), ["chronicle", "npc ghost/ï", "--world", "save-1"]
