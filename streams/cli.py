@@ -612,10 +612,11 @@ def _read_options(function: Any) -> Any:
     )(function)
 
 
-def _tenant_query(tenant: str | None) -> dict[str, str]:
-    """The query naming `--tenant`, when given: an empty one too, which the worker refuses
-    (dropped, the read answered for the tenant `default`)."""
-    return {} if tenant is None else {"tenant_id": tenant}
+def _flag_query(**parameters: str | None) -> dict[str, str]:
+    """The query parameters of the flags given: an empty one too, which the worker refuses
+    (dropped, an empty `--tenant` read the tenant `default`, an empty `--player` the event's
+    only player's decision)."""
+    return {name: value for name, value in parameters.items() if value is not None}
 
 
 def _decision_options(function: Any) -> Any:
@@ -643,7 +644,7 @@ def npc(
     """Print one character's mind on one timeline, as tables."""
     from streams.show import mind_tables, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | _tenant_query(tenant)
+    query = {"world_instance_id": world, "timeline_id": timeline} | _flag_query(tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, mind_tables))
 
@@ -653,7 +654,7 @@ def npc(
 @_read_options
 def digest(world: str, url: str | None, api_key: str | None, tenant: str | None) -> None:
     """Print the state digest of a world (equal digests: equal projections)."""
-    query = {"world_instance_id": world} | _tenant_query(tenant)
+    query = {"world_instance_id": world} | _flag_query(tenant_id=tenant)
     click.echo(
         _read_for_command(url, api_key, "/v2/admin/digest", query, lambda found: found["digest"])
     )
@@ -678,7 +679,7 @@ def diff_command(
     from streams.show import diff_tables, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
-    query |= _tenant_query(tenant)
+    query |= _flag_query(tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/diff", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, diff_tables))
 
@@ -701,7 +702,7 @@ def provenance_command(
     """Print where a memory came from, as a chain of tellers back to the original event."""
     from streams.show import provenance_chain, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | _tenant_query(tenant)
+    query = {"world_instance_id": world, "timeline_id": timeline} | _flag_query(tenant_id=tenant)
     path = read_path(
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         npc_id=npc_id,
@@ -744,7 +745,7 @@ def _read_for_command(
 @click.argument("query")
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
-@click.option("--cues", default="", help="entity ids to cue on, separated by ','")
+@click.option("--cues", default=None, help="entity ids to cue on, separated by ','")
 @click.option("--limit", default=10, show_default=True, type=int)
 @_read_options
 def recall_command(
@@ -752,7 +753,7 @@ def recall_command(
     query: str,
     world: str,
     timeline: str,
-    cues: str,
+    cues: str | None,
     limit: int,
     url: str | None,
     api_key: str | None,
@@ -762,7 +763,7 @@ def recall_command(
     from streams.show import read_path, recall_table
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
-    asked |= ({"cues": cues} if cues else {}) | _tenant_query(tenant)
+    asked |= _flag_query(cues=cues, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 
@@ -793,7 +794,7 @@ def _decision_query(
 ) -> dict[str, str]:
     """The query of a decision, or of a check of the reply to one."""
     asked = {"world_instance_id": world, "timeline_id": timeline, "after_seq": str(after_seq)}
-    return asked | ({"player_id": player} if player else {}) | _tenant_query(tenant)
+    return asked | _flag_query(player_id=player, tenant_id=tenant)
 
 
 @main.command("reply-check")
@@ -841,7 +842,7 @@ def dialogue_command(
     from streams.show import dialogue_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "player_id": player}
-    asked |= ({"location": location} if location else {}) | _tenant_query(tenant)
+    asked |= _flag_query(location=location, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/dialogue", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, dialogue_tables))
 
@@ -864,7 +865,7 @@ def rumour_map_command(
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
     from streams.show import ReadFailed, fetch_body, for_terminal, read_path, start_of
 
-    asked = ({"timeline_id": timeline} if timeline else {}) | _tenant_query(tenant)
+    asked = _flag_query(timeline_id=timeline, tenant_id=tenant)
     path = read_path(
         "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
     )
@@ -904,7 +905,7 @@ def chronicle_command(
     from streams.show import chronicle_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline}
-    asked |= _tenant_query(tenant)
+    asked |= _flag_query(tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/chronicle", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, chronicle_tables))
 

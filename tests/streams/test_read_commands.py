@@ -117,16 +117,22 @@ def test_every_read_command_reaches_the_worker_with_the_id_as_it_is(
     assert f"{world_id} · timeline main · belief {told_belief.belief_id}" in drawn
 
 
-def test_an_empty_tenant_is_refused_not_read_as_the_default() -> None:
+@pytest.mark.parametrize(
+    ("command", "parameter"),
+    [
+        (["npc", "npc-mara", "--tenant", ""], "tenant_id"),
+        (["digest", "--tenant", ""], "tenant_id"),
+        (["decision", "npc-mara", "--after-seq", "2", "--player", ""], "player_id"),
+        (["dialogue", "npc-mara", "--player", "player-1", "--location", ""], "location"),
+    ],
+)
+def test_a_flag_given_empty_is_refused_not_left_out(command: list[str], parameter: str) -> None:
     """`--tenant "$TENANT"` with the variable unset read the tenant `default` and printed its
-    character, where the worker refuses an empty tenant and `world delete` does too."""
-    world = ["--world", "save-1", "--tenant", ""]
-    results = rumourmill(
-        tavern_as("npc-mara", "save-1"), ["npc", "npc-mara", *world], ["digest", *world]
-    )
-    for result in results:
-        assert result.exit_code == 1
-        assert "Error: 400: 'tenant_id' must be 1 to 128 characters" in result.output
+    character, `--player ""` the event's only player's decision, `--location ""` the dialogue
+    without a place scope: the worker refuses each empty, as `world delete` does."""
+    [result] = rumourmill(tavern_as("npc-mara", "save-1"), [*command, "--world", "save-1"])
+    assert result.exit_code == 1
+    assert f"Error: 400: '{parameter}' must be 1 to 128 characters" in result.output
 
 
 def test_an_unknown_odd_id_gets_the_workers_404_naming_exactly_that_id() -> None:
