@@ -216,16 +216,14 @@ def spoken_of(case: Case) -> list[QuestionKey]:
 def verdict_made_of(case: Case) -> list[Awaited]:
     """What the referee's question of a line is made of, at the events before it in a message
     filling a gap: the verdicts on the listener's lines that spoke of a belief it speaks of (a
-    belief weakened or held; an earlier line's own memory, believed or not), the retellings of
-    the beliefs it challenges (news as the model retold it) and the listener's feelings (toward
-    the player). Asked at once, the line was judged against the belief as the rules' stand-in
-    for an earlier line's verdict left it, a state that never was: the listener believed a lie
-    only because the lines came out of order. A line speaking of nothing an earlier one spoke
-    of is asked with it."""
-    retold: list[Awaited] = [
-        (case.character_id, belief.belief_id, "retelling") for belief in case.challenged
-    ]
-    return [*spoken_of(case), *retold, (case.character_id, None, "feeling")]
+    belief weakened or held; an earlier line's own memory, believed or not), the listener's
+    retellings (news as the model retold it: its words, and its feeling, which moves the
+    listener's feeling toward the player) and feelings (toward the player). Asked at once, the
+    line was judged against the belief as the rules' stand-in for an earlier line's verdict left
+    it, a state that never was: the listener believed a lie only because the lines came out of
+    order. A line speaking of nothing an earlier one spoke of is asked with it."""
+    listener = case.character_id
+    return [*spoken_of(case), (listener, None, "retelling"), (listener, None, "feeling")]
 
 
 @dataclass(slots=True)

@@ -835,3 +835,48 @@ def test_lines_speaking_of_one_belief_by_different_entities_are_judged_as_in_ord
         in_order = judged(policy, model.url, lines=story)
         filled = judged(policy, model.url, lines=[*story[:-2], story[-1], story[-2]])
     assert filled.digests == in_order.digests
+
+
+def test_a_lines_verdict_waits_for_the_feeling_a_rumour_retold_that_message_gave() -> None:
+    """Model weighing: Tomas passes Mara Rook's gossip about Ilse at a meeting, the model
+    retelling it with a feeling of -0.9; Ilse then speaks to Mara, and the model is convinced
+    only if Mara feels 0.3 or more toward her. The meeting last (one message applies both), the
+    line was asked with Mara's feeling as the rules' retelling left it, and she was convinced."""
+    gossip = line(
+        7,
+        "loreweaver.conversation.told",
+        actor="npc-rook",
+        target="npc-tomas",
+        payload={"content": "Ilse cheats at dice", "about": ["player-1"]},
+        game_time="day 1, 21:52",
+    )
+    met = line(
+        8,
+        "loreweaver.social.characters-met",
+        actor="npc-tomas",
+        target="npc-mara",
+        game_time="day 1, 21:58",
+    )
+    said = ilse_says(DEAD, [status("defeated")], seq=9, game_time="day 1, 22:00")
+    story = [*MAIN_LINES, lie(), gossip, met, said]
+    policy = resolve(
+        None,
+        {"memory": {"weighing": "model", "lies_believable": True, "spreading": {"enabled": True}}},
+    )
+
+    def answer(body: dict[str, Any]) -> str:
+        instructions, question = (message["content"] for message in body["messages"])
+        if "referee" in instructions:
+            feeling = float(question.rsplit("from -1 to 1: ", 1)[1].rstrip("."))
+            return orjson.dumps(
+                {"verdict": "convinced" if feeling >= 0.3 else "unconvinced"}
+            ).decode()
+        retold = {"content": "Ilse cheats at dice, they say", "feeling": -0.9}
+        told = retold if "Retold plainly" in question else {"feeling": 0.5}
+        return orjson.dumps(told | {"arousal": 0.2}).decode()
+
+    with scripted_model() as model:
+        model.answer = answer
+        in_order = judged(policy, model.url, lines=story)
+        filled = judged(policy, model.url, lines=[*story[:-2], story[-1], story[-2]])
+    assert filled.digests == in_order.digests
