@@ -430,6 +430,13 @@ class Judging(Protocol):
     def referee(self, rules: Judge) -> Judge:
         """The referee's judge: the model's verdict, the `rules` judge its fallback."""
 
+    def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
+        """A player's line to `character` challenged none of the `touched` beliefs it speaks of:
+        in a message filling a gap, while a verdict on an earlier line speaking of one of them
+        is awaited (the rules' stand-in for it may be why), the line waits, to be looked at
+        again in a later round, and what it speaks of waits in turn (a later line speaking of
+        its memory was asked of it unjudged)."""
+
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
         """The model's summary of a chronicle `chapter` of `npc_id`'s (what it covers: `told`),
         or None: the rules summarise it then. `unfit` says why an answer cannot stand. Asked
@@ -460,6 +467,9 @@ class RulesJudging:
 
     def referee(self, rules: Judge) -> Judge:
         return rules
+
+    def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
+        return None
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> None:
         return None
@@ -549,6 +559,15 @@ class ModelJudging:
             return outcome.verdict if isinstance(outcome, VerdictAnswer) else rules(case, policy)
 
         return judge
+
+    def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
+        if not self._answers.model_configured:
+            return
+        line: QuestionKey = (character, line_id, "verdict")
+        spoken: list[QuestionKey] = [(character, belief, "verdict") for belief in touched]
+        if self._answers.waits(line, spoken, self._position):
+            for belief in spoken:
+                self._answers.waits(belief, [line])
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
         prompt = f"Character: {self._named(npc_id)}\n{told}"

@@ -25,6 +25,7 @@ from projections.intake import DEFAULT_MAX_EVENT_BYTES, receive
 from projections.judgements import (
     WITHOUT_MODEL,
     AnswerSource,
+    Judging,
     QuestionCollector,
     Questions,
     RecordedAnswers,
@@ -206,7 +207,7 @@ class Projector:
         if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
-            context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy)
+            context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy, judged)
             told_note = told_nothing(event, context)
             refereed = judge_line(
                 event,
@@ -269,6 +270,7 @@ class _StoredMinds:
     catalogue: Catalogue
     event: Event
     policy: Policy
+    judged: Judging
 
     def kind_of(self, entity_id: str) -> str:
         return self.catalogue.kind_of(entity_id)
@@ -328,6 +330,9 @@ class _StoredMinds:
 
     def feeling_toward(self, character: str, entity_id: str) -> float:
         return feeling_toward(self.tx, self.keys, self.ancestry, character, entity_id)
+
+    def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
+        self.judged.unchallenged(character, line_id, touched)
 
     def recorded(self, fact: Fact) -> Any:
         tenant, world_id = self.keys.tenant_id, self.keys.world_id

@@ -71,6 +71,10 @@ class RefereeContext(Protocol):
     def recorded(self, fact: Fact) -> Any:
         """The world record's value of the fact's subject and attribute, or `ABSENT`."""
 
+    def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
+        """A line the character heard challenges nothing of what it speaks of (the `touched`
+        beliefs, held): told so, judging may yet ask it (`Judging.unchallenged`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HeldBelief:
@@ -221,6 +225,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
     held = context.held_beliefs(listener, touched_by(claimed, named))
     challenged = challenged_beliefs(held, claimed, named)
     if not challenged:
+        context.unchallenged(listener, line.belief_id, [belief.stored.belief_id for belief in held])
         return None
     return Case(
         character_id=listener,

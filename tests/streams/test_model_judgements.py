@@ -880,3 +880,61 @@ def test_a_lines_verdict_waits_for_the_feeling_a_rumour_retold_that_message_gave
         in_order = judged(policy, model.url, lines=story)
         filled = judged(policy, model.url, lines=[*story[:-2], story[-1], story[-2]])
     assert filled.digests == in_order.digests
+
+
+def test_a_line_challenging_nothing_until_an_earlier_verdict_is_in_is_waited_for() -> None:
+    """Rook told Mara that Sten lives and Hild steals; a line of Ilse's weakened the second.
+    Then: Sten is dead, Edda saw it (the model: unconvinced); Edda crowned Garr (convinced);
+    Hild is honest and Garr a beggar. The first last (one message applies the three), the rules'
+    stand-in believed it, so the second, speaking of its memory, challenged nothing, was never
+    asked nor waited for, and the third was asked of the second's memory unjudged."""
+    names = ("Rook", "Sten", "Edda", "Garr", "Hild")
+    people = {f"npc-{name.lower()}": {"name": name, "kind": "character"} for name in names}
+
+    def told(seq: int, content: str, subject: str, fact: dict[str, str]) -> bytes:
+        payload = {"content": content, "about": [subject], "facts": [fact]}
+        return line(
+            seq,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            payload=payload,
+            game_time=f"day 1, 21:5{seq - 6}",
+            entities=people,
+        )
+
+    def said(seq: int, text: str, about: str, fact: dict[str, str]) -> bytes:
+        spoken = orjson.loads(ilse_says(text, [fact], seq=seq, game_time=f"day 1, 22:0{seq - 8}"))
+        spoken["payload"]["about"] = [about]
+        return orjson.dumps(spoken)
+
+    def claim(subject: str, attribute: str, value: str) -> dict[str, str]:
+        return {"subject": f"npc-{subject}", "attribute": attribute, "value": value}
+
+    story = [
+        *MAIN_LINES,
+        told(6, "Sten is alive", "npc-sten", claim("sten", "status", "alive")),
+        told(7, "Hild is a thief", "npc-hild", claim("hild", "trade", "thief")),
+        said(8, "Hild is no thief", "npc-hild", claim("hild", "trade", "honest")),
+        said(9, "Sten is dead, Edda saw it", "npc-edda", claim("sten", "status", "dead")),
+        said(10, "Edda crowned Garr king", "npc-edda", claim("garr", "title", "king")),
+        said(11, "Hild is honest and Garr a beggar", "npc-hild", claim("garr", "title", "beggar")),
+    ]
+    referee = {"convinced_from": -5.0, "doubting_from": -6.0}  # the rules' stand-in: convinced
+    policy = resolve(None, {"memory": {"lies_believable": True, "referee": referee}})
+
+    def answer(body: dict[str, Any]) -> str:
+        instructions, question = (message["content"] for message in body["messages"])
+        if "referee" not in instructions:
+            return orjson.dumps({"feeling": 0.1, "arousal": 0.2}).decode()
+        believed, spoken = question.splitlines()[:2]
+        if "Sten is dead" in spoken or ("Garr a beggar" in spoken and "a thief" not in believed):
+            return orjson.dumps({"verdict": "unconvinced"}).decode()
+        return orjson.dumps({"verdict": "convinced"}).decode()
+
+    with scripted_model() as model:
+        model.answer = answer
+        in_order = judged(policy, model.url, lines=story)
+        filled = judged(policy, model.url, lines=[*story[:-3], *story[-2:], story[-3]])
+    assert filled.refusals == in_order.refusals == []
+    assert filled.digests == in_order.digests
