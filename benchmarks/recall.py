@@ -64,7 +64,7 @@ from projections.recall import (
     recall,
     search_scope,
 )
-from projections.recall_fusion import Search, fuse
+from projections.recall_fusion import Search, fuse, ranks_of
 from projections.runtime_read import runtime_read, timeline_view
 from projections.state import MemoryState, StateTransaction
 from schemas.policy import Policy
@@ -369,7 +369,7 @@ class Keeper:
             "words": self.index.by_words(scope, text, SEARCH_DEPTH),
             "vectors": self.index.by_meaning(scope, text, SEARCH_DEPTH) or [],
         }
-        return [found for found, _ in fuse(rankings)[:limit]]
+        return [found for found, _ in fuse(ranks_of(rankings))[:limit]]
 
 
 def folded(world: str, lines: list[bytes]) -> tuple[MemoryState, float]:

@@ -544,9 +544,7 @@ class ModelJudging:
 
         def judge(case: Case, policy: Policy) -> Verdict:
             asked: QuestionKey = (case.character_id, case.line_id, "verdict")
-            if self._answers.waits(asked, verdict_made_of(case), self._position):
-                for spoken in spoken_of(case):  # a later line speaking of it waits in turn
-                    self._answers.waits(spoken, [asked])
+            if self._line_waits(asked, verdict_made_of(case), spoken_of(case)):
                 return rules(case, policy)  # asked once what the line is judged against is in
             listener, player = self._named(case.character_id), self._named(case.player_id)
             prompt = (
@@ -561,13 +559,21 @@ class ModelJudging:
         return judge
 
     def unchallenged(self, character: str, line_id: str, touched: Sequence[str]) -> None:
-        if not self._answers.model_configured:
-            return
-        line: QuestionKey = (character, line_id, "verdict")
-        spoken: list[QuestionKey] = [(character, belief, "verdict") for belief in touched]
-        if self._answers.waits(line, spoken, self._position):
-            for belief in spoken:
-                self._answers.waits(belief, [line])
+        if self._answers.model_configured:
+            spoken: list[QuestionKey] = [(character, belief, "verdict") for belief in touched]
+            self._line_waits((character, line_id, "verdict"), spoken, spoken)
+
+    def _line_waits(
+        self, line: QuestionKey, made_of: Sequence[Awaited], spoken: Sequence[QuestionKey]
+    ) -> bool:
+        """Whether the verdict on a line waits for what an earlier event of the message awaits
+        (`made_of`); waiting, what the line speaks of (`spoken`) waits in turn, for a later line
+        speaking of it."""
+        if not self._answers.waits(line, made_of, self._position):
+            return False
+        for belief in spoken:
+            self._answers.waits(belief, [line])
+        return True
 
     def summary(self, npc_id: str, chapter: str, told: str, unfit: Unfit) -> str | None:
         prompt = f"Character: {self._named(npc_id)}\n{told}"

@@ -239,10 +239,9 @@ def search(
             "words": index.by_words(scope, text, depth),
             "vectors": index.by_meaning(scope, text, depth) or [],
         }
-        held = held_candidates(
-            tx, keys, scope.ancestry, scope.character, fuse(rankings), now, policy
-        )
-        candidates = still_found(held, rankings, partial(index.finds, scope, text), wanted)
+        ranks = ranks_of(rankings)
+        held = held_candidates(tx, keys, scope.ancestry, scope.character, fuse(ranks), now, policy)
+        candidates = still_found(held, ranks, partial(index.finds, scope, text), wanted)
         if len(candidates) == wanted or all(len(found) < depth for found in rankings.values()):
             break
     searched = SearchCounts(
@@ -262,7 +261,7 @@ first `wanted` may come before it now, and their faded ones are asked of togethe
 
 def still_found(
     held: Iterable[Candidate],
-    rankings: Mapping[Search, Sequence[str]],
+    ranks: Ranks,
     finds: Callable[[Sequence[str]], list[Collection[Search]]],
     wanted: int,
 ) -> list[Candidate]:
@@ -275,7 +274,6 @@ def still_found(
     scored down."""
     kept: list[Candidate] = []
     rescored = False
-    ranks = ranks_of(rankings)
     answered: dict[str, Collection[Search]] = {}  # by content as held (faded ones share many)
     pending = iter(held)
     while batch := list(islice(pending, FADED_BATCH if rescored else wanted - len(kept))):

@@ -19,14 +19,12 @@ RANK_OFFSET = 60
 agreement further down."""
 
 
-def fuse(rankings: Mapping[Search, Sequence[str]]) -> list[tuple[str, float]]:
-    """Every id any search found, with its fused score, best first (ties by id)."""
-    scores: dict[str, float] = {}
-    for search, ranked in rankings.items():
-        weight = SEARCH_WEIGHTS[search]
-        for rank, found in enumerate(ranked, start=1):
-            scores[found] = scores.get(found, 0.0) + weight / (RANK_OFFSET + rank)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+def fuse(ranks: Ranks) -> list[tuple[str, float]]:
+    """Every id any search found (`ranks_of` their rankings), with its fused score, best first
+    (ties by id)."""
+    found = dict.fromkeys(found for ranked in ranks.values() for found in ranked)
+    scores = [(one, fused_score(ranks, one)) for one in found]
+    return sorted(scores, key=lambda item: (-item[1], item[0]))
 
 
 Ranks = Mapping[Search, Mapping[str, int]]

@@ -175,6 +175,7 @@ def challenged_beliefs(
     """The uncertain or diverging beliefs a line claiming `claimed`, naming `named`, challenges,
     firmest as held first (then newest, then by id)."""
     said = {(fact.subject, fact.attribute): fact.value for fact in claimed}
+    touches = touched_by(claimed, named)
     challenged = []
     for belief in beliefs:
         held = belief.held
@@ -185,7 +186,7 @@ def challenged_beliefs(
             same_json(fact.value, said[(fact.subject, fact.attribute)]) for fact in spoken_of
         ):
             continue  # confirmed, not challenged
-        if spoken_of or any(entity in named for entity in held.about):
+        if touches(held):
             challenged.append(belief)
     return sorted(
         challenged,
@@ -195,8 +196,8 @@ def challenged_beliefs(
 
 def touched_by(claimed: Sequence[Fact], named: Collection[str]) -> Callable[[Memory], bool]:
     """Whether a line claiming `claimed`, naming `named`, speaks of a belief: a fact of the
-    same subject and attribute, or an entity it is about (what `challenged_beliefs` looks at,
-    whatever the belief is held as)."""
+    same subject and attribute, or an entity it is about, whatever the belief is held as (what
+    the referee looks for, and of which `challenged_beliefs` keeps the unsure ones)."""
     said = {(fact.subject, fact.attribute) for fact in claimed}
     spoken_of = set(named)
 
@@ -223,9 +224,10 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
     if not named and not claimed:
         return None  # most lines: nothing to challenge, no lookups
     held = context.held_beliefs(listener, touched_by(claimed, named))
+    touched = tuple(belief.stored.belief_id for belief in held)
     challenged = challenged_beliefs(held, claimed, named)
     if not challenged:
-        context.unchallenged(listener, line.belief_id, [belief.stored.belief_id for belief in held])
+        context.unchallenged(listener, line.belief_id, touched)
         return None
     return Case(
         character_id=listener,
@@ -237,7 +239,7 @@ def referee_case(event: Event, line: Memory, context: RefereeContext) -> Case | 
         challenged=tuple(belief.stored for belief in challenged),
         feeling=context.feeling_toward(listener, player),
         agreement=agreement_of(claimed, [context.recorded(fact) for fact in claimed]),
-        touched=tuple(belief.stored.belief_id for belief in held),
+        touched=touched,
     )
 
 

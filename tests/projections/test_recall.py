@@ -16,7 +16,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.recall import RecallQuery, named_in, recall
 from projections.recall_choice import Candidate, choose, recency
-from projections.recall_fusion import candidate_count, fuse
+from projections.recall_fusion import candidate_count, fuse, ranks_of
 from projections.retention import Retention
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
@@ -146,9 +146,9 @@ def test_the_answer_carries_memory_fields_retention_and_score_in_story_order() -
 
 
 def test_fusion_weighs_vectors_above_cues_and_words() -> None:
-    fused = fuse({"cues": ["a", "c"], "words": ["b", "c"], "vectors": ["c", "a"]})
+    fused = fuse(ranks_of({"cues": ["a", "c"], "words": ["b", "c"], "vectors": ["c", "a"]}))
     assert [found for found, _ in fused] == ["c", "a", "b"]
-    assert [found for found, _ in fuse({"words": ["w"], "vectors": ["v"]})] == ["v", "w"]
+    assert [found for found, _ in fuse(ranks_of({"words": ["w"], "vectors": ["v"]}))] == ["v", "w"]
 
 
 def test_a_forgotten_memory_is_never_returned_and_a_faded_one_is_retold() -> None:
