@@ -116,11 +116,17 @@ def decision(
     turns = TURNS.validate_python(player_scope["turns"])
     # the referee judged what the event's actor said: another player of the scene said nothing
     verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq) if player == event.actor else None
+    # the line answered, where no turn holds it (dialogue off, a `privacy: "full"` player):
+    # else the verdict was on words the prompt never gave
+    unquoted = player == event.actor and all(turn.seq != after_seq for turn in turns)
+    answered = event.words if unquoted else None
     return DecisionRead(
         knowledge=[memory_read(memory) for memory in knowledge],
         recent_turns=turns,
         verdict=verdict,
-        prompt=decision_prompt(tx, keys, ancestry, npc_id, player, knowledge, turns, verdict),
+        prompt=decision_prompt(
+            tx, keys, ancestry, npc_id, player, knowledge, turns, answered, verdict
+        ),
     )
 
 
@@ -202,12 +208,14 @@ def decision_prompt(
     player_id: str,
     knowledge: Sequence[Memory],
     turns: Sequence[TurnRead],
+    answered: str | None,
     verdict: Verdict | None,
 ) -> str:
     """The prompt text: memory contents labelled as possibly wrong, what the character does not
     believe at all said so (a line it was left unconvinced of, and what was passed on of it:
     listed bare, a lie the referee rejected read to the model as something known), nothing
-    beyond, then the recent lines quoted word for word when there are any."""
+    beyond, then the recent lines quoted word for word when there are any, and the player's
+    line answered, `answered`, when none of them is it."""
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
 
     def named(entity: str) -> str:
@@ -232,6 +240,9 @@ def decision_prompt(
         lines += [
             f"- {named(turn.speaker_id)}: {orjson.dumps(turn.text).decode()}" for turn in turns
         ]
+    if answered is not None:
+        quoted = orjson.dumps(answered).decode()
+        lines.append(f"What {player} just said to {name}, word for word: {quoted}")
     judged = "none" if verdict is None else verdict
     lines.append(f"The referee's verdict on what {player} just said: {judged}.")
     return "\n".join(lines)

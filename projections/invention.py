@@ -1,13 +1,13 @@
 """The invention check, rules variant (section 12): does a reply name what nobody gave it?
 
 A character's reply to the event at `after_seq` may name only what its decision was given: the
-character, the player, the place, every entity its knowledge is about or came from (by declared
-name and by id), and the words of its knowledge, of the recent turns and of the line it answers
-(the player gave them, though a player of `privacy: "full"` keeps no turns, and ten more
-important memories can keep the line's out of the knowledge). The rules look for
-names: runs of capitalised words. A run at the start of a sentence loses its first word (a
-sentence, or what follows a colon, starts capitalised whatever it is: "Ask Bertram" names
-Bertram, "Ask" names nobody).
+character, the player, the place, every entity its knowledge is about or came from or the
+event it answers names (by declared name and by id), and the words of its knowledge, of the
+recent turns and of the line it answers (the player gave them, though a player of `privacy:
+"full"` keeps no turns, and ten more important memories can keep the line's out of the
+knowledge). The rules look for names: runs of capitalised words. A run at the start of a
+sentence loses its first word (a sentence, or what follows a colon, starts capitalised whatever
+it is: "Ask Bertram" names Bertram, "Ask" names nobody).
 A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
 stop ends no sentence) are no part of a name, and a possessive ending is none of its words
 ("Mara's" names Mara). A name is known when each of its words is among the given words, case
@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from projections.catalogue import StoredDeclarations, display_name
+from projections.decision import named_at
 from projections.event_log import event_at
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
@@ -133,12 +134,15 @@ def reply_check(
         raise BadRead("'text' must not be empty")
     if len(text) > MAX_REPLY_CHARS:
         raise BadRead(f"'text' must be at most {MAX_REPLY_CHARS} characters")
-    _, _, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
+    _, keys, ancestry = timeline_view(tx, tenant_id, world_id, timeline_id, after_seq)
     event = event_at(tx, tenant_id, world_id, ancestry, after_seq)
     entities = {npc_id, *(event.players if event is not None else [])}
     if event is not None:
         place = place_of(tx, tenant_id, world_id, ancestry, npc_id, event.location)
         entities |= {e for e in (event.actor, event.target, place) if e is not None}
+        # what the event answered names, as the character took it in: the locket of a gift
+        entities |= set(named_at(tx, keys, ancestry, npc_id, after_seq))
+    said = event.words if event is not None else None
     for memory in context.knowledge:
         entities |= {*memory.about, *([memory.source_entity] if memory.source_entity else [])}
     declarations = StoredDeclarations(tx, tenant_id, world_id, ancestry)
@@ -147,13 +151,13 @@ def reply_check(
         *(display_name(entity, declarations) for entity in entities),
         *(memory.content for memory in context.knowledge),
         *(turn.text for turn in context.recent_turns),
-        *([event.words] if event is not None and event.words is not None else []),
+        *([said] if said is not None else []),
     ]
     found = inventions(text, given)
     return CheckedReply(
         found=InventionRead(inventions=found, action=policy.memory.invention if found else "allow"),
         reply=text,
-        prompt=relations_question(text, context),
+        prompt=relations_question(text, context, said),
         action=policy.memory.invention,
         deadline_ms=policy.memory.model.deadline_ms,
         model_joins=policy.memory.weighing == "model",
@@ -186,10 +190,12 @@ class CheckedReply:
     """Whether a configured model is asked (the world weighs by the model)."""
 
 
-def relations_question(text: str, context: DecisionRead) -> str:
-    """What the model is asked about a reply: what the decision gave, then the reply."""
+def relations_question(text: str, context: DecisionRead, said: str | None) -> str:
+    """What the model is asked about a reply: what the decision gave and the line it answers
+    (`said`: a `privacy: "full"` player's is in no turn), then the reply."""
     given = [memory.content for memory in context.knowledge]
     given += [turn.text for turn in context.recent_turns]
+    given += [said] if said is not None else []
     listed = "\n".join(f"- {one_line(line)}" for line in given) or "- nothing"
     return f"What the character was given:\n{listed}\nThe reply: {text}"
 

@@ -9,6 +9,8 @@ import orjson
 import pytest
 
 from projections.decision import decision
+from projections.policy import resolve
+from projections.projector import Projector
 from projections.recall import RecallQuery, recall
 from projections.runtime_read import BadRead, NotFound
 from schemas.policy import Policy
@@ -46,6 +48,7 @@ def decide(
     world: str = "save-1",
     timeline: str = "main",
     now_ms: int = START_MS,
+    policy: Policy | None = None,
 ) -> Any:
     found = decision(
         state,
@@ -56,7 +59,7 @@ def decide(
         npc,
         after_seq,
         player,
-        Policy(),
+        policy or Policy(),
         now_ms,
     )
     return answer(found)
@@ -189,6 +192,43 @@ def test_without_turns_the_context_has_none_and_the_prompt_says_nothing_of_them(
         "Mara knows nothing beyond this.",
         "The referee's verdict on what Ilse just said: none.",
     ]
+
+
+SECRET = {"text": "Keep this between us."}
+PRIVATE = {"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse", "privacy": "full"}}
+WITHOUT_DIALOGUE = resolve(None, {"memory": {"dialogue": {"enabled": False}}})
+
+
+@pytest.mark.parametrize(
+    ("entities", "policy"),
+    [
+        (PRIVATE, None),
+        ({"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse"}}, WITHOUT_DIALOGUE),
+    ],
+    ids=["privacy-full-player", "dialogue-off"],
+)
+def test_the_line_answered_that_no_turn_holds_is_quoted_before_the_verdict_on_it(
+    entities: dict[str, Any], policy: Policy | None
+) -> None:
+    """The verdict is on what the player just said: a prompt without the line gave it alone."""
+    projector = Projector(policies=lambda tenant, world: policy or Policy())
+    said = line(1, SAID, **TO_MARA, payload=SECRET, entities=entities)
+    state = replay_lines([said], projector).state
+    context = decide(1, state=state, world="talk", policy=policy)
+    assert context["recent_turns"] == []
+    assert context["prompt"].splitlines()[-2:] == [
+        'What Ilse just said to Mara, word for word: "Keep this between us."',
+        "The referee's verdict on what Ilse just said: none.",
+    ]
+
+
+def test_a_line_of_the_character_or_another_player_is_not_quoted_as_the_players() -> None:
+    replied = talk(3)  # Mara's own reply, in the turns
+    assert "just said to" not in replied["prompt"]
+    state = replay_lines(
+        [line(1, REPLIED, **TO_ILSE, payload={"text": "Leave."}, entities=PRIVATE)]
+    ).state
+    assert "just said to" not in decide(1, state=state, world="talk")["prompt"]
 
 
 def test_the_turns_are_as_of_the_event_and_a_reload_forgets_the_lines_after_the_save() -> None:

@@ -81,3 +81,25 @@ def test_a_name_the_character_said_in_the_recent_turns_is_no_invention() -> None
 def test_a_relation_the_model_found_twice_is_listed_once() -> None:
     found = with_relations(_checked("Ask my brother.", 6), ["my brother", "my brother"])
     assert [(one.name, one.kind) for one in found.inventions] == [("my brother", "relation")]
+
+
+def test_a_reply_may_name_what_the_event_it_answers_names_though_no_knowledge_is_of_it() -> None:
+    """Ilse gives Mara the locket after ten thefts, which outrank the gift: no memory of the
+    decision's knowledge is of the locket, and thanking her for it was flagged as invented."""
+    declared = {
+        "player-1": {"name": "Ilse"},
+        "npc-mara": {"name": "Mara"},
+        "item-locket": {"name": "Silver Locket", "kind": "item"},
+    }
+    to_mara = {"actor": "player-1", "target": "npc-mara", "players": ["player-1"]}
+
+    def event(seq: int, key: str, **fields: object) -> bytes:
+        at = {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key}
+        return orjson.dumps(at | {"location": "loc-inn"} | to_mara | fields)
+
+    thefts = [event(seq, "crime.purse-stolen") for seq in range(2, 12)]
+    gift = event(12, "trade.gift-given", payload={"item": "item-locket"})
+    lines = [event(1, "world.entity-declared", entities=declared), *thefts, gift]
+    checked = _checked("Why, thank you for the Silver Locket.", 12, lines)
+    assert (checked.found.inventions, checked.found.action) == ([], "allow")
+    assert _checked("Why, thank you for the Silver Comb.", 12, lines).found.inventions

@@ -806,10 +806,10 @@ def test_a_reply_naming_the_place_its_character_is_at_passes_when_the_line_names
     )
 
 
-def test_a_reply_may_name_what_the_line_it_answers_said_though_the_line_is_in_no_turn() -> None:
+def _asked_in_no_turn() -> MemoryState:
     """Ilse keeps no turns (`privacy: "full"`), and a dozen attacks on Mara are more important
-    than her question: its memory is not among the ten the decision knows. The name she asked
-    about was flagged in Mara's answer, as if nobody had given it."""
+    than her question at 14 ("Have you seen Bertram Vell?"): its memory is not among the ten
+    the decision knows."""
     declared = {"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse", "privacy": "full"}}
 
     def line(seq: int, key: str, **fields: Any) -> bytes:
@@ -829,8 +829,18 @@ def test_a_reply_may_name_what_the_line_it_answers_said_though_the_line_is_in_no
         payload={"text": "Have you seen Bertram Vell?"},
     )
     entered = line(1, "loreweaver.movement.location-entered", actor="npc-mara", entities=declared)
-    reads = MemoryReads(replay_lines([entered, *attacks, asked]).state)
-    path = "/v2/memory/runtime/npcs/npc-mara/{}?world_instance_id=w&timeline_id=main&after_seq=14"
+    return replay_lines([entered, *attacks, asked]).state
+
+
+ASKED_IN_NO_TURN = (
+    "/v2/memory/runtime/npcs/npc-mara/{}?world_instance_id=w&timeline_id=main&after_seq=14"
+)
+
+
+def test_a_reply_may_name_what_the_line_it_answers_said_though_the_line_is_in_no_turn() -> None:
+    """The name Ilse asked about was flagged in Mara's answer, as if nobody had given it."""
+    reads = MemoryReads(_asked_in_no_turn())
+    path = ASKED_IN_NO_TURN
     [(status, decided)] = serve(reads, (path.format("decision"), {}))
     assert status == 200 and decided["recent_turns"] == []
     assert not any("Bertram" in memory["content"] for memory in decided["knowledge"])
@@ -887,6 +897,22 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
     )
     model_server.behaviour = "error"  # without the model's answer, the rules' check stands
     assert check(reply, MODEL_WEIGHING, model()) == (200, {"inventions": names, "action": "flag"})
+
+
+def test_the_model_checking_a_reply_is_given_the_line_it_answers_though_it_is_in_no_turn(
+    model_server: ScriptedModel,
+) -> None:
+    """Asked of what the knowledge and the turns gave alone, a model could take "your friend
+    Bertram Vell" for a relation nobody gave: the line that gave it was left out."""
+    reads = MemoryReads(
+        _asked_in_no_turn(), policy=MODEL_WEIGHING, model=ModelClient(model_server.url, "scripted")
+    )
+    model_server.relations = []
+    reply = b'{"text": "Your friend Bertram Vell left at dawn."}'
+    assert post(reads, ASKED_IN_NO_TURN.format("reply-check"), reply)[0] == 200
+    (asked,) = model_server.requests
+    given = asked["messages"][1]["content"].split("The reply:")[0]
+    assert "- Have you seen Bertram Vell?" in given.splitlines()
 
 
 def test_a_model_that_hangs_holds_one_reply_check_its_deadline_not_every_one() -> None:
