@@ -26,6 +26,7 @@ from streams.settings import (
 if TYPE_CHECKING:
     from streams.publish import Line
     from streams.rebuild import Named, Rebuilt, World
+    from streams.show import Query
 
 SCHEMA_DIR = Path("schemas", "json")
 """Where `schemas export` writes by default, from where it runs: a checkout's root holds the
@@ -715,7 +716,7 @@ def _read_for_command(
     url: str | None,
     api_key: str | None,
     path: str,
-    query: dict[str, str],
+    query: Query,
     render: Callable[[dict[str, Any]], str],
     posted: Any = None,
 ) -> str:
@@ -746,6 +747,9 @@ def _read_for_command(
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
 @click.option("--cues", default=None, help="entity ids to cue on, separated by ','")
+@click.option(
+    "--cue", "whole", multiple=True, help="an entity id to cue on, taken whole (one with a ',')"
+)
 @click.option("--limit", default=10, show_default=True, type=int)
 @_read_options
 def recall_command(
@@ -754,6 +758,7 @@ def recall_command(
     world: str,
     timeline: str,
     cues: str | None,
+    whole: tuple[str, ...],
     limit: int,
     url: str | None,
     api_key: str | None,
@@ -762,8 +767,15 @@ def recall_command(
     """Print what a character recalls for QUERY, as a table."""
     from streams.show import read_path, recall_table
 
-    asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
-    asked |= _flag_query(cues=cues, tenant_id=tenant)
+    asked: dict[str, str | tuple[str, ...]] = {
+        "world_instance_id": world,
+        "timeline_id": timeline,
+        "q": query,
+        "limit": str(limit),
+    }
+    asked |= _flag_query(tenant_id=tenant)
+    if cues is not None or whole:  # an empty --cues is passed on, as every flag is
+        asked["cues"] = (*([] if cues is None else cues.split(",")), *whole)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 

@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, View, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from rocksdict import Rdict, WriteBatch
+from yarl import URL
 
 from benchmarks.story import encoded, tavern_story
 from projections.branch_diff import branch_diff
@@ -263,6 +264,31 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     assert [m["seq"] for m in body["knowledge"]] == [2]
     said = "I will find your son. Where was he last seen?"  # no real time: it never expires
     assert [(t["seq"], t["text"]) for t in body["recent_turns"]] == [(2, said)]
+
+
+def test_a_recall_cue_holding_an_escaped_comma_is_one_id_and_a_comma_written_separates() -> None:
+    """The contract allows an id with a comma: split once the query was decoded, the cue was
+    refused as two ids though its comma was escaped."""
+    sailor = "npc-drunk,sailor"
+    lines = TAVERN.replace(b'"npc-drunk-sailor"', orjson.dumps(sailor)).splitlines()
+    reads = MemoryReads(replay_lines(lines).state)
+
+    async def ask(query: str) -> tuple[int, Any]:
+        client = served_client(reads)
+        await client.start_server()
+        try:  # sent as written: aiohttp's client unescapes a query's %2C by default
+            reply = await client.get(URL(RECALL + query, encoded=True))
+            return reply.status, await reply.json()
+        finally:
+            await client.close()
+
+    (escaped, found) = asyncio.run(ask("&cues=npc-drunk%2Csailor,+player-1"))
+    (written, refused) = asyncio.run(ask("&cues=npc-drunk,sailor"))
+    assert (escaped, found["searched"]["cues"]) == (200, 2)
+    assert (written, refused["detail"]) == (
+        400,
+        "unknown cue 'npc-drunk': no entity of that id in this world",
+    )
 
 
 def test_a_recall_and_a_decision_note_the_world_they_search_for_its_vectors() -> None:
