@@ -19,6 +19,7 @@ No model is called.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import get_args
 
 import orjson
 from pydantic import TypeAdapter
@@ -27,7 +28,7 @@ from projections.catalogue import StoredDeclarations, display_name
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
-from projections.memory_store import MemoryKeys, formed_between, load_held, load_memory
+from projections.memory_store import MemoryKeys, load_held, load_memory
 from projections.recall import (
     DEEP_SEARCH_DEPTH,
     SEARCH_DEPTH,
@@ -44,7 +45,7 @@ from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import place_of
 from projections.wording import named_on_one_line, one_line
-from schemas.memory import DecisionRead, KnowledgeRead, Memory, TurnRead, Verdict
+from schemas.memory import DecisionRead, KnowledgeRead, Memory, MemoryKind, TurnRead, Verdict
 from schemas.policy import Policy
 
 MAX_KNOWLEDGE = 10
@@ -136,12 +137,23 @@ def named_at(
     """Whom and what the character's memories of the event at `seq` are about, and the
     subjects of the facts they hold (a line's claims), each once: the event's content beyond
     its words, as the character took it in. A line about the sailor that never names him in
-    words was answered without what the character believes of the sailor."""
+    words was answered without what the character believes of the sailor. Only the memories
+    the event formed: not news spread to the character at the same position (a meeting, a
+    group exchange), which the event did not say."""
     timeline_id = timeline_at(ancestry, seq)
     if timeline_id is None:
         return []
-    formed = formed_between(tx, keys, timeline_id, seq - 1, seq)
-    held = [memory for memory in formed if memory.character_id == npc_id]
+    tenant, world = keys.tenant_id, keys.world_id
+    held = [
+        memory
+        for kind in get_args(MemoryKind)
+        if (
+            memory := load_memory(
+                tx, keys, npc_id, belief_id(tenant, world, timeline_id, seq, npc_id, kind)
+            )
+        )
+        is not None
+    ]
     named = [entity for memory in held for entity in memory.about]
     return list(
         dict.fromkeys([*named, *(fact.subject for memory in held for fact in memory.facts)])

@@ -37,9 +37,10 @@ What it compares, and what it leaves out:
   place (the event's, else where the character is), each from the 60 most important about it
   (then newest), then the best scored recall of the event's words in story order, at most 10,
   forgotten never, none marked `diverging` (the record never reaches the model); the recall
-  cues on what the character's memories of the event are about or claim facts of, beside the
-  names its words say (the character, the player and the place left out). The verdict,
-  the recent turns and the prompt's wording are left to their own tests.
+  cues on what the character's memories of the event (not news spread there) are about or
+  claim facts of, beside the names its words say (the character, the player and the place
+  left out). The verdict, the recent turns and the prompt's wording are left to their own
+  tests.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from tests.oracle import (
     Oracle,
     OracleNotFound,
     OWorld,
+    belief_id,
     held,
     json_equal,
     retelling,
@@ -534,7 +536,12 @@ def decision(
     # what the character's memories of the event are about or claim facts of cue too (but the
     # character, the player and the place), beside the names its words say
     holding = next(line for line, upto in reversed(seen.segments) if after_seq <= upto)
-    formed = [m for m in seen.mine if (m.timeline, m.seq) == (holding, after_seq)]
+    # formed by the event: not the news spread to the character at the same position
+    formed = [
+        m
+        for m in seen.mine
+        if m.belief_id == belief_id(tenant, world_id, holding, after_seq, npc, m.kind)
+    ]
     named = [
         *names_said(words, names),
         *(entity for m in formed for entity in m.about),

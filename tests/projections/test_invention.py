@@ -8,10 +8,14 @@ import pytest
 
 from projections.decision import decision
 from projections.invention import CheckedReply, inventions, names_in, reply_check, with_relations
+from projections.policy import resolve
+from projections.projector import Projector
 from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
-from tests.projections.test_decision import ASKED, STATE, TAVERN
+from tests.projections.test_decision import ASKED, SAID, STATE, TAVERN
+
+TOLD = "loreweaver.conversation.told"
 
 
 @pytest.mark.parametrize(
@@ -50,15 +54,18 @@ def test_a_name_is_given_when_each_of_its_words_is_given_case_aside() -> None:
     assert {one.kind for one in inventions(reply, given)} == {"name"}
 
 
-def _checked(reply: str, seq: int, lines: list[bytes] | None = None) -> CheckedReply:
-    """The reply check of Mara's `reply` at the tavern's position `seq` (or after `lines`)."""
-    state = STATE if lines is None else replay_lines(lines).state
+def _checked(
+    reply: str, seq: int, lines: list[bytes] | None = None, policy: Policy | None = None
+) -> CheckedReply:
+    """The reply check of Mara's `reply` at the tavern's position `seq` (or after `lines`,
+    under `policy`)."""
+    policy = policy or Policy()
+    projector = Projector(policies=lambda tenant, world: policy)
+    state = STATE if lines is None else replay_lines(lines, projector).state
     context = decision(
-        state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", seq, None, Policy(), 0
+        state, SqliteRecallIndex(), "default", "save-1", "main", "npc-mara", seq, None, policy, 0
     )
-    return reply_check(
-        state, "default", "save-1", "main", "npc-mara", seq, context, reply, Policy()
-    )
+    return reply_check(state, "default", "save-1", "main", "npc-mara", seq, context, reply, policy)
 
 
 def test_a_name_the_character_said_in_the_recent_turns_is_no_invention() -> None:
@@ -83,6 +90,21 @@ def test_a_relation_the_model_found_twice_is_listed_once() -> None:
     assert [(one.name, one.kind) for one in found.inventions] == [("my brother", "relation")]
 
 
+TO_MARA = {"actor": "player-1", "target": "npc-mara", "players": ["player-1"]}
+
+
+def _event(seq: int, key: str, **fields: object) -> bytes:
+    at = {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key}
+    return orjson.dumps(at | {"location": "loc-inn"} | fields)
+
+
+THEFTS = [
+    _event(seq, "crime.purse-stolen", game_time=f"day 1, 08:{seq:02d}", **TO_MARA)
+    for seq in range(2, 12)
+]
+"""Ten thefts: what the decision knows of Ilse, more important than anything after them."""
+
+
 def test_a_reply_may_name_what_the_event_it_answers_names_though_no_knowledge_is_of_it() -> None:
     """Ilse gives Mara the locket after ten thefts, which outrank the gift: no memory of the
     decision's knowledge is of the locket, and thanking her for it was flagged as invented."""
@@ -91,15 +113,33 @@ def test_a_reply_may_name_what_the_event_it_answers_names_though_no_knowledge_is
         "npc-mara": {"name": "Mara"},
         "item-locket": {"name": "Silver Locket", "kind": "item"},
     }
-    to_mara = {"actor": "player-1", "target": "npc-mara", "players": ["player-1"]}
-
-    def event(seq: int, key: str, **fields: object) -> bytes:
-        at = {"world_instance_id": "save-1", "timeline_id": "main", "seq": seq, "key": key}
-        return orjson.dumps(at | {"location": "loc-inn"} | to_mara | fields)
-
-    thefts = [event(seq, "crime.purse-stolen") for seq in range(2, 12)]
-    gift = event(12, "trade.gift-given", payload={"item": "item-locket"})
-    lines = [event(1, "world.entity-declared", entities=declared), *thefts, gift]
+    gift = _event(12, "trade.gift-given", payload={"item": "item-locket"}, **TO_MARA)
+    lines = [_event(1, "world.entity-declared", entities=declared), *THEFTS, gift]
     checked = _checked("Why, thank you for the Silver Locket.", 12, lines)
     assert (checked.found.inventions, checked.found.action) == ([], "allow")
     assert _checked("Why, thank you for the Silver Comb.", 12, lines).found.inventions
+
+
+def test_news_spread_to_the_character_at_the_event_answered_is_not_given_to_the_reply() -> None:
+    """Ilse's line opens a new interval of Mara's guild, whose exchange passes Mara the news of
+    Bertram at the same position: the decision never gave it (ten thefts fill its knowledge),
+    and naming Bertram or Rook passed as something the line said."""
+    spreading = resolve(None, {"memory": {"spreading": {"enabled": True}}})
+    declared = {
+        "player-1": {"name": "Ilse"},
+        "npc-mara": {"name": "Mara", "group": "guild"},
+        "npc-tomas": {"name": "Tomas", "group": "guild"},
+        "npc-bertram": {"name": "Bertram"},
+        "npc-rook": {"name": "Rook"},
+    }
+    news = {"content": "Bertram sank the ferry", "about": ["npc-bertram"]}
+    lines = [
+        _event(1, "world.entity-declared", entities=declared, game_time="day 1, 08:00"),
+        *THEFTS,
+        _event(
+            12, TOLD, actor="npc-rook", target="npc-tomas", payload=news, game_time="day 1, 08:30"
+        ),
+        _event(13, SAID, payload={"text": "Good evening."}, game_time="day 1, 14:00", **TO_MARA),
+    ]
+    checked = _checked("Yes, Bertram sank the ferry, said Rook.", 13, lines, spreading)
+    assert [one.name for one in checked.found.inventions] == ["Bertram", "Rook"]
