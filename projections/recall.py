@@ -38,6 +38,7 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from schemas import EntityDeclaration
+from schemas.events import MAX_ID_LENGTH
 from schemas.memory import BeliefRead, RecalledMemory, RecallRead, SearchCounts
 from schemas.policy import Policy
 
@@ -180,6 +181,29 @@ class Recalling:
         return RecallRead(memories=[recalled(one) for one in chosen], searched=searched)
 
 
+def cue_ids(pieces: Sequence[str], known: Callable[[str], bool]) -> list[str]:
+    """The entity ids `cues` names, given as the pieces its commas part (`a,b`): an id may hold
+    commas itself (the contract allows any characters), so a run of pieces that, joined by
+    their commas, names an entity of the world is that entity, the longest run first; every
+    other piece is an id. Spaces around an id go, and empty pieces with them. Escaping cannot
+    tell the commas apart: a client's form encoding escapes every comma (`%2C`)."""
+    ids: list[str] = []
+    start = 0
+    while start < len(pieces):
+        end = start + 1
+        for longest in range(start + 2, len(pieces) + 1):
+            joined = ",".join(pieces[start:longest]).strip()
+            if len(joined) > MAX_ID_LENGTH:  # no id is longer: the pieces are ids of their own
+                break
+            if known(joined):
+                end = longest
+        cue = ",".join(pieces[start:end]).strip()
+        if cue:
+            ids.append(cue)
+        start = end
+    return ids
+
+
 def recall(
     tx: StateTransaction,
     index: RecallIndex,
@@ -200,14 +224,19 @@ def recall(
     if not index.holds_any(scope):
         raise NotFound(f"{npc_id!r} remembers nothing on timeline {timeline_id!r}")
     declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
-    for cue in query.cues:
-        if (
-            cue not in declared
-            and not index.mentions(tenant_id, world_id, cue)
-            and not whereabouts.reported(tx, tenant_id, world_id, ancestry, cue)
-        ):
+
+    def known(cue: str) -> bool:
+        return (
+            cue in declared
+            or index.mentions(tenant_id, world_id, cue)
+            or whereabouts.reported(tx, tenant_id, world_id, ancestry, cue)
+        )
+
+    asked = cue_ids(query.cues, known)
+    for cue in asked:
+        if not known(cue):
             raise BadRead(f"unknown cue {cue!r}: no entity of that id in this world")
-    cues = list(dict.fromkeys([*query.cues, *declared_named_in(query.text, declared)]))
+    cues = list(dict.fromkeys([*asked, *declared_named_in(query.text, declared)]))
     candidates, now, searched = search(
         tx, index, keys, scope, query.text, cues, query.limit, policy
     )

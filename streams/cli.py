@@ -26,7 +26,6 @@ from streams.settings import (
 if TYPE_CHECKING:
     from streams.publish import Line
     from streams.rebuild import Named, Rebuilt, World
-    from streams.show import Query
 
 SCHEMA_DIR = Path("schemas", "json")
 """Where `schemas export` writes by default, from where it runs: a checkout's root holds the
@@ -716,7 +715,7 @@ def _read_for_command(
     url: str | None,
     api_key: str | None,
     path: str,
-    query: Query,
+    query: dict[str, str],
     render: Callable[[dict[str, Any]], str],
     posted: Any = None,
 ) -> str:
@@ -747,9 +746,6 @@ def _read_for_command(
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
 @click.option("--cues", default=None, help="entity ids to cue on, separated by ','")
-@click.option(
-    "--cue", "whole", multiple=True, help="an entity id to cue on, taken whole (one with a ',')"
-)
 @click.option("--limit", default=10, show_default=True, type=int)
 @_read_options
 def recall_command(
@@ -758,7 +754,6 @@ def recall_command(
     world: str,
     timeline: str,
     cues: str | None,
-    whole: tuple[str, ...],
     limit: int,
     url: str | None,
     api_key: str | None,
@@ -767,15 +762,8 @@ def recall_command(
     """Print what a character recalls for QUERY, as a table."""
     from streams.show import read_path, recall_table
 
-    asked: dict[str, str | tuple[str, ...]] = {
-        "world_instance_id": world,
-        "timeline_id": timeline,
-        "q": query,
-        "limit": str(limit),
-    }
-    asked |= _flag_query(tenant_id=tenant)
-    if cues is not None or whole:  # an empty --cues is passed on, as every flag is
-        asked["cues"] = (*([] if cues is None else cues.split(",")), *whole)
+    asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
+    asked |= _flag_query(cues=cues, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 

@@ -7,9 +7,8 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote_plus
 
 import orjson
 
@@ -37,7 +36,9 @@ class ReadFailed(Exception):
         """The HTTP status of the error answered; None when none was."""
 
 
-def fetch(settings: Settings, path: str, query: Query, posted: Any = None) -> dict[str, Any]:
+def fetch(
+    settings: Settings, path: str, query: dict[str, str], posted: Any = None
+) -> dict[str, Any]:
     """GET a worker's JSON answer, or POST `posted` as JSON when given (any worker: it forwards
     to the world's owner). A body that is not a JSON object raises `ReadFailed` with its start:
     a mistyped URL may reach another web server, which answers 200 too."""
@@ -54,24 +55,10 @@ def fetch(settings: Settings, path: str, query: Query, posted: Any = None) -> di
     return answer
 
 
-Query = Mapping[str, str | tuple[str, ...]]
-"""A read's query parameters: a tuple is a list of ids (`recall`'s `cues`)."""
-
-
-def query_string(query: Query) -> str:
-    """`query` percent-encoded; a list's ids each escaped whole, a comma in one too, and joined
-    by commas as written, as the worker reads a list (`streams.web.query_ids`)."""
-    return "&".join(
-        f"{quote_plus(name)}="
-        + (",".join(map(quote_plus, value)) if isinstance(value, tuple) else quote_plus(value))
-        for name, value in query.items()
-    )
-
-
-def fetch_body(settings: Settings, path: str, query: Query, posted: Any = None) -> bytes:
+def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
     """GET (or POST `posted` as JSON) a worker's answer as it is sent (JSON or a picture); an
     error raises `ReadFailed` with the worker's `detail`, or what else answered."""
-    url = f"{settings.canonical_url}{path}?{query_string(query)}"
+    url = f"{settings.canonical_url}{path}?{urllib.parse.urlencode(query)}"
     sent = None if posted is None else orjson.dumps(posted)
     request = urllib.request.Request(url, data=sent)
     if sent is not None:

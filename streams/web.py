@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, cast
-from urllib.parse import unquote_plus, unquote_to_bytes
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
@@ -205,18 +205,6 @@ def query_text(request: Request, name: str, *, default: str | None = None) -> st
     if len(values) > 1:
         raise HTTPProblem(400, f"query parameter {name!r} must be given once")
     return values[0]
-
-
-def query_ids(request: Request, name: str) -> tuple[str, ...]:
-    """A list of ids in one query parameter given at most once, separated by commas as written:
-    a comma escaped (`%2C`) is one of an id's characters (an id may hold any), and was taken
-    for a separator once the query was decoded. Spaces around each id go; empty ones too."""
-    query_text(request, name, default="")  # given once
-    for pair in cast(Any, request).rel_url.raw_query_string.split("&"):  # an aiohttp request
-        key, _, raw = pair.partition("=")
-        if unquote_plus(key) == name:
-            return tuple(cue for part in raw.split(",") if (cue := unquote_plus(part).strip()))
-    return ()
 
 
 def query_position(request: Request, name: str) -> int | None:
@@ -456,7 +444,7 @@ class Recall(WorldRead):
     def read(self, request: Request, scope: ReadScope, params: Mapping[str, str]) -> object:
         timeline_id = query_identifier(request, "timeline_id")
         text = query_text(request, "q")
-        cues = query_ids(request, "cues")
+        cues = query_text(request, "cues", default="")
         limit = query_text(request, "limit", default=str(DEFAULT_LIMIT))
         significant = limit.lstrip("0")  # `007` is 7, as `as_of_seq=007` is; a long one is no int
         if not limit.isascii() or not limit.isdigit() or len(significant) > len(str(MAX_LIMIT)):
@@ -470,7 +458,7 @@ class Recall(WorldRead):
             params["npc_id"],
             RecallQuery(
                 text,
-                cues,
+                tuple(cues.split(",")) if cues else (),
                 int(limit),
             ),
             scope.policy,

@@ -14,7 +14,7 @@ from projections.decision import decision
 from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import RecallQuery, named_in, recall
+from projections.recall import RecallQuery, cue_ids, named_in, recall
 from projections.recall_choice import Candidate, choose, recency
 from projections.recall_fusion import candidate_count, fuse, ranks_of
 from projections.retention import Retention
@@ -445,3 +445,20 @@ def test_a_memory_formed_past_the_story_now_is_no_more_recent_than_what_just_hap
 def test_over_retrieve_times_the_limit_candidates_go_on_to_the_choice_at_most_sixty() -> None:
     """SPEC 9, step 3."""
     assert [candidate_count(limit, 3) for limit in (1, 5, 20, 21, 50)] == [3, 15, 60, 60, 60]
+
+
+@pytest.mark.parametrize(
+    ("written", "ids"),
+    [
+        ("npc-a, npc-b", ["npc-a", "npc-b"]),
+        ("npc-a,npc-b,,", ["npc-a", "npc-b"]),
+        ("Smith, John,npc-a", ["Smith, John", "npc-a"]),  # an id holding a comma, beside another
+        ("npc-a,b,npc-a", ["npc-a,b", "npc-a"]),  # the longest run naming an entity
+        ("npc-a,c", ["npc-a", "c"]),  # c names nothing: refused as unknown by the recall
+    ],
+)
+def test_cues_are_parted_by_their_commas_but_where_a_run_joined_names_an_entity(
+    written: str, ids: list[str]
+) -> None:
+    known = {"npc-a", "npc-b", "Smith, John", "npc-a,b"}
+    assert cue_ids(written.split(","), known.__contains__) == ids

@@ -26,7 +26,6 @@ from aiohttp.test_utils import TestClient, TestServer
 from faust.web import Request, Response, View, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from rocksdict import Rdict, WriteBatch
-from yarl import URL
 
 from benchmarks.story import encoded, tavern_story
 from projections.branch_diff import branch_diff
@@ -266,26 +265,39 @@ def test_recall_serves_what_the_projector_and_index_find() -> None:
     assert [(t["seq"], t["text"]) for t in body["recent_turns"]] == [(2, said)]
 
 
-def test_a_recall_cue_holding_an_escaped_comma_is_one_id_and_a_comma_written_separates() -> None:
-    """The contract allows an id with a comma: split once the query was decoded, the cue was
-    refused as two ids though its comma was escaped."""
+def test_a_recall_cue_holding_a_comma_is_the_entity_it_names_escaped_or_not() -> None:
+    """The contract allows an id with a comma: split at each comma, the cue was refused as two
+    ids (or cued another entity). A client's form encoding escapes every comma (`%2C`), so
+    escaping cannot tell the id's commas from those between ids: the world's entities do."""
     sailor = "npc-drunk,sailor"
     lines = TAVERN.replace(b'"npc-drunk-sailor"', orjson.dumps(sailor)).splitlines()
-    reads = MemoryReads(replay_lines(lines).state)
+    state = replay_lines(lines).state
 
-    async def ask(query: str) -> tuple[int, Any]:
-        client = served_client(reads)
-        await client.start_server()
-        try:  # sent as written: aiohttp's client unescapes a query's %2C by default
-            reply = await client.get(URL(RECALL + query, encoded=True))
-            return reply.status, await reply.json()
-        finally:
-            await client.close()
+    def cued(*cues: str) -> Any:
+        index = SqliteRecallIndex()
+        found = recall(
+            state,
+            index,
+            "default",
+            "save-1",
+            "main",
+            "npc-mara",
+            RecallQuery("son", cues),
+            Policy(),
+        )
+        return json_of(found.read())
 
-    (escaped, found) = asyncio.run(ask("&cues=npc-drunk%2Csailor,+player-1"))
-    (written, refused) = asyncio.run(ask("&cues=npc-drunk,sailor"))
-    assert (escaped, found["searched"]["cues"]) == (200, 2)
-    assert (written, refused["detail"]) == (
+    answers = serve(
+        MemoryReads(state),
+        (RECALL + "&cues=npc-drunk,sailor", {}),
+        (RECALL + "&cues=player-1%2C+npc-drunk%2Csailor", {}),  # as urlencode sends "a, b"
+        (RECALL + "&cues=npc-drunk,sailors", {}),
+    )
+    [alone, beside, (refused, unknown)] = answers
+    assert alone == (200, cued(sailor)) and alone[1]["searched"]["cues"] > 0
+    assert beside == (200, cued("player-1", sailor))
+    assert cued("player-1", sailor) != cued(sailor)
+    assert (refused, unknown["detail"]) == (
         400,
         "unknown cue 'npc-drunk': no entity of that id in this world",
     )
