@@ -96,8 +96,9 @@ MOST_PROBLEMS_LISTED = 5
 """The problems of an invalid event a reason lists (`explain`), then how many
 more there are: the first few say what is wrong, and the message is kept whole to see the rest."""
 MOST_NESTED = 200
-"""The most levels arrays and objects nest within a message's own object that pydantic's JSON
-parser reads (its recursion limit): `payload` holds 199 more."""
+"""The most levels values nest within a message's own object that pydantic's JSON parser reads
+(its recursion limit): `payload` holds 199 more, a string or number counting as one (the 200th
+level holds only empty arrays and objects)."""
 MOST_QUOTED_CHARS = 100
 """The most a reason quotes of anything the message chose, its key or where in it a problem is
 (`projections.intake`): longer ones are shown by their start and their length."""
@@ -521,7 +522,7 @@ def identity_of(value: bytes) -> dict[str, Any]:
     identity: dict[str, Any] = dict.fromkeys(
         ("tenant_id", "world_instance_id", "timeline_id", "seq")
     )
-    document = _document(value)
+    document = _readable(value)
     if not isinstance(document, dict):
         return identity
     for name in ("world_instance_id", "timeline_id", "tenant_id"):
@@ -547,6 +548,31 @@ def _document(value: bytes, constant: Callable[[str], Any] = float) -> Any:
         return json.loads(value, parse_constant=constant)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return None
+
+
+def _readable(value: bytes) -> Any:
+    """`_document`, or the JSON read past what breaks the contract elsewhere in the message:
+    bytes that are not UTF-8 (a Latin-1 `é` in a line), raw control characters in a string,
+    an integer of more digits than Python reads. Each made a message naming its world,
+    timeline and seq correctly acked naming none. An id holding such bytes names none still
+    (read as lone surrogates: not UTF-8 text)."""
+    document = _document(value)
+    if document is not None:
+        return document
+    try:
+        text = value.decode(errors="surrogateescape")
+        return json.loads(text, parse_constant=float, parse_int=_any_int, strict=False)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _any_int(digits: str) -> int | float:
+    """An integer however many digits it has: past what Python reads, an infinity of its sign
+    (no seq is so large: refused as one all the same)."""
+    try:
+        return int(digits)
+    except ValueError:
+        return float("-inf") if digits.startswith("-") else float("inf")
 
 
 NAMEABLE_ID: TypeAdapter[str] = TypeAdapter(NameableId)
@@ -597,6 +623,8 @@ def explain(error: ValidationError, what: str = "invalid event") -> str:
             if problem.startswith("recursion limit exceeded"):  # valid JSON, too deep to read
                 deep = f"arrays and objects nest over {MOST_NESTED} levels deep"
                 return f"not read: {deep} ({problem})"
+            if problem.startswith("number out of range"):  # valid JSON, thousands of digits
+                return f"not read: a number too long to read, far out of range ({problem})"
             return " ".join(f"not valid JSON: {problem}".split())
         if len(problems) < MOST_PROBLEMS_LISTED:
             where = ".".join(str(part) for part in item["loc"]) or "message"

@@ -385,6 +385,53 @@ def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(
     )
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        pytest.param(b'"caf\xe9"', "not valid JSON: invalid unicode code point", id="latin-1"),
+        pytest.param(b'"a\tb"', "not valid JSON: control character", id="raw-tab"),
+        pytest.param(b"9" * 4301, "not read: a number too long to read", id="4301-digits"),
+    ],
+)
+def test_an_event_broken_past_its_identity_is_acked_naming_its_world_timeline_and_seq(
+    value: bytes, reason: str
+) -> None:
+    """A Latin-1 `é` in a line, a raw tab in a string, an integer past the digits Python reads:
+    each made the ack and dead letter name no world, timeline or seq, though the message named
+    them rightly, and a game server matching acks never learnt the event's outcome."""
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k","payload":{"v":%s}}'
+    feed = Feed()
+    taken = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw % value))
+    [refused], [letter] = taken.acks, taken.dead_letters
+    assert (refused.world_instance_id, refused.timeline_id, refused.seq) == ("w", "main", 7)
+    assert (refused.tenant_id, letter.world_instance_id) == ("default", "w")
+    assert letter.reason.startswith(reason)
+
+
+def test_a_world_id_that_is_not_utf8_is_named_by_no_ack() -> None:
+    raw = b'{"world_instance_id":"w\xe9","timeline_id":"main","seq":7,"key":"k"}'
+    feed = Feed()
+    [refused] = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw)).acks
+    assert (refused.world_instance_id, refused.timeline_id, refused.seq) == (None, "main", 7)
+
+
+@pytest.mark.parametrize(
+    ("inner", "taken"),
+    [
+        (b"", True),  # 200 levels: payload, and 199 arrays in it
+        (b"1", False),  # a number inside the 200th is a 201st
+        (b'"x"', False),
+    ],
+)
+def test_the_200th_level_holds_only_empty_arrays_and_objects(inner: bytes, taken: bool) -> None:
+    """The README said 200 levels; a value inside the 200th counts as one more."""
+    nested = b"[" * (MOST_NESTED - 1) + inner + b"]" * (MOST_NESTED - 1)
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":1,"key":"k","payload":{"v":%s}}'
+    feed = Feed()
+    [ack] = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw % nested)).acks
+    assert (ack.outcome.value == "processed") is taken
+
+
 @pytest.mark.parametrize(("depth", "taken"), [(MOST_NESTED - 1, True), (MOST_NESTED, False)])
 def test_a_payload_nested_too_deep_is_refused_as_such_not_as_invalid_json(
     depth: int, taken: bool
