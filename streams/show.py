@@ -130,8 +130,10 @@ def start_of(body: bytes) -> str:
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A titled, aligned text table; `(none)` when there are no rows."""
-    cells = [[_cell(value) for value in row] for row in rows]
+    """A titled, aligned text table; `(none)` when there are no rows. The last column (the
+    words: a memory's content, a record, a turn) is shown whole, nothing after it to align."""
+    last = len(columns) - 1
+    cells = [[_cell(value, whole=i == last) for i, value in enumerate(row)] for row in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
 
     def line(values: Sequence[str]) -> str:
@@ -195,11 +197,12 @@ def mind_tables(mind: dict[str, Any]) -> str:
     )
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, whole: bool = False) -> str:
     """A table cell: on one line (a name or words holding a line break drew a row of their
-    own), cut to 70 characters."""
+    own), cut to 70 characters unless `whole` (the records and lines said to be shown word for
+    word were cut too)."""
     text = "" if value is None else for_terminal(one_line(str(value)))  # before the widths
-    return text if len(text) <= 70 else text[:67] + "..."
+    return text if whole or len(text) <= 70 else text[:67] + "..."
 
 
 def provenance_chain(found: dict[str, Any]) -> str:

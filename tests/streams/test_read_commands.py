@@ -538,3 +538,18 @@ def test_recall_cues_on_an_id_holding_a_comma_beside_another() -> None:
     assert printed(alone).startswith("searched: 1 by cues,")
     assert "Ilse enemy defeated" in printed(alone)  # the fight Mara saw, the sailor in it
     assert printed(beside).startswith("searched: 2 by cues,")
+
+
+def test_the_records_and_lines_said_to_be_word_for_word_are_printed_whole() -> None:
+    """`chronicle` and `dialogue` print the records and turns word for word: each was cut to
+    67 characters and `...`, as every table cell was."""
+    long_line = "I will find your son. He was last seen boarding the Grey Heron at the north pier."
+    state = replay_lines(TAVERN.replace(SAID.encode(), long_line.encode()).splitlines()).state
+    world = ["--world", "save-1"]
+    chronicle, dialogue = rumourmill(
+        state,
+        ["chronicle", "npc-mara", *world],
+        ["dialogue", "npc-mara", *world, "--player", "player-1"],
+    )
+    assert long_line in printed(chronicle)
+    assert long_line in printed(dialogue)
