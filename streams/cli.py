@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from streams.settings import (
-    ENV_PREFIX,
     Settings,
     SettingsError,
     unknown_variables,
@@ -155,13 +154,6 @@ def worker(**flags: Any) -> None:
         raise SystemExit(error.exit_code) from None
 
 
-def _as_given(field: str, flags: Mapping[str, Any]) -> str:
-    """How a setting was given: its flag when typed (in `flags`), else its variable."""
-    if flags.get(field) is not None:
-        return f"--{field.replace('_', '-')}"
-    return f"{ENV_PREFIX}{field.upper()}"
-
-
 def _check_data_dir(data_dir: Path, named: str) -> None:
     """Stop the worker at once, saying why (the setting `named` as given), when `data_dir`
     cannot hold its state: a file, a path that cannot be made, a read-only volume (each was a
@@ -222,8 +214,8 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
-    _check_data_dir(settings.data_dir, _as_given("data_dir", flags))
-    _check_web_address(settings, _as_given("web_port", flags))
+    _check_data_dir(settings.data_dir, settings.named("data_dir"))
+    _check_web_address(settings, settings.named("web_port"))
     logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
     _on_kafka(settings, ensure_topics(settings, changelog=True))
     mill = create_app(settings)
@@ -413,7 +405,7 @@ def dev(story: Path | None, web_port: int | None) -> None:
     settings = _settings(web_port=web_port)
     story = story or DEMO_STORY
     lines = _checked_lines(story, settings.max_event_bytes)
-    _check_web_address(settings, _as_given("web_port", {"web_port": web_port}))
+    _check_web_address(settings, settings.named("web_port"))
     run_demo(story, lines, settings)
 
 

@@ -23,6 +23,7 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -270,6 +271,8 @@ class Settings(BaseSettings):
     """Everything rumourmill is told from outside; field `name` is `RUMOURMILL_NAME`."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    _flags: dict[str, str] = PrivateAttr(default_factory=dict)
+    """The fields given by a command's flags, and each flag's name (`named`)."""
 
     broker: Annotated[Brokers, Field(min_length=1)] = ("127.0.0.1:9092",)
     """Kafka bootstrap brokers: `host:port` or `kafka://host:port`, several separated by `,`."""
@@ -533,13 +536,21 @@ class Settings(BaseSettings):
         `--field-name`.
         """
         given = {name: value for name, value in flags.items() if value is not None}
+        named = {
+            name: (flag_names or {}).get(name, f"--{name.replace('_', '-')}") for name in given
+        }
         try:
-            return cls(**given)
+            settings = cls(**given)
         except ValidationError as error:
-            named = {
-                name: (flag_names or {}).get(name, f"--{name.replace('_', '-')}") for name in given
-            }
             raise SettingsError(explain_settings(error, named)) from None
+        settings._flags = named
+        return settings
+
+    def named(self, field: str) -> str:
+        """How the setting `field` was given, for a message about its value: the flag typed
+        (`from_env`'s), else its variable (an error naming the variable sent an operator who
+        typed `--partitions 8` looking for a variable nobody set)."""
+        return self._flags.get(field, f"{ENV_PREFIX}{field.upper()}")
 
     def environment(self) -> dict[str, str]:
         """These settings as the `RUMOURMILL_*` variables a child process reads them from."""

@@ -77,8 +77,8 @@ def check_partitions(counts: Mapping[str, int], settings: Settings) -> None:
     if wrong:
         raise PartitionsDisagree(
             f"topic {', '.join(wrong)} partition(s), the settings say {settings.partitions} "
-            "(RUMOURMILL_PARTITIONS); every worker and command of a deployment needs the count "
-            "its topics have"
+            f"({settings.named('partitions')}); every worker and command of a deployment needs "
+            "the count its topics have"
         )
 
 

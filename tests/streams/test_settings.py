@@ -16,6 +16,7 @@ from yarl import URL
 
 from streams.cli import main
 from streams.settings import ENV_PREFIX, Settings, SettingsError
+from streams.topics import PartitionsDisagree, check_partitions
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| `(RUMOURMILL_\w+)` \| (?:`(--[\w-]+)`)? *\| ([^|]*) \|", re.MULTILINE)
@@ -357,3 +358,20 @@ def test_a_command_stops_at_start_on_a_bad_variable() -> None:
     result = CliRunner().invoke(main, ["worker"], env={"RUMOURMILL_WEB_PORT": "abc"})
     assert result.exit_code == 1
     assert "RUMOURMILL_WEB_PORT='abc': Input should be a valid integer" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "variable", "named"),
+    [({"partitions": 2}, None, "--partitions"), ({}, "2", "RUMOURMILL_PARTITIONS")],
+)
+def test_a_partition_count_the_topics_disagree_with_is_named_as_it_was_given(
+    monkeypatch: pytest.MonkeyPatch, flags: dict[str, int], variable: str | None, named: str
+) -> None:
+    """`--partitions 8` typed and no variable set: the refusal named RUMOURMILL_PARTITIONS."""
+    monkeypatch.delenv("RUMOURMILL_PARTITIONS", raising=False)
+    if variable is not None:
+        monkeypatch.setenv("RUMOURMILL_PARTITIONS", variable)
+    settings = Settings.from_env(**flags)
+    with pytest.raises(PartitionsDisagree) as refused:
+        check_partitions({"rumourmill.events": 1}, settings)
+    assert f"the settings say 2 ({named});" in str(refused.value)
