@@ -45,6 +45,9 @@ from schemas.policy import Policy
 MAX_QUERY_CHARACTERS = 1000
 MAX_LIMIT = 50
 DEFAULT_LIMIT = 10
+MAX_CUE_PIECES = 20
+"""The most comma-parted pieces `cues` may hold: each is weighed as the start of an id holding
+commas (`cue_ids`), a lookup per run; 60,000 empty ones held the event loop for 30 s."""
 SEARCH_DEPTH = 60
 """Each search hands at most this many memories to fusion (the candidate cap)."""
 DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
@@ -126,6 +129,8 @@ class RecallQuery:
             raise BadRead(f"'q' must be at most {MAX_QUERY_CHARACTERS} characters")
         if not 1 <= self.limit <= MAX_LIMIT:
             raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
+        if len(self.cues) > MAX_CUE_PIECES:
+            raise BadRead(f"'cues' must hold at most {MAX_CUE_PIECES} ids (parted by commas)")
 
 
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:
