@@ -419,7 +419,7 @@ class SqliteRecallIndex:
             parts.append("(i.persistent = 0 AND i.timeline_id = ? AND i.seq <= ?)")
             parameters += [segment.timeline_id, segment.upto_seq]
         return (
-            f"i.tenant = ? AND i.world = ? AND i.character = ? AND ({' OR '.join(parts)})",
+            f"i.tenant = ? AND i.world = ? AND i.character = ? AND {_either(parts)}",
             [scope.tenant_id, scope.world_id, scope.character, *parameters],
         )
 
@@ -702,6 +702,17 @@ class SqliteRecallIndex:
         """Forget everything of a world (deleted, or its partition moved to another worker)."""
         self._forget_world(tenant_id, world_id)
         self.refused_models = {r for r in self.refused_models if r[:2] != (tenant_id, world_id)}
+
+
+def _either(conditions: list[str]) -> str:
+    """SQL conditions joined by OR, in order, as a balanced tree: SQLite refuses an expression
+    over 1,000 levels deep, and a flat chain is as deep as it is long (a save loaded from a
+    chain of 993 saves failed every recall and decision); its planner splits nested ORs as it
+    splits a chain."""
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return f"({_either(conditions[:middle])} OR {_either(conditions[middle:])})"
 
 
 def _block_ids(number: int) -> tuple[int, int]:

@@ -512,3 +512,36 @@ def test_a_recall_reads_again_only_the_timelines_that_moved_since_the_last(
         assert found.memories
         again[count] = len(decoded)
     assert again[300] == again[10]
+
+
+def test_a_save_loaded_from_a_chain_of_a_thousand_saves_recalls_through_them_all() -> None:
+    """The search's visibility was one OR per save of the chain, and SQLite refuses an
+    expression over 1,000 deep: from 993 saves on, every recall and decision failed (500)."""
+
+    def told(timeline: str, seq: int, text: str, **more: object) -> bytes:
+        event = {"world_instance_id": "w", "timeline_id": timeline, "seq": seq, "key": TOLD}
+        said = {"actor": "npc-tomas", "target": "npc-mara", "payload": {"content": text}}
+        return orjson.dumps(event | said | more)
+
+    lines = [told("t0", 1, "The dragon burned the village")]
+    lines += [
+        told(
+            f"t{d}",
+            d + 1,
+            f"save {d} loaded",
+            branch={"parent_timeline_id": f"t{d - 1}", "after_seq": d},
+        )
+        for d in range(1, 1001)
+    ]
+    state = replay_lines(lines).state
+    found = recall(
+        state,
+        SqliteRecallIndex(),
+        "default",
+        "w",
+        "t1000",
+        "npc-mara",
+        RecallQuery("dragon"),
+        Policy(),
+    ).read()
+    assert [memory.content for memory in found.memories] == ["The dragon burned the village"]
