@@ -408,6 +408,20 @@ def test_an_event_broken_past_its_identity_is_acked_naming_its_world_timeline_an
     assert letter.reason.startswith(reason)
 
 
+def test_a_large_event_broken_past_its_identity_is_acked_naming_it_under_a_raised_limit() -> None:
+    """With `RUMOURMILL_MAX_EVENT_BYTES` raised, a broken event of 300 KB is no oversized one:
+    read leniently up to 256 KB only, its ack named no world, timeline or seq."""
+    filler = b"[" + b"0," * 150_000 + b"0]"
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k",'
+    raw += b'"payload":{"v":"caf\xe9","f":%s}}'
+    feed = Feed(Projector(max_event_bytes=700_000))
+    [refused] = feed.projector.receive(
+        feed.state, SourceMessage("t", 0, 0, b"w", raw % filler)
+    ).acks
+    assert (refused.world_instance_id, refused.timeline_id, refused.seq) == ("w", "main", 7)
+    assert refused.reason is not None and refused.reason.startswith("not valid JSON")
+
+
 def test_a_world_id_that_is_not_utf8_is_named_by_no_ack() -> None:
     raw = b'{"world_instance_id":"w\xe9","timeline_id":"main","seq":7,"key":"k"}'
     feed = Feed()
