@@ -130,7 +130,7 @@ class RecallQuery:
         if not 1 <= self.limit <= MAX_LIMIT:
             raise BadRead(f"'limit' must be from 1 to {MAX_LIMIT}")
         if len(self.cues) > MAX_CUE_PIECES:
-            raise BadRead(f"'cues' must hold at most {MAX_CUE_PIECES} ids (parted by commas)")
+            raise BadRead(f"'cues' must hold at most {MAX_CUE_PIECES} pieces between commas")
 
 
 def named_in(text: str, names: Mapping[str, str]) -> list[str]:

@@ -595,7 +595,7 @@ async def outputs_owed(
     await refuse_running(live)
     if not any(committed[partition] for partition, (first, end) in spans.items() if end > first):
         warn(
-            f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
+            f"the consumer group {live.app_id!r} ({live.named('app_id')}) has committed nothing on"
             " the events topic: no acks, dead letters or change records are sent for the"
             " events rebuilt"
         )
@@ -881,7 +881,7 @@ async def events_not_processed_live(
     hiding what differs)."""
     if not any(committed[partition] for partition, (first, end) in folded.items() if end > first):
         warn(
-            f"the consumer group {live.app_id!r} (RUMOURMILL_APP_ID) has committed nothing on"
+            f"the consumer group {live.app_id!r} ({live.named('app_id')}) has committed nothing on"
             " the events topic: not the live workers' app id? Worlds are compared whatever"
             " they have processed"
         )

@@ -135,6 +135,7 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     last = len(columns) - 1
     cells = [[_cell(value, whole=i == last) for i, value in enumerate(row)] for row in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    widths[last] = min(widths[last], max(len(columns[last]), CELL_CHARS))  # its rule: no ruler
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
@@ -197,12 +198,16 @@ def mind_tables(mind: dict[str, Any]) -> str:
     )
 
 
+CELL_CHARS = 70
+"""The most a table cell shows, but the last column's."""
+
+
 def _cell(value: Any, whole: bool = False) -> str:
     """A table cell: on one line (a name or words holding a line break drew a row of their
-    own), cut to 70 characters unless `whole` (the records and lines said to be shown word for
+    own), cut to `CELL_CHARS` unless `whole` (the records and lines said to be shown word for
     word were cut too)."""
     text = "" if value is None else for_terminal(one_line(str(value)))  # before the widths
-    return text if whole or len(text) <= 70 else text[:67] + "..."
+    return text if whole or len(text) <= CELL_CHARS else text[: CELL_CHARS - 3] + "..."
 
 
 def provenance_chain(found: dict[str, Any]) -> str:

@@ -540,6 +540,13 @@ def test_recall_cues_on_an_id_holding_a_comma_beside_another() -> None:
     assert printed(beside).startswith("searched: 2 by cues,")
 
 
+def test_a_tables_last_column_is_shown_whole_under_a_rule_no_longer_than_a_cell() -> None:
+    """Shown whole, a memory of 2,000 characters drew a rule of 2,000 dashes."""
+    _, _, rule, row = table("t", ["seq", "content"], [[1, "word " * 400]]).splitlines()
+    assert row == "1    " + ("word " * 400).strip()
+    assert rule == "---  " + "-" * 70
+
+
 def test_the_records_and_lines_said_to_be_word_for_word_are_printed_whole() -> None:
     """`chronicle` and `dialogue` print the records and turns word for word: each was cut to
     67 characters and `...`, as every table cell was."""

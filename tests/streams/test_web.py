@@ -582,7 +582,11 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
         (RECALL.replace("q=son&", ""), 400, "'q' is required"),
         (RECALL.replace("son", "x" * 1001), 400, "at most 1000 characters"),
         (RECALL + "&cues=npc-nobody", 400, "unknown cue 'npc-nobody'"),
-        (RECALL + "&cues=" + "," * 20, 400, "'cues' must hold at most 20 ids"),  # 21 pieces
+        (
+            RECALL + "&cues=" + "," * 20,
+            400,
+            "'cues' must hold at most 20 pieces between commas",
+        ),  # 21 pieces
         (RECALL + "&limit=0", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=51", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
