@@ -486,9 +486,8 @@ def world_key(value: bytes) -> bytes | None:
 def refuse(message: SourceMessage, reason: str, kept_bytes: int | None = None) -> Intake:
     """Dead-letter a message that cannot be taken in, with a `rejected` ack naming what it can
     (`dead_letter`, keeping at most `kept_bytes` of its value); the reason of both is bounded."""
-    # read once (a large message takes a while), past what breaks it unless it is refused for
-    # its size: read so, a megabyte of small arrays took 0.1 s of the partition's time
-    identity = identity_of(message.value, lenient=kept_bytes is None)
+    # read once: a large message takes a while
+    identity = identity_of(message.value, within_limit=kept_bytes is None)
     letter = dead_letter(message, reason, kept_bytes, identity)
     return Intake(
         acks=[Ack(outcome=Outcome.REJECTED, reason=letter.reason, **identity)],
@@ -527,13 +526,21 @@ SEQ = TypeAdapter(Seq, config=ConfigDict(strict=True))
 """A seq as the contract reads one: `3` and `3.0` alike, never `true` or `"3"`."""
 
 
-def identity_of(value: bytes, *, lenient: bool = False) -> dict[str, Any]:
-    """The identity fields a message names correctly, even when the rest of it is broken;
-    `lenient`: read past what breaks the contract elsewhere in it (`_readable`), as the ack
-    of a message refused for it does."""
+MOST_LENIENT_BYTES = 256 * 1024
+"""The largest message whose identity is read past what breaks the contract (`_readable`)
+whatever the limit on a message's size: beyond, only one within the limit is (read so, a
+megabyte of small arrays took 0.1 s of the partition's time, and an oversized message is no
+bounded size)."""
+
+
+def identity_of(value: bytes, *, within_limit: bool = False) -> dict[str, Any]:
+    """The identity fields a message names correctly, even when the rest of it is broken
+    (read past what breaks it up to `MOST_LENIENT_BYTES`, or whatever its size `within_limit`,
+    `RUMOURMILL_MAX_EVENT_BYTES`)."""
     identity: dict[str, Any] = dict.fromkeys(
         ("tenant_id", "world_instance_id", "timeline_id", "seq")
     )
+    lenient = within_limit or len(value) <= MOST_LENIENT_BYTES
     document = _readable(value) if lenient else _document(value)
     if not isinstance(document, dict):
         return identity

@@ -422,6 +422,17 @@ def test_a_large_event_broken_past_its_identity_is_acked_naming_it_under_a_raise
     assert refused.reason is not None and refused.reason.startswith("not valid JSON")
 
 
+def test_a_small_broken_event_over_a_lowered_limit_is_acked_naming_it_and_keyed_by_it() -> None:
+    """Refused for its size, a broken event was read strictly whatever its size, and named
+    nothing; `publish --raw` and `replay` key a line by the same read (`world_key`)."""
+    raw = b'{"world_instance_id":"w","timeline_id":"main","seq":7,"key":"k","payload":{"v":"\xe9"}}'
+    feed = Feed(Projector(max_event_bytes=50))
+    [refused] = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw)).acks
+    assert (refused.world_instance_id, refused.timeline_id, refused.seq) == ("w", "main", 7)
+    assert refused.reason is not None and refused.reason.startswith("message is")
+    assert world_key(raw) == b"w"
+
+
 def test_a_world_id_that_is_not_utf8_is_named_by_no_ack() -> None:
     raw = b'{"world_instance_id":"w\xe9","timeline_id":"main","seq":7,"key":"k"}'
     feed = Feed()
