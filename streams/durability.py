@@ -47,7 +47,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from faust.exceptions import ConsumerNotStarted
 from faust.stores.rocksdb import Store
 from faust.types import TP, RecordMetadata, TableT
-from rocksdict import Checkpoint, Rdict
+from rocksdict import AccessType, Checkpoint, Options, Rdict
 
 from streams.changelog import FORMAT
 from streams.kafka_clients import kafka_options
@@ -244,12 +244,22 @@ def prepare_partition(files: PartitionFiles, changelog: Changelog, now_ms: int) 
     if not files.db.exists():
         return "no local state: recovery replays the whole changelog"
     stamp = Stamp.read(files.stamp)
-    reason = reason_to_discard(stamp, changelog, partition, now_ms)
+    reason = reason_to_discard(stamp, changelog, partition, now_ms) or _unopenable(files.db)
     if reason is not None or stamp is None:
         _remove(files.db, files.stamp)
         return f"local state discarded ({reason}): recovery replays the whole changelog"
     origin = "checkpoint restored" if restored else "local state kept"
     return f"{origin}: recovery replays the changelog after offset {stamp.changelog_offset}"
+
+
+def _unopenable(db: Path) -> str | None:
+    """Why the copy at `db` does not open, if it does not (a file of it lost or damaged on the
+    disk): kept by its stamp alone, it stopped the worker at every start."""
+    try:
+        Rdict(str(db), options=Options(raw_mode=True), access_type=AccessType.read_only()).close()
+    except Exception as error:  # rocksdict raises Exception itself, saying what RocksDB said
+        return f"it does not open: {' '.join(str(error).split())}"
+    return None
 
 
 def _settle_checkpoint(files: PartitionFiles) -> None:

@@ -108,6 +108,18 @@ def test_a_clean_copy_is_kept_as_it_is(tmp_path: Path) -> None:
     assert value_in(files) == b"after, never confirmed"
 
 
+def test_a_copy_that_does_not_open_is_thrown_away_not_kept_by_its_stamp(tmp_path: Path) -> None:
+    """A table file lost on the disk: kept by its stamp alone, the copy stopped the worker at
+    every start (RocksDB's `Corruption`), where the changelog holds all of it."""
+    files = live_copy(tmp_path, checkpointed=True)
+    for table in files.db.glob("*.sst"):
+        table.unlink()
+    outcome = prepare_partition(files, CHANGELOG, NOW_MS)
+    assert outcome.startswith("local state discarded (it does not open: Corruption")
+    assert outcome.endswith("recovery replays the whole changelog")
+    assert not files.db.exists()
+
+
 def test_a_dirty_copy_gives_way_to_its_checkpoint(tmp_path: Path) -> None:
     files = live_copy(tmp_path, checkpointed=True)
     files.dirty.touch()
