@@ -51,6 +51,8 @@ from streams.json_service import ClosedAtStop
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.kafka_clients import faust_credentials
 from streams.logs import logger
+from streams.loop_stalls import TICK_SECONDS as STALL_TICK_SECONDS
+from streams.loop_stalls import LoopStalls
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.outputs import Delivery, Outputs
@@ -87,6 +89,8 @@ RECOVERY_LOG_SECONDS = 5.0
 """How often recovery reports its progress."""
 SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
+HEARTBEAT_SECONDS = 2.0
+"""How often a worker tells the group it is alive."""
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint, or to stamp
 (`LocalDurability.checkpoint_due`, `stamp_due`)."""
@@ -446,6 +450,10 @@ class Rumourmill:
     """Derived local state for recall, caught up from the projections as it is searched."""
     read_cache: ReadCache = field(default_factory=ReadCache)
     """The runtime reads the web views answered, kept encoded (`streams.read_cache`)."""
+    stalls: LoopStalls = field(
+        default_factory=lambda: LoopStalls(SESSION_TIMEOUT_SECONDS - HEARTBEAT_SECONDS)
+    )
+    """When the event loop stood still: a batch it stood still during is not sent."""
     reranker: Reranker | None = None
     """Recall's reranker (section 9, step 4); None when none is configured."""
     draining: threading.Event = field(default_factory=threading.Event)
@@ -501,6 +509,7 @@ class Rumourmill:
         them, and the values kept of every partition with them.
         """
         await self.state.all_settled()  # the batch before, if its wait was cancelled
+        started = self.stalls.clock()
         self.metrics.batch_events.observe(len(messages))
         transactions: dict[int, BatchTransaction] = {}
         try:
@@ -512,6 +521,7 @@ class Rumourmill:
             self.state.lay_in(partition, tx, self.metrics.laying_in.observe)
         self.forget_deleted(intake for intakes in taken.values() for _, intake in intakes)
         try:
+            self.stalls.check(since=started)  # before anything of the batch is sent
             return await self._sent(taken, writes)
         finally:
             for partition in transactions:
@@ -768,7 +778,7 @@ def create_app(settings: Settings) -> Rumourmill:
         producer_max_batch_size=settings.changelog_batch_bytes,
         producer_max_request_size=MOST_RECORD_BYTES,
         stream_buffer_maxsize=MOST_BATCH_EVENTS,
-        broker_heartbeat_interval=2.0,
+        broker_heartbeat_interval=HEARTBEAT_SECONDS,
     )
     topic_options: dict[str, Any] = {
         "partitions": settings.partitions,
@@ -853,6 +863,12 @@ def create_app(settings: Settings) -> Rumourmill:
     @app.timer(WATCH_SECONDS)  # type: ignore[untyped-decorator]
     async def watch_progress() -> None:
         await progress.check()
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def watch_the_loop() -> None:  # a task of its own: no other work delays its ticks
+        while True:
+            mill.stalls.tick()
+            await asyncio.sleep(STALL_TICK_SECONDS)
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
