@@ -8,8 +8,13 @@ back thousands of events, and those events, committed by the new owner, were nev
 again. A batch the loop stalled during is not sent: the worker stops, and starts again from the
 changelog (the local copy written since its last checkpoint is never reused).
 
+A stall is the loop's thread standing still, not working: a loop held by its own work (the
+deletion of a tenant of millions of keys took 8 to 12 s) used the CPU all along, and stopping
+for it stopped the worker at every start, the deletion delivered again each time.
+
 What this cannot see: a stall that ended before a batch was taken (a pause while idle, events
-already fetched taken on resume) and records the producer held, unsent, when the pause began.
+already fetched taken on resume), records the producer held, unsent, when the pause began, and
+a loop held by its own work past the session timeout.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from collections.abc import Callable
 
 TICK_SECONDS = 0.5
 """How often the loop is seen moving (`LoopStalls.tick`)."""
+WORKING_SHARE = 0.5
+"""A loop that stood still past the allowance is taken for paused, not for working, when its
+thread ran on the CPU for less than this share of the time."""
 
 
 class WorkerStalled(Exception):
@@ -28,31 +36,48 @@ class WorkerStalled(Exception):
 class LoopStalls:
     """When the loop was last seen moving, and when it last came back from a stall."""
 
-    def __init__(self, stall_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stall_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.stall_seconds = stall_seconds
         """How long the loop may stand still: the session timeout less a heartbeat interval
         (the last heartbeat may have gone that much before the loop stopped)."""
         self.clock = clock
-        self.last_tick: float | None = None
-        """When the loop was last seen moving (None before the first tick)."""
+        self.cpu = cpu
+        """The CPU time of the loop's thread (`tick` and `check` run on it)."""
+        self.last_tick: tuple[float, float] | None = None
+        """When the loop was last seen moving, by `clock` and by `cpu` (None before a tick)."""
         self.resumed: tuple[float, float] | None = None
         """The last stall past `stall_seconds`: when it ended, and how long it lasted."""
 
     def tick(self) -> None:
         """The loop moves (called every `TICK_SECONDS` by a task of its own)."""
-        now = self.clock()
-        if self.last_tick is not None and now - self.last_tick > self.stall_seconds:
-            self.resumed = (now, now - self.last_tick)
-        self.last_tick = now
+        stood = self._standing()
+        if stood is not None:
+            self.resumed = (self.clock(), stood)
+        self.last_tick = (self.clock(), self.cpu())
 
     def check(self, since: float) -> None:
         """Raise `WorkerStalled` if the loop stood still past `stall_seconds` after `since` (a
         batch's start, by `clock`), or stands still now (no tick has run since it stopped)."""
-        now = self.clock()
-        if self.last_tick is not None and now - self.last_tick > self.stall_seconds:
-            raise WorkerStalled(_why(now - self.last_tick, self.stall_seconds))
+        stood = self._standing()
+        if stood is not None:
+            raise WorkerStalled(_why(stood, self.stall_seconds))
         if self.resumed is not None and self.resumed[0] >= since:
             raise WorkerStalled(_why(self.resumed[1], self.stall_seconds))
+
+    def _standing(self) -> float | None:
+        """How long the loop has stood still since the last tick, if past `stall_seconds` and
+        not working (its thread off the CPU for most of it)."""
+        if self.last_tick is None:
+            return None
+        wall, worked = self.clock() - self.last_tick[0], self.cpu() - self.last_tick[1]
+        if wall > self.stall_seconds and worked < WORKING_SHARE * wall:
+            return wall
+        return None
 
 
 def _why(stood: float, allowed: float) -> str:
