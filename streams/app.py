@@ -51,13 +51,12 @@ from streams.json_service import ClosedAtStop
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.kafka_clients import faust_credentials
 from streams.logs import logger
-from streams.loop_stalls import TICK_SECONDS as STALL_TICK_SECONDS
-from streams.loop_stalls import LoopStalls
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.outputs import Delivery, Outputs
 from streams.partitioning import partition_of, world_partition
 from streams.policies import PolicyFeed, log_conflict
+from streams.process_stalls import ProcessStalls
 from streams.progress_watch import WATCH_SECONDS, ProgressWatch
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
@@ -450,10 +449,12 @@ class Rumourmill:
     """Derived local state for recall, caught up from the projections as it is searched."""
     read_cache: ReadCache = field(default_factory=ReadCache)
     """The runtime reads the web views answered, kept encoded (`streams.read_cache`)."""
-    stalls: LoopStalls = field(
-        default_factory=lambda: LoopStalls(SESSION_TIMEOUT_SECONDS - HEARTBEAT_SECONDS)
+    stalls: ProcessStalls = field(
+        default_factory=lambda: ProcessStalls(
+            SESSION_TIMEOUT_SECONDS - HEARTBEAT_SECONDS, SESSION_TIMEOUT_SECONDS
+        )
     )
-    """When the event loop stood still: a batch it stood still during is not sent."""
+    """When the process stood still: a batch it stood still during is not sent."""
     reranker: Reranker | None = None
     """Recall's reranker (section 9, step 4); None when none is configured."""
     draining: threading.Event = field(default_factory=threading.Event)
@@ -865,10 +866,8 @@ def create_app(settings: Settings) -> Rumourmill:
         await progress.check()
 
     @app.task  # type: ignore[untyped-decorator]
-    async def watch_the_loop() -> None:  # a task of its own: no other work delays its ticks
-        while True:
-            mill.stalls.tick()
-            await asyncio.sleep(STALL_TICK_SECONDS)
+    async def watch_for_stalls() -> None:
+        mill.stalls.start()  # a thread: the event loop's own work stops no heartbeat
 
     @app.agent(events, concurrency=1)
     async def ingest(stream: faust.StreamT[bytes]) -> None:
