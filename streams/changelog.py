@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -28,6 +29,7 @@ from faust.types import RecordMetadata
 from faust.types.core import HeadersArg
 
 from projections.record_bounds import BATCH_OVERHEAD, CHANGELOG_HEADROOM, RECORD_OVERHEAD
+from streams.process_stalls import since_boot
 
 Records = dict[bytes, bytes | None]
 """State keys and their last value in a batch (None: deleted), in the order of their last
@@ -149,9 +151,20 @@ MOST_WAITING = 4
 slows the agent."""
 
 
+Guard = Callable[[float], None]
+"""Raises when a batch asked to be sent at a time (by `process_stalls.since_boot`) may no longer
+be sent: the process stood still since (`ProcessStalls.check`)."""
+
+
 @dataclass
 class ChangelogWriter:
     """Sends each partition's record batches in order, each once the one before is stored."""
+
+    guard: Guard | None = None
+    """Asked right before each batch goes to the producer: a batch waits for those before it,
+    and a pause during that wait let it go out after another worker took its partition."""
+    clock: Callable[[], float] = since_boot
+    """The guard's clock: when a batch was asked to be sent."""
 
     last: dict[int, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
     """Per partition, the delivery of the last batch sent."""
@@ -186,6 +199,7 @@ class ChangelogWriter:
         """
         waiting = self.waiting[partition]
         deliveries = []
+        asked = self.clock()
         for records in batches:
             while waiting and waiting[0].done():
                 waiting.popleft()
@@ -199,7 +213,14 @@ class ChangelogWriter:
             before = [*after, *([] if previous is None else [previous])]
             delivery: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
             sending = asyncio.ensure_future(
-                _send_after(before, producer, batch, topic, partition, len(records), delivery)
+                _send_after(
+                    before,
+                    producer,
+                    batch,
+                    (topic, partition, len(records)),
+                    delivery,
+                    None if self.guard is None else partial(self.guard, asked),
+                )
             )
             self.sending.add(sending)
             sending.add_done_callback(self.sending.discard)
@@ -214,15 +235,18 @@ async def _send_after(
     before: Sequence[Awaitable[Any]],
     producer: AIOKafkaProducer,
     batch: BatchBuilder,
-    topic: str,
-    partition: int,
-    count: int,
+    where: tuple[str, int, int],
     delivery: asyncio.Future[RecordMetadata],
+    guard: Callable[[], None] | None,
 ) -> None:
-    """Send `batch` once every one of `before` is stored; `delivery` resolves as it does."""
+    """Send `batch` (to topic and partition, `where`, with how many records) once every one of
+    `before` is stored and `guard` raises nothing; `delivery` resolves as it does."""
+    topic, partition, count = where
     try:
         if before:
             await asyncio.gather(*map(asyncio.shield, before))
+        if guard is not None:
+            guard()
         stored = await producer.send_batch(batch, topic, partition=partition)
     except asyncio.CancelledError:
         delivery.cancel()

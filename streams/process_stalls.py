@@ -1,7 +1,7 @@
 """Stalls of the whole worker process, and the batches they make unsafe to send.
 
 A worker process that stood still past its session timeout (a pause: SIGSTOP, `docker pause`, a
-frozen VM or host) may have lost its partitions to another worker without knowing it yet: its
+suspended host) may have lost its partitions to another worker without knowing it yet: its
 consumer's heartbeats stood still with it. Resumed mid-batch, it went on and sent the batch's
 state writes to the changelog after the new owner's, which a recovery then laid over them: the
 state went back thousands of events, and those events, committed by the new owner, were never
@@ -31,6 +31,15 @@ TICK_SECONDS = 0.5
 """How often the ticking thread looks at the clock (`ProcessStalls.tick`)."""
 
 
+def since_boot() -> float:
+    """Seconds by a clock that runs while the host is suspended, as the broker's session timer
+    does (Linux's CLOCK_BOOTTIME; the monotonic clock elsewhere, which stops then)."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 class WorkerStalled(Exception):
     """The process stood still past its allowance during a batch: it is not sent."""
 
@@ -42,7 +51,7 @@ class ProcessStalls:
         self,
         stall_seconds: float,
         after_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = since_boot,
     ) -> None:
         self.stall_seconds = stall_seconds
         """How long the process may stand still: the session timeout less a heartbeat interval
@@ -91,7 +100,7 @@ class ProcessStalls:
 def _why(stood: float, allowed: float) -> str:
     return (
         f"the worker stood still for {stood:.1f} s, past the {allowed:.0f} s a session allows"
-        " (a pause: SIGSTOP, a frozen VM or host): another worker may own its partitions now,"
-        " and this batch's state writes could land after its own; the batch is not sent, and a"
-        " start takes the state from the changelog"
+        " (a pause: SIGSTOP, docker pause, a suspended host): another worker may own its"
+        " partitions now, and this batch's state writes could land after its own; the batch is"
+        " not sent, and a start takes the state from the changelog"
     )

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.changelog import ChangelogWriter, PartitionWrites, Records, record_size
+from streams.process_stalls import ProcessStalls, WorkerStalled
 from streams.topics import ensure_topics
 from tests.support import unique_settings
 
@@ -204,3 +205,28 @@ def test_deliveries_their_waiter_gave_up_on_fail_quietly_as_the_producer_stops(
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         asyncio.run(interrupted())
     assert [record.getMessage() for record in caplog.records] == []
+
+
+def test_a_batch_the_process_stood_still_behind_is_refused_as_it_goes_to_the_producer() -> None:
+    """A changelog batch waits for the change feed's deliveries: a pause during that wait (after
+    the batch's own check) let it go to the producer after another worker took the partition."""
+
+    async def run() -> None:
+        now = [100.0]
+        stalls = ProcessStalls(8.0, 10.0, lambda: now[0])
+        for _ in range(4):
+            stalls.tick()
+            now[0] += 0.5
+        producer = HeldProducer()
+        writer = ChangelogWriter(guard=stalls.check, clock=lambda: now[0])
+        feed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        [gated] = await writer.send(
+            cast(AIOKafkaProducer, producer), "t", 0, [{b"k": b"1"}], [feed]
+        )
+        now[0] += 20.0  # paused, then resumed: the feed's delivery is read
+        feed.set_result(None)
+        with pytest.raises(WorkerStalled, match="stood still for 20"):
+            await gated
+        assert producer.held == []  # nothing went to the producer
+
+    asyncio.run(run())
