@@ -837,8 +837,7 @@ def create_app(settings: Settings) -> Rumourmill:
         reranker=Reranker.configured(settings, metrics.rerank_call),
     )
     state.send_acks = mill.send_world_acks
-    # each changelog batch, as it goes to the producer, by the clock the stalls are told by
-    state.writer.guard, state.writer.clock = mill.stalls.check, mill.stalls.clock
+    state.writer.stalls = mill.stalls  # each changelog batch, as it goes to the producer
     app.add_dependency(ClosedAtStop([client for client in (judge.client, mill.reranker) if client]))
     register_views(app, mill)
 

@@ -29,7 +29,7 @@ from faust.types import RecordMetadata
 from faust.types.core import HeadersArg
 
 from projections.record_bounds import BATCH_OVERHEAD, CHANGELOG_HEADROOM, RECORD_OVERHEAD
-from streams.process_stalls import since_boot
+from streams.process_stalls import ProcessStalls
 
 Records = dict[bytes, bytes | None]
 """State keys and their last value in a batch (None: deleted), in the order of their last
@@ -151,20 +151,14 @@ MOST_WAITING = 4
 slows the agent."""
 
 
-Guard = Callable[[float], None]
-"""Raises when a batch asked to be sent at a time (by `process_stalls.since_boot`) may no longer
-be sent: the process stood still since (`ProcessStalls.check`)."""
-
-
 @dataclass
 class ChangelogWriter:
     """Sends each partition's record batches in order, each once the one before is stored."""
 
-    guard: Guard | None = None
-    """Asked right before each batch goes to the producer: a batch waits for those before it,
-    and a pause during that wait let it go out after another worker took its partition."""
-    clock: Callable[[], float] = since_boot
-    """The guard's clock: when a batch was asked to be sent."""
+    stalls: ProcessStalls | None = None
+    """Asked right before each batch goes to the producer whether the process stood still since
+    the batch was asked to be sent: a batch waits for those before it, and a pause during that
+    wait let it go out after another worker took its partition."""
 
     last: dict[int, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
     """Per partition, the delivery of the last batch sent."""
@@ -199,7 +193,7 @@ class ChangelogWriter:
         """
         waiting = self.waiting[partition]
         deliveries = []
-        asked = self.clock()
+        guard = None if self.stalls is None else partial(self.stalls.check, self.stalls.clock())
         for records in batches:
             while waiting and waiting[0].done():
                 waiting.popleft()
@@ -219,7 +213,7 @@ class ChangelogWriter:
                     batch,
                     (topic, partition, len(records)),
                     delivery,
-                    None if self.guard is None else partial(self.guard, asked),
+                    guard,
                 )
             )
             self.sending.add(sending)

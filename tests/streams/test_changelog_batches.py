@@ -218,7 +218,7 @@ def test_a_batch_the_process_stood_still_behind_is_refused_as_it_goes_to_the_pro
             stalls.tick()
             now[0] += 0.5
         producer = HeldProducer()
-        writer = ChangelogWriter(guard=stalls.check, clock=lambda: now[0])
+        writer = ChangelogWriter(stalls=stalls)
         feed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         [gated] = await writer.send(
             cast(AIOKafkaProducer, producer), "t", 0, [{b"k": b"1"}], [feed]
