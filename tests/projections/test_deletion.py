@@ -19,14 +19,13 @@ from projections.keys import pack, unpack
 from projections.memory_store import persistent_memories_stored
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import RecallQuery, recall
 from projections.runtime_read import NotFound, read_position, runtime_read
 from projections.state import MemoryState
 from schemas.judgements import RecordedJudgement
-from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import messages, replay_lines
 from tests.projections.recorded import Recorded
+from tests.reads import recall_of
 from tests.tavern import TAVERN
 
 POLICY = resolve(
@@ -144,17 +143,7 @@ def test_the_recall_index_forgets_a_deleted_world_and_finds_what_it_holds_anew()
     index = SqliteRecallIndex()
 
     def recalled(state: MemoryState, text: str) -> list[str]:
-        found = recall(
-            state,
-            index,
-            "default",
-            "save-1",
-            "main",
-            "npc-mara",
-            RecallQuery(text, (), 10),
-            Policy(),
-        ).read()
-        return [memory.content for memory in found.memories]
+        return [memory["content"] for memory in recall_of(state, index, text)["memories"]]
 
     assert any("son" in content for content in recalled(replay(story()), "son"))
     daughter = [line.replace(b"your son", b"your daughter") for line in story()]

@@ -14,7 +14,7 @@ from projections.decision import decision
 from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import RecallQuery, cue_ids, named_in, recall
+from projections.recall import cue_ids, named_in
 from projections.recall_choice import Candidate, choose, recency
 from projections.recall_fusion import candidate_count, fuse, ranks_of
 from projections.retention import Retention
@@ -25,7 +25,7 @@ from streams.embedding import Vectors, WordLlamaEmbedder
 from streams.recall_index import SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from tests.projections.test_retention import remembered
-from tests.reads import answer
+from tests.reads import recall_of
 from tests.tavern import TAVERN
 
 PROMISE = "I will find your son. Where was he last seen?"
@@ -67,32 +67,6 @@ def said(seq: int, player: str, text: str, game_time: str) -> bytes:
         payload={"text": text},
         game_time=game_time,
     )
-
-
-def recall_of(
-    state: MemoryState,
-    index: SqliteRecallIndex,
-    text: str,
-    *,
-    npc: str = "npc-mara",
-    timeline: str = "main",
-    cues: tuple[str, ...] = (),
-    limit: int = 10,
-    policy: Policy | None = None,
-    as_of_seq: int | None = None,
-) -> Any:
-    found = recall(
-        state,
-        index,
-        "default",
-        "save-1",
-        timeline,
-        npc,
-        RecallQuery(text, cues, limit),
-        policy or Policy(),
-        as_of_seq,
-    ).read()
-    return answer(found)
 
 
 def embedded(state: MemoryState) -> SqliteRecallIndex:

@@ -63,7 +63,7 @@ from streams.state import (
 from streams.tokens import wordllama_tokens
 from streams.web import ROUTES, WEB_APPLICATION_OPTIONS, Readiness, WorldRead, register_views
 from tests.model_server import MODEL_FEELING, ScriptedModel, serving
-from tests.reads import answer
+from tests.reads import answer, recall_of
 from tests.support import samples_of
 from tests.tavern import TAVERN, TAVERN_LINES
 from tests.tavern_lies import LINES
@@ -245,18 +245,9 @@ def test_a_persistent_memory_formed_later_is_not_served_as_of_an_earlier_positio
 
 
 def test_recall_serves_what_the_projector_and_index_find() -> None:
-    expected = recall(
-        STATE,
-        SqliteRecallIndex(),
-        "default",
-        "save-1",
-        "main",
-        "npc-mara",
-        RecallQuery("son", ("npc-drunk-sailor",), 5),
-        Policy(),
-    ).read()
+    expected = recall_of(STATE, SqliteRecallIndex(), "son", cues=("npc-drunk-sailor",), limit=5)
     [(status, body)] = serve(MemoryReads(STATE), (RECALL + "&cues=npc-drunk-sailor&limit=5", {}))
-    assert (status, body) == (200, json_of(expected))
+    assert (status, body) == (200, expected)
     assert len(body["memories"]) == 2
     [(status, body)] = serve(MemoryReads(STATE), (DECISION, {}))
     assert status == 200
@@ -274,18 +265,7 @@ def test_a_recall_cue_holding_a_comma_is_the_entity_it_names_escaped_or_not() ->
     state = replay_lines(lines).state
 
     def cued(*cues: str) -> Any:
-        index = SqliteRecallIndex()
-        found = recall(
-            state,
-            index,
-            "default",
-            "save-1",
-            "main",
-            "npc-mara",
-            RecallQuery("son", cues),
-            Policy(),
-        )
-        return json_of(found.read())
+        return recall_of(state, SqliteRecallIndex(), "son", cues=cues)
 
     answers = serve(
         MemoryReads(state),
