@@ -27,16 +27,22 @@ class _Change(Contract):
     """What every change names: its id and kind, and the world it happened in."""
 
     change_id: ChangeId
+    """The same for the same change however often it is sent: drop duplicates by it."""
     tenant_id: Identifier
+    """The tenant the world belongs to, as the event named it (`default` when it named none)."""
     world_instance_id: Identifier
+    """The world the change happened in, and the message's key."""
 
 
 class _ChangeAtEvent(_Change):
     """A change one applied event made, at its position and story time."""
 
     timeline_id: Identifier
+    """The timeline the event was applied on (`main` or a branch a load made)."""
     seq: Position
+    """The event's position in its world (`seq` of the event contract)."""
     game_time: str | None
+    """The event's story time as the game gave it (`day D, HH:MM`), if it gave one."""
     story_minutes: Annotated[int, Field(ge=0), AsInteger] | None
     """Story time of the event (minutes since day 0, 00:00), where it gave a `game_time`."""
 
@@ -46,15 +52,25 @@ class BeliefFormed(_ChangeAtEvent):
 
     kind: Literal["belief-formed"]
     character_id: Identifier
+    """The character who holds the memory."""
     belief_id: str
+    """The memory's id in the character's mind, as reads and recall name it."""
     memory_kind: MemoryKind
+    """What the memory is: `event` (something that happened), `knowledge` or `impression`."""
     content: str
+    """The memory as the character would tell it (perhaps wrong)."""
     source: Source
+    """How the character came by it: seen, told first-hand, a rumour, or a player's line."""
     source_entity: Identifier | None
+    """Who told it (for `told`, `rumour` and `player`), if anyone."""
     confidence: Share
+    """How sure the character is of it, 0 to 1."""
     importance: Share
+    """How much it matters to the character, 0 to 1: important memories fade slower."""
     feeling: Feeling
+    """How the character feels about it, from -1 (bad) to 1 (good)."""
     persistent: bool
+    """True when it is held on every timeline of the world (a save/load does not undo it)."""
 
 
 class BeliefWeakened(_ChangeAtEvent):
@@ -62,9 +78,13 @@ class BeliefWeakened(_ChangeAtEvent):
 
     kind: Literal["belief-weakened"]
     character_id: Identifier
+    """The character who holds the memory."""
     belief_id: str
+    """The memory held less firmly, as `belief-formed` named it."""
     confidence_before: Share
+    """How sure the character was of it before the event."""
     confidence: Share
+    """How sure the character is of it now (a player talked it round: the referee)."""
 
 
 class RelationChanged(_ChangeAtEvent):
@@ -73,9 +93,13 @@ class RelationChanged(_ChangeAtEvent):
 
     kind: Literal["relation-changed"]
     character_id: Identifier
+    """The character whose feeling changed."""
     entity_id: Identifier
+    """Whom or what the feeling is toward: a character, a player, a place or another entity."""
     feeling: Feeling
+    """How the character now feels toward the entity, from -1 (bad) to 1 (good)."""
     memories: Annotated[int, Field(ge=1), AsInteger]
+    """How many of the character's memories about the entity the feeling is drawn from."""
 
 
 class RumourPassed(_ChangeAtEvent):
@@ -84,13 +108,19 @@ class RumourPassed(_ChangeAtEvent):
 
     kind: Literal["rumour-passed"]
     teller_id: Identifier
+    """Who passed the news on."""
     listener_id: Identifier
+    """Who heard it."""
     belief_id: str
+    """The memory the listener now holds, as `belief-formed` names it."""
     origin: str
     """The original event or claim: the same news passed along a chain shares it."""
     hops: Hops
+    """How many tellings the news took from whoever saw or first said it (1: first-hand)."""
     confidence: Share
+    """How sure the listener is of it, 0 to 1."""
     content: str
+    """The news as the listener holds it: a retelling may shift, blur or grow a detail."""
 
 
 class WorldDeleted(_Change):

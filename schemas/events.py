@@ -191,9 +191,12 @@ JsonData = TypeAliasType(
 
 
 class Contract(BaseModel):
-    """Base of every message model: immutable, strict, no unknown fields."""
+    """Base of every message model: immutable, strict, no unknown fields; a field's docstring is
+    its description in the exported JSON Schema."""
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, strict=True, extra="forbid", use_attribute_docstrings=True
+    )
 
 
 @lru_cache(maxsize=1 << 12)
