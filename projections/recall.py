@@ -19,6 +19,7 @@ writes projection state.
 
 from __future__ import annotations
 
+import math
 from bisect import insort
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -368,6 +369,15 @@ def held_candidates(
 
 READ_FIELDS = set(BeliefRead.model_fields)
 """The fields of a memory a read shows."""
+RETENTION_PLACES = 4
+
+
+def shown_retention(value: float) -> float:
+    """A retention to 4 places, rounded down: rounded to nearest, a faded memory just under the
+    vivid threshold (0.49996) showed as 0.5, vivid, its content already retold. The float
+    error of the scaling (0.29 x 10,000 is 2899.9999999999995) is rounded away first."""
+    scale = 10**RETENTION_PLACES
+    return math.floor(round(value * scale, 6)) / scale
 
 
 def recalled(chosen: Chosen) -> RecalledMemory:
@@ -375,7 +385,7 @@ def recalled(chosen: Chosen) -> RecalledMemory:
     return RecalledMemory.model_validate(
         {
             **chosen.memory.model_dump(include=READ_FIELDS),
-            "retention": round(chosen.retention, 4),
+            "retention": shown_retention(chosen.retention),
             "score": chosen.score,
         }
     )

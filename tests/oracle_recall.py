@@ -429,7 +429,8 @@ def choose(
             6,
         )
         read = shown(memory, retention, state, view_.folded["record"])
-        chosen.append({**read, "retention": round(retention, 4), "score": score})
+        shown_retention = math.floor(round(retention * 10_000, 6)) / 10_000  # rounded down
+        chosen.append({**read, "retention": shown_retention, "score": score})
     chosen.sort(key=lambda one: (-one["score"], one["belief_id"]))
     return sorted(chosen[:limit], key=story_key), handed
 

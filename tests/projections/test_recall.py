@@ -3,6 +3,7 @@ fusion, retention, story order, timelines; bad queries refused."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,10 +15,10 @@ from projections.decision import decision
 from projections.memory_store import memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
-from projections.recall import cue_ids, named_in
+from projections.recall import cue_ids, named_in, shown_retention
 from projections.recall_choice import Candidate, choose, recency
 from projections.recall_fusion import candidate_count, fuse, ranks_of
-from projections.retention import Retention
+from projections.retention import MINUTES_PER_DAY, Retention, variation
 from projections.runtime_read import BadRead
 from projections.state import MemoryState
 from schemas.policy import Policy
@@ -142,6 +143,23 @@ def test_a_forgotten_memory_is_never_returned_and_a_faded_one_is_retold() -> Non
         "memories"
     ]
     assert (kept["content"], kept["retention"]) == (FIGHT, 1.0)
+
+
+def test_a_memory_just_past_its_half_life_is_answered_faded_not_at_the_vivid_threshold() -> None:
+    """Rounded to nearest, the fight was answered at retention 0.5 (vivid) for minutes after its
+    half-life while its content was already retold: a client tells the two apart by it."""
+    [fight] = recall_of(STATE, INDEX, "x", cues=("npc-drunk-sailor",))["memories"]
+    half_life = 6 * 4 * variation(fight["belief_id"], Policy())  # an event of importance step 3
+    fought = (1 * 24 + 21) * 60 + 5  # day 1, 21:05
+    day, minute = divmod(fought + math.ceil(half_life * MINUTES_PER_DAY), MINUTES_PER_DAY)
+    after = event(
+        6, "weather.rain-began", game_time=f"day {day}, {minute // 60:02}:{minute % 60:02}"
+    )
+    faded = replay_lines([*TAVERN.splitlines()[:5], after]).state
+    [held] = recall_of(faded, SqliteRecallIndex(), "x", cues=("npc-drunk-sailor",))["memories"]
+    assert held["content"] == "Ilse enemy defeated at The Crooked Lantern"  # retold: faded
+    assert held["retention"] == 0.4999
+    assert [shown_retention(value) for value in (0.29, 0.5, 0.99999)] == [0.29, 0.5, 0.9999]
 
 
 def test_a_faded_memory_is_not_found_by_the_detail_it_lost() -> None:
