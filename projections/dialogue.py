@@ -21,6 +21,7 @@ its scope never expires (a file replay of lines without `occurred_at`).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -52,8 +53,10 @@ HOUR_MS = 3_600_000
 def normalised(text: str, max_chars: int) -> str:
     """A line as the conversation keeps it: emoji by name, bracketed annotations injected around
     it (`[whispers]`, `[context: ... [more]]`) gone, spaces collapsed, cut to `max_chars` (the
-    last one an ellipsis) when longer."""
+    last one an ellipsis) when longer; empty when nothing of it is visible."""
     text = " ".join(without_brackets(CUSTOM_EMOJI.sub(r":\1:", text), "[", "]", " ").split())
+    if all(unicodedata.category(char) == "Cf" or char == " " for char in text):
+        return ""  # no visible character (zero-width spaces, a BOM): an empty line
     return cut(text, max_chars)
 
 
@@ -76,21 +79,34 @@ def turn_of(
     ancestry: Ancestry,
     declarations: Declarations,
     policy: DialoguePolicy,
-) -> Turn | None:
-    """The turn an event's line makes, or None when the seed's rules skip it. A line without
-    `location` is said where the character in it is known to be as of the event (state before
-    it, so a replay keeps it in the same place)."""
+) -> Turn | str | None:
+    """The turn an event's line makes; None when the seed's rules skip it (a stop turn, a
+    player declared fully private, no text once normalised); else why the line, not a turn as
+    sent, was not kept (for its ack: it was dropped without a word). A line without `location`
+    is said where the character in it is known to be as of the event (state before it, so a
+    replay keeps it in the same place)."""
     if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
         return None
-    if event.actor is None or event.target is None or event.payload.get("stopped") is True:
+    if event.payload.get("stopped") is True:
         return None
     said_by_player = event.key == PLAYER_SAID
+    if event.actor is None or event.target is None:
+        roles = (
+            ("the player", "the character") if said_by_player else ("the character", "the player")
+        )
+        return f"dialogue line not kept: it needs actor ({roles[0]}) and target ({roles[1]})"
     player, character = (
         (event.actor, event.target) if said_by_player else (event.target, event.actor)
     )
-    text = event.payload.get("text")
-    if not isinstance(text, str) or _fully_private(player, declarations):
+    if _fully_private(player, declarations):
         return None
+    text = event.payload.get("text")
+    if not isinstance(text, str):
+        sent_as_content = "text" not in event.payload and "content" in event.payload
+        hint = " (payload.content was sent: a line's words go in payload.text)"
+        return "dialogue line not kept: payload.text must be the line as text" + (
+            hint if sent_as_content else ""
+        )
     line = normalised(text, policy.max_line_chars)
     if not line:
         return None
@@ -108,8 +124,11 @@ def turn_of(
 
 
 def _fully_private(player: str, declarations: Declarations) -> bool:
+    """Whether the player is declared `privacy: "full"`, however cased and spaced (the seed's
+    own spelling is `FULL`: taken as any other level, the player's every line was kept)."""
     declared = declarations.get(player)
-    return declared is not None and (declared.model_extra or {}).get("privacy") == "full"
+    privacy = None if declared is None else (declared.model_extra or {}).get("privacy")
+    return isinstance(privacy, str) and privacy.strip().casefold() == "full"
 
 
 def _epoch_ms(moment: datetime | None) -> int | None:
@@ -163,8 +182,8 @@ def record_dialogue(
             return "dialogue summary not recorded: memory.dialogue.enabled is false in this world"
         return _record_summary(tx, event, ancestry)
     turn = turn_of(tx, event, ancestry, declarations, policy)
-    if turn is None:
-        return None
+    if not isinstance(turn, Turn):
+        return turn
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)
     seen = (event.tenant_id, event.world_instance_id)
     before_it = as_of(ancestry, event.seq - 1)  # applied again, the event meets its own turn

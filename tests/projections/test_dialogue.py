@@ -216,6 +216,7 @@ def test_a_private_line_skips_the_place_scope_only() -> None:
         ({"stopped": True}, "a stop turn"),
         ({"text": "   "}, "empty"),
         ({"text": "[sighs]"}, "only an annotation"),
+        ({"text": "\u200b \ufeff\u2060"}, "nothing visible: zero-width spaces, a BOM"),
     ],
 )
 def test_stop_turns_and_empty_lines_are_skipped(payload: dict[str, Any], why: str) -> None:
@@ -232,9 +233,44 @@ def test_stop_turns_and_empty_lines_are_skipped(payload: dict[str, Any], why: st
     assert texts(talk.read()["player"]) == ["kept"], why
 
 
-def test_a_player_declared_fully_private_is_never_captured() -> None:
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (
+            {"key": NPC_REPLIED, "actor": "npc-mara", "payload": {"text": "Hello"}},
+            "it needs actor (the character) and target (the player)",
+        ),
+        (
+            {"key": PLAYER_SAID, "target": "npc-mara", "payload": {"text": "Hi"}},
+            "it needs actor (the player) and target (the character)",
+        ),
+        (
+            {"key": PLAYER_SAID, "actor": "p1", "target": "npc-mara", "payload": {"text": 42}},
+            "payload.text must be the line as text",
+        ),
+        (
+            {"key": NPC_REPLIED, "actor": "npc-mara", "target": "p1", "payload": {"content": "Hi"}},
+            "payload.text must be the line as text (payload.content was sent: a line's words go "
+            "in payload.text)",
+        ),
+    ],
+)
+def test_a_line_that_cannot_be_a_turn_is_acked_with_why(line: dict[str, Any], why: str) -> None:
+    """It was dropped, acked `processed` with no reason: an operator could not tell a line sent
+    wrongly from one the seed's rules skip."""
     talk = Talk()
-    talk.send(key="world.entity-declared", entities={"p1": {"name": "Ilse", "privacy": "full"}})
+    talk.player("kept")
+    talk.send(location="loc-inn", **line)
+    assert talk.acks[-1]["reason"] == f"dialogue line not kept: {why}"
+    assert texts(talk.read()["player"]) == ["kept"]
+
+
+@pytest.mark.parametrize("privacy", ["full", "FULL", " Full "])
+def test_a_player_declared_fully_private_is_never_captured(privacy: str) -> None:
+    """However spelt: the seed's own level is `FULL`, and taken as another level the player's
+    every line was kept, the ack saying nothing."""
+    talk = Talk()
+    talk.send(key="world.entity-declared", entities={"p1": {"name": "Ilse", "privacy": privacy}})
     talk.player("You will not remember this")
     talk.reply("Remember what?")
     talk.player("Someone else speaks", player="p2")
