@@ -369,15 +369,15 @@ def held_candidates(
 
 READ_FIELDS = set(BeliefRead.model_fields)
 """The fields of a memory a read shows."""
-RETENTION_PLACES = 4
+RETENTION_SCALE = 10_000
+"""A retention is answered to 4 places."""
 
 
 def shown_retention(value: float) -> float:
     """A retention to 4 places, rounded down: rounded to nearest, a faded memory just under the
     vivid threshold (0.49996) showed as 0.5, vivid, its content already retold. The float
     error of the scaling (0.29 x 10,000 is 2899.9999999999995) is rounded away first."""
-    scale = 10**RETENTION_PLACES
-    return math.floor(round(value * scale, 6)) / scale
+    return math.floor(round(value * RETENTION_SCALE, 6)) / RETENTION_SCALE
 
 
 def recalled(chosen: Chosen) -> RecalledMemory:
