@@ -18,7 +18,7 @@ from projections.reinforcement import held_now
 from projections.retention import vivid_however_recalled
 from projections.rumour_rules import is_news
 from projections.state import StateTransaction
-from projections.story_clock import story_now
+from projections.story_clock import minute_of
 from projections.timelines import Ancestry
 from schemas import Event
 from schemas.memory import Memory
@@ -31,11 +31,7 @@ def minute_held_at(
     """The story minute characters hold their memories at during `event`: its own story time,
     else the timeline's story "now" just before it; None when nothing fades (`memory.flaky`
     off, or no story time yet)."""
-    if not policy.memory.flaky:
-        return None
-    if event.story_minutes is not None:
-        return event.story_minutes
-    return story_now(tx, event.tenant_id, event.world_instance_id, ancestry)
+    return minute_of(tx, event, ancestry) if policy.memory.flaky else None
 
 
 def held_at(

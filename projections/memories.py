@@ -435,6 +435,20 @@ def memory_at(
     )
 
 
+def dated(memories: list[Memory], minute: int | None) -> list[Memory]:
+    """Memories formed at an event without `game_time`, dated by the story minute it happened
+    at (`story_clock.minute_of`): undated, such a memory never faded and came first in recall,
+    on a timeline whose clock ran on. Those dated by their event's story time stay as formed."""
+    if minute is None:
+        return memories
+    return [
+        memory
+        if memory.story_minutes is not None
+        else trusted(Memory, memory.__dict__ | {"story_minutes": minute})
+        for memory in memories
+    ]
+
+
 def _teller_belief(event: Event, context: MemoryContext) -> Memory | None:
     """The teller's own news the `told` event names in `belief_id`, if they hold it.
 

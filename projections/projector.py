@@ -32,7 +32,7 @@ from projections.judgements import (
     judging,
 )
 from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
-from projections.memories import form_memories, origin_at, told_nothing, unread_claims
+from projections.memories import dated, form_memories, origin_at, told_nothing, unread_claims
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
@@ -58,7 +58,7 @@ from projections.runtime_read import MAX_BELIEFS
 from projections.scratch_state import ScratchState
 from projections.sequencing import Applied
 from projections.state import StateTransaction
-from projections.story_clock import record_story_time
+from projections.story_clock import minute_of, record_story_time
 from projections.timelines import Ancestry
 from schemas import Event, Fact
 from schemas.memory import Memory
@@ -227,6 +227,9 @@ class Projector:
             rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )
+            if event.game_time is None and (memories or rumours):
+                minute = minute_of(tx, event, ancestry)
+                memories, rumours = dated(memories, minute), dated(rumours, minute)
             formed = [*memories, *rumours]
             if changes is not None:
                 changes.passing(rumours)

@@ -22,7 +22,7 @@ from projections.keys import pack, unpack
 from projections.memory_store import MemoryKeys, load_memory, memory_keys, visible
 from projections.retention import Retention, as_held, retention
 from projections.state import StateTransaction
-from projections.story_clock import story_now
+from projections.story_clock import minute_of
 from projections.timelines import Ancestry
 from projections.wording import cut
 from schemas import Event
@@ -49,9 +49,7 @@ def record_recalls(tx: StateTransaction, event: Event, ancestry: Ancestry) -> st
     tenant, world = event.tenant_id, event.world_instance_id
     keys = memory_keys(tx, tenant, world)
     belief_ids = [one for one in ids if _held_before(tx, keys, ancestry, event, one)]
-    minutes = event.story_minutes
-    if minutes is None:
-        minutes = story_now(tx, tenant, world, ancestry)
+    minutes = minute_of(tx, event, ancestry)
     stored = b"" if minutes is None else minutes.to_bytes(8, "big")
     for belief_id in belief_ids:
         tx.put(

@@ -44,3 +44,12 @@ def story_now(
         for _, minutes in tx.scan(prefix, reverse=True, start=start):
             return int.from_bytes(minutes, "big")
     return None
+
+
+def minute_of(tx: StateTransaction, event: Event, ancestry: Ancestry) -> int | None:
+    """When `event` happened in the story: its own story time, else the timeline's story "now"
+    just before it (a line sent without `game_time` is said as the story stands); None when
+    the timeline has no story time yet."""
+    if event.story_minutes is not None:
+        return event.story_minutes
+    return story_now(tx, event.tenant_id, event.world_instance_id, ancestry)

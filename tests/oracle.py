@@ -771,7 +771,7 @@ def held(
 ) -> tuple[float, str]:
     """Retention and state of `memory` at story minute `now`, recalled at `recalled` minutes
     (each restarts the clock and lengthens the half-life 1.5 times)."""
-    since = story_minutes(memory.game_time)
+    since = memory.minute
     if not policy.memory.flaky or since is None or now is None:
         return 1.0, "vivid"
     rules = policy.memory.retention
@@ -823,6 +823,9 @@ class OMemory:
     """Who passed it on, first teller first; empty for what was seen."""
     event_kind: str
     """What it is of, or tells of (not shown in reads; news is weighed by it)."""
+    minute: int | None = None
+    """The story minute it was formed at: its event's, else the story's now just before it
+    (None: the timeline had no story time yet, and it never fades)."""
 
     def read(self, diverging: bool) -> dict[str, Any]:
         shown = {name: getattr(self, name) for name in READ_FIELDS if name != "diverging"}
@@ -1289,6 +1292,8 @@ class Oracle:
             rumours = self._spread(world, event, before, applied, kind, name)
             applied.rumours = len(rumours)
             formed += rumours
+        minute = story_minutes(event.game_time)
+        formed[:] = [replace(m, minute=before["now"] if minute is None else minute) for m in formed]
         world.applied.append(applied)
 
     # ---------------------------------------------------------------- the referee

@@ -5,8 +5,9 @@ schemas. It works on the oracle's own memories (`tests.oracle.Oracle`): a recall
 over the character's visible memories, with no index.
 
 What it compares, and what it leaves out:
-- retention: story time from `game_time`, a timeline's "now" the story time of the latest
-  event its ancestry saw with one; half-life 6 days x 2^(step-1), x4 for beliefs, x a
+- retention: story time from `game_time` (a memory of an event without one: the story's "now"
+  just before it), a timeline's "now" the story time of the latest event its ancestry saw
+  with one; half-life 6 days x 2^(step-1), x4 for beliefs, x a
   variation in [0.8, 1.2] from the belief id (rumourmill documents the hash: blake2b of the id,
   8 bytes, person "retention", read as a share of 2^64 - 1); vivid / faded (retold, confidence
   x retention) / forgotten; the importance-5 floor; `memory.flaky` off holds everything exact
@@ -64,7 +65,6 @@ from tests.oracle import (
     held,
     json_equal,
     retelling,
-    story_minutes,
 )
 
 SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
@@ -415,7 +415,7 @@ def choose(
     best = max((relevance for _, relevance, _, _ in candidates), default=0.0) or 1.0
     chosen = []
     for memory, relevance, retention, state in candidates:
-        since = story_minutes(memory.game_time)
+        since = memory.minute
         recency = (
             1.0
             if since is None or view_.now is None
@@ -430,15 +430,15 @@ def choose(
         )
         read = shown(memory, retention, state, view_.folded["record"])
         shown_retention = math.floor(round(retention * 10_000, 6)) / 10_000  # rounded down
-        chosen.append({**read, "retention": shown_retention, "score": score})
-    chosen.sort(key=lambda one: (-one["score"], one["belief_id"]))
-    return sorted(chosen[:limit], key=story_key), handed
+        chosen.append((memory.minute, {**read, "retention": shown_retention, "score": score}))
+    chosen.sort(key=lambda one: (-one[1]["score"], one[1]["belief_id"]))
+    return [one for _, one in sorted(chosen[:limit], key=story_key)], handed
 
 
-def story_key(one: dict[str, Any]) -> tuple[int, int, str]:
-    """Story time (none first), then position, then id."""
-    minutes = None if one["game_time"] is None else story_minutes(one["game_time"])
-    return -1 if minutes is None else minutes, one["seq"], one["belief_id"]
+def story_key(chosen: tuple[int | None, dict[str, Any]]) -> tuple[int, int, str]:
+    """Story time (the minute a memory was formed at: none first), then position, then id."""
+    minute, one = chosen
+    return -1 if minute is None else minute, one["seq"], one["belief_id"]
 
 
 def recall(
@@ -561,7 +561,8 @@ def decision(
         (one for one in recalled if one["belief_id"] not in taken),
         key=lambda one: (-one["score"], one["belief_id"]),
     )[: KNOWLEDGE - len(knowledge)]
-    knowledge += sorted(best, key=story_key)
+    in_story_order = {one["belief_id"]: place for place, one in enumerate(recalled)}
+    knowledge += sorted(best, key=lambda one: in_story_order[one["belief_id"]])
     return [{k: v for k, v in one.items() if k not in NOT_GIVEN} for one in knowledge]
 
 

@@ -135,7 +135,8 @@ def _previous_release_rules() -> Iterator[None]:
     a dialogue summary formed memories (its character's, and those of everyone at its place),
     a player's line was passed on bare, not in the player's name, a `told` naming a memory its
     teller did not hold and saying nothing formed one all the same, an eyewitness kept
-    every value of a fact its event set twice, and a recall's ack named no id it ignored."""
+    every value of a fact its event set twice, a recall's ack named no id it ignored, and a
+    memory of an event without `game_time` had no story time."""
 
     def passed_bare(memory: Memory, name_of: Callable[[str], str]) -> str:
         return retell(memory.content)
@@ -148,6 +149,7 @@ def _previous_release_rules() -> Iterator[None]:
         patch.object(projector, "told_nothing", lambda event, context: None),
         patch.object(memories, "facts_as_recorded", list),
         patch.object(projector, "record_recalls", unnoted(projector.record_recalls)),
+        patch.object(projector, "dated", lambda formed, minute: formed),
     ):
         yield
 

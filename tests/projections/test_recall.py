@@ -426,6 +426,28 @@ def test_recall_tells_a_memory_without_story_time_first_then_in_story_order() ->
     assert [found.memory.belief_id for found in chosen] == ["c" * 32, "b" * 32]
 
 
+def test_a_line_sent_without_story_time_is_remembered_as_of_the_story_now_and_fades() -> None:
+    """A game leaving `game_time` off its dialogue lines: on a timeline whose clock runs, the
+    line's memory had no story time, so it never faded, and recall told it before the older
+    line it followed."""
+    untimed = event(
+        2,
+        "loreweaver.conversation.player-said",
+        actor="player-1",
+        target="npc-mara",
+        players=["player-1"],
+        payload={"text": "The sailor also stole my boots"},
+    )
+    first = said(1, "player-1", "The sailor stole my purse", "day 1, 10:00")
+    for day, held in ((2, "vivid"), (150, "faded")):
+        state = replay_lines([first, untimed, later(3, day)]).state
+        found = recall_of(state, SqliteRecallIndex(), "sailor stole", cues=("player-1",))
+        purse, boots = found["memories"]
+        assert (purse["seq"], boots["seq"], boots["game_time"]) == (1, 2, None)
+        assert boots["retention"] < 1  # held as of day 1, 10:00, as the line before it
+        assert (boots["retention"] >= 0.5, purse["retention"] >= 0.5) == (held == "vivid",) * 2
+
+
 def test_a_memory_formed_past_the_story_now_is_no_more_recent_than_what_just_happened() -> None:
     """A persistent memory another timeline formed later in the story: recency stays at most 1
     (it scored 1.04 a day ahead, above everything this timeline holds)."""
