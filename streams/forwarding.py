@@ -14,18 +14,12 @@ from faust.web import Request, Response, Web
 from yarl import URL
 
 from streams.logs import logger
-from streams.web import HTTPProblem
+from streams.web import FORWARD_MARK, HTTPProblem
 
 FORWARDED_HEADERS = ("Authorization", "Content-Type")
 """What a request forwarded to a world's owner carries of the client's headers: the rest (its
 framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
 connection, not the one to the owner, which would refuse the request over them."""
-FORWARD_MARK = "X-Rumourmill-Forwarded"
-"""The header of a request one worker forwarded to another: the worker it reaches answers it,
-or says the group is rebalancing, and never forwards it again. Two workers whose partition
-maps disagreed for a moment sent a read back and forth, a connection and a task each hop,
-until they agreed. It lets nothing past: a client that sends it only loses the forward, and
-the key is checked before it is looked at, on each worker the request reaches."""
 
 log = logger("forwarding")
 STOPPING = "this worker is stopping and forwards no more; ask again (another worker serves)"

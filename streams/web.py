@@ -299,6 +299,13 @@ class PrometheusMetrics(ReadsView):
         return self.bytes(self.reads.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
 
+FORWARD_MARK = "X-Rumourmill-Forwarded"
+"""The header of a request one worker forwarded to another (`streams.forwarding`): the worker it
+reaches answers it, or says the group is rebalancing, and never forwards it again. Two workers
+whose partition maps disagreed for a moment sent a read back and forth, a connection and a
+task each hop, until they agreed. It lets nothing past: a client that sends it only loses the
+forward (and its read's timing), and the key is checked before it is looked at, on each worker
+the request reaches."""
 AS_OF = frozenset({"world_instance_id", "timeline_id", "as_of_seq"})
 """The query parameters of a read of one timeline as of a position."""
 
@@ -326,9 +333,10 @@ class WorldRead(ReadsView):
         try:
             return await self.answer_read(request, params)
         finally:
-            self.reads.metrics.reads.labels(endpoint=self.endpoint).observe(
-                time.perf_counter() - started
-            )
+            if FORWARD_MARK not in request.headers:  # timed once: where the client asked
+                self.reads.metrics.reads.labels(endpoint=self.endpoint).observe(
+                    time.perf_counter() - started
+                )
 
     async def answer_read(self, request: Request, params: Mapping[str, str]) -> Response:
         """The answer, or a plain `detail` with the status of what went wrong."""

@@ -18,11 +18,13 @@ from aiohttp import web as aiohttp_web
 from aiohttp.test_utils import TestServer
 from faust.web import Request, Response, Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
+from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from localbroker import free_port
 from streams import forwarding
-from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, register_views
+from streams.metrics import Metrics
+from streams.web import FORWARD_MARK, WEB_APPLICATION_OPTIONS, HTTPProblem, register_views
 from tests.streams.test_web import READ, STATE, MemoryReads
 
 WORKERS = ("one", "two")
@@ -61,11 +63,13 @@ def ask(
     *requests: tuple[str, dict[str, str]] | tuple[str, dict[str, str], bytes],
     host: str = "127.0.0.1",
     stopping: bool = False,
+    metrics: Mapping[str, Metrics] | None = None,
 ) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
     """Each (worker, headers[, body]) read of Mara answered, with two workers up on `host`
     whose maps give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON
     body) each, and the worlds each worker was asked to find the owner of. `stopping`: the
-    workers' HTTP client is closed, as Faust closes it when a worker stops."""
+    workers' HTTP client is closed, as Faust closes it when a worker stops; `metrics`: each
+    worker's."""
 
     async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
         ports = {name: free_port() for name in WORKERS}
@@ -79,6 +83,7 @@ def ask(
                     here=urls[name],
                     owner_at=urls[owners[name]],
                     client=between,
+                    metrics=Metrics() if metrics is None else metrics[name],
                 )
                 for name in WORKERS
             }
@@ -125,6 +130,25 @@ def test_workers_whose_maps_disagree_forward_a_read_once_and_answer_503() -> Non
     assert asked == {"one": ["save-1"], "two": ["save-1"]}
 
 
+def test_a_forwarded_read_is_timed_once_by_the_worker_the_client_asked() -> None:
+    """The owner timed it too: a dashboard summing `rumourmill_read_seconds` over the workers
+    counted each forwarded read twice, the hop's latency in one of them."""
+    metrics = {name: Metrics() for name in WORKERS}
+    keys = {name: {"key-acme": "default"} for name in WORKERS}
+    answers, _ = ask(
+        {"one": "two", "two": "two"}, keys, ("one", ACME), ("two", ACME), metrics=metrics
+    )
+    assert [status for status, _ in answers] == [200, 200]
+    assert {name: reads_timed(metrics[name]) for name in WORKERS} == {"one": 1, "two": 1}
+
+
+def reads_timed(metrics: Metrics) -> float:
+    """How many reads the worker's `rumourmill_read_seconds` counts, by its exposition."""
+    exposed = text_string_to_metric_families(metrics.exposition().decode())
+    [family] = [one for one in exposed if one.name == "rumourmill_read_seconds"]
+    return sum(sample.value for sample in family.samples if sample.name.endswith("_count"))
+
+
 def test_a_worker_stopping_answers_a_read_it_would_forward_503() -> None:
     """Faust closes a stopping worker's HTTP client before its web server: a read to forward
     meanwhile was a 500 (`Session is closed`), a rolling restart's reads among them."""
@@ -144,7 +168,7 @@ def test_the_forward_mark_lets_a_client_past_nothing() -> None:
     """A client sending the mark itself is still asked for its key first, and only loses the
     forward; the owner answers a marked read as any other. A forwarded read carries the
     client's key, and the owner checks it again."""
-    marked = {forwarding.FORWARD_MARK: "1"}
+    marked = {FORWARD_MARK: "1"}
     owners = {"one": "two", "two": "two"}
     keys = {"one": {"key-acme": "default", "key-old": "default"}, "two": {"key-acme": "default"}}
     answers, asked = ask(
