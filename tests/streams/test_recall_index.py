@@ -30,8 +30,10 @@ from streams.partitioning import partition_of
 from streams.recall_index import (
     CATCH_UP_SLICE,
     SqliteRecallIndex,
+    WorldVectors,
     catch_up_in_slices,
     embed_pending,
+    held_similarity,
 )
 from streams.replay import replay_lines
 from streams.settings import Settings
@@ -470,6 +472,22 @@ def test_characters_who_saw_the_same_events_share_their_vectors() -> None:
     finally:
         tracemalloc.stop()
     assert held < characters * events * 4096 / 4
+
+
+@pytest.mark.parametrize("held", [3, 40, 60, 100], ids=lambda held: f"{held} of 100 held")
+def test_a_characters_cosines_are_the_same_however_its_rows_are_reached(held: int) -> None:
+    """A character holding most of its world's contents is served by a product over the whole
+    matrix, one holding a few by its rows gathered: equal cosines rank by id, so the two ways
+    must agree bit for bit, or a recall would answer otherwise as the world grew."""
+    generator = np.random.default_rng(7)
+    vectors = generator.standard_normal((100, 256)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    world = WorldVectors(256)
+    world.keep([f"content-{number}" for number in range(100)], vectors)
+    rows = generator.permutation(100)[:held].astype(np.intp)
+    query = vectors[int(rows[0])]
+    gathered = np.einsum("ij,j->i", vectors[rows], query)
+    assert held_similarity(world, rows, query).tobytes() == gathered.tobytes()
 
 
 def saves_beside(count: int) -> MemoryState:
