@@ -52,9 +52,11 @@ HOUR_MS = 3_600_000
 
 def normalised(text: str, max_chars: int) -> str:
     """A line as the conversation keeps it: emoji by name, bracketed annotations injected around
-    it (`[whispers]`, `[context: ... [more]]`) gone, spaces collapsed, cut to `max_chars` (the
-    last one an ellipsis) when longer; empty when nothing of it is visible."""
-    text = " ".join(without_brackets(CUSTOM_EMOJI.sub(r":\1:", text), "[", "]", " ").split())
+    it (`[whispers]`, `[context: ... [more]]`) gone (brackets around no letter, a dice roll's
+    `[20]`, stay: said, not an annotation), spaces collapsed, cut to `max_chars` (the last one
+    an ellipsis) when longer; empty when nothing of it is visible."""
+    emoji_named = CUSTOM_EMOJI.sub(r":\1:", text)
+    text = " ".join(without_brackets(emoji_named, "[", "]", " ", wordless_kept=True).split())
     if all(unicodedata.category(char) == "Cf" or char == " " for char in text):
         return ""  # no visible character (zero-width spaces, a BOM): an empty line
     return cut(text, max_chars)

@@ -227,10 +227,14 @@ def _gap_between(before: str, after: str, spaced: bool) -> bool:
     return UNSPACED.match(last) is None and UNSPACED.match(first) is None
 
 
-def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
+def without_brackets(
+    text: str, opening: str, closing: str, gap: str, *, wordless_kept: bool = False
+) -> str:
     """`text` without each matched `opening` ... `closing` pair, what it encloses (nested pairs
     too) and the whitespace before it, each leaving `gap` where words are to be kept apart
-    (`_gap_between`); an unmatched bracket stays.
+    (`_gap_between`); an unmatched bracket stays. `wordless_kept`: a pair enclosing no letter
+    at all, nested pairs included, stays as it is (a line's `[20]`, `x[0]` or `[7-4-1]` is
+    what was said, not an annotation).
 
     A closing matches the nearest opening left before it, as dropping innermost pairs until
     none is left would, but in one pass: a line nested 10,000 deep costs its length, not its
@@ -238,11 +242,21 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
     retelling's) joins nothing: what follows a pair stays as it was."""
     kept: list[str] = []
     opened: list[int] = []  # where in `kept` each opening not yet matched stands
+    lettered: list[bool] = []  # whether what each of those encloses so far holds a letter
     gap_last = False  # whether the last piece kept is the gap a pair left
     spaced = False  # whether whitespace (or a gap) stood before the pairs that gap replaced
     for piece in re.split(f"({re.escape(opening)}|{re.escape(closing)})", text):
+        if piece == closing and opened and wordless_kept and not lettered[-1]:
+            opened.pop()
+            lettered.pop()
+            kept.append(piece)
+            gap_last = False
+            continue
         if piece == closing and opened:
             del kept[opened.pop() :]
+            lettered.pop()
+            if lettered:
+                lettered[-1] = True  # what was taken out held a letter
             spaced = False
             while kept and not (trimmed := kept[-1].rstrip()):
                 kept.pop()  # whitespace (or a gap) alone: the space before the pair
@@ -264,6 +278,9 @@ def without_brackets(text: str, opening: str, closing: str, gap: str) -> str:
             continue
         if piece == opening:  # where it stands once a gap before it is gone
             opened.append(len(kept))
+            lettered.append(False)
+        elif lettered and not lettered[-1]:
+            lettered[-1] = any(char.isalpha() for char in piece)
         kept.append(piece)
     return "".join(kept)
 

@@ -290,6 +290,18 @@ def test_text_is_normalised_emoji_by_name_annotations_stripped_long_lines_capped
     assert texts(talk.read()["player"]) == ["y" * 999 + "…"]
 
 
+def test_brackets_around_no_letter_are_what_was_said_not_an_annotation() -> None:
+    """A dice roll, an index or a code lost its words: "I rolled a [20]!" was kept as "I rolled
+    a!". An annotation holds a letter somewhere, in a pair nested in it too."""
+    assert normalised("I rolled a [20]!", 100) == "I rolled a [20]!"
+    assert (
+        normalised("Set x[0] = 5 and the code [7-4-1]", 100) == "Set x[0] = 5 and the code [7-4-1]"
+    )
+    assert normalised("[[20]] ok [...]", 100) == "[[20]] ok [...]"
+    assert normalised("hi [smiles [20]] there [[nods]]", 100) == "hi there"
+    assert normalised("roll [1d20]", 100) == "roll"  # a letter in it: taken for an annotation
+
+
 def test_an_annotation_taken_out_before_punctuation_leaves_no_space_before_it() -> None:
     """The game was handed "Well , fine." for "Well [sighs], fine.", and a space in a
     language written without any."""
