@@ -6,7 +6,8 @@ follows the player across places, and the place scope (character, location), sha
 player there (a line without `location` is said where the character in it was last reported
 before it); a `payload.private: true` line skips the place scope. Two characters in one place
 keep separate scopes. Skipped outright: a stop turn (`payload.stopped: true`), a line with no
-text once normalised, and any line of a player declared `privacy: "full"`.
+text once normalised, and any line of a player declared `privacy: "full"` (on any timeline
+of the world: consent is no part of the story, and loading a save does not take it back).
 
 A reply to a player who never spoke is kept like any line: a character may speak first (a
 greeting), and what the player heard is part of the conversation. Turns are stored by position
@@ -33,7 +34,7 @@ from pydantic import JsonValue
 from projections import whereabouts
 from projections.catalogue import Declarations
 from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS, PLAYER_SAID
-from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS
+from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS, PLAYER_PRIVACY
 from projections.keys import pack, unpack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
@@ -100,7 +101,7 @@ def turn_of(
     player, character = (
         (event.actor, event.target) if said_by_player else (event.target, event.actor)
     )
-    if _fully_private(player, declarations):
+    if _fully_private(tx, event, player, declarations):
         return None
     text = event.payload.get("text")
     if not isinstance(text, str):
@@ -125,11 +126,31 @@ def turn_of(
     )
 
 
-def _fully_private(player: str, declarations: Declarations) -> bool:
-    """Whether the player is declared `privacy: "full"`, however cased and spaced (the seed's
-    own spelling is `FULL`: taken as any other level, the player's every line was kept)."""
-    declared = declarations.get(player)
-    privacy = None if declared is None else (declared.model_extra or {}).get("privacy")
+def record_privacy(tx: StateTransaction, event: Event) -> None:
+    """Keep the `privacy` each entity of the event is declared with, for the whole world: a
+    player's consent is no part of the story, and loading a save from before it is given does
+    not take it back (kept with the timeline's declarations, it did: the player's lines were
+    kept again on the loaded save). The last declared, on any timeline, holds."""
+    for entity, declared in event.entities.items():
+        extra = declared.model_extra or {}
+        if "privacy" in extra:
+            key = pack(PLAYER_PRIVACY, event.tenant_id, event.world_instance_id, entity)
+            tx.put(key, orjson.dumps(extra["privacy"]))
+
+
+def _fully_private(
+    tx: StateTransaction, event: Event, player: str, declarations: Declarations
+) -> bool:
+    """Whether the player is declared `privacy: "full"` (`record_privacy`), however cased and
+    spaced (the seed's own spelling is `FULL`: taken as another level, every line was kept).
+    A store of an earlier release kept it with the timeline's declarations alone: read there
+    for a player declared nothing since."""
+    stored = tx.get(pack(PLAYER_PRIVACY, event.tenant_id, event.world_instance_id, player))
+    if stored is not None:
+        privacy = orjson.loads(stored)
+    else:
+        declared = declarations.get(player)
+        privacy = None if declared is None else (declared.model_extra or {}).get("privacy")
     return isinstance(privacy, str) and privacy.strip().casefold() == "full"
 
 
@@ -177,8 +198,10 @@ def record_dialogue(
     declarations: Declarations,
     policy: DialoguePolicy,
 ) -> str | None:
-    """Keep the event's line in its scopes, or a summary for its scope. Returns why an event
-    that asked for something was not recorded (for its ack), else None."""
+    """Keep the privacy the event declares (`record_privacy`), then its line in its scopes, or
+    a summary for its scope. Returns why an event that asked for something was not recorded
+    (for its ack), else None."""
+    record_privacy(tx, event)
     if event.key == DIALOGUE_SUMMARISED:
         if not policy.enabled:
             return "dialogue summary not recorded: memory.dialogue.enabled is false in this world"

@@ -89,6 +89,7 @@ GROUP_EXCHANGE_HEADS = _projection("group-exchange-head")  # timeline: seq + new
 FACT_RUNS = _projection("fact-run")  # as `FACTS`, for a value said again: where its run began
 ORIGIN_MEMORIES = _projection("origin-memory")  # origin, scope, character, seq, belief: empty
 BELIEF_HOLDERS = _projection("belief-holder")  # belief: the character holding it (UTF-8)
+PLAYER_PRIVACY = _projection("player-privacy")  # player: the privacy last declared (JSON)
 NEWS_HEADS = _shortcut("news-head")  # scope, character: its newest news entries (`NEWS`)
 PERSISTENT_RELATIONS = _shortcut("persistent-relation")  # character, entity: feelings summed
 PERSISTENT_COUNTED = _shortcut("persistent-counted")  # the event that counted last, count before

@@ -12,6 +12,8 @@ import pytest
 from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read, normalised
 from projections.event_keys import NPC_REPLIED, PLAYER_SAID
+from projections.key_prefixes import PLAYER_PRIVACY
+from projections.keys import pack
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import NotFound, runtime_read
@@ -263,6 +265,35 @@ def test_a_line_that_cannot_be_a_turn_is_acked_with_why(line: dict[str, Any], wh
     talk.send(location="loc-inn", **line)
     assert talk.acks[-1]["reason"] == f"dialogue line not kept: {why}"
     assert texts(talk.read()["player"]) == ["kept"]
+
+
+def test_a_players_privacy_holds_on_a_save_loaded_from_before_it_was_declared() -> None:
+    """Consent is no part of the story: a save loaded from before the player opted out kept
+    their lines again (the declaration was the timeline's), and opting in again anywhere
+    holds everywhere too."""
+    talk = Talk()
+    talk.player("hello")
+    talk.send(key="world.entity-declared", entities={"p1": {"privacy": "full"}})
+    talk.player("my address is 12 Elm St")
+    branch = {"parent_timeline_id": "main", "after_seq": 1}
+    talk.send(timeline="b", seq=2, key="weather.rain-began", branch=branch)
+    talk.player("my address is 12 Elm St", timeline="b")
+    assert texts(talk.read()["player"]) == texts(talk.read(timeline="b")["player"]) == ["hello"]
+    talk.send(timeline="b", key="world.entity-declared", entities={"p1": {"privacy": None}})
+    talk.player("I am back", minute=2)
+    assert texts(talk.read(minute=3)["player"]) == ["hello", "I am back"]
+
+
+def test_a_privacy_a_store_of_an_earlier_release_kept_with_its_timeline_holds_there() -> None:
+    """Upgraded, a store holds no world-wide privacy for what was declared before: the
+    timeline's declaration still keeps the player's lines out."""
+    talk = Talk()
+    talk.send(key="world.entity-declared", entities={"p1": {"privacy": "full"}})
+    for key, _ in list(talk.state.scan(pack(PLAYER_PRIVACY))):
+        talk.state.delete(key)  # as a store of the release before keeps it
+    talk.player("You will not remember this")
+    talk.player("Someone else speaks", player="p2")
+    assert texts(talk.read()["player"]) == []
 
 
 @pytest.mark.parametrize("privacy", ["full", "FULL", " Full "])

@@ -41,6 +41,11 @@ SUMMARY = (
     b'"payload":{"scope":"player","summary":"The player promised to find her son."}}'
 )
 """A summary of the dialogue scope the tavern's `player-said` line opened."""
+PRIVATE = (
+    b'{"world_instance_id":"save-1","timeline_id":"main","seq":8,'
+    b'"key":"world.entity-declared","entities":{"player-1":{"privacy":"full"}}}'
+)
+"""The player opts out of having their lines kept (a world-wide privacy)."""
 DELETION = b'{"world_instance_id":"save-1","timeline_id":"main","seq":1,"key":"world.deleted"}'
 """A deletion (it counts itself apart, for read caches)."""
 RICH_POLICY = resolve(
@@ -84,7 +89,7 @@ def test_every_key_written_has_a_declared_prefix_and_every_declared_prefix_is_wr
     tavern = TAVERN.splitlines()
     written: set[str] = set()
     for lines in (
-        [*tavern, RECALL, SUMMARY, DELETION],
+        [*tavern, RECALL, SUMMARY, PRIVATE, DELETION],
         # the reload before its parent reaches the branch point, then the parent backwards
         [tavern[0], tavern[5], *tavern[4:0:-1]],
         noisy(story(worlds=2, events_per_world=80, seed=3), seed=3),
