@@ -70,7 +70,7 @@ class BeliefFormed(_ChangeAtEvent):
     feeling: Feeling
     """How the character feels about it, from -1 (bad) to 1 (good)."""
     persistent: bool
-    """True when it is held on every timeline of the world (a save/load does not undo it)."""
+    """true when it is held on every timeline of the world (a save/load does not undo it)."""
 
 
 class BeliefWeakened(_ChangeAtEvent):
@@ -99,7 +99,8 @@ class RelationChanged(_ChangeAtEvent):
     feeling: Feeling
     """How the character now feels toward the entity, from -1 (bad) to 1 (good)."""
     memories: Annotated[int, Field(ge=1), AsInteger]
-    """How many of the character's memories about the entity the feeling is drawn from."""
+    """How many of the character's memories the feeling is drawn from: those about the entity
+    and those it told."""
 
 
 class RumourPassed(_ChangeAtEvent):

@@ -25,10 +25,9 @@ class Ack(Contract):
 
     Identity fields are null only for a message too broken to name them. The positions are the
     timeline's right after this outcome. In model mode, `refused_judgements` lists the
-    judgements of the event that fell back to rules: each, or the first that fit (at most
-    `projections.delivery.MOST_REFUSALS_LISTED`, and those of all the acks of one message in
-    half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`) and how many more (`more_refused_judgements`);
-    the judgements topic records every one.
+    judgements of the event that fell back to rules: each, or the first that fit (at most 100,
+    and those of all the acks of one message in half of `RUMOURMILL_CHANGELOG_BATCH_BYTES`) and
+    how many more (`more_refused_judgements`); the judgements topic records every one.
     """
 
     tenant_id: str | None
@@ -43,13 +42,12 @@ class Ack(Contract):
         default_factory=list, exclude_if=lambda refused: not refused
     )
     """Judgements the model did not make for this event (the rules made them), with why; left
-    out when there are none, so an ack reads as it did before model judgements."""
+    out when there are none."""
     more_refused_judgements: Annotated[int, Field(ge=0), AsInteger] = Field(
         default=0, exclude_if=lambda more: not more
     )
     """How many judgements the rules made beyond those `refused_judgements` lists (an event
-    perceived by thousands of characters raises a judgement each: listed, they made an ack of
-    megabytes, which no producer sends, and 100 an ack over a lowered changelog batch size);
+    perceived by thousands of characters raises a judgement each, and an ack lists at most 100);
     left out when it lists them all."""
 
 

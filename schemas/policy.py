@@ -154,7 +154,7 @@ Factor = Annotated[float, Field(gt=0.0, le=1000.0)]
 
 
 class RetentionPolicy(Contract):
-    """How memories fade with story time (section 8): 0.5 ^ (elapsed days / half-life).
+    """How memories fade with story time: retention = 0.5 ^ (elapsed days / half-life).
     variation_low must not exceed variation_high;
     forgotten_below must not exceed vivid_from."""
 
@@ -165,8 +165,9 @@ class RetentionPolicy(Contract):
     belief_factor: Factor = 4.0
     """Beliefs (kinds `knowledge` and `impression`) last this many times longer."""
     variation_low: Factor = 0.8
-    variation_high: Factor = 1.2
     """Each memory's half-life is multiplied by a value in [low, high] drawn from its id."""
+    variation_high: Factor = 1.2
+    """The top of that range."""
     reinforcement_factor: Factor = 1.5
     """Each recall restarts a memory's clock and multiplies its half-life by this."""
     vivid_from: Share = 0.5
@@ -174,7 +175,7 @@ class RetentionPolicy(Contract):
     forgotten_below: Share = 0.15
     """A memory is forgotten below this retention."""
     never_forgotten_step: Annotated[int, Field(ge=1, le=5), AsInteger] | None = 5
-    """From this importance step on a memory never falls below faded; None: any may be lost."""
+    """From this importance step on a memory never falls below faded; null: any may be lost."""
 
     @model_validator(mode="after")
     def _ranges_are_ordered(self) -> Self:
@@ -195,13 +196,13 @@ class ChoiceWeights(Contract):
     """How well the searches found it (fused rank, 0 to 1)."""
     importance: Weight = 0.5
     retention: Weight = 0.5
-    """How much of it is still held (section 8)."""
+    """How much of it is still held: its retention, 1 when fresh, less as it fades."""
     recency: Weight = 0.25
     """1 / (1 + story days since it happened)."""
 
 
 class RecallPolicy(Contract):
-    """How recall (section 9) narrows its searches down to the memories it answers."""
+    """How recall narrows its searches down to the memories it answers."""
 
     over_retrieve: Annotated[int, Field(ge=1, le=60), AsInteger] = 3
     """Candidates kept after fusion: this x limit, at most 60."""
@@ -221,7 +222,7 @@ class DialoguePolicy(Contract):
     """A scope's turns are hidden this long (real time) after its last turn."""
     summarised_expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 24.0
     """The same, once the scope has a summary, which extends the lifetime (seed 003): never to
-    less than `expiry_hours` (`summarised_hours`)."""
+    less than `expiry_hours`."""
 
     @property
     def summarised_hours(self) -> float:
@@ -263,7 +264,7 @@ PatternKind = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class RefereePolicy(Contract):
-    """How the rules referee (section 11) weighs a player's line against a belief it challenges.
+    """How the rules referee weighs a player's line against a belief it challenges.
 
     The line's pull = (1 - the belief's confidence) + `trust_weight` x the character's feeling
     toward the player + `truth_weight` when the line's claimed facts agree with the world

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import orjson
 
 from schemas.changes import CHANGE_MODELS
 from schemas.export import json_schemas
@@ -28,3 +31,29 @@ def test_every_field_of_the_change_feed_says_what_it_means() -> None:
         if name != "kind" and not field.get("description")
     }
     assert not undescribed
+
+
+INTERNAL = re.compile(r"section \d|`projections\.|`streams\.|\b(?:None|True|False)\b")
+"""What a published description must not say: the spec's sections and our modules are ours,
+and JSON says null, true and false."""
+
+
+def test_no_published_description_speaks_of_our_internals() -> None:
+    """A field's docstring is its published description: one written as a code comment told
+    producers of our modules, the spec's sections and Python's None."""
+    said = [
+        (name, description)
+        for name, schema in json_schemas().items()
+        for description in _descriptions(orjson.loads(schema))
+        if INTERNAL.search(description)
+    ]
+    assert not said
+
+
+def _descriptions(schema: object) -> list[str]:
+    if isinstance(schema, dict):
+        own = [schema["description"]] if isinstance(schema.get("description"), str) else []
+        return own + [found for value in schema.values() for found in _descriptions(value)]
+    if isinstance(schema, list):
+        return [found for value in schema for found in _descriptions(value)]
+    return []
