@@ -22,7 +22,6 @@ its scope never expires (a file replay of lines without `occurred_at`).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,7 +38,7 @@ from projections.keys import pack, unpack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, as_of
-from projections.wording import cut, without_brackets
+from projections.wording import cut, visible, without_brackets
 from schemas import Event
 from schemas.memory import Speaker
 from schemas.policy import DialoguePolicy
@@ -58,8 +57,8 @@ def normalised(text: str, max_chars: int) -> str:
     an ellipsis) when longer; empty when nothing of it is visible."""
     emoji_named = CUSTOM_EMOJI.sub(r":\1:", text)
     text = " ".join(without_brackets(emoji_named, "[", "]", " ", wordless_kept=True).split())
-    if all(unicodedata.category(char) == "Cf" or char == " " for char in text):
-        return ""  # no visible character (zero-width spaces, a BOM): an empty line
+    if not visible(text):
+        return ""  # zero-width spaces, a BOM, blank fillers: an empty line
     return cut(text, max_chars)
 
 

@@ -13,6 +13,7 @@ from projections.key_prefixes import EVENTS_AT
 from projections.keys import pack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
+from projections.wording import visible
 from schemas import Event
 from schemas.events import Contract, Identifier
 
@@ -36,7 +37,7 @@ def record_event_at(tx: StateTransaction, event: Event) -> None:
     payload, words = event.payload, None
     for name in WORD_FIELDS:  # a loop, not `next` over a generator: once an event
         said = payload.get(name)
-        if isinstance(said, str):
+        if isinstance(said, str) and visible(said):
             words = said
             break
     summary = {

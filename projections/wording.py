@@ -9,6 +9,7 @@ described in words reads at most `MOST_DESCRIBED_CHARS` characters.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -128,10 +129,31 @@ def _described_at_most(text: str) -> str:
 
 
 def spoken_words(event: Event) -> str | None:
-    """The words of a conversation event, if it has any."""
+    """The words of a conversation event, if it has any (`visible`)."""
     field = SPOKEN_FIELDS.get(event.key)
     words = None if field is None else event.payload.get(field)
-    return words if isinstance(words, str) and words.strip() else None
+    return words if isinstance(words, str) and visible(words) else None
+
+
+BLANKS = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0")
+"""Characters that show nothing though no whitespace nor format character: the combining
+grapheme joiner, the Hangul fillers (a game's usual "blank name") and the braille blank."""
+SHOWN_FORMATS = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2")
+"""Format characters that are written (the prepended marks of Arabic and Syriac numbers)."""
+
+
+def visible(text: str) -> bool:
+    """Whether `text` shows anything: a line of zero-width spaces and joiners, byte-order marks,
+    variation selectors or blank fillers says nothing, as one of spaces says nothing."""
+    return any(_shows(char) for char in text)
+
+
+def _shows(char: str) -> bool:
+    if char.isspace() or char in BLANKS or "\ufe00" <= char <= "\ufe0f":
+        return False
+    if "\U000e0100" <= char <= "\U000e01ef":  # variation selectors too
+        return False
+    return unicodedata.category(char) != "Cf" or char in SHOWN_FORMATS
 
 
 def retell(content: str) -> str:

@@ -65,6 +65,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -263,9 +264,30 @@ def spoken(event: Event) -> str | None:
     if event.key not in SPOKEN_FIELD:
         return None
     words = event.payload.get(SPOKEN_FIELD[event.key])
-    if isinstance(words, str) and words.strip() != "":
+    if isinstance(words, str) and shows(words):
         return words
     return None
+
+
+SHOWING_NOTHING = {"\u034f", "\u115f", "\u1160", "\u2800", "\u3164", "\uffa0"} | {
+    chr(point) for point in [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)]
+}
+"""Blank fillers and joiners, variation selectors: no whitespace, and they show nothing."""
+WRITTEN_FORMATS = {
+    chr(point) for point in [*range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891, 0x8E2]
+}
+
+
+def shows(words: str) -> bool:
+    """Whether words show anything: not only whitespace, format characters (zero-width
+    spaces, a byte-order mark; the prepended number marks of Arabic and Syriac are written)
+    and blanks."""
+    return any(
+        not char.isspace()
+        and char not in SHOWING_NOTHING
+        and (unicodedata.category(char) != "Cf" or char in WRITTEN_FORMATS)
+        for char in words
+    )
 
 
 def sentence(event: Event, name: Names) -> str:

@@ -65,6 +65,7 @@ from tests.oracle import (
     held,
     json_equal,
     retelling,
+    shows,
 )
 
 SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
@@ -529,7 +530,7 @@ def decision(
         knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
     said = [event.payload.get(name) for name in ("text", "content")]
     words = next(
-        (line for line in said if isinstance(line, str)),
+        (line for line in said if isinstance(line, str) and shows(line)),
         " ".join(event.key.replace(".", " ").replace("-", " ").split()),
     )
     declared = seen.folded["declared"]

@@ -219,6 +219,7 @@ def test_a_private_line_skips_the_place_scope_only() -> None:
         ({"text": "   "}, "empty"),
         ({"text": "[sighs]"}, "only an annotation"),
         ({"text": "\u200b \ufeff\u2060"}, "nothing visible: zero-width spaces, a BOM"),
+        ({"text": "\u3164\u2800\ufe0f"}, "nothing visible: a blank filler, a braille blank"),
     ],
 )
 def test_stop_turns_and_empty_lines_are_skipped(payload: dict[str, Any], why: str) -> None:

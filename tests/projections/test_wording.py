@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.wording import passed_on, retell, speaker
-from tests.oracle import retelling, without_quotation_marks
+from projections.wording import passed_on, retell, speaker, visible
+from tests.oracle import retelling, shows, without_quotation_marks
 from tests.projections.test_rumours import memory
 
 
@@ -148,3 +148,22 @@ def test_a_retelling_keeps_what_follows_a_parenthesis_as_it_was() -> None:
     parenthesised detail alone (rumours a store holds are retold as they always were)."""
     assert retell("a \u201c(x) b") == "a \u201c b"
     assert retell("Ilse (angrily) said, (aside) 'no'") == "Ilse said, 'no'"
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("\u200b\u200b", False),  # zero-width spaces
+        ("\ufeff \u2060", False),  # a byte-order mark, a word joiner
+        ("\u3164", False),  # the Hangul filler: a game's "blank name"
+        ("\u2800\u034f\ufe0f", False),  # braille blank, grapheme joiner, variation selector
+        ("\u0600", True),  # the Arabic number sign: a format character that is written
+        ("\U0001f468\u200d\U0001f469\u200d\U0001f467", True),  # a family, joined
+        ("\U0001f1eb\U0001f1f7", True),  # a flag
+        ("ok", True),
+    ],
+)
+def test_words_of_nothing_visible_say_nothing(said: str, shown: bool) -> None:
+    """A line of zero-width characters or blank fillers was a memory of invisible content,
+    and a decision quoted it word for word to the reply model; the oracle agrees."""
+    assert visible(said) == shows(said) == shown
