@@ -130,6 +130,10 @@ class WorldVectors:
         self.matrix[at] = vectors
 
 
+GATHERED_ROWS = 4096
+"""How many of a character's rows are gathered at once: a few megabytes whatever it holds."""
+
+
 def held_similarity(
     kept: WorldVectors, rows: npt.NDArray[np.intp], query: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
@@ -142,11 +146,12 @@ def held_similarity(
     that a busy worker may not have, and one thread does 10,000 x 256 in a fraction of a ms."""
     in_use = len(kept.rows)
     if 2 * len(rows) >= in_use:
-        similarity: npt.NDArray[np.float32] = np.einsum("ij,j->i", kept.matrix[:in_use], query)[
-            rows
-        ]
-    else:
-        similarity = np.einsum("ij,j->i", kept.matrix[rows], query)
+        every: npt.NDArray[np.float32] = np.einsum("ij,j->i", kept.matrix[:in_use], query)
+        return every[rows]
+    similarity = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), GATHERED_ROWS):  # a slice at a time: 100,000 rows of a
+        part = rows[start : start + GATHERED_ROWS]  # 384-wide model gathered took 150 MB
+        similarity[start : start + len(part)] = np.einsum("ij,j->i", kept.matrix[part], query)
     return similarity
 
 
