@@ -64,11 +64,11 @@ def event_content(event: Event, names: Names) -> str:
 
     "{actor} {last key segment, hyphens to spaces}[ {target}][ at {place}][ ({key: value, ...})]",
     names in place of ids, at most `MOST_DESCRIBED_CHARS` long; for a conversation, the words
-    said.
+    said, cut alike (a town crier's 100,000 characters were each listener's memory, whole).
     """
     spoken = spoken_words(event)
     if spoken is not None:
-        return spoken
+        return _described_at_most(spoken)
     words = [names(event.actor)] if event.actor is not None else []
     words.append(event.key.rsplit(".", 1)[-1].replace("-", " "))
     if event.target is not None:

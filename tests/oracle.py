@@ -103,6 +103,8 @@ MOST_MET = 32
 FARTHEST_HOPS = 32
 """News this many hops from its start is passed on no further, by a `told` or a meeting."""
 DESCRIBED_AT_MOST = 2000
+MOST_ABOUT = MOST_FACTS = 64
+"""A memory is about its first 64 entities and keeps its first 64 facts."""
 """The most characters an event described in words takes (names in place of ids)."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
 MAX_EVENT_BYTES = 256 * 1024
@@ -294,10 +296,8 @@ def sentence(event: Event, name: Names) -> str:
     """An event in words (seed 001): actor, the key's last part, target, "at" place, then the
     payload in brackets, names for ids, cut to `DESCRIBED_AT_MOST` characters (an ellipsis, then
     the quotation and the parentheses the cut left open closed); a conversation is remembered as
-    what was said."""
+    what was said, cut alike."""
     said = spoken(event)
-    if said is not None:
-        return said
     words = []
     if event.actor is not None:
         words.append(name(event.actor))
@@ -310,7 +310,7 @@ def sentence(event: Event, name: Names) -> str:
     if event.payload:
         details = [f"{field}: {in_words(value, name)}" for field, value in event.payload.items()]
         words.append("(" + ", ".join(details) + ")")
-    described = " ".join(words)
+    described = " ".join(words) if said is None else said
     if len(described) <= DESCRIBED_AT_MOST:
         return described
     for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # what the cut left open closed after "…"
@@ -1682,7 +1682,7 @@ class Oracle:
             kind="event",
             belief_id=self._id(event, character, "event"),
             content=sentence(event, name),
-            about=unique([event.actor, event.target, event.location, *payload_ids]),
+            about=unique([event.actor, event.target, event.location, *payload_ids])[:MOST_ABOUT],
             source="seen",
             source_entity=None,
             hops=0,
@@ -1693,7 +1693,7 @@ class Oracle:
             uncertain=False,
             game_time=event.game_time,
             persistent=self._persistent(character, "event"),
-            facts=list({(f.subject, f.attribute): f for f in event.facts}.values()),
+            facts=list({(f.subject, f.attribute): f for f in event.facts}.values())[:MOST_FACTS],
             origin=origin_id(event),
             tellers=[],
             event_kind=event_kind(event.key),
@@ -1777,7 +1777,7 @@ class Oracle:
             kind="knowledge",
             belief_id=self._id(event, character, "knowledge"),
             content=content,
-            about=unique([event.actor, event.target, *about_more]),
+            about=unique([event.actor, event.target, *about_more])[:MOST_ABOUT],
             source=source,
             source_entity=event.actor,
             hops=1 if teller is None else teller.hops + 1,
@@ -1788,7 +1788,7 @@ class Oracle:
             uncertain=True,
             game_time=event.game_time,
             persistent=self._persistent(character, "knowledge"),
-            facts=claimed,
+            facts=claimed[:MOST_FACTS],
             origin=origin,
             tellers=[
                 *([] if teller is None else teller.tellers),
