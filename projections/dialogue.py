@@ -38,10 +38,11 @@ from projections.keys import pack, unpack
 from projections.runtime_read import known_of, nothing_known, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, as_of
-from projections.wording import cut, visible, without_brackets
+from projections.wording import cut, without_brackets
 from schemas import Event
 from schemas.memory import Speaker
 from schemas.policy import DialoguePolicy
+from schemas.text import visible
 
 ScopeKind = Literal["player", "place"]
 
@@ -252,7 +253,7 @@ def _record_summary(tx: StateTransaction, event: Event, ancestry: Ancestry) -> s
             "dialogue summary not recorded: it needs actor (the character) and payload.scope "
             "'player' (with target) or 'place' (with location, or the character's known place)"
         )
-    if not isinstance(summary, str) or not summary.strip():
+    if not isinstance(summary, str) or not visible(summary):
         return "dialogue summary not recorded: payload.summary must be non-empty text"
     if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
         return "dialogue summary not recorded: payload.categories must be a list of strings"

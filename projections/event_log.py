@@ -13,9 +13,9 @@ from projections.key_prefixes import EVENTS_AT
 from projections.keys import pack
 from projections.state import StateTransaction
 from projections.timelines import Ancestry
-from projections.wording import visible
 from schemas import Event
 from schemas.events import Contract, Identifier
+from schemas.text import visible
 
 WORD_FIELDS = ("text", "content")
 """Payload fields that carry words (a player's line, a teller's news)."""
@@ -37,8 +37,8 @@ def record_event_at(tx: StateTransaction, event: Event) -> None:
     payload, words = event.payload, None
     for name in WORD_FIELDS:  # a loop, not `next` over a generator: once an event
         said = payload.get(name)
-        if isinstance(said, str) and visible(said):
-            words = said
+        if isinstance(said, str):  # the first field said is the words: one of nothing, none
+            words = said if visible(said) else None
             break
     summary = {
         "key": event.key,

@@ -36,6 +36,7 @@ from projections.whereabouts import place_of
 from projections.wording import one_line
 from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import InventionPolicy, Policy
+from schemas.text import visible
 
 MAX_REPLY_CHARS = 10_000
 """A longer reply is refused (a reply is a few lines a character says)."""
@@ -130,7 +131,7 @@ def reply_check(
     """The invention check of a reply by `npc_id` to the event at `after_seq`: what its
     decision `context` (`projections.decision`) was given, against the names the reply uses
     (the rules' answer is `found`; a model may add relations, `with_relations`)."""
-    if not text.strip():
+    if not visible(text):
         raise BadRead("'text' must not be empty")
     if len(text) > MAX_REPLY_CHARS:
         raise BadRead(f"'text' must be at most {MAX_REPLY_CHARS} characters")

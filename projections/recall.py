@@ -42,6 +42,7 @@ from schemas import EntityDeclaration
 from schemas.events import MAX_ID_LENGTH
 from schemas.memory import BeliefRead, RecalledMemory, RecallRead, SearchCounts
 from schemas.policy import Policy
+from schemas.text import visible
 
 MAX_QUERY_CHARACTERS = 1000
 MAX_LIMIT = 50
@@ -124,7 +125,7 @@ class RecallQuery:
 
     def check(self) -> None:
         """BadRead for a query recall cannot take."""
-        if not self.text.strip():
+        if not visible(self.text):
             raise BadRead("'q' must not be empty")
         if len(self.text) > MAX_QUERY_CHARACTERS:
             raise BadRead(f"'q' must be at most {MAX_QUERY_CHARACTERS} characters")

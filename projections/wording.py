@@ -9,7 +9,6 @@ described in words reads at most `MOST_DESCRIBED_CHARS` characters.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -20,6 +19,7 @@ from projections.event_keys import PLAYER_SAID, TOLD
 from projections.writing_systems import UNSPACED
 from schemas import Event
 from schemas.memory import Memory
+from schemas.text import visible
 
 Names = Callable[[str], str]
 """What a character calls an id (`Catalogue.name_of`): its declared name, else the id."""
@@ -133,27 +133,6 @@ def spoken_words(event: Event) -> str | None:
     field = SPOKEN_FIELDS.get(event.key)
     words = None if field is None else event.payload.get(field)
     return words if isinstance(words, str) and visible(words) else None
-
-
-BLANKS = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0")
-"""Characters that show nothing though no whitespace nor format character: the combining
-grapheme joiner, the Hangul fillers (a game's usual "blank name") and the braille blank."""
-SHOWN_FORMATS = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2")
-"""Format characters that are written (the prepended marks of Arabic and Syriac numbers)."""
-
-
-def visible(text: str) -> bool:
-    """Whether `text` shows anything: a line of zero-width spaces and joiners, byte-order marks,
-    variation selectors or blank fillers says nothing, as one of spaces says nothing."""
-    return any(_shows(char) for char in text)
-
-
-def _shows(char: str) -> bool:
-    if char.isspace() or char in BLANKS or "\ufe00" <= char <= "\ufe0f":
-        return False
-    if "\U000e0100" <= char <= "\U000e01ef":  # variation selectors too
-        return False
-    return unicodedata.category(char) != "Cf" or char in SHOWN_FORMATS
 
 
 def retell(content: str) -> str:

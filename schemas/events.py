@@ -255,8 +255,9 @@ class Event(Contract):
     target: NameableId | None = None
     witnesses: list[NameableId] | None = None
     """Who else perceives it, and nobody more (`[]`: nobody else saw it); null: the
-    characters known to be at `location`, or nobody else with the world's policy
-    `memory.perception_location_fallback` false."""
+    characters known to be at `location`, but nobody else for a conversation, an event
+    without `location`, or with the world's policy `memory.perception_location_fallback`
+    false."""
     location: NameableId | None = None
     players: list[NameableId] = Field(default_factory=list)
     payload: dict[str, JsonData] = Field(default_factory=dict)

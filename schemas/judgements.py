@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from schemas.events import Contract, Identifier, Seq
 from schemas.memory import Feeling, Share, Verdict
 from schemas.records import Record
+from schemas.text import visible
 
 JudgementKind = Literal["feeling", "retelling", "verdict", "summary"]
 """What a model judges: how a memory feels and stirs (`feeling`), how a rumour is retold, the
@@ -36,8 +37,8 @@ class FeelingAnswer(Contract):
 
 
 def _said(text: str) -> str:
-    if not text.strip():
-        raise PydanticCustomError("blank", "holds only white space")
+    if not visible(text):
+        raise PydanticCustomError("blank", "shows nothing (white space, zero-width or control)")
     return text
 
 

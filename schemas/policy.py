@@ -91,8 +91,9 @@ def _row(
 class WeighingTable(Contract):
     """Rules weighing: (importance, feeling, arousal) by kind of event and part in it.
 
-    The conversation target and the fight witness reproduce seed 001's example read. News
-    heard of an event (`heard`) weighs less than the sight of it, and stirs less.
+    The defaults of the conversation target and the fight witness reproduce the example
+    runtime read in the README. News heard of an event (`heard`) weighs less than the sight
+    of it, and stirs less.
     """
 
     #                       actor            target            witness           heard
@@ -210,7 +211,7 @@ class RecallPolicy(Contract):
 
 
 class DialoguePolicy(Contract):
-    """Short-term dialogue (seed 003): the last lines of each conversation scope, word for word."""
+    """Short-term dialogue: the last lines of each conversation scope, word for word."""
 
     enabled: bool = True
     """Capture `player-said` and `npc-replied` lines; false: nothing is captured."""
@@ -221,8 +222,8 @@ class DialoguePolicy(Contract):
     expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 12.0
     """A scope's turns are hidden this long (real time) after its last turn."""
     summarised_expiry_hours: Annotated[float, Field(gt=0, le=10_000)] = 24.0
-    """The same, once the scope has a summary, which extends the lifetime (seed 003): never to
-    less than `expiry_hours`."""
+    """The same, once the scope has a summary, which extends the lifetime: never to less than
+    `expiry_hours`."""
 
     @property
     def summarised_hours(self) -> float:
@@ -237,7 +238,7 @@ Tokens = Annotated[int, Field(ge=10, le=1_000_000), AsInteger]
 
 
 class ChroniclePolicy(Contract):
-    """The chronicle (seed 000, "Conversation compaction"): the story so far in a size a prompt
+    """The chronicle: the story so far in a size a prompt
     can hold, made from a character's records when read.
     chapter_tokens must not exceed short_term_tokens;
     condensed_tokens must not exceed long_term_tokens."""
@@ -301,12 +302,11 @@ class ModelPolicy(Contract):
 
 
 class MemoryPolicy(Contract):
-    """Who remembers what, how strongly, and how news travels (seed 001, "Memory")."""
+    """Who remembers what, how strongly, and how news travels."""
 
     world: bool = True
     """Keep the world record (the facts events make true); false: no fact is recorded, so no
-    memory is judged `diverging` but against facts recorded before it was set (seed 001: "use
-    one part or both")."""
+    memory is judged `diverging` but against facts recorded before it was set."""
     npc: bool = True
     """Keep the characters' memories; false: no memory is formed, no line refereed and no
     rumour spread, while the world record, whereabouts and dialogue are kept."""
@@ -340,7 +340,7 @@ class MemoryPolicy(Contract):
     chronicle: ChroniclePolicy = ChroniclePolicy()
     lies_believable: bool = True
     """A convincing lie is believed; false: `convinced` becomes `doubting` when the line's
-    claimed facts contradict the world record (seed 001, "Memory in a decision")."""
+    claimed facts contradict the world record."""
     referee: RefereePolicy = RefereePolicy()
     invention: InventionPolicy = "flag"
     """What the invention check answers for a reply naming what nobody gave the decision."""

@@ -103,9 +103,9 @@ MOST_MET = 32
 FARTHEST_HOPS = 32
 """News this many hops from its start is passed on no further, by a `told` or a meeting."""
 DESCRIBED_AT_MOST = 2000
+"""The most characters an event described in words takes (names in place of ids)."""
 MOST_ABOUT = MOST_FACTS = 64
 """A memory is about its first 64 entities and keeps its first 64 facts."""
-"""The most characters an event described in words takes (names in place of ids)."""
 SPOKEN_FIELD = {TOLD: "content", PLAYER_SAID: "text"}
 MAX_EVENT_BYTES = 256 * 1024
 MAX_BELIEFS, MAX_RECOLLECTIONS, MAX_RELATIONS = 50, 20, 50
@@ -281,12 +281,13 @@ WRITTEN_FORMATS = {
 
 
 def shows(words: str) -> bool:
-    """Whether words show anything: not only whitespace, format characters (zero-width
-    spaces, a byte-order mark; the prepended number marks of Arabic and Syriac are written)
-    and blanks."""
+    """Whether words show anything: not only whitespace, control characters, format
+    characters (zero-width spaces, a byte-order mark; the prepended number marks of Arabic and
+    Syriac are written) and blanks."""
     return any(
         not char.isspace()
         and char not in SHOWING_NOTHING
+        and unicodedata.category(char) != "Cc"
         and (unicodedata.category(char) != "Cf" or char in WRITTEN_FORMATS)
         for char in words
     )

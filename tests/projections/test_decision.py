@@ -231,6 +231,16 @@ def test_a_line_of_the_character_or_another_player_is_not_quoted_as_the_players(
     assert "just said to" not in decide(1, state=state, world="talk")["prompt"]
 
 
+@pytest.mark.parametrize("blank", ["   ", "\u200b\u3164", "\x00\x1b"])
+def test_a_line_of_nothing_visible_quotes_no_other_field_as_the_players_words(blank: str) -> None:
+    """A player's line whose text shows nothing quoted its payload's `content` instead, to the
+    reply model, as what the player just said, word for word."""
+    payload = {"text": blank, "content": "The key is under the mat"}
+    state = replay_lines([line(1, SAID, **TO_MARA, payload=payload, entities=PRIVATE)]).state
+    prompt = decide(1, state=state, world="talk")["prompt"]
+    assert "word for word" not in prompt  # nothing was said
+
+
 def test_the_turns_are_as_of_the_event_and_a_reload_forgets_the_lines_after_the_save() -> None:
     assert [t["text"] for t in talk(2)["recent_turns"]] == ['Where is your "son"?']
     assert talk(3, "reload")["recent_turns"] == [

@@ -630,6 +630,7 @@ def test_a_summary_for_an_unknown_scope_is_acked_with_a_reason_and_records_nothi
             "(with location, or the character's known place)",
         ),
         ("  ", {}, "payload.summary must be non-empty text"),
+        ("\u200b\u3164", {}, "payload.summary must be non-empty text"),
         ("x", {"categories": [1]}, "payload.categories must be a list of strings"),
         ("x", {"categories": ""}, "payload.categories must be a list of strings"),
     ],

@@ -238,6 +238,7 @@ def test_vectors_of_another_dimension_are_refused_while_words_still_work() -> No
     [
         ("", (), 10, "'q' must not be empty"),
         ("   ", (), 10, "'q' must not be empty"),
+        ("\u200b\u3164", (), 10, "'q' must not be empty"),  # nothing of it shows
         ("x" * 1001, (), 10, "at most 1000 characters"),
         ("son", ("npc-nobody",), 10, "unknown cue 'npc-nobody'"),
         ("son", (), 0, "'limit' must be from 1 to 50"),

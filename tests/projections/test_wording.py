@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.wording import passed_on, retell, speaker, visible
+from projections.wording import passed_on, retell, speaker
+from schemas.text import visible
 from tests.oracle import retelling, shows, without_quotation_marks
 from tests.projections.test_rumours import memory
 
@@ -157,6 +158,7 @@ def test_a_retelling_keeps_what_follows_a_parenthesis_as_it_was() -> None:
         ("\ufeff \u2060", False),  # a byte-order mark, a word joiner
         ("\u3164", False),  # the Hangul filler: a game's "blank name"
         ("\u2800\u034f\ufe0f", False),  # braille blank, grapheme joiner, variation selector
+        ("\x00\x07\x1b\x7f\x85\x9b", False),  # control characters
         ("\u0600", True),  # the Arabic number sign: a format character that is written
         ("\U0001f468\u200d\U0001f469\u200d\U0001f467", True),  # a family, joined
         ("\U0001f1eb\U0001f1f7", True),  # a flag

@@ -380,9 +380,15 @@ def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
     extra = answer_in(completion('{"feeling": 0, "arousal": 0, "mood": "x"}'), FeelingAnswer)
     assert isinstance(extra, str) and "mood" in extra
     blank = completion('{"content": " \\n ", "feeling": 0, "arousal": 0}')
-    assert answer_in(blank, RetellingAnswer) == "malformed answer: content: holds only white space"
+    assert (
+        answer_in(blank, RetellingAnswer)
+        == "malformed answer: content: shows nothing (white space, zero-width or control)"
+    )
     blank_summary = answer_in(completion('{"summary": "\\n\\n   "}'), SummaryAnswer)
-    assert blank_summary == "malformed answer: summary: holds only white space"
+    assert (
+        blank_summary
+        == "malformed answer: summary: shows nothing (white space, zero-width or control)"
+    )
     assert answer_in(completion(None, refusal="no"), FeelingAnswer) == "refused: no"
     nested = b"[" * 1000 + b"]" * 1000  # a refusal that is not text, too deep even to print
     too_deep = answer_in(completion(None, refusal=orjson.Fragment(nested)), FeelingAnswer)
