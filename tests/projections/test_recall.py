@@ -57,7 +57,7 @@ def told(seq: int, text: str, listener: str = "npc-mara", game_time: str = "day 
     )
 
 
-def said(seq: int, player: str, text: str, game_time: str) -> bytes:
+def said(seq: int, player: str, text: str, game_time: str | None) -> bytes:
     """A player's line to Mara."""
     return event(
         seq,
@@ -431,14 +431,7 @@ def test_a_line_sent_without_story_time_is_remembered_as_of_the_story_now_and_fa
     """A game leaving `game_time` off its dialogue lines: on a timeline whose clock runs, the
     line's memory had no story time, so it never faded, and recall told it before the older
     line it followed."""
-    untimed = event(
-        2,
-        "loreweaver.conversation.player-said",
-        actor="player-1",
-        target="npc-mara",
-        players=["player-1"],
-        payload={"text": "The sailor also stole my boots"},
-    )
+    untimed = said(2, "player-1", "The sailor also stole my boots", None)
     first = said(1, "player-1", "The sailor stole my purse", "day 1, 10:00")
     for day, held in ((2, "vivid"), (150, "faded")):
         state = replay_lines([first, untimed, later(3, day)]).state
