@@ -31,7 +31,7 @@ from projections.judgements import (
     RecordedAnswers,
     judging,
 )
-from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
+from projections.knowing import held_at, holds_news_of, news_passed_on
 from projections.memories import dated, form_memories, origin_at, told_nothing, unread_claims
 from projections.memory_store import (
     MemoryKeys,
@@ -207,7 +207,11 @@ class Projector:
         if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
-            context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy, judged)
+            minute = minute_of(tx, event, ancestry)  # memories are held, and dated, as of it
+            held_at_minute = minute if policy.memory.flaky else None
+            context = _StoredMinds(
+                tx, keys, ancestry, catalogue, event, policy, judged, held_at_minute
+            )
             told_note = told_nothing(event, context)
             refereed = judge_line(
                 event,
@@ -227,8 +231,7 @@ class Projector:
             rumours, forgotten = spread(
                 tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
             )
-            if event.game_time is None and (memories or rumours):
-                minute = minute_of(tx, event, ancestry)
+            if event.game_time is None:
                 memories, rumours = dated(memories, minute), dated(rumours, minute)
             formed = [*memories, *rumours]
             if changes is not None:
@@ -274,6 +277,9 @@ class _StoredMinds:
     event: Event
     policy: Policy
     judged: Judging
+    now: int | None
+    """The story minute characters hold their memories at (`knowing.minute_held_at`), looked
+    up once: an event without `game_time` asked the story's clock at every question."""
 
     def kind_of(self, entity_id: str) -> str:
         return self.catalogue.kind_of(entity_id)
@@ -291,24 +297,25 @@ class _StoredMinds:
         memory = as_revised(self.tx, self.keys, self.ancestry, memory)
         if memory.kind == "impression":
             return memory
-        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
-        return held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
+        return held_at(self.tx, self.keys, self.ancestry, memory, self.now, self.policy)
 
     def knows(self, character: str, origin: str) -> bool:
         """Whether the character holds news of `origin` at the event (`projections.knowing`):
         what it never learned is one point read per scope."""
         if not ever_learned(self.tx, self.keys, self.ancestry, character, origin):
             return False
-        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
-        return holds_news_of(self.tx, self.keys, self.ancestry, character, origin, now, self.policy)
+        return holds_news_of(
+            self.tx, self.keys, self.ancestry, character, origin, self.now, self.policy
+        )
 
     def teller_news(self, teller: str, origin: str) -> Memory | None:
         """The teller's memory of news `origin` it passes on (`knowing.news_passed_on`): news
         it never learned (a lie, its own words) is one point read per scope."""
         if not ever_learned(self.tx, self.keys, self.ancestry, teller, origin):
             return None
-        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
-        return news_passed_on(self.tx, self.keys, self.ancestry, teller, origin, now, self.policy)
+        return news_passed_on(
+            self.tx, self.keys, self.ancestry, teller, origin, self.now, self.policy
+        )
 
     def held_beliefs(self, character: str, touches: Callable[[Memory], bool]) -> list[HeldBelief]:
         """The beliefs the character holds at the event that `touches` picks, among its
@@ -317,12 +324,11 @@ class _StoredMinds:
         referee's verdict is one (a belief forgotten for a year was judged, weakened and
         reported weakened). Those it picks, not the fifty most important held: sixty lines of
         small talk pushed a lie still held out of the referee's sight."""
-        now = minute_held_at(self.tx, self.event, self.ancestry, self.policy)
         tenant, world_id = self.keys.tenant_id, self.keys.world_id
         beliefs: list[HeldBelief] = []
         found = most_important_beliefs(self.tx, self.keys, self.ancestry, character, DEEP_BELIEFS)
         for memory in filter(touches, found):
-            held = held_at(self.tx, self.keys, self.ancestry, memory, now, self.policy)
+            held = held_at(self.tx, self.keys, self.ancestry, memory, self.now, self.policy)
             if held is None:
                 continue
             if diverging(self.tx, tenant, world_id, self.ancestry, memory):
