@@ -9,7 +9,8 @@ it names (what the character's memories of it are about and claim facts of, and 
 whose declared names its words say, as recall takes a query's). Beside them come the recent
 turns of the player scope (section 13) as of the event, word for word, unless expired at real
 time `now_ms`.
-The player who spoke is no character to decide for: a decision for a player's id is a 404.
+The player who spoke is no character to decide for, nor is an item, a place or an id of no
+kind (none of them forms memories): a decision for one is a 404, as their runtime read is.
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
 verdict. It is made of memories and heard lines alone: the world record never reaches it.
@@ -24,7 +25,7 @@ from typing import get_args
 import orjson
 from pydantic import TypeAdapter
 
-from projections.catalogue import StoredDeclarations, display_name
+from projections.catalogue import CHARACTER, PLAYER, StoredDeclarations, classify, display_name
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
@@ -73,10 +74,14 @@ def decision(
         raise BadRead(f"after_seq {after_seq} names no event on timeline {timeline_id!r}")
     if npc_id not in (event.target, event.actor):
         raise NotFound(f"the event at {after_seq} is neither by nor to {npc_id!r}")
-    if npc_id in event.players:  # the player who spoke: no mind to decide with
+    declarations = StoredDeclarations(tx, tenant_id, world_id, ancestry)
+    kind = classify(npc_id, event.players, declarations, policy)
+    if kind == PLAYER:  # the player who spoke: no mind to decide with
         raise NotFound(
             f"{npc_id!r} is a player of the event at {after_seq}: players hold no memory"
         )
+    if kind != CHARACTER:  # an item, a place, an id of no kind: none forms memories
+        raise NotFound(f"{npc_id!r} is no character (its kind: {kind}): only characters decide")
     player = the_player(event, player_id, after_seq)
     index.catch_up(tx, keys)
     scope = search_scope(keys, ancestry, npc_id)
@@ -99,7 +104,7 @@ def decision(
         knowledge += more
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
-    declared = StoredDeclarations(tx, tenant_id, world_id, ancestry).declared()
+    declared = declarations.declared()
     # "Where is Rook now?" asks of Rook, as in recall; a gift of the locket, of the locket
     named = [*declared_named_in(words, declared), *named_at(tx, keys, ancestry, npc_id, after_seq)]
     cues = [entity for entity in dict.fromkeys(named) if entity not in (npc_id, player, place)]

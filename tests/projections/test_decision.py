@@ -283,6 +283,31 @@ def test_a_decision_that_cannot_be_made_is_refused(
         decide(after_seq, npc, player)
 
 
+@pytest.mark.parametrize(
+    ("target", "kind"),
+    [("item-sword", "item"), ("loc-cave", "place"), ("bob", "unknown")],
+)
+def test_a_decision_for_an_id_that_is_no_character_is_not_found(target: str, kind: str) -> None:
+    """An item, a place or an id of no kind forms no memories, and its runtime read is a 404:
+    a decision for the sword a player picked up got a prompt of what the sword knows."""
+    state = replay_lines(
+        [
+            line(
+                1,
+                "quest.asked-about",
+                actor="player-1",
+                target=target,
+                entities={
+                    "item-sword": {"name": "Dawnbreaker", "kind": "item"},
+                    "loc-cave": {"name": "The Cave", "kind": "place"},
+                },
+            )
+        ]
+    ).state
+    with pytest.raises(NotFound, match=f"{target!r} is no character \\(its kind: {kind}\\)"):
+        decide(1, target, state=state, world="talk")
+
+
 def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     """Mara heard of a dozen burned farms; with the slots the player's memories leave, the
     decision takes the farms recall scores best, as recall itself ranks them."""
