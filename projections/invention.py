@@ -8,10 +8,13 @@ recent turns and of the line it answers (the player gave them, though a player o
 knowledge). The rules look for names: runs of capitalised words. A run at the start of a
 sentence loses its first word (a sentence, or what follows a colon, starts capitalised whatever
 it is: "Ask Bertram" names Bertram, "Ask" names nobody).
+An opening quotation mark opens a sentence too ('She said, "Never trust a sailor."').
 A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
-stop ends no sentence) are no part of a name, and a possessive ending is none of its words
-("Mara's" names Mara). A name is known when each of its words is among the given words, case
-aside ("the Crooked Lantern" is given by "The Crooked Lantern", "Ilse" by Ilse's declaration).
+stop ends no sentence, or spelled out: "Captain", "Lady") are no part of a name, and a
+possessive ending is none of its words ("Mara's" names Mara). A name is known when each of its
+words is among the given words, case and Unicode forms aside ("the Crooked Lantern" is given by
+"The Crooked Lantern", "Ilse" by Ilse's declaration, "Zoë" typed with a combining diaeresis or in
+full-width letters by a declared "Zoë").
 
 The answer's action is the policy's (`memory.invention`) when anything is invented, else
 `allow`. Unnamed new relations ("her brother") take a model; the rules do not look for them.
@@ -24,6 +27,7 @@ check stands. The reply check is a read: it writes nothing, so nothing is record
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,6 +50,11 @@ _SENTENCE_END = re.compile(r"[!?…\n]|(?<!\d)[.:]|[.:](?!\d)")
 colon between digits ("at 10:30 Bertram came", "3.5 gold"); after a semicolon a capitalised
 word is a name ("Nobody saw it; Bertram did")."""
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
+_OPENING_QUOTE = re.compile(
+    r"(?:^|[\s(\[,:;\u2014\u2013-])[\"\u201c\u2018\u00ab\u201e\u201a\u2039'\u300c\u300e]\s*$"
+)
+"""A quotation mark opening a quote just before a word ('said, "Never', "\u00ab Jamais"): what
+is quoted starts a sentence."""
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
@@ -68,6 +77,14 @@ TITLES = frozenset(
     | {"Lt", "Sgt", "Rev", "Fr", "Mt", "Hon"}
 )
 """Titles before a name, often abbreviated with a full stop that ends no sentence."""
+SPELLED_TITLES = frozenset(
+    {"Sir", "Dame", "Lady", "Lord", "Master", "Mistress", "Madam", "Madame", "Captain", "Doctor"}
+    | {"Father", "Mother", "Brother", "Sister", "King", "Queen", "Prince", "Princess", "Duke"}
+    | {"Duchess", "Baron", "Baroness", "Count", "Countess", "Sergeant", "Lieutenant", "General"}
+    | {"Commander", "Elder", "Professor", "Mister", "Miss", "Saint", "Reverend"}
+)
+"""Titles written out: no part of a name either ("Ask Captain Rook" names Rook), and their
+full stop ends a sentence ("I saw the Captain. Then Rook came")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +109,8 @@ def names_in(text: str) -> list[str]:
                 names.append(name)
 
     for word in _words(text):
-        capitalised = word.text[0].isupper() and not _no_name(word.text)
+        first = word.text[0]
+        capitalised = (first.isupper() or first.istitle()) and not _no_name(word.text)
         if (
             capitalised
             and run
@@ -108,13 +126,20 @@ def names_in(text: str) -> list[str]:
 
 
 def inventions(text: str, given: Iterable[str]) -> list[Invention]:
-    """The names in `text` whose words are not all among the words of `given`."""
-    known = {piece.casefold() for phrase in given for piece in _PIECE.findall(phrase)}
+    """The names in `text` (composed: a letter and its combining accent are one letter) whose
+    words are not all among the words of `given`, compared in compatibility form, case aside
+    (full-width "Ｚｏë" is "Zoë")."""
+    known = {piece for phrase in given for piece in _pieces(phrase)}
     return [
         Invention(name=name, kind="name")
-        for name in names_in(text)
-        if not all(piece.casefold() in known for piece in _PIECE.findall(name))
+        for name in names_in(unicodedata.normalize("NFC", text))
+        if not all(piece in known for piece in _pieces(name))
     ]
+
+
+def _pieces(phrase: str) -> list[str]:
+    """The words of a phrase as names are compared: NFKC, case-folded."""
+    return [piece.casefold() for piece in _PIECE.findall(unicodedata.normalize("NFKC", phrase))]
 
 
 def reply_check(
@@ -217,7 +242,12 @@ def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRe
 def _no_name(word: str) -> bool:
     """Whether a capitalised word is no part of a name: a personal pronoun, a possessive or
     pointing word, or a title."""
-    return _PRONOUN.fullmatch(word) is not None or word in TITLES or word in POINTING_WORDS
+    return (
+        _PRONOUN.fullmatch(word) is not None
+        or word in TITLES
+        or word in SPELLED_TITLES
+        or word in POINTING_WORDS
+    )
 
 
 def _words(text: str) -> list[_Word]:
@@ -229,7 +259,11 @@ def _words(text: str) -> list[_Word]:
         between = text[boundary : match.start()]
         if words and words[-1].text in TITLES and between.startswith("."):
             between = between[1:]  # "Dr. Bertram": the title's full stop
-        opens = not words or _SENTENCE_END.search(between) is not None
+        opens = (
+            not words
+            or _SENTENCE_END.search(between) is not None
+            or _OPENING_QUOTE.search(between) is not None
+        )
         word = match.group()
         if not _PRONOUN.fullmatch(word):
             word = _POSSESSIVE.sub("", word)

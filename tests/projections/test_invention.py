@@ -39,6 +39,11 @@ TOLD = "loreweaver.conversation.told"
         ("No; Mine burned; Himself came; Nobody knew; Someone did; Who knows.", []),
         ("Listen: The harbour, ask Bertram.", ["Bertram"]),  # a colon may open a sentence
         ("At 10:30 Bertram came, 3.5 Vell later.", ["Bertram", "Vell"]),  # not between digits
+        ('She said, "Never trust Vell." Go.', ["Vell"]),  # a quote opens a sentence
+        ("\u00ab Jamais \u00bb, dit Bertram; \u201cTrust no one.\u201d", ["Bertram"]),
+        ("Ask Captain Rook or Lady Vell.", ["Rook", "Vell"]),  # titles spelled out
+        ("I saw the Captain. Then Rook came.", ["Rook"]),  # their full stop ends a sentence
+        ("Ask \u01c5emal.", ["\u01c5emal"]),  # a titlecase letter opens a name
     ],
 )
 def test_names_are_runs_of_capitalised_words_not_opening_a_sentence(
@@ -52,6 +57,19 @@ def test_a_name_is_given_when_each_of_its_words_is_given_case_aside() -> None:
     reply = "So Ilse saw the Drunk Sailor at the Crooked Lantern, with Bertram Crooked."
     assert [one.name for one in inventions(reply, given)] == ["Bertram Crooked"]
     assert {one.kind for one in inventions(reply, given)} == {"name"}
+
+
+def test_a_name_is_given_whatever_its_unicode_form() -> None:
+    """The same name typed with combining accents, or in full-width letters, is the declared
+    name: "Zo\u00eb" and "Zoe\u0308" were told apart, and the latter flagged as "Zoe"."""
+    given = ["Caf\u00e9 \u00c9mile", "Zoe\u0308"]
+    composed = "Welcome to Caf\u00e9 \u00c9mile, Zo\u00eb."
+    decomposed = "Welcome to Cafe\u0301 E\u0301mile, Zoe\u0308."
+    full_width = "Welcome back, \uff3a\uff4f\u00eb. Ask Bertrand."
+    assert inventions(composed, given) == []
+    assert inventions(decomposed, given) == []
+    assert [one.name for one in inventions(full_width, given)] == ["Bertrand"]
+    assert [one.name for one in inventions("Ask Zo\u00e9.", given)] == ["Zo\u00e9"]
 
 
 def _checked(
