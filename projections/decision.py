@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from projections.catalogue import CHARACTER, PLAYER, StoredDeclarations, classify, display_name
 from projections.dialogue import scope_read
+from projections.event_keys import PLAYER_SAID
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
 from projections.memory_store import MemoryKeys, load_held, load_memory
@@ -122,6 +123,7 @@ def decision(
     turns = TURNS.validate_python(player_scope["turns"])
     # the referee judged what the event's actor said: another player of the scene said nothing
     verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq) if player == event.actor else None
+    spoke = player == event.actor and event.key == PLAYER_SAID and event.words is not None
     # the line answered, where no turn holds it (dialogue off, a `privacy: "full"` player):
     # else the verdict was on words the prompt never gave
     unquoted = player == event.actor and all(turn.seq != after_seq for turn in turns)
@@ -131,7 +133,7 @@ def decision(
         recent_turns=turns,
         verdict=verdict,
         prompt=decision_prompt(
-            tx, keys, ancestry, npc_id, player, knowledge, turns, answered, verdict
+            tx, keys, ancestry, npc_id, player, knowledge, turns, answered, verdict, spoke
         ),
     )
 
@@ -227,12 +229,14 @@ def decision_prompt(
     turns: Sequence[TurnRead],
     answered: str | None,
     verdict: Verdict | None,
+    spoke: bool,
 ) -> str:
     """The prompt text: memory contents labelled as possibly wrong, what the character does not
     believe at all said so (a line it was left unconvinced of, and what was passed on of it:
     listed bare, a lie the referee rejected read to the model as something known), nothing
     beyond, then the recent lines quoted word for word when there are any, and the player's
-    line answered, `answered`, when none of them is it."""
+    line answered, `answered`, when none of them is it, and the verdict on it (none where the
+    player said nothing at the event, `spoke` false: a gift, another player's line)."""
     declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
 
     def named(entity: str) -> str:
@@ -260,6 +264,9 @@ def decision_prompt(
     if answered is not None:
         quoted = orjson.dumps(answered).decode()
         lines.append(f"What {player} just said to {name}, word for word: {quoted}")
-    judged = "none" if verdict is None else verdict
-    lines.append(f"The referee's verdict on what {player} just said: {judged}.")
+    if spoke:
+        judged = "none" if verdict is None else verdict
+        lines.append(f"The referee's verdict on what {player} just said: {judged}.")
+    else:  # "on what Ilse just said: none" of a gift made up a line she never said
+        lines.append(f"The referee's verdict: none ({player} said nothing just now).")
     return "\n".join(lines)

@@ -179,7 +179,7 @@ def test_the_player_scopes_recent_turns_come_word_for_word_oldest_first() -> Non
         "What was just said between Mara and Ilse, word for word:",
         '- Ilse: "Where is your \\"son\\"?"',
         '- Mara: "Gone to the mill."',
-        "The referee's verdict on what Ilse just said: none.",
+        "The referee's verdict: none (Ilse said nothing just now).",  # Mara's own reply
     ]
 
 
@@ -190,7 +190,7 @@ def test_without_turns_the_context_has_none_and_the_prompt_says_nothing_of_them(
         "What Mara knows (from memory; any of it may be wrong):",
         *[prompt_line(m) for m in context["knowledge"]],
         "Mara knows nothing beyond this.",
-        "The referee's verdict on what Ilse just said: none.",
+        "The referee's verdict: none (Ilse said nothing just now).",  # a gift: no line to judge
     ]
 
 

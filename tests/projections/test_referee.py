@@ -275,7 +275,7 @@ def test_a_decision_for_another_player_of_the_scene_gets_no_verdict_on_a_line_no
     assert asked["player-1"]["verdict"] == "convinced"
     assert asked["player-2"]["verdict"] is None
     last = asked["player-2"]["prompt"].splitlines()[-1]
-    assert last == "The referee's verdict on what Bo just said: none."
+    assert last == "The referee's verdict: none (Bo said nothing just now)."
 
 
 def test_a_line_that_challenges_nothing_gets_no_verdict() -> None:
