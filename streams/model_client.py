@@ -53,10 +53,21 @@ log = logger("model")
 
 AnswerModel = TypeVar("AnswerModel", bound=BaseModel)
 
-FENCED = re.compile(r"^```(?:json)?(.*)```$", re.DOTALL)
-"""A JSON object wrapped in a Markdown code fence, as small local models like to answer (its
-inside stripped afterwards: a lazy middle between optional spaces backtracked for a minute over
-a fence of 4,000 spaces, holding the event loop)."""
+FENCE_OPENING = re.compile(r"```[ \t]*(?:json\w*)?", re.IGNORECASE)
+"""The opening of a Markdown code fence around a JSON object, as small local models like to
+answer, its language tag however written (`JSON`, ` json` and `jsonc` were refused): the fence
+is taken off by its two ends, not by a pattern over the whole answer (a lazy middle between
+optional spaces backtracked for a minute over a fence of 4,000 spaces, holding the event
+loop)."""
+
+
+def unfenced(content: str) -> str:
+    """The answer inside its code fence, if it is fenced, else as it came."""
+    stripped = content.strip()
+    opening = FENCE_OPENING.match(stripped)
+    if opening is None or len(stripped) < 6 or not stripped.endswith("```"):
+        return content
+    return stripped[opening.end() : -3].strip()
 
 
 class ModelClient(JsonService):
@@ -196,9 +207,8 @@ def answer_in(body: bytes, answer_type: type[AnswerModel]) -> AnswerModel | str:
     ended = _ended_early(choice)
     if content is None or not content.strip():
         return cut(f"{REFUSED}: the model gave no answer{ended}")
-    fenced = FENCED.match(content.strip())
     try:
-        return answer_type.model_validate_json(fenced.group(1).strip() if fenced else content)
+        return answer_type.model_validate_json(unfenced(content))
     except ValidationError as error:
         problem = explain(error, MALFORMED).removeprefix(f"{MALFORMED}: ")
         return cut(f"{MALFORMED}{ended}: {problem}")

@@ -369,8 +369,9 @@ def completion(content: str | None, **message: Any) -> bytes:
 
 
 def test_an_answer_is_the_json_object_asked_for_and_nothing_else() -> None:
-    fenced = completion('```json\n{"feeling": 0.5, "arousal": 0.25}\n```')
-    assert answer_in(fenced, FeelingAnswer) == FeelingAnswer(feeling=0.5, arousal=0.25)
+    for opening in ("```json\n", "```\n", "```JSON\n", "``` json\n", "```jsonc\n", "```json "):
+        fenced = completion(opening + '{"feeling": 0.5, "arousal": 0.25}\n```')
+        assert answer_in(fenced, FeelingAnswer) == FeelingAnswer(feeling=0.5, arousal=0.25)
     spaced = completion(
         "```" + " " * 20_000 + "x"
     )  # once a minute's backtracking, holding the loop
