@@ -42,6 +42,7 @@ from projections.referee import Case, Judge
 from projections.state import StateTransaction
 from projections.wording import Names, named_on_one_line
 from schemas import Event
+from schemas.events import Fact
 from schemas.judgements import (
     ANSWER_TYPES,
     Answer,
@@ -424,8 +425,9 @@ class Judging(Protocol):
     def feeling(self, memory: Memory) -> Memory:
         """`memory` with the feeling and arousal judged for it."""
 
-    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
-        """`rumour` (the rules' retelling of `told` by `teller`) as judged for its listener."""
+    def retelling(self, rumour: Memory, told: Memory, teller: str, words: str) -> Memory:
+        """`rumour` (the rules' retelling of `told` by `teller`, in the `words` the rules pass
+        it on in, before any distortion) as judged for its listener."""
 
     def referee(self, rules: Judge) -> Judge:
         """The referee's judge: the model's verdict, the `rules` judge its fallback."""
@@ -462,7 +464,7 @@ class RulesJudging:
     def feeling(self, memory: Memory) -> Memory:
         return memory
 
-    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+    def retelling(self, rumour: Memory, told: Memory, teller: str, words: str) -> Memory:
         return rumour
 
     def referee(self, rules: Judge) -> Judge:
@@ -513,27 +515,37 @@ class ModelJudging:
             memory, "feeling", f"Character: {self._named(memory.character_id)}\n{said}"
         )
 
-    def retelling(self, rumour: Memory, told: Memory, teller: str) -> Memory:
+    def retelling(self, rumour: Memory, told: Memory, teller: str, words: str) -> Memory:
+        """The model is told the teller's memory in the words it was taken in (a player's line
+        in the player's name: bare, the teller said it) and the rules' plain retelling, not
+        their distortion: the model's words are the retelling then, and claim the teller's
+        facts (the rules' grown number stayed beside words that kept it as it was)."""
         made_of: list[Awaited] = [(teller, told.belief_id, "retelling")]  # as retold to them
         if self._weighs and self._answers.waits(
             (rumour.character_id, rumour.belief_id, "retelling"), made_of
         ):
             return rumour  # asked once the teller's words are in
         listener = self._named(rumour.character_id)
-        telling = f"{self._named(teller)} tells {listener}: {_text(told.content)}"
-        return self._weighed(
-            rumour, "retelling", f"{telling}\nRetold plainly: {_text(rumour.content)}"
-        )
+        content = _text(told.content)
+        if told.source == "player" and told.source_entity is not None:
+            content = f"{self._named(told.source_entity)} said: {content}"
+        telling = f"{self._named(teller)} tells {listener}: {content}"
+        question = f"{telling}\nRetold plainly: {_text(words)}"
+        return self._weighed(rumour, "retelling", question, told.facts)
 
-    def _weighed(self, memory: Memory, judgement: JudgementKind, told: str) -> Memory:
-        """`memory` as the model judged it (feeling and arousal, and a retelling's words) in
-        model mode, or as the rules made it (outside model mode, or without an answer)."""
+    def _weighed(
+        self, memory: Memory, judgement: JudgementKind, told: str, facts: list[Fact] | None = None
+    ) -> Memory:
+        """`memory` as the model judged it (feeling and arousal, and a retelling's words, which
+        claim `facts`) in model mode, or as the rules made it (outside model mode, or without
+        an answer)."""
         if not self._weighs:
             return memory
         prompt = f"{told}\nBy the rules: feeling {memory.feeling}, arousal {memory.arousal}."
         outcome = self._ask(memory.character_id, memory.belief_id, judgement, prompt)
         if isinstance(outcome, RetellingAnswer):
-            return memory.model_copy(update={"content": outcome.content, **_weights(outcome)})
+            retold = {"content": outcome.content, "facts": memory.facts if facts is None else facts}
+            return memory.model_copy(update=retold | _weights(outcome))
         if isinstance(outcome, FeelingAnswer):
             return memory.model_copy(update=_weights(outcome))
         return memory

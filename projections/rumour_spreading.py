@@ -153,7 +153,7 @@ class Spreading:
         else:
             told, first = made
             rumour = retold_alike(told, first, listener, self.event, self.policy, self.catalogue)
-        self.heard.append(self.judged.retelling(rumour, memory, teller))
+        self.heard.append(self.judged.retelling(rumour, memory, teller, told.content))
         self.known[(listener, memory.origin)] = True
 
 

@@ -945,3 +945,97 @@ def test_a_line_challenging_nothing_until_an_earlier_verdict_is_in_is_waited_for
         filled = judged(policy, model.url, lines=[*story[:-3], *story[-2:], story[-3]])
     assert filled.refusals == in_order.refusals == []
     assert filled.digests == in_order.digests
+
+
+def test_a_model_retelling_claims_what_the_teller_held_and_speaks_in_the_players_name() -> None:
+    """With distortion on, the rules grew Rook's 10 gold to 11 in the words and the facts; the
+    model, asked with the grown words as the plain retelling, kept 10 in its words while the
+    rumour claimed 11 (diverging from a record it agreed with). And Ilse's line reached the
+    model as Mara's own words ("Mara tells Tomas: I will find your son")."""
+
+    def event(seq: int, key: str, **fields: Any) -> bytes:
+        where = {"world_instance_id": "w107", "timeline_id": "main"}
+        return orjson.dumps(where | {"seq": seq, "key": key} | fields)
+
+    theft = {"subject": "npc-rook", "attribute": "gold_stolen", "value": 10}
+    people = {
+        "npc-mara": {"name": "Mara", "kind": "character"},
+        "npc-rook": {"name": "Rook", "kind": "character"},
+        "npc-tomas": {"name": "Tomas", "kind": "character"},
+        "loc-tavern": {"name": "The Crooked Lantern", "kind": "place"},
+    }
+    story = [
+        event(
+            1,
+            "loreweaver.movement.location-entered",
+            actor="npc-mara",
+            location="loc-tavern",
+            game_time="day 1, 18:00",
+            entities=people,
+        ),
+        event(
+            2, "ledger.theft-recorded", actor="npc-rook", game_time="day 1, 18:05", facts=[theft]
+        ),
+        event(
+            3,
+            "loreweaver.conversation.told",
+            actor="npc-rook",
+            target="npc-mara",
+            game_time="day 1, 18:10",
+            payload={
+                "content": "Rook stole 10 gold from the smith",
+                "about": ["npc-rook"],
+                "facts": [theft],
+            },
+        ),
+        event(
+            4,
+            "loreweaver.conversation.player-said",
+            actor="player-1",
+            target="npc-mara",
+            players=["player-1"],
+            location="loc-tavern",
+            game_time="day 1, 18:15",
+            payload={"text": "I will find your son."},
+            entities={"player-1": {"name": "Ilse"}},
+        ),
+        event(
+            5,
+            "loreweaver.movement.location-entered",
+            actor="npc-tomas",
+            location="loc-tavern",
+            game_time="day 1, 18:20",
+        ),
+    ]
+    spreading = {"spreading": {"enabled": True, "distortion": True}}
+    rules = replay_lines(story, projector(resolve(None, {"memory": spreading})))
+    heard = {
+        b.content for b in runtime_read(rules.state, "default", "w107", "main", "npc-tomas").beliefs
+    }
+    assert "Rook stole 11 gold from the smith" in heard  # the rules grow the number here
+    asked: list[str] = []
+
+    def faithful(body: dict[str, Any]) -> str:  # retells the plain retelling word for word
+        instructions, question = (message["content"] for message in body["messages"])
+        if not instructions.startswith("You retell"):
+            return orjson.dumps({"feeling": 0.0, "arousal": 0.3}).decode()
+        asked.append(question)
+        plainly = orjson.loads(question.splitlines()[1].removeprefix("Retold plainly: "))
+        return orjson.dumps({"content": plainly, "feeling": 0.0, "arousal": 0.3}).decode()
+
+    with scripted_model() as model:
+        model.answer = faithful
+        retold = judged(
+            resolve(None, {"memory": {"weighing": "model"} | spreading}), model.url, lines=story
+        )
+    read = runtime_read(retold.state, "default", "w107", "main", "npc-tomas")
+    keys = memory_keys(retold.state, "default", "w107")
+    stored = {
+        b.content: load_memory(retold.state, keys, "npc-tomas", b.belief_id) for b in read.beliefs
+    }
+    theft_heard = stored["Rook stole 10 gold from the smith"]
+    assert theft_heard is not None and [f.value for f in theft_heard.facts] == [10]
+    assert not next(b for b in read.beliefs if "gold" in b.content).diverging
+    assert "Ilse said: I will find your son." in stored
+    assert any('Mara tells Tomas: Ilse said: "I will find your son."' in q for q in asked)
+    assert not any("11 gold" in q for q in asked)
