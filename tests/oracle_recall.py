@@ -62,6 +62,7 @@ from tests.oracle import (
     OracleNotFound,
     OWorld,
     belief_id,
+    entity_kind,
     held,
     json_equal,
     retelling,
@@ -507,6 +508,8 @@ def decision(
         raise OracleBadRead(f"no event at {after_seq}")
     if npc not in (event.target, event.actor) or npc in event.players:
         raise OracleNotFound(npc)  # before the player is looked for: no character to decide
+    if entity_kind(npc, event.players, seen.folded["declared"], oracle.policy) != "character":
+        raise OracleNotFound(npc)  # an item, a place, an id of no kind decides nothing
     player = the_player(event, player_id)
     policy = oracle.policy
     knowledge: list[dict[str, Any]] = []
