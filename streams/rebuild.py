@@ -40,9 +40,11 @@ from rocksdict import Rdict
 from projections.deletion import deletes_tenant, world_acked
 from projections.delivery import Intake, SourceMessage, identity_of
 from projections.digest import world_digest
+from projections.judgements import NO_MODEL
 from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
+from schemas.judgements import EventJudgements
 from streams.app import SESSION_TIMEOUT_SECONDS, create_app, home_partition, partition_db
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
@@ -237,22 +239,35 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     return changelog.cluster_id
 
 
-async def check_judged(target: Settings, live: Settings) -> None:
+async def check_judged(target: Settings, live: Settings, stall_seconds: float) -> None:
     """A target without a model URL would leave the answers recorded on the judgements topic
     unread where the live worker had a model: the referee and the chronicle ask only with one
     configured, so the rules would judge what the model judged live, and the digests differ.
-    `RebuildFailed` then says what to set (the model is not asked what was recorded)."""
+    `RebuildFailed` then says what to set (the model is not asked what was recorded). A topic
+    holding only the rules' judgements for want of a model (a world weighing by the model on a
+    worker without one) is no model's: the target makes them again alike (it was refused, and
+    with a model URL set, the referee asked the model of lines the rules had judged live)."""
     if target.model_url:
         return
     topic = live.topics.judgements
     offsets = await read_changelog(live, topic, range(live.partitions))
-    if any(end > offsets.earliest[partition] for partition, end in offsets.end.items()):
-        raise RebuildFailed(
-            f"the live worker judged with a model ({topic!r} holds its answers): set "
-            "RUMOURMILL_MODEL_URL and RUMOURMILL_MODEL_NAME as the live worker has them, so "
-            "the rebuild reads those answers back; it asks the model only what was never "
-            "recorded, and the model may be down"
-        )
+    read = topic_reader(live, topic, stall_seconds)
+    for partition, end in offsets.end.items():
+        if end > offsets.earliest[partition] and any(
+            judged_by_model(record) for record in await read(partition, lambda position: True)
+        ):
+            raise RebuildFailed(
+                f"the live worker judged with a model ({topic!r} holds its answers): set "
+                "RUMOURMILL_MODEL_URL and RUMOURMILL_MODEL_NAME as the live worker has them, so "
+                "the rebuild reads those answers back; it asks the model only what was never "
+                "recorded, and the model may be down"
+            )
+
+
+def judged_by_model(record: EventJudgements) -> bool:
+    """Whether a model stood behind a record: one of its judgements is an answer, or a refusal
+    for another reason than that no model is configured."""
+    return any(made.answer is not None or made.reason != NO_MODEL for made in record.judgements)
 
 
 def wanted(record: ConsumerRecord[bytes, bytes], world: str | None) -> bool:
@@ -290,7 +305,7 @@ async def rebuild(
     topic = changelog_topic(target)
     with kafka_as_failure(live.bootstrap):
         spans = await events_to_fold(live, world, warn)
-        await check_judged(target, live)
+        await check_judged(target, live, stall_seconds)
         owed_since = (
             await outputs_owed(live, spans, warn) if workers_stopped and world is None else {}
         )

@@ -87,12 +87,16 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def live(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
-    """A live worker that ingested branched taverns and two generated worlds with policies."""
+    """A live worker that ingested branched taverns and two generated worlds with policies, the
+    second weighing by the model, which the worker has none of: the rules' judgements for want
+    of one are recorded (a rebuild without a model URL, as the worker, was refused for them)."""
     persistent: dict[str, list[str]] = {}
     lines = story(worlds=2, events_per_world=150, seed=5)
     asyncio.run(ensure_topics(settings))
     for seed, world in ((3, "gen-a"), (8, "gen-b")):
         document, events, tenant = generated_world(seed, world)
+        if world == "gen-b":
+            document["memory"]["weighing"] = "model"
         key = policy_key(tenant, world)
         asyncio.run(send_one(settings, settings.topics.policies, key, orjson.dumps(document)))
         persistent[world] = document["memory"]["persistent"]["characters"]
@@ -205,6 +209,7 @@ def test_a_rebuild_ends_on_the_live_digests_and_a_worker_of_its_app_id_serves_th
     fresh = settings.model_copy(
         update={"app_id": settings.app_id + "-rebuilt", "data_dir": tmp_path / "rebuilt"}
     )
+    assert asyncio.run(messages_in(settings, settings.topics.judgements))  # gen-b's, no model's
     done = rebuild(settings, "--into", fresh.app_id, "--into-data-dir", str(fresh.data_dir))
     assert done.returncode == 0, done.stderr
     verdicts = printed_worlds(done.stdout)
