@@ -252,7 +252,7 @@ class Projector:
             value.write(tx, event.seq)
         record_story_time(tx, event)
         record_event_at(tx, event)
-        recall_note = record_recalls(tx, event, ancestry)
+        recall_note = record_recalls(tx, event, ancestry, policy)
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)

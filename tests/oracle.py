@@ -812,6 +812,13 @@ def held(
     return value, "faded" if value >= rules.forgotten_below else "forgotten"
 
 
+def held_state(
+    memory: OMemory, now: int | None, policy: Policy, recalls: dict[tuple[str, str], list[int]]
+) -> str:
+    """The state of `memory` at `now`, recalled as `recalls` says so far."""
+    return held(memory, now, policy, recalls.get((memory.character, memory.belief_id), []))[1]
+
+
 # ================================================================ memories
 
 
@@ -1202,10 +1209,11 @@ class Oracle:
             named = event.payload.get("belief_ids")
             if event.key == RECALLED and event.actor is not None and isinstance(named, list):
                 at = now if minute is None else minute  # untimed: the story's now just before it
-                held = {  # a recall counts for what its actor held before it
+                held = {  # a recall counts for what its actor held before it, not forgotten
                     memory.belief_id
                     for memory in [*memories, *self._persistent_before(world, item)]
                     if memory.character == event.actor
+                    and held_state(memory, at, self.policy, recalls) != "forgotten"
                 }
                 for belief in {one for one in named if isinstance(one, str) and one} & held:
                     if at is not None:

@@ -190,3 +190,22 @@ def test_a_recall_that_reinforces_nothing_says_why_in_its_ack(
     [ack] = projector.receive(state, SourceMessage("events", 0, 99, b"save-1", raw)).acks
     assert (ack.outcome, ack.reason) == ("processed", reason)
     assert fight_held(state, "main") == ("vivid" if reinforced else "faded")
+
+
+def test_a_recall_of_a_memory_forgotten_by_then_reinforces_nothing_and_says_so() -> None:
+    """Forgotten is gone from recall and decisions, yet the runtime read lists the memory, id
+    and all: a game recalling the ids it reads brought the fight back vivid on day 120."""
+    projector, state = Projector(), state_of(event(6, "weather.rain-began", 120))
+    assert fight_held(state, "main") == "forgotten"
+    raw = recalled(7, 120, [FIGHT_ID])
+    [ack] = projector.receive(state, SourceMessage("events", 0, 99, b"save-1", raw)).acks
+    assert (ack.outcome, ack.reason) == (
+        "processed",
+        f"1 belief id(s) name memories 'npc-mara' had forgotten by then ('{FIGHT_ID}'):"
+        " not reinforced",
+    )
+    assert fight_held(state, "main") == "forgotten"
+    assert list(state.scan(pack(RECALLS))) == []
+    # held faded when recalled, it is reinforced as before
+    reinforced = state_of(event(6, "weather.rain-began", 29), recalled(7, 29, [FIGHT_ID]))
+    assert fight_held(reinforced, "main") == "vivid"
