@@ -3,8 +3,8 @@
 The event at `after_seq` names the player and the character who answers. The character's
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
 important about the player, then about the place (the event's, else where the character is;
-each looked for past the forgotten ones as recall does, `DEEP_SEARCH_DEPTH` deep when they fill
-the first `SEARCH_DEPTH`), then the best recall for the event's words and whom and what else
+each looked for past the forgotten ones as recall does, deeper while they fill what was looked
+at, `SEARCH_DEPTHS`), then the best recall for the event's words and whom and what else
 it names (what the character's memories of it are about and claim facts of, and the entities
 whose declared names its words say, as recall takes a query's). Beside them come the recent
 turns of the player scope (section 13) as of the event, word for word, unless expired at real
@@ -32,8 +32,7 @@ from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
 from projections.memory_store import MemoryKeys, load_held, load_memory
 from projections.recall import (
-    DEEP_SEARCH_DEPTH,
-    SEARCH_DEPTH,
+    SEARCH_DEPTHS,
     RecallIndex,
     declared_named_in,
     held_candidates,
@@ -94,7 +93,7 @@ def decision(
             continue
         more: list[Memory] = []
         looked = 0  # the deeper search goes on where the first stopped (the same order)
-        for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):  # as recall, past forgotten ones
+        for depth in SEARCH_DEPTHS:  # as recall, past forgotten ones
             found = index.most_important_about(scope, entity, depth)
             scored = [(belief_id, 0.0) for belief_id in found[looked:]]
             held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)

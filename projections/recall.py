@@ -52,9 +52,10 @@ MAX_CUE_PIECES = 20
 commas (`cue_ids`), a lookup per run; 60,000 empty ones held the event loop for 30 s."""
 SEARCH_DEPTH = 60
 """Each search hands at most this many memories to fusion (the candidate cap)."""
-DEEP_SEARCH_DEPTH = 16 * SEARCH_DEPTH
-"""How deep the searches run again when forgotten memories left fewer candidates than wanted
-while a search had more to give (`search`)."""
+SEARCH_DEPTHS = (SEARCH_DEPTH, 16 * SEARCH_DEPTH, 256 * SEARCH_DEPTH)
+"""How deep the searches run, in turn, while forgotten memories leave fewer candidates than
+wanted and a search had more to give (`search`): 60, 960, then 15,360 (a thousand forgotten
+memories worded alike, ranked before the one held, left a recall of them empty at 960)."""
 MAX_WORDS = MAX_QUERY_CHARACTERS // 2
 """The most words the word search takes of a text: every word of a query (1,000 characters
 hold at most 500); of a longer text (a decision's line) the rarest in the world."""
@@ -264,12 +265,12 @@ def search(
     each search found.
 
     Each search hands `SEARCH_DEPTH` memories on. When forgotten ones leave fewer candidates
-    than wanted and a search had more to give, the searches run once more, `DEEP_SEARCH_DEPTH`
-    deep, and the fused ranking is walked anew: so a recall runs each search twice at most and
-    works out the retention of at most 3 x (60 + 960) memories."""
+    than wanted and a search had more to give, the searches run again, deeper (`SEARCH_DEPTHS`),
+    and the fused ranking is walked anew: so a recall runs each search three times at most and
+    works out the retention of at most 3 x (60 + 960 + 15,360) memories."""
     wanted = candidate_count(limit, policy.memory.recall.over_retrieve)
     now = story_now(tx, keys.tenant_id, keys.world_id, scope.ancestry)
-    for depth in (SEARCH_DEPTH, DEEP_SEARCH_DEPTH):
+    for depth in SEARCH_DEPTHS:
         rankings: dict[Search, list[str]] = {
             "cues": index.by_cues(scope, cues, depth) if cues else [],
             "words": index.by_words(scope, text, depth),

@@ -73,9 +73,9 @@ SEARCH_WEIGHTS = {"cues": 1.0, "words": 1.0, "vectors": 1.5}
 RANK_OFFSET = 60
 DEPTH = 60
 """Each search hands at most 60 memories to fusion; at most 60 candidates go on."""
-DEEP = 16 * DEPTH
-"""When forgotten memories leave too few candidates and a search found 60 or more, the
-searches hand on this many and the fused ranking is walked again."""
+DEPTHS = (DEPTH, 16 * DEPTH, 256 * DEPTH)
+"""While forgotten memories leave too few candidates and a search found as many as it was
+asked for, the searches hand on the next of these and the fused ranking is walked again."""
 KNOWLEDGE = 10
 BM25_K1, BM25_B, IDF_FLOOR, BM25_GRID = 1.2, 0.75, 1e-6, 10**9
 
@@ -392,7 +392,7 @@ def choose(
     weights = policy.memory.recall.weights
     by_id = {m.belief_id: m for m in view_.mine}
     wanted = min(DEPTH, policy.memory.recall.over_retrieve * limit)
-    for depth in (DEPTH, DEEP):
+    for depth in DEPTHS:
         handed = cut(rankings, depth)
         candidates = []
         for belief, relevance in fused(handed):
@@ -519,7 +519,7 @@ def decision(
             continue
         taken = {one["belief_id"] for one in knowledge}
         about = [m for m in seen.mine if entity in m.about]
-        for depth in (DEPTH, DEEP):  # deeper when forgotten ones leave too few
+        for depth in DEPTHS:  # deeper when forgotten ones leave too few
             found = {m.belief_id for m in sorted(about, key=importance_order)[:depth]}
             kept = []
             for memory in seen.mine:

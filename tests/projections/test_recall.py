@@ -342,13 +342,14 @@ def told_sailors(forgotten: int = 40) -> MemoryState:
 VIVID_SAILOR = "a long account of the harbour, the ships, the gulls, the nets and one sailor"
 
 
-@pytest.mark.parametrize(("forgotten", "limit"), [(40, 1), (40, 10), (100, 10)])
+@pytest.mark.parametrize(("forgotten", "limit"), [(40, 1), (40, 10), (100, 10), (1000, 10)])
 def test_forgotten_memories_leave_the_candidate_places_to_held_ones(
     forgotten: int, limit: int
 ) -> None:
     """Found by a reviewer: forty forgotten sailors took every candidate place (3 x limit)
     before retention was worked out, so the vivid sailor was never answered. A hundred fill
-    the first 60 each search hands on: the searches go deeper."""
+    the first 60 each search hands on: the searches go deeper; a thousand filled the 960 of
+    the second search, and the recall answered nothing: they go deeper again."""
     state = told_sailors(forgotten)
     found = recall_of(state, SqliteRecallIndex(), "sailor", limit=limit, as_of_seq=forgotten + 1)
     assert contents(found) == [VIVID_SAILOR]
