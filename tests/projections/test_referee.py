@@ -186,22 +186,25 @@ def test_a_faded_belief_is_weighed_as_held_and_weakened_as_stored() -> None:
 
 
 def test_a_belief_still_held_behind_fifty_forgotten_ones_is_judged() -> None:
-    """Rook's lie, recalled the day before Ilse's line on day 400, is held vivid; sixty newer
-    told memories of day 2 are forgotten by then. The referee took the fifty most important
-    beliefs as stored, dropped the forgotten ones and found nothing to judge: the line went
-    unjudged, as the decision, which looks past forgotten ones, did not."""
+    """Rook's lie, recalled now and then until the day before Ilse's line on day 400, is held
+    vivid; sixty newer told memories of day 2 are forgotten by then. The referee took the fifty
+    most important beliefs as stored, dropped the forgotten ones and found nothing to judge: the
+    line went unjudged, as the decision, which looks past forgotten ones, did not."""
     lie_id = belief_id("default", "save-1", "main", 6, "npc-mara", "knowledge")
     wells = told_wells(60, "day 2, 10:00")
-    recalled = line(
-        67,
-        "loreweaver.memory.recalled",
-        actor="npc-mara",
-        payload={"belief_ids": [lie_id]},
-        game_time="day 399, 12:00",
-    )
-    said = ilse_says(FLED, [status("fled")], seq=68, game_time="day 400, 12:00")
-    world = Delivered([*MAIN, lie(), *wells, recalled, said])
-    stored = world.stored(68)
+    recalled = [  # each before the lie is forgotten: a recall of it forgotten counts for nothing
+        line(
+            67 + number,
+            "loreweaver.memory.recalled",
+            actor="npc-mara",
+            payload={"belief_ids": [lie_id]},
+            game_time=f"day {day}, 12:00",
+        )
+        for number, day in enumerate((20, 50, 100, 180, 300, 399))
+    ]
+    said = ilse_says(FLED, [status("fled")], seq=73, game_time="day 400, 12:00")
+    world = Delivered([*MAIN, lie(), *wells, *recalled, said])
+    stored = world.stored(73)
     assert stored is not None and stored.verdict == "unconvinced"  # held at 0.8: not moved
 
 
