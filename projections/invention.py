@@ -8,10 +8,11 @@ recent turns and of the line it answers (the player gave them, though a player o
 knowledge). The rules look for names: runs of capitalised words. A run at the start of a
 sentence loses its first word (a sentence, or what follows a colon, starts capitalised whatever
 it is: "Ask Bertram" names Bertram, "Ask" names nobody).
-An opening quotation mark opens a sentence too ('She said, "Never trust a sailor."').
-A pronoun ("I'm", "We'll", "No; We never met", "No; My mother") and a title ("Dr", "Mrs", whose full
-stop ends no sentence, or spelled out: "Captain", "Lady") are no part of a name, and a
-possessive ending is none of its words ("Mara's" names Mara). A name is known when each of its
+An opening quotation mark opens a sentence too ('She said, "Never trust a sailor."'), but for
+a quotation of a name alone ('They call him "Vell"'). A pronoun ("I'm", "We'll", "No; We never
+met", "No; My mother") and a title ("Dr", "Mrs", whose full stop ends no sentence) are no part of
+a name, nor a title spelled out before one ("Captain Rook" names Rook; "the Baron" is a name),
+and a possessive ending is none of its words ("Mara's" names Mara). A name is known when each of its
 words is among the given words, case and Unicode forms aside ("the Crooked Lantern" is given by
 "The Crooked Lantern", "Ilse" by Ilse's declaration, "Zoë" typed with a combining diaeresis or in
 full-width letters by a declared "Zoë").
@@ -51,10 +52,12 @@ colon between digits ("at 10:30 Bertram came", "3.5 gold"); after a semicolon a 
 word is a name ("Nobody saw it; Bertram did")."""
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _OPENING_QUOTE = re.compile(
-    r"(?:^|[\s(\[,:;\u2014\u2013-])[\"\u201c\u2018\u00ab\u201e\u201a\u2039'\u300c\u300e]\s*$"
+    r"[\s(\[,:;\u2014\u2013-][\"\u201c\u2018\u00ab\u201e\u201a\u2039'\u300c\u300e]\s*$"
 )
 """A quotation mark opening a quote just before a word ('said, "Never', "\u00ab Jamais"): what
-is quoted starts a sentence."""
+is quoted starts a sentence. After a space or a mark, not a word: '"thief" Vell' closes one."""
+_CLOSING_QUOTE = re.compile(r"[.!?,\u2026]?[\"\u201d\u2019\u00bb\u203a'\u300d\u300f](?!\w)")
+"""A quotation closing right after a run of capitalised words: the quotation was the name."""
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
@@ -83,8 +86,8 @@ SPELLED_TITLES = frozenset(
     | {"Duchess", "Baron", "Baroness", "Count", "Countess", "Sergeant", "Lieutenant", "General"}
     | {"Commander", "Elder", "Professor", "Mister", "Miss", "Saint", "Reverend"}
 )
-"""Titles written out: no part of a name either ("Ask Captain Rook" names Rook), and their
-full stop ends a sentence ("I saw the Captain. Then Rook came")."""
+"""Titles written out: no part of a name they come before ("Ask Captain Rook" names Rook), but a
+name alone ("the Baron", "the King"), and their full stop ends a sentence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ class _Word:
     start: int
     end: int
     opens_sentence: bool
+    after_quote: bool
+    """Whether it opens a sentence as an opening quotation mark's first word."""
 
 
 def names_in(text: str) -> list[str]:
@@ -102,7 +107,12 @@ def names_in(text: str) -> list[str]:
     run: list[_Word] = []
 
     def close() -> None:
-        kept = run[1:] if run and run[0].opens_sentence else run
+        kept = run
+        if run and run[0].opens_sentence:  # unless a name is all the quotation says
+            quoted = run[0].after_quote and _CLOSING_QUOTE.match(text, run[-1].end)
+            kept = run if quoted else run[1:]
+        while len(kept) > 1 and kept[0].text in SPELLED_TITLES:
+            kept = kept[1:]
         if kept:
             name = text[kept[0].start : kept[-1].end]
             if name not in names:
@@ -242,12 +252,7 @@ def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRe
 def _no_name(word: str) -> bool:
     """Whether a capitalised word is no part of a name: a personal pronoun, a possessive or
     pointing word, or a title."""
-    return (
-        _PRONOUN.fullmatch(word) is not None
-        or word in TITLES
-        or word in SPELLED_TITLES
-        or word in POINTING_WORDS
-    )
+    return _PRONOUN.fullmatch(word) is not None or word in TITLES or word in POINTING_WORDS
 
 
 def _words(text: str) -> list[_Word]:
@@ -259,14 +264,11 @@ def _words(text: str) -> list[_Word]:
         between = text[boundary : match.start()]
         if words and words[-1].text in TITLES and between.startswith("."):
             between = between[1:]  # "Dr. Bertram": the title's full stop
-        opens = (
-            not words
-            or _SENTENCE_END.search(between) is not None
-            or _OPENING_QUOTE.search(between) is not None
-        )
+        quoted = _OPENING_QUOTE.search(between if words else f" {between}") is not None
+        opens = not words or _SENTENCE_END.search(between) is not None or quoted
         word = match.group()
         if not _PRONOUN.fullmatch(word):
             word = _POSSESSIVE.sub("", word)
-        words.append(_Word(word, match.start(), match.start() + len(word), opens))
+        words.append(_Word(word, match.start(), match.start() + len(word), opens, quoted))
         boundary = match.end()
     return words

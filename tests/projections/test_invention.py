@@ -42,7 +42,11 @@ TOLD = "loreweaver.conversation.told"
         ('She said, "Never trust Vell." Go.', ["Vell"]),  # a quote opens a sentence
         ("\u00ab Jamais \u00bb, dit Bertram; \u201cTrust no one.\u201d", ["Bertram"]),
         ("Ask Captain Rook or Lady Vell.", ["Rook", "Vell"]),  # titles spelled out
-        ("I saw the Captain. Then Rook came.", ["Rook"]),  # their full stop ends a sentence
+        ("I saw the Captain. Then Rook came.", ["Captain", "Rook"]),  # a title alone is a name
+        ('They call him "Vell" at the docks.', ["Vell"]),  # a quotation of a name alone
+        ('"Vell," he said.', ["Vell"]),
+        ('She screamed "thief" Vell ran off.', ["Vell"]),  # a quote glued to a word closes
+        ("Only the King knows, Ilse.", ["King", "Ilse"]),
         ("Ask \u01c5emal.", ["\u01c5emal"]),  # a titlecase letter opens a name
     ],
 )
