@@ -27,7 +27,6 @@ from pydantic import TypeAdapter
 
 from projections.catalogue import CHARACTER, PLAYER, StoredDeclarations, classify, display_name
 from projections.dialogue import scope_read
-from projections.event_keys import PLAYER_SAID
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
 from projections.memory_store import MemoryKeys, load_held, load_memory
@@ -122,7 +121,7 @@ def decision(
     turns = TURNS.validate_python(player_scope["turns"])
     # the referee judged what the event's actor said: another player of the scene said nothing
     verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq) if player == event.actor else None
-    spoke = player == event.actor and event.key == PLAYER_SAID and event.words is not None
+    spoke = player == event.actor and event.words is not None  # as the line is quoted
     # the line answered, where no turn holds it (dialogue off, a `privacy: "full"` player):
     # else the verdict was on words the prompt never gave
     unquoted = player == event.actor and all(turn.seq != after_seq for turn in turns)

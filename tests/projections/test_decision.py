@@ -78,6 +78,7 @@ def line(seq: int, key: str, timeline: str = "main", **fields: Any) -> bytes:
 
 SAID = "loreweaver.conversation.player-said"
 REPLIED = "loreweaver.conversation.npc-replied"
+TOLD = "loreweaver.conversation.told"
 TO_MARA = {"actor": "player-1", "target": "npc-mara"}
 TO_ILSE = {"actor": "npc-mara", "target": "player-1"}
 TALK = replay_lines(
@@ -192,6 +193,21 @@ def test_without_turns_the_context_has_none_and_the_prompt_says_nothing_of_them(
         "Mara knows nothing beyond this.",
         "The referee's verdict: none (Ilse said nothing just now).",  # a gift: no line to judge
     ]
+
+
+def test_a_players_words_of_any_event_are_what_the_verdict_line_speaks_of() -> None:
+    """Ilse's `told` and a game's own event with her words: the prompt quoted them, then said
+    she said nothing just now."""
+    names = {"npc-mara": {"name": "Mara"}, "player-1": {"name": "Ilse"}}
+    told = line(1, TOLD, **TO_MARA, payload={"content": "The mill burned."}, entities=names)
+    asked = line(2, "quest.asked-about", **TO_MARA, payload={"text": "Seen my brother?"})
+    state = replay_lines([told, asked]).state
+    for seq, words in ((1, "The mill burned."), (2, "Seen my brother?")):
+        last = decide(seq, state=state, world="talk")["prompt"].splitlines()[-2:]
+        assert last == [
+            f'What Ilse just said to Mara, word for word: "{words}"',
+            "The referee's verdict on what Ilse just said: none.",
+        ]
 
 
 SECRET = {"text": "Keep this between us."}
