@@ -10,7 +10,8 @@ whose declared names its words say, as recall takes a query's). Beside them come
 turns of the player scope (section 13) as of the event, word for word, unless expired at real
 time `now_ms`.
 The player who spoke is no character to decide for, nor is an item, a place or an id of no
-kind (none of them forms memories): a decision for one is a 404, as their runtime read is.
+kind that holds nothing there (none of them forms memories): a decision for one is a 404, as
+its runtime read is (a character declared an item later keeps what it held, and decides).
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
 verdict. It is made of memories and heard lines alone: the world record never reaches it.
@@ -39,7 +40,7 @@ from projections.recall import (
     search_scope,
 )
 from projections.recall_choice import Candidate, best_first, choose, story_order
-from projections.runtime_read import BadRead, NotFound, timeline_view
+from projections.runtime_read import BadRead, NotFound, known_of, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
@@ -79,7 +80,7 @@ def decision(
         raise NotFound(
             f"{npc_id!r} is a player of the event at {after_seq}: players hold no memory"
         )
-    if kind != CHARACTER:  # an item, a place, an id of no kind: none forms memories
+    if kind != CHARACTER and not known_of(tx, keys, ancestry, npc_id):  # as its runtime read
         raise NotFound(f"{npc_id!r} is no character (its kind: {kind}): only characters decide")
     player = the_player(event, player_id, after_seq)
     index.catch_up(tx, keys)

@@ -25,8 +25,8 @@ What it compares, and what it leaves out:
   best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
 - fusion 1 / 1 / 1.5 by reciprocal rank (offset 60) of each search's first 60, the first
   over_retrieve x limit (at most 60) memories not forgotten down the fused ranking as the
-  candidates (forgotten ones take no place; when they leave too few and a search found 60 or
-  more, the same of each search's first 960), the choice by relevance (fused over the best
+  candidates (forgotten ones take no place; while they leave too few and a search found as
+  many as it was asked for, the same of each search's first 960, then 15,360), the choice by relevance (fused over the best
   candidate's), importance, retention and recency (1 / (1 + story days)), then story order;
   404 for a character holding nothing there, 400 for a cue neither declared, nor in any memory
   of the world, nor where anyone was reported (a character reported somewhere, a place someone
@@ -508,8 +508,9 @@ def decision(
         raise OracleBadRead(f"no event at {after_seq}")
     if npc not in (event.target, event.actor) or npc in event.players:
         raise OracleNotFound(npc)  # before the player is looked for: no character to decide
-    if entity_kind(npc, event.players, seen.folded["declared"], oracle.policy) != "character":
-        raise OracleNotFound(npc)  # an item, a place, an id of no kind decides nothing
+    kind = entity_kind(npc, event.players, seen.folded["declared"], oracle.policy)
+    if kind != "character" and not seen.mine and npc not in seen.folded["where"]:
+        raise OracleNotFound(npc)  # an item, a place, an id of no kind, holding nothing
     player = the_player(event, player_id)
     policy = oracle.policy
     knowledge: list[dict[str, Any]] = []

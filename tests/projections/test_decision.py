@@ -324,6 +324,27 @@ def test_a_decision_for_an_id_that_is_no_character_is_not_found(target: str, kin
         decide(1, target, state=state, world="talk")
 
 
+def test_a_character_declared_an_item_later_decides_with_what_it_holds() -> None:
+    """Its runtime read answers what it holds: the decision was a 404 once it was an item."""
+    golem = {"npc-golem": {"name": "Golem", "kind": "character"}}
+    state = replay_lines(
+        [
+            line(
+                1,
+                SAID,
+                actor="player-1",
+                target="npc-golem",
+                payload={"text": "Wake up."},
+                entities=golem,
+            ),
+            line(2, "world.entity-declared", entities={"npc-golem": {"kind": "item"}}),
+            line(3, SAID, actor="player-1", target="npc-golem", payload={"text": "Obey."}),
+        ]
+    ).state
+    context = decide(3, "npc-golem", state=state, world="talk")
+    assert [memory["content"] for memory in context["knowledge"]] == ["Wake up."]
+
+
 def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     """Mara heard of a dozen burned farms; with the slots the player's memories leave, the
     decision takes the farms recall scores best, as recall itself ranks them."""
