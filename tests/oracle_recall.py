@@ -27,7 +27,8 @@ What it compares, and what it leaves out:
   over_retrieve x limit (at most 60) memories not forgotten down the fused ranking as the
   candidates (forgotten ones take no place; while they leave too few and a search found as
   many as it was asked for, the same of each search's first 960, then 15,360), the choice by
-  relevance (fused over the best candidate's), importance, retention and recency (1 / (1 + story days)), then story order;
+  relevance (fused over the best candidate's), importance, retention and recency
+  (1 / (1 + story days)), then story order;
   404 for a character holding nothing there, 400 for a cue neither declared, nor in any memory
   of the world, nor where anyone was reported (a character reported somewhere, a place someone
   was reported at); as of a position: the ancestry and the persistent memories cut there, "now" the
