@@ -375,18 +375,17 @@ def seen_minutes(memory: Memory) -> int:
 
 
 def test_a_recalled_memory_is_still_held_and_told() -> None:
-    """Ada recalled the omen on day 50: its clock restarted then, so on day 60 she still holds
-    it and tells Bo."""
+    """Ada recalls the omen now and then until day 299: its clock restarted each time, so on
+    day 300 she still holds it and tells Bo (unrecalled, she forgot it within weeks)."""
     town = Town()
     town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
     [seen] = runtime_read(town.state(), "default", "town", "main", "npc-ada").recollections
-    town.happen(
-        "loreweaver.memory.recalled",
-        actor="npc-ada",
-        payload={"belief_ids": [seen.belief_id]},
-        game_time="day 50, 10:00",
-    )
-    town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 60, 10:00")
+    forgetful = Town()
+    forgetful.lines = list(town.lines)
+    kept_in_mind(town, "npc-ada", [seen.belief_id])
+    for ada in (town, forgetful):
+        ada.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 300, 10:00")
+    assert forgetful.knowledge("npc-bo") == []
     [(content, source, teller, hops, confidence)] = town.knowledge("npc-bo")
     assert (content, source, teller, hops) == (OMEN, "told", "npc-ada", 1)
     assert 0 < confidence <= 0.72
@@ -421,19 +420,31 @@ def test_nobody_hears_what_they_saw_or_already_know() -> None:
     assert town.knowledge("npc-cy") == [(STOLEN, "told", "npc-ada", 1, 0.72)]
 
 
+KEPT_IN_MIND = (20, 50, 100, 180, 299)
+"""The story days a character recalls a memory on to keep it in mind until day 300: each before
+it is forgotten (a recall of a forgotten memory counts for nothing), each lengthening its
+half-life."""
+
+
+def kept_in_mind(town: Town, character: str, belief_ids: list[str]) -> None:
+    """`character` recalls the memories on each day of `KEPT_IN_MIND`."""
+    for day in KEPT_IN_MIND:
+        town.happen(
+            RECALLED,
+            actor=character,
+            payload={"belief_ids": belief_ids},
+            game_time=f"day {day}, 10:00",
+        )
+
+
 def omen_told_then_forgotten(town: Town) -> str:
-    """Zed shows Ada an omen on day 1 and she tells Bo within the hour. On day 299 Zed recalls
-    it (his clock starts again); Bo, who was told it 298 days before (a belief of importance
+    """Zed shows Ada an omen on day 1 and she tells Bo within the hour. Zed keeps it in mind,
+    recalling it until day 299; Bo, who was told it 298 days before (a belief of importance
     0.4: a half-life of some 48 story days), has long forgotten it. Zed's memory's id."""
     town.happen("sight.omen", actor="npc-zed", target="npc-ada", game_time="day 1, 10:00")
     town.happen(MET, actor="npc-ada", target="npc-bo", game_time="day 1, 11:00")
     [seen] = runtime_read(town.state(), "default", "town", "main", "npc-zed").recollections
-    town.happen(
-        "loreweaver.memory.recalled",
-        actor="npc-zed",
-        payload={"belief_ids": [seen.belief_id]},
-        game_time="day 299, 10:00",
-    )
+    kept_in_mind(town, "npc-zed", [seen.belief_id])
     return seen.belief_id
 
 
@@ -503,30 +514,30 @@ def cursed_omen_told_to_bo_then_forgotten(town: Town) -> None:
 
 
 def test_news_told_naming_no_memory_passes_on_the_tellers_closest_memory_of_it() -> None:
-    """Bo forgot what Ada told him of the omen; on day 300 Cy, who had it from Zed, tells him
-    again (two hops from the omen), and then he recalls Ada's telling (its clock restarts). He
-    holds both; telling Dee, naming neither, he passes on the one fewer hops from the omen: she
+    """Bo forgot what Ada told him of the omen; on day 300 Cy, who had it from Zed (who kept it
+    in mind), tells him again (two hops from the omen). Then the game's clock goes back to day
+    2 (README: story time going back makes memories as fresh as they were then): Bo holds both
+    tellings. Telling Dee, naming neither, he passes on the one fewer hops from the omen: she
     holds it two hops away, through Ada and Bo, as a retelling of his 0.72. Before, she held it
     one hop away, from Bo alone, at the 0.8 of news nobody stood behind."""
     town = Town()
     cursed_omen_told_to_bo_then_forgotten(town)
     zeds = belief_id("default", "town", "main", 1, "npc-zed", "event")
+    kept_in_mind(town, "npc-zed", [zeds])
     day_300 = "day 300, 10:00"
-    town.happen(RECALLED, actor="npc-zed", payload={"belief_ids": [zeds]}, game_time=day_300)
     town.happen(
         TOLD, actor="npc-zed", target="npc-cy", payload={"belief_id": zeds}, game_time=day_300
     )
-    cys = belief_id("default", "town", "main", 4, "npc-cy", "knowledge")
+    cys = belief_id("default", "town", "main", len(town.lines), "npc-cy", "knowledge")
     town.happen(
         TOLD, actor="npc-cy", target="npc-bo", payload={"belief_id": cys}, game_time=day_300
     )
-    from_ada = belief_id("default", "town", "main", 2, "npc-bo", "knowledge")
-    town.happen(RECALLED, actor="npc-bo", payload={"belief_ids": [from_ada]}, game_time=day_300)
     assert town.knowledge("npc-bo") == [
         ("npc-zed omen npc-ada", "rumour", "npc-cy", 2, 0.58),
         ("npc-zed omen npc-ada", "told", "npc-ada", 1, 0.72),
     ]
-    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=CURSED, game_time=day_300)
+    set_back = "day 2, 10:00"  # Ada's telling is held again, as fresh as it was then
+    town.happen(TOLD, actor="npc-bo", target="npc-dee", payload=CURSED, game_time=set_back)
     assert town.knowledge("npc-dee") == [("Ada is cursed", "rumour", "npc-bo", 2, 0.58)]
     [heard] = runtime_read(town.state(), "default", "town", "main", "npc-dee").beliefs
     chain = provenance(town.state(), "default", "town", "main", "npc-dee", heard.belief_id).chain
