@@ -239,22 +239,29 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     return changelog.cluster_id
 
 
-async def check_judged(target: Settings, live: Settings, stall_seconds: float) -> None:
+async def check_judged(
+    target: Settings, live: Settings, world: str | None, stall_seconds: float
+) -> None:
     """A target without a model URL would leave the answers recorded on the judgements topic
     unread where the live worker had a model: the referee and the chronicle ask only with one
     configured, so the rules would judge what the model judged live, and the digests differ.
     `RebuildFailed` then says what to set (the model is not asked what was recorded). A topic
     holding only the rules' judgements for want of a model (a world weighing by the model on a
     worker without one) is no model's: the target makes them again alike (it was refused, and
-    with a model URL set, the referee asked the model of lines the rules had judged live)."""
+    with a model URL set, the referee asked the model of lines the rules had judged live). A
+    rebuild of one `world` looks at its records alone, on its partition."""
     if target.model_url:
         return
     topic = live.topics.judgements
-    offsets = await read_changelog(live, topic, range(live.partitions))
+    partitions: Iterable[int] = range(live.partitions)
+    if world is not None:
+        partitions = [partition_of(world.encode(), live.partitions)]
+    offsets = await read_changelog(live, topic, partitions)
     read = topic_reader(live, topic, stall_seconds)
     for partition, end in offsets.end.items():
         if end > offsets.earliest[partition] and any(
-            judged_by_model(record) for record in await read(partition, lambda position: True)
+            judged_by_model(record)
+            for record in await read(partition, lambda at: world is None or at[1] == world)
         ):
             raise RebuildFailed(
                 f"the live worker judged with a model ({topic!r} holds its answers): set "
@@ -305,7 +312,7 @@ async def rebuild(
     topic = changelog_topic(target)
     with kafka_as_failure(live.bootstrap):
         spans = await events_to_fold(live, world, warn)
-        await check_judged(target, live, stall_seconds)
+        await check_judged(target, live, world, stall_seconds)
         owed_since = (
             await outputs_owed(live, spans, warn) if workers_stopped and world is None else {}
         )

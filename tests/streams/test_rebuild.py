@@ -25,16 +25,20 @@ from rocksdict import Rdict
 
 from projections.deletion import deletion_event
 from projections.digest import world_digest
+from projections.judgements import NO_MODEL, record_key
 from projections.policy import policy_key
 from projections.projector import Projector
+from schemas.judgements import EventJudgements, RecordedJudgement
 from streams.dev import apache_kafka
 from streams.judging import Judge, JudgementLog, MemoryTopic
 from streams.kafka_clients import kafka_options
+from streams.partitioning import partition_of
 from streams.publish import send_one
 from streams.rebuild import (
     Folder,
     Named,
     RebuildFailed,
+    check_judged,
     commit_group,
     events_not_processed_live,
     events_since,
@@ -651,3 +655,48 @@ def test_ctrl_c_during_the_fold_says_what_is_left_in_one_line_and_nothing_more(
     assert process.returncode == 130, stderr
     said = [line for line in stderr.splitlines() if not line.startswith("rebuilding ")]
     assert len(said) == 1 and said[0].startswith("rebuild: interrupted; app id "), stderr
+
+
+def test_a_rebuild_without_a_model_is_refused_for_the_answers_of_a_model_it_folds(
+    settings: Settings,
+) -> None:
+    """Answers a model gave `judged` refuse a rebuild without a model URL of every world, or of
+    `judged`; a rebuild of `ruled` alone, whose judgements are the rules' for want of a model,
+    goes on (every rebuild was refused while the topic held any record, of any world)."""
+    asyncio.run(ensure_topics(settings))
+    feeling = {"npc_id": "npc-a", "belief_id": "b", "judgement": "feeling"}
+    records = [
+        EventJudgements(
+            world_instance_id=world,
+            tenant_id="default",
+            timeline_id="main",
+            seq=1,
+            judgements=[RecordedJudgement.model_validate(feeling | made)],
+        )
+        for world, made in (
+            ("judged", {"answer": {"feeling": 0.5, "arousal": 0.2}}),
+            ("ruled", {"reason": NO_MODEL}),
+        )
+    ]
+
+    async def publish() -> None:
+        producer = AIOKafkaProducer(**kafka_options(settings))
+        await producer.start()
+        try:
+            for record in records:
+                partition = partition_of(record.world_instance_id.encode(), settings.partitions)
+                await producer.send_and_wait(
+                    settings.topics.judgements,
+                    record.to_bytes(),
+                    key=record_key(record),
+                    partition=partition,
+                )
+        finally:
+            await producer.stop()
+
+    asyncio.run(publish())
+    target = settings.model_copy(update={"app_id": settings.app_id + "-rebuilt"})
+    asyncio.run(check_judged(target, settings, "ruled", 10.0))
+    for world in (None, "judged"):
+        with pytest.raises(RebuildFailed, match="the live worker judged with a model"):
+            asyncio.run(check_judged(target, settings, world, 10.0))
