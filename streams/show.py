@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import email.message
 import http.client
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -55,6 +56,25 @@ def fetch(
     return answer
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: urllib sends the request's headers on to wherever it points,
+    the API key's `Authorization` to another host too, and turns a POST into a GET."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: email.message.Message,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
     """GET (or POST `posted` as JSON) a worker's answer as it is sent (JSON or a picture); an
     error raises `ReadFailed` with the worker's `detail`, or what else answered."""
@@ -66,10 +86,17 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
     if settings.api_key:
         request.add_header("Authorization", f"Bearer {settings.api_key}")
     try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
+        with _OPENER.open(request, timeout=30) as reply:
             body: bytes = reply.read()
             return body
     except urllib.error.HTTPError as error:
+        if 300 <= error.code < 400:
+            raise ReadFailed(
+                f"{error.code}: {settings.canonical_url} redirects to "
+                f"{error.headers.get('Location') or 'nowhere said'}, which is not followed (the"
+                " key would go with it): give the worker's own URL (--url, RUMOURMILL_WEB_URL)",
+                error.code,
+            ) from None
         detail = _error_detail(error) + (_key_hint(settings) if error.code == 401 else "")
         raise ReadFailed(f"{error.code}: {detail}", error.code) from None
     except (urllib.error.URLError, OSError) as error:

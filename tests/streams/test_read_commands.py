@@ -285,6 +285,43 @@ def test_a_read_refused_for_its_key_says_where_a_command_takes_one(
     assert result.output == f"Error: 401: a valid bearer API key is required {hint}\n"
 
 
+class Elsewhere(http.server.BaseHTTPRequestHandler):
+    """Another host: notes the `Authorization` of each request it gets."""
+
+    authorizations: list[str | None] = []
+
+    def do_GET(self) -> None:
+        self.authorizations.append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
+    """urllib followed a redirect with every header it was given: a proxy's 302 to another
+    host took the studio's API key there."""
+    with serving(Elsewhere) as elsewhere:
+
+        class Redirecting(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(302)
+                self.send_header("Location", elsewhere + self.path)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the test reads what the command prints."""
+
+        with serving(Redirecting) as url:
+            command = ["npc", "npc-mara", "--world", "save-1", "--url", url, "--api-key", "k-1"]
+            result = CliRunner().invoke(main, command)
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: 302: {url} redirects to {elsewhere}/v2/")
+    assert "which is not followed (the key would go with it)" in result.output
+    assert Elsewhere.authorizations == []
+
+
 OTHER_ANSWERS = {
     "page": b"<!doctype html><html><title>Welcome to nginx!</title></html>",
     "empty": b"",
