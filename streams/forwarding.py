@@ -20,6 +20,10 @@ FORWARDED_HEADERS = ("Authorization", "Content-Type")
 """What a request forwarded to a world's owner carries of the client's headers: the rest (its
 framing, `Transfer-Encoding: chunked` or `Content-Length`, its host) describe the client's
 connection, not the one to the owner, which would refuse the request over them."""
+ANSWERED_HEADERS = ("WWW-Authenticate", "Allow", "Retry-After")
+"""What the client is given of the owner's answer's headers beside its body and type: a 401's
+challenge (lost, a key the owner refused got a 401 saying no scheme), a 405's methods, when
+to ask again."""
 
 log = logger("forwarding")
 STOPPING = "this worker is stopping and forwards no more; ask again (another worker serves)"
@@ -104,6 +108,9 @@ async def _forward(
         )
         if request.method == "HEAD" and "Content-Length" in response.headers:
             answer.headers["Content-Length"] = response.headers["Content-Length"]
+        for name in ANSWERED_HEADERS:
+            if name in response.headers:
+                answer.headers[name] = response.headers[name]
         return answer
 
 

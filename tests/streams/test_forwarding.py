@@ -64,12 +64,13 @@ def ask(
     host: str = "127.0.0.1",
     stopping: bool = False,
     metrics: Mapping[str, Metrics] | None = None,
+    challenges: list[str | None] | None = None,
 ) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
     """Each (worker, headers[, body]) read of Mara answered, with two workers up on `host`
     whose maps give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON
     body) each, and the worlds each worker was asked to find the owner of. `stopping`: the
     workers' HTTP client is closed, as Faust closes it when a worker stops; `metrics`: each
-    worker's."""
+    worker's; `challenges` is given each answer's `WWW-Authenticate`."""
 
     async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
         ports = {name: free_port() for name in WORKERS}
@@ -104,6 +105,8 @@ def ask(
                             async with sent as reply:
                                 assert reply.content_type == "application/json"
                                 answers.append((reply.status, orjson.loads(await reply.read())))
+                                if challenges is not None:
+                                    challenges.append(reply.headers.get("WWW-Authenticate"))
                     except TimeoutError:
                         hops = {name: len(reads[name].worlds_asked) for name in WORKERS}
                         pytest.fail(f"no answer in {PATIENCE_SECONDS} s; reads per worker: {hops}")
@@ -171,6 +174,7 @@ def test_the_forward_mark_lets_a_client_past_nothing() -> None:
     marked = {FORWARD_MARK: "1"}
     owners = {"one": "two", "two": "two"}
     keys = {"one": {"key-acme": "default", "key-old": "default"}, "two": {"key-acme": "default"}}
+    challenges: list[str | None] = []
     answers, asked = ask(
         owners,
         keys,
@@ -179,8 +183,11 @@ def test_the_forward_mark_lets_a_client_past_nothing() -> None:
         ("two", {**marked, **ACME}),
         ("one", {"Authorization": "Bearer key-old"}),
         ("one", ACME),
+        challenges=challenges,
     )
     assert [status for status, _ in answers] == [401, 503, 200, 401, 200], answers
+    # the owner's 401 says its scheme as the client's worker's own does (it was lost forwarded)
+    assert challenges[0] == challenges[3] == 'Bearer realm="rumourmill"'
     assert "the group is rebalancing" in answers[1][1]["detail"]
     assert answers[2][1]["npc_id"] == "npc-mara"
     assert answers[4] == answers[2]
