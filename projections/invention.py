@@ -38,7 +38,7 @@ from projections.event_log import event_at
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
 from projections.whereabouts import place_of
-from projections.wording import one_line
+from projections.wording import QUOTED, one_line
 from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import InventionPolicy, Policy
 from schemas.text import visible
@@ -51,13 +51,6 @@ _SENTENCE_END = re.compile(r"[!?…\n]|(?<!\d)[.:]|[.:](?!\d)")
 colon between digits ("at 10:30 Bertram came", "3.5 gold"); after a semicolon a capitalised
 word is a name ("Nobody saw it; Bertram did")."""
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
-_OPENING_QUOTE = re.compile(
-    r"[\s(\[,:;\u2014\u2013-][\"\u201c\u2018\u00ab\u201e\u201a\u2039'\u300c\u300e]\s*$"
-)
-"""A quotation mark opening a quote just before a word ('said, "Never', "\u00ab Jamais"): what
-is quoted starts a sentence. After a space or a mark, not a word: '"thief" Vell' closes one."""
-_CLOSING_QUOTE = re.compile(r"[.!?,\u2026]?[\"\u201d\u2019\u00bb\u203a'\u300d\u300f](?!\w)")
-"""A quotation closing right after a run of capitalised words: the quotation was the name."""
 _PIECE = re.compile(r"[^\W\d_]+")
 """A name's and a given phrase's words are compared piece by piece: `npc-drunk-sailor` gives
 "Drunk Sailor", `Jean-Luc` needs both Jean and Luc."""
@@ -96,8 +89,8 @@ class _Word:
     start: int
     end: int
     opens_sentence: bool
-    after_quote: bool
-    """Whether it opens a sentence as an opening quotation mark's first word."""
+    quoting: str | None
+    """What the quotation says whose first word it is (`QUOTED`), if it is one's."""
 
 
 def names_in(text: str) -> list[str]:
@@ -109,8 +102,9 @@ def names_in(text: str) -> list[str]:
     def close() -> None:
         kept = run
         if run and run[0].opens_sentence:  # unless a name is all the quotation says
-            quoted = run[0].after_quote and _CLOSING_QUOTE.match(text, run[-1].end)
-            kept = run if quoted else run[1:]
+            quoting = run[0].quoting
+            said = None if quoting is None else _POSSESSIVE.sub("", quoting.strip(_SPACES))
+            kept = run if said == text[run[0].start : run[-1].end] else run[1:]
         while len(kept) > 1 and kept[0].text in SPELLED_TITLES:
             kept = kept[1:]
         if kept:
@@ -255,20 +249,39 @@ def _no_name(word: str) -> bool:
     return _PRONOUN.fullmatch(word) is not None or word in TITLES or word in POINTING_WORDS
 
 
+_SPACES = " \t\u00a0\u202f"
+"""What may stand between quotation marks and the words they hold ("\u00ab Zed \u00bb")."""
+
+
+def _quotations(text: str) -> dict[int, str]:
+    """Where the first word of each quotation starts, and what the quotation says (between its
+    marks): its first word opens a sentence ('She said, "Never trust a sailor."'), but for a
+    quotation of a name alone ('They call him "Vell"'), which is the name."""
+    found = {}
+    for quotation in QUOTED.finditer(text):
+        said = text[quotation.start() + 1 : quotation.end() - 1]
+        first = _WORD.search(said)
+        if first is not None:
+            found[quotation.start() + 1 + first.start()] = said
+    return found
+
+
 def _words(text: str) -> list[_Word]:
     """The words of `text` (a possessive ending cut off), each marked when it opens a
     sentence."""
     words: list[_Word] = []
     boundary = 0
+    quotations = _quotations(text)
     for match in _WORD.finditer(text):
         between = text[boundary : match.start()]
         if words and words[-1].text in TITLES and between.startswith("."):
             between = between[1:]  # "Dr. Bertram": the title's full stop
-        quoted = _OPENING_QUOTE.search(between if words else f" {between}") is not None
-        opens = not words or _SENTENCE_END.search(between) is not None or quoted
+        opens = not words or _SENTENCE_END.search(between) is not None
+        quoting = None if opens else quotations.get(match.start())  # a sentence opens anyway
+        opens = opens or quoting is not None
         word = match.group()
         if not _PRONOUN.fullmatch(word):
             word = _POSSESSIVE.sub("", word)
-        words.append(_Word(word, match.start(), match.start() + len(word), opens, quoted))
+        words.append(_Word(word, match.start(), match.start() + len(word), opens, quoting))
         boundary = match.end()
     return words

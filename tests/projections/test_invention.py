@@ -44,7 +44,9 @@ TOLD = "loreweaver.conversation.told"
         ("Ask Captain Rook or Lady Vell.", ["Rook", "Vell"]),  # titles spelled out
         ("I saw the Captain. Then Rook came.", ["Captain", "Rook"]),  # a title alone is a name
         ('They call him "Vell" at the docks.', ["Vell"]),  # a quotation of a name alone
-        ('"Vell," he said.', ["Vell"]),
+        ('"Welcome," Zed says. "No."', ["Zed"]),  # a one-word line is no name
+        ("On l'appelle \u00ab\u202fZed\u202f\u00bb au port.", ["Zed"]),
+        ('Meet me at "Zed\'s" tonight.', ["Zed"]),
         ('She screamed "thief" Vell ran off.', ["Vell"]),  # a quote glued to a word closes
         ("Only the King knows, Ilse.", ["King", "Ilse"]),
         ("Ask \u01c5emal.", ["\u01c5emal"]),  # a titlecase letter opens a name
