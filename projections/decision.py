@@ -10,8 +10,9 @@ whose declared names its words say, as recall takes a query's). Beside them come
 turns of the player scope (section 13) as of the event, word for word, unless expired at real
 time `now_ms`.
 The player who spoke is no character to decide for, nor is an item, a place or an id of no
-kind that holds nothing there (none of them forms memories): a decision for one is a 404, as
-its runtime read is (a character declared an item later keeps what it held, and decides).
+kind that holds no memory there (none of them forms memories; an item moved somewhere has a
+place, not a mind): a decision for one is a 404 (a character declared an item later keeps what
+it held, and decides).
 The prompt labels the memories as what the character knows, which may be wrong, says they know
 nothing beyond it, quotes what was just said when anything was, and gives the referee's
 verdict. It is made of memories and heard lines alone: the world record never reaches it.
@@ -40,7 +41,7 @@ from projections.recall import (
     search_scope,
 )
 from projections.recall_choice import Candidate, best_first, choose, story_order
-from projections.runtime_read import BadRead, NotFound, known_of, timeline_view
+from projections.runtime_read import BadRead, NotFound, holds_memories, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
@@ -80,7 +81,7 @@ def decision(
         raise NotFound(
             f"{npc_id!r} is a player of the event at {after_seq}: players hold no memory"
         )
-    if kind != CHARACTER and not known_of(tx, keys, ancestry, npc_id):  # as its runtime read
+    if kind != CHARACTER and not holds_memories(tx, keys, ancestry, npc_id):
         raise NotFound(f"{npc_id!r} is no character (its kind: {kind}): only characters decide")
     player = the_player(event, player_id, after_seq)
     index.catch_up(tx, keys)
@@ -122,7 +123,8 @@ def decision(
     turns = TURNS.validate_python(player_scope["turns"])
     # the referee judged what the event's actor said: another player of the scene said nothing
     verdict = verdict_at(tx, keys, ancestry, npc_id, after_seq) if player == event.actor else None
-    spoke = player == event.actor and event.words is not None  # as the line is quoted
+    # as the line is quoted; a line claiming facts in no words is judged all the same
+    spoke = player == event.actor and (event.words is not None or verdict is not None)
     # the line answered, where no turn holds it (dialogue off, a `privacy: "full"` player):
     # else the verdict was on words the prompt never gave
     unquoted = player == event.actor and all(turn.seq != after_seq for turn in turns)

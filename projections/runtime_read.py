@@ -84,10 +84,16 @@ def timeline_view(
 def known_of(tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str) -> bool:
     """Whether the runtime read knows anything of the character on the timeline (a memory, or
     where they are): what every read of a character answers 404 without."""
+    return holds_memories(tx, keys, ancestry, npc_id) or bool(
+        whereabouts.location_of(tx, keys.tenant_id, keys.world_id, ancestry, npc_id)
+    )
+
+
+def holds_memories(tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, npc_id: str) -> bool:
+    """Whether `npc_id` holds any memory the timeline sees (a mover has a place, not a mind)."""
     return bool(
         newest_recollections(tx, keys, ancestry, npc_id, 1)
         or most_important_beliefs(tx, keys, ancestry, npc_id, 1)
-        or whereabouts.location_of(tx, keys.tenant_id, keys.world_id, ancestry, npc_id)
     )
 
 

@@ -510,8 +510,8 @@ def decision(
     if npc not in (event.target, event.actor) or npc in event.players:
         raise OracleNotFound(npc)  # before the player is looked for: no character to decide
     kind = entity_kind(npc, event.players, seen.folded["declared"], oracle.policy)
-    if kind != "character" and not seen.mine and npc not in seen.folded["where"]:
-        raise OracleNotFound(npc)  # an item, a place, an id of no kind, holding nothing
+    if kind != "character" and not seen.mine:
+        raise OracleNotFound(npc)  # an item, a place, an id of no kind, holding no memory
     player = the_player(event, player_id)
     policy = oracle.policy
     knowledge: list[dict[str, Any]] = []

@@ -17,7 +17,8 @@ from schemas.policy import Policy
 from streams.recall_index import SqliteRecallIndex
 from streams.replay import replay_lines
 from tests.reads import answer
-from tests.tavern import TAVERN
+from tests.tavern import MAIN, TAVERN
+from tests.tavern_lies import ilse_says, lie, status
 
 ASKED = orjson.dumps(
     {
@@ -322,6 +323,30 @@ def test_a_decision_for_an_id_that_is_no_character_is_not_found(target: str, kin
     ).state
     with pytest.raises(NotFound, match=f"{target!r} is no character \\(its kind: {kind}\\)"):
         decide(1, target, state=state, world="talk")
+
+
+def test_an_item_moved_somewhere_has_a_place_not_a_mind() -> None:
+    """A movement places the cart: its runtime read answers where it is, and its decision
+    answered 200 knowing nothing, as the sword's did."""
+    cart = {"item-cart": {"name": "The Cart", "kind": "item"}}
+    state = replay_lines(
+        [
+            line(1, "loreweaver.movement.location-entered", actor="item-cart", entities=cart),
+            line(2, SAID, actor="player-1", target="item-cart", payload={"text": "Roll on."}),
+        ]
+    ).state
+    with pytest.raises(NotFound, match="'item-cart' is no character"):
+        decide(2, "item-cart", state=state, world="talk")
+
+
+def test_a_line_claiming_facts_in_no_words_is_given_its_verdict() -> None:
+    """Rook's lie challenged by a line of claimed facts and blank words: the verdict was stored
+    and answered, and the prompt said Ilse said nothing."""
+    claimed = ilse_says("   ", [status("fled")])
+    context = decide(7, state=replay_lines([*MAIN, lie(), claimed]).state)
+    assert context["verdict"] is not None
+    last = context["prompt"].splitlines()[-1]
+    assert last == f"The referee's verdict on what Ilse just said: {context['verdict']}."
 
 
 def test_a_character_declared_an_item_later_decides_with_what_it_holds() -> None:
