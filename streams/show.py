@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.message
 import http.client
 import re
 import urllib.error
@@ -56,9 +55,11 @@ def fetch(
     return answer
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is not followed: urllib sends the request's headers on to wherever it points,
-    the API key's `Authorization` to another host too, and turns a POST into a GET."""
+class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
+    """A read's redirect is followed on the same host and port, or to https on the same host (a
+    proxy's move to TLS), only: urllib sends the request's headers on to wherever it points, the
+    API key's `Authorization` to another host too. A POST's is not followed: urllib turns it
+    into a GET."""
 
     def redirect_request(
         self,
@@ -66,13 +67,18 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         fp: IO[bytes],
         code: int,
         msg: str,
-        headers: email.message.Message,
+        headers: http.client.HTTPMessage,
         newurl: str,
     ) -> urllib.request.Request | None:
-        return None
+        was, now = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        upgraded = (was.scheme, now.scheme) == ("http", "https")
+        same_origin = now.hostname == was.hostname and (now.port == was.port or upgraded)
+        if req.get_method() != "GET" or not same_origin:
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+_OPENER = urllib.request.build_opener(_SameHostRedirects)
 
 
 def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any = None) -> bytes:
@@ -91,10 +97,12 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
             return body
     except urllib.error.HTTPError as error:
         if 300 <= error.code < 400:
+            why = "elsewhere: the key would go with it" if settings.api_key else "elsewhere"
             raise ReadFailed(
                 f"{error.code}: {settings.canonical_url} redirects to "
-                f"{error.headers.get('Location') or 'nowhere said'}, which is not followed (the"
-                " key would go with it): give the worker's own URL (--url, RUMOURMILL_WEB_URL)",
+                f"{error.headers.get('Location') or 'nowhere said'}, which is not followed"
+                f" ({'a posted reply' if posted is not None else why}): give that URL as --url"
+                " if it is the worker's",
                 error.code,
             ) from None
         detail = _error_detail(error) + (_key_hint(settings) if error.code == 401 else "")

@@ -301,7 +301,8 @@ class Elsewhere(http.server.BaseHTTPRequestHandler):
 
 def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
     """urllib followed a redirect with every header it was given: a proxy's 302 to another
-    host took the studio's API key there."""
+    host, or another port, took the studio's API key there. (To https on the same host, a
+    proxy's move to TLS, it is followed.)"""
     with serving(Elsewhere) as elsewhere:
 
         class Redirecting(http.server.BaseHTTPRequestHandler):
@@ -318,7 +319,7 @@ def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
             result = CliRunner().invoke(main, command)
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: 302: {url} redirects to {elsewhere}/v2/")
-    assert "which is not followed (the key would go with it)" in result.output
+    assert "which is not followed (elsewhere: the key would go with it)" in result.output
     assert Elsewhere.authorizations == []
 
 
