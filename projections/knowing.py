@@ -85,7 +85,7 @@ def news_passed_on(
     as close to its start and as sure as the teller can give it), then the newest (position,
     then id: a total order, so a replay passes the same one), as a group exchange picks its
     teller's copy. A teller mostly holds one: a second forms only once the first is forgotten,
-    and a recall can bring the first back.
+    and story time going back can bring the first back (a recall of a forgotten memory cannot).
     """
     held = (
         held_at(tx, keys, ancestry, as_revised(tx, keys, ancestry, memory), now, policy)
