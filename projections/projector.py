@@ -256,7 +256,7 @@ class Projector:
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)
-        found_notes = (claims, told_note, crowd, note, recall_note)
+        found_notes = (claims, told_note, crowd, note, recall_note, whereabouts.unmoved(event))
         notes = [found for found in found_notes if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 

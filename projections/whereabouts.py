@@ -74,6 +74,14 @@ def _occupants_stored(
     )
 
 
+def unmoved(event: Event) -> str | None:
+    """The ack's note for a movement event that moves nobody (no actor, or no location: where
+    characters are, and whom they meet, were not learned, and nothing said so)."""
+    if event.key not in MOVEMENT_KEYS or (event.actor is not None and event.location is not None):
+        return None
+    return "movement not recorded: it needs actor (who moves) and location (where to)"
+
+
 def movement(
     tx: StateTransaction, event: Event, ancestry: Ancestry, present: set[str] | None = None
 ) -> list[Headed]:

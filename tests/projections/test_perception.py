@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+import orjson
+
 from projections.catalogue import Catalogue, classify, display_name
+from projections.delivery import SourceMessage
+from projections.event_keys import LOCATION_ENTERED as ENTERED
 from projections.perception import Perception, perceivers
+from projections.projector import Projector
+from projections.runtime_read import runtime_read
+from projections.state import MemoryState
 from schemas import EntityDeclaration, Event
 from schemas.policy import Policy, merge_policy
 
@@ -186,3 +193,23 @@ def test_classification_and_names() -> None:
     assert classify("stranger", players, declared, POLICY) == "unknown"
     assert display_name("npc-mara", declared) == "Mara"
     assert display_name("npc-drunk-sailor", declared) == "npc-drunk-sailor"
+
+
+def test_a_movement_that_moves_nobody_says_so_in_its_ack() -> None:
+    """Where characters are teaches whom they meet and who sees what: a movement without an
+    actor or a location (sent in the payload) was acked `processed`, saying nothing."""
+    projector, state = Projector(), MemoryState()
+    sent = [
+        {"actor": "npc-a", "location": "loc-inn"},
+        {"actor": "npc-a", "payload": {"location": "loc-dock"}},
+        {"target": "npc-a", "location": "loc-dock"},
+    ]
+    reasons = []
+    for seq, fields in enumerate(sent, start=1):
+        moved = {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": ENTERED}
+        message = SourceMessage("events", 0, seq, b"w", orjson.dumps(moved | fields))
+        [ack] = projector.receive(state, message).acks
+        reasons.append((ack.outcome.value, ack.reason))
+    unmoved = "movement not recorded: it needs actor (who moves) and location (where to)"
+    assert reasons == [("processed", None), ("processed", unmoved), ("processed", unmoved)]
+    assert runtime_read(state, "default", "w", "main", "npc-a").location == "loc-inn"
