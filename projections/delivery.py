@@ -625,9 +625,18 @@ def _encodable(text: str) -> bool:
     return True
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def invalid_because(value: bytes, error: ValidationError) -> str:
     """Why a message is no event: `explain`, but for NaN and Infinity, which the event parser
-    reads and then refuses with a range error that names neither."""
+    reads and then refuses with a range error that names neither, and for a byte order mark
+    before the JSON, which it refuses "at line 1 column 1", where nothing shows."""
+    if value.startswith(UTF8_BOM):
+        return (
+            "not valid JSON: it starts with a UTF-8 byte order mark (EF BB BF, which editors "
+            "save as 'UTF-8 with BOM'): send the JSON without it"
+        )
     constants: list[str] = []
 
     def noted(constant: str) -> float:

@@ -399,6 +399,24 @@ def test_an_event_holding_nan_is_refused_saying_so_and_acked_naming_it(
     )
 
 
+def test_an_event_after_a_byte_order_mark_is_refused_naming_it() -> None:
+    """A file saved as "UTF-8 with BOM" was refused "at line 1 column 1", where nothing shows;
+    its ack names the event the JSON after the mark gives."""
+    raw = b'\xef\xbb\xbf{"world_instance_id":"w","timeline_id":"main","seq":1,"key":"k"}'
+    feed = Feed()
+    taken = feed.projector.receive(feed.state, SourceMessage("t", 0, 0, b"w", raw))
+    [refused], [letter] = taken.acks, taken.dead_letters
+    assert (refused.world_instance_id, refused.seq) == ("w", 1)
+    assert (
+        letter.reason
+        == refused.reason
+        == (
+            "not valid JSON: it starts with a UTF-8 byte order mark (EF BB BF, which editors save "
+            "as 'UTF-8 with BOM'): send the JSON without it"
+        )
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
