@@ -58,13 +58,16 @@ def classify(
 
 
 def declared_by(event: Event, entity_id: str) -> EntityDeclaration | None:
-    """What `event` declares `entity_id` as, if anything: a player it lists, declared of a
-    kind, is declared a player (`players` always wins, and a player declared a character
-    formed memories at later events that did not list it)."""
+    """What `event` declares `entity_id` as, if anything: a player it lists is declared of no
+    kind there, its kind as it was (`players` wins at the event; a player's avatar declared a
+    character formed memories at later events not listing it, and a character a player took
+    over for a scene, declared a player, never formed one again)."""
     declaration = event.entities.get(entity_id)
     if declaration is None or declaration.kind in (None, PLAYER) or entity_id not in event.players:
         return declaration
-    return declaration.model_copy(update={"kind": PLAYER})
+    return EntityDeclaration.model_validate(
+        declaration.model_dump(exclude_unset=True, exclude={"kind"})
+    )
 
 
 def display_name(entity_id: str, declarations: Declarations) -> str:

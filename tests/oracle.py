@@ -246,10 +246,10 @@ def redeclared(
 ) -> dict[str, Any]:
     """A declaration over an earlier one: each field it gives wins, one given as null is
     cleared, one it leaves out stays; a kind given to an id the event lists as a `player` is
-    "player"."""
+    left out (its kind stays as it was)."""
     given = declaration.model_dump(exclude_unset=True)
-    if player and given.get("kind") is not None:
-        given["kind"] = "player"
+    if player and given.get("kind") not in (None, "player"):
+        del given["kind"]
     merged = earlier | given
     return {field: value for field, value in merged.items() if value is not None}
 

@@ -278,3 +278,21 @@ def test_a_player_declared_a_character_stays_a_player_at_events_not_listing_it()
     assert [memory["seq"] for memory in read["recollections"]] == [3]  # the fight was seen
     ilse_read = answer(runtime_read(state, "default", "w", "main", "player-1"))
     assert ilse_read["recollections"] == [] and ilse_read["relations"] == []
+
+
+def test_a_character_a_player_took_over_declared_again_is_a_character_after() -> None:
+    """The seed's events declare their ids at every event: Xan, taken over by a player for a
+    duel and declared a character in it, was stored a player, and never formed a memory
+    again at events that did not list Xan (README: its own mind again at those)."""
+    xan = {"npc-x": {"kind": "character", "name": "Xan"}}
+    state = replay_lines(
+        [
+            line(1, key="world.entity-declared", entities=xan),
+            line(
+                2, key="combat.duel", actor="npc-x", target="npc-b", players=["npc-x"], entities=xan
+            ),
+            line(3, key="item.stolen", actor="npc-b", target="npc-x"),
+        ]
+    ).state
+    read = answer(runtime_read(state, "default", "w", "main", "npc-x"))
+    assert [memory["seq"] for memory in read["recollections"]] == [3]  # the duel: none
