@@ -6,6 +6,7 @@ form; bytes pass through untouched, so an event can be re-published exactly as r
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -13,6 +14,30 @@ from faust.serializers import codecs
 from pydantic import BaseModel
 
 CODEC_NAME = "orjson"
+
+
+class _GivenTwice(Exception):
+    """A JSON object gives a key twice (`key_given_twice`)."""
+
+
+def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    taken: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in taken:
+            raise _GivenTwice(key)
+        taken[key] = value
+    return taken
+
+
+def key_given_twice(document: bytes | str) -> str | None:
+    """The first key a JSON object in `document` (valid JSON) gives twice, or None: parsers
+    keep the last, and what the first said is gone without a word (two snippets merged by
+    hand, a field a game's serialiser writes twice)."""
+    try:
+        json.loads(document, object_pairs_hook=_each_key_once)
+    except _GivenTwice as twice:
+        return str(twice.args[0])
+    return None
 
 
 def _default(value: Any) -> Any:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from pydantic import ValidationError
 from projections.delivery import explain
 from projections.policy import DEFAULT_POLICY, is_policy_key, policy_key, resolve
 from schemas.policy import Policy, merge_policy
+from streams.codec import key_given_twice
 from streams.kafka_clients import kafka_options
 from streams.logs import logger
 from streams.settings import Settings
@@ -54,7 +54,8 @@ def _policy_of(raw: bytes) -> tuple[dict[str, Any], Policy]:
         raise InvalidPolicy("a policy is a JSON object")
     if _nested_deeper_than(document, MOST_NESTED):
         raise InvalidPolicy(TOO_DEEP)
-    json.loads(raw, object_pairs_hook=_each_key_once)
+    if (twice := key_given_twice(raw)) is not None:
+        raise InvalidPolicy(f"{twice!r} is given twice in one object: give each key once")
     try:
         return document, merge_policy(DEFAULT_POLICY, document)
     except ValidationError as error:
@@ -84,17 +85,6 @@ def _nested_deeper_than(document: object, levels: int) -> bool:
             if isinstance(inner, dict | list)
         ]
     return False
-
-
-def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object of a policy document, refused if it gives a key twice: the last would
-    win, and what the first set would be gone without a word (two snippets merged by hand)."""
-    taken: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in taken:
-            raise InvalidPolicy(f"{key!r} is given twice in one object: give each key once")
-        taken[key] = value
-    return taken
 
 
 def conflict_reason(conflict: ValidationError) -> str:

@@ -14,6 +14,7 @@ from projections.delivery import invalid_because, world_key
 from projections.event_keys import TENANT_DELETED
 from projections.intake import DEFAULT_MAX_EVENT_BYTES, too_large
 from schemas import Event
+from streams.codec import key_given_twice
 from streams.kafka_clients import kafka_options
 from streams.settings import Settings
 
@@ -66,6 +67,8 @@ def parse_line(
         event = Event.model_validate_json(data)
     except ValidationError as error:
         return Line(number, data, None, invalid_because(data, error))
+    if (twice := key_given_twice(data)) is not None:  # the worker would keep the last
+        return Line(number, data, None, f"{twice!r} is given twice in one object: give it once")
     return Line(number, data, event.world_instance_id.encode(), None, event.key == TENANT_DELETED)
 
 

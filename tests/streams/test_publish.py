@@ -215,3 +215,14 @@ def test_a_worlds_deletion_goes_to_its_worlds_partition_a_tenants_to_every_one(r
     )
     assert parse_line(1, world, raw=raw).every_partition is False
     assert parse_line(2, tenant, raw=raw).every_partition is True
+
+
+def test_a_field_given_twice_is_refused_before_anything_is_sent() -> None:
+    """The worker keeps the last copy of a field given twice (as JSON parsers do): a line
+    naming its witnesses twice lost the first list without a word."""
+    line = b'{"world_instance_id":"w","timeline_id":"main","seq":1,"key":"k",%s}'
+    twice = line % b'"witnesses":["npc-a"],"payload":{"v":1},"witnesses":[]'
+    nested = line % b'"payload":{"v":1,"v":2}'
+    assert parse_line(1, twice).problem == "'witnesses' is given twice in one object: give it once"
+    assert parse_line(2, nested).problem == "'v' is given twice in one object: give it once"
+    assert parse_line(3, line % b'"payload":{"v":1}').problem is None
