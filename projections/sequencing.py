@@ -216,7 +216,7 @@ def sequence(
     released = _release(tx, record, apply) if placing else Sequenced([])
     return Sequenced(
         [
-            ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record, event)),
+            ack(tx, event, Outcome.DEFERRED, record, _why_waiting(record)),
             *_settle_inherited(tx, record, inherited),
             *released.acks,
         ],
@@ -280,18 +280,16 @@ def _place_on_timeline(
         return None, f"unknown branch parent {branch.parent_timeline_id!r}"
     if timelines.descends_from(tx, parent, event.timeline_id):
         return None, f"branching from {branch.parent_timeline_id!r} would make a cycle"
-    base = known or TimelineRecord(
-        tenant_id=event.tenant_id,
-        world_instance_id=event.world_instance_id,
-        timeline_id=event.timeline_id,
-    )
-    if event.seq > branch.after_seq + 1:  # a later event of the branch came first: it waits
-        return base, None  # for the first, which places the branch (it was refused for good)
     if event.seq != branch.after_seq + 1:
         return None, (
             f"the first event of a branch after seq {branch.after_seq} "
             f"must have seq {branch.after_seq + 1}, not {event.seq}"
         )
+    base = known or TimelineRecord(
+        tenant_id=event.tenant_id,
+        world_instance_id=event.world_instance_id,
+        timeline_id=event.timeline_id,
+    )
     return base.model_copy(
         update={
             "parent_timeline_id": branch.parent_timeline_id,
@@ -592,13 +590,7 @@ def _why_duplicate(record: TimelineRecord, seq: int) -> str:
     return "already received"
 
 
-def _why_waiting(record: TimelineRecord, event: Event) -> str:
-    branch = event.branch
-    if branch is not None and record.parent_timeline_id is None:  # the branch is not placed yet
-        return (
-            f"waiting for seq {branch.after_seq + 1}, the first event of the branch from "
-            f"{branch.parent_timeline_id!r} after seq {branch.after_seq}"
-        )
+def _why_waiting(record: TimelineRecord) -> str:
     return f"waiting for {_awaited(record)}"
 
 
