@@ -55,6 +55,13 @@ def fetch(
     return answer
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _RedirectRefused(Exception):
+    """A redirect `_SameHostRedirects` does not follow; its argument is where it points."""
+
+
 class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
     """A read's redirect is followed on the same host and port, or to https on the same host (a
     proxy's move to TLS), only: urllib sends the request's headers on to wherever it points, the
@@ -72,9 +79,11 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
     ) -> urllib.request.Request | None:
         was, now = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
         upgraded = (was.scheme, now.scheme) == ("http", "https")
-        same_origin = now.hostname == was.hostname and (now.port == was.port or upgraded)
-        if req.get_method() != "GET" or not same_origin:
-            return None
+        same_port = now.scheme == was.scheme and (now.port or DEFAULT_PORTS.get(now.scheme)) == (
+            was.port or DEFAULT_PORTS.get(was.scheme)
+        )
+        if req.get_method() != "GET" or now.hostname != was.hostname or not (same_port or upgraded):
+            raise _RedirectRefused(newurl)  # never to plain http from https: the key in clear
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -95,15 +104,17 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
         with _OPENER.open(request, timeout=30) as reply:
             body: bytes = reply.read()
             return body
+    except _RedirectRefused as refused:
+        why = "elsewhere: the key would go with it" if settings.api_key else "elsewhere"
+        raise ReadFailed(
+            f"{settings.canonical_url} redirects to {refused.args[0]}, which is not followed"
+            f" ({'a posted reply' if posted is not None else why}): give that URL as --url if"
+            " it is the worker's"
+        ) from None
     except urllib.error.HTTPError as error:
-        if 300 <= error.code < 400:
-            why = "elsewhere: the key would go with it" if settings.api_key else "elsewhere"
+        if 300 <= error.code < 400:  # followed round in a loop, or too many times
             raise ReadFailed(
-                f"{error.code}: {settings.canonical_url} redirects to "
-                f"{error.headers.get('Location') or 'nowhere said'}, which is not followed"
-                f" ({'a posted reply' if posted is not None else why}): give that URL as --url"
-                " if it is the worker's",
-                error.code,
+                f"{error.code}: {settings.canonical_url} redirects in a loop", error.code
             ) from None
         detail = _error_detail(error) + (_key_hint(settings) if error.code == 401 else "")
         raise ReadFailed(f"{error.code}: {detail}", error.code) from None

@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import io
 import socketserver
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator, Sequence
+from http.client import HTTPMessage
 from pathlib import Path
 from typing import Any, cast
 from xml.etree import ElementTree
@@ -25,6 +28,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
+from streams import show
 from streams.cli import main
 from streams.rebuild import RebuildFailed, live_digest
 from streams.replay import replay_lines
@@ -318,9 +322,55 @@ def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
             command = ["npc", "npc-mara", "--world", "save-1", "--url", url, "--api-key", "k-1"]
             result = CliRunner().invoke(main, command)
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: 302: {url} redirects to {elsewhere}/v2/")
+    assert result.output.startswith(f"Error: {url} redirects to {elsewhere}/v2/")
     assert "which is not followed (elsewhere: the key would go with it)" in result.output
     assert Elsewhere.authorizations == []
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "followed"),
+    [
+        ("http://proxy.example/v2/x", "https://proxy.example/v2/x", True),  # a move to TLS
+        ("http://proxy.example:6066/v2/x", "http://proxy.example:6066/v2/y", True),
+        ("http://proxy.example/v2/x", "http://proxy.example:80/v2/y", True),
+        ("https://proxy.example/v2/x", "http://proxy.example/v2/x", False),  # the key in clear
+        ("https://proxy.example:8443/v2/x", "http://proxy.example:8443/v2/x", False),
+        ("http://proxy.example:6066/v2/x", "http://proxy.example:6067/v2/x", False),
+        ("http://proxy.example/v2/x", "http://elsewhere.example/v2/x", False),
+    ],
+)
+def test_a_reads_redirect_is_followed_on_its_own_origin_or_to_tls_only(
+    was: str, now: str, followed: bool
+) -> None:
+    """A downgrade from https to http on the same host was followed, the key sent in clear."""
+    request = urllib.request.Request(was, headers={"Authorization": "Bearer k-1"})
+    redirects = show._SameHostRedirects()
+    try:
+        redirects.redirect_request(request, io.BytesIO(), 302, "Found", HTTPMessage(), now)
+    except show._RedirectRefused:
+        assert not followed
+    else:
+        assert followed
+
+
+class Looping(http.server.BaseHTTPRequestHandler):
+    """A proxy redirecting a read to itself, for ever."""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.path)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+def test_a_read_redirected_round_in_a_loop_says_so() -> None:
+    """Followed on its own host, a loop was told as a redirect elsewhere, not followed."""
+    with serving(Looping) as url:
+        result = CliRunner().invoke(main, ["npc", "npc-mara", "--world", "save-1", "--url", url])
+    assert result.exit_code == 1
+    assert result.output == f"Error: 302: {url} redirects in a loop\n"
 
 
 OTHER_ANSWERS = {
