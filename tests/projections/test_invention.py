@@ -47,6 +47,8 @@ TOLD = "loreweaver.conversation.told"
         ('"Welcome," Zed says. "No."', ["Zed"]),  # a one-word line is no name
         ("On l'appelle \u00ab\u202fZed\u202f\u00bb au port.", ["Zed"]),
         ('Meet me at "Zed\'s" tonight.', ["Zed"]),
+        ("She said, 'Never trust Vell.' Jonas' boat sank.", ["Vell"]),  # straight single quotes
+        ("\u5979\u8bf4\u300cNever trust Vell\u300d and left.", ["Vell"]),  # corner brackets
         ('She screamed "thief" Vell ran off.', ["Vell"]),  # a quote glued to a word closes
         ("Only the King knows, Ilse.", ["King", "Ilse"]),
         ("Ask \u01c5emal.", ["\u01c5emal"]),  # a titlecase letter opens a name
