@@ -59,7 +59,11 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class _RedirectRefused(Exception):
-    """A redirect `_SameHostRedirects` does not follow; its argument is where it points."""
+    """A redirect `_SameHostRedirects` does not follow: its status, and where it points."""
+
+    def __init__(self, status: int, location: str) -> None:
+        super().__init__(status, location)
+        self.status, self.location = status, location
 
 
 class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
@@ -79,11 +83,14 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
     ) -> urllib.request.Request | None:
         was, now = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
         upgraded = (was.scheme, now.scheme) == ("http", "https")
-        same_port = now.scheme == was.scheme and (now.port or DEFAULT_PORTS.get(now.scheme)) == (
-            was.port or DEFAULT_PORTS.get(was.scheme)
-        )
+        try:
+            same_port = now.scheme == was.scheme and (
+                now.port or DEFAULT_PORTS.get(now.scheme)
+            ) == (was.port or DEFAULT_PORTS.get(was.scheme))
+        except ValueError:  # a port out of range, or no number
+            same_port = upgraded = False
         if req.get_method() != "GET" or now.hostname != was.hostname or not (same_port or upgraded):
-            raise _RedirectRefused(newurl)  # never to plain http from https: the key in clear
+            raise _RedirectRefused(code, newurl)  # never to plain http from https: the key in clear
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -107,15 +114,21 @@ def fetch_body(settings: Settings, path: str, query: dict[str, str], posted: Any
     except _RedirectRefused as refused:
         why = "elsewhere: the key would go with it" if settings.api_key else "elsewhere"
         raise ReadFailed(
-            f"{settings.canonical_url} redirects to {refused.args[0]}, which is not followed"
-            f" ({'a posted reply' if posted is not None else why}): give that URL as --url if"
-            " it is the worker's"
+            f"{refused.status}: {settings.canonical_url} redirects to {refused.location}, which"
+            f" is not followed ({'a posted reply' if posted is not None else why}): give that"
+            " URL as --url if it is the worker's",
+            refused.status,
         ) from None
     except urllib.error.HTTPError as error:
-        if 300 <= error.code < 400:  # followed round in a loop, or too many times
-            raise ReadFailed(
-                f"{error.code}: {settings.canonical_url} redirects in a loop", error.code
-            ) from None
+        if 300 <= error.code < 400:
+            looping = str(error.msg).startswith(urllib.request.HTTPRedirectHandler.inf_msg)
+            where = error.headers.get("Location") or "nowhere said"
+            said = (  # urllib says either in the same words
+                "redirects in a loop, or too many times"
+                if looping
+                else f"redirects to {where}, not followed"
+            )
+            raise ReadFailed(f"{error.code}: {settings.canonical_url} {said}", error.code) from None
         detail = _error_detail(error) + (_key_hint(settings) if error.code == 401 else "")
         raise ReadFailed(f"{error.code}: {detail}", error.code) from None
     except (urllib.error.URLError, OSError) as error:

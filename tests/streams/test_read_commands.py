@@ -322,7 +322,7 @@ def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
             command = ["npc", "npc-mara", "--world", "save-1", "--url", url, "--api-key", "k-1"]
             result = CliRunner().invoke(main, command)
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: {url} redirects to {elsewhere}/v2/")
+    assert result.output.startswith(f"Error: 302: {url} redirects to {elsewhere}/v2/")
     assert "which is not followed (elsewhere: the key would go with it)" in result.output
     assert Elsewhere.authorizations == []
 
@@ -337,6 +337,7 @@ def test_a_read_redirected_elsewhere_stops_without_sending_its_key_on() -> None:
         ("https://proxy.example:8443/v2/x", "http://proxy.example:8443/v2/x", False),
         ("http://proxy.example:6066/v2/x", "http://proxy.example:6067/v2/x", False),
         ("http://proxy.example/v2/x", "http://elsewhere.example/v2/x", False),
+        ("http://proxy.example/v2/x", "http://proxy.example:99999/v2/x", False),  # a traceback
     ],
 )
 def test_a_reads_redirect_is_followed_on_its_own_origin_or_to_tls_only(
@@ -370,7 +371,7 @@ def test_a_read_redirected_round_in_a_loop_says_so() -> None:
     with serving(Looping) as url:
         result = CliRunner().invoke(main, ["npc", "npc-mara", "--world", "save-1", "--url", url])
     assert result.exit_code == 1
-    assert result.output == f"Error: 302: {url} redirects in a loop\n"
+    assert result.output == f"Error: 302: {url} redirects in a loop, or too many times\n"
 
 
 OTHER_ANSWERS = {
