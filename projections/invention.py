@@ -254,11 +254,13 @@ _SPACES = " \t\u00a0\u202f"
 
 
 _MORE_QUOTED = re.compile(
-    r"\u300c[^\u300c\u300d]*\u300d|\u300e[^\u300e\u300f]*\u300f|(?<!\w)'[^'\n]{1,200}'(?!\w)"
+    r"\u300c[^\u300c\u300d]*\u300d|\u300e[^\u300e\u300f]*\u300f"
+    r"|(?<![\w.,!?;:\u2026])'(?=[^\W\d_])(?:[^'\n]|(?<=\w)'(?=\w)){1,200}'(?!\w)"
 )
 """Quotations `QUOTED` leaves out (a retelling keeps their words): in corner brackets, and in
-straight single quotes opened and closed next to no letter (a straight one is an apostrophe as
-often: "Jonas' boat", "don't")."""
+straight single quotes, opened after no letter or stop and before a letter, holding apostrophes
+between letters ("Don't"), closed before no letter (a straight one is an apostrophe as often:
+"Jonas' boat", "back in '82", "'Don't,' Bertram told the guards' captain")."""
 
 
 def _quotations(text: str) -> dict[int, str]:

@@ -48,6 +48,9 @@ TOLD = "loreweaver.conversation.told"
         ("On l'appelle \u00ab\u202fZed\u202f\u00bb au port.", ["Zed"]),
         ('Meet me at "Zed\'s" tonight.', ["Zed"]),
         ("She said, 'Never trust Vell.' Jonas' boat sank.", ["Vell"]),  # straight single quotes
+        ("He asked, 'Where's the Mill?'", ["Mill"]),  # an apostrophe within, between letters
+        ("'Don't,' Bertram told the guards' captain.", ["Bertram"]),  # a closing one, a plural
+        ("Back in '82 Vell and the Baker boys' dog ran off.", ["Vell", "Baker"]),
         ("\u5979\u8bf4\u300cNever trust Vell\u300d and left.", ["Vell"]),  # corner brackets
         ('She screamed "thief" Vell ran off.', ["Vell"]),  # a quote glued to a word closes
         ("Only the King knows, Ilse.", ["King", "Ilse"]),
