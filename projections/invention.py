@@ -67,7 +67,9 @@ POINTING_WORDS = frozenset(
 )
 """Possessives and pointing words, no names either ("No; My mother knew", "Aye; There he
 was")."""
-_POSSESSIVE = re.compile(r"['\u2019]s?$")
+_POSSESSIVE = re.compile(r"['\u2019](?:s['\u2019]?)?$")
+"""A possessive ending ("Mara's", "Jonas'"), with the closing quote a word may take in
+("'Orla's'")."""
 TITLES = frozenset(
     {"Dr", "Mr", "Mrs", "Ms", "Mx", "Mme", "Mlle", "St", "Sr", "Jr", "Prof", "Capt", "Col", "Gen"}
     | {"Lt", "Sgt", "Rev", "Fr", "Mt", "Hon"}

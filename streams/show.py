@@ -93,6 +93,23 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
             raise _RedirectRefused(code, newurl)  # never to plain http from https: the key in clear
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
+    def http_error_302(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+    ) -> IO[bytes] | None:
+        """A Location that is no URL ("http://[::1/x") is refused too: urllib's parse of it
+        raised out of the command as a traceback."""
+        try:
+            return super().http_error_302(req, fp, code, msg, headers)
+        except ValueError:
+            raise _RedirectRefused(code, headers.get("Location", "")) from None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
 
 _OPENER = urllib.request.build_opener(_SameHostRedirects)
 

@@ -49,6 +49,7 @@ TOLD = "loreweaver.conversation.told"
         ('Meet me at "Zed\'s" tonight.', ["Zed"]),
         ("She said, 'Never trust Vell.' Jonas' boat sank.", ["Vell"]),  # straight single quotes
         ("He asked, 'Where's the Mill?'", ["Mill"]),  # an apostrophe within, between letters
+        ("Ask at 'Orla's', she'll know.", ["Orla"]),  # a name quoted alone, its possessive too
         ("'Don't,' Bertram told the guards' captain.", ["Bertram"]),  # a closing one, a plural
         ("Back in '82 Vell and the Baker boys' dog ran off.", ["Vell", "Baker"]),
         ("\u5979\u8bf4\u300cNever trust Vell\u300d and left.", ["Vell"]),  # corner brackets

@@ -354,6 +354,26 @@ def test_a_reads_redirect_is_followed_on_its_own_origin_or_to_tls_only(
         assert followed
 
 
+class NoUrlRedirect(http.server.BaseHTTPRequestHandler):
+    """A proxy redirecting to a Location that is no URL."""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", "http://[::1/x")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads what the command prints."""
+
+
+def test_a_redirect_to_no_url_is_refused_in_one_line() -> None:
+    """urllib's parse of the Location raised out of the command as a traceback."""
+    with serving(NoUrlRedirect) as url:
+        result = CliRunner().invoke(main, ["npc", "npc-mara", "--world", "save-1", "--url", url])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.output.startswith(f"Error: 302: {url} redirects to http://[::1/x, which is not")
+
+
 class Looping(http.server.BaseHTTPRequestHandler):
     """A proxy redirecting a read to itself, for ever."""
 
