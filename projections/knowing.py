@@ -18,20 +18,16 @@ from projections.reinforcement import held_now
 from projections.retention import vivid_however_recalled
 from projections.rumour_rules import is_news
 from projections.state import StateTransaction
-from projections.story_clock import minute_of
 from projections.timelines import Ancestry
-from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
 
 
-def minute_held_at(
-    tx: StateTransaction, event: Event, ancestry: Ancestry, policy: Policy
-) -> int | None:
-    """The story minute characters hold their memories at during `event`: its own story time,
-    else the timeline's story "now" just before it; None when nothing fades (`memory.flaky`
-    off, or no story time yet)."""
-    return minute_of(tx, event, ancestry) if policy.memory.flaky else None
+def minute_held_at(minute: int | None, policy: Policy) -> int | None:
+    """The story minute characters hold their memories at during an event of story minute
+    `minute` (`story_clock.minute_of`: its own story time, else the timeline's story "now"
+    just before it); None when nothing fades (`memory.flaky` off, or no story time yet)."""
+    return minute if policy.memory.flaky else None
 
 
 def held_at(

@@ -31,7 +31,7 @@ from projections.judgements import (
     RecordedAnswers,
     judging,
 )
-from projections.knowing import held_at, holds_news_of, news_passed_on
+from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
 from projections.memories import dated, form_memories, origin_at, told_nothing, unread_claims
 from projections.memory_store import (
     MemoryKeys,
@@ -208,10 +208,8 @@ class Projector:
             keys = memory_keys(tx, tenant, world_id)
             forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
             minute = minute_of(tx, event, ancestry)  # memories are held, and dated, as of it
-            held_at_minute = minute if policy.memory.flaky else None
-            context = _StoredMinds(
-                tx, keys, ancestry, catalogue, event, policy, judged, held_at_minute
-            )
+            now = minute_held_at(minute, policy)
+            context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy, judged, now)
             told_note = told_nothing(event, context)
             refereed = judge_line(
                 event,
@@ -229,7 +227,7 @@ class Projector:
             )
             memories = refereed.memories
             rumours, forgotten = spread(
-                tx, context.keys, ancestry, event, policy, catalogue, present, memories, judged
+                tx, keys, ancestry, event, policy, catalogue, present, memories, now, judged
             )
             if event.game_time is None:
                 memories, rumours = dated(memories, minute), dated(rumours, minute)

@@ -23,7 +23,7 @@ from projections.catalogue import CHARACTER, Catalogue, StoredDeclarations
 from projections.judgements import RULES, Judging
 from projections.key_prefixes import GROUP_EXCHANGE_HEADS, GROUP_EXCHANGES
 from projections.keys import pack_scope
-from projections.knowing import held_at, holds_news_of, minute_held_at
+from projections.knowing import held_at, holds_news_of
 from projections.memory_store import (
     PERSISTENT_SCOPE,
     LearnedScopes,
@@ -175,16 +175,17 @@ def spread(
     catalogue: Catalogue,
     present: set[str],
     formed: Sequence[Memory],
+    now: int | None,
     judged: Judging = RULES,
 ) -> Spread:
     """The rumours `event` spreads on its timeline (none unless `memory.spreading.enabled`),
-    each retelling `judged` (in model mode, by the model); nobody is passed news the event
-    `formed` a memory of for them."""
+    each retelling `judged` (in model mode, by the model), its characters holding their news
+    at story minute `now` (`knowing.minute_held_at`, worked out once for the event); nobody is
+    passed news the event `formed` a memory of for them."""
     spreading = policy.memory.spreading
     if not spreading.enabled:
         return Spread([], set())
     known_at_event = {(memory.character_id, memory.origin): True for memory in formed}
-    now = minute_held_at(tx, event, ancestry, policy)
     news = Spreading(
         tx, keys, ancestry, event, policy, catalogue, judged, now, known=known_at_event
     )
