@@ -55,13 +55,13 @@ def record_recalls(
     keys = memory_keys(tx, tenant, world)
     minutes = minute_of(tx, event, ancestry)
     before = as_of(ancestry, event.seq - 1)  # applied again, its own recalls are no part of it
-    stored_before = {one: _held_before(tx, keys, ancestry, event, one) for one in ids}
-    belief_ids = [
-        one
-        for one, memory in stored_before.items()
-        if memory is not None and held_now(tx, keys, before, memory, minutes, policy).memory
-    ]
-    forgotten = [one for one in ids if stored_before[one] is not None and one not in belief_ids]
+    belief_ids: list[str] = []
+    forgotten: list[str] = []
+    for one in ids:
+        memory = _held_before(tx, keys, ancestry, event, one)
+        if memory is not None:
+            held = held_now(tx, keys, before, memory, minutes, policy).memory is not None
+            (belief_ids if held else forgotten).append(one)
     stored = b"" if minutes is None else minutes.to_bytes(8, "big")
     for belief_id in belief_ids:
         tx.put(
@@ -80,7 +80,8 @@ def _in_vain(
     notes = []
     if not_ids := sum(not isinstance(item, str) or not item for item in named):
         notes.append(f"{not_ids} item(s) of payload.belief_ids are no belief id")
-    if unheld := [one for one in ids if one not in held and one not in forgotten]:
+    counted = {*held, *forgotten}
+    if unheld := [one for one in ids if one not in counted]:
         notes.append(
             f"{len(unheld)} belief id(s) name no memory {event.actor!r} held before this event"
             f" ({_shown(unheld)})"
