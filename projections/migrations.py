@@ -122,16 +122,19 @@ def _dead_letters_without_bytes(key: bytes, value: bytes) -> list[StoredRecord]:
 
 
 def _judgements_in_parts(key: bytes, value: bytes) -> list[StoredRecord]:
-    """Format 6: an event's judgements over `judgements.MOST_PART_BYTES` kept in parts under keys
-    of their own, as this release keeps them (`judgements.judgement_parts`); a part holding one
-    judgement that large stays as it is."""
-    if len(value) <= MOST_PART_BYTES:
+    """Format 6: an event's judgements kept in the parts this release keeps them in
+    (`judgements.judgement_parts`), each under a key of its own, the first written last: run
+    again after a crash that kept some of the others, the record still whole under the first's
+    key is split again. A part, and a record this release keeps whole, stay as they are."""
+    if len(value) <= MOST_PART_BYTES // 2:  # far from any part's room: no need to read it
         return [(key, value)]
     record = EventJudgements.model_validate_json(value)
     if record.part:
         return [(key, value)]
-    parts = judgement_parts(position_of(record), record.judgements)
-    return [(record_key(part), part.to_bytes()) for part in parts]
+    first, *others = judgement_parts(position_of(record), record.judgements)
+    if not others:
+        return [(key, value)]
+    return [*((record_key(part), part.to_bytes()) for part in others), (key, first.to_bytes())]
 
 
 def _facts_valued(key: bytes, value: bytes) -> list[StoredRecord]:

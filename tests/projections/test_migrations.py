@@ -419,16 +419,14 @@ def test_dead_letters_kept_with_their_bytes_lose_them_and_are_still_resent_whole
     assert [intake.dead_letters for intake in again] == first
 
 
-def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_keeps() -> None:
-    """Format 6: a release before kept an event's judgements in one record (a thousand of them
-    here, 138 KB; 10,000 made one of 1.4 MB, which no producer sends); upgraded, the store holds
-    them in the parts this release writes, and reads and digests as this release's own."""
+def judgements_kept_whole(event: bytes) -> tuple[MemoryState, MemoryState]:
+    """A store of this release holding `event`'s model judgements, and the same store as format
+    5 kept it: the judgements in one record, under the first part's key."""
     projector = Projector(lambda tenant, world: resolve(None, {"memory": {"weighing": "model"}}))
     state = MemoryState()
     upgrade(state)
-    projector.receive(state, SourceMessage("events", 0, 0, b"save-1", crowd(1_000)))
+    projector.receive(state, SourceMessage("events", 0, 0, b"save-1", event))
     [(first_key, first), *more] = parts = list(state.scan(pack(JUDGEMENTS)))
-    assert more
     whole = [made for _, value in parts for made in orjson.loads(value)["judgements"]]
     earlier = MemoryState()
     for key, value in state.items():
@@ -437,11 +435,52 @@ def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_k
         earlier.delete(key)
     earlier.put(first_key, orjson.dumps(orjson.loads(first) | {"judgements": whole}))
     earlier.put(FORMAT_KEY, b"5")
+    return state, earlier
+
+
+def test_an_events_judgements_kept_whole_are_split_into_the_parts_this_release_keeps() -> None:
+    """Format 6: a release before kept an event's judgements in one record (a thousand of them
+    here, 138 KB; 10,000 made one of 1.4 MB, which no producer sends); upgraded, the store holds
+    them in the parts this release writes, and reads and digests as this release's own."""
+    state, earlier = judgements_kept_whole(crowd(1_000))
+    assert len(list(state.scan(pack(JUDGEMENTS)))) == 10
 
     memories = sum(1 for _ in earlier.scan(pack(MEMORIES)))  # format 13 indexes them again
     assert upgrade(earlier) == Upgrade(5, current_format(), 1 + memories)
     assert list(earlier.items()) == list(state.items())
     assert upgrade(earlier) == Upgrade(current_format(), current_format(), 0)
+
+
+def test_judgements_split_by_an_upgrade_a_crash_cut_short_are_all_kept_when_it_runs_again() -> None:
+    """Format 6 run again after a crash that kept any prefix of the upgrade's writes (as the
+    worker sends them) ends as run once: the first part was written first, and a crash keeping
+    it alone left it looking split already, two thirds of the event's 250 judgements gone."""
+    state, earlier = judgements_kept_whole(crowd(250))
+    assert len(list(state.scan(pack(JUDGEMENTS)))) == 3
+    whole = Recorded(earlier)
+    upgrade(whole)
+    writes = whole.last_writes()
+    for cut in range(len(writes)):
+        crashed = laid_in(earlier, writes[:cut])
+        upgrade(crashed)
+        assert list(crashed.items()) == list(state.items()), cut
+
+
+def test_judgements_just_under_a_parts_size_kept_whole_are_split_as_this_release_splits() -> None:
+    """A record of 13,972 bytes, under `MOST_PART_BYTES` but over what this release gives a part
+    (it leaves room for the part's number), was kept whole by the upgrade where a replay splits
+    it: the world's digest differed from a rebuild's."""
+    names = [f"npc-{number}" for number in range(101)]
+    names[-1] += "x" * 48  # the last witness's name lands the whole record at 13,972 bytes
+    event = orjson.loads(crowd(0)) | {"witnesses": names}
+    state, earlier = judgements_kept_whole(orjson.dumps(event))
+    [(_, kept_whole)] = list(earlier.scan(pack(JUDGEMENTS)))
+    assert len(kept_whole) == 13_972
+    assert len(list(state.scan(pack(JUDGEMENTS)))) == 2
+
+    upgrade(earlier)
+    assert list(earlier.items()) == list(state.items())
+    assert world_digest(earlier, "default", "save-1") == world_digest(state, "default", "save-1")
 
 
 WAITING_LINE = {
