@@ -341,7 +341,8 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
         raise click.ClickException(str(error)) from None
     result, line_numbers = replay_file(file, projector)
     for offset, ack in result.rejected:
-        position = "" if ack.seq is None else f" ({ack.timeline_id}#{ack.seq})"
+        named = ack.seq is not None and ack.timeline_id is not None  # else the line says it
+        position = f" ({ack.timeline_id}#{ack.seq})" if named else ""
         rejected = f"{file}:{line_numbers[offset]}: rejected{position}: {ack.reason}"
         click.echo(for_terminal(rejected), err=True)
     for outcome, count in sorted(result.outcomes.items()):

@@ -151,7 +151,8 @@ def run_demo(
             show_minds(settings, minds_of(lines))
             stop_signals = block_stop_signals()
             click.echo(
-                f"more events: {publishing_to(settings, deployed)} rumourmill publish FILE.ndjson"
+                f"more events: {publishing_to(settings, deployed)} {our_command()} publish"
+                " FILE.ndjson"
                 f"\nworker log: {log_path}\nserving until Ctrl-C"
             )
             while signal.sigtimedwait(stop_signals, WATCH_SECONDS) is None:
@@ -198,6 +199,17 @@ def publishing_to(local: Settings, deployed: Settings) -> str:
     security = {f"{ENV_PREFIX}{name.upper()}" for name in KAFKA_SECURITY}
     reset = [f"{name}={ours[name]}" for name in sorted(security) if ours[name] != theirs[name]]
     return " ".join([f"{ENV_PREFIX}BROKER={local.bootstrap}", *reset])
+
+
+def our_command() -> str:
+    """How to run `rumourmill` from where the demo was started: its name where the shell finds
+    this install's under it, else its path (`make run` installs it in `.venv/bin`, which a new
+    user's shell does not search)."""
+    installed = Path(sys.executable).parent / "rumourmill"
+    found = shutil.which("rumourmill")
+    if not installed.exists() or (found is not None and Path(found).samefile(installed)):
+        return "rumourmill"
+    return os.path.relpath(installed) if installed.is_relative_to(Path.cwd()) else str(installed)
 
 
 def reading_as(settings: Settings, tenant: str) -> Settings:

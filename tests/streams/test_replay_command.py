@@ -75,14 +75,17 @@ def test_a_bad_line_is_rejected_and_the_rest_of_the_story_is_processed(tmp_path:
     _, clean = replay(TAVERN)
     not_json = b'{"world_instance_id": "save-1", "seq": '
     no_key = orjson.dumps({"world_instance_id": "save-1", "timeline_id": "main", "seq": 9})
-    path = story(tmp_path, [b"", *LINES[:2], not_json, *LINES[2:], no_key])  # numbered as read
+    no_timeline = orjson.dumps({"world_instance_id": "save-1", "timeline_id": "..", "seq": 1})
+    path = story(tmp_path, [b"", *LINES[:2], not_json, *LINES[2:], no_key, no_timeline])
     counts, digests = replay(path)
-    assert counts == {"processed": 6, "rejected": 2}
+    assert counts == {"processed": 6, "rejected": 3}
     assert digests == clean
     refused = CliRunner().invoke(main, ["replay", str(path)]).stderr.splitlines()
-    assert refused == [
+    assert refused == [  # each numbered as read; a position where the line names one
         f"{path}:4: rejected: not valid JSON: EOF while parsing a value at line 1 column 39",
         f"{path}:9: rejected (main#9): invalid event: key: Field required",
+        f"{path}:10: rejected: invalid event: timeline_id: '.' and '..' are no ids: a URL cannot"
+        " name them; key: Field required",
     ]
 
 
