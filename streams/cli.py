@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging.config
+import math
 import os
 import socket
-import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +89,13 @@ def _settings(
         raise click.ClickException(f"bad setting:\n{error}") from None
 
 
+def _finite(option: click.Parameter, value: float) -> float:
+    """`value`, unless it is not a number (`nan`, which a range lets through)."""
+    if math.isnan(value):
+        raise click.BadParameter("must be a number of seconds", param=option)
+    return value
+
+
 def _read_settings(url: str | None, api_key: str | None) -> Settings:
     """The settings of a command that reads from a worker: `--url` and `--api-key` over the
     variables."""
@@ -156,17 +163,12 @@ def worker(**flags: Any) -> None:
 
 def _check_data_dir(data_dir: Path, named: str) -> None:
     """Stop the worker at once, saying why (the setting `named` as given), when `data_dir`
-    cannot hold its state: a file, a path that cannot be made, a read-only volume (each was a
-    traceback, after Kafka's topics)."""
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=data_dir):
-            pass
-    except OSError as error:
-        why = "it is a file" if isinstance(error, FileExistsError) else error.strerror or error
-        raise click.ClickException(
-            f"{named}={str(data_dir)!r} cannot hold the state: {why}"
-        ) from None
+    cannot hold its state (`streams.state.unwritable_because`)."""
+    from streams.state import unwritable_because
+
+    why = unwritable_because(data_dir)
+    if why is not None:
+        raise click.ClickException(f"{named}={str(data_dir)!r} cannot hold the state: {why}")
 
 
 def _check_web_address(settings: Settings, port_named: str) -> None:
@@ -413,7 +415,8 @@ def dev(story: Path | None, web_port: int | None) -> None:
 @main.command()
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=click.FloatRange(min=0.1, max=3600),
+    callback=lambda context, option, seconds: _finite(option, seconds),
     default=4.0,
     show_default=True,
     help="seconds to wait for the worker's answer",
@@ -936,7 +939,8 @@ def rebuild_command(
 ) -> None:
     """Rebuild every projection from the events topic into a fresh app id, then compare each
     world's digest with the live worker's; exits 1 when some differ, 3 when none of those
-    compared differs but the API key reads not every rebuilt world's tenant."""
+    compared differs but some were not compared (the API key reads not their tenant, or the
+    live workers hold other events of them than the rebuild folded)."""
     from rich.console import Console
 
     from streams.kafka_clients import refusals_noted, refused_security
@@ -945,7 +949,8 @@ def rebuild_command(
 
     live = _settings(READ_FLAGS, web_url=url, api_key=api_key, **flags)
     app_id = fresh_app_id(live) if into is None else into
-    _settings({"app_id": "--into"}, **(flags | {"app_id": app_id}))  # before a dir is named so
+    named = "--into" if into is not None else "--into (not given: RUMOURMILL_APP_ID-rebuild-TIME)"
+    _settings({"app_id": named}, **(flags | {"app_id": app_id}))  # before a dir is named so
     data_dir = into_data_dir or _data_dir_beside(live.data_dir, app_id)
     target = _settings(
         {"app_id": "--into", "data_dir": "--into-data-dir"},

@@ -60,6 +60,7 @@ from streams.state import (
     RocksTransaction,
     recording_transaction,
     refuse_writes,
+    unwritable_because,
     without_write_ahead_log,
 )
 from streams.tokens import wordllama_tokens
@@ -232,6 +233,8 @@ async def check_fresh(target: Settings, live: Settings) -> str:
         raise RebuildFailed(f"the data dir {target.data_dir} is a file; name a fresh directory")
     if target.data_dir.exists() and any(target.data_dir.iterdir()):
         raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
+    if (why := unwritable_because(target.data_dir)) is not None:  # before the topic is made
+        raise RebuildFailed(f"the data dir {target.data_dir} cannot hold the state: {why}")
     topic = changelog_topic(target)
     changelog = await read_changelog(target, topic, range(target.partitions))
     if any(changelog.end.values()):

@@ -463,6 +463,11 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         if not value:
             return value
+        if any(character.isspace() or not character.isprintable() for character in value):
+            raise ValueError(  # urlsplit drops tabs and newlines; a request line refuses them
+                "must be an http:// or https:// URL: it holds a space or a control character"
+                " (a newline a mounted file or a YAML block ends with?)"
+            )
         parts = urlsplit(value)
         try:
             port = parts.port
@@ -474,8 +479,8 @@ class Settings(BaseSettings):
             parts.scheme not in ("http", "https")
             or not parts.hostname
             or not is_host(parts.hostname)
-            or parts.query
-            or parts.fragment
+            or "?" in value  # an empty query or fragment too: the reads' paths went after it
+            or "#" in value
         ):
             raise ValueError("must be an http:// or https:// URL (host, port and path only)")
         return value.rstrip("/")
@@ -502,6 +507,17 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("model_name", "rerank_model", "model_key", "rerank_key")
+    @classmethod
+    def _only_with_its_url(cls, value: str, info: ValidationInfo) -> str:
+        url = f"{str(info.field_name).split('_')[0]}_url"
+        if value and info.data.get(url, "unread") == "":  # a bad URL is said once, on its own
+            raise ValueError(
+                f"is set, and {ENV_PREFIX}{url.upper()} is not: only a call to that API uses it,"
+                " and none is made"
+            )
+        return value
+
     @field_validator("model_name", "rerank_model")
     @classmethod
     def _a_model_named(cls, value: str, info: ValidationInfo) -> str:
@@ -511,6 +527,11 @@ class Settings(BaseSettings):
                 f"is empty, and {ENV_PREFIX}{url.upper()} is set: name the model it serves (the"
                 " request's `model`; any name for a server of one model, as llama.cpp's):"
                 " Ollama, vLLM and hosted APIs refused every call"
+            )
+        if value != value.strip():
+            raise ValueError(
+                "begins or ends with a space: the request's `model` is sent as given, and no"
+                " server knows a model named so"
             )
         return value
 

@@ -8,6 +8,7 @@ the table's changelog topic (`streams.changelog`), so it survives the loss of th
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -269,6 +270,21 @@ class SnapshotReads:
 
     def stop(self) -> None:
         self._reader.shutdown()
+
+
+def unwritable_because(data_dir: Path) -> str | None:
+    """Why `data_dir` cannot hold a worker's state (a file, a path that cannot be made, a
+    read-only volume), or None: made here if missing, so RocksDB is not the one to say it, in a
+    traceback after Kafka's topics were made."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except FileExistsError:
+        return "it is a file"
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 BLOOM_BITS_PER_KEY = 10

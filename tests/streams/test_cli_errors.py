@@ -249,6 +249,26 @@ def test_a_bad_flag_is_named_as_the_person_typed_it(command: list[str], flag: st
     assert "--web-url" not in output and "--app-id" not in output
 
 
+def test_a_rebuilds_app_id_made_too_long_from_the_live_one_names_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--into` was blamed for an app id the operator never typed: the live one, 180 characters
+    long, with the 23 of `-rebuild-TIME` added."""
+    monkeypatch.setenv("RUMOURMILL_APP_ID", "a" * 180)
+    output = refused("rebuild", "--workers-stopped")
+    assert output.startswith(
+        "Error: bad setting:\n--into (not given: RUMOURMILL_APP_ID-rebuild-TIME)='aaa"
+    )
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e400"])
+def test_a_health_check_timeout_that_is_no_finite_number_is_refused_as_usage(timeout: str) -> None:
+    """`nan` and `inf` passed the range and ended in a traceback (a health check still failed)."""
+    result = CliRunner().invoke(main, ["ready", "--timeout", timeout])
+    assert result.exit_code == 2
+    assert "Invalid value for '--timeout'" in result.output
+
+
 def test_a_replay_policy_that_is_not_json_is_named_by_its_path(tmp_path: Path) -> None:
     policy = tmp_path / "bad.json"
     policy.write_text("{not json")
@@ -360,6 +380,22 @@ def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_pa
     live = Settings(broker=(NOWHERE,), data_dir=tmp_path / "data")
     target = live.model_copy(update={"app_id": "rebuilt", "data_dir": taken})
     with pytest.raises(RebuildFailed, match=f"^the data dir {taken} is a file; name a fresh"):
+        asyncio.run(check_fresh(target, live))
+
+
+@pytest.mark.parametrize(
+    ("data_dir", "why"), [("{file}/state", "Not a directory"), ("/proc/no", "No such file")]
+)
+def test_a_rebuild_into_a_data_dir_that_cannot_be_made_is_refused_before_kafka(
+    tmp_path: Path, data_dir: str, why: str
+) -> None:
+    """RocksDB said it, in a traceback, once the fresh app id's changelog topic was made."""
+    file = tmp_path / "taken"
+    file.write_text("")
+    unmade = Path(data_dir.format(file=file))
+    live = Settings(broker=(NOWHERE,), data_dir=tmp_path / "data")
+    target = live.model_copy(update={"app_id": "rebuilt", "data_dir": unmade})
+    with pytest.raises(RebuildFailed, match=f"^the data dir {unmade} cannot hold the state: {why}"):
         asyncio.run(check_fresh(target, live))
 
 

@@ -125,6 +125,14 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_MODEL_URL", "http://model:0/v1", "its port is not 1 to 65535"),
         ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
+        # urlsplit drops a newline, and the read commands failed in a traceback sending it
+        ("RUMOURMILL_WEB_URL", "http://worker:6066\n", "a space or a control character"),
+        ("RUMOURMILL_MODEL_URL", " http://model:8080/v1", "a space or a control character"),
+        ("RUMOURMILL_WEB_URL", "http://worker:6066?", "host, port and path only"),
+        ("RUMOURMILL_WEB_URL", "http://worker:6066/#", "host, port and path only"),
+        # taken, and no model asked: a setting that does nothing
+        ("RUMOURMILL_MODEL_NAME", "llama3", "RUMOURMILL_MODEL_URL is not"),
+        ("RUMOURMILL_RERANK_KEY", "k1", "RUMOURMILL_RERANK_URL is not"),
         ("RUMOURMILL_WEB_URL", "http://user:pw@worker:6066", "send a user and password"),
         ("RUMOURMILL_TOPIC_PREFIX", "my topics", "should match pattern"),
         ("RUMOURMILL_KAFKA_VERSION", "latest", "should match pattern"),
@@ -178,6 +186,9 @@ def test_a_service_url_without_a_model_name_is_refused(
     with pytest.raises(
         SettingsError, match=rf"^RUMOURMILL_{service}_{named}='': is empty, and RUMOURMILL"
     ):
+        Settings.from_env()
+    monkeypatch.setenv(f"RUMOURMILL_{service}_{named}", " llama3.2 ")  # sent as given
+    with pytest.raises(SettingsError, match=r"' llama3\.2 ': begins or ends with a space"):
         Settings.from_env()
     monkeypatch.setenv(f"RUMOURMILL_{service}_{named}", "llama3.2")
     assert getattr(Settings.from_env(), f"{service}_{named}".lower()) == "llama3.2"
