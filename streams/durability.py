@@ -10,8 +10,9 @@ id's own, `streams.app.table_dir`: a stamp names no changelog):
   start that finds it throws the database away (it may hold writes the changelog never got);
 - `checkpoints/state-P/`: a RocksDB checkpoint taken at a quiescent point (every write so far
   confirmed in the changelog) every `CHECKPOINT_SECONDS`, or once the partition has been idle
-  for `IDLE_SECONDS`. After a crash the start restores it (hard links) and recovery replays
-  only the changelog past it;
+  for `IDLE_SECONDS`; while no event came since, its stamp is taken again every
+  `CHECKPOINT_SECONDS` (`stamp_due`). After a crash the start restores it (hard links) and
+  recovery replays only the changelog past it;
 - `state-P.stamp.json` (and `stamp.json` inside a checkpoint): the Kafka cluster, the changelog
   offset the copy holds everything up to, and when it last followed the changelog to its end. A
   start keeps a copy only if it belongs to the same cluster, its offset is still in the
@@ -37,7 +38,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -218,6 +219,11 @@ class PartitionFiles:
     def checkpoint_stamp(self) -> Path:
         return self.checkpoint / "stamp.json"
 
+    @property
+    def checkpoint_stamp_draft(self) -> Path:
+        """A checkpoint's stamp taken again, written whole before it replaces the one there."""
+        return self.with_suffix(self.checkpoint_stamp, ".tmp")
+
     def _sibling(self, suffix: str) -> Path:
         return self.db.with_name(self.db.name.removesuffix(".db") + suffix)
 
@@ -263,7 +269,9 @@ def _unopenable(db: Path) -> str | None:
 
 
 def _settle_checkpoint(files: PartitionFiles) -> None:
-    """Finish or undo a checkpoint swap a crash interrupted (see `take_checkpoint`)."""
+    """Finish or undo a checkpoint swap a crash interrupted (see `take_checkpoint`), and drop
+    the draft of a stamp a crash kept from replacing the checkpoint's (`_restamp_checkpoint`):
+    restored with the checkpoint, it would lie in the database's directory."""
     final = files.checkpoint
     old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -272,6 +280,7 @@ def _settle_checkpoint(files: PartitionFiles) -> None:
             shutil.rmtree(old)
         else:
             old.rename(final)
+    files.checkpoint_stamp_draft.unlink(missing_ok=True)
 
 
 def _restore(files: PartitionFiles) -> None:
@@ -311,6 +320,14 @@ def _write_durably(path: Path, data: bytes) -> None:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
+
+
+def _replace_durably(path: Path, draft: Path, data: bytes) -> None:
+    """`data` in place of what `path` holds, through `draft` (in the same directory): a crash
+    leaves one or the other whole, never a file cut short (an unreadable stamp)."""
+    _write_durably(draft, data)
+    draft.replace(path)
+    _fsync_directory(path.parent)
 
 
 async def read_changelog(settings: Settings, topic: str, partitions: Iterable[int]) -> Changelog:
@@ -392,13 +409,14 @@ class LocalDurability:
         """The changelog's, as `prepare` read it."""
         self.followed_at: dict[int, int] = {}
         """Per partition, when (ms) its copy last followed the changelog to its end, as far as
-        known: a kept copy's stamp, when a copy was let go at the end, or begun afresh."""
+        known: a kept copy's stamp, when a copy was let go at the end, or begun afresh, or the
+        last stamp taken of it at the end (`_stamp`)."""
         self.recovered: set[int] = set()
         """The active partitions whose recovery completed: at the changelog's end, which only
         this worker writes to."""
         self.stamped_at: dict[int, float] = {}
-        """Per partition the worker has not written to, when (`time.monotonic`) `stamp_due`
-        last stamped its copy."""
+        """Per partition, when (`time.monotonic`) `stamp_due` last stamped its copy, or the
+        checkpoint of one written to."""
 
     @property
     def store(self) -> Store:
@@ -591,22 +609,46 @@ class LocalDurability:
                     await self.take_checkpoint(partition, state)
 
     async def stamp_due(self) -> None:
-        """Flush and stamp each open copy the worker has not written to, at the changelog's
-        end, every `CHECKPOINT_SECONDS`, as a clean stop does (`_close_cleanly`): a copy
-        recovered whole that no event reached since (or a standby) was stamped only at a clean
-        stop, and every crash threw it away, its whole changelog replayed again. Written to,
-        a copy's checkpoints serve it instead."""
+        """Every `CHECKPOINT_SECONDS`, for each open copy at the changelog's end: flush and
+        stamp it if the worker has not written to it, as a clean stop does (`_close_cleanly`),
+        else stamp its checkpoint again if that holds all the copy does
+        (`_restamp_checkpoint`). A copy recovered whole that no event reached since (or a
+        standby) was stamped only at a clean stop, and every crash threw it away, its whole
+        changelog replayed again; one written to, then idle for most of `delete.retention.ms`,
+        had only a checkpoint too old to keep, and a crash replayed its whole changelog too."""
         now = time.monotonic()
         for partition, db in list(self.store._dbs.items()):
-            state = self.partitions.get(partition)
-            if (state is not None and state.dirty) or self.unretired(partition):
+            if self.unretired(partition):
                 continue
             if now - self.stamped_at.get(partition, -CHECKPOINT_SECONDS) < CHECKPOINT_SECONDS:
                 continue
             if self.at_changelog_end(partition):
                 async with self.quiet:
-                    await self._close_cleanly(partition, db)
+                    state = self.partitions.get(partition)
+                    if state is not None and state.dirty:
+                        self._restamp_checkpoint(partition, state)
+                    else:
+                        await self._close_cleanly(partition, db)
                 self.stamped_at[partition] = now
+
+    def _restamp_checkpoint(self, partition: int, state: _Partition) -> None:
+        """Between events: the partition's checkpoint stamped as of now, if it holds all the
+        copy does and the copy is at the changelog's end: no event applied since it was taken
+        (nor one that failed), and it holds the changelog up to the offset the copy does (a
+        standby that laid in another worker's writes since is further on than its checkpoint,
+        which a stamp of now would claim followed them)."""
+        if state.broken or state.events_since_checkpoint or self._whole(partition) is None:
+            return
+        offset = self._held_offset(partition, state.confirmed_offset)
+        files = self.files(partition)
+        taken = Stamp.read(files.checkpoint_stamp)
+        if offset is None or taken is None:
+            return
+        restamped = self._stamp(partition, offset)
+        if taken == replace(restamped, taken_at_ms=taken.taken_at_ms):
+            _replace_durably(
+                files.checkpoint_stamp, files.checkpoint_stamp_draft, restamped.to_bytes()
+            )
 
     async def held_through_rebalance(self, partitions: Iterable[int]) -> set[int]:
         """At a rebalance, for each active partition the worker keeps, write where Faust's
@@ -661,7 +703,7 @@ class LocalDurability:
         final.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         Checkpoint(db).create_checkpoint(str(tmp))
-        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(offset).to_bytes())
+        _write_durably(tmp / files.checkpoint_stamp.name, self._stamp(partition, offset).to_bytes())
         _fsync_directory(tmp)
         if final.exists():
             final.rename(old)
@@ -695,10 +737,14 @@ class LocalDurability:
         held = max(confirmed_offset, -1 if recovered is None else recovered)
         return None if held < 0 else held
 
-    def _stamp(self, offset: int, followed_at_ms: int | None = None) -> Stamp:
-        """A stamp of a copy at the changelog's end now, or last at `followed_at_ms`."""
-        taken_at_ms = int(time.time() * 1000) if followed_at_ms is None else followed_at_ms
-        return Stamp(self.cluster_id, offset, taken_at_ms)
+    def _stamp(self, partition: int, offset: int, followed_at_ms: int | None = None) -> Stamp:
+        """A stamp of the partition's copy at the changelog's end now, or last at
+        `followed_at_ms`. Now is noted in `followed_at`: a standby stamped at the end every
+        `CHECKPOINT_SECONDS` kept the time the worker started, and a clean stop that caught it
+        a record behind stamped it with that, throwing away the stamps since."""
+        if followed_at_ms is None:
+            followed_at_ms = self.followed_at[partition] = int(time.time() * 1000)
+        return Stamp(self.cluster_id, offset, followed_at_ms)
 
     async def finish(self) -> None:
         """At a clean stop: every open partition flushed and stamped; dirty ones marked clean
@@ -743,7 +789,7 @@ class LocalDurability:
             return
         self._persist_offset(partition, offset)
         db.flush()
-        _write_durably(files.stamp, self._stamp(offset, followed_at).to_bytes())
+        _write_durably(files.stamp, self._stamp(partition, offset, followed_at).to_bytes())
         if state.dirty:
             files.dirty.unlink(missing_ok=True)
             state.dirty = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import faust
@@ -345,11 +346,11 @@ async def back_here_written_and_killed(
     return kept
 
 
-def restarted(kept: durability.LocalDurability, changelog_end: int) -> str:
-    """What the next start does with partition 0's copy, the changelog ending at
-    `changelog_end`."""
-    changelog = Changelog("cluster-a", {0: 0}, {0: changelog_end}, DAY_MS)
-    return prepare_partition(kept.files(0), changelog, int(time.time() * 1000))
+def restarted(kept: durability.LocalDurability, changelog_end: int, partition: int = 0) -> str:
+    """What the next start does with the partition's copy, the changelog ending at
+    `changelog_end` and keeping deletes a day."""
+    changelog = Changelog("cluster-a", {partition: 0}, {partition: changelog_end}, DAY_MS)
+    return prepare_partition(kept.files(partition), changelog, int(time.time() * 1000))
 
 
 def restored_after(offset: int) -> str:
@@ -634,3 +635,105 @@ def test_a_completion_a_rebalance_overtook_stays_overtaken_once_the_next_one_com
         return await first, await second
 
     assert asyncio.run(two_completions()) == (True, False)
+
+
+HOUR_MS = 3_600_000
+WHOLE_REPLAY = "recovery replays the whole changelog"
+
+
+async def standby_stamped_at_the_end(
+    kept: durability.LocalDurability, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 0 a standby since the worker started 23 hours ago (its copy begun afresh then:
+    nearly the day the changelog keeps deletes), laid in up to changelog offset 500, and
+    stamped once it read the changelog to its end (`stamp_due`)."""
+    kept.followed_at[0] = int(time.time() * 1000) - 23 * HOUR_MS
+    partition_db(kept.table, 0).put(b"mood", b"the other's")
+    kept.store.set_persisted_offset(TP(kept.table.changelog_topic.get_topic_name(), 0), 500)
+    with monkeypatch.context() as caught_up:  # the consumer's highwater: read to the end
+        caught_up.setattr(kept, "at_changelog_end", lambda partition: True)
+        await kept.stamp_due()
+
+
+def test_a_standby_a_clean_stop_caught_a_record_behind_is_kept_at_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A standby stamped at the changelog's end every 30 s was still taken as last following it
+    when the worker started: a clean stop that caught it a record behind (fetched, not laid in
+    yet: usual under load) stamped it as of then, over the stamp of seconds before, and a
+    worker that had been up most of a week threw the copy away at its next start and replayed
+    the whole changelog."""
+
+    async def stopped_a_record_behind() -> durability.LocalDurability:
+        _, kept, _ = worker(tmp_path)
+        await standby_stamped_at_the_end(kept, monkeypatch)
+        await kept.finish()  # a record on, fetched and not laid in yet
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(stopped_a_record_behind())
+    assert restarted(kept, 502) == (
+        "local state kept: recovery replays the changelog after offset 500"
+    )
+
+
+def test_a_standby_let_go_a_record_behind_and_given_back_keeps_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A standby a rebalance took from the worker a record behind the changelog was taken as
+    last following it when the worker started, not when it was last stamped at the end:
+    given back, its copy was thrown away and recovery replayed the whole changelog."""
+
+    async def let_go_and_given_back() -> tuple[durability.LocalDurability, list[int]]:
+        _, kept, _ = worker(tmp_path)
+        await standby_stamped_at_the_end(kept, monkeypatch)
+        kept.rebalanced([0], [], set(), set())  # let go a record behind
+        return kept, kept.rebalanced([], [0], set(), set())
+
+    kept, afresh = asyncio.run(let_go_and_given_back())
+    assert afresh == [] and kept.files(0).db.exists()
+
+
+def test_a_checkpoint_holding_all_its_idle_copy_does_is_kept_fresh_for_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition written to, checkpointed, then without an event for most of the changelog's
+    delete retention (a week on stock Kafka), its copy at the changelog's end all along: its
+    checkpoint kept the time it was taken, so a crash threw away both the dirty copy and that
+    checkpoint, and replayed the whole changelog. Its checkpoint is stamped again as of now,
+    but only while it holds all the copy does: not once an event went past it (partition 1),
+    nor once the copy, a standby now, laid in another worker's writes (partition 2)."""
+
+    async def idle_then_killed() -> durability.LocalDurability:
+        mill, kept, topic = worker(tmp_path, 3)
+        kept.recovered = {0, 1, 2}
+        for partition in (0, 1, 2):  # 23 hours ago: an event, then its checkpoint
+            kept.store.set_persisted_offset(TP(topic, partition), 99)
+            async with kept.writing({partition: 1}):
+                partition_db(mill.state, partition).put(b"mood", b"angry")
+                kept.sent(partition, [confirmed(100)])
+            await kept.take_checkpoint(partition, kept.partitions[partition])
+            checkpoint = kept.files(partition).checkpoint_stamp
+            taken = Stamp.read(checkpoint)
+            assert taken is not None and taken.changelog_offset == 100
+            aged = replace(taken, taken_at_ms=taken.taken_at_ms - 23 * HOUR_MS)
+            checkpoint.write_bytes(aged.to_bytes())
+        standby = TP(topic, 2)
+        mill.app.tables.recovery.standby_tps.add(standby)  # type: ignore[attr-defined]
+        kept.rebalanced([], [], {0, 1}, set())
+        mill.state.apply_changelog_batch(
+            [changelog_message(mill.app, standby, 300, b"mood", b"the other's")]
+        )
+        async with kept.writing({1: 1}):  # now, an event not checkpointed yet
+            partition_db(mill.state, 1).put(b"mood", b"calm")
+            kept.sent(1, [confirmed(101)])
+        with monkeypatch.context() as caught_up:  # the standby read the changelog to its end
+            caught_up.setattr(kept, "at_changelog_end", lambda partition: True)
+            await kept.stamp_due()
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(idle_then_killed())
+    assert restarted(kept, 101) == restored_after(100)
+    assert restarted(kept, 102, partition=1).endswith(WHOLE_REPLAY)
+    assert restarted(kept, 301, partition=2).endswith(WHOLE_REPLAY)
