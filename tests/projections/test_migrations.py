@@ -419,6 +419,19 @@ def test_dead_letters_kept_with_their_bytes_lose_them_and_are_still_resent_whole
     assert [intake.dead_letters for intake in again] == first
 
 
+def assert_every_crash_upgrades_again_to(upgraded: MemoryState, earlier: MemoryState) -> None:
+    """An upgrade of `earlier` killed after any prefix of its writes (as the worker sends them:
+    in the order of their last write), then run again, leaves `upgraded`, the store a whole
+    upgrade leaves."""
+    whole = Recorded(earlier)
+    upgrade(whole)
+    writes = whole.last_writes()
+    for cut in range(len(writes)):
+        crashed = laid_in(earlier, writes[:cut])
+        upgrade(crashed)
+        assert list(crashed.items()) == list(upgraded.items()), cut
+
+
 def judgements_kept_whole(event: bytes) -> tuple[MemoryState, MemoryState]:
     """A store of this release holding `event`'s model judgements, and the same store as format
     5 kept it: the judgements in one record, under the first part's key."""
@@ -457,13 +470,7 @@ def test_judgements_split_by_an_upgrade_a_crash_cut_short_are_all_kept_when_it_r
     it alone left it looking split already, two thirds of the event's 250 judgements gone."""
     state, earlier = judgements_kept_whole(crowd(250))
     assert len(list(state.scan(pack(JUDGEMENTS)))) == 3
-    whole = Recorded(earlier)
-    upgrade(whole)
-    writes = whole.last_writes()
-    for cut in range(len(writes)):
-        crashed = laid_in(earlier, writes[:cut])
-        upgrade(crashed)
-        assert list(crashed.items()) == list(state.items()), cut
+    assert_every_crash_upgrades_again_to(state, earlier)
 
 
 def test_judgements_just_under_a_parts_size_kept_whole_are_split_as_this_release_splits() -> None:
@@ -634,13 +641,7 @@ def test_the_step_settling_inherited_events_run_again_after_a_crash_ends_as_run_
     leaves: a release before lowered alt's count a second time for the event already taken out
     of the buffer, and counted none waiting while seq 3 still waited."""
     state, earlier = inherited_waiting_as_an_earlier_release_left_it()
-    whole = Recorded(earlier)
-    upgrade(whole)
-    writes = whole.last_writes()
-    for cut in range(len(writes)):
-        crashed = laid_in(earlier, writes[:cut])
-        upgrade(crashed)
-        assert list(crashed.items()) == list(state.items()), cut
+    assert_every_crash_upgrades_again_to(state, earlier)
 
 
 def test_an_outbox_row_kept_whole_is_split_into_the_parts_this_release_keeps() -> None:
