@@ -306,9 +306,11 @@ class OnlySearches:
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         return self.index.by_cues(scope, cues, limit) if "cues" in self.kept else []
 
-    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
+    def most_important_about(
+        self, scope: SearchScope, entities: Collection[str], limit: int
+    ) -> list[str]:
         """As the index answers it: a decision's search, not one of recall's."""
-        return self.index.most_important_about(scope, entity, limit)
+        return self.index.most_important_about(scope, entities, limit)
 
     def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
         return self.index.by_words(scope, text, limit) if "words" in self.kept else []

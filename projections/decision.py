@@ -89,20 +89,18 @@ def decision(
     now = story_now(tx, tenant_id, world_id, ancestry)
     knowledge: list[Memory] = []
     place = place_of(tx, tenant_id, world_id, ancestry, npc_id, event.location)
-    for entity in (player, place):
-        if entity is None:
-            continue
-        more: list[Memory] = []
-        looked = 0  # the deeper search goes on where the first stopped (the same order)
-        for depth in SEARCH_DEPTHS:  # as recall, past forgotten ones
-            found = index.most_important_about(scope, entity, depth)
-            scored = [(belief_id, 0.0) for belief_id in found[looked:]]
-            held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
-            more += most_important(held, knowledge)
-            if len(knowledge) + len(more) >= MAX_KNOWLEDGE or len(found) < depth:
-                break
-            looked = len(found)
-        knowledge += more
+    # the most important about the player or the place, as one list: a place's fight went
+    # unmentioned behind ten lines of small talk with the player
+    about = [entity for entity in (player, place) if entity is not None]
+    looked = 0  # the deeper search goes on where the first stopped (the same order)
+    for depth in SEARCH_DEPTHS:  # as recall, past forgotten ones
+        found = index.most_important_about(scope, about, depth)
+        scored = [(belief_id, 0.0) for belief_id in found[looked:]]
+        held = held_candidates(tx, keys, ancestry, npc_id, scored, now, policy)
+        knowledge += most_important(held, knowledge)
+        if len(knowledge) >= MAX_KNOWLEDGE or len(found) < depth:
+            break
+        looked = len(found)
     words = event.words or " ".join(event.key.replace(".", " ").replace("-", " ").split())
     knowledge = knowledge[:MAX_KNOWLEDGE]
     declared = declarations.declared()

@@ -31,7 +31,7 @@ import orjson
 from pydantic import JsonValue
 
 from projections import whereabouts
-from projections.catalogue import Declarations
+from projections.catalogue import CHARACTER, UNKNOWN, Catalogue, Declarations
 from projections.event_keys import DIALOGUE_SUMMARISED, DIALOGUE_TURN_KEYS, PLAYER_SAID
 from projections.key_prefixes import DIALOGUE_SUMMARIES, DIALOGUE_TURNS, PLAYER_PRIVACY
 from projections.keys import pack, unpack
@@ -80,14 +80,16 @@ def turn_of(
     tx: StateTransaction,
     event: Event,
     ancestry: Ancestry,
-    declarations: Declarations,
+    catalogue: Catalogue,
     policy: DialoguePolicy,
 ) -> Turn | str | None:
     """The turn an event's line makes; None when the seed's rules skip it (a stop turn, a
     player declared fully private, no text once normalised); else why the line, not a turn as
-    sent, was not kept (for its ack: it was dropped without a word). A line without `location`
-    is said where the character in it is known to be as of the event (state before it, so a
-    replay keeps it in the same place)."""
+    sent, was not kept (for its ack: it was dropped without a word), as a line between a
+    character and someone not a character is (only characters keep dialogue, as only they
+    form memories: a line to another player, or to a place, was kept as theirs). A line
+    without `location` is said where the character in it is known to be as of the event
+    (state before it, so a replay keeps it in the same place)."""
     if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
         return None
     if event.payload.get("stopped") is True:
@@ -101,7 +103,17 @@ def turn_of(
     player, character = (
         (event.actor, event.target) if said_by_player else (event.target, event.actor)
     )
-    if _fully_private(tx, event, player, declarations):
+    if (kind := catalogue.kind_of(character)) != CHARACTER:
+        return (
+            f"dialogue line not kept: {character!r} is {_a_kind(kind)}, not a character (only"
+            " characters keep dialogue)"
+        )
+    if catalogue.kind_of(player) == CHARACTER:
+        return (
+            f"dialogue line not kept: {player!r} is a character, not the player a line is"
+            " between a character and"
+        )
+    if _fully_private(tx, event, player, catalogue):
         return None
     text = event.payload.get("text")
     if not isinstance(text, str):
@@ -136,6 +148,13 @@ def record_privacy(tx: StateTransaction, event: Event) -> None:
         if "privacy" in extra:
             key = pack(PLAYER_PRIVACY, event.tenant_id, event.world_instance_id, entity)
             tx.put(key, orjson.dumps(extra["privacy"]))
+
+
+def _a_kind(kind: str) -> str:
+    """A kind as a sentence names it: "a player", "an item", "of no known kind"."""
+    if kind == UNKNOWN:
+        return "of no known kind (declare it, or give it an id the policy's patterns know)"
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _fully_private(
@@ -195,7 +214,7 @@ def record_dialogue(
     tx: StateTransaction,
     event: Event,
     ancestry: Ancestry,
-    declarations: Declarations,
+    catalogue: Catalogue,
     policy: DialoguePolicy,
 ) -> str | None:
     """Keep the privacy the event declares (`record_privacy`), then its line in its scopes, or
@@ -206,7 +225,7 @@ def record_dialogue(
         if not policy.enabled:
             return "dialogue summary not recorded: memory.dialogue.enabled is false in this world"
         return _record_summary(tx, event, ancestry)
-    turn = turn_of(tx, event, ancestry, declarations, policy)
+    turn = turn_of(tx, event, ancestry, catalogue, policy)
     if not isinstance(turn, Turn):
         return turn
     where = (event.tenant_id, event.world_instance_id, event.timeline_id)

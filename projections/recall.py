@@ -95,9 +95,11 @@ class RecallIndex(Protocol):
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         """Belief ids about the most cues first (then newest)."""
 
-    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
-        """Belief ids about `entity`, most important first (then newest): what a decision
-        brings of the player and the place, however long ago it was formed."""
+    def most_important_about(
+        self, scope: SearchScope, entities: Collection[str], limit: int
+    ) -> list[str]:
+        """Belief ids about any of `entities`, most important first (then newest): what a
+        decision brings of the player and the place, however long ago it was formed."""
 
     def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
         """Belief ids whose content says any word of `text`, best match first: the query's

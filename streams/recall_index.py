@@ -464,8 +464,10 @@ class SqliteRecallIndex:
     def by_cues(self, scope: SearchScope, cues: Collection[str], limit: int) -> list[str]:
         return self._about(scope, cues, "COUNT(*)", limit)
 
-    def most_important_about(self, scope: SearchScope, entity: str, limit: int) -> list[str]:
-        return self._about(scope, [entity], "i.importance", limit)
+    def most_important_about(
+        self, scope: SearchScope, entities: Collection[str], limit: int
+    ) -> list[str]:
+        return self._about(scope, entities, "i.importance", limit)
 
     def _about(
         self, scope: SearchScope, entities: Collection[str], first: str, limit: int

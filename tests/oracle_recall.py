@@ -35,9 +35,9 @@ What it compares, and what it leaves out:
   story time seen up to it. The memories are the base oracle's fold, so a belief the referee
   weakened (SPEC 11) shows its weakened confidence from the line's position on.
 - the decision: the event at `after_seq` on the timeline, its player, the character as its
-  actor or target; knowledge = the most important memories about the player, then about the
-  place (the event's, else where the character is), each from the 60 most important about it
-  (then newest), then the best scored recall of the event's words in story order, at most 10,
+  actor or target; knowledge = the most important memories about the player or the place
+  (the event's, else where the character is), from the 60 most important about either (then
+  newest), then the best scored recall of the event's words in story order, at most 10,
   forgotten never, none marked `diverging` (the record never reaches the model); the recall
   cues on what the character's memories of the event (not news spread there) are about or
   claim facts of, beside the names its words say (the character, the player and the place
@@ -514,25 +514,20 @@ def decision(
         raise OracleNotFound(npc)  # an item, a place, an id of no kind, holding no memory
     player = the_player(event, player_id)
     policy = oracle.policy
-    knowledge: list[dict[str, Any]] = []
     place = event.location or seen.folded["where"].get(npc)
-    for entity in (player, place):
-        if entity is None:
-            continue
-        taken = {one["belief_id"] for one in knowledge}
-        about = [m for m in seen.mine if entity in m.about]
-        for depth in DEPTHS:  # deeper when forgotten ones leave too few
-            found = {m.belief_id for m in sorted(about, key=importance_order)[:depth]}
-            kept = []
-            for memory in seen.mine:
-                if memory.belief_id not in found or memory.belief_id in taken:
-                    continue
+    entities = [entity for entity in (player, place) if entity is not None]
+    about = [m for m in seen.mine if any(entity in m.about for entity in entities)]
+    for depth in DEPTHS:  # deeper when forgotten ones leave too few
+        found = {m.belief_id for m in sorted(about, key=importance_order)[:depth]}
+        kept = []
+        for memory in seen.mine:
+            if memory.belief_id in found:
                 retention, state = seen.held(memory, policy)
                 if state != "forgotten":
                     kept.append(shown(memory, retention, state, seen.folded["record"]))
-            if len(knowledge) + len(kept) >= KNOWLEDGE or len(about) <= depth:
-                break
-        knowledge += sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
+        if len(kept) >= KNOWLEDGE or len(about) <= depth:
+            break
+    knowledge = sorted(kept, key=lambda m: (-m["importance"], -m["seq"], m["belief_id"]))
     said = [event.payload.get(name) for name in ("text", "content")]
     words = next(
         (line for line in said if isinstance(line, str) and shows(line)),

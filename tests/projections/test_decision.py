@@ -131,13 +131,40 @@ def test_maras_memories_about_ilse_and_the_tavern_come_first() -> None:
     context = decide(6)
     knowledge = context["knowledge"]
     assert 1 <= len(knowledge) <= 10
-    about_ilse = [m for m in knowledge if "player-1" in m["about"]]
-    assert knowledge[: len(about_ilse)] == about_ilse  # the player first
-    assert [m["importance"] for m in about_ilse] == sorted(
-        (m["importance"] for m in about_ilse), reverse=True
+    about = [m for m in knowledge if {"player-1", "loc-tavern"} & set(m["about"])]
+    assert knowledge[: len(about)] == about  # the player and the place first
+    assert [m["importance"] for m in about] == sorted(
+        (m["importance"] for m in about), reverse=True
     )
     assert knowledge[0]["content"] == FIGHT  # the most important about Ilse, at the tavern
     assert context["verdict"] is None
+
+
+def test_a_fight_at_the_place_outranks_small_talk_with_the_player() -> None:
+    """Seed 001: the most important memories about the player and the place first. Ten lines
+    of small talk with Ilse (0.5 each) took every place before the tavern's fight (0.6) was
+    looked at: the character decided as if it had never seen it."""
+    tavern = {"location": "loc-tavern"}
+    story = [
+        orjson.dumps(
+            {"world_instance_id": "save-1", "timeline_id": "main", "seq": 1}
+            | {"key": "loreweaver.movement.location-entered", "actor": "npc-mara"}
+            | tavern
+        ),
+        orjson.dumps(
+            {"world_instance_id": "save-1", "timeline_id": "main", "seq": 2, "key": "combat.fight"}
+            | {"actor": "npc-rook", "target": "npc-bob", "witnesses": ["npc-mara"]}
+            | tavern
+        ),
+        *(
+            orjson.dumps(orjson.loads(ASKED) | {"seq": seq, "payload": {"text": f"Fine day {seq}"}})
+            for seq in range(3, 16)
+        ),
+    ]
+    knowledge = decide(15, state=replay_lines(story).state)["knowledge"]
+    assert len(knowledge) == 10
+    assert knowledge[0]["about"] == ["npc-rook", "npc-bob", "loc-tavern"]
+    assert knowledge[0]["importance"] > knowledge[1]["importance"]
 
 
 def test_the_prompt_holds_the_knowledge_labelled_and_nothing_of_the_world_record() -> None:

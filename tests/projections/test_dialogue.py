@@ -12,7 +12,7 @@ import pytest
 from projections.delivery import SourceMessage
 from projections.dialogue import dialogue_read, normalised
 from projections.event_keys import NPC_REPLIED, PLAYER_SAID
-from projections.key_prefixes import PLAYER_PRIVACY
+from projections.key_prefixes import DIALOGUE_TURNS, PLAYER_PRIVACY
 from projections.keys import pack
 from projections.policy import resolve
 from projections.projector import Projector
@@ -704,22 +704,46 @@ def test_a_character_known_only_by_a_private_line_to_one_player_is_known_to_all(
         talk.read(player="p2", npc="npc-tomas")
 
 
+@pytest.mark.parametrize(
+    ("key", "actor", "target", "players", "why"),
+    [
+        (PLAYER_SAID, "p1", "p2", ["p1", "p2"], "'p2' is a player, not a character"),
+        (PLAYER_SAID, "p1", "loc-inn", ["p1"], "'loc-inn' is a place, not a character"),
+        (PLAYER_SAID, "p1", "item-lamp", ["p1"], "'item-lamp' is an item, not a character"),
+        (PLAYER_SAID, "p1", "guard-7", ["p1"], "'guard-7' is of no known kind (declare it"),
+        (NPC_REPLIED, "npc-mara", "npc-tomas", [], "'npc-tomas' is a character, not the player"),
+    ],
+)
+def test_a_line_not_between_a_character_and_a_player_is_not_kept_and_its_ack_says_why(
+    key: str, actor: str, target: str, players: list[str], why: str
+) -> None:
+    """Only characters keep dialogue, as only they form memories: a line to another player, a
+    place or an item was kept as theirs, read back as their dialogue (where the runtime read
+    knew nothing of them), and one character's reply to another kept as a player's scope."""
+    talk = Talk()
+    said = {"key": key, "actor": actor, "target": target, "players": players}
+    talk.send(**said, location="loc-inn", payload={"text": "Hello"}, occurred_at=at(0))
+    assert talk.acks[-1]["outcome"] == "processed"
+    assert str(talk.acks[-1]["reason"]).startswith(f"dialogue line not kept: {why}")
+    assert list(talk.state.scan(pack(DIALOGUE_TURNS))) == []
+
+
 def test_a_character_known_only_by_expired_lines_is_still_found_with_its_summary() -> None:
     """Only a line known the character: once hidden, its scopes answer expired, not a 404."""
     talk = Talk()
-    talk.player("Let me pass", npc="guard-7", minute=0)
+    talk.player("Let me pass", npc="npc-guard-7", minute=0)
     talk.send(
         key="loreweaver.memory.dialogue-summarised",
-        actor="guard-7",
+        actor="npc-guard-7",
         target="p1",
         payload={"scope": "player", "summary": "Wanted through the gate."},
     )
     assert talk.acks[-1]["reason"] is None
-    read = talk.read(npc="guard-7", minute=25 * 60)
+    read = talk.read(npc="npc-guard-7", minute=25 * 60)
     assert (read["player"]["turns"], read["player"]["expired"]) == ([], True)
     assert read["player"]["summary"] == "Wanted through the gate."
     assert read["place"] is not None and read["place"]["expired"] is True
-    other = talk.read(npc="guard-7", player="p2", minute=13 * 60)  # the place scope heard it
+    other = talk.read(npc="npc-guard-7", player="p2", minute=13 * 60)  # the place scope heard it
     assert (other["player"]["expired"], other["place"]["expired"]) == (False, True)
 
 
