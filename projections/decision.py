@@ -2,9 +2,9 @@
 
 The event at `after_seq` names the player and the character who answers. The character's
 knowledge is at most `MAX_KNOWLEDGE` memories as held then (forgotten ones never): the most
-important about the player, then about the place (the event's, else where the character is;
-each looked for past the forgotten ones as recall does, deeper while they fill what was looked
-at, `SEARCH_DEPTHS`), then the best recall for the event's words and whom and what else
+important about the player or the place, as one list (the event's place, else where the
+character is; looked for past the forgotten ones as recall does, deeper while they fill what
+was looked at, `SEARCH_DEPTHS`), then the best recall for the event's words and whom and what else
 it names (what the character's memories of it are about and claim facts of, and the entities
 whose declared names its words say, as recall takes a query's). Beside them come the recent
 turns of the player scope (section 13) as of the event, word for word, unless expired at real

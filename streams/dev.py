@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -202,14 +203,14 @@ def publishing_to(local: Settings, deployed: Settings) -> str:
 
 
 def our_command() -> str:
-    """How to run `rumourmill` from where the demo was started: its name where the shell finds
-    this install's under it, else its path (`make run` installs it in `.venv/bin`, which a new
-    user's shell does not search)."""
+    """How to run `rumourmill` from any shell: its name where the shell finds this install's
+    under it, else its whole path (`make run` installs it in `.venv/bin`, which a new user's
+    shell does not search, and a second terminal opens elsewhere)."""
     installed = Path(sys.executable).parent / "rumourmill"
     found = shutil.which("rumourmill")
     if not installed.exists() or (found is not None and Path(found).samefile(installed)):
         return "rumourmill"
-    return os.path.relpath(installed) if installed.is_relative_to(Path.cwd()) else str(installed)
+    return shlex.quote(str(installed.absolute()))
 
 
 def reading_as(settings: Settings, tenant: str) -> Settings:

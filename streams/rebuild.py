@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -233,8 +234,13 @@ async def check_fresh(target: Settings, live: Settings) -> str:
         raise RebuildFailed(f"the data dir {target.data_dir} is a file; name a fresh directory")
     if target.data_dir.exists() and any(target.data_dir.iterdir()):
         raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
-    if (why := unwritable_because(target.data_dir)) is not None:  # before the topic is made
-        raise RebuildFailed(f"the data dir {target.data_dir} cannot hold the state: {why}")
+    tried = target.data_dir
+    made = next((path for path in (*reversed(tried.parents), tried) if not path.exists()), None)
+    why = unwritable_because(tried)  # before the topic is made
+    if made is not None:  # made to be tried, not kept: each refused rebuild left one behind
+        shutil.rmtree(made, ignore_errors=True)
+    if why is not None:
+        raise RebuildFailed(f"the data dir {tried} cannot hold the state: {why}")
     topic = changelog_topic(target)
     changelog = await read_changelog(target, topic, range(target.partitions))
     if any(changelog.end.values()):

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 import orjson
 import pytest
+from aiokafka.errors import KafkaConnectionError
 from click.testing import CliRunner, Result
 
 from schemas.export import json_schemas
@@ -381,6 +382,16 @@ def test_a_rebuild_into_a_data_dir_that_is_a_file_is_refused_before_kafka(tmp_pa
     target = live.model_copy(update={"app_id": "rebuilt", "data_dir": taken})
     with pytest.raises(RebuildFailed, match=f"^the data dir {taken} is a file; name a fresh"):
         asyncio.run(check_fresh(target, live))
+
+
+def test_a_rebuild_refused_leaves_no_data_dir_behind(tmp_path: Path) -> None:
+    """The data dir is made to see that it can hold the state: a rebuild refused after (here,
+    Kafka unreachable) left an empty one, a new one beside the live dir at each try."""
+    live = Settings(broker=(NOWHERE,), data_dir=tmp_path / "data")
+    target = live.model_copy(update={"app_id": "rebuilt", "data_dir": tmp_path / "new" / "dir"})
+    with pytest.raises(KafkaConnectionError):
+        asyncio.run(check_fresh(target, live))
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
