@@ -27,7 +27,14 @@ from typing import get_args
 import orjson
 from pydantic import TypeAdapter
 
-from projections.catalogue import CHARACTER, PLAYER, StoredDeclarations, classify, display_name
+from projections.catalogue import (
+    CHARACTER,
+    PLAYER,
+    Declarations,
+    StoredDeclarations,
+    classify,
+    display_name,
+)
 from projections.dialogue import scope_read
 from projections.event_log import EventAt, event_at
 from projections.memories import belief_id
@@ -132,7 +139,17 @@ def decision(
         recent_turns=turns,
         verdict=verdict,
         prompt=decision_prompt(
-            tx, keys, ancestry, npc_id, player, knowledge, turns, answered, verdict, spoke
+            tx,
+            keys,
+            ancestry,
+            declarations,
+            npc_id,
+            player,
+            knowledge,
+            turns,
+            answered,
+            verdict,
+            spoke,
         ),
     )
 
@@ -222,6 +239,7 @@ def decision_prompt(
     tx: StateTransaction,
     keys: MemoryKeys,
     ancestry: Ancestry,
+    declarations: Declarations,
     npc_id: str,
     player_id: str,
     knowledge: Sequence[Memory],
@@ -235,8 +253,8 @@ def decision_prompt(
     listed bare, a lie the referee rejected read to the model as something known), nothing
     beyond, then the recent lines quoted word for word when there are any, and the player's
     line answered, `answered`, when none of them is it, and the verdict on it (none where the
-    player said nothing at the event, `spoke` false: a gift, another player's line)."""
-    declarations = StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)
+    player said nothing at the event, `spoke` false: a gift, another player's line); names as
+    the timeline's `declarations` give them."""
 
     def named(entity: str) -> str:
         return named_on_one_line(lambda named: display_name(named, declarations), entity)
