@@ -110,10 +110,8 @@ def rumour_source(rumour: RumourMap) -> str:
 
 def _node(holder: Holder) -> dict[str, str]:
     if holder.hops is None or holder.confidence is None:
-        return {
-            "label": _lines(holder.name, holder.entity_id, "told it, holds none"),
-            "style": "rounded,dashed",
-        }
+        holds = "forgot it" if holder.forgot else "told it, holds none"
+        return {"label": _lines(holder.name, holder.entity_id, holds), "style": "rounded,dashed"}
     return {
         "label": _lines(
             holder.name,

@@ -743,6 +743,7 @@ class RumourPicture(WorldRead):
             scope.tenant_id,
             scope.world_id,
             params["belief_id"],
+            scope.policy,
             timeline_id or None,
             query_position(request, "as_of_seq"),
         )

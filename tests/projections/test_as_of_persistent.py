@@ -74,7 +74,7 @@ def test_a_rumour_map_as_of_a_position_is_of_a_memory_the_runtime_read_shows(
     drawn."""
     for memory in MEMORIES_HELD:
         try:
-            rumour_map(STATE, "default", "save-1", memory.belief_id, timeline, seq)
+            rumour_map(STATE, "default", "save-1", memory.belief_id, PERSISTENT, timeline, seq)
         except NotFound:
             drawn = False
         else:
@@ -159,9 +159,9 @@ def test_a_rumour_map_as_of_a_position_draws_no_later_telling() -> None:
         projector.receive(state, message)
     [heard] = shown(state, "w", "main", "npc-mara", 2)
     assert len(shown(state, "w", "main", "npc-mara", 3)) == 2  # the reload's, kept for all
-    as_of_2 = rumour_map(state, "default", "w", heard, "main", 2)
+    as_of_2 = rumour_map(state, "default", "w", heard, kept, "main", 2)
     assert [(telling.listener, telling.seq) for telling in as_of_2.tellings] == [("npc-mara", 2)]
-    as_of_3 = rumour_map(state, "default", "w", heard, "main", 3)
+    as_of_3 = rumour_map(state, "default", "w", heard, kept, "main", 3)
     assert [telling.seq for telling in as_of_3.tellings] == [2, 3]
 
 

@@ -511,7 +511,7 @@ def test_the_rumour_map_shows_a_holder_as_sure_as_the_referee_left_them() -> Non
     the rumour's picture still drew her at 0.8, as told."""
     world = Delivered(LINES)
     held = world.beliefs()[ALIVE]
-    drawn = rumour_map(world.state, "default", "save-1", held["belief_id"])
+    drawn = rumour_map(world.state, "default", "save-1", held["belief_id"], world.policy)
     [mara] = [holder for holder in drawn.holders if holder.entity_id == "npc-mara"]
     assert mara.confidence == held["confidence"] == 0.4
     [telling] = [one for one in drawn.tellings if one.listener == "npc-mara"]

@@ -48,7 +48,7 @@ def farthest_travelled() -> Memory:
 def test_the_map_holds_everyone_who_heard_the_news_and_who_told_them() -> None:
     named = farthest_travelled()
     assert named.hops >= 3
-    found = rumour_map(STATE, "default", WORLD, named.belief_id)
+    found = rumour_map(STATE, "default", WORLD, named.belief_id, POLICY)
     assert (found.timeline_id, found.content) == ("main", named.content)
     same_news = [m for m in MEMORIES_HELD if m.origin == named.origin and m.timeline_id == "main"]
     held = {h.entity_id: h for h in found.holders if h.hops is not None}
@@ -70,15 +70,15 @@ def test_the_map_holds_everyone_who_heard_the_news_and_who_told_them() -> None:
 def test_a_branch_does_not_see_news_its_parent_heard_after_the_branch_point() -> None:
     after_branch = next(m for m in MEMORIES_HELD if m.timeline_id == "main" and m.seq > 20)
     with pytest.raises(NotFound, match="does not see"):
-        rumour_map(STATE, "default", WORLD, after_branch.belief_id, "reload")
-    assert rumour_map(STATE, "default", WORLD, after_branch.belief_id).timeline_id == "main"
+        rumour_map(STATE, "default", WORLD, after_branch.belief_id, POLICY, "reload")
+    assert rumour_map(STATE, "default", WORLD, after_branch.belief_id, POLICY).timeline_id == "main"
 
 
 def test_an_unknown_belief_or_timeline_is_not_found() -> None:
     with pytest.raises(NotFound, match="no memory 'nope'"):
-        rumour_map(STATE, "default", WORLD, "nope")
+        rumour_map(STATE, "default", WORLD, "nope", POLICY)
     with pytest.raises(NotFound, match="never received events"):
-        rumour_map(STATE, "default", WORLD, farthest_travelled().belief_id, "elsewhere")
+        rumour_map(STATE, "default", WORLD, farthest_travelled().belief_id, POLICY, "elsewhere")
 
 
 def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
@@ -99,7 +99,7 @@ def test_news_told_by_nobody_named_is_not_held_first_hand() -> None:
     ]
     shown = provenance_chain(orjson.loads(found.to_json()))
     assert shown.splitlines()[-1] == "  npc-cy, told by nobody named (hops 1, confidence 0.8)"
-    [holder] = rumour_map(state, "default", "w", held.belief_id).holders
+    [holder] = rumour_map(state, "default", "w", held.belief_id, POLICY).holders
     assert (holder.entity_id, holder.hops, holder.witnessed) == ("npc-cy", 1, False)
     # passed on at a meeting: the command failed on the first link, which has no confidence
     met = (
@@ -140,7 +140,7 @@ def test_a_rumour_map_reads_what_it_draws_not_every_memory_of_its_world() -> Non
     for omens in (5, 500):
         state, heard = theft_among_omens(omens)
         state.looked_at = 0
-        found = rumour_map(state, "default", "w", heard)
+        found = rumour_map(state, "default", "w", heard, POLICY)
         assert [(t.teller, t.listener) for t in found.tellings] == [
             ("npc-ada", "npc-bo"),
             ("npc-bo", "npc-cy"),

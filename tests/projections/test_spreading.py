@@ -449,18 +449,26 @@ def omen_told_then_forgotten(town: Town) -> str:
 
 
 def test_the_rumour_map_shows_each_holder_with_their_fewest_hops_and_best_confidence() -> None:
-    """README: each holder with their fewest hops and best confidence: Bo forgot the omen told
-    at one hop and was told it again at two; the map showed the second telling."""
+    """README: each holder with their fewest hops and best confidence of what they still hold
+    at the map's position: Bo forgot the omen told at one hop and was told it again at two (the
+    map drew him at one hop, 72% sure, by the memory he forgot); Ada, who saw it on day 1, has
+    forgotten it by day 300 and is drawn as such."""
     town = Town()
     zeds = omen_told_then_forgotten(town)
     town.happen(MET, actor="npc-zed", target="npc-cy", game_time="day 300, 10:00")
     town.happen(MET, actor="npc-cy", target="npc-bo", game_time="day 300, 11:00")
-    holders = rumour_map(town.state(), "default", "town", zeds).holders
-    assert [(holder.entity_id, holder.hops, holder.confidence) for holder in holders] == [
-        ("npc-ada", 0, 0.9),
-        ("npc-bo", 1, 0.72),
-        ("npc-cy", 1, 0.72),
-        ("npc-zed", 0, 0.9),
+    holders = rumour_map(town.state(), "default", "town", zeds, town.policy).holders
+    assert [(h.entity_id, h.hops, h.confidence, h.forgot) for h in holders] == [
+        ("npc-ada", None, None, True),
+        ("npc-bo", 2, 0.58, False),
+        ("npc-cy", 1, 0.72, False),
+        ("npc-zed", 0, 0.9, False),
+    ]
+    then = rumour_map(town.state(), "default", "town", zeds, town.policy, as_of_seq=2).holders
+    assert [(h.entity_id, h.hops, h.forgot) for h in then] == [
+        ("npc-ada", 0, False),  # on day 1, all held it
+        ("npc-bo", 1, False),
+        ("npc-zed", 0, False),
     ]
 
 

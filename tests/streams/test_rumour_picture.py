@@ -28,7 +28,13 @@ from streams import rumour_picture, web
 from streams.cli import main
 from streams.rumour_picture import rumour_svg
 from streams.web import MOST_PICTURES_WAITING, register_views
-from tests.projections.test_rumour_map import MEMORIES_HELD, STATE, WORLD, farthest_travelled
+from tests.projections.test_rumour_map import (
+    MEMORIES_HELD,
+    POLICY,
+    STATE,
+    WORLD,
+    farthest_travelled,
+)
 from tests.streams.test_web import MemoryReads, serve, served_client
 
 SVG_NAMESPACE = "{http://www.w3.org/2000/svg}"
@@ -131,7 +137,7 @@ def _predicted(kind: int, left: int, up: int, corner: int) -> int:
 
 def test_the_picture_names_every_teller_and_renders_in_chromium(tmp_path: Path) -> None:
     named = farthest_travelled()
-    expected = rumour_map(STATE, "default", WORLD, named.belief_id)
+    expected = rumour_map(STATE, "default", WORLD, named.belief_id, POLICY)
     [(status, picture)] = ask(picture_path(named.belief_id))
     assert status == 200
     svg = picture.encode()
@@ -166,8 +172,8 @@ def test_the_picture_is_drawn_as_of_a_position_as_every_read_is() -> None:
         key=lambda m: m.seq,
     )
     reached = cast(TimelineRecord, load(STATE, "default", WORLD, "main")).processed_seq
-    then = rumour_map(STATE, "default", WORLD, named.belief_id, as_of_seq=named.seq)
-    assert then.tellings != rumour_map(STATE, "default", WORLD, named.belief_id).tellings
+    then = rumour_map(STATE, "default", WORLD, named.belief_id, POLICY, as_of_seq=named.seq)
+    assert then.tellings != rumour_map(STATE, "default", WORLD, named.belief_id, POLICY).tellings
     answers = ask(
         *(
             picture_path(named.belief_id, f"?as_of_seq={asked}")
@@ -244,6 +250,18 @@ def test_names_are_drawn_as_they_were_declared() -> None:
     shown = texts(drawn_now(RumourMap("w", "main", "b", 'said "so"', holders, tellings)))
     assert set(declared) <= set(shown)
     assert '“said "so"”' in shown
+
+
+def test_one_who_forgot_the_news_is_drawn_as_such_and_one_who_never_held_it_too() -> None:
+    """A holder who forgot was drawn by the memory forgotten, as sure as when told."""
+    holders = [
+        Holder("npc-ada", "Ada", None, None, False, forgot=True),
+        Holder("npc-bo", "Bo", None, None, False),
+        Holder("npc-cy", "Cy", 2, 0.5, False),
+    ]
+    tellings = [Telling("npc-ada", "npc-cy", 1, 0.5, 1, None)]
+    shown = texts(drawn_now(RumourMap("w", "main", "b", "so", holders, tellings)))
+    assert {"forgot it", "told it, holds none", "hops 2 · 50% sure"} <= set(shown)
 
 
 def drawn(svg: bytes) -> tuple[list[str], list[tuple[str, str]]]:
