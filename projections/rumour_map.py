@@ -26,6 +26,7 @@ from projections.memory_store import (
     visible,
 )
 from projections.provenance import news_chain
+from projections.rumour_rules import is_news
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.story_clock import story_now
@@ -110,6 +111,8 @@ def rumour_map(
     held: dict[str, list[Memory]] = {}
     for memory in memories:  # held as revised (a referee weakened it); told as it was then
         reached.setdefault(memory.character_id, []).append(memory)
+        if not is_news(memory):  # a feeling formed beside the news keeps it known no more
+            continue
         kept = held_at(tx, keys, ancestry, as_revised(tx, keys, ancestry, memory), now, policy)
         if kept is not None:
             held.setdefault(memory.character_id, []).append(kept)

@@ -448,6 +448,27 @@ def omen_told_then_forgotten(town: Town) -> str:
     return seen.belief_id
 
 
+def test_a_feeling_kept_beside_forgotten_news_is_no_holding_it_on_the_rumour_map() -> None:
+    """Zed's threat left Ada the memory of it and a feeling about Zed, kept longer: by day 200
+    she has forgotten the threat, and the map drew her as having seen it, 40% sure, by the
+    feeling (which tells nothing: she no longer knows the news, and would be told it again)."""
+    town = Town()
+    town.happen(
+        "social.threatened",
+        actor="npc-zed",
+        target="npc-ada",
+        location="loc-inn",
+        game_time="day 1, 10:00",
+    )
+    town.happen(ENTERED, actor="npc-x", location="loc-far", game_time="day 200, 10:00")
+    ada = runtime_read(town.state(), "default", "town", "main", "npc-ada")
+    assert [belief.kind for belief in ada.beliefs] == ["impression"]
+    [threat] = ada.recollections
+    drawn = rumour_map(town.state(), "default", "town", threat.belief_id, town.policy)
+    [holder] = [holder for holder in drawn.holders if holder.entity_id == "npc-ada"]
+    assert (holder.hops, holder.confidence, holder.forgot) == (None, None, True)
+
+
 def test_the_rumour_map_shows_each_holder_with_their_fewest_hops_and_best_confidence() -> None:
     """README: each holder with their fewest hops and best confidence of what they still hold
     at the map's position: Bo forgot the omen told at one hop and was told it again at two (the
