@@ -507,17 +507,6 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("model_name", "rerank_model", "model_key", "rerank_key")
-    @classmethod
-    def _only_with_its_url(cls, value: str, info: ValidationInfo) -> str:
-        url = f"{str(info.field_name).split('_')[0]}_url"
-        if value and info.data.get(url, "unread") == "":  # a bad URL is said once, on its own
-            raise ValueError(
-                f"is set, and {ENV_PREFIX}{url.upper()} is not: only a call to that API uses it,"
-                " and none is made"
-            )
-        return value
-
     @field_validator("model_name", "rerank_model")
     @classmethod
     def _a_model_named(cls, value: str, info: ValidationInfo) -> str:
@@ -528,7 +517,7 @@ class Settings(BaseSettings):
                 " request's `model`; any name for a server of one model, as llama.cpp's):"
                 " Ollama, vLLM and hosted APIs refused every call"
             )
-        if value != value.strip():
+        if info.data.get(url) and value != value.strip():
             raise ValueError(
                 "begins or ends with a space: the request's `model` is sent as given, and no"
                 " server knows a model named so"

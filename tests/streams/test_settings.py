@@ -130,9 +130,6 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_MODEL_URL", " http://model:8080/v1", "a space or a control character"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066?", "host, port and path only"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/#", "host, port and path only"),
-        # taken, and no model asked: a setting that does nothing
-        ("RUMOURMILL_MODEL_NAME", "llama3", "RUMOURMILL_MODEL_URL is not"),
-        ("RUMOURMILL_RERANK_KEY", "k1", "RUMOURMILL_RERANK_URL is not"),
         ("RUMOURMILL_WEB_URL", "http://user:pw@worker:6066", "send a user and password"),
         ("RUMOURMILL_TOPIC_PREFIX", "my topics", "should match pattern"),
         ("RUMOURMILL_KAFKA_VERSION", "latest", "should match pattern"),
