@@ -107,10 +107,9 @@ def rumour_map(
     )
     names = StoredDeclarations(tx, tenant_id, world_id, ancestry)
     now = minute_held_at(story_now(tx, tenant_id, world_id, ancestry), policy)
-    reached: dict[str, list[Memory]] = {}
+    reached = {memory.character_id for memory in memories}
     held: dict[str, list[Memory]] = {}
     for memory in memories:  # held as revised (a referee weakened it); told as it was then
-        reached.setdefault(memory.character_id, []).append(memory)
         if not is_news(memory):  # a feeling formed beside the news keeps it known no more
             continue
         kept = held_at(tx, keys, ancestry, as_revised(tx, keys, ancestry, memory), now, policy)
