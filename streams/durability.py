@@ -212,6 +212,11 @@ class PartitionFiles:
         return self._sibling(".stamp.json")
 
     @property
+    def stamp_draft(self) -> Path:
+        """The copy's stamp taken again, written whole before it replaces the one there."""
+        return self.with_suffix(self.stamp, ".tmp")
+
+    @property
     def checkpoint(self) -> Path:
         return self.db.parent / "checkpoints" / self.db.name.removesuffix(".db")
 
@@ -270,8 +275,9 @@ def _unopenable(db: Path) -> str | None:
 
 def _settle_checkpoint(files: PartitionFiles) -> None:
     """Finish or undo a checkpoint swap a crash interrupted (see `take_checkpoint`), and drop
-    the draft of a stamp a crash kept from replacing the checkpoint's (`_restamp_checkpoint`):
-    restored with the checkpoint, it would lie in the database's directory."""
+    the drafts of stamps a crash kept from replacing the copy's (`_close_cleanly`) or the
+    checkpoint's (`_restamp_checkpoint`: restored with the checkpoint, it would lie in the
+    database's directory)."""
     final = files.checkpoint
     old, tmp = files.with_suffix(final, ".old"), files.with_suffix(final, ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -281,6 +287,7 @@ def _settle_checkpoint(files: PartitionFiles) -> None:
         else:
             old.rename(final)
     files.checkpoint_stamp_draft.unlink(missing_ok=True)
+    files.stamp_draft.unlink(missing_ok=True)
 
 
 def _restore(files: PartitionFiles) -> None:
@@ -764,7 +771,10 @@ class LocalDurability:
 
     async def _close_cleanly(self, partition: int, db: Rdict) -> None:
         """Flush and stamp the copy: as of now if it is at the changelog's end, else as of when
-        it last was (a standby behind, a copy whose recovery the stop cut short)."""
+        it last was (a standby behind, a copy whose recovery the stop cut short). The stamp is
+        replaced whole: written in place every `CHECKPOINT_SECONDS` (`stamp_due`), a crash in
+        the middle of it left a stamp cut short, and the next start replayed the whole
+        changelog."""
         files = self.files(partition)
         state = self.partitions.get(partition) or _Partition()  # not written to: clean
         if self.unretired(partition):
@@ -789,7 +799,8 @@ class LocalDurability:
             return
         self._persist_offset(partition, offset)
         db.flush()
-        _write_durably(files.stamp, self._stamp(partition, offset, followed_at).to_bytes())
+        stamp = self._stamp(partition, offset, followed_at)
+        _replace_durably(files.stamp, files.stamp_draft, stamp.to_bytes())
         if state.dirty:
             files.dirty.unlink(missing_ok=True)
             state.dirty = False

@@ -737,3 +737,34 @@ def test_a_checkpoint_holding_all_its_idle_copy_does_is_kept_fresh_for_a_crash(
     assert restarted(kept, 101) == restored_after(100)
     assert restarted(kept, 102, partition=1).endswith(WHOLE_REPLAY)
     assert restarted(kept, 301, partition=2).endswith(WHOLE_REPLAY)
+
+
+def test_a_crash_while_a_copy_is_stamped_again_keeps_the_stamp_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy not written to is stamped again every 30 s: the stamp was written in place, and a
+    crash in the middle of it left a stamp cut short, so the next start threw the copy away and
+    replayed the whole changelog. The new stamp is written whole beside it, then put in its
+    place: the crash leaves the stamp of 30 s before, and the start keeps the copy."""
+
+    def cut_short(path: Path, data: bytes) -> None:
+        path.write_bytes(data[: len(data) // 2])
+        raise KeyboardInterrupt("killed while stamping")
+
+    async def killed_while_stamping() -> durability.LocalDurability:
+        _, kept, _ = worker(tmp_path)
+        await standby_stamped_at_the_end(kept, monkeypatch)
+        kept.stamped_at.clear()  # 30 s on: due again
+        with monkeypatch.context() as dying:
+            dying.setattr(durability, "_write_durably", cut_short)
+            dying.setattr(kept, "at_changelog_end", lambda partition: True)
+            with pytest.raises(KeyboardInterrupt):
+                await kept.stamp_due()
+        crash(kept)
+        return kept
+
+    kept = asyncio.run(killed_while_stamping())
+    assert restarted(kept, 501) == (
+        "local state kept: recovery replays the changelog after offset 500"
+    )
+    assert not kept.files(0).stamp_draft.exists()
