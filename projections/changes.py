@@ -344,6 +344,7 @@ def _at(event: Event, life: str) -> tuple[bytes, bytes]:
             "seq": event.seq,
             "game_time": event.game_time,
             "story_minutes": event.story_minutes,
+            "life": int(life) if life else 0,
         }
     )
     position = prefix + (pack(event.seq, life) if life else pack(event.seq))

@@ -15,18 +15,18 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import Field
 
-from schemas.events import AsInteger, Contract, Identifier
-from schemas.memory import Feeling, Hops, MemoryKind, Share, Source
+from schemas.events import AsInteger, Contract, GameTime, Identifier
+from schemas.memory import Feeling, MemoryKind, Share, Source
 
-ChangeId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
-"""32 hex characters, the same for the same change however often it is sent."""
+HexId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+"""32 hex characters: a change's, a belief's or a piece of news's id."""
 Position = Annotated[int, Field(ge=1), AsInteger]
 
 
 class _Change(Contract):
     """What every change names: its id and kind, and the world it happened in."""
 
-    change_id: ChangeId
+    change_id: HexId
     """The same for the same change however often it is sent: drop duplicates by it."""
     tenant_id: Identifier
     """The tenant the world belongs to, as the event named it (`default` when it named none)."""
@@ -41,10 +41,14 @@ class _ChangeAtEvent(_Change):
     """The timeline the event was applied on (`main` or a branch a load made)."""
     seq: Position
     """The event's position in its world (`seq` of the event contract)."""
-    game_time: str | None
+    game_time: GameTime | None
     """The event's story time as the game gave it (`day D, HH:MM`), if it gave one."""
     story_minutes: Annotated[int, Field(ge=0), AsInteger] | None
     """Story time of the event (minutes since day 0, 00:00), where it gave a `game_time`."""
+    life: Annotated[int, Field(ge=0), AsInteger]
+    """Which life of the world the change belongs to: how many times the world was deleted
+    before it (0: never). A world begun anew starts its positions and belief ids again; a
+    `world-deleted` change whose `deletion` is N ends every life below N."""
 
 
 class BeliefFormed(_ChangeAtEvent):
@@ -53,7 +57,7 @@ class BeliefFormed(_ChangeAtEvent):
     kind: Literal["belief-formed"]
     character_id: Identifier
     """The character who holds the memory."""
-    belief_id: str
+    belief_id: HexId
     """The memory's id in the character's mind, as reads and recall name it."""
     memory_kind: MemoryKind
     """What the memory is: `event` (something that happened), `knowledge` or `impression`."""
@@ -79,7 +83,7 @@ class BeliefWeakened(_ChangeAtEvent):
     kind: Literal["belief-weakened"]
     character_id: Identifier
     """The character who holds the memory."""
-    belief_id: str
+    belief_id: HexId
     """The memory held less firmly, as `belief-formed` named it."""
     confidence_before: Share
     """How sure the character was of it before the event."""
@@ -112,11 +116,11 @@ class RumourPassed(_ChangeAtEvent):
     """Who passed the news on."""
     listener_id: Identifier
     """Who heard it."""
-    belief_id: str
+    belief_id: HexId
     """The memory the listener now holds, as `belief-formed` names it."""
-    origin: str
+    origin: HexId
     """The original event or claim: the same news passed along a chain shares it."""
-    hops: Hops
+    hops: Annotated[int, Field(ge=1), AsInteger]
     """How many tellings the news took from whoever saw or first said it (1: first-hand)."""
     confidence: Share
     """How sure the listener is of it, 0 to 1."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
@@ -379,6 +380,7 @@ def test_a_memory_stored_again_less_surely_is_a_weakened_belief() -> None:
             "seq": 5,
             "game_time": "day 1, 21:40",
             "story_minutes": (24 + 21) * 60 + 40,
+            "life": 0,
             "character_id": "npc-mara",
             "belief_id": held.belief_id,
             "confidence_before": 0.7,
@@ -449,26 +451,32 @@ def test_every_change_is_valid_by_its_committed_json_schema(kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "broken",
+    ("kind", "broken"),
     [
-        {"change_id": "not-hex"},
-        {"kind": "belief-weakened"},
-        {"seq": 0},
-        {"confidence": 1.5},
-        {"unknown": 1},
+        ("belief-formed", {"change_id": "not-hex"}),
+        ("belief-formed", {"kind": "belief-weakened"}),
+        ("belief-formed", {"seq": 0}),
+        ("belief-formed", {"confidence": 1.5}),
+        ("belief-formed", {"unknown": 1}),
+        ("belief-formed", {"belief_id": "not-an-id"}),
+        ("belief-formed", {"game_time": "whenever"}),
+        ("belief-formed", {"life": -1}),
+        ("rumour-passed", {"hops": 0}),
+        ("rumour-passed", {"origin": ""}),
     ],
 )
 def test_a_broken_change_is_refused_by_its_schema_and_its_model_alike(
-    broken: dict[str, Any],
+    kind: str, broken: dict[str, Any]
 ) -> None:
-    formed = of_kind(take(feed(), MemoryState(), TAVERN[:2]), "belief-formed")[0]
-    message = formed | broken
-    schema = json.loads(
-        (ROOT / "schemas" / "json" / "change-belief-formed.schema.json").read_text()
-    )
+    """Each schema is as strict as the feed's documentation: a rumour is passed at least one
+    telling from whoever saw it, ids are 32 hex characters, story time reads `day D, HH:MM`."""
+    changed = of_kind(take(feed(), MemoryState(), TAVERN), kind)[0]
+    message = changed | broken
+    schema = json.loads((ROOT / "schemas" / "json" / f"change-{kind}.schema.json").read_text())
+    assert list(Draft202012Validator(schema).iter_errors(changed)) == []
     assert list(Draft202012Validator(schema).iter_errors(message))
     with pytest.raises(ValidationError):
-        CHANGE_MODELS["belief-formed"].model_validate(message)
+        CHANGE_MODELS[kind].model_validate(message)
 
 
 def test_the_referee_weakening_a_belief_is_a_weakened_belief_as_the_reads_show_it() -> None:
@@ -500,6 +508,54 @@ def test_a_world_begun_anew_after_its_deletion_repeats_no_change_id_of_the_delet
     after = take(projector, state, TAVERN, first=len(TAVERN) + 1)
     assert fields(after, "kind", "seq") == fields(before, "kind", "seq")
     assert not {change["change_id"] for change in before} & {c["change_id"] for c in after}
+
+
+def readme_sql(opening: str) -> str:
+    """The README's SQL example that starts with `opening`, as a reader would copy it."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```sql\n" + opening) + len("```sql\n")
+    return readme[start : readme.index("```", start)]
+
+
+def test_a_consumer_loading_the_feed_in_bulk_keeps_only_the_worlds_last_life(
+    tmp_path: Path,
+) -> None:
+    """A world deleted and begun anew forms its memories under the same belief ids again, and
+    its changes were alike in every field but the opaque `change_id`: a consumer loading the
+    feed into DuckDB (not in the feed's order) counted the deleted life's beliefs too. Every
+    change names its world's life; the README's query keeps the last one, another world's
+    rows left whole."""
+    projector, state = feed(), MemoryState()
+    lives: list[list[Change]] = []
+    for life in range(3):
+        if life:
+            lives.append(take(projector, state, [deletion("world.deleted")], first=4 * life - 1))
+        lives.append(take(projector, state, TAVERN[:3], first=4 * life))
+    first, first_end, second, second_end, last = lives
+    other = take(feed(), MemoryState(), [line.replace(b'"save-1"', b'"save-2"') for line in TAVERN])
+    assert [{change["life"] for change in life} for life in (first, second, last)] == [
+        {0},
+        {1},
+        {2},
+    ]
+    assert [change["deletion"] for change in [*first_end, *second_end]] == [1, 2]
+    lines = tmp_path / "changes.ndjson"
+    shuffled = [
+        *reversed(last),
+        *other,
+        *second_end,
+        *second,
+        *first_end,
+        *first,
+    ]  # as a bulk load may meet them
+    lines.write_bytes(b"\n".join(orjson.dumps(change) for change in shuffled))
+    query = readme_sql("WITH feed AS").replace("'changes.ndjson'", "?")
+    kept = duckdb.connect().execute(
+        f"SELECT change_id FROM ({query.rstrip().rstrip(';')})", [str(lines)]
+    )
+    assert sorted(row[0] for row in kept.fetchall()) == sorted(
+        change["change_id"] for change in [*last, *other]
+    )
 
 
 def test_a_tenants_deletion_numbers_a_world_alike_on_its_partition_and_in_one_replay() -> None:
