@@ -87,6 +87,7 @@ CREATE TABLE abouts(item INTEGER, entity TEXT);
 CREATE TABLE characters(number INTEGER PRIMARY KEY, tenant TEXT, world TEXT, character TEXT,
     UNIQUE(tenant, world, character));
 CREATE INDEX abouts_by_entity ON abouts(entity, item);
+CREATE INDEX abouts_by_item ON abouts(item);
 CREATE TABLE synced(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
     PRIMARY KEY(tenant, world, timeline_id));
 CREATE TABLE noted(tenant TEXT, world TEXT, timeline_id TEXT, upto_seq INTEGER,
@@ -190,7 +191,9 @@ class SqliteRecallIndex:
     """(tenant, world, model, dimension) refused once: not embedded for again."""
     _db: sqlite3.Connection = field(init=False)
     _world_vectors: dict[tuple[str, str], WorldVectors] = field(default_factory=dict)
-    _vectors: dict[tuple[str, str, str], _CharacterVectors] = field(default_factory=dict)
+    _vectors: dict[tuple[str, str], dict[str, _CharacterVectors]] = field(default_factory=dict)
+    """Per world, each character's matrix, built as a search needs it (`_character_vectors`):
+    a world's are dropped together without a walk over every other world's."""
     _deletions: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """Each world's deletion marks when last caught up: a world deleted since starts anew."""
     _followed: dict[tuple[str, str, str], dict[bytes, bytes]] = field(default_factory=dict)
@@ -365,7 +368,7 @@ class SqliteRecallIndex:
             )
             abouts += [(next_item, entity) for entity in memory.about]
             # a content embedded for another memory brings no new vector to drop it otherwise
-            self._vectors.pop((*world, memory.character_id), None)
+            self._vectors.get(world, {}).pop(memory.character_id, None)
         self._db.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", items)
         self._db.executemany("INSERT INTO abouts VALUES (?, ?)", abouts)
         self._db.executemany(
@@ -621,14 +624,14 @@ class SqliteRecallIndex:
         return terms
 
     def _character_vectors(self, scope: SearchScope) -> _CharacterVectors | None:
-        key = (scope.tenant_id, scope.world_id, scope.character)
-        held = self._vectors.get(key)
-        kept = self._world_vectors.get(key[:2])
+        world = (scope.tenant_id, scope.world_id)
+        held = self._vectors.get(world, {}).get(scope.character)
+        kept = self._world_vectors.get(world)
         if held is None and kept is not None:
             rows = self._db.execute(
                 "SELECT belief_id, timeline_id, seq, persistent, content_hash FROM items "
                 "WHERE tenant = ? AND world = ? AND character = ? ORDER BY belief_id",
-                key,
+                (*world, scope.character),
             ).fetchall()
             found = [(row, kept.rows[row[4]]) for row in rows if row[4] in kept.rows]
             if not found:
@@ -637,7 +640,7 @@ class SqliteRecallIndex:
                 [(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r, _ in found],
                 np.array([at for _, at in found], dtype=np.intp),
             )
-            self._vectors[key] = held
+            self._vectors.setdefault(world, {})[scope.character] = held
         return held
 
     # -- vectors -------------------------------------------------------------------------------
@@ -689,8 +692,7 @@ class SqliteRecallIndex:
 
     def _drop_character_vectors(self, tenant_id: str, world_id: str) -> None:
         """Drop the world's character matrices (`_character_vectors` builds them again)."""
-        for held in [held for held in self._vectors if held[:2] == (tenant_id, world_id)]:
-            del self._vectors[held]
+        self._vectors.pop((tenant_id, world_id), None)
 
     def refuse(self, tenant_id: str, world_id: str, model: str, dimension: int, count: int) -> None:
         """Count and log `count` vectors of `model`/`dimension` refused for the world, and
