@@ -11,6 +11,7 @@ import asyncio
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,10 +47,20 @@ HEAD_KEYS = 1 << 17
 """The heads one generation of a partition's `HotValues` holds (some 190 bytes each: a
 500-character town with rumours spreading has 227,000 by 20,000 events, read again every few
 thousand events)."""
+HOT_BYTES = 32 << 20
+"""The bytes of values a generation of `HOT_KEYS` holds before the next batch starts a new one,
+however few they are: a memory copies its event's facts, and 32,768 memories of events of
+16 KB are half a gigabyte (a town's fill by count first, at some 20 MB)."""
+HEAD_BYTES = 64 << 20
+"""The same for heads (a town's 131,072 take some 25 MB; a batch may add many more)."""
 KEPT_GENERATION = 4
 """A full generation is kept as the one before if it holds at most this many times its size (a
-batch may add more than a generation's size: a town's adds some 40,000 values); one a batch
-filled far beyond (a world's deletion writes every key of the world) is dropped at once."""
+batch may add more than a generation's size: a town's adds some 40,000 values) and at most
+its bytes; one a batch filled far beyond (a world's deletion writes every key of the
+world) is dropped at once."""
+SAMPLED_VALUES = 256
+"""How many values, evenly spread, a generation's bytes are estimated from between batches
+(measuring them all cost a walk over 131,072 heads after every batch)."""
 HEAD_SPACES = frozenset(pack(space) for space in HEADS)
 """The packed spaces (`space_of`) whose values `HotValues` keeps as heads."""
 
@@ -58,22 +69,36 @@ class Generations:
     """Values kept in two generations: the `current` one, read and written through, and the
     one `previous`, read through; a value read from there moves on into the current one."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self.current: Known = {}
         self.previous: Known = {}
 
     def turn(self) -> None:
-        """Start a new generation if the current one holds more than `size`, keeping it as the
-        one before (the one before that is dropped) unless a batch filled it far beyond."""
-        if len(self.current) > self.size:
-            kept = len(self.current) <= KEPT_GENERATION * self.size
+        """Start a new generation if the current one holds more than `size` values or
+        `max_bytes`, keeping it as the one before (the one before that is dropped) unless a
+        batch filled it far beyond its size, or beyond its bytes."""
+        held = len(self.current)
+        over_size = held > self.size
+        held_bytes = _estimated_bytes(self.current)
+        if over_size or held_bytes > self.max_bytes:
+            kept = held <= KEPT_GENERATION * self.size and held_bytes <= self.max_bytes
             self.previous, self.current = self.current if kept else {}, {}
 
     def forget(self) -> None:
         """Drop every value, in place (transactions reading through them see it)."""
         self.current.clear()
         self.previous.clear()
+
+
+def _estimated_bytes(values: Known) -> int:
+    """The bytes of `values`, estimated from `SAMPLED_VALUES` of them evenly spread."""
+    held = len(values)
+    if not held:
+        return 0
+    sample = list(islice(values.values(), 0, None, max(1, held // SAMPLED_VALUES)))
+    return sum(len(value) for value in sample if value is not None) * held // len(sample)
 
 
 class HotValues:
@@ -91,8 +116,8 @@ class HotValues:
     """
 
     def __init__(self) -> None:
-        self.heads = Generations(HEAD_KEYS)
-        self.others = Generations(HOT_KEYS)
+        self.heads = Generations(HEAD_KEYS, HEAD_BYTES)
+        self.others = Generations(HOT_KEYS, HOT_BYTES)
 
     def next_batch(self) -> HotValues:
         """Start new generations where the current ones are full; these values, for the next

@@ -694,3 +694,27 @@ def test_a_batchs_held_writes_are_in_once_laid_and_readers_wait_while_they_are_l
         asyncio.run(scenario())
     finally:
         db.close()
+
+
+def test_kept_values_are_bounded_by_their_bytes_as_well_as_by_how_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory copies its event's facts: kept by count alone, a partition of events of 16 KB
+    kept 114 MB of values beside RocksDB, and events of 256 KB (the default bound) far more. A
+    generation over its bytes is let go before the next batch, however few values it holds;
+    one under them is kept as the one before."""
+    monkeypatch.setattr(streams.state, "HOT_BYTES", 10_000)
+    with counted_reads(tmp_path / "partition-0") as db:
+        batch = db.batch
+        first = batch()
+        for n in range(3):  # 9,000 bytes: kept
+            first.put(b"memory\x00%d" % n, b"m" * 3_000)
+        first.lay_in()
+        second = batch()
+        assert second.get(b"memory\x000") == b"m" * 3_000
+        for n in range(3, 6):  # 18,000 bytes now: let go
+            second.put(b"memory\x00%d" % n, b"m" * 3_000)
+        second.lay_in()
+        third = batch()
+        assert third.get(b"memory\x005") == b"m" * 3_000
+        assert db.read == [b"memory\x005"], "the first batch's values kept, the second's let go"
