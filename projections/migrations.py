@@ -53,6 +53,7 @@ from projections.memory_store import (
     memory_lookups,
     recount_persistent,
 )
+from projections.reinforcement import recalls_counted
 from projections.relations import head_persistent_relations, head_persistent_relations_without
 from projections.sequencing import settle_inherited_everywhere
 from projections.state import StateTransaction
@@ -324,6 +325,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "changelog refused; a release before would read the first part alone",
         (OUTBOX,),
         _outbox_rows_in_parts,
+    ),
+    Migration(
+        15,
+        "each recall of a memory counts those before it on its timeline: a read, and each "
+        "recall event, sought the last one where it scanned them all (a memory recalled each "
+        "turn took the partition quadratic time)",
+        (),
+        _unchanged,
+        recalls_counted,
     ),
 )
 """Every step since format 1, oldest first; a new one goes at the end."""

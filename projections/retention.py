@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -49,6 +48,18 @@ class Retention:
 
 
 EXACT = Retention(1.0, "vivid")
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """The recalls of a memory a read sees that have a story time: how many, and the latest
+    story minute among them (`projections.reinforcement`)."""
+
+    times: int = 0
+    latest: int | None = None
+
+
+NEVER_RECALLED = Recalled()
 
 
 def importance_step(importance: float) -> int:
@@ -80,19 +91,17 @@ def half_life_days(memory: Memory, reinforcements: int, policy: Policy) -> float
     return days * reinforced * variation(memory.belief_id, policy)
 
 
-def retention(
-    memory: Memory, now: int | None, reinforced_at: Sequence[int], policy: Policy
-) -> Retention:
-    """How much of `memory` its character holds at story minute `now`.
-
-    `reinforced_at`: the story minutes of the recalls that named it, up to `now`.
-    """
+def retention(memory: Memory, now: int | None, recalled: Recalled, policy: Policy) -> Retention:
+    """How much of `memory` its character holds at story minute `now`, `recalled` as a read
+    at `now` sees it."""
     if not policy.memory.flaky or memory.story_minutes is None or now is None:
         return EXACT
     rules = policy.memory.retention
-    clock_start = max([memory.story_minutes, *reinforced_at])
+    clock_start = memory.story_minutes
+    if recalled.latest is not None:
+        clock_start = max(clock_start, recalled.latest)
     elapsed_days = max(0, now - clock_start) / MINUTES_PER_DAY
-    half_life = half_life_days(memory, len(reinforced_at), policy)
+    half_life = half_life_days(memory, recalled.times, policy)
     if elapsed_days == 0:
         value = 1.0
     else:  # a half-life of 0 (a factor under 1, recalled until it underflowed): gone at once
@@ -117,7 +126,7 @@ def vivid_however_recalled(memory: Memory, now: int | None, policy: Policy) -> b
         return False
     if now - memory.story_minutes < _young(rules):
         return True
-    return retention(memory, now, [], policy).state == "vivid"
+    return retention(memory, now, NEVER_RECALLED, policy).state == "vivid"
 
 
 @lru_cache(maxsize=16)

@@ -51,6 +51,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
 from projections.recall import RecallQuery, recall
+from projections.reinforcement import recalls_counted
 from projections.relations import SUM_PLACES, persistent_sum
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
@@ -60,10 +61,13 @@ from projections.wording import retell
 from schemas.memory import Memory
 from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
+from streams.replay import replay_lines
 from streams.state import decode_changes
 from tests.projections.recorded import Recorded, laid_in
+from tests.projections.test_reinforcement import FIGHT_ID
 from tests.streams.noisy_story import CHARACTERS
 from tests.streams.test_judgement_parts import crowd
+from tests.tavern import TAVERN_LINES
 
 PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "previous_release"
 POLICY = resolve(None, orjson.loads((PREVIOUS_RELEASE / "policy.json").read_bytes()))
@@ -122,8 +126,9 @@ def fresh_replay_as_upgraded() -> MemoryState:
     fresh, old = MemoryState(), previous_release_state()
     with _previous_release_rules():
         _fold_fixture_events(fresh)
-    for key in _kept_by_the_previous_release_alone(old):
+    for key in _kept_by_the_previous_release_alone(old):  # counted as format 15 counts them
         fresh.put(key, cast(bytes, old.get(key)))
+    recalls_counted(fresh)
     for key, _ in fresh.scan(pack(DIALOGUE_TURNS)):  # each counted every line since a summary
         fresh.put(key, cast(bytes, old.get(key)))
     return fresh
@@ -207,8 +212,10 @@ def test_state_of_the_previous_release_reads_as_this_release_replaying_its_event
     assert pairs  # persistent memories: format 8 sums what they add to each relation
     memories = sum(1 for _ in old.scan(pack(MEMORIES)))
     assert list(old.scan(pack(ORIGIN_MEMORIES))) == []  # format 13 finds them by origin
+    recalls = sum(1 for _ in old.scan(pack(RECALLS)))
+    assert recalls  # format 15 counts each with those before it
     done = upgrade(old)
-    assert done == Upgrade(1, current_format(), headed + len(pairs) + memories)
+    assert done == Upgrade(1, current_format(), headed + len(pairs) + memories + recalls)
     assert persistent_heads(old) == pairs
     assert stored_format(old) == current_format()
     for world in WORLDS:
@@ -707,3 +714,43 @@ def test_an_outbox_row_keeping_changes_is_split_with_them_and_gives_them_back_in
     again = Projector().receive(state, message)
     assert again.redelivered and again.acks == first.acks
     assert again.changes == {"w": [orjson.dumps(change) for change in kept]}
+
+
+def recalls_kept_alone() -> tuple[MemoryState, MemoryState]:
+    """A store of this release holding five recalls of Mara's fight, the third of no story
+    time, and the same store as format 14 kept it: each recall's story minute alone."""
+    recall = {
+        "world_instance_id": "save-1",
+        "timeline_id": "main",
+        "key": "loreweaver.memory.recalled",
+        "actor": "npc-mara",
+        "payload": {"belief_ids": [FIGHT_ID]},
+    }
+    timed = [recall | {"seq": seq, "game_time": f"day {seq}, 12:00"} for seq in (6, 7, 9, 10)]
+    lines = [*TAVERN_LINES, *map(orjson.dumps, [*timed[:2], recall | {"seq": 8}, *timed[2:]])]
+    state = replay_lines(lines).state
+    state.put(FORMAT_KEY, b"%d" % current_format())
+    earlier = MemoryState()
+    for key, value in state.items():
+        earlier.put(key, value)
+    for key, value in state.scan(pack(RECALLS)):
+        earlier.put(key, value[16:])  # the minute alone, or nothing
+    earlier.put(FORMAT_KEY, b"14")
+    return state, earlier
+
+
+def test_recalls_each_kept_alone_are_counted_as_this_release_counts_them() -> None:
+    """Format 15: a release before kept each recall's story minute alone, and every read of a
+    memory scanned all its recalls; upgraded, each counts those before it on its timeline, as
+    this release's do, and reads alike."""
+    state, earlier = recalls_kept_alone()
+    assert len(list(state.scan(pack(RECALLS)))) == 5
+    assert upgrade(earlier) == Upgrade(14, current_format(), 5)
+    assert list(earlier.items()) == list(state.items())
+
+
+def test_recalls_counted_by_an_upgrade_a_crash_cut_short_are_counted_alike_when_it_runs_again() -> (
+    None
+):
+    state, earlier = recalls_kept_alone()
+    assert_every_crash_upgrades_again_to(state, earlier)

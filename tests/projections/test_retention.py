@@ -9,6 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from projections.retention import (
+    NEVER_RECALLED,
+    Recalled,
     as_held,
     half_life_days,
     retention,
@@ -63,7 +65,7 @@ def on_day(day: int) -> int:
 
 
 def states(memory: Memory, days: list[int], policy: Policy = POLICY) -> list[str]:
-    return [retention(memory, on_day(day), [], policy).state for day in days]
+    return [retention(memory, on_day(day), NEVER_RECALLED, policy).state for day in days]
 
 
 def every_variation() -> list[tuple[str, Policy]]:
@@ -100,23 +102,23 @@ def test_each_importance_step_doubles_the_half_life() -> None:
 def test_importance_5_never_falls_below_faded() -> None:
     for importance in (0.81, 1.0):
         memory = remembered(importance=importance, day=1)
-        held = retention(memory, on_day(100_000), [], POLICY)
+        held = retention(memory, on_day(100_000), NEVER_RECALLED, POLICY)
         assert (held.state, held.value) == ("faded", POLICY.memory.retention.forgotten_below)
     step_4 = remembered(importance=0.8, day=1)
-    assert retention(step_4, on_day(100_000), [], POLICY).state == "forgotten"
+    assert retention(step_4, on_day(100_000), NEVER_RECALLED, POLICY).state == "forgotten"
 
 
 def test_reinforcement_restarts_the_clock_and_lengthens_the_half_life() -> None:
     memory = remembered(importance=0.2, day=1)
-    assert retention(memory, on_day(9), [], POLICY).state == "faded"
-    recalled_day_8 = [on_day(8)]
+    assert retention(memory, on_day(9), NEVER_RECALLED, POLICY).state == "faded"
+    recalled_day_8 = Recalled(1, on_day(8))
     assert retention(memory, on_day(9), recalled_day_8, POLICY).state == "vivid"
 
-    unreinforced_after_6_days = retention(memory, on_day(7), [], POLICY).value
+    unreinforced_after_6_days = retention(memory, on_day(7), NEVER_RECALLED, POLICY).value
     reinforced_after_6_days = retention(memory, on_day(14), recalled_day_8, POLICY).value
     assert reinforced_after_6_days == pytest.approx(unreinforced_after_6_days ** (1 / 1.5))
 
-    twice = [on_day(3), on_day(8)]
+    twice = Recalled(2, on_day(8))
     assert half_life_days(memory, 2, POLICY) == pytest.approx(
         half_life_days(memory, 0, POLICY) * 1.5**2
     )
@@ -137,7 +139,7 @@ def test_a_memory_recalled_past_what_a_float_holds_is_still_read(
     and every recall and decision read of that character answered 500 for good."""
     policy = merge_policy(POLICY, {"memory": {"retention": {"reinforcement_factor": factor}}})
     memory = remembered(day=1)
-    recalled = [on_day(2)] * recalls
+    recalled = Recalled(recalls, on_day(2))
     assert retention(memory, on_day(2), recalled, policy).state == "vivid"  # no time passed
     assert retention(memory, on_day(400), recalled, policy).state == state
 
@@ -145,7 +147,7 @@ def test_a_memory_recalled_past_what_a_float_holds_is_still_read(
 def test_flaky_off_gives_exact_recall() -> None:
     exact = merge_policy(POLICY, {"memory": {"flaky": False}})
     memory = remembered(importance=0.0, day=1)
-    held = retention(memory, on_day(10_000), [], exact)
+    held = retention(memory, on_day(10_000), NEVER_RECALLED, exact)
     assert (held.value, held.state) == (1.0, "vivid")
     assert as_held(memory, held) == memory
 
@@ -156,25 +158,28 @@ def test_the_variation_is_stable_and_not_the_same_for_all_records() -> None:
     assert all(0.8 <= value <= 1.2 for value in drawn)
     assert len(set(drawn)) == len(MANY_IDS)
     assert min(drawn) < 0.85 and max(drawn) > 1.15
-    day_9 = {retention(remembered(belief), on_day(9), [], POLICY).value for belief in MANY_IDS[:2]}
+    day_9 = {
+        retention(remembered(belief), on_day(9), NEVER_RECALLED, POLICY).value
+        for belief in MANY_IDS[:2]
+    }
     assert len(day_9) == 2
 
 
 def test_a_faded_memory_keeps_the_statement_and_loses_the_detail() -> None:
     memory = remembered(importance=0.2, day=1)
-    held = retention(memory, on_day(9), [], POLICY)
+    held = retention(memory, on_day(9), NEVER_RECALLED, POLICY)
     faded = as_held(memory, held)
     assert faded is not None
     assert faded.content == "Ilse enemy defeated at The Crooked Lantern"
     assert faded.confidence == round(memory.confidence * held.value, 2)
-    assert as_held(memory, retention(memory, on_day(5), [], POLICY)) == memory
-    assert as_held(memory, retention(memory, on_day(22), [], POLICY)) is None
+    assert as_held(memory, retention(memory, on_day(5), NEVER_RECALLED, POLICY)) == memory
+    assert as_held(memory, retention(memory, on_day(22), NEVER_RECALLED, POLICY)) is None
 
 
 def test_without_story_time_nothing_fades() -> None:
     timeless = remembered().model_copy(update={"game_time": None, "story_minutes": None})
-    assert retention(timeless, on_day(1000), [], POLICY).state == "vivid"
-    assert retention(remembered(), None, [], POLICY).state == "vivid"
+    assert retention(timeless, on_day(1000), NEVER_RECALLED, POLICY).state == "vivid"
+    assert retention(remembered(), None, NEVER_RECALLED, POLICY).state == "vivid"
 
 
 @pytest.mark.parametrize(
@@ -201,9 +206,9 @@ def test_a_memory_vivid_on_its_own_clock_is_vivid_however_recalled() -> None:
     memory = remembered()
     shortening = merge_policy(POLICY, {"memory": {"retention": {"reinforcement_factor": 0.1}}})
     assert vivid_however_recalled(memory, on_day(3), POLICY)
-    assert retention(memory, on_day(3), [on_day(2)] * 5, POLICY).state == "vivid"
+    assert retention(memory, on_day(3), Recalled(5, on_day(2)), POLICY).state == "vivid"
     assert not vivid_however_recalled(memory, on_day(3), shortening)
-    assert retention(memory, on_day(3), [on_day(1)] * 5, shortening).state != "vivid"
+    assert retention(memory, on_day(3), Recalled(5, on_day(1)), shortening).state != "vivid"
     assert not vivid_however_recalled(memory, on_day(12), POLICY)  # faded on its own clock
     untimed = remembered().model_copy(update={"story_minutes": None})
     assert vivid_however_recalled(untimed, on_day(90), shortening)  # no clock: nothing fades
@@ -237,7 +242,7 @@ def test_a_teller_finds_vivid_exactly_what_retention_finds_vivid(rules: dict[str
             ends = span * math.log2(1 / vivid_from) if vivid_from else 0.0
             for minutes in range(max(0, int(ends) - 20), int(ends) + 20):
                 now = on_day(1) + minutes
-                vivid = retention(memory, now, [], policy).state == "vivid"
+                vivid = retention(memory, now, NEVER_RECALLED, policy).state == "vivid"
                 assert vivid_however_recalled(memory, now, policy) == vivid, (belief, minutes)
 
 
@@ -246,5 +251,5 @@ def test_a_memory_at_retention_exactly_half_is_vivid() -> None:
     fixed = merge_policy(
         POLICY, {"memory": {"retention": {"variation_low": 1.0, "variation_high": 1.0}}}
     )
-    held = retention(remembered(importance=0.2, day=1), on_day(7), [], fixed)
+    held = retention(remembered(importance=0.2, day=1), on_day(7), NEVER_RECALLED, fixed)
     assert (held.value, held.state) == (0.5, "vivid")

@@ -16,7 +16,7 @@ from projections.memory_store import held_in_order, memory_keys
 from projections.policy import resolve
 from projections.projector import Projector
 from projections.provenance import provenance
-from projections.retention import retention
+from projections.retention import NEVER_RECALLED, retention
 from projections.rumour_map import rumour_map
 from projections.runtime_read import NotFound, runtime_read
 from projections.state import MemoryState
@@ -361,7 +361,7 @@ def test_faded_news_is_told_as_sure_as_its_teller_still_is() -> None:
     assert record is not None
     ancestry = timelines.ancestry(state, record, 1)
     [seen] = held_in_order(state, memory_keys(state, "default", "town"), ancestry, "npc-ada")
-    held = retention(seen, 20 * 24 * 60 + seen_minutes(seen), [], town.policy)
+    held = retention(seen, 20 * 24 * 60 + seen_minutes(seen), NEVER_RECALLED, town.policy)
     assert held.state == "faded"
     faded = round(seen.confidence * held.value, 2)
     told = retold_confidence(faded, town.policy)
@@ -507,7 +507,8 @@ def test_news_a_listener_forgot_reaches_them_again(how: str) -> None:
     read = runtime_read(town.state(), "default", "town", "main", "npc-bo")
     first = next(m for m in read.beliefs if m.source_entity == "npc-ada")
     assert (
-        retention(first, 299 * 24 * 60 + seen_minutes(first), [], town.policy).state == "forgotten"
+        retention(first, 299 * 24 * 60 + seen_minutes(first), NEVER_RECALLED, town.policy).state
+        == "forgotten"
     )
     assert town.knowledge("npc-bo") == [
         (OMEN, "told", "npc-ada", 1, 0.72),
@@ -608,7 +609,7 @@ def test_news_told_naming_a_faded_memory_passes_on_what_the_teller_still_holds()
     read = runtime_read(town.state(), "default", "town", "main", "npc-bo")
     [from_ada] = [memory for memory in read.beliefs if memory.source_entity == "npc-ada"]
     day_40 = "day 40, 10:00"
-    held = retention(from_ada, story_minutes(day_40), [], town.policy)
+    held = retention(from_ada, story_minutes(day_40), NEVER_RECALLED, town.policy)
     assert held.state == "faded"
     told = retold_confidence(round(from_ada.confidence * held.value, 2), town.policy)
     assert told < retold_confidence(from_ada.confidence, town.policy)
