@@ -57,7 +57,7 @@ from streams.outputs import Delivery, Outputs
 from streams.partitioning import partition_of, world_partition
 from streams.policies import PolicyFeed, log_conflict
 from streams.process_stalls import ProcessStalls
-from streams.progress_watch import WATCH_SECONDS, ProgressWatch
+from streams.progress_watch import ProgressWatch, Watching
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex
 from streams.recovery import PersistentRecovery, StateTableManager
@@ -804,7 +804,7 @@ def create_app(settings: Settings) -> Rumourmill:
     state.batch_bytes = settings.changelog_batch_bytes
     policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)
-    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress.starts))
+    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress))
     writing_systems.word_pattern()  # made as the worker starts: a first recall waited 30 ms
     projector = Projector(
         policies=PolicyBook(policies, log_conflict),
@@ -839,6 +839,7 @@ def create_app(settings: Settings) -> Rumourmill:
     state.send_acks = mill.send_world_acks
     state.writer.stalls = mill.stalls  # each changelog batch, as it goes to the producer
     app.add_dependency(ClosedAtStop([client for client in (judge.client, mill.reranker) if client]))
+    app.add_dependency(Watching(progress))
     register_views(app, mill)
 
     @app.on_partitions_assigned.connect
@@ -861,10 +862,6 @@ def create_app(settings: Settings) -> Rumourmill:
     async def checkpoint_partitions() -> None:
         await mill.durability.checkpoint_due()
         await mill.durability.stamp_due()
-
-    @app.timer(WATCH_SECONDS)  # type: ignore[untyped-decorator]
-    async def watch_progress() -> None:
-        await progress.check()
 
     @app.task  # type: ignore[untyped-decorator]
     async def watch_for_stalls() -> None:
@@ -971,27 +968,34 @@ def ack_when_delivered(
     return acked
 
 
-def consumer_lag(app: faust.App, topic: str, starts: Mapping[TP, int]) -> dict[int, int]:
-    """Per assigned partition of `topic`: its highwater (the log end the consumer last saw)
-    minus where the consumer goes on from, the committed offset, or the partition's first
-    offset (`starts`) before any commit or past one retention removed (a log of which
-    retention kept the last ten events lags ten, not its whole history); partitions not yet
-    fetched are left out, and so are those never committed whose first offset is not looked up
-    yet (the progress watch's first look): counted from 0, they showed their whole history."""
+def consumer_lag(app: faust.App, topic: str, looked_up: ProgressWatch) -> dict[int, int]:
+    """Per assigned partition of `topic`: its log end minus where the consumer goes on from,
+    the committed offset, or the partition's first offset before any commit or past one
+    retention removed (a log of which retention kept the last ten events lags ten, not its
+    whole history). The log end is the later of the consumer's highwater and the progress
+    watch's lookup (every 5 s), and the committed offset the group's, as the watch last looked
+    it up, until the consumer knows its own: recovering, a partition was left out for minutes
+    while its backlog was at its largest, and paused (events waiting on the model), its lag
+    stood still while events came. A partition never committed is left out until its first
+    offset is looked up: counted from 0, it showed its whole history."""
     consumer = app.consumer
     try:
         assigned = consumer.assignment()
     except ConsumerNotStarted:
         return {}
+    known = cast(Mapping[TP, int | None], consumer._committed_offset)  # type: ignore[attr-defined]
     lag = {}
     for tp in assigned:
-        highwater = consumer.highwater(tp) if tp.topic == topic else None
-        if highwater is not None:
-            committed = cast(Mapping[TP, int | None], consumer._committed_offset).get(tp)  # type: ignore[attr-defined]
-            start = starts.get(tp)
-            if committed is None and start is None:
-                continue
-            lag[tp.partition] = max(highwater - max(start or 0, committed or 0), 0)
+        if tp.topic != topic:
+            continue
+        ends = [end for end in (consumer.highwater(tp), looked_up.ends.get(tp)) if end is not None]
+        committed = known.get(tp)
+        if committed is None:
+            committed = looked_up.committed.get(tp)
+        start = looked_up.starts.get(tp)
+        if not ends or (committed is None and start is None):
+            continue
+        lag[tp.partition] = max(max(ends) - max(start or 0, committed or 0), 0)
     return lag
 
 

@@ -229,6 +229,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
         mill.app,
         drain_seconds=settings.stop_drain_seconds,
         draining=mill.draining.set,
+        stopping=mill.judge.stop,
         loglevel=settings.log_level,
         logging_config=logging_config(settings),
         quiet=settings.log_format == "json",  # no banner: every line of the log is JSON

@@ -72,6 +72,12 @@ LEFT_BY_ROUNDS = (
 """The reason a question a message's last round raised is recorded with, unasked."""
 DEADLINE = "deadline"
 """How the reason of a question the deadline cut begins."""
+STOPPED = "stop"
+"""How the reason of a question the worker's stop cut begins."""
+STOP_WAIT_SECONDS = 5.0
+"""How long a stopping worker still waits for the model's answers to the events it is taking
+in: the rest of a world's deadline (up to 10 minutes) held the stop past its own bound
+(`streams.stopping.STOP_DEADLINE_SECONDS`), and the worker gave up on it, blaming Kafka."""
 
 FORGOTTEN_AT_ONCE = 1000
 """Tombstones in flight at once: a tenant's deletion may remove hundreds of thousands."""
@@ -291,6 +297,17 @@ class Judge:
 
     client: ModelClient | None
     log: JudgementLog
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set as the worker begins to stop (`stop`)."""
+    stop_by: float = 0.0
+    """When (the loop's time) questions still unanswered are cut, as the deadline cuts them,
+    and the rules judge: `STOP_WAIT_SECONDS` after the stop began."""
+
+    def stop(self) -> None:
+        """The worker begins to stop: wait `STOP_WAIT_SECONDS` more for the model at most."""
+        if not self.stopping.is_set():
+            self.stop_by = asyncio.get_running_loop().time() + STOP_WAIT_SECONDS
+            self.stopping.set()
 
     async def message(
         self, projector: Projector, tx: StateTransaction, message: SourceMessage
@@ -402,13 +419,22 @@ class Judge:
             )
             for question in questions
         ]
+        answers = asyncio.ensure_future(asyncio.wait(calls, timeout=deadline_ms / 1000))
+        stop = asyncio.ensure_future(self._stop_waited())
         try:
-            done, _ = await asyncio.wait(calls, timeout=deadline_ms / 1000)
-        finally:  # past the deadline, or this wait cancelled (the worker stops, a rebalance)
-            for call in calls:
-                call.cancel()  # no call outlives its question, holding a connection
-        late = f"{DEADLINE}: no answer within {deadline_ms} ms"
-        outcomes = [call.result() if call in done else late for call in calls]
+            await asyncio.wait([answers, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:  # past the deadline or the stop, or this wait cancelled (a rebalance)
+            stopped = stop.done() and not stop.cancelled()
+            for task in (answers, stop, *calls):
+                task.cancel()  # no call outlives its question, holding a connection
+        late = (
+            f"{STOPPED}: the worker stopped, no answer within {STOP_WAIT_SECONDS:g} s of it"
+            if stopped
+            else f"{DEADLINE}: no answer within {deadline_ms} ms"
+        )
+        outcomes = [
+            call.result() if call.done() and not call.cancelled() else late for call in calls
+        ]
         if all(_slow(outcome) for outcome in outcomes):
             if late in outcomes:  # cut by this world's deadline: rests for worlds as impatient
                 if full:
@@ -419,6 +445,11 @@ class Judge:
             answered(question, outcome)
             for question, outcome in zip(questions, outcomes, strict=True)
         ]
+
+    async def _stop_waited(self) -> None:
+        """Returns `STOP_WAIT_SECONDS` after the worker began to stop."""
+        await self.stopping.wait()
+        await asyncio.sleep(max(0.0, self.stop_by - asyncio.get_running_loop().time()))
 
 
 RAISING: frozenset[JudgementKind] = LEADING | {"verdict"}

@@ -89,6 +89,19 @@ class RewindingConsumer(aiokafka_driver.Consumer):
             )
         return {tp: batch for tp, batch in records.items() if tp not in dropped}
 
+    async def group_committed(self, *partitions: TP) -> Mapping[TP, int]:
+        """The offsets the group committed of `partitions`, asked of Kafka (none for one never
+        committed): the consumer knows its own only once a recovery ended in their seek."""
+        consumer = self._thread._ensure_consumer()
+        found = await self._thread.call_thread(
+            consumer._coordinator.fetch_committed_offsets, list(partitions)
+        )
+        return {
+            TP(tp.topic, tp.partition): meta.offset
+            for tp, meta in found.items()
+            if meta.offset >= 0
+        }
+
     def resume_partitions(self, tps: Iterable[TP]) -> None:
         """Resume changelog partitions now, stream partitions once `perform_seek` placed them
         and the flow resumed.

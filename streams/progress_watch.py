@@ -20,6 +20,7 @@ from typing import Any, cast
 import faust
 from faust.tables.manager import TableManager
 from faust.types import TP
+from mode import Service
 
 from streams.kafka_consumer import RewindingConsumer
 from streams.logs import logger
@@ -112,6 +113,13 @@ class ProgressWatch:
         self.starts: dict[TP, int] = {}
         """The first offset of each assigned partition of `topic`, as last looked up: where
         its consumer starts before any commit (retention may have removed what came before)."""
+        self.ends: dict[TP, int] = {}
+        """The log end of each assigned partition of `topic`, as last looked up: the
+        consumer's own (its highwater) is none until it fetched the partition, after a recovery
+        of minutes, and stands still while the partition is paused."""
+        self.committed: dict[TP, int] = {}
+        """The group's committed offset of each assigned partition of `topic` the consumer
+        knows none of (before the seek that ends a recovery), as last looked up."""
 
     async def check(self) -> None:
         """One look (from a timer): never raises, a rebalance may be under way."""
@@ -129,13 +137,16 @@ class ProgressWatch:
             return
         deadline = asyncio.get_running_loop().time() + LOOKUP_SECONDS  # the whole look's
         ends = await self._ends(consumer, tps, deadline)
-        now = time.monotonic()
         committed = cast(Mapping[TP, int | None], consumer._committed_offset)
+        await self._look_up_committed(consumer, {tp for tp in tps if committed.get(tp) is None})
+        now = time.monotonic()
         for tp in sorted(tps):
             end = ends.get(tp)
             if end is None:
                 continue
             offset = committed.get(tp)
+            if offset is None:  # recovering: the group's, as looked up
+                offset = self.committed.get(tp)
             start = self.starts.get(tp, 0)
             if offset is not None and await self._only_markers_left(
                 consumer, tp, offset, end, deadline
@@ -178,7 +189,20 @@ class ProgressWatch:
             return {tp: consumer.highwater(tp) for tp in tps}
         self.unanswered = None
         self.starts = {tp: start for tp, start in starts.items() if start is not None}
+        self.ends = {tp: end for tp, end in ends.items() if end is not None}
         return ends
+
+    async def _look_up_committed(self, consumer: RewindingConsumer, tps: set[TP]) -> None:
+        """The group's committed offsets of `tps` into `committed`; what was known of them
+        before, if Kafka does not answer within `LOOKUP_SECONDS`."""
+        known = {tp: offset for tp, offset in self.committed.items() if tp in tps}
+        if tps:
+            try:
+                async with asyncio.timeout(LOOKUP_SECONDS):
+                    known = dict(await consumer.group_committed(*tps))
+            except TimeoutError:
+                pass
+        self.committed = known
 
     async def _only_markers_left(
         self, consumer: RewindingConsumer, tp: TP, committed: int, end: int, deadline: float
@@ -247,3 +271,17 @@ class ProgressWatch:
             "events taken, not acked": len(consumer._unacked_messages),
         }
         return ", ".join(f"{name}: {value}" for name, value in state.items())
+
+
+class Watching(Service):
+    """Looks every `WATCH_SECONDS` from the worker's start, its first recovery included: as a
+    Faust timer, the watch began only once that recovery was over, and for the minutes it took
+    the lag gauge showed nothing of the partitions' backlog."""
+
+    def __init__(self, watch: ProgressWatch) -> None:
+        super().__init__()
+        self.watch = watch
+
+    @Service.timer(WATCH_SECONDS)
+    async def _look(self) -> None:
+        await self.watch.check()

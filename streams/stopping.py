@@ -50,11 +50,14 @@ class BoundedStopWorker(Worker):
         *services: Any,
         drain_seconds: float = 0.0,
         draining: Callable[[], None] = lambda: None,
+        stopping: Callable[[], None] = lambda: None,
         **options: Any,
     ) -> None:
         super().__init__(*services, **options)
         self.drain_seconds = drain_seconds
         self.draining = draining
+        self.stopping = stopping
+        """Told first as the stop begins (the model's answers are waited for a while only)."""
         self.drain: asyncio.Future[None] | None = None
         """The drain under way, which a second signal cuts short."""
 
@@ -89,6 +92,7 @@ class BoundedStopWorker(Worker):
 
     async def on_stop(self) -> None:
         """Runs first when the worker stops, whatever stops it."""
+        self.stopping()
         await super().on_stop()
         log.info(
             "stopping: at most %.0f s, after which the worker exits without waiting for Kafka"

@@ -312,6 +312,43 @@ def test_a_judgement_cancelled_while_the_model_is_asked_leaves_no_call_running()
     assert left == set()  # the call to the hanging model went with the cancelled wait
 
 
+def test_a_stopping_worker_waits_for_the_model_a_few_seconds_not_the_worlds_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A world giving the model a minute, the model hanging: told to stop, the worker waited
+    the minute out, past its own stop's bound of 15 s, and gave up on its clean stop saying
+    Kafka was unreachable. The questions still unanswered `STOP_WAIT_SECONDS` after the stop
+    began are cut as the deadline cuts them, and recorded so; the rules judge the event."""
+    monkeypatch.setattr(judging, "STOP_WAIT_SECONDS", 0.3)
+    topic = MemoryTopic()
+
+    async def run() -> float:
+        client = ModelClient(model.url, "scripted", timeout_seconds=120)
+        judge = Judge(client, JudgementLog(topic.read, topic.send))
+        mill, state = projector(model_policy(60_000)), Replay().state
+        for message in messages(TAVERN):  # up to the first that asks the model anything
+            if mill.questions(state, message, True).asked:
+                break
+            mill.receive(state, message)
+        asking = asyncio.ensure_future(judge.message(mill, state, message))
+        while model.calls == 0:
+            await asyncio.sleep(0.01)
+        judge.stop()
+        stopped = time.monotonic()
+        answers = await asking
+        waited = time.monotonic() - stopped
+        assert answers is not None
+        mill.receive(state, message, answers)
+        await client.close()
+        return waited
+
+    with scripted_model("hang") as model:
+        waited = asyncio.run(run())
+    assert 0.3 <= waited < 5
+    reasons = {judgement.reason for record in records(topic) for judgement in record.judgements}
+    assert reasons == {"stop: the worker stopped, no answer within 0.3 s of it"}
+
+
 def test_a_replay_with_the_model_gone_gives_the_same_digest_and_asks_nothing() -> None:
     policy = model_policy(spreading={"enabled": True})
     topic = MemoryTopic()

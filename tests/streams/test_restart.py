@@ -39,6 +39,7 @@ from tests.support import (
     checkpoint_stamps,
     event,
     run_command,
+    samples_of,
     send_events,
     topic_ends,
     unique_settings,
@@ -333,6 +334,63 @@ def test_a_world_is_not_read_while_its_state_is_being_recovered(
     assert {status for status, _ in answers} == {200, 503}, Counter(s for s, _ in answers)
     assert {body["processed_seq"] for status, body in answers if status == 200} == {events}
     assert any("still recovering" in body["detail"] for status, body in answers if status == 503)
+
+
+def test_the_lag_of_each_partition_is_told_while_its_state_is_being_recovered(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Started on an empty data dir with events waiting, the worker lays its state in from the
+    changelog for a while: the lag gauge named no partition until that was over (the watch
+    began after Faust's first recovery, and the consumer knows its committed offsets only at
+    the seek that ends it), and an alert on lag went quiet while the backlog was largest. It
+    tells each partition's backlog from the worker's first looks on."""
+    settings = unique_settings(kafka_bootstrap, tmp_path / "data")
+    history = [
+        event(
+            f"w{world}",
+            seq,
+            key="movement.location-entered",
+            actor=f"npc-{seq % 50}",
+            location=f"loc-{seq % 7}",
+            entities={f"npc-{seq % 50}": {"name": f"N{seq}", "kind": "character"}},
+        )
+        for world in range(4)
+        for seq in range(1, 2_501)
+    ]
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        send_events(settings, history)
+        wait_for_everything(settings, {(f"w{world}", "main", 2_500) for world in range(4)}, 240)
+    finally:
+        worker.stop()
+    shutil.rmtree(settings.data_dir)
+    waiting = [event(f"w{world}", seq) for world in range(4, 8) for seq in range(1, 201)]
+    backlog = Counter(partition_of(f"w{world}".encode(), 2) for world in range(4, 8))
+    send_events(settings, waiting)
+    web = f"http://127.0.0.1:{settings.web_port}"
+    recovering: list[dict[str, float]] = []
+    worker.spawn()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            ready = answer(f"{web}/ready")
+            if ready is not None and ready[0] == 200:
+                break
+            if ready is not None and "state recovery" in ready[1].get("waiting_for", []):
+                with urllib.request.urlopen(f"{web}/metrics", timeout=10) as reply:
+                    recovering.append(
+                        {
+                            dict(labels)["partition"]: value
+                            for (name, labels), value in samples_of(reply.read().decode()).items()
+                            if name == "rumourmill_consumer_lag"
+                        }
+                    )
+            time.sleep(0.2)
+    finally:
+        worker.stop()
+    told = [lags for lags in recovering if lags]
+    assert told, f"{len(recovering)} scrapes while recovering, none with a lag"
+    assert told[-1] == {str(partition): 200.0 * worlds for partition, worlds in backlog.items()}
 
 
 def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
