@@ -13,6 +13,7 @@ from projections.retention import (
     Recalled,
     as_held,
     half_life_days,
+    importance_step,
     retention,
     variation,
     vivid_however_recalled,
@@ -97,6 +98,26 @@ def test_each_importance_step_doubles_the_half_life() -> None:
     )
     assert halves[0] == pytest.approx(6 * variation("belief-0", POLICY))
     assert half_life_days(remembered(importance=0.0), 0, POLICY) == halves[0]
+
+
+@pytest.mark.parametrize(
+    ("importance", "step"),
+    [
+        (0.0, 1),
+        (0.2, 1),
+        (0.20000000009, 2),
+        (0.6, 3),
+        (0.6000000000000001, 4),
+        (0.8, 4),
+        (0.80000000005, 5),
+        (1.0, 5),
+    ],
+)
+def test_an_importance_is_stepped_as_written(importance: float, step: int) -> None:
+    """`ceil(importance * 5)` in decimal: 0.6 is step 3 (its binary product is a hair over 3),
+    and 0.80000000005, just over 0.8, is step 5, which never falls below faded (rounded to 9
+    places first, it was step 4, and forgotten)."""
+    assert importance_step(importance) == step
 
 
 def test_importance_5_never_falls_below_faded() -> None:
