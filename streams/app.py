@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
 import time
 from collections import Counter, defaultdict
@@ -50,7 +51,7 @@ from streams.event_batches import event_batches
 from streams.json_service import ClosedAtStop
 from streams.judging import Judge, JudgementLog, topic_reader
 from streams.kafka_clients import faust_credentials
-from streams.logs import logger
+from streams.logs import DEAD_LETTERS, logger, reason_kind
 from streams.metrics import Metrics
 from streams.model_client import ModelClient
 from streams.outputs import Delivery, Outputs
@@ -82,6 +83,7 @@ from streams.topics import STATE_TABLE
 from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, Readiness, register_views
 
 log = logger("worker")
+dead_letters_log = logging.getLogger(DEAD_LETTERS)
 BATCH_SECONDS = 0.005
 """How long the agent waits for more events before taking what it has (a lone event's delay)."""
 RECOVERY_LOG_SECONDS = 5.0
@@ -625,7 +627,7 @@ class Rumourmill:
         records)."""
         deliveries = await self.outputs.acks(intake.acks, message.key, message.partition)
         for letter in intake.dead_letters:
-            log.warning(
+            dead_letters_log.warning(
                 "dead letter %s[%d]@%d: %s",
                 letter.topic,
                 letter.partition,
@@ -633,7 +635,8 @@ class Rumourmill:
                 letter.reason,
                 extra=letter.model_dump(
                     include={"topic", "partition", "offset", "reason", "world_instance_id"}
-                ),
+                )
+                | {"reason_kind": reason_kind(letter.reason)},
             )
             deliveries.append(await self.outputs.dead_letter(message.key, letter))
         return deliveries

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -64,11 +65,21 @@ def json_line(level: str, message: str) -> str:
 QUIET_SECONDS = 30.0
 """How long the same complaint of a `QUIETED` logger is logged once. With its broker gone, the
 Kafka client logs every failed connection, fetch, metadata and coordinator request (some 125
-lines a second), and a worker whose peer died logs every read it could not forward to it (one
-a read, thousands a second at a game's read rate, until the group rebalances): they bury the
-worker's own (and fill a disk)."""
-QUIETED = ("aiokafka", f"{LOGGER_NAME}.forwarding")
-"""The Kafka client's loggers, and the one of reads forwarded to a world's owner."""
+lines a second), a worker whose peer died logs every read it could not forward to it (one
+a read, thousands a second at a game's read rate, until the group rebalances), and a game
+server sending a broken event at its every turn made a dead letter each (2,163 lines in 3 s):
+they bury the worker's own (and fill a disk)."""
+DEAD_LETTERS = f"{LOGGER_NAME}.deadletters"
+"""The logger of dead letters: each kind of reason (`reason_kind`) is quieted on its own."""
+QUIETED = ("aiokafka", f"{LOGGER_NAME}.forwarding", DEAD_LETTERS)
+"""The Kafka client's loggers, the one of reads forwarded to a world's owner, and the one of
+dead letters (every one of which is on the dead-letter topic, and counted in the metrics)."""
+
+
+def reason_kind(reason: str) -> str:
+    """What a dead letter's reason says before its details (its first clause, numbers left
+    out): the letters of one cause are quieted together, another cause is logged at once."""
+    return re.sub(r"\d+", "#", reason.split(":", 1)[0])[:100]
 
 
 class QuietRepeats(logging.Filter):
@@ -78,14 +89,14 @@ class QuietRepeats(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._shown: dict[tuple[str, int, object], tuple[float, int]] = {}
+        self._shown: dict[tuple[str, int, object, object], tuple[float, int]] = {}
         """Each kind: when one was last let through, and how many were held back since."""
         self._lock = threading.Lock()  # the client logs from the loop and the consumer thread
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(QUIETED):
             return True
-        kind = (record.name, record.levelno, record.msg)
+        kind = (record.name, record.levelno, record.msg, getattr(record, "reason_kind", None))
         with self._lock:
             shown_at, held = self._shown.get(kind, (-math.inf, 0))
             if record.created - shown_at < QUIET_SECONDS:

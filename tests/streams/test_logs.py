@@ -19,7 +19,7 @@ from yarl import URL
 
 from localbroker import free_port
 from streams.forwarding import owner_answer
-from streams.logs import logger, logging_config
+from streams.logs import DEAD_LETTERS, logger, logging_config, reason_kind
 from streams.settings import Settings
 from streams.web import HTTPProblem
 
@@ -93,6 +93,40 @@ def test_the_kafka_clients_same_complaint_is_logged_once_per_quiet_spell() -> No
         " logged)",
     ]
     assert "the worker's own line" in lines[-1]
+
+
+def test_dead_letters_are_logged_once_per_kind_of_reason_per_quiet_spell() -> None:
+    """A game server sending a broken event at every turn logged a warning for each (2,163 in
+    3 s in a reviewer's run). Each kind of reason is logged at once, then once per spell."""
+    began = 1_000_000.0
+    reasons = [
+        f"invalid event: seq: Input should be greater than or equal to {n}" for n in range(3)
+    ]
+
+    def broken_events(log: logging.Logger) -> None:
+        letters = logging.getLogger(DEAD_LETTERS)
+        for second in range(40):
+            for offset, reason in enumerate([*reasons, "not valid JSON"]):
+                record = letters.makeRecord(
+                    letters.name,
+                    logging.WARNING,
+                    __file__,
+                    0,
+                    "dead letter %s: %s",
+                    (f"events[0]@{second * 4 + offset}", reason),
+                    None,
+                    extra={"reason_kind": reason_kind(reason)},
+                )
+                record.created = began + second
+                letters.handle(record)
+
+    lines = logged(Settings(), broken_events)
+    assert [line.split("deadletters: ")[-1] for line in lines] == [
+        f"dead letter events[0]@0: {reasons[0]}",
+        "dead letter events[0]@3: not valid JSON",
+        f"dead letter events[0]@120: {reasons[0]} (and 89 more like it since the last one logged)",
+        "dead letter events[0]@123: not valid JSON (and 29 more like it since the last one logged)",
+    ]
 
 
 def test_a_read_not_forwarded_is_logged_once_per_quiet_spell_and_owner() -> None:
