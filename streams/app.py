@@ -73,6 +73,7 @@ from streams.state import (
     SnapshotReads,
     StateOptions,
     decode_changes,
+    disk_trouble,
     recording_transaction,
     refuse_writes,
     state_options,
@@ -660,7 +661,9 @@ class Rumourmill:
 
     async def crash(self, error: BaseException, cause: str) -> None:
         """Stop the worker: nothing more is committed, the uncommitted events come again."""
-        log.critical("stopping the worker: %s: %s", cause, error, exc_info=error)
+        trouble = disk_trouble(error, self.settings.data_dir)
+        said = str(error) if trouble is None else f"{error}; {trouble}"
+        log.critical("stopping the worker: %s: %s", cause, said, exc_info=error)
         await self.app.crash(error)
 
     def crash_soon(self, error: BaseException) -> None:
@@ -863,8 +866,12 @@ def create_app(settings: Settings) -> Rumourmill:
 
     @app.timer(CHECKPOINT_TICK)  # type: ignore[untyped-decorator]
     async def checkpoint_partitions() -> None:
-        await mill.durability.checkpoint_due()
-        await mill.durability.stamp_due()
+        try:
+            await mill.durability.checkpoint_due()
+            await mill.durability.stamp_due()
+        except Exception as error:  # a disk full or failing: said, not left to Faust's crash
+            await mill.crash(error, "checkpointing the local state")
+            raise
 
     @app.task  # type: ignore[untyped-decorator]
     async def watch_for_stalls() -> None:

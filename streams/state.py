@@ -8,6 +8,8 @@ the table's changelog topic (`streams.changelog`), so it survives the loss of th
 from __future__ import annotations
 
 import asyncio
+import errno
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -297,19 +299,48 @@ class SnapshotReads:
         self._reader.shutdown()
 
 
+MIN_FREE_MB = 64
+"""The room a data dir must have for a worker to start: RocksDB writes a partition's state in
+files of some MB (its write buffers, `RUMOURMILL_BLOCK_CACHE_MB` each). A full disk stopped
+the worker with RocksDB's "No space left on device" and no word of where."""
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+
+
 def unwritable_because(data_dir: Path) -> str | None:
     """Why `data_dir` cannot hold a worker's state (a file, a path that cannot be made, a
-    read-only volume), or None: made here if missing, so RocksDB is not the one to say it, in a
-    traceback after Kafka's topics were made."""
+    read-only volume, a full disk), or None: made here if missing, so RocksDB is not the one to
+    say it, in a traceback after Kafka's topics were made."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=data_dir):
             pass
+        free_mb = shutil.disk_usage(data_dir).free // 2**20
     except FileExistsError:
         return "it is a file"
     except OSError as error:
         return error.strerror or str(error)
+    if free_mb < MIN_FREE_MB:
+        return f"its disk has {free_mb} MB free, under the {MIN_FREE_MB} MB a worker needs"
     return None
+
+
+def disk_trouble(error: BaseException, data_dir: Path) -> str | None:
+    """What an operator should hear of `error` if writing the local state failed for the disk
+    (full, failing, read-only), or None for any other error."""
+    said = str(error)
+    on_disk = isinstance(error, OSError) and error.errno in DISK_ERRNOS
+    if not (on_disk or said.startswith("IO error") or "No space left on device" in said):
+        return None
+    try:
+        free = f"{shutil.disk_usage(data_dir).free // 2**20} MB free there"
+    except OSError as unreadable:
+        free = f"its disk unreadable: {unreadable.strerror or unreadable}"
+    return (
+        f"the local state in RUMOURMILL_DATA_DIR={str(data_dir)!r} could not be written"
+        f" ({free}): free some space there, or start the worker on another data dir; nothing"
+        " is lost: the events not committed come again at the next start, and each partition"
+        " is restored from its checkpoint or the changelog"
+    )
 
 
 BLOOM_BITS_PER_KEY = 10

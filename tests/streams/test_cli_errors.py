@@ -4,7 +4,9 @@ the person typed, never a traceback (no broker: nothing listens on 127.0.0.1:1).
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from schemas.export import json_schemas
 from streams.cli import _check_web_address, main
 from streams.rebuild import RebuildFailed, check_fresh
 from streams.settings import Settings
+from streams.state import disk_trouble, unwritable_because
 from tests.tavern import TAVERN_FILE as TAVERN
 
 NOWHERE = "127.0.0.1:1"
@@ -490,3 +493,31 @@ def test_a_blank_path_to_write_to_is_refused(command: list[str], flag: str) -> N
     result = CliRunner().invoke(main, command)
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{flag}': must name a path, not be blank" in result.output
+
+
+def test_a_data_dir_on_a_disk_too_full_is_refused_saying_how_much_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker started on a full disk stopped with RocksDB's "No space left on device (os
+    error 28)" among Faust's tracebacks, naming no directory."""
+    full = shutil.disk_usage(tmp_path)._replace(free=10 * 2**20)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: full)
+    assert unwritable_because(tmp_path) == "its disk has 10 MB free, under the 64 MB a worker needs"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        Exception("IO error: No space left on device: While appending to file: state-0.db/10.sst"),
+    ],
+)
+def test_a_disk_that_fails_the_state_is_named_with_what_to_do(
+    tmp_path: Path, error: Exception
+) -> None:
+    """Full mid-run, a checkpoint's flush failed and Faust logged its crash alone."""
+    said = disk_trouble(error, tmp_path)
+    assert said is not None
+    assert said.startswith(f"the local state in RUMOURMILL_DATA_DIR={str(tmp_path)!r} could not")
+    assert "MB free there): free some space there, or start the worker on another" in said
+    assert disk_trouble(ValueError("a bug"), tmp_path) is None
