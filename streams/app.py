@@ -743,7 +743,13 @@ class Rumourmill:
         )
         here = URL(self.app.conf.canonical_url)
         return await forwarding.owner_answer(
-            world_id, owner, here, self.app.http_client, web, request
+            world_id,
+            owner,
+            here,
+            self.app.http_client,
+            web,
+            request,
+            wait_seconds=forwarding.patience(self.settings.model_timeout_seconds),
         )
 
 

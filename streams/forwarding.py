@@ -30,6 +30,19 @@ STOPPING = "this worker is stopping and forwards no more; ask again (another wor
 """The 503 of a read to forward once the worker's HTTP client is closed (it was a 500)."""
 
 
+FORWARD_MARGIN_SECONDS = 10.0
+"""How much longer than the longest a read may wait for the model (a reply check asks it, up to
+`RUMOURMILL_MODEL_TIMEOUT_SECONDS`) a forwarded read waits for its owner (`patience`)."""
+
+
+def patience(model_timeout_seconds: float) -> float:
+    """How long a read forwarded to its world's owner waits for the answer before it is a 503:
+    an owner frozen (a paused container, a stopped process) accepts the connection and answers
+    nothing, and the read waited aiohttp's 5 minutes, holding one of the 100 connections every
+    forward shares, long after the group had given the world to another worker."""
+    return model_timeout_seconds + FORWARD_MARGIN_SECONDS
+
+
 async def owner_answer(
     world_id: str,
     owner: URL | None,
@@ -37,9 +50,12 @@ async def owner_answer(
     client: aiohttp.ClientSession,
     web: Web,
     request: Request,
+    *,
+    wait_seconds: float,
 ) -> Response | None:
     """The answer of `owner` (None: no worker is known to own `world_id`), forwarded from the
-    worker at `here`; None when that is this one. Its failures are 503s that name no address."""
+    worker at `here` and waited for at most `wait_seconds` (`patience`); None when that is
+    this one. Its failures are 503s that name no address."""
     if owner is None:
         raise HTTPProblem(
             503,
@@ -57,7 +73,7 @@ async def owner_answer(
     if client.closed:  # Faust closes it as the worker stops, before its web server
         raise HTTPProblem(503, STOPPING)
     try:
-        return await _forward(owner, client, web, request)
+        return await _forward(owner, client, web, request, wait_seconds)
     except (RuntimeError, TimeoutError, aiohttp.ClientError) as error:
         if client.closed:  # under the forward: "Session is closed", "Connector is closed."
             raise HTTPProblem(503, STOPPING) from None
@@ -79,7 +95,7 @@ def _address(url: URL) -> tuple[str, int]:
 
 
 async def _forward(
-    owner: URL, client: aiohttp.ClientSession, web: Web, request: Request
+    owner: URL, client: aiohttp.ClientSession, web: Web, request: Request, wait_seconds: float
 ) -> Response:
     """Faust's `route_req`, but for what it drops: a POST's body (the reply check goes to
     the owner with its reply), the owner's bytes as they are (not decoded and encoded
@@ -102,6 +118,7 @@ async def _forward(
         headers=_forwarded_headers(request),
         url=routed,
         data=body or None,
+        timeout=aiohttp.ClientTimeout(total=wait_seconds),
     ) as response:
         answer: Response = web.bytes(
             await response.read(), content_type=response.content_type, status=response.status

@@ -45,7 +45,13 @@ class MappedReads(MemoryReads):
     async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
         self.worlds_asked.append(world_id)
         return await forwarding.owner_answer(
-            world_id, self.owner_at, self.here, self.client, web, request
+            world_id,
+            self.owner_at,
+            self.here,
+            self.client,
+            web,
+            request,
+            wait_seconds=PATIENCE_SECONDS,
         )
 
 
@@ -243,7 +249,13 @@ def test_a_read_being_forwarded_as_the_worker_stops_is_told_so() -> None:
         here = URL("http://127.0.0.1:1")
         forwarded = asyncio.ensure_future(
             forwarding.owner_answer(
-                "w", server.make_url("/"), here, client, cast(Web, None), request
+                "w",
+                server.make_url("/"),
+                here,
+                client,
+                cast(Web, None),
+                request,
+                wait_seconds=PATIENCE_SECONDS,
             )
         )
         await asyncio.sleep(0.3)
@@ -258,3 +270,41 @@ def test_a_read_being_forwarded_as_the_worker_stops_is_told_so() -> None:
 
     refused = asyncio.run(run())
     assert (refused.status, refused.detail) == (503, forwarding.STOPPING)
+
+
+def test_a_read_forwarded_to_an_owner_that_answers_nothing_is_a_503_once_it_waited_enough() -> None:
+    """An owner frozen (a paused container) takes the connection and answers nothing: the read
+    waited aiohttp's 5 minutes, long after the group gave the world to another worker."""
+
+    async def frozen(request: aiohttp_web.Request) -> aiohttp_web.Response:
+        await asyncio.sleep(60)
+        return aiohttp_web.json_response({})
+
+    async def run() -> tuple[HTTPProblem, float]:
+        owner = aiohttp_web.Application()
+        owner.router.add_get("/v2/read", frozen)
+        server = TestServer(owner, host="127.0.0.1", port=free_port())
+        await server.start_server()
+        request = cast(Request, SimpleNamespace(rel_url=URL("/v2/read"), method="GET", headers={}))
+        began = asyncio.get_running_loop().time()
+        try:
+            async with aiohttp.ClientSession() as client:
+                await forwarding.owner_answer(
+                    "w",
+                    server.make_url("/"),
+                    URL("http://127.0.0.1:1"),
+                    client,
+                    cast(Web, None),
+                    request,
+                    wait_seconds=0.5,
+                )
+        except HTTPProblem as refused:
+            return refused, asyncio.get_running_loop().time() - began
+        finally:
+            await server.close()
+        raise AssertionError("answered")
+
+    refused, waited = asyncio.run(run())
+    assert refused.status == 503 and "cannot be reached" in refused.detail
+    assert 0.5 <= waited < 5
+    assert forwarding.patience(10.0) == 20.0

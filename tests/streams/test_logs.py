@@ -141,7 +141,9 @@ def test_a_read_not_forwarded_is_logged_once_per_quiet_spell_and_owner() -> None
             for read in range(20):
                 with contextlib.suppress(HTTPProblem):
                     here, unused = URL("http://127.0.0.1:1"), cast(Web, None)
-                    await owner_answer("w", dead[read % 2], here, client, unused, request)
+                    await owner_answer(
+                        "w", dead[read % 2], here, client, unused, request, wait_seconds=5.0
+                    )
 
     lines = logged(Settings(), lambda log: asyncio.run(forwards()))
     assert len(lines) == 2, lines
