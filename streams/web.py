@@ -161,8 +161,13 @@ class WorldReads(Protocol):
         ...
 
 
+RETRY_SECONDS = 5
+"""The `Retry-After` of a 503 that passes once a rebalance or a recovery does (a failover takes
+some 10 to 15 s): a client was told to ask again, and not when."""
+
+
 class HTTPProblem(Exception):
-    """An answer other than 200, with a plain `detail`."""
+    """An answer other than 200, with a plain `detail`; a 503 says when to ask again."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -374,6 +379,8 @@ class WorldRead(ReadsView):
             response = self.answer({"detail": problem.detail}, problem.status)
             if problem.status == 401:  # RFC 9110: a 401 names the scheme it wants
                 response.headers["WWW-Authenticate"] = 'Bearer realm="rumourmill"'
+            if problem.status == 503:
+                response.headers["Retry-After"] = str(RETRY_SECONDS)
             return response
 
     async def receive(self, request: Request) -> None:

@@ -71,12 +71,14 @@ def ask(
     stopping: bool = False,
     metrics: Mapping[str, Metrics] | None = None,
     challenges: list[str | None] | None = None,
+    retry_after: list[str | None] | None = None,
 ) -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
     """Each (worker, headers[, body]) read of Mara answered, with two workers up on `host`
     whose maps give every world to `owners[worker]`, holding `keys[worker]`: (status, JSON
     body) each, and the worlds each worker was asked to find the owner of. `stopping`: the
     workers' HTTP client is closed, as Faust closes it when a worker stops; `metrics`: each
-    worker's; `challenges` is given each answer's `WWW-Authenticate`."""
+    worker's; `challenges` is given each answer's `WWW-Authenticate`, `retry_after` its
+    `Retry-After`."""
 
     async def run() -> tuple[list[tuple[int, Any]], dict[str, list[str]]]:
         ports = {name: free_port() for name in WORKERS}
@@ -113,6 +115,8 @@ def ask(
                                 answers.append((reply.status, orjson.loads(await reply.read())))
                                 if challenges is not None:
                                     challenges.append(reply.headers.get("WWW-Authenticate"))
+                                if retry_after is not None:
+                                    retry_after.append(reply.headers.get("Retry-After"))
                     except TimeoutError:
                         hops = {name: len(reads[name].worlds_asked) for name in WORKERS}
                         pytest.fail(f"no answer in {PATIENCE_SECONDS} s; reads per worker: {hops}")
@@ -163,7 +167,9 @@ def test_a_worker_stopping_answers_a_read_it_would_forward_503() -> None:
     meanwhile was a 500 (`Session is closed`), a rolling restart's reads among them."""
     owners = {"one": "two", "two": "two"}
     keys = {name: {"key-acme": "default"} for name in WORKERS}
-    [(status, body)], _ = ask(owners, keys, ("one", ACME), stopping=True)
+    retry_after: list[str | None] = []
+    [(status, body)], _ = ask(owners, keys, ("one", ACME), stopping=True, retry_after=retry_after)
+    assert retry_after == ["5"]  # a 503 says when to ask again
     assert (status, body) == (
         503,
         {
