@@ -469,11 +469,18 @@ class Settings(BaseSettings):
                 " (a newline a mounted file or a YAML block ends with?)"
             )
         parts = urlsplit(value)
+        credentials = "@" in value.partition("://")[2]
         try:
             port = parts.port
         except ValueError:  # its text is not quoted: it may be part of a password
             port = 0
-        if port == 0:
+        if port == 0 or (credentials and ("?" in value or "#" in value)):
+            if credentials:  # a generated password's `/` made it read as a bad port
+                raise ValueError(
+                    "must be an http:// or https:// URL: its port is not 1 to 65535, or a"
+                    " `/`, `?`, `#` or `@` in its user or password is not percent-encoded"
+                    " (`%2F`, `%3F`, `%23`, `%40`)"
+                )
             raise ValueError("must be an http:// or https:// URL: its port is not 1 to 65535")
         if (
             parts.scheme not in ("http", "https")

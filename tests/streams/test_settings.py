@@ -123,6 +123,9 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_WEB_URL", "http://worker:port", "its port is not 1 to 65535"),
         ("RUMOURMILL_WEB_URL", "http://worker-2:0", "its port is not 1 to 65535"),
         ("RUMOURMILL_MODEL_URL", "http://model:0/v1", "its port is not 1 to 65535"),
+        # a generated password's `/` read as a bad port, and nothing said to encode it
+        ("RUMOURMILL_MODEL_URL", "http://bot:ab/cd@model:8080/v1", "is not percent-encoded"),
+        ("RUMOURMILL_RERANK_URL", "http://bot:ab?cd@model:8080/v1", "is not percent-encoded"),
         ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
         # urlsplit drops a newline, and the read commands failed in a traceback sending it
