@@ -81,7 +81,13 @@ from streams.state import (
 )
 from streams.tokens import wordllama_tokens
 from streams.topics import STATE_TABLE
-from streams.web import WEB_APPLICATION_OPTIONS, HTTPProblem, Readiness, register_views
+from streams.web import (
+    RETRY_SECONDS,
+    WEB_APPLICATION_OPTIONS,
+    HTTPProblem,
+    Readiness,
+    register_views,
+)
 
 log = logger("worker")
 dead_letters_log = logging.getLogger(DEAD_LETTERS)
@@ -722,11 +728,14 @@ class Rumourmill:
                 503,
                 f"world {world_id!r} is on partition {partition}, whose state this worker is"
                 " still recovering; ask again shortly",
+                RETRY_SECONDS,
             )
         await self.state.settled(partition)
         return partition_db(self.state, partition)
 
-    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+    async def owner_answer(
+        self, world_id: str, web: Web, request: Request, wait_seconds: float
+    ) -> Response | None:
         """The answer of the worker that owns `world_id` by this worker's partition map (None
         when that is this one), forwarded to it (`streams.forwarding`). Found in the map
         itself: Faust's `key_store` asks the producer for the topic's partitions, which it does
@@ -749,7 +758,7 @@ class Rumourmill:
             self.app.http_client,
             web,
             request,
-            wait_seconds=forwarding.patience(self.settings.model_timeout_seconds),
+            wait_seconds=wait_seconds,
         )
 
 

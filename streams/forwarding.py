@@ -14,7 +14,7 @@ from faust.web import Request, Response, Web
 from yarl import URL
 
 from streams.logs import logger
-from streams.web import FORWARD_MARK, HTTPProblem
+from streams.web import FORWARD_MARK, RETRY_SECONDS, HTTPProblem
 
 FORWARDED_HEADERS = ("Authorization", "Content-Type")
 """What a request forwarded to a world's owner carries of the client's headers: the rest (its
@@ -30,19 +30,6 @@ STOPPING = "this worker is stopping and forwards no more; ask again (another wor
 """The 503 of a read to forward once the worker's HTTP client is closed (it was a 500)."""
 
 
-FORWARD_MARGIN_SECONDS = 10.0
-"""How much longer than the longest a read may wait for the model (a reply check asks it, up to
-`RUMOURMILL_MODEL_TIMEOUT_SECONDS`) a forwarded read waits for its owner (`patience`)."""
-
-
-def patience(model_timeout_seconds: float) -> float:
-    """How long a read forwarded to its world's owner waits for the answer before it is a 503:
-    an owner frozen (a paused container, a stopped process) accepts the connection and answers
-    nothing, and the read waited aiohttp's 5 minutes, holding one of the 100 connections every
-    forward shares, long after the group had given the world to another worker."""
-    return model_timeout_seconds + FORWARD_MARGIN_SECONDS
-
-
 async def owner_answer(
     world_id: str,
     owner: URL | None,
@@ -54,13 +41,14 @@ async def owner_answer(
     wait_seconds: float,
 ) -> Response | None:
     """The answer of `owner` (None: no worker is known to own `world_id`), forwarded from the
-    worker at `here` and waited for at most `wait_seconds` (`patience`); None when that is
-    this one. Its failures are 503s that name no address."""
+    worker at `here` and waited for at most `wait_seconds`; None when that is this one. Its
+    failures are 503s that name no address."""
     if owner is None:
         raise HTTPProblem(
             503,
             f"no worker is known to serve world {world_id!r} yet; ask again once the group has"
             " rebalanced",
+            RETRY_SECONDS,
         )
     if _address(owner) == _address(here):
         return None
@@ -69,23 +57,37 @@ async def owner_answer(
             503,
             f"the workers do not yet agree which of them serves world {world_id!r}: the group"
             " is rebalancing; ask again once it has",
+            RETRY_SECONDS,
         )
     if client.closed:  # Faust closes it as the worker stops, before its web server
-        raise HTTPProblem(503, STOPPING)
+        raise HTTPProblem(503, STOPPING, RETRY_SECONDS)
     try:
         return await _forward(owner, client, web, request, wait_seconds)
     except (RuntimeError, TimeoutError, aiohttp.ClientError) as error:
         if client.closed:  # under the forward: "Session is closed", "Connector is closed."
-            raise HTTPProblem(503, STOPPING) from None
+            raise HTTPProblem(503, STOPPING, RETRY_SECONDS) from None
         if isinstance(error, RuntimeError):
             raise  # not a closed client: a bug, the 500 it is
         # the error names the owner's address: for the log, not for a client
         at = f"{owner.host}:{owner.port}".replace("%", "%%")  # a kind of its own per owner
+        if isinstance(error, TimeoutError):
+            log.warning(
+                f"a read forwarded to {at} had no answer within %g s (world %r)",
+                wait_seconds,
+                world_id,
+            )
+            raise HTTPProblem(
+                503,
+                f"the worker that serves world {world_id!r} did not answer within"
+                f" {wait_seconds:g} s; ask again (if it is frozen, once the group has rebalanced)",
+                RETRY_SECONDS,
+            ) from None
         log.warning(f"a read could not be forwarded to {at}: %s (world %r)", error, world_id)
         raise HTTPProblem(
             503,
             f"the worker that serves world {world_id!r} cannot be reached; ask again once"
             " the group has rebalanced",
+            RETRY_SECONDS,
         ) from None
 
 

@@ -65,7 +65,7 @@ from streams.model_client import ModelClient
 from streams.read_cache import ReadCache
 from streams.recall_index import SqliteRecallIndex, catch_up_in_slices
 from streams.reranker import Reranker
-from streams.rumour_picture import DrawingUnavailable, rumour_svg
+from streams.rumour_picture import DRAWING_SECONDS, DrawingUnavailable, rumour_svg
 from streams.tokens import wordllama_tokens
 
 MAX_REQUEST_LINE_BYTES = 64 * 1024
@@ -122,8 +122,11 @@ class WorldReads(Protocol):
         on another thread), for a read long enough to hold up every tenant's events."""
         ...
 
-    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
-        """The answer of the worker that owns `world_id`, or None when this worker owns it."""
+    async def owner_answer(
+        self, world_id: str, web: Web, request: Request, wait_seconds: float
+    ) -> Response | None:
+        """The answer of the worker that owns `world_id`, waited for at most `wait_seconds`,
+        or None when this worker owns it."""
         ...
 
     def policy_of(self, tenant_id: str, world_id: str) -> Policy:
@@ -161,18 +164,29 @@ class WorldReads(Protocol):
         ...
 
 
+FORWARD_MARGIN_SECONDS = 30.0
+"""How long a read forwarded to its world's owner waits for the answer beyond what the read
+itself may wait for (a model, a reranker, pictures drawn before it: `WorldRead.waits_seconds`)
+before it is a 503: an owner frozen (a paused container, a stopped process) takes the
+connection and answers nothing, and the read waited aiohttp's 5 minutes, holding one of the
+100 connections every forward shares, long after the group had given the world to another
+worker. A read of a large world made aside (a digest) takes seconds."""
+
+
 RETRY_SECONDS = 5
-"""The `Retry-After` of a 503 that passes once a rebalance or a recovery does (a failover takes
-some 10 to 15 s): a client was told to ask again, and not when."""
+"""The `Retry-After` of a 503 that passes by itself, once a rebalance or a recovery does (a
+failover takes some 10 to 15 s): a client was told to ask again, and not when."""
 
 
 class HTTPProblem(Exception):
-    """An answer other than 200, with a plain `detail`; a 503 says when to ask again."""
+    """An answer other than 200, with a plain `detail`; one that passes by itself (a 503 of a
+    rebalance, a recovery, pictures waiting) says when to ask again (`retry_after`)."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, retry_after: int | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.retry_after = retry_after
 
 
 def check_utf8(request: Request) -> None:
@@ -333,6 +347,11 @@ class WorldRead(ReadsView):
     slice at a time (`catch_up_in_slices`), so the read that finds it far behind waits for it
     without holding the event loop."""
 
+    def waits_seconds(self) -> float:
+        """The longest the read may wait for something besides the state (a model, a
+        reranker, pictures drawn before it): a forward to its owner waits that much longer."""
+        return 0.0
+
     async def get(self, request: Request, **params: str) -> Response:
         started = time.perf_counter()
         try:
@@ -364,7 +383,8 @@ class WorldRead(ReadsView):
                     f"query parameter {unknown[0]!r} is not taken by this read (it takes {taken})",
                 )
             await self.receive(request)
-            forwarded = await self.reads.owner_answer(world, self.web, request)
+            waits = FORWARD_MARGIN_SECONDS + self.waits_seconds()
+            forwarded = await self.reads.owner_answer(world, self.web, request, waits)
             if forwarded is not None:
                 return forwarded
             try:
@@ -379,8 +399,8 @@ class WorldRead(ReadsView):
             response = self.answer({"detail": problem.detail}, problem.status)
             if problem.status == 401:  # RFC 9110: a 401 names the scheme it wants
                 response.headers["WWW-Authenticate"] = 'Bearer realm="rumourmill"'
-            if problem.status == 503:
-                response.headers["Retry-After"] = str(RETRY_SECONDS)
+            if problem.retry_after is not None:
+                response.headers["Retry-After"] = str(problem.retry_after)
             return response
 
     async def receive(self, request: Request) -> None:
@@ -445,6 +465,11 @@ class Recall(WorldRead):
 
     takes = AS_OF | {"q", "cues", "limit"}
     searches = True
+
+    def waits_seconds(self) -> float:
+        """The reranker's time, twice (a call is sent again when its connection drops)."""
+        reranker = self.reads.reranker
+        return 0.0 if reranker is None else 2 * reranker.timeout_seconds
 
     async def finish(self, found: object) -> object:
         """The recall chosen, with the reranker's scores when it gives them in time (else by
@@ -525,6 +550,11 @@ class ReplyCheck(Decision):
 
     async def post(self, request: Request, **params: str) -> Response:
         return await self.get(request, **params)
+
+    def waits_seconds(self) -> float:
+        """The model's time, twice (a call is sent again when its connection drops)."""
+        model = self.reads.model
+        return 0.0 if model is None else 2 * model.timeout_seconds
 
     async def receive(self, request: Request) -> None:
         """The posted reply, read only once the key lets the request in: read first, a client
@@ -731,6 +761,10 @@ class RumourPicture(WorldRead):
 
     takes = frozenset({"timeline_id", "as_of_seq"})
 
+    def waits_seconds(self) -> float:
+        """Every picture waiting before it drawn, and its own."""
+        return (MOST_PICTURES_WAITING + 1) * DRAWING_SECONDS
+
     def __init__(self, app: AppT, web: Web, reads: WorldReads, endpoint: str = "") -> None:
         super().__init__(app, web, reads, endpoint)
         self.drawing = asyncio.Lock()
@@ -768,6 +802,7 @@ class RumourPicture(WorldRead):
                 503,
                 f"{self.waiting} pictures wait to be drawn on this worker already; "
                 "ask again once they are",
+                RETRY_SECONDS,
             )
         self.waiting += 1
         try:

@@ -104,7 +104,9 @@ class MemoryReads:
     async def read_aside(self, world_id: str, read: Callable[[StateTransaction], Read]) -> Read:
         return read(self.state)
 
-    async def owner_answer(self, world_id: str, web: Web, request: Request) -> Response | None:
+    async def owner_answer(
+        self, world_id: str, web: Web, request: Request, wait_seconds: float
+    ) -> Response | None:
         self.worlds_asked.append(world_id)
         return self.owner
 
