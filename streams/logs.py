@@ -76,10 +76,23 @@ QUIETED = ("aiokafka", f"{LOGGER_NAME}.forwarding", DEAD_LETTERS)
 dead letters (every one of which is on the dead-letter topic, and counted in the metrics)."""
 
 
+INVALID = "invalid event"
+"""How the reason of an event the contract refuses begins: the field it names follows."""
+QUOTED = re.compile(r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"")
+"""A quoted id in a reason (not an apostrophe: "the event's")."""
+MOST_KINDS = 1024
+"""The kinds of record `QuietRepeats` remembers; past them, those whose quiet spell is over are
+forgotten (what they held back unsaid)."""
+
+
 def reason_kind(reason: str) -> str:
-    """What a dead letter's reason says before its details (its first clause, numbers left
-    out): the letters of one cause are quieted together, another cause is logged at once."""
-    return re.sub(r"\d+", "#", reason.split(":", 1)[0])[:100]
+    """What a dead letter's reason says of its cause: its first clause (for an invalid event,
+    with the field it names), quoted ids and numbers left out. The letters of one cause are
+    quieted together, another cause is logged at once; a reason naming the message's own ids
+    (a key, a timeline) is one kind whatever ids it names."""
+    clauses = reason.split(": ", 2)
+    cause = ": ".join(clauses[:2]) if clauses[0] == INVALID else clauses[0]
+    return re.sub(r"\d+", "#", QUOTED.sub("…", cause))[:100]
 
 
 class QuietRepeats(logging.Filter):
@@ -98,6 +111,12 @@ class QuietRepeats(logging.Filter):
             return True
         kind = (record.name, record.levelno, record.msg, getattr(record, "reason_kind", None))
         with self._lock:
+            if len(self._shown) > MOST_KINDS:
+                self._shown = {
+                    seen: (shown_at, held)
+                    for seen, (shown_at, held) in self._shown.items()
+                    if record.created - shown_at < QUIET_SECONDS
+                }
             shown_at, held = self._shown.get(kind, (-math.inf, 0))
             if record.created - shown_at < QUIET_SECONDS:
                 self._shown[kind] = (shown_at, held + 1)

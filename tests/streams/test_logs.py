@@ -14,12 +14,20 @@ from typing import cast
 
 import aiohttp
 import orjson
+import pytest
 from faust.web import Request, Web
 from yarl import URL
 
 from localbroker import free_port
 from streams.forwarding import owner_answer
-from streams.logs import DEAD_LETTERS, logger, logging_config, reason_kind
+from streams.logs import (
+    DEAD_LETTERS,
+    MOST_KINDS,
+    QuietRepeats,
+    logger,
+    logging_config,
+    reason_kind,
+)
 from streams.settings import Settings
 from streams.web import HTTPProblem
 
@@ -127,6 +135,50 @@ def test_dead_letters_are_logged_once_per_kind_of_reason_per_quiet_spell() -> No
         f"dead letter events[0]@120: {reasons[0]} (and 89 more like it since the last one logged)",
         "dead letter events[0]@123: not valid JSON (and 29 more like it since the last one logged)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "alike"),
+    [
+        (
+            "invalid event: seq: Input should be greater than or equal to 1",
+            "invalid event: seq: Input should be a valid integer",
+            True,
+        ),
+        (
+            "invalid event: seq: Input should be a valid integer",
+            "invalid event: tenant_id: String should match pattern",
+            False,
+        ),
+        (
+            "message key 'evt-1' is not the event's world_instance_id 'w1'",
+            "message key 'evt-2' is not the event's world_instance_id 'w2'",
+            True,
+        ),
+        ("unknown branch parent 'a'", "unknown branch parent 'b'", True),
+        ("not valid JSON", "unknown branch parent 'b'", False),
+    ],
+)
+def test_dead_letters_of_one_cause_are_one_kind_whatever_ids_they_name(
+    one: str, other: str, alike: bool
+) -> None:
+    """All refused by the contract were one kind, so a second game server's other fault was
+    never logged while the first flooded; a reason quoting the message's key was a kind per
+    key, and a producer keying events by their ids logged every one."""
+    assert (reason_kind(one) == reason_kind(other)) is alike
+
+
+def test_the_kinds_quieted_are_forgotten_once_their_spell_is_over() -> None:
+    """Each kind was remembered for ever: 20,000 kinds held 8.9 MB, and went on growing."""
+    quiet = QuietRepeats()
+    letters = logging.getLogger(DEAD_LETTERS)
+    for number in range(5_000):
+        record = letters.makeRecord(
+            letters.name, logging.WARNING, __file__, 0, f"kind {number}", (), None
+        )
+        record.created = 1_000_000.0 + number
+        assert quiet.filter(record)
+    assert len(quiet._shown) <= MOST_KINDS + 1
 
 
 def test_a_read_not_forwarded_is_logged_once_per_quiet_spell_and_owner() -> None:
