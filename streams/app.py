@@ -19,7 +19,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Any, Protocol, cast
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, cast
 
 import faust
 from faust.exceptions import ConsumerNotStarted, ImproperlyConfigured
@@ -90,6 +91,7 @@ from streams.web import (
 )
 
 log = logger("worker")
+E = TypeVar("E", bound=Exception)
 dead_letters_log = logging.getLogger(DEAD_LETTERS)
 BATCH_SECONDS = 0.005
 """How long the agent waits for more events before taking what it has (a lone event's delay)."""
@@ -267,14 +269,21 @@ class StateTable(faust.Table[bytes, bytes]):
 
     def unrecoverable(self, error: ValueError) -> ValueError:
         """Stop the worker on a changelog it cannot lay in, saying where and what to do; returns
-        `error` to raise. Faust's recovery logs a failed batch as a warning and lays the same
-        batch again with the next record, for ever."""
-        log.critical(
-            "stopping the worker: %s; the state cannot be recovered from this changelog: "
-            "`rumourmill rebuild` makes it again from the events topic",
+        `error` to raise."""
+        return self._stopped_on(
             error,
+            f"{error}; the state cannot be recovered from this changelog: `rumourmill rebuild`"
+            " makes it again from the events topic",
         )
-        self.stopping = asyncio.ensure_future(self.app.crash(error))
+
+    def _stopped_on(self, error: E, said: str) -> E:
+        """Stop the worker, saying `said` once; returns `error` to raise. Faust's recovery
+        logs a batch that failed as a warning and lays the same batch again with the next
+        record, for ever: a disk full during a recovery warned every 5 s, the worker never
+        ready and never stopped."""
+        if self.stopping is None:
+            log.critical("stopping the worker: %s", said)
+            self.stopping = asyncio.ensure_future(self.app.crash(error))
         return error
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
@@ -309,7 +318,14 @@ class StateTable(faust.Table[bytes, bytes]):
                 recovering = True
         for tp, tp_writes in writes.items():
             self.hot.pop(tp.partition, None)
-            without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
+            try:
+                without_write_ahead_log(partition_db(self, tp.partition)).write(tp_writes)
+            except Exception as error:  # rocksdict raises Exception itself
+                trouble = disk_trouble(error, Path(self.app.conf.datadir))
+                if trouble is None:
+                    raise
+                said = f"laying the state changelog in: {error}; {trouble}"
+                raise self._stopped_on(error, said) from None
             self.data.set_persisted_offset(tp, offsets[tp])
         if recovering and time.monotonic() - self.reported_at >= RECOVERY_LOG_SECONDS:
             self.reported_at = time.monotonic()

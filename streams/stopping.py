@@ -104,13 +104,19 @@ class BoundedStopWorker(Worker):
         deadline.start()
 
     def give_up(self) -> None:
-        """Exit now, as a SIGKILL would, saying why and what the next start does."""
-        brokers = ", ".join(f"{url.host}:{url.port}" for url in self.app.conf.broker)
+        """Exit now, as a SIGKILL would, saying why and what the next start does. A worker
+        stopping on a crash (said already) waits for the events it had in hand, which the
+        crash left unacked: the deadline then is no sign of Kafka gone."""
+        if self.app.crash_reason is not None:
+            why = f"after it crashed ({self.app.crash_reason})"
+        else:
+            brokers = ", ".join(f"{url.host}:{url.port}" for url in self.app.conf.broker)
+            why = f"(is Kafka at {brokers} reachable?)"
         log.critical(
-            "the worker did not stop within %.0f s (is Kafka at %s reachable?): exiting without"
-            " the rest of the clean stop; the events not committed come again at the next"
-            " start, and each partition it wrote to is restored from its last checkpoint",
+            "the worker did not stop within %.0f s %s: exiting without the rest of the clean"
+            " stop; the events not committed come again at the next start, and each partition"
+            " it wrote to is restored from its last checkpoint",
             STOP_DEADLINE_SECONDS,
-            brokers,
+            why,
         )
         os._exit(GAVE_UP_EXIT_CODE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from dataclasses import replace
@@ -14,7 +15,8 @@ from faust import Event
 from faust.types import TP, Message, RecordMetadata
 from rocksdict import Checkpoint, Options, Rdict
 
-from streams import durability
+from streams import app as app_module
+from streams import durability, stopping
 from streams.app import Rumourmill, StateTable, create_app, partition_db
 from streams.changelog import RECORD_HEADER
 from streams.durability import (
@@ -29,6 +31,7 @@ from streams.durability import (
 from streams.recovery import COMPLETING
 from streams.settings import Settings
 from streams.state import Changes, encode_changes
+from streams.stopping import GAVE_UP_EXIT_CODE, BoundedStopWorker
 
 NOW_MS = 1_000_000_000
 CHANGELOG = Changelog("cluster-a", earliest={0: 0}, end={0: 100}, delete_retention_ms=60_000)
@@ -768,3 +771,55 @@ def test_a_crash_while_a_copy_is_stamped_again_keeps_the_stamp_before(
         "local state kept: recovery replays the changelog after offset 500"
     )
     assert not kept.files(0).stamp_draft.exists()
+
+
+def test_a_disk_full_while_the_changelog_is_laid_in_stops_the_worker_saying_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Faust's recovery takes a batch that failed for a warning and lays it again for ever: a
+    disk full during a recovery warned every 5 s, the worker never ready and never stopped,
+    and nothing named the data dir. It stops, saying so once, however often Faust tries."""
+
+    class FullDisk:
+        def write(self, batch: object) -> None:
+            raise Exception("IO error: No space left on device: While appending to file: 9.sst")
+
+    monkeypatch.setattr(app_module, "without_write_ahead_log", lambda db: FullDisk())
+
+    async def laid_twice() -> list[asyncio.Future[None] | None]:
+        mill, _, topic = worker(tmp_path)
+        crashed = []
+        for offset in (1, 2):
+            record = changelog_message(mill.app, TP(topic, 0), offset, b"mood", b"angry")
+            with pytest.raises(Exception, match="No space left on device"):
+                mill.state.apply_changelog_batch([record])
+            crashed.append(mill.state.stopping)
+        for stop in crashed:
+            if stop is not None:
+                stop.cancel()
+        return crashed
+
+    with caplog.at_level(logging.CRITICAL, logger="rumourmill.worker"):
+        first, again = asyncio.run(laid_twice())
+    assert first is not None and again is first  # one stop
+    [said] = [record.getMessage() for record in caplog.records if record.levelname == "CRITICAL"]
+    assert said.startswith("stopping the worker: laying the state changelog in: IO error: No")
+    assert f"RUMOURMILL_DATA_DIR={str(tmp_path)!r} could not be written" in said
+
+
+def test_a_worker_that_crashed_and_did_not_stop_in_time_does_not_blame_kafka(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash while taking events in (a disk full) leaves them unacked, and Faust's stop waits
+    for them until the bound: the last line asked whether Kafka was reachable, as if it
+    were what had gone wrong."""
+    mill, _, _ = worker(tmp_path)
+    stopper = BoundedStopWorker(mill.app, loglevel="info")
+    mill.app.crash_reason = RuntimeError("the disk is full")
+    exits: list[int] = []
+    monkeypatch.setattr(stopping.os, "_exit", exits.append)
+    with caplog.at_level(logging.CRITICAL, logger="rumourmill.worker"):
+        stopper.give_up()
+    [said] = [record.getMessage() for record in caplog.records if record.levelname == "CRITICAL"]
+    assert said.startswith("the worker did not stop within 15 s after it crashed (the disk is")
+    assert "Kafka" not in said and exits == [GAVE_UP_EXIT_CODE]
