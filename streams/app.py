@@ -287,6 +287,8 @@ class StateTable(faust.Table[bytes, bytes]):
         return error
 
     def apply_changelog_batch(self, batch: Iterable[EventT[bytes]]) -> None:
+        if self.stopping is not None:  # Faust lays a batch that failed again, at its stop too
+            return
         writes: dict[TP, WriteBatch] = {}
         offsets: dict[TP, int] = {}
         standbys = cast(TableManager, self.app.tables).recovery.standby_tps

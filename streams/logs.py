@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -80,19 +81,22 @@ INVALID = "invalid event"
 """How the reason of an event the contract refuses begins: the field it names follows."""
 QUOTED = re.compile(r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"")
 """A quoted id in a reason (not an apostrophe: "the event's")."""
+DECLARED = re.compile(r"\b(entities|payload)\.[^.:\s]+")
+"""Where an invalid event's field is under an id of the game's own (a declared entity, a payload
+key): one cause whatever the id."""
 MOST_KINDS = 1024
-"""The kinds of record `QuietRepeats` remembers; past them, those whose quiet spell is over are
-forgotten (what they held back unsaid)."""
+"""The kinds of record `QuietRepeats` remembers; past them, the one met longest ago is forgotten
+(what it held back unsaid: every dead letter is on its topic and in the metrics)."""
 
 
 def reason_kind(reason: str) -> str:
     """What a dead letter's reason says of its cause: its first clause (for an invalid event,
-    with the field it names), quoted ids and numbers left out. The letters of one cause are
-    quieted together, another cause is logged at once; a reason naming the message's own ids
-    (a key, a timeline) is one kind whatever ids it names."""
-    clauses = reason.split(": ", 2)
-    cause = ": ".join(clauses[:2]) if clauses[0] == INVALID else clauses[0]
-    return re.sub(r"\d+", "#", QUOTED.sub("…", cause))[:100]
+    with the field it names), quoted ids, the game's own keys and numbers left out. The letters
+    of one cause are quieted together, another cause is logged at once; a reason naming the
+    message's own ids (a key, a timeline, an entity) is one kind whatever ids it names."""
+    clauses = QUOTED.sub("…", reason).split(": ", 2)
+    cause = DECLARED.sub(r"\1.…", ": ".join(clauses[:2])) if clauses[0] == INVALID else clauses[0]
+    return re.sub(r"\d+", "#", cause)[:100]
 
 
 class QuietRepeats(logging.Filter):
@@ -102,8 +106,10 @@ class QuietRepeats(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._shown: dict[tuple[str, int, object, object], tuple[float, int]] = {}
-        """Each kind: when one was last let through, and how many were held back since."""
+        self._shown: OrderedDict[tuple[str, int, object, object], tuple[float, int]]
+        self._shown = OrderedDict()
+        """Each kind, the one met last at the end: when one was last let through, and how many
+        were held back since."""
         self._lock = threading.Lock()  # the client logs from the loop and the consumer thread
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -111,13 +117,9 @@ class QuietRepeats(logging.Filter):
             return True
         kind = (record.name, record.levelno, record.msg, getattr(record, "reason_kind", None))
         with self._lock:
-            if len(self._shown) > MOST_KINDS:
-                self._shown = {
-                    seen: (shown_at, held)
-                    for seen, (shown_at, held) in self._shown.items()
-                    if record.created - shown_at < QUIET_SECONDS
-                }
-            shown_at, held = self._shown.get(kind, (-math.inf, 0))
+            shown_at, held = self._shown.pop(kind, (-math.inf, 0))
+            if len(self._shown) >= MOST_KINDS:
+                self._shown.popitem(last=False)
             if record.created - shown_at < QUIET_SECONDS:
                 self._shown[kind] = (shown_at, held + 1)
                 return False

@@ -460,7 +460,7 @@ class Settings(BaseSettings):
 
     @field_validator("web_url", "model_url", "rerank_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
+    def _http_url(cls, value: str, info: ValidationInfo) -> str:
         if not value:
             return value
         if any(character.isspace() or not character.isprintable() for character in value):
@@ -468,19 +468,18 @@ class Settings(BaseSettings):
                 "must be an http:// or https:// URL: it holds a space or a control character"
                 " (a newline a mounted file or a YAML block ends with?)"
             )
+        user, at, _ = value.partition("://")[2].rpartition("@")
+        if at and info.field_name != "web_url" and any(mark in user for mark in "/?#"):
+            raise ValueError(  # a generated password's `/`: read as a path, a host, a port
+                "must be an http:// or https:// URL: a `/`, `?` or `#` in its user or password"
+                " is not percent-encoded (`%2F`, `%3F`, `%23`)"
+            )
         parts = urlsplit(value)
-        credentials = "@" in value.partition("://")[2]
         try:
             port = parts.port
-        except ValueError:  # its text is not quoted: it may be part of a password
+        except ValueError:
             port = 0
-        if port == 0 or (credentials and ("?" in value or "#" in value)):
-            if credentials:  # a generated password's `/` made it read as a bad port
-                raise ValueError(
-                    "must be an http:// or https:// URL: its port is not 1 to 65535, or a"
-                    " `/`, `?`, `#` or `@` in its user or password is not percent-encoded"
-                    " (`%2F`, `%3F`, `%23`, `%40`)"
-                )
+        if port == 0:
             raise ValueError("must be an http:// or https:// URL: its port is not 1 to 65535")
         if (
             parts.scheme not in ("http", "https")

@@ -778,7 +778,8 @@ def test_a_disk_full_while_the_changelog_is_laid_in_stops_the_worker_saying_wher
 ) -> None:
     """Faust's recovery takes a batch that failed for a warning and lays it again for ever: a
     disk full during a recovery warned every 5 s, the worker never ready and never stopped,
-    and nothing named the data dir. It stops, saying so once, however often Faust tries."""
+    and nothing named the data dir. It stops, saying so once; the batch Faust lays again (at
+    its stop too, where it raised once more) is let go."""
 
     class FullDisk:
         def write(self, batch: object) -> None:
@@ -788,16 +789,14 @@ def test_a_disk_full_while_the_changelog_is_laid_in_stops_the_worker_saying_wher
 
     async def laid_twice() -> list[asyncio.Future[None] | None]:
         mill, _, topic = worker(tmp_path)
-        crashed = []
-        for offset in (1, 2):
-            record = changelog_message(mill.app, TP(topic, 0), offset, b"mood", b"angry")
-            with pytest.raises(Exception, match="No space left on device"):
-                mill.state.apply_changelog_batch([record])
-            crashed.append(mill.state.stopping)
-        for stop in crashed:
-            if stop is not None:
-                stop.cancel()
-        return crashed
+        record = changelog_message(mill.app, TP(topic, 0), 1, b"mood", b"angry")
+        with pytest.raises(Exception, match="No space left on device"):
+            mill.state.apply_changelog_batch([record])
+        crashed = mill.state.stopping
+        mill.state.apply_changelog_batch([record])  # laid again (the stop too): let go
+        if crashed is not None:
+            crashed.cancel()
+        return [crashed, mill.state.stopping]
 
     with caplog.at_level(logging.CRITICAL, logger="rumourmill.worker"):
         first, again = asyncio.run(laid_twice())

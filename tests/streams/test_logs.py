@@ -156,6 +156,16 @@ def test_dead_letters_are_logged_once_per_kind_of_reason_per_quiet_spell() -> No
             True,
         ),
         ("unknown branch parent 'a'", "unknown branch parent 'b'", True),
+        (
+            "invalid event: entities.smith.name: String should have at most 256 characters",
+            "invalid event: entities.guard.name: String should have at most 256 characters",
+            True,
+        ),
+        (
+            "message key 'a: b' is not the event's world_instance_id 'w'",
+            "message key 'c' is not the event's world_instance_id 'w'",
+            True,
+        ),
         ("not valid JSON", "unknown branch parent 'b'", False),
     ],
 )
@@ -168,17 +178,19 @@ def test_dead_letters_of_one_cause_are_one_kind_whatever_ids_they_name(
     assert (reason_kind(one) == reason_kind(other)) is alike
 
 
-def test_the_kinds_quieted_are_forgotten_once_their_spell_is_over() -> None:
-    """Each kind was remembered for ever: 20,000 kinds held 8.9 MB, and went on growing."""
+def test_the_kinds_quieted_are_at_most_a_bounded_number_however_many_come_at_once() -> None:
+    """Each kind was remembered for ever (20,000 held 8.9 MB); then, forgotten only once its
+    spell was over, a burst of kinds in one spell rebuilt the whole memory at every record
+    (1.6 ms a record at 20,000, on the event loop). The one met longest ago goes."""
     quiet = QuietRepeats()
     letters = logging.getLogger(DEAD_LETTERS)
     for number in range(5_000):
         record = letters.makeRecord(
             letters.name, logging.WARNING, __file__, 0, f"kind {number}", (), None
         )
-        record.created = 1_000_000.0 + number
+        record.created = 1_000_000.0
         assert quiet.filter(record)
-    assert len(quiet._shown) <= MOST_KINDS + 1
+    assert len(quiet._shown) == MOST_KINDS
 
 
 def test_a_read_not_forwarded_is_logged_once_per_quiet_spell_and_owner() -> None:

@@ -123,9 +123,13 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_WEB_URL", "http://worker:port", "its port is not 1 to 65535"),
         ("RUMOURMILL_WEB_URL", "http://worker-2:0", "its port is not 1 to 65535"),
         ("RUMOURMILL_MODEL_URL", "http://model:0/v1", "its port is not 1 to 65535"),
-        # a generated password's `/` read as a bad port, and nothing said to encode it
+        # a generated password's `/` read as a bad port, and nothing said to encode it; one
+        # starting with digits, or a token's, was taken, the rest of the secret sent as a path
         ("RUMOURMILL_MODEL_URL", "http://bot:ab/cd@model:8080/v1", "is not percent-encoded"),
         ("RUMOURMILL_RERANK_URL", "http://bot:ab?cd@model:8080/v1", "is not percent-encoded"),
+        ("RUMOURMILL_MODEL_URL", "http://admin:12/Zsecret@model:8080/v1", "percent-encoded"),
+        ("RUMOURMILL_MODEL_URL", "http://sk-abc/def@model:8080/v1", "is not percent-encoded"),
+        ("RUMOURMILL_MODEL_URL", "http://u:p@model:8080/v1?api-version=1", "path only"),
         ("RUMOURMILL_WEB_URL", "http://a worker", "an http:// or https:// URL"),
         ("RUMOURMILL_WEB_URL", "http://worker:6066/?x=1", "host, port and path only"),
         # urlsplit drops a newline, and the read commands failed in a traceback sending it
