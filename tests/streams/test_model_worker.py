@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -302,18 +304,17 @@ def test_a_worker_with_a_model_tells_the_chronicle_in_the_models_summaries(
     assert orjson.loads(orjson.dumps(read)) == told
 
 
-@pytest.mark.integration
-def test_a_worker_stopped_while_the_model_hangs_stops_cleanly_within_its_bound(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    """A world giving the model a minute, the model hanging: a SIGTERM waited for the minute,
-    the worker gave up on its clean stop at 15 s, blaming Kafka, and exited 1. It waits five
-    seconds more for the model, acks the event with the rules' judgements (each refusal saying
-    the stop cut it) and stops cleanly."""
+@contextmanager
+def waiting_on_a_hanging_model(
+    kafka_bootstrap: str, tmp_path: Path, partitions: int
+) -> Iterator[tuple[Settings, WorkerProcess]]:
+    """A worker whose model hangs and whose save-1 gives it a minute, the tavern sent and the
+    model asked: its first event waits for the model. Stopped at the end."""
     with scripted_model("hang") as model:
         settings = unique_settings(
             kafka_bootstrap,
             tmp_path / "data",
+            partitions=partitions,
             model_url=model.url,
             model_name="scripted",
             model_timeout_seconds=60.0,
@@ -328,13 +329,25 @@ def test_a_worker_stopped_while_the_model_hangs_stops_cleanly_within_its_bound(
             while model.calls == 0 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert model.calls > 0
-            assert worker.process is not None
-            worker.process.send_signal(signal.SIGTERM)
-            told = time.monotonic()
-            exit_code = worker.process.wait(30)
-            took = time.monotonic() - told
+            yield settings, worker
         finally:
-            worker.kill()
+            worker.stop()
+
+
+@pytest.mark.integration
+def test_a_worker_stopped_while_the_model_hangs_stops_cleanly_within_its_bound(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A world giving the model a minute, the model hanging: a SIGTERM waited for the minute,
+    the worker gave up on its clean stop at 15 s, blaming Kafka, and exited 1. It waits five
+    seconds more for the model, acks the event with the rules' judgements (each refusal saying
+    the stop cut it) and stops cleanly."""
+    with waiting_on_a_hanging_model(kafka_bootstrap, tmp_path, partitions=2) as (settings, worker):
+        assert worker.process is not None
+        worker.process.send_signal(signal.SIGTERM)
+        told = time.monotonic()
+        exit_code = worker.process.wait(30)
+        took = time.monotonic() - told
     log = worker.log_path.read_text()
     assert exit_code == 0 and "did not stop within" not in log, worker.log_tail()
     assert took < 12
@@ -350,36 +363,17 @@ def test_the_lag_of_a_partition_waiting_on_the_model_grows_as_events_come(
     """While its events wait for the model the partition is paused, and the gauge, read off
     the consumer's last fetch, stood still however many events came meanwhile. It follows the
     log end Kafka gives every 5 s."""
-    with scripted_model("hang") as model:
-        settings = unique_settings(
-            kafka_bootstrap,
-            tmp_path / "data",
-            partitions=1,
-            model_url=model.url,
-            model_name="scripted",
-            model_timeout_seconds=60.0,
-        )
-        asyncio.run(ensure_topics(settings))
-        key = policy_key("default", "save-1")
-        asyncio.run(send_one(settings, settings.topics.policies, key, json.dumps(POLICY).encode()))
-        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
-        try:
-            send_events(settings, TAVERN)
-            deadline = time.monotonic() + 60
-            while model.calls == 0 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            later = [orjson.dumps(event("w-later", seq)) for seq in range(1, 5_501)]
-            send_events(settings, later[:5_000])  # past the stream's buffer: paused
-            time.sleep(3)
-            send_events(settings, later[5_000:])
-            lags: list[float] = []
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and (not lags or lags[-1] < len(later)):
-                scrape = f"http://127.0.0.1:{settings.web_port}/metrics"
-                with urllib.request.urlopen(scrape, timeout=10) as reply:
-                    samples = samples_of(reply.read().decode())
-                lags.append(samples.get(("rumourmill_consumer_lag", (("partition", "0"),)), -1))
-                time.sleep(0.5)
-        finally:
-            worker.stop()
+    with waiting_on_a_hanging_model(kafka_bootstrap, tmp_path, partitions=1) as (settings, _):
+        later = [orjson.dumps(event("w-later", seq)) for seq in range(1, 5_501)]
+        send_events(settings, later[:5_000])  # past the stream's buffer: paused
+        time.sleep(3)
+        send_events(settings, later[5_000:])
+        lags: list[float] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not lags or lags[-1] < len(later)):
+            scrape = f"http://127.0.0.1:{settings.web_port}/metrics"
+            with urllib.request.urlopen(scrape, timeout=10) as reply:
+                samples = samples_of(reply.read().decode())
+            lags.append(samples.get(("rumourmill_consumer_lag", (("partition", "0"),)), -1))
+            time.sleep(0.5)
     assert lags[-1] >= len(later), lags  # nothing of them is taken in: the first event waits
