@@ -306,8 +306,11 @@ class Ready(ReadsView):
         readiness = self.reads.readiness()
         if readiness.stopping:  # a load balancer sends it no more reads
             return self.answer({"status": "stopping"}, 503)
-        if readiness.waiting_for:
-            return self.answer({"status": "starting", "waiting_for": readiness.waiting_for}, 503)
+        if readiness.waiting_for:  # passes: a client told when may ask again then
+            waiting = {"status": "starting", "waiting_for": readiness.waiting_for}
+            starting = self.answer(waiting, 503)
+            starting.headers["Retry-After"] = str(RETRY_SECONDS)
+            return starting
         return self.answer({"status": "ready", "rebalances": readiness.rebalances})
 
 

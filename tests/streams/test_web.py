@@ -82,6 +82,7 @@ class MemoryReads:
     state: MemoryState
     tenants_by_api_key: Mapping[str, str] = field(default_factory=dict)
     waiting_for: tuple[str, ...] = ()
+    stopping: bool = False
     owner: Response | None = None
     worlds_asked: list[str] = field(default_factory=list)
     worlds_searched: list[tuple[str, str]] = field(default_factory=list)
@@ -96,7 +97,7 @@ class MemoryReads:
         return self.policy
 
     def readiness(self) -> Readiness:
-        return Readiness(self.waiting_for, rebalances=1)
+        return Readiness(self.waiting_for, rebalances=1, stopping=self.stopping)
 
     async def read_transaction(self, world_id: str) -> MemoryState:
         return self.state
@@ -628,6 +629,10 @@ def test_ready_says_what_the_worker_still_waits_for() -> None:
     assert serve(starting, ("/ready", {})) == [
         (503, {"status": "starting", "waiting_for": ["state recovery", "policies"]})
     ]
+    [(_, _, headers)] = exchange(starting, ("/ready", {}))
+    assert headers["Retry-After"] == "5", "a start passes: the client is told when to ask again"
+    [(_, _, headers)] = exchange(MemoryReads(STATE, stopping=True), ("/ready", {}))
+    assert "Retry-After" not in headers, "a stopping worker does not come back"
     assert serve(MemoryReads(STATE), ("/ready", {}), ("/health", {})) == [
         (200, {"status": "ready", "rebalances": 1}),
         (200, {"status": "ok"}),
