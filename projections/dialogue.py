@@ -92,6 +92,9 @@ def turn_of(
     (state before it, so a replay keeps it in the same place)."""
     if not policy.enabled or event.key not in DIALOGUE_TURN_KEYS:
         return None
+    for flag in ("stopped", "private"):
+        if not isinstance(sent := event.payload.get(flag, False), bool | None):
+            return _not_a_flag(flag, sent)
     if event.payload.get("stopped") is True:
         return None
     said_by_player = event.key == PLAYER_SAID
@@ -135,6 +138,17 @@ def turn_of(
         ),
         private=event.payload.get("private") is True,
         at_ms=_epoch_ms(event.occurred_at),
+    )
+
+
+def _not_a_flag(flag: str, sent: object) -> str:
+    """Why a line whose `flag` is not a JSON boolean (or null) is not kept: `"true"` or 1,
+    read as false, shared a private line with every player at the place, and kept a stop turn
+    as a line."""
+    sent_as = {str: "a string", int: "a number", float: "a number", list: "an array"}
+    return (
+        f"dialogue line not kept: payload.{flag} must be true or false (it was sent as"
+        f" {sent_as.get(type(sent), 'an object')})"
     )
 
 

@@ -256,6 +256,19 @@ def test_stop_turns_and_empty_lines_are_skipped(payload: dict[str, Any], why: st
             "payload.text must be the line as text (payload.content was sent: a line's words go "
             "in payload.text)",
         ),
+        (  # read as false, a private line was shared with every player at the place
+            {
+                "key": PLAYER_SAID,
+                "actor": "p1",
+                "target": "npc-mara",
+                "payload": {"text": "meet me alone", "private": "true"},
+            },
+            "payload.private must be true or false (it was sent as a string)",
+        ),
+        (  # read as false, a stop turn was kept as a line
+            {"key": NPC_REPLIED, "actor": "npc-mara", "target": "p1", "payload": {"stopped": 1}},
+            "payload.stopped must be true or false (it was sent as a number)",
+        ),
     ],
 )
 def test_a_line_that_cannot_be_a_turn_is_acked_with_why(line: dict[str, Any], why: str) -> None:
