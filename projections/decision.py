@@ -206,17 +206,18 @@ def verdict_at(
 def the_player(event: EventAt, player_id: str | None, after_seq: int) -> str:
     """The player the decision answers: the event's only one, or the one named among them. An
     event of no player is refused as such: no `player_id` can name one there."""
-    if not event.players:
+    players = list(dict.fromkeys(event.players))  # one listed twice is one player
+    if not players:
         raise BadRead(f"the event at {after_seq} names no player: a decision answers a player")
     if player_id is not None:
-        if player_id not in event.players:
+        if player_id not in players:
             raise BadRead(f"player_id {player_id!r} is not a player of the event at {after_seq}")
         return player_id
-    if len(event.players) != 1:
+    if len(players) != 1:
         raise BadRead(
-            f"the event at {after_seq} names {len(event.players)} players: name one with player_id"
+            f"the event at {after_seq} names {len(players)} players: name one with player_id"
         )
-    return event.players[0]
+    return players[0]
 
 
 def ids(memories: Sequence[Memory]) -> set[str]:
@@ -264,8 +265,9 @@ def decision_prompt(
     for memory in knowledge:
         # one line each, however a memory's words run (a retelling may hold line breaks)
         said = one_line(memory.content)
-        if memory.source == "player" and memory.source_entity is not None:
-            said = f"{named(memory.source_entity)} said: {said}"  # her words, not "I"
+        if memory.source == "player" and memory.kind != "impression" and memory.source_entity:
+            # her words, not "I"; an impression a line left is the character's own feeling
+            said = f"{named(memory.source_entity)} said: {said}"
         stored = load_held(tx, keys, ancestry, npc_id, memory.belief_id)
         if stored is not None and stored.confidence == 0:  # as held unfaded: faded is no doubt
             said += f" ({name} does not believe it)"

@@ -725,7 +725,7 @@ def _held(belief: Memory) -> str:
 
 _LEARNED: Mapping[str, str] = {
     "seen": "seen with their own eyes",
-    "told": "told by someone who saw it",
+    "told": "told by another character",  # who may have seen it, heard it, or lied
     "rumour": "heard as a rumour",
     "player": "said by a player",
 }

@@ -585,6 +585,9 @@ def test_a_decision_at_an_event_for_two_players_needs_the_one_it_answers() -> No
     state = replay_lines([*TAVERN.splitlines()[:5], orjson.dumps(both)]).state
     with pytest.raises(BadRead, match="names 2 players: name one with player_id"):
         decide(6, state=state)
+    twice = orjson.loads(ASKED) | {"players": ["player-1", "player-1"], "seq": 6}
+    state = replay_lines([*TAVERN.splitlines()[:5], orjson.dumps(twice)]).state
+    assert "Ilse" in decide(6, state=state)["prompt"], "a player listed twice is one player"
 
 
 def test_a_branch_without_story_time_of_its_own_reads_its_parents_at_the_branch_point() -> None:
