@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -62,12 +61,10 @@ BLOCK_BITS = 32
 """Each character's items take their ids (their rows' in the word table) from a block of its
 own, 2^32 wide: a word search asks FTS5 for the searched character's block, which it seeks to in
 every word's list of rows, so it walks that character's rows and not its whole world's."""
-COMMON_SHARE = 0.25
-"""A word in at least this share of all rows is common: the word search matches the rows that
-say a rarer word first (`SqliteRecallIndex.by_words`)."""
-BM25_K1 = 1.2
-IDF_FLOOR = 1e-6
-"""FTS5's bm25: its k1, and the idf it gives a word in half the rows or more."""
+COMMON_SHARE = 0.5
+"""A word in at least this share of all rows is common: bm25 gives it no weight (its idf is
+floored), and beside a rarer word of the query it finds no row by itself
+(`SqliteRecallIndex.by_words`)."""
 BM25_GRID = 10**9
 """Word scores are ranked in billionths (SQLite's `round(X)`, half away from zero, exact where
 its `round(X, 9)` goes through decimal text and is not): two rows whose words weigh alike score
@@ -492,15 +489,17 @@ class SqliteRecallIndex:
     def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
         """FTS5 over content, best bm25 first, for the terms of `text` (`_terms`).
 
-        Matching walks every row of the character (its block, `BLOCK_BITS`) that says a word,
-        and bm25 scores each, so a word in a quarter of the world's rows or more
-        (`COMMON_SHARE`) makes most of the work while adding little to a score. The rows that
-        say a rarer word are matched first, scored by every word: those that say a common word
-        too, and those that do not, in two matches whose expressions each hold every word once
-        (their scores are the whole query's). A row that says only common words scores at most
-        their `_most_added` summed; when the `limit`-th row found scores more, no such row is
-        among the first `limit`, and this is the whole query's answer. Otherwise the rows that
-        say only common words are matched too, and the best of both kept."""
+        A word in half the world's rows or more (`COMMON_SHARE`: "the", "at") tells nothing of
+        what a row is about, and finds nothing by itself when the query says a rarer word: the
+        rows found are those that say a rarer word, scored by every word (rows tied on the
+        rarer words are ranked by the common ones). Found by its filler words alone, a memory
+        took a candidate's place, and its importance chose it over the memories the query was
+        about (fusion keeps ranks, not scores: "rain at the well" recalled a theft at the
+        inn). A query of common words alone finds every row that says one. The rows that say
+        a common word too, and those that do not, are two matches whose expressions each hold
+        every word once (their scores are the whole query's): matching walks every row of the
+        character (its block, `BLOCK_BITS`) that says a word, and a common word makes most of
+        that work."""
         world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
         if world_words is None:
             return []
@@ -509,9 +508,7 @@ class SqliteRecallIndex:
         if not held or block is None:
             return []
         table, total, words = world_words.name, world_words.rows, list(held)
-        common = {
-            word: _idf(rows, total) for word, rows in held.items() if rows >= total * COMMON_SHARE
-        }
+        common = {word for word, rows in held.items() if rows >= total * COMMON_SHARE}
         rare = [word for word in words if word not in common]
         if not rare or not common:
             return [
@@ -526,10 +523,6 @@ class SqliteRecallIndex:
             [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
             limit,
         )
-        most_common_only = sum(_most_added(common[word]) for word in said) * BM25_GRID
-        if len(found) < limit or -found[-1][1] <= most_common_only + 1:
-            rest = self._ranked(scope, table, block, [f"{common_words} NOT {rare_words}"], limit)
-            found = sorted([*found, *rest], key=lambda row: (row[1], row[0]))[:limit]
         return [belief for belief, _ in found]
 
     def _terms(self, table: _WordTable, text: str) -> dict[str, int]:
@@ -755,18 +748,6 @@ def _any_of(words: Sequence[str]) -> str:
     """An FTS5 match expression for rows that say any of the words, each quoted, so nothing a
     player typed is read as FTS5 syntax."""
     return "(" + " OR ".join('"' + word.replace('"', '""') + '"' for word in words) + ")"
-
-
-def _idf(rows: int, total: int) -> float:
-    """A term's idf as FTS5's bm25 reckons it, said by `rows` of `total` rows (a word in half
-    the rows or more weighs `IDF_FLOOR`)."""
-    return max(math.log((total - rows + 0.5) / (rows + 0.5)), IDF_FLOOR)
-
-
-def _most_added(idf: float) -> float:
-    """The most a word of this idf adds to a row's bm25 score: (k1 + 1) times its idf, which
-    its share of the score approaches however often a row says it."""
-    return (BM25_K1 + 1.0) * idf
 
 
 def best_first(similarity: Vectors, least: float, depth: int) -> Iterator[int]:

@@ -20,8 +20,10 @@ What it compares, and what it leaves out:
   (unicode61 tokens, k1 1.2, b 0.75, idf floored at 1e-6, over every memory of the world, best
   in billionths then id: rows whose words weigh alike tie whatever order the sum takes): the
   engine the spec asks for ranks by it, so the oracle names the formula instead of inventing
-  another ranking; vectors: both sides are fed the same test vectors (`Embed`, a
-  one-hot bucket per text, so every cosine is exactly 0 or 1), cosine below 0.3 finds nothing,
+  another ranking; a word said by half the world's memories or more (its idf floored) finds
+  none by itself beside a rarer one (a filler word is no relevance); vectors: both sides are
+  fed the same test vectors (`Embed`, a one-hot bucket per text, so every cosine is exactly 0
+  or 1), cosine below 0.3 finds nothing,
   best first then id; or vectors are off on both sides (no embedder: the search finds nothing).
 - fusion 1 / 1 / 1.5 by reciprocal rank (offset 60) of each search's first 60, the first
   over_retrieve x limit (at most 60) memories not forgotten down the fused ranking as the
@@ -79,6 +81,7 @@ DEPTHS = (DEPTH, 16 * DEPTH, 256 * DEPTH)
 asked for, the searches hand on the next of these and the fused ranking is walked again."""
 KNOWLEDGE = 10
 BM25_K1, BM25_B, IDF_FLOOR, BM25_GRID = 1.2, 0.75, 1e-6, 10**9
+COMMON_SHARE = 0.5
 
 
 Embed = Callable[[str], Sequence[float]]
@@ -238,7 +241,8 @@ def by_cues(mine: list[OMemory], cues: Sequence[str]) -> list[str]:
 
 def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) -> list[str]:
     """bm25 of the words (each a phrase of its tokens) over `mine`, with the statistics of
-    `every` memory of the world (the whole table)."""
+    `every` memory of the world (the whole table). Beside a rarer word some memory of the
+    world says, a word said by half of them or more finds no memory by itself."""
     rows = [fts_tokens(m.content) for m in every]
     if not mine or not rows:
         return []
@@ -250,15 +254,18 @@ def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) ->
         return sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
 
     idf = []
+    rare = []
     for phrase in phrases:
         hits = sum(1 for tokens in rows if phrase and count(tokens, phrase))
         value = math.log((len(rows) - hits + 0.5) / (hits + 0.5))
         idf.append(value if value > 0 else IDF_FLOOR)
+        rare.append(0 < hits < len(rows) * COMMON_SHARE)
+    finding = rare if any(rare) else [True] * len(phrases)
     scored = []
     for memory in mine:
         tokens = fts_tokens(memory.content)
         frequencies = [count(tokens, phrase) if phrase else 0 for phrase in phrases]
-        if not any(frequencies):
+        if not any(freq for freq, finds in zip(frequencies, finding, strict=True) if finds):
             continue
         score = 0.0
         for weight, freq in zip(idf, frequencies, strict=True):

@@ -399,16 +399,29 @@ def test_a_character_declared_an_item_later_decides_with_what_it_holds() -> None
 
 def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     """Mara heard of a dozen burned farms; with the slots the player's memories leave, the
-    decision takes the farms recall scores best, as recall itself ranks them."""
+    decision takes the farms recall scores best, as recall itself ranks them. The town talks
+    of other things too: a word in half its memories or more tells nothing of what one is
+    about, and finds none beside the rarer words of the player's line."""
 
     def event(seq: int, key: str, **fields: Any) -> bytes:
         return orjson.dumps(
             {"world_instance_id": "w", "timeline_id": "main", "seq": seq, "key": key} | fields
         )
 
+    town = [
+        event(
+            seq,
+            "loreweaver.conversation.told",
+            actor="npc-ann",
+            target="npc-bob",
+            payload={"content": f"The mill wheel turned {seq} times"},
+            game_time="day 1, 08:00",
+        )
+        for seq in range(1, 14)
+    ]
     told = [
         event(
-            day,
+            13 + day,
             "loreweaver.conversation.told",
             actor="npc-tomas",
             target="npc-mara",
@@ -419,7 +432,7 @@ def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
     ]
     said = [
         event(
-            13 + turn,
+            26 + turn,
             "loreweaver.conversation.player-said",
             actor="player-1",
             target="npc-mara",
@@ -431,13 +444,13 @@ def test_the_recall_part_is_the_best_recalled_not_the_oldest() -> None:
             [*(f"Nice weather {n}" for n in range(7)), "What did the dragon burn?"]
         )
     ]
-    state = replay_lines([*told, *said]).state
+    state = replay_lines([*town, *told, *said]).state
     asked = RecallQuery("What did the dragon burn?", (), 10)
     recalled = recall(
         state, SqliteRecallIndex(), "default", "w", "main", "npc-mara", asked, Policy()
     ).read()
     farms = [one for one in recalled.memories if "farm" in one.content]
-    found = decide(20, state=state, world="w")
+    found = decide(33, state=state, world="w")
     taken = [one["content"] for one in found["knowledge"] if "farm" in one["content"]]
     best = sorted(farms, key=lambda one: -one.score)[: len(taken)]
     assert taken and len(taken) < len(farms)  # room for some of the farms, not all

@@ -329,14 +329,15 @@ def test_a_cue_is_a_place_or_character_the_worlds_whereabouts_know() -> None:
         recall_of(state, index, "harbour", cues=("loc-nowhere",))
 
 
-def told_sailors(forgotten: int = 40) -> MemoryState:
+def told_sailors(forgotten: int = 40, town: int = 0) -> MemoryState:
     """Mara was told of `forgotten` sailors on day 1, forgotten by day 300, and of one sailor on
     day 300, vivid, in a longer sentence (bm25 ranks it below every short one); then Ilse asks
-    her about sailors."""
-    forgotten_sailors = [told(n + 1, f"sailor {n}") for n in range(forgotten)]
-    vivid = told(forgotten + 1, VIVID_SAILOR, game_time="day 300, 09:00")
-    asked = said(forgotten + 2, "player-1", "Seen any sailor lately?", "day 300, 10:00")
-    return replay_lines([*forgotten_sailors, vivid, asked]).state
+    her about sailors. Before them, Bob was told `town` other things."""
+    other_news = [told(n + 1, f"the mill turned {n}", "npc-bob") for n in range(town)]
+    forgotten_sailors = [told(town + n + 1, f"sailor {n}") for n in range(forgotten)]
+    vivid = told(town + forgotten + 1, VIVID_SAILOR, game_time="day 300, 09:00")
+    asked = said(town + forgotten + 2, "player-1", "Seen any sailor lately?", "day 300, 10:00")
+    return replay_lines([*other_news, *forgotten_sailors, vivid, asked]).state
 
 
 VIVID_SAILOR = "a long account of the harbour, the ships, the gulls, the nets and one sailor"
@@ -357,14 +358,16 @@ def test_forgotten_memories_leave_the_candidate_places_to_held_ones(
 
 
 def test_a_decision_recalls_past_forgotten_memories_too() -> None:
+    """In a town that talks of other things too (a word in half its memories tells nothing of
+    what one is about, and finds none beside the rarer words of the player's line)."""
     found = decision(
-        told_sailors(),
+        told_sailors(town=50),
         SqliteRecallIndex(),
         "default",
         "save-1",
         "main",
         "npc-mara",
-        42,
+        92,
         None,
         Policy(),
         0,
@@ -471,3 +474,28 @@ def test_cues_are_parted_by_their_commas_but_where_a_run_joined_names_an_entity(
 ) -> None:
     known = {"npc-a", "npc-b", "Smith, John", "npc-a,b"}
     assert cue_ids(written.split(","), known.__contains__) == ids
+
+
+def test_memories_sharing_only_filler_words_with_the_query_are_not_recalled() -> None:
+    """Found by a reviewer: "the" and "at" found the gift and the theft at the inn, fusion kept
+    only their ranks (a place or two behind the rain at the well), and their importance chose
+    them: asked of rain at the well, Mara recalled a gift and a theft. A word in half the
+    world's memories or more finds nothing by itself beside a rarer one."""
+    inn, well = {"location": "loc-inn"}, {"location": "loc-well"}
+    named = {"loc-inn": {"name": "The Inn", "kind": "place"}, "loc-well": {"name": "Old Well"}}
+    rain = {"note": "heavy rain at the well"}
+    state = replay_lines(
+        [
+            event(1, "trade.gift-given", actor="npc-bo", target="npc-mara", entities=named, **inn),
+            event(2, "crime.purse-stolen", actor="npc-bo", target="npc-mara", **inn),
+            event(3, "weather.rain-fell", actor="npc-mara", payload=rain, **well),
+            told(4, "the miller hides gold under the well"),
+        ]
+    ).state
+    index = SqliteRecallIndex()
+    assert contents(recall_of(state, index, "rain at the well", limit=2)) == [
+        "npc-mara rain fell at Old Well (note: heavy rain at the well)",
+        "the miller hides gold under the well",
+    ]
+    everything = contents(recall_of(state, index, "at the", limit=10))
+    assert len(everything) == 4, "filler words alone still find whatever says them"
