@@ -46,7 +46,13 @@ from projections.migrations import upgrade
 from projections.policy import PolicyBook
 from projections.projector import Projector
 from schemas.judgements import EventJudgements
-from streams.app import SESSION_TIMEOUT_SECONDS, create_app, home_partition, partition_db
+from streams.app import (
+    SESSION_TIMEOUT_SECONDS,
+    Rumourmill,
+    create_app,
+    home_partition,
+    partition_db,
+)
 from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
@@ -325,6 +331,7 @@ async def rebuild(
         owed_since = (
             await outputs_owed(live, spans, warn) if workers_stopped and world is None else {}
         )
+    made_data_dir = not target.data_dir.exists()
     with kafka_as_failure(target.bootstrap):
         cluster_id = await check_fresh(target, live)
         await create_changelog(target, topic)
@@ -376,6 +383,9 @@ async def rebuild(
     if world is not None and not folder.worlds:
         with kafka_as_failure(target.bootstrap):
             await delete_topic(target, topic)
+        close_stores(mill)  # and the data dir emptied: a retry into it was refused
+        for made in [target.data_dir] if made_data_dir else target.data_dir.iterdir():
+            shutil.rmtree(made, ignore_errors=True)
         raise RebuildFailed(
             f"the events topic {live.topics.events!r} holds no event of world {world!r}: "
             "nothing rebuilt"
@@ -393,9 +403,14 @@ async def rebuild(
         db = partition_db(mill.state, partition_of(world_id.encode(), target.partitions))
         tx = RocksTransaction(db, refuse_writes)
         result.digests[(tenant, world_id)] = world_digest(tx, tenant, world_id)
-    for db in list(store._dbs.values()):  # type: ignore[attr-defined]
-        db.close()
+    close_stores(mill)
     return result
+
+
+def close_stores(mill: Rumourmill) -> None:
+    """Close every partition's RocksDB the rebuild opened."""
+    for db in list(mill.state.data._dbs.values()):  # type: ignore[attr-defined]
+        db.close()
 
 
 class Folder:
