@@ -598,6 +598,21 @@ def _publish_deletion(tenant_id: str, world_id: str | None, flags: dict[str, Any
     click.echo(f"{event.key} for {what} published to {settings.topics.events} ({copies}x)")
 
 
+class Id(click.ParamType):
+    """An id a read's path holds (a character's, a belief's): an empty one (an unset shell
+    variable) is a usage error, not the worker's "404: no route" that read as a broken URL."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("is empty: give the id", param, ctx)
+        return value
+
+
+AN_ID = Id()
+
+
 def _read_options(function: Any) -> Any:
     """Flags of the commands that read from a running worker."""
     function = click.option("--tenant", default=None, help="tenant (without API keys)")(function)
@@ -631,7 +646,7 @@ def _decision_options(function: Any) -> Any:
 
 
 @main.command()
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
 @_read_options
@@ -658,7 +673,7 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
 
 
 @main.command("diff")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", required=True, help="the timeline compared")
 @click.option("--other", required=True, help="the timeline it is compared with")
@@ -682,8 +697,8 @@ def diff_command(
 
 
 @main.command("provenance")
-@click.argument("npc_id")
-@click.argument("belief_id")
+@click.argument("npc_id", type=AN_ID)
+@click.argument("belief_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
 @_read_options
@@ -738,7 +753,7 @@ def _read_for_command(
 
 
 @main.command("recall")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.argument("query")
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
@@ -766,7 +781,7 @@ def recall_command(
 
 
 @main.command("decision")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @_decision_options
 def decision_command(
     npc_id: str,
@@ -795,7 +810,7 @@ def _decision_query(
 
 
 @main.command("reply-check")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.argument("reply")
 @_decision_options
 def reply_check_command(
@@ -819,7 +834,7 @@ def reply_check_command(
 
 
 @main.command("dialogue")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--player", required=True, help="player_id: whose conversation with the character")
 @click.option("--timeline", default="main", show_default=True)
@@ -845,7 +860,7 @@ def dialogue_command(
 
 
 @main.command("rumour-map")
-@click.argument("belief_id")
+@click.argument("belief_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
 @click.option("--out", required=True, type=NamedPath(dir_okay=False, path_type=Path))
@@ -886,7 +901,7 @@ def rumour_map_command(
 
 
 @main.command("chronicle")
-@click.argument("npc_id")
+@click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
 @_read_options

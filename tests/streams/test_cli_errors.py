@@ -521,3 +521,20 @@ def test_a_disk_that_fails_the_state_is_named_with_what_to_do(
     assert said.startswith(f"the local state in RUMOURMILL_DATA_DIR={str(tmp_path)!r} could not")
     assert "MB free there): free some space there, or start the worker on another" in said
     assert disk_trouble(ValueError("a bug"), tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "argument"),
+    [
+        (["npc", "", "--world", "w1"], "NPC_ID"),
+        (["provenance", "npc-mara", "", "--world", "w1"], "BELIEF_ID"),
+        (["rumour-map", "", "--world", "w1", "--out", "map.svg"], "BELIEF_ID"),
+        (["recall", "", "the ring", "--world", "w1"], "NPC_ID"),
+    ],
+)
+def test_an_empty_id_is_a_usage_error_before_any_read(command: list[str], argument: str) -> None:
+    """An unset shell variable: the worker's "404: no route '/v2/memory/runtime/npcs/'" read
+    as a broken worker or URL (no worker listens here: the command never asks one)."""
+    result = CliRunner().invoke(main, [*command, "--url", "http://127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{argument}': is empty: give the id" in result.output
