@@ -960,6 +960,7 @@ def rebuild_command(
     from rich.console import Console
 
     from streams.kafka_clients import refusals_noted, refused_security
+    from streams.outputs import outputs_named
     from streams.rebuild import RebuildFailed, check_live, fresh_app_id, progress_bar, rebuild
     from streams.topics import changelog_topic
 
@@ -1010,7 +1011,9 @@ def rebuild_command(
                     bar.stop()
         except RebuildFailed as error:  # a login or a certificate refused made it fail
             why = refused_security(live, refusals.last)
-            raise click.ClickException(f"rebuild: {why or error}{_owed_sent(owed_sent)}") from None
+            raise click.ClickException(
+                f"rebuild: {why or error}{_owed_sent(live, owed_sent)}"
+            ) from None
         except KeyboardInterrupt:
             left = "nothing was written"  # nor is `--into` known to be fresh: it may be live
             if writing:
@@ -1019,7 +1022,7 @@ def rebuild_command(
                     f"app id {app_id!r} holds part of a rebuild: rebuild into a fresh app id,"
                     f" and delete this one's changelog topic {topic!r} and data dir {data_dir}"
                 )
-            click.echo(f"rebuild: interrupted; {left}{_owed_sent(owed_sent)}", err=True)
+            click.echo(f"rebuild: interrupted; {left}{_owed_sent(live, owed_sent)}", err=True)
             raise SystemExit(130) from None
     rate = rebuilt.events / rebuilt.seconds if rebuilt.seconds else 0.0
     click.echo(
@@ -1028,8 +1031,8 @@ def rebuild_command(
     )
     if owed_sent:
         click.echo(
-            f"sent the acks, dead letters and change records of {owed_sent} event(s) the"
-            " stopped workers had not committed (a worker of the fresh app id goes on after them)"
+            f"sent the {outputs_named(live)} of {owed_sent} event(s) the stopped workers had"
+            " not committed (a worker of the fresh app id goes on after them)"
         )
     if rebuilt.expired:
         click.echo(
@@ -1062,13 +1065,15 @@ def rebuild_command(
         raise SystemExit(130) from None
 
 
-def _owed_sent(sent: int) -> str:
+def _owed_sent(live: Settings, sent: int) -> str:
     """What a rebuild that stopped had sent for stopped workers, to end its line with."""
+    from streams.outputs import outputs_named
+
     if not sent:
         return ""
     return (
-        f"; the acks, dead letters and change records of {sent} event(s) the stopped workers"
-        " owed were sent (a rebuild again sends them again)"
+        f"; the {outputs_named(live)} of {sent} event(s) the stopped workers owed were sent"
+        " (a rebuild again sends them again)"
     )
 
 

@@ -31,6 +31,14 @@ _ack_bytes = Ack.__pydantic_serializer__.to_json
 time."""
 
 
+def outputs_named(settings: Settings) -> str:
+    """What a message's outputs are under `settings`, as a message names them (no change
+    records with the change feed off)."""
+    if settings.changes:
+        return "acks, dead letters and change records"
+    return "acks and dead letters"
+
+
 class Outputs:
     """The acks, dead-letter and change-feed topics of `settings`, written through `producer`
     (the feed's records only where it is on)."""

@@ -58,7 +58,7 @@ from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
 from streams.kafka_clients import kafka_options
 from streams.model_client import ModelClient
-from streams.outputs import Delivery, Outputs
+from streams.outputs import Delivery, Outputs, outputs_named
 from streams.partitioning import partition_of
 from streams.policies import PoliciesUnread, PolicyFeed, caught_up, log_conflict
 from streams.settings import Settings
@@ -656,8 +656,7 @@ async def outputs_owed(
     warn(
         f"the stopped workers of {live.app_id!r} left {events} event(s) uncommitted (partition:"
         f" (from offset, to): {owed}): in {OWED_PAUSE_SECONDS:.0f} s the rebuild sends their"
-        " acks, dead letters and change records as it folds them (Ctrl-C before then sends"
-        " none)"
+        f" {outputs_named(live)} as it folds them (Ctrl-C before then sends none)"
     )
     await asyncio.sleep(OWED_PAUSE_SECONDS)
     await refuse_running(live)  # one started meanwhile sends its own

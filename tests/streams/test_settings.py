@@ -390,3 +390,12 @@ def test_a_partition_count_the_topics_disagree_with_is_named_as_it_was_given(
     with pytest.raises(PartitionsDisagree) as refused:
         check_partitions({"rumourmill.events": 1}, settings)
     assert f"the settings say 2 ({named});" in str(refused.value)
+
+
+def test_what_a_rebuild_says_it_sends_for_stopped_workers_follows_the_change_feed() -> None:
+    """With `RUMOURMILL_CHANGES=false` a rebuild beside stopped workers sends no change record,
+    and said it had sent some."""
+    from streams.outputs import outputs_named
+
+    assert outputs_named(Settings()) == "acks, dead letters and change records"
+    assert outputs_named(Settings(changes=False)) == "acks and dead letters"
