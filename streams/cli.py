@@ -1047,7 +1047,11 @@ def rebuild_command(
             "after the events rebuilt"
         )
     else:
-        click.echo(f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to")
+        click.echo(
+            f"app id {app_id!r} holds world {world!r} only: a check, not one to switch to"
+            f" (once done with it, delete its changelog topic {rebuilt.changelog_topic} and"
+            f" data dir {data_dir})"
+        )
     if workers_stopped:
         from streams.show import for_terminal
 
