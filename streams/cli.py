@@ -624,11 +624,21 @@ def _read_options(function: Any) -> Any:
     )(function)
 
 
-def _flag_query(**parameters: str | None) -> dict[str, str]:
+def _flag_query(**parameters: str | int | None) -> dict[str, str]:
     """The query parameters of the flags given: an empty one too, which the worker refuses
     (dropped, an empty `--tenant` read the tenant `default`, an empty `--player` the event's
     only player's decision)."""
-    return {name: value for name, value in parameters.items() if value is not None}
+    return {name: str(value) for name, value in parameters.items() if value is not None}
+
+
+def _as_of_option(function: Any) -> Any:
+    """`--as-of-seq`, of the reads that answer as of a past position of the timeline."""
+    return click.option(
+        "--as-of-seq",
+        type=int,
+        default=None,
+        help="the state once this position of the timeline was processed (default: now)",
+    )(function)
 
 
 def _decision_options(function: Any) -> Any:
@@ -649,14 +659,22 @@ def _decision_options(function: Any) -> Any:
 @click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
+@_as_of_option
 @_read_options
 def npc(
-    npc_id: str, world: str, timeline: str, url: str | None, api_key: str | None, tenant: str | None
+    npc_id: str,
+    world: str,
+    timeline: str,
+    as_of_seq: int | None,
+    url: str | None,
+    api_key: str | None,
+    tenant: str | None,
 ) -> None:
     """Print one character's mind on one timeline, as tables."""
     from streams.show import mind_tables, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | _flag_query(tenant_id=tenant)
+    query = {"world_instance_id": world, "timeline_id": timeline}
+    query |= _flag_query(as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, mind_tables))
 
@@ -677,12 +695,14 @@ def digest(world: str, url: str | None, api_key: str | None, tenant: str | None)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", required=True, help="the timeline compared")
 @click.option("--other", required=True, help="the timeline it is compared with")
+@_as_of_option
 @_read_options
 def diff_command(
     npc_id: str,
     world: str,
     timeline: str,
     other: str,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -691,7 +711,7 @@ def diff_command(
     from streams.show import diff_tables, read_path
 
     query = {"world_instance_id": world, "timeline_id": timeline, "other_timeline_id": other}
-    query |= _flag_query(tenant_id=tenant)
+    query |= _flag_query(as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/diff", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, query, diff_tables))
 
@@ -701,12 +721,14 @@ def diff_command(
 @click.argument("belief_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
+@_as_of_option
 @_read_options
 def provenance_command(
     npc_id: str,
     belief_id: str,
     world: str,
     timeline: str,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -714,7 +736,8 @@ def provenance_command(
     """Print where a memory came from, as a chain of tellers back to the original event."""
     from streams.show import provenance_chain, read_path
 
-    query = {"world_instance_id": world, "timeline_id": timeline} | _flag_query(tenant_id=tenant)
+    query = {"world_instance_id": world, "timeline_id": timeline}
+    query |= _flag_query(as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path(
         "/v2/memory/runtime/npcs/{npc_id}/beliefs/{belief_id}/provenance",
         npc_id=npc_id,
@@ -759,6 +782,7 @@ def _read_for_command(
 @click.option("--timeline", default="main", show_default=True)
 @click.option("--cues", default=None, help="entity ids to cue on, separated by ','")
 @click.option("--limit", default=10, show_default=True, type=int)
+@_as_of_option
 @_read_options
 def recall_command(
     npc_id: str,
@@ -767,6 +791,7 @@ def recall_command(
     timeline: str,
     cues: str | None,
     limit: int,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -775,7 +800,7 @@ def recall_command(
     from streams.show import read_path, recall_table
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "q": query, "limit": str(limit)}
-    asked |= _flag_query(cues=cues, tenant_id=tenant)
+    asked |= _flag_query(cues=cues, as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/recall", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, recall_table))
 
@@ -839,6 +864,7 @@ def reply_check_command(
 @click.option("--player", required=True, help="player_id: whose conversation with the character")
 @click.option("--timeline", default="main", show_default=True)
 @click.option("--location", default=None, help="the place scope (default: where the character is)")
+@_as_of_option
 @_read_options
 def dialogue_command(
     npc_id: str,
@@ -846,6 +872,7 @@ def dialogue_command(
     player: str,
     timeline: str,
     location: str | None,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -854,7 +881,7 @@ def dialogue_command(
     from streams.show import dialogue_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline, "player_id": player}
-    asked |= _flag_query(location=location, tenant_id=tenant)
+    asked |= _flag_query(location=location, as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/dialogue", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, dialogue_tables))
 
@@ -864,12 +891,14 @@ def dialogue_command(
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
 @click.option("--out", required=True, type=NamedPath(dir_okay=False, path_type=Path))
+@_as_of_option
 @_read_options
 def rumour_map_command(
     belief_id: str,
     world: str,
     timeline: str | None,
     out: Path,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -877,7 +906,7 @@ def rumour_map_command(
     """Draw who told whom the rumour BELIEF_ID belongs to, in story time, into an SVG file."""
     from streams.show import ReadFailed, fetch_body, for_terminal, read_path, start_of
 
-    asked = _flag_query(timeline_id=timeline, tenant_id=tenant)
+    asked = _flag_query(timeline_id=timeline, as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path(
         "/v2/memory/worlds/{world}/rumours/{belief_id}.svg", world=world, belief_id=belief_id
     )
@@ -904,11 +933,13 @@ def rumour_map_command(
 @click.argument("npc_id", type=AN_ID)
 @click.option("--world", required=True, help="world_instance_id")
 @click.option("--timeline", default="main", show_default=True)
+@_as_of_option
 @_read_options
 def chronicle_command(
     npc_id: str,
     world: str,
     timeline: str,
+    as_of_seq: int | None,
     url: str | None,
     api_key: str | None,
     tenant: str | None,
@@ -917,7 +948,7 @@ def chronicle_command(
     from streams.show import chronicle_tables, read_path
 
     asked = {"world_instance_id": world, "timeline_id": timeline}
-    asked |= _flag_query(tenant_id=tenant)
+    asked |= _flag_query(as_of_seq=as_of_seq, tenant_id=tenant)
     path = read_path("/v2/memory/runtime/npcs/{npc_id}/chronicle", npc_id=npc_id)
     click.echo(_read_for_command(url, api_key, path, asked, chronicle_tables))
 

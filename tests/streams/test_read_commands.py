@@ -139,6 +139,33 @@ def test_a_flag_given_empty_is_refused_not_left_out(command: list[str], paramete
     assert f"Error: 400: '{parameter}' must be 1 to 128 characters" in result.output
 
 
+def test_the_reads_of_a_past_position_take_it_as_their_views_do(tmp_path: Path) -> None:
+    """`--as-of-seq` reaches the worker (its 400 for a position never processed, which a read
+    left at now would not give), and the mind printed is as it stood then."""
+    state = tavern_as("npc-mara", "save-1")
+    belief = runtime_read(state, "default", "save-1", "main", "npc-tomas").beliefs[0].belief_id
+    past = ["--world", "save-1", "--as-of-seq", "999"]
+    refused = rumourmill(
+        state,
+        ["npc", "npc-mara", *past],
+        ["chronicle", "npc-mara", *past],
+        ["diff", "npc-mara", *past, "--timeline", "main", "--other", "reload"],
+        ["provenance", "npc-tomas", belief, *past],
+        ["recall", "npc-mara", "son", *past],
+        ["dialogue", "npc-mara", *past, "--player", "player-1"],
+        ["rumour-map", belief, *past, "--out", str(tmp_path / "map.svg")],
+    )
+    for result in refused:
+        assert result.exit_code == 1, result.output
+        assert "Error: 400: " in result.output and "as_of_seq" in result.output, result.output
+    now, then = rumourmill(
+        state,
+        ["npc", "npc-mara", "--world", "save-1"],
+        ["npc", "npc-mara", "--world", "save-1", "--as-of-seq", "1"],
+    )
+    assert SAID in printed(now) and SAID not in printed(then)
+
+
 def test_an_unknown_odd_id_gets_the_workers_404_naming_exactly_that_id() -> None:
     [missing] = rumourmill(
         tavern_as("npc-mara", "save-1"), ["chronicle", "npc ghost/ï", "--world", "save-1"]
