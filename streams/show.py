@@ -364,7 +364,8 @@ def dialogue_tables(found: dict[str, Any]) -> str:
         ]
         title = f"{scope['scope']} scope {who} ({state})"
         if scope["summary"] is not None:
-            title += f"\nsummary: {scope['summary']} ({scope['turns_since_summary']} turns since)"
+            since = scope["turns_since_summary"]
+            title += f"\nsummary: {scope['summary']} ({since} of the character's lines since)"
         parts.append(table(title, ["seq", "time", "speaker", "text"], rows))
     return "\n\n".join(parts)
 

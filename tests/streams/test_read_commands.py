@@ -696,3 +696,19 @@ def test_the_records_and_lines_said_to_be_word_for_word_are_printed_whole() -> N
     )
     assert long_line in printed(chronicle)
     assert long_line in printed(dialogue)
+
+
+def test_a_dialogue_summary_is_shown_with_how_many_of_the_characters_lines_followed() -> None:
+    """`turns_since_summary` counts the character's lines, not every turn: the table said
+    "turns since"."""
+    scope = {
+        "scope": "player",
+        "player_id": "player-1",
+        "expired": False,
+        "expires_at": None,
+        "summary": "They spoke of the son",
+        "turns_since_summary": 2,
+        "turns": [],
+    }
+    shown = show.dialogue_tables({"player": scope, "place": None})
+    assert "summary: They spoke of the son (2 of the character's lines since)" in shown
