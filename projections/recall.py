@@ -114,8 +114,9 @@ class RecallIndex(Protocol):
         self, scope: SearchScope, text: str, contents: Sequence[str]
     ) -> list[Collection[Search]]:
         """For each of `contents`, the searches by words and by meaning that would find a
-        memory saying it for `text`: it says a word of `text`, its cosine with `text` is 0.3
-        or more (all at once: a recall may ask of hundreds of faded memories)."""
+        memory saying it for `text`: it says a word of `text` the word search finds by (not a
+        filler word beside a rarer one), its cosine with `text` is 0.3 or more (all at once: a
+        recall may ask of hundreds of faded memories)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -487,43 +487,46 @@ class SqliteRecallIndex:
         return [str(row[0]) for row in rows]
 
     def by_words(self, scope: SearchScope, text: str, limit: int) -> list[str]:
-        """FTS5 over content, best bm25 first, for the terms of `text` (`_terms`).
+        """FTS5 over content, best bm25 first, for the terms of `text` (`_terms`): the first
+        `limit` rows of `_words_found`."""
+        return [belief for belief, _ in self._words_found(scope, text, limit)[0]]
+
+    def _words_found(
+        self, scope: SearchScope, text: str, limit: int
+    ) -> tuple[list[tuple[str, int]], frozenset[str]]:
+        """The first `limit` rows the word search finds for `text` (belief id and score), and
+        the terms that found them.
 
         A word in half the world's rows or more (`COMMON_SHARE`: "the", "at") tells nothing of
-        what a row is about, and finds nothing by itself when the query says a rarer word: the
-        rows found are those that say a rarer word, scored by every word (rows tied on the
+        what a row is about, and finds nothing by itself when a rarer word of the query finds
+        some of the character's rows: those are found, scored by every word (rows tied on the
         rarer words are ranked by the common ones). Found by its filler words alone, a memory
         took a candidate's place, and its importance chose it over the memories the query was
         about (fusion keeps ranks, not scores: "rain at the well" recalled a theft at the
-        inn). A query of common words alone finds every row that says one. The rows that say
-        a common word too, and those that do not, are two matches whose expressions each hold
-        every word once (their scores are the whole query's): matching walks every row of the
+        inn). When no rarer word finds any (the query's rarer words are other characters'), or
+        the query says none, every word finds the rows that say it. The rows that say a common
+        word too, and those that do not, are two matches whose expressions each hold every
+        word once (their scores are the whole query's): matching walks every row of the
         character (its block, `BLOCK_BITS`) that says a word, and a common word makes most of
         that work."""
         world_words = self._word_tables.get((scope.tenant_id, scope.world_id))
         if world_words is None:
-            return []
+            return [], frozenset()
         block = self._block(scope.tenant_id, scope.world_id, scope.character)
         held = self._terms(world_words, text)
         if not held or block is None:
-            return []
+            return [], frozenset()
         table, total, words = world_words.name, world_words.rows, list(held)
         common = {word for word, rows in held.items() if rows >= total * COMMON_SHARE}
         rare = [word for word in words if word not in common]
-        if not rare or not common:
-            return [
-                belief for belief, _ in self._ranked(scope, table, block, [_any_of(words)], limit)
-            ]
-        said = [word for word in words if word in common]  # in order, as often as asked
-        rare_words, common_words = _any_of(rare), _any_of(said)
-        found = self._ranked(
-            scope,
-            table,
-            block,
-            [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"],
-            limit,
-        )
-        return [belief for belief, _ in found]
+        if rare and common:
+            said = [word for word in words if word in common]  # in order, as often as asked
+            rare_words, common_words = _any_of(rare), _any_of(said)
+            matches = [f"{rare_words} AND {common_words}", f"{rare_words} NOT {common_words}"]
+            found = self._ranked(scope, table, block, matches, limit)
+            if found:
+                return found, frozenset(rare)
+        return self._ranked(scope, table, block, [_any_of(words)], limit), frozenset(words)
 
     def _terms(self, table: _WordTable, text: str) -> dict[str, int]:
         """The terms of `text` that rows of the world's word `table` say, each once, in the order
@@ -593,8 +596,11 @@ class SqliteRecallIndex:
     def finds(
         self, scope: SearchScope, text: str, contents: Sequence[str]
     ) -> list[Collection[Search]]:
-        asked, *said = self._tokens([text, *contents])
-        found: list[list[Search]] = [[] if terms.isdisjoint(asked) else ["words"] for terms in said]
+        _, finding = self._words_found(scope, text, 1)
+        said = self._tokens(contents)
+        found: list[list[Search]] = [
+            [] if terms.isdisjoint(finding) else ["words"] for terms in said
+        ]
         embedder, model = self.embedder, self.world_model(scope.tenant_id, scope.world_id)
         if embedder is not None and model == (embedder.model, embedder.dimension):
             vectors = embedder.embed([text, *contents])

@@ -81,7 +81,6 @@ DEPTHS = (DEPTH, 16 * DEPTH, 256 * DEPTH)
 asked for, the searches hand on the next of these and the fused ranking is walked again."""
 KNOWLEDGE = 10
 BM25_K1, BM25_B, IDF_FLOOR, BM25_GRID = 1.2, 0.75, 1e-6, 10**9
-COMMON_SHARE = 0.5
 
 
 Embed = Callable[[str], Sequence[float]]
@@ -239,33 +238,47 @@ def by_cues(mine: list[OMemory], cues: Sequence[str]) -> list[str]:
     return [m.belief_id for _, m in ranked]
 
 
+def said_by(tokens: list[str], phrase: list[str]) -> int:
+    """How many times the tokens say the phrase."""
+    width = len(phrase)
+    return sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
+
+
+def finding_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) -> list[str]:
+    """The words that find memories: beside a rarer word that one of `mine` says, a word said
+    by half the world's memories (`every`) or more finds none by itself; otherwise (no rarer
+    word, or none of `mine` says one) every word does."""
+    rows = [fts_tokens(m.content) for m in every]
+    hits = {word: sum(1 for tokens in rows if said_by(tokens, fts_tokens(word))) for word in words}
+    common = [word for word in words if hits[word] and hits[word] >= len(rows) * 0.5]
+    rare = [word for word in words if 0 < hits[word] < len(rows) * 0.5]
+    if common and any(
+        said_by(fts_tokens(m.content), fts_tokens(word)) for m in mine for word in rare
+    ):
+        return rare
+    return list(words)
+
+
 def by_words(mine: list[OMemory], every: list[OMemory], words: Sequence[str]) -> list[str]:
     """bm25 of the words (each a phrase of its tokens) over `mine`, with the statistics of
-    `every` memory of the world (the whole table). Beside a rarer word some memory of the
-    world says, a word said by half of them or more finds no memory by itself."""
+    `every` memory of the world (the whole table), of the memories the `finding_words` say."""
     rows = [fts_tokens(m.content) for m in every]
     if not mine or not rows:
         return []
     average = sum(map(len, rows)) / len(rows)
     phrases = [fts_tokens(word) for word in words]
-
-    def count(tokens: list[str], phrase: list[str]) -> int:
-        width = len(phrase)
-        return sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
-
+    count = said_by
+    finding = set(finding_words(mine, every, words))
     idf = []
-    rare = []
     for phrase in phrases:
         hits = sum(1 for tokens in rows if phrase and count(tokens, phrase))
         value = math.log((len(rows) - hits + 0.5) / (hits + 0.5))
         idf.append(value if value > 0 else IDF_FLOOR)
-        rare.append(0 < hits < len(rows) * COMMON_SHARE)
-    finding = rare if any(rare) else [True] * len(phrases)
     scored = []
     for memory in mine:
         tokens = fts_tokens(memory.content)
         frequencies = [count(tokens, phrase) if phrase else 0 for phrase in phrases]
-        if not any(freq for freq, finds in zip(frequencies, finding, strict=True) if finds):
+        if not any(freq for freq, word in zip(frequencies, words, strict=True) if word in finding):
             continue
         score = 0.0
         for weight, freq in zip(idf, frequencies, strict=True):
@@ -375,11 +388,13 @@ def cut(rankings: dict[str, list[str]], depth: int) -> dict[str, list[str]]:
     return {name: found[:depth] for name, found in rankings.items()}
 
 
-def finds(search: str, content: str, text: str, embed: Embed | None) -> bool:
-    """Whether the search by words (a token of the text) or by meaning (cosine 0.3) finds a
-    memory saying `content`."""
+def finds(
+    search: str, content: str, text: str, embed: Embed | None, finding: Sequence[str]
+) -> bool:
+    """Whether the search by words (a token of the `finding` words of the text) or by meaning
+    (cosine 0.3) finds a memory saying `content`."""
     if search == "words":
-        return not set(fts_tokens(content)).isdisjoint(fts_tokens(text))
+        return not set(fts_tokens(content)).isdisjoint(finding)
     if embed is None:
         return False
     return sum(a * b for a, b in zip(embed(content), embed(text), strict=True)) >= MIN_COSINE
@@ -399,6 +414,7 @@ def choose(
     ranks as the searches gave them), and found so by nothing, is no candidate."""
     weights = policy.memory.recall.weights
     by_id = {m.belief_id: m for m in view_.mine}
+    finding = finding_words(view_.mine, view_.every, query_words(text))
     wanted = min(DEPTH, policy.memory.recall.over_retrieve * limit)
     for depth in DEPTHS:
         handed = cut(rankings, depth)
@@ -411,7 +427,9 @@ def choose(
                 held = retelling(by_id[belief].content)
                 relevance = 0.0  # summed in the searches' order, as `fused` sums
                 for search, found in handed.items():
-                    if belief in found and (search == "cues" or finds(search, held, text, embed)):
+                    if belief in found and (
+                        search == "cues" or finds(search, held, text, embed, finding)
+                    ):
                         relevance += SEARCH_WEIGHTS[search] / (
                             RANK_OFFSET + found.index(belief) + 1
                         )

@@ -499,3 +499,43 @@ def test_memories_sharing_only_filler_words_with_the_query_are_not_recalled() ->
     ]
     everything = contents(recall_of(state, index, "at the", limit=10))
     assert len(everything) == 4, "filler words alone still find whatever says them"
+
+
+def test_a_rarer_word_only_another_character_says_leaves_the_common_words_finding() -> None:
+    """ "ring" is said by half this young world's memories, "market" by Bob's alone: Mara
+    recalled nothing of the ring, the rarer word deciding a search it found none of hers by."""
+    state = replay_lines(
+        [
+            told(1, "a ring was lost in the river"),
+            told(2, "the ring was found by a fisher"),
+            told(3, "bread was sold at the market", "npc-bob"),
+            told(4, "a storm came"),
+        ]
+    ).state
+    assert contents(recall_of(state, SqliteRecallIndex(), "ring market")) == [
+        "a ring was lost in the river",
+        "the ring was found by a fisher",
+    ]
+
+
+def test_a_faded_memory_is_not_found_by_the_filler_words_its_retelling_keeps() -> None:
+    """Faded, the hiding place is held as "item hidden at loc-inn": asked of "at the old oak"
+    it was still found, by "at", though the word search finds no memory by that word beside
+    the rarer ones (held vivid, with the same words, it would not have been)."""
+    hidden = {"treasure": "golden crown", "spot": "under the old oak tree"}
+    town = [told(n, f"the mill turned at dawn {n}", "npc-bob") for n in range(2, 8)]
+    state = replay_lines(
+        [
+            event(
+                1,
+                "crime.item-hidden",
+                actor="npc-mara",
+                location="loc-inn",
+                payload=hidden,
+                game_time="day 1, 10:00",
+            ),
+            *town,
+            later(8, 19),
+        ]
+    ).state
+    assert contents(recall_of(state, SqliteRecallIndex(), "at the old oak")) == []
