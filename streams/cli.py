@@ -888,7 +888,7 @@ def dialogue_command(
 
 @main.command("rumour-map")
 @click.argument("belief_id", type=AN_ID)
-@click.option("--world", required=True, help="world_instance_id")
+@click.option("--world", required=True, type=AN_ID, help="world_instance_id (in the path)")
 @click.option("--timeline", default=None, help="timeline_id (default: the belief's own)")
 @click.option("--out", required=True, type=NamedPath(dir_okay=False, path_type=Path))
 @_as_of_option
@@ -973,7 +973,7 @@ def chronicle_command(
     "--workers-stopped",
     is_flag=True,
     help="the live workers are stopped: ask them nothing, and send the acks, dead letters and"
-    " change records of the events they had not committed",
+    " change records (with the change feed on) of the events they had not committed",
 )
 def rebuild_command(
     into: str | None,

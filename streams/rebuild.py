@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -231,6 +232,13 @@ def check_live(live: Settings) -> None:
                 ) from None
 
 
+def first_missing(path: Path) -> Path | None:
+    """The outermost of `path` and its parents that does not exist: what making it makes."""
+    return next(
+        (missing for missing in (*reversed(path.parents), path) if not missing.exists()), None
+    )
+
+
 async def check_fresh(target: Settings, live: Settings) -> str:
     """The target app id holds nothing yet (no changelog records, no data dir); returns the
     Kafka cluster id."""
@@ -241,7 +249,7 @@ async def check_fresh(target: Settings, live: Settings) -> str:
     if target.data_dir.exists() and any(target.data_dir.iterdir()):
         raise RebuildFailed(f"the data dir {target.data_dir} is not empty; name a fresh one")
     tried = target.data_dir
-    made = next((path for path in (*reversed(tried.parents), tried) if not path.exists()), None)
+    made = first_missing(tried)
     why = unwritable_because(tried)  # before the topic is made
     if made is not None:  # made to be tried, not kept: each refused rebuild left one behind
         shutil.rmtree(made, ignore_errors=True)
@@ -331,7 +339,7 @@ async def rebuild(
         owed_since = (
             await outputs_owed(live, spans, warn) if workers_stopped and world is None else {}
         )
-    made_data_dir = not target.data_dir.exists()
+    made = first_missing(target.data_dir)  # what to take away again if nothing is rebuilt
     with kafka_as_failure(target.bootstrap):
         cluster_id = await check_fresh(target, live)
         await create_changelog(target, topic)
@@ -384,8 +392,8 @@ async def rebuild(
         with kafka_as_failure(target.bootstrap):
             await delete_topic(target, topic)
         close_stores(mill)  # and the data dir emptied: a retry into it was refused
-        for made in [target.data_dir] if made_data_dir else target.data_dir.iterdir():
-            shutil.rmtree(made, ignore_errors=True)
+        for made_here in [made] if made is not None else target.data_dir.iterdir():
+            shutil.rmtree(made_here, ignore_errors=True)
         raise RebuildFailed(
             f"the events topic {live.topics.events!r} holds no event of world {world!r}: "
             "nothing rebuilt"

@@ -529,6 +529,7 @@ def test_a_disk_that_fails_the_state_is_named_with_what_to_do(
         (["npc", "", "--world", "w1"], "NPC_ID"),
         (["provenance", "npc-mara", "", "--world", "w1"], "BELIEF_ID"),
         (["rumour-map", "", "--world", "w1", "--out", "map.svg"], "BELIEF_ID"),
+        (["rumour-map", "belief", "--world", "", "--out", "map.svg"], "--world"),
         (["recall", "", "the ring", "--world", "w1"], "NPC_ID"),
     ],
 )

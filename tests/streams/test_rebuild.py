@@ -478,7 +478,7 @@ def test_a_rebuild_of_a_world_the_events_never_name_stops_and_leaves_no_changelo
         send_one(settings, settings.topics.events, b"*", orjson.dumps(gone), every_partition=True)
     )
     target = settings.model_copy(
-        update={"app_id": f"{settings.app_id}-typo", "data_dir": tmp_path / "typo"}
+        update={"app_id": f"{settings.app_id}-typo", "data_dir": tmp_path / "new" / "typo"}
     )
     with pytest.raises(RebuildFailed) as failed:
         asyncio.run(rebuild_into(settings, target, "taverm"))
@@ -490,7 +490,7 @@ def test_a_rebuild_of_a_world_the_events_never_name_stops_and_leaves_no_changelo
     while changelog_topic(target) in topics_on(settings) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert changelog_topic(target) not in topics_on(settings)
-    assert not target.data_dir.exists()
+    assert not (tmp_path / "new").exists()  # nor the directories made to hold it
 
 
 def test_a_rebuild_of_events_a_transactional_producer_wrote_ends_on_their_digest(
