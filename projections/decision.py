@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import get_args
 
-import orjson
 from pydantic import TypeAdapter
 
 from projections.catalogue import (
@@ -53,7 +52,7 @@ from projections.state import StateTransaction
 from projections.story_clock import story_now
 from projections.timelines import Ancestry
 from projections.whereabouts import place_of
-from projections.wording import named_on_one_line, one_line
+from projections.wording import named_on_one_line, one_line, quoted
 from schemas.memory import DecisionRead, KnowledgeRead, Memory, MemoryKind, TurnRead, Verdict
 from schemas.policy import Policy
 
@@ -277,12 +276,9 @@ def decision_prompt(
     lines.append(f"{name} knows nothing beyond this.")
     if turns:
         lines.append(f"What was just said between {name} and {player}, word for word:")
-        lines += [
-            f"- {named(turn.speaker_id)}: {orjson.dumps(turn.text).decode()}" for turn in turns
-        ]
+        lines += [f"- {named(turn.speaker_id)}: {quoted(turn.text)}" for turn in turns]
     if answered is not None:
-        quoted = orjson.dumps(answered).decode()
-        lines.append(f"What {player} just said to {name}, word for word: {quoted}")
+        lines.append(f"What {player} just said to {name}, word for word: {quoted(answered)}")
     if spoke:
         judged = "none" if verdict is None else verdict
         lines.append(f"The referee's verdict on what {player} just said: {judged}.")

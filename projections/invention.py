@@ -38,7 +38,7 @@ from projections.event_log import event_at
 from projections.runtime_read import BadRead, timeline_view
 from projections.state import StateTransaction
 from projections.whereabouts import place_of
-from projections.wording import QUOTED, one_line
+from projections.wording import QUOTED, one_line, quoted
 from schemas.memory import DecisionRead, Invention, InventionRead
 from schemas.policy import InventionPolicy, Policy
 from schemas.text import visible
@@ -198,7 +198,8 @@ def reply_check(
 
 RELATIONS_INSTRUCTIONS = (
     "A character in a game replies to a player. Find each relation of someone that the reply "
-    "brings in and that the character was not given: kin, marriage, friendship, service "
+    "(quoted as a JSON string) brings in and that the character was not given: kin, marriage, "
+    "friendship, service "
     '("her brother", "my cousin", "the smith\'s wife"). Answer with one JSON object and nothing '
     'else: {"relations": [each such phrase exactly as the reply writes it]}; an empty list when '
     "there is none."
@@ -229,7 +230,7 @@ def relations_question(text: str, context: DecisionRead, said: str | None) -> st
     given += [turn.text for turn in context.recent_turns]
     given += [said] if said is not None else []
     listed = "\n".join(f"- {one_line(line)}" for line in given) or "- nothing"
-    return f"What the character was given:\n{listed}\nThe reply: {text}"
+    return f"What the character was given:\n{listed}\nThe reply, quoted: {quoted(text)}"
 
 
 def with_relations(check: CheckedReply, relations: Iterable[str]) -> InventionRead:

@@ -40,7 +40,7 @@ from projections.keys import pack, unpack
 from projections.numbers import decimal, hundredths
 from projections.referee import Case, Judge
 from projections.state import StateTransaction
-from projections.wording import Names, named_on_one_line
+from projections.wording import Names, named_on_one_line, quoted
 from schemas import Event
 from schemas.events import Fact
 from schemas.judgements import (
@@ -510,7 +510,7 @@ class ModelJudging:
         return named_on_one_line(self._names, entity)
 
     def feeling(self, memory: Memory) -> Memory:
-        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {_text(memory.content)}"
+        said = f"Memory ({memory.kind}, {_LEARNED[memory.source]}): {quoted(memory.content)}"
         return self._weighed(
             memory, "feeling", f"Character: {self._named(memory.character_id)}\n{said}"
         )
@@ -526,11 +526,11 @@ class ModelJudging:
         ):
             return rumour  # asked once the teller's words are in
         listener = self._named(rumour.character_id)
-        content = _text(told.content)
+        content = quoted(told.content)
         if told.source == "player" and told.source_entity is not None:
             content = f"{self._named(told.source_entity)} said: {content}"
         telling = f"{self._named(teller)} tells {listener}: {content}"
-        question = f"{telling}\nRetold plainly: {_text(words)}"
+        question = f"{telling}\nRetold plainly: {quoted(words)}"
         return self._weighed(rumour, "retelling", question, told.facts)
 
     def _weighed(
@@ -560,8 +560,8 @@ class ModelJudging:
                 return rules(case, policy)  # asked once what the line is judged against is in
             listener, player = self._named(case.character_id), self._named(case.player_id)
             prompt = (
-                f"{listener} believes ({_held(case.belief)}): {_text(case.belief.content)}\n"
-                f"{player} says to {listener}: {_text(case.words)}\n"
+                f"{listener} believes ({_held(case.belief)}): {quoted(case.belief.content)}\n"
+                f"{player} says to {listener}: {quoted(case.words)}\n"
                 f"Truly: {AGREEMENT_WORDS[case.agreement]}.\n"
                 f"How {listener} feels toward {player}, from -1 to 1: {case.feeling}."
             )
@@ -708,13 +708,6 @@ def judging(
     if not weighs and not answers.model_configured:
         return RULES
     return ModelJudging(event_position(tx, event), answers, names, weighs)
-
-
-def _text(words: str) -> str:
-    """Free text (a memory's, a player's words) quoted as a JSON string in a prompt: on one line,
-    where it ends plain (a line of a player's, `...\\nTruly: ...`, told the model referee what
-    truly happened)."""
-    return orjson.dumps(words).decode()
 
 
 def _held(belief: Memory) -> str:

@@ -192,6 +192,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_UNICODE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""The line breaks JSON leaves unescaped (NEL, the line and paragraph separators), escaped."""
+
+
+def quoted(text: str) -> str:
+    """Free text (a memory's, a player's words, a reply) as a JSON string on one line of a
+    prompt, where it ends plain: a player's `...\nTruly: ...` told the model referee what truly
+    happened, and JSON escapes the control characters but not NEL, U+2028 or U+2029, each a
+    line break to a model's tokenizer as to `str.splitlines`."""
+    return orjson.dumps(text).decode().translate(_UNICODE_BREAKS)
+
+
 LEANS_LEFT = frozenset(
     ",.;:!?…)]}»”\u2019"
     "\uff0c\u3002\uff01\uff1f\u3001\u300d\u300f\uff09\uff1a\uff1b\u3011\u3009\u300b"

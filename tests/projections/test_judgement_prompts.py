@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from projections.judgements import ModelJudging, QuestionCollector
 from projections.referee import Case
 from schemas.policy import Policy
@@ -47,3 +49,15 @@ def test_the_referee_is_not_told_a_belief_someone_told_was_seen_by_them() -> Non
     assert told[0] == (
         'Mara believes (told by another character, confidence 0.9): "The sailor is alive"'
     )
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\u0085"], ids=["LS", "PS", "NEL"])
+def test_a_unicode_line_break_in_a_players_line_writes_no_line_of_the_referees(brk: str) -> None:
+    """JSON escapes the control characters, not these: quoted, a line holding one still wrote
+    its own "Truly:" line (a model's tokenizer, as `str.splitlines`, breaks the line there)."""
+    lines = asked_to_referee(FORGED.replace("\n", brk))
+    prompt = "\n".join(lines)
+    assert [line for line in prompt.splitlines() if line.startswith("Truly:")] == [
+        "Truly: what the player claims is false."
+    ]
+    assert brk not in prompt

@@ -911,7 +911,7 @@ def test_with_a_model_the_check_also_catches_an_unnamed_new_relation(
         {"inventions": [*names, {"name": "her brother", "kind": "relation"}], "action": "flag"},
     )
     (asked,) = model_server.requests
-    assert "The reply: Ask her brother" in asked["messages"][1]["content"]
+    assert 'The reply, quoted: "Ask her brother' in asked["messages"][1]["content"]
     model_server.relations = ["her uncle"]  # not what the reply says: never an invention
     assert check("Ask her brother.", MODEL_WEIGHING, model()) == (
         200,
