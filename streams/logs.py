@@ -24,6 +24,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import RequestPayloadError
 
 from streams.settings import Settings
+from streams.show import for_terminal
 
 LOGGER_NAME = "rumourmill"
 TEXT_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
@@ -37,6 +38,19 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 def logger(name: str) -> logging.Logger:
     """The product logger of one module, `rumourmill.NAME`."""
     return logging.getLogger(f"{LOGGER_NAME}.{name}")
+
+
+class TextFormatter(logging.Formatter):
+    """`TEXT_FORMAT`, each control character shown escaped (`show.for_terminal`): a dead
+    letter's reason names an event's field as sent, and a model server's answer is quoted,
+    so an ESC sequence in either set the operator's window title, or wrote their clipboard,
+    through the log (the JSON format escapes them already)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
@@ -176,9 +190,9 @@ def root_logger_kept() -> Iterator[None]:
 
 def logging_config(settings: Settings) -> dict[str, Any]:
     """The `logging.config.dictConfig` of a worker: one handler on stderr, in the chosen format."""
-    formatter: dict[str, Any] = (
-        {"()": JsonFormatter} if settings.log_format == "json" else {"format": TEXT_FORMAT}
-    )
+    formatter: dict[str, Any] = {
+        "()": JsonFormatter if settings.log_format == "json" else TextFormatter
+    }
     return {
         "version": 1,
         "disable_existing_loggers": False,

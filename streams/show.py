@@ -15,15 +15,23 @@ import orjson
 from projections.wording import one_line
 from streams.settings import Settings
 
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """The control characters a terminal acts on (C0 but tab and newline, DEL, C1): a player's
 words or ids holding ESC sequences set the operator's window title, or wrote their clipboard
-(OSC 52), through the read commands' tables."""
+(OSC 52), through the read commands' tables; and the bidirectional marks, overrides and
+isolates, which drew the rest of a row reversed in a terminal that lays text out both ways (an
+id ending in U+202E showed a relation's feeling and counts backwards)."""
 
 
 def for_terminal(text: str) -> str:
-    """`text` as printed for a person: each control character shown escaped (`\\x1b`)."""
-    return CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    """`text` as printed for a person: each control character shown escaped (`\\x1b`,
+    `\\u202e`)."""
+    return CONTROL.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class ReadFailed(Exception):

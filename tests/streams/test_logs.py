@@ -72,6 +72,23 @@ def test_text_lines_are_for_people_and_respect_the_level() -> None:
     assert not any("dead letter" in line for line in lines)
 
 
+def test_text_lines_show_an_events_or_a_models_terminal_escapes_not_act_on_them() -> None:
+    """Found by a reviewer: a dead letter's reason names an event's field as sent, and a model
+    server's answer is quoted, so an OSC sequence in either set the operator's window title
+    (or wrote their clipboard) through a worker's log on their terminal."""
+
+    def hostile(log: logging.Logger) -> None:
+        log.warning(
+            "dead letter %s: invalid event: entities.%s.name", "events[0]@7", "\x1b]0;X\x07"
+        )
+        log.warning("the model gave no answer: not a chat completion: \u202eevil")
+
+    lines = logged(Settings(), hostile)
+    assert not any(mark in line for line in lines for mark in ("\x1b", "\x07", "\u202e"))
+    assert "entities.\\x1b]0;X\\x07.name" in lines[0]
+    assert lines[1].endswith("not a chat completion: \\u202eevil")
+
+
 def test_the_kafka_clients_same_complaint_is_logged_once_per_quiet_spell() -> None:
     """With its broker gone, aiokafka logged some 125 lines a second (measured on a real
     broker killed under a worker), burying the worker's own."""

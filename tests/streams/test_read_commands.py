@@ -632,6 +632,7 @@ def test_a_players_terminal_escapes_are_shown_not_acted_on() -> None:
         output = printed(result)
         assert "\x1b" not in output and "\x07" not in output
         assert "\\x1b]0;PWNED\\x07" in output
+    assert show.for_terminal("npc-rook\u202e 0.8") == "npc-rook\\u202e 0.8"  # drawn reversed
     columns = table("t", ["said", "seq"], [["a\x1bb", 1], ["abcde", 2]]).splitlines()
     assert [line.rindex(str(seq)) for line, seq in zip(columns[-2:], (1, 2), strict=True)] == [8, 8]
 
