@@ -78,6 +78,11 @@ def display_name(entity_id: str, declarations: Declarations) -> str:
     return declared.name
 
 
+def naming(declarations: Declarations) -> Callable[[str], str]:
+    """`display_name` through `declarations`: what a character calls each id."""
+    return lambda entity_id: display_name(entity_id, declarations)
+
+
 def merge_declaration(
     earlier: EntityDeclaration | None, later: EntityDeclaration
 ) -> EntityDeclaration:

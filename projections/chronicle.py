@@ -40,6 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from projections.catalogue import StoredDeclarations, naming
 from projections.chronicle_summaries import (
     MODEL,
     RULES,
@@ -57,7 +58,7 @@ from projections.memory_store import held_in_order, memory_keys
 from projections.runtime_read import NotFound, timeline_view
 from projections.state import StateTransaction
 from projections.timelines import Ancestry, Segment
-from projections.wording import retell
+from projections.wording import Names, names_in, retell
 from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import ChroniclePolicy
@@ -147,8 +148,8 @@ def _digest_text(memory: Memory) -> str:
     return f"{memory.game_time}: {memory.content}" if memory.game_time else memory.content
 
 
-def _statement(memory: Memory, count: TokenCounter) -> Passage:
-    text = retell(memory.content)
+def _statement(memory: Memory, count: TokenCounter, names: Names) -> Passage:
+    text = retell(memory.content, names_in(memory, names))
     return Passage(text=text, importance=memory.importance, seq=memory.seq, tokens=count(text))
 
 
@@ -161,11 +162,13 @@ def chronicle_of(
     policy: ChroniclePolicy,
     count: TokenCounter,
     summaries: Summaries,
+    names: Names,
     summariser: Summariser = RULES,
 ) -> tuple[Rolled | None, list[Rolled], list[Told]]:
     """The chronicle of records (of one character) in story order: the condensed chapter, the
     chapters, and the records no chapter tells yet. Each part is the model's summary where
-    `summaries` has one, else the `summariser`'s."""
+    `summaries` has one, else the `summariser`'s; a statement keeps the `names` of what its
+    record is about whole (`retell`)."""
     condensed: Rolled | None = None
     chapters: list[Rolled] = []
     pending: list[Told] = []
@@ -181,7 +184,7 @@ def chronicle_of(
         bound = (pending[0][0].seq, memory.seq, len(pending))
         part = Part("chapter", memory.character_id, memory.timeline_id, *bound, bounds[bound])
         bounds[bound] += 1
-        statements = [_statement(held, count) for held, _, _ in pending]
+        statements = [_statement(held, count, names) for held, _, _ in pending]
         told = _summarised(part, statements, policy.chapter_tokens, count, summaries, summariser)
         belief_ids = tuple(held.belief_id for held, _, _ in pending)
         chapters.append(Rolled(part, *told, belief_ids))
@@ -259,8 +262,9 @@ def ask_summaries(
         event.seq,
         count,
     )
+    names = naming(StoredDeclarations(tx, keys.tenant_id, keys.world_id, applied))
     for character in dict.fromkeys(memory.character_id for memory in formed):
-        chronicle_of(held_in_order(tx, keys, applied, character), policy, count, asked)
+        chronicle_of(held_in_order(tx, keys, applied, character), policy, count, asked, names)
 
 
 def chronicle_read(
@@ -281,7 +285,8 @@ def chronicle_read(
     if not memories:
         raise NotFound(f"{npc_id!r} holds no memory on timeline {timeline_id!r}")
     recorded = RecordedSummaries(tx, tenant_id, world_id, ancestry, count)
-    condensed, chapters, untold = chronicle_of(memories, policy, count, recorded, summariser)
+    names = naming(StoredDeclarations(tx, tenant_id, world_id, ancestry))
+    condensed, chapters, untold = chronicle_of(memories, policy, count, recorded, names, summariser)
     digests = [
         Digest(held.belief_id, held.timeline_id, held.seq, held.game_time, text, tokens)
         for held, text, tokens in untold

@@ -18,7 +18,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from projections.catalogue import StoredDeclarations, naming
 from projections.delivery import MOST_QUOTED_CHARS
 from projections.event_keys import MEMORY_RECALLED
 from projections.key_prefixes import RECALLS
@@ -29,7 +31,7 @@ from projections.state import StateTransaction
 from projections.story_clock import minute_of
 from projections.timelines import Ancestry, as_of
 from projections.versions import at_or_before
-from projections.wording import cut
+from projections.wording import cut, names_in
 from schemas import Event
 from schemas.memory import Memory
 from schemas.policy import Policy
@@ -206,4 +208,12 @@ def held_now(
         held = retention(memory, now, NEVER_RECALLED, policy)
     else:
         held = retention(memory, now, recalled(tx, keys, ancestry, memory), policy)
-    return Held(as_held(memory, held), held)
+    return Held(as_held(memory, held, partial(_declared_names, tx, keys, ancestry)), held)
+
+
+def _declared_names(
+    tx: StateTransaction, keys: MemoryKeys, ancestry: Ancestry, memory: Memory
+) -> tuple[str, ...]:
+    """The names the timeline declares for what `memory` is about (looked up only for a
+    memory held faded, which its retelling keeps whole)."""
+    return names_in(memory, naming(StoredDeclarations(tx, keys.tenant_id, keys.world_id, ancestry)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
@@ -145,16 +146,19 @@ def _young(rules: RetentionPolicy) -> float:
     return shortest * math.log2(1 / rules.vivid_from) * MINUTES_PER_DAY - 1
 
 
-def as_held(memory: Memory, held: Retention) -> Memory | None:
+def as_held(
+    memory: Memory, held: Retention, names: Callable[[Memory], Iterable[str]]
+) -> Memory | None:
     """The memory as its character now holds it: whole when vivid, retold and less sure when
-    faded (the statement stays, the detail goes; confidence x retention), None when forgotten."""
+    faded (the statement stays, the detail goes, the declared `names` of what it is about kept
+    whole; confidence x retention), None when forgotten."""
     if held.state == "vivid":
         return memory
     if held.state == "forgotten":
         return None
     return memory.model_copy(
         update={
-            "content": retell(memory.content),
+            "content": retell(memory.content, names(memory)),
             "confidence": round(memory.confidence * held.value, 2),
         }
     )

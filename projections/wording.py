@@ -9,7 +9,7 @@ described in words reads at most `MOST_DESCRIBED_CHARS` characters.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import orjson
@@ -135,34 +135,68 @@ def spoken_words(event: Event) -> str | None:
     return words if isinstance(words, str) and visible(words) else None
 
 
-def retell(content: str) -> str:
+def retell(content: str, names: Iterable[str] = ()) -> str:
     """Content as a listener keeps it: the statement stays, the detail goes.
 
     Quoted words become "something" and parenthesised details are dropped:
     `Ilse said "give me the key" at the inn (gold: 5)` -> `Ilse said something at the inn`.
     Content that is one quotation whole is the statement, not a detail of it: its words are
-    retold (`"The sailor is dead"` reached every listener as "something").
+    retold (`"The sailor is dead"` reached every listener as "something"). The declared
+    `names` of what the memory is about are kept whole, quotation marks and brackets too: they
+    say who and where, no detail (`at Gasthaus „Zur Post“` was retold `at Gasthaus something`,
+    `Ilse "Red" Vell` as `Ilse something Vell`).
     """
+    marked = sorted(
+        {name for name in names if name in content and name != name.translate(_DETAIL_MARKS)},
+        key=len,
+        reverse=True,  # a name holding another is kept whole first
+    )
+    if not marked:
+        return _retell(content)
+    standing_in = {chr(_NAME_MARKS + at): name for at, name in enumerate(marked)}
+    for mark, name in standing_in.items():
+        content = content.replace(name, mark)
+    retold = _retell(content)
+    for mark, name in standing_in.items():
+        retold = retold.replace(mark, name)
+    return retold
+
+
+_NAME_MARKS = 0xF0000
+"""Where the characters a name stands in as while its content is retold begin (a private use
+plane no text of a game's holds)."""
+
+
+def _retell(content: str) -> str:
+    """`retell`, every name of the content taken as any words are."""
     whole = content.strip()
     quotation = QUOTED.match(whole)  # the quotation `sub` takes first (a fullmatch looks past
     # where a single quote closes, to a closing mark, or apostrophe, that ends the line)
     if quotation is not None and quotation.end() == len(whole) and whole[1:-1].strip():
-        return retell(whole[1:-1])
+        return _retell(whole[1:-1])
     retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
     return " ".join(retold.split()) or content
 
 
 _retold = lru_cache(maxsize=1 << 14)(retell)
-"""`retell`, worked out once per wording: the same news is retold again and again."""
+"""`retell`, worked out once per wording and names: the same news is retold again and again."""
+
+
+def names_in(memory: Memory, name_of: Callable[[str], str]) -> tuple[str, ...]:
+    """The declared names of what `memory` is about and of who it came from, which a
+    retelling keeps whole (`retell`)."""
+    entities = [*memory.about, *([memory.source_entity] if memory.source_entity else [])]
+    return tuple(dict.fromkeys(name_of(entity) for entity in entities))
 
 
 def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     """What a memory's words become when its holder passes it on (`retell`): a player's line,
     which its listener keeps as said, in the player's name (`Ilse said: I beat him`: retold
     bare, "I" was the teller, or the listener)."""
+    retold = _retold(memory.content, names_in(memory, name_of))
     if memory.source == "player" and memory.source_entity is not None:
-        return f"{speaker(name_of(memory.source_entity))} said: {_retold(memory.content)}"
-    return _retold(memory.content)
+        return f"{speaker(name_of(memory.source_entity))} said: {retold}"
+    return retold
 
 
 _DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”«»„\N{LEFT SINGLE QUOTATION MARK}()', " "))

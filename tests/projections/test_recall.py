@@ -539,3 +539,26 @@ def test_a_faded_memory_is_not_found_by_the_filler_words_its_retelling_keeps() -
         ]
     ).state
     assert contents(recall_of(state, SqliteRecallIndex(), "at the old oak")) == []
+
+
+def test_a_faded_memory_keeps_the_declared_name_of_its_place_whole() -> None:
+    """Held faded, the statement stays and the detail goes: "at Gasthaus „Zur Post“" was
+    held as "at Gasthaus something", the inn's name taken for a quotation."""
+    inn = {"loc-inn": {"name": "Gasthaus „Zur Post“", "kind": "place"}}
+    state = replay_lines(
+        [
+            event(
+                1,
+                "crime.item-hidden",
+                actor="npc-mara",
+                location="loc-inn",
+                entities=inn,
+                payload={"spot": "under the stairs"},
+                game_time="day 1, 10:00",
+            ),
+            later(2, 19),
+        ]
+    ).state
+    [held] = recall_of(state, SqliteRecallIndex(), "Zur Post")["memories"]
+    assert held["retention"] < 0.5  # faded
+    assert held["content"] == "npc-mara item hidden at Gasthaus „Zur Post“"

@@ -165,12 +165,17 @@ def test_a_memory_recalled_past_what_a_float_holds_is_still_read(
     assert retention(memory, on_day(400), recalled, policy).state == state
 
 
+def no_names(memory: Memory) -> tuple[str, ...]:
+    """No declared names: a retelling takes each name as any words."""
+    return ()
+
+
 def test_flaky_off_gives_exact_recall() -> None:
     exact = merge_policy(POLICY, {"memory": {"flaky": False}})
     memory = remembered(importance=0.0, day=1)
     held = retention(memory, on_day(10_000), NEVER_RECALLED, exact)
     assert (held.value, held.state) == (1.0, "vivid")
-    assert as_held(memory, held) == memory
+    assert as_held(memory, held, no_names) == memory
 
 
 def test_the_variation_is_stable_and_not_the_same_for_all_records() -> None:
@@ -189,12 +194,12 @@ def test_the_variation_is_stable_and_not_the_same_for_all_records() -> None:
 def test_a_faded_memory_keeps_the_statement_and_loses_the_detail() -> None:
     memory = remembered(importance=0.2, day=1)
     held = retention(memory, on_day(9), NEVER_RECALLED, POLICY)
-    faded = as_held(memory, held)
+    faded = as_held(memory, held, no_names)
     assert faded is not None
     assert faded.content == "Ilse enemy defeated at The Crooked Lantern"
     assert faded.confidence == round(memory.confidence * held.value, 2)
-    assert as_held(memory, retention(memory, on_day(5), NEVER_RECALLED, POLICY)) == memory
-    assert as_held(memory, retention(memory, on_day(22), NEVER_RECALLED, POLICY)) is None
+    assert as_held(memory, retention(memory, on_day(5), NEVER_RECALLED, POLICY), no_names) == memory
+    assert as_held(memory, retention(memory, on_day(22), NEVER_RECALLED, POLICY), no_names) is None
 
 
 def test_without_story_time_nothing_fades() -> None:

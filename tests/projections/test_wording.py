@@ -120,10 +120,29 @@ def test_a_players_line_is_passed_on_in_the_players_name_every_hop_alike(
     heard = heard.model_copy(
         update={"source_entity": "player-1", "content": 'I beat him "senseless" (twice)'}
     )
-    first = passed_on(heard, {"player-1": name}.__getitem__)
+    names = {"player-1": name, "npc-oskar": "Oskar"}.__getitem__
+    first = passed_on(heard, names)
     assert first == f"{spoken} said: I beat him something"
     further = heard.model_copy(update={"source": "rumour", "content": first})
-    assert passed_on(further, {"player-1": name}.__getitem__) == first
+    assert passed_on(further, names) == first
+
+
+@pytest.mark.parametrize(
+    "place",
+    ["Gasthaus „Zur Post“", "The Inn (North Gate)", "«Le Chat Noir»", 'The "Drunken" Goat'],
+)
+def test_a_retelling_keeps_the_declared_names_of_what_it_is_about_whole(place: str) -> None:
+    """Quotation marks and brackets in a name say who or where, no detail: "at Gasthaus „Zur
+    Post“" was passed on as "at Gasthaus something", every hop after it too."""
+    seen = memory("npc-ada", "o", 2, about=["npc-ilse", "loc-inn"])
+    seen = seen.model_copy(
+        update={"content": f'Ilse "Red" Vell robbed Bo at {place} (said: "mine") (gold: 5)'}
+    )
+    names = {"npc-ilse": 'Ilse "Red" Vell', "loc-inn": place}.__getitem__
+    first = passed_on(seen, names)
+    assert first == f'Ilse "Red" Vell robbed Bo at {place}'
+    assert passed_on(seen.model_copy(update={"content": first}), names) == first
+    assert retell(seen.content) != first  # not a name of what it is about: detail
 
 
 QUOTING = st.text(
