@@ -30,7 +30,7 @@ SPOKEN_FIELDS = {PLAYER_SAID: "text", TOLD: "content"}
 MOST_SINGLE_QUOTED = 200
 """The longest quotation in single quotes taken for one (`QUOTED`)."""
 QUOTED = re.compile(
-    r'"[^"]*"|“[^“”]*”|«[^«»]*»|»[^»«]*«|„[^„“”]*[“”]'
+    r'"[^"]*"|“[^“”]*”|«[^«»]*»|»[^»«]*«|„[^„“”]*[“”]|「[^「」]*」|『[^『』]*』'
     # single quotes, the typographic ones only (a straight one is an apostrophe as often):
     # closed before no letter (the closing one is an apostrophe too), on one line, within
     # `MOST_SINGLE_QUOTED` characters. No quotation runs past another opening of its kind: each
@@ -40,13 +40,16 @@ QUOTED = re.compile(
     rf"{{0,{MOST_SINGLE_QUOTED}}}?\N{{RIGHT SINGLE QUOTATION MARK}}(?!\w)"
 )
 """Quoted words, in the quotation marks of the languages games are written in (English,
-French, German...), which a retelling takes for "something"."""
+French, German..., Chinese and Japanese corner brackets), which a retelling takes for
+"something"."""
 QUOTE_CLOSINGS = {
     '"': '"',
     "“": "”",
     "«": "»",
     "»": "«",
     "„": "“",
+    "「": "」",
+    "『": "』",
     "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
 }
 """What closes a quotation `QUOTED` finds, by what opens it."""
@@ -175,6 +178,7 @@ def _retell(content: str) -> str:
     if quotation is not None and quotation.end() == len(whole) and whole[1:-1].strip():
         return _retell(whole[1:-1])
     retold = without_brackets(QUOTED.sub("something", content), "(", ")", "")
+    retold = without_brackets(retold, "\uff08", "\uff09", "")  # full width: Chinese and Japanese
     return " ".join(retold.split()) or content
 
 
@@ -199,7 +203,9 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     return retold
 
 
-_DETAIL_MARKS = str.maketrans(dict.fromkeys('"“”«»„\N{LEFT SINGLE QUOTATION MARK}()', " "))
+_DETAIL_MARKS = str.maketrans(
+    dict.fromkeys('"“”«»„\N{LEFT SINGLE QUOTATION MARK}()「」『』\uff08\uff09', " ")
+)
 """Marks a retelling takes for the edges of detail, and which are never an apostrophe."""
 
 

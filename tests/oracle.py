@@ -363,17 +363,19 @@ def retelling(content: str) -> str:
     whole = content.strip()
     if whole and quotation_end(whole, 0) == len(whole) - 1 and whole[1:-1].strip():
         return retelling(whole[1:-1])
-    unquoted = each_quotation(content, lambda quoted: "something")
-    kept = ""
-    index = 0
-    while index < len(unquoted):
-        end = closing_bracket(unquoted, index) if unquoted[index] == "(" else None
-        if end is None:
-            kept += unquoted[index]
-            index += 1
-        else:
-            kept = kept.rstrip()
-            index = end + 1
+    kept = each_quotation(content, lambda quoted: "something")
+    for opening, closing in (("(", ")"), ("\uff08", "\uff09")):  # then the full-width ones (CJK)
+        unquoted, kept, index = kept, "", 0
+        while index < len(unquoted):
+            end = None
+            if unquoted[index] == opening:
+                end = closing_bracket(unquoted, index, opening, closing)
+            if end is None:
+                kept += unquoted[index]
+                index += 1
+            else:
+                kept = kept.rstrip()
+                index = end + 1
     told = " ".join(kept.split())
     return told if told else content
 
@@ -384,6 +386,8 @@ QUOTATION_CLOSED_BY = {
     "«": "»",
     "»": "«",
     "„": "“”",
+    "「": "」",
+    "『": "』",
     "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
 }
 """Each mark that opens a quotation, and those that close it (a straight single quote is no
@@ -434,16 +438,16 @@ def without_quotation_marks(name: str) -> str:
     """A name as a retelling says who spoke: each quotation's marks and its brackets gone, and
     every mark that is never an apostrophe."""
     unquoted = each_quotation(name, lambda quoted: f" {quoted} ")
-    marks = '"“”«»„\N{LEFT SINGLE QUOTATION MARK}()'
+    marks = '"“”«»„\N{LEFT SINGLE QUOTATION MARK}()「」『』\uff08\uff09'
     return "".join(" " if character in marks else character for character in unquoted)
 
 
-def closing_bracket(text: str, start: int) -> int | None:
+def closing_bracket(text: str, start: int, opening: str = "(", closing: str = ")") -> int | None:
     depth = 0
     for index in range(start, len(text)):
-        if text[index] == "(":
+        if text[index] == opening:
             depth += 1
-        elif text[index] == ")":
+        elif text[index] == closing:
             depth -= 1
             if depth == 0:
                 return index

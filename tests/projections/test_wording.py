@@ -41,6 +41,10 @@ def test_a_retelling_drops_every_bracket_nested_or_not(content: str, retold: str
         ("Ilse a dit «donne-moi la clé» à l'auberge", "Ilse a dit something à l'auberge"),
         ("Ilse sagte „gib mir den Schlüssel“ im Gasthaus", "Ilse sagte something im Gasthaus"),
         ("Ilse sagte »gib mir den Schlüssel« im Gasthaus", "Ilse sagte something im Gasthaus"),
+        # corner brackets quote, full-width brackets hold detail (Japanese, Chinese)
+        ("船長は「鍵をくれ」と言った\uff08金貨5枚\uff09", "船長はsomethingと言った"),
+        ("船長は『鍵』を盗んだ", "船長はsomethingを盗んだ"),
+        ("船长说“把钥匙给我”\uff08五枚金币\uff09", "船长说something"),
         # a straight single quote is as often an apostrophe: no quotation mark
         ("Tell 'em the soldiers' pay is late", "Tell 'em the soldiers' pay is late"),
         ("Rock 'n' roll at Mara's", "Rock 'n' roll at Mara's"),
@@ -150,6 +154,7 @@ QUOTING = st.text(
         [
             *("a", "b", "1", "_", " ", "\n", "(", ")", "'", '"', "“", "”", "«", "»", "„"),
             *("\N{LEFT SINGLE QUOTATION MARK}", "\N{RIGHT SINGLE QUOTATION MARK}"),
+            *("「", "」", "『", "』", "\uff08", "\uff09"),
         ]
     ),
     max_size=16,
