@@ -248,11 +248,13 @@ def ask_summaries(
     policy: ChroniclePolicy,
     count: TokenCounter,
     judged: Judging,
+    names: Names,
 ) -> None:
     """Ask the model (through `judged`, which records the answers with the event's judgements)
     to summarise each chapter, and the condensed chapter, that the records `event` formed
     close (once they are stored); called with a model configured only. `ancestry` is as it
-    stood before the event: the chronicle is made as it reads once the event is applied."""
+    stood before the event: the chronicle is made as it reads once the event is applied, its
+    `names` as the event declares them (its own declarations are written after it)."""
     keys = memory_keys(tx, event.tenant_id, event.world_instance_id)
     applied = (Segment(event.timeline_id, event.seq), *ancestry[1:])
     asked = AskedSummaries(
@@ -262,7 +264,6 @@ def ask_summaries(
         event.seq,
         count,
     )
-    names = naming(StoredDeclarations(tx, keys.tenant_id, keys.world_id, applied))
     for character in dict.fromkeys(memory.character_id for memory in formed):
         chronicle_of(held_in_order(tx, keys, applied, character), policy, count, asked, names)
 

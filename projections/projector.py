@@ -241,7 +241,9 @@ class Projector:
             record_relations(tx, context.keys, ancestry, formed, changes)
             if self.count is not None and judged.summaries_due():
                 chronicle = policy.memory.chronicle
-                ask_summaries(tx, ancestry, event, formed, chronicle, self.count, judged)
+                ask_summaries(
+                    tx, ancestry, event, formed, chronicle, self.count, judged, catalogue.name_of
+                )
             for origin in dict.fromkeys(memory.origin for memory in memories):
                 record_origin(tx, context.keys, origin, event)
             (self.on_formed if observer is None else observer)(memories, rumours)

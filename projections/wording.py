@@ -53,6 +53,9 @@ QUOTE_CLOSINGS = {
     "\N{LEFT SINGLE QUOTATION MARK}": "\N{RIGHT SINGLE QUOTATION MARK}",
 }
 """What closes a quotation `QUOTED` finds, by what opens it."""
+BRACKET_CLOSINGS = {"(": ")", "\uff08": "\uff09"}
+"""What closes the brackets a retelling drops with what they hold (the full-width ones of
+Chinese and Japanese too), by what opens them."""
 ELLIPSIS = "…"
 MOST_DESCRIBED_CHARS = 2000
 """The longest an event's description may be (cut, it ends in an ellipsis, then what closes the
@@ -102,12 +105,13 @@ def _described_at_most(text: str) -> str:
     each quotation for "something" before it pairs them."""
     if len(text) <= MOST_DESCRIBED_CHARS:
         return text
-    # By the length of a start of `text`: the parentheses it leaves open (quotations skipped),
-    # what closes the quotation it ends in (if any), its length without trailing whitespace.
-    depths = [0] * MOST_DESCRIBED_CHARS
+    # By the length of a start of `text`: what closes the brackets it leaves open, innermost
+    # first (quotations skipped), what closes the quotation it ends in (if any), its length
+    # without trailing whitespace.
+    open_brackets = [""] * MOST_DESCRIBED_CHARS
     closings = [""] * MOST_DESCRIBED_CHARS
     trimmed = [0] * MOST_DESCRIBED_CHARS
-    depth = 0
+    still_open = ""
     spans = (match.span() for match in QUOTED.finditer(text))
     span = next(spans, None)
     for length in range(1, MOST_DESCRIBED_CHARS):
@@ -117,15 +121,15 @@ def _described_at_most(text: str) -> str:
         if span is not None and span[0] < length:
             if length < span[1]:
                 closings[length] = QUOTE_CLOSINGS[text[span[0]]]
-        elif character == "(":
-            depth += 1
-        elif character == ")" and depth:
-            depth -= 1
-        depths[length] = depth
+        elif character in BRACKET_CLOSINGS:
+            still_open = BRACKET_CLOSINGS[character] + still_open
+        elif character in still_open:  # each kind is paired apart, as `retell` pairs them
+            still_open = still_open.replace(character, "", 1)
+        open_brackets[length] = still_open
         trimmed[length] = trimmed[length - 1] if character.isspace() else length
     for end in range(MOST_DESCRIBED_CHARS - 1, 0, -1):
         shown = trimmed[end]
-        closing = closings[shown] + ")" * depths[shown]
+        closing = closings[shown] + open_brackets[shown]
         if shown + len(ELLIPSIS) + len(closing) <= MOST_DESCRIBED_CHARS:
             return text[:shown] + ELLIPSIS + closing
     return ELLIPSIS
@@ -149,14 +153,33 @@ def retell(content: str, names: Iterable[str] = ()) -> str:
     say who and where, no detail (`at Gasthaus „Zur Post“` was retold `at Gasthaus something`,
     `Ilse "Red" Vell` as `Ilse something Vell`).
     """
-    marked = sorted(
-        {name for name in names if name in content and name != name.translate(_DETAIL_MARKS)},
-        key=len,
-        reverse=True,  # a name holding another is kept whole first
+    return _retold(content, marked_names(content, names))
+
+
+def marked_names(content: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The `names` the content says that hold a mark a retelling takes for detail (the others
+    come through it as they are), longest first: a name holding another is kept whole first."""
+    return tuple(
+        sorted(
+            {name for name in names if name in content and name != name.translate(_DETAIL_MARKS)},
+            key=len,
+            reverse=True,
+        )
     )
+
+
+@lru_cache(maxsize=1 << 14)
+def _retold(content: str, marked: tuple[str, ...]) -> str:
+    """`retell` of the content with the `marked_names` it says, worked out once per wording:
+    the same news is retold again and again. Each name stands in as a character the content
+    does not hold while the rest is retold (a private use one: a player's line holding the
+    one a name stood in as was retold with the name in its place)."""
     if not marked:
         return _retell(content)
-    standing_in = {chr(_NAME_MARKS + at): name for at, name in enumerate(marked)}
+    free = (
+        chr(code) for code in range(_NAME_MARKS, _NAME_MARKS + 0xFFFE) if chr(code) not in content
+    )
+    standing_in = {next(free): name for name in marked}
     for mark, name in standing_in.items():
         content = content.replace(name, mark)
     retold = _retell(content)
@@ -166,8 +189,8 @@ def retell(content: str, names: Iterable[str] = ()) -> str:
 
 
 _NAME_MARKS = 0xF0000
-"""Where the characters a name stands in as while its content is retold begin (a private use
-plane no text of a game's holds)."""
+"""Where the characters a name stands in as while its content is retold are looked for (a
+private use plane)."""
 
 
 def _retell(content: str) -> str:
@@ -182,10 +205,6 @@ def _retell(content: str) -> str:
     return " ".join(retold.split()) or content
 
 
-_retold = lru_cache(maxsize=1 << 14)(retell)
-"""`retell`, worked out once per wording and names: the same news is retold again and again."""
-
-
 def names_in(memory: Memory, name_of: Callable[[str], str]) -> tuple[str, ...]:
     """The declared names of what `memory` is about and of who it came from, which a
     retelling keeps whole (`retell`)."""
@@ -197,7 +216,7 @@ def passed_on(memory: Memory, name_of: Callable[[str], str]) -> str:
     """What a memory's words become when its holder passes it on (`retell`): a player's line,
     which its listener keeps as said, in the player's name (`Ilse said: I beat him`: retold
     bare, "I" was the teller, or the listener)."""
-    retold = _retold(memory.content, names_in(memory, name_of))
+    retold = retell(memory.content, names_in(memory, name_of))
     if memory.source == "player" and memory.source_entity is not None:
         return f"{speaker(name_of(memory.source_entity))} said: {retold}"
     return retold

@@ -316,25 +316,29 @@ def sentence(event: Event, name: Names) -> str:
         return described
     for end in range(DESCRIBED_AT_MOST - 1, 0, -1):  # what the cut left open closed after "…"
         shown = described[:end].rstrip()
-        depth = 0
+        still_open: list[str] = []  # what closes each bracket left open, innermost first
         closing = ""
         index = 0
         while index < len(shown):
             close_at = quotation_end(described, index)
-            if close_at is None:  # not a quotation: a parenthesis counts
-                if shown[index] == "(":
-                    depth += 1
-                elif shown[index] == ")":
-                    depth = max(0, depth - 1)
+            if close_at is None:  # not a quotation: a bracket counts, each kind paired apart
+                if shown[index] in BRACKETS:
+                    still_open.insert(0, BRACKETS[shown[index]])
+                elif shown[index] in still_open:
+                    still_open.remove(shown[index])
                 index += 1
             elif close_at >= len(shown):  # the cut is inside this quotation
                 closing = QUOTATION_CLOSED_BY[shown[index]][0]
                 break
             else:
                 index = close_at + 1
-        if len(shown) + 1 + len(closing) + depth <= DESCRIBED_AT_MOST:
-            return shown + "…" + closing + ")" * depth
+        if len(shown) + 1 + len(closing) + len(still_open) <= DESCRIBED_AT_MOST:
+            return shown + "…" + closing + "".join(still_open)
     return "…"
+
+
+BRACKETS = {"(": ")", "\uff08": "\uff09"}
+"""The brackets a retelling drops with what they hold (full width: Chinese, Japanese)."""
 
 
 def in_words(value: Any, name: Names) -> str:

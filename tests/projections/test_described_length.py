@@ -87,12 +87,21 @@ def test_a_cut_keeps_the_longest_start_that_fits_with_what_it_closes() -> None:
     assert described == shown + "…" + ")" * (shown.count("(") - shown.count(")"))
 
 
+def test_a_cut_closes_the_full_width_brackets_it_leaves_open() -> None:
+    """A retelling drops what full-width brackets hold: left open by the cut, all 2,000
+    characters of their detail were passed on at every hop."""
+    described = memory_of({"note": "\uff08" + "金" * 3000})
+    assert len(described) == MOST_DESCRIBED_CHARS and described.endswith("…\uff09)")
+    assert retell(described) == "npc-mara loot taken"
+
+
 def test_every_cut_is_the_oracles() -> None:
     """Long payloads of words, quotations (straight and curly, some never closed) and
     parentheses, cut by the worker and by the oracle alike."""
     choose = random.Random(30)
     for _ in range(300):
-        words = "".join(choose.choice('ab  ()"“”') for _ in range(choose.randint(1900, 2400)))
+        marks = 'ab  ()"“”\uff08\uff09「」'
+        words = "".join(choose.choice(marks) for _ in range(choose.randint(1900, 2400)))
         note = choose.choice([{"text": words}, words.replace('"', "'")])
         happened = Event.model_validate(
             {

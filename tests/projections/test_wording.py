@@ -147,6 +147,8 @@ def test_a_retelling_keeps_the_declared_names_of_what_it_is_about_whole(place: s
     assert first == f'Ilse "Red" Vell robbed Bo at {place}'
     assert passed_on(seen.model_copy(update={"content": first}), names) == first
     assert retell(seen.content) != first  # not a name of what it is about: detail
+    standing = "\U000f0000 robbed Bo (twice)"  # the character a name once stood in as
+    assert retell(f"{standing} at {place}", [place]) == f"\U000f0000 robbed Bo at {place}"
 
 
 QUOTING = st.text(

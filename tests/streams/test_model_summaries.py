@@ -409,3 +409,28 @@ def test_a_message_filling_a_gap_has_each_chapter_its_events_close_summarised(
     told = chronicle(live, policy)
     assert len(told["chapters"]) >= 5
     assert {chapter["summarised_by"] for chapter in told["chapters"]} == {"model"}
+
+
+def test_a_chapter_is_asked_of_with_the_names_its_closing_event_declares_kept_whole() -> None:
+    """The event that closes a chapter and first declares the inn's name: its own declarations
+    are written after the chapter is asked of, and the model read "at Gasthaus something"."""
+    inn = {"loc-inn": {"name": "Gasthaus „Zur Post“", "kind": "place"}}
+    hidden = {"key": "crime.item-hidden", "actor": "npc-mara", "location": "loc-inn"}
+    spot = {"spot": "under the stairs " * 40}
+    story = [said(seq, line_text(seq)) for seq in range(1, 4)]
+    story.append(
+        orjson.dumps(
+            {"world_instance_id": "w", "timeline_id": "main", "seq": 4}
+            | hidden
+            | {"payload": spot, "entities": inn}
+        )
+    )
+    policy = resolve(
+        None,
+        {"memory": {"chronicle": {"short_term_tokens": 400, "chapter_tokens": 250}}},
+    )
+    with scripted_model() as model:
+        replayed_with(model.url, story, policy, wordllama_tokens())
+        asked = [body["messages"][1]["content"] for body in model.requests]
+    told = [line for question in asked for line in question.splitlines() if "hidden" in line]
+    assert told == ["- npc-mara item hidden at Gasthaus „Zur Post“"]
