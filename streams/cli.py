@@ -126,9 +126,26 @@ def _on_kafka(
 
 
 @click.group()
-def main() -> None:
+@click.pass_context
+def main(context: click.Context) -> None:
     """rumourmill: game characters with a memory, from a stream of game events."""
     _kafka_client_records_to_the_log_only()
+    if context.invoked_subcommand != "worker":  # whose log has them
+        _warnings_shown_escaped()
+
+
+def _warnings_shown_escaped() -> None:
+    """rumourmill's warnings on stderr, each control character shown escaped, where Python
+    printed them raw with no log set up: a rebuild asks the model what was never recorded, and
+    a model server's answer, quoted in a warning, set the operator's window title."""
+    from streams.logs import LOGGER_NAME, TextFormatter
+
+    ours = logging.getLogger(LOGGER_NAME)
+    if not ours.handlers:
+        shown = logging.StreamHandler()  # stderr, as Python's own last resort
+        shown.setLevel(logging.WARNING)
+        shown.setFormatter(TextFormatter("%(message)s"))
+        ours.addHandler(shown)
 
 
 def _kafka_client_records_to_the_log_only() -> None:

@@ -46,8 +46,8 @@ class TextFormatter(logging.Formatter):
     so an ESC sequence in either set the operator's window title, or wrote their clipboard,
     through the log (the JSON format escapes them already)."""
 
-    def __init__(self) -> None:
-        super().__init__(TEXT_FORMAT)
+    def __init__(self, fmt: str = TEXT_FORMAT) -> None:
+        super().__init__(fmt)
 
     def format(self, record: logging.LogRecord) -> str:
         return for_terminal(super().format(record))

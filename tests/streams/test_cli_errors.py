@@ -539,3 +539,21 @@ def test_an_empty_id_is_a_usage_error_before_any_read(command: list[str], argume
     result = CliRunner().invoke(main, [*command, "--url", "http://127.0.0.1:1"])
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{argument}': is empty: give the id" in result.output
+
+
+def test_a_commands_warnings_show_a_model_servers_escapes_not_act_on_them() -> None:
+    """Every command but the worker sets no log up: a rebuild asks the model what was never
+    recorded, and the model client's warning, quoting the server's answer, reached stderr
+    through Python's last resort raw (an OSC sequence set the operator's window title)."""
+    script = (
+        "import contextlib, logging\n"
+        "from streams.cli import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(['ready', '--url', 'http://127.0.0.1:1'])\n"
+        "logging.getLogger('rumourmill.model').warning('not a chat completion: \\x1b]0;X\\x07')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert done.stderr.endswith("not a chat completion: \\x1b]0;X\\x07\n"), done.stderr
