@@ -144,33 +144,45 @@ def persistent_count_before(
 
 
 def forget_persistent_stored_at(
-    tx: StateTransaction, keys: MemoryKeys, timeline_id: str, seq: int
+    tx: StateTransaction,
+    keys: MemoryKeys,
+    timeline_id: str,
+    seq: int,
+    relations_without: Callable[[StateTransaction, MemoryKeys, list[Memory]], object],
 ) -> None:
-    """Take out the persistent memories the event at (`timeline_id`, `seq`) finds stored at its
-    own position, and put back what they changed in the world-wide scope, before the event reads
-    anything: the event is being applied again over part of its own writes (the worker is
-    at-least-once, and a worker killed mid-event keeps a prefix of them).
+    """Take out the persistent memories stored at the event's position and later ones of its
+    timeline, and put back what they changed in the world-wide scope, before the event reads
+    anything. None are there unless the event is being applied again over part of the writes
+    of the message that applied it (the worker is at-least-once, and a worker killed in the
+    middle of a message keeps a prefix of its writes: what its changelog got, in the order of
+    their last write): its own, and those of the events after it the message applied (one
+    that filled a gap applies several), while the timeline's position, saved last, says none
+    of them was applied.
 
     Every timeline reads the persistent scope whole, other timelines' memories of later
-    positions too, so the event's own memories there would tell it that its characters knew
-    already what it is about to teach them: it would form nothing. (Its memories of a timeline
-    need nothing: its reads end before its position.) Only the event that counted persistent
-    memories last can have stored some (`persistent_count_before`): any other pays one point
-    read. Killed again in the middle of taking them out, the event finds what is left of its
-    memories by their log entries once more (`forget_persistent`)."""
+    positions too, so these would tell the event that its characters knew already what it, or
+    an event after it, is about to teach them: it would form nothing, or pass on what happens
+    later. (Memories of a timeline need nothing: its reads end before the event's position.)
+    Found stored there, every persistent memory of the world past its timeline's position
+    goes (one the changelog got without its log entry too): the world's count is made again
+    from those applied, the persistent relation heads from those left (`relations_without`),
+    each memory goes last: killed again in the middle, the event finds what is left of them by
+    their log entries (`forget_persistent`). One seek of the memory log an event, in a world
+    that keeps persistent memories."""
     if not keys.any_persistent:
         return
-    counted = tx.get(pack(PERSISTENT_COUNTED, keys.tenant_id, keys.world_id))
-    if counted is None or counted[8:] != pack(timeline_id, seq):
-        return
-    log = pack_scope(MEMORY_LOG, keys.tenant_id, keys.world_id) + pack(timeline_id, seq)
-    stored = pack_scope(MEMORIES, keys.tenant_id, keys.world_id)
-    own: dict[str, dict[bytes, Memory]] = {}  # character -> log key -> persistent memory
-    for key, _ in tx.scan(log):
-        raw = tx.get(stored + key[len(log) :])
-        if raw is not None and (memory := DECODED.decode(raw)).persistent:
-            own.setdefault(memory.character_id, {})[key] = memory
-    forget_persistent(tx, keys, own, found_by_log=True)
+    timeline = pack_scope(MEMORY_LOG, keys.tenant_id, keys.world_id) + pack_scope(timeline_id)
+    if next(tx.scan(timeline, start=timeline + pack(seq)), None) is None:
+        return  # nothing stored at the event's position or past it: applied for the first time
+    applied, unapplied = _persistent_by_reach(
+        tx, pack_scope(MEMORIES, keys.tenant_id, keys.world_id)
+    )
+    count_key = pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id)
+    if tx.get(count_key) is not None:
+        tx.put(count_key, applied.to_bytes(8, "big"))
+    later = next(iter(unapplied.values()), {})  # the world's alone, as scanned
+    relations_without(tx, keys, [memory for of in later.values() for memory in of.values()])
+    forget_persistent(tx, keys, later, found_by_log=True)
 
 
 PersistentByCharacter = dict[str, dict[bytes, Memory]]
@@ -222,9 +234,19 @@ def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, Persistent
     a record names). An event's timeline position is saved after everything it stores, so a
     memory past it belongs to an event not yet applied whole. Reads every stored memory once:
     for a store of such a release (`projections.migrations`)."""
+    return _persistent_by_reach(tx, pack(MEMORIES))[1]
+
+
+def _persistent_by_reach(
+    tx: StateTransaction, stored: bytes
+) -> tuple[int, dict[MemoryKeys, PersistentByCharacter]]:
+    """Of the persistent memories under `stored` (a world's, or the whole store's), how many
+    are at positions their timelines have reached, and, per world, those past them (under
+    the log keys that name them): what an event not applied whole left."""
     reached: dict[tuple[str, str, str], int] = {}
+    applied = 0
     found: dict[MemoryKeys, PersistentByCharacter] = {}
-    for key, raw in tx.scan(pack(MEMORIES)):
+    for key, raw in tx.scan(stored):
         if (memory := DECODED.persistent(raw)) is None:
             continue
         _, tenant, world, *_ = unpack(key)
@@ -232,16 +254,18 @@ def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, Persistent
         if timeline not in reached:
             record = timelines.load(tx, *timeline)
             reached[timeline] = 0 if record is None else record.processed_seq
-        if memory.seq > reached[timeline]:
-            log_key = (
-                pack_scope(MEMORY_LOG, tenant, world)
-                + pack(memory.timeline_id, memory.seq)
-                + pack_scope(memory.character_id)
-                + pack(memory.belief_id)
-            )
-            of_world = found.setdefault(MemoryKeys(str(tenant), str(world)), {})
-            of_world.setdefault(memory.character_id, {})[log_key] = memory
-    return found
+        if memory.seq <= reached[timeline]:
+            applied += 1
+            continue
+        log_key = (
+            pack_scope(MEMORY_LOG, tenant, world)
+            + pack(memory.timeline_id, memory.seq)
+            + pack_scope(memory.character_id)
+            + pack(memory.belief_id)
+        )
+        of_world = found.setdefault(MemoryKeys(str(tenant), str(world)), {})
+        of_world.setdefault(memory.character_id, {})[log_key] = memory
+    return applied, found
 
 
 def recount_persistent(

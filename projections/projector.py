@@ -51,7 +51,11 @@ from projections.policy import PolicyLookup, default_policies
 from projections.record_bounds import TooLarge, most_record_bytes
 from projections.referee import HeldBelief, judge_line, rules_judge
 from projections.reinforcement import record_recalls
-from projections.relations import feeling_toward, record_relations
+from projections.relations import (
+    feeling_toward,
+    record_relations,
+    sum_persistent_relations_without,
+)
 from projections.rumour_rules import crowd_note
 from projections.rumour_spreading import spread
 from projections.runtime_read import MAX_BELIEFS
@@ -206,7 +210,9 @@ class Projector:
         told_note = None
         if present is not None:  # the policy's `memory.npc`
             keys = memory_keys(tx, tenant, world_id)
-            forget_persistent_stored_at(tx, keys, event.timeline_id, event.seq)
+            forget_persistent_stored_at(
+                tx, keys, event.timeline_id, event.seq, sum_persistent_relations_without
+            )
             minute = minute_of(tx, event, ancestry)  # memories are held, and dated, as of it
             now = minute_held_at(minute, policy)
             context = _StoredMinds(tx, keys, ancestry, catalogue, event, policy, judged, now)

@@ -180,6 +180,18 @@ def head_persistent_relations(tx: StateTransaction) -> int:
     return len(heads)
 
 
+def sum_persistent_relations_without(
+    tx: StateTransaction, keys: MemoryKeys, taken_out: Iterable[Memory]
+) -> int:
+    """Sum again, from the persistent memories stored but the `taken_out` ones, every
+    persistent relation head of the pairs those add to, each holding its sum alone (as
+    `head_persistent_relations` makes them): the memories of events not applied whole go, and
+    the heads those events moved hold their sums (one event's undo each, not several).
+    Summed before they go, so a caller killed in the middle sums the same again from what is
+    left. Returns how many heads it rewrote."""
+    return _sum_heads_without(tx, keys, taken_out, moved_too=True)
+
+
 def head_persistent_relations_without(
     tx: StateTransaction, keys: MemoryKeys, taken_out: Iterable[Memory]
 ) -> int:
@@ -191,6 +203,15 @@ def head_persistent_relations_without(
     (`_moved_head`), and events move heads only once their memories are all stored; the event
     that moved it, applied again, adds to what it held before. Returns how many heads it
     rewrote."""
+    return _sum_heads_without(tx, keys, taken_out, moved_too=False)
+
+
+def _sum_heads_without(
+    tx: StateTransaction, keys: MemoryKeys, taken_out: Iterable[Memory], *, moved_too: bool
+) -> int:
+    """The heads of the pairs the `taken_out` memories add to summed again from the others:
+    those holding their sum alone, and with `moved_too` those an event moved as well."""
+    taken_out = list(taken_out)
     pairs: dict[str, set[bytes]] = {}
     leaving = {keys.memory(memory.character_id, memory.belief_id) for memory in taken_out}
     for memory in taken_out:
@@ -203,7 +224,8 @@ def head_persistent_relations_without(
         summed_whole = [
             head_key
             for head_key in sorted(head_keys)
-            if (head := tx.get(head_key)) is not None and len(head) == _PERSISTENT_SUM.size
+            if (head := tx.get(head_key)) is not None
+            and (moved_too or len(head) == _PERSISTENT_SUM.size)
         ]
         if not summed_whole:
             continue

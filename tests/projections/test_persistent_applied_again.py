@@ -22,6 +22,7 @@ from projections.key_prefixes import (
 )
 from projections.keys import pack, unpack
 from projections.migrations import FORMAT_KEY, upgrade
+from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
@@ -192,3 +193,41 @@ def test_the_upgrade_taking_out_half_applied_memories_run_again_after_a_crash_en
                 assert list(crashed.items()) == upgraded, (offset, cut, kept)
                 PROJECTOR.receive(crashed, message)
                 assert world_digest(crashed, "default", "save-1") == digest, (offset, cut, kept)
+
+
+def test_a_message_filling_a_gap_applied_again_over_any_prefix_ends_as_applied_once() -> None:
+    """Found by a reviewer: a message that fills a gap applies several events, and the worker
+    sends its writes in the order of their last write, so one killed in its middle kept the
+    theft's persistent memory (seq 4) while the timeline's position, saved last, said 2.
+    Applied again, the meeting (seq 3) read it: Mara told Tomas of a theft that had not
+    happened yet. Each event the message applies again first takes out what the world stores
+    past its timelines' positions, its count and relation heads made again."""
+    spreading = resolve(
+        None,
+        {"memory": {"spreading": {"enabled": True}, "persistent": {"characters": ["npc-mara"]}}},
+    )
+    projector = Projector(policies=lambda tenant, world: spreading)
+    inn = {"location": "loc-inn"}
+    story = [
+        {"seq": 1, "key": "loreweaver.movement.location-entered", "actor": "npc-mara"} | inn,
+        {"seq": 2, "key": "loreweaver.movement.location-entered", "actor": "npc-tomas"} | inn,
+        {"seq": 4, "key": "crime.theft", "actor": "npc-x", "target": "npc-mara", "witnesses": []},
+        {"seq": 3, "key": "loreweaver.social.characters-met", "actor": "npc-mara"}
+        | {"target": "npc-tomas"}
+        | inn,
+    ]
+    lines = [orjson.dumps({"world_instance_id": "w", "timeline_id": "main"} | e) for e in story]
+    messages = [
+        SourceMessage("events", 0, at, world_key(line), line) for at, line in enumerate(lines)
+    ]
+    before = MemoryState()
+    for message in messages[:3]:
+        projector.receive(before, message)
+    once = Recorded(before)
+    assert [ack.seq for ack in projector.receive(once, messages[3]).acks] == [3, 4]
+    entries = projected(once)
+    writes = once.last_writes()
+    for cut in range(len(writes)):
+        again = laid_in(before, writes[:cut])
+        projector.receive(again, messages[3])
+        assert projected(again) == entries, cut
