@@ -277,7 +277,10 @@ def _place_on_timeline(
 
     parent = timelines.load(tx, event.tenant_id, event.world_instance_id, branch.parent_timeline_id)
     if parent is None:
-        return None, f"unknown branch parent {branch.parent_timeline_id!r}"
+        return None, (
+            f"unknown branch parent {branch.parent_timeline_id!r}: it has no event yet (publish"
+            " this event again once it has one)"
+        )
     if timelines.descends_from(tx, parent, event.timeline_id):
         return None, f"branching from {branch.parent_timeline_id!r} would make a cycle"
     if event.seq != branch.after_seq + 1:
@@ -598,6 +601,11 @@ def _awaited(record: TimelineRecord) -> str:
     """What the timeline's waiting events wait for: its next seq, or its parent's branch point."""
     if record.waiting_for_parent:
         return f"parent timeline {record.parent_timeline_id!r} to reach seq {record.after_seq}"
+    if not record.processed_seq and record.parent_timeline_id is None:  # it has no event yet
+        return (
+            f"seq 1, or, if timeline {record.timeline_id!r} is a branch, its first event (the one"
+            " naming its parent)"
+        )
     return f"seq {record.processed_seq + 1}"
 
 

@@ -50,6 +50,19 @@ class Feed:
         return record
 
 
+def test_events_of_a_timeline_with_none_yet_wait_for_its_first_saying_so() -> None:
+    """A branch's first event refused (its parent had no event yet), its later events were
+    acked waiting for "seq 1", which the branch never has: its first event is the one that
+    names the parent."""
+    projector = Projector()
+    state = MemoryState()
+    acks = projector.receive(state, SourceMessage("t", 0, 0, b"w", event(4, "reload"))).acks
+    assert [ack.reason for ack in acks] == [
+        "waiting for seq 1, or, if timeline 'reload' is a branch, its first event (the one naming"
+        " its parent)"
+    ]
+
+
 def test_a_gap_defers_later_events_and_filling_it_releases_them_in_order() -> None:
     feed = Feed()
     outcomes = [feed.send(event(seq)) for seq in (1, 2, 4, 5)]
@@ -252,7 +265,8 @@ def test_a_branch_placed_by_an_event_already_waiting_releases_it_at_the_branch_p
     [
         (
             event(3, "alt", branch={"parent_timeline_id": "nowhere", "after_seq": 2}),
-            "unknown branch parent 'nowhere'",
+            "unknown branch parent 'nowhere': it has no event yet (publish this event again once"
+            " it has one)",
         ),
         (
             event(4, "alt", branch={"parent_timeline_id": "main", "after_seq": 2}),
