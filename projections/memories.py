@@ -48,7 +48,7 @@ from projections.judgements import RULES, Judging
 from projections.keys import pack
 from projections.perception import Perception
 from projections.weighing import Weights, event_kind, news_kind, told_of, weigh
-from projections.wording import cut, event_content, passed_on, spoken_words
+from projections.wording import SPOKEN_FIELDS, cut, event_content, passed_on, spoken_words
 from projections.world import canonical_json, facts_as_recorded
 from schemas import Event, Fact
 from schemas.events import MAX_ID_LENGTH, story_minutes
@@ -148,12 +148,23 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
             }
         ),
         "about": sorted(set(about)),
-        "words": None if facts else " ".join((spoken_words(event) or "").split()).casefold(),
+        "words": None if facts else _claimed_words(event),
     }
     key = pack("claim", event.tenant_id, event.world_instance_id) + orjson.dumps(
         claim, option=_SORTED
     )
     return hashlib.blake2b(key, digest_size=16).hexdigest()
+
+
+def _claimed_words(event: Event) -> str:
+    """What tells a claim of no fact apart: its words (whitespace and case aside); without
+    words as text, what it sent in their place, or its whole payload (every such claim was one
+    news, and a listener told one took in none of the others)."""
+    words = spoken_words(event)
+    if words is not None:
+        return " ".join(words.split()).casefold()
+    sent = event.payload.get(SPOKEN_FIELDS.get(event.key, ""), event.payload)
+    return orjson.dumps(canonical_json(sent), option=_SORTED).decode()
 
 
 def form_memories(
@@ -566,6 +577,21 @@ def unread_claims(event: Event) -> str | None:
         f"claimed facts {', '.join(map(str, unread))} of {len(claims)} do not read as a fact "
         "(subject, attribute and value): left out"
     )
+
+
+def unheard_words(event: Event) -> str | None:
+    """The ack's note for a `told` whose words are not text (a localisation object, a list),
+    or that names nobody to hear it (no target, no witnesses): it was acked with no word, its
+    listener keeping the event described, or nobody anything. None for any other event (a
+    player's line has the dialogue's notes: `dialogue.turn_of`)."""
+    if event.key != TOLD:
+        return None
+    if event.target is None and not event.witnesses:
+        return f"{event.key} names no listener (no target, no witnesses): nobody heard it"
+    said = event.payload.get("content")
+    if said is not None and not isinstance(said, str):
+        return "payload.content is not text: its listener keeps the event described, not words said"
+    return None
 
 
 def is_persistent(character_id: str, kind: MemoryKind, policy: Policy) -> bool:

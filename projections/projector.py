@@ -32,7 +32,14 @@ from projections.judgements import (
     judging,
 )
 from projections.knowing import held_at, holds_news_of, minute_held_at, news_passed_on
-from projections.memories import dated, form_memories, origin_at, told_nothing, unread_claims
+from projections.memories import (
+    dated,
+    form_memories,
+    origin_at,
+    told_nothing,
+    unheard_words,
+    unread_claims,
+)
 from projections.memory_store import (
     MemoryKeys,
     as_revised,
@@ -262,7 +269,15 @@ class Projector:
         if policy.memory.world:
             world.record_facts(tx, event, ancestry)
         claims, crowd = unread_claims(event), crowd_note(event, policy)
-        found_notes = (claims, told_note, crowd, note, recall_note, whereabouts.unmoved(event))
+        found_notes = (
+            claims,
+            told_note,
+            unheard_words(event),
+            crowd,
+            note,
+            recall_note,
+            whereabouts.unmoved(event),
+        )
         notes = [found for found in found_notes if found is not None]
         return Applied("; ".join(notes) if notes else None, tuple(judged.record(tx)))
 

@@ -197,11 +197,18 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
         )
         for f in facts
     }
-    said = spoken(event) or ""
+    said = spoken(event)
+    if said is not None:
+        words = " ".join(said.split()).casefold()
+    else:  # what was sent in place of words (or the whole payload): each such claim its own
+        sent = event.payload.get(SPOKEN_FIELD.get(event.key, ""), event.payload)
+        words = json.dumps(
+            whole_as_int(sent), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
     claim = {
         "about": sorted(set(about)),
         "facts": [list(f) for f in sorted(canonical)],
-        "words": None if facts else " ".join(said.split()).casefold(),
+        "words": None if facts else words,
     }
     text = json.dumps(claim, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     whole = packed("claim", event.tenant_id, event.world_instance_id) + text.encode("utf-8")

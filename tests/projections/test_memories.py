@@ -939,3 +939,24 @@ def test_what_one_event_gives_each_of_its_perceivers_is_bounded() -> None:
     assert len(heard.content) == 2000 and heard.content.endswith("…")
     mara = runtime_read(state, "default", "w", "main", "npc-mara")
     assert len(mara.relations) == 50  # shown; 65 moved (the 64 the sight is about, the crier)
+
+
+def test_a_conversation_without_words_as_text_or_a_listener_is_noted_and_told_apart() -> None:
+    """Found by a reviewer: a `told` naming no listener, or sending a localisation object or a
+    list for its words, was acked with no word; and every wordless claim was one news, so
+    Tomas, told of the mill, took in nothing of the granary."""
+    told = {"key": TOLD, "target": "npc-tomas"}
+    state, acks = delivered(
+        [
+            {"seq": 1, "key": TOLD, "actor": "npc-mara", "payload": {"content": "Hi"}},
+            told | {"seq": 2, "actor": "npc-mara", "payload": {"content": {"en": "The mill"}}},
+            told | {"seq": 3, "actor": "npc-ida", "payload": {"content": ["The granary"]}},
+        ]
+    )
+    assert [ack.reason for ack in acks] == [
+        "loreweaver.conversation.told names no listener (no target, no witnesses): nobody heard it",
+        "payload.content is not text: its listener keeps the event described, not words said",
+        "payload.content is not text: its listener keeps the event described, not words said",
+    ]
+    heard = runtime_read(state, "default", "save-1", "main", "npc-tomas").beliefs
+    assert sorted(belief.seq for belief in heard) == [2, 3]

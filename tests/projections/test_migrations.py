@@ -57,7 +57,8 @@ from projections.runtime_read import runtime_read
 from projections.state import MemoryState, space_of
 from projections.timelines import load as load_timeline
 from projections.timelines import save as save_timeline
-from projections.wording import retell
+from projections.wording import retell, spoken_words
+from schemas import Event
 from schemas.memory import Memory
 from schemas.records import OutboxRecord
 from streams.recall_index import SqliteRecallIndex
@@ -139,12 +140,17 @@ def _previous_release_rules() -> Iterator[None]:
     """The previous release's rules where a store it wrote keeps what they made until rebuilt:
     a dialogue summary formed memories (its character's, and those of everyone at its place),
     a player's line was passed on bare, not in the player's name, a `told` naming a memory its
-    teller did not hold and saying nothing formed one all the same, an eyewitness kept
+    teller did not hold and saying nothing formed one all the same (a conversation without
+    words as text, or without a listener, was acked with no note, and every claim of no fact
+    and no words was one news), an eyewitness kept
     every value of a fact its event set twice, a recall's ack named no id it ignored, and a
     memory of an event without `game_time` had no story time."""
 
     def passed_bare(memory: Memory, name_of: Callable[[str], str]) -> str:
         return retell(memory.content)
+
+    def words_or_none(event: Event) -> str:
+        return " ".join((spoken_words(event) or "").split()).casefold()
 
     remembered = perception.BOOKKEEPING_KEYS - {DIALOGUE_SUMMARISED}
     with (
@@ -152,6 +158,8 @@ def _previous_release_rules() -> Iterator[None]:
         patch.object(rumour_rules, "passed_on", passed_bare),
         patch.object(memories, "passed_on", passed_bare),
         patch.object(projector, "told_nothing", lambda event, context: None),
+        patch.object(projector, "unheard_words", lambda event: None),
+        patch.object(memories, "_claimed_words", words_or_none),
         patch.object(memories, "facts_as_recorded", list),
         patch.object(projector, "record_recalls", unnoted(projector.record_recalls)),
         patch.object(projector, "dated", lambda formed, minute: formed),
