@@ -163,8 +163,14 @@ def _claimed_words(event: Event) -> str:
     words = spoken_words(event)
     if words is not None:
         return " ".join(words.split()).casefold()
-    sent = event.payload.get(SPOKEN_FIELDS.get(event.key, ""), event.payload)
+    field = SPOKEN_FIELDS.get(event.key, "")
+    claimed = {key: value for key, value in event.payload.items() if key not in _CLAIM_FIELDS}
+    sent = event.payload.get(field, claimed)  # `about` and `facts` are the claim's own, as sets
     return orjson.dumps(canonical_json(sent), option=_SORTED).decode()
+
+
+_CLAIM_FIELDS = frozenset({"about", "facts"})
+"""The payload's fields a claim holds apart from its words (`claim_origin`)."""
 
 
 def form_memories(

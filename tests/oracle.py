@@ -201,7 +201,8 @@ def claim_origin(event: Event, facts: list[Fact], about: list[str]) -> str:
     if said is not None:
         words = " ".join(said.split()).casefold()
     else:  # what was sent in place of words (or the whole payload): each such claim its own
-        sent = event.payload.get(SPOKEN_FIELD.get(event.key, ""), event.payload)
+        rest = {k: v for k, v in event.payload.items() if k not in ("about", "facts")}
+        sent = event.payload.get(SPOKEN_FIELD.get(event.key, ""), rest)
         words = json.dumps(
             whole_as_int(sent), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )

@@ -960,3 +960,17 @@ def test_a_conversation_without_words_as_text_or_a_listener_is_noted_and_told_ap
     ]
     heard = runtime_read(state, "default", "save-1", "main", "npc-tomas").beliefs
     assert sorted(belief.seq for belief in heard) == [2, 3]
+
+
+def test_a_claim_of_no_words_is_the_same_news_whatever_order_it_names_its_entities_in() -> None:
+    """Its words are what it sent in their place: its `about` is the claim's own, a set (the
+    same claim naming the mill first was other news)."""
+    told = {"key": TOLD, "target": "npc-tomas"}
+    state, _ = delivered(
+        [
+            told | {"seq": 1, "actor": "npc-mara", "payload": {"about": ["npc-x", "loc-mill"]}},
+            told | {"seq": 2, "actor": "npc-ida", "payload": {"about": ["loc-mill", "npc-x"]}},
+        ]
+    )
+    heard = runtime_read(state, "default", "save-1", "main", "npc-tomas").beliefs
+    assert [belief.seq for belief in heard] == [1]
