@@ -549,7 +549,7 @@ def test_a_commands_warnings_show_a_model_servers_escapes_not_act_on_them() -> N
         "import contextlib, logging\n"
         "from streams.cli import main\n"
         "with contextlib.suppress(SystemExit):\n"
-        "    main(['ready', '--url', 'http://127.0.0.1:1'])\n"
+        "    main(['digest', '--world', 'w1', '--url', 'http://127.0.0.1:1'])\n"
         "logging.getLogger('rumourmill.model').warning('not a chat completion: \\x1b]0;X\\x07')\n"
     )
     done = subprocess.run(
