@@ -162,21 +162,26 @@ def test_a_memory_just_past_its_half_life_is_answered_faded_not_at_the_vivid_thr
     assert [shown_retention(value) for value in (0.29, 0.5, 0.99999)] == [0.29, 0.5, 0.9999]
 
 
+def crown_hidden() -> bytes:
+    """Mara hides the crown under the old oak, on day 1 (seq 1)."""
+    hidden = {"treasure": "golden crown", "spot": "under the old oak tree"}
+    return event(
+        1,
+        "crime.item-hidden",
+        actor="npc-mara",
+        location="loc-inn",
+        payload=hidden,
+        game_time="day 1, 10:00",
+    )
+
+
 def test_a_faded_memory_is_not_found_by_the_detail_it_lost() -> None:
     """Mara hid the crown under the oak; eighteen story days on she holds it as "npc-mara item
     hidden at loc-inn". Asked of the oak, by words or by meaning, recall brought it back all
     the same: the index holds what was formed, and the forgotten detail found it."""
-    hidden = {"treasure": "golden crown", "spot": "under the old oak tree"}
     state = replay_lines(
         [
-            event(
-                1,
-                "crime.item-hidden",
-                actor="npc-mara",
-                location="loc-inn",
-                payload=hidden,
-                game_time="day 1, 10:00",
-            ),
+            crown_hidden(),
             later(2, 19),
         ]
     ).state
@@ -522,18 +527,10 @@ def test_a_faded_memory_is_not_found_by_the_filler_words_its_retelling_keeps() -
     """Faded, the hiding place is held as "item hidden at loc-inn": asked of "at the old oak"
     it was still found, by "at", though the word search finds no memory by that word beside
     the rarer ones (held vivid, with the same words, it would not have been)."""
-    hidden = {"treasure": "golden crown", "spot": "under the old oak tree"}
     town = [told(n, f"the mill turned at dawn {n}", "npc-bob") for n in range(2, 8)]
     state = replay_lines(
         [
-            event(
-                1,
-                "crime.item-hidden",
-                actor="npc-mara",
-                location="loc-inn",
-                payload=hidden,
-                game_time="day 1, 10:00",
-            ),
+            crown_hidden(),
             *town,
             later(8, 19),
         ]
