@@ -492,11 +492,19 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
     again at every event, so last at the end) counted none, the gap, filled again, released
     nothing, and the timeline waited for ever. A branch it releases may hold events a worker
     killed before the row applied: they are acked and deleted as a duplicate's are
-    (`_taken_out_before`)."""
+    (`_taken_out_before`).
+
+    Releasing a branch, it saves every timeline's position again once all are applied: the
+    changelog gets a message's writes in the order of their last write, so a timeline's saved
+    before a branch's events wrote the world's count of persistent memories was kept by a
+    worker killed between the two, the count not: its events were not applied again, and the
+    count stayed short of the memories they stored. Saved last, a position kept says every
+    other write of the message is kept too."""
     acks: list[Ack] = []
     refused: list[Refused] = []
     taken_out: list[bytes] = []
     ready, released = [record], {record.timeline_id}
+    reached: list[TimelineRecord] = []
     while ready:
         current = ready.pop(0)
         while not current.waiting_for_parent:
@@ -541,6 +549,10 @@ def _release(tx: StateTransaction, record: TimelineRecord, apply: ApplyEvent) ->
             acks += counted.acks
             taken_out += counted.deleted_after_outbox
             ready.append(child)
+        reached.append(current)
+    if len(reached) > 1:
+        for position in reached:
+            timelines.save(tx, position)
     return Sequenced(acks, tuple(refused), tuple(taken_out))
 
 

@@ -29,7 +29,7 @@ from projections.state import MemoryState
 from streams.replay import replay_lines
 from tests.projections.recorded import Recorded, laid_in
 from tests.reads import answer
-from tests.tavern import PERSISTENT, TAVERN
+from tests.tavern import PERSISTENT, TAVERN, TAVERN_LINES
 
 PROJECTOR = Projector(policies=lambda tenant, world: PERSISTENT)
 
@@ -230,4 +230,35 @@ def test_a_message_filling_a_gap_applied_again_over_any_prefix_ends_as_applied_o
     for cut in range(len(writes)):
         again = laid_in(before, writes[:cut])
         projector.receive(again, messages[3])
+        assert projected(again) == entries, cut
+
+
+def test_a_message_filling_a_gap_and_releasing_a_branch_applied_again_ends_as_applied_once() -> (
+    None
+):
+    """Found by a reviewer: main's seq 3 and the reload's first event wait until Mara hears the
+    player at main's seq 2, which applies both; every one stores persistent memories. Main's
+    position was saved before the reload's events rewrote the world's count of them, so a
+    worker killed between the two kept main applied (its event not applied again) and the
+    count without its memories: the persistent scope every timeline reads stayed short."""
+    lines = TAVERN_LINES
+    messages = [
+        SourceMessage("events", 0, at, world_key(line), line)
+        for at, line in enumerate([lines[0], lines[2], lines[5], lines[1]])
+    ]
+    before = MemoryState()
+    for message in messages[:3]:
+        PROJECTOR.receive(before, message)
+    once = Recorded(before)
+    applied = PROJECTOR.receive(once, messages[3]).acks
+    assert [(ack.timeline_id, ack.seq) for ack in applied] == [
+        ("main", 2),
+        ("main", 3),
+        ("reload", 3),
+    ]
+    entries = projected(once)
+    writes = once.last_writes()
+    for cut in range(len(writes)):
+        again = laid_in(before, writes[:cut])
+        PROJECTOR.receive(again, messages[3])
         assert projected(again) == entries, cut
