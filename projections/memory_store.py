@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, islice
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import orjson
 
@@ -174,13 +174,9 @@ def forget_persistent_stored_at(
     timeline = pack_scope(MEMORY_LOG, keys.tenant_id, keys.world_id) + pack_scope(timeline_id)
     if next(tx.scan(timeline, start=timeline + pack(seq)), None) is None:
         return  # nothing stored at the event's position or past it: applied for the first time
-    applied, unapplied = _persistent_by_reach(
-        tx, pack_scope(MEMORIES, keys.tenant_id, keys.world_id)
-    )
-    count_key = pack(PERSISTENT_WORLDS, keys.tenant_id, keys.world_id)
-    if tx.get(count_key) is not None:
-        tx.put(count_key, applied.to_bytes(8, "big"))
-    later = next(iter(unapplied.values()), {})  # the world's alone, as scanned
+    scanned = _persistent_by_reach(tx, pack_scope(MEMORIES, keys.tenant_id, keys.world_id))
+    applied, later = next(iter(scanned.values()), (0, {}))  # the world's alone, as scanned
+    set_persistent_count(tx, keys.tenant_id, keys.world_id, applied)
     relations_without(tx, keys, [memory for of in later.values() for memory in of.values()])
     forget_persistent(tx, keys, later, found_by_log=True)
 
@@ -223,9 +219,20 @@ def forget_persistent(
             tx.delete(last)
 
 
-def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, PersistentByCharacter]:
-    """Per world, the persistent memories stored at a position their timeline has not reached:
-    what a worker of a release before stored of an event before it was killed in its middle.
+class PersistentByReach(NamedTuple):
+    """A world's persistent memories, by whether their timelines have reached them."""
+
+    applied: int
+    """How many are at positions their timelines have reached: what the world's count says."""
+    unapplied: PersistentByCharacter
+    """Those past them (under the log keys that name them): what an event not applied whole
+    left."""
+
+
+def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, PersistentByReach]:
+    """Per world holding any, the persistent memories stored at a position their timeline has
+    not reached, and how many are at one it has: what a worker of a release before stored of
+    an event before it was killed in its middle, and the count the world should have.
 
     That release wrote the record of the event that counted persistent memories last
     (`PERSISTENT_COUNTED`) after the event's memories, where this one writes it before them,
@@ -234,28 +241,32 @@ def half_applied_persistent(tx: StateTransaction) -> dict[MemoryKeys, Persistent
     a record names). An event's timeline position is saved after everything it stores, so a
     memory past it belongs to an event not yet applied whole. Reads every stored memory once:
     for a store of such a release (`projections.migrations`)."""
-    return _persistent_by_reach(tx, pack(MEMORIES))[1]
+    return {
+        keys: by_reach
+        for keys, by_reach in _persistent_by_reach(tx, pack(MEMORIES)).items()
+        if by_reach.unapplied
+    }
 
 
 def _persistent_by_reach(
     tx: StateTransaction, stored: bytes
-) -> tuple[int, dict[MemoryKeys, PersistentByCharacter]]:
-    """Of the persistent memories under `stored` (a world's, or the whole store's), how many
-    are at positions their timelines have reached, and, per world, those past them (under
-    the log keys that name them): what an event not applied whole left."""
+) -> dict[MemoryKeys, PersistentByReach]:
+    """The persistent memories under `stored` (a world's, or the whole store's), per world
+    holding any, by whether their timelines have reached them."""
     reached: dict[tuple[str, str, str], int] = {}
-    applied = 0
+    applied: dict[MemoryKeys, int] = {}
     found: dict[MemoryKeys, PersistentByCharacter] = {}
     for key, raw in tx.scan(stored):
         if (memory := DECODED.persistent(raw)) is None:
             continue
         _, tenant, world, *_ = unpack(key)
-        timeline = (str(tenant), str(world), memory.timeline_id)
+        of_world = MemoryKeys(str(tenant), str(world))
+        timeline = (of_world.tenant_id, of_world.world_id, memory.timeline_id)
         if timeline not in reached:
             record = timelines.load(tx, *timeline)
             reached[timeline] = 0 if record is None else record.processed_seq
         if memory.seq <= reached[timeline]:
-            applied += 1
+            applied[of_world] = applied.get(of_world, 0) + 1
             continue
         log_key = (
             pack_scope(MEMORY_LOG, tenant, world)
@@ -263,29 +274,21 @@ def _persistent_by_reach(
             + pack_scope(memory.character_id)
             + pack(memory.belief_id)
         )
-        of_world = found.setdefault(MemoryKeys(str(tenant), str(world)), {})
-        of_world.setdefault(memory.character_id, {})[log_key] = memory
-    return applied, found
+        found.setdefault(of_world, {}).setdefault(memory.character_id, {})[log_key] = memory
+    return {
+        of_world: PersistentByReach(applied.get(of_world, 0), found.get(of_world, {}))
+        for of_world in applied.keys() | found.keys()
+    }
 
 
-def recount_persistent(
-    tx: StateTransaction, tenant_id: str, world_id: str, about_to_go: int
-) -> None:
-    """Set the world's count of persistent memories (where it keeps one) to how many it
-    stores, but the `about_to_go` of them the caller takes out next: a worker of a release
-    before, killed after counting an event's memories and before its position was saved, left
-    a count the event, applied again, counts on from. Set before they go, so a caller killed in
-    the middle of taking them out counts what is left again, less what it finds left to take
-    out: the same count."""
+def set_persistent_count(tx: StateTransaction, tenant_id: str, world_id: str, applied: int) -> None:
+    """Set the world's count of persistent memories (where it keeps one) to those its timelines
+    have reached, before the caller takes out the others: an event half-applied left a count
+    the event, applied again, would count on from. Set before they go, so a caller killed in
+    the middle of taking them out finds the same memories applied, and sets the same count."""
     count_key = pack(PERSISTENT_WORLDS, tenant_id, world_id)
-    if tx.get(count_key) is None:
-        return
-    stored = sum(
-        1
-        for _, raw in tx.scan(pack_scope(MEMORIES, tenant_id, world_id))
-        if DECODED.persistent(raw) is not None
-    )
-    tx.put(count_key, (stored - about_to_go).to_bytes(8, "big"))
+    if tx.get(count_key) is not None:
+        tx.put(count_key, applied.to_bytes(8, "big"))
 
 
 def _learned_without(

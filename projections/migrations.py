@@ -51,7 +51,7 @@ from projections.memory_store import (
     forget_persistent,
     half_applied_persistent,
     memory_lookups,
-    recount_persistent,
+    set_persistent_count,
 )
 from projections.reinforcement import recalls_counted
 from projections.relations import head_persistent_relations, head_persistent_relations_without
@@ -189,11 +189,11 @@ def _half_applied_persistent_taken_out(tx: StateTransaction) -> int:
     the step finds the memories not yet taken out, and counts and sums the same from what is
     left without them. Returns how many memories and heads it rewrote."""
     rewritten = 0
-    for keys, memories in half_applied_persistent(tx).items():
+    for keys, (applied, memories) in half_applied_persistent(tx).items():
         taken_out = [
             memory for of_character in memories.values() for memory in of_character.values()
         ]
-        recount_persistent(tx, keys.tenant_id, keys.world_id, len(taken_out))
+        set_persistent_count(tx, keys.tenant_id, keys.world_id, applied)
         rewritten += len(taken_out) + head_persistent_relations_without(tx, keys, taken_out)
         forget_persistent(tx, keys, memories, found_by_log=False)
     return rewritten
