@@ -26,6 +26,7 @@ from projections.policy import resolve
 from projections.projector import Projector
 from projections.runtime_read import runtime_read
 from projections.state import MemoryState
+from schemas import Ack
 from streams.replay import replay_lines
 from tests.projections.recorded import Recorded, laid_in
 from tests.reads import answer
@@ -217,20 +218,8 @@ def test_a_message_filling_a_gap_applied_again_over_any_prefix_ends_as_applied_o
         | inn,
     ]
     lines = [orjson.dumps({"world_instance_id": "w", "timeline_id": "main"} | e) for e in story]
-    messages = [
-        SourceMessage("events", 0, at, world_key(line), line) for at, line in enumerate(lines)
-    ]
-    before = MemoryState()
-    for message in messages[:3]:
-        projector.receive(before, message)
-    once = Recorded(before)
-    assert [ack.seq for ack in projector.receive(once, messages[3]).acks] == [3, 4]
-    entries = projected(once)
-    writes = once.last_writes()
-    for cut in range(len(writes)):
-        again = laid_in(before, writes[:cut])
-        projector.receive(again, messages[3])
-        assert projected(again) == entries, cut
+    applied = last_applied_again_over_each_prefix(projector, lines)
+    assert [(ack.timeline_id, ack.seq) for ack in applied] == [("main", 3), ("main", 4)]
 
 
 def test_a_message_filling_a_gap_and_releasing_a_branch_applied_again_ends_as_applied_once() -> (
@@ -242,23 +231,32 @@ def test_a_message_filling_a_gap_and_releasing_a_branch_applied_again_ends_as_ap
     worker killed between the two kept main applied (its event not applied again) and the
     count without its memories: the persistent scope every timeline reads stayed short."""
     lines = TAVERN_LINES
-    messages = [
-        SourceMessage("events", 0, at, world_key(line), line)
-        for at, line in enumerate([lines[0], lines[2], lines[5], lines[1]])
-    ]
-    before = MemoryState()
-    for message in messages[:3]:
-        PROJECTOR.receive(before, message)
-    once = Recorded(before)
-    applied = PROJECTOR.receive(once, messages[3]).acks
+    applied = last_applied_again_over_each_prefix(
+        PROJECTOR, [lines[0], lines[2], lines[5], lines[1]]
+    )
     assert [(ack.timeline_id, ack.seq) for ack in applied] == [
         ("main", 2),
         ("main", 3),
         ("reload", 3),
     ]
+
+
+def last_applied_again_over_each_prefix(projector: Projector, lines: list[bytes]) -> list[Ack]:
+    """Take in `lines`, then the last of them again over each prefix of the writes it made
+    (in the order of their last write: what a worker killed in its middle keeps), asserting
+    that each ends with the entries taking it in once left. The last message's acks."""
+    messages = [
+        SourceMessage("events", 0, at, world_key(line), line) for at, line in enumerate(lines)
+    ]
+    before = MemoryState()
+    for message in messages[:-1]:
+        projector.receive(before, message)
+    once = Recorded(before)
+    acks = projector.receive(once, messages[-1]).acks
     entries = projected(once)
     writes = once.last_writes()
     for cut in range(len(writes)):
         again = laid_in(before, writes[:cut])
-        PROJECTOR.receive(again, messages[3])
+        projector.receive(again, messages[-1])
         assert projected(again) == entries, cut
+    return acks
