@@ -144,7 +144,7 @@ class Talk:
             player,
             location,
             START_MS + int(minute * MINUTE_MS),
-            DialoguePolicy(),
+            self.policy.memory.dialogue,  # as the worker's read takes the world's
             as_of_seq,
         )
 
@@ -397,6 +397,14 @@ def test_the_eleventh_turn_pushes_out_the_first() -> None:
     assert texts(talk.read(minute=12)["player"]) == [f"line {n}" for n in range(2, 12)]
 
 
+def test_a_world_keeping_three_turns_shows_the_three_newest() -> None:
+    talk = Talk()
+    talk.policy = resolve(None, {"memory": {"dialogue": {"turns_kept": 3}}})
+    for number in range(1, 7):
+        talk.player(f"line {number}", minute=number)
+    assert texts(talk.read(minute=7)["player"]) == ["line 4", "line 5", "line 6"]
+
+
 def test_two_characters_in_one_place_keep_separate_scopes() -> None:
     talk = Talk()
     talk.player("to Mara", npc="npc-mara")
@@ -533,6 +541,17 @@ def test_a_longer_expiry_alone_keeps_a_summarised_scope_as_long() -> None:
         START_MS + 30 * HOUR_MS, policy,
     )  # fmt: skip
     assert texts(scope["player"]) == ["one"]
+
+
+def test_a_summarised_scope_keeps_its_turns_as_long_as_the_world_says() -> None:
+    """`summarised_expiry_hours: 36`: 30 hours after a summarised conversation its turns
+    still show (the default of 24 hid them), and at 36 they go."""
+    talk = Talk()
+    talk.policy = resolve(None, {"memory": {"dialogue": {"summarised_expiry_hours": 36}}})
+    talk.player("one", minute=0)
+    talk.summarise("Asked about the son.")
+    assert texts(talk.read(minute=30 * 60)["player"]) == ["one"]
+    assert texts(talk.read(minute=36 * 60)["player"]) == []
 
 
 def test_a_summary_of_null_categories_is_kept_as_one_of_none() -> None:

@@ -112,6 +112,24 @@ def test_the_rules_verdict_weighs_confidence_feeling_and_the_record(
     assert rules_verdict(confidence, feeling, agreement, RefereePolicy()) == verdict
 
 
+@pytest.mark.parametrize(
+    ("weights", "confidence", "feeling", "agreement", "verdict"),
+    [
+        ({}, 0.8, 1.0, "unknown", "convinced"),  # pull 0.7
+        ({"trust_weight": 0}, 0.8, 1.0, "unknown", "doubting"),  # pull 0.2: feeling counts not
+        ({"trust_weight": 1}, 0.8, -0.2, "unknown", "unconvinced"),  # pull 0 (0.1 at 0.5)
+        ({}, 0.8, 0.0, "agrees", "convinced"),  # pull 0.45
+        ({"truth_weight": 0}, 0.8, 0.0, "agrees", "doubting"),  # pull 0.2: the record counts not
+        ({"truth_weight": 0.5}, 0.6, 0.0, "contradicts", "unconvinced"),  # pull -0.1
+    ],
+)
+def test_a_worlds_trust_and_truth_weights_rule_how_much_feeling_and_the_record_pull(
+    weights: dict[str, float], confidence: float, feeling: float, agreement: Agreement, verdict: str
+) -> None:
+    referee = resolve(None, {"memory": {"referee": weights}}).memory.referee
+    assert rules_verdict(confidence, feeling, agreement, referee) == verdict
+
+
 def test_unbelievable_lies_are_doubted_and_only_lies() -> None:
     assert believable("convinced", "contradicts", lies_believable=False) == "doubting"
     assert believable("convinced", "contradicts", lies_believable=True) == "convinced"
