@@ -4,8 +4,11 @@ every Kafka client (each aiokafka client's options, the Faust app's credentials)
 from __future__ import annotations
 
 import ast
+import contextlib
+import socket
 import ssl
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -209,13 +212,47 @@ def test_a_client_certificate_is_taken_with_its_key_apart_or_in_the_same_file(
     monkeypatch: pytest.MonkeyPatch, made: Certificate
 ) -> None:
     apart = settings_of(
-        monkeypatch, KAFKA_SECURITY_PROTOCOL="SSL", KAFKA_SSL_CERTFILE=str(made.path),
-        KAFKA_SSL_KEYFILE=str(made.key),
+        monkeypatch, KAFKA_SECURITY_PROTOCOL="SSL", KAFKA_SSL_CAFILE=str(made.path),
+        KAFKA_SSL_CERTFILE=str(made.path), KAFKA_SSL_KEYFILE=str(made.key),
     )  # fmt: skip
     monkeypatch.delenv(f"{ENV_PREFIX}KAFKA_SSL_KEYFILE")
     together = settings_of(monkeypatch, KAFKA_SSL_CERTFILE=str(made.keystore))
     assert (apart.kafka_ssl_keyfile, together.kafka_ssl_keyfile) == (str(made.key), "")
-    assert tls_context(apart) is not None and tls_context(together) is not None
+    subject = ((("commonName", "127.0.0.1"),),)
+    assert certificate_shown(tls_context(apart), made) == subject
+    assert certificate_shown(tls_context(together), made) == subject
+
+
+def certificate_shown(context: ssl.SSLContext | None, made: Certificate) -> object:
+    """The subject of the certificate a client with `context` shows a server on 127.0.0.1
+    that requires one signed as `made` is (a broker with `ssl.client.auth=required`)."""
+    assert context is not None
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(made.path, made.key)
+    server.verify_mode = ssl.CERT_REQUIRED
+    server.load_verify_locations(made.path)
+    seen: dict[str, object] = {}
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def serve() -> None:
+            connection, _ = listener.accept()
+            try:
+                with server.wrap_socket(connection, server_side=True) as tls:
+                    seen["subject"] = (tls.getpeercert() or {}).get("subject")
+                    tls.sendall(b"!")
+            except ssl.SSLError as refused:
+                seen["refused"] = refused.reason
+
+        serving = threading.Thread(target=serve)
+        serving.start()
+        with (
+            socket.create_connection(listener.getsockname(), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+            contextlib.suppress(OSError),  # a refused certificate closes the connection
+        ):
+            tls.recv(1)
+        serving.join(10)
+    return seen.get("subject", seen)
 
 
 def test_a_local_broker_of_ours_is_talked_to_plainly_with_every_security_setting_dropped(
