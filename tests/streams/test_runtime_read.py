@@ -11,6 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -89,6 +90,22 @@ def test_the_read_serves_what_the_projector_computes(tavern_worker: WorkerProces
         "memories": 2,
         "last_seq": 3,
     }
+
+
+def test_a_line_sent_without_its_time_is_a_turn_of_the_time_kafka_stamped_it(
+    tavern_worker: WorkerProcess,
+) -> None:
+    """The tavern's player line (seq 2) has no `occurred_at`: its turn has its Kafka record's
+    time, which the publish just stamped (a turn without one never expires)."""
+    dialogue = READ.format(npc="npc-mara", world="save-1", timeline="main").replace(
+        "npc-mara?", "npc-mara/dialogue?player_id=player-1&"
+    )
+    status, body = get(tavern_worker.settings.web_port, dialogue, "key-acme")
+    assert status == 200
+    [turn] = body["player"]["turns"]
+    assert b"occurred_at" not in TAVERN[turn["seq"] - 1]
+    stamped = datetime.fromisoformat(turn["occurred_at"])
+    assert timedelta(0) <= datetime.now(UTC) - stamped < timedelta(minutes=10)
 
 
 @pytest.mark.parametrize(
