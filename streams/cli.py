@@ -348,7 +348,7 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     digests."""
     from streams.policies import InvalidPolicy
     from streams.replay import ReplayInputError, replay_file, replay_projector
-    from streams.show import for_terminal
+    from streams.show import for_terminal, world_label
 
     try:
         settings = _settings()
@@ -368,7 +368,7 @@ def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
     for outcome, count in sorted(result.outcomes.items()):
         click.echo(f"{outcome}: {count}")
     for (tenant, world), digest in sorted(result.digests.items()):
-        click.echo(for_terminal(f"digest {tenant}/{world}: {digest}"))
+        click.echo(f"digest {world_label(tenant, world)}: {digest}")
 
 
 @main.group()
@@ -1101,10 +1101,10 @@ def rebuild_command(
             f" data dir {data_dir})"
         )
     if workers_stopped:
-        from streams.show import for_terminal
+        from streams.show import world_label
 
         for (tenant, world_id), digest in sorted(rebuilt.digests.items()):
-            click.echo(for_terminal(f"world {tenant}/{world_id}: {digest} not compared"))
+            click.echo(f"world {world_label(tenant, world_id)}: {digest} not compared")
         return
     try:
         _compare_with_live(live, rebuilt)
@@ -1208,7 +1208,7 @@ def _print_comparison(
     digests: Mapping[World, str], answers: Mapping[World, str | Exception], outside: Outside
 ) -> None:
     """Print each world's verdict (`_compare_with_live`), and end as it says."""
-    from streams.show import for_terminal
+    from streams.show import for_terminal, world_label
 
     differing = refused = moved = 0
     for world, digest in sorted(digests.items()):
@@ -1224,7 +1224,7 @@ def _print_comparison(
         else:
             differing += 1
             verdict = f"DIFFERS from live {answer}"
-        click.echo(for_terminal(f"world {world[0]}/{world[1]}: {digest} {verdict}"))
+        click.echo(for_terminal(f"world {world_label(*world)}: {digest} {verdict}"))
     problems = []
     if differing:
         problems.append(f"{differing} of {len(digests)} world(s) differ from the live worker")

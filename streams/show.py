@@ -29,6 +29,20 @@ def for_terminal(text: str) -> str:
     return CONTROL.sub(_escaped, text)
 
 
+def world_label(tenant_id: str, world_id: str) -> str:
+    """A tenant's world as printed: `tenant/world`, or, where an id holds `/`, a quote, a
+    backslash or a control character, both ids JSON-quoted (tenant `a/b`'s world `c` and
+    tenant `a`'s world `b/c` were both printed `a/b/c`, each with its own digest)."""
+    ids = (tenant_id, world_id)
+    if not any(QUOTED.search(id_) for id_ in ids):
+        return f"{tenant_id}/{world_id}"
+    return for_terminal("/".join(orjson.dumps(id_).decode() for id_ in ids))
+
+
+QUOTED = re.compile(f'[/"\\]|{CONTROL.pattern}')
+"""What makes an id printed quoted (`world_label`)."""
+
+
 def _escaped(found: re.Match[str]) -> str:
     code = ord(found.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -164,3 +164,16 @@ def test_a_line_publish_takes_whole_is_replayed_whole(tmp_path: Path) -> None:
     path = tmp_path / "story.ndjson"
     path.write_bytes(b"\r\n".join([spaced, *LINES[1:]]) + b"\r\n")
     assert replay(path) == ({"processed": 6}, clean)
+
+
+def test_worlds_whose_ids_hold_a_slash_are_printed_apart(tmp_path: Path) -> None:
+    """Tenant `a/b`'s world `c` and tenant `a`'s world `b/c` were both printed `a/b/c`, each
+    with its own digest."""
+    first, second = LINES[0], LINES[0].replace(b'"save-1"', b'"b/c"')
+    lines = [
+        first.replace(b'"save-1"', b'"c"').replace(b"{", b'{"tenant_id":"a/b",', 1),
+        second.replace(b"{", b'{"tenant_id":"a",', 1),
+    ]
+    counts, digests = replay(story(tmp_path, lines))
+    assert counts == {"processed": 2}
+    assert sorted(digests) == ['"a"/"b/c"', '"a/b"/"c"']
