@@ -47,7 +47,7 @@ from streams import changelog, codec, forwarding, kafka_consumer
 from streams.allocator import keep_large_buffers
 from streams.durability import LocalDurability
 from streams.embedding import WordLlamaEmbedder
-from streams.embedding_agent import MemoryEmbedding
+from streams.embedding_agent import MemoryEmbedding, at_home
 from streams.event_batches import event_batches
 from streams.json_service import ClosedAtStop
 from streams.judging import Judge, JudgementLog, topic_reader
@@ -626,7 +626,9 @@ class Rumourmill:
             acks,
             sum(len(intake.dead_letters) for intakes in taken.values() for _, intake in intakes),
         )
-        self.embedding.note(acks)
+        for partition, intakes in taken.items():
+            for _, intake in intakes:
+                self.embedding.note(at_home(intake.acks, partition, self.settings.partitions))
         return deliveries
 
     async def send_changes(self, intakes: Iterable[Intake]) -> list[Delivery]:

@@ -17,7 +17,7 @@ record per event, for a set of worlds the ingest agent already holds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from projections.memory_store import memory_keys
@@ -25,6 +25,7 @@ from projections.state import StateTransaction
 from schemas import Ack
 from streams.embedding import Embedder
 from streams.logs import logger
+from streams.partitioning import world_partition
 from streams.recall_index import SqliteRecallIndex, embed_one_batch
 from streams.web import HTTPProblem
 
@@ -38,6 +39,17 @@ class Embeds(Protocol):
     def recall_index(self) -> SqliteRecallIndex: ...
 
     async def read_transaction(self, world_id: str) -> StateTransaction: ...
+
+
+def at_home(acks: Iterable[Ack], partition: int, partitions: int) -> Iterator[Ack]:
+    """The acks, of messages taken from `partition`, that name a world living there: not a
+    tenant deletion's, which every partition takes and which names the world `*` (a worker
+    not holding the partition of `*` logged, at every deletion of a tenant, that it did not
+    serve world `*` and should be given its own `RUMOURMILL_WEB_URL`), nor a misrouted event's."""
+    for ack in acks:
+        world = ack.world_instance_id
+        if world is not None and world_partition(world.encode(), partitions) == partition:
+            yield ack
 
 
 class MemoryEmbedding:

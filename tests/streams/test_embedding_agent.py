@@ -15,18 +15,24 @@ from itertools import pairwise
 import pytest
 
 from benchmarks.story import encoded, tavern_story
+from projections.delivery import SourceMessage
 from projections.memory_store import memory_keys
+from projections.projector import Projector
 from projections.recall import search_scope
 from projections.runtime_read import timeline_view
-from projections.state import StateTransaction
+from projections.state import MemoryState, StateTransaction
 from schemas import Ack
 from schemas.outcomes import Outcome
 from streams.embedding import Embedder, Vectors, WordLlamaEmbedder
-from streams.embedding_agent import MemoryEmbedding
+from streams.embedding_agent import MemoryEmbedding, at_home
+from streams.partitioning import partition_of
 from streams.recall_index import EMBED_BATCH, SqliteRecallIndex, embed_pending
 from streams.replay import replay_lines
 from streams.web import HTTPProblem
+from tests.projections.test_deletion import deletion
+from tests.projections.test_deletion import story as deletion_story
 from tests.streams.test_recall_index import STATE, CountingEmbedder
+from tests.tavern import TAVERN_LINES
 
 BUSY = replay_lines(encoded(tavern_story(400, seed=3, worlds=("busy",)))).state
 """World "busy", whose memories hold more different contents than one batch embeds."""
@@ -325,3 +331,24 @@ def test_a_deleted_world_is_forgotten_searched_or_noted() -> None:
     for world in ("save-1", "save-2"):
         embedding.forget("default", world)
     assert not embedding.searched and not embedding.worlds
+
+
+def test_only_acks_of_worlds_living_on_the_partition_taken_from_are_noted() -> None:
+    """A tenant's deletion is taken from every partition and its ack names the world `*`: a
+    worker not holding the partition of `*` logged, at every deletion of a tenant, that it did
+    not serve world `*` and should be given its own `RUMOURMILL_WEB_URL`."""
+    partitions = 12
+    home = partition_of(b"save-1", partitions)
+    elsewhere = next(p for p in range(partitions) if p != partition_of(b"*", partitions))
+    projector, state = Projector(), MemoryState()
+    for offset, line in enumerate(
+        [*deletion_story("save-1", "acme"), deletion("tenant.deleted", "*", "acme")]
+    ):
+        at = home if offset < len(TAVERN_LINES) else elsewhere
+        intake = projector.receive(state, SourceMessage("events", at, offset, b"save-1", line))
+        noted = [(ack.tenant_id, ack.world_instance_id) for ack in intake.acks]
+        kept = [(a.tenant_id, a.world_instance_id) for a in at_home(intake.acks, at, partitions)]
+        if offset < len(TAVERN_LINES):
+            assert kept == noted == [("acme", "save-1")]
+        else:
+            assert (noted, kept) == ([("acme", "*")], [])
