@@ -8,7 +8,8 @@ clients read a random character on a random timeline in a loop for a fixed time,
 worker and from the static server in turn, `repeats` times each. Prints reads/s, p50/p99
 latency, the server's CPU time per read and errors (anything but a 200 with the expected bytes)
 of each, and the ratio of their throughputs (the CPU ratio beside it is steadier on a shared
-machine). Bounded: stops itself, and stops what it started.
+machine). Only reads answered whole count, in the rates and the latencies; with any error,
+the ratios say n/a. Bounded: stops itself, and stops what it started.
 """
 
 from __future__ import annotations
@@ -109,12 +110,15 @@ async def hammer(
                         errors[f"status {reply.status}"] += 1
                     elif body != bodies[path]:
                         errors["other bytes"] += 1
+                    else:  # only a read answered whole counts, in the rate and the latencies
+                        latencies.append(time.perf_counter() - started)
                 except (TimeoutError, aiohttp.ClientError) as failure:
                     errors[type(failure).__name__] += 1
-                latencies.append(time.perf_counter() - started)
 
         await asyncio.gather(*(client(number) for number in range(clients)))
         elapsed, cpu = time.perf_counter() - began, cpu_seconds(server_pid) - began_cpu
+    if not latencies:
+        raise RuntimeError(f"no read of {base} was answered whole: {dict(errors)}")
     return Load(len(latencies) / elapsed, latencies, cpu / len(latencies), errors)
 
 
@@ -164,6 +168,9 @@ def run(options: Options, bootstrap: str) -> None:
         ]
 
     def paired(measure: Callable[[Load, Load], float]) -> str:
+        failed = sum(sum(load.errors.values()) for load in [*worker_runs, *static_runs])
+        if failed:  # a server answering errors fast is no server serving reads
+            return f"n/a: {failed} read(s) failed (the errors rows)"
         return runs_of([measure(*pair) for pair in zip(worker_runs, static_runs, strict=True)])
 
     sizes = sorted(len(body) for body in bodies.values())

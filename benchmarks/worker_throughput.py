@@ -76,6 +76,11 @@ class Run:
 
     cold: float
     steady: float
+    steady_events: int | None = None
+    """How many events `steady` times, None: all. A worker's first ack comes once its first
+    batch is projected (acks go out a batch at a time), so its events are not in the steady
+    interval that starts at that ack (counting them made a worker at 1,000 events/s read as
+    1,143 over 4,000 events)."""
     first_quarter: float = 0.0
     last_quarter: float = 0.0
     cpu_per_event: float = 0.0
@@ -154,6 +159,7 @@ def worker_run(settings: Settings, count: int, workdir: Path, attempt: int) -> R
     return Run(
         cold=done - launched,
         steady=(stamps[-1] - stamps[0]) / 1000,
+        steady_events=sum(stamp > stamps[0] for stamp in stamps),
         first_quarter=rate(quarter, (stamps[quarter] - stamps[0]) / 1000),
         last_quarter=rate(quarter, (stamps[-1] - stamps[-1 - quarter]) / 1000),
         cpu_per_event=ingest_cpu / max(acked_once_ready, 1),
@@ -174,6 +180,11 @@ def _own_measures(web_port: int) -> tuple[float, float]:
         samples[("rumourmill_processing_seconds_sum", ())] / messages,
         samples[("rumourmill_lay_in_seconds_sum", ())] / messages,
     )
+
+
+def steady_rate(run: Run, count: int) -> float:
+    """Events/s over the steady interval of a run of `count` events."""
+    return rate(count if run.steady_events is None else run.steady_events, run.steady)
 
 
 def as_delivered(events: list[dict[str, Any]], partitions: int) -> list[SourceMessage]:
@@ -268,9 +279,9 @@ def run(options: Options, bootstrap: str) -> None:
 
 
 def _print(count: int, repeats: int, workers: list[Run], cores: list[Run], bare: list[Run]) -> None:
-    worker_steady = median([rate(count, r.steady) for r in workers])
-    core_steady = median([rate(count, r.steady) for r in cores])
-    bare_steady = median([rate(count, r.steady) for r in bare])
+    worker_steady, core_steady, bare_steady = (
+        median([steady_rate(r, count) for r in runs]) for runs in (workers, cores, bare)
+    )
     worker_cpu = median([r.cpu_per_event for r in workers])
     worker_projecting = median([r.projecting_per_event for r in workers])
     worker_laying_in = median([r.laying_in_per_event for r in workers])
@@ -280,7 +291,7 @@ def _print(count: int, repeats: int, workers: list[Run], cores: list[Run], bare:
     report(
         f"(a) worker end to end on Apache Kafka: {count} events, median of {repeats}",
         [
-            ("worker, steady (first to last ack)", f"{worker_steady:,.0f} events/s"),
+            ("worker, steady (events acked after the first ack)", f"{worker_steady:,.0f} events/s"),
             ("core in-process, same events (change feed on)", f"{core_steady:,.0f} events/s"),
             (f"ratio worker/core, steady (goal >= {GOAL})", f"{worker_steady / core_steady:.3f}"),
             ("worker, CPU time per event once ready", f"{1e6 * worker_cpu:,.0f} us"),
