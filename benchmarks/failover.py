@@ -1,5 +1,6 @@
 """Failover: two workers, one SIGKILLed; seconds until the survivor has taken in a new event of
-every world and answers reads for them, with and without a standby, at two history sizes.
+every world and answers reads for them, with and without a standby, at two history sizes of
+the tavern story (8 worlds: characters meeting, telling, trading; some 28 state writes an event).
 
 Without a standby the survivor replays the killed worker's whole changelog; with one
 (`RUMOURMILL_STANDBYS=1`) it already holds the state and waits only for the session timeout.
@@ -13,7 +14,9 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Any
 
+from benchmarks.story import tavern_story
 from benchmarks.support import Options, median, run_main
 from streams.app import SESSION_TIMEOUT_SECONDS
 from tests.failover import failover_seconds
@@ -49,11 +52,18 @@ def timed_failover(bootstrap: str, history: int, standbys: int) -> float | None:
     both workers' log tails), so that the benchmarks after this one still run."""
     with tempfile.TemporaryDirectory(prefix="rumourmill-bench-") as temp:
         try:
-            return failover_seconds(bootstrap, Path(temp), history, standbys, timeout=600)
+            return failover_seconds(
+                bootstrap, Path(temp), history, standbys, timeout=600, history_of=tavern_history
+            )
         except TimeoutError as error:
             print(f"  failover at {history:,} events, {standbys} standby(s), timed out:")
             traceback.print_exception(error, file=sys.stdout)
             return None
+
+
+def tavern_history(worlds: list[str], rounds: int) -> list[dict[str, Any]]:
+    """`rounds` events of the tavern story in each world, seq 1 to `rounds`."""
+    return tavern_story(rounds * len(worlds), seed=13, worlds=worlds)
 
 
 if __name__ == "__main__":

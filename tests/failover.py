@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -21,12 +23,26 @@ SURVIVOR_LOG = "staying.log"
 TIMELINE_READ = "/v2/timelines/main?world_instance_id={world}"
 
 
+History = Callable[[list[str], int], list[dict[str, Any]]]
+"""The events of `rounds` rounds over the worlds, seq 1 to `rounds` of each."""
+
+
+def bare_history(worlds: list[str], rounds: int) -> list[dict[str, Any]]:
+    """Events that form nothing, of a few state writes each: a history quick to take in."""
+    return [event(world, seq) for seq in range(1, rounds + 1) for world in worlds]
+
+
 def failover_seconds(
-    bootstrap: str, base: Path, history: int, standbys: int, timeout: float = 180.0
+    bootstrap: str,
+    base: Path,
+    history: int,
+    standbys: int,
+    timeout: float = 180.0,
+    history_of: History = bare_history,
 ) -> float:
     """Seconds from SIGKILLing one of two workers until every world has a new event acked and
-    the survivor answers a read showing it. `history` events are spread over the worlds first.
-    """
+    the survivor answers a read showing it. `history` events (`history_of`) are spread over the
+    worlds first."""
     staying_settings = unique_settings(bootstrap, base / "staying", partitions=4, standbys=standbys)
     killed_settings = staying_settings.model_copy(
         update={"data_dir": base / "killed", "web_port": free_port()}
@@ -36,10 +52,7 @@ def failover_seconds(
     staying = WorkerProcess(staying_settings, base / SURVIVOR_LOG).start()
     killed = WorkerProcess(killed_settings, base / "killed.log").start()
     try:
-        send_events(
-            staying_settings,
-            [event(world, seq) for seq in range(1, rounds + 1) for world in worlds],
-        )
+        send_events(staying_settings, history_of(worlds, rounds))
         wait_for_processed(staying_settings, worlds, rounds, timeout)
         assert killed.owned_partitions(), "the worker to kill took no partition"
         killed.kill()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,25 @@ def read_all(settings: Settings, topic: str, timeout: float = 60.0) -> list[dict
     return read_topic(settings, topic, lambda got: len(got) >= total, timeout)
 
 
+def feed_holding(
+    settings: Settings, change_ids: set[str], timeout: float = 120.0
+) -> list[dict[str, Any]]:
+    """Every message of the change feed, once it holds these change ids (then read to its end,
+    so a change that should not be there is seen too): the acks of an event do not wait for
+    its change records, which the producer sends first but Kafka may store after them."""
+    seen: set[str] = set()
+    looked_at = 0
+
+    def holds_them(got: list[dict[str, Any]]) -> bool:
+        nonlocal looked_at
+        seen.update(str(change["change_id"]) for change in got[looked_at:])
+        looked_at = len(got)
+        return change_ids <= seen
+
+    read_topic(settings, settings.topics.changes, holds_them, timeout)
+    return read_all(settings, settings.topics.changes, timeout)
+
+
 def wait_until_checkpointed(settings: Settings, timeout: float = 60.0) -> None:
     """Wait until every partition with changelog records has a checkpoint holding them all (a
     worker takes one once idle, `streams.durability`); raises on timeout."""
@@ -243,12 +262,15 @@ def read_topic(
     topic: str,
     until: Callable[[list[dict[str, Any]]], bool],
     timeout: float = 60.0,
+    since: Mapping[int, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Read a topic from the start until `until(messages)` holds; raises on timeout."""
+    """Read a topic from the start (or from the offsets `since` gives each partition: its
+    `topic_ends` before the test sent anything) until `until(messages)` holds; raises on
+    timeout."""
 
     async def run() -> list[dict[str, Any]]:
         consumer = AIOKafkaConsumer(
-            topic,
+            *([] if since is not None else [topic]),
             **kafka_options(settings),
             auto_offset_reset="earliest",
             enable_auto_commit=False,
@@ -257,6 +279,10 @@ def read_topic(
         await consumer.start()
         messages: list[dict[str, Any]] = []
         try:
+            if since is not None:
+                consumer.assign([TopicPartition(topic, partition) for partition in since])
+                for partition, offset in since.items():
+                    consumer.seek(TopicPartition(topic, partition), offset)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 batch = await consumer.getmany(timeout_ms=500)

@@ -23,17 +23,22 @@ class Event:
         return True
 
 
+async def settled(acked: asyncio.Future[bool]) -> None:
+    """Until `ack_when_delivered` has decided (a fixed sleep was too short for a stalled loop)."""
+    await asyncio.wait_for(asyncio.shield(acked), 5)
+
+
 def test_an_event_is_acked_once_every_delivery_is_confirmed() -> None:
     async def scenario() -> tuple[bool, bool, list[BaseException]]:
         loop = asyncio.get_running_loop()
         changes, ack = loop.create_future(), loop.create_future()
         event, failures = Event(), []
-        ack_when_delivered([event], [changes, ack], failures.append)
+        acked = ack_when_delivered([event], [changes, ack], failures.append)
         changes.set_result("stored")
         await asyncio.sleep(0)
         halfway = event.acked
         ack.set_result("stored")
-        await asyncio.sleep(0.01)
+        await settled(acked)
         return halfway, event.acked, failures
 
     halfway, acked, failures = asyncio.run(scenario())
@@ -46,13 +51,13 @@ def test_a_failed_or_cancelled_delivery_never_acks_and_stops_the_worker() -> Non
         loop = asyncio.get_running_loop()
         changes, ack = loop.create_future(), loop.create_future()
         event, failures = Event(), []
-        ack_when_delivered([event], [changes, ack], failures.append)
+        acked = ack_when_delivered([event], [changes, ack], failures.append)
         ack.set_result("stored")
         if outcome == "failed":
             changes.set_exception(TimeoutError("broker gone"))
         else:
             changes.cancel()
-        await asyncio.sleep(0.01)
+        await settled(acked)
         return event.acked, failures
 
     acked, failures = asyncio.run(scenario("failed"))
@@ -71,12 +76,12 @@ def test_events_are_acked_in_offset_order_even_when_later_ones_are_confirmed_fir
         first, second = [Event(), Event()], [Event()]
         failures: list[BaseException] = []
         earlier = ack_when_delivered(first, [first_sends], failures.append)
-        ack_when_delivered(second, [second_sends], failures.append, after=earlier)
+        later = ack_when_delivered(second, [second_sends], failures.append, after=earlier)
         second_sends.set_result("stored")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # time to ack the later event, were it acked out of order
         held = [event.acked for event in first + second]
         first_sends.set_result("stored")
-        await asyncio.sleep(0.01)
+        await settled(later)
         assert failures == []
         return [held, [event.acked for event in first + second]]
 
@@ -91,10 +96,10 @@ def test_events_after_a_failed_batch_are_never_acked() -> None:
         first_sends, second_sends = loop.create_future(), loop.create_future()
         later, failures = Event(), []
         earlier = ack_when_delivered([Event()], [first_sends], failures.append)
-        ack_when_delivered([later], [second_sends], failures.append, after=earlier)
+        acked = ack_when_delivered([later], [second_sends], failures.append, after=earlier)
         second_sends.set_result("stored")
         first_sends.set_exception(TimeoutError("broker gone"))
-        await asyncio.sleep(0.01)
+        await settled(acked)
         return later.acked, failures
 
     acked, failures = asyncio.run(scenario())
@@ -121,9 +126,10 @@ def test_a_failed_delivery_is_logged_with_its_cause_and_stops_the_worker(
 
     async def scenario() -> None:
         delivery = asyncio.get_running_loop().create_future()
-        ack_when_delivered([Event()], [delivery], mill.crash_soon)
+        acked = ack_when_delivered([Event()], [delivery], mill.crash_soon)
         delivery.set_exception(TimeoutError("broker gone"))
-        await asyncio.sleep(0.01)
+        await settled(acked)
+        await asyncio.wait_for(asyncio.gather(*mill.crashing), 5)
 
     with caplog.at_level(logging.CRITICAL, logger="rumourmill.worker"):
         asyncio.run(scenario())

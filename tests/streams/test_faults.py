@@ -38,7 +38,7 @@ from streams.stopping import GAVE_UP_EXIT_CODE, STOP_DEADLINE_SECONDS
 from tests.streams.noisy_story import noisy, story
 from tests.support import (
     WorkerProcess,
-    read_all,
+    feed_holding,
     read_topic,
     replayed_change_ids,
     send_events,
@@ -102,7 +102,7 @@ def assert_feed_complete(settings: Settings, lines: list[bytes]) -> None:
     end, so a change that should not be there is seen too."""
     wanted = replayed_change_ids(lines, Projector(changes=True))
     assert wanted, "the story changed minds"
-    seen = {change["change_id"] for change in read_all(settings, settings.topics.changes, 120)}
+    seen = {change["change_id"] for change in feed_holding(settings, wanted)}
     assert not wanted - seen, f"{len(wanted - seen)} changes never on the feed"
     assert not seen - wanted, f"{len(seen - wanted)} changes no replay makes"
 

@@ -397,11 +397,12 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """A load balancer asking `/ready` sent reads on to a worker told to stop: it answered
-    200 until its web server went, some 20 ms after the signal. With a drain of 2 s, it says
-    it is stopping, and answers reads, for those 2 s; then it stops. The image's health check,
-    `rumourmill ready`, says so too."""
+    200 until its web server went, some 20 ms after the signal. With a drain of 5 s, it says
+    it is stopping, and answers reads, for those 5 s; then it stops. The image's health check,
+    `rumourmill ready`, says so too (a process of its own, started within the drain: 0.6 s
+    here, over 1.4 s on a loaded machine, so a drain of 2 s left it too little)."""
     settings = unique_settings(
-        kafka_bootstrap, tmp_path / "data", stop_drain_seconds=2.0, partitions=1
+        kafka_bootstrap, tmp_path / "data", stop_drain_seconds=5.0, partitions=1
     )
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     web = f"http://127.0.0.1:{settings.web_port}"
@@ -433,7 +434,7 @@ def test_a_stopping_worker_says_so_on_ready_and_serves_on_for_its_drain(
     first = next(index for index, (_, ready, _) in enumerate(said) if ready == stopping)
     assert all(ready == stopping for _, ready, _ in said[first:]), said
     served = [at for at, ready, read in said[first:] if read is not None and read[0] == 200]
-    assert served and max(served) >= 1.5, said[-3:]  # reads answered through the drain
+    assert served and max(served) >= 4, said[-3:]  # reads answered through the drain
     assert worker.process.returncode == 0
 
 
