@@ -845,7 +845,9 @@ def create_app(settings: Settings) -> Rumourmill:
     state.batch_bytes = settings.changelog_batch_bytes
     policies = PolicyFeed(settings, settings.topics.policies)
     progress = ProgressWatch(app, settings.topics.events)
-    metrics = Metrics(lambda: consumer_lag(app, settings.topics.events, progress))
+    metrics = Metrics(
+        lambda: consumer_lag(app, settings.topics.events, progress), lambda: standby_lag(app)
+    )
     writing_systems.word_pattern()  # made as the worker starts: a first recall waited 30 ms
     projector = Projector(
         policies=PolicyBook(policies, log_conflict),
@@ -1041,6 +1043,27 @@ def consumer_lag(app: faust.App, topic: str, looked_up: ProgressWatch) -> dict[i
         if not ends or (committed is None and start is None):
             continue
         lag[tp.partition] = max(max(ends) - max(start or 0, committed or 0), 0)
+    return lag
+
+
+def standby_lag(app: faust.App) -> dict[int, int]:
+    """Per partition of the state changelog this worker keeps a standby copy of: the records
+    past what the copy has read (the consumer's highwater, the end it last fetched, minus the
+    offset after the last read; all of them before the first). A failover to the copy lays
+    them in before the partition serves: a standby beside a busy active worker fell behind
+    by tens of thousands of records, and its takeover took 35 s instead of 14."""
+    recovery = cast(TableManager, app.tables).recovery
+    consumer = app.consumer
+    try:
+        assigned = consumer.assignment()
+    except ConsumerNotStarted:
+        return {}
+    lag = {}
+    for tp in assigned & set(recovery.standby_tps):
+        if (end := consumer.highwater(tp)) is None:
+            continue
+        read = recovery.standby_offsets.get(tp)
+        lag[tp.partition] = max(end - (0 if read is None else read + 1), 0)
     return lag
 
 

@@ -40,26 +40,22 @@ def no_lag() -> Mapping[int, int]:
 
 
 class _LagCollector(Collector):
-    """Consumer lag as a gauge, asked of the consumer at each scrape."""
+    """A lag per partition as a gauge, asked of the worker at each scrape."""
 
-    def __init__(self, lag: LagByPartition) -> None:
-        self.lag = lag
+    def __init__(self, name: str, documentation: str, lag: LagByPartition) -> None:
+        self.name, self.documentation, self.lag = name, documentation, lag
 
     def collect(self) -> Iterator[Metric]:
-        gauge = GaugeMetricFamily(
-            "rumourmill_consumer_lag",
-            "Events on the events topic past this worker's committed offset, per partition.",
-            labels=["partition"],
-        )
+        gauge = GaugeMetricFamily(self.name, self.documentation, labels=["partition"])
         for partition, lag in sorted(self.lag().items()):
             gauge.add_metric([str(partition)], lag)
         yield gauge
 
 
 class Metrics:
-    """The worker's counters, histograms and the lag gauge, in one registry."""
+    """The worker's counters, histograms and the lag gauges, in one registry."""
 
-    def __init__(self, lag: LagByPartition = no_lag) -> None:
+    def __init__(self, lag: LagByPartition = no_lag, standby_lag: LagByPartition = no_lag) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.events = PrometheusCounter(
             "rumourmill_events",
@@ -132,7 +128,21 @@ class Metrics:
             buckets=READ_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_LagCollector(lag))
+        self.registry.register(
+            _LagCollector(
+                "rumourmill_consumer_lag",
+                "Events on the events topic past this worker's committed offset, per partition.",
+                lag,
+            )
+        )
+        self.registry.register(
+            _LagCollector(
+                "rumourmill_standby_lag",
+                "State changelog records past what this worker's standby copy of the partition"
+                " has read (a failover to it lays them in first), per standby partition.",
+                standby_lag,
+            )
+        )
 
     def sent(self, acks: Iterable[Ack], dead_letters: int) -> None:
         """Count what a batch of messages produced: its acks, and how many dead letters."""

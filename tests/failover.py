@@ -8,14 +8,21 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from localbroker import free_port
 from streams.partitioning import partition_of
 from streams.settings import Settings
-from tests.support import WorkerProcess, event, read_topic, send_events, unique_settings
+from tests.support import (
+    WorkerProcess,
+    event,
+    read_topic,
+    samples_of,
+    send_events,
+    unique_settings,
+)
 
 WORLDS = 8
 SURVIVOR_LOG = "staying.log"
@@ -32,6 +39,14 @@ def bare_history(worlds: list[str], rounds: int) -> list[dict[str, Any]]:
     return [event(world, seq) for seq in range(1, rounds + 1) for world in worlds]
 
 
+class Failover(NamedTuple):
+    seconds: float
+    """From SIGKILLing one of two workers until the survivor acks and answers for every world."""
+    standby_waited: float | None
+    """How long the survivor's standby copies took to read the changelog to its end after the
+    history's last ack, before the kill (None: not waited for)."""
+
+
 def failover_seconds(
     bootstrap: str,
     base: Path,
@@ -39,10 +54,12 @@ def failover_seconds(
     standbys: int,
     timeout: float = 180.0,
     history_of: History = bare_history,
-) -> float:
+    caught_up: bool = False,
+) -> Failover:
     """Seconds from SIGKILLing one of two workers until every world has a new event acked and
     the survivor answers a read showing it. `history` events (`history_of`) are spread over the
-    worlds first."""
+    worlds first; with `caught_up`, the kill waits until the survivor's standby copies have
+    read the changelog to its end (`rumourmill_standby_lag` 0 in its metrics)."""
     staying_settings = unique_settings(bootstrap, base / "staying", partitions=4, standbys=standbys)
     killed_settings = staying_settings.model_copy(
         update={"data_dir": base / "killed", "web_port": free_port()}
@@ -54,6 +71,7 @@ def failover_seconds(
     try:
         send_events(staying_settings, history_of(worlds, rounds))
         wait_for_processed(staying_settings, worlds, rounds, timeout)
+        waited = wait_for_standbys(staying_settings, timeout) if caught_up else None
         assert killed.owned_partitions(), "the worker to kill took no partition"
         killed.kill()
         began = time.monotonic()
@@ -61,7 +79,7 @@ def failover_seconds(
         wait_for_processed(staying_settings, worlds, rounds + 1, timeout)
         for world in worlds:
             wait_for_read(staying_settings, world, rounds + 1, began + timeout)
-        return time.monotonic() - began
+        return Failover(time.monotonic() - began, waited)
     except TimeoutError as error:  # the logs go with the temporary directory: keep their ends
         error.add_note(
             f"partitions last served: survivor {staying.owned_partitions()}, "
@@ -98,6 +116,28 @@ def wait_for_processed(settings: Settings, worlds: list[str], seq: int, timeout:
             )
         )
         raise
+
+
+def wait_for_standbys(settings: Settings, timeout: float) -> float:
+    """Seconds until the worker's metrics show standby copies, none of them behind the
+    changelog."""
+    began = time.monotonic()
+    url = f"http://127.0.0.1:{settings.web_port}/metrics"
+    behind: dict[str, float] = {}
+    while time.monotonic() < began + timeout:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            samples = samples_of(reply.read().decode())
+        behind = {
+            dict(labels)["partition"]: value
+            for (name, labels), value in samples.items()
+            if name == "rumourmill_standby_lag"
+        }
+        if behind and not any(behind.values()):
+            return time.monotonic() - began
+        time.sleep(0.5)
+    raise TimeoutError(
+        f"standby copies still behind the changelog (records by partition): {behind}"
+    )
 
 
 def wait_for_read(settings: Settings, world: str, seq: int, deadline: float) -> None:
