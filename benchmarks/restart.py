@@ -196,8 +196,11 @@ def run(options: Options, bootstrap: str) -> None:
     small, big = results
     term = median(big.after_term) / median(small.after_term)
     kill = median(big.after_kill) / median(small.after_kill)
-    beyond = (median(big.after_kill) - SESSION_TIMEOUT_SECONDS) / (
-        median(small.after_kill) - SESSION_TIMEOUT_SECONDS
+    small_beyond = median(small.after_kill) - SESSION_TIMEOUT_SECONDS
+    beyond = (
+        f"{(median(big.after_kill) - SESSION_TIMEOUT_SECONDS) / small_beyond:.2f}"
+        if small_beyond > 0
+        else "n/a (the small history's restart ended within the session timeout)"
     )
     rows = []
     for result in results:
@@ -224,7 +227,7 @@ def run(options: Options, bootstrap: str) -> None:
         (f"ratio {large:,} / {SMALL:,} after SIGKILL, with the session timeout", f"{kill:.2f}"),
         (
             f"ratio {large:,} / {SMALL:,} after SIGKILL, beyond it (goal <= {KILL_GOAL})",
-            f"{beyond:.2f}",
+            beyond,
         ),
         (
             f"ratio {large:,} / {SMALL:,} worker RSS after restarts",

@@ -39,7 +39,7 @@ def world_label(tenant_id: str, world_id: str) -> str:
     return for_terminal("/".join(orjson.dumps(id_).decode() for id_ in ids))
 
 
-QUOTED = re.compile(f'[/"\\]|{CONTROL.pattern}')
+QUOTED = re.compile(r'[/"\\\t\n]|' + CONTROL.pattern)
 """What makes an id printed quoted (`world_label`)."""
 
 

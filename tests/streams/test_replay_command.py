@@ -177,3 +177,14 @@ def test_worlds_whose_ids_hold_a_slash_are_printed_apart(tmp_path: Path) -> None
     counts, digests = replay(story(tmp_path, lines))
     assert counts == {"processed": 2}
     assert sorted(digests) == ['"a"/"b/c"', '"a/b"/"c"']
+
+
+def test_a_world_whose_id_holds_a_backslash_or_a_line_break_is_printed_quoted_on_one_line(
+    tmp_path: Path,
+) -> None:
+    """An id holding a line break split its digest line in two; one holding `\\x00` read as
+    one holding the character NUL (shown escaped)."""
+    lines = [LINES[0].replace(b'"save-1"', orjson.dumps(world)) for world in ("x\ny", "a\\x00b")]
+    counts, digests = replay(story(tmp_path, lines))
+    assert counts == {"processed": 2}
+    assert sorted(digests) == ['"default"/"a\\\\x00b"', '"default"/"x\\ny"']
