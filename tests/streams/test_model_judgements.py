@@ -302,8 +302,12 @@ def test_a_judgement_cancelled_while_the_model_is_asked_leaves_no_call_running()
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        await asyncio.sleep(0.1)
-        left.update(task for task in asyncio.all_tasks() if task is not asyncio.current_task())
+        for _ in range(500):  # 5 s at most for the cancelled call to go (a stalled loop)
+            left.clear()
+            left.update(task for task in asyncio.all_tasks() if task is not asyncio.current_task())
+            if not left:
+                break
+            await asyncio.sleep(0.01)
         await client.close()
 
     with scripted_model("hang") as model:

@@ -380,9 +380,11 @@ def test_pictures_past_those_already_waiting_are_a_503_at_once(
         return drawn_maps[-1]
 
     monkeypatch.setattr(web, "rumour_map", counted_map)
-    fake_dot(
+    drawing, opened = tmp_path / "drawing", tmp_path / "opened"
+    fake_dot(  # each picture is drawn once the test opens the gate (a file)
         tmp_path,
-        "cat > /dev/null\nsleep 0.3\necho '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'",
+        f"cat > /dev/null\ntouch {drawing}\nwhile [ ! -e {opened} ]; do sleep 0.01; done\n"
+        "echo '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'",
         monkeypatch,
     )
 
@@ -392,8 +394,12 @@ def test_pictures_past_those_already_waiting_are_a_503_at_once(
         try:
             path = picture_path(farthest_travelled().belief_id)
             asked = [asyncio.ensure_future(client.get(path))]
-            await asyncio.sleep(0.1)  # drawing the first
+            while not drawing.exists():  # drawing the first
+                await asyncio.sleep(0.01)
             asked += [asyncio.ensure_future(client.get(path)) for _ in range(6)]
+            while sum(answer.done() for answer in asked) < 2:  # those told to come back
+                await asyncio.sleep(0.01)
+            opened.touch()
             answers = [
                 (answer.status, await answer.read()) for answer in await asyncio.gather(*asked)
             ]
