@@ -254,14 +254,14 @@ def _persistent_by_reach(
     """The persistent memories under `stored` (a world's, or the whole store's), per world
     holding any, by whether their timelines have reached them."""
     reached: dict[tuple[str, str, str], int] = {}
-    applied: dict[MemoryKeys, int] = {}
-    found: dict[MemoryKeys, PersistentByCharacter] = {}
+    applied: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], PersistentByCharacter] = {}
     for key, raw in tx.scan(stored):
         if (memory := DECODED.persistent(raw)) is None:
             continue
         _, tenant, world, *_ = unpack(key)
-        of_world = MemoryKeys(str(tenant), str(world))
-        timeline = (of_world.tenant_id, of_world.world_id, memory.timeline_id)
+        of_world = (str(tenant), str(world))
+        timeline = (*of_world, memory.timeline_id)
         if timeline not in reached:
             record = timelines.load(tx, *timeline)
             reached[timeline] = 0 if record is None else record.processed_seq
@@ -276,7 +276,7 @@ def _persistent_by_reach(
         )
         found.setdefault(of_world, {}).setdefault(memory.character_id, {})[log_key] = memory
     return {
-        of_world: PersistentByReach(applied.get(of_world, 0), found.get(of_world, {}))
+        MemoryKeys(*of_world): PersistentByReach(applied.get(of_world, 0), found.get(of_world, {}))
         for of_world in applied.keys() | found.keys()
     }
 

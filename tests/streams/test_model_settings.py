@@ -13,9 +13,12 @@ from aiohttp import web
 from schemas.judgements import FeelingAnswer
 from streams.model_client import ModelClient
 from streams.reranker import Reranker
-from streams.settings import Settings
 from tests.model_server import serving
+from tests.streams.test_kafka_clients import settings_of
 
+PAST_THE_TIMEOUT = 6.0
+"""The slow server's delay: past the 2 s timeout, which leaves the first call room on a loaded
+machine (0.3 s timed out a stalled process)."""
 FEELING = {"choices": [{"message": {"content": '{"feeling": 0.5, "arousal": 0.25}'}}]}
 
 
@@ -44,21 +47,19 @@ def test_the_rerank_settings_name_the_key_the_model_the_timeout_and_the_rerankin
 
     async def run() -> tuple[list[float] | str, list[list[float] | str]]:
         async with serving(server, "rerank") as url:
-            for name, value in {
-                "URL": url,
-                "MODEL": "bge-reranker",
-                "KEY": "rk-123",
-                "TIMEOUT_SECONDS": "2",
-                "CONCURRENCY": "1",
-            }.items():
-                monkeypatch.setenv(f"RUMOURMILL_RERANK_{name}", value)
-            reranker = Reranker.configured(Settings.from_env())
+            settings = settings_of(
+                monkeypatch,
+                RERANK_URL=url,
+                RERANK_MODEL="bge-reranker",
+                RERANK_KEY="rk-123",
+                RERANK_TIMEOUT_SECONDS="2",
+                RERANK_CONCURRENCY="1",
+            )
+            reranker = Reranker.configured(settings)
             assert reranker is not None
             try:
                 first = await reranker.rerank("the sailor", ["a fight", "a locket"])
-                server.delay = (
-                    6.0  # past the timeout (the first call has 2 s: a loaded machine stalls)
-                )
+                server.delay = PAST_THE_TIMEOUT
                 both = await asyncio.gather(
                     reranker.rerank("the sailor", ["a fight"]),
                     reranker.rerank("the sailor", ["a locket"]),
@@ -87,21 +88,19 @@ def test_the_model_settings_name_the_key_the_model_the_timeout_and_the_calls_in_
 
     async def run() -> tuple[FeelingAnswer | str, list[FeelingAnswer | str]]:
         async with serving(server) as url:
-            for name, value in {
-                "URL": url,
-                "NAME": "llama-3.1-8b",
-                "KEY": "sk-abc",
-                "TIMEOUT_SECONDS": "2",
-                "CONCURRENCY": "2",
-            }.items():
-                monkeypatch.setenv(f"RUMOURMILL_MODEL_{name}", value)
-            model = ModelClient.configured(Settings.from_env())
+            settings = settings_of(
+                monkeypatch,
+                MODEL_URL=url,
+                MODEL_NAME="llama-3.1-8b",
+                MODEL_KEY="sk-abc",
+                MODEL_TIMEOUT_SECONDS="2",
+                MODEL_CONCURRENCY="2",
+            )
+            model = ModelClient.configured(settings)
             assert model is not None
             try:
                 first = await model.ask("instructions", "prompt", FeelingAnswer)
-                server.delay = (
-                    6.0  # past the timeout (the first call has 2 s: a loaded machine stalls)
-                )
+                server.delay = PAST_THE_TIMEOUT
                 both = await asyncio.gather(
                     model.ask_aside("instructions", "a reply", FeelingAnswer),
                     model.ask_aside("instructions", "another reply", FeelingAnswer),
