@@ -121,7 +121,6 @@ class PersistentRecovery(Recovery):
             size = self.buffer_sizes.setdefault(tp, self.tp_to_table[tp].recovery_buffer_size)
         elif tp in self.standby_tps:
             offsets = self.standby_offsets
-            self._standby_events_received_at.setdefault(tp, now)
             size = self.buffer_sizes.setdefault(tp, self.tp_to_table[tp].standby_buffer_size)
         else:
             return
