@@ -17,9 +17,10 @@ from streams.partitioning import partition_of
 from streams.settings import Settings
 from tests.support import (
     WorkerProcess,
+    by_partition,
     event,
     read_topic,
-    samples_of,
+    scrape,
     send_events,
     unique_settings,
 )
@@ -122,16 +123,9 @@ def wait_for_standbys(settings: Settings, timeout: float) -> float:
     """Seconds until the worker's metrics show standby copies, none of them behind the
     changelog."""
     began = time.monotonic()
-    url = f"http://127.0.0.1:{settings.web_port}/metrics"
     behind: dict[str, float] = {}
     while time.monotonic() < began + timeout:
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            samples = samples_of(reply.read().decode())
-        behind = {
-            dict(labels)["partition"]: value
-            for (name, labels), value in samples.items()
-            if name == "rumourmill_standby_lag"
-        }
+        behind = by_partition(scrape(settings), "rumourmill_standby_lag")
         if behind and not any(behind.values()):
             return time.monotonic() - began
         time.sleep(0.5)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -329,6 +330,23 @@ def samples_of(text: str) -> Samples:
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
+    }
+
+
+def scrape(settings: Settings) -> Samples:
+    """The worker's `GET /metrics`, served as Prometheus expects it and parsed as it parses it."""
+    url = f"http://127.0.0.1:{settings.web_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        assert reply.headers["Content-Type"].startswith("text/plain")
+        return samples_of(reply.read().decode())
+
+
+def by_partition(samples: Samples, name: str) -> dict[str, float]:
+    """The samples of the family `name`, by their `partition` label."""
+    return {
+        dict(labels)["partition"]: value
+        for (sample, labels), value in samples.items()
+        if sample == name
     }
 
 

@@ -26,9 +26,11 @@ from streams.replay import replay_lines
 from streams.topics import ensure_topics
 from tests.support import (
     WorkerProcess,
+    by_partition,
     event,
     read_topic,
     samples_of,
+    scrape,
     send_events,
     settings_env,
     unique_settings,
@@ -124,27 +126,21 @@ def test_a_worker_scrape_matches_its_acks_dead_letters_and_what_it_formed(
         acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(sent))
         letters = read_topic(settings, settings.topics.deadletter, lambda got: len(got) >= 1)
         read_path = "/v2/memory/runtime/npcs/npc-mara?world_instance_id=save-1&timeline_id=main"
-        scrape = f"http://127.0.0.1:{settings.web_port}"
-        with urllib.request.urlopen(scrape + read_path, timeout=10) as reply:
+        web = f"http://127.0.0.1:{settings.web_port}"
+        with urllib.request.urlopen(web + read_path, timeout=10) as reply:
             assert reply.status == 200
 
         deadline = time.monotonic() + 30
         while True:  # committed offsets reach the highwater once the worker commits
-            with urllib.request.urlopen(scrape + "/metrics", timeout=10) as reply:
-                assert reply.headers["Content-Type"].startswith("text/plain")
-                samples = samples_of(reply.read().decode())
-            lags = {
-                labels: value
-                for (name, labels), value in samples.items()
-                if name == "rumourmill_consumer_lag"
-            }
+            samples = scrape(settings)
+            lags = by_partition(samples, "rumourmill_consumer_lag")
             if (lags and not any(lags.values())) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
     finally:
         worker.stop()
 
-    assert set(lags) == {(("partition", str(p)),) for p in range(settings.partitions)}
+    assert set(lags) == {str(p) for p in range(settings.partitions)}
     assert not any(lags.values()), lags
     outcomes = Counter(ack["outcome"] for ack in acks)
     assert set(outcomes) == {"processed", "duplicate", "deferred", "rejected"}
@@ -173,10 +169,7 @@ def test_a_backlog_is_taken_in_batches_of_at_most_batch_events(
         read_topic(settings, settings.topics.acks, lambda got: len(got) >= len(backlog))
         deadline = time.monotonic() + 10
         while True:  # the last batch's acks go out while its writes are still being laid in
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
-            ) as reply:
-                samples = samples_of(reply.read().decode())
+            samples = scrape(settings)
             batches = samples[("rumourmill_batch_events_count", ())]
             laid = samples.get(("rumourmill_lay_in_seconds_count", ()))
             if laid == batches or time.monotonic() > deadline:
@@ -224,10 +217,7 @@ def test_a_partition_whose_events_retention_removed_lags_nothing_before_any_comm
         deadline = time.monotonic() + 60
         lags: list[float] = []
         while time.monotonic() < deadline:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{settings.web_port}/metrics", timeout=10
-            ) as reply:
-                samples = samples_of(reply.read().decode())
+            samples = scrape(settings)
             lags.append(samples.get(("rumourmill_consumer_lag", (("partition", "0"),)), -1.0))
             if lags[-1] == 0 and len(lags) > 20:  # the progress watch looked (every 5 s)
                 break

@@ -41,7 +41,7 @@ from tests.support import (
     WorkerProcess,
     event,
     read_topic,
-    samples_of,
+    scrape,
     send_events,
     settings_env,
     unique_settings,
@@ -125,9 +125,7 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             assert any(b["content"].startswith(RETOLD_PREFIX) for b in tomas["beliefs"])
             live_digest = digest(settings)
             assert model.calls == 6  # one per memory formed (4), one per memory retold (2)
-            scrape = f"http://127.0.0.1:{settings.web_port}/metrics"
-            with urllib.request.urlopen(scrape, timeout=10) as reply:
-                samples = samples_of(reply.read().decode())
+            samples = scrape(settings)
             answered = ("rumourmill_model_calls_total", (("outcome", "answered"),))
             assert samples[answered] == 6
             # recall asks the reranker, which turns the searches' order round
@@ -140,8 +138,7 @@ def test_a_worker_in_model_mode_asks_once_and_a_rebuild_without_the_model_agrees
             assert recalled["searched"]["reranked"] == len(reranking["documents"]) >= 2
             assert [m["content"] for m in recalled["memories"]] == reranking["documents"][-1:]
             assert reranking["model"] == "scripted-reranker"
-            with urllib.request.urlopen(scrape, timeout=10) as reply:
-                samples = samples_of(reply.read().decode())
+            samples = scrape(settings)
             assert samples[("rumourmill_rerank_calls_total", (("outcome", "answered"),))] == 1
             # a crowd sees a fight, the model hangs: the rules make 10,000 judgements, the ack
             # lists the first 100 and counts the rest, the topic keeps them all in parts
@@ -371,9 +368,7 @@ def test_the_lag_of_a_partition_waiting_on_the_model_grows_as_events_come(
         lags: list[float] = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (not lags or lags[-1] < len(later)):
-            scrape = f"http://127.0.0.1:{settings.web_port}/metrics"
-            with urllib.request.urlopen(scrape, timeout=10) as reply:
-                samples = samples_of(reply.read().decode())
+            samples = scrape(settings)
             lags.append(samples.get(("rumourmill_consumer_lag", (("partition", "0"),)), -1))
             time.sleep(0.5)
     assert lags[-1] >= len(later), lags  # nothing of them is taken in: the first event waits

@@ -35,11 +35,12 @@ from tests.streams.noisy_story import story
 from tests.streams.test_faults import assert_same_as_replay, expected_processed, wait_for_everything
 from tests.support import (
     WorkerProcess,
+    by_partition,
     changelog_ends,
     checkpoint_stamps,
     event,
     run_command,
-    samples_of,
+    scrape,
     send_events,
     topic_ends,
     unique_settings,
@@ -382,14 +383,7 @@ def test_the_lag_of_each_partition_is_told_while_its_state_is_being_recovered(
             if ready is not None and ready[0] == 200:
                 break
             if ready is not None and "state recovery" in ready[1].get("waiting_for", []):
-                with urllib.request.urlopen(f"{web}/metrics", timeout=10) as reply:
-                    recovering.append(
-                        {
-                            dict(labels)["partition"]: value
-                            for (name, labels), value in samples_of(reply.read().decode()).items()
-                            if name == "rumourmill_consumer_lag"
-                        }
-                    )
+                recovering.append(by_partition(scrape(settings), "rumourmill_consumer_lag"))
             time.sleep(0.2)
     finally:
         worker.stop()

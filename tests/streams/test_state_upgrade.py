@@ -10,7 +10,6 @@ import asyncio
 import gzip
 import shutil
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
@@ -36,7 +35,7 @@ from tests.support import (
     WorkerProcess,
     event,
     read_topic,
-    samples_of,
+    scrape,
     send_events,
     unique_settings,
 )
@@ -149,9 +148,7 @@ def test_an_event_an_earlier_release_left_waiting_for_ever_is_acked_at_the_upgra
         assert [(ack["timeline_id"], ack["seq"], ack["outcome"]) for ack in acks] == [
             ("alt", 2, "duplicate")
         ]
-        url = f"http://127.0.0.1:{settings.web_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as reply:  # counted as the acks it sent
-            counted = samples_of(reply.read().decode())
+        counted = scrape(settings)  # counted as the acks it sent
         assert counted[("rumourmill_events_total", (("outcome", "duplicate"),))] == 1
         send_events(settings, [event("w", 2)])
         acks = read_topic(settings, settings.topics.acks, lambda got: len(got) >= 3)
