@@ -797,6 +797,9 @@ def create_app(settings: Settings) -> Rumourmill:
         log.debug("allocator thresholds left as they are: the C library is not glibc")
     app = faust.App(
         settings.app_id,
+        env={},  # Faust's own variables (`WEB_PORT`, `TOPIC_PARTITIONS`, `BROKER_URL`, some 80)
+        # replaced what these settings give: a Kubernetes Service named `web` puts
+        # `WEB_PORT=tcp://IP:80` in every pod of its namespace, and the worker stopped at start
         broker=[f"{kafka_consumer.SCHEME}://{address}" for address in settings.broker],
         broker_credentials=faust_credentials(settings),
         store="rocksdb://",

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 from yarl import URL
 
+from streams.app import create_app
 from streams.cli import main
-from streams.settings import ENV_PREFIX, Settings, SettingsError
+from streams.kafka_consumer import SCHEME
+from streams.settings import ENV_PREFIX, MOST_BATCH_EVENTS, Settings, SettingsError
 from streams.topics import PartitionsDisagree, check_partitions
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -399,3 +401,34 @@ def test_what_a_rebuild_says_it_sends_for_stopped_workers_follows_the_change_fee
 
     assert outputs_named(Settings()) == "acks, dead letters and change records"
     assert outputs_named(Settings(changes=False)) == "acks and dead letters"
+
+
+FAUST_OWN_VARIABLES = {
+    "WEB_PORT": "tcp://10.96.0.5:80",  # what Kubernetes gives every pod for a Service `web`
+    "WEB_HOST": "10.9.9.9",
+    "TOPIC_PARTITIONS": "8",
+    "TABLE_STANDBY_REPLICAS": "2",
+    "PROCESSING_GUARANTEE": "exactly_once",
+    "BROKER_URL": "kafka://other:9092",
+    "APP_DATADIR": "/elsewhere",
+    "STREAM_BUFFER_MAXSIZE": "10",
+}
+
+
+def test_faust_own_variables_change_none_of_the_workers_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for variable, value in FAUST_OWN_VARIABLES.items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("RUMOURMILL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RUMOURMILL_STANDBYS", "1")
+    settings = Settings.from_env()
+    conf = create_app(settings).app.conf
+    assert (conf.web_port, conf.web_host) == (settings.web_port, settings.web_host)
+    assert (conf.topic_partitions, conf.table_standby_replicas) == (settings.partitions, 1)
+    assert conf.processing_guarantee.value == "at_least_once"
+    assert [str(url) for url in conf.broker] == [
+        f"{SCHEME}://{address}" for address in settings.broker
+    ]
+    assert Path(conf.datadir) == tmp_path
+    assert conf.stream_buffer_maxsize == MOST_BATCH_EVENTS
