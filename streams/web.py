@@ -502,7 +502,7 @@ class Recall(WorldRead):
             RecallQuery(
                 text,
                 tuple(cues.split(",")) if cues else (),
-                int(limit),
+                int(significant or "0"),  # past 4,300 digits `int` refuses even zeros
             ),
             scope.policy,
             query_position(request, "as_of_seq"),
@@ -870,19 +870,19 @@ async def json_refusals(request: AiohttpRequest, handler: Handler) -> StreamResp
         log.exception("%s %s failed", request.method, request.path)
         detail = "the request failed on the worker; its log says why"
         response = web.json_response({"detail": detail}, status=500, dumps=_json_text)
-    _closing_after_an_unread_compressed_body(request, response)
+    _closing_after_an_unread_body(request, response)
     return response
 
 
-def _closing_after_an_unread_compressed_body(
-    request: AiohttpRequest, response: StreamResponse
-) -> None:
-    """A compressed body the view left unread (or read and refused): the connection closes
-    after the answer. aiohttp reads such a body after answering, for at most 10 s; one its
-    `Content-Encoding` does not decode then cut the connection the client, told nothing, sent
-    its next request on (and logged a traceback: `streams.logs.UnparsedRequests` makes it a
-    line)."""
-    if "Content-Encoding" in request.headers and not request.content.is_eof():
+def _closing_after_an_unread_body(request: AiohttpRequest, response: StreamResponse) -> None:
+    """A compressed body the view left unread (or read and refused), or one that stopped
+    coming (a 408): the connection closes after the answer. aiohttp reads such a body after
+    answering, for at most 10 s; one its `Content-Encoding` does not decode then cut the
+    connection the client, told nothing, sent its next request on (and logged a traceback:
+    `streams.logs.UnparsedRequests` makes it a line), and after a 408 it took the client's
+    next request for the rest of the body, and answered nothing."""
+    unread = not request.content.is_eof()
+    if unread and ("Content-Encoding" in request.headers or response.status == 408):
         response.force_close()
 
 

@@ -574,6 +574,7 @@ def test_a_recall_that_catches_its_index_up_leaves_the_worker_answering_meanwhil
         (RECALL + "&limit=51", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=ten", 400, "'limit' must be from 1 to 50"),
         (RECALL + "&limit=" + "9" * 5000, 400, "'limit' must be from 1 to 50"),
+        (RECALL + "&limit=" + "0" * 5000, 400, "'limit' must be from 1 to 50"),  # was a 500
         (RECALL + "&as_of_seq=9", 400, "beyond the processed_seq 5"),
         (RECALL.replace("npc-mara", "npc-ghost"), 404, "remembers nothing"),
         (DECISION.replace("after_seq=2&", ""), 400, "'after_seq' is required"),
@@ -1266,6 +1267,8 @@ def test_a_reply_check_whose_body_stops_coming_is_a_408(monkeypatch: pytest.Monk
     answer = asyncio.run(half_sent(head + b'{"te', patience=10))
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert b"the body took over 0.5 s to arrive" in answer
+    # closed after it: aiohttp took the next request sent on it for the rest of the body
+    assert b"\r\nConnection: close\r\n" in answer
 
 
 def test_a_connection_that_never_sends_a_whole_request_is_closed(
