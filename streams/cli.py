@@ -19,6 +19,7 @@ from streams.settings import (
     Settings,
     SettingsError,
     unknown_variables,
+    unused_settings,
     worker_url_problem,
 )
 
@@ -45,12 +46,15 @@ class NamedPath(click.Path):
 
 
 def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
-    """A decorator adding each `--NAME` flag (name, click type), overriding RUMOURMILL_NAME."""
+    """A decorator adding each `--NAME` flag (name, click type), overriding RUMOURMILL_NAME. An
+    `int` flag is taken as typed and checked with the settings, so a bad one is refused as a
+    bad setting, as its variable is (click's usage text was no JSON under a JSON log)."""
 
     def add_flags(function: Any) -> Any:
         for name, kind in reversed(flags):
             env = "RUMOURMILL_" + name.replace("-", "_").upper()
-            function = click.option(f"--{name}", type=kind, default=None, help=f"overrides {env}")(
+            typed = {"type": str, "metavar": "INTEGER"} if kind is int else {"type": kind}
+            function = click.option(f"--{name}", **typed, default=None, help=f"overrides {env}")(
                 function
             )
         return function
@@ -230,6 +234,8 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     from streams.topics import ensure_topics
 
     settings = _settings(warn=warn, **flags)
+    for note in unused_settings(settings):
+        (warn or _warning)(note)
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")

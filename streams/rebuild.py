@@ -23,7 +23,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError, for_code
 from aiokafka.structs import ConsumerRecord, RecordMetadata
 from faust.types import TP
@@ -54,7 +54,7 @@ from streams.app import (
     home_partition,
     partition_db,
 )
-from streams.changelog import ChangelogWriter, PartitionWrites, topic_config
+from streams.changelog import ChangelogWriter, PartitionWrites
 from streams.durability import Stamp, read_changelog
 from streams.judging import Judge, JudgementLog, Send, topic_reader
 from streams.kafka_clients import kafka_options
@@ -79,6 +79,7 @@ from streams.topics import (
     check_partitions,
     create_topics,
     kafka_trouble,
+    new_changelog,
     partition_counts,
     retention_warning,
     topic_settings,
@@ -342,7 +343,7 @@ async def rebuild(
     made = first_missing(target.data_dir)  # what to take away again if nothing is rebuilt
     with kafka_as_failure(target.bootstrap):
         cluster_id = await check_fresh(target, live)
-        await create_changelog(target, topic)
+        await create_changelog(target)
     on_total(sum(end - first for first, end in spans.values()))
     mill = create_app(target)
     began = time.perf_counter()
@@ -701,24 +702,14 @@ def _failure_seen(delivery: asyncio.Future[RecordMetadata]) -> None:
         delivery.exception()
 
 
-async def create_changelog(target: Settings, topic: str) -> None:
+async def create_changelog(target: Settings) -> None:
     """The fresh app id's changelog topic, configured as the worker's (`streams.changelog`)."""
     admin = AIOKafkaAdminClient(**kafka_options(target))
     await admin.start()
     try:
-        if topic not in set(await admin.list_topics()):
+        if changelog_topic(target) not in set(await admin.list_topics()):
             with unfit_as_failure():
-                await create_topics(
-                    admin,
-                    [
-                        NewTopic(
-                            topic,
-                            target.partitions,
-                            target.replication,
-                            topic_configs=topic_config(target.changelog_batch_bytes),
-                        )
-                    ],
-                )
+                await create_topics(admin, [new_changelog(target)])
     finally:
         await admin.close()
 

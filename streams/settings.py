@@ -287,12 +287,13 @@ class Settings(BaseSettings):
     A worker's own is http://HOST:PORT (`worker_url_problem`)."""
     app_id: TopicName = "rumourmill"
     """Consumer group, table and changelog names."""
-    partitions: Positive = 4
+    partitions: Annotated[int, Field(ge=1, le=2**31 - 1)] = 4  # Kafka's count is 32 bits
     """Partitions of the events, acks, dead-letter, changes and judgements topics: the count they
     are made with, and the one they (and the worker's state changelog) must have
     (`streams.topics.ensure_topics`)."""
-    replication: Positive = 1
-    """Replication factor of created topics."""
+    replication: Annotated[int, Field(ge=1, le=2**15 - 1)] = 1
+    """Replication factor of created topics (16 bits in Kafka's protocol: a larger one stopped
+    the first topic's creation with the client's traceback)."""
     stop_drain_seconds: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 0.0
     """How long a worker told to stop (SIGTERM, Ctrl-C) goes on serving, `/ready` answering
     503 `stopping` meanwhile, before its stop begins: for a load balancer polling `/ready` to
@@ -655,6 +656,26 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
             close = difflib.get_close_matches(name.upper(), known, n=1)
             meant = f" (did you mean {close[0]}?)" if close else ""
             notes.append(f"{name} is not a setting{meant}; ignored")
+    return notes
+
+
+def unused_settings(settings: Settings) -> list[str]:
+    """A note for each model or reranker setting given while its URL is empty: that client is
+    off, so the setting does nothing (an empty URL is how a deployment switches the model off,
+    its other settings kept)."""
+    notes = []
+    for client, what in (("model", "the rules make every judgement"), ("rerank", "no reranker")):
+        url = f"{client}_url"
+        if getattr(settings, url):
+            continue
+        given = sorted(
+            name
+            for name in settings.model_fields_set
+            if name.startswith(f"{client}_") and name != url
+        )
+        if given:
+            named = ", ".join(settings.named(name) for name in given)
+            notes.append(f"{named} set, {settings.named(url)} empty ({what}): not used")
     return notes
 
 

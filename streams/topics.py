@@ -46,6 +46,21 @@ def changelog_topic(settings: Settings) -> str:
     return f"{settings.app_id}-{STATE_TABLE}-changelog"
 
 
+def new_changelog(settings: Settings) -> NewTopic:
+    """The state changelog topic, configured as the worker writes it (`streams.changelog`)."""
+    return NewTopic(
+        changelog_topic(settings),
+        settings.partitions,
+        settings.replication,
+        topic_configs=topic_config(settings.changelog_batch_bytes),
+    )
+
+
+def leader_topic(settings: Settings) -> str:
+    """The topic Faust's workers elect their group's leader on, as Faust names it."""
+    return f"{settings.app_id}-__assignor-__leader"
+
+
 class TopicsUnfit(Exception):
     """Topics a worker or command cannot work with, in one line for the operator."""
 
@@ -94,9 +109,10 @@ async def ensure_topics(settings: Settings, *, changelog: bool = False) -> None:
     creating nothing, when those of them that exist have another partition count than the
     settings', and `TopicsNotCreated` when the broker refuses to create one.
 
-    `changelog` (a worker's): the state changelog topic too, if it exists (Faust creates it
-    with the settings' count otherwise). One of another count, left by a deployment of the app
-    id with another `RUMOURMILL_PARTITIONS`, holds in each partition the state of the worlds
+    `changelog` (a worker's): the state changelog and Faust's leader topics too, created here
+    as Faust would (so a broker's refusal reads as any other topic's, not as Faust's traceback
+    at start); an existing changelog is checked. One of another count, left by a deployment of
+    the app id with another `RUMOURMILL_PARTITIONS`, holds in each partition the state of the worlds
     that count put there: a worker would restore it as the state of other worlds'. One whose
     `max.message.bytes` is under what `RUMOURMILL_CHANGELOG_BATCH_BYTES` needs raises
     `ChangelogLimitTooLow`; an existing events topic with a finite retention is logged as a
@@ -148,6 +164,11 @@ async def ensure_topics(settings: Settings, *, changelog: bool = False) -> None:
                 topic_configs={"cleanup.policy": "compact"},
             )
         )
+        if changelog:
+            wanted += [
+                new_changelog(settings),
+                NewTopic(leader_topic(settings), 1, settings.replication),
+            ]
         await create_topics(admin, [topic for topic in wanted if topic.name not in existing])
     finally:
         await admin.close()

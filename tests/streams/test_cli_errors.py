@@ -244,7 +244,7 @@ def test_schemas_exported_to_a_reader_that_goes_are_all_written(tmp_path: Path) 
         (["rebuild", "--into", "bad id"], "--into='bad id'"),
         (["rebuild", "--into", "bad/x"], "--into='bad/x'"),  # a traceback naming its data dir
         (["rebuild", "--into", ""], "--into=''"),  # the default app id, silently
-        (["rebuild", "--into-data-dir", "x", "--partitions", "0"], "--partitions=0"),
+        (["rebuild", "--into-data-dir", "x", "--partitions", "0"], "--partitions='0'"),
     ],
 )
 def test_a_bad_flag_is_named_as_the_person_typed_it(command: list[str], flag: str) -> None:
@@ -354,6 +354,40 @@ def test_a_variable_that_names_no_setting_is_warned_of_with_the_one_it_may_mean(
         " ignored\n"
     )
     assert "processed: 6" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["--partitions", "--web-port"])
+def test_a_worker_logging_json_refuses_a_flag_that_is_no_number_in_json(
+    flag: str, tmp_path: Path
+) -> None:
+    """Typed wrong, a number flag was refused by click in three lines of usage text: the
+    one line saying why the worker did not start was no JSON, as its variable's is."""
+    result = stopped_worker(tmp_path, ("worker", flag, "abc"), RUMOURMILL_LOG_FORMAT="json")
+    [line] = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert line["level"] == "critical"
+    assert line["message"].startswith(f"bad setting:\n{flag}='abc': Input should be a valid")
+
+
+def test_a_worker_warns_of_model_and_reranker_settings_its_empty_urls_leave_unused(
+    tmp_path: Path,
+) -> None:
+    """An empty URL switches the model (or reranker) off, its other settings kept: a key or a
+    timeout set without it did nothing, and nothing said so."""
+    result = stopped_worker(
+        tmp_path,
+        RUMOURMILL_MODEL_KEY="sk-kept",
+        RUMOURMILL_MODEL_CONCURRENCY="2",
+        RUMOURMILL_RERANK_TIMEOUT_SECONDS="1",
+        RUMOURMILL_MODEL_URL="",
+    )
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: RUMOURMILL_MODEL_CONCURRENCY, RUMOURMILL_MODEL_KEY set, RUMOURMILL_MODEL_URL"
+        " empty (the rules make every judgement): not used",
+        "warning: RUMOURMILL_RERANK_TIMEOUT_SECONDS set, RUMOURMILL_RERANK_URL empty (no"
+        " reranker): not used",
+    ]
+    assert "sk-kept" not in result.stderr
 
 
 def test_a_misspelt_variable_is_warned_of_also_when_a_setting_it_meant_is_refused() -> None:

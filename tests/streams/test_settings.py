@@ -89,6 +89,10 @@ def test_a_broker_is_taken_as_faust_writes_it_and_as_a_list(
         ("RUMOURMILL_WEB_PORT", "abc", "should be a valid integer"),
         ("RUMOURMILL_WEB_PORT", "70000", "less than or equal to 65535"),
         ("RUMOURMILL_PARTITIONS", "0", "greater than or equal to 1"),
+        # past what Kafka's protocol carries: the first topic's creation raised the client's
+        # struct error, in a traceback
+        ("RUMOURMILL_PARTITIONS", "3000000000", "less than or equal to 2147483647"),
+        ("RUMOURMILL_REPLICATION", "40000", "less than or equal to 32767"),
         ("RUMOURMILL_BROKER", "", "at least 1 item"),
         ("RUMOURMILL_BROKER", "http://kafka:9092", "is not host:port or kafka://host:port"),
         ("RUMOURMILL_BROKER", "kafka:port", "Port could not be cast"),

@@ -15,7 +15,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from streams.changelog import topic_config
 from streams.rebuild import events_to_fold
 from streams.settings import Settings
-from streams.topics import changelog_topic, ensure_topics
+from streams.topics import changelog_topic, ensure_topics, leader_topic
 from tests.support import (
     WorkerProcess,
     create_topic,
@@ -112,8 +112,29 @@ def test_topics_the_broker_will_not_create_stop_a_publish_and_a_worker_saying_wh
     assert line.endswith("; nothing published")
     worker = run_command(replicated, "worker")
     assert worker.returncode == 1
-    assert stopped_saying(worker) == line.removesuffix("; nothing published")
+    faust_own = f"{changelog_topic(settings)!r}, {leader_topic(settings)!r}"
+    assert stopped_saying(worker) == line.removesuffix("; nothing published").replace(
+        f"{topics.policies!r}: ", f"{topics.policies!r}, {faust_own}: "
+    )
     assert settings.topics.events not in topics_on(settings)
+
+
+def test_a_worker_whose_own_topics_the_broker_will_not_create_stops_saying_why(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The topics a publish made are there; the state changelog and Faust's leader topic are
+    made when a worker first starts: refused, Faust stopped the worker with a traceback that
+    named neither the topics nor the setting."""
+    story = tmp_path / "story.ndjson"
+    story.write_bytes(orjson.dumps(event("w", 1)) + b"\n")
+    assert run_command(settings, "publish", str(story)).returncode == 0
+    worker = run_command(settings.model_copy(update={"replication": 3}), "worker")
+    assert worker.returncode == 1
+    line = stopped_saying(worker)
+    named = f"{changelog_topic(settings)!r}, {leader_topic(settings)!r}"
+    assert line.startswith(f"Error: the broker refused to create topic {named}: "), line
+    assert "replication factor of 3 cannot be reached because only 1 broker(s)" in line
+    assert "Traceback" not in worker.stderr
 
 
 @pytest.mark.parametrize(("batch_bytes", "needed"), [(1_000_000, 1_000_000), (150_000, 215_536)])
