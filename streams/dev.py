@@ -75,7 +75,11 @@ def minds_of(lines: list[Line]) -> list[Mind]:
 
 
 def apache_kafka(settings: Settings) -> ApacheKafkaBroker:
-    """The local Apache Kafka broker the settings ask for (version, jar cache, java)."""
+    """The local Apache Kafka broker the settings ask for (version, jar cache, java). Raises
+    `RuntimeError` naming `RUMOURMILL_JAVA` when it is no program to run: found only once the
+    jars were fetched, it was said as `No such file or directory: '/nope/java'`."""
+    if settings.java and shutil.which(settings.java) is None:
+        raise RuntimeError(f"{settings.named('java')}={settings.java!r} is no program to run")
     return ApacheKafkaBroker(
         version=settings.kafka_version, cache=settings.kafka_cache, java=settings.java or None
     )

@@ -343,6 +343,17 @@ def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path
         assert "Traceback" not in result.output
 
 
+def test_a_java_that_is_no_program_is_named_before_anything_is_fetched(tmp_path: Path) -> None:
+    env = {"RUMOURMILL_JAVA": str(tmp_path / "java"), "RUMOURMILL_KAFKA_CACHE": str(tmp_path)}
+    result = CliRunner().invoke(main, ["broker", "start"], env=env)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: cannot start a kafka broker: RUMOURMILL_JAVA='{tmp_path}/java' is no program"
+        " to run\n"
+    )
+    assert list(tmp_path.iterdir()) == [], "nothing fetched"
+
+
 def test_a_variable_that_names_no_setting_is_warned_of_with_the_one_it_may_mean() -> None:
     """Misspelt, a setting stays at its default: the command says so, and goes on."""
     result = CliRunner().invoke(
