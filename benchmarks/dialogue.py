@@ -3,7 +3,8 @@
 - Ingest: a tavern-like stream in which half the events are lines of conversation
   (`benchmarks.story.DIALOGUE_MIX`) folded by `Projector().receive` over `MemoryState`, with
   dialogue capture on (the default) and off (`memory.dialogue.enabled: false`), alternately,
-  `repeats` times. Goal: on / off >= 0.8.
+  `repeats` times. Goal: on / off >= 0.8, by the wall clock and by the CPU time of the thread
+  (what stays comparable when other work shares the cores).
 - Dialogue read: `dialogue_read` of random (character, player) pairs over the folded state, at
   the character's place; p99 of single calls (median over `repeats` runs). Goal <= 5 ms.
 - Chronicle read: `chronicle_read` of random characters, token counts by WordLlama's tokenizer
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from benchmarks.story import DIALOGUE_MIX, REAL_START, TALKERS, character_ids, encoded, tavern_story
 from benchmarks.support import Options, median, percentile, rate, report, run_main
@@ -50,16 +52,26 @@ def capture_off(tenant_id: str, world_id: str) -> Policy:
     return CAPTURE_OFF
 
 
-def fold(lines: list[bytes], policies: PolicyLookup) -> tuple[float, MemoryState, Counter[str]]:
-    """Seconds to fold `lines` into a fresh state, the state, and the ack outcomes."""
+class Folded(NamedTuple):
+    """A fold of the stream into a fresh state: its seconds, the state, the ack outcomes."""
+
+    seconds: float
+    cpu_seconds: float
+    """The CPU time of the thread that folded."""
+    state: MemoryState
+    outcomes: Counter[str]
+
+
+def fold(lines: list[bytes], policies: PolicyLookup) -> Folded:
+    """`lines` folded into a fresh state."""
     projector, state = Projector(policies), MemoryState()
     outcomes: Counter[str] = Counter()
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.thread_time()
     for offset, raw in enumerate(lines):
         message = SourceMessage("bench", 0, offset, WORLD.encode(), raw)
         for ack in projector.receive(state, message).acks:
             outcomes[ack.outcome.value] += 1
-    return time.perf_counter() - began, state, outcomes
+    return Folded(time.perf_counter() - began, time.thread_time() - began_cpu, state, outcomes)
 
 
 @dataclass(frozen=True)
@@ -119,16 +131,19 @@ def run(options: Options) -> None:
     spoken = sum(event["key"] in DIALOGUE_TURN_KEYS for event in events)
     lines = encoded(events)
     fold(lines[: count // 10], default_policies)  # warm up imports and caches
-    on: list[float] = []
-    off: list[float] = []
-    state = MemoryState()
+    on: list[Folded] = []
+    off: list[Folded] = []
     for _ in range(options.repeats):
-        seconds, state, outcomes = fold(lines, default_policies)
-        if outcomes["processed"] != count:
-            raise RuntimeError(f"expected {count} processed, got {dict(outcomes)}")
-        on.append(rate(count, seconds))
-        off.append(rate(count, fold(lines, capture_off)[0]))
-    ratio = median(on) / median(off)
+        on.append(fold(lines, default_policies))
+        if on[-1].outcomes["processed"] != count:
+            raise RuntimeError(f"expected {count} processed, got {dict(on[-1].outcomes)}")
+        off.append(fold(lines, capture_off))
+    state = on[-1].state
+    on_rate = median([rate(count, run.seconds) for run in on])
+    off_rate = median([rate(count, run.seconds) for run in off])
+    on_cpu_rate = median([rate(count, run.cpu_seconds) for run in on])
+    off_cpu_rate = median([rate(count, run.cpu_seconds) for run in off])
+    ratio, cpu_ratio = on_rate / off_rate, on_cpu_rate / off_cpu_rate
 
     rng = random.Random(3)
     characters = character_ids(50)
@@ -160,11 +175,13 @@ def run(options: Options) -> None:
         f"(h) dialogue in-process: {count} events, {spoken / count:.0%} of them lines; "
         f"median of {options.repeats}",
         [
-            ("ingest, capture on", f"{median(on):,.0f} events/s"),
-            ("baseline: ingest, capture off", f"{median(off):,.0f} events/s"),
+            ("ingest, capture on", f"{on_rate:,.0f} events/s"),
+            ("baseline: ingest, capture off", f"{off_rate:,.0f} events/s"),
             (f"ratio on/off (goal >= {INGEST_GOAL})", f"{ratio:.3f}"),
-            ("runs on, events/s", " ".join(f"{r:,.0f}" for r in on)),
-            ("runs off, events/s", " ".join(f"{r:,.0f}" for r in off)),
+            ("runs on, events/s", " ".join(f"{rate(count, run.seconds):,.0f}" for run in on)),
+            ("runs off, events/s", " ".join(f"{rate(count, run.seconds):,.0f}" for run in off)),
+            ("by CPU time: on / off", f"{on_cpu_rate:,.0f} / {off_cpu_rate:,.0f} events/s"),
+            (f"ratio on/off by CPU time (goal >= {INGEST_GOAL})", f"{cpu_ratio:.3f}"),
             (
                 f"dialogue read, {reads} calls (goal p99 <= {DIALOGUE_P99_GOAL_MS} ms)",
                 str(dialogue),
@@ -182,7 +199,7 @@ def run(options: Options) -> None:
             f"p99 is {dialogue.cpu_p99:.3f} ms; the rest is waiting for a core "
             f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
-    if ratio < INGEST_GOAL:
+    if min(ratio, cpu_ratio) < INGEST_GOAL:
         print(f"\n-- ingest goal missed: cProfile of one capture-on fold of {count // 4} events")
         print(profile(lambda: fold(lines[: count // 4], default_policies)))
     if dialogue.cpu_p99 > DIALOGUE_P99_GOAL_MS:
