@@ -6,8 +6,9 @@ the fold alone, without the RocksDB, Kafka and Faust work a worker does for ever
 feed's share of it is larger than of ingest, which the goal is about.
 On Apache Kafka: the events are published first; then fresh `rumourmill worker`s (a consumer
 group, changelog and data dir of their own each) with `RUMOURMILL_CHANGES` true and false,
-alternated after a discarded warm-up run, each timed as (a) times its worker: steady, from its
-first ack to its last, since ingest is what the goal is about (timed from publishing, a run of a
+alternated after a discarded warm-up run, each timed as (a) times its worker: steady, the events
+acked after its first ack (a batch's acks go out together) over the time from its first ack to
+its last, since ingest is what the goal is about (timed from publishing, a run of a
 few thousand events is mostly the publisher's pace and the last acks' wait). Also how many feed
 messages each event sent.
 
@@ -43,7 +44,7 @@ from benchmarks.support import (
     send_events,
     spread_worlds,
 )
-from benchmarks.worker_throughput import PARTITIONS, Run, worker_run
+from benchmarks.worker_throughput import PARTITIONS, Run, steady_rate, worker_run
 from projections.delivery import SourceMessage
 from projections.policy import policy_key, resolve
 from projections.projector import Projector
@@ -147,8 +148,8 @@ def profile(lines: list[bytes], key: bytes) -> str:
 def on_kafka(options: Options, bootstrap: str) -> None:
     """Publish the events once; then fresh workers over them, the feed on and off alternated
     after a discarded warm-up run (the broker's code is compiled as it runs, its JIT, and would
-    otherwise be so only for the first run): each timed as (a) times its worker, steady from its
-    first ack to its last (`worker_throughput.worker_run`)."""
+    otherwise be so only for the first run): each timed as (a) times its worker, steady
+    (`worker_throughput.worker_run`, `steady_rate`)."""
     count = WORKER_QUICK_EVENTS if options.quick else WORKER_FULL_EVENTS
     events = tavern_story(count, seed=11, worlds=spread_worlds(PARTITIONS, PARTITIONS))
     on: list[Run] = []
@@ -184,13 +185,19 @@ def on_kafka(options: Options, bootstrap: str) -> None:
         topic = settings.topics.changes
         send_cost = asyncio.run(producer_send_cpu(bootstrap, topic, SENDS, sample))
         batch_cost = asyncio.run(feed_sender_cpu(bootstrap, topic, SENDS, sample))
-    wall_on, wall_off = (median([rate(count, run.steady) for run in runs]) for runs in (on, off))
+    wall_on, wall_off = (median([steady_rate(run, count) for run in runs]) for runs in (on, off))
     cpu_on, cpu_off = (median([run.cpu_per_event for run in runs]) for runs in (on, off))
     report(
         f"(h) change feed, worker on Apache Kafka: {count} events, median of {options.repeats}",
         [
-            ("worker, feed on, steady (first to last ack)", f"{wall_on:,.0f} events/s"),
-            ("worker, feed off, steady (first to last ack)", f"{wall_off:,.0f} events/s"),
+            (
+                "worker, feed on, steady (events acked after the first ack)",
+                f"{wall_on:,.0f} events/s",
+            ),
+            (
+                "worker, feed off, steady (events acked after the first ack)",
+                f"{wall_off:,.0f} events/s",
+            ),
             (f"ratio on/off, ingest (goal >= {GOAL})", f"{wall_on / wall_off:.3f}"),
             ("worker CPU time per event, feed on", f"{1e6 * cpu_on:,.0f} us"),
             ("worker CPU time per event, feed off", f"{1e6 * cpu_off:,.0f} us"),
@@ -202,8 +209,8 @@ def on_kafka(options: Options, bootstrap: str) -> None:
                 f"the worker's way: batches of {CHANGES_PER_MESSAGE}, CPU per message",
                 f"{batch_cost:.1f} us",
             ),
-            ("runs on, events/s", " ".join(f"{rate(count, r.steady):,.0f}" for r in on)),
-            ("runs off, events/s", " ".join(f"{rate(count, r.steady):,.0f}" for r in off)),
+            ("runs on, events/s", " ".join(f"{steady_rate(r, count):,.0f}" for r in on)),
+            ("runs off, events/s", " ".join(f"{steady_rate(r, count):,.0f}" for r in off)),
         ],
     )
 
