@@ -554,6 +554,30 @@ def kept_by_readme_query(tmp_path: Path, changes: list[Change]) -> list[str]:
     return sorted(row[0] for row in kept.fetchall())
 
 
+def test_who_passed_the_most_rumours_counts_each_worlds_present_life_alone(
+    tmp_path: Path,
+) -> None:
+    """Counted over the whole feed, the README's query added a deleted life's rumours, and
+    another tenant's world of the same id's, to what a teller passed in the world now."""
+    projector, state = feed(), MemoryState()
+    deleted_life = take(projector, state, TAVERN)
+    deleted_life += take(projector, state, [deletion("world.deleted")], first=len(TAVERN))
+    present = take(projector, state, TAVERN[:4], first=len(TAVERN) + 1)
+    elsewhere = take(
+        feed(), MemoryState(), [line.replace(b'"save-1"', b'"save-2"') for line in TAVERN]
+    )
+    lines = tmp_path / "changes.ndjson"
+    shuffled = [*present, *elsewhere, *reversed(deleted_life)]
+    lines.write_bytes(b"\n".join(orjson.dumps(change) for change in shuffled))
+    query = readme_sql("-- who passed the most rumours").replace("'changes.ndjson'", "?")
+    rows = duckdb.connect().execute(query, [str(lines)]).fetchall()
+    assert len(of_kind(present, "rumour-passed")) == 2  # seq 4 only: seq 5's told is not in it
+    assert rows == [
+        ("default", "save-2", "npc-mara", 3),
+        ("default", "save-1", "npc-mara", 2),
+    ]
+
+
 def test_the_bulk_query_keeps_a_feed_no_world_was_deleted_in_and_an_earlier_releases_rows(
     tmp_path: Path,
 ) -> None:
