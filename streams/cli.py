@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging.config
 import math
 import os
@@ -636,8 +637,30 @@ class Id(click.ParamType):
 AN_ID = Id()
 
 
+def _utf8_only(function: Any) -> Any:
+    """The command, refusing an argument or flag that is no UTF-8 text: a terminal in another
+    encoding passes bytes UTF-8 has no use for (`w\xf6rld` in Latin-1), which Python keeps as
+    lone surrogates, and the command failed sending them, in a traceback."""
+
+    @functools.wraps(function)
+    def checked(**given: Any) -> Any:
+        for name, value in given.items():
+            if isinstance(value, str):
+                try:
+                    value.encode()
+                except UnicodeEncodeError:
+                    raise click.BadParameter(
+                        f"{value!r} is not UTF-8 text (is the terminal's encoding UTF-8?)",
+                        param_hint=repr(name),
+                    ) from None
+        return function(**given)
+
+    return checked
+
+
 def _read_options(function: Any) -> Any:
     """Flags of the commands that read from a running worker."""
+    function = _utf8_only(function)
     function = click.option("--tenant", default=None, help="tenant (without API keys)")(function)
     function = click.option(
         "--api-key", default=None, help="bearer key (overrides RUMOURMILL_API_KEY)"
@@ -977,6 +1000,7 @@ def chronicle_command(
 
 
 @main.command("rebuild")
+@_utf8_only
 @_settings_options
 @click.option(
     "--into", "into", default=None, help="the fresh app id (default: APP_ID-rebuild-TIME)"

@@ -343,6 +343,27 @@ def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path
         assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (["npc", "npc-mara", "--world", "w\udcf6rld"], "'world'"),
+        (["npc", "n\udcff", "--world", "w"], "'npc_id'"),
+        (["reply-check", "n", "r\udce9", "--world", "w", "--after-seq", "1"], "'reply'"),
+        (["rebuild", "--workers-stopped", "--world", "w\udcf6rld"], "'world'"),
+    ],
+)
+def test_an_id_that_is_no_utf8_text_is_refused_naming_it(command: list[str], named: str) -> None:
+    """A terminal in Latin-1 passes `w\xf6rld` as bytes UTF-8 has no use for, which Python
+    keeps as lone surrogates: the read commands and `rebuild --world` failed sending them, in a
+    traceback."""
+    env = {"RUMOURMILL_WEB_URL": "http://127.0.0.1:9", "RUMOURMILL_BROKER": NOWHERE}
+    result = CliRunner().invoke(main, command, env=env)
+    assert result.exit_code == 2, result.output
+    assert f"Error: Invalid value for {named}: " in result.output
+    assert "is not UTF-8 text" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_a_java_that_is_no_program_is_named_before_anything_is_fetched(tmp_path: Path) -> None:
     env = {"RUMOURMILL_JAVA": str(tmp_path / "java"), "RUMOURMILL_KAFKA_CACHE": str(tmp_path)}
     result = CliRunner().invoke(main, ["broker", "start"], env=env)
