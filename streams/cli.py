@@ -8,6 +8,7 @@ import functools
 import logging.config
 import math
 import os
+import shutil
 import socket
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -231,6 +232,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     from streams.app import create_app
     from streams.durability import TableDirInUse
     from streams.logs import logging_config
+    from streams.rebuild import first_missing
     from streams.stopping import BoundedStopWorker
     from streams.topics import ensure_topics
 
@@ -240,15 +242,20 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     problem = worker_url_problem(settings)
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
-    _check_data_dir(settings.data_dir, settings.named("data_dir"))
     _check_web_address(settings, settings.named("web_port"))
-    logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
-    _on_kafka(settings, ensure_topics(settings, changelog=True))
-    mill = create_app(settings)
+    made = first_missing(settings.data_dir)
+    _check_data_dir(settings.data_dir, settings.named("data_dir"))
     try:
+        logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
+        _on_kafka(settings, ensure_topics(settings, changelog=True))
+        mill = create_app(settings)
         _on_kafka(settings, mill.durability.prepare(range(settings.partitions)))
     except TableDirInUse as in_use:
         raise click.ClickException(str(in_use)) from None
+    except click.ClickException:
+        if made is not None:  # a worker that never started leaves no directory behind
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     BoundedStopWorker(
         mill.app,
         drain_seconds=settings.stop_drain_seconds,
@@ -265,12 +272,15 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
 @click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
 @_topic_options
 def publish(file: Path, raw: bool, **flags: Any) -> None:
-    """Publish an NDJSON file of events, keyed by world; invalid lines are reported."""
+    """Publish an NDJSON file of events, keyed by world; an invalid line is reported by
+    number, and then nothing is sent."""
     from streams.publish import publish as send
     from streams.topics import ensure_topics
 
     settings = _settings(**flags)
     lines = _checked_lines(file, settings.max_event_bytes, raw=raw)
+    if not lines:  # it made the topics, and said it published 0 events
+        raise click.ClickException(f"no events in {file}; nothing published")
     _on_kafka(settings, ensure_topics(settings), before_publishing=True)
     sent = _on_kafka(settings, send(settings, settings.topics.events, lines))
     copies = f" ({sent} messages: a tenant's deletion goes to every partition)"
@@ -1058,6 +1068,11 @@ def rebuild_command(
         nonlocal owed_sent
         owed_sent = sent
 
+    if workers_stopped and world is not None:
+        _warning(
+            "--workers-stopped with --world: what the stopped workers owed (acks, dead letters,"
+            " change records) is not sent, as it is by a rebuild of every world"
+        )
     with refusals_noted() as refusals:
         try:
             if not workers_stopped:

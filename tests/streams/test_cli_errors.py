@@ -364,6 +364,34 @@ def test_an_id_that_is_no_utf8_text_is_refused_naming_it(command: list[str], nam
     assert "Traceback" not in result.output
 
 
+def test_a_worker_refused_at_start_leaves_no_data_dir_it_made(tmp_path: Path) -> None:
+    """Kafka out of reach: the directories made for its state stayed behind (a rebuild
+    refused so took away what it made)."""
+    result = stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=str(tmp_path / "made" / "for" / "it"))
+    assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_of_no_event_is_refused_before_any_topic_is_made(tmp_path: Path) -> None:
+    """It made the topics (a rebuild then got past its check for them) and said it published
+    0 events; the broker here is nowhere, so reaching for it would say so instead."""
+    empty = tmp_path / "empty.ndjson"
+    empty.write_text("\n\n")
+    output = refused("publish", str(empty), "--broker", NOWHERE)
+    assert output.splitlines()[-1] == f"Error: no events in {empty}; nothing published"
+
+
+def test_a_rebuild_of_one_world_with_the_workers_stopped_warns_it_sends_nothing_owed() -> None:
+    result = CliRunner().invoke(
+        main, ["rebuild", "--workers-stopped", "--world", "w", "--broker", NOWHERE]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "warning: --workers-stopped with --world: what the stopped workers owed (acks, dead"
+        " letters, change records) is not sent"
+    )
+
+
 def test_a_java_that_is_no_program_is_named_before_anything_is_fetched(tmp_path: Path) -> None:
     env = {"RUMOURMILL_JAVA": str(tmp_path / "java"), "RUMOURMILL_KAFKA_CACHE": str(tmp_path)}
     result = CliRunner().invoke(main, ["broker", "start"], env=env)
