@@ -808,6 +808,7 @@ def create_app(settings: Settings) -> Rumourmill:
         web_host=settings.web_host,
         web_bind=settings.web_host,
         web_port=settings.web_port,
+        web_transport="tcp://",  # else `F_WEB_TRANSPORT`, which Faust reads as it is imported
         canonical_url=settings.canonical_url,
         web_application_options=WEB_APPLICATION_OPTIONS,
         topic_partitions=settings.partitions,

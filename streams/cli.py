@@ -8,7 +8,6 @@ import functools
 import logging.config
 import math
 import os
-import shutil
 import socket
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -33,6 +32,8 @@ SCHEMA_DIR = Path("schemas", "json")
 """Where `schemas export` writes by default, from where it runs: a checkout's root holds the
 ones committed (an install's package dir was written to, wherever the command ran)."""
 READ_FLAGS = {"web_url": "--url"}
+SECRET_FLAGS = {"api_key"}
+"""The flags whose values no message shows."""
 """The settings the read commands (and `rebuild`) take by a flag named otherwise."""
 Done = TypeVar("Done")
 
@@ -184,6 +185,18 @@ def worker(**flags: Any) -> None:
         raise SystemExit(error.exit_code) from None
 
 
+def _remove_empty_directories(path: Path, upto: Path) -> None:
+    """Remove `path` and its parents up to `upto`, each if empty: what a worker refused at start
+    made (a directory another worker wrote into meanwhile stays)."""
+    for directory in (path, *path.parents):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        if directory == upto:
+            return
+
+
 def _check_data_dir(data_dir: Path, named: str) -> None:
     """Stop the worker at once, saying why (the setting `named` as given), when `data_dir`
     cannot hold its state (`streams.state.unwritable_because`)."""
@@ -243,9 +256,12 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_web_address(settings, settings.named("web_port"))
-    made = first_missing(settings.data_dir)
-    _check_data_dir(settings.data_dir, settings.named("data_dir"))
     try:
+        made = first_missing(settings.data_dir)
+    except OSError:  # a parent it may not look into: `_check_data_dir` says why
+        made = None
+    try:
+        _check_data_dir(settings.data_dir, settings.named("data_dir"))
         logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again
         _on_kafka(settings, ensure_topics(settings, changelog=True))
         mill = create_app(settings)
@@ -253,8 +269,8 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     except TableDirInUse as in_use:
         raise click.ClickException(str(in_use)) from None
     except click.ClickException:
-        if made is not None:  # a worker that never started leaves no directory behind
-            shutil.rmtree(made, ignore_errors=True)
+        if made is not None:
+            _remove_empty_directories(settings.data_dir, upto=made)
         raise
     BoundedStopWorker(
         mill.app,
@@ -659,9 +675,12 @@ def _utf8_only(function: Any) -> Any:
                 try:
                     value.encode()
                 except UnicodeEncodeError:
+                    context = click.get_current_context()
+                    shown = "it" if name in SECRET_FLAGS else repr(value)
                     raise click.BadParameter(
-                        f"{value!r} is not UTF-8 text (is the terminal's encoding UTF-8?)",
-                        param_hint=repr(name),
+                        f"{shown} is not UTF-8 text (is the terminal's encoding UTF-8?)",
+                        ctx=context,
+                        param=next(p for p in context.command.params if p.name == name),
                     ) from None
         return function(**given)
 

@@ -106,6 +106,8 @@ class PersistentRecovery(Recovery):
                     await self._lay_in(queue.get_nowait())
                 self._end_if_recovered()
                 self._note_standbys_ready()
+                await asyncio.sleep(0)  # `wait_for` of a record queued already gives way on
+                # Python 3.11, not on 3.12
             except Exception as error:  # records not laid in yet stay queued (as in Faust's
                 # loop, where the next record lays a buffer that failed to be laid in again)
                 log.warning("error in recovery: %r", error)

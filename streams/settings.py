@@ -668,10 +668,12 @@ def unused_settings(settings: Settings) -> list[str]:
         url = f"{client}_url"
         if getattr(settings, url):
             continue
-        given = sorted(
+        given = sorted(  # a default given (`environment()` gives every setting) is no matter
             name
             for name in settings.model_fields_set
-            if name.startswith(f"{client}_") and name != url
+            if name.startswith(f"{client}_")
+            and name != url
+            and getattr(settings, name) != type(settings).model_fields[name].default
         )
         if given:
             named = ", ".join(settings.named(name) for name in given)

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from schemas.export import json_schemas
 from streams.cli import _check_web_address, main
 from streams.rebuild import RebuildFailed, check_fresh
-from streams.settings import Settings
+from streams.settings import Settings, unused_settings
 from streams.state import disk_trouble, unwritable_because
 from tests.tavern import TAVERN_FILE as TAVERN
 
@@ -346,10 +346,11 @@ def test_a_broker_that_cannot_be_fetched_or_started_is_said_in_one_line(tmp_path
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        (["npc", "npc-mara", "--world", "w\udcf6rld"], "'world'"),
-        (["npc", "n\udcff", "--world", "w"], "'npc_id'"),
-        (["reply-check", "n", "r\udce9", "--world", "w", "--after-seq", "1"], "'reply'"),
-        (["rebuild", "--workers-stopped", "--world", "w\udcf6rld"], "'world'"),
+        (["npc", "npc-mara", "--world", "w\udcf6rld"], "'--world': 'w\\udcf6rld'"),
+        (["npc", "n\udcff", "--world", "w"], "'NPC_ID': 'n\\udcff'"),
+        (["reply-check", "n", "r\udce9", "--world", "w", "--after-seq", "1"], "'REPLY': "),
+        (["rebuild", "--workers-stopped", "--world", "w\udcf6rld"], "'--world': "),
+        (["npc", "n", "--world", "w", "--api-key", "sk-kept\udcff"], "'--api-key': it is"),
     ],
 )
 def test_an_id_that_is_no_utf8_text_is_refused_naming_it(command: list[str], named: str) -> None:
@@ -359,17 +360,22 @@ def test_an_id_that_is_no_utf8_text_is_refused_naming_it(command: list[str], nam
     env = {"RUMOURMILL_WEB_URL": "http://127.0.0.1:9", "RUMOURMILL_BROKER": NOWHERE}
     result = CliRunner().invoke(main, command, env=env)
     assert result.exit_code == 2, result.output
-    assert f"Error: Invalid value for {named}: " in result.output
+    assert f"Error: Invalid value for {named}" in result.output
     assert "is not UTF-8 text" in result.output
+    assert "sk-kept" not in result.output  # a key is never shown
     assert "Traceback" not in result.output
 
 
 def test_a_worker_refused_at_start_leaves_no_data_dir_it_made(tmp_path: Path) -> None:
     """Kafka out of reach: the directories made for its state stayed behind (a rebuild
-    refused so took away what it made)."""
+    refused so took away what it made); one that holds something now is left."""
     result = stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=str(tmp_path / "made" / "for" / "it"))
     assert result.stderr.splitlines()[-1].startswith(UNREACHABLE)
     assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept"
+    (kept / "other").mkdir(parents=True)
+    stopped_worker(tmp_path, RUMOURMILL_DATA_DIR=str(kept / "new"))
+    assert [path.name for path in kept.iterdir()] == ["other"]
 
 
 def test_a_file_of_no_event_is_refused_before_any_topic_is_made(tmp_path: Path) -> None:
@@ -448,6 +454,16 @@ def test_a_worker_warns_of_model_and_reranker_settings_its_empty_urls_leave_unus
         " reranker): not used",
     ]
     assert "sk-kept" not in result.stderr
+
+
+def test_settings_at_their_defaults_are_not_warned_of_unused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker `make run` starts is given every setting (`Settings.environment`): each model
+    and reranker setting at its default was warned of, with no model asked for."""
+    for variable, value in Settings.from_env().environment().items():
+        monkeypatch.setenv(variable, value)
+    assert unused_settings(Settings.from_env()) == []
 
 
 def test_a_misspelt_variable_is_warned_of_also_when_a_setting_it_meant_is_refused() -> None:

@@ -132,6 +132,36 @@ def test_a_standby_copy_lays_in_every_record_and_is_told_caught_up() -> None:
     assert loop.standby_offsets[CHANGELOG] == 9
 
 
+def test_the_loop_gives_way_to_other_work_between_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby copy reads while its worker serves: a queue of records laid in all at once
+    held every read and event of the worker behind it."""
+    monkeypatch.setattr(recovery, "READ_AT_ONCE", 100)
+    turns = 0
+
+    class WatchedTable(KeptTable):
+        """Notes, at each lay-in, how often the other work had run."""
+
+        seen: set[int] = set()
+
+        def apply_changelog_batch(self, batch: list[Any]) -> None:
+            super().apply_changelog_batch(batch)
+            self.seen.add(turns)
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def laid_in_beside_other_work() -> None:
+        beside = asyncio.ensure_future(other_work())
+        await recovered(WatchedTable(), range(1_000))
+        beside.cancel()
+
+    asyncio.run(laid_in_beside_other_work())
+    assert len(WatchedTable.seen) >= 10  # 1,000 records, 100 at once at most
+
+
 def test_a_record_read_again_is_laid_in_once() -> None:
     table = KeptTable()
     asyncio.run(recovered(table, range(6), more=range(4, 8)))  # a fetch gave 4 and 5 again
