@@ -9,6 +9,7 @@ import logging.config
 import math
 import os
 import socket
+import stat
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,24 @@ class NamedPath(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail("must name a path, not be blank", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class ReadableFile(click.Path):
+    """A file to read, which exists and is a file or a pipe: a device (`/dev/zero`) was read
+    until the process ran out of memory, in a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            self.fail(f"{os.fsdecode(path)!r} is not a file nor a pipe", param, ctx)
+        return path
+
+
+READABLE_FILE = ReadableFile()
 
 
 def _overriding_flags(*flags: tuple[str, Any]) -> Callable[[Any], Any]:
@@ -284,7 +303,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
 
 
 @main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=READABLE_FILE)
 @click.option("--raw", is_flag=True, help="send lines as they are, valid or not")
 @_topic_options
 def publish(file: Path, raw: bool, **flags: Any) -> None:
@@ -365,15 +384,15 @@ def _unwritable(path: Path, error: OSError) -> click.ClickException:
 
 
 @main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=READABLE_FILE)
 @click.option(
     "--policy",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=READABLE_FILE,
     help="a policy document for every world (default: the built-in policy)",
 )
 @click.option(
     "--judgements",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=READABLE_FILE,
     help="the judgements topic's records as NDJSON: model mode answered as recorded",
 )
 def replay(file: Path, policy: Path | None, judgements: Path | None) -> None:
@@ -447,7 +466,7 @@ def broker_start(kind: str) -> None:
 @main.command()
 @click.option(
     "--story",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=READABLE_FILE,
     default=None,
     help="NDJSON events to publish (default: the bundled tavern story)",
 )
@@ -519,7 +538,7 @@ def policy() -> None:
 
 
 @policy.command("set")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=READABLE_FILE)
 @click.option("--world", default=None, help="the world it governs; omit for the tenant default")
 @click.option("--tenant", default="default", show_default=True)
 @_topic_options

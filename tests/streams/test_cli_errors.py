@@ -398,6 +398,22 @@ def test_a_rebuild_of_one_world_with_the_workers_stopped_warns_it_sends_nothing_
     )
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["publish", "/dev/zero"],
+        ["replay", "/dev/zero"],
+        ["replay", str(TAVERN), "--judgements", "/dev/zero"],
+        ["policy", "set", "/dev/zero"],
+    ],
+)
+def test_a_device_is_refused_as_no_file_to_read(command: list[str]) -> None:
+    """`/dev/zero` was read until the process ran out of memory, in a MemoryError traceback."""
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2
+    assert "'/dev/zero' is not a file nor a pipe" in result.output
+
+
 def test_a_java_that_is_no_program_is_named_before_anything_is_fetched(tmp_path: Path) -> None:
     env = {"RUMOURMILL_JAVA": str(tmp_path / "java"), "RUMOURMILL_KAFKA_CACHE": str(tmp_path)}
     result = CliRunner().invoke(main, ["broker", "start"], env=env)
