@@ -101,6 +101,11 @@ SESSION_TIMEOUT_SECONDS = 10.0
 """A crashed worker's partitions move to the others after this long without a heartbeat."""
 HEARTBEAT_SECONDS = 2.0
 """How often a worker tells the group it is alive."""
+FETCH_BYTES_PER_PARTITION = 8 * 1024**2
+"""The most one fetch brings of a partition (Faust's `consumer_max_fetch_size`, 1 MiB by
+default; aiokafka bounds a whole fetch at 50 MiB): recovery reads the changelog a fetch at a
+time, and a full recovery of 273,916 records (10,000 tavern events) was ready in 18.2 s with
+1 MiB, 14.6 s with this (medians of 3), the rest of the wait being fetches' round trips."""
 CHECKPOINT_TICK = 0.5
 """How often the worker looks for partitions to checkpoint, or to stamp
 (`LocalDurability.checkpoint_due`, `stamp_due`)."""
@@ -825,6 +830,7 @@ def create_app(settings: Settings) -> Rumourmill:
         producer_max_request_size=MOST_RECORD_BYTES,
         stream_buffer_maxsize=MOST_BATCH_EVENTS,
         broker_heartbeat_interval=HEARTBEAT_SECONDS,
+        consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
     )
     topic_options: dict[str, Any] = {
         "partitions": settings.partitions,
