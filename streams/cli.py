@@ -264,7 +264,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     from streams.app import create_app
     from streams.durability import TableDirInUse
     from streams.logs import logging_config
-    from streams.rebuild import first_missing
+    from streams.state import first_missing
     from streams.stopping import BoundedStopWorker
     from streams.topics import ensure_topics
 
@@ -275,10 +275,7 @@ def _work(warn: Callable[[str], None] | None = None, **flags: Any) -> None:
     if problem is not None:
         raise click.ClickException(f"bad setting:\n{problem}")
     _check_web_address(settings, settings.named("web_port"))
-    try:
-        made = first_missing(settings.data_dir)
-    except OSError:  # a parent it may not look into: `_check_data_dir` says why
-        made = None
+    made = first_missing(settings.data_dir)
     try:
         _check_data_dir(settings.data_dir, settings.named("data_dir"))
         logging.config.dictConfig(logging_config(settings))  # Faust's worker sets it up again

@@ -20,7 +20,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -66,6 +65,7 @@ from streams.settings import Settings
 from streams.show import ReadFailed, fetch
 from streams.state import (
     RocksTransaction,
+    first_missing,
     recording_transaction,
     refuse_writes,
     unwritable_because,
@@ -231,13 +231,6 @@ def check_live(live: Settings) -> None:
                 raise RebuildFailed(
                     f"the live worker at {live.canonical_url}: {error}{stopped}"
                 ) from None
-
-
-def first_missing(path: Path) -> Path | None:
-    """The outermost of `path` and its parents that does not exist: what making it makes."""
-    return next(
-        (missing for missing in (*reversed(path.parents), path) if not missing.exists()), None
-    )
 
 
 async def check_fresh(target: Settings, live: Settings) -> str:

@@ -119,7 +119,8 @@ class PersistentRecovery(Recovery):
         now = monotonic()
         message = event.message
         tp, offset = message.tp, message.offset
-        if tp in self.active_tps:
+        active = tp in self.active_tps
+        if active:
             offsets = self.active_offsets
             self._active_events_received_at[tp] = now
             size = self.buffer_sizes.setdefault(tp, self.tp_to_table[tp].recovery_buffer_size)
@@ -140,7 +141,7 @@ class PersistentRecovery(Recovery):
             table.apply_changelog_batch(buffer)
             buffer.clear()
             self._last_flush_at = now
-        if offsets is self.active_offsets:
+        if active:
             self._note_processing_time(monotonic())
 
     def _note_processing_time(self, now: float) -> None:

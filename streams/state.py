@@ -306,6 +306,17 @@ the worker with RocksDB's "No space left on device" and no word of where."""
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 
 
+def first_missing(path: Path) -> Path | None:
+    """The outermost of `path` and its parents that does not exist: what making it makes (as
+    `unwritable_because` does); None as well when a parent may not be looked into."""
+    try:
+        return next(
+            (missing for missing in (*reversed(path.parents), path) if not missing.exists()), None
+        )
+    except OSError:
+        return None
+
+
 def unwritable_because(data_dir: Path) -> str | None:
     """Why `data_dir` cannot hold a worker's state (a file, a path that cannot be made, a
     read-only volume, a full disk), or None: made here if missing, so RocksDB is not the one to
